@@ -1,0 +1,38 @@
+/** Eve's DATE_FORMAT, "%a, %d %b %Y %H:%M:%S GMT" (RFC 1123), which is exactly Date#toUTCString. */
+
+const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
+const HTTP_DATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\d{2}) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (\d{4}) (\d{2}):(\d{2}):(\d{2}) GMT$/;
+
+export function formatHttpDate(date: Date): string {
+	return date.toUTCString();
+}
+
+/** Parses an HTTP-date; null when the string is not one (or names an impossible date). */
+export function parseHttpDate(value: string): Date | null {
+	const m = HTTP_DATE.exec(value);
+	if (!m) return null;
+	const [, , day, mon, year, hh, mm, ss] = m;
+	const date = new Date(Date.UTC(+year, MONTHS.indexOf(mon), +day, +hh, +mm, +ss));
+	return date.getUTCDate() === +day && +hh < 24 && +mm < 60 && +ss < 60 ? date : null;
+}
+
+export function isHttpDate(value: unknown): value is string {
+	return typeof value === "string" && parseHttpDate(value) !== null;
+}
+
+/** Eve stamps _created/_updated with second precision. */
+export function nowSeconds(): Date {
+	return new Date(Math.floor(Date.now() / 1000) * 1000);
+}
+
+/** Replaces every Date at any depth with its HTTP-date form, as Eve's JSON encoder does. */
+export function renderDates<T>(value: T): T {
+	if (value instanceof Date) return formatHttpDate(value) as unknown as T;
+	if (Array.isArray(value)) return value.map(renderDates) as unknown as T;
+	if (value !== null && typeof value === "object") {
+		const out: Record<string, unknown> = {};
+		for (const [k, v] of Object.entries(value)) out[k] = renderDates(v);
+		return out as T;
+	}
+	return value;
+}

@@ -1,0 +1,254 @@
+/**
+ * The few storage operations the services need, with the same meaning on NeDB (embedded default)
+ * and MongoDB. Filters given here have already been checked (lib/eve/query.ts); the NeDB side
+ * rewrites the operators whose NeDB meaning differs from MongoDB's.
+ */
+import type { Filter, SortSpec } from "./eve/query";
+
+export type Doc = Record<string, any>;
+
+export interface FindOptions {
+	sort?: SortSpec;
+	skip?: number;
+	limit?: number;
+	/** Top-level fields to leave out at the database (Mongo-style exclusion projection). */
+	exclude?: string[];
+}
+
+export interface Update {
+	$set?: Doc;
+	$unset?: Record<string, true | 1 | "">;
+	$inc?: Record<string, number>;
+	$push?: Doc;
+	$addToSet?: Doc;
+	$pull?: Doc;
+}
+
+export interface Store {
+	readonly kind: "nedb" | "mongo";
+	find(filter: Filter, opts?: FindOptions): Promise<Doc[]>;
+	findOne(filter: Filter): Promise<Doc | null>;
+	count(filter: Filter): Promise<number>;
+	insertMany(docs: Doc[]): Promise<void>;
+	updateMany(filter: Filter, update: Update): Promise<number>;
+	/** Atomic: updates one matching record and returns it as it is after the update. */
+	findOneAndUpdate(filter: Filter, update: Update): Promise<Doc | null>;
+	removeMany(filter: Filter): Promise<number>;
+	ensureIndex(field: string, unique?: boolean): Promise<void>;
+}
+
+export class DuplicateKeyError extends Error {
+	constructor(readonly key: string) {
+		super(`duplicate key ${key}`);
+		this.name = "DuplicateKeyError";
+	}
+}
+
+// ---------------------------------------------------------------- NeDB
+
+function isPlain(v: unknown): v is Record<string, unknown> {
+	return v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof Date);
+}
+
+/** MongoDB matches `{f: null}` on missing fields; NeDB does not. */
+function equals(field: string, value: unknown): Filter {
+	return value === null ? { $or: [{ [field]: null }, { [field]: { $exists: false } }] } : { [field]: value };
+}
+
+function rewriteFieldOps(field: string, ops: Record<string, unknown>): Filter[] {
+	const conds: Filter[] = [];
+	const native: Record<string, unknown> = {};
+	for (const [op, arg] of Object.entries(ops)) {
+		switch (op) {
+			case "$eq":
+				conds.push(equals(field, arg));
+				break;
+			case "$ne":
+				conds.push({ $not: equals(field, arg) });
+				break;
+			case "$in":
+				conds.push((arg as unknown[]).includes(null) ? { $or: (arg as unknown[]).map(v => equals(field, v)) } : { [field]: { $in: arg } });
+				break;
+			case "$nin":
+				conds.push({ $not: { $or: [{ [field]: { $in: arg } }, ...((arg as unknown[]).includes(null) ? [equals(field, null)] : [])] } });
+				break;
+			case "$not":
+				conds.push({ $not: toNedbFilter({ [field]: arg }) });
+				break;
+			case "$all":
+				conds.push((arg as unknown[]).length === 0 ? { [field]: { $in: [] } } : { $and: (arg as unknown[]).map(v => ({ [field]: v })) });
+				break;
+			case "$elemMatch":
+				native.$elemMatch = isPlain(arg) && Object.keys(arg).some(k => k.startsWith("$")) ? scalarElemOps(arg) : toNedbFilter(arg as Filter);
+				break;
+			default:
+				native[op] = arg;
+		}
+	}
+	if (Object.keys(native).length) conds.push({ [field]: native });
+	return conds;
+}
+
+/** Inside $elemMatch on scalars NeDB has no $eq; `$in: [v]` means the same. */
+function scalarElemOps(ops: Record<string, unknown>): Record<string, unknown> {
+	const out: Record<string, unknown> = {};
+	for (const [op, arg] of Object.entries(ops)) {
+		if (op === "$eq") out.$in = [arg];
+		else out[op] = arg;
+	}
+	return out;
+}
+
+/** Rewrites a checked MongoDB filter into a NeDB query with the same meaning. */
+export function toNedbFilter(filter: Filter): Filter {
+	const conds: Filter[] = [];
+	for (const [key, value] of Object.entries(filter)) {
+		if (key === "$and" || key === "$or") conds.push({ [key]: (value as Filter[]).map(toNedbFilter) });
+		else if (key === "$nor") conds.push({ $not: { $or: (value as Filter[]).map(toNedbFilter) } });
+		else if (isPlain(value) && Object.keys(value).some(k => k.startsWith("$"))) conds.push(...rewriteFieldOps(key, value));
+		else conds.push(equals(key, value));
+	}
+	if (conds.length === 0) return {};
+	return conds.length === 1 ? conds[0] : { $and: conds };
+}
+
+interface NedbCursor extends PromiseLike<Doc[]> {
+	sort(s: Record<string, number>): NedbCursor;
+	skip(n: number): NedbCursor;
+	limit(n: number): NedbCursor;
+	projection(p: Record<string, number>): NedbCursor;
+}
+
+export interface NedbDatastore {
+	findAsync(q: Filter): NedbCursor;
+	findOneAsync(q: Filter): Promise<Doc | null>;
+	countAsync(q: Filter): Promise<number>;
+	insertAsync(docs: Doc[]): Promise<Doc[]>;
+	updateAsync(q: Filter, u: Update, o: Record<string, unknown>): Promise<{ numAffected: number; affectedDocuments: Doc | Doc[] | null }>;
+	removeAsync(q: Filter, o: Record<string, unknown>): Promise<number>;
+	ensureIndexAsync(o: { fieldName: string; unique?: boolean }): Promise<void>;
+}
+
+function nedbDuplicate(err: unknown): never {
+	const e = err as { errorType?: string; key?: unknown };
+	if (e && e.errorType === "uniqueViolated") throw new DuplicateKeyError(String(e.key));
+	throw err;
+}
+
+export class NedbStore implements Store {
+	readonly kind = "nedb";
+	constructor(private readonly db: NedbDatastore) {}
+
+	async find(filter: Filter, opts: FindOptions = {}): Promise<Doc[]> {
+		let cursor = this.db.findAsync(toNedbFilter(filter));
+		if (opts.sort?.length) cursor = cursor.sort(Object.fromEntries(opts.sort));
+		if (opts.skip) cursor = cursor.skip(opts.skip);
+		if (opts.limit) cursor = cursor.limit(opts.limit);
+		if (opts.exclude?.length) cursor = cursor.projection(Object.fromEntries(opts.exclude.map(f => [f, 0])));
+		return await cursor;
+	}
+
+	findOne(filter: Filter): Promise<Doc | null> {
+		return this.db.findOneAsync(toNedbFilter(filter));
+	}
+
+	count(filter: Filter): Promise<number> {
+		return this.db.countAsync(toNedbFilter(filter));
+	}
+
+	async insertMany(docs: Doc[]): Promise<void> {
+		if (docs.length === 0) return;
+		await this.db.insertAsync(docs).catch(nedbDuplicate);
+	}
+
+	async updateMany(filter: Filter, update: Update): Promise<number> {
+		const res = await this.db.updateAsync(toNedbFilter(filter), update, { multi: true }).catch(nedbDuplicate);
+		return res.numAffected;
+	}
+
+	async findOneAndUpdate(filter: Filter, update: Update): Promise<Doc | null> {
+		const res = await this.db.updateAsync(toNedbFilter(filter), update, { multi: false, returnUpdatedDocs: true }).catch(nedbDuplicate);
+		return res.numAffected ? (res.affectedDocuments as Doc) : null;
+	}
+
+	removeMany(filter: Filter): Promise<number> {
+		return this.db.removeAsync(toNedbFilter(filter), { multi: true });
+	}
+
+	ensureIndex(field: string, unique = false): Promise<void> {
+		return this.db.ensureIndexAsync({ fieldName: field, unique });
+	}
+}
+
+// ---------------------------------------------------------------- MongoDB (driver 3.7, as moleculer-db-adapter-mongo ships it)
+
+interface MongoCursor {
+	sort(s: Record<string, number>): MongoCursor;
+	skip(n: number): MongoCursor;
+	limit(n: number): MongoCursor;
+	toArray(): Promise<Doc[]>;
+}
+
+export interface MongoCollection {
+	find(q: Filter, o?: Record<string, unknown>): MongoCursor;
+	findOne(q: Filter): Promise<Doc | null>;
+	countDocuments(q: Filter): Promise<number>;
+	insertMany(docs: Doc[], o?: Record<string, unknown>): Promise<unknown>;
+	updateMany(q: Filter, u: Update): Promise<{ modifiedCount: number; matchedCount: number }>;
+	findOneAndUpdate(q: Filter, u: Update, o: Record<string, unknown>): Promise<{ value: Doc | null }>;
+	deleteMany(q: Filter): Promise<{ deletedCount?: number }>;
+	createIndex(spec: Record<string, number>, o?: Record<string, unknown>): Promise<unknown>;
+}
+
+function mongoDuplicate(err: unknown): never {
+	const e = err as { code?: number; keyValue?: Record<string, unknown>; message?: string };
+	if (e && e.code === 11000) throw new DuplicateKeyError(e.keyValue ? JSON.stringify(e.keyValue) : String(e.message));
+	throw err;
+}
+
+export class MongoStore implements Store {
+	readonly kind = "mongo";
+	constructor(private readonly collection: MongoCollection) {}
+
+	find(filter: Filter, opts: FindOptions = {}): Promise<Doc[]> {
+		const projection = opts.exclude?.length ? Object.fromEntries(opts.exclude.map(f => [f, 0])) : undefined;
+		let cursor = this.collection.find(filter, projection ? { projection } : {});
+		if (opts.sort?.length) cursor = cursor.sort(Object.fromEntries(opts.sort));
+		if (opts.skip) cursor = cursor.skip(opts.skip);
+		if (opts.limit) cursor = cursor.limit(opts.limit);
+		return cursor.toArray();
+	}
+
+	findOne(filter: Filter): Promise<Doc | null> {
+		return this.collection.findOne(filter);
+	}
+
+	count(filter: Filter): Promise<number> {
+		return this.collection.countDocuments(filter);
+	}
+
+	async insertMany(docs: Doc[]): Promise<void> {
+		if (docs.length === 0) return;
+		await this.collection.insertMany(docs, { ordered: true }).catch(mongoDuplicate);
+	}
+
+	async updateMany(filter: Filter, update: Update): Promise<number> {
+		const res = await this.collection.updateMany(filter, update).catch(mongoDuplicate);
+		return res.matchedCount;
+	}
+
+	async findOneAndUpdate(filter: Filter, update: Update): Promise<Doc | null> {
+		const res = await this.collection.findOneAndUpdate(filter, update, { returnOriginal: false }).catch(mongoDuplicate);
+		return res.value;
+	}
+
+	async removeMany(filter: Filter): Promise<number> {
+		const res = await this.collection.deleteMany(filter);
+		return res.deletedCount ?? 0;
+	}
+
+	async ensureIndex(field: string, unique = false): Promise<void> {
+		if (field === "_id") return;
+		await this.collection.createIndex({ [field]: 1 }, { unique });
+	}
+}

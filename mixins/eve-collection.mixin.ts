@@ -1,0 +1,562 @@
+/**
+ * The Eve REST layer, written once. A service that owns a collection composes this mixin with its
+ * record schema and gets Eve's list, item, create, patch and delete behaviour: `_items`, `_links`,
+ * `_meta`, HTTP-dates, projection, embedding, soft delete, and 4xx errors in Eve's shape.
+ *
+ * Published actions take what the gateway sends: `query` (the query string as ordered pairs, so links
+ * can repeat it as Eve does), `body` and the path `id`. Services override the `prepare*`/`after*`
+ * methods for the rules that are theirs alone.
+ */
+import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
+import type { ValidationSchema } from "fastest-validator";
+import { Storage, type StorageThis } from "./storage.mixin";
+import { loadConfig } from "../lib/config";
+import { EveError, badRequest, notFound, conflict, validationFailed, type Issues } from "../lib/eve/errors";
+import { nowSeconds, renderDates, formatHttpDate } from "../lib/eve/dates";
+import { newObjectId } from "../lib/eve/ids";
+import {
+	QueryArgs,
+	parseWhere,
+	parseSort,
+	parseProjection,
+	parseEmbedded,
+	parsePaging,
+	linkQuery,
+	filterMentions,
+	queryFlag,
+	checkFilter,
+	FORBIDDEN_KEYS,
+	type Filter,
+	type Projection,
+} from "../lib/eve/query";
+import { compileSchema, partialSchema, type Check } from "../lib/eve/validation";
+import { HOME_LINK, itemTitle, project, MASK, type Link } from "../lib/eve/render";
+import { DuplicateKeyError, type Doc, type Update } from "../lib/store";
+
+export interface Relation {
+	/** Collection the reference points into (URL name, e.g. "groups"). */
+	resource: string;
+	/** Service that owns that collection. */
+	service: string;
+	/** Field of the target that the stored value names. */
+	field?: "_id" | "name";
+	many?: boolean;
+	embeddable?: boolean;
+	/** Check on write that the target exists (default true). */
+	validate?: boolean;
+}
+
+export interface SoftDelete {
+	/** Stored flag, e.g. "_soft_deleted". */
+	flag: string;
+	/** Query parameter that includes flagged records, e.g. "show_soft_deleted". */
+	showParam: string;
+}
+
+export interface EveCollectionOptions {
+	resource: string;
+	schema: ValidationSchema;
+	patchSchema?: ValidationSchema;
+	/** What an id in an item URL must look like; anything else is a 404, as in Eve's item_url regex. */
+	idPattern: RegExp;
+	/** Fields shown besides the schema's (server-maintained, read-only ones). */
+	readOnlyFields?: string[];
+	relations?: Record<string, Relation>;
+	softDelete?: SoftDelete;
+	/** Fields never shown in list items, only in single-record responses. */
+	listHidden?: string[];
+	/** Fields always replaced by asterisks on the way out. */
+	masked?: string[];
+	/** Eve's additional_lookup: items are also addressable by this field. */
+	lookupField?: string;
+	/** Client-supplied `_id` accepted on create (as Eve allows). */
+	clientIds?: boolean;
+}
+
+export interface HttpMeta {
+	$statusCode?: number;
+	$location?: string;
+	$responseHeaders?: Record<string, string>;
+	$responseType?: string;
+}
+
+export type RestParams = { query?: unknown; body?: unknown; id?: string };
+export type RestContext = Context<RestParams, HttpMeta>;
+
+export interface WriteInfo {
+	op: "create" | "patch";
+	existing?: Doc;
+}
+
+/** What a collection service has on `this` besides Moleculer's Service: its store, its Eve state, its methods. */
+export interface EveVars extends StorageThis {
+	eve: EveState;
+	[member: string]: any;
+}
+
+export type EveThis = Service & EveVars;
+
+/** The schema type of a service that composes EveCollection. */
+export type EveServiceSchema = ServiceSchema<ServiceSettingSchema & Record<string, any>, Record<string, any>, EveVars>;
+
+interface EveState {
+	opts: EveCollectionOptions;
+	title: string;
+	fields: Set<string>;
+	autoFields: Set<string>;
+	createCheck: Check;
+	patchCheck: Check;
+	pageSizeDefault: number;
+	pageSizeLimit: number;
+	counts: Map<string, { at: number; value: number }>;
+}
+
+/** Counts are cached per filter until the collection changes; this bounds staleness across replicas. */
+const COUNT_CACHE_MS = 5000;
+
+const queryParam = { type: "multi", optional: true, rules: [{ type: "array" }, { type: "object" }] } as const;
+const idParam = { type: "string", min: 1, max: 512 } as const;
+
+export function EveCollection(opts: EveCollectionOptions): Partial<ServiceSchema> {
+	return eveCollectionSchema(opts) as Partial<ServiceSchema>;
+}
+
+function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSchema> {
+	const schemaFields = Object.keys(opts.schema).filter(k => !k.startsWith("$$"));
+	const softFlag = opts.softDelete?.flag;
+
+	return {
+		mixins: [Storage(opts.resource)],
+
+		actions: {
+			list: {
+				params: { query: queryParam },
+				handler(this: EveThis, ctx: RestContext) {
+					return this.eveList(ctx, QueryArgs.from(ctx.params.query));
+				},
+			},
+			get: {
+				params: { id: idParam, query: queryParam },
+				handler(this: EveThis, ctx: RestContext) {
+					return this.eveGet(ctx, ctx.params.id as string, QueryArgs.from(ctx.params.query));
+				},
+			},
+			create: {
+				params: { body: { type: "any", optional: true }, query: queryParam },
+				handler(this: EveThis, ctx: RestContext) {
+					return this.eveCreate(ctx, ctx.params.body);
+				},
+			},
+			patch: {
+				params: { id: idParam, body: { type: "any", optional: true }, query: queryParam },
+				handler(this: EveThis, ctx: RestContext) {
+					return this.evePatch(ctx, ctx.params.id as string, ctx.params.body);
+				},
+			},
+			remove: {
+				params: { id: idParam, query: queryParam },
+				handler(this: EveThis, ctx: RestContext) {
+					return this.eveRemove(ctx, ctx.params.id as string);
+				},
+			},
+			/** Which of these ids (or names) exist; for reference checks by other services. */
+			exist: {
+				visibility: "public",
+				params: { ids: { type: "array", items: "string", max: 10000 }, field: { type: "enum", values: ["_id", "name"], optional: true } },
+				async handler(this: EveThis, ctx: Context<{ ids: string[]; field?: string }>) {
+					const field = ctx.params.field ?? "_id";
+					const docs = await this.store.find(this.visibleFilter({ [field]: { $in: ctx.params.ids } }, false));
+					return docs.map(d => String(d[field]));
+				},
+			},
+			/** Records as embedded in another collection's response: rendered, masked, without `_links`. */
+			fetch: {
+				visibility: "public",
+				params: { ids: { type: "array", items: "string", max: 10000 }, field: { type: "enum", values: ["_id", "name"], optional: true } },
+				async handler(this: EveThis, ctx: Context<{ ids: string[]; field?: string }>) {
+					const field = ctx.params.field ?? "_id";
+					const docs = await this.store.find(this.visibleFilter({ [field]: { $in: ctx.params.ids } }, false));
+					return docs.map(d => this.outputFields(d, null, false));
+				},
+			},
+		},
+
+		created(this: EveThis) {
+			const config = loadConfig();
+			const auto = ["_id", "_created", "_updated"];
+			if (softFlag) auto.push(softFlag);
+			this.eve = {
+				opts,
+				title: itemTitle(opts.resource),
+				fields: new Set([...schemaFields, ...(opts.readOnlyFields ?? [])]),
+				autoFields: new Set(auto),
+				createCheck: compileSchema(opts.schema),
+				patchCheck: compileSchema(opts.patchSchema ?? partialSchema(opts.schema)),
+				pageSizeDefault: config.pageSizeDefault,
+				pageSizeLimit: config.pageSizeLimit,
+				counts: new Map(),
+			};
+		},
+
+		events: {
+			// Any replica that writes tells the others, so their cached counts go.
+			"eve.collectionChanged": {
+				context: true,
+				handler(this: EveThis, ctx: Context<{ service: string }>) {
+					if (ctx.params.service === this.name) this.eve.counts.clear();
+				},
+			},
+		},
+
+		methods: {
+			// ------------------------------------------------------------ reading
+
+			/** The filter that hides soft-deleted records unless they were asked for. */
+			visibleFilter(this: EveThis, filter: Filter, show: boolean): Filter {
+				if (!softFlag || show || filterMentions(filter, softFlag)) return filter;
+				const hide = { [softFlag]: { $ne: true } };
+				return Object.keys(filter).length ? { $and: [filter, hide] } : hide;
+			},
+
+			async cachedCount(this: EveThis, filter: Filter): Promise<number> {
+				const key = JSON.stringify(filter);
+				const hit = this.eve.counts.get(key);
+				const now = Date.now();
+				if (hit && now - hit.at < COUNT_CACHE_MS) return hit.value;
+				const value = await this.store.count(filter);
+				if (this.eve.counts.size > 1000) this.eve.counts.clear();
+				this.eve.counts.set(key, { at: now, value });
+				return value;
+			},
+
+			/** Hook: extra conditions a collection adds to every list (none by default). */
+			listFilter(this: EveThis, filter: Filter, _args: QueryArgs): Filter {
+				return filter;
+			},
+
+			async eveList(this: EveThis, ctx: RestContext, args: QueryArgs) {
+				const { pageSizeDefault, pageSizeLimit } = this.eve;
+				const where = parseWhere(args.get("where"));
+				const sort = parseSort(args.get("sort"));
+				const projection = parseProjection(args.get("projection"));
+				const embedded = parseEmbedded(args.get("embedded"));
+				const paging = parsePaging(args, pageSizeDefault, pageSizeLimit);
+				const show = opts.softDelete ? queryFlag(args, opts.softDelete.showParam) : false;
+				const filter = this.listFilter(this.visibleFilter(where, show), args);
+
+				const exclude = [...(opts.listHidden ?? []), ...(projection?.mode === "exclude" ? projection.fields.filter(f => !f.includes(".") && !this.eve.autoFields.has(f)) : [])];
+				const [total, docs] = await Promise.all([
+					this.cachedCount(filter),
+					this.store.find(filter, { sort, skip: (paging.page - 1) * paging.maxResults, limit: paging.maxResults, exclude }),
+				]);
+				await this.beforeRender(ctx, docs, args);
+				const items = await this.renderMany(ctx, docs, projection, embedded, false);
+
+				const resource = opts.resource;
+				const links: Record<string, Link> = {
+					parent: HOME_LINK,
+					self: { title: resource, href: resource + (total > 0 ? linkQuery(args, paging, pageSizeDefault, paging.page) : "") },
+				};
+				if (paging.page * paging.maxResults < total) {
+					const last = Math.ceil(total / paging.maxResults);
+					links.next = { title: "next page", href: resource + linkQuery(args, paging, pageSizeDefault, paging.page + 1) };
+					links.last = { title: "last page", href: resource + linkQuery(args, paging, pageSizeDefault, last) };
+				}
+				if (paging.page > 1) links.prev = { title: "previous page", href: resource + linkQuery(args, paging, pageSizeDefault, paging.page - 1) };
+
+				const headers: Record<string, string> = { "X-Total-Count": String(total) };
+				const newest = docs.reduce<Date | null>((acc, d) => (d._updated instanceof Date && (!acc || d._updated > acc) ? d._updated : acc), null);
+				if (newest) headers["Last-Modified"] = formatHttpDate(newest);
+				ctx.meta.$responseHeaders = headers;
+				return { _items: items, _links: links, _meta: { page: paging.page, max_results: paging.maxResults, total } };
+			},
+
+			/** Finds one record by id (or the additional lookup field); null when absent. */
+			async findItem(this: EveThis, id: string): Promise<Doc | null> {
+				if (!opts.idPattern.test(id) && !opts.lookupField) return null;
+				if (opts.idPattern.test(id)) {
+					const doc = await this.store.findOne({ _id: id });
+					if (doc || !opts.lookupField) return doc;
+				}
+				return opts.lookupField ? this.store.findOne({ [opts.lookupField]: id }) : null;
+			},
+
+			/** A record that item routes may see: present, and not soft-deleted unless asked for. */
+			async visibleItem(this: EveThis, id: string, show = false): Promise<Doc> {
+				const doc = await this.findItem(id);
+				if (!doc || (softFlag && doc[softFlag] === true && !show)) throw notFound();
+				return doc;
+			},
+
+			async eveGet(this: EveThis, ctx: RestContext, id: string, args: QueryArgs) {
+				const show = opts.softDelete ? queryFlag(args, opts.softDelete.showParam) : false;
+				const doc = await this.visibleItem(id, show);
+				const projection = parseProjection(args.get("projection"));
+				const embedded = parseEmbedded(args.get("embedded"));
+				await this.beforeRender(ctx, [doc], args);
+				const [item] = await this.renderMany(ctx, [doc], projection, embedded, true);
+				const links = item._links as Record<string, unknown>;
+				links.parent = HOME_LINK;
+				links.collection = { title: opts.resource, href: opts.resource + linkQuery(args, { page: 1, maxResults: this.eve.pageSizeDefault }, this.eve.pageSizeDefault, 1) };
+				if (doc._updated instanceof Date) ctx.meta.$responseHeaders = { "Last-Modified": formatHttpDate(doc._updated) };
+				return item;
+			},
+
+			/** Hook: runs on the records about to be shown (alerts mark them read). */
+			async beforeRender(this: EveThis, _ctx: RestContext, _docs: Doc[], _args: QueryArgs): Promise<void> {},
+
+			/** Hook: reshapes a stored record before it is shown (default: as stored). */
+			transformOutput(this: EveThis, doc: Doc, _single: boolean): Doc {
+				return doc;
+			},
+
+			/** Projection, list-only hiding, masking and dates: a record as a client sees it, without links. */
+			outputFields(this: EveThis, doc: Doc, projection: Projection | null, single: boolean): Doc {
+				let out = project(this.transformOutput(doc, single), this.eve.fields, this.eve.autoFields, projection);
+				if (!single) for (const f of opts.listHidden ?? []) delete out[f];
+				for (const f of opts.masked ?? []) if (out[f] != null) out[f] = MASK;
+				out = renderDates(out);
+				// Eve's key order: payload, then _updated, _created, _id.
+				const ordered: Doc = {};
+				for (const [k, v] of Object.entries(out)) if (k !== "_updated" && k !== "_created" && k !== "_id") ordered[k] = v;
+				for (const k of ["_updated", "_created", "_id"]) if (k in out) ordered[k] = out[k];
+				return ordered;
+			},
+
+			selfLink(this: EveThis, id: string): Link {
+				return { title: this.eve.title, href: `${opts.resource}/${id}` };
+			},
+
+			relatedLinks(this: EveThis, doc: Doc): Record<string, Link | Link[]> | null {
+				const related: Record<string, Link | Link[]> = {};
+				for (const [field, rel] of Object.entries(opts.relations ?? {})) {
+					const value = doc[field];
+					const title = itemTitle(rel.resource);
+					if (Array.isArray(value)) {
+						if (value.length) related[field] = value.map(v => ({ title, href: `${rel.resource}/${v}` }));
+					} else if (value != null && value !== "") {
+						related[field] = { title, href: `${rel.resource}/${value}` };
+					}
+				}
+				return Object.keys(related).length ? related : null;
+			},
+
+			async renderMany(this: EveThis, ctx: RestContext, docs: Doc[], projection: Projection | null, embedded: string[], single: boolean): Promise<Doc[]> {
+				const items = docs.map(doc => {
+					const out = this.outputFields(doc, projection, single);
+					const links: Record<string, unknown> = { self: this.selfLink(String(doc._id)) };
+					const related = this.relatedLinks(doc);
+					if (related) links.related = related;
+					out._links = links;
+					return out;
+				});
+				for (const field of embedded) {
+					const rel = opts.relations?.[field];
+					if (!rel?.embeddable) continue;
+					const wanted = new Set<string>();
+					for (const item of items) {
+						const v = item[field];
+						if (Array.isArray(v)) v.forEach(x => wanted.add(String(x)));
+						else if (v != null) wanted.add(String(v));
+					}
+					if (wanted.size === 0) continue;
+					const key = rel.field ?? "_id";
+					const fetched: Doc[] = await ctx.call(`${rel.service}.fetch`, { ids: [...wanted], field: key });
+					const byKey = new Map(fetched.map(d => [String(d[key]), d]));
+					for (const item of items) {
+						const v = item[field];
+						if (Array.isArray(v)) item[field] = v.map(x => byKey.get(String(x))).filter(Boolean);
+						else if (v != null) item[field] = byKey.get(String(v)) ?? null;
+					}
+				}
+				return items;
+			},
+
+			// ------------------------------------------------------------ writing
+
+			/**
+			 * Hook: coerces and completes a client document before schema validation (e.g. a date
+			 * given as "YYYY-MM-DD HH:MM"). Returns the document, or issues to report.
+			 */
+			async prepareInput(this: EveThis, _ctx: RestContext, doc: Doc, _info: WriteInfo): Promise<{ doc: Doc; issues?: Issues }> {
+				return { doc };
+			},
+
+			/** Hook: rules beyond the schema, checked after it (cycles, cross-field rules). */
+			async checkRules(this: EveThis, _ctx: RestContext, _doc: Doc, _info: WriteInfo): Promise<Issues | null> {
+				return null;
+			},
+
+			/** Hook: the stored form of a valid document (defaults, server fields, encryption). */
+			async beforeStore(this: EveThis, _ctx: RestContext, doc: Doc, _info: WriteInfo): Promise<Doc> {
+				return doc;
+			},
+
+			/** Hook: after records were written or removed. */
+			async afterWrite(this: EveThis, ctx: RestContext, op: "created" | "updated" | "removed", ids: string[]): Promise<void> {
+				await this.notifyChanged(ctx, op, ids);
+			},
+
+			/** Drops cached counts here and on every replica, and emits `<service>.<op>` for other services. */
+			async notifyChanged(this: EveThis, ctx: Context, op: "created" | "updated" | "removed", ids: string[]): Promise<void> {
+				this.eve.counts.clear();
+				ctx.broadcast("eve.collectionChanged", { service: this.name });
+				ctx.emit(`${this.name}.${op}`, { ids });
+			},
+
+			async referenceIssues(this: EveThis, ctx: RestContext, doc: Doc): Promise<Issues | null> {
+				const issues: Issues = {};
+				for (const [field, rel] of Object.entries(opts.relations ?? {})) {
+					if (rel.validate === false || doc[field] == null) continue;
+					const values: string[] = (Array.isArray(doc[field]) ? doc[field] : [doc[field]]).map(String);
+					if (values.length === 0) continue;
+					const key = rel.field ?? "_id";
+					const found = new Set<string>(await ctx.call(`${rel.service}.exist`, { ids: [...new Set(values)], field: key }));
+					const message = (v: string) => `value '${v}' must exist in resource '${rel.resource}', field '${key}'.`;
+					if (Array.isArray(doc[field])) {
+						const bad: Record<string, string> = {};
+						values.forEach((v, i) => {
+							if (!found.has(v)) bad[String(i)] = message(v);
+						});
+						if (Object.keys(bad).length) issues[field] = bad;
+					} else if (!found.has(values[0])) {
+						issues[field] = message(values[0]);
+					}
+				}
+				return Object.keys(issues).length ? issues : null;
+			},
+
+			/** Schema, reference and rule checks for one document; issues or the document to store. */
+			async validateDoc(this: EveThis, ctx: RestContext, raw: unknown, info: WriteInfo): Promise<{ doc?: Doc; issues?: Issues }> {
+				if (raw === null || typeof raw !== "object" || Array.isArray(raw)) return { issues: { _root: "must be of dict type" } };
+				const input = { ...(raw as Doc) };
+				let clientId: string | undefined;
+				if (info.op === "create" && "_id" in input) {
+					clientId = input._id;
+					delete input._id;
+					if (!opts.clientIds) return { issues: { _id: "unknown field" } };
+					if (typeof clientId !== "string" || !opts.idPattern.test(clientId)) return { issues: { _id: "must be of objectid type" } };
+				}
+				const prepared = await this.prepareInput(ctx, input, info);
+				if (prepared.issues && Object.keys(prepared.issues).length) return { issues: prepared.issues };
+				const check = info.op === "create" ? this.eve.createCheck : this.eve.patchCheck;
+				const issues = check(prepared.doc) ?? (await this.referenceIssues(ctx, prepared.doc)) ?? (await this.checkRules(ctx, prepared.doc, info));
+				if (issues) return { issues };
+				const doc = prepared.doc;
+				if (clientId) doc._id = clientId;
+				return { doc };
+			},
+
+			async eveCreate(this: EveThis, ctx: RestContext, body: unknown) {
+				const bulk = Array.isArray(body);
+				const inputs = bulk ? (body as unknown[]) : [body];
+				if (body === undefined || body === null) throw badRequest("a JSON object (or an array of them) is required");
+				if (inputs.length === 0) throw badRequest("Empty bulk insert");
+				if (inputs.length > 1000) throw new EveError(413, "too many documents in one bulk insert (at most 1000)");
+
+				const results = [];
+				for (const raw of inputs) results.push(await this.validateDoc(ctx, raw, { op: "create" }));
+				const failed = results.filter(r => r.issues).length;
+				if (failed) {
+					const message = `Insertion failure: ${failed} document(s) contain(s) error(s)`;
+					if (!bulk) throw validationFailed(results[0].issues as Issues, message);
+					throw new EveError(422, message, { items: results.map(r => (r.issues ? { _status: "ERR", _issues: r.issues } : { _status: "OK" })) });
+				}
+
+				const now = nowSeconds();
+				const docs: Doc[] = [];
+				for (const r of results) {
+					const stored = await this.beforeStore(ctx, r.doc as Doc, { op: "create" });
+					docs.push({ ...stored, _id: stored._id ?? newObjectId(), _created: now, _updated: now });
+				}
+				const ids = docs.map(d => String(d._id));
+				if (new Set(ids).size !== ids.length) throw conflict("duplicate _id in the request");
+				const clashing = await this.store.find({ _id: { $in: ids } });
+				if (clashing.length) throw conflict(`a record with _id '${clashing[0]._id}' already exists`);
+				try {
+					await this.store.insertMany(docs);
+				} catch (err) {
+					if (err instanceof DuplicateKeyError) throw conflict(`duplicate key ${err.key}`);
+					throw err;
+				}
+				await this.afterWrite(ctx, "created", ids);
+
+				const written = docs.map(d => this.writeResponse(d));
+				ctx.meta.$statusCode = 201;
+				ctx.meta.$location = `/api/${opts.resource}/${ids[0]}`;
+				if (!bulk || written.length === 1) return written[0];
+				return { _status: "OK", _items: written };
+			},
+
+			/** Eve's BANDWIDTH_SAVER write response: only the meta fields. */
+			writeResponse(this: EveThis, doc: Doc): Doc {
+				const out: Doc = { _updated: doc._updated, _created: doc._created, _id: doc._id };
+				if (softFlag) out[softFlag] = doc[softFlag] === true;
+				const links: Record<string, unknown> = { self: this.selfLink(String(doc._id)) };
+				const related = this.relatedLinks(doc);
+				if (related) links.related = related;
+				out._links = links;
+				out._status = "OK";
+				return renderDates(out);
+			},
+
+			async evePatch(this: EveThis, ctx: RestContext, id: string, body: unknown) {
+				const existing = await this.visibleItem(id);
+				if (body === null || typeof body !== "object" || Array.isArray(body)) throw badRequest("a JSON object is required");
+				const { doc, issues } = await this.validateDoc(ctx, body, { op: "patch", existing });
+				if (issues) throw validationFailed(issues, "Update failure: the document contains errors");
+				return this.applyPatch(ctx, existing, doc as Doc, true);
+			},
+
+			/** Writes a validated partial document into a record; `merge` merges nested objects, as Eve's PATCH does. */
+			async applyPatch(this: EveThis, ctx: RestContext, existing: Doc, changes: Doc, merge: boolean) {
+				const stored = await this.beforeStore(ctx, changes, { op: "patch", existing });
+				const $set: Doc = { _updated: nowSeconds() };
+				for (const [k, v] of Object.entries(stored)) $set[k] = merge ? mergeNested(existing[k], v) : v;
+				const update: Update = { $set };
+				if (softFlag && existing[softFlag]) $set[softFlag] = false;
+				const updated = await this.store.findOneAndUpdate({ _id: existing._id }, update);
+				if (!updated) throw notFound();
+				await this.afterWrite(ctx, "updated", [String(existing._id)]);
+				return this.writeResponse(updated);
+			},
+
+			async eveRemove(this: EveThis, ctx: RestContext, id: string) {
+				const doc = await this.findItem(id);
+				ctx.meta.$statusCode = 204;
+				// Eve >= 1.0: deleting what is not there is still a 204.
+				if (!doc || (softFlag && doc[softFlag] === true)) return null;
+				await this.removeDocs(ctx, [doc]);
+				return null;
+			},
+
+			/** Deletes records (or flags them, for soft-deleting collections). */
+			async removeDocs(this: EveThis, ctx: RestContext, docs: Doc[]): Promise<void> {
+				if (docs.length === 0) return;
+				const ids = docs.map(d => String(d._id));
+				if (softFlag) await this.store.updateMany({ _id: { $in: ids } }, { $set: { [softFlag]: true, _updated: nowSeconds() } });
+				else await this.store.removeMany({ _id: { $in: ids } });
+				await this.afterWrite(ctx, "removed", ids);
+			},
+
+			checkFilter(this: EveThis, filter: unknown): Filter {
+				return checkFilter(filter);
+			},
+		},
+	};
+}
+
+function isPlain(v: unknown): v is Doc {
+	return v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof Date);
+}
+
+/** Eve's MERGE_NESTED_DOCUMENTS: dicts in a PATCH are merged into the stored dicts. */
+function mergeNested(current: unknown, patch: unknown): unknown {
+	if (!isPlain(current) || !isPlain(patch)) return patch;
+	const out: Doc = { ...current };
+	for (const [k, v] of Object.entries(patch)) {
+		if (FORBIDDEN_KEYS.has(k)) continue;
+		out[k] = mergeNested(current[k], v);
+	}
+	return out;
+}

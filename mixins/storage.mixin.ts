@@ -1,0 +1,50 @@
+/**
+ * Storage for one collection. The choice of adapter happens here and nowhere else:
+ * MONGO_URI set -> moleculer-db-adapter-mongo; otherwise NeDB files under DATA_DIR
+ * (DATA_DIR=":memory:" keeps everything in memory). Services use `this.store` and never learn which.
+ *
+ * moleculer-db's own CRUD actions are switched off: they take client queries and whole entities
+ * unchecked. The Eve layer (eve-collection.mixin) is the only way in from HTTP.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import DbService from "moleculer-db";
+import MongoDbAdapter from "moleculer-db-adapter-mongo";
+import type { ServiceSchema } from "moleculer";
+import { loadConfig } from "../lib/config";
+import { MongoStore, NedbStore, type Store, type MongoCollection, type NedbDatastore } from "../lib/store";
+
+export interface StorageThis {
+	store: Store;
+	adapter: { db?: unknown; collection?: unknown };
+}
+
+function createAdapter(collection: string): unknown {
+	const config = loadConfig();
+	if (config.mongoUri) {
+		return new MongoDbAdapter(config.mongoUri, { useUnifiedTopology: true, serverSelectionTimeoutMS: 5000 });
+	}
+	if (config.dataDir === ":memory:") return new DbService.MemoryAdapter();
+	fs.mkdirSync(config.dataDir, { recursive: true });
+	return new DbService.MemoryAdapter({ filename: path.join(config.dataDir, `${collection}.db`) });
+}
+
+export function Storage(collection: string): Partial<ServiceSchema> {
+	return {
+		mixins: [DbService as unknown as Partial<ServiceSchema>],
+		collection,
+		settings: { idField: "_id" },
+		actions: { find: false, count: false, list: false, create: false, insert: false, get: false, update: false, remove: false },
+
+		merged(schema: ServiceSchema & { adapter?: unknown }) {
+			schema.adapter = createAdapter(collection);
+		},
+
+		afterConnected(this: StorageThis) {
+			const { adapter } = this;
+			this.store = adapter.collection
+				? new MongoStore(adapter.collection as MongoCollection)
+				: new NedbStore(adapter.db as NedbDatastore);
+		},
+	} as Partial<ServiceSchema>;
+}

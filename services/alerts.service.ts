@@ -1,0 +1,61 @@
+/**
+ * Owns the `alerts` collection: notifications (host down, fingerprint changed, patch failed,
+ * vnc.connect ...) with a `read` flag. `mark_as_read=1` on a read marks the returned alerts read.
+ */
+import type { Context } from "moleculer";
+import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../mixins/eve-collection.mixin";
+import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
+import { nowSeconds } from "../lib/eve/dates";
+import type { QueryArgs } from "../lib/eve/query";
+import type { Doc } from "../lib/store";
+
+const LEVELS = ["debug", "info", "warning", "error", "critical"];
+
+const AlertsService: EveServiceSchema = {
+	name: "alerts",
+	mixins: [
+		EveCollection({
+			resource: "alerts",
+			idPattern: OBJECT_ID,
+			schema: {
+				type: { type: "string", min: 1, max: 200 },
+				level: { type: "enum", values: LEVELS },
+				payload: { type: "object", optional: true },
+				read: "boolean",
+			},
+		}),
+	],
+	actions: {
+		create: false,
+		patch: false,
+		remove: false,
+		/** Raises an alert (internal: other services call it). */
+		raise: {
+			visibility: "public",
+			params: { type: { type: "string", min: 1, max: 200 }, level: { type: "enum", values: LEVELS, default: "info" }, payload: { type: "object", optional: true, default: {} } },
+			async handler(this: EveThis, ctx: Context<{ type: string; level: string; payload: Doc }>) {
+				const now = nowSeconds();
+				const doc = { type: ctx.params.type, level: ctx.params.level, payload: ctx.params.payload, read: false, _id: newObjectId(), _created: now, _updated: now };
+				await this.store.insertMany([doc]);
+				await this.notifyChanged(ctx, "created", [doc._id]);
+				return { _id: doc._id };
+			},
+		},
+	},
+	methods: {
+		async beforeRender(this: EveThis, ctx: RestContext, docs: Doc[], args: QueryArgs) {
+			const flag = (args.get("mark_as_read") ?? "").trim();
+			if (flag !== "1" && flag.toLowerCase() !== "true") return;
+			const unread = docs.filter(d => d.read !== true).map(d => d._id);
+			if (unread.length === 0) return;
+			await this.store.updateMany({ _id: { $in: unread } }, { $set: { read: true } });
+			for (const d of docs) d.read = true;
+			await this.notifyChanged(ctx, "updated", unread);
+		},
+	},
+	async started(this: EveThis) {
+		await this.store.ensureIndex("read");
+	},
+};
+
+export default AlertsService;

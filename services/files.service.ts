@@ -1,0 +1,132 @@
+/**
+ * Owns the `files` collection: uploaded files (for example the address sheet that settings refer to).
+ * POST /files is multipart/form-data with a `name` field and a `data` file part; the bytes go to the
+ * media service and `data` is shown as /api/media/<media_id>.
+ */
+import type { Readable } from "node:stream";
+import type { Context } from "moleculer";
+import Busboy from "@fastify/busboy";
+import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../mixins/eve-collection.mixin";
+import { OBJECT_ID } from "../lib/eve/ids";
+import { EveError, badRequest, validationFailed, type Issues } from "../lib/eve/errors";
+import { loadConfig } from "../lib/config";
+import type { Doc } from "../lib/store";
+
+interface Upload {
+	name?: string;
+	mediaId?: string;
+	issues: Issues;
+}
+
+const FilesService: EveServiceSchema = {
+	name: "files",
+	mixins: [
+		EveCollection({
+			resource: "files",
+			idPattern: OBJECT_ID,
+			schema: {
+				name: { type: "string", min: 1, max: 1024, optional: true },
+				data: { type: "string", pattern: OBJECT_ID, optional: true },
+			},
+		}),
+	],
+
+	actions: {
+		create: false,
+		patch: false,
+
+		/** POST /files (multipart/form-data: `name`, then the `data` file). */
+		upload: {
+			params: { contentType: { type: "string", max: 1024 }, query: { type: "any", optional: true } },
+			async handler(this: EveThis, ctx: Context<{ contentType: string }, RestContext["meta"]>) {
+				const stream = ctx.stream as Readable | null;
+				const type = ctx.params.contentType.split(";")[0].trim().toLowerCase();
+				if (!stream || type !== "multipart/form-data") {
+					stream?.resume();
+					throw badRequest("files are uploaded as multipart/form-data with a `name` field and a `data` file");
+				}
+				const upload = await this.receive(ctx, stream);
+				try {
+					if (Object.keys(upload.issues).length) throw validationFailed(upload.issues);
+					const body: Doc = {};
+					if (upload.name !== undefined) body.name = upload.name;
+					if (upload.mediaId) body.data = upload.mediaId;
+					return await this.eveCreate(ctx, body);
+				} catch (err) {
+					if (upload.mediaId) await ctx.call("media.remove", { id: upload.mediaId });
+					throw err;
+				}
+			},
+		},
+	},
+
+	methods: {
+		/** Reads the form: fields in any order, one file part named `data`, the size limit enforced. */
+		receive(this: EveThis, ctx: Context, stream: Readable): Promise<Upload> {
+			const { maxUploadBytes } = loadConfig();
+			return new Promise((resolve, reject) => {
+				let busboy: InstanceType<typeof Busboy>;
+				try {
+					busboy = new Busboy({
+						headers: { "content-type": (ctx.params as { contentType: string }).contentType },
+						limits: { files: 1, fields: 20, fieldSize: 64 * 1024, parts: 30, fileSize: maxUploadBytes },
+					});
+				} catch (err) {
+					stream.resume();
+					reject(badRequest(`malformed multipart body: ${(err as Error).message}`));
+					return;
+				}
+				const upload: Upload = { issues: {} };
+				let saving: Promise<void> = Promise.resolve();
+				let failed: unknown = null;
+				busboy.on("field", (name: string, value: string, nameTruncated: boolean, valueTruncated: boolean) => {
+					if (name === "name" && !valueTruncated) upload.name = value;
+					else if (name === "name") upload.issues.name = "max length is 65536";
+					else if (!nameTruncated) upload.issues[name] = "unknown field";
+				});
+				busboy.on("file", (field: string, file: Readable, filename: string, _encoding: string, mimetype: string) => {
+					if (field !== "data") {
+						upload.issues[field] = "unknown field";
+						file.resume();
+						return;
+					}
+					file.on("limit", () => file.destroy(new EveError(413, `file too large (limit ${maxUploadBytes} bytes)`)));
+					saving = ctx
+						.call("media.save", { contentType: mimetype || "application/octet-stream", filename, maxBytes: maxUploadBytes }, { stream: file })
+						.then((res: any) => {
+							upload.mediaId = res.id;
+						})
+						.catch((err: unknown) => {
+							failed = err;
+							file.resume();
+						});
+				});
+				busboy.on("filesLimit", () => (upload.issues.data = "only one file may be uploaded"));
+				busboy.on("error", (err: Error) => {
+					failed ??= badRequest(`malformed multipart body: ${err.message}`);
+					stream.unpipe(busboy);
+					stream.resume();
+					saving.finally(() => reject(failed));
+				});
+				busboy.on("finish", () => {
+					saving.then(() => (failed ? reject(failed) : resolve(upload)));
+				});
+				stream.on("error", err => busboy.emit("error", err));
+				stream.pipe(busboy);
+			});
+		},
+
+		transformOutput(this: EveThis, doc: Doc): Doc {
+			return doc.data ? { ...doc, data: `/api/media/${doc.data}` } : doc;
+		},
+
+		async removeDocs(this: EveThis, ctx: RestContext, docs: Doc[]) {
+			const ids = docs.map(d => String(d._id));
+			await this.store.removeMany({ _id: { $in: ids } });
+			for (const d of docs) if (d.data) await ctx.call("media.remove", { id: d.data });
+			await this.notifyChanged(ctx, "removed", ids);
+		},
+	},
+};
+
+export default FilesService;

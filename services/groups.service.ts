@@ -1,0 +1,167 @@
+/**
+ * Owns the `groups` collection: static groups (type 0: subgroups and explicit hosts) and automatic
+ * ones (type 1: `info.regex` / `info.grain`). Keeps the subgroup graph acyclic and free of dangling ids.
+ */
+import type { Context } from "moleculer";
+import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
+import { OBJECT_ID, HOSTNAME } from "../lib/eve/ids";
+import { badRequest } from "../lib/eve/errors";
+import { QueryArgs, parseWhere } from "../lib/eve/query";
+import type { Doc } from "../lib/store";
+import type { Issues } from "../lib/eve/errors";
+
+const GroupsService: EveServiceSchema = {
+	name: "groups",
+	mixins: [
+		EveCollection({
+			resource: "groups",
+			idPattern: OBJECT_ID,
+			clientIds: true,
+			schema: {
+				name: { type: "string", min: 1, max: 200 },
+				type: { type: "number", integer: true, min: 0, max: 99, optional: true, default: 0 },
+				subgroups: { type: "array", items: { type: "string", pattern: OBJECT_ID }, max: 1000, optional: true },
+				hosts: { type: "array", items: { type: "string", pattern: HOSTNAME }, max: 100_000, optional: true },
+				info: {
+					type: "object",
+					optional: true,
+					strict: true,
+					props: {
+						regex: { type: "string", max: 1000, optional: true },
+						grain: { type: "record", key: { type: "string", min: 1, max: 200 }, value: { type: "string", max: 1000 }, optional: true },
+					},
+				},
+			},
+			relations: { subgroups: { resource: "groups", service: "groups", many: true, embeddable: true } },
+		}),
+	],
+
+	actions: {
+		/** GET /groups/{id}/subgroups: every group below this one, nearest first. */
+		subgroups: {
+			params: { id: "string", query: { type: "any", optional: true } },
+			async handler(this: EveThis, ctx: Context<{ id: string }>) {
+				const group = await this.visibleItem(ctx.params.id);
+				const byId = await this.subgroupIndex();
+				return this.descendants(byId, String(group._id));
+			},
+		},
+
+		/** GET /groups/{id}/hostnames: the explicit hosts of this group and of every group below it. */
+		hostnames: {
+			params: { id: "string", query: { type: "any", optional: true } },
+			async handler(this: EveThis, ctx: Context<{ id: string }>) {
+				const group = await this.visibleItem(ctx.params.id);
+				const ids = [String(group._id), ...this.descendants(await this.subgroupIndex(), String(group._id))];
+				const groups = await this.store.find({ _id: { $in: ids } });
+				const names = new Set<string>();
+				for (const g of groups) for (const h of g.hosts ?? []) names.add(h);
+				if (names.size === 0) return [];
+				const removed = new Set<string>(await ctx.call("hosts.softDeletedAmong", { ids: [...names] }));
+				return [...names].filter(n => !removed.has(n)).sort();
+			},
+		},
+
+		/** DELETE /groups?where={"type": 2} (or [2, 3]): removes every group of those types. */
+		removeWhere: {
+			params: { query: { type: "any", optional: true } },
+			async handler(this: EveThis, ctx: RestContext) {
+				const where = parseWhere(QueryArgs.from(ctx.params.query).get("where"));
+				const keys = Object.keys(where);
+				if (keys.length !== 1 || keys[0] !== "type") throw badRequest('DELETE /groups needs where={"type": <integer or array of integers>}');
+				const raw = where.type;
+				const types = Array.isArray(raw) ? raw : raw !== null && typeof raw === "object" && Array.isArray((raw as Doc).$in) ? (raw as Doc).$in : [raw];
+				if (types.length === 0 || !types.every((t: unknown) => Number.isInteger(t))) throw badRequest("`type` must be an integer or an array of integers");
+				const docs = await this.store.find({ type: { $in: types } });
+				await this.removeDocs(ctx, docs);
+				ctx.meta.$statusCode = 204;
+				return null;
+			},
+		},
+	},
+
+	methods: {
+		async subgroupIndex(this: EveThis): Promise<Map<string, string[]>> {
+			const all = await this.store.find({});
+			return new Map(all.map(g => [String(g._id), (g.subgroups ?? []).map(String)]));
+		},
+
+		descendants(this: EveThis, byId: Map<string, string[]>, root: string): string[] {
+			const seen = new Set<string>([root]);
+			const order: string[] = [];
+			const queue = [...(byId.get(root) ?? [])];
+			while (queue.length) {
+				const id = queue.shift() as string;
+				if (seen.has(id)) continue;
+				seen.add(id);
+				order.push(id);
+				queue.push(...(byId.get(id) ?? []));
+			}
+			return order;
+		},
+
+		/** The path from `from` down to `to`, if one exists. */
+		pathBetween(this: EveThis, byId: Map<string, string[]>, from: string, to: string): string[] | null {
+			const parent = new Map<string, string>();
+			const queue = [from];
+			const seen = new Set([from]);
+			while (queue.length) {
+				const id = queue.shift() as string;
+				if (id === to) {
+					const path = [to];
+					for (let cur = to; cur !== from; ) {
+						cur = parent.get(cur) as string;
+						path.unshift(cur);
+					}
+					return path;
+				}
+				for (const child of byId.get(id) ?? []) {
+					if (!seen.has(child)) {
+						seen.add(child);
+						parent.set(child, id);
+						queue.push(child);
+					}
+				}
+			}
+			return null;
+		},
+
+		async checkRules(this: EveThis, _ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Issues | null> {
+			const issues: Issues = {};
+			if (doc.info?.regex !== undefined) {
+				try {
+					new RegExp(doc.info.regex);
+				} catch (err) {
+					issues.info = { regex: `invalid regular expression: ${(err as Error).message}` };
+				}
+			}
+			const self = info.existing ? String(info.existing._id) : doc._id;
+			if (Array.isArray(doc.subgroups) && self) {
+				const byId = await this.subgroupIndex();
+				for (const child of doc.subgroups as string[]) {
+					const back = child === self ? [self] : this.pathBetween(byId, child, self);
+					if (back) {
+						issues.subgroups = `subgroups would form a cycle: ${[self, ...back].join(" -> ")}`;
+						break;
+					}
+				}
+			}
+			return Object.keys(issues).length ? issues : null;
+		},
+
+		async afterWrite(this: EveThis, ctx: RestContext, op: string, ids: string[]) {
+			if (op === "removed") {
+				// No parent keeps pointing at a removed group.
+				await this.store.updateMany({ subgroups: { $in: ids } }, { $pull: { subgroups: { $in: ids } } });
+			}
+			await this.notifyChanged(ctx, op, ids);
+		},
+	},
+
+	async started(this: EveThis) {
+		await this.store.ensureIndex("type");
+		await this.store.ensureIndex("subgroups");
+	},
+};
+
+export default GroupsService;

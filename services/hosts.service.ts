@@ -1,0 +1,161 @@
+/**
+ * Owns the `hosts` collection: one record per Salt minion, keyed by its id (the hostname).
+ * Operators may only set `identification_number` and soft-delete a host; everything else arrives
+ * from the Salt master through `hosts.upsertMany` (the cm-gateway's inventory).
+ */
+import type { Context } from "moleculer";
+import { EveCollection, type EveServiceSchema, type EveThis } from "../mixins/eve-collection.mixin";
+import { HOSTNAME } from "../lib/eve/ids";
+import { nowSeconds } from "../lib/eve/dates";
+import { EveError } from "../lib/eve/errors";
+import { MASK } from "../lib/eve/render";
+import { compileSchema } from "../lib/eve/validation";
+import type { Doc } from "../lib/store";
+
+/** Field order of a host record as the spec lists it (Eve shows fields in stored order). */
+const HOST_FIELDS = [
+	"version",
+	"ip",
+	"nodegroups",
+	"groups",
+	"last_distupgrade",
+	"last_stateapply",
+	"last_action",
+	"_soft_deleted",
+	"status",
+	"key",
+	"heartbeat",
+	"nat",
+	"fingerprint",
+	"fingerprint_history",
+	"identification_number",
+	"vpn_organization",
+	"vpn_representation",
+	"grain",
+];
+
+const stringList = { type: "array", items: "string", optional: true } as const;
+
+const hostSchema = {
+	version: "string|optional",
+	ip: "string|optional",
+	nodegroups: stringList,
+	groups: stringList,
+	last_distupgrade: "date|optional",
+	last_stateapply: "date|optional",
+	last_action: "string|optional",
+	status: { type: "enum", values: ["up", "down", "unknown"], optional: true },
+	key: { type: "enum", values: ["accepted", "pending", "rejected", "denied"], optional: true },
+	heartbeat: "date|optional",
+	nat: "boolean|optional",
+	fingerprint: "string|optional",
+	fingerprint_history: { type: "array", optional: true, items: { type: "object", props: { added: "date", fingerprint: "string" } } },
+	identification_number: { type: "string", max: 200, optional: true },
+	vpn_organization: { type: "string", optional: true, nullable: true },
+	vpn_representation: { type: "object", optional: true, nullable: true },
+	grain: { type: "object", optional: true },
+} as const;
+
+const HostsService: EveServiceSchema = {
+	name: "hosts",
+	mixins: [
+		EveCollection({
+			resource: "hosts",
+			idPattern: HOSTNAME,
+			schema: hostSchema,
+			patchSchema: { identification_number: { type: "string", max: 200 } },
+			softDelete: { flag: "_soft_deleted", showParam: "show_soft_deleted" },
+			listHidden: ["grain"],
+			relations: {
+				nodegroups: { resource: "nodegroups", service: "nodegroups", field: "name", many: true, validate: false },
+				groups: { resource: "groups", service: "groups", many: true, embeddable: true, validate: false },
+				last_action: { resource: "actions", service: "actions", embeddable: true, validate: false },
+				vpn_organization: { resource: "vpn_organizations", service: "vpn-organizations", embeddable: true, validate: false },
+			},
+		}),
+	],
+
+	actions: {
+		/** Creates or updates hosts from the master's view of them (internal: the cm-gateway and tests call it). */
+		upsertMany: {
+			visibility: "public",
+			params: { hosts: { type: "array", max: 50_000, items: { type: "object", props: { _id: { type: "string", pattern: HOSTNAME } } } } },
+			async handler(this: EveThis, ctx: Context<{ hosts: Doc[] }>) {
+				for (const h of ctx.params.hosts) {
+					const { _id, ...rest } = h;
+					const issues = this.inventoryCheck(rest);
+					if (issues) throw new EveError(422, `host '${_id}' is invalid`, { issues: issues as Record<string, unknown> });
+				}
+				const ids = ctx.params.hosts.map(h => h._id as string);
+				const existing = new Set((await this.store.find({ _id: { $in: ids } }, { exclude: ["grain"] })).map(d => d._id));
+				const now = nowSeconds();
+				const fresh: Doc[] = [];
+				const changed: string[] = [];
+				for (const h of ctx.params.hosts) {
+					if (existing.has(h._id)) {
+						const { _id, ...fields } = h;
+						await this.store.updateMany({ _id }, { $set: { ...fields, _updated: now } });
+						changed.push(_id);
+					} else {
+						fresh.push(this.newHost(h, now));
+					}
+				}
+				await this.store.insertMany(fresh);
+				if (fresh.length) await this.notifyChanged(ctx, "created", fresh.map(d => d._id));
+				if (changed.length) await this.notifyChanged(ctx, "updated", changed);
+				return { created: fresh.length, updated: changed.length };
+			},
+		},
+
+		/** Which of these hostnames are soft-deleted hosts (they never resolve as targets). */
+		softDeletedAmong: {
+			visibility: "public",
+			params: { ids: { type: "array", items: "string", max: 100_000 } },
+			async handler(this: EveThis, ctx: Context<{ ids: string[] }>) {
+				const docs = await this.store.find({ _id: { $in: ctx.params.ids }, _soft_deleted: true }, { exclude: ["grain"] });
+				return docs.map(d => d._id);
+			},
+		},
+	},
+
+	events: {
+		/** A removed group is no longer one of any host's groups. */
+		"groups.removed": {
+			async handler(this: EveThis, ctx: Context<{ ids: string[] }>) {
+				const n = await this.store.updateMany({ groups: { $in: ctx.params.ids } }, { $pull: { groups: { $in: ctx.params.ids } } });
+				if (n) await this.notifyChanged(ctx, "updated", []);
+			},
+		},
+	},
+
+	methods: {
+		newHost(this: EveThis, h: Doc, now: Date): Doc {
+			const doc: Doc = {};
+			for (const f of HOST_FIELDS) {
+				if (f in h) doc[f] = h[f];
+				else if (f === "nodegroups" || f === "groups" || f === "fingerprint_history") doc[f] = [];
+				else if (f === "_soft_deleted") doc[f] = false;
+			}
+			return { ...doc, _id: h._id, _created: now, _updated: now };
+		},
+
+		/** `otp_secret` is a secret: never shown in clear. */
+		transformOutput(this: EveThis, doc: Doc): Doc {
+			const vpn = doc.vpn_representation;
+			if (vpn && typeof vpn === "object" && vpn.otp_secret) return { ...doc, vpn_representation: { ...vpn, otp_secret: MASK } };
+			return doc;
+		},
+	},
+
+	created(this: EveThis) {
+		// The full host schema checks what the inventory writes; operators get the narrow PATCH schema.
+		this.inventoryCheck = compileSchema(hostSchema);
+	},
+
+	async started(this: EveThis) {
+		await this.store.ensureIndex("_soft_deleted");
+		await this.store.ensureIndex("groups");
+	},
+};
+
+export default HostsService;

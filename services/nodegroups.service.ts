@@ -1,0 +1,79 @@
+/**
+ * Owns the `nodegroups` collection. Definitions (name -> {regex?, grain?}) come from configuration,
+ * NODEGROUPS (JSON) or NODEGROUPS_FILE (a JSON file), and are written here at start; the API reads them.
+ * Items are addressable by id or by name.
+ */
+import fs from "node:fs";
+import { EveCollection, type EveServiceSchema, type EveThis } from "../mixins/eve-collection.mixin";
+import { OBJECT_ID, idFromName } from "../lib/eve/ids";
+import { loadConfig } from "../lib/config";
+import { nowSeconds } from "../lib/eve/dates";
+import { compileSchema } from "../lib/eve/validation";
+import { rejectProtoKeys } from "../lib/eve/query";
+import { DuplicateKeyError, type Doc } from "../lib/store";
+
+const infoSchema = {
+	type: "object",
+	strict: true,
+	props: {
+		regex: { type: "string", max: 1000, optional: true },
+		grain: { type: "record", key: { type: "string", min: 1, max: 200 }, value: { type: "string", max: 1000 }, optional: true },
+	},
+} as const;
+
+const nodegroupSchema = {
+	name: { type: "string", min: 1, max: 200, pattern: /^[\w.-]+$/ },
+	type: { type: "number", integer: true },
+	info: infoSchema,
+} as const;
+
+/** Reads the configured definitions; a broken definition stops the service with a clear message. */
+export function readNodegroupDefinitions(): Array<{ name: string; info: Doc }> {
+	const config = loadConfig();
+	let raw = config.nodegroups;
+	if (!raw && config.nodegroupsFile) raw = fs.readFileSync(config.nodegroupsFile, "utf8");
+	if (!raw) return [];
+	const parsed = JSON.parse(raw, rejectProtoKeys) as Record<string, Doc>;
+	const check = compileSchema(nodegroupSchema);
+	return Object.entries(parsed).map(([name, info]) => {
+		const issues = check({ name, type: 1, info });
+		if (issues) throw new Error(`nodegroup '${name}' is invalid: ${JSON.stringify(issues)}`);
+		return { name, info };
+	});
+}
+
+const NodegroupsService: EveServiceSchema = {
+	name: "nodegroups",
+	mixins: [EveCollection({ resource: "nodegroups", idPattern: OBJECT_ID, lookupField: "name", schema: nodegroupSchema })],
+	actions: { create: false, patch: false, remove: false },
+
+	methods: {
+		/** Makes the stored nodegroups match the configuration (ids derive from names, so replicas agree). */
+		async syncDefinitions(this: EveThis) {
+			const defs = readNodegroupDefinitions();
+			const now = nowSeconds();
+			for (const { name, info } of defs) {
+				const _id = idFromName(name);
+				const existing = await this.store.findOne({ _id });
+				if (existing) {
+					if (JSON.stringify(existing.info) !== JSON.stringify(info)) await this.store.updateMany({ _id }, { $set: { info, _updated: now } });
+					continue;
+				}
+				try {
+					await this.store.insertMany([{ name, type: 1, info, _id, _created: now, _updated: now }]);
+				} catch (err) {
+					if (!(err instanceof DuplicateKeyError)) throw err;
+				}
+			}
+			await this.store.removeMany({ name: { $nin: defs.map(d => d.name) } });
+			this.eve.counts.clear();
+		},
+	},
+
+	async started(this: EveThis) {
+		await this.store.ensureIndex("name");
+		await this.syncDefinitions();
+	},
+};
+
+export default NodegroupsService;

@@ -1,0 +1,65 @@
+/**
+ * Owns the `settings` collection: the single record `_id: "0"`, present from the first start.
+ * `PATCH /settings/0` takes `resolver_address` (and `master_address`, `file`) at the top level, as the
+ * spec shows, or inside `addresses`.
+ */
+import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../mixins/eve-collection.mixin";
+import { nowSeconds } from "../lib/eve/dates";
+import { DuplicateKeyError, type Doc } from "../lib/store";
+import type { Issues } from "../lib/eve/errors";
+
+const URL_OR_EMPTY = /^(https?:\/\/[^\s]+)?$/;
+const ADDRESS_KEYS = ["resolver_address", "master_address", "file"];
+
+const SettingsService: EveServiceSchema = {
+	name: "settings",
+	mixins: [
+		EveCollection({
+			resource: "settings",
+			idPattern: /^0$/,
+			schema: {
+				addresses: {
+					type: "object",
+					strict: true,
+					props: {
+						resolver_address: { type: "string", max: 2048, pattern: URL_OR_EMPTY, optional: true },
+						master_address: { type: "string", max: 2048, optional: true },
+						file: { type: "string", max: 64, optional: true },
+					},
+				},
+			},
+		}),
+	],
+	actions: { create: false, remove: false },
+	methods: {
+		async prepareInput(this: EveThis, _ctx: RestContext, doc: Doc) {
+			const top = ADDRESS_KEYS.filter(k => k in doc);
+			if (top.length === 0) return { doc };
+			const rest: Doc = Object.fromEntries(Object.entries(doc).filter(([k]) => !ADDRESS_KEYS.includes(k)));
+			const given = Object.fromEntries(top.map(k => [k, doc[k]]));
+			const nested = rest.addresses;
+			// A malformed `addresses` is left for the schema to report.
+			rest.addresses = nested === undefined ? given : nested && typeof nested === "object" && !Array.isArray(nested) ? { ...nested, ...given } : nested;
+			return { doc: rest };
+		},
+
+		async checkRules(this: EveThis, ctx: RestContext, doc: Doc): Promise<Issues | null> {
+			const file = doc.addresses?.file;
+			if (typeof file !== "string" || file === "") return null;
+			const found: string[] = await ctx.call("files.exist", { ids: [file] });
+			return found.length ? null : { addresses: { file: `value '${file}' must exist in resource 'files', field '_id'.` } };
+		},
+	},
+	async started(this: EveThis) {
+		if (await this.store.findOne({ _id: "0" })) return;
+		const now = nowSeconds();
+		try {
+			await this.store.insertMany([{ addresses: { resolver_address: "", master_address: "", file: "" }, _id: "0", _created: now, _updated: now }]);
+		} catch (err) {
+			// Another replica created it first.
+			if (!(err instanceof DuplicateKeyError)) throw err;
+		}
+	},
+};
+
+export default SettingsService;

@@ -1,0 +1,69 @@
+/**
+ * Owns the `vpn_organizations` collection: Pritunl organizations, each under a VPN manager.
+ * The organization's `auth_token` and `auth_secret` are secrets and never shown in clear.
+ */
+import type { Context } from "moleculer";
+import { EveCollection, type EveServiceSchema, type EveThis } from "../mixins/eve-collection.mixin";
+import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
+import { nowSeconds } from "../lib/eve/dates";
+import { MASK } from "../lib/eve/render";
+import { EveError } from "../lib/eve/errors";
+import type { Doc } from "../lib/store";
+
+const VpnOrganizationsService: EveServiceSchema = {
+	name: "vpn-organizations",
+	mixins: [
+		EveCollection({
+			resource: "vpn_organizations",
+			idPattern: OBJECT_ID,
+			schema: {
+				name: { type: "string", min: 1, max: 200 },
+				vpn_manager: { type: "string", pattern: OBJECT_ID },
+				vpn_representation: { type: "object", optional: true },
+				cipher_type: { type: "string", max: 50, optional: true },
+				type: { type: "number", integer: true, optional: true },
+			},
+			relations: { vpn_manager: { resource: "vpn_managers", service: "vpn-managers", embeddable: true } },
+		}),
+	],
+	actions: {
+		create: false,
+		patch: false,
+		remove: false,
+		/** Stores an organization record that exists in Pritunl (internal: the vpn service calls it). */
+		insertRecord: {
+			visibility: "public",
+			params: { record: "object" },
+			async handler(this: EveThis, ctx: Context<{ record: Doc }>) {
+				const issues = this.eve.createCheck(ctx.params.record) ?? (await this.referenceIssues(ctx, ctx.params.record));
+				if (issues) throw new EveError(422, "invalid VPN organization", { issues });
+				const now = nowSeconds();
+				const doc = { ...ctx.params.record, _id: newObjectId(), _created: now, _updated: now };
+				await this.store.insertMany([doc]);
+				await this.notifyChanged(ctx, "created", [doc._id]);
+				return { _id: doc._id };
+			},
+		},
+		countByManager: {
+			visibility: "public",
+			params: { ids: { type: "array", items: "string" } },
+			handler(this: EveThis, ctx: Context<{ ids: string[] }>) {
+				return this.store.count({ vpn_manager: { $in: ctx.params.ids } });
+			},
+		},
+	},
+	methods: {
+		transformOutput(this: EveThis, doc: Doc): Doc {
+			const rep = doc.vpn_representation;
+			if (!rep || typeof rep !== "object") return doc;
+			const masked = { ...rep };
+			for (const key of ["auth_token", "auth_secret"]) if (masked[key] != null) masked[key] = MASK;
+			return { ...doc, vpn_representation: masked };
+		},
+	},
+	async started(this: EveThis) {
+		await this.store.ensureIndex("vpn_manager");
+	},
+};
+
+export default VpnOrganizationsService;
