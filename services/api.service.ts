@@ -19,7 +19,7 @@ type Req = IncomingMessage & {
 	body?: unknown;
 };
 
-const METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"] as const;
+const config = loadConfig();
 
 /** The query string as ordered pairs; Eve's links repeat it in the client's order. */
 function queryPairs(search: string): QueryPairs {
@@ -65,10 +65,11 @@ export function toEveError(err: any): { code: number; body: EveErrorBody; intern
 		code = 422;
 		message = "invalid request parameters";
 		if (Array.isArray(err.data)) extra._issues = toIssues(err.data, {});
-	} else if (typeof err?.type === "string" && err.type.startsWith("entity.") && typeof err.status === "number") {
-		// body-parser
-		code = err.status === 413 ? 413 : 400;
-		message = err.status === 413 ? `request body too large (limit ${err.limit} bytes)` : err.type === "entity.parse.failed" ? "malformed JSON in the request body" : "unreadable request body";
+	} else if (typeof err?.type === "string" && err.type.startsWith("entity.")) {
+		// body-parser (moleculer-web passes its errors on as MoleculerErrors with the same type)
+		const status = err.status ?? err.code;
+		code = status === 413 ? 413 : 400;
+		message = status === 413 ? `request body too large (limit ${config.maxBodyBytes} bytes)` : err.type === "entity.parse.failed" ? "malformed JSON in the request body" : "unreadable request body";
 	} else if (err?.name === "ServiceUnavailableError" || err?.name === "ServiceNotAvailableError" || (err?.name === "ServiceNotFoundError" && err?.data?.action && !String(err.data.action).startsWith("$"))) {
 		code = 503;
 		message = "the service that handles this request is not available";
@@ -81,7 +82,10 @@ export function toEveError(err: any): { code: number; body: EveErrorBody; intern
 		code = 413;
 	} else if (err?.name === "RateLimitExceeded") {
 		code = 429;
-	} else if (err instanceof Errors.MoleculerClientError && err.code >= 400 && err.code < 500) {
+	} else if (err?.type === "ERR_UNABLE_DECODE_PARAM") {
+		code = 400;
+		message = "malformed percent-encoding in the URL";
+	} else if (err instanceof Errors.MoleculerError && err.code >= 400 && err.code < 500) {
 		code = err.code;
 		message = err.message;
 	} else {
@@ -133,8 +137,6 @@ function isJson(req: IncomingMessage): boolean {
 function hasBody(req: IncomingMessage): boolean {
 	return Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined;
 }
-
-const config = loadConfig();
 
 const ApiService: ServiceSchema<any> = {
 	name: "api",
@@ -209,6 +211,11 @@ const ApiService: ServiceSchema<any> = {
 	},
 
 	methods: {
+		/** A plain OPTIONS (no CORS preflight) must reach the "*" aliases that answer it, not the GET ones. */
+		resolveAlias(url: string, method?: string) {
+			return (ApiGateway as any).methods.resolveAlias.call(this, url, method ?? "OPTIONS");
+		},
+
 		parseQueryString(req: IncomingMessage) {
 			const url = req.url ?? "/";
 			const q = url.indexOf("?");

@@ -1,0 +1,223 @@
+/**
+ * Ways to run fleet-ctl for the end-to-end suites:
+ *  - embedded: every service in this process, NeDB files in a fresh directory (or MongoDB when a URI is given);
+ *  - split: the gateway and the data services in two child processes (the production command on the
+ *    compiled build) talking over a real NATS server; this process joins the cluster to seed data.
+ */
+import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import net from "node:net";
+import os from "node:os";
+import path from "node:path";
+import type { AddressInfo } from "node:net";
+import { ServiceBroker } from "moleculer";
+
+export const ROOT = path.resolve(__dirname, "../..");
+export const DIST = path.join(ROOT, "dist");
+
+export interface Harness {
+	/** e.g. http://127.0.0.1:40123/api */
+	api: string;
+	/** Calls any action (including internal ones) in the running cluster. */
+	call<T = any>(action: string, params?: Record<string, unknown>): Promise<T>;
+	/** Stops everything and starts it again on the same storage. */
+	restart(): Promise<void>;
+	stop(): Promise<void>;
+}
+
+export function tempDir(prefix: string): string {
+	return fs.mkdtempSync(path.join(os.tmpdir(), `fleet-ctl-${prefix}-`));
+}
+
+/** A MongoDB URI with a database of its own, so test files never share data. */
+export function uniqueMongoUri(base: string): string {
+	const url = new URL(base);
+	url.pathname = `/fleetctl_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
+	return url.toString();
+}
+
+const SERVICE_FILES = () => fs.readdirSync(path.join(ROOT, "services")).filter(f => f.endsWith(".service.ts"));
+
+export interface EmbeddedOptions {
+	dataDir?: string;
+	mongoUri?: string;
+	env?: Record<string, string>;
+}
+
+/** All services in this process, from the TypeScript sources. */
+export async function startEmbedded(opts: EmbeddedOptions = {}): Promise<Harness> {
+	const dataDir = opts.dataDir ?? tempDir("data");
+	const env: Record<string, string> = { PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, MONGO_URI: opts.mongoUri ?? "", ...opts.env };
+	let broker: ServiceBroker;
+	let api = "";
+
+	const start = async () => {
+		Object.assign(process.env, env);
+		broker = new ServiceBroker({ logger: process.env.TEST_LOG ? console : false, nodeID: `test-${process.pid}`, transporter: null, tracking: { enabled: true, shutdownTimeout: 5000 } });
+		for (const file of SERVICE_FILES()) broker.loadService(path.join(ROOT, "services", file));
+		await broker.start();
+		const gateway = broker.getLocalService("api") as unknown as { server: { address(): AddressInfo } };
+		api = `http://127.0.0.1:${gateway.server.address().port}/api`;
+	};
+	await start();
+	return {
+		get api() {
+			return api;
+		},
+		call: (action, params) => broker.call(action, params ?? {}),
+		async restart() {
+			await broker.stop();
+			await start();
+		},
+		stop: () => broker.stop(),
+	};
+}
+
+// ------------------------------------------------------------------ NATS
+
+function canConnect(port: number, host = "127.0.0.1"): Promise<boolean> {
+	return new Promise(resolve => {
+		const socket = net.connect({ port, host });
+		socket.setTimeout(1000);
+		socket.once("connect", () => {
+			socket.destroy();
+			resolve(true);
+		});
+		socket.once("error", () => resolve(false));
+		socket.once("timeout", () => {
+			socket.destroy();
+			resolve(false);
+		});
+	});
+}
+
+export function freePort(): Promise<number> {
+	return new Promise((resolve, reject) => {
+		const server = net.createServer();
+		server.listen(0, "127.0.0.1", () => {
+			const { port } = server.address() as AddressInfo;
+			server.close(() => resolve(port));
+		});
+		server.once("error", reject);
+	});
+}
+
+async function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
+	const deadline = Date.now() + timeoutMs;
+	while (Date.now() < deadline) {
+		if (await check()) return;
+		await new Promise(r => setTimeout(r, 100));
+	}
+	throw new Error(`timed out waiting for ${what}`);
+}
+
+export interface Nats {
+	url: string;
+	stop(): Promise<void>;
+}
+
+/**
+ * NATS_URL (default nats://127.0.0.1:4222) if a server answers there; otherwise a nats-server from
+ * PATH on a free port. Fails with a clear message when there is neither.
+ */
+export async function ensureNats(): Promise<Nats> {
+	const url = new URL(process.env.NATS_URL || "nats://127.0.0.1:4222");
+	if (await canConnect(Number(url.port || 4222), url.hostname)) return { url: url.toString(), stop: async () => {} };
+	const which = spawnSync("sh", ["-c", "command -v nats-server || ls /usr/sbin/nats-server 2>/dev/null"], { encoding: "utf8" });
+	const bin = which.stdout.trim().split("\n")[0];
+	if (!bin) {
+		throw new Error(`No NATS server answers at ${url} and no nats-server binary was found on PATH. Start one (or apt-get install nats-server) or set NATS_URL.`);
+	}
+	const port = await freePort();
+	const child = spawn(bin, ["-a", "127.0.0.1", "-p", String(port)], { stdio: "ignore" });
+	await waitFor(() => canConnect(port), 10_000, `nats-server on port ${port}`);
+	return {
+		url: `nats://127.0.0.1:${port}`,
+		stop: async () => {
+			child.kill("SIGTERM");
+		},
+	};
+}
+
+export interface Proc {
+	child: ChildProcess;
+	log: string[];
+}
+
+/** Runs the production command (moleculer-runner on the build) with the given services. */
+export function runServices(services: string[], env: Record<string, string>): Proc {
+	const runner = path.join(ROOT, "node_modules/moleculer/bin/moleculer-runner.js");
+	const child = spawn(process.execPath, [runner, "--config", path.join(DIST, "moleculer.config.js")], {
+		cwd: ROOT,
+		env: { ...process.env, SERVICES: services.join(","), SERVICEDIR: path.join(DIST, "services"), LOGLEVEL: "warn", ...env },
+		stdio: ["ignore", "pipe", "pipe"],
+	});
+	const log: string[] = [];
+	child.stdout?.on("data", d => log.push(String(d)));
+	child.stderr?.on("data", d => log.push(String(d)));
+	return { child, log };
+}
+
+function stopProc(p: Proc): Promise<void> {
+	return new Promise(resolve => {
+		if (p.child.exitCode !== null) return resolve();
+		const timer = setTimeout(() => p.child.kill("SIGKILL"), 15_000);
+		p.child.once("exit", () => {
+			clearTimeout(timer);
+			resolve();
+		});
+		p.child.kill("SIGTERM");
+	});
+}
+
+export const ALL_SERVICES = () => SERVICE_FILES().map(f => f.replace(/\.service\.ts$/, ""));
+
+/** The gateway in one process, every data service in another, over NATS. */
+export async function startSplit(opts: { mongoUri?: string } = {}): Promise<Harness> {
+	if (!fs.existsSync(path.join(DIST, "moleculer.config.js"))) throw new Error("dist/ is missing: run `npm run build` first (npm test does)");
+	const nats = await ensureNats();
+	const namespace = `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+	const dataDir = tempDir("split");
+	const port = await freePort();
+	const env = { TRANSPORTER: nats.url, NAMESPACE: namespace, DATA_DIR: dataDir, MONGO_URI: opts.mongoUri ?? "", PORT: String(port), HOST: "127.0.0.1" };
+	const dataServices = ALL_SERVICES().filter(s => s !== "api");
+	let procs: Proc[] = [];
+	const client = new ServiceBroker({ logger: false, namespace, nodeID: `test-client-${process.pid}`, transporter: nats.url, serializer: "JSONExt", requestTimeout: 30_000 });
+	await client.start();
+	const api = `http://127.0.0.1:${port}/api`;
+
+	const start = async () => {
+		procs = [runServices(dataServices, env), runServices(["api"], env)];
+		try {
+			await client.waitForServices([...dataServices, "api"], 30_000);
+			await waitFor(
+				async () => {
+					try {
+						const res = await fetch(`${api}/settings/0`);
+						return res.status === 200;
+					} catch {
+						return false;
+					}
+				},
+				30_000,
+				"the gateway to reach the data services",
+			);
+		} catch (err) {
+			throw new Error(`${(err as Error).message}\n--- process output ---\n${procs.map(p => p.log.join("")).join("\n---\n")}`);
+		}
+	};
+	await start();
+	return {
+		api,
+		call: (action, params) => client.call(action, params ?? {}),
+		async restart() {
+			await Promise.all(procs.map(stopProc));
+			await start();
+		},
+		async stop() {
+			await Promise.all(procs.map(stopProc));
+			await client.stop();
+			await nats.stop();
+		},
+	};
+}

@@ -1,0 +1,50 @@
+/** A small HTTP client for the suites: JSON in, status + headers + parsed body out. */
+export interface Reply {
+	status: number;
+	headers: Headers;
+	text: string;
+	body: any;
+}
+
+export interface RequestOptions {
+	body?: unknown;
+	/** Sent as is (malformed JSON, other content types). */
+	raw?: string | Uint8Array | FormData;
+	headers?: Record<string, string>;
+}
+
+export async function request(method: string, url: string, opts: RequestOptions = {}): Promise<Reply> {
+	const headers: Record<string, string> = { ...opts.headers };
+	let body: BodyInit | undefined;
+	if (opts.raw !== undefined) body = opts.raw as BodyInit;
+	else if (opts.body !== undefined) {
+		body = JSON.stringify(opts.body);
+		headers["content-type"] ??= "application/json";
+	}
+	const res = await fetch(url, { method, headers, body });
+	const text = await res.text();
+	let parsed: any = undefined;
+	if (text && (res.headers.get("content-type") ?? "").includes("json")) {
+		try {
+			parsed = JSON.parse(text);
+		} catch {
+			parsed = undefined;
+		}
+	}
+	return { status: res.status, headers: res.headers, text, body: parsed };
+}
+
+/** Builds `path?k=v&...` with each value URL-encoded (objects as JSON). */
+export function withQuery(path: string, query: Record<string, unknown>): string {
+	const parts = Object.entries(query).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(typeof v === "string" ? v : JSON.stringify(v))}`);
+	return parts.length ? `${path}?${parts.join("&")}` : path;
+}
+
+/** Asserts Eve's error shape and returns the body. */
+export function expectEveError(reply: Reply, code: number): any {
+	if (reply.status !== code) throw new Error(`expected ${code}, got ${reply.status}: ${reply.text}`);
+	if (!reply.body || reply.body._status !== "ERR" || reply.body._error?.code !== code || typeof reply.body._error?.message !== "string") {
+		throw new Error(`not an Eve error body: ${reply.text}`);
+	}
+	return reply.body;
+}
