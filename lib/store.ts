@@ -238,7 +238,7 @@ export class MongoStore implements Store {
 	}
 
 	async findOneAndUpdate(filter: Filter, update: Update): Promise<Doc | null> {
-		const res = await this.collection.findOneAndUpdate(filter, update, { returnOriginal: false }).catch(mongoDuplicate);
+		const res = await this.collection.findOneAndUpdate(filter, update, { returnDocument: "after" }).catch(mongoDuplicate);
 		return res.value;
 	}
 

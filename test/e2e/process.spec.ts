@@ -1,0 +1,86 @@
+/**
+ * The production command (moleculer-runner on the build): it serves the API with no configuration but a
+ * data directory, exits cleanly on SIGTERM without losing acknowledged writes, and names its node after
+ * the host and the process.
+ */
+import os from "node:os";
+import { ServiceBroker } from "moleculer";
+import { ALL_SERVICES, ensureNats, freePort, runServices, tempDir, type Nats, type Proc } from "../support/harness";
+import { request } from "../support/http";
+
+async function waitForApi(api: string, proc: Proc): Promise<void> {
+	const deadline = Date.now() + 30_000;
+	while (Date.now() < deadline) {
+		if (proc.child.exitCode !== null) throw new Error(`process exited early:\n${proc.log.join("")}`);
+		try {
+			if ((await fetch(`${api}/settings/0`)).status === 200) return;
+		} catch {
+			/* not listening yet */
+		}
+		await new Promise(r => setTimeout(r, 100));
+	}
+	throw new Error(`API did not come up:\n${proc.log.join("")}`);
+}
+
+function sigterm(proc: Proc): Promise<{ code: number | null; ms: number }> {
+	const started = Date.now();
+	return new Promise(resolve => {
+		proc.child.once("exit", code => resolve({ code, ms: Date.now() - started }));
+		proc.child.kill("SIGTERM");
+	});
+}
+
+describe("the production command", () => {
+	it("serves the API on the embedded default, exits 0 on SIGTERM and keeps what it acknowledged", async () => {
+		const port = await freePort();
+		const env = { DATA_DIR: tempDir("proc"), PORT: String(port), HOST: "127.0.0.1", TRANSPORTER: "" };
+		const api = `http://127.0.0.1:${port}/api`;
+		// SERVICES empty: the runner loads everything in SERVICEDIR.
+		let proc = runServices([], env);
+		await waitForApi(api, proc);
+		const created = await request("POST", `${api}/groups`, { body: { name: "kept-across-sigterm" } });
+		expect(created.status).toBe(201);
+
+		const stopped = await sigterm(proc);
+		expect(stopped.code).toBe(0);
+		expect(stopped.ms).toBeLessThan(15_000);
+
+		proc = runServices([], env);
+		await waitForApi(api, proc);
+		const again = await request("GET", `${api}/groups/${created.body._id}`);
+		expect(again.body.name).toBe("kept-across-sigterm");
+		expect((await sigterm(proc)).code).toBe(0);
+	});
+
+	describe("split over NATS", () => {
+		let nats: Nats;
+		let client: ServiceBroker;
+		const namespace = `proc-${process.pid}`;
+		beforeAll(async () => {
+			nats = await ensureNats();
+			client = new ServiceBroker({ logger: false, namespace, nodeID: `proc-client-${process.pid}`, transporter: nats.url, serializer: "JSONExt" });
+			await client.start();
+		});
+		afterAll(async () => {
+			await client?.stop();
+			await nats?.stop();
+		});
+
+		it("names nodes <hostname>-<pid> and every process exits 0 on SIGTERM", async () => {
+			const port = await freePort();
+			const env = { DATA_DIR: tempDir("proc-nats"), PORT: String(port), HOST: "127.0.0.1", TRANSPORTER: nats.url, NAMESPACE: namespace };
+			const data = runServices(ALL_SERVICES().filter(s => s !== "api"), env);
+			const gateway = runServices(["api"], env);
+			await client.waitForServices(ALL_SERVICES(), 30_000);
+			await waitForApi(`http://127.0.0.1:${port}/api`, gateway);
+
+			const nodes: Array<{ id: string; local: boolean }> = await client.call("$node.list");
+			const remote = nodes.filter(n => !n.local).map(n => n.id).sort();
+			expect(remote).toEqual([`${os.hostname()}-${data.child.pid}`, `${os.hostname()}-${gateway.child.pid}`].sort());
+
+			const [g, d] = await Promise.all([sigterm(gateway), sigterm(data)]);
+			expect(g.code).toBe(0);
+			expect(d.code).toBe(0);
+		});
+	});
+});

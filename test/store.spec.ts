@@ -1,0 +1,107 @@
+/**
+ * The same checked `where` must select the same records on NeDB (embedded default) and on the MongoDB
+ * path. Each case states what MongoDB's documented semantics select; the NeDB store must agree, and so
+ * must the Mongo store when MONGO_URI is set (that leg runs against whatever MONGO_URI names: in CI the
+ * wire-protocol emulator, which is not MongoDB).
+ */
+import Datastore from "@seald-io/nedb";
+import { MongoClient } from "mongodb";
+import { NedbStore, MongoStore, DuplicateKeyError, type Store, type MongoCollection, type NedbDatastore } from "../lib/store";
+import { parseWhere } from "../lib/eve/query";
+import { uniqueMongoUri } from "./support/harness";
+
+const DOCS = [
+	{ _id: "a", name: "alpha", n: 1, tags: ["web", "db"], info: { os: "ALT", arch: "x86_64" }, when: new Date("2024-01-01T00:00:00Z"), flag: true },
+	{ _id: "b", name: "beta", n: 2, tags: ["web"], info: { os: "Debian" }, when: new Date("2024-06-01T00:00:00Z"), flag: false },
+	{ _id: "c", name: "gamma", n: 3, tags: [], info: { os: "ALT", arch: "aarch64" }, nullable: null },
+	{ _id: "d", name: "delta", n: 10, tags: ["db", "cache"], scores: [1, 5, 9] },
+	{ _id: "e", name: "epsilon", scores: [2, 3], nested: [{ k: "x", v: 1 }, { k: "y", v: 2 }] },
+];
+
+/** [where (as a client sends it), ids MongoDB selects] */
+const CASES: Array<[string, string[]]> = [
+	['{"name":"alpha"}', ["a"]],
+	['{"n":{"$gt":1,"$lte":3}}', ["b", "c"]],
+	['{"n":{"$eq":2}}', ["b"]],
+	['{"n":{"$ne":2}}', ["a", "c", "d", "e"]],
+	['{"n":{"$in":[1,10]}}', ["a", "d"]],
+	['{"n":{"$nin":[1,10]}}', ["b", "c", "e"]],
+	['{"tags":"web"}', ["a", "b"]],
+	['{"tags":{"$ne":"web"}}', ["c", "d", "e"]],
+	['{"tags":{"$nin":["web","cache"]}}', ["c", "e"]],
+	['{"tags":{"$in":["cache"]}}', ["d"]],
+	['{"tags":{"$all":["web","db"]}}', ["a"]],
+	['{"tags":{"$size":0}}', ["c"]],
+	['{"tags":{"$size":1}}', ["b"]],
+	['{"info.os":"ALT"}', ["a", "c"]],
+	['{"info.arch":{"$exists":false}}', ["b", "d", "e"]],
+	['{"info":{"$exists":true}}', ["a", "b", "c"]],
+	['{"nullable":null}', ["a", "b", "c", "d", "e"]],
+	['{"nullable":{"$ne":null}}', []],
+	['{"n":null}', ["e"]],
+	['{"n":{"$ne":null}}', ["a", "b", "c", "d"]],
+	['{"n":{"$in":[null,2]}}', ["b", "e"]],
+	['{"n":{"$nin":[null,2]}}', ["a", "c", "d"]],
+	['{"flag":false}', ["b"]],
+	['{"flag":{"$ne":true}}', ["b", "c", "d", "e"]],
+	['{"n":{"$not":{"$gt":2}}}', ["a", "b", "e"]],
+	['{"$or":[{"name":"alpha"},{"n":{"$gte":10}}]}', ["a", "d"]],
+	['{"$and":[{"tags":"db"},{"n":{"$lt":5}}]}', ["a"]],
+	['{"$nor":[{"tags":"web"},{"n":{"$gt":5}}]}', ["c", "e"]],
+	['{"scores":{"$elemMatch":{"$gt":4,"$lt":6}}}', ["d"]],
+	['{"scores":{"$elemMatch":{"$eq":3}}}', ["e"]],
+	['{"nested":{"$elemMatch":{"k":"y","v":{"$gte":2}}}}', ["e"]],
+	['{"nested.k":"x"}', ["e"]],
+	['{"when":{"$gte":"Sat, 01 Jun 2024 00:00:00 GMT"}}', ["b"]],
+	['{"when":{"$lt":"Sat, 01 Jun 2024 00:00:00 GMT"}}', ["a"]],
+	['{"info":{"os":"Debian"}}', ["b"]],
+	['name == "beta" or n >= 10', ["b", "d"]],
+	['n > 1 and n < 10', ["b", "c"]],
+];
+
+async function ids(store: Store, where: string): Promise<string[]> {
+	return (await store.find(parseWhere(where), { sort: [["_id", 1]] })).map(d => String(d._id)).sort();
+}
+
+async function exercise(store: Store): Promise<void> {
+	await store.insertMany(DOCS.map(d => ({ ...d })));
+	for (const [where, expected] of CASES) {
+		expect({ where, ids: await ids(store, where) }).toEqual({ where, ids: expected });
+		expect({ where, count: await store.count(parseWhere(where)) }).toEqual({ where, count: expected.length });
+	}
+	// writes mean the same too
+	await expect(store.insertMany([{ _id: "a", name: "again" }])).rejects.toBeInstanceOf(DuplicateKeyError);
+	expect((await store.findOne({ _id: "a" }))?.name).toBe("alpha");
+	const claimed = await store.findOneAndUpdate({ _id: "b", flag: false }, { $set: { flag: true }, $inc: { n: 1 } });
+	expect(claimed).toMatchObject({ _id: "b", flag: true, n: 3 });
+	expect(await store.findOneAndUpdate({ _id: "b", flag: false }, { $set: { flag: true } })).toBeNull();
+	expect(await store.updateMany({ tags: "db" }, { $pull: { tags: "db" } })).toBe(2);
+	expect(await ids(store, '{"tags":"db"}')).toEqual([]);
+	expect(await store.removeMany({ n: { $gte: 3 } })).toBe(3);
+	expect(await ids(store, "{}")).toEqual(["a", "e"]);
+	const page = await store.find({}, { sort: [["name", -1]], skip: 1, limit: 1, exclude: ["tags"] });
+	expect(page).toEqual([{ _id: "a", name: "alpha", n: 1, info: { os: "ALT", arch: "x86_64" }, when: new Date("2024-01-01T00:00:00Z"), flag: true }]);
+}
+
+describe("NeDB store", () => {
+	it("selects what MongoDB would select for every allowed operator", async () => {
+		const db = new Datastore({ inMemoryOnly: true });
+		await db.loadDatabaseAsync();
+		await exercise(new NedbStore(db as unknown as NedbDatastore));
+	});
+});
+
+const mongoUri = process.env.MONGO_URI;
+(mongoUri ? describe : describe.skip)("MongoDB store (MONGO_URI)", () => {
+	let client: MongoClient;
+	beforeAll(async () => {
+		client = new MongoClient(uniqueMongoUri(mongoUri as string), { useUnifiedTopology: true } as never);
+		await client.connect();
+	});
+	afterAll(() => client?.close());
+
+	it("selects the same records as the NeDB store", async () => {
+		const collection = client.db().collection(`where_${Date.now()}`);
+		await exercise(new MongoStore(collection as unknown as MongoCollection));
+	});
+});
