@@ -185,13 +185,16 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 			const config = loadConfig();
 			const auto = ["_id", "_created", "_updated"];
 			if (softFlag) auto.push(softFlag);
+			// Read-only fields are known to the schema (Eve's `readonly`): sending one is "field is read-only", not "unknown field".
+			const readOnly: ValidationSchema = Object.fromEntries((opts.readOnlyFields ?? []).map(f => [f, { type: "forbidden" }]));
 			this.eve = {
 				opts,
 				title: itemTitle(opts.resource),
 				fields: new Set([...schemaFields, ...(opts.readOnlyFields ?? [])]),
 				autoFields: new Set(auto),
-				createCheck: compileSchema(opts.schema),
-				patchCheck: compileSchema(opts.patchSchema ?? partialSchema(opts.schema)),
+				createCheck: compileSchema({ ...opts.schema, ...readOnly }),
+				// PATCH never enforces `required` (Eve), whichever schema it checks against.
+				patchCheck: compileSchema({ ...partialSchema(opts.patchSchema ?? opts.schema), ...readOnly }),
 				pageSizeDefault: config.pageSizeDefault,
 				pageSizeLimit: config.pageSizeLimit,
 				counts: new Map(),
@@ -400,7 +403,7 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 			/** Drops cached counts here and on every replica, and emits `<service>.<op>` for other services. */
 			async notifyChanged(this: EveThis, ctx: Context, op: "created" | "updated" | "removed", ids: string[]): Promise<void> {
 				this.eve.counts.clear();
-				ctx.broadcast("eve.collectionChanged", { service: this.name });
+				ctx.broadcast("eve.collectionChanged", { service: this.name }, { groups: [this.name] });
 				ctx.emit(`${this.name}.${op}`, { ids });
 			},
 

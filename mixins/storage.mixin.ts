@@ -19,6 +19,14 @@ export interface StorageThis {
 	adapter: { db?: unknown; collection?: unknown };
 }
 
+const NEDB_COMPACTION_MS = 10 * 60 * 1000;
+
+interface NedbFile {
+	inMemoryOnly: boolean;
+	setAutocompactionInterval(ms: number): void;
+	stopAutocompaction(): void;
+}
+
 function createAdapter(collection: string): unknown {
 	const config = loadConfig();
 	if (config.mongoUri) {
@@ -40,11 +48,20 @@ export function Storage(collection: string): Partial<ServiceSchema> {
 			schema.adapter = createAdapter(collection);
 		},
 
-		afterConnected(this: StorageThis) {
+		afterConnected(this: StorageThis & { nedb?: NedbFile }) {
 			const { adapter } = this;
-			this.store = adapter.collection
-				? new MongoStore(adapter.collection as MongoCollection)
-				: new NedbStore(adapter.db as NedbDatastore);
+			if (adapter.collection) {
+				this.store = new MongoStore(adapter.collection as MongoCollection);
+				return;
+			}
+			this.store = new NedbStore(adapter.db as NedbDatastore);
+			// NeDB appends every write to its file; rewriting it now and then keeps it the size of the data.
+			this.nedb = adapter.db as NedbFile;
+			if (!this.nedb.inMemoryOnly) this.nedb.setAutocompactionInterval(NEDB_COMPACTION_MS);
+		},
+
+		stopped(this: { nedb?: NedbFile }) {
+			this.nedb?.stopAutocompaction();
 		},
 	} as Partial<ServiceSchema>;
 }

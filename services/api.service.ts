@@ -101,9 +101,9 @@ function aliasesFor(): Record<string, unknown> {
 	for (const route of ROUTES) {
 		const allowed = Object.keys(route.methods);
 		for (const [method, def] of Object.entries(route.methods) as Array<[string, RouteMethod]>) {
-			const action = def.body === "stream" ? `stream:${def.action}` : def.action;
-			aliases[`${method} /${route.path}`] = { action, bodyKind: def.body ?? "none" };
-			if (method === "GET") aliases[`HEAD /${route.path}`] = { action, bodyKind: "none" };
+			// An object alias takes its type from `type`; a "stream:" prefix would stay in the action name.
+			aliases[`${method} /${route.path}`] = { action: def.action, type: def.body === "stream" ? "stream" : "call", bodyKind: def.body ?? "none" };
+			if (method === "GET") aliases[`HEAD /${route.path}`] = { action: def.action, bodyKind: "none" };
 		}
 		const allow = [...new Set([...allowed, ...(allowed.includes("GET") ? ["HEAD"] : []), "OPTIONS"])].join(", ");
 		// Whatever a path does not list: OPTIONS answers with Allow, the rest is 405 (Eve's behaviour).

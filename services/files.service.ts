@@ -90,14 +90,20 @@ const FilesService: EveServiceSchema = {
 						file.resume();
 						return;
 					}
-					file.on("limit", () => file.destroy(new EveError(413, `file too large (limit ${maxUploadBytes} bytes)`)));
+					file.on("limit", () => {
+						// A destroyed file part never ends, so busboy would never finish: stop reading the form here.
+						const tooLarge = new EveError(413, `file too large (limit ${maxUploadBytes} bytes)`);
+						failed ??= tooLarge;
+						file.destroy(tooLarge);
+						busboy.emit("error", tooLarge);
+					});
 					saving = ctx
 						.call("media.save", { contentType: mimetype || "application/octet-stream", filename, maxBytes: maxUploadBytes }, { stream: file })
 						.then((res: any) => {
 							upload.mediaId = res.id;
 						})
 						.catch((err: unknown) => {
-							failed = err;
+							failed ??= err;
 							file.resume();
 						});
 				});

@@ -93,7 +93,7 @@ describe("NeDB store", () => {
 
 const mongoUri = process.env.MONGO_URI;
 (mongoUri ? describe : describe.skip)("MongoDB store (MONGO_URI)", () => {
-	let client: MongoClient;
+	let client: any;
 	beforeAll(async () => {
 		client = new MongoClient(uniqueMongoUri(mongoUri as string), { useUnifiedTopology: true } as never);
 		await client.connect();

@@ -1,13 +1,14 @@
 /** The end-to-end suites on the embedded default: one process, NeDB files. */
 import { startEmbedded, tempDir, type Harness } from "../support/harness";
 import { request } from "../support/http";
+import { SUITE_ENV } from "../support/suite-env";
 import { SUITES } from "./suites";
 
 describe("embedded (NeDB)", () => {
 	let h: Harness;
 	const dataDir = tempDir("embedded");
 	beforeAll(async () => {
-		h = await startEmbedded({ dataDir });
+		h = await startEmbedded({ dataDir, env: SUITE_ENV });
 	});
 	afterAll(() => h?.stop());
 

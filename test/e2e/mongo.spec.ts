@@ -1,5 +1,6 @@
 /** The end-to-end suites on MongoDB storage; runs only when MONGO_URI is set. */
 import { startEmbedded, uniqueMongoUri, type Harness } from "../support/harness";
+import { SUITE_ENV } from "../support/suite-env";
 import { SUITES } from "./suites";
 
 const mongoUri = process.env.MONGO_URI;
@@ -8,7 +9,8 @@ const describeIf = mongoUri ? describe : describe.skip;
 describeIf("MongoDB storage", () => {
 	let h: Harness;
 	beforeAll(async () => {
-		h = await startEmbedded({ mongoUri: uniqueMongoUri(mongoUri as string) });
+		// With MongoDB, secrets need a key from the environment (no key file next to NeDB data).
+		h = await startEmbedded({ mongoUri: uniqueMongoUri(mongoUri as string), env: { ...SUITE_ENV, CTL_SECRET_KEY: "e2e-mongo-leg-secret-key" } });
 	});
 	afterAll(() => h?.stop());
 

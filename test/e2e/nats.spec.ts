@@ -1,11 +1,12 @@
 /** The end-to-end suites with the gateway and the data services in separate processes over NATS. */
 import { startSplit, type Harness } from "../support/harness";
+import { SUITE_ENV } from "../support/suite-env";
 import { SUITES } from "./suites";
 
 describe("split over NATS", () => {
 	let h: Harness;
 	beforeAll(async () => {
-		h = await startSplit();
+		h = await startSplit({ env: SUITE_ENV });
 	}, 120_000);
 	afterAll(() => h?.stop(), 60_000);
 

@@ -4,7 +4,7 @@
  * the host and the process.
  */
 import os from "node:os";
-import { ServiceBroker } from "moleculer";
+import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { ALL_SERVICES, ensureNats, freePort, runServices, tempDir, type Nats, type Proc } from "../support/harness";
 import { request } from "../support/http";
 
@@ -58,7 +58,7 @@ describe("the production command", () => {
 		const namespace = `proc-${process.pid}`;
 		beforeAll(async () => {
 			nats = await ensureNats();
-			client = new ServiceBroker({ logger: false, namespace, nodeID: `proc-client-${process.pid}`, transporter: nats.url, serializer: "JSONExt" });
+			client = new ServiceBroker({ logger: false, namespace, nodeID: `proc-client-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], serializer: "JSONExt" });
 			await client.start();
 		});
 		afterAll(async () => {

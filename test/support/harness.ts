@@ -10,7 +10,7 @@ import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import type { AddressInfo } from "node:net";
-import { ServiceBroker } from "moleculer";
+import { ServiceBroker, type BrokerOptions } from "moleculer";
 
 export const ROOT = path.resolve(__dirname, "../..");
 export const DIST = path.join(ROOT, "dist");
@@ -18,6 +18,8 @@ export const DIST = path.join(ROOT, "dist");
 export interface Harness {
 	/** e.g. http://127.0.0.1:40123/api */
 	api: string;
+	/** DATA_DIR of the services when they keep their collections in NeDB files; undefined on MongoDB. */
+	dataDir?: string;
 	/** Calls any action (including internal ones) in the running cluster. */
 	call<T = any>(action: string, params?: Record<string, unknown>): Promise<T>;
 	/** Stops everything and starts it again on the same storage. */
@@ -53,7 +55,7 @@ export async function startEmbedded(opts: EmbeddedOptions = {}): Promise<Harness
 
 	const start = async () => {
 		Object.assign(process.env, env);
-		broker = new ServiceBroker({ logger: process.env.TEST_LOG ? console : false, nodeID: `test-${process.pid}`, transporter: null, tracking: { enabled: true, shutdownTimeout: 5000 } });
+		broker = new ServiceBroker({ logger: process.env.TEST_LOG ? { type: "Console" } : false, nodeID: `test-${process.pid}`, transporter: null, tracking: { enabled: true, shutdownTimeout: 5000 } });
 		for (const file of SERVICE_FILES()) broker.loadService(path.join(ROOT, "services", file));
 		await broker.start();
 		const gateway = broker.getLocalService("api") as unknown as { server: { address(): AddressInfo } };
@@ -64,6 +66,7 @@ export async function startEmbedded(opts: EmbeddedOptions = {}): Promise<Harness
 		get api() {
 			return api;
 		},
+		dataDir: opts.mongoUri ? undefined : dataDir,
 		call: (action, params) => broker.call(action, params ?? {}),
 		async restart() {
 			await broker.stop();
@@ -172,17 +175,23 @@ function stopProc(p: Proc): Promise<void> {
 
 export const ALL_SERVICES = () => SERVICE_FILES().map(f => f.replace(/\.service\.ts$/, ""));
 
+export interface SplitOptions {
+	mongoUri?: string;
+	/** Extra environment of both service processes. */
+	env?: Record<string, string>;
+}
+
 /** The gateway in one process, every data service in another, over NATS. */
-export async function startSplit(opts: { mongoUri?: string } = {}): Promise<Harness> {
+export async function startSplit(opts: SplitOptions = {}): Promise<Harness> {
 	if (!fs.existsSync(path.join(DIST, "moleculer.config.js"))) throw new Error("dist/ is missing: run `npm run build` first (npm test does)");
 	const nats = await ensureNats();
 	const namespace = `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
 	const dataDir = tempDir("split");
 	const port = await freePort();
-	const env = { TRANSPORTER: nats.url, NAMESPACE: namespace, DATA_DIR: dataDir, MONGO_URI: opts.mongoUri ?? "", PORT: String(port), HOST: "127.0.0.1" };
+	const env = { ...opts.env, TRANSPORTER: nats.url, NAMESPACE: namespace, DATA_DIR: dataDir, MONGO_URI: opts.mongoUri ?? "", PORT: String(port), HOST: "127.0.0.1" };
 	const dataServices = ALL_SERVICES().filter(s => s !== "api");
 	let procs: Proc[] = [];
-	const client = new ServiceBroker({ logger: false, namespace, nodeID: `test-client-${process.pid}`, transporter: nats.url, serializer: "JSONExt", requestTimeout: 30_000 });
+	const client = new ServiceBroker({ logger: false, namespace, nodeID: `test-client-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], serializer: "JSONExt", requestTimeout: 30_000 });
 	await client.start();
 	const api = `http://127.0.0.1:${port}/api`;
 
@@ -209,6 +218,7 @@ export async function startSplit(opts: { mongoUri?: string } = {}): Promise<Harn
 	await start();
 	return {
 		api,
+		dataDir: opts.mongoUri ? undefined : dataDir,
 		call: (action, params) => client.call(action, params ?? {}),
 		async restart() {
 			await Promise.all(procs.map(stopProc));

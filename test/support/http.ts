@@ -15,8 +15,8 @@ export interface RequestOptions {
 
 export async function request(method: string, url: string, opts: RequestOptions = {}): Promise<Reply> {
 	const headers: Record<string, string> = { ...opts.headers };
-	let body: BodyInit | undefined;
-	if (opts.raw !== undefined) body = opts.raw as BodyInit;
+	let body: RequestInit["body"];
+	if (opts.raw !== undefined) body = opts.raw as RequestInit["body"];
 	else if (opts.body !== undefined) {
 		body = JSON.stringify(opts.body);
 		headers["content-type"] ??= "application/json";

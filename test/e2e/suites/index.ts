@@ -1,7 +1,13 @@
 /** Every end-to-end suite, run by each leg (embedded, MongoDB, split over NATS) against its own harness. */
 import type { Harness } from "../../support/harness";
 import conventions from "./conventions";
+import hosts from "./hosts";
+import groupsResolution from "./groups-resolution";
+import tasks from "./tasks";
+import records from "./records";
+import files from "./files";
+import vpn from "./vpn";
 
 export type Suite = (h: () => Harness) => void;
 
-export const SUITES: Record<string, Suite> = { conventions };
+export const SUITES: Record<string, Suite> = { conventions, hosts, "groups-resolution": groupsResolution, tasks, records, files, vpn };

@@ -1,0 +1,139 @@
+/**
+ * What a group resolves to: every descendant group (`/groups/{id}/subgroups`), every host below it
+ * (`/groups/{id}/hostnames`), how deleting a group reaches hosts, and remote execution on a group.
+ */
+import type { Harness } from "../../support/harness";
+import { request, withQuery, expectEveError } from "../../support/http";
+
+async function eventually<T>(read: () => Promise<T>, done: (value: T) => boolean, timeoutMs = 3000): Promise<T> {
+	const deadline = Date.now() + timeoutMs;
+	let value = await read();
+	while (!done(value) && Date.now() < deadline) {
+		await new Promise(r => setTimeout(r, 50));
+		value = await read();
+	}
+	return value;
+}
+
+export default function groupsResolution(h: () => Harness): void {
+	const url = (path: string, query: Record<string, unknown> = {}) => withQuery(`${h().api}/${path}`, query);
+	const create = async (body: Record<string, unknown>): Promise<string> => {
+		const res = await request("POST", url("groups"), { body });
+		expect(res.status).toBe(201);
+		return res.body._id;
+	};
+
+	// root -> [left, right]; left -> [shared]; right -> [shared, lone]; shared -> [leaf]
+	const ids: Record<string, string> = {};
+	beforeAll(async () => {
+		await h().call("hosts.upsertMany", {
+			hosts: [
+				{ _id: "gr-root-1", status: "up", key: "accepted" },
+				{ _id: "gr-left-1", status: "up", key: "accepted" },
+				{ _id: "gr-shared-1", status: "up", key: "accepted" },
+				{ _id: "gr-retired-1", status: "down", key: "accepted" },
+			],
+		});
+		expect((await request("DELETE", url("hosts/gr-retired-1"))).status).toBe(204);
+
+		ids.leaf = await create({ name: "gr-leaf", hosts: ["gr-leaf-1", "gr-both-1"] });
+		ids.shared = await create({ name: "gr-shared", subgroups: [ids.leaf], hosts: ["gr-shared-1", "gr-retired-1"] });
+		ids.lone = await create({ name: "gr-lone", type: 1, info: { regex: "^gr-" } });
+		ids.left = await create({ name: "gr-left", subgroups: [ids.shared], hosts: ["gr-left-1", "gr-both-1"] });
+		ids.right = await create({ name: "gr-right", subgroups: [ids.shared, ids.lone], hosts: ["gr-right-1"] });
+		ids.root = await create({ name: "gr-root", subgroups: [ids.left, ids.right], hosts: ["gr-root-1", "gr-zeta-1"] });
+		ids.other = await create({ name: "gr-other", hosts: ["gr-other-1"] });
+	});
+
+	describe("GET /groups/{id}/subgroups", () => {
+		it("lists every descendant id once, nearest first", async () => {
+			const res = await request("GET", url(`groups/${ids.root}/subgroups`));
+			expect(res.status).toBe(200);
+			expect(res.body).toEqual([ids.left, ids.right, ids.shared, ids.lone, ids.leaf]);
+			expect((await request("GET", url(`groups/${ids.right}/subgroups`))).body).toEqual([ids.shared, ids.lone, ids.leaf]);
+			expect((await request("GET", url(`groups/${ids.shared}/subgroups`))).body).toEqual([ids.leaf]);
+		});
+
+		it("gives an empty array for a group without subgroups", async () => {
+			const res = await request("GET", url(`groups/${ids.leaf}/subgroups`));
+			expect(res.status).toBe(200);
+			expect(res.body).toEqual([]);
+		});
+
+		it("answers 404 for an unknown or malformed group id", async () => {
+			expectEveError(await request("GET", url("groups/0123456789abcdef0123ffff/subgroups")), 404);
+			expectEveError(await request("GET", url("groups/not-a-group/subgroups")), 404);
+		});
+	});
+
+	describe("GET /groups/{id}/hostnames", () => {
+		it("gives the hosts of the group and of every group below it, sorted and unique", async () => {
+			const res = await request("GET", url(`groups/${ids.root}/hostnames`));
+			expect(res.status).toBe(200);
+			expect(res.body).toEqual(["gr-both-1", "gr-leaf-1", "gr-left-1", "gr-right-1", "gr-root-1", "gr-shared-1", "gr-zeta-1"]);
+		});
+
+		it("leaves out soft-deleted hosts but keeps names no host record has yet", async () => {
+			const shared = await request("GET", url(`groups/${ids.shared}/hostnames`));
+			expect(shared.body).toEqual(["gr-both-1", "gr-leaf-1", "gr-shared-1"]);
+			const item = await request("GET", url(`groups/${ids.shared}`));
+			expect(item.body.hosts).toEqual(["gr-shared-1", "gr-retired-1"]);
+		});
+
+		it("gives an empty array for a group without hosts below it", async () => {
+			const res = await request("GET", url(`groups/${ids.lone}/hostnames`));
+			expect(res.status).toBe(200);
+			expect(res.body).toEqual([]);
+		});
+
+		it("answers 404 for an unknown or malformed group id", async () => {
+			expectEveError(await request("GET", url("groups/0123456789abcdef0123ffff/hostnames")), 404);
+			expectEveError(await request("GET", url("groups/xyz/hostnames")), 404);
+		});
+	});
+
+	describe("deleting a group", () => {
+		it("drops it from the parents and from what the parents resolve to", async () => {
+			const before = await request("GET", url(`groups/${ids.other}/subgroups`));
+			expect(before.body).toEqual([]);
+			const mid = await create({ name: "gr-mid", hosts: ["gr-mid-1"] });
+			const top = await create({ name: "gr-top", subgroups: [mid, ids.other] });
+			expect((await request("GET", url(`groups/${top}/hostnames`))).body).toEqual(["gr-mid-1", "gr-other-1"]);
+			expect((await request("DELETE", url(`groups/${mid}`))).status).toBe(204);
+			expect((await request("GET", url(`groups/${top}/subgroups`))).body).toEqual([ids.other]);
+			expect((await request("GET", url(`groups/${top}/hostnames`))).body).toEqual(["gr-other-1"]);
+			expectEveError(await request("GET", url(`groups/${mid}/subgroups`)), 404);
+		});
+
+		it("removes its id from the hosts' groups", async () => {
+			const doomed = await create({ name: "gr-doomed", hosts: ["gr-member-1"] });
+			await h().call("hosts.upsertMany", {
+				hosts: [
+					{ _id: "gr-member-1", status: "up", key: "accepted", groups: [ids.other, doomed] },
+					{ _id: "gr-member-2", status: "up", key: "accepted", groups: [doomed] },
+				],
+			});
+			const before = await request("GET", url("hosts/gr-member-1"));
+			expect(before.body.groups).toEqual([ids.other, doomed]);
+
+			expect((await request("DELETE", url(`groups/${doomed}`))).status).toBe(204);
+			// The hosts service learns of it from the groups.removed event.
+			const one = await eventually(() => request("GET", url("hosts/gr-member-1")), r => r.body?.groups?.length === 1);
+			expect(one.status).toBe(200);
+			expect(one.body.groups).toEqual([ids.other]);
+			expect(one.body._links.related.groups).toEqual([{ title: "Group", href: `groups/${ids.other}` }]);
+			const two = await eventually(() => request("GET", url("hosts/gr-member-2")), r => r.body?.groups?.length === 0);
+			expect(two.body.groups).toEqual([]);
+			expect(two.body._links.related).toBeUndefined();
+			const listed = await request("GET", url("hosts", { where: { groups: doomed } }));
+			expect(listed.body._meta.total).toBe(0);
+		});
+	});
+
+	describe("remote execution on a group", () => {
+		it("answers 503 while no cm-gateway runs", async () => {
+			const res = expectEveError(await request("POST", url(`groups/${ids.root}`), { body: { cm_client: "local_async", fun: "test.ping", kwarg: {} } }), 503);
+			expect(res._error.message).toBe("the service that handles this request is not available");
+		});
+	});
+}

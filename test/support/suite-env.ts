@@ -1,0 +1,19 @@
+/**
+ * Configuration every leg gives the services it starts, so the suites can rely on it: the nodegroup
+ * definitions (read from NODEGROUPS at service start) and a small upload limit.
+ */
+
+/** Nodegroups as configured for the suites (name -> info). */
+export const NODEGROUPS: Record<string, { regex?: string; grain?: Record<string, string> }> = {
+	"e2e-web": { regex: "^web-" },
+	"e2e-alt": { grain: { osfullname: "ALT" } },
+	"e2e.db_1": { regex: "^db-", grain: { virtual: "kvm" } },
+};
+
+/** MAX_UPLOAD_BYTES of the suites (the JSON body limit stays at its default). */
+export const MAX_UPLOAD_BYTES = 1024 * 1024;
+
+export const SUITE_ENV: Record<string, string> = {
+	NODEGROUPS: JSON.stringify(NODEGROUPS),
+	MAX_UPLOAD_BYTES: String(MAX_UPLOAD_BYTES),
+};
