@@ -71,6 +71,8 @@ export interface EveCollectionOptions {
 	lookupField?: string;
 	/** Client-supplied `_id` accepted on create (as Eve allows). */
 	clientIds?: boolean;
+	/** Which Eve writes the collection publishes (default all); read-only collections give []. */
+	writes?: Array<"create" | "patch" | "remove">;
 }
 
 export interface HttpMeta {
@@ -116,6 +118,7 @@ const COUNT_CACHE_MS = 5000;
 
 const queryParam = { type: "multi", optional: true, rules: [{ type: "array" }, { type: "object" }] } as const;
 const idParam = { type: "string", min: 1, max: 512 } as const;
+const lookupParams = { ids: { type: "array", items: "string", max: 10000 }, field: { type: "enum", values: ["_id", "name"], optional: true } } as const;
 
 export function EveCollection(opts: EveCollectionOptions): Partial<ServiceSchema> {
 	return eveCollectionSchema(opts) as Partial<ServiceSchema>;
@@ -124,6 +127,7 @@ export function EveCollection(opts: EveCollectionOptions): Partial<ServiceSchema
 function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSchema> {
 	const schemaFields = Object.keys(opts.schema).filter(k => !k.startsWith("$$"));
 	const softFlag = opts.softDelete?.flag;
+	const writes = new Set(opts.writes ?? ["create", "patch", "remove"]);
 
 	return {
 		mixins: [Storage(opts.resource)],
@@ -141,19 +145,19 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 					return this.eveGet(ctx, ctx.params.id as string, QueryArgs.from(ctx.params.query));
 				},
 			},
-			create: {
+			create: writes.has("create") && {
 				params: { body: { type: "any", optional: true }, query: queryParam },
 				handler(this: EveThis, ctx: RestContext) {
 					return this.eveCreate(ctx, ctx.params.body);
 				},
 			},
-			patch: {
+			patch: writes.has("patch") && {
 				params: { id: idParam, body: { type: "any", optional: true }, query: queryParam },
 				handler(this: EveThis, ctx: RestContext) {
 					return this.evePatch(ctx, ctx.params.id as string, ctx.params.body);
 				},
 			},
-			remove: {
+			remove: writes.has("remove") && {
 				params: { id: idParam, query: queryParam },
 				handler(this: EveThis, ctx: RestContext) {
 					return this.eveRemove(ctx, ctx.params.id as string);
@@ -162,7 +166,7 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 			/** Which of these ids (or names) exist; for reference checks by other services. */
 			exist: {
 				visibility: "public",
-				params: { ids: { type: "array", items: "string", max: 10000 }, field: { type: "enum", values: ["_id", "name"], optional: true } },
+				params: lookupParams,
 				async handler(this: EveThis, ctx: Context<{ ids: string[]; field?: string }>) {
 					const field = ctx.params.field ?? "_id";
 					const docs = await this.store.find(this.visibleFilter({ [field]: { $in: ctx.params.ids } }, false));
@@ -172,7 +176,7 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 			/** Records as embedded in another collection's response: rendered, masked, without `_links`. */
 			fetch: {
 				visibility: "public",
-				params: { ids: { type: "array", items: "string", max: 10000 }, field: { type: "enum", values: ["_id", "name"], optional: true } },
+				params: lookupParams,
 				async handler(this: EveThis, ctx: Context<{ ids: string[]; field?: string }>) {
 					const field = ctx.params.field ?? "_id";
 					const docs = await this.store.find(this.visibleFilter({ [field]: { $in: ctx.params.ids } }, false));

@@ -16,6 +16,7 @@ const AlertsService: EveServiceSchema = {
 	mixins: [
 		EveCollection({
 			resource: "alerts",
+			writes: [],
 			idPattern: OBJECT_ID,
 			schema: {
 				type: { type: "string", min: 1, max: 200 },
@@ -26,9 +27,6 @@ const AlertsService: EveServiceSchema = {
 		}),
 	],
 	actions: {
-		create: false,
-		patch: false,
-		remove: false,
 		/** Raises an alert (internal: other services call it). */
 		raise: {
 			visibility: "public",

@@ -23,6 +23,7 @@ const FilesService: EveServiceSchema = {
 	mixins: [
 		EveCollection({
 			resource: "files",
+			writes: ["remove"],
 			idPattern: OBJECT_ID,
 			schema: {
 				name: { type: "string", min: 1, max: 1024, optional: true },
@@ -32,8 +33,6 @@ const FilesService: EveServiceSchema = {
 	],
 
 	actions: {
-		create: false,
-		patch: false,
 
 		/** POST /files (multipart/form-data: `name`, then the `data` file). */
 		upload: {

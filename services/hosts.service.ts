@@ -61,6 +61,7 @@ const HostsService: EveServiceSchema = {
 	mixins: [
 		EveCollection({
 			resource: "hosts",
+			writes: ["patch", "remove"],
 			idPattern: HOSTNAME,
 			schema: hostSchema,
 			patchSchema: { identification_number: { type: "string", max: 200 } },

@@ -44,8 +44,7 @@ export function readNodegroupDefinitions(): Array<{ name: string; info: Doc }> {
 
 const NodegroupsService: EveServiceSchema = {
 	name: "nodegroups",
-	mixins: [EveCollection({ resource: "nodegroups", idPattern: OBJECT_ID, lookupField: "name", schema: nodegroupSchema })],
-	actions: { create: false, patch: false, remove: false },
+	mixins: [EveCollection({ resource: "nodegroups", writes: [], idPattern: OBJECT_ID, lookupField: "name", schema: nodegroupSchema })],
 
 	methods: {
 		/** Makes the stored nodegroups match the configuration (ids derive from names, so replicas agree). */

@@ -16,6 +16,7 @@ const SettingsService: EveServiceSchema = {
 	mixins: [
 		EveCollection({
 			resource: "settings",
+			writes: ["patch"],
 			idPattern: /^0$/,
 			schema: {
 				addresses: {
@@ -30,7 +31,6 @@ const SettingsService: EveServiceSchema = {
 			},
 		}),
 	],
-	actions: { create: false, remove: false },
 	methods: {
 		async prepareInput(this: EveThis, _ctx: RestContext, doc: Doc) {
 			const top = ADDRESS_KEYS.filter(k => k in doc);

@@ -14,6 +14,7 @@ const StatsService: EveServiceSchema = {
 	mixins: [
 		EveCollection({
 			resource: "hosts_statistic",
+			writes: [],
 			idPattern: OBJECT_ID,
 			schema: {
 				hosts: { type: "array", items: "object" },
@@ -23,9 +24,6 @@ const StatsService: EveServiceSchema = {
 		}),
 	],
 	actions: {
-		create: false,
-		patch: false,
-		remove: false,
 		/** Stores one snapshot (internal). */
 		record: {
 			visibility: "public",

@@ -33,6 +33,7 @@ const TasksService: EveServiceSchema = {
 	mixins: [
 		EveCollection({
 			resource: "tasks",
+			writes: ["create", "remove"],
 			idPattern: OBJECT_ID,
 			clientIds: true,
 			readOnlyFields: ["next", "count_of_execution"],
@@ -51,7 +52,6 @@ const TasksService: EveServiceSchema = {
 	],
 
 	actions: {
-		patch: false,
 
 		/** PATCH /tasks/{id}/{status} */
 		setStatus: {

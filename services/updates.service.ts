@@ -13,6 +13,7 @@ const UpdatesService: EveServiceSchema = {
 	mixins: [
 		EveCollection({
 			resource: "updates",
+			writes: ["patch"],
 			idPattern: OBJECT_ID,
 			schema: {
 				name: { type: "string", min: 1, max: 500 },
@@ -23,8 +24,6 @@ const UpdatesService: EveServiceSchema = {
 		}),
 	],
 	actions: {
-		create: false,
-		remove: false,
 		/** Creates or refreshes patches by name, keeping local descriptions (internal: the cm-gateway calls it). */
 		upsertMany: {
 			visibility: "public",

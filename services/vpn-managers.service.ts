@@ -14,6 +14,7 @@ const VpnManagersService: EveServiceSchema = {
 	mixins: [
 		EveCollection({
 			resource: "vpn_managers",
+			writes: ["create", "remove"],
 			idPattern: OBJECT_ID,
 			masked: ["password"],
 			schema: {
@@ -26,7 +27,6 @@ const VpnManagersService: EveServiceSchema = {
 		}),
 	],
 	actions: {
-		patch: false,
 		/** A manager's credentials in clear, for the vpn service only (never published). */
 		credentials: {
 			visibility: "public",

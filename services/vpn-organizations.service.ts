@@ -15,6 +15,7 @@ const VpnOrganizationsService: EveServiceSchema = {
 	mixins: [
 		EveCollection({
 			resource: "vpn_organizations",
+			writes: [],
 			idPattern: OBJECT_ID,
 			schema: {
 				name: { type: "string", min: 1, max: 200 },
@@ -27,9 +28,6 @@ const VpnOrganizationsService: EveServiceSchema = {
 		}),
 	],
 	actions: {
-		create: false,
-		patch: false,
-		remove: false,
 		/** Stores an organization record that exists in Pritunl (internal: the vpn service calls it). */
 		insertRecord: {
 			visibility: "public",

@@ -1,0 +1,60 @@
+/**
+ * What the actions and failed_patches collections share: read-only records keyed by jid + hostname
+ * (`_id` = "<20-digit jid><hostname>"), each linked to its host, written by the cm-gateway through
+ * the internal `record` action.
+ */
+import type { Context, ServiceSchema } from "moleculer";
+import type { ValidationSchema } from "fastest-validator";
+import { EveCollection, type EveServiceSchema, type EveThis } from "./eve-collection.mixin";
+import { JOB_RETURN_ID } from "../lib/eve/ids";
+import { EveError } from "../lib/eve/errors";
+import { nowSeconds } from "../lib/eve/dates";
+import type { Doc } from "../lib/store";
+
+const jobReturnSchema = {
+	jid: { type: "string", pattern: /^\d{20}(_\d+)?$/ },
+	action: { type: "string", max: 200 },
+	host: { type: "string", max: 253 },
+	state: { type: "string", max: 50 },
+} as const;
+
+export function JobReturns(resource: string, fields: ValidationSchema): Partial<ServiceSchema> {
+	const schema: Partial<EveServiceSchema> = {
+		mixins: [
+			EveCollection({
+				resource,
+				writes: [],
+				idPattern: JOB_RETURN_ID,
+				schema: { ...jobReturnSchema, ...fields },
+				relations: { host: { resource: "hosts", service: "hosts", embeddable: true, validate: false } },
+			}),
+		],
+		actions: {
+			/** Records returns; a repeated return (same jid and host) replaces the earlier one but keeps its `_created`. */
+			record: {
+				visibility: "public",
+				params: { returns: { type: "array", max: 50_000, items: "object" } },
+				async handler(this: EveThis, ctx: Context<{ returns: Doc[] }>) {
+					const now = nowSeconds();
+					const docs = ctx.params.returns.map(r => {
+						const _id = `${r.jid}${r.host}`;
+						const issues = this.eve.createCheck(r);
+						if (issues || !JOB_RETURN_ID.test(_id)) throw new EveError(422, `job return ${_id} is invalid`, { issues: issues ?? { _id: "invalid" } });
+						return { ...r, _id };
+					});
+					const ids = docs.map(d => d._id);
+					const existing = new Map((await this.store.find({ _id: { $in: ids } })).map(d => [d._id, d]));
+					await this.store.removeMany({ _id: { $in: [...existing.keys()] } });
+					await this.store.insertMany(docs.map(d => ({ ...d, _created: existing.get(d._id)?._created ?? now, _updated: now })));
+					await this.notifyChanged(ctx, "created", ids);
+					return { ids };
+				},
+			},
+		},
+		async started(this: EveThis) {
+			await this.store.ensureIndex("host");
+			await this.store.ensureIndex("jid");
+		},
+	};
+	return schema as Partial<ServiceSchema>;
+}
