@@ -84,3 +84,22 @@ describe("the production command", () => {
 		});
 	});
 });
+
+describe("the NATS server the tests use", () => {
+	it("is started from PATH on a free port when nothing answers at NATS_URL", async () => {
+		const closed = await freePort();
+		const saved = process.env.NATS_URL;
+		process.env.NATS_URL = `nats://127.0.0.1:${closed}`;
+		try {
+			const nats = await ensureNats();
+			expect(nats.url).not.toBe(`nats://127.0.0.1:${closed}`);
+			const probe = new ServiceBroker({ logger: false, nodeID: `probe-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"] });
+			await probe.start();
+			expect(probe.transit?.connected).toBe(true);
+			await probe.stop();
+			await nats.stop();
+		} finally {
+			process.env.NATS_URL = saved;
+		}
+	});
+});
