@@ -10,6 +10,8 @@ export type BodyKind = "json" | "none" | "stream";
 export interface RouteMethod {
 	action: string;
 	body?: BodyKind;
+	/** The gateway may keep this read's response until that service's collection changes. */
+	cachedBy?: string;
 }
 
 export interface RouteDef {
@@ -34,8 +36,8 @@ export const COLLECTIONS = [
 	"vpn_organizations",
 ];
 
-const read = (service: string) => ({ GET: { action: `${service}.list` } });
-const readItem = (service: string) => ({ GET: { action: `${service}.get` } });
+const read = (service: string) => ({ GET: { action: `${service}.list`, cachedBy: service } });
+const readItem = (service: string) => ({ GET: { action: `${service}.get`, cachedBy: service } });
 const json = (action: string): RouteMethod => ({ action, body: "json" });
 const none = (action: string): RouteMethod => ({ action, body: "none" });
 

@@ -144,8 +144,10 @@ export class NedbStore implements Store {
 		if (opts.sort?.length) cursor = cursor.sort(Object.fromEntries(opts.sort));
 		if (opts.skip) cursor = cursor.skip(opts.skip);
 		if (opts.limit) cursor = cursor.limit(opts.limit);
-		if (opts.exclude?.length) cursor = cursor.projection(Object.fromEntries(opts.exclude.map(f => [f, 0])));
-		return await cursor;
+		const docs = await cursor;
+		// NeDB already copied each document; its own exclusion projection would copy it twice more.
+		if (opts.exclude?.length) for (const doc of docs) for (const f of opts.exclude) delete doc[f];
+		return docs;
 	}
 
 	findOne(filter: Filter): Promise<Doc | null> {

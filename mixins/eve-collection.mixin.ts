@@ -32,6 +32,7 @@ import {
 import { compileSchema, partialSchema, type Check } from "../lib/eve/validation";
 import { HOME_LINK, itemTitle, project, MASK, type Link } from "../lib/eve/render";
 import { DuplicateKeyError, type Doc, type Update } from "../lib/store";
+import { ReadCache, READ_CACHE_MS } from "../lib/read-cache";
 
 export interface Relation {
 	/** Collection the reference points into (URL name, e.g. "groups"). */
@@ -76,6 +77,7 @@ export interface EveCollectionOptions {
 }
 
 export interface HttpMeta {
+	$cacheable?: boolean;
 	$statusCode?: number;
 	$location?: string;
 	$responseHeaders?: Record<string, string>;
@@ -110,11 +112,22 @@ interface EveState {
 	patchCheck: Check;
 	pageSizeDefault: number;
 	pageSizeLimit: number;
-	counts: Map<string, { at: number; value: number }>;
+	counts: ReadCache<number>;
+	reads: ReadCache<CachedRead>;
 }
 
-/** Counts are cached per filter until the collection changes; this bounds staleness across replicas. */
-const COUNT_CACHE_MS = 5000;
+interface CachedRead {
+	body: Buffer;
+	headers?: Record<string, string>;
+}
+
+/**
+ * Counts and serialized reads are cached per replica until the collection changes: any replica's write
+ * clears them here, on the other replicas and in the gateways (eve.collectionChanged).
+ */
+const READ_CACHE_ENTRIES = 200;
+const READ_CACHE_MAX_BYTES = 512 * 1024;
+const JSON_TYPE = "application/json; charset=utf-8";
 
 const queryParam = { type: "multi", optional: true, rules: [{ type: "array" }, { type: "object" }] } as const;
 const idParam = { type: "string", min: 1, max: 512 } as const;
@@ -136,13 +149,16 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 			list: {
 				params: { query: queryParam },
 				handler(this: EveThis, ctx: RestContext) {
-					return this.eveList(ctx, QueryArgs.from(ctx.params.query));
+					const args = QueryArgs.from(ctx.params.query);
+					return this.cachedRead(ctx, "", args, () => this.eveList(ctx, args));
 				},
 			},
 			get: {
 				params: { id: idParam, query: queryParam },
 				handler(this: EveThis, ctx: RestContext) {
-					return this.eveGet(ctx, ctx.params.id as string, QueryArgs.from(ctx.params.query));
+					const args = QueryArgs.from(ctx.params.query);
+					const id = ctx.params.id as string;
+					return this.cachedRead(ctx, id, args, () => this.eveGet(ctx, id, args));
 				},
 			},
 			create: writes.has("create") && {
@@ -201,7 +217,8 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				patchCheck: compileSchema({ ...partialSchema(opts.patchSchema ?? opts.schema), ...readOnly }),
 				pageSizeDefault: config.pageSizeDefault,
 				pageSizeLimit: config.pageSizeLimit,
-				counts: new Map(),
+				counts: new ReadCache(READ_CACHE_MS, 1000),
+				reads: new ReadCache(READ_CACHE_MS, READ_CACHE_ENTRIES),
 			};
 		},
 
@@ -210,7 +227,7 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 			"eve.collectionChanged": {
 				context: true,
 				handler(this: EveThis, ctx: Context<{ service: string }>) {
-					if (ctx.params.service === this.name) this.eve.counts.clear();
+					if (ctx.params.service === this.name) this.forgetCachedReads();
 				},
 			},
 		},
@@ -218,21 +235,53 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 		methods: {
 			// ------------------------------------------------------------ reading
 
-			/** The filter that hides soft-deleted records unless they were asked for. */
+			/**
+			 * Serves a read as its serialized JSON body (bytes): from the cache when the same query was
+			 * answered since the last change, else computed and kept. Bytes are written to the socket as
+			 * they are and cross the transporter unescaped (lib/serializer.ts). `embedded` reads depend on
+			 * other collections and side-effecting reads (see readCacheable) are never cached.
+			 */
+			async cachedRead(this: EveThis, ctx: RestContext, id: string, args: QueryArgs, compute: () => Promise<unknown>): Promise<Buffer> {
+				const cacheable = !args.has("embedded") && this.readCacheable(args);
+				const key = `${id}\u0000${JSON.stringify(args.pairs)}`;
+				ctx.meta.$responseType = JSON_TYPE;
+				// Tells the gateway whether it may keep the response too.
+				ctx.meta.$cacheable = cacheable;
+				const hit = cacheable ? this.eve.reads.get(key) : undefined;
+				if (hit) {
+					if (hit.headers) ctx.meta.$responseHeaders = { ...hit.headers };
+					return hit.body;
+				}
+				const generation = this.eve.reads.generation;
+				const body = Buffer.from(JSON.stringify(await compute()));
+				if (cacheable && body.length <= READ_CACHE_MAX_BYTES) this.eve.reads.set(key, { body, headers: ctx.meta.$responseHeaders }, generation);
+				return body;
+			},
+
+			/** Hook: false for reads with side effects, which must always run. */
+			readCacheable(this: EveThis, _args: QueryArgs): boolean {
+				return true;
+			},
+
+			forgetCachedReads(this: EveThis): void {
+				this.eve.counts.clear();
+				this.eve.reads.clear();
+			},
+
+			/** The filter that hides soft-deleted records unless they were asked for (the flag is always stored). */
 			visibleFilter(this: EveThis, filter: Filter, show: boolean): Filter {
 				if (!softFlag || show || filterMentions(filter, softFlag)) return filter;
-				const hide = { [softFlag]: { $ne: true } };
+				const hide = { [softFlag]: false };
 				return Object.keys(filter).length ? { $and: [filter, hide] } : hide;
 			},
 
 			async cachedCount(this: EveThis, filter: Filter): Promise<number> {
 				const key = JSON.stringify(filter);
 				const hit = this.eve.counts.get(key);
-				const now = Date.now();
-				if (hit && now - hit.at < COUNT_CACHE_MS) return hit.value;
+				if (hit !== undefined) return hit;
+				const generation = this.eve.counts.generation;
 				const value = await this.store.count(filter);
-				if (this.eve.counts.size > 1000) this.eve.counts.clear();
-				this.eve.counts.set(key, { at: now, value });
+				this.eve.counts.set(key, value, generation);
 				return value;
 			},
 
@@ -406,8 +455,8 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 
 			/** Drops cached counts here and on every replica, and emits `<service>.<op>` for other services. */
 			async notifyChanged(this: EveThis, ctx: Context, op: "created" | "updated" | "removed", ids: string[]): Promise<void> {
-				this.eve.counts.clear();
-				ctx.broadcast("eve.collectionChanged", { service: this.name }, { groups: [this.name] });
+				this.forgetCachedReads();
+				ctx.broadcast("eve.collectionChanged", { service: this.name }, { groups: [this.name, "api"] });
 				ctx.emit(`${this.name}.${op}`, { ids });
 			},
 
@@ -474,7 +523,9 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				const docs: Doc[] = [];
 				for (const r of results) {
 					const stored = await this.beforeStore(ctx, r.doc as Doc, { op: "create" });
-					docs.push({ ...stored, _id: stored._id ?? newObjectId(), _created: now, _updated: now });
+					const doc: Doc = { ...stored, _id: stored._id ?? newObjectId(), _created: now, _updated: now };
+					if (softFlag) doc[softFlag] = false;
+					docs.push(doc);
 				}
 				const ids = docs.map(d => String(d._id));
 				if (new Set(ids).size !== ids.length) throw conflict("duplicate _id in the request");

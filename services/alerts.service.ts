@@ -11,6 +11,11 @@ import type { Doc } from "../lib/store";
 
 const LEVELS = ["debug", "info", "warning", "error", "critical"];
 
+function markAsRead(args: QueryArgs): boolean {
+	const flag = (args.get("mark_as_read") ?? "").trim().toLowerCase();
+	return flag === "1" || flag === "true";
+}
+
 const AlertsService: EveServiceSchema = {
 	name: "alerts",
 	mixins: [
@@ -41,9 +46,13 @@ const AlertsService: EveServiceSchema = {
 		},
 	},
 	methods: {
+		/** Reads that mark alerts read must run every time. */
+		readCacheable(this: EveThis, args: QueryArgs): boolean {
+			return markAsRead(args) === false;
+		},
+
 		async beforeRender(this: EveThis, ctx: RestContext, docs: Doc[], args: QueryArgs) {
-			const flag = (args.get("mark_as_read") ?? "").trim();
-			if (flag !== "1" && flag.toLowerCase() !== "true") return;
+			if (!markAsRead(args)) return;
 			const unread = docs.filter(d => d.read !== true).map(d => d._id);
 			if (unread.length === 0) return;
 			await this.store.updateMany({ _id: { $in: unread } }, { $set: { read: true } });

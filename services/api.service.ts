@@ -11,10 +11,22 @@ import { ROUTES, COLLECTIONS, PUBLISHED_ACTIONS, type RouteMethod, type BodyKind
 import { DEFAULT_MESSAGES, EveError } from "../lib/eve/errors";
 import { toIssues } from "../lib/eve/validation";
 import type { QueryPairs } from "../lib/eve/query";
+import { ReadCache, READ_CACHE_MS } from "../lib/read-cache";
+
+interface CachedResponse {
+	body: Buffer;
+	type?: string;
+	headers: Record<string, string>;
+}
+
+const GATEWAY_CACHE_ENTRIES = 500;
 
 type Req = IncomingMessage & {
 	$params: Record<string, any>;
-	$alias?: { bodyKind?: BodyKind };
+	$alias?: { bodyKind?: BodyKind; cachedBy?: string };
+	$endpoint?: { action: unknown };
+	$cacheGeneration?: number;
+	originalUrl?: string;
 	$ctx?: Context<unknown, Record<string, any>>;
 	body?: unknown;
 };
@@ -102,8 +114,8 @@ function aliasesFor(): Record<string, unknown> {
 		const allowed = Object.keys(route.methods);
 		for (const [method, def] of Object.entries(route.methods) as Array<[string, RouteMethod]>) {
 			// An object alias takes its type from `type`; a "stream:" prefix would stay in the action name.
-			aliases[`${method} /${route.path}`] = { action: def.action, type: def.body === "stream" ? "stream" : "call", bodyKind: def.body ?? "none" };
-			if (method === "GET") aliases[`HEAD /${route.path}`] = { action: def.action, bodyKind: "none" };
+			aliases[`${method} /${route.path}`] = { action: def.action, type: def.body === "stream" ? "stream" : "call", bodyKind: def.body ?? "none", cachedBy: def.cachedBy };
+			if (method === "GET") aliases[`HEAD /${route.path}`] = { action: def.action, bodyKind: "none", cachedBy: def.cachedBy };
 		}
 		const allow = [...new Set([...allowed, ...(allowed.includes("GET") ? ["HEAD"] : []), "OPTIONS"])].join(", ");
 		// Whatever a path does not list: OPTIONS answers with Allow, the rest is 405 (Eve's behaviour).
@@ -146,8 +158,9 @@ const ApiService: ServiceSchema<any> = {
 		port: config.port,
 		ip: config.host,
 		log4XXResponses: false,
-		logRequest: "debug",
-		logResponse: "debug",
+		// Request logging builds strings on every request; LOGLEVEL=debug turns it on.
+		logRequest: process.env.LOGLEVEL === "debug" ? "debug" : null,
+		logResponse: process.env.LOGLEVEL === "debug" ? "debug" : null,
 		logRequestParams: null,
 		logResponseData: null,
 		cors: config.corsOrigins.length
@@ -175,6 +188,10 @@ const ApiService: ServiceSchema<any> = {
 					req.$params = out;
 				},
 				onAfterCall(this: any, ctx: Context<unknown, Record<string, any>>, _route: unknown, req: Req, _res: unknown, data: unknown) {
+					if (req.$cacheGeneration !== undefined && ctx.meta.$cacheable === true && Buffer.isBuffer(data)) {
+						const entry: CachedResponse = { body: data, type: ctx.meta.$responseType, headers: { ...ctx.meta.$responseHeaders } };
+						this.readCache(req.$alias?.cachedBy).set(req.originalUrl, entry, req.$cacheGeneration);
+					}
 					const location = ctx.meta.$location;
 					if (typeof location === "string" && location.startsWith("/")) {
 						const proto = (req.socket as { encrypted?: boolean }).encrypted ? "https" : "http";
@@ -200,6 +217,15 @@ const ApiService: ServiceSchema<any> = {
 		},
 	},
 
+	events: {
+		/** A collection changed (on any node): its responses kept here are stale. */
+		"eve.collectionChanged": {
+			handler(this: any, ctx: Context<{ service: string }>) {
+				this.readCache(ctx.params.service).clear();
+			},
+		},
+	},
+
 	actions: {
 		/** GET /api/: the collections, as Eve's home endpoint lists them. */
 		root: {
@@ -210,7 +236,38 @@ const ApiService: ServiceSchema<any> = {
 		},
 	},
 
+	created(this: any) {
+		this.readCaches = new Map<string, ReadCache<CachedResponse>>();
+	},
+
 	methods: {
+		readCache(this: any, service: string): ReadCache<CachedResponse> {
+			let cache = this.readCaches.get(service);
+			if (!cache) this.readCaches.set(service, (cache = new ReadCache<CachedResponse>(READ_CACHE_MS, GATEWAY_CACHE_ENTRIES)));
+			return cache;
+		},
+
+		/**
+		 * Serves a cacheable read from the responses kept here (after authentication and validation,
+		 * which have run by now), so repeated reads do not cross the transporter; otherwise calls on.
+		 */
+		callAction(this: any, route: unknown, actionName: string, req: Req, res: ServerResponse, params: unknown, isStream: boolean) {
+			const service = req.$alias?.cachedBy;
+			if (service && (req.method === "GET" || req.method === "HEAD")) {
+				const cache: ReadCache<CachedResponse> = this.readCache(service);
+				const hit = cache.get(req.originalUrl as string);
+				if (hit) {
+					const ctx = req.$ctx as Context<unknown, Record<string, any>>;
+					ctx.meta.$responseType = hit.type;
+					ctx.meta.$responseHeaders = { ...hit.headers };
+					this.sendResponse(req, res, hit.body, req.$endpoint?.action);
+					return Promise.resolve(true);
+				}
+				req.$cacheGeneration = cache.generation;
+			}
+			return (ApiGateway as any).methods.callAction.call(this, route, actionName, req, res, params, isStream);
+		},
+
 		/** A plain OPTIONS (no CORS preflight) must reach the "*" aliases that answer it, not the GET ones. */
 		resolveAlias(url: string, method?: string) {
 			return (ApiGateway as any).methods.resolveAlias.call(this, url, method ?? "OPTIONS");

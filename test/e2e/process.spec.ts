@@ -5,7 +5,7 @@
  */
 import os from "node:os";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
-import { ALL_SERVICES, ensureNats, freePort, runServices, tempDir, type Nats, type Proc } from "../support/harness";
+import { ALL_SERVICES, ensureNats, freePort, runServices, tempDir, uniqueMongoUri, type Nats, type Proc } from "../support/harness";
 import { request } from "../support/http";
 
 async function waitForApi(api: string, proc: Proc): Promise<void> {
@@ -81,6 +81,44 @@ describe("the production command", () => {
 			const [g, d] = await Promise.all([sigterm(gateway), sigterm(data)]);
 			expect(g.code).toBe(0);
 			expect(d.code).toBe(0);
+		});
+
+		const mongoUri = process.env.MONGO_URI;
+		(mongoUri ? it : it.skip)("serves no stale read from any replica after a write (two data replicas on shared MongoDB storage)", async () => {
+			const port = await freePort();
+			const env = { TRANSPORTER: nats.url, NAMESPACE: `${namespace}-r`, MONGO_URI: uniqueMongoUri(mongoUri as string), CTL_SECRET_KEY: "k", PORT: String(port), HOST: "127.0.0.1" };
+			const services = ALL_SERVICES().filter(s => s !== "api");
+			const procs = [runServices(services, env), runServices(services, env), runServices(["api"], env)];
+			const api = `http://127.0.0.1:${port}/api`;
+			try {
+				await waitForApi(api, procs[2]);
+				const observer = new ServiceBroker({ logger: false, namespace: `${namespace}-r`, nodeID: `observer-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"] });
+				await observer.start();
+				await observer.waitForServices(ALL_SERVICES(), 30_000);
+				// both replicas of groups must be serving before the round-robin means anything
+				for (let i = 0; i < 100 && observer.registry.getServiceList({ onlyAvailable: true }).filter(s => s.name === "groups").length < 2; i++) {
+					await new Promise(r => setTimeout(r, 100));
+				}
+				expect(observer.registry.getServiceList({ onlyAvailable: true }).filter(s => s.name === "groups")).toHaveLength(2);
+				await observer.stop();
+
+				const id = (await request("POST", `${api}/groups`, { body: { name: "replicated", hosts: [] } })).body._id;
+				const where = encodeURIComponent('{"name":"replicated"}');
+				for (let i = 1; i <= 20; i++) {
+					// warm both replicas' caches, then write on one of them and read through both
+					await request("GET", `${api}/groups/${id}`);
+					await request("GET", `${api}/groups/${id}`);
+					await request("GET", `${api}/groups?where=${where}`);
+					await request("GET", `${api}/groups?where=${where}`);
+					expect((await request("PATCH", `${api}/groups/${id}`, { body: { hosts: [`h${i}`] } })).status).toBe(200);
+					for (let j = 0; j < 2; j++) {
+						expect((await request("GET", `${api}/groups/${id}`)).body.hosts).toEqual([`h${i}`]);
+						expect((await request("GET", `${api}/groups?where=${where}`)).body._items[0].hosts).toEqual([`h${i}`]);
+					}
+				}
+			} finally {
+				await Promise.all(procs.map(sigterm));
+			}
 		});
 	});
 });

@@ -335,6 +335,26 @@ export default function conventions(h: () => Harness): void {
 		});
 	});
 
+	describe("reads after writes", () => {
+		it("never serve a list or an item from before the last write", async () => {
+			const where = { name: { $in: ["rw-1", "rw-2"] } };
+			expect((await request("GET", url("groups", { where }))).body._meta.total).toBe(0);
+			const id = (await request("POST", url("groups"), { body: { name: "rw-1" } })).body._id;
+			expect((await request("GET", url("groups", { where }))).body._meta.total).toBe(1);
+			expect((await request("GET", url(`groups/${id}`))).body.hosts).toBeUndefined();
+			await request("PATCH", url(`groups/${id}`), { body: { hosts: ["a"] } });
+			expect((await request("GET", url(`groups/${id}`))).body.hosts).toEqual(["a"]);
+			expect((await request("GET", url("groups", { where }))).body._items[0].hosts).toEqual(["a"]);
+			await request("POST", url("groups"), { body: { name: "rw-2" } });
+			const list = await request("GET", url("groups", { where }));
+			expect(list.body._meta.total).toBe(2);
+			expect(list.headers.get("x-total-count")).toBe("2");
+			await request("DELETE", url(`groups/${id}`));
+			expect((await request("GET", url("groups", { where }))).body._meta.total).toBe(1);
+			expect((await request("GET", url(`groups/${id}`))).status).toBe(404);
+		});
+	});
+
 	describe("routing errors", () => {
 		it("answers 404 for unknown paths and malformed ids, 405 for methods a path lacks, and OPTIONS with Allow", async () => {
 			expectEveError(await request("GET", `${h().api}/nosuch`), 404);

@@ -1,0 +1,43 @@
+/**
+ * A bounded cache of read results that a write clears. `generation` is taken before a read starts and
+ * given back with its result: a result computed across a clear is not stored, so a read that raced a
+ * write can never be served after it. Entries also expire, which bounds staleness should a change
+ * notice from another process be lost.
+ */
+export class ReadCache<V> {
+	private readonly entries = new Map<string, { at: number; value: V }>();
+	private gen = 0;
+
+	constructor(
+		private readonly ttlMs: number,
+		private readonly maxEntries: number,
+	) {}
+
+	get generation(): number {
+		return this.gen;
+	}
+
+	get(key: string): V | undefined {
+		const hit = this.entries.get(key);
+		if (!hit) return undefined;
+		if (Date.now() - hit.at >= this.ttlMs) {
+			this.entries.delete(key);
+			return undefined;
+		}
+		return hit.value;
+	}
+
+	set(key: string, value: V, generation: number): void {
+		if (generation !== this.gen) return;
+		if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value as string);
+		this.entries.set(key, { at: Date.now(), value });
+	}
+
+	clear(): void {
+		this.gen++;
+		this.entries.clear();
+	}
+}
+
+/** How long a cached read may live without a change notice (the only bound across processes). */
+export const READ_CACHE_MS = 5000;
