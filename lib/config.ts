@@ -42,6 +42,8 @@ export interface Config {
 	nodegroupsFile: string;
 	/** Comma-separated origins allowed by CORS; empty means CORS is off. */
 	corsOrigins: string[];
+	/** Requests per minute per API token (per gateway process); 0 turns the limit off. */
+	rateLimitPerMinute: number;
 }
 
 export function loadConfig(): Config {
@@ -62,5 +64,6 @@ export function loadConfig(): Config {
 			.split(",")
 			.map(s => s.trim())
 			.filter(Boolean),
+		rateLimitPerMinute: int("RATE_LIMIT_PER_MINUTE", 1200),
 	};
 }

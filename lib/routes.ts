@@ -4,14 +4,22 @@
  * Paths use path-to-regexp 8 syntax; more specific paths come first.
  */
 
+import type { Role } from "./auth";
+
 /** How the gateway hands the request to the action. */
 export type BodyKind = "json" | "none" | "stream";
 
+/** What the gateway checks against the caller's scope before forwarding a remote execution or a task. */
+export type ScopeCheck = "host" | "group" | "task";
+
 export interface RouteMethod {
 	action: string;
+	/** The least role that may call it. */
+	role: Role;
 	body?: BodyKind;
 	/** The gateway may keep this read's response until that service's collection changes. */
 	cachedBy?: string;
+	scope?: ScopeCheck;
 }
 
 export interface RouteDef {
@@ -19,7 +27,7 @@ export interface RouteDef {
 	methods: Partial<Record<"GET" | "POST" | "PATCH" | "PUT" | "DELETE", RouteMethod>>;
 }
 
-/** Collections listed by GET /api/, in the spec's order. */
+/** Collections listed by GET /api/: the spec's, in its order, then fleet-ctl's own. */
 export const COLLECTIONS = [
 	"groups",
 	"nodegroups",
@@ -34,49 +42,62 @@ export const COLLECTIONS = [
 	"files",
 	"vpn_managers",
 	"vpn_organizations",
+	"tokens",
+	"audit",
 ];
 
-const read = (service: string) => ({ GET: { action: `${service}.list`, cachedBy: service } });
-const readItem = (service: string) => ({ GET: { action: `${service}.get`, cachedBy: service } });
-const json = (action: string): RouteMethod => ({ action, body: "json" });
-const none = (action: string): RouteMethod => ({ action, body: "none" });
+const read = (service: string, role: Role = "viewer") => ({ GET: { action: `${service}.list`, role, cachedBy: service } });
+const readItem = (service: string, role: Role = "viewer") => ({ GET: { action: `${service}.get`, role, cachedBy: service } });
+const get = (action: string): RouteMethod => ({ action, role: "viewer" });
+const json = (action: string, role: Role, scope?: ScopeCheck): RouteMethod => ({ action, role, body: "json", scope });
+const none = (action: string, role: Role): RouteMethod => ({ action, role, body: "none" });
 
 export const ROUTES: RouteDef[] = [
-	{ path: "groups", methods: { ...read("groups"), POST: json("groups.create"), DELETE: none("groups.removeWhere") } },
-	{ path: "groups/:id/subgroups", methods: { GET: { action: "groups.subgroups" } } },
-	{ path: "groups/:id/hostnames", methods: { GET: { action: "groups.hostnames" } } },
+	{ path: "groups", methods: { ...read("groups"), POST: json("groups.create", "admin"), DELETE: none("groups.removeWhere", "admin") } },
+	{ path: "groups/:id/subgroups", methods: { GET: get("groups.subgroups") } },
+	{ path: "groups/:id/hostnames", methods: { GET: get("groups.hostnames") } },
 	{
 		path: "groups/:id",
-		methods: { ...readItem("groups"), POST: json("cm-gateway.runOnGroup"), PATCH: json("groups.patch"), DELETE: none("groups.remove") },
+		methods: {
+			...readItem("groups"),
+			POST: json("cm-gateway.runOnGroup", "operator", "group"),
+			PATCH: json("groups.patch", "admin"),
+			DELETE: none("groups.remove", "admin"),
+		},
 	},
 
-	{ path: "graph", methods: { POST: json("graph.run") } },
-	{ path: "graph/not-linked", methods: { GET: { action: "graph.notLinked" } } },
-	{ path: "graph/:id/nodes", methods: { GET: { action: "graph.nodes" } } },
-	{ path: "graph/:id/edges", methods: { GET: { action: "graph.edges" } } },
-	{ path: "graph/:id", methods: { GET: { action: "graph.get" } } },
+	{ path: "graph", methods: { POST: json("graph.run", "admin") } },
+	{ path: "graph/not-linked", methods: { GET: get("graph.notLinked") } },
+	{ path: "graph/:id/nodes", methods: { GET: get("graph.nodes") } },
+	{ path: "graph/:id/edges", methods: { GET: get("graph.edges") } },
+	{ path: "graph/:id", methods: { GET: get("graph.get") } },
 
 	{ path: "nodegroups", methods: read("nodegroups") },
 	{ path: "nodegroups/:id", methods: readItem("nodegroups") },
 
-	{ path: "hosts/statistics/online", methods: { GET: { action: "stats.online" } } },
-	{ path: "hosts/statistics/unique_online", methods: { GET: { action: "stats.uniqueOnline" } } },
-	{ path: "hosts/statistics/unique_updated", methods: { GET: { action: "stats.uniqueUpdated" } } },
-	{ path: "hosts/statistics/unique_dist_upgraded", methods: { GET: { action: "stats.uniqueDistUpgraded" } } },
-	{ path: "hosts/statistics/new_hosts", methods: { GET: { action: "stats.newHosts" } } },
+	{ path: "hosts/statistics/online", methods: { GET: get("stats.online") } },
+	{ path: "hosts/statistics/unique_online", methods: { GET: get("stats.uniqueOnline") } },
+	{ path: "hosts/statistics/unique_updated", methods: { GET: get("stats.uniqueUpdated") } },
+	{ path: "hosts/statistics/unique_dist_upgraded", methods: { GET: get("stats.uniqueDistUpgraded") } },
+	{ path: "hosts/statistics/new_hosts", methods: { GET: get("stats.newHosts") } },
 	{ path: "hosts", methods: read("hosts") },
-	{ path: "hosts/:id/all_status", methods: { POST: json("cm-gateway.allStatus") } },
+	{ path: "hosts/:id/all_status", methods: { POST: json("cm-gateway.allStatus", "operator", "host") } },
 	{
 		path: "hosts/:id",
-		methods: { ...readItem("hosts"), POST: json("cm-gateway.runOnHost"), PATCH: json("hosts.patch"), DELETE: none("hosts.remove") },
+		methods: {
+			...readItem("hosts"),
+			POST: json("cm-gateway.runOnHost", "operator", "host"),
+			PATCH: json("hosts.patch", "admin"),
+			DELETE: none("hosts.remove", "admin"),
+		},
 	},
 
 	{ path: "hosts_statistic", methods: read("stats") },
 	{ path: "hosts_statistic/:id", methods: readItem("stats") },
 
-	{ path: "tasks", methods: { ...read("tasks"), POST: json("tasks.create"), PUT: json("tasks.replace") } },
-	{ path: "tasks/:id/:status", methods: { PATCH: none("tasks.setStatus") } },
-	{ path: "tasks/:id", methods: { ...readItem("tasks"), DELETE: none("tasks.remove") } },
+	{ path: "tasks", methods: { ...read("tasks"), POST: json("tasks.create", "operator", "task"), PUT: json("tasks.replace", "operator", "task") } },
+	{ path: "tasks/:id/:status", methods: { PATCH: none("tasks.setStatus", "operator") } },
+	{ path: "tasks/:id", methods: { ...readItem("tasks"), DELETE: none("tasks.remove", "operator") } },
 
 	{ path: "actions", methods: read("actions") },
 	{ path: "actions/:id", methods: readItem("actions") },
@@ -84,24 +105,30 @@ export const ROUTES: RouteDef[] = [
 	{ path: "failed_patches", methods: read("failed-patches") },
 	{ path: "failed_patches/:id", methods: readItem("failed-patches") },
 
-	{ path: "updates", methods: { ...read("updates"), POST: none("cm-gateway.loadUpdates") } },
-	{ path: "updates/:id", methods: { ...readItem("updates"), PATCH: json("updates.patch") } },
+	{ path: "updates", methods: { ...read("updates"), POST: none("cm-gateway.loadUpdates", "operator") } },
+	{ path: "updates/:id", methods: { ...readItem("updates"), PATCH: json("updates.patch", "operator") } },
 
 	{ path: "alerts", methods: read("alerts") },
 	{ path: "alerts/:id", methods: readItem("alerts") },
 
 	{ path: "settings", methods: read("settings") },
-	{ path: "settings/:id", methods: { ...readItem("settings"), PATCH: json("settings.patch") } },
+	{ path: "settings/:id", methods: { ...readItem("settings"), PATCH: json("settings.patch", "admin") } },
 
-	{ path: "files", methods: { ...read("files"), POST: { action: "files.upload", body: "stream" } } },
-	{ path: "files/:id", methods: { ...readItem("files"), DELETE: none("files.remove") } },
-	{ path: "media/:id", methods: { GET: { action: "media.get" } } },
+	{ path: "files", methods: { ...read("files"), POST: { action: "files.upload", role: "admin", body: "stream" } } },
+	{ path: "files/:id", methods: { ...readItem("files"), DELETE: none("files.remove", "admin") } },
+	{ path: "media/:id", methods: { GET: get("media.get") } },
 
-	{ path: "vpn_managers", methods: { ...read("vpn-managers"), POST: json("vpn-managers.create") } },
-	{ path: "vpn_managers/:id", methods: { ...readItem("vpn-managers"), DELETE: none("vpn-managers.remove") } },
+	{ path: "vpn_managers", methods: { ...read("vpn-managers"), POST: json("vpn-managers.create", "admin") } },
+	{ path: "vpn_managers/:id", methods: { ...readItem("vpn-managers"), DELETE: none("vpn-managers.remove", "admin") } },
 
-	{ path: "vpn_organizations", methods: { ...read("vpn-organizations"), POST: json("vpn.createOrganization") } },
-	{ path: "vpn_organizations/:id", methods: { ...readItem("vpn-organizations"), DELETE: none("vpn.deleteOrganization") } },
+	{ path: "vpn_organizations", methods: { ...read("vpn-organizations"), POST: json("vpn.createOrganization", "admin") } },
+	{ path: "vpn_organizations/:id", methods: { ...readItem("vpn-organizations"), DELETE: none("vpn.deleteOrganization", "admin") } },
+
+	{ path: "tokens", methods: { ...read("tokens", "admin"), POST: json("tokens.create", "admin") } },
+	{ path: "tokens/:id", methods: { ...readItem("tokens", "admin"), DELETE: none("tokens.remove", "admin") } },
+
+	{ path: "audit", methods: read("audit", "admin") },
+	{ path: "audit/:id", methods: readItem("audit", "admin") },
 ];
 
 /** Every action the gateway may call: its whitelist. */

@@ -503,7 +503,12 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				return { doc };
 			},
 
-			async eveCreate(this: EveThis, ctx: RestContext, body: unknown) {
+			/** POST on the collection; services may wrap it (tokens add the secret to the response). */
+			eveCreate(this: EveThis, ctx: RestContext, body: unknown) {
+				return this.createRecords(ctx, body);
+			},
+
+			async createRecords(this: EveThis, ctx: RestContext, body: unknown) {
 				const bulk = Array.isArray(body);
 				const inputs = bulk ? (body as unknown[]) : [body];
 				if (body === undefined || body === null) throw badRequest("a JSON object (or an array of them) is required");

@@ -12,6 +12,8 @@ import { DEFAULT_MESSAGES, EveError } from "../lib/eve/errors";
 import { toIssues } from "../lib/eve/validation";
 import type { QueryPairs } from "../lib/eve/query";
 import { ReadCache, READ_CACHE_MS } from "../lib/read-cache";
+import { bearerToken, hashToken, redact, roleAllows, type Caller, type Role } from "../lib/auth";
+import type { ScopeCheck } from "../lib/routes";
 
 interface CachedResponse {
 	body: Buffer;
@@ -23,7 +25,9 @@ const GATEWAY_CACHE_ENTRIES = 500;
 
 type Req = IncomingMessage & {
 	$params: Record<string, any>;
-	$alias?: { bodyKind?: BodyKind; cachedBy?: string };
+	$alias?: { bodyKind?: BodyKind; cachedBy?: string; role?: Role; scope?: ScopeCheck };
+	/** What a remote execution or task targets, for the scope check and the audit log. */
+	$run?: { fun: string; targets: string[] };
 	$endpoint?: { action: unknown };
 	$cacheGeneration?: number;
 	originalUrl?: string;
@@ -32,6 +36,15 @@ type Req = IncomingMessage & {
 };
 
 const config = loadConfig();
+
+const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+/** Bodies go into the audit log whole unless they are large; then only their keys. */
+function truncateForAudit(body: unknown): unknown {
+	const text = JSON.stringify(body) ?? "";
+	if (text.length <= 8192) return body;
+	return { truncated: true, bytes: text.length, keys: body && typeof body === "object" ? Object.keys(body).slice(0, 50) : [] };
+}
 
 /** The query string as ordered pairs; Eve's links repeat it in the client's order. */
 function queryPairs(search: string): QueryPairs {
@@ -109,13 +122,14 @@ export function toEveError(err: any): { code: number; body: EveErrorBody; intern
 }
 
 function aliasesFor(): Record<string, unknown> {
-	const aliases: Record<string, unknown> = { "GET /": "api.root", "HEAD /": "api.root" };
+	const aliases: Record<string, unknown> = { "GET /": { action: "api.root", role: "viewer" }, "HEAD /": { action: "api.root", role: "viewer" } };
 	for (const route of ROUTES) {
 		const allowed = Object.keys(route.methods);
 		for (const [method, def] of Object.entries(route.methods) as Array<[string, RouteMethod]>) {
 			// An object alias takes its type from `type`; a "stream:" prefix would stay in the action name.
-			aliases[`${method} /${route.path}`] = { action: def.action, type: def.body === "stream" ? "stream" : "call", bodyKind: def.body ?? "none", cachedBy: def.cachedBy };
-			if (method === "GET") aliases[`HEAD /${route.path}`] = { action: def.action, bodyKind: "none", cachedBy: def.cachedBy };
+			const common = { action: def.action, role: def.role, cachedBy: def.cachedBy, scope: def.scope };
+			aliases[`${method} /${route.path}`] = { ...common, type: def.body === "stream" ? "stream" : "call", bodyKind: def.body ?? "none" };
+			if (method === "GET") aliases[`HEAD /${route.path}`] = { ...common, bodyKind: "none" };
 		}
 		const allow = [...new Set([...allowed, ...(allowed.includes("GET") ? ["HEAD"] : []), "OPTIONS"])].join(", ");
 		// Whatever a path does not list: OPTIONS answers with Allow, the rest is 405 (Eve's behaviour).
@@ -176,6 +190,8 @@ const ApiService: ServiceSchema<any> = {
 				bodyParsers: { json: { strict: true, limit: config.maxBodyBytes } },
 				aliases: aliasesFor(),
 				callOptions: { timeout: 30_000 },
+				authentication: true,
+				authorization: true,
 				onBeforeCall(this: any, ctx: Context<unknown, Record<string, any>>, _route: unknown, req: Req) {
 					const kind: BodyKind = req.$alias?.bodyKind ?? "none";
 					if (kind === "json" && hasBody(req) && !isJson(req)) {
@@ -187,7 +203,8 @@ const ApiService: ServiceSchema<any> = {
 					if (kind === "stream") out.contentType = String(req.headers["content-type"] ?? "");
 					req.$params = out;
 				},
-				onAfterCall(this: any, ctx: Context<unknown, Record<string, any>>, _route: unknown, req: Req, _res: unknown, data: unknown) {
+				async onAfterCall(this: any, ctx: Context<unknown, Record<string, any>>, _route: unknown, req: Req, res: ServerResponse, data: unknown) {
+					if (MUTATING.has(req.method as string)) await this.audit(req, ctx.meta.$statusCode ?? res.statusCode ?? 200, null, data);
 					if (req.$cacheGeneration !== undefined && ctx.meta.$cacheable === true && Buffer.isBuffer(data)) {
 						const entry: CachedResponse = { body: data, type: ctx.meta.$responseType, headers: { ...ctx.meta.$responseHeaders } };
 						this.readCache(req.$alias?.cachedBy).set(req.originalUrl, entry, req.$cacheGeneration);
@@ -201,9 +218,10 @@ const ApiService: ServiceSchema<any> = {
 				},
 			},
 		],
-		onError(this: any, req: Req, res: ServerResponse, err: unknown) {
+		onError(this: any, req: Req, res: ServerResponse, err: any) {
 			const { code, body, internal } = toEveError(err);
 			if (internal) this.logger.error("Request failed:", req.method, req.url, err);
+			if (MUTATING.has(req.method as string)) void this.audit(req, code, body._error.message, null);
 			if (res.headersSent) {
 				res.destroy();
 				return;
@@ -212,7 +230,8 @@ const ApiService: ServiceSchema<any> = {
 			res.statusCode = code;
 			res.setHeader("Content-Type", "application/json");
 			res.setHeader("Content-Length", Buffer.byteLength(payload));
-			if (code === 429 && !res.getHeader("Retry-After")) res.setHeader("Retry-After", "1");
+			if (code === 429) res.setHeader("Retry-After", String(err?.data?.retryAfter ?? 1));
+			if (code === 401) res.setHeader("WWW-Authenticate", 'Bearer realm="fleet-ctl"');
 			res.end(req.method === "HEAD" ? undefined : payload);
 		},
 	},
@@ -222,6 +241,8 @@ const ApiService: ServiceSchema<any> = {
 		"eve.collectionChanged": {
 			handler(this: any, ctx: Context<{ service: string }>) {
 				this.readCache(ctx.params.service).clear();
+				// A revoked or changed token must stop working at once.
+				if (ctx.params.service === "tokens") this.callers.clear();
 			},
 		},
 	},
@@ -238,9 +259,110 @@ const ApiService: ServiceSchema<any> = {
 
 	created(this: any) {
 		this.readCaches = new Map<string, ReadCache<CachedResponse>>();
+		this.callers = new ReadCache<Caller | null>(READ_CACHE_MS, 10_000);
+		this.rateWindows = new Map<string, number>();
+		this.rateWindowStart = Date.now();
 	},
 
 	methods: {
+		/** Bearer token -> caller (ctx.meta.user). Every /api route needs one. */
+		async authenticate(this: any, ctx: Context<unknown, Record<string, any>>, _route: unknown, req: Req): Promise<Caller> {
+			const token = bearerToken(req.headers.authorization);
+			if (!token) throw new EveError(401, "an API token is required: Authorization: Bearer <token>");
+			const hash = hashToken(token);
+			let caller: (Caller & { expires?: Date }) | null | undefined = this.callers.get(hash);
+			if (caller === undefined) {
+				const generation = this.callers.generation;
+				caller = await ctx.call<Caller | null, { hash: string }>("tokens.verify", { hash });
+				this.callers.set(hash, caller, generation);
+			}
+			if (!caller || (caller.expires && new Date(caller.expires).getTime() <= Date.now())) {
+				throw new EveError(401, "the API token is invalid, expired or revoked");
+			}
+			this.rateLimit(caller.id);
+			return { id: caller.id, name: caller.name, role: caller.role, scope: caller.scope };
+		},
+
+		/** The route's role, then, for remote execution and tasks, the token's scope. */
+		async authorize(this: any, ctx: Context<unknown, Record<string, any>>, _route: unknown, req: Req) {
+			const caller: Caller = ctx.meta.user;
+			const need = req.$alias?.role;
+			if (need && !roleAllows(caller.role, need)) throw new EveError(403, `the ${caller.role} role may not ${req.method} ${req.originalUrl?.split("?")[0]}`);
+			const check = req.$alias?.scope;
+			if (!check) return;
+			const run = await this.describeRun(ctx, req, check);
+			if (!run) return;
+			req.$run = run;
+			await ctx.call("tokens.authorizeRun", { token: caller.id, fun: run.fun, targets: run.targets });
+		},
+
+		/** The function and hostnames a remote execution or task would run; null when the body names none. */
+		async describeRun(this: any, ctx: Context, req: Req, check: ScopeCheck): Promise<{ fun: string; targets: string[] } | null> {
+			const body = (req.$params.body ?? {}) as Record<string, unknown>;
+			const id = req.$params.id as string | undefined;
+			if (req.originalUrl?.split("?")[0].endsWith("/all_status")) return { fun: "status.all_status", targets: [id as string] };
+			if (check === "task") {
+				let fun = body.fun;
+				let tgt = body.tgt;
+				if (req.method === "PUT") {
+					if (fun === undefined && tgt === undefined) return null;
+					if (typeof body._id !== "string") return null;
+					const current = await ctx.call<{ fun: string; tgt: string[] } | null, { id: string }>("tasks.runSpec", { id: body._id });
+					if (!current) return null;
+					fun ??= current.fun;
+					tgt ??= current.tgt;
+				}
+				if (typeof fun !== "string" || !Array.isArray(tgt) || !tgt.every(t => typeof t === "string")) return null;
+				return { fun, targets: tgt as string[] };
+			}
+			if (typeof body.fun !== "string" || body.fun === "") throw new EveError(422, "Insertion failure: 1 document(s) contain(s) error(s)", { issues: { fun: "required field" } });
+			const targets = check === "host" ? [id as string] : await ctx.call<string[], { id: string }>("groups.hostnames", { id: id as string });
+			return { fun: body.fun, targets };
+		},
+
+		/** A fixed one-minute window per token; RATE_LIMIT_PER_MINUTE=0 turns it off. */
+		rateLimit(this: any, key: string) {
+			const limit = config.rateLimitPerMinute;
+			if (!limit) return;
+			const now = Date.now();
+			if (now - this.rateWindowStart >= 60_000) {
+				this.rateWindowStart = now;
+				this.rateWindows.clear();
+			}
+			const count = (this.rateWindows.get(key) ?? 0) + 1;
+			this.rateWindows.set(key, count);
+			if (count > limit) {
+				throw new EveError(429, "Rate limit exceeded", { retryAfter: Math.max(1, Math.ceil((this.rateWindowStart + 60_000 - now) / 1000)) } as never);
+			}
+		},
+
+		/** One audit record per mutating request; its arguments are masked by the audit service. */
+		async audit(this: any, req: Req, status: number, message: string | null, data: unknown) {
+			const caller: Caller | null = req.$ctx?.meta.user ?? null;
+			const body = req.$params?.body as Record<string, unknown> | undefined;
+			const response = (Buffer.isBuffer(data) ? null : data) as Record<string, any> | null;
+			const entry = {
+				token: caller?.id ?? null,
+				name: caller?.name ?? null,
+				role: caller?.role ?? null,
+				source: req.socket.remoteAddress ?? "",
+				method: req.method,
+				path: (req.originalUrl ?? req.url ?? "").slice(0, 4096),
+				targets: req.$run?.targets,
+				fun: req.$run?.fun ?? null,
+				args: req.$run ? { arg: body?.arg, kwarg: body?.kwarg } : body === undefined ? undefined : truncateForAudit(body),
+				status,
+				outcome: status < 400 ? "ok" : status === 401 || status === 403 || status === 429 ? "denied" : "failed",
+				...(message ? { message: message.slice(0, 2000) } : {}),
+				jid: response?.task_id ?? response?.jid ?? null,
+			};
+			try {
+				await this.broker.call("audit.record", { entry: redact(entry) });
+			} catch (err) {
+				this.logger.error("Could not write an audit record:", (err as Error).message, entry.method, entry.path);
+			}
+		},
+
 		readCache(this: any, service: string): ReadCache<CachedResponse> {
 			let cache = this.readCaches.get(service);
 			if (!cache) this.readCaches.set(service, (cache = new ReadCache<CachedResponse>(READ_CACHE_MS, GATEWAY_CACHE_ENTRIES)));

@@ -36,7 +36,7 @@ const TasksService: EveServiceSchema = {
 			writes: ["create", "remove"],
 			idPattern: OBJECT_ID,
 			clientIds: true,
-			readOnlyFields: ["next", "count_of_execution"],
+			readOnlyFields: ["next", "count_of_execution", "owner"],
 			schema: {
 				cm_client: { type: "enum", values: ["local", "local_async"], optional: true, default: "local_async" },
 				name: { type: "string", min: 1, max: 200 },
@@ -66,6 +66,17 @@ const TasksService: EveServiceSchema = {
 					throw validationFailed({ status: `a ${task.status} task cannot become ${wanted}` }, "Update failure: the document contains errors");
 				}
 				return this.applyPatch(ctx, task, { status: wanted }, false);
+			},
+		},
+
+		/** What a task runs, for the gateway's scope check of PUT /tasks (internal). */
+		runSpec: {
+			visibility: "public",
+			params: { id: "string" },
+			async handler(this: EveThis, ctx: Context<{ id: string }>) {
+				if (!OBJECT_ID.test(ctx.params.id)) return null;
+				const task = await this.store.findOne({ _id: ctx.params.id });
+				return task ? { fun: task.fun, tgt: task.tgt } : null;
 			},
 		},
 
@@ -108,8 +119,9 @@ const TasksService: EveServiceSchema = {
 			return null;
 		},
 
-		async beforeStore(this: EveThis, _ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc> {
-			if (info.op === "create") return { ...doc, next: doc.start, count_of_execution: 0 };
+		async beforeStore(this: EveThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc> {
+			// A task runs as the token that created it: the scheduler checks that token's scope at every run.
+			if (info.op === "create") return { ...doc, next: doc.start, count_of_execution: 0, owner: (ctx.meta as { user?: { id: string } }).user?.id ?? null };
 			if (doc.start instanceof Date && info.existing?.count_of_execution === 0) return { ...doc, next: doc.start };
 			return doc;
 		},

@@ -5,7 +5,7 @@
  */
 import os from "node:os";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
-import { ALL_SERVICES, ensureNats, freePort, runServices, tempDir, uniqueMongoUri, type Nats, type Proc } from "../support/harness";
+import { ADMIN_TOKEN, ALL_SERVICES, ensureNats, freePort, runServices, tempDir, uniqueMongoUri, type Nats, type Proc } from "../support/harness";
 import { request } from "../support/http";
 
 async function waitForApi(api: string, proc: Proc): Promise<void> {
@@ -13,7 +13,7 @@ async function waitForApi(api: string, proc: Proc): Promise<void> {
 	while (Date.now() < deadline) {
 		if (proc.child.exitCode !== null) throw new Error(`process exited early:\n${proc.log.join("")}`);
 		try {
-			if ((await fetch(`${api}/settings/0`)).status === 200) return;
+			if ((await fetch(`${api}/settings/0`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).status === 200) return;
 		} catch {
 			/* not listening yet */
 		}

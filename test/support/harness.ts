@@ -13,6 +13,14 @@ import type { AddressInfo } from "node:net";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
 
 export const ROOT = path.resolve(__dirname, "../..");
+
+/**
+ * The admin token every test process bootstraps its services with (CTL_ADMIN_TOKEN) and that
+ * test/support/http.ts sends by default. Rate limiting is turned way up so suites are not throttled;
+ * its own test sets a low limit.
+ */
+export const ADMIN_TOKEN = (process.env.FLEET_TEST_TOKEN ??= `fct_test-admin-${process.pid}-${Math.random().toString(36).slice(2)}`);
+const AUTH_ENV = { CTL_ADMIN_TOKEN: ADMIN_TOKEN, RATE_LIMIT_PER_MINUTE: "1000000" };
 export const DIST = path.join(ROOT, "dist");
 
 export interface Harness {
@@ -49,7 +57,7 @@ export interface EmbeddedOptions {
 /** All services in this process, from the TypeScript sources. */
 export async function startEmbedded(opts: EmbeddedOptions = {}): Promise<Harness> {
 	const dataDir = opts.dataDir ?? tempDir("data");
-	const env: Record<string, string> = { PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, MONGO_URI: opts.mongoUri ?? "", ...opts.env };
+	const env: Record<string, string> = { ...AUTH_ENV, PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, MONGO_URI: opts.mongoUri ?? "", ...opts.env };
 	let broker: ServiceBroker;
 	let api = "";
 
@@ -152,7 +160,7 @@ export function runServices(services: string[], env: Record<string, string>): Pr
 	const runner = path.join(ROOT, "node_modules/moleculer/bin/moleculer-runner.js");
 	const child = spawn(process.execPath, [runner, "--config", path.join(DIST, "moleculer.config.js")], {
 		cwd: ROOT,
-		env: { ...process.env, SERVICES: services.join(","), SERVICEDIR: path.join(DIST, "services"), LOGLEVEL: "warn", ...env },
+		env: { ...process.env, ...AUTH_ENV, SERVICES: services.join(","), SERVICEDIR: path.join(DIST, "services"), LOGLEVEL: "warn", ...env },
 		stdio: ["ignore", "pipe", "pipe"],
 	});
 	const log: string[] = [];
@@ -202,7 +210,7 @@ export async function startSplit(opts: SplitOptions = {}): Promise<Harness> {
 			await waitFor(
 				async () => {
 					try {
-						const res = await fetch(`${api}/settings/0`);
+						const res = await fetch(`${api}/settings/0`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
 						return res.status === 200;
 					} catch {
 						return false;

@@ -11,10 +11,14 @@ export interface RequestOptions {
 	/** Sent as is (malformed JSON, other content types). */
 	raw?: string | Uint8Array | FormData;
 	headers?: Record<string, string>;
+	/** Bearer token to send; default the harness's admin token (FLEET_TEST_TOKEN), null for none. */
+	token?: string | null;
 }
 
 export async function request(method: string, url: string, opts: RequestOptions = {}): Promise<Reply> {
 	const headers: Record<string, string> = { ...opts.headers };
+	const token = opts.token === undefined ? process.env.FLEET_TEST_TOKEN : opts.token;
+	if (token && !Object.keys(headers).some(h => h.toLowerCase() === "authorization")) headers.authorization = `Bearer ${token}`;
 	let body: RequestInit["body"];
 	if (opts.raw !== undefined) body = opts.raw as RequestInit["body"];
 	else if (opts.body !== undefined) {

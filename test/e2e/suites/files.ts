@@ -28,7 +28,7 @@ export default function files(h: () => Harness): void {
 		return request("POST", url("files"), { raw: form });
 	};
 	const media = async (path: string) => {
-		const res = await fetch(`${origin()}${path}`);
+		const res = await fetch(`${origin()}${path}`, { headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}` } });
 		return { status: res.status, headers: res.headers, bytes: Buffer.from(await res.arrayBuffer()) };
 	};
 	const countNamed = async (name: string) => (await request("GET", url("files", { where: { name } }))).body._meta.total;

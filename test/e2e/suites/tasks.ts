@@ -44,6 +44,8 @@ export default function tasks(h: () => Harness): void {
 				interval: 0,
 				next: "Wed, 02 Jan 2030 03:04:00 GMT",
 				count_of_execution: 0,
+				// the token that created it (the harness's bootstrap admin token)
+				owner: expect.stringMatching(/^[a-f0-9]{24}$/),
 				_updated: expect.stringMatching(HTTP_DATE),
 				_created: expect.stringMatching(HTTP_DATE),
 				_id: id,
