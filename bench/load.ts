@@ -98,6 +98,8 @@ async function fire(opts: LoadOptions, duration: number, expectBody: string | un
 		pipelining: 1,
 		timeout: 10,
 		expectBody,
+		// Both servers get the API token (the bare one ignores it), so both read the same request bytes.
+		headers: process.env.BENCH_TOKEN ? { authorization: `Bearer ${process.env.BENCH_TOKEN}` } : undefined,
 	});
 	instance.on("reqError", err => {
 		firstError ??= String(err?.message ?? err);

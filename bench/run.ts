@@ -177,6 +177,9 @@ function canConnect(port: number, host: string): Promise<boolean> {
 
 const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
 
+/** The admin token the measured services bootstrap with; the load generator sends it too. */
+process.env.BENCH_TOKEN ??= `fct_bench-${process.pid}-${Math.random().toString(36).slice(2)}`;
+
 interface RawResponse {
 	status: number;
 	headers: http.IncomingHttpHeaders;
@@ -186,7 +189,7 @@ interface RawResponse {
 /** One GET with the exact bytes of the answer (no decoding, no decompression). */
 function rawGet(url: string): Promise<RawResponse> {
 	return new Promise((resolve, reject) => {
-		const req = http.get(url, { agent: false }, res => {
+		const req = http.get(url, { agent: false, headers: { authorization: `Bearer ${process.env.BENCH_TOKEN}` } }, res => {
 			const chunks: Buffer[] = [];
 			res.on("data", c => chunks.push(c));
 			res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
@@ -307,7 +310,8 @@ interface Running {
 }
 
 function serverEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-	const env: NodeJS.ProcessEnv = { ...process.env, LOGLEVEL: "warn", MONGO_URI: "", ...extra };
+	// Rate limiting is off: the benchmark is one token sending as fast as it can.
+	const env: NodeJS.ProcessEnv = { ...process.env, LOGLEVEL: "warn", MONGO_URI: "", CTL_ADMIN_TOKEN: process.env.BENCH_TOKEN, RATE_LIMIT_PER_MINUTE: "0", ...extra };
 	if (!extra.TRANSPORTER) delete env.TRANSPORTER;
 	return env;
 }
