@@ -1,0 +1,513 @@
+/**
+ * A salt-api (rest_cherrypy) simulator for fleet-ctl's tests, demos and benchmarks.
+ *
+ * It speaks the wire protocol of `../shared/reference/protocols.md` Part A over node:http: login
+ * with eauth and sessions, lowstates in JSON/YAML/form/text, the local, local_async, runner and
+ * wheel clients (plus local_batch, local_subset, runner_async, wheel_async), jobs with 20-digit
+ * jids and delayed returns, /minions, /jobs, /keys, /run, /token, /hook and the /events SSE stream.
+ * Behind it is a simulated master with many minions (deterministic grains and keys), a job cache
+ * and a file server holding patch state files.
+ *
+ * Tests drive scenarios through methods (not HTTP): minions up/down, key states and fingerprints,
+ * grains, slow or silent minions, failing patches, injected HTTP failures and malformed responses,
+ * salt-api or the master going away and coming back, execution counters for exactly-once checks.
+ *
+ * Custom event for VNC: a host that gets a VNC connection sends, on the minion,
+ *   salt-call event.send ctl/vnc/connect '{"hostname": "<host>", "status": "connected"}'
+ * which reaches the master bus (and /events) with tag `ctl/vnc/connect` and data
+ *   {"cmd": "_minion_event", "id": "<minion id>", "tag": "ctl/vnc/connect",
+ *    "data": {"hostname": "<host>", "status": "connected"}, "pretag": null, "_stamp": "..."}
+ * `vncConnect(id, status)` fires exactly that.
+ *
+ * Standalone: `npm run sim:salt` (env SIM_PORT, SIM_HOST, SIM_MINIONS, SIM_USER, SIM_PASSWORD,
+ * SIM_SEED, SIM_CHURN=1, SIM_CHURN_MS).
+ */
+import { type Perm, Auth, DEFAULT_PERMS, type UserSpec } from "./salt/auth";
+import { baseLatency, generateIds, type Grains, type KeyState, type MinionSpec } from "./salt/fleet";
+import { type MalformKind, type RequestFilter, type RequestRecord, SaltApiServer } from "./salt/http";
+import { type Job, Master, type MasterConfig, type SaltEvent } from "./salt/master";
+import { Netapi } from "./salt/netapi";
+import { DEFAULT_FILES, type StepFailure } from "./salt/states";
+import type { Nodegroups } from "./salt/targeting";
+import { Prng, fingerprintFrom, randomHex } from "./salt/util";
+
+export type { KeyState, Grains, MinionSpec, SaltEvent, StepFailure, MalformKind, RequestFilter, RequestRecord, Nodegroups, Perm, UserSpec };
+
+export interface SaltApiSimulatorOptions {
+	/** Number of generated minions (default 50). */
+	minions?: number;
+	/** Seed for ids, grains, fingerprints, key states and presence (default "fleet-ctl"). */
+	seed?: string;
+	/** eauth credentials of the API user (default saltapi / saltapi, eauth pam). */
+	username?: string;
+	password?: string;
+	eauth?: string;
+	/** That user's external_auth ACL (default [".*", "@runner", "@wheel", "@jobs"]). */
+	perms?: Perm[];
+	/** More users. */
+	users?: UserSpec[];
+	/** netapi_enable_clients (default local, local_async, runner, wheel). */
+	netapiEnableClients?: string[];
+	nodegroups?: Nodegroups;
+	/** Master `timeout` in seconds for the `local` client (default 5). */
+	timeout?: number;
+	/** Master `gather_job_timeout` in seconds (default 10). */
+	gatherJobTimeout?: number;
+	/** Lifetime of eauth tokens in seconds (`token_expire`, default 43200). */
+	tokenExpire?: number;
+	/** Range of minion return latencies in ms (default [2, 40]). */
+	latencyMs?: [number, number];
+	keepJobsSeconds?: number;
+	/** Bound on the job cache size (default 20000 jobs). */
+	maxJobs?: number;
+	/** presence_events (default true) and the salt/presence/present interval (default 60000 ms, 0 = off). */
+	presenceEvents?: boolean;
+	presenceIntervalMs?: number;
+	/** Store runner calls in the job cache like the master does (default true). */
+	storeRunnerJobs?: boolean;
+	/** File server contents (default: a top file, common.sls and two patches under patches/). */
+	files?: Record<string, string>;
+	/** Share of accepted minions that start down (default 0.06). */
+	downFraction?: number;
+	/** Shares of keys that start pending, rejected, denied (defaults 0.04, 0.01, 0.01; at least one each when minions ≥ 4). */
+	keyMix?: { pending?: number; rejected?: number; denied?: number };
+	/** Reference time for generated grain dates (default: start of the current UTC day). */
+	referenceTime?: number | Date;
+	/** Listen address (default 127.0.0.1). */
+	host?: string;
+}
+
+export interface MinionView {
+	id: string;
+	key: KeyState;
+	up: boolean;
+	fingerprint: string;
+	grains: Grains;
+	delayMs: number | null;
+	neverReturns: boolean;
+}
+
+export interface JobView {
+	jid: string;
+	fun: string;
+	arg: unknown[];
+	tgt: unknown;
+	tgtType: string;
+	user: string;
+	minions: string[];
+	missing: string[];
+	returned: string[];
+	pending: string[];
+	returns: Record<string, unknown>;
+}
+
+export class SaltApiSimulator {
+	readonly master: Master;
+	readonly auth: Auth;
+	private readonly server: SaltApiServer;
+	private readonly host: string;
+	readonly username: string;
+	readonly password: string;
+	readonly eauth: string;
+	private started = false;
+
+	constructor(opts: SaltApiSimulatorOptions = {}) {
+		const seed = opts.seed ?? "fleet-ctl";
+		const ref = opts.referenceTime instanceof Date ? opts.referenceTime.getTime() : (opts.referenceTime ?? Math.floor(Date.now() / 86_400_000) * 86_400_000);
+		const config: MasterConfig = {
+			masterId: "salt",
+			timeout: opts.timeout ?? 5,
+			gatherJobTimeout: opts.gatherJobTimeout ?? 10,
+			keepJobsSeconds: opts.keepJobsSeconds ?? 86_400,
+			maxJobs: opts.maxJobs ?? 20_000,
+			tokenExpire: opts.tokenExpire ?? 43_200,
+			netapiEnableClients: opts.netapiEnableClients ?? ["local", "local_async", "runner", "wheel"],
+			nodegroups: opts.nodegroups ?? { web: "G@roles:web", databases: "E@^db-\\d+\\.", "site-a": "*.site-a.example", "gpu-or-build": ["G@roles:gpu", "or", "G@roles:build"] },
+			presenceEvents: opts.presenceEvents ?? true,
+			presenceIntervalMs: opts.presenceIntervalMs ?? 60_000,
+			latencyMs: opts.latencyMs ?? [2, 40],
+			storeRunnerJobs: opts.storeRunnerJobs ?? true,
+			externalAuth: {},
+		};
+		this.master = new Master(config, { seed, referenceMs: ref, files: opts.files ?? DEFAULT_FILES });
+		this.username = opts.username ?? "saltapi";
+		this.password = opts.password ?? "saltapi";
+		this.eauth = opts.eauth ?? "pam";
+		const users: UserSpec[] = [{ username: this.username, password: this.password, eauth: [this.eauth], perms: opts.perms }, ...(opts.users ?? [])];
+		this.auth = new Auth(users, () => this.master.config.tokenExpire);
+		for (const u of users) for (const e of u.eauth ?? ["pam"]) (config.externalAuth[e] ??= {})[u.username] = [...(u.perms ?? DEFAULT_PERMS)];
+		this.server = new SaltApiServer(this.master, this.auth, new Netapi(this.master, this.auth));
+		this.host = opts.host ?? "127.0.0.1";
+		this.populate(opts.minions ?? 50, seed, opts);
+	}
+
+	private populate(count: number, seed: string, opts: SaltApiSimulatorOptions): void {
+		const ids = generateIds(count);
+		const prng = new Prng(`${seed}/population`);
+		const order = ids.map((_, i) => i);
+		for (let i = order.length - 1; i > 0; i--) {
+			const j = Math.floor(prng.next() * (i + 1));
+			[order[i], order[j]] = [order[j], order[i]];
+		}
+		const mix = { pending: 0.04, rejected: 0.01, denied: 0.01, ...opts.keyMix };
+		const atLeast = count >= 4 ? 1 : 0;
+		const counts: [KeyState, number][] = [
+			["pending", Math.max(atLeast, Math.round(count * mix.pending))],
+			["rejected", Math.max(atLeast, Math.round(count * mix.rejected))],
+			["denied", Math.max(atLeast, Math.round(count * mix.denied))],
+		];
+		const keyOf = new Map<number, KeyState>();
+		let pos = 0;
+		for (const [state, n] of counts) for (let k = 0; k < n && pos < order.length; k++) keyOf.set(order[pos++], state);
+		const accepted = order.slice(pos);
+		const down = new Set(accepted.slice(0, Math.round(accepted.length * (opts.downFraction ?? 0.06))));
+		ids.forEach((id, i) => this.master.addMinion({ id, key: keyOf.get(i) ?? "accepted", up: !down.has(i) }));
+	}
+
+	// ---------------------------------------------------------------- lifecycle
+
+	/** Start listening (port 0: any free port). */
+	async start(port = 0): Promise<{ url: string; port: number }> {
+		const p = await this.server.listen(port, this.host);
+		this.started = true;
+		return { url: this.url, port: p };
+	}
+
+	async stop(): Promise<void> {
+		this.master.shutdown();
+		if (this.started) await this.server.close();
+		this.started = false;
+	}
+
+	get url(): string {
+		return `http://${this.host.includes(":") ? `[${this.host}]` : this.host}:${this.server.boundPort}`;
+	}
+
+	get credentials(): { username: string; password: string; eauth: string } {
+		return { username: this.username, password: this.password, eauth: this.eauth };
+	}
+
+	// ---------------------------------------------------------------- minions and keys
+
+	minionIds(filter: { key?: KeyState; up?: boolean } = {}): string[] {
+		return this.master.fleet.ids().filter(id => {
+			const m = this.master.fleet.get(id)!;
+			return (filter.key === undefined || m.key === filter.key) && (filter.up === undefined || (m.up && m.key === "accepted") === filter.up);
+		});
+	}
+
+	/** Accepted minions that are up: the ones that answer. */
+	upMinions(): string[] {
+		return this.master.connectedIds();
+	}
+
+	minion(id: string): MinionView | undefined {
+		const m = this.master.fleet.get(id);
+		if (!m) return undefined;
+		return { id: m.id, key: m.key, up: m.up, fingerprint: m.fingerprint, grains: structuredClone(m.grains), delayMs: m.delayMs, neverReturns: m.neverReturns };
+	}
+
+	/** Add a minion (fires salt/auth, and the start events when it is accepted and up). Returns its id. */
+	addMinion(spec: Partial<MinionSpec> = {}): string {
+		let id = spec.id;
+		if (!id) {
+			let n = this.master.fleet.size + 1;
+			do id = `new-${String(n++).padStart(2, "0")}.site-z.example`;
+			while (this.master.fleet.has(id));
+		}
+		if (this.master.fleet.has(id)) throw new Error(`minion ${id} exists`);
+		this.master.addMinion({ ...spec, id, key: spec.key ?? "pending" }, { fireEvents: true });
+		return id;
+	}
+
+	/** Delete the minion's key (fires salt/key act=delete). */
+	removeMinion(id: string): boolean {
+		return this.master.setKeyState(id, "deleted");
+	}
+
+	setKeyState(id: string, state: KeyState): boolean {
+		return this.master.setKeyState(id, state);
+	}
+
+	/** Bring a minion up (salt/auth, minion_start, salt/minion/<id>/start, salt/presence/change) or down. */
+	setUp(id: string, up = true): boolean {
+		return this.master.setUp(id, up);
+	}
+
+	setDown(id: string): boolean {
+		return this.master.setUp(id, false);
+	}
+
+	/** Give the minion a new key: a new fingerprint (random unless given), announced by salt/auth. */
+	changeFingerprint(id: string, fingerprint?: string): string {
+		const m = this.master.fleet.get(id);
+		if (!m) throw new Error(`no minion ${id}`);
+		m.fingerprint = fingerprint ?? fingerprintFrom(randomHex(32));
+		this.master.fireAuth(m, m.key === "accepted" ? "accept" : "pend");
+		return m.fingerprint;
+	}
+
+	/** Merge (or replace) a minion's grains. */
+	setGrains(id: string, grains: Grains, opts: { replace?: boolean } = {}): boolean {
+		return this.master.setGrains(id, grains, opts.replace);
+	}
+
+	/** Make a minion answer after `ms` (null: back to its normal latency). */
+	setMinionDelay(id: string, ms: number | null): boolean {
+		const m = this.master.fleet.get(id);
+		if (!m) return false;
+		m.delayMs = ms;
+		return true;
+	}
+
+	/** The minion runs jobs but its returns are lost (`local` reports false after the timeouts). */
+	setNeverReturns(id: string, never = true): boolean {
+		const m = this.master.fleet.get(id);
+		if (!m) return false;
+		m.neverReturns = never;
+		return true;
+	}
+
+	// ---------------------------------------------------------------- events
+
+	/** The custom VNC event a host sends (see the file comment for its shape). */
+	vncConnect(id: string, status = "connected", hostname?: string): void {
+		const m = this.master.fleet.get(id);
+		this.master.fireMinionEvent(id, "ctl/vnc/connect", { hostname: hostname ?? String(m?.grains.host ?? id), status });
+	}
+
+	/** An event sent by a minion (`event.send` on the minion). */
+	fireMinionEvent(id: string, tag: string, data: unknown): void {
+		this.master.fireMinionEvent(id, tag, data);
+	}
+
+	/** Any event on the master bus. */
+	fireEvent(tag: string, data: Record<string, unknown>): void {
+		this.master.events.fire(tag, data);
+	}
+
+	/** Fire salt/presence/present now. */
+	firePresence(): void {
+		this.master.firePresent();
+	}
+
+	/** Watch the master bus (returns the unsubscribe function). */
+	onEvent(fn: (e: SaltEvent) => void): () => void {
+		return this.master.events.subscribe(fn);
+	}
+
+	// ---------------------------------------------------------------- file server and patches
+
+	setFile(path: string, text: string): void {
+		this.master.files.write(path, text);
+	}
+
+	removeFile(path: string): boolean {
+		return this.master.files.remove(path);
+	}
+
+	files(): string[] {
+		return this.master.files.list();
+	}
+
+	/** Shortcut: `setPatch("fix1", text)` writes `patches/fix1.sls`. */
+	setPatch(name: string, text: string): string {
+		const path = `patches/${name.replace(/^patches[./]/, "").replace(/\.sls$/, "")}.sls`;
+		this.master.files.write(path, text);
+		return path;
+	}
+
+	/**
+	 * Make `state.apply` of a patch fail on some minions ("*": all): the chosen step (default the first
+	 * cmd step) returns result false with `retcode`/`stderr`, and the job retcode becomes 2.
+	 */
+	failPatch(patch: string, minions: string[] | "*", failure: StepFailure = {}): void {
+		this.master.failPatch(patch, minions, failure);
+	}
+
+	clearPatchFailures(patch?: string): void {
+		this.master.clearPatchFailures(patch);
+	}
+
+	// ---------------------------------------------------------------- executions and jobs
+
+	/** How many times `fun` (or any function) ran on a minion. */
+	executionCount(id: string, fun?: string): number {
+		return this.master.executionCount(id, fun);
+	}
+
+	/** { minion: { function: count } }. */
+	executionCounts(): Record<string, Record<string, number>> {
+		return this.master.executionCountsByMinion();
+	}
+
+	/** Every execution on a minion, in order (jid, minion, function, args). */
+	executions(): { jid: string; id: string; fun: string; arg: unknown[]; atMs: number }[] {
+		return this.master.executions();
+	}
+
+	resetExecutions(): void {
+		this.master.resetExecutions();
+	}
+
+	/** Jobs published to minions (runner jobs excluded), oldest first. */
+	jobs(): JobView[] {
+		return [...this.master.jobs.values()].filter(j => j.kind === "minion").map(viewJob);
+	}
+
+	job(jid: string): JobView | undefined {
+		const j = this.master.jobs.get(jid);
+		return j ? viewJob(j) : undefined;
+	}
+
+	// ---------------------------------------------------------------- master configuration
+
+	setNodegroups(groups: Nodegroups): void {
+		this.master.config.nodegroups = groups;
+	}
+
+	setEnabledClients(clients: string[]): void {
+		this.master.config.netapiEnableClients = [...clients];
+	}
+
+	setTimeouts(t: { timeout?: number; gatherJobTimeout?: number; tokenExpire?: number }): void {
+		if (t.timeout !== undefined) this.master.config.timeout = t.timeout;
+		if (t.gatherJobTimeout !== undefined) this.master.config.gatherJobTimeout = t.gatherJobTimeout;
+		if (t.tokenExpire !== undefined) this.master.config.tokenExpire = t.tokenExpire;
+	}
+
+	setLatency(minMs: number, maxMs: number): void {
+		this.master.config.latencyMs = [minMs, maxMs];
+		for (const m of this.master.fleet.all()) m.latencyMs = baseLatency(m.id, minMs, maxMs);
+	}
+
+	// ---------------------------------------------------------------- HTTP faults and outages
+
+	/** The next `count` requests (optionally only matching ones; /events excluded unless named) fail with `status`. 401 and 503 come as CherryPy HTML pages, 500 as salt-api's JSON. */
+	failNext(count: number, status: number, opts: { message?: string; filter?: RequestFilter } = {}): void {
+		this.server.failNext(count, status, opts);
+	}
+
+	/** The next `count` responses are processed normally but sent malformed (truncated JSON, garbage, HTML, empty, wrong shape, or the connection reset). */
+	malformNext(count: number, kind: MalformKind = "truncated", filter?: RequestFilter): void {
+		this.server.malformNext(count, kind, filter);
+	}
+
+	clearFaults(): void {
+		this.server.clearFaults();
+	}
+
+	/** Session expiry: every session and token becomes unknown (next call 401, event streams end). */
+	expireSessions(): void {
+		this.auth.expireAll();
+	}
+
+	/** The Salt tokens behind the sessions expire (sessions stay; calls get 401 from the master). */
+	expireTokens(): void {
+		this.auth.expireTokens();
+	}
+
+	/**
+	 * Take salt-api away: "refuse" (stops listening, open connections dropped), "hang" (accepts but
+	 * never answers), or "master-down" (salt-api answers 503, event streams end). Jobs already running
+	 * keep going and their returns land in the job cache.
+	 */
+	async goDown(mode: "refuse" | "hang" | "master-down" = "refuse"): Promise<void> {
+		await this.server.goDown(mode);
+	}
+
+	async comeBack(): Promise<void> {
+		await this.server.comeBack();
+	}
+
+	/** Close every /events stream now. */
+	dropEventStreams(): void {
+		this.server.dropEventStreams();
+	}
+
+	get eventStreamCount(): number {
+		return this.server.eventStreams;
+	}
+
+	/** Requests served so far (method, path, status), newest last (bounded). */
+	requests(): RequestRecord[] {
+		return [...this.server.log];
+	}
+
+	/** Unexpected exceptions while serving (should stay empty). */
+	internalErrors(): unknown[] {
+		return [...this.server.internalErrors];
+	}
+}
+
+function viewJob(j: Job): JobView {
+	return {
+		jid: j.jid,
+		fun: j.fun,
+		arg: j.arg,
+		tgt: j.tgt,
+		tgtType: j.tgtType,
+		user: j.user,
+		minions: [...j.minions],
+		missing: [...j.missing],
+		returned: [...j.returns.keys()],
+		pending: [...j.pending],
+		returns: Object.fromEntries([...j.returns].map(([id, r]) => [id, r.return])),
+	};
+}
+
+// ------------------------------------------------------------------ standalone
+
+async function main(): Promise<void> {
+	const env = process.env;
+	const sim = new SaltApiSimulator({
+		minions: env.SIM_MINIONS ? Number(env.SIM_MINIONS) : 50,
+		username: env.SIM_USER || undefined,
+		password: env.SIM_PASSWORD || undefined,
+		seed: env.SIM_SEED || undefined,
+		host: env.SIM_HOST || "127.0.0.1",
+	});
+	const { url } = await sim.start(env.SIM_PORT ? Number(env.SIM_PORT) : 8000);
+	const keys = sim.master.fleet.byKeyState();
+	const up = sim.upMinions().length;
+	const { username, password, eauth } = sim.credentials;
+	const lines = [
+		`salt-api simulator (rest_cherrypy, Salt 3006) listening on ${url}`,
+		`  minions:     ${sim.master.fleet.size} keys: ${keys.accepted.length} accepted (${up} up, ${keys.accepted.length - up} down), ${keys.pending.length} pending, ${keys.rejected.length} rejected, ${keys.denied.length} denied`,
+		`  credentials: username=${username} password=${password} eauth=${eauth}`,
+		`  environment: CM_API_URL=${url} CM_API_USER=${username} CM_API_PASSWORD=${password} CM_API_EAUTH=${eauth}`,
+		`  try:         curl -sS ${url}/login -H 'Accept: application/json' -d username=${username} -d password=${password} -d eauth=${eauth}`,
+	];
+	console.log(lines.join("\n"));
+	let churn: NodeJS.Timeout | undefined;
+	if (env.SIM_CHURN === "1") {
+		const every = Number(env.SIM_CHURN_MS || 5000);
+		const prng = new Prng(`${env.SIM_SEED || "fleet-ctl"}/churn`);
+		churn = setInterval(() => {
+			const accepted = sim.minionIds({ key: "accepted" });
+			const down = accepted.filter(id => !sim.minion(id)!.up);
+			// Keep about a tenth of the fleet down: bring one back when more are down, else take one down.
+			const bringUp = down.length > 0 && (down.length >= accepted.length * 0.1 || prng.chance(0.5));
+			const pool = bringUp ? down : accepted.filter(id => sim.minion(id)!.up);
+			if (!pool.length) return;
+			const id = prng.pick(pool);
+			sim.setUp(id, bringUp);
+			console.log(`churn: ${id} is now ${bringUp ? "up" : "down"}`);
+		}, every);
+		console.log(`  churn:       flipping a random minion up/down every ${every} ms`);
+	}
+	const shutdown = async () => {
+		if (churn) clearInterval(churn);
+		await sim.stop();
+		process.exit(0);
+	};
+	process.once("SIGINT", () => void shutdown());
+	process.once("SIGTERM", () => void shutdown());
+}
+
+if (require.main === module) {
+	main().catch(err => {
+		console.error(err);
+		process.exit(1);
+	});
+}

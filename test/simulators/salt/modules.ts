@@ -1,0 +1,221 @@
+/**
+ * Canned execution modules, run "on" a simulated minion. Each returns what the real minion would put
+ * in its job return: `return`, `retcode` and, for state runs, `out: "highstate"`.
+ */
+import type { Minion } from "./fleet";
+import { subdictMatch } from "./targeting";
+import { EX_GENERIC, EX_OK, type FileServer, type StepFailure, compileSls, noStatesReturn, runSteps, topMatches } from "./states";
+import { grainDate, hashString, isPlainObject, traverse } from "./util";
+import { parseFlowScalar } from "./yaml";
+
+export interface ExecResult {
+	ret: unknown;
+	retcode: number;
+	out?: string;
+}
+
+export interface ExecContext {
+	minion: Minion;
+	jid: string;
+	fun: string;
+	/** The job's `arg` list as published (positional args, `k=v` strings, the `__kwarg__` dict). */
+	arg: unknown[];
+	files: FileServer;
+	/** Failure configured for a patch (sls name) on this minion, if any. */
+	patchFailure: (sls: string) => StepFailure | undefined;
+	/** Fire an event on the master bus as this minion (`event.send`). */
+	fireMinionEvent: (tag: string, data: unknown) => void;
+	nowMs: number;
+}
+
+type Fn = (ctx: ExecContext, args: unknown[], kwargs: Record<string, unknown>) => ExecResult;
+
+const ok = (ret: unknown): ExecResult => ({ ret, retcode: EX_OK });
+
+/** `salt.minion.load_args_and_kwargs`: split positional args, `key=value` strings and the `__kwarg__` dict. */
+export function splitArgs(arg: unknown[]): { args: unknown[]; kwargs: Record<string, unknown> } {
+	const args: unknown[] = [];
+	const kwargs: Record<string, unknown> = {};
+	for (const a of arg) {
+		if (isPlainObject(a) && a.__kwarg__ === true) {
+			for (const [k, v] of Object.entries(a)) if (k !== "__kwarg__") kwargs[k] = v;
+		} else if (typeof a === "string" && /^[A-Za-z_]\w*=/.test(a)) {
+			const i = a.indexOf("=");
+			kwargs[a.slice(0, i)] = yamlify(a.slice(i + 1));
+		} else args.push(a);
+	}
+	return { args, kwargs };
+}
+
+/** `salt.utils.args.yamlify_arg`, simplified: structured-looking strings become data. */
+export function yamlify(s: string): unknown {
+	const t = s.trim();
+	if (t === "" || /\s#/.test(t)) return s;
+	// Long digit strings (jids) would lose precision as JavaScript numbers: keep them as text.
+	if (/^[-+]?\d{16,}$/.test(t)) return s;
+	try {
+		const v = parseFlowScalar(t);
+		if (typeof v === "string") return s;
+		if (v === null && t !== "null" && t !== "None") return s;
+		return v;
+	} catch {
+		return s;
+	}
+}
+
+const truthy = (v: unknown) => v === true || v === "True" || v === "true" || v === 1;
+
+function simulateCommand(ctx: ExecContext, cmd: string): { stdout: string; stderr: string; retcode: number } {
+	const g = ctx.minion.grains;
+	const c = cmd.trim();
+	let m: RegExpExecArray | null;
+	if ((m = /^echo\s+(.*)$/s.exec(c))) {
+		const t = m[1].trim();
+		const unq = (t.startsWith('"') && t.endsWith('"')) || (t.startsWith("'") && t.endsWith("'")) ? t.slice(1, -1) : t;
+		return { stdout: unq, stderr: "", retcode: 0 };
+	}
+	if (c === "echo") return { stdout: "", stderr: "", retcode: 0 };
+	if (c === "hostname") return { stdout: String(g.host), stderr: "", retcode: 0 };
+	if (c === "hostname -f") return { stdout: String(g.fqdn), stderr: "", retcode: 0 };
+	if (c === "uname -r") return { stdout: String(g.kernelrelease), stderr: "", retcode: 0 };
+	if (c === "uname -a") return { stdout: `Linux ${g.host} ${g.kernelrelease} ${g.kernelversion} x86_64 GNU/Linux`, stderr: "", retcode: 0 };
+	if (c === "true" || c === ":") return { stdout: "", stderr: "", retcode: 0 };
+	if (c === "false") return { stdout: "", stderr: "", retcode: 1 };
+	if ((m = /^exit\s+(\d+)$/.exec(c))) return { stdout: "", stderr: "", retcode: Number(m[1]) };
+	if (c === "uptime") return { stdout: ` 12:00:00 up ${hashString(ctx.minion.id) % 300} days,  1 user,  load average: 0.08, 0.03, 0.01`, stderr: "", retcode: 0 };
+	return { stdout: "", stderr: "", retcode: 0 };
+}
+
+function stateApply(ctx: ExecContext, mods: unknown, kwargs: Record<string, unknown>): ExecResult {
+	const saltenv = typeof kwargs.saltenv === "string" ? kwargs.saltenv : "base";
+	const test = truthy(kwargs.test);
+	const names = mods === undefined || mods === null || mods === "" ? null : Array.isArray(mods) ? mods.map(String) : String(mods).split(",").map(s => s.trim()).filter(Boolean);
+	let slsNames: string[];
+	if (names === null) {
+		const matched = topMatches(ctx.files, ctx.minion.id, expr => subdictMatch(ctx.minion.grains, expr));
+		if (!matched || matched.length === 0) {
+			const r = noStatesReturn("No Top file or master_tops data matches found. Please see master log for details.");
+			return { ...r, out: "highstate" };
+		}
+		slsNames = matched;
+	} else slsNames = names;
+	const compiled = compileSls(ctx.files, slsNames, saltenv);
+	if ("errors" in compiled) return { ret: compiled.errors, retcode: EX_GENERIC, out: "highstate" };
+	if (compiled.steps.length === 0) return { ...noStatesReturn("No states found for this minion"), out: "highstate" };
+	const run = runSteps(ctx.minion.id, compiled.steps, ctx.patchFailure, test);
+	if (!test) {
+		const ctl = isPlainObject(ctx.minion.grains.ctl) ? ctx.minion.grains.ctl : {};
+		ctx.minion.grains.ctl = { ...ctl, last_stateapply: grainDate(ctx.nowMs) };
+	}
+	return { ...run, out: "highstate" };
+}
+
+function allStatus(ctx: ExecContext): Record<string, unknown> {
+	const g = ctx.minion.grains;
+	const t = Math.floor(ctx.nowMs / 1000);
+	const h = hashString(`${ctx.minion.id}/${Math.floor(t / 10)}`);
+	const load = (n: number) => Math.round((((h >>> n) % 400) / 100 + (Number(g.num_cpus) || 1) * 0.02) * 100) / 100;
+	const memTotalKb = (Number(g.mem_total) || 1024) * 1024;
+	const memFreeKb = Math.floor(memTotalKb * (0.2 + ((h % 50) / 100)));
+	const iface = Object.keys((g.ip_interfaces as Record<string, unknown>) ?? {}).find(i => i !== "lo") ?? "eth0";
+	const uptimeS = 86400 * (hashString(ctx.minion.id) % 300) + (t % 86400);
+	return {
+		cpuinfo: { processor: String((Number(g.num_cpus) || 1) - 1), "model name": g.cpu_model, "cpu cores": String(g.num_cpus), flags: "fpu vme de pse tsc msr pae mce cx8 apic sep" },
+		cpustats: { cpu: { user: 1000 + (h % 100000), nice: 12, system: 500 + (h % 20000), idle: 10_000_000 + (h % 5_000_000), iowait: h % 3000, irq: 0, softirq: 17, steal: 0 }, btime: t - uptimeS, ctxt: 90_000_000 + (h % 1_000_000), processes: 200_000 + (h % 50_000), procs_blocked: 0, procs_running: 1 + (h % 4) },
+		diskstats: { sda: { major: 8, minor: 0, reads_issued: 100_000 + (h % 1000), writes_completed: 50_000 + (h % 1000), ms_spent_reading: 30_000, ms_spent_writing: 90_000 } },
+		diskusage: { "/": { total: 52_576_092_160, available: 30_000_000_000 + (h % 10_000_000_000) }, "/boot": { total: 498_900_992, available: 350_000_000 } },
+		loadavg: { "1-min": load(0), "5-min": load(3), "15-min": load(6) },
+		meminfo: { MemTotal: { value: String(memTotalKb), unit: "kB" }, MemFree: { value: String(memFreeKb), unit: "kB" }, MemAvailable: { value: String(memFreeKb + 100_000), unit: "kB" }, SwapTotal: { value: String((Number(g.swap_total) || 0) * 1024), unit: "kB" } },
+		netdev: { [iface]: { rx_bytes: 9_000_000_000 + (h % 1_000_000_000), rx_packets: 80_000_000, tx_bytes: 4_000_000_000 + (h % 900_000_000), tx_packets: 40_000_000 } },
+		netstats: { Tcp: { ActiveOpens: 20_000 + (h % 1000), CurrEstab: 10 + (h % 50), InSegs: 9_000_000, OutSegs: 8_000_000 } },
+		uptime: { seconds: uptimeS, since_iso: new Date((t - uptimeS) * 1000).toISOString().replace("Z", ""), since_t: t - uptimeS, days: Math.floor(uptimeS / 86400), clock: new Date((uptimeS % 86400) * 1000).toISOString().slice(11, 16), users: h % 3 },
+		vmstats: { nr_free_pages: Math.floor(memFreeKb / 4), pgpgin: 50_000_000, pgpgout: 90_000_000, pswpin: 0, pswpout: 0 },
+		w: [{ user: "root", tty: "pts/0", login: "09:12", idle: "2:13m", jcpu: "0.03s", pcpu: "0.00s", what: "-bash" }].slice(0, h % 2),
+	};
+}
+
+const FUNCTIONS: Record<string, Fn> = {
+	"test.ping": () => ok(true),
+	"test.true": () => ok(true),
+	"test.echo": (_c, args) => ok(args.length ? String(args[0]) : ""),
+	"test.version": c => ok(c.minion.grains.saltversion),
+	"test.arg": (_c, args, kwargs) => ok({ args, kwargs }),
+	"test.kwarg": (_c, _args, kwargs) => ok(kwargs),
+	"test.sleep": () => ok(true),
+	"test.retcode": (_c, args) => ({ ret: true, retcode: Number(args[0] ?? 0) || 0 }),
+	"grains.items": c => ok(structuredClone(c.minion.grains)),
+	"grains.get": (c, args, kwargs) => {
+		const key = String(args[0] ?? kwargs.key ?? "");
+		const dflt = args.length > 1 ? args[1] : (kwargs.default ?? "");
+		return ok(structuredClone(traverse(c.minion.grains, key, dflt, typeof kwargs.delimiter === "string" ? kwargs.delimiter : ":")));
+	},
+	"grains.item": (c, args) => {
+		const out: Record<string, unknown> = {};
+		for (const k of args.map(String)) out[k] = structuredClone(traverse(c.minion.grains, k, "", ":"));
+		return ok(out);
+	},
+	"grains.ls": c => ok(Object.keys(c.minion.grains).sort()),
+	"grains.setval": (c, args, kwargs) => {
+		const key = String(args[0] ?? kwargs.key);
+		const val = args.length > 1 ? args[1] : kwargs.val;
+		c.minion.grains[key] = val;
+		return ok({ [key]: val });
+	},
+	"cmd.run": (c, args, kwargs) => {
+		const r = simulateCommand(c, String(args[0] ?? kwargs.cmd ?? ""));
+		return { ret: [r.stdout, r.stderr].filter(Boolean).join("\n"), retcode: r.retcode };
+	},
+	"cmd.run_all": (c, args, kwargs) => {
+		const r = simulateCommand(c, String(args[0] ?? kwargs.cmd ?? ""));
+		return { ret: { pid: 1000 + (hashString(`${c.jid}/${c.minion.id}`) % 60000), retcode: r.retcode, stdout: r.stdout, stderr: r.stderr }, retcode: r.retcode };
+	},
+	"cmd.retcode": (c, args, kwargs) => {
+		const r = simulateCommand(c, String(args[0] ?? kwargs.cmd ?? ""));
+		return { ret: r.retcode, retcode: r.retcode };
+	},
+	"state.apply": (c, args, kwargs) => stateApply(c, args[0] ?? kwargs.mods, kwargs),
+	"state.sls": (c, args, kwargs) => stateApply(c, args[0] ?? kwargs.mods ?? "", kwargs),
+	"state.highstate": (c, _args, kwargs) => stateApply(c, undefined, kwargs),
+	"pkg.upgrade": (c, _args, kwargs) => {
+		const changes = c.minion.upgrades;
+		c.minion.upgrades = {};
+		if (truthy(kwargs.dist_upgrade)) {
+			const ctl = isPlainObject(c.minion.grains.ctl) ? c.minion.grains.ctl : {};
+			c.minion.grains.ctl = { ...ctl, last_distupgrade: grainDate(c.nowMs) };
+		}
+		return ok(changes);
+	},
+	"pkg.list_upgrades": c => ok(Object.fromEntries(Object.entries(c.minion.upgrades).map(([p, v]) => [p, v.new]))),
+	"pkg.refresh_db": () => ok({ "http://deb.debian.org/debian bookworm InRelease": null, "http://security.debian.org/debian-security bookworm-security InRelease": true }),
+	"status.all_status": c => ok(allStatus(c)),
+	"status.loadavg": c => ok((allStatus(c) as { loadavg: unknown }).loadavg),
+	"status.uptime": c => ok((allStatus(c) as { uptime: unknown }).uptime),
+	"saltutil.sync_grains": c => {
+		const mods = c.minion.unsyncedGrainModules;
+		c.minion.unsyncedGrainModules = [];
+		return ok(mods);
+	},
+	"saltutil.refresh_grains": () => ok(true),
+	"saltutil.running": () => ok([]),
+	"saltutil.find_job": () => ok({}),
+	"event.send": (c, args, kwargs) => {
+		const tag = String(args[0] ?? kwargs.tag ?? "");
+		const data = args.length > 1 ? args[1] : (kwargs.data ?? {});
+		c.fireMinionEvent(tag, data);
+		return ok(true);
+	},
+};
+
+FUNCTIONS["sys.list_functions"] = () => ok(Object.keys(FUNCTIONS).sort());
+
+/** Run one function on one minion. Unknown functions return Salt's "is not available" string. */
+export function execute(ctx: ExecContext): ExecResult {
+	const fn = FUNCTIONS[ctx.fun];
+	if (!fn) return { ret: `'${ctx.fun}' is not available.`, retcode: EX_GENERIC, out: "nested" };
+	const { args, kwargs } = splitArgs(ctx.arg);
+	try {
+		return fn(ctx, args, kwargs);
+	} catch (e) {
+		return { ret: `The minion function caused an exception: ${e instanceof Error ? e.stack : String(e)}`, retcode: EX_GENERIC, out: "nested" };
+	}
+}

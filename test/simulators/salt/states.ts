@@ -1,0 +1,268 @@
+/**
+ * The file server (`file_roots: {base: [/srv/salt]}`) and `state.apply`: SLS files are parsed (plain
+ * YAML, no Jinja) into steps, and a run returns Salt's state return dict, keyed
+ * `<state>_|-<__id__>_|-<name>_|-<fun>`, with failing steps where the test configured them.
+ */
+import { fnmatch, hashString, isPlainObject, nowMicros, timeOfDay } from "./util";
+import { YamlError, parseYaml } from "./yaml";
+
+export const FILE_ROOT = "/srv/salt";
+
+/** Salt's exit codes used in job returns. */
+export const EX_OK = 0;
+export const EX_GENERIC = 1;
+export const EX_STATE_FAILURE = 2;
+
+export class FileServer {
+	private readonly files = new Map<string, string>();
+
+	constructor(initial: Record<string, string> = {}) {
+		for (const [p, text] of Object.entries(initial)) this.write(p, text);
+	}
+	static normalise(path: string): string {
+		return path.replace(/^\/+/, "").replace(/\/+/g, "/");
+	}
+	write(path: string, text: string): void {
+		this.files.set(FileServer.normalise(path), text);
+	}
+	remove(path: string): boolean {
+		return this.files.delete(FileServer.normalise(path));
+	}
+	read(path: string): string | undefined {
+		return this.files.get(FileServer.normalise(path));
+	}
+	/** Sorted relative paths (`fileserver.file_list`). */
+	list(): string[] {
+		return [...this.files.keys()].sort();
+	}
+	dirs(): string[] {
+		const out = new Set<string>();
+		for (const p of this.files.keys()) {
+			const parts = p.split("/");
+			for (let i = 1; i < parts.length; i++) out.add(parts.slice(0, i).join("/"));
+		}
+		return [...out].sort();
+	}
+	/** `patches.fix1` → `patches/fix1.sls` or `patches/fix1/init.sls`. */
+	slsPath(sls: string): string | undefined {
+		const base = sls.replace(/\./g, "/");
+		for (const cand of [`${base}.sls`, `${base}/init.sls`]) if (this.files.has(cand)) return cand;
+		return undefined;
+	}
+}
+
+/** `patches/fix1.sls` or `patches.fix1` → `patches.fix1`. */
+export function slsName(nameOrPath: string): string {
+	return FileServer.normalise(nameOrPath)
+		.replace(/\/init\.sls$/, "")
+		.replace(/\.sls$/, "")
+		.replace(/\//g, ".");
+}
+
+export interface StateStep {
+	state: string;
+	fun: string;
+	id: string;
+	name: string;
+	sls: string;
+	args: Record<string, unknown>;
+}
+
+/** A failure injected by a test for one patch (sls) on some minions. */
+export interface StepFailure {
+	/** The `__id__` of the step to fail; default the first `cmd.*` step, or the first step. */
+	stepId?: string;
+	retcode?: number;
+	stderr?: string;
+	stdout?: string;
+}
+
+type Compiled = { steps: StateStep[] } | { errors: string[] };
+
+/** Compile the given SLS names (with their includes) into ordered steps, or render errors. */
+export function compileSls(files: FileServer, names: string[], saltenv = "base"): Compiled {
+	const steps: StateStep[] = [];
+	const errors: string[] = [];
+	const done = new Set<string>();
+	const visit = (sls: string) => {
+		if (done.has(sls)) return;
+		done.add(sls);
+		const path = saltenv === "base" ? files.slsPath(sls) : undefined;
+		if (!path) {
+			errors.push(`No matching sls found for '${sls}' in env '${saltenv}'`);
+			return;
+		}
+		let data: unknown;
+		try {
+			data = parseYaml(files.read(path)!);
+		} catch (e) {
+			const msg = e instanceof YamlError ? e.message : String(e);
+			errors.push(`Rendering SLS '${saltenv}:${sls}' failed: ${msg}`);
+			return;
+		}
+		if (data === null) return;
+		if (!isPlainObject(data)) {
+			errors.push(`SLS '${sls}' does not render to a dictionary`);
+			return;
+		}
+		for (const [id, body] of Object.entries(data)) {
+			if (id === "include") {
+				for (const inc of Array.isArray(body) ? body : [body]) {
+					const incName = typeof inc === "string" && inc.startsWith(".") ? sls.split(".").slice(0, -1).join(".") + inc : String(inc);
+					visit(incName);
+				}
+				continue;
+			}
+			if (id === "extend") continue;
+			if (!isPlainObject(body)) {
+				errors.push(`ID '${id}' in SLS '${sls}' is not a dictionary`);
+				continue;
+			}
+			for (const [decl, argsRaw] of Object.entries(body)) {
+				if (decl.startsWith("__")) continue;
+				let state = decl;
+				let fun: string | undefined;
+				const argList = argsRaw === null ? [] : Array.isArray(argsRaw) ? argsRaw : null;
+				if (argList === null) {
+					errors.push(`State '${id}' in SLS '${sls}' is not formed as a list`);
+					continue;
+				}
+				if (decl.includes(".")) [state, fun] = [decl.slice(0, decl.indexOf(".")), decl.slice(decl.indexOf(".") + 1)];
+				const args: Record<string, unknown> = {};
+				for (const a of argList) {
+					if (typeof a === "string" && !fun) fun = a;
+					else if (isPlainObject(a)) Object.assign(args, a);
+				}
+				if (!fun) {
+					errors.push(`Missing function in state declaration '${decl}' for ID '${id}' in SLS '${sls}'`);
+					continue;
+				}
+				const names = Array.isArray(args.names) ? args.names.map(String) : [typeof args.name === "string" ? args.name : id];
+				for (const name of names) steps.push({ state, fun, id, name, sls, args });
+			}
+		}
+	};
+	for (const n of names) visit(n);
+	return errors.length ? { errors } : { steps };
+}
+
+/** Parse `top.sls` (base env): the SLS names that apply to a minion. */
+export function topMatches(files: FileServer, minionId: string, matchGrain: (expr: string) => boolean): string[] | null {
+	const text = files.read("top.sls");
+	if (text === undefined) return null;
+	let top: unknown;
+	try {
+		top = parseYaml(text);
+	} catch {
+		return null;
+	}
+	const base = isPlainObject(top) ? top.base : undefined;
+	if (!isPlainObject(base)) return [];
+	const out: string[] = [];
+	for (const [target, entries] of Object.entries(base)) {
+		const list = Array.isArray(entries) ? entries : [];
+		const matchType = list.find(e => isPlainObject(e) && "match" in e) as Record<string, unknown> | undefined;
+		const type = matchType ? String(matchType.match) : "glob";
+		const hit = type === "grain" ? matchGrain(target) : type === "list" ? target.split(",").includes(minionId) : fnmatch(minionId, target);
+		if (hit) for (const e of list) if (typeof e === "string" && !out.includes(e)) out.push(e);
+	}
+	return out;
+}
+
+export interface StateRun {
+	ret: unknown;
+	retcode: number;
+}
+
+const NO_STATES_TAG = "no_|-states_|-states_|-None";
+
+/** Run compiled steps for one minion and build the state return dict. */
+export function runSteps(minionId: string, steps: StateStep[], failures: (sls: string) => StepFailure | undefined, test: boolean): StateRun {
+	const ret: Record<string, unknown> = {};
+	let failed = false;
+	let clock = nowMicros();
+	const failingStep = new Map<string, string>();
+	for (const sls of new Set(steps.map(s => s.sls))) {
+		const f = failures(sls);
+		if (!f) continue;
+		const inSls = steps.filter(s => s.sls === sls);
+		const target = f.stepId ? inSls.find(s => s.id === f.stepId) : (inSls.find(s => s.state === "cmd") ?? inSls[0]);
+		if (target) failingStep.set(`${target.sls}/${target.id}/${target.name}`, sls);
+	}
+	steps.forEach((step, runNum) => {
+		const tag = `${step.state}_|-${step.id}_|-${step.name}_|-${step.fun}`;
+		const failSls = failingStep.get(`${step.sls}/${step.id}/${step.name}`);
+		const failure = failSls !== undefined ? failures(failSls) : undefined;
+		const h = hashString(`${minionId}/${tag}`);
+		const duration = Math.round(((h % 90_000) / 100 + 3.217) * 1000) / 1000;
+		const outcome = stepOutcome(step, h, failure, test);
+		if (outcome.result === false) failed = true;
+		ret[tag] = {
+			name: step.name,
+			changes: outcome.changes,
+			result: outcome.result,
+			comment: outcome.comment,
+			__sls__: step.sls,
+			__run_num__: runNum,
+			start_time: timeOfDay(clock),
+			duration,
+			__id__: step.id,
+		};
+		clock += Math.round(duration * 1000);
+	});
+	return { ret, retcode: failed ? EX_STATE_FAILURE : EX_OK };
+}
+
+function stepOutcome(step: StateStep, h: number, failure: StepFailure | undefined, test: boolean): { result: boolean | null; comment: string; changes: Record<string, unknown> } {
+	const name = step.name;
+	if (step.state === "cmd") {
+		if (test) return { result: null, comment: `Command "${name}" would have been executed`, changes: { cmd: name } };
+		const echo = /^echo\s+(.*)$/s.exec(name);
+		const stdout = failure?.stdout ?? (echo ? unquote(echo[1]) : "");
+		if (failure) {
+			return {
+				result: false,
+				comment: `Command "${name}" run`,
+				changes: { pid: 1000 + (h % 60000), retcode: failure.retcode ?? 1, stdout, stderr: failure.stderr ?? `${name.split(/\s+/)[0]}: patch step failed` },
+			};
+		}
+		return { result: true, comment: `Command "${name}" run`, changes: { pid: 1000 + (h % 60000), retcode: 0, stdout, stderr: "" } };
+	}
+	if (failure) {
+		const msg = failure.stderr ?? "failed";
+		const comments: Record<string, string> = {
+			pkg: `The following packages failed to install/update: ${name}`,
+			file: `Unable to manage file: ${msg}`,
+			service: `Service ${name} failed to start`,
+		};
+		return { result: false, comment: comments[step.state] ?? `${step.state}.${step.fun} failed: ${msg}`, changes: {} };
+	}
+	if (test) return { result: null, comment: `${step.state}.${step.fun} would have been executed`, changes: {} };
+	const comments: Record<string, string> = {
+		pkg: "All specified packages are already installed",
+		file: `File ${name} is in the correct state`,
+		service: `The service ${name} is already running`,
+	};
+	return { result: true, comment: comments[step.state] ?? `State '${step.state}.${step.fun}' was executed`, changes: {} };
+}
+
+function unquote(s: string): string {
+	const t = s.trim();
+	if ((t.startsWith('"') && t.endsWith('"')) || (t.startsWith("'") && t.endsWith("'"))) return t.slice(1, -1);
+	return t;
+}
+
+/** The return of a highstate that matched nothing in the top file. */
+export function noStatesReturn(comment: string): StateRun {
+	return { ret: { [NO_STATES_TAG]: { result: false, comment, name: "No States", changes: {}, __run_num__: 0 } }, retcode: EX_STATE_FAILURE };
+}
+
+/** Default file server contents: a top file, a common state and two patches. */
+export const DEFAULT_FILES: Record<string, string> = {
+	"top.sls": "base:\n  '*':\n    - common\n",
+	"common.sls": "base_packages:\n  pkg.installed:\n    - pkgs:\n      - vim\n      - curl\n",
+	"patches/openssl-cve-2024-5535.sls":
+		"# Upgrade OpenSSL and restart what links it\nupgrade_openssl:\n  cmd.run:\n    - name: apt-get install -y --only-upgrade openssl libssl3\n\nrestart_sshd:\n  cmd.run:\n    - name: systemctl restart ssh\n",
+	"patches/fix-ntp.sls": "ntp_config:\n  file.managed:\n    - name: /etc/systemd/timesyncd.conf\n    - source: salt://patches/files/timesyncd.conf\n\nrestart_timesyncd:\n  cmd.run:\n    - name: systemctl restart systemd-timesyncd\n",
+	"patches/files/timesyncd.conf": "[Time]\nNTP=ntp.example\n",
+};
