@@ -43,6 +43,23 @@ const brokerConfig: BrokerOptions = {
 	bulkhead: { enabled: false },
 
 	validator: true,
+
+	// A NATS URL with a user name and no password carries a token (nats://<token>@nats:4222), which
+	// Moleculer would send as a user name. Done on the broker: moleculer-runner puts TRANSPORTER in as is.
+	created(broker) {
+		const opts = (broker.transit?.tx as { opts?: { url?: unknown; token?: string } } | undefined)?.opts;
+		if (typeof opts?.url !== "string" || opts.token) return;
+		try {
+			const url = new URL(opts.url);
+			if (url.protocol !== "nats:" || !url.username || url.password) return;
+			opts.token = decodeURIComponent(url.username);
+			url.username = "";
+			opts.url = url.toString();
+		} catch {
+			// not a single URL (a list of servers): as Moleculer takes it
+		}
+	},
+
 	metrics: { enabled: false },
 	tracing: { enabled: false },
 };

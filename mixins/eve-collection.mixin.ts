@@ -23,6 +23,8 @@ import {
 	parsePaging,
 	linkQuery,
 	filterMentions,
+	filterTouches,
+	pathsOverlap,
 	queryFlag,
 	checkFilter,
 	FORBIDDEN_KEYS,
@@ -68,6 +70,11 @@ export interface EveCollectionOptions {
 	listHidden?: string[];
 	/** Fields always replaced by asterisks on the way out. */
 	masked?: string[];
+	/**
+	 * Paths of secrets stored in clear (and masked by transformOutput): `where` and `sort` may not name
+	 * them or an object holding them, or a filter would reveal them a comparison at a time.
+	 */
+	secretPaths?: string[];
 	/** Eve's additional_lookup: items are also addressable by this field. */
 	lookupField?: string;
 	/** Client-supplied `_id` accepted on create (as Eve allows). */
@@ -297,6 +304,9 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				const projection = parseProjection(args.get("projection"));
 				const embedded = parseEmbedded(args.get("embedded"));
 				const paging = parsePaging(args, pageSizeDefault, pageSizeLimit);
+				const secrets = opts.secretPaths ?? [];
+				const secret = secrets.length ? (filterTouches(where, secrets) ?? sort.map(([f]) => f).find(f => secrets.some(p => pathsOverlap(f, p)))) : undefined;
+				if (secret) throw badRequest(`'${secret}' holds a secret: it cannot be filtered or sorted on`);
 				const show = opts.softDelete ? queryFlag(args, opts.softDelete.showParam) : false;
 				const filter = this.listFilter(this.visibleFilter(where, show), args);
 

@@ -39,6 +39,8 @@ const config = loadConfig();
 
 const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
+const parseJson: (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void = (ApiGateway as any).bodyParser.json({ strict: true, limit: config.maxBodyBytes });
+
 /** Bodies go into the audit log whole unless they are large; then only their keys. */
 function truncateForAudit(body: unknown): unknown {
 	const text = JSON.stringify(body) ?? "";
@@ -187,22 +189,11 @@ const ApiService: ServiceSchema<any> = {
 				autoAliases: false,
 				whitelist: PUBLISHED_ACTIONS,
 				mergeParams: false,
-				bodyParsers: { json: { strict: true, limit: config.maxBodyBytes } },
+				// JSON bodies are read in aliasHandler, once the caller is known (see readBody).
+				bodyParsers: false,
 				aliases: aliasesFor(),
 				callOptions: { timeout: 30_000 },
-				authentication: true,
-				authorization: true,
-				onBeforeCall(this: any, ctx: Context<unknown, Record<string, any>>, _route: unknown, req: Req) {
-					const kind: BodyKind = req.$alias?.bodyKind ?? "none";
-					if (kind === "json" && hasBody(req) && !isJson(req)) {
-						throw new EveError(400, "Unknown or no Content-Type header supplied");
-					}
-					const { query, body, params } = req.$params;
-					const out: Record<string, unknown> = { ...(params ?? {}), query: query ?? [] };
-					if (kind === "json") out.body = body;
-					if (kind === "stream") out.contentType = String(req.headers["content-type"] ?? "");
-					req.$params = out;
-				},
+				// Authentication, authorization and the parameters' shape: see aliasHandler below.
 				async onAfterCall(this: any, ctx: Context<unknown, Record<string, any>>, _route: unknown, req: Req, res: ServerResponse, data: unknown) {
 					if (MUTATING.has(req.method as string)) await this.audit(req, ctx.meta.$statusCode ?? res.statusCode ?? 200, null, data);
 					if (req.$cacheGeneration !== undefined && ctx.meta.$cacheable === true && Buffer.isBuffer(data)) {
@@ -221,18 +212,22 @@ const ApiService: ServiceSchema<any> = {
 		onError(this: any, req: Req, res: ServerResponse, err: any) {
 			const { code, body, internal } = toEveError(err);
 			if (internal) this.logger.error("Request failed:", req.method, req.url, err);
-			if (MUTATING.has(req.method as string)) void this.audit(req, code, body._error.message, null);
-			if (res.headersSent) {
-				res.destroy();
-				return;
-			}
-			const payload = JSON.stringify(body);
-			res.statusCode = code;
-			res.setHeader("Content-Type", "application/json");
-			res.setHeader("Content-Length", Buffer.byteLength(payload));
-			if (code === 429) res.setHeader("Retry-After", String(err?.data?.retryAfter ?? 1));
-			if (code === 401) res.setHeader("WWW-Authenticate", 'Bearer realm="fleet-ctl"');
-			res.end(req.method === "HEAD" ? undefined : payload);
+			const send = () => {
+				if (res.headersSent) {
+					res.destroy();
+					return;
+				}
+				const payload = JSON.stringify(body);
+				res.statusCode = code;
+				res.setHeader("Content-Type", "application/json");
+				res.setHeader("Content-Length", Buffer.byteLength(payload));
+				if (code === 429) res.setHeader("Retry-After", String(err?.data?.retryAfter ?? 1));
+				if (code === 401) res.setHeader("WWW-Authenticate", 'Bearer realm="fleet-ctl"');
+				res.end(req.method === "HEAD" ? undefined : payload);
+			};
+			// Audited before the answer, as successful writes are: a client sees its own request in the log.
+			if (MUTATING.has(req.method as string)) void this.audit(req, code, body._error.message, null).then(send);
+			else send();
 		},
 	},
 
@@ -257,6 +252,24 @@ const ApiService: ServiceSchema<any> = {
 		},
 	},
 
+	started(this: any) {
+		// What Node's HTTP parser refuses itself (headers too large, a malformed message) gets Eve's shape too.
+		this.server.on("clientError", (err: NodeJS.ErrnoException, socket: import("node:net").Socket) => {
+			if (err.code === "ECONNRESET" || !socket.writable) {
+				socket.destroy();
+				return;
+			}
+			const [code, reason, message] =
+				err.code === "HPE_HEADER_OVERFLOW"
+					? [431, "Request Header Fields Too Large", "request header fields too large"]
+					: err.code === "ERR_HTTP_REQUEST_TIMEOUT"
+						? [408, "Request Timeout", "the request took too long to arrive"]
+						: [400, "Bad Request", "malformed HTTP request"];
+			const payload = JSON.stringify({ _status: "ERR", _error: { code, message } });
+			socket.end(`HTTP/1.1 ${code} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\nConnection: close\r\n\r\n${payload}`);
+		});
+	},
+
 	created(this: any) {
 		this.readCaches = new Map<string, ReadCache<CachedResponse>>();
 		this.callers = new ReadCache<Caller | null>(READ_CACHE_MS, 10_000);
@@ -266,7 +279,7 @@ const ApiService: ServiceSchema<any> = {
 
 	methods: {
 		/** Bearer token -> caller (ctx.meta.user). Every /api route needs one. */
-		async authenticate(this: any, ctx: Context<unknown, Record<string, any>>, _route: unknown, req: Req): Promise<Caller> {
+		async authenticate(this: any, ctx: Context<unknown, Record<string, any>>, req: Req): Promise<Caller> {
 			const token = bearerToken(req.headers.authorization);
 			if (!token) throw new EveError(401, "an API token is required: Authorization: Bearer <token>");
 			const hash = hashToken(token);
@@ -279,45 +292,101 @@ const ApiService: ServiceSchema<any> = {
 			if (!caller || (caller.expires && new Date(caller.expires).getTime() <= Date.now())) {
 				throw new EveError(401, "the API token is invalid, expired or revoked");
 			}
+			const user: Caller = { id: caller.id, name: caller.name, role: caller.role, scope: caller.scope };
+			// Set before the rate limit, so that the audit record of a refused write says whose it was.
+			ctx.meta.user = user;
 			this.rateLimit(caller.id);
-			return { id: caller.id, name: caller.name, role: caller.role, scope: caller.scope };
+			return user;
 		},
 
-		/** The route's role, then, for remote execution and tasks, the token's scope. */
-		async authorize(this: any, ctx: Context<unknown, Record<string, any>>, _route: unknown, req: Req) {
+		/**
+		 * moleculer-web parses bodies, resolves the action's endpoint (503 when its service is down) and runs
+		 * onBeforeCall before it authenticates. Here who asks and whether they may come first: no answer but
+		 * 401 without a valid token, and 403 for a role that does not allow the request before its body is
+		 * even read; then the scope of remote execution and tasks, before the endpoint is looked up.
+		 */
+		async aliasHandler(this: any, req: Req, res: ServerResponse, alias: unknown) {
+			const ctx = req.$ctx as Context<unknown, Record<string, any>>;
+			ctx.meta.user = await this.authenticate(ctx, req);
+			this.authorizeRole(ctx, req);
+			await this.readBody(req, res);
+			this.prepareParams(req);
+			await this.authorizeScope(ctx, req);
+			return (ApiGateway as any).methods.aliasHandler.call(this, req, res, alias);
+		},
+
+		/** The JSON body of a route that takes one (other content types are left for prepareParams to refuse). */
+		readBody(this: any, req: Req, res: ServerResponse): Promise<void> {
+			if (req.$alias?.bodyKind !== "json") return Promise.resolve();
+			return new Promise((resolve, reject) =>
+				parseJson(req, res, err => {
+					if (err) return reject(err);
+					req.$params.body = req.body;
+					resolve();
+				}),
+			);
+		},
+
+		/** What the action gets: the path parameters, `query` as ordered pairs, and the body its kind allows. */
+		prepareParams(this: any, req: Req) {
+			const kind: BodyKind = req.$alias?.bodyKind ?? "none";
+			if (kind === "json" && hasBody(req) && !isJson(req)) {
+				throw new EveError(400, "Unknown or no Content-Type header supplied");
+			}
+			const { query, body, params } = req.$params;
+			const out: Record<string, unknown> = { ...(params ?? {}), query: query ?? [] };
+			if (kind === "json") out.body = body;
+			if (kind === "stream") out.contentType = String(req.headers["content-type"] ?? "");
+			req.$params = out;
+		},
+
+		/** The route's role. */
+		authorizeRole(this: any, ctx: Context<unknown, Record<string, any>>, req: Req) {
 			const caller: Caller = ctx.meta.user;
 			const need = req.$alias?.role;
 			if (need && !roleAllows(caller.role, need)) throw new EveError(403, `the ${caller.role} role may not ${req.method} ${req.originalUrl?.split("?")[0]}`);
-			const check = req.$alias?.scope;
-			if (!check) return;
-			const run = await this.describeRun(ctx, req, check);
-			if (!run) return;
-			req.$run = run;
-			await ctx.call("tokens.authorizeRun", { token: caller.id, fun: run.fun, targets: run.targets });
 		},
 
-		/** The function and hostnames a remote execution or task would run; null when the body names none. */
-		async describeRun(this: any, ctx: Context, req: Req, check: ScopeCheck): Promise<{ fun: string; targets: string[] } | null> {
+		/** For remote execution and tasks, the token's scope (each document of a bulk task create). */
+		async authorizeScope(this: any, ctx: Context<unknown, Record<string, any>>, req: Req) {
+			const caller: Caller = ctx.meta.user;
+			const check = req.$alias?.scope;
+			if (!check) return;
+			const runs: Array<{ fun: string; targets: string[] }> = await this.describeRuns(ctx, req, check);
+			if (!runs.length) return;
+			req.$run = { fun: [...new Set(runs.map(r => r.fun))].join(",").slice(0, 200), targets: [...new Set(runs.flatMap(r => r.targets))] };
+			for (const run of runs) await ctx.call("tokens.authorizeRun", { token: caller.id, fun: run.fun, targets: run.targets });
+		},
+
+		/** The functions and hostnames a remote execution or task would run; none when the body names none. */
+		async describeRuns(this: any, ctx: Context, req: Req, check: ScopeCheck): Promise<Array<{ fun: string; targets: string[] }>> {
 			const body = (req.$params.body ?? {}) as Record<string, unknown>;
 			const id = req.$params.id as string | undefined;
-			if (req.originalUrl?.split("?")[0].endsWith("/all_status")) return { fun: "status.all_status", targets: [id as string] };
+			if (req.originalUrl?.split("?")[0].endsWith("/all_status")) return [{ fun: "status.all_status", targets: [id as string] }];
 			if (check === "task") {
-				let fun = body.fun;
-				let tgt = body.tgt;
-				if (req.method === "PUT") {
-					if (fun === undefined && tgt === undefined) return null;
-					if (typeof body._id !== "string") return null;
-					const current = await ctx.call<{ fun: string; tgt: string[] } | null, { id: string }>("tasks.runSpec", { id: body._id });
-					if (!current) return null;
-					fun ??= current.fun;
-					tgt ??= current.tgt;
+				const docs = (req.method === "POST" && Array.isArray(body) ? body : [body]) as Array<Record<string, unknown>>;
+				const runs: Array<{ fun: string; targets: string[] }> = [];
+				for (const doc of docs) {
+					if (doc === null || typeof doc !== "object") continue;
+					let fun = doc.fun;
+					let tgt = doc.tgt;
+					if (req.method === "PUT") {
+						if (fun === undefined && tgt === undefined) continue;
+						if (typeof doc._id !== "string") continue;
+						const current = await ctx.call<{ fun: string; tgt: string[] } | null, { id: string }>("tasks.runSpec", { id: doc._id });
+						if (!current) continue;
+						fun ??= current.fun;
+						tgt ??= current.tgt;
+					}
+					// Anything else fails the task schema.
+					if (typeof fun !== "string" || !Array.isArray(tgt) || !tgt.every(t => typeof t === "string")) continue;
+					runs.push({ fun, targets: tgt as string[] });
 				}
-				if (typeof fun !== "string" || !Array.isArray(tgt) || !tgt.every(t => typeof t === "string")) return null;
-				return { fun, targets: tgt as string[] };
+				return runs;
 			}
 			if (typeof body.fun !== "string" || body.fun === "") throw new EveError(422, "Insertion failure: 1 document(s) contain(s) error(s)", { issues: { fun: "required field" } });
 			const targets = check === "host" ? [id as string] : await ctx.call<string[], { id: string }>("groups.hostnames", { id: id as string });
-			return { fun: body.fun, targets };
+			return [{ fun: body.fun, targets }];
 		},
 
 		/** A fixed one-minute window per token; RATE_LIMIT_PER_MINUTE=0 turns it off. */
@@ -350,14 +419,15 @@ const ApiService: ServiceSchema<any> = {
 				path: (req.originalUrl ?? req.url ?? "").slice(0, 4096),
 				targets: req.$run?.targets,
 				fun: req.$run?.fun ?? null,
-				args: req.$run ? { arg: body?.arg, kwarg: body?.kwarg } : body === undefined ? undefined : truncateForAudit(body),
+				args: req.$run ? (Array.isArray(body) ? body.map(d => ({ arg: d?.arg, kwarg: d?.kwarg })) : { arg: body?.arg, kwarg: body?.kwarg }) : body === undefined ? undefined : truncateForAudit(body),
 				status,
 				outcome: status < 400 ? "ok" : status === 401 || status === 403 || status === 429 ? "denied" : "failed",
 				...(message ? { message: message.slice(0, 2000) } : {}),
 				jid: response?.task_id ?? response?.jid ?? null,
 			};
 			try {
-				await this.broker.call("audit.record", { entry: redact(entry) });
+				// Only the arguments are masked: `token` here is the token's id, not a secret.
+				await this.broker.call("audit.record", { entry: { ...entry, args: redact(entry.args) } });
 			} catch (err) {
 				this.logger.error("Could not write an audit record:", (err as Error).message, entry.method, entry.path);
 			}

@@ -67,6 +67,7 @@ const HostsService: EveServiceSchema = {
 			patchSchema: { identification_number: { type: "string", max: 200 } },
 			softDelete: { flag: "_soft_deleted", showParam: "show_soft_deleted" },
 			listHidden: ["grain"],
+			secretPaths: ["vpn_representation.otp_secret"],
 			relations: {
 				nodegroups: { resource: "nodegroups", service: "nodegroups", field: "name", many: true, validate: false },
 				groups: { resource: "groups", service: "groups", many: true, embeddable: true, validate: false },

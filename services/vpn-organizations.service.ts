@@ -17,6 +17,7 @@ const VpnOrganizationsService: EveServiceSchema = {
 			resource: "vpn_organizations",
 			writes: [],
 			idPattern: OBJECT_ID,
+			secretPaths: ["vpn_representation.auth_token", "vpn_representation.auth_secret"],
 			schema: {
 				name: { type: "string", min: 1, max: 200 },
 				vpn_manager: { type: "string", pattern: OBJECT_ID },

@@ -307,6 +307,22 @@ export function filterMentions(filter: unknown, field: string): boolean {
 	return Object.entries(filter).some(([k, v]) => k === field || (k.startsWith("$") && filterMentions(v, field)));
 }
 
+/** Whether two field paths are the same, or one holds the other (`a` and `a.b`). */
+export function pathsOverlap(a: string, b: string): boolean {
+	return a === b || a.startsWith(b + ".") || b.startsWith(a + ".");
+}
+
+/** The first field the filter names that is one of `paths`, inside one, or holds one; undefined if none. */
+export function filterTouches(filter: unknown, paths: string[]): string | undefined {
+	if (Array.isArray(filter)) return filter.map(f => filterTouches(f, paths)).find(Boolean);
+	if (!isPlainObject(filter)) return undefined;
+	for (const [k, v] of Object.entries(filter)) {
+		const hit = k.startsWith("$") ? filterTouches(v, paths) : paths.some(p => pathsOverlap(k, p)) ? k : undefined;
+		if (hit) return hit;
+	}
+	return undefined;
+}
+
 // ---------------------------------------------------------------- sort, projection, embedded, paging
 
 export type SortSpec = Array<[string, 1 | -1]>;

@@ -32,6 +32,8 @@ export interface Harness {
 	call<T = any>(action: string, params?: Record<string, unknown>): Promise<T>;
 	/** Stops everything and starts it again on the same storage. */
 	restart(): Promise<void>;
+	/** Everything the service processes printed since the harness started (split harness only). */
+	logs?(): string;
 	stop(): Promise<void>;
 }
 
@@ -199,6 +201,8 @@ export async function startSplit(opts: SplitOptions = {}): Promise<Harness> {
 	const env = { ...opts.env, TRANSPORTER: nats.url, NAMESPACE: namespace, DATA_DIR: dataDir, MONGO_URI: opts.mongoUri ?? "", PORT: String(port), HOST: "127.0.0.1" };
 	const dataServices = ALL_SERVICES().filter(s => s !== "api");
 	let procs: Proc[] = [];
+	// Output of processes stopped by a restart, so logs() covers the harness's whole life.
+	const earlierLogs: string[] = [];
 	const client = new ServiceBroker({ logger: false, namespace, nodeID: `test-client-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], serializer: "JSONExt", requestTimeout: 30_000 });
 	await client.start();
 	const api = `http://127.0.0.1:${port}/api`;
@@ -230,8 +234,10 @@ export async function startSplit(opts: SplitOptions = {}): Promise<Harness> {
 		call: (action, params) => client.call(action, params ?? {}),
 		async restart() {
 			await Promise.all(procs.map(stopProc));
+			earlierLogs.push(...procs.map(p => p.log.join("")));
 			await start();
 		},
+		logs: () => [...earlierLogs, ...procs.map(p => p.log.join(""))].join("\n"),
 		async stop() {
 			await Promise.all(procs.map(stopProc));
 			await client.stop();

@@ -7,7 +7,8 @@ import tasks from "./tasks";
 import records from "./records";
 import files from "./files";
 import vpn from "./vpn";
+import access from "./access";
 
 export type Suite = (h: () => Harness) => void;
 
-export const SUITES: Record<string, Suite> = { conventions, hosts, "groups-resolution": groupsResolution, tasks, records, files, vpn };
+export const SUITES: Record<string, Suite> = { conventions, hosts, "groups-resolution": groupsResolution, tasks, records, files, vpn, access };

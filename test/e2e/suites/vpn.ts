@@ -12,6 +12,8 @@ const OBJECT_ID = /^[a-f0-9]{24}$/;
 const PASSWORD = "Pw-vpn-e2e-7f3a9c!";
 const AUTH_TOKEN = "tok-vpn-e2e-4d2b";
 const AUTH_SECRET = "sec-vpn-e2e-9e1c";
+/** What this suite plants, for the scan of process logs in the access suite. */
+export const VPN_SECRETS = { vpnSuitePassword: PASSWORD, vpnSuiteAuthToken: AUTH_TOKEN, vpnSuiteAuthSecret: AUTH_SECRET };
 
 export default function vpn(h: () => Harness): void {
 	const url = (p: string, query: Record<string, unknown> = {}) => withQuery(`${h().api}/${p}`, query);
