@@ -60,8 +60,10 @@ export function Storage(collection: string): Partial<ServiceSchema> {
 			if (!this.nedb.inMemoryOnly) this.nedb.setAutocompactionInterval(NEDB_COMPACTION_MS);
 		},
 
-		stopped(this: { nedb?: NedbFile }) {
+		async stopped(this: { nedb?: NedbFile; adapter: StorageThis["adapter"] & { client?: { close(): Promise<void> } } } & Record<string, any>) {
 			this.nedb?.stopAutocompaction();
+			// The Mongo adapter starts closing its client without waiting; a clean stop waits for it.
+			await this.adapter.client?.close();
 		},
-	} as Partial<ServiceSchema>;
+	} as unknown as Partial<ServiceSchema>;
 }
