@@ -44,6 +44,33 @@ export interface Config {
 	corsOrigins: string[];
 	/** Requests per minute per API token (per gateway process); 0 turns the limit off. */
 	rateLimitPerMinute: number;
+	/** salt-api (rest_cherrypy) base URL, e.g. https://salt:8000; empty: no master (remote execution answers 503). */
+	cmApiUrl: string;
+	cmApiUser: string;
+	cmApiPassword: string;
+	/** eauth backend for POST /login (default "pam"). */
+	cmApiEauth: string;
+	/** Per-call timeout towards salt-api, in ms. */
+	cmApiTimeoutMs: number;
+	/** Calls to salt-api in flight at once (per process). */
+	cmApiConcurrency: number;
+	/** Verify salt-api's TLS certificate (default true; CM_API_TLS_VERIFY=false turns it off). */
+	cmApiTlsVerify: boolean;
+	/** Path of a PEM file with the CA(s) that signed salt-api's certificate. */
+	cmApiCa: string;
+	/** How long the returns of a local_async job are waited for before the silent hosts are marked "timeout", in ms. */
+	cmJobTimeoutMs: number;
+	/** Interval between polls of GET /jobs/<jid> for local_async jobs, in ms. */
+	cmJobPollMs: number;
+}
+
+function bool(name: string, fallback: boolean): boolean {
+	const raw = process.env[name];
+	if (raw == null || raw === "") return fallback;
+	const v = raw.trim().toLowerCase();
+	if (["1", "true", "yes", "on"].includes(v)) return true;
+	if (["0", "false", "no", "off"].includes(v)) return false;
+	throw new Error(`${name} must be true or false, got '${raw}'`);
 }
 
 export function loadConfig(): Config {
@@ -65,5 +92,15 @@ export function loadConfig(): Config {
 			.map(s => s.trim())
 			.filter(Boolean),
 		rateLimitPerMinute: int("RATE_LIMIT_PER_MINUTE", 1200),
+		cmApiUrl: str("CM_API_URL").replace(/\/+$/, ""),
+		cmApiUser: str("CM_API_USER"),
+		cmApiPassword: str("CM_API_PASSWORD"),
+		cmApiEauth: str("CM_API_EAUTH", "pam"),
+		cmApiTimeoutMs: int("CM_API_TIMEOUT_MS", 30_000, 1),
+		cmApiConcurrency: int("CM_API_CONCURRENCY", 8, 1),
+		cmApiTlsVerify: bool("CM_API_TLS_VERIFY", true),
+		cmApiCa: str("CM_API_CA"),
+		cmJobTimeoutMs: int("CM_JOB_TIMEOUT_MS", 600_000, 1),
+		cmJobPollMs: int("CM_JOB_POLL_MS", 1000, 10),
 	};
 }

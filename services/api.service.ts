@@ -25,7 +25,7 @@ const GATEWAY_CACHE_ENTRIES = 500;
 
 type Req = IncomingMessage & {
 	$params: Record<string, any>;
-	$alias?: { bodyKind?: BodyKind; cachedBy?: string; role?: Role; scope?: ScopeCheck };
+	$alias?: { action?: string; bodyKind?: BodyKind; cachedBy?: string; role?: Role; scope?: ScopeCheck };
 	/** What a remote execution or task targets, for the scope check and the audit log. */
 	$run?: { fun: string; targets: string[] };
 	$endpoint?: { action: unknown };
@@ -36,6 +36,8 @@ type Req = IncomingMessage & {
 };
 
 const config = loadConfig();
+
+const REMOTE_EXECUTION = new Set(["cm-gateway.runOnHost", "cm-gateway.runOnGroup"]);
 
 const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
@@ -77,7 +79,7 @@ interface EveErrorBody {
 }
 
 /** Any error, from any layer, as Eve's error body. Unknown errors are 500s that reveal nothing. */
-export function toEveError(err: any): { code: number; body: EveErrorBody; internal: boolean } {
+export function toEveError(err: any, action?: string): { code: number; body: EveErrorBody; internal: boolean } {
 	let code = 500;
 	let message: string | undefined;
 	let extra: Partial<EveErrorBody> = {};
@@ -99,7 +101,10 @@ export function toEveError(err: any): { code: number; body: EveErrorBody; intern
 		message = status === 413 ? `request body too large (limit ${config.maxBodyBytes} bytes)` : err.type === "entity.parse.failed" ? "malformed JSON in the request body" : "unreadable request body";
 	} else if (err?.name === "ServiceUnavailableError" || err?.name === "ServiceNotAvailableError" || (err?.name === "ServiceNotFoundError" && err?.data?.action && !String(err.data.action).startsWith("$"))) {
 		code = 503;
-		message = "the service that handles this request is not available";
+		// The cm-gateway publishes remote execution only when CM_API_URL names a salt-api.
+		message = REMOTE_EXECUTION.has(String(err?.data?.action ?? action))
+			? "no configuration-management master is configured (CM_API_URL), or the cm-gateway is not running"
+			: "the service that handles this request is not available";
 	} else if (err?.name === "RequestTimeoutError") {
 		code = 504;
 		message = "the request took too long to complete";
@@ -210,7 +215,7 @@ const ApiService: ServiceSchema<any> = {
 			},
 		],
 		onError(this: any, req: Req, res: ServerResponse, err: any) {
-			const { code, body, internal } = toEveError(err);
+			const { code, body, internal } = toEveError(err, req.$alias?.action);
 			if (internal) this.logger.error("Request failed:", req.method, req.url, err);
 			const send = () => {
 				if (res.headersSent) {

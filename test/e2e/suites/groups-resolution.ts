@@ -133,7 +133,7 @@ export default function groupsResolution(h: () => Harness): void {
 	describe("remote execution on a group", () => {
 		it("answers 503 while no cm-gateway runs", async () => {
 			const res = expectEveError(await request("POST", url(`groups/${ids.root}`), { body: { cm_client: "local_async", fun: "test.ping", kwarg: {} } }), 503);
-			expect(res._error.message).toBe("the service that handles this request is not available");
+			expect(res._error.message).toBe("no configuration-management master is configured (CM_API_URL), or the cm-gateway is not running");
 		});
 	});
 }

@@ -280,7 +280,7 @@ export default function hosts(h: () => Harness): void {
 	describe("routes served by services that are not there yet", () => {
 		it("answers 503 for remote execution on a host and for all_status", async () => {
 			const exec = expectEveError(await request("POST", url(`hosts/${A}`), { body: { cm_client: "local", fun: "test.ping", kwarg: {} } }), 503);
-			expect(exec._error.message).toBe("the service that handles this request is not available");
+			expect(exec._error.message).toBe("no configuration-management master is configured (CM_API_URL), or the cm-gateway is not running");
 			expectEveError(await request("POST", url(`hosts/${A}/all_status`), { body: { action: "start" } }), 503);
 		});
 

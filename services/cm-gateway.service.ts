@@ -1,0 +1,261 @@
+/**
+ * The cm-gateway: fleet-ctl's side of the Salt master, through salt-api (lib/salt-client.ts).
+ *
+ * Remote execution, `POST /hosts/{id}` (runOnHost) and `POST /groups/{id}` (runOnGroup), as the spec
+ * says: the body {cm_client, fun, arg?, kwarg?} is forwarded as the lowstate
+ * {client: cm_client, tgt: [hostname(s)], tgt_type: "list", fun, arg, kwarg}. The gateway (api service)
+ * has already authenticated the caller, checked its role and its token's scope, and audits the request
+ * with the `task_id` answered here as its jid.
+ *
+ * The answer is {task_id, status, return: {return: [ ... ]}}:
+ *  - `cm_client: "local_async"` (the default): salt-api only publishes the job. `task_id` is the
+ *    job's 20-digit jid, `status` is "scheduled", and `return.return` holds salt's own answer,
+ *    [{jid, minions}] (`minions`: the hosts expected to answer). The returns are collected later by
+ *    polling GET /jobs/<jid> every CM_JOB_POLL_MS; each becomes an `actions` record as it arrives, and the
+ *    hosts that have not answered after CM_JOB_TIMEOUT_MS get a record with state "timeout".
+ *  - `cm_client: "local"`: synchronous; salt-api waits for the minions (the master's `timeout` plus
+ *    `gather_job_timeout`). It is sent with `full_return: true`, so each host's return carries the
+ *    job's jid: `task_id` is that jid, `status` is "finished", and `return.return` is
+ *    [{host: output}] (a host that did not answer has salt's `false` or its "Minion did not return"
+ *    text). The `actions` records are written before the answer: state "finished" for hosts that
+ *    answered, "timeout" for the others. Should no host name the jid at all (every host answered with
+ *    a bare `false`), `task_id` is null and nothing can be recorded (an action's `_id` needs the jid).
+ *  - Nothing targeted (salt-api answers {} because no accepted minion matches): `task_id` null,
+ *    `status` "no_minions", `return.return` [{}]; nothing is recorded.
+ * Every record has `_id` = jid + hostname, `action` = fun, `args` = arg plus {"__kwarg__": true, ...kwarg}
+ * (as salt shows `fun_args`), `return` as text; the host's `last_action` is set to the record's id.
+ *
+ * Errors (Eve's shape): a body that is not {cm_client?, fun, arg?, kwarg?} 422; unknown or
+ * soft-deleted host, unknown group 404; a group without hosts 422; salt-api unreachable, failing or
+ * malformed 502; timed out 504. Without CM_API_URL the remote-execution actions are not published at all,
+ * so the gateway answers 503 (the service that handles the request is not available).
+ */
+import type { Context, ServiceSchema } from "moleculer";
+import { loadConfig, type Config } from "../lib/config";
+import { EveError, notFound, validationFailed } from "../lib/eve/errors";
+import { compileSchema } from "../lib/eve/validation";
+import { SaltClient, type Lowstate } from "../lib/salt-client";
+
+interface RunBody {
+	cm_client?: "local" | "local_async";
+	fun: string;
+	arg?: unknown[];
+	kwarg?: Record<string, unknown>;
+}
+
+interface RunParams {
+	id: string;
+	body?: unknown;
+	query?: unknown;
+}
+
+interface ActionRecord {
+	jid: string;
+	action: string;
+	host: string;
+	state: string;
+	args: unknown[];
+	return: string;
+}
+
+interface TrackedJob {
+	jid: string;
+	fun: string;
+	args: unknown[];
+	pending: Set<string>;
+	deadline: number;
+}
+
+const JID = /^\d{20}(_\d+)?$/;
+const NO_RETURN = "Minion did not return";
+
+const checkBody = compileSchema({
+	cm_client: { type: "enum", values: ["local", "local_async"], optional: true },
+	fun: { type: "string", pattern: /^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$/, max: 200 },
+	arg: { type: "array", optional: true, max: 1000 },
+	kwarg: { type: "object", optional: true },
+});
+
+/** The return as the `actions` record keeps it: text. */
+function asText(value: unknown): string {
+	if (typeof value === "string") return value;
+	return JSON.stringify(value) ?? "null";
+}
+
+export default function CmGatewayService(): ServiceSchema {
+	const config: Config = loadConfig();
+	const configured = config.cmApiUrl !== "";
+
+	const run = (kind: "host" | "group") => ({
+		visibility: "published" as const,
+		params: { id: "string", body: { type: "any", optional: true }, query: { type: "any", optional: true } },
+		async handler(this: any, ctx: Context<RunParams>) {
+			const body = this.validateBody(ctx.params.body);
+			const targets: string[] = kind === "host" ? await this.hostTarget(ctx, ctx.params.id) : await this.groupTargets(ctx, ctx.params.id);
+			return this.execute(ctx, targets, body);
+		},
+	});
+
+	return {
+		name: "cm-gateway",
+		// Without a master the actions do not exist: the gateway answers 503 for them.
+		actions: configured ? { runOnHost: run("host"), runOnGroup: run("group") } : {},
+
+		created(this: any) {
+			this.jobs = new Map<string, TrackedJob>();
+			this.pollTimer = null;
+			this.polling = false;
+			this.salt = configured
+				? new SaltClient({
+						url: config.cmApiUrl,
+						username: config.cmApiUser,
+						password: config.cmApiPassword,
+						eauth: config.cmApiEauth,
+						timeoutMs: config.cmApiTimeoutMs,
+						concurrency: config.cmApiConcurrency,
+						tlsVerify: config.cmApiTlsVerify,
+						caFile: config.cmApiCa || undefined,
+					})
+				: null;
+		},
+
+		stopped(this: any) {
+			this.stopping = true;
+			if (this.pollTimer) clearTimeout(this.pollTimer);
+			this.pollTimer = null;
+			this.jobs.clear();
+			this.salt?.close();
+		},
+
+		methods: {
+			validateBody(this: any, raw: unknown): Required<Pick<RunBody, "cm_client" | "fun">> & RunBody {
+				const issues = checkBody(raw);
+				if (issues) throw validationFailed(issues);
+				const body = raw as RunBody;
+				return { ...body, cm_client: body.cm_client ?? "local_async" };
+			},
+
+			/** The host, if it is known and not soft-deleted. */
+			async hostTarget(this: any, ctx: Context, id: string): Promise<string[]> {
+				const found: string[] = await ctx.call("hosts.exist", { ids: [id] });
+				if (!found.includes(id)) throw notFound(`host '${id}' not found`);
+				return [id];
+			},
+
+			/** The group's hostnames (its own and its subgroups', soft-deleted hosts left out). */
+			async groupTargets(this: any, ctx: Context, id: string): Promise<string[]> {
+				const names: string[] = await ctx.call("groups.hostnames", { id });
+				if (!names.length) throw new EveError(422, `group '${id}' has no hosts to run on`);
+				return names;
+			},
+
+			async execute(this: any, ctx: Context, targets: string[], body: RunBody & { cm_client: "local" | "local_async" }) {
+				const chunk: Lowstate = { client: body.cm_client, tgt: targets, tgt_type: "list", fun: body.fun };
+				if (body.arg) chunk.arg = body.arg;
+				if (body.kwarg) chunk.kwarg = body.kwarg;
+				const args = [...(body.arg ?? []), ...(body.kwarg && Object.keys(body.kwarg).length ? [{ __kwarg__: true, ...body.kwarg }] : [])];
+
+				if (body.cm_client === "local_async") {
+					const ret = await this.salt.lowstate(chunk);
+					if (!ret || typeof ret !== "object" || Object.keys(ret).length === 0) return { task_id: null, status: "no_minions", return: { return: [{}] } };
+					const { jid, minions } = ret as { jid?: unknown; minions?: unknown };
+					if (typeof jid !== "string" || !JID.test(jid) || !Array.isArray(minions)) throw new EveError(502, "salt-api sent a malformed answer to local_async");
+					this.track(jid, body.fun, args, minions.map(String));
+					return { task_id: jid, status: "scheduled", return: { return: [ret] } };
+				}
+
+				chunk.full_return = true;
+				const ret = await this.salt.lowstate(chunk);
+				if (!ret || typeof ret !== "object" || Array.isArray(ret)) throw new EveError(502, "salt-api sent a malformed answer to local");
+				const outputs: Record<string, unknown> = {};
+				const records: ActionRecord[] = [];
+				let jid: string | null = null;
+				const missing: string[] = [];
+				for (const [host, value] of Object.entries(ret as Record<string, unknown>)) {
+					const full = value && typeof value === "object" && !Array.isArray(value) && "ret" in value ? (value as { ret: unknown; jid?: unknown; out?: unknown }) : null;
+					if (full && typeof full.jid === "string" && JID.test(full.jid)) {
+						jid ??= full.jid;
+						outputs[host] = full.ret;
+						records.push({ jid: full.jid, action: body.fun, host, state: "finished", args, return: asText(full.ret) });
+					} else {
+						// No return: salt's `false`, or its "Minion did not return" text (which names the jid).
+						const output = full ? full.ret : value;
+						outputs[host] = output;
+						missing.push(host);
+						const named = typeof output === "string" ? /jobs\.lookup_jid (\d{20}(?:_\d+)?)/.exec(output) : null;
+						if (named) jid ??= named[1];
+					}
+				}
+				if (jid) {
+					for (const host of missing) records.push({ jid, action: body.fun, host, state: "timeout", args, return: asText(outputs[host] === false ? NO_RETURN : outputs[host]) });
+					await this.record(records);
+				}
+				return { task_id: jid, status: Object.keys(outputs).length ? "finished" : "no_minions", return: { return: [outputs] } };
+			},
+
+			/** Writes the records and points each known host's `last_action` at its record. */
+			async record(this: any, records: ActionRecord[]) {
+				if (!records.length) return;
+				await this.broker.call("actions.record", { returns: records });
+				const hosts = [...new Set(records.map(r => r.host))];
+				const known = new Set<string>(await this.broker.call("hosts.exist", { ids: hosts }));
+				const latest = new Map<string, string>();
+				for (const r of records) if (known.has(r.host)) latest.set(r.host, `${r.jid}${r.host}`);
+				if (latest.size) await this.broker.call("hosts.upsertMany", { hosts: [...latest].map(([_id, last_action]) => ({ _id, last_action })) });
+			},
+
+			// ------------------------------------------------------------ local_async returns
+
+			track(this: any, jid: string, fun: string, args: unknown[], minions: string[]) {
+				if (!minions.length) return;
+				this.jobs.set(jid, { jid, fun, args, pending: new Set(minions), deadline: Date.now() + config.cmJobTimeoutMs });
+				this.schedulePoll();
+			},
+
+			schedulePoll(this: any) {
+				if (this.pollTimer || this.stopping || this.jobs.size === 0) return;
+				this.pollTimer = setTimeout(() => {
+					this.pollTimer = null;
+					void this.pollJobs().finally(() => this.schedulePoll());
+				}, config.cmJobPollMs);
+			},
+
+			/** One round over the tracked jobs: new returns become records; past the deadline, the rest time out. */
+			async pollJobs(this: any) {
+				if (this.polling) return;
+				this.polling = true;
+				try {
+					for (const job of [...this.jobs.values()] as TrackedJob[]) {
+						if (this.stopping) return;
+						const records: ActionRecord[] = [];
+						try {
+							const res = await this.salt.listJob(job.jid);
+							const result: Record<string, { return?: unknown }> = res.info[0]?.Result ?? {};
+							for (const host of [...job.pending]) {
+								if (!(host in result)) continue;
+								job.pending.delete(host);
+								records.push({ jid: job.jid, action: job.fun, host, state: "finished", args: job.args, return: asText(result[host]?.return) });
+							}
+						} catch (err) {
+							this.logger.warn(`Could not read job ${job.jid} from salt-api:`, (err as Error).message);
+						}
+						if (job.pending.size && Date.now() >= job.deadline) {
+							for (const host of job.pending) records.push({ jid: job.jid, action: job.fun, host, state: "timeout", args: job.args, return: NO_RETURN });
+							job.pending.clear();
+						}
+						if (!job.pending.size) this.jobs.delete(job.jid);
+						if (records.length && !this.stopping) {
+							try {
+								await this.record(records);
+							} catch (err) {
+								this.logger.error(`Could not record the returns of job ${job.jid}:`, (err as Error).message);
+							}
+						}
+					}
+				} finally {
+					this.polling = false;
+				}
+			},
+		},
+	};
+}

@@ -1,0 +1,134 @@
+/**
+ * lib/salt-client.ts on its own: retries only for safe calls, bounded concurrency, per-call timeouts,
+ * HTML error pages never parsed, credentials never in errors, TLS verification on by default.
+ */
+import { spawnSync } from "node:child_process";
+import fs from "node:fs";
+import http from "node:http";
+import https from "node:https";
+import path from "node:path";
+import type { AddressInfo } from "node:net";
+import { SaltApiSimulator } from "./simulators/salt-api";
+import { SaltClient, SaltApiError } from "../lib/salt-client";
+import { tempDir } from "./support/harness";
+
+describe("salt-api client", () => {
+	let sim: SaltApiSimulator;
+	let client: SaltClient;
+	beforeAll(async () => {
+		sim = new SaltApiSimulator({ minions: 8, timeout: 1, gatherJobTimeout: 0, presenceEvents: false });
+		await sim.start();
+		client = new SaltClient({ url: sim.url, ...sim.credentials, timeoutMs: 2000, backoffMs: 20 });
+	});
+	afterAll(async () => {
+		client?.close();
+		await sim?.stop();
+	});
+	afterEach(() => sim.clearFaults());
+
+	it("retries a safe read (GET /jobs/<jid>) after a 503, but never a remote execution", async () => {
+		const [id] = sim.upMinions();
+		const job = await client.lowstate<{ jid: string }>({ client: "local_async", tgt: [id], tgt_type: "list", fun: "test.ping" });
+		sim.failNext(1, 503, { filter: { path: `/jobs/${job.jid}` } });
+		const res = await client.listJob(job.jid);
+		expect(res.info[0].jid).toBe(job.jid);
+
+		sim.resetExecutions();
+		const before = sim.requests().length;
+		sim.failNext(1, 500, { filter: { method: "POST", path: "/" } });
+		const err: any = await client.lowstate({ client: "local_async", tgt: [id], tgt_type: "list", fun: "test.ping" }).catch(e => e);
+		expect(err).toBeInstanceOf(SaltApiError);
+		expect(err.code).toBe(502);
+		expect(sim.requests().slice(before).map(r => `${r.method} ${r.path}`)).toEqual(["POST /"]);
+	});
+
+	it("reports refused credentials as a 502 without the password, and HTML error pages without parsing them", async () => {
+		const bad = new SaltClient({ url: sim.url, username: "saltapi", password: "s3cret-not-this", timeoutMs: 2000 });
+		try {
+			const err: any = await bad.lowstate({ client: "local", tgt: "*", fun: "test.ping" }).catch(e => e);
+			expect(err).toBeInstanceOf(SaltApiError);
+			expect(err.code).toBe(502);
+			expect(err.kind).toBe("auth");
+			expect(err.message).not.toContain("s3cret-not-this");
+		} finally {
+			bad.close();
+		}
+		const err: any = await client.lowstate({ client: "ssh", tgt: "*", fun: "test.ping" }).catch(e => e);
+		expect(err.code).toBe(502);
+		expect(err.message).toMatch(/400: .*ssh/);
+	});
+
+	it("keeps at most `concurrency` calls in flight and times each call out", async () => {
+		let active = 0;
+		let peak = 0;
+		const server = http.createServer((req, res) => {
+			if (req.url === "/login") {
+				res.setHeader("Content-Type", "application/json");
+				res.end(JSON.stringify({ return: [{ token: "a".repeat(40), start: 1, expire: 43201 }] }));
+				return;
+			}
+			active++;
+			peak = Math.max(peak, active);
+			const wait = req.url?.startsWith("/jobs/") ? 60_000 : 80;
+			const timer = setTimeout(() => {
+				active--;
+				res.setHeader("Content-Type", "application/json");
+				res.end(JSON.stringify({ return: [{}] }));
+			}, wait);
+			res.on("close", () => {
+				clearTimeout(timer);
+				if (!res.writableEnded) active--;
+			});
+		});
+		await new Promise<void>(r => server.listen(0, "127.0.0.1", r));
+		const { port } = server.address() as AddressInfo;
+		const limited = new SaltClient({ url: `http://127.0.0.1:${port}`, username: "u", password: "p", concurrency: 2, timeoutMs: 300, attempts: 1 });
+		try {
+			await Promise.all(Array.from({ length: 6 }, () => limited.lowstate({ client: "runner", fun: "manage.status" }, { safe: true })));
+			expect(peak).toBe(2);
+			const err: any = await limited.listJob("20240501120000123456").catch(e => e);
+			expect(err).toBeInstanceOf(SaltApiError);
+			expect(err.code).toBe(504);
+		} finally {
+			limited.close();
+			server.closeAllConnections();
+			await new Promise(r => server.close(r));
+		}
+	});
+
+	const haveOpenssl = spawnSync("openssl", ["version"]).status === 0;
+	(haveOpenssl ? it : it.skip)("verifies TLS certificates by default; a CA file or CM_API_TLS_VERIFY=false lets a self-signed one through", async () => {
+		const dir = tempDir("tls");
+		const key = path.join(dir, "key.pem");
+		const cert = path.join(dir, "cert.pem");
+		const made = spawnSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]);
+		expect(made.status).toBe(0);
+		const server = https.createServer({ key: fs.readFileSync(key), cert: fs.readFileSync(cert) }, (req, res) => {
+			res.setHeader("Content-Type", "application/json");
+			res.end(JSON.stringify(req.url === "/login" ? { return: [{ token: "b".repeat(40), start: 1, expire: 43201 }] } : { return: [{ ok: true }] }));
+		});
+		await new Promise<void>(r => server.listen(0, "127.0.0.1", r));
+		const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+		const call = async (opts: { tlsVerify?: boolean; caFile?: string }) => {
+			const c = new SaltClient({ url, username: "u", password: "p", attempts: 1, timeoutMs: 2000, ...opts });
+			try {
+				return await c.lowstate({ client: "runner", fun: "manage.status" }, { safe: true });
+			} catch (err) {
+				return err;
+			} finally {
+				c.close();
+			}
+		};
+		try {
+			const refused = (await call({})) as SaltApiError;
+			expect(refused).toBeInstanceOf(SaltApiError);
+			expect(refused.code).toBe(502);
+			expect(refused.message).toMatch(/TLS certificate/);
+			expect(await call({ caFile: cert })).toEqual({ ok: true });
+			expect(await call({ tlsVerify: false })).toEqual({ ok: true });
+		} finally {
+			server.closeAllConnections();
+			await new Promise(r => server.close(r));
+		}
+	});
+});
