@@ -62,6 +62,13 @@ export interface Config {
 	cmJobTimeoutMs: number;
 	/** Interval between polls of GET /jobs/<jid> for local_async jobs, in ms. */
 	cmJobPollMs: number;
+	/**
+	 * Where the patches live on the master's file server (saltenv base), as a path prefix relative to
+	 * the file roots (default "patches/"): `POST /updates` loads every `.sls` file under it. A missing
+	 * trailing "/" is added, so "patches" means the directory, not every file whose name starts so;
+	 * "/" means the whole file server.
+	 */
+	cmPatchPrefix: string;
 }
 
 function bool(name: string, fallback: boolean): boolean {
@@ -71,6 +78,13 @@ function bool(name: string, fallback: boolean): boolean {
 	if (["1", "true", "yes", "on"].includes(v)) return true;
 	if (["0", "false", "no", "off"].includes(v)) return false;
 	throw new Error(`${name} must be true or false, got '${raw}'`);
+}
+
+/** CM_PATCH_PREFIX as a directory relative to the file roots: no leading "/", one trailing "/". */
+function patchPrefix(raw: string): string {
+	const trimmed = raw.trim().replace(/^\/+/, "").replace(/\/+$/, "");
+	if (trimmed.split("/").some(part => part === "." || part === "..")) throw new Error(`CM_PATCH_PREFIX must be a plain directory path, got '${raw}'`);
+	return trimmed ? `${trimmed}/` : "";
 }
 
 export function loadConfig(): Config {
@@ -102,5 +116,6 @@ export function loadConfig(): Config {
 		cmApiCa: str("CM_API_CA"),
 		cmJobTimeoutMs: int("CM_JOB_TIMEOUT_MS", 600_000, 1),
 		cmJobPollMs: int("CM_JOB_POLL_MS", 1000, 10),
+		cmPatchPrefix: patchPrefix(str("CM_PATCH_PREFIX", "patches/")),
 	};
 }

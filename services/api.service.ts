@@ -37,7 +37,7 @@ type Req = IncomingMessage & {
 
 const config = loadConfig();
 
-const REMOTE_EXECUTION = new Set(["cm-gateway.runOnHost", "cm-gateway.runOnGroup"]);
+const REMOTE_EXECUTION = new Set(["cm-gateway.runOnHost", "cm-gateway.runOnGroup", "cm-gateway.loadUpdates"]);
 
 const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
@@ -101,7 +101,7 @@ export function toEveError(err: any, action?: string): { code: number; body: Eve
 		message = status === 413 ? `request body too large (limit ${config.maxBodyBytes} bytes)` : err.type === "entity.parse.failed" ? "malformed JSON in the request body" : "unreadable request body";
 	} else if (err?.name === "ServiceUnavailableError" || err?.name === "ServiceNotAvailableError" || (err?.name === "ServiceNotFoundError" && err?.data?.action && !String(err.data.action).startsWith("$"))) {
 		code = 503;
-		// The cm-gateway publishes remote execution only when CM_API_URL names a salt-api.
+		// The cm-gateway publishes remote execution and patch loading only when CM_API_URL names a salt-api.
 		message = REMOTE_EXECUTION.has(String(err?.data?.action ?? action))
 			? "no configuration-management master is configured (CM_API_URL), or the cm-gateway is not running"
 			: "the service that handles this request is not available";

@@ -29,6 +29,24 @@
  * soft-deleted host, unknown group 404; a group without hosts 422; salt-api unreachable, failing or
  * malformed 502; timed out 504. Without CM_API_URL the remote-execution actions are not published at all,
  * so the gateway answers 503 (the service that handles the request is not available).
+ *
+ * Loading patches, `POST /updates` (loadUpdates; protocols.md Part A §5): the runner
+ * `fileserver.file_list` (saltenv base) lists the master's file server; every `.sls` file under
+ * CM_PATCH_PREFIX (default "patches/") is read with the wheel `file_roots.read` (a few at a time: at most
+ * CM_API_CONCURRENCY reads in flight) and handed to `updates.upsertMany`, which creates the new patches
+ * and refreshes the text of the known ones by name, keeping their local `description`.
+ *  - A patch's `name` is its sls name, exactly what `state.apply` takes as `mods`: the path without
+ *    ".sls", "/" turned into "." ("patches/fix1.sls" -> "patches.fix1"; "patches/web/init.sls" ->
+ *    "patches.web", as Salt resolves it, unless "patches/web.sls" exists, which Salt prefers). Files whose
+ *    base name has another "." cannot be named for `state.apply` (Salt reads the dot as a directory) and
+ *    are skipped with a warning. `text` is the file's content as the master serves it (no Jinja rendering).
+ *  - Patches that are no longer on the master are kept: their records carry the operators'
+ *    descriptions and are what `failed_patches` and past runs refer to. Removing them is a deliberate
+ *    act, not a side effect of a reload.
+ *  - The answer is 200 {_status: "OK", loaded: <patch files read>, created: <new updates records>}.
+ *  - Both calls are reads, so the client retries them after transient failures; salt-api down, failing
+ *    or malformed is 502, timed out 504 (never 500). Nothing is written unless every file was read.
+ *    Without CM_API_URL the action is not published either: 503.
  */
 import type { Context, ServiceSchema } from "moleculer";
 import { loadConfig, type Config } from "../lib/config";
@@ -67,6 +85,8 @@ interface TrackedJob {
 }
 
 const JID = /^\d{20}(_\d+)?$/;
+/** Largest batch handed to `updates.upsertMany` (its params allow 10,000). */
+const UPSERT_BATCH = 1000;
 const NO_RETURN = "Minion did not return";
 
 const checkBody = compileSchema({
@@ -80,6 +100,28 @@ const checkBody = compileSchema({
 function asText(value: unknown): string {
 	if (typeof value === "string") return value;
 	return JSON.stringify(value) ?? "null";
+}
+
+/**
+ * The patch files among the file server's paths: `.sls` files under `prefix`, each with its sls name
+ * (see the header). `skip` hears about the files that cannot be named.
+ */
+export function patchPaths(paths: string[], prefix: string, skip: (path: string) => void = () => {}): Array<{ path: string; name: string }> {
+	const byName = new Map<string, { path: string; name: string; init: boolean }>();
+	for (const path of paths) {
+		if (!path.startsWith(prefix) || !path.endsWith(".sls")) continue;
+		const parts = path.slice(0, -".sls".length).split("/");
+		if (parts.some(p => p === "" || p.includes("."))) {
+			skip(path);
+			continue;
+		}
+		const init = parts.length > 1 && parts[parts.length - 1] === "init";
+		if (init) parts.pop();
+		const name = parts.join(".");
+		const seen = byName.get(name);
+		if (!seen || (seen.init && !init)) byName.set(name, { path, name, init });
+	}
+	return [...byName.values()].map(({ path, name }) => ({ path, name }));
 }
 
 export default function CmGatewayService(): ServiceSchema {
@@ -99,7 +141,19 @@ export default function CmGatewayService(): ServiceSchema {
 	return {
 		name: "cm-gateway",
 		// Without a master the actions do not exist: the gateway answers 503 for them.
-		actions: configured ? { runOnHost: run("host"), runOnGroup: run("group") } : {},
+		actions: configured
+			? {
+					runOnHost: run("host"),
+					runOnGroup: run("group"),
+					loadUpdates: {
+						visibility: "published" as const,
+						params: { query: { type: "any", optional: true } },
+						async handler(this: any, ctx: Context) {
+							return this.loadPatches(ctx);
+						},
+					},
+				}
+			: {},
 
 		created(this: any) {
 			this.jobs = new Map<string, TrackedJob>();
@@ -202,6 +256,58 @@ export default function CmGatewayService(): ServiceSchema {
 				const latest = new Map<string, string>();
 				for (const r of records) if (known.has(r.host)) latest.set(r.host, `${r.jid}${r.host}`);
 				if (latest.size) await this.broker.call("hosts.upsertMany", { hosts: [...latest].map(([_id, last_action]) => ({ _id, last_action })) });
+			},
+
+			// ------------------------------------------------------------ patches (POST /updates)
+
+			/** Reads the patch files from the master and upserts them: {_status, loaded, created}. */
+			async loadPatches(this: any, ctx: Context): Promise<{ _status: "OK"; loaded: number; created: number }> {
+				const listed = await this.salt.lowstate({ client: "runner", fun: "fileserver.file_list", saltenv: "base" }, { safe: true });
+				if (!Array.isArray(listed) || listed.some(p => typeof p !== "string")) throw new EveError(502, "salt-api sent a malformed answer to fileserver.file_list");
+				const paths = patchPaths(listed as string[], config.cmPatchPrefix, (path: string) => this.logger.warn(`Skipping patch file '${path}': its name cannot be given to state.apply`));
+
+				const patches: Array<{ name: string; text: string }> = [];
+				let next = 0;
+				let failed = false;
+				const worker = async () => {
+					while (!failed && next < paths.length) {
+						const { path, name } = paths[next++];
+						try {
+							const text: string | null = await this.readPatch(path);
+							if (text !== null) patches.push({ name, text });
+						} catch (err) {
+							failed = true;
+							throw err;
+						}
+					}
+				};
+				await Promise.all(Array.from({ length: Math.min(config.cmApiConcurrency, paths.length) }, worker));
+
+				patches.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+				let created = 0;
+				for (let i = 0; i < patches.length; i += UPSERT_BATCH) {
+					const res: { created: number } = await ctx.call("updates.upsertMany", { patches: patches.slice(i, i + UPSERT_BATCH) });
+					created += res.created;
+				}
+				return { _status: "OK", loaded: patches.length, created };
+			},
+
+			/** One file's text through wheel `file_roots.read`; null when it is gone or not text. */
+			async readPatch(this: any, path: string): Promise<string | null> {
+				const event = await this.salt.lowstate({ client: "wheel", fun: "file_roots.read", path, saltenv: "base" }, { safe: true });
+				const data = event && typeof event === "object" ? (event as { data?: { return?: unknown; success?: unknown } }).data : undefined;
+				if (!data || typeof data !== "object") throw new EveError(502, `salt-api sent a malformed answer to file_roots.read of '${path}'`);
+				if (data.success === false) throw new EveError(502, `the master could not read '${path}': ${asText(data.return).slice(0, 300)}`);
+				const ret = data.return;
+				if (!Array.isArray(ret)) throw new EveError(502, `salt-api sent a malformed answer to file_roots.read of '${path}'`);
+				// One {absolute path: text} per file root holding the file; the first root wins, as in Salt's file server.
+				for (const entry of ret) {
+					if (!entry || typeof entry !== "object") continue;
+					const text = Object.values(entry as Record<string, unknown>)[0];
+					if (typeof text === "string") return text;
+				}
+				if (ret.length) this.logger.warn(`Skipping patch file '${path}': the master did not send it as text`);
+				return null;
 			},
 
 			// ------------------------------------------------------------ local_async returns

@@ -204,6 +204,103 @@ describe("cm-gateway: remote execution against salt-api", () => {
 			expect([kind, sim.executions().length, sim.executionCount(A, "test.ping")]).toEqual([kind, 1, 1]);
 		}
 	});
+
+	describe("POST /updates: loading the patches from the master", () => {
+		const FIX1 = "apply_fix:\n  cmd.run:\n    - name: /opt/fix.sh\n";
+		const WEB = "restart_web:\n  cmd.run:\n    - name: systemctl restart nginx\n";
+		const load = (opts: { token?: string } = {}) => request("POST", url("updates"), opts);
+		const patches = async (): Promise<Record<string, any>> => {
+			const res = await request("GET", `${url("updates")}?max_results=50&sort=name`);
+			expect(res.status).toBe(200);
+			return Object.fromEntries(res.body._items.map((u: any) => [u.name, u]));
+		};
+
+		beforeAll(() => {
+			sim.setPatch("fix1", FIX1);
+			sim.setFile("patches/web/init.sls", WEB);
+			// Not patches: outside the prefix, not a state file, or not nameable for state.apply.
+			sim.setFile("other/fix9.sls", "x:\n  cmd.run:\n    - name: /bin/true\n");
+			sim.setFile("patches/notes.txt", "not a state file\n");
+			sim.setFile("patches/fix.v2.sls", "x:\n  cmd.run:\n    - name: /bin/true\n");
+		});
+
+		it("loads every .sls under patches/ with its sls name and text, and answers {_status, loaded, created}", async () => {
+			const res = await load();
+			expect(res.status).toBe(200);
+			expect(res.body).toEqual({ _status: "OK", loaded: 4, created: 4 });
+			const all = await patches();
+			expect(Object.keys(all).sort()).toEqual(["patches.fix-ntp", "patches.fix1", "patches.openssl-cve-2024-5535", "patches.web"]);
+			expect(all["patches.fix1"]).toMatchObject({ text: FIX1, description: "" });
+			expect(all["patches.web"].text).toBe(WEB);
+			expect(all["patches.fix-ntp"].text).toMatch(/cmd\.run/);
+			// Loading again creates nothing.
+			expect((await load()).body).toEqual({ _status: "OK", loaded: 4, created: 0 });
+			expect(Object.keys(await patches())).toHaveLength(4);
+		});
+
+		it("ignores the files that are not patches (other directories, non-.sls files, unnameable sls)", async () => {
+			expect(sim.files()).toEqual(expect.arrayContaining(["top.sls", "common.sls", "other/fix9.sls", "patches/notes.txt", "patches/files/timesyncd.conf", "patches/fix.v2.sls"]));
+			await load();
+			const names = Object.keys(await patches());
+			for (const name of ["top", "common", "other.fix9", "patches.notes", "patches.files.timesyncd", "patches.fix.v2"]) expect(names).not.toContain(name);
+			expect(names.every(n => n.startsWith("patches."))).toBe(true);
+		});
+
+		it("keeps a local description when the text changed on the master, and keeps patches removed from the master", async () => {
+			await load();
+			const id = (await patches())["patches.fix1"]._id;
+			expect((await request("PATCH", url(`updates/${id}`), { body: { description: "Fixes the foo service" } })).status).toBe(200);
+			const changed = "apply_fix:\n  cmd.run:\n    - name: /opt/fix.sh --v2\n";
+			sim.setPatch("fix1", changed);
+			expect(sim.removeFile("patches/web/init.sls")).toBe(true);
+			try {
+				const res = await load();
+				expect(res.body).toEqual({ _status: "OK", loaded: 3, created: 0 });
+				const item = await request("GET", url(`updates/${id}`));
+				expect(item.body).toMatchObject({ _id: id, name: "patches.fix1", text: changed, description: "Fixes the foo service" });
+				expect((await patches())["patches.web"]).toMatchObject({ text: WEB });
+			} finally {
+				sim.setFile("patches/web/init.sls", WEB);
+			}
+		});
+
+		it("answers 502 when salt-api is down or the master is, 504 when it hangs, in Eve's shape (never 500)", async () => {
+			const before = await patches();
+			sim.setPatch("fix-late", FIX1);
+			try {
+				for (const mode of ["refuse", "master-down"] as const) {
+					await sim.goDown(mode);
+					try {
+						const err = expectEveError(await load(), 502);
+						expect(err._error.message).not.toContain(sim.credentials.password);
+					} finally {
+						await sim.comeBack();
+					}
+				}
+				await sim.goDown("hang");
+				try {
+					expectEveError(await load(), 504);
+				} finally {
+					await sim.comeBack();
+				}
+				sim.failNext(10, 500, { filter: { method: "POST", path: "/" } });
+				expectEveError(await load(), 502);
+				sim.clearFaults();
+				expect(Object.keys(await patches()).sort()).toEqual(Object.keys(before).sort());
+			} finally {
+				sim.removeFile("patches/fix-late.sls");
+			}
+		});
+
+		it("refuses a viewer token with 403", async () => {
+			const tok = await request("POST", url("tokens"), { body: { name: "cm-viewer", role: "viewer" } });
+			expect(tok.status).toBe(201);
+			sim.resetExecutions();
+			const before = sim.requests().length;
+			expectEveError(await load({ token: tok.body.token }), 403);
+			expect(sim.requests().length).toBe(before);
+		});
+	});
 });
 
 describe("cm-gateway without a configured master", () => {
@@ -220,5 +317,10 @@ describe("cm-gateway without a configured master", () => {
 		const g = await request("POST", `${h.api}/groups`, { body: { name: "nm", hosts: ["nomaster-1.example"] } });
 		expectEveError(await request("POST", `${h.api}/groups/${g.body._id}`, { body: { fun: "test.ping" } }), 503);
 		expect((await request("GET", `${h.api}/hosts/nomaster-1.example`)).status).toBe(200);
+	});
+
+	it("answers 503 in Eve's shape for POST /updates (no master to load the patches from)", async () => {
+		const res = expectEveError(await request("POST", `${h.api}/updates`), 503);
+		expect(res._error.message).toMatch(/no configuration-management master is configured/);
 	});
 });
