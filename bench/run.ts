@@ -32,13 +32,12 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
-import type { AddressInfo } from "node:net";
 import { ServiceBroker } from "moleculer";
 import brokerConfig from "../moleculer.config";
 import { groupIds, hostId, makeHost } from "./hosts";
+import { ensureNats, freePort, type Nats } from "../test/support/net";
 import type { LoadOptions, LoadResult } from "./load";
 
 const DIST = path.resolve(__dirname, "..");
@@ -148,33 +147,6 @@ function procLogs(...ps: Proc[]): string {
 
 // ------------------------------------------------------------------ helpers
 
-function freePort(): Promise<number> {
-	return new Promise((resolve, reject) => {
-		const server = net.createServer();
-		server.listen(0, "127.0.0.1", () => {
-			const { port } = server.address() as AddressInfo;
-			server.close(() => resolve(port));
-		});
-		server.once("error", reject);
-	});
-}
-
-function canConnect(port: number, host: string): Promise<boolean> {
-	return new Promise(resolve => {
-		const socket = net.connect({ port, host });
-		socket.setTimeout(1000);
-		socket.once("connect", () => {
-			socket.destroy();
-			resolve(true);
-		});
-		socket.once("error", () => resolve(false));
-		socket.once("timeout", () => {
-			socket.destroy();
-			resolve(false);
-		});
-	});
-}
-
 const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
 
 /** The admin token the measured services bootstrap with; the load generator sends it too. */
@@ -216,32 +188,6 @@ async function waitForHttp200(url: string, timeoutMs: number, watch: Proc[]): Pr
 		await sleep(250);
 	}
 	throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${url} (last: ${last})\n${procLogs(...watch)}`);
-}
-
-interface NatsServer {
-	url: string;
-	external: boolean;
-	proc?: Proc;
-}
-
-/** NATS_URL (default nats://127.0.0.1:4222) if a server answers; otherwise a nats-server from PATH. */
-async function ensureNats(): Promise<NatsServer> {
-	const url = new URL(process.env.NATS_URL || "nats://127.0.0.1:4222");
-	if (await canConnect(Number(url.port || 4222), url.hostname)) return { url: url.toString(), external: true };
-	const which = spawnSync("sh", ["-c", "command -v nats-server || ls /usr/sbin/nats-server 2>/dev/null"], { encoding: "utf8" });
-	const bin = which.stdout.trim().split("\n")[0];
-	if (!bin) throw new Error(`No NATS server answers at ${url} and no nats-server binary is on PATH. Start one or set NATS_URL.`);
-	const port = await freePort();
-	const child = spawn(bin, ["-a", "127.0.0.1", "-p", String(port)], { stdio: "ignore" });
-	const proc: Proc = { name: "nats-server", child, log: [], spawnedAt: Date.now() };
-	procs.add(proc);
-	child.once("exit", () => procs.delete(proc));
-	const deadline = Date.now() + 10_000;
-	while (!(await canConnect(port, "127.0.0.1"))) {
-		if (Date.now() > deadline) throw new Error(`nats-server did not start on port ${port}`);
-		await sleep(100);
-	}
-	return { url: `nats://127.0.0.1:${port}`, external: false, proc };
 }
 
 function serviceNames(): string[] {
@@ -326,7 +272,7 @@ function runServices(name: string, services: string[], env: Record<string, strin
 	return spawnNode(name, [RUNNER, "--config", path.join(DIST, "moleculer.config.js")], serverEnv({ SERVICES: services.join(","), SERVICEDIR: path.join(DIST, "services"), ...env }), profileFlags(name));
 }
 
-async function startDeployment(deployment: Deployment, dataDir: string, namespace: string, nats: NatsServer | null): Promise<Running> {
+async function startDeployment(deployment: Deployment, dataDir: string, namespace: string, nats: Nats | null): Promise<Running> {
 	const port = await freePort();
 	const base = `http://127.0.0.1:${port}`;
 	const common = { PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, NAMESPACE: namespace };
@@ -628,12 +574,14 @@ async function main(): Promise<number> {
 
 	const rows: Row[] = [];
 	const timeline: TimelineEntry[] = [];
-	let nats: NatsServer | null = null;
+	let nats: Nats | null = null;
 	for (const deployment of ONLY as Deployment[]) {
 		const dataDir = path.join(tmp, `${deployment}-data`);
 		fs.cpSync(seedInfo.dir, dataDir, { recursive: true });
 		if (deployment === "nats" && !nats) {
 			nats = await ensureNats();
+			// A server this run started is stopped with the others on Ctrl-C too.
+			if (nats.child) procs.add({ name: "nats-server", child: nats.child, log: [], spawnedAt: Date.now() });
 			log(`NATS at ${nats.url}${nats.external ? "" : " (started for this run)"}`);
 		}
 		const namespace = `bench-${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
@@ -646,7 +594,7 @@ async function main(): Promise<number> {
 			bare = await startBare(captured, tmp, deployment);
 			for (const c of captured) {
 				log(`${LABELS[deployment]} ${c.request}: fleet-ctl (${c.body.length} B, ${CONNECTIONS} connections, ${WARMUP}s warm-up + ${DURATION}s) ...`);
-				const natsPid = deployment === "nats" ? (nats?.proc?.child.pid ?? findPidByName("nats-server")) : undefined;
+				const natsPid = deployment === "nats" ? (nats?.child?.pid ?? findPidByName("nats-server")) : undefined;
 				const ours = await load(running.base + c.path, c.bodyFile, running.servers.map(p => p.child.pid ?? 0), natsPid);
 				for (const s of running.servers) timeline.push({ process: s.name, label: `${c.request} (measured phase)`, fromMs: ours.measuredFrom - s.spawnedAt, toMs: ours.measuredTo - s.spawnedAt });
 				log(`  ${fmtNum(ours.rps)} req/s, p50 ${fmtNum(ours.p50, 2)} ms, p99 ${fmtNum(ours.p99, 2)} ms${failures(ours) ? `, ${failures(ours)} FAILURES` : ""}`);
@@ -659,7 +607,7 @@ async function main(): Promise<number> {
 			await Promise.all([running.stop(), bare ? stopProc(bare.proc) : Promise.resolve()]);
 		}
 	}
-	if (nats?.proc) await stopProc(nats.proc);
+	await nats?.stop();
 	if (PROFILE_DIR) {
 		fs.writeFileSync(path.join(PROFILE_DIR, "timeline.json"), JSON.stringify(timeline, null, 2));
 		log(`CPU profiles and timeline.json in ${PROFILE_DIR} (summarize: node dist/bench/profile-top.js ${PROFILE_DIR}/inproc-all.cpuprofile)`);

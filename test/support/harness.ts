@@ -4,12 +4,14 @@
  *  - split: the gateway and the data services in two child processes (the production command on the
  *    compiled build) talking over a real NATS server; this process joins the cluster to seed data.
  */
-import { spawn, spawnSync, type ChildProcess } from "node:child_process";
+import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
-import net from "node:net";
 import os from "node:os";
 import path from "node:path";
 import type { AddressInfo } from "node:net";
+import { ensureNats, freePort } from "./net";
+
+export { ensureNats, freePort, type Nats } from "./net";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
 
 export const ROOT = path.resolve(__dirname, "../..");
@@ -88,33 +90,6 @@ export async function startEmbedded(opts: EmbeddedOptions = {}): Promise<Harness
 
 // ------------------------------------------------------------------ NATS
 
-function canConnect(port: number, host = "127.0.0.1"): Promise<boolean> {
-	return new Promise(resolve => {
-		const socket = net.connect({ port, host });
-		socket.setTimeout(1000);
-		socket.once("connect", () => {
-			socket.destroy();
-			resolve(true);
-		});
-		socket.once("error", () => resolve(false));
-		socket.once("timeout", () => {
-			socket.destroy();
-			resolve(false);
-		});
-	});
-}
-
-export function freePort(): Promise<number> {
-	return new Promise((resolve, reject) => {
-		const server = net.createServer();
-		server.listen(0, "127.0.0.1", () => {
-			const { port } = server.address() as AddressInfo;
-			server.close(() => resolve(port));
-		});
-		server.once("error", reject);
-	});
-}
-
 async function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> {
 	const deadline = Date.now() + timeoutMs;
 	while (Date.now() < deadline) {
@@ -122,34 +97,6 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: s
 		await new Promise(r => setTimeout(r, 100));
 	}
 	throw new Error(`timed out waiting for ${what}`);
-}
-
-export interface Nats {
-	url: string;
-	stop(): Promise<void>;
-}
-
-/**
- * NATS_URL (default nats://127.0.0.1:4222) if a server answers there; otherwise a nats-server from
- * PATH on a free port. Fails with a clear message when there is neither.
- */
-export async function ensureNats(): Promise<Nats> {
-	const url = new URL(process.env.NATS_URL || "nats://127.0.0.1:4222");
-	if (await canConnect(Number(url.port || 4222), url.hostname)) return { url: url.toString(), stop: async () => {} };
-	const which = spawnSync("sh", ["-c", "command -v nats-server || ls /usr/sbin/nats-server 2>/dev/null"], { encoding: "utf8" });
-	const bin = which.stdout.trim().split("\n")[0];
-	if (!bin) {
-		throw new Error(`No NATS server answers at ${url} and no nats-server binary was found on PATH. Start one (or apt-get install nats-server) or set NATS_URL.`);
-	}
-	const port = await freePort();
-	const child = spawn(bin, ["-a", "127.0.0.1", "-p", String(port)], { stdio: "ignore" });
-	await waitFor(() => canConnect(port), 10_000, `nats-server on port ${port}`);
-	return {
-		url: `nats://127.0.0.1:${port}`,
-		stop: async () => {
-			child.kill("SIGTERM");
-		},
-	};
 }
 
 export interface Proc {
