@@ -69,6 +69,11 @@ export interface Config {
 	 * "/" means the whole file server.
 	 */
 	cmPatchPrefix: string;
+	/**
+	 * Interval of the periodic inventory reconciliation (keys, fingerprints, presence, grains → hosts),
+	 * in ms (default 300000, five minutes); 0 turns the periodic run off (`cm-gateway.sync` still works).
+	 */
+	cmSyncIntervalMs: number;
 }
 
 function bool(name: string, fallback: boolean): boolean {
@@ -117,5 +122,6 @@ export function loadConfig(): Config {
 		cmJobTimeoutMs: int("CM_JOB_TIMEOUT_MS", 600_000, 1),
 		cmJobPollMs: int("CM_JOB_POLL_MS", 1000, 10),
 		cmPatchPrefix: patchPrefix(str("CM_PATCH_PREFIX", "patches/")),
+		cmSyncIntervalMs: int("CM_SYNC_INTERVAL_MS", 300_000),
 	};
 }

@@ -47,10 +47,33 @@
  *  - Both calls are reads, so the client retries them after transient failures; salt-api down, failing
  *    or malformed is 502, timed out 504 (never 500). Nothing is written unless every file was read.
  *    Without CM_API_URL the action is not published either: 503.
+ *
+ * Inventory reconciliation (syncInventory; the internal action `cm-gateway.sync`, and every
+ * CM_SYNC_INTERVAL_MS, default five minutes, 0 off): the periodic safety net of the inventory. Four reads,
+ * one call each whatever the fleet's size (protocols.md Part A): wheel `key.list_all` (minions → key
+ * "accepted", minions_pre "pending", minions_rejected "rejected", minions_denied "denied"), wheel
+ * `key.finger` match "*" (the fingerprints), runner `manage.status` (up/down of the accepted minions) and
+ * runner `cache.grains` tgt "*" (the grains the master has cached). Every read must succeed before anything is
+ * written: salt-api down, failing or malformed fails the sync (502/504 for the caller, a warning for the
+ * timer) and leaves every host as it was. Then, in batches of `hosts.upsertMany`, every minion with a key:
+ *  - `key`; `status` "up" (and `heartbeat` now) or "down" for accepted minions, "unknown" for the others
+ *    (the master does not track the presence of minions it does not accept);
+ *  - `fingerprint`; a changed one is pushed, with the time, to `fingerprint_history` and raises the
+ *    alert {type: "fingerprint.changed", level: "warning", payload: {hostname, fingerprint, previous}};
+ *  - from the grains, when the master has them: `grain` (sanitized: MongoDB and NeDB refuse keys with a
+ *    "." or a leading "$", so every "." in a key becomes "_" and a leading "$" becomes "_", at any depth;
+ *    e.g. a custom grain "ctl.version" is stored as "ctl_version"), `version` (grain `cmversion`, else
+ *    `saltversion`), `ip` (grain `ip`, else the first non-loopback address of `ip_interfaces`, IPv4
+ *    first), `last_distupgrade` and `last_stateapply` (grain `ctl`'s "YYYY-MM-DD HH:MM:SS+00:00" strings).
+ * Known hosts whose key is no longer on the master are soft-deleted (`hosts.setPresent`), and their `key`
+ * is forgotten; when the key comes back, the host is restored. A host an operator soft-deleted while its
+ * key was still there keeps its `key` and stays soft-deleted (it is still updated). Only one sync runs at
+ * a time: a sync asked for while one runs gets that one's result.
  */
 import type { Context, ServiceSchema } from "moleculer";
 import { loadConfig, type Config } from "../lib/config";
 import { EveError, notFound, validationFailed } from "../lib/eve/errors";
+import { HOSTNAME } from "../lib/eve/ids";
 import { compileSchema } from "../lib/eve/validation";
 import { SaltClient, type Lowstate } from "../lib/salt-client";
 
@@ -88,6 +111,53 @@ const JID = /^\d{20}(_\d+)?$/;
 /** Largest batch handed to `updates.upsertMany` (its params allow 10,000). */
 const UPSERT_BATCH = 1000;
 const NO_RETURN = "Minion did not return";
+/** `key.list_all`'s key directories and the host `key` each one means. */
+const KEY_DIRS: Array<[string, "accepted" | "pending" | "rejected" | "denied"]> = [
+	["minions", "accepted"],
+	["minions_pre", "pending"],
+	["minions_rejected", "rejected"],
+	["minions_denied", "denied"],
+];
+
+export interface SyncResult {
+	_status: "OK";
+	/** Minions with a key on the master. */
+	hosts: number;
+	created: number;
+	updated: number;
+	/** Hosts soft-deleted because their key left the master, and restored because it came back. */
+	removed: number;
+	restored: number;
+	fingerprints_changed: number;
+}
+
+/** Grains as MongoDB and NeDB store them: "." in keys becomes "_", so does a leading "$" (at any depth). */
+export function sanitizeGrains(value: unknown): unknown {
+	if (Array.isArray(value)) return value.map(sanitizeGrains);
+	if (!value || typeof value !== "object") return value;
+	const out: Record<string, unknown> = {};
+	for (const [k, v] of Object.entries(value as Record<string, unknown>)) out[k.replace(/\./g, "_").replace(/^\$/, "_")] = sanitizeGrains(v);
+	return out;
+}
+
+/** A grain date "YYYY-MM-DD HH:MM:SS+00:00" (or any ISO-like form) as a Date; undefined if not one. */
+export function grainDate(value: unknown): Date | undefined {
+	if (typeof value !== "string") return undefined;
+	const m = /^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)\s*(Z|[+-]\d{2}:?\d{2})?$/.exec(value.trim());
+	if (!m) return undefined;
+	const d = new Date(`${m[1]}T${m[2]}${m[3] ? (m[3] === "Z" ? "Z" : m[3].includes(":") ? m[3] : `${m[3].slice(0, 3)}:${m[3].slice(3)}`) : "Z"}`);
+	return Number.isNaN(d.getTime()) ? undefined : d;
+}
+
+/** The host's address from its grains: `ip`, else the first non-loopback address of `ip_interfaces` (IPv4 first). */
+export function grainIp(grains: Record<string, unknown>): string | undefined {
+	if (typeof grains.ip === "string" && grains.ip) return grains.ip;
+	const ifaces = grains.ip_interfaces;
+	if (!ifaces || typeof ifaces !== "object") return undefined;
+	const all = Object.values(ifaces as Record<string, unknown>).flatMap(a => (Array.isArray(a) ? a.filter((x): x is string => typeof x === "string") : []));
+	const usable = all.filter(a => !/^127\./.test(a) && a !== "::1" && !/^fe80:/i.test(a));
+	return usable.find(a => a.includes(".")) ?? usable[0];
+}
 
 const checkBody = compileSchema({
 	cm_client: { type: "enum", values: ["local", "local_async"], optional: true },
@@ -145,6 +215,12 @@ export default function CmGatewayService(): ServiceSchema {
 			? {
 					runOnHost: run("host"),
 					runOnGroup: run("group"),
+					sync: {
+						visibility: "public" as const,
+						async handler(this: any): Promise<SyncResult> {
+							return this.syncInventory();
+						},
+					},
 					loadUpdates: {
 						visibility: "published" as const,
 						params: { query: { type: "any", optional: true } },
@@ -159,6 +235,8 @@ export default function CmGatewayService(): ServiceSchema {
 			this.jobs = new Map<string, TrackedJob>();
 			this.pollTimer = null;
 			this.polling = false;
+			this.syncTimer = null;
+			this.syncing = null;
 			this.salt = configured
 				? new SaltClient({
 						url: config.cmApiUrl,
@@ -173,10 +251,16 @@ export default function CmGatewayService(): ServiceSchema {
 				: null;
 		},
 
+		started(this: any) {
+			if (configured && config.cmSyncIntervalMs > 0) this.scheduleSync();
+		},
+
 		stopped(this: any) {
 			this.stopping = true;
 			if (this.pollTimer) clearTimeout(this.pollTimer);
 			this.pollTimer = null;
+			if (this.syncTimer) clearTimeout(this.syncTimer);
+			this.syncTimer = null;
 			this.jobs.clear();
 			this.salt?.close();
 		},
@@ -308,6 +392,121 @@ export default function CmGatewayService(): ServiceSchema {
 				}
 				if (ret.length) this.logger.warn(`Skipping patch file '${path}': the master did not send it as text`);
 				return null;
+			},
+
+			// ------------------------------------------------------------ inventory reconciliation
+
+			scheduleSync(this: any) {
+				if (this.syncTimer || this.stopping) return;
+				this.syncTimer = setTimeout(() => {
+					this.syncTimer = null;
+					void this.syncInventory()
+						.catch((err: Error) => this.logger.warn("Inventory reconciliation failed; the hosts are left as they were:", err.message))
+						.finally(() => this.scheduleSync());
+				}, config.cmSyncIntervalMs);
+				this.syncTimer.unref?.();
+			},
+
+			/** One full reconciliation (see the header); joins the one under way if any. */
+			syncInventory(this: any): Promise<SyncResult> {
+				if (!this.syncing) {
+					this.syncing = this.reconcile().finally(() => {
+						this.syncing = null;
+					});
+				}
+				return this.syncing;
+			},
+
+			async reconcile(this: any): Promise<SyncResult> {
+				const wheel = async (fun: string, extra: Record<string, unknown> = {}) => {
+					const event = await this.salt.lowstate({ client: "wheel", fun, ...extra }, { safe: true });
+					const data = event && typeof event === "object" ? (event as { data?: { return?: unknown; success?: unknown } }).data : undefined;
+					if (!data || typeof data !== "object" || data.success === false || !data.return || typeof data.return !== "object" || Array.isArray(data.return)) {
+						throw new EveError(502, `salt-api sent a malformed answer to ${fun}`);
+					}
+					return data.return as Record<string, unknown>;
+				};
+				const keys = await wheel("key.list_all");
+				const fingers = await wheel("key.finger", { match: "*" });
+				const status = await this.salt.lowstate({ client: "runner", fun: "manage.status" }, { safe: true });
+				if (!status || typeof status !== "object" || !Array.isArray(status.up) || !Array.isArray(status.down)) throw new EveError(502, "salt-api sent a malformed answer to manage.status");
+				const grains = await this.salt.lowstate({ client: "runner", fun: "cache.grains", tgt: "*", tgt_type: "glob" }, { safe: true });
+				if (!grains || typeof grains !== "object" || Array.isArray(grains)) throw new EveError(502, "salt-api sent a malformed answer to cache.grains");
+
+				// The master's view, by minion id.
+				const keyOf = new Map<string, string>();
+				const fingerOf = new Map<string, string>();
+				for (const [dir, state] of KEY_DIRS) {
+					const ids = keys[dir];
+					if (ids !== undefined && !Array.isArray(ids)) throw new EveError(502, "salt-api sent a malformed answer to key.list_all");
+					for (const id of (ids ?? []) as unknown[]) if (typeof id === "string" && HOSTNAME.test(id)) keyOf.set(id, state);
+					const fps = fingers[dir];
+					if (fps && typeof fps === "object") for (const [id, fp] of Object.entries(fps as Record<string, unknown>)) if (typeof fp === "string" && fp) fingerOf.set(id, fp);
+				}
+				const up = new Set<string>((status.up as unknown[]).map(String));
+				const down = new Set<string>((status.down as unknown[]).map(String));
+
+				const known = new Map<string, { key?: string; fingerprint?: string; fingerprint_history: Array<{ added: Date; fingerprint: string }>; _soft_deleted: boolean }>(
+					((await this.broker.call("hosts.inventoryState")) as any[]).map(h => [h._id, h]),
+				);
+				const now = new Date();
+				const changes: Record<string, unknown>[] = [];
+				const alerts: Array<{ hostname: string; fingerprint: string; previous: string }> = [];
+				for (const [id, key] of keyOf) {
+					const doc: Record<string, unknown> = { _id: id, key };
+					doc.status = key !== "accepted" ? "unknown" : up.has(id) ? "up" : down.has(id) ? "down" : "unknown";
+					if (doc.status === "up") doc.heartbeat = now;
+					const fp = fingerOf.get(id);
+					const host = known.get(id);
+					if (fp) {
+						doc.fingerprint = fp;
+						if (host?.fingerprint && host.fingerprint !== fp) {
+							doc.fingerprint_history = [...host.fingerprint_history, { added: now, fingerprint: host.fingerprint }];
+							alerts.push({ hostname: id, fingerprint: fp, previous: host.fingerprint });
+						}
+					}
+					const g = (grains as Record<string, unknown>)[id];
+					if (g && typeof g === "object" && !Array.isArray(g)) {
+						const gr = g as Record<string, unknown>;
+						doc.grain = sanitizeGrains(gr);
+						const version = typeof gr.cmversion === "string" ? gr.cmversion : typeof gr.saltversion === "string" ? gr.saltversion : undefined;
+						if (version) doc.version = version;
+						const ip = grainIp(gr);
+						if (ip) doc.ip = ip;
+						const ctl = gr.ctl && typeof gr.ctl === "object" ? (gr.ctl as Record<string, unknown>) : {};
+						const dist = grainDate(ctl.last_distupgrade);
+						if (dist) doc.last_distupgrade = dist;
+						const apply = grainDate(ctl.last_stateapply);
+						if (apply) doc.last_stateapply = apply;
+					}
+					changes.push(doc);
+				}
+
+				// Hosts soft-deleted by an earlier reconciliation (their `key` was forgotten) whose key is back.
+				const restore = [...keyOf.keys()].filter(id => {
+					const h = known.get(id);
+					return h && h._soft_deleted && !h.key;
+				});
+				const gone = [...known.values()].filter(h => !h._soft_deleted && !keyOf.has((h as any)._id)).map(h => (h as any)._id as string);
+
+				let created = 0;
+				let updated = 0;
+				for (let i = 0; i < changes.length; i += UPSERT_BATCH) {
+					const res: { created: number; updated: number } = await this.broker.call("hosts.upsertMany", { hosts: changes.slice(i, i + UPSERT_BATCH) });
+					created += res.created;
+					updated += res.updated;
+				}
+				const restored: string[] = restore.length ? await this.broker.call("hosts.setPresent", { ids: restore, present: true }) : [];
+				const removed: string[] = gone.length ? await this.broker.call("hosts.setPresent", { ids: gone, present: false }) : [];
+				for (const a of alerts) {
+					try {
+						await this.broker.call("alerts.raise", { type: "fingerprint.changed", level: "warning", payload: a });
+					} catch (err) {
+						this.logger.warn(`Could not raise the fingerprint alert of '${a.hostname}':`, (err as Error).message);
+					}
+				}
+				if (removed.length || restored.length || alerts.length) this.logger.info(`Inventory: ${removed.length} host(s) soft-deleted, ${restored.length} restored, ${alerts.length} fingerprint(s) changed`);
+				return { _status: "OK", hosts: keyOf.size, created, updated, removed: removed.length, restored: restored.length, fingerprints_changed: alerts.length };
 			},
 
 			// ------------------------------------------------------------ local_async returns

@@ -109,6 +109,46 @@ const HostsService: EveServiceSchema = {
 			},
 		},
 
+		/**
+		 * What the inventory reconciliation compares with the master (internal: the cm-gateway): every
+		 * host, soft-deleted ones included, as {_id, key?, fingerprint?, fingerprint_history, _soft_deleted}.
+		 */
+		inventoryState: {
+			visibility: "public",
+			async handler(this: EveThis) {
+				const docs = await this.store.find({}, { exclude: ["grain", "vpn_representation"] });
+				return docs.map(d => ({
+					_id: d._id,
+					key: d.key,
+					fingerprint: d.fingerprint,
+					fingerprint_history: Array.isArray(d.fingerprint_history) ? d.fingerprint_history : [],
+					_soft_deleted: d._soft_deleted === true,
+				}));
+			},
+		},
+
+		/**
+		 * The inventory's soft-delete and restore (internal: the cm-gateway). `present: false` soft-deletes
+		 * the hosts whose key left the master and forgets their `key` (so that a later reconciliation can
+		 * tell them from hosts an operator deleted); `present: true` restores them. Answers the ids changed.
+		 */
+		setPresent: {
+			visibility: "public",
+			params: { ids: { type: "array", items: "string", max: 100_000 }, present: "boolean" },
+			async handler(this: EveThis, ctx: Context<{ ids: string[]; present: boolean }>) {
+				const { ids, present } = ctx.params;
+				if (!ids.length) return [];
+				const docs = await this.store.find({ _id: { $in: ids }, _soft_deleted: present ? true : { $ne: true } }, { exclude: ["grain"] });
+				const changed = docs.map(d => d._id as string);
+				if (!changed.length) return [];
+				const now = nowSeconds();
+				const update = present ? { $set: { _soft_deleted: false, _updated: now } } : { $set: { _soft_deleted: true, _updated: now }, $unset: { key: true as const } };
+				await this.store.updateMany({ _id: { $in: changed } }, update);
+				await this.notifyChanged(ctx, "updated", changed);
+				return changed;
+			},
+		},
+
 		/** Which of these hostnames are soft-deleted hosts (they never resolve as targets). */
 		softDeletedAmong: {
 			visibility: "public",

@@ -303,6 +303,194 @@ describe("cm-gateway: remote execution against salt-api", () => {
 	});
 });
 
+describe("cm-gateway: inventory reconciliation (cm-gateway.sync)", () => {
+	let sim: SaltApiSimulator;
+	let h: Harness;
+	const url = (path: string) => `${h.api}/${path}`;
+	const sync = () => h.call("cm-gateway.sync");
+	const listed = async (): Promise<Record<string, any>> => {
+		const res = await request("GET", `${url("hosts")}?max_results=50&sort=_id`);
+		expect(res.status).toBe(200);
+		return Object.fromEntries(res.body._items.map((x: any) => [x._id, x]));
+	};
+	const item = async (id: string, query = "") => request("GET", `${url(`hosts/${id}`)}${query}`);
+	const httpDate = (grain: string) => new Date(grain.replace(" ", "T")).toUTCString();
+
+	beforeAll(async () => {
+		sim = new SaltApiSimulator({ minions: 12, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceEvents: false });
+		const { url: salt } = await sim.start();
+		const { username, password, eauth } = sim.credentials;
+		h = await startEmbedded({
+			env: { CM_API_URL: salt, CM_API_USER: username, CM_API_PASSWORD: password, CM_API_EAUTH: eauth, CM_API_TIMEOUT_MS: "2000", CM_SYNC_INTERVAL_MS: "0" },
+		});
+	});
+	afterAll(async () => {
+		await h?.stop();
+		await sim?.stop();
+	});
+	afterEach(() => sim.clearFaults());
+
+	it("lists exactly the master's minions with key states, fingerprints, up/down, version, ip, dates and grains", async () => {
+		const res = await sync();
+		const ids = sim.minionIds();
+		expect(res).toMatchObject({ _status: "OK", hosts: ids.length, created: ids.length, updated: 0, removed: 0, restored: 0, fingerprints_changed: 0 });
+		const all = await listed();
+		expect(Object.keys(all).sort()).toEqual([...ids].sort());
+		const states = new Set<string>();
+		for (const id of ids) {
+			const m = sim.minion(id)!;
+			const host = all[id];
+			states.add(m.key);
+			expect(host.key).toBe(m.key);
+			expect(host.fingerprint).toBe(m.fingerprint);
+			expect(host.fingerprint_history).toEqual([]);
+			expect(host.status).toBe(m.key !== "accepted" ? "unknown" : m.up ? "up" : "down");
+			if (host.status === "up") expect(typeof host.heartbeat).toBe("string");
+			if (m.key !== "accepted") continue;
+			expect(host.version).toBe(m.grains.cmversion);
+			expect(host.ip).toBe(m.grains.ip);
+			const ctl = m.grains.ctl as { last_distupgrade: string; last_stateapply: string };
+			expect(host.last_distupgrade).toBe(httpDate(ctl.last_distupgrade));
+			expect(host.last_stateapply).toBe(httpDate(ctl.last_stateapply));
+			const one = await item(id);
+			expect(one.status).toBe(200);
+			expect(one.body.grain).toMatchObject({ cpu_model: m.grains.cpu_model, num_cpus: m.grains.num_cpus, cmversion: m.grains.cmversion, ctl, ip_interfaces: m.grains.ip_interfaces });
+		}
+		expect([...states].sort()).toEqual(["accepted", "denied", "pending", "rejected"]);
+		expect(Object.values(all).some((x: any) => x.status === "down")).toBe(true);
+
+		// A second run changes no host set and duplicates nothing.
+		expect(await sync()).toMatchObject({ hosts: ids.length, created: 0, updated: ids.length });
+		expect(Object.keys(await listed()).sort()).toEqual([...ids].sort());
+	});
+
+	it("follows presence and stores grain keys with '.' or a leading '$' sanitized", async () => {
+		const [id] = sim.upMinions();
+		sim.setDown(id);
+		sim.setGrains(id, { "ctl.role": "edge", $weird: { "a.b": 1 } });
+		try {
+			await sync();
+			const one = await item(id);
+			expect(one.body.status).toBe("down");
+			expect(one.body.grain).toMatchObject({ ctl_role: "edge", _weird: { a_b: 1 } });
+			expect(one.body.grain).not.toHaveProperty(["ctl.role"]);
+		} finally {
+			sim.setUp(id, true);
+		}
+		await sync();
+		expect((await item(id)).body.status).toBe("up");
+	});
+
+	it("keeps a changed fingerprint's predecessor in fingerprint_history and raises an alert", async () => {
+		const [id] = sim.upMinions();
+		await sync();
+		const old = sim.minion(id)!.fingerprint;
+		const fresh = sim.changeFingerprint(id);
+		const res = await sync();
+		expect(res.fingerprints_changed).toBe(1);
+		const host = (await item(id)).body;
+		expect(host.fingerprint).toBe(fresh);
+		expect(host.fingerprint_history).toHaveLength(1);
+		expect(host.fingerprint_history[0]).toMatchObject({ fingerprint: old });
+		expect(typeof host.fingerprint_history[0].added).toBe("string");
+		const alerts = await request("GET", `${url("alerts")}?max_results=50`);
+		expect(alerts.status).toBe(200);
+		expect(alerts.body._items).toEqual(expect.arrayContaining([expect.objectContaining({ type: "fingerprint.changed", level: "warning", payload: expect.objectContaining({ hostname: id, fingerprint: fresh }) })]));
+		// Unchanged on the next run: no new history entry.
+		await sync();
+		expect((await item(id)).body.fingerprint_history).toHaveLength(1);
+	});
+
+	it("soft-deletes a host whose key was deleted, and restores it when the key comes back", async () => {
+		const [, id] = sim.upMinions();
+		await sync();
+		expect(sim.removeMinion(id)).toBe(true);
+		expect((await sync()).removed).toBe(1);
+		expectEveError(await item(id), 404);
+		expect((await item(id, "?show_soft_deleted=true")).status).toBe(200);
+		expect(Object.keys(await listed())).not.toContain(id);
+
+		sim.addMinion({ id, key: "accepted" });
+		expect((await sync()).restored).toBe(1);
+		const back = await item(id);
+		expect(back.status).toBe(200);
+		expect(back.body).toMatchObject({ key: "accepted", fingerprint: sim.minion(id)!.fingerprint });
+		expect(Object.keys(await listed()).sort()).toEqual(sim.minionIds().sort());
+	});
+
+	it("leaves a host an operator soft-deleted deleted while its key is still on the master", async () => {
+		const [, , id] = sim.upMinions();
+		await sync();
+		expect((await request("DELETE", url(`hosts/${id}`))).status).toBe(204);
+		expect((await sync()).restored).toBe(0);
+		expectEveError(await item(id), 404);
+	});
+
+	it("runs one sync at a time: a second call joins the one under way", async () => {
+		const before = sim.requests().filter(r => r.path === "/").length;
+		const [a, b] = await Promise.all([sync(), sync()]);
+		expect(a).toEqual(b);
+		expect(sim.requests().filter(r => r.path === "/").length - before).toBe(4);
+	});
+
+	it("fails cleanly when salt-api is down, hangs or fails, and leaves every host as it was", async () => {
+		await sync();
+		const before = await listed();
+		const victim = sim.upMinions()[3];
+		sim.removeMinion(victim);
+		sim.changeFingerprint(sim.upMinions()[0]);
+		try {
+			for (const mode of ["refuse", "master-down", "hang"] as const) {
+				await sim.goDown(mode);
+				try {
+					await expect(sync()).rejects.toMatchObject({ code: mode === "hang" ? 504 : 502 });
+				} finally {
+					await sim.comeBack();
+				}
+			}
+			// salt-api failing with 500 (after the retries): nothing is written either.
+			sim.failNext(10, 500, { filter: { method: "POST", path: "/" } });
+			await expect(sync()).rejects.toBeTruthy();
+			sim.clearFaults();
+			expect(await listed()).toEqual(before);
+		} finally {
+			sim.clearFaults();
+		}
+		// Back to normal: the removal is seen now.
+		expect((await sync()).removed).toBe(1);
+	});
+});
+
+describe("cm-gateway: periodic inventory reconciliation (CM_SYNC_INTERVAL_MS)", () => {
+	let sim: SaltApiSimulator;
+	let h: Harness;
+	beforeAll(async () => {
+		sim = new SaltApiSimulator({ minions: 5, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceEvents: false });
+		const { url: salt } = await sim.start();
+		const { username, password, eauth } = sim.credentials;
+		h = await startEmbedded({ env: { CM_API_URL: salt, CM_API_USER: username, CM_API_PASSWORD: password, CM_API_EAUTH: eauth, CM_API_TIMEOUT_MS: "2000", CM_SYNC_INTERVAL_MS: "200" } });
+	});
+	afterAll(async () => {
+		await h?.stop();
+		await sim?.stop();
+		process.env.CM_SYNC_INTERVAL_MS = "";
+	});
+
+	it("reconciles by itself on the interval, and again after an outage", async () => {
+		const ids = async () => {
+			const res = await request("GET", `${h.api}/hosts?max_results=50`);
+			return res.body._items.map((x: any) => x._id).sort();
+		};
+		await eventually(async () => ((await ids()).length === sim.minionIds().length ? true : undefined));
+		await sim.goDown("refuse");
+		await new Promise(r => setTimeout(r, 500));
+		const added = sim.addMinion({ key: "pending" });
+		await sim.comeBack();
+		await eventually(async () => ((await ids()).includes(added) ? true : undefined));
+		expect(await ids()).toEqual(sim.minionIds().sort());
+	});
+});
+
 describe("cm-gateway without a configured master", () => {
 	let h: Harness;
 	beforeAll(async () => {
