@@ -20,6 +20,8 @@ export interface RouteMethod {
 	/** The gateway may keep this read's response until that service's collection changes. */
 	cachedBy?: string;
 	scope?: ScopeCheck;
+	/** Why the route answers 503 when its action is not published (default: its service is not running). */
+	unavailable?: string;
 }
 
 export interface RouteDef {
@@ -51,6 +53,9 @@ const readItem = (service: string, role: Role = "viewer") => ({ GET: { action: `
 const get = (action: string): RouteMethod => ({ action, role: "viewer" });
 const json = (action: string, role: Role, scope?: ScopeCheck): RouteMethod => ({ action, role, body: "json", scope });
 const none = (action: string, role: Role): RouteMethod => ({ action, role, body: "none" });
+/** The cm-gateway publishes its salt actions only when CM_API_URL names a salt-api. */
+const NO_MASTER = "no configuration-management master is configured (CM_API_URL), or the cm-gateway is not running";
+const needsMaster = (m: RouteMethod): RouteMethod => ({ ...m, unavailable: NO_MASTER });
 
 export const ROUTES: RouteDef[] = [
 	{ path: "groups", methods: { ...read("groups"), POST: json("groups.create", "admin"), DELETE: none("groups.removeWhere", "admin") } },
@@ -60,7 +65,7 @@ export const ROUTES: RouteDef[] = [
 		path: "groups/:id",
 		methods: {
 			...readItem("groups"),
-			POST: json("cm-gateway.runOnGroup", "operator", "group"),
+			POST: needsMaster(json("cm-gateway.runOnGroup", "operator", "group")),
 			PATCH: json("groups.patch", "admin"),
 			DELETE: none("groups.remove", "admin"),
 		},
@@ -86,7 +91,7 @@ export const ROUTES: RouteDef[] = [
 		path: "hosts/:id",
 		methods: {
 			...readItem("hosts"),
-			POST: json("cm-gateway.runOnHost", "operator", "host"),
+			POST: needsMaster(json("cm-gateway.runOnHost", "operator", "host")),
 			PATCH: json("hosts.patch", "admin"),
 			DELETE: none("hosts.remove", "admin"),
 		},
@@ -105,7 +110,7 @@ export const ROUTES: RouteDef[] = [
 	{ path: "failed_patches", methods: read("failed-patches") },
 	{ path: "failed_patches/:id", methods: readItem("failed-patches") },
 
-	{ path: "updates", methods: { ...read("updates"), POST: none("cm-gateway.loadUpdates", "operator") } },
+	{ path: "updates", methods: { ...read("updates"), POST: needsMaster(none("cm-gateway.loadUpdates", "operator")) } },
 	{ path: "updates/:id", methods: { ...readItem("updates"), PATCH: json("updates.patch", "operator") } },
 
 	{ path: "alerts", methods: read("alerts") },

@@ -25,7 +25,7 @@ const GATEWAY_CACHE_ENTRIES = 500;
 
 type Req = IncomingMessage & {
 	$params: Record<string, any>;
-	$alias?: { action?: string; bodyKind?: BodyKind; cachedBy?: string; role?: Role; scope?: ScopeCheck };
+	$alias?: { action?: string; unavailable?: string; bodyKind?: BodyKind; cachedBy?: string; role?: Role; scope?: ScopeCheck };
 	/** What a remote execution or task targets, for the scope check and the audit log. */
 	$run?: { fun: string; targets: string[] };
 	$endpoint?: { action: unknown };
@@ -36,8 +36,6 @@ type Req = IncomingMessage & {
 };
 
 const config = loadConfig();
-
-const REMOTE_EXECUTION = new Set(["cm-gateway.runOnHost", "cm-gateway.runOnGroup", "cm-gateway.loadUpdates"]);
 
 const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
@@ -79,7 +77,7 @@ interface EveErrorBody {
 }
 
 /** Any error, from any layer, as Eve's error body. Unknown errors are 500s that reveal nothing. */
-export function toEveError(err: any, action?: string): { code: number; body: EveErrorBody; internal: boolean } {
+export function toEveError(err: any, unavailable?: string): { code: number; body: EveErrorBody; internal: boolean } {
 	let code = 500;
 	let message: string | undefined;
 	let extra: Partial<EveErrorBody> = {};
@@ -101,10 +99,7 @@ export function toEveError(err: any, action?: string): { code: number; body: Eve
 		message = status === 413 ? `request body too large (limit ${config.maxBodyBytes} bytes)` : err.type === "entity.parse.failed" ? "malformed JSON in the request body" : "unreadable request body";
 	} else if (err?.name === "ServiceUnavailableError" || err?.name === "ServiceNotAvailableError" || (err?.name === "ServiceNotFoundError" && err?.data?.action && !String(err.data.action).startsWith("$"))) {
 		code = 503;
-		// The cm-gateway publishes remote execution and patch loading only when CM_API_URL names a salt-api.
-		message = REMOTE_EXECUTION.has(String(err?.data?.action ?? action))
-			? "no configuration-management master is configured (CM_API_URL), or the cm-gateway is not running"
-			: "the service that handles this request is not available";
+		message = unavailable ?? "the service that handles this request is not available";
 	} else if (err?.name === "RequestTimeoutError") {
 		code = 504;
 		message = "the request took too long to complete";
@@ -134,7 +129,7 @@ function aliasesFor(): Record<string, unknown> {
 		const allowed = Object.keys(route.methods);
 		for (const [method, def] of Object.entries(route.methods) as Array<[string, RouteMethod]>) {
 			// An object alias takes its type from `type`; a "stream:" prefix would stay in the action name.
-			const common = { action: def.action, role: def.role, cachedBy: def.cachedBy, scope: def.scope };
+			const common = { action: def.action, role: def.role, cachedBy: def.cachedBy, scope: def.scope, unavailable: def.unavailable };
 			aliases[`${method} /${route.path}`] = { ...common, type: def.body === "stream" ? "stream" : "call", bodyKind: def.body ?? "none" };
 			if (method === "GET") aliases[`HEAD /${route.path}`] = { ...common, bodyKind: "none" };
 		}
@@ -215,7 +210,7 @@ const ApiService: ServiceSchema<any> = {
 			},
 		],
 		onError(this: any, req: Req, res: ServerResponse, err: any) {
-			const { code, body, internal } = toEveError(err, req.$alias?.action);
+			const { code, body, internal } = toEveError(err, req.$alias?.unavailable);
 			if (internal) this.logger.error("Request failed:", req.method, req.url, err);
 			const send = () => {
 				if (res.headersSent) {

@@ -84,6 +84,16 @@ export default function hosts(h: () => Harness): void {
 		});
 	});
 
+	/** The related links host A has: its nodegroups by name, its group, its last action. */
+	const relatedOfA = () => ({
+		nodegroups: [
+			{ title: "Nodegroup", href: "nodegroups/e2e-web" },
+			{ title: "Nodegroup", href: "nodegroups/e2e-alt" },
+		],
+		groups: [{ title: "Group", href: `groups/${groupId}` }],
+		last_action: { title: "Action", href: `actions/${JID}${A}` },
+	});
+
 	describe("reading", () => {
 		it("lists hosts keyed by hostname, without grain, with related links and HTTP-dates", async () => {
 			const res = await request("GET", url("hosts", { where: mine, sort: "_id" }));
@@ -111,14 +121,7 @@ export default function hosts(h: () => Harness): void {
 			expect(a._updated).toMatch(HTTP_DATE);
 			expect(a._links).toEqual({
 				self: { title: "Host", href: `hosts/${A}` },
-				related: {
-					nodegroups: [
-						{ title: "Nodegroup", href: "nodegroups/e2e-web" },
-						{ title: "Nodegroup", href: "nodegroups/e2e-alt" },
-					],
-					groups: [{ title: "Group", href: `groups/${groupId}` }],
-					last_action: { title: "Action", href: `actions/${JID}${A}` },
-				},
+				related: relatedOfA(),
 			});
 			// A host with no references has no `related` at all.
 			expect(res.body._items[0]._links).toEqual({ self: { title: "Host", href: `hosts/${B}` } });
@@ -132,14 +135,7 @@ export default function hosts(h: () => Harness): void {
 			expect(res.body.last_stateapply).toBe("Wed, 01 May 2024 12:00:00 GMT");
 			expect(res.body._links).toEqual({
 				self: { title: "Host", href: `hosts/${A}` },
-				related: {
-					nodegroups: [
-						{ title: "Nodegroup", href: "nodegroups/e2e-web" },
-						{ title: "Nodegroup", href: "nodegroups/e2e-alt" },
-					],
-					groups: [{ title: "Group", href: `groups/${groupId}` }],
-					last_action: { title: "Action", href: `actions/${JID}${A}` },
-				},
+				related: relatedOfA(),
 				parent: { title: "home", href: "/" },
 				collection: { title: "hosts", href: "hosts" },
 			});
