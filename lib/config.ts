@@ -60,8 +60,19 @@ export interface Config {
 	cmApiCa: string;
 	/** How long the returns of a local_async job are waited for before the silent hosts are marked "timeout", in ms. */
 	cmJobTimeoutMs: number;
-	/** Interval between polls of GET /jobs/<jid> for local_async jobs, in ms. */
+	/**
+	 * Interval between reads of GET /jobs/<jid> for the local_async jobs still waiting, in ms: the fallback
+	 * for returns the event stream did not bring (it was reconnecting, or CM_EVENTS is off).
+	 */
 	cmJobPollMs: number;
+	/** Follow salt-api's event stream (GET /events) for returns, presence, keys and alerts (default true). */
+	cmEvents: boolean;
+	/** Interval of the live `status.all_status` poll started by POST /hosts/{id}/all_status, in ms. */
+	cmAllStatusIntervalMs: number;
+	/** A live poll stops by itself after this long, in ms (a panel that forgot to stop it). */
+	cmAllStatusMaxMs: number;
+	/** More host.down (or host.up) alerts than this from one batch of changes become one summary alert. */
+	cmAlertBurst: number;
 	/**
 	 * Where the patches live on the master's file server (saltenv base), as a path prefix relative to
 	 * the file roots (default "patches/"): `POST /updates` loads every `.sls` file under it. A missing
@@ -120,7 +131,11 @@ export function loadConfig(): Config {
 		cmApiTlsVerify: bool("CM_API_TLS_VERIFY", true),
 		cmApiCa: str("CM_API_CA"),
 		cmJobTimeoutMs: int("CM_JOB_TIMEOUT_MS", 600_000, 1),
-		cmJobPollMs: int("CM_JOB_POLL_MS", 1000, 10),
+		cmJobPollMs: int("CM_JOB_POLL_MS", 5000, 10),
+		cmEvents: bool("CM_EVENTS", true),
+		cmAllStatusIntervalMs: int("CM_ALL_STATUS_INTERVAL_MS", 10_000, 100),
+		cmAllStatusMaxMs: int("CM_ALL_STATUS_MAX_MS", 3_600_000, 1000),
+		cmAlertBurst: int("CM_ALERT_BURST", 20, 1),
 		cmPatchPrefix: patchPrefix(str("CM_PATCH_PREFIX", "patches/")),
 		cmSyncIntervalMs: int("CM_SYNC_INTERVAL_MS", 300_000),
 	};

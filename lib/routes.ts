@@ -86,7 +86,7 @@ export const ROUTES: RouteDef[] = [
 	{ path: "hosts/statistics/unique_dist_upgraded", methods: { GET: get("stats.uniqueDistUpgraded") } },
 	{ path: "hosts/statistics/new_hosts", methods: { GET: get("stats.newHosts") } },
 	{ path: "hosts", methods: read("hosts") },
-	{ path: "hosts/:id/all_status", methods: { POST: json("cm-gateway.allStatus", "operator", "host") } },
+	{ path: "hosts/:id/all_status", methods: { POST: needsMaster(json("cm-gateway.allStatus", "operator", "host")) } },
 	{
 		path: "hosts/:id",
 		methods: {

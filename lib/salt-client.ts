@@ -14,6 +14,10 @@
  *    the message of the HTML page is extracted for the error text.
  *  - TLS certificates are verified unless `tlsVerify` is false; `ca` adds trusted CAs (PEM).
  *
+ * The event bus (`GET /events`, server-sent events; `streamEvents`) is one long-lived request outside the
+ * semaphore, authenticated like the rest, re-opened by itself with backoff whenever it ends (salt-api
+ * restarted, master down, token expired: a 401 logs in again at once).
+ *
  * Errors are `SaltApiError`s, rendered by the gateway in Eve's shape: salt-api unreachable, a 5xx, a
  * malformed answer or refused credentials -> 502; a timeout (ours, or salt-api's 504) -> 504. The
  * password never appears in an error or a log line.
@@ -62,6 +66,55 @@ export interface Lowstate {
 	full_return?: boolean;
 	timeout?: number;
 	[key: string]: unknown;
+}
+
+/** One event of the master's bus: its tag and its data (`GET /events` sends `{tag, data}` as JSON). */
+export interface SaltEvent {
+	tag: string;
+	data: Record<string, unknown>;
+}
+
+export interface EventStreamHandlers {
+	onEvent(event: SaltEvent): void;
+	/** The stream is open (first time and after every reconnection). */
+	onConnect?(): void;
+	/** The stream ended or could not be opened; it will be tried again after a backoff. */
+	onDisconnect?(reason: string): void;
+}
+
+export interface EventStream {
+	readonly connected: boolean;
+	close(): void;
+}
+
+/**
+ * Splits a server-sent-events byte stream into records and hands each record's fields on. salt-api
+ * writes `tag:` and `data:` lines (and a first `retry:` line with no blank line after it).
+ */
+export class SseParser {
+	private buffer = "";
+	constructor(private readonly onRecord: (fields: { tag?: string; data: string }) => void) {}
+
+	push(chunk: string): void {
+		this.buffer += chunk;
+		for (;;) {
+			const m = /\r?\n\r?\n/.exec(this.buffer);
+			if (!m) break;
+			const block = this.buffer.slice(0, m.index);
+			this.buffer = this.buffer.slice(m.index + m[0].length);
+			let tag: string | undefined;
+			const data: string[] = [];
+			for (const line of block.split(/\r?\n/)) {
+				const colon = line.indexOf(":");
+				if (colon <= 0) continue; // comments (":...") and field-less lines
+				const field = line.slice(0, colon);
+				const value = line.slice(colon + 1).replace(/^ /, "");
+				if (field === "data") data.push(value);
+				else if (field === "tag") tag = value;
+			}
+			if (data.length) this.onRecord({ tag, data: data.join("\n") });
+		}
+	}
 }
 
 interface RawResponse {
@@ -120,6 +173,8 @@ function htmlMessage(text: string): string {
 export class SaltClient {
 	private readonly base: URL;
 	private readonly agent: http.Agent;
+	/** A separate agent for the event stream: it holds its connection for hours. */
+	private readonly streamAgent: http.Agent;
 	private readonly transport: typeof http | typeof https;
 	private readonly semaphore: Semaphore;
 	private readonly timeoutMs: number;
@@ -140,10 +195,13 @@ export class SaltClient {
 		this.semaphore = new Semaphore(Math.max(1, opts.concurrency ?? 8));
 		if (this.base.protocol === "https:") {
 			this.transport = https;
-			this.agent = new https.Agent({ keepAlive: true, rejectUnauthorized: opts.tlsVerify !== false, ca: opts.caFile ? fs.readFileSync(opts.caFile) : undefined });
+			const tls = { rejectUnauthorized: opts.tlsVerify !== false, ca: opts.caFile ? fs.readFileSync(opts.caFile) : undefined };
+			this.agent = new https.Agent({ keepAlive: true, ...tls });
+			this.streamAgent = new https.Agent({ keepAlive: false, ...tls });
 		} else {
 			this.transport = http;
 			this.agent = new http.Agent({ keepAlive: true });
+			this.streamAgent = new http.Agent({ keepAlive: false });
 		}
 	}
 
@@ -151,6 +209,7 @@ export class SaltClient {
 	close(): void {
 		this.closed = true;
 		this.agent.destroy();
+		this.streamAgent.destroy();
 	}
 
 	// ---------------------------------------------------------------- public calls
@@ -173,6 +232,118 @@ export class SaltClient {
 		const body = (await this.authed("GET", `jobs/${jid}`, undefined, true)) as any;
 		if (!body || !Array.isArray(body.info) || !Array.isArray(body.return)) throw new SaltApiError(502, "malformed", "salt-api sent a malformed job");
 		return body;
+	}
+
+	/**
+	 * Follows the master's event bus (`GET /events`) until `close()`: every event goes to
+	 * `onEvent`; when the stream ends or cannot be opened it is re-opened after a backoff (from
+	 * `minBackoffMs`, doubling up to `maxBackoffMs`, reset once a stream delivered events). A 401 drops
+	 * the session and logs in again without waiting. Records whose data is not JSON are skipped.
+	 */
+	streamEvents(handlers: EventStreamHandlers, opts: { minBackoffMs?: number; maxBackoffMs?: number } = {}): EventStream {
+		const minBackoff = opts.minBackoffMs ?? 250;
+		const maxBackoff = Math.max(minBackoff, opts.maxBackoffMs ?? 15_000);
+		let backoff = minBackoff;
+		let stopped = false;
+		let connected = false;
+		let current: http.ClientRequest | null = null;
+		let retryTimer: NodeJS.Timeout | null = null;
+		/** A second 401 in a row is not an expired session but a refusal: back off like any failure. */
+		let refusedBefore = false;
+
+		const disconnected = (reason: string, delay: number) => {
+			current = null;
+			if (connected) {
+				connected = false;
+				handlers.onDisconnect?.(reason);
+			} else if (delay > 0) handlers.onDisconnect?.(reason);
+			if (stopped || this.closed) return;
+			retryTimer = setTimeout(() => {
+				retryTimer = null;
+				void open();
+			}, delay);
+			retryTimer.unref?.();
+			if (delay > 0) backoff = Math.min(maxBackoff, backoff * 2);
+		};
+
+		const open = async () => {
+			if (stopped || this.closed) return;
+			let token: string;
+			try {
+				token = await this.ensureToken();
+			} catch (err) {
+				return disconnected((err as Error).message, backoff);
+			}
+			if (stopped) return;
+			const url = new URL("events", this.base);
+			let delivered = false;
+			let done = false;
+			const end = (reason: string, delay: number) => {
+				if (done) return;
+				done = true;
+				req.destroy();
+				disconnected(reason, delivered ? minBackoff : delay);
+				if (delivered) backoff = minBackoff;
+			};
+			const req = this.transport.request(url, { method: "GET", agent: this.streamAgent, headers: { Accept: "text/event-stream", "X-Auth-Token": token } }, res => {
+				clearTimeout(headersTimer);
+				if (res.statusCode === 401) {
+					res.resume();
+					if (this.token === token) this.token = null;
+					const delay = refusedBefore ? backoff : 0;
+					refusedBefore = true;
+					return end("salt-api refused the event stream's session (check the eauth permissions of CM_API_USER)", delay);
+				}
+				if (res.statusCode !== 200) {
+					res.resume();
+					return end(`salt-api answered ${res.statusCode} to GET /events`, backoff);
+				}
+				res.socket?.setKeepAlive(true, 30_000);
+				refusedBefore = false;
+				connected = true;
+				handlers.onConnect?.();
+				const parser = new SseParser(({ tag, data }) => {
+					let parsed: unknown;
+					try {
+						parsed = JSON.parse(data);
+					} catch {
+						return;
+					}
+					const p = parsed as { tag?: unknown; data?: unknown };
+					const eventTag = typeof p?.tag === "string" ? p.tag : tag;
+					if (!eventTag || !p.data || typeof p.data !== "object") return;
+					delivered = true;
+					handlers.onEvent({ tag: eventTag, data: p.data as Record<string, unknown> });
+				});
+				res.setEncoding("utf8");
+				res.on("data", (chunk: string) => parser.push(chunk));
+				res.on("end", () => end("salt-api closed the event stream", backoff));
+				res.on("error", () => end("the event stream was cut off", backoff));
+				res.on("aborted", () => end("the event stream was cut off", backoff));
+			});
+			current = req;
+			const headersTimer = setTimeout(() => end(`salt-api did not open the event stream within ${this.timeoutMs} ms`, backoff), this.timeoutMs);
+			headersTimer.unref?.();
+			req.on("error", (err: NodeJS.ErrnoException) => {
+				clearTimeout(headersTimer);
+				end(`salt-api's event stream is unreachable (${err.code || err.message})`, backoff);
+			});
+			req.on("close", () => clearTimeout(headersTimer));
+			req.end();
+		};
+
+		void open();
+		return {
+			get connected() {
+				return connected;
+			},
+			close: () => {
+				stopped = true;
+				if (retryTimer) clearTimeout(retryTimer);
+				current?.destroy();
+				connected = false;
+			},
+		};
 	}
 
 	// ---------------------------------------------------------------- sessions

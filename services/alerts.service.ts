@@ -11,6 +11,18 @@ import type { Doc } from "../lib/store";
 
 const LEVELS = ["debug", "info", "warning", "error", "critical"];
 
+const ALERT_PARAMS = {
+	type: { type: "string", min: 1, max: 200 },
+	level: { type: "enum", values: LEVELS, default: "info" },
+	payload: { type: "object", optional: true, default: {} },
+} as const;
+
+interface NewAlert {
+	type: string;
+	level: string;
+	payload: Doc;
+}
+
 function markAsRead(args: QueryArgs): boolean {
 	const flag = (args.get("mark_as_read") ?? "").trim().toLowerCase();
 	return flag === "1" || flag === "true";
@@ -35,17 +47,32 @@ const AlertsService: EveServiceSchema = {
 		/** Raises an alert (internal: other services call it). */
 		raise: {
 			visibility: "public",
-			params: { type: { type: "string", min: 1, max: 200 }, level: { type: "enum", values: LEVELS, default: "info" }, payload: { type: "object", optional: true, default: {} } },
-			async handler(this: EveThis, ctx: Context<{ type: string; level: string; payload: Doc }>) {
-				const now = nowSeconds();
-				const doc = { type: ctx.params.type, level: ctx.params.level, payload: ctx.params.payload, read: false, _id: newObjectId(), _created: now, _updated: now };
-				await this.store.insertMany([doc]);
-				await this.notifyChanged(ctx, "created", [doc._id]);
-				return { _id: doc._id };
+			params: ALERT_PARAMS,
+			async handler(this: EveThis, ctx: Context<NewAlert>) {
+				const [_id] = await this.insertAlerts(ctx, [ctx.params]);
+				return { _id };
+			},
+		},
+		/** Raises several alerts at once (internal). */
+		raiseMany: {
+			visibility: "public",
+			params: { alerts: { type: "array", max: 10_000, items: { type: "object", props: ALERT_PARAMS } } },
+			async handler(this: EveThis, ctx: Context<{ alerts: NewAlert[] }>) {
+				return { ids: await this.insertAlerts(ctx, ctx.params.alerts) };
 			},
 		},
 	},
 	methods: {
+		async insertAlerts(this: EveThis, ctx: Context, alerts: NewAlert[]): Promise<string[]> {
+			if (!alerts.length) return [];
+			const now = nowSeconds();
+			const docs = alerts.map(a => ({ type: a.type, level: a.level, payload: a.payload, read: false, _id: newObjectId(), _created: now, _updated: now }));
+			await this.store.insertMany(docs);
+			const ids = docs.map(d => d._id);
+			await this.notifyChanged(ctx, "created", ids);
+			return ids;
+		},
+
 		/** Reads that mark alerts read must run every time. */
 		readCacheable(this: EveThis, args: QueryArgs): boolean {
 			return markAsRead(args) === false;

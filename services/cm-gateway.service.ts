@@ -1,84 +1,42 @@
 /**
- * The cm-gateway: fleet-ctl's side of the Salt master, through salt-api (lib/salt-client.ts).
+ * The cm-gateway: fleet-ctl's side of the Salt master, through salt-api (lib/salt-client.ts). It owns no
+ * collection; it writes hosts, actions, failed_patches, updates and alerts through their services.
+ * docs/salt.md is the user-facing description; in short:
  *
- * Remote execution, `POST /hosts/{id}` (runOnHost) and `POST /groups/{id}` (runOnGroup), as the spec
- * says: the body {cm_client, fun, arg?, kwarg?} is forwarded as the lowstate
- * {client: cm_client, tgt: [hostname(s)], tgt_type: "list", fun, arg, kwarg}. The gateway (api service)
- * has already authenticated the caller, checked its role and its token's scope, and audits the request
- * with the `task_id` answered here as its jid.
+ *  - Remote execution, `POST /hosts/{id}` (runOnHost) and `POST /groups/{id}` (runOnGroup): the body
+ *    {cm_client, fun, arg?, kwarg?} becomes the lowstate {client, tgt: [hostnames], tgt_type: "list",
+ *    fun, arg, kwarg}. `local` waits and answers every host's output (task_id = jid, status "finished");
+ *    `local_async` (the default) answers the jid at once (status "scheduled") and the returns arrive later.
+ *    Every return of every job started here becomes one `actions` record (_id = jid + hostname) and the
+ *    host's `last_action`; a state run of a patch that failed also becomes a `failed_patches` record and a
+ *    `patch.failed` alert. Hosts that never answer are recorded as "timeout" after CM_JOB_TIMEOUT_MS.
+ *  - `POST /hosts/{id}/all_status` (allStatus): a live poll of `status.all_status` on one host every
+ *    CM_ALL_STATUS_INTERVAL_MS, whose returns are `actions` records (they do not move `last_action`) and
+ *    `cm.allStatus` events.
+ *  - `POST /updates` (loadUpdates): the patch files under CM_PATCH_PREFIX on the master's file server.
+ *  - The inventory: event-driven from the master's event bus (`GET /events`: presence, minion start,
+ *    key and auth events, job returns, the hosts' custom `ctl/vnc/connect` event), with a full
+ *    reconciliation (sync) at start, after every reconnection of the stream and every
+ *    CM_SYNC_INTERVAL_MS as the safety net.
  *
- * The answer is {task_id, status, return: {return: [ ... ]}}:
- *  - `cm_client: "local_async"` (the default): salt-api only publishes the job. `task_id` is the
- *    job's 20-digit jid, `status` is "scheduled", and `return.return` holds salt's own answer,
- *    [{jid, minions}] (`minions`: the hosts expected to answer). The returns are collected later by
- *    polling GET /jobs/<jid> every CM_JOB_POLL_MS; each becomes an `actions` record as it arrives, and the
- *    hosts that have not answered after CM_JOB_TIMEOUT_MS get a record with state "timeout".
- *  - `cm_client: "local"`: synchronous; salt-api waits for the minions (the master's `timeout` plus
- *    `gather_job_timeout`). It is sent with `full_return: true`, so each host's return carries the
- *    job's jid: `task_id` is that jid, `status` is "finished", and `return.return` is
- *    [{host: output}] (a host that did not answer has salt's `false` or its "Minion did not return"
- *    text). The `actions` records are written before the answer: state "finished" for hosts that
- *    answered, "timeout" for the others. Should no host name the jid at all (every host answered with
- *    a bare `false`), `task_id` is null and nothing can be recorded (an action's `_id` needs the jid).
- *  - Nothing targeted (salt-api answers {} because no accepted minion matches): `task_id` null,
- *    `status` "no_minions", `return.return` [{}]; nothing is recorded.
- * Every record has `_id` = jid + hostname, `action` = fun, `args` = arg plus {"__kwarg__": true, ...kwarg}
- * (as salt shows `fun_args`), `return` as text; the host's `last_action` is set to the record's id.
- *
- * Errors (Eve's shape): a body that is not {cm_client?, fun, arg?, kwarg?} 422; unknown or
- * soft-deleted host, unknown group 404; a group without hosts 422; salt-api unreachable, failing or
- * malformed 502; timed out 504. Without CM_API_URL the remote-execution actions are not published at all,
- * so the gateway answers 503 (the service that handles the request is not available).
- *
- * Loading patches, `POST /updates` (loadUpdates; protocols.md Part A §5): the runner
- * `fileserver.file_list` (saltenv base) lists the master's file server; every `.sls` file under
- * CM_PATCH_PREFIX (default "patches/") is read with the wheel `file_roots.read` (a few at a time: at most
- * CM_API_CONCURRENCY reads in flight) and handed to `updates.upsertMany`, which creates the new patches
- * and refreshes the text of the known ones by name, keeping their local `description`.
- *  - A patch's `name` is its sls name, exactly what `state.apply` takes as `mods`: the path without
- *    ".sls", "/" turned into "." ("patches/fix1.sls" -> "patches.fix1"; "patches/web/init.sls" ->
- *    "patches.web", as Salt resolves it, unless "patches/web.sls" exists, which Salt prefers). Files whose
- *    base name has another "." cannot be named for `state.apply` (Salt reads the dot as a directory) and
- *    are skipped with a warning. `text` is the file's content as the master serves it (no Jinja rendering).
- *  - Patches that are no longer on the master are kept: their records carry the operators'
- *    descriptions and are what `failed_patches` and past runs refer to. Removing them is a deliberate
- *    act, not a side effect of a reload.
- *  - The answer is 200 {_status: "OK", loaded: <patch files read>, created: <new updates records>}.
- *  - Both calls are reads, so the client retries them after transient failures; salt-api down, failing
- *    or malformed is 502, timed out 504 (never 500). Nothing is written unless every file was read.
- *    Without CM_API_URL the action is not published either: 503.
- *
- * Inventory reconciliation (syncInventory; the internal action `cm-gateway.sync`, and every
- * CM_SYNC_INTERVAL_MS, default five minutes, 0 off): the periodic safety net of the inventory. Four reads,
- * one call each whatever the fleet's size (protocols.md Part A): wheel `key.list_all` (minions → key
- * "accepted", minions_pre "pending", minions_rejected "rejected", minions_denied "denied"), wheel
- * `key.finger` match "*" (the fingerprints), runner `manage.status` (up/down of the accepted minions) and
- * runner `cache.grains` tgt "*" (the grains the master has cached). Every read must succeed before anything is
- * written: salt-api down, failing or malformed fails the sync (502/504 for the caller, a warning for the
- * timer) and leaves every host as it was. Then, in batches of `hosts.upsertMany`, every minion with a key:
- *  - `key`; `status` "up" (and `heartbeat` now) or "down" for accepted minions, "unknown" for the others
- *    (the master does not track the presence of minions it does not accept);
- *  - `fingerprint`; a changed one is pushed, with the time, to `fingerprint_history` and raises the
- *    alert {type: "fingerprint.changed", level: "warning", payload: {hostname, fingerprint, previous}};
- *  - from the grains, when the master has them: `grain` (sanitized: MongoDB and NeDB refuse keys with a
- *    "." or a leading "$", so every "." in a key becomes "_" and a leading "$" becomes "_", at any depth;
- *    e.g. a custom grain "ctl.version" is stored as "ctl_version"), `version` (grain `cmversion`, else
- *    `saltversion`), `ip` (grain `ip`, else the first non-loopback address of `ip_interfaces`, IPv4
- *    first), `last_distupgrade` and `last_stateapply` (grain `ctl`'s "YYYY-MM-DD HH:MM:SS+00:00" strings).
- * Known hosts whose key is no longer on the master are soft-deleted (`hosts.setPresent`), and their `key`
- * is forgotten; when the key comes back, the host is restored. A host an operator soft-deleted while its
- * key was still there keeps its `key` and stays soft-deleted (it is still updated). Only one sync runs at
- * a time: a sync asked for while one runs gets that one's result.
+ * Without CM_API_URL none of this runs and the salt actions are not published: the gateway answers 503.
+ * Run one cm-gateway per master: each one follows the event stream and would raise every alert again.
  */
 import type { Context, ServiceSchema } from "moleculer";
 import { loadConfig, type Config } from "../lib/config";
+import { formatHttpDate } from "../lib/eve/dates";
 import { EveError, notFound, validationFailed } from "../lib/eve/errors";
 import { HOSTNAME } from "../lib/eve/ids";
 import { compileSchema } from "../lib/eve/validation";
-import { SaltClient, type Lowstate } from "../lib/salt-client";
+import { JobTracker, NO_RETURN, type JobReturn } from "../lib/job-tracker";
+import { SaltClient, type EventStream, type Lowstate, type SaltEvent } from "../lib/salt-client";
+import { KEY_DIRS, hostUpdate, presenceChange, type KeyState, type KnownHost, type MasterView } from "../lib/salt-inventory";
+import { STATE_FUNS, failedPatchSteps, patchOf } from "../lib/salt-state";
+
+export { grainDate, grainIp, sanitizeGrains } from "../lib/salt-inventory";
 
 interface RunBody {
-	cm_client?: "local" | "local_async";
+	cm_client: "local" | "local_async";
 	fun: string;
 	arg?: unknown[];
 	kwarg?: Record<string, unknown>;
@@ -90,34 +48,16 @@ interface RunParams {
 	query?: unknown;
 }
 
-interface ActionRecord {
-	jid: string;
-	action: string;
-	host: string;
-	state: string;
-	args: unknown[];
-	return: string;
+interface Alert {
+	type: string;
+	level: "info" | "warning" | "error";
+	payload: Record<string, unknown>;
 }
 
-interface TrackedJob {
-	jid: string;
-	fun: string;
-	args: unknown[];
-	pending: Set<string>;
-	deadline: number;
+interface Monitor {
+	timer: NodeJS.Timeout;
+	until: number;
 }
-
-const JID = /^\d{20}(_\d+)?$/;
-/** Largest batch handed to `updates.upsertMany` (its params allow 10,000). */
-const UPSERT_BATCH = 1000;
-const NO_RETURN = "Minion did not return";
-/** `key.list_all`'s key directories and the host `key` each one means. */
-const KEY_DIRS: Array<[string, "accepted" | "pending" | "rejected" | "denied"]> = [
-	["minions", "accepted"],
-	["minions_pre", "pending"],
-	["minions_rejected", "rejected"],
-	["minions_denied", "denied"],
-];
 
 export interface SyncResult {
 	_status: "OK";
@@ -131,33 +71,17 @@ export interface SyncResult {
 	fingerprints_changed: number;
 }
 
-/** Grains as MongoDB and NeDB store them: "." in keys becomes "_", so does a leading "$" (at any depth). */
-export function sanitizeGrains(value: unknown): unknown {
-	if (Array.isArray(value)) return value.map(sanitizeGrains);
-	if (!value || typeof value !== "object") return value;
-	const out: Record<string, unknown> = {};
-	for (const [k, v] of Object.entries(value as Record<string, unknown>)) out[k.replace(/\./g, "_").replace(/^\$/, "_")] = sanitizeGrains(v);
-	return out;
-}
-
-/** A grain date "YYYY-MM-DD HH:MM:SS+00:00" (or any ISO-like form) as a Date; undefined if not one. */
-export function grainDate(value: unknown): Date | undefined {
-	if (typeof value !== "string") return undefined;
-	const m = /^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)\s*(Z|[+-]\d{2}:?\d{2})?$/.exec(value.trim());
-	if (!m) return undefined;
-	const d = new Date(`${m[1]}T${m[2]}${m[3] ? (m[3] === "Z" ? "Z" : m[3].includes(":") ? m[3] : `${m[3].slice(0, 3)}:${m[3].slice(3)}`) : "Z"}`);
-	return Number.isNaN(d.getTime()) ? undefined : d;
-}
-
-/** The host's address from its grains: `ip`, else the first non-loopback address of `ip_interfaces` (IPv4 first). */
-export function grainIp(grains: Record<string, unknown>): string | undefined {
-	if (typeof grains.ip === "string" && grains.ip) return grains.ip;
-	const ifaces = grains.ip_interfaces;
-	if (!ifaces || typeof ifaces !== "object") return undefined;
-	const all = Object.values(ifaces as Record<string, unknown>).flatMap(a => (Array.isArray(a) ? a.filter((x): x is string => typeof x === "string") : []));
-	const usable = all.filter(a => !/^127\./.test(a) && a !== "::1" && !/^fe80:/i.test(a));
-	return usable.find(a => a.includes(".")) ?? usable[0];
-}
+const JID = /^\d{20}(_\d+)?$/;
+/** Largest batch handed to `*.upsertMany` / `*.record`. */
+const UPSERT_BATCH = 1000;
+/** The tag of the event hosts send when a VNC session opens or closes (docs/salt.md). */
+export const VNC_EVENT_TAG = "ctl/vnc/connect";
+/** Returns of these functions change grains the host fields come from (`ctl` dates, versions). */
+const GRAIN_CHANGING = /^(state\.|pkg\.(upgrade|install)|saltutil\.(sync_grains|refresh_grains|sync_all)|grains\.)/;
+/** A refresh of this many hosts or more reads every fingerprint at once instead of one call per host. */
+const FINGER_ALL_FROM = 20;
+/** How long returns are gathered before they are written (events arrive one host at a time). */
+const RETURN_FLUSH_MS = 50;
 
 const checkBody = compileSchema({
 	cm_client: { type: "enum", values: ["local", "local_async"], optional: true },
@@ -165,6 +89,7 @@ const checkBody = compileSchema({
 	arg: { type: "array", optional: true, max: 1000 },
 	kwarg: { type: "object", optional: true },
 });
+const checkAllStatus = compileSchema({ action: { type: "enum", values: ["start", "stop", "stop_all"], optional: true } });
 
 /** The return as the `actions` record keeps it: text. */
 function asText(value: unknown): string {
@@ -172,9 +97,14 @@ function asText(value: unknown): string {
 	return JSON.stringify(value) ?? "null";
 }
 
+const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
+const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []);
+
 /**
- * The patch files among the file server's paths: `.sls` files under `prefix`, each with its sls name
- * (see the header). `skip` hears about the files that cannot be named.
+ * The patch files among the file server's paths: `.sls` files under `prefix`, each with its sls name, as
+ * `state.apply` takes it ("patches/fix1.sls" -> "patches.fix1"; "patches/web/init.sls" -> "patches.web"
+ * unless "patches/web.sls" exists, which Salt prefers). Names with another "." cannot be given to
+ * `state.apply` (Salt reads the dot as a directory): `skip` hears about them.
  */
 export function patchPaths(paths: string[], prefix: string, skip: (path: string) => void = () => {}): Array<{ path: string; name: string }> {
 	const byName = new Map<string, { path: string; name: string; init: boolean }>();
@@ -194,6 +124,24 @@ export function patchPaths(paths: string[], prefix: string, skip: (path: string)
 	return [...byName.values()].map(({ path, name }) => ({ path, name }));
 }
 
+/** Runs `fn` over `items` with at most `limit` at a time; the first failure stops the rest and is thrown. */
+async function eachLimited<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+	let next = 0;
+	let failed = false;
+	const worker = async () => {
+		while (!failed && next < items.length) {
+			const item = items[next++];
+			try {
+				await fn(item);
+			} catch (err) {
+				failed = true;
+				throw err;
+			}
+		}
+	};
+	await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+}
+
 export default function CmGatewayService(): ServiceSchema {
 	const config: Config = loadConfig();
 	const configured = config.cmApiUrl !== "";
@@ -204,7 +152,7 @@ export default function CmGatewayService(): ServiceSchema {
 		async handler(this: any, ctx: Context<RunParams>) {
 			const body = this.validateBody(ctx.params.body);
 			const targets: string[] = kind === "host" ? await this.hostTarget(ctx, ctx.params.id) : await this.groupTargets(ctx, ctx.params.id);
-			return this.execute(ctx, targets, body);
+			return this.execute(targets, body);
 		},
 	});
 
@@ -215,6 +163,13 @@ export default function CmGatewayService(): ServiceSchema {
 			? {
 					runOnHost: run("host"),
 					runOnGroup: run("group"),
+					allStatus: {
+						visibility: "published" as const,
+						params: { id: "string", body: { type: "any", optional: true }, query: { type: "any", optional: true } },
+						async handler(this: any, ctx: Context<RunParams>) {
+							return this.controlAllStatus(ctx, ctx.params.id, ctx.params.body);
+						},
+					},
 					sync: {
 						visibility: "public" as const,
 						async handler(this: any): Promise<SyncResult> {
@@ -228,15 +183,43 @@ export default function CmGatewayService(): ServiceSchema {
 							return this.loadPatches(ctx);
 						},
 					},
+					/** Is the event stream open? (internal: readiness, tests) */
+					eventStreamStatus: {
+						visibility: "public" as const,
+						handler(this: any) {
+							return { connected: this.stream?.connected === true, events: this.eventCount };
+						},
+					},
 				}
 			: {},
 
+		events: {
+			/** Every replica stops the live polls it runs (the POST may have reached another one). */
+			"cm-gateway.allStatusStop": {
+				handler(this: any, ctx: Context<{ hosts?: string[] }>) {
+					for (const host of ctx.params.hosts ?? [...this.monitors.keys()]) this.stopMonitor(host);
+				},
+			},
+		},
+
 		created(this: any) {
-			this.jobs = new Map<string, TrackedJob>();
+			this.tracker = new JobTracker();
+			this.returnBuffer = [] as JobReturn[];
+			this.flushTimer = null;
+			this.flushing = Promise.resolve();
 			this.pollTimer = null;
 			this.polling = false;
 			this.syncTimer = null;
 			this.syncing = null;
+			this.eventQueue = [] as SaltEvent[];
+			this.eventLane = null;
+			this.eventCount = 0;
+			this.refreshQueue = new Set<string>();
+			/** When an event last changed a host: a reconciliation whose reads are older leaves it alone. */
+			this.touched = new Map<string, number>();
+			this.monitors = new Map<string, Monitor>();
+			this.stream = null as EventStream | null;
+			this.streamWasUp = false;
 			this.salt = configured
 				? new SaltClient({
 						url: config.cmApiUrl,
@@ -252,24 +235,28 @@ export default function CmGatewayService(): ServiceSchema {
 		},
 
 		started(this: any) {
-			if (configured && config.cmSyncIntervalMs > 0) this.scheduleSync();
+			if (!configured) return;
+			if (config.cmEvents) this.openEventStream();
+			if (config.cmSyncIntervalMs > 0) this.scheduleSync(0);
 		},
 
-		stopped(this: any) {
+		async stopped(this: any) {
 			this.stopping = true;
-			if (this.pollTimer) clearTimeout(this.pollTimer);
-			this.pollTimer = null;
-			if (this.syncTimer) clearTimeout(this.syncTimer);
-			this.syncTimer = null;
-			this.jobs.clear();
+			this.stream?.close();
+			for (const t of [this.pollTimer, this.syncTimer, this.flushTimer]) if (t) clearTimeout(t);
+			this.pollTimer = this.syncTimer = this.flushTimer = null;
+			for (const host of [...this.monitors.keys()]) this.stopMonitor(host);
+			// Returns already received are written before the service goes.
+			await this.flushReturns().catch(() => undefined);
+			this.tracker.clear();
 			this.salt?.close();
 		},
 
 		methods: {
-			validateBody(this: any, raw: unknown): Required<Pick<RunBody, "cm_client" | "fun">> & RunBody {
+			validateBody(this: any, raw: unknown): RunBody {
 				const issues = checkBody(raw);
 				if (issues) throw validationFailed(issues);
-				const body = raw as RunBody;
+				const body = raw as Partial<RunBody> & { fun: string };
 				return { ...body, cm_client: body.cm_client ?? "local_async" };
 			},
 
@@ -287,34 +274,36 @@ export default function CmGatewayService(): ServiceSchema {
 				return names;
 			},
 
-			async execute(this: any, ctx: Context, targets: string[], body: RunBody & { cm_client: "local" | "local_async" }) {
+			/** Salt's `fun_args` for the job: arg, then kwarg as {"__kwarg__": true, ...}. */
+			funArgs(this: any, body: RunBody): unknown[] {
+				return [...(body.arg ?? []), ...(body.kwarg && Object.keys(body.kwarg).length ? [{ __kwarg__: true, ...body.kwarg }] : [])];
+			},
+
+			async execute(this: any, targets: string[], body: RunBody) {
 				const chunk: Lowstate = { client: body.cm_client, tgt: targets, tgt_type: "list", fun: body.fun };
 				if (body.arg) chunk.arg = body.arg;
 				if (body.kwarg) chunk.kwarg = body.kwarg;
-				const args = [...(body.arg ?? []), ...(body.kwarg && Object.keys(body.kwarg).length ? [{ __kwarg__: true, ...body.kwarg }] : [])];
+				const args = this.funArgs(body);
 
 				if (body.cm_client === "local_async") {
-					const ret = await this.salt.lowstate(chunk);
-					if (!ret || typeof ret !== "object" || Object.keys(ret).length === 0) return { task_id: null, status: "no_minions", return: { return: [{}] } };
-					const { jid, minions } = ret as { jid?: unknown; minions?: unknown };
-					if (typeof jid !== "string" || !JID.test(jid) || !Array.isArray(minions)) throw new EveError(502, "salt-api sent a malformed answer to local_async");
-					this.track(jid, body.fun, args, minions.map(String));
-					return { task_id: jid, status: "scheduled", return: { return: [ret] } };
+					const started = await this.startAsync(chunk, args, config.cmJobTimeoutMs, false);
+					if (!started) return { task_id: null, status: "no_minions", return: { return: [{}] } };
+					return { task_id: started.jid, status: "scheduled", return: { return: [started.ret] } };
 				}
 
 				chunk.full_return = true;
 				const ret = await this.salt.lowstate(chunk);
-				if (!ret || typeof ret !== "object" || Array.isArray(ret)) throw new EveError(502, "salt-api sent a malformed answer to local");
+				if (!isObject(ret)) throw new EveError(502, "salt-api sent a malformed answer to local");
 				const outputs: Record<string, unknown> = {};
-				const records: ActionRecord[] = [];
+				const answered: Array<{ host: string; jid: string; raw: unknown }> = [];
 				let jid: string | null = null;
 				const missing: string[] = [];
-				for (const [host, value] of Object.entries(ret as Record<string, unknown>)) {
-					const full = value && typeof value === "object" && !Array.isArray(value) && "ret" in value ? (value as { ret: unknown; jid?: unknown; out?: unknown }) : null;
+				for (const [host, value] of Object.entries(ret)) {
+					const full = isObject(value) && "ret" in value ? (value as { ret: unknown; jid?: unknown }) : null;
 					if (full && typeof full.jid === "string" && JID.test(full.jid)) {
 						jid ??= full.jid;
 						outputs[host] = full.ret;
-						records.push({ jid: full.jid, action: body.fun, host, state: "finished", args, return: asText(full.ret) });
+						answered.push({ host, jid: full.jid, raw: full.ret });
 					} else {
 						// No return: salt's `false`, or its "Minion did not return" text (which names the jid).
 						const output = full ? full.ret : value;
@@ -325,21 +314,386 @@ export default function CmGatewayService(): ServiceSchema {
 					}
 				}
 				if (jid) {
-					for (const host of missing) records.push({ jid, action: body.fun, host, state: "timeout", args, return: asText(outputs[host] === false ? NO_RETURN : outputs[host]) });
+					const records: JobReturn[] = answered.map(a => ({ jid: a.jid, action: body.fun, host: a.host, state: "finished", args, raw: a.raw, monitor: false }));
+					for (const host of missing) records.push({ jid, action: body.fun, host, state: "timeout", args, raw: outputs[host] === false ? NO_RETURN : outputs[host], monitor: false });
 					await this.record(records);
 				}
 				return { task_id: jid, status: Object.keys(outputs).length ? "finished" : "no_minions", return: { return: [outputs] } };
 			},
 
-			/** Writes the records and points each known host's `last_action` at its record. */
-			async record(this: any, records: ActionRecord[]) {
+			/** Publishes a local_async job and tracks its hosts; null when no minion matched. */
+			async startAsync(this: any, chunk: Lowstate, args: unknown[], timeoutMs: number, monitor: boolean): Promise<{ jid: string; ret: unknown } | null> {
+				const ret = await this.salt.lowstate(chunk);
+				if (!isObject(ret) || Object.keys(ret).length === 0) return null;
+				const { jid, minions } = ret as { jid?: unknown; minions?: unknown };
+				if (typeof jid !== "string" || !JID.test(jid) || !Array.isArray(minions)) throw new EveError(502, "salt-api sent a malformed answer to local_async");
+				const early: JobReturn[] = this.tracker.track(jid, chunk.fun, args, minions.map(String), timeoutMs, monitor);
+				for (const r of early) this.bufferReturn(r);
+				this.schedulePoll();
+				return { jid, ret };
+			},
+
+			// ------------------------------------------------------------ recording returns
+
+			bufferReturn(this: any, r: JobReturn) {
+				this.returnBuffer.push(r);
+				if (!this.flushTimer && !this.stopping) {
+					this.flushTimer = setTimeout(() => {
+						this.flushTimer = null;
+						void this.flushReturns();
+					}, RETURN_FLUSH_MS);
+				}
+			},
+
+			/** Writes the buffered returns, one flush after another. */
+			flushReturns(this: any): Promise<void> {
+				this.flushing = this.flushing.then(async () => {
+					while (this.returnBuffer.length) {
+						const batch: JobReturn[] = this.returnBuffer.splice(0, UPSERT_BATCH);
+						try {
+							await this.record(batch);
+						} catch (err) {
+							this.logger.error(`Could not record ${batch.length} job return(s):`, (err as Error).message);
+						}
+					}
+				});
+				return this.flushing;
+			},
+
+			/**
+			 * Writes returns: `actions` records, the hosts' `last_action` (not for monitoring polls), the
+			 * failed patches with their alerts, and a grain refresh of hosts whose grains the job changed.
+			 */
+			async record(this: any, records: JobReturn[]) {
 				if (!records.length) return;
-				await this.broker.call("actions.record", { returns: records });
+				await this.broker.call("actions.record", {
+					returns: records.map(r => ({ jid: r.jid, action: r.action, host: r.host, state: r.state, args: r.args, return: asText(r.raw) })),
+				});
 				const hosts = [...new Set(records.map(r => r.host))];
 				const known = new Set<string>(await this.broker.call("hosts.exist", { ids: hosts }));
 				const latest = new Map<string, string>();
-				for (const r of records) if (known.has(r.host)) latest.set(r.host, `${r.jid}${r.host}`);
+				for (const r of records) if (!r.monitor && known.has(r.host)) latest.set(r.host, `${r.jid}${r.host}`);
 				if (latest.size) await this.broker.call("hosts.upsertMany", { hosts: [...latest].map(([_id, last_action]) => ({ _id, last_action })) });
+
+				const failed = [];
+				for (const r of records) {
+					if (r.state !== "finished") continue;
+					const patch = patchOf(r.action, r.args);
+					const steps = patch ? failedPatchSteps(r.raw, patch) : null;
+					if (patch && steps) failed.push({ jid: r.jid, action: r.action, host: r.host, state: r.state, patch, return: steps });
+				}
+				if (failed.length) {
+					await this.broker.call("failed-patches.record", { returns: failed });
+					await this.raiseAlerts(failed.map(f => ({ type: "patch.failed", level: "error", payload: { hostname: f.host, patch: f.patch, jid: f.jid, failed_patch: `${f.jid}${f.host}` } })));
+				}
+				for (const r of records) if (r.state === "finished" && known.has(r.host) && GRAIN_CHANGING.test(r.action)) this.queueRefresh(r.host);
+				if (records.some(r => r.action === "status.all_status")) {
+					for (const r of records) if (r.action === "status.all_status") this.broker.broadcast("cm.allStatus", { hostname: r.host, jid: r.jid, state: r.state, return: r.raw });
+				}
+			},
+
+			/** Raises alerts; more host.down (or host.up) alerts than CM_ALERT_BURST become one summary. */
+			async raiseAlerts(this: any, alerts: Alert[]) {
+				if (!alerts.length) return;
+				const out: Alert[] = [];
+				const byType = new Map<string, Alert[]>();
+				for (const a of alerts) {
+					if (a.type === "host.down" || a.type === "host.up") byType.set(a.type, [...(byType.get(a.type) ?? []), a]);
+					else out.push(a);
+				}
+				for (const [type, list] of byType) {
+					if (list.length <= config.cmAlertBurst) out.push(...list);
+					else out.push({ type, level: list[0].level, payload: { count: list.length, hostnames: list.slice(0, 100).map(a => a.payload.hostname) } });
+				}
+				try {
+					await this.broker.call("alerts.raiseMany", { alerts: out });
+				} catch (err) {
+					this.logger.warn(`Could not raise ${out.length} alert(s):`, (err as Error).message);
+				}
+			},
+
+			// ------------------------------------------------------------ the /jobs/<jid> fallback
+
+			schedulePoll(this: any) {
+				if (this.pollTimer || this.stopping || this.tracker.size === 0) return;
+				this.pollTimer = setTimeout(() => {
+					this.pollTimer = null;
+					void this.pollJobs().finally(() => this.schedulePoll());
+				}, config.cmJobPollMs);
+			},
+
+			/** Reads the jobs still waiting from the job cache; past their deadline, the silent hosts time out. */
+			async pollJobs(this: any) {
+				if (this.polling) return;
+				this.polling = true;
+				try {
+					for (const { jid, hosts } of this.tracker.pendingJobs()) {
+						if (this.stopping) return;
+						try {
+							const res = await this.salt.listJob(jid);
+							const result: Record<string, { return?: unknown }> = res.info[0]?.Result ?? {};
+							for (const host of hosts) {
+								if (!(host in result)) continue;
+								const r = this.tracker.take(jid, host, result[host]?.return);
+								if (r) this.bufferReturn(r);
+							}
+						} catch (err) {
+							this.logger.warn(`Could not read job ${jid} from salt-api:`, (err as Error).message);
+						}
+					}
+					for (const r of this.tracker.expire()) this.bufferReturn(r);
+				} finally {
+					this.polling = false;
+				}
+			},
+
+			// ------------------------------------------------------------ the event stream
+
+			openEventStream(this: any) {
+				this.stream = this.salt.streamEvents({
+					onEvent: (ev: SaltEvent) => this.onSaltEvent(ev),
+					onConnect: () => {
+						this.logger.info("Following the Salt master's event stream");
+						if (this.streamWasUp) {
+							// Events were missed while the stream was down: catch up from the job cache and a full sync.
+							void this.pollJobs();
+							if (config.cmSyncIntervalMs > 0) this.scheduleSync(0);
+						}
+						this.streamWasUp = true;
+					},
+					onDisconnect: (reason: string) => this.logger.warn(`Salt event stream lost (${reason}); reconnecting`),
+				});
+			},
+
+			onSaltEvent(this: any, ev: SaltEvent) {
+				this.eventCount++;
+				const ret = /^salt\/job\/(\d{20}(?:_\d+)?)\/ret\/(.+)$/.exec(ev.tag);
+				if (ret) {
+					const host = typeof ev.data.id === "string" ? ev.data.id : ret[2];
+					const r = this.tracker.take(ret[1], host, ev.data.return);
+					if (r) this.bufferReturn(r);
+					else if (!this.tracker.has(ret[1])) this.tracker.keepEarly(ret[1], host, ev.data.return);
+					return;
+				}
+				if (!/^salt\/(presence\/|minion\/|key$|auth$)/.test(ev.tag) && ev.tag !== VNC_EVENT_TAG) return;
+				this.eventQueue.push(ev);
+				this.kickLane();
+			},
+
+			/**
+			 * The one lane inventory events and host refreshes are applied in, in order, a batch at a time
+			 * (the next batch gathers while one is written).
+			 */
+			kickLane(this: any) {
+				if (this.eventLane || this.stopping) return;
+				this.eventLane = (async () => {
+					for (;;) {
+						const batch: SaltEvent[] = this.eventQueue.splice(0);
+						try {
+							if (batch.length) await this.applyEvents(batch);
+							else await this.flushRefresh();
+						} catch (err) {
+							this.logger.warn(`Could not apply ${batch.length} Salt event(s); the next reconciliation will:`, (err as Error).message);
+						}
+						// Checked and cleared in one tick, so that nothing queued meanwhile is left waiting.
+						if (this.stopping || (!this.eventQueue.length && !this.refreshQueue.size)) {
+							this.eventLane = null;
+							return;
+						}
+					}
+				})();
+			},
+
+			async applyEvents(this: any, events: SaltEvent[]) {
+				const presence = new Map<string, boolean>();
+				let present: string[] | null = null;
+				const alerts: Alert[] = [];
+				for (const { tag, data } of events) {
+					if (tag === "salt/presence/change") {
+						for (const id of strings(data.new)) presence.set(id, true);
+						for (const id of strings(data.lost)) presence.set(id, false);
+					} else if (tag === "salt/presence/present") {
+						present = strings(data.present);
+						presence.clear();
+					} else if (tag.startsWith("salt/minion/") && tag.endsWith("/start")) {
+						const id = typeof data.id === "string" ? data.id : tag.slice("salt/minion/".length, -"/start".length);
+						presence.set(id, true);
+						this.queueRefresh(id);
+					} else if ((tag === "salt/key" || tag === "salt/auth") && typeof data.id === "string") {
+						this.queueRefresh(data.id);
+					} else if (tag === VNC_EVENT_TAG) {
+						const inner = isObject(data.data) ? data.data : {};
+						const hostname = typeof inner.hostname === "string" ? inner.hostname : typeof data.id === "string" ? data.id : "";
+						alerts.push({ type: "vnc.connect", level: "info", payload: { hostname, status: typeof inner.status === "string" ? inner.status : "" } });
+					}
+				}
+				// Hosts first (a minion that just started may be new), then presence.
+				await this.flushRefresh();
+				const upSet = new Set<string>(present ?? []);
+				for (const [id, isUp] of presence) isUp ? upSet.add(id) : upSet.delete(id);
+				const up = [...upSet];
+				const down = [...presence].filter(([, isUp]) => !isUp).map(([id]) => id);
+				if (up.length || down.length || present) {
+					const res: { wentUp: string[]; wentDown: string[] } = await this.broker.call("hosts.setPresence", { up, down, complete: present !== null });
+					const now = Date.now();
+					for (const id of [...up, ...down]) this.touched.set(id, now);
+					for (const id of res.wentDown) alerts.push({ type: "host.down", level: "warning", payload: { hostname: id, status: "down" } });
+					for (const id of res.wentUp) alerts.push({ type: "host.up", level: "info", payload: { hostname: id, status: "up" } });
+				}
+				await this.raiseAlerts(alerts);
+			},
+
+			queueRefresh(this: any, id: string) {
+				if (!HOSTNAME.test(id)) return;
+				this.refreshQueue.add(id);
+				this.kickLane();
+			},
+
+			async flushRefresh(this: any) {
+				if (!this.refreshQueue.size) return;
+				const ids: string[] = [...this.refreshQueue];
+				this.refreshQueue.clear();
+				try {
+					await this.refreshHosts(ids);
+				} catch (err) {
+					this.logger.warn(`Could not refresh ${ids.length} host(s) from the master; the next reconciliation will:`, (err as Error).message);
+				}
+			},
+
+			/**
+			 * Reads these minions' keys, fingerprints and cached grains from the master and writes them:
+			 * new minions become hosts, a key that left soft-deletes its host, one that came back restores it.
+			 * Presence is not read here (events bring it); a new host starts "unknown".
+			 */
+			async refreshHosts(this: any, ids: string[]) {
+				const startedAt = Date.now();
+				const views = new Map<string, MasterView>();
+				const record = (fingers: Record<string, unknown>, wanted: Set<string>) => {
+					for (const [dir, key] of KEY_DIRS) {
+						const fps = fingers[dir];
+						if (isObject(fps)) for (const [id, fp] of Object.entries(fps)) if (wanted.has(id)) views.set(id, { key, fingerprint: typeof fp === "string" && fp ? fp : undefined });
+					}
+				};
+				const wanted = new Set(ids);
+				if (ids.length >= FINGER_ALL_FROM) record(await this.wheel("key.finger", { match: "*" }), wanted);
+				else await eachLimited(ids, config.cmApiConcurrency, async id => record(await this.wheel("key.finger", { match: id }), new Set([id])));
+				const present = [...views.keys()];
+				if (present.length) {
+					const grains = await this.salt.lowstate({ client: "runner", fun: "cache.grains", tgt: present, tgt_type: "list" }, { safe: true });
+					if (!isObject(grains)) throw new EveError(502, "salt-api sent a malformed answer to cache.grains");
+					for (const id of present) if (isObject(grains[id])) views.get(id)!.grains = grains[id] as Record<string, unknown>;
+				}
+				await this.applyMasterView(views, ids.filter(id => !views.has(id)), startedAt);
+			},
+
+			// ------------------------------------------------------------ inventory reconciliation
+
+			scheduleSync(this: any, delay = config.cmSyncIntervalMs) {
+				if (this.stopping) return;
+				if (this.syncTimer) {
+					if (delay !== 0) return;
+					clearTimeout(this.syncTimer);
+				}
+				this.syncTimer = setTimeout(() => {
+					this.syncTimer = null;
+					void this.syncInventory()
+						.catch((err: Error) => this.logger.warn("Inventory reconciliation failed; the hosts are left as they were:", err.message))
+						.finally(() => this.scheduleSync());
+				}, delay);
+				this.syncTimer.unref?.();
+			},
+
+			/** One full reconciliation; joins the one under way if any. */
+			syncInventory(this: any): Promise<SyncResult> {
+				if (!this.syncing) {
+					this.syncing = this.reconcile().finally(() => {
+						this.syncing = null;
+					});
+				}
+				return this.syncing;
+			},
+
+			/** A wheel function's `data.return` (an object), or a 502. */
+			async wheel(this: any, fun: string, extra: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
+				const event = await this.salt.lowstate({ client: "wheel", fun, ...extra }, { safe: true });
+				const data = isObject(event) ? event.data : undefined;
+				if (!isObject(data) || data.success === false || !isObject(data.return)) throw new EveError(502, `salt-api sent a malformed answer to ${fun}`);
+				return data.return;
+			},
+
+			/**
+			 * Four reads, one call each whatever the fleet's size: key.list_all, key.finger "*", manage.status,
+			 * cache.grains "*". Nothing is written unless every read succeeded.
+			 */
+			async reconcile(this: any): Promise<SyncResult> {
+				const startedAt = Date.now();
+				const keys = await this.wheel("key.list_all");
+				const fingers = await this.wheel("key.finger", { match: "*" });
+				const status = await this.salt.lowstate({ client: "runner", fun: "manage.status" }, { safe: true });
+				if (!isObject(status) || !Array.isArray(status.up) || !Array.isArray(status.down)) throw new EveError(502, "salt-api sent a malformed answer to manage.status");
+				const grains = await this.salt.lowstate({ client: "runner", fun: "cache.grains", tgt: "*", tgt_type: "glob" }, { safe: true });
+				if (!isObject(grains)) throw new EveError(502, "salt-api sent a malformed answer to cache.grains");
+
+				const up = new Set(strings(status.up));
+				const down = new Set(strings(status.down));
+				const views = new Map<string, MasterView>();
+				for (const [dir, key] of KEY_DIRS) {
+					const ids = keys[dir];
+					if (ids !== undefined && !Array.isArray(ids)) throw new EveError(502, "salt-api sent a malformed answer to key.list_all");
+					for (const id of strings(ids)) if (HOSTNAME.test(id)) views.set(id, { key, status: up.has(id) ? "up" : down.has(id) ? "down" : "unknown" });
+				}
+				for (const [dir] of KEY_DIRS) {
+					const fps = fingers[dir];
+					if (isObject(fps)) for (const [id, fp] of Object.entries(fps)) if (typeof fp === "string" && fp && views.has(id)) views.get(id)!.fingerprint = fp;
+				}
+				for (const [id, view] of views) if (isObject(grains[id])) view.grains = grains[id] as Record<string, unknown>;
+
+				const known: KnownHost[] = await this.broker.call("hosts.inventoryState");
+				const gone = known.filter(h => !h._soft_deleted && !views.has(h._id)).map(h => h._id);
+				const res = await this.applyMasterView(views, gone, startedAt, known);
+				for (const [id, at] of this.touched) if (at < startedAt) this.touched.delete(id);
+				return { _status: "OK", hosts: views.size, ...res };
+			},
+
+			/**
+			 * Writes the master's view: creates and updates hosts, restores hosts whose key came back,
+			 * soft-deletes the `gone` ones, raises fingerprint and presence alerts. Hosts an event changed after
+			 * `readAt` are left alone: the event is newer than these reads.
+			 */
+			async applyMasterView(this: any, views: Map<string, MasterView>, gone: string[], readAt: number, knownList?: KnownHost[]) {
+				const fresher = (id: string) => (this.touched.get(id) ?? 0) >= readAt;
+				const ids = [...views.keys(), ...gone];
+				const known = new Map<string, KnownHost>((knownList ?? (ids.length ? await this.broker.call("hosts.inventoryState", { ids }) : [])).map((h: KnownHost) => [h._id, h]));
+				const now = new Date();
+				const changes: Record<string, unknown>[] = [];
+				const alerts: Alert[] = [];
+				const restore: string[] = [];
+				for (const [id, view] of views) {
+					if (fresher(id)) continue;
+					const host = known.get(id);
+					const { doc, fingerprintChange } = hostUpdate(id, view, host, now);
+					changes.push(doc);
+					if (fingerprintChange) alerts.push({ type: "fingerprint.changed", level: "warning", payload: { ...fingerprintChange } });
+					const moved = presenceChange(host, doc.status as string | undefined);
+					if (moved) alerts.push({ type: moved, level: moved === "host.down" ? "warning" : "info", payload: { hostname: id, status: doc.status } });
+					// Soft-deleted by an earlier reconciliation (its `key` was forgotten), and the key is back.
+					if (host?._soft_deleted && !host.key) restore.push(id);
+				}
+				const removeIds = gone.filter(id => known.has(id) && !known.get(id)!._soft_deleted && !fresher(id));
+
+				let created = 0;
+				let updated = 0;
+				for (let i = 0; i < changes.length; i += UPSERT_BATCH) {
+					const res: { created: number; updated: number } = await this.broker.call("hosts.upsertMany", { hosts: changes.slice(i, i + UPSERT_BATCH) });
+					created += res.created;
+					updated += res.updated;
+				}
+				const restored: string[] = restore.length ? await this.broker.call("hosts.setPresent", { ids: restore, present: true }) : [];
+				const removed: string[] = removeIds.length ? await this.broker.call("hosts.setPresent", { ids: removeIds, present: false }) : [];
+				await this.raiseAlerts(alerts);
+				const fingerprints = alerts.filter(a => a.type === "fingerprint.changed").length;
+				if (removed.length || restored.length || fingerprints) this.logger.info(`Inventory: ${removed.length} host(s) soft-deleted, ${restored.length} restored, ${fingerprints} fingerprint(s) changed`);
+				return { created, updated, removed: removed.length, restored: restored.length, fingerprints_changed: fingerprints };
 			},
 
 			// ------------------------------------------------------------ patches (POST /updates)
@@ -351,21 +705,10 @@ export default function CmGatewayService(): ServiceSchema {
 				const paths = patchPaths(listed as string[], config.cmPatchPrefix, (path: string) => this.logger.warn(`Skipping patch file '${path}': its name cannot be given to state.apply`));
 
 				const patches: Array<{ name: string; text: string }> = [];
-				let next = 0;
-				let failed = false;
-				const worker = async () => {
-					while (!failed && next < paths.length) {
-						const { path, name } = paths[next++];
-						try {
-							const text: string | null = await this.readPatch(path);
-							if (text !== null) patches.push({ name, text });
-						} catch (err) {
-							failed = true;
-							throw err;
-						}
-					}
-				};
-				await Promise.all(Array.from({ length: Math.min(config.cmApiConcurrency, paths.length) }, worker));
+				await eachLimited(paths, config.cmApiConcurrency, async ({ path, name }) => {
+					const text: string | null = await this.readPatch(path);
+					if (text !== null) patches.push({ name, text });
+				});
 
 				patches.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 				let created = 0;
@@ -379,187 +722,75 @@ export default function CmGatewayService(): ServiceSchema {
 			/** One file's text through wheel `file_roots.read`; null when it is gone or not text. */
 			async readPatch(this: any, path: string): Promise<string | null> {
 				const event = await this.salt.lowstate({ client: "wheel", fun: "file_roots.read", path, saltenv: "base" }, { safe: true });
-				const data = event && typeof event === "object" ? (event as { data?: { return?: unknown; success?: unknown } }).data : undefined;
-				if (!data || typeof data !== "object") throw new EveError(502, `salt-api sent a malformed answer to file_roots.read of '${path}'`);
+				const data = isObject(event) ? event.data : undefined;
+				if (!isObject(data)) throw new EveError(502, `salt-api sent a malformed answer to file_roots.read of '${path}'`);
 				if (data.success === false) throw new EveError(502, `the master could not read '${path}': ${asText(data.return).slice(0, 300)}`);
 				const ret = data.return;
 				if (!Array.isArray(ret)) throw new EveError(502, `salt-api sent a malformed answer to file_roots.read of '${path}'`);
 				// One {absolute path: text} per file root holding the file; the first root wins, as in Salt's file server.
 				for (const entry of ret) {
-					if (!entry || typeof entry !== "object") continue;
-					const text = Object.values(entry as Record<string, unknown>)[0];
+					if (!isObject(entry)) continue;
+					const text = Object.values(entry)[0];
 					if (typeof text === "string") return text;
 				}
 				if (ret.length) this.logger.warn(`Skipping patch file '${path}': the master did not send it as text`);
 				return null;
 			},
 
-			// ------------------------------------------------------------ inventory reconciliation
+			// ------------------------------------------------------------ live status poll (all_status)
 
-			scheduleSync(this: any) {
-				if (this.syncTimer || this.stopping) return;
-				this.syncTimer = setTimeout(() => {
-					this.syncTimer = null;
-					void this.syncInventory()
-						.catch((err: Error) => this.logger.warn("Inventory reconciliation failed; the hosts are left as they were:", err.message))
-						.finally(() => this.scheduleSync());
-				}, config.cmSyncIntervalMs);
-				this.syncTimer.unref?.();
+			async controlAllStatus(this: any, ctx: Context, id: string, raw: unknown) {
+				const body = raw ?? {};
+				const issues = checkAllStatus(body);
+				if (issues) throw validationFailed(issues);
+				const action = (body as { action?: string }).action ?? "start";
+				if (action === "stop_all") {
+					const polled = [...this.monitors.keys()];
+					ctx.broadcast("cm-gateway.allStatusStop", {});
+					return { _status: "OK", action, stopped: polled.length };
+				}
+				await this.hostTarget(ctx, id);
+				if (action === "stop") {
+					const was = this.monitors.has(id);
+					ctx.broadcast("cm-gateway.allStatusStop", { hosts: [id] });
+					return { _status: "OK", action, host: id, polling: false, stopped: was ? 1 : 0 };
+				}
+				const until = Date.now() + config.cmAllStatusMaxMs;
+				const running: Monitor | undefined = this.monitors.get(id);
+				if (running) running.until = until;
+				else {
+					const timer = setInterval(() => void this.pollStatus(id), config.cmAllStatusIntervalMs);
+					timer.unref?.();
+					this.monitors.set(id, { timer, until });
+					// The first poll runs now, so that a salt-api that is down is reported to the caller.
+					await this.pollStatus(id, true);
+				}
+				return { _status: "OK", action, host: id, polling: true, interval: config.cmAllStatusIntervalMs / 1000, until: formatHttpDate(new Date(until)) };
 			},
 
-			/** One full reconciliation (see the header); joins the one under way if any. */
-			syncInventory(this: any): Promise<SyncResult> {
-				if (!this.syncing) {
-					this.syncing = this.reconcile().finally(() => {
-						this.syncing = null;
-					});
-				}
-				return this.syncing;
-			},
-
-			async reconcile(this: any): Promise<SyncResult> {
-				const wheel = async (fun: string, extra: Record<string, unknown> = {}) => {
-					const event = await this.salt.lowstate({ client: "wheel", fun, ...extra }, { safe: true });
-					const data = event && typeof event === "object" ? (event as { data?: { return?: unknown; success?: unknown } }).data : undefined;
-					if (!data || typeof data !== "object" || data.success === false || !data.return || typeof data.return !== "object" || Array.isArray(data.return)) {
-						throw new EveError(502, `salt-api sent a malformed answer to ${fun}`);
-					}
-					return data.return as Record<string, unknown>;
-				};
-				const keys = await wheel("key.list_all");
-				const fingers = await wheel("key.finger", { match: "*" });
-				const status = await this.salt.lowstate({ client: "runner", fun: "manage.status" }, { safe: true });
-				if (!status || typeof status !== "object" || !Array.isArray(status.up) || !Array.isArray(status.down)) throw new EveError(502, "salt-api sent a malformed answer to manage.status");
-				const grains = await this.salt.lowstate({ client: "runner", fun: "cache.grains", tgt: "*", tgt_type: "glob" }, { safe: true });
-				if (!grains || typeof grains !== "object" || Array.isArray(grains)) throw new EveError(502, "salt-api sent a malformed answer to cache.grains");
-
-				// The master's view, by minion id.
-				const keyOf = new Map<string, string>();
-				const fingerOf = new Map<string, string>();
-				for (const [dir, state] of KEY_DIRS) {
-					const ids = keys[dir];
-					if (ids !== undefined && !Array.isArray(ids)) throw new EveError(502, "salt-api sent a malformed answer to key.list_all");
-					for (const id of (ids ?? []) as unknown[]) if (typeof id === "string" && HOSTNAME.test(id)) keyOf.set(id, state);
-					const fps = fingers[dir];
-					if (fps && typeof fps === "object") for (const [id, fp] of Object.entries(fps as Record<string, unknown>)) if (typeof fp === "string" && fp) fingerOf.set(id, fp);
-				}
-				const up = new Set<string>((status.up as unknown[]).map(String));
-				const down = new Set<string>((status.down as unknown[]).map(String));
-
-				const known = new Map<string, { key?: string; fingerprint?: string; fingerprint_history: Array<{ added: Date; fingerprint: string }>; _soft_deleted: boolean }>(
-					((await this.broker.call("hosts.inventoryState")) as any[]).map(h => [h._id, h]),
-				);
-				const now = new Date();
-				const changes: Record<string, unknown>[] = [];
-				const alerts: Array<{ hostname: string; fingerprint: string; previous: string }> = [];
-				for (const [id, key] of keyOf) {
-					const doc: Record<string, unknown> = { _id: id, key };
-					doc.status = key !== "accepted" ? "unknown" : up.has(id) ? "up" : down.has(id) ? "down" : "unknown";
-					if (doc.status === "up") doc.heartbeat = now;
-					const fp = fingerOf.get(id);
-					const host = known.get(id);
-					if (fp) {
-						doc.fingerprint = fp;
-						if (host?.fingerprint && host.fingerprint !== fp) {
-							doc.fingerprint_history = [...host.fingerprint_history, { added: now, fingerprint: host.fingerprint }];
-							alerts.push({ hostname: id, fingerprint: fp, previous: host.fingerprint });
-						}
-					}
-					const g = (grains as Record<string, unknown>)[id];
-					if (g && typeof g === "object" && !Array.isArray(g)) {
-						const gr = g as Record<string, unknown>;
-						doc.grain = sanitizeGrains(gr);
-						const version = typeof gr.cmversion === "string" ? gr.cmversion : typeof gr.saltversion === "string" ? gr.saltversion : undefined;
-						if (version) doc.version = version;
-						const ip = grainIp(gr);
-						if (ip) doc.ip = ip;
-						const ctl = gr.ctl && typeof gr.ctl === "object" ? (gr.ctl as Record<string, unknown>) : {};
-						const dist = grainDate(ctl.last_distupgrade);
-						if (dist) doc.last_distupgrade = dist;
-						const apply = grainDate(ctl.last_stateapply);
-						if (apply) doc.last_stateapply = apply;
-					}
-					changes.push(doc);
-				}
-
-				// Hosts soft-deleted by an earlier reconciliation (their `key` was forgotten) whose key is back.
-				const restore = [...keyOf.keys()].filter(id => {
-					const h = known.get(id);
-					return h && h._soft_deleted && !h.key;
-				});
-				const gone = [...known.values()].filter(h => !h._soft_deleted && !keyOf.has((h as any)._id)).map(h => (h as any)._id as string);
-
-				let created = 0;
-				let updated = 0;
-				for (let i = 0; i < changes.length; i += UPSERT_BATCH) {
-					const res: { created: number; updated: number } = await this.broker.call("hosts.upsertMany", { hosts: changes.slice(i, i + UPSERT_BATCH) });
-					created += res.created;
-					updated += res.updated;
-				}
-				const restored: string[] = restore.length ? await this.broker.call("hosts.setPresent", { ids: restore, present: true }) : [];
-				const removed: string[] = gone.length ? await this.broker.call("hosts.setPresent", { ids: gone, present: false }) : [];
-				for (const a of alerts) {
-					try {
-						await this.broker.call("alerts.raise", { type: "fingerprint.changed", level: "warning", payload: a });
-					} catch (err) {
-						this.logger.warn(`Could not raise the fingerprint alert of '${a.hostname}':`, (err as Error).message);
-					}
-				}
-				if (removed.length || restored.length || alerts.length) this.logger.info(`Inventory: ${removed.length} host(s) soft-deleted, ${restored.length} restored, ${alerts.length} fingerprint(s) changed`);
-				return { _status: "OK", hosts: keyOf.size, created, updated, removed: removed.length, restored: restored.length, fingerprints_changed: alerts.length };
-			},
-
-			// ------------------------------------------------------------ local_async returns
-
-			track(this: any, jid: string, fun: string, args: unknown[], minions: string[]) {
-				if (!minions.length) return;
-				this.jobs.set(jid, { jid, fun, args, pending: new Set(minions), deadline: Date.now() + config.cmJobTimeoutMs });
-				this.schedulePoll();
-			},
-
-			schedulePoll(this: any) {
-				if (this.pollTimer || this.stopping || this.jobs.size === 0) return;
-				this.pollTimer = setTimeout(() => {
-					this.pollTimer = null;
-					void this.pollJobs().finally(() => this.schedulePoll());
-				}, config.cmJobPollMs);
-			},
-
-			/** One round over the tracked jobs: new returns become records; past the deadline, the rest time out. */
-			async pollJobs(this: any) {
-				if (this.polling) return;
-				this.polling = true;
+			/** One `status.all_status` on the host, unless the previous one is still out. */
+			async pollStatus(this: any, host: string, rethrow = false) {
+				const monitor: Monitor | undefined = this.monitors.get(host);
+				if (!monitor || this.stopping) return;
+				if (Date.now() >= monitor.until) return this.stopMonitor(host);
+				if (this.tracker.monitorPending(host)) return;
 				try {
-					for (const job of [...this.jobs.values()] as TrackedJob[]) {
-						if (this.stopping) return;
-						const records: ActionRecord[] = [];
-						try {
-							const res = await this.salt.listJob(job.jid);
-							const result: Record<string, { return?: unknown }> = res.info[0]?.Result ?? {};
-							for (const host of [...job.pending]) {
-								if (!(host in result)) continue;
-								job.pending.delete(host);
-								records.push({ jid: job.jid, action: job.fun, host, state: "finished", args: job.args, return: asText(result[host]?.return) });
-							}
-						} catch (err) {
-							this.logger.warn(`Could not read job ${job.jid} from salt-api:`, (err as Error).message);
-						}
-						if (job.pending.size && Date.now() >= job.deadline) {
-							for (const host of job.pending) records.push({ jid: job.jid, action: job.fun, host, state: "timeout", args: job.args, return: NO_RETURN });
-							job.pending.clear();
-						}
-						if (!job.pending.size) this.jobs.delete(job.jid);
-						if (records.length && !this.stopping) {
-							try {
-								await this.record(records);
-							} catch (err) {
-								this.logger.error(`Could not record the returns of job ${job.jid}:`, (err as Error).message);
-							}
-						}
+					const started = await this.startAsync({ client: "local_async", tgt: [host], tgt_type: "list", fun: "status.all_status" }, [], Math.max(config.cmAllStatusIntervalMs * 3, 5000), true);
+					if (!started && rethrow) throw new EveError(422, `host '${host}' has no accepted key on the master: nothing to poll`);
+				} catch (err) {
+					if (rethrow) {
+						this.stopMonitor(host);
+						throw err;
 					}
-				} finally {
-					this.polling = false;
+					this.logger.warn(`status.all_status poll of '${host}' failed:`, (err as Error).message);
 				}
+			},
+
+			stopMonitor(this: any, host: string) {
+				const m: Monitor | undefined = this.monitors.get(host);
+				if (!m) return;
+				clearInterval(m.timer);
+				this.monitors.delete(host);
 			},
 		},
 	};

@@ -110,20 +110,68 @@ const HostsService: EveServiceSchema = {
 		},
 
 		/**
-		 * What the inventory reconciliation compares with the master (internal: the cm-gateway): every
-		 * host, soft-deleted ones included, as {_id, key?, fingerprint?, fingerprint_history, _soft_deleted}.
+		 * What the inventory compares with the master (internal: the cm-gateway): the hosts (all of them, or
+		 * those of `ids`), soft-deleted ones included, as {_id, key?, status?, fingerprint?, fingerprint_history, _soft_deleted}.
 		 */
 		inventoryState: {
 			visibility: "public",
-			async handler(this: EveThis) {
-				const docs = await this.store.find({}, { exclude: ["grain", "vpn_representation"] });
+			params: { ids: { type: "array", items: "string", max: 100_000, optional: true } },
+			async handler(this: EveThis, ctx: Context<{ ids?: string[] }>) {
+				const docs = await this.store.find(ctx.params.ids ? { _id: { $in: ctx.params.ids } } : {}, { exclude: ["grain", "vpn_representation"] });
 				return docs.map(d => ({
 					_id: d._id,
 					key: d.key,
+					status: d.status,
 					fingerprint: d.fingerprint,
 					fingerprint_history: Array.isArray(d.fingerprint_history) ? d.fingerprint_history : [],
 					_soft_deleted: d._soft_deleted === true,
 				}));
+			},
+		},
+
+		/**
+		 * Presence from the master's events (internal: the cm-gateway). Known hosts in `up` become "up" with
+		 * `heartbeat` now, those in `down` "down"; with `complete`, `up` is every connected minion, so the
+		 * other accepted hosts that are up go down. Answers the live hosts that changed: {wentUp, wentDown}.
+		 */
+		setPresence: {
+			visibility: "public",
+			params: {
+				up: { type: "array", items: "string", max: 100_000, default: [] },
+				down: { type: "array", items: "string", max: 100_000, default: [] },
+				complete: { type: "boolean", default: false },
+			},
+			async handler(this: EveThis, ctx: Context<{ up: string[]; down: string[]; complete: boolean }>) {
+				const up = new Set(ctx.params.up);
+				const down = new Set(ctx.params.down.filter(id => !up.has(id)));
+				const docs = await this.store.find({ _id: { $in: [...up, ...down] } }, { exclude: ["grain", "vpn_representation"] });
+				if (ctx.params.complete) {
+					const stale = await this.store.find({ status: "up", key: "accepted" }, { exclude: ["grain", "vpn_representation"] });
+					for (const d of stale) if (!up.has(d._id as string) && !down.has(d._id as string)) {
+						down.add(d._id as string);
+						docs.push(d);
+					}
+				}
+				const wentUp: string[] = [];
+				const wentDown: string[] = [];
+				const nowUp: string[] = [];
+				const nowDown: string[] = [];
+				for (const d of docs) {
+					const id = d._id as string;
+					const live = d._soft_deleted !== true;
+					if (up.has(id)) {
+						nowUp.push(id);
+						if (live && d.status === "down") wentUp.push(id);
+					} else if (d.status !== "down") {
+						nowDown.push(id);
+						if (live && d.status === "up") wentDown.push(id);
+					}
+				}
+				const now = nowSeconds();
+				if (nowUp.length) await this.store.updateMany({ _id: { $in: nowUp } }, { $set: { status: "up", heartbeat: now, _updated: now } });
+				if (nowDown.length) await this.store.updateMany({ _id: { $in: nowDown } }, { $set: { status: "down", _updated: now } });
+				if (nowUp.length || nowDown.length) await this.notifyChanged(ctx, "updated", [...nowUp, ...nowDown]);
+				return { wentUp, wentDown };
 			},
 		},
 

@@ -45,6 +45,7 @@ describe("cm-gateway: remote execution against salt-api", () => {
 				CM_API_TIMEOUT_MS: "2000",
 				CM_JOB_POLL_MS: "100",
 				CM_JOB_TIMEOUT_MS: "2000",
+				CM_SYNC_INTERVAL_MS: "0",
 			},
 		});
 		[A, B, C, GONE] = sim.upMinions();
@@ -321,7 +322,7 @@ describe("cm-gateway: inventory reconciliation (cm-gateway.sync)", () => {
 		const { url: salt } = await sim.start();
 		const { username, password, eauth } = sim.credentials;
 		h = await startEmbedded({
-			env: { CM_API_URL: salt, CM_API_USER: username, CM_API_PASSWORD: password, CM_API_EAUTH: eauth, CM_API_TIMEOUT_MS: "2000", CM_SYNC_INTERVAL_MS: "0" },
+			env: { CM_API_URL: salt, CM_API_USER: username, CM_API_PASSWORD: password, CM_API_EAUTH: eauth, CM_API_TIMEOUT_MS: "2000", CM_SYNC_INTERVAL_MS: "0", CM_EVENTS: "false" },
 		});
 	});
 	afterAll(async () => {
@@ -468,7 +469,7 @@ describe("cm-gateway: periodic inventory reconciliation (CM_SYNC_INTERVAL_MS)", 
 		sim = new SaltApiSimulator({ minions: 5, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceEvents: false });
 		const { url: salt } = await sim.start();
 		const { username, password, eauth } = sim.credentials;
-		h = await startEmbedded({ env: { CM_API_URL: salt, CM_API_USER: username, CM_API_PASSWORD: password, CM_API_EAUTH: eauth, CM_API_TIMEOUT_MS: "2000", CM_SYNC_INTERVAL_MS: "200" } });
+		h = await startEmbedded({ env: { CM_API_URL: salt, CM_API_USER: username, CM_API_PASSWORD: password, CM_API_EAUTH: eauth, CM_API_TIMEOUT_MS: "2000", CM_SYNC_INTERVAL_MS: "200", CM_EVENTS: "false" } });
 	});
 	afterAll(async () => {
 		await h?.stop();

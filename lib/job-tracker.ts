@@ -1,0 +1,120 @@
+/**
+ * The jobs the cm-gateway started and still waits for: which hosts have not returned, until when.
+ * Returns come from the event stream (usually) or from GET /jobs/<jid> (the fallback); each host's
+ * return is taken once, whichever source brings it first. A return can arrive on the event stream
+ * before salt-api's answer to `local_async` has told us the jid: such early returns are kept for a
+ * while and claimed when the job is tracked.
+ */
+
+export interface JobReturn {
+	jid: string;
+	action: string;
+	host: string;
+	state: "finished" | "timeout";
+	args: unknown[];
+	/** The return as salt sent it. */
+	raw: unknown;
+	/** A monitoring poll (`all_status`), not an operator's job. */
+	monitor: boolean;
+}
+
+interface TrackedJob {
+	jid: string;
+	fun: string;
+	args: unknown[];
+	pending: Set<string>;
+	deadline: number;
+	monitor: boolean;
+}
+
+export const NO_RETURN = "Minion did not return";
+
+export class JobTracker {
+	private readonly jobs = new Map<string, TrackedJob>();
+	/** Returns of jobs not (yet) tracked, by jid, with when they arrived. */
+	private readonly early = new Map<string, { at: number; returns: Map<string, unknown> }>();
+
+	constructor(
+		private readonly earlyKeepMs = 30_000,
+		private readonly earlyMax = 100_000,
+	) {}
+
+	get size(): number {
+		return this.jobs.size;
+	}
+
+	has(jid: string): boolean {
+		return this.jobs.has(jid);
+	}
+
+	/** Is this host of this job still expected? */
+	waitsFor(jid: string, host: string): boolean {
+		return this.jobs.get(jid)?.pending.has(host) === true;
+	}
+
+	/** Starts waiting for a job's hosts; answers the returns that arrived before. */
+	track(jid: string, fun: string, args: unknown[], minions: string[], timeoutMs: number, monitor = false): JobReturn[] {
+		const job: TrackedJob = { jid, fun, args, pending: new Set(minions), deadline: Date.now() + timeoutMs, monitor };
+		const early = this.early.get(jid);
+		this.early.delete(jid);
+		const out: JobReturn[] = [];
+		if (job.pending.size) this.jobs.set(jid, job);
+		if (early) for (const [host, raw] of early.returns) {
+			const r = this.take(jid, host, raw);
+			if (r) out.push(r);
+		}
+		return out;
+	}
+
+	/** A return from either source: the record to write, or null if it is not awaited (or was taken). */
+	take(jid: string, host: string, raw: unknown): JobReturn | null {
+		const job = this.jobs.get(jid);
+		if (!job || !job.pending.delete(host)) return null;
+		if (!job.pending.size) this.jobs.delete(jid);
+		return { jid, action: job.fun, host, state: "finished", args: job.args, raw, monitor: job.monitor };
+	}
+
+	/** A return seen on the event stream for a jid that is not tracked: kept in case it soon will be. */
+	keepEarly(jid: string, host: string, raw: unknown): void {
+		const now = Date.now();
+		if (this.early.size >= this.earlyMax) this.pruneEarly(now, true);
+		let entry = this.early.get(jid);
+		if (!entry) this.early.set(jid, (entry = { at: now, returns: new Map() }));
+		entry.returns.set(host, raw);
+	}
+
+	private pruneEarly(now: number, force = false): void {
+		for (const [jid, e] of this.early) {
+			if (now - e.at > this.earlyKeepMs || force) this.early.delete(jid);
+			if (force && this.early.size < this.earlyMax / 2) break;
+		}
+	}
+
+	/** The jobs still waiting, with their pending hosts (for the /jobs/<jid> fallback). */
+	pendingJobs(): Array<{ jid: string; hosts: string[] }> {
+		this.pruneEarly(Date.now());
+		return [...this.jobs.values()].map(j => ({ jid: j.jid, hosts: [...j.pending] }));
+	}
+
+	/** Hosts of jobs past their deadline, as "timeout" records; those jobs are forgotten. */
+	expire(now = Date.now()): JobReturn[] {
+		const out: JobReturn[] = [];
+		for (const job of [...this.jobs.values()]) {
+			if (now < job.deadline) continue;
+			for (const host of job.pending) out.push({ jid: job.jid, action: job.fun, host, state: "timeout", args: job.args, raw: NO_RETURN, monitor: job.monitor });
+			this.jobs.delete(job.jid);
+		}
+		return out;
+	}
+
+	/** Is a monitoring job for this host still outstanding? */
+	monitorPending(host: string): boolean {
+		for (const j of this.jobs.values()) if (j.monitor && j.pending.has(host)) return true;
+		return false;
+	}
+
+	clear(): void {
+		this.jobs.clear();
+		this.early.clear();
+	}
+}

@@ -1,0 +1,113 @@
+/**
+ * How the master's view of a minion becomes a host record (protocols.md Part A §3): key state,
+ * fingerprint, presence and the grains the host fields are read from. Shared by the full reconciliation
+ * and the event-driven refresh of single hosts in the cm-gateway.
+ */
+
+export type KeyState = "accepted" | "pending" | "rejected" | "denied";
+
+/** `key.list_all` / `key.finger` key directories and the host `key` each one means. */
+export const KEY_DIRS: Array<[string, KeyState]> = [
+	["minions", "accepted"],
+	["minions_pre", "pending"],
+	["minions_rejected", "rejected"],
+	["minions_denied", "denied"],
+];
+
+/** What the master says about one minion; undefined fields are not known from this read. */
+export interface MasterView {
+	key: KeyState;
+	fingerprint?: string;
+	status?: "up" | "down" | "unknown";
+	grains?: Record<string, unknown>;
+}
+
+/** What fleet-ctl holds about a host, as `hosts.inventoryState` answers it. */
+export interface KnownHost {
+	_id: string;
+	key?: string;
+	status?: string;
+	fingerprint?: string;
+	fingerprint_history: Array<{ added: Date | string; fingerprint: string }>;
+	_soft_deleted: boolean;
+}
+
+export interface FingerprintChange {
+	hostname: string;
+	fingerprint: string;
+	previous: string;
+}
+
+/** Grains as MongoDB and NeDB store them: "." in keys becomes "_", so does a leading "$" (at any depth). */
+export function sanitizeGrains(value: unknown): unknown {
+	if (Array.isArray(value)) return value.map(sanitizeGrains);
+	if (!value || typeof value !== "object") return value;
+	const out: Record<string, unknown> = {};
+	for (const [k, v] of Object.entries(value as Record<string, unknown>)) out[k.replace(/\./g, "_").replace(/^\$/, "_")] = sanitizeGrains(v);
+	return out;
+}
+
+/** A grain date "YYYY-MM-DD HH:MM:SS+00:00" (or any ISO-like form) as a Date; undefined if not one. */
+export function grainDate(value: unknown): Date | undefined {
+	if (typeof value !== "string") return undefined;
+	const m = /^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)\s*(Z|[+-]\d{2}:?\d{2})?$/.exec(value.trim());
+	if (!m) return undefined;
+	const d = new Date(`${m[1]}T${m[2]}${m[3] ? (m[3] === "Z" ? "Z" : m[3].includes(":") ? m[3] : `${m[3].slice(0, 3)}:${m[3].slice(3)}`) : "Z"}`);
+	return Number.isNaN(d.getTime()) ? undefined : d;
+}
+
+/** The host's address from its grains: `ip`, else the first non-loopback address of `ip_interfaces` (IPv4 first). */
+export function grainIp(grains: Record<string, unknown>): string | undefined {
+	if (typeof grains.ip === "string" && grains.ip) return grains.ip;
+	const ifaces = grains.ip_interfaces;
+	if (!ifaces || typeof ifaces !== "object") return undefined;
+	const all = Object.values(ifaces as Record<string, unknown>).flatMap(a => (Array.isArray(a) ? a.filter((x): x is string => typeof x === "string") : []));
+	const usable = all.filter(a => !/^127\./.test(a) && a !== "::1" && !/^fe80:/i.test(a));
+	return usable.find(a => a.includes(".")) ?? usable[0];
+}
+
+/** The host fields read from grains: `grain`, `version`, `ip`, `last_distupgrade`, `last_stateapply`. */
+export function grainFields(grains: Record<string, unknown>): Record<string, unknown> {
+	const doc: Record<string, unknown> = { grain: sanitizeGrains(grains) };
+	const version = typeof grains.cmversion === "string" ? grains.cmversion : typeof grains.saltversion === "string" ? grains.saltversion : undefined;
+	if (version) doc.version = version;
+	const ip = grainIp(grains);
+	if (ip) doc.ip = ip;
+	const ctl = grains.ctl && typeof grains.ctl === "object" ? (grains.ctl as Record<string, unknown>) : {};
+	const dist = grainDate(ctl.last_distupgrade);
+	if (dist) doc.last_distupgrade = dist;
+	const apply = grainDate(ctl.last_stateapply);
+	if (apply) doc.last_stateapply = apply;
+	return doc;
+}
+
+/**
+ * The host update for one minion: `key`; `status` (minions without an accepted key are "unknown": the
+ * master does not track their presence) and `heartbeat` when up; `fingerprint`, with a changed one's
+ * predecessor pushed to `fingerprint_history`; and the grain fields.
+ */
+export function hostUpdate(id: string, view: MasterView, known: KnownHost | undefined, now: Date): { doc: Record<string, unknown>; fingerprintChange?: FingerprintChange } {
+	const doc: Record<string, unknown> = { _id: id, key: view.key };
+	const status = view.key !== "accepted" ? "unknown" : view.status;
+	if (status) doc.status = status;
+	else if (!known) doc.status = "unknown";
+	if (status === "up") doc.heartbeat = now;
+	let fingerprintChange: FingerprintChange | undefined;
+	if (view.fingerprint) {
+		doc.fingerprint = view.fingerprint;
+		if (known?.fingerprint && known.fingerprint !== view.fingerprint) {
+			doc.fingerprint_history = [...known.fingerprint_history, { added: now, fingerprint: known.fingerprint }];
+			fingerprintChange = { hostname: id, fingerprint: view.fingerprint, previous: known.fingerprint };
+		}
+	}
+	if (view.grains) Object.assign(doc, grainFields(view.grains));
+	return { doc, fingerprintChange };
+}
+
+/** A presence change worth an alert: a live host that went down, or a down host that came back. */
+export function presenceChange(known: KnownHost | undefined, status: string | undefined): "host.down" | "host.up" | null {
+	if (!known || known._soft_deleted || !status) return null;
+	if (known.status === "up" && status === "down") return "host.down";
+	if (known.status === "down" && status === "up") return "host.up";
+	return null;
+}
