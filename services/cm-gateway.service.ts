@@ -236,8 +236,15 @@ export default function CmGatewayService(): ServiceSchema {
 
 		started(this: any) {
 			if (!configured) return;
-			if (config.cmEvents) this.openEventStream();
-			if (config.cmSyncIntervalMs > 0) this.scheduleSync(0);
+			// The inventory is written through these services: start following the master once they are there.
+			void this.broker
+				.waitForServices(["hosts", "actions", "failed-patches", "alerts"])
+				.then(() => {
+					if (this.stopping) return;
+					if (config.cmEvents) this.openEventStream();
+					if (config.cmSyncIntervalMs > 0) this.scheduleSync(0);
+				})
+				.catch((err: Error) => this.logger.error("The cm-gateway cannot follow the master:", err.message));
 		},
 
 		async stopped(this: any) {
@@ -486,7 +493,8 @@ export default function CmGatewayService(): ServiceSchema {
 			 */
 			kickLane(this: any) {
 				if (this.eventLane || this.stopping) return;
-				this.eventLane = (async () => {
+				// Started on the next tick, so that `eventLane` is set before any of its code runs.
+				this.eventLane = Promise.resolve().then(async () => {
 					for (;;) {
 						const batch: SaltEvent[] = this.eventQueue.splice(0);
 						try {
@@ -501,7 +509,7 @@ export default function CmGatewayService(): ServiceSchema {
 							return;
 						}
 					}
-				})();
+				});
 			},
 
 			async applyEvents(this: any, events: SaltEvent[]) {
@@ -522,9 +530,10 @@ export default function CmGatewayService(): ServiceSchema {
 					} else if ((tag === "salt/key" || tag === "salt/auth") && typeof data.id === "string") {
 						this.queueRefresh(data.id);
 					} else if (tag === VNC_EVENT_TAG) {
+						// `hostname` is the sender's minion id (the host's _id, vouched for by the master), not the name the host wrote.
 						const inner = isObject(data.data) ? data.data : {};
-						const hostname = typeof inner.hostname === "string" ? inner.hostname : typeof data.id === "string" ? data.id : "";
-						alerts.push({ type: "vnc.connect", level: "info", payload: { hostname, status: typeof inner.status === "string" ? inner.status : "" } });
+						const hostname = typeof data.id === "string" ? data.id : typeof inner.hostname === "string" ? inner.hostname : "";
+						alerts.push({ type: "vnc.connect", level: "info", payload: { hostname, status: typeof inner.status === "string" ? inner.status.slice(0, 100) : "" } });
 					}
 				}
 				// Hosts first (a minion that just started may be new), then presence.
@@ -584,6 +593,7 @@ export default function CmGatewayService(): ServiceSchema {
 					for (const id of present) if (isObject(grains[id])) views.get(id)!.grains = grains[id] as Record<string, unknown>;
 				}
 				await this.applyMasterView(views, ids.filter(id => !views.has(id)), startedAt);
+				for (const id of ids) this.touched.set(id, Math.max(this.touched.get(id) ?? 0, startedAt));
 			},
 
 			// ------------------------------------------------------------ inventory reconciliation

@@ -130,7 +130,7 @@ const HostsService: EveServiceSchema = {
 		},
 
 		/**
-		 * Presence from the master's events (internal: the cm-gateway). Known hosts in `up` become "up" with
+		 * Presence from the master's events (internal: the cm-gateway). Known accepted hosts in `up` become "up" with
 		 * `heartbeat` now, those in `down` "down"; with `complete`, `up` is every connected minion, so the
 		 * other accepted hosts that are up go down. Answers the live hosts that changed: {wentUp, wentDown}.
 		 */
@@ -158,6 +158,8 @@ const HostsService: EveServiceSchema = {
 				const nowDown: string[] = [];
 				for (const d of docs) {
 					const id = d._id as string;
+					// The master tracks the presence of accepted minions only; the others stay "unknown".
+					if (d.key !== "accepted") continue;
 					const live = d._soft_deleted !== true;
 					if (up.has(id)) {
 						nowUp.push(id);

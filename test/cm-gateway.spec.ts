@@ -5,19 +5,9 @@
  */
 import { SaltApiSimulator } from "./simulators/salt-api";
 import { startEmbedded, type Harness } from "./support/harness";
-import { request, expectEveError } from "./support/http";
+import { request, expectEveError, eventually } from "./support/http";
 
 const JID = /^\d{20}$/;
-
-async function eventually<T>(fn: () => Promise<T | undefined>, timeoutMs = 5000): Promise<T> {
-	const deadline = Date.now() + timeoutMs;
-	for (;;) {
-		const value = await fn();
-		if (value !== undefined) return value;
-		if (Date.now() > deadline) throw new Error("timed out waiting");
-		await new Promise(r => setTimeout(r, 100));
-	}
-}
 
 describe("cm-gateway: remote execution against salt-api", () => {
 	let sim: SaltApiSimulator;

@@ -52,3 +52,14 @@ export function expectEveError(reply: Reply, code: number): any {
 	}
 	return reply.body;
 }
+
+/** Polls `fn` until it gives something other than undefined; fails after `timeoutMs`. */
+export async function eventually<T>(fn: () => Promise<T | undefined>, timeoutMs = 5000, what = "a condition"): Promise<T> {
+	const deadline = Date.now() + timeoutMs;
+	for (;;) {
+		const value = await fn();
+		if (value !== undefined) return value;
+		if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+		await new Promise(r => setTimeout(r, 50));
+	}
+}

@@ -1,0 +1,288 @@
+/**
+ * The cm-gateway following the master's event bus, against the salt-api simulator over real HTTP:
+ * the inventory filled at start and kept current by events (presence, minion start, keys,
+ * fingerprints), job returns from the event stream (no polling of /jobs), failed patches, alerts
+ * (host down/up, vnc.connect, patch failed, bursts), the live status.all_status poll, and salt-api
+ * going away mid-job and coming back.
+ */
+import { SaltApiSimulator } from "./simulators/salt-api";
+import { startEmbedded, type Harness } from "./support/harness";
+import { request, expectEveError, eventually, withQuery } from "./support/http";
+
+/** Event-driven changes must show within this (the benchmark measures the real figure). */
+const SOON = 3000;
+
+describe("cm-gateway: the event stream", () => {
+	let sim: SaltApiSimulator;
+	let h: Harness;
+	const url = (path: string) => `${h.api}/${path}`;
+	const get = (path: string) => request("GET", url(path));
+	const host = async (id: string) => (await get(withQuery(`hosts/${id}`, { show_soft_deleted: "true" }))).body;
+	const hostWhen = (id: string, ok: (h: any) => boolean, what: string) =>
+		eventually(
+			async () => {
+				const h = await host(id);
+				return h && ok(h) ? h : undefined;
+			},
+			SOON,
+			what,
+		);
+	const alerts = async (where: Record<string, unknown>) => (await get(withQuery("alerts", { where, max_results: 50, sort: "-_created" }))).body._items as any[];
+	const alertWhen = (where: Record<string, unknown>, what: string) =>
+		eventually(
+			async () => {
+				const found = await alerts(where);
+				return found.length ? found : undefined;
+			},
+			SOON,
+			what,
+		);
+	const total = async (path: string, where: Record<string, unknown> = {}) => (await get(withQuery(path, { where, max_results: 1 }))).body._meta.total as number;
+
+	beforeAll(async () => {
+		sim = new SaltApiSimulator({ minions: 60, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 20], presenceIntervalMs: 3_600_000 });
+		const { url: salt } = await sim.start();
+		const { username, password, eauth } = sim.credentials;
+		h = await startEmbedded({
+			env: {
+				CM_API_URL: salt,
+				CM_API_USER: username,
+				CM_API_PASSWORD: password,
+				CM_API_EAUTH: eauth,
+				CM_API_TIMEOUT_MS: "2000",
+				// Returns must come from the event stream: the /jobs fallback runs only once a minute here.
+				CM_JOB_POLL_MS: "60000",
+				CM_JOB_TIMEOUT_MS: "120000",
+				// Sync at start and after every reconnection; the timer itself stays out of the way.
+				CM_SYNC_INTERVAL_MS: "3600000",
+				CM_ALL_STATUS_INTERVAL_MS: "200",
+				CM_ALERT_BURST: "5",
+			},
+		});
+		await eventually(async () => ((await h.call("cm-gateway.eventStreamStatus")).connected ? true : undefined), SOON, "the event stream");
+	});
+	afterAll(async () => {
+		await h?.stop();
+		await sim?.stop();
+	});
+	afterEach(() => sim.clearFaults());
+
+	it("fills the inventory from the master at start: every minion with a key, once", async () => {
+		const keys = sim.minionIds().length;
+		await eventually(async () => ((await total("hosts")) === keys ? true : undefined), 10_000, "every minion as a host");
+		const [id] = sim.upMinions();
+		const rec = await host(id);
+		expect(rec).toMatchObject({ _id: id, key: "accepted", status: "up", fingerprint: sim.minion(id)!.fingerprint });
+		expect(rec.grain.id).toBe(id);
+	});
+
+	it("marks a host down and up again within seconds of the presence event, with host.down and host.up alerts", async () => {
+		const id = sim.upMinions()[1];
+		const before = await host(id);
+		sim.setUp(id, false);
+		await hostWhen(id, x => x.status === "down", "the host to go down");
+		const [down] = await alertWhen({ type: "host.down", "payload.hostname": id }, "a host.down alert");
+		expect(down).toMatchObject({ type: "host.down", level: "warning", read: false, payload: { hostname: id, status: "down" } });
+
+		sim.setUp(id, true);
+		const back = await hostWhen(id, x => x.status === "up", "the host to come back");
+		expect(new Date(back.heartbeat).getTime()).toBeGreaterThanOrEqual(new Date(before.heartbeat).getTime());
+		const [up] = await alertWhen({ type: "host.up", "payload.hostname": id }, "a host.up alert");
+		expect(up).toMatchObject({ level: "info", payload: { hostname: id, status: "up" } });
+	});
+
+	it("turns many hosts going down at once into one summary alert (CM_ALERT_BURST)", async () => {
+		const ids = sim.upMinions().slice(10, 18);
+		for (const id of ids) sim.setUp(id, false);
+		for (const id of ids) await hostWhen(id, x => x.status === "down", `${id} to go down`);
+		const [summary] = await alertWhen({ type: "host.down", "payload.count": ids.length }, "a summary alert");
+		expect([...summary.payload.hostnames].sort()).toEqual([...ids].sort());
+		expect(await alerts({ type: "host.down", "payload.hostname": { $in: ids } })).toHaveLength(0);
+		for (const id of ids) sim.setUp(id, true);
+		for (const id of ids) await hostWhen(id, x => x.status === "up", `${id} to come back`);
+	});
+
+	it("creates a host for a new minion key, follows its acceptance and start, and fills its grains", async () => {
+		const id = sim.addMinion({ id: "evt-new-01.site-z.example", key: "pending", up: true });
+		const pending = await hostWhen(id, x => x.key === "pending", "the pending host");
+		expect(pending.status).toBe("unknown");
+		expect(pending.fingerprint).toBe(sim.minion(id)!.fingerprint);
+
+		sim.setKeyState(id, "accepted");
+		const accepted = await hostWhen(id, x => x.key === "accepted" && x.status === "up", "the accepted host to be up");
+		expect(accepted.grain.id).toBe(id);
+		expect(accepted.version).toBe(sim.minion(id)!.grains.cmversion);
+	});
+
+	it("follows key rejection and deletion (soft delete), and restores the host when its key comes back", async () => {
+		const id = sim.addMinion({ id: "evt-key-01.site-z.example", key: "accepted", up: true });
+		await hostWhen(id, x => x.key === "accepted", "the host");
+		sim.setKeyState(id, "rejected");
+		await hostWhen(id, x => x.key === "rejected" && x.status === "unknown", "the rejected key");
+
+		sim.removeMinion(id);
+		await hostWhen(id, x => x._soft_deleted === true, "the soft delete");
+		expect((await get(`hosts/${id}`)).status).toBe(404);
+
+		sim.addMinion({ id, key: "accepted", up: true });
+		const back = await hostWhen(id, x => x._soft_deleted === false && x.key === "accepted", "the restore");
+		expect(back.status).toBe("up");
+	});
+
+	it("keeps a changed fingerprint in fingerprint_history and raises fingerprint.changed", async () => {
+		const id = sim.upMinions()[2];
+		const old = (await host(id)).fingerprint;
+		const fresh = sim.changeFingerprint(id);
+		const rec = await hostWhen(id, x => x.fingerprint === fresh, "the new fingerprint");
+		expect(rec.fingerprint_history.map((e: any) => e.fingerprint)).toContain(old);
+		const [alert] = await alertWhen({ type: "fingerprint.changed", "payload.hostname": id }, "a fingerprint alert");
+		expect(alert).toMatchObject({ level: "warning", payload: { hostname: id, fingerprint: fresh, previous: old } });
+	});
+
+	it("raises vnc.connect from the hosts' custom event (tag ctl/vnc/connect)", async () => {
+		const id = sim.upMinions()[3];
+		sim.vncConnect(id, "connected");
+		const [alert] = await alertWhen({ type: "vnc.connect", "payload.hostname": id }, "a vnc.connect alert");
+		expect(alert).toMatchObject({ type: "vnc.connect", level: "info", read: false, payload: { hostname: id, status: "connected" } });
+		sim.vncConnect(id, "disconnected");
+		await alertWhen({ type: "vnc.connect", "payload.hostname": id, "payload.status": "disconnected" }, "the disconnect alert");
+	});
+
+	it("records local_async returns from the event stream, without reading /jobs, slow hosts included", async () => {
+		const [a, b, slow] = sim.upMinions().slice(20, 23);
+		sim.setMinionDelay(slow, 1500);
+		try {
+			const g = await request("POST", url("groups"), { body: { name: "evt-async", type: 0, hosts: [a, b, slow] } });
+			const res = await request("POST", url(`groups/${g.body._id}`), { body: { cm_client: "local_async", fun: "test.ping" } });
+			expect(res.status).toBe(200);
+			const jid = res.body.task_id;
+			for (const id of [a, b]) await eventually(async () => ((await get(`actions/${jid}${id}`)).status === 200 ? true : undefined), SOON, `${id}'s return`);
+			expect((await get(`actions/${jid}${slow}`)).status).toBe(404);
+			const late = await eventually(async () => (await get(`actions/${jid}${slow}`)).body?.state as string | undefined, SOON, "the slow host's return");
+			expect(late).toBe("finished");
+			expect((await host(slow)).last_action).toBe(`${jid}${slow}`);
+			expect(sim.requests().filter(r => r.path.startsWith("/jobs"))).toHaveLength(0);
+		} finally {
+			sim.setMinionDelay(slow, null);
+		}
+	});
+
+	describe("patches", () => {
+		const patch = "patches.openssl-cve-2024-5535";
+		afterEach(() => sim.clearPatchFailures());
+
+		it("records a failed patch run (local) with every step in order, the derived cmd, and a patch.failed alert", async () => {
+			const [ok, bad] = sim.upMinions().slice(30, 32);
+			sim.failPatch(patch, [bad], { stepId: "restart_sshd", retcode: 3, stderr: "Job for ssh.service failed" });
+			const g = await request("POST", url("groups"), { body: { name: "evt-patch", type: 0, hosts: [ok, bad] } });
+			const res = await request("POST", url(`groups/${g.body._id}`), { body: { cm_client: "local", fun: "state.apply", kwarg: { mods: patch } } });
+			expect(res.status).toBe(200);
+			const jid = res.body.task_id;
+
+			const rec = (await get(`failed_patches/${jid}${bad}`)).body;
+			expect(rec).toMatchObject({ _id: `${jid}${bad}`, jid, action: "state.apply", host: bad, state: "finished", patch });
+			expect(rec.return.map((s: any) => s.__id__)).toEqual(["upgrade_openssl", "restart_sshd"]);
+			expect(rec.return.map((s: any) => s.__run_num__)).toEqual([0, 1]);
+			const [first, failed] = rec.return;
+			expect(first).toMatchObject({ result: true, cmd: "apt-get install -y --only-upgrade openssl libssl3", __sls__: patch });
+			expect(failed).toMatchObject({ result: false, cmd: "systemctl restart ssh", name: "systemctl restart ssh", changes: { retcode: 3, stderr: "Job for ssh.service failed" } });
+			for (const f of ["comment", "start_time", "duration", "changes"]) expect(failed).toHaveProperty(f);
+			expect((await get(`failed_patches/${jid}${ok}`)).status).toBe(404);
+			expect((await get(`actions/${jid}${ok}`)).body.state).toBe("finished");
+
+			const [alert] = await alertWhen({ type: "patch.failed", "payload.hostname": bad }, "a patch.failed alert");
+			expect(alert).toMatchObject({ level: "error", payload: { hostname: bad, patch, jid } });
+		});
+
+		it("records a failed patch from a local_async run (positional mods) as its return arrives", async () => {
+			const [bad] = sim.upMinions().slice(32, 33);
+			sim.failPatch(patch, [bad]);
+			const res = await request("POST", url(`hosts/${bad}`), { body: { cm_client: "local_async", fun: "state.apply", arg: [patch] } });
+			expect(res.status).toBe(200);
+			const rec = await eventually(async () => (await get(`failed_patches/${res.body.task_id}${bad}`)).body?.patch as string | undefined, SOON, "the failed patch");
+			expect(rec).toBe(patch);
+		});
+
+		it("records a patch that cannot be rendered as failed, and nothing for a highstate or a clean run", async () => {
+			const [id] = sim.upMinions().slice(33, 34);
+			const missing = await request("POST", url(`hosts/${id}`), { body: { cm_client: "local", fun: "state.apply", kwarg: { mods: "patches.no-such-patch" } } });
+			const rec = (await get(`failed_patches/${missing.body.task_id}${id}`)).body;
+			expect(rec.patch).toBe("patches.no-such-patch");
+			expect(rec.return).toEqual([expect.objectContaining({ __id__: "render", result: false, comment: expect.stringContaining("No matching sls found for 'patches.no-such-patch'") })]);
+
+			const before = await total("failed_patches");
+			const clean = await request("POST", url(`hosts/${id}`), { body: { cm_client: "local", fun: "state.apply", kwarg: { mods: patch } } });
+			expect(clean.status).toBe(200);
+			const high = await request("POST", url(`hosts/${id}`), { body: { cm_client: "local", fun: "state.apply" } });
+			expect(high.status).toBe(200);
+			expect(await total("failed_patches")).toBe(before);
+		});
+	});
+
+	describe("POST /hosts/{id}/all_status", () => {
+		const polls = async (id: string) => total("actions", { host: id, action: "status.all_status" });
+
+		it("starts a live status.all_status poll whose returns are actions records, and stops it", async () => {
+			const id = sim.upMinions()[40];
+			const lastAction = (await host(id)).last_action;
+			const res = await request("POST", url(`hosts/${id}/all_status`), { body: { action: "start" } });
+			expect(res.status).toBe(200);
+			expect(res.body).toMatchObject({ _status: "OK", action: "start", host: id, polling: true, interval: 0.2 });
+			await eventually(async () => ((await polls(id)) >= 3 ? true : undefined), SOON, "three polls");
+			const latest = (await get(withQuery("actions", { where: { host: id, action: "status.all_status" }, sort: "-_created", max_results: 1 }))).body._items[0];
+			expect(latest.state).toBe("finished");
+			expect(JSON.parse(latest.return)).toHaveProperty("loadavg");
+			expect((await host(id)).last_action).toBe(lastAction);
+
+			const stop = await request("POST", url(`hosts/${id}/all_status`), { body: { action: "stop" } });
+			expect(stop.body).toMatchObject({ _status: "OK", polling: false, stopped: 1 });
+			await new Promise(r => setTimeout(r, 400));
+			const after = await polls(id);
+			await new Promise(r => setTimeout(r, 800));
+			expect(await polls(id)).toBe(after);
+		});
+
+		it("stop_all stops every poll", async () => {
+			const ids = sim.upMinions().slice(41, 43);
+			for (const id of ids) expect((await request("POST", url(`hosts/${id}/all_status`), { body: {} })).status).toBe(200);
+			const res = await request("POST", url(`hosts/${ids[0]}/all_status`), { body: { action: "stop_all" } });
+			expect(res.body).toMatchObject({ _status: "OK", action: "stop_all", stopped: 2 });
+			await new Promise(r => setTimeout(r, 400));
+			const counts = await Promise.all(ids.map(polls));
+			await new Promise(r => setTimeout(r, 800));
+			expect(await Promise.all(ids.map(polls))).toEqual(counts);
+		});
+
+		it("answers 422 for a bad action, 404 for an unknown host, 502 when salt-api is down", async () => {
+			const id = sim.upMinions()[44];
+			expectEveError(await request("POST", url(`hosts/${id}/all_status`), { body: { action: "restart" } }), 422);
+			expectEveError(await request("POST", url(`hosts/${id}/all_status`), { body: { action: "start", extra: 1 } }), 422);
+			expectEveError(await request("POST", url("hosts/no-such-host.example/all_status"), { body: { action: "start" } }), 404);
+			sim.failNext(1, 500, { filter: { method: "POST", path: "/" } });
+			expectEveError(await request("POST", url(`hosts/${id}/all_status`), { body: { action: "start" } }), 502);
+		});
+	});
+
+	it("survives salt-api going away mid-job: the return made meanwhile is recorded, missed changes caught up, no host duplicated", async () => {
+		const [id, flips] = sim.upMinions().slice(50, 52);
+		const hosts = await total("hosts", {});
+		sim.setMinionDelay(id, 600);
+		try {
+			const res = await request("POST", url(`hosts/${id}`), { body: { cm_client: "local_async", fun: "test.ping" } });
+			const jid = res.body.task_id;
+			await sim.goDown("refuse");
+			sim.setUp(flips, false); // missed: the stream is down
+			await new Promise(r => setTimeout(r, 1000)); // the minion returns while salt-api is away
+			expect((await get(`actions/${jid}${id}`)).status).toBe(404);
+			await sim.comeBack();
+			const rec = await eventually(async () => (await get(`actions/${jid}${id}`)).body?.state as string | undefined, 10_000, "the return made during the outage");
+			expect(rec).toBe("finished");
+			await hostWhen(flips, x => x.status === "down", "the missed presence change");
+			expect(await total("hosts", {})).toBe(hosts);
+			expect(sim.executionCount(id, "test.ping")).toBe(1);
+		} finally {
+			sim.setMinionDelay(id, null);
+			sim.setUp(flips, true);
+		}
+	});
+});
