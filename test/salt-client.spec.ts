@@ -9,7 +9,7 @@ import https from "node:https";
 import path from "node:path";
 import type { AddressInfo } from "node:net";
 import { SaltApiSimulator } from "./simulators/salt-api";
-import { SaltClient, SaltApiError } from "../lib/salt-client";
+import { SaltClient, SaltApiError, SseParser, type SaltEvent } from "../lib/salt-client";
 import { tempDir } from "./support/harness";
 
 describe("salt-api client", () => {
@@ -130,5 +130,85 @@ describe("salt-api client", () => {
 			server.closeAllConnections();
 			await new Promise(r => server.close(r));
 		}
+	});
+
+	describe("the event stream (GET /events)", () => {
+		const until = async (check: () => boolean, what: string, ms = 5000) => {
+			const deadline = Date.now() + ms;
+			while (!check()) {
+				if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+				await new Promise(r => setTimeout(r, 20));
+			}
+		};
+
+		it("parses records split anywhere, CRLF line ends, the leading retry line and multi-line data", () => {
+			const got: Array<{ tag?: string; data: string }> = [];
+			const parser = new SseParser(r => got.push(r));
+			const text = 'retry: 400\ntag: salt/a\ndata: {"tag":"salt/a","data":{}}\n\r\ntag: salt/b\r\ndata: {"x":\r\ndata: 1}\r\n\r\n: a comment\n\ntag: salt/c\ndata: par';
+			for (let i = 0; i < text.length; i += 7) parser.push(text.slice(i, i + 7));
+			expect(got).toEqual([
+				{ tag: "salt/a", data: '{"tag":"salt/a","data":{}}' },
+				{ tag: "salt/b", data: '{"x":\n1}' },
+			]);
+			parser.push("tial}\n\n");
+			expect(got[2]).toEqual({ tag: "salt/c", data: "partial}" });
+		});
+
+		it("delivers the master's events, and reconnects by itself when the stream ends or the session expires", async () => {
+			const events: SaltEvent[] = [];
+			let connects = 0;
+			const c = new SaltClient({ url: sim.url, ...sim.credentials, timeoutMs: 2000 });
+			const stream = c.streamEvents({ onEvent: e => events.push(e), onConnect: () => connects++ }, { minBackoffMs: 20, maxBackoffMs: 200 });
+			try {
+				await until(() => stream.connected, "the stream");
+				sim.fireEvent("ctl/test/one", { n: 1 });
+				await until(() => events.some(e => e.tag === "ctl/test/one"), "the first event");
+				expect(events.find(e => e.tag === "ctl/test/one")!.data).toMatchObject({ n: 1 });
+
+				sim.dropEventStreams();
+				await until(() => connects === 2 && stream.connected, "the reconnection");
+				sim.fireEvent("ctl/test/two", { n: 2 });
+				await until(() => events.some(e => e.tag === "ctl/test/two"), "an event after the reconnection");
+
+				sim.expireSessions();
+				sim.dropEventStreams();
+				await until(() => connects === 3 && stream.connected, "a reconnection with a new session");
+				sim.fireEvent("ctl/test/three", { n: 3 });
+				await until(() => events.some(e => e.tag === "ctl/test/three"), "an event on the new session");
+				expect(sim.requests().filter(r => r.path === "/login").length).toBeGreaterThanOrEqual(2);
+			} finally {
+				stream.close();
+				c.close();
+			}
+			await until(() => sim.eventStreamCount === 0, "the stream to close");
+			const seen = events.length;
+			sim.fireEvent("ctl/test/after", {});
+			await new Promise(r => setTimeout(r, 100));
+			expect(events).toHaveLength(seen);
+		});
+
+		it("keeps trying while salt-api is away and the master is down, and follows it again when they are back", async () => {
+			const events: SaltEvent[] = [];
+			const reasons: string[] = [];
+			const c = new SaltClient({ url: sim.url, ...sim.credentials, timeoutMs: 2000, backoffMs: 10 });
+			const stream = c.streamEvents({ onEvent: e => events.push(e), onDisconnect: r => reasons.push(r) }, { minBackoffMs: 20, maxBackoffMs: 100 });
+			try {
+				await until(() => stream.connected, "the stream");
+				await sim.goDown("refuse");
+				await until(() => reasons.length >= 2, "failed reconnection attempts");
+				expect(stream.connected).toBe(false);
+				await sim.comeBack();
+				await sim.goDown("master-down");
+				await until(() => reasons.some(r => /503/.test(r)), "a 503 from salt-api");
+				await sim.comeBack();
+				await until(() => stream.connected, "the stream after the outage", 5000);
+				sim.fireEvent("ctl/test/back", {});
+				await until(() => events.some(e => e.tag === "ctl/test/back"), "an event after the outage");
+			} finally {
+				stream.close();
+				c.close();
+				await sim.comeBack();
+			}
+		});
 	});
 });
