@@ -16,7 +16,9 @@
  *   BENCH_WARMUP       seconds of warm-up load before each measurement (default 3)
  *   BENCH_CONNECTIONS  concurrent connections (default 10)
  *   BENCH_HOSTS        hosts seeded (default 10000)
- *   BENCH_ONLY         comma list of deployments to run: inproc,nats (default both)
+ *   BENCH_ONLY         comma list of what to run: inproc, nats (the read paths), cm (the cm-gateway
+ *                      against the salt-api simulator, bench/cm.ts; BENCH_MINIONS, BENCH_EVENTS,
+ *                      BENCH_EXEC_RUNS); default all three
  *   BENCH_REQUESTS     comma list of requests to measure: list,item (default both); `root` (GET /api/,
  *                      an action that does nothing) shows the floor of the gateway path
  *   BENCH_PROFILE      a directory: the server processes run with --cpu-prof and write their profiles
@@ -37,12 +39,11 @@ import path from "node:path";
 import { ServiceBroker } from "moleculer";
 import brokerConfig from "../moleculer.config";
 import { groupIds, hostId, makeHost } from "./hosts";
-import { ensureNats, freePort, type Nats } from "../test/support/net";
+import { freePort, type Nats } from "../test/support/net";
 import type { LoadOptions, LoadResult } from "./load";
+import { benchCm } from "./cm";
+import { DIST, benchNats, benchNatsIfStarted, cleanup, procLogs, rawGet, runProductionCommand, serviceNames, sleep, spawnNode, stopProc, tempDirs, waitForHttp200, type Proc } from "./support";
 
-const DIST = path.resolve(__dirname, "..");
-const ROOT = path.resolve(DIST, "..");
-const RUNNER = path.join(ROOT, "node_modules/moleculer/bin/moleculer-runner.js");
 
 function envInt(name: string, fallback: number, min = 1): number {
 	const raw = process.env[name];
@@ -57,7 +58,8 @@ const WARMUP = envInt("BENCH_WARMUP", 3, 0);
 const CONNECTIONS = envInt("BENCH_CONNECTIONS", 10);
 const HOSTS = envInt("BENCH_HOSTS", 10_000);
 const SEED_BATCH = 500;
-const ONLY = (process.env.BENCH_ONLY || "inproc,nats").split(",").map(s => s.trim());
+const ONLY = (process.env.BENCH_ONLY || "inproc,nats,cm").split(",").map(s => s.trim());
+const READ_DEPLOYMENTS = ONLY.filter(d => d !== "cm");
 const REQUESTS = (process.env.BENCH_REQUESTS || "list,item").split(",").map(s => s.trim());
 const PROFILE_DIR = process.env.BENCH_PROFILE ? path.resolve(process.env.BENCH_PROFILE) : "";
 
@@ -77,125 +79,6 @@ const PATHS: Record<RequestName, string> = {
 	// Not measured by default: the gateway's floor (a tiny answer from an action that does nothing).
 	root: "/api/",
 };
-
-// ------------------------------------------------------------------ processes and cleanup
-
-interface Proc {
-	name: string;
-	child: ChildProcess;
-	log: string[];
-	spawnedAt: number;
-}
-
-const procs = new Set<Proc>();
-const tempDirs: string[] = [];
-let cleaningUp: Promise<void> | null = null;
-
-function spawnNode(name: string, args: string[], env: NodeJS.ProcessEnv, nodeFlags: string[] = []): Proc {
-	const child = spawn(process.execPath, [...nodeFlags, ...args], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
-	const p: Proc = { name, child, log: [], spawnedAt: Date.now() };
-	const keep = (d: Buffer) => {
-		p.log.push(String(d));
-		if (p.log.length > 400) p.log.splice(0, p.log.length - 400);
-	};
-	child.stdout?.on("data", keep);
-	child.stderr?.on("data", keep);
-	procs.add(p);
-	child.once("exit", () => procs.delete(p));
-	return p;
-}
-
-function stopProc(p: Proc, timeoutMs = 15_000): Promise<void> {
-	return new Promise(resolve => {
-		if (p.child.exitCode !== null || p.child.signalCode !== null) {
-			procs.delete(p);
-			return resolve();
-		}
-		const timer = setTimeout(() => p.child.kill("SIGKILL"), timeoutMs);
-		p.child.once("exit", () => {
-			clearTimeout(timer);
-			procs.delete(p);
-			resolve();
-		});
-		p.child.kill("SIGTERM");
-	});
-}
-
-function cleanup(): Promise<void> {
-	cleaningUp ??= (async () => {
-		await Promise.all([...procs].map(p => stopProc(p, 5_000)));
-		for (const dir of tempDirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
-	})();
-	return cleaningUp;
-}
-
-for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
-	process.on(signal, () => {
-		process.stderr.write(`\nbench: ${signal}, stopping child processes and removing temp dirs...\n`);
-		cleanup().finally(() => process.exit(130));
-	});
-}
-// Last resort (an uncaught error, process.exit elsewhere): no child outlives the bench, no temp dir stays.
-process.on("exit", () => {
-	for (const p of procs) p.child.kill("SIGKILL");
-	for (const dir of tempDirs) fs.rmSync(dir, { recursive: true, force: true });
-});
-
-function procLogs(...ps: Proc[]): string {
-	return ps.map(p => `--- ${p.name} (pid ${p.child.pid}) ---\n${p.log.join("").slice(-6000)}`).join("\n");
-}
-
-// ------------------------------------------------------------------ helpers
-
-const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
-
-/** The admin token the measured services bootstrap with; the load generator sends it too. */
-process.env.BENCH_TOKEN ??= `fct_bench-${process.pid}-${Math.random().toString(36).slice(2)}`;
-
-interface RawResponse {
-	status: number;
-	headers: http.IncomingHttpHeaders;
-	body: Buffer;
-}
-
-/** One GET with the exact bytes of the answer (no decoding, no decompression). */
-function rawGet(url: string): Promise<RawResponse> {
-	return new Promise((resolve, reject) => {
-		const req = http.get(url, { agent: false, headers: { authorization: `Bearer ${process.env.BENCH_TOKEN}` } }, res => {
-			const chunks: Buffer[] = [];
-			res.on("data", c => chunks.push(c));
-			res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
-			res.on("error", reject);
-		});
-		req.setTimeout(30_000, () => req.destroy(new Error(`timeout on GET ${url}`)));
-		req.on("error", reject);
-	});
-}
-
-async function waitForHttp200(url: string, timeoutMs: number, watch: Proc[]): Promise<void> {
-	const deadline = Date.now() + timeoutMs;
-	let last = "no answer";
-	while (Date.now() < deadline) {
-		const dead = watch.find(p => p.child.exitCode !== null || p.child.signalCode !== null);
-		if (dead) throw new Error(`${dead.name} exited (code ${dead.child.exitCode}, signal ${dead.child.signalCode}) before ${url} answered\n${procLogs(...watch)}`);
-		try {
-			const res = await rawGet(url);
-			if (res.status === 200) return;
-			last = `HTTP ${res.status}: ${res.body.toString("utf8").slice(0, 200)}`;
-		} catch (err) {
-			last = (err as Error).message;
-		}
-		await sleep(250);
-	}
-	throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${url} (last: ${last})\n${procLogs(...watch)}`);
-}
-
-function serviceNames(): string[] {
-	return fs
-		.readdirSync(path.join(DIST, "services"))
-		.filter(f => f.endsWith(".service.js"))
-		.map(f => f.replace(/\.service\.js$/, ""));
-}
 
 // ------------------------------------------------------------------ seeding
 
@@ -255,21 +138,14 @@ interface Running {
 	stop(): Promise<void>;
 }
 
-function serverEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
-	// Rate limiting is off: the benchmark is one token sending as fast as it can.
-	const env: NodeJS.ProcessEnv = { ...process.env, LOGLEVEL: "warn", MONGO_URI: "", CTL_ADMIN_TOKEN: process.env.BENCH_TOKEN, RATE_LIMIT_PER_MINUTE: "0", ...extra };
-	if (!extra.TRANSPORTER) delete env.TRANSPORTER;
-	return env;
-}
-
 function profileFlags(name: string): string[] {
 	if (!PROFILE_DIR) return [];
 	return ["--cpu-prof", `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${name}.cpuprofile`];
 }
 
-/** The production command (moleculer-runner on the build) with the given services. */
+/** The production command with the given services, profiled when BENCH_PROFILE is set. */
 function runServices(name: string, services: string[], env: Record<string, string>): Proc {
-	return spawnNode(name, [RUNNER, "--config", path.join(DIST, "moleculer.config.js")], serverEnv({ SERVICES: services.join(","), SERVICEDIR: path.join(DIST, "services"), ...env }), profileFlags(name));
+	return runProductionCommand(name, services, env, profileFlags(name));
 }
 
 async function startDeployment(deployment: Deployment, dataDir: string, namespace: string, nats: Nats | null): Promise<Running> {
@@ -560,7 +436,7 @@ interface TimelineEntry {
 
 async function main(): Promise<number> {
 	if (!fs.existsSync(path.join(DIST, "moleculer.config.js"))) throw new Error("dist/ is missing: run `npm run build` (npm run bench does)");
-	for (const d of ONLY) if (d !== "inproc" && d !== "nats") throw new Error(`BENCH_ONLY: unknown deployment '${d}'`);
+	for (const d of ONLY) if (d !== "inproc" && d !== "nats" && d !== "cm") throw new Error(`BENCH_ONLY: unknown deployment '${d}'`);
 	for (const r of REQUESTS) if (r !== "list" && r !== "item" && r !== "root") throw new Error(`BENCH_REQUESTS: unknown request '${r}'`);
 	if (PROFILE_DIR) fs.mkdirSync(PROFILE_DIR, { recursive: true });
 
@@ -568,6 +444,19 @@ async function main(): Promise<number> {
 	tempDirs.push(tmp);
 	const log = (msg: string) => process.stderr.write(`bench: ${msg}\n`);
 
+	let valid = true;
+	if (READ_DEPLOYMENTS.length) valid = await benchReads(tmp, log);
+	if (ONLY.includes("cm")) {
+		const cm = await benchCm(path.join(tmp, "cm-data"), log);
+		process.stdout.write(`\ncm-gateway bench — node ${process.version}, ${os.cpus().length} cpu, salt-api simulator in the bench process\n\n${cm.report}\n`);
+		valid &&= cm.valid;
+	}
+	await (await benchNatsIfStarted())?.stop();
+	return valid ? 0 : 1;
+}
+
+/** The read paths (list and item), in each deployment of BENCH_ONLY, next to the bare server. */
+async function benchReads(tmp: string, log: (msg: string) => void): Promise<boolean> {
 	log(`seeding ${HOSTS} hosts through hosts.upsertMany (batches of ${SEED_BATCH}) into ${tmp}/seed ...`);
 	const seedInfo = await seed(path.join(tmp, "seed"));
 	log(`seeded in ${seedInfo.seconds.toFixed(1)}s (avg host ${fmtNum(seedInfo.avgDocBytes)} B, grain ${fmtNum(seedInfo.avgGrainBytes)} B)`);
@@ -575,13 +464,11 @@ async function main(): Promise<number> {
 	const rows: Row[] = [];
 	const timeline: TimelineEntry[] = [];
 	let nats: Nats | null = null;
-	for (const deployment of ONLY as Deployment[]) {
+	for (const deployment of READ_DEPLOYMENTS as Deployment[]) {
 		const dataDir = path.join(tmp, `${deployment}-data`);
 		fs.cpSync(seedInfo.dir, dataDir, { recursive: true });
 		if (deployment === "nats" && !nats) {
-			nats = await ensureNats();
-			// A server this run started is stopped with the others on Ctrl-C too.
-			if (nats.child) procs.add({ name: "nats-server", child: nats.child, log: [], spawnedAt: Date.now() });
+			nats = await benchNats();
 			log(`NATS at ${nats.url}${nats.external ? "" : " (started for this run)"}`);
 		}
 		const namespace = `bench-${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
@@ -607,13 +494,11 @@ async function main(): Promise<number> {
 			await Promise.all([running.stop(), bare ? stopProc(bare.proc) : Promise.resolve()]);
 		}
 	}
-	await nats?.stop();
 	if (PROFILE_DIR) {
 		fs.writeFileSync(path.join(PROFILE_DIR, "timeline.json"), JSON.stringify(timeline, null, 2));
 		log(`CPU profiles and timeline.json in ${PROFILE_DIR} (summarize: node dist/bench/profile-top.js ${PROFILE_DIR}/inproc-all.cpuprofile)`);
 	}
-	const valid = report(rows, seedInfo);
-	return valid ? 0 : 1;
+	return report(rows, seedInfo);
 }
 
 main()

@@ -13,6 +13,8 @@ export interface FindOptions {
 	limit?: number;
 	/** Top-level fields to leave out at the database (Mongo-style exclusion projection). */
 	exclude?: string[];
+	/** Only these top-level fields (and `_id`): an inclusion projection, for lookups that need no more. */
+	only?: string[];
 }
 
 export interface Update {
@@ -67,7 +69,7 @@ function rewriteFieldOps(field: string, ops: Record<string, unknown>): Filter[] 
 				conds.push({ $not: equals(field, arg) });
 				break;
 			case "$in":
-				conds.push((arg as unknown[]).includes(null) ? { $or: (arg as unknown[]).map(v => equals(field, v)) } : { [field]: { $in: arg } });
+				conds.push((arg as unknown[]).includes(null) ? { $or: (arg as unknown[]).map(v => equals(field, v)) } : setMembership(field, arg as unknown[]) ?? { [field]: { $in: arg } });
 				break;
 			case "$nin":
 				conds.push({ $not: { $or: [{ [field]: { $in: arg } }, ...((arg as unknown[]).includes(null) ? [equals(field, null)] : [])] } });
@@ -87,6 +89,26 @@ function rewriteFieldOps(field: string, ops: Record<string, unknown>): Filter[] 
 	}
 	if (Object.keys(native).length) conds.push({ [field]: native });
 	return conds;
+}
+
+/** Lists longer than this are matched through a Set: NeDB checks `$in` by scanning the list for every record. */
+const SET_MEMBERSHIP_FROM = 32;
+
+/**
+ * `{field: {$in: [strings]}}` for a long list, as a NeDB `$where` that looks each record's value (or each
+ * element of an array value, as `$in` does) up in a Set: O(records) instead of O(records × list), which
+ * turns a 5,000-host lookup from ~120 ms into a few. Only top-level fields and string lists, where Set
+ * equality is NeDB's equality.
+ */
+function setMembership(field: string, list: unknown[]): Filter | null {
+	if (list.length < SET_MEMBERSHIP_FROM || field.includes(".") || !list.every(v => typeof v === "string")) return null;
+	const set = new Set(list as string[]);
+	return {
+		$where(this: Doc) {
+			const v = this[field];
+			return Array.isArray(v) ? v.some(e => typeof e === "string" && set.has(e)) : typeof v === "string" && set.has(v);
+		},
+	};
 }
 
 /** Inside $elemMatch on scalars NeDB has no $eq; `$in: [v]` means the same. */
@@ -145,7 +167,12 @@ export class NedbStore implements Store {
 		if (opts.skip) cursor = cursor.skip(opts.skip);
 		if (opts.limit) cursor = cursor.limit(opts.limit);
 		const docs = await cursor;
-		// NeDB already copied each document; its own exclusion projection would copy it twice more.
+		// NeDB already copied each document; its own projections would build every one again (measured:
+		// an inclusion projection of 5,000 hosts takes twice as long as the copy it would save).
+		if (opts.only?.length) {
+			const keep = new Set(["_id", ...opts.only]);
+			return docs.map(d => Object.fromEntries(Object.entries(d).filter(([k]) => keep.has(k))));
+		}
 		if (opts.exclude?.length) for (const doc of docs) for (const f of opts.exclude) delete doc[f];
 		return docs;
 	}
@@ -213,7 +240,11 @@ export class MongoStore implements Store {
 	constructor(private readonly collection: MongoCollection) {}
 
 	find(filter: Filter, opts: FindOptions = {}): Promise<Doc[]> {
-		const projection = opts.exclude?.length ? Object.fromEntries(opts.exclude.map(f => [f, 0])) : undefined;
+		const projection = opts.only?.length
+			? Object.fromEntries(opts.only.map(f => [f, 1]))
+			: opts.exclude?.length
+				? Object.fromEntries(opts.exclude.map(f => [f, 0]))
+				: undefined;
 		let cursor = this.collection.find(filter, projection ? { projection } : {});
 		if (opts.sort?.length) cursor = cursor.sort(Object.fromEntries(opts.sort));
 		if (opts.skip) cursor = cursor.skip(opts.skip);

@@ -192,7 +192,7 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				params: lookupParams,
 				async handler(this: EveThis, ctx: Context<{ ids: string[]; field?: string }>) {
 					const field = ctx.params.field ?? "_id";
-					const docs = await this.store.find(this.visibleFilter({ [field]: { $in: ctx.params.ids } }, false));
+					const docs = await this.store.find(this.visibleFilter({ [field]: { $in: ctx.params.ids } }, false), { only: [field] });
 					return docs.map(d => String(d[field]));
 				},
 			},

@@ -78,6 +78,8 @@ const UPSERT_BATCH = 1000;
 export const VNC_EVENT_TAG = "ctl/vnc/connect";
 /** Returns of these functions change grains the host fields come from (`ctl` dates, versions). */
 const GRAIN_CHANGING = /^(state\.|pkg\.(upgrade|install)|saltutil\.(sync_grains|refresh_grains|sync_all)|grains\.)/;
+/** Minions whose cached grains one reconciliation call reads (and whose hosts it then writes). */
+const SYNC_BATCH = 1000;
 /** A refresh of this many hosts or more reads every fingerprint at once instead of one call per host. */
 const FINGER_ALL_FROM = 20;
 /** How long returns are gathered before they are written (events arrive one host at a time). */
@@ -632,8 +634,10 @@ export default function CmGatewayService(): ServiceSchema {
 			},
 
 			/**
-			 * Four reads, one call each whatever the fleet's size: key.list_all, key.finger "*", manage.status,
-			 * cache.grains "*". Nothing is written unless every read succeeded.
+			 * Three reads of the whole fleet (key.list_all, key.finger "*", manage.status), then the cached grains
+			 * (cache.grains) SYNC_BATCH minions at a time, each batch written as it is read, so that memory stays
+			 * bounded by a batch, not the fleet. A read that fails ends the sync: the batches already written stay
+			 * (they hold what the master said), and no host is soft-deleted unless every read succeeded.
 			 */
 			async reconcile(this: any): Promise<SyncResult> {
 				const startedAt = Date.now();
@@ -641,8 +645,6 @@ export default function CmGatewayService(): ServiceSchema {
 				const fingers = await this.wheel("key.finger", { match: "*" });
 				const status = await this.salt.lowstate({ client: "runner", fun: "manage.status" }, { safe: true });
 				if (!isObject(status) || !Array.isArray(status.up) || !Array.isArray(status.down)) throw new EveError(502, "salt-api sent a malformed answer to manage.status");
-				const grains = await this.salt.lowstate({ client: "runner", fun: "cache.grains", tgt: "*", tgt_type: "glob" }, { safe: true });
-				if (!isObject(grains)) throw new EveError(502, "salt-api sent a malformed answer to cache.grains");
 
 				const up = new Set(strings(status.up));
 				const down = new Set(strings(status.down));
@@ -656,13 +658,25 @@ export default function CmGatewayService(): ServiceSchema {
 					const fps = fingers[dir];
 					if (isObject(fps)) for (const [id, fp] of Object.entries(fps)) if (typeof fp === "string" && fp && views.has(id)) views.get(id)!.fingerprint = fp;
 				}
-				for (const [id, view] of views) if (isObject(grains[id])) view.grains = grains[id] as Record<string, unknown>;
 
-				const known: KnownHost[] = await this.broker.call("hosts.inventoryState");
-				const gone = known.filter(h => !h._soft_deleted && !views.has(h._id)).map(h => h._id);
-				const res = await this.applyMasterView(views, gone, startedAt, known);
+				const known = new Map<string, KnownHost>(((await this.broker.call("hosts.inventoryState")) as KnownHost[]).map(h => [h._id, h]));
+				const total = { created: 0, updated: 0, removed: 0, restored: 0, fingerprints_changed: 0 };
+				const add = (r: typeof total) => {
+					for (const k of Object.keys(total) as Array<keyof typeof total>) total[k] += r[k];
+				};
+				const ids = [...views.keys()];
+				for (let i = 0; i < ids.length; i += SYNC_BATCH) {
+					const batch = ids.slice(i, i + SYNC_BATCH);
+					const grains = await this.salt.lowstate({ client: "runner", fun: "cache.grains", tgt: batch, tgt_type: "list" }, { safe: true });
+					if (!isObject(grains)) throw new EveError(502, "salt-api sent a malformed answer to cache.grains");
+					const batchViews = new Map<string, MasterView>();
+					for (const id of batch) batchViews.set(id, isObject(grains[id]) ? { ...views.get(id)!, grains: grains[id] as Record<string, unknown> } : views.get(id)!);
+					add(await this.applyMasterView(batchViews, [], startedAt, known));
+				}
+				const gone = [...known.values()].filter(h => !h._soft_deleted && !views.has(h._id)).map(h => h._id);
+				if (gone.length) add(await this.applyMasterView(new Map(), gone, startedAt, known));
 				for (const [id, at] of this.touched) if (at < startedAt) this.touched.delete(id);
-				return { _status: "OK", hosts: views.size, ...res };
+				return { _status: "OK", hosts: views.size, ...total };
 			},
 
 			/**
@@ -670,10 +684,10 @@ export default function CmGatewayService(): ServiceSchema {
 			 * soft-deletes the `gone` ones, raises fingerprint and presence alerts. Hosts an event changed after
 			 * `readAt` are left alone: the event is newer than these reads.
 			 */
-			async applyMasterView(this: any, views: Map<string, MasterView>, gone: string[], readAt: number, knownList?: KnownHost[]) {
+			async applyMasterView(this: any, views: Map<string, MasterView>, gone: string[], readAt: number, knownHosts?: Map<string, KnownHost>) {
 				const fresher = (id: string) => (this.touched.get(id) ?? 0) >= readAt;
 				const ids = [...views.keys(), ...gone];
-				const known = new Map<string, KnownHost>((knownList ?? (ids.length ? await this.broker.call("hosts.inventoryState", { ids }) : [])).map((h: KnownHost) => [h._id, h]));
+				const known: Map<string, KnownHost> = knownHosts ?? new Map(((ids.length ? await this.broker.call("hosts.inventoryState", { ids }) : []) as KnownHost[]).map(h => [h._id, h]));
 				const now = new Date();
 				const changes: Record<string, unknown>[] = [];
 				const alerts: Alert[] = [];

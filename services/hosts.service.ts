@@ -204,7 +204,7 @@ const HostsService: EveServiceSchema = {
 			visibility: "public",
 			params: { ids: { type: "array", items: "string", max: 100_000 } },
 			async handler(this: EveThis, ctx: Context<{ ids: string[] }>) {
-				const docs = await this.store.find({ _id: { $in: ctx.params.ids }, _soft_deleted: true }, { exclude: ["grain"] });
+				const docs = await this.store.find({ _id: { $in: ctx.params.ids }, _soft_deleted: true }, { only: ["_id"] });
 				return docs.map(d => d._id);
 			},
 		},

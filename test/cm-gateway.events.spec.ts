@@ -8,6 +8,7 @@
 import { SaltApiSimulator } from "./simulators/salt-api";
 import { startEmbedded, type Harness } from "./support/harness";
 import { request, expectEveError, eventually, withQuery } from "./support/http";
+import type { SyncResult } from "../services/cm-gateway.service";
 
 /** Event-driven changes must show within this (the benchmark measures the real figure). */
 const SOON = 3000;
@@ -285,4 +286,55 @@ describe("cm-gateway: the event stream", () => {
 			sim.setUp(flips, true);
 		}
 	});
+});
+
+describe("cm-gateway: 10,000 minions", () => {
+	let sim: SaltApiSimulator;
+	let h: Harness;
+	const url = (path: string) => `${h.api}/${path}`;
+	const total = async (path: string, where: Record<string, unknown> = {}) => (await request("GET", url(withQuery(path, { where, max_results: 1 })))).body._meta.total as number;
+
+	beforeAll(async () => {
+		sim = new SaltApiSimulator({ minions: 10_000, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 200], presenceIntervalMs: 3_600_000 });
+		const { url: salt } = await sim.start();
+		const { username, password, eauth } = sim.credentials;
+		h = await startEmbedded({
+			env: {
+				CM_API_URL: salt,
+				CM_API_USER: username,
+				CM_API_PASSWORD: password,
+				CM_API_EAUTH: eauth,
+				CM_API_TIMEOUT_MS: "30000",
+				CM_JOB_POLL_MS: "60000",
+				CM_SYNC_INTERVAL_MS: "3600000",
+			},
+		});
+	}, 120_000);
+	afterAll(async () => {
+		await h?.stop();
+		await sim?.stop();
+	});
+
+	it("fills the inventory with every minion once, and keeps every host's key and presence as the master has them", async () => {
+		const keys = sim.minionIds().length;
+		await eventually(async () => ((await total("hosts")) === keys ? true : undefined), 90_000, "10,000 hosts");
+		expect(await total("hosts", { key: "accepted" })).toBe(sim.minionIds({ key: "accepted" }).length);
+		expect(await total("hosts", { status: "up" })).toBe(sim.upMinions().length);
+		expect(await total("hosts", { key: "pending" })).toBe(sim.minionIds({ key: "pending" }).length);
+		const res: SyncResult = await h.call("cm-gateway.sync");
+		expect(res).toMatchObject({ hosts: keys, created: 0, removed: 0, restored: 0, fingerprints_changed: 0 });
+	}, 120_000);
+
+	it("runs a function on 5,000 hosts of a group and records every return from the event stream", async () => {
+		const targets = sim.upMinions().slice(0, 5000);
+		const g = await request("POST", url("groups"), { body: { name: "big", type: 0, hosts: targets } });
+		expect(g.status).toBe(201);
+		const res = await request("POST", url(`groups/${g.body._id}`), { body: { cm_client: "local_async", fun: "test.ping" } });
+		expect(res.status).toBe(200);
+		expect(res.body.return.return[0].minions).toHaveLength(5000);
+		const jid = res.body.task_id;
+		await eventually(async () => ((await total("actions", { jid, state: "finished" })) === 5000 ? true : undefined), 60_000, "5,000 returns");
+		expect(await total("actions", { jid })).toBe(5000);
+		for (const id of [targets[0], targets[4999]]) expect(sim.executionCount(id, "test.ping")).toBe(1);
+	}, 120_000);
 });

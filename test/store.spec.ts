@@ -18,6 +18,11 @@ const DOCS = [
 	{ _id: "e", name: "epsilon", scores: [2, 3], nested: [{ k: "x", v: 1 }, { k: "y", v: 2 }] },
 ];
 
+/** A JSON list of these strings padded to 40 entries with strings no record holds. */
+function LONG(values: string[]): string {
+	return JSON.stringify([...Array.from({ length: 40 }, (_, i) => `none-${i}`), ...values]);
+}
+
 /** [where (as a client sends it), ids MongoDB selects] */
 const CASES: Array<[string, string[]]> = [
 	['{"name":"alpha"}', ["a"]],
@@ -57,6 +62,12 @@ const CASES: Array<[string, string[]]> = [
 	['{"info":{"os":"Debian"}}', ["b"]],
 	['name == "beta" or n >= 10', ["b", "d"]],
 	['n > 1 and n < 10', ["b", "c"]],
+	// Long lists (NeDB matches them through a Set): on a scalar field, on an array field, combined, and with a non-string.
+	[`{"name":{"$in":${LONG(["beta", "delta"])}}}`, ["b", "d"]],
+	[`{"tags":{"$in":${LONG(["cache"])}}}`, ["d"]],
+	[`{"_id":{"$in":${LONG(["a", "c", "e"])}},"n":{"$gte":2}}`, ["c"]],
+	[`{"name":{"$nin":${LONG(["beta", "delta"])}}}`, ["a", "c", "e"]],
+	[`{"n":{"$in":${JSON.stringify([...Array.from({ length: 40 }, (_, i) => 100 + i), 3])}}}`, ["c"]],
 ];
 
 async function ids(store: Store, where: string): Promise<string[]> {
@@ -81,6 +92,7 @@ async function exercise(store: Store): Promise<void> {
 	expect(await ids(store, "{}")).toEqual(["a", "e"]);
 	const page = await store.find({}, { sort: [["name", -1]], skip: 1, limit: 1, exclude: ["tags"] });
 	expect(page).toEqual([{ _id: "a", name: "alpha", n: 1, info: { os: "ALT", arch: "x86_64" }, when: new Date("2024-01-01T00:00:00Z"), flag: true }]);
+	expect(await store.find({ _id: "a" }, { only: ["name"] })).toEqual([{ _id: "a", name: "alpha" }]);
 }
 
 describe("NeDB store", () => {

@@ -1,0 +1,160 @@
+/**
+ * What the benchmarks share: child processes that never outlive the run (nor their temp dirs), the
+ * production command, and small HTTP helpers.
+ */
+import { spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import http from "node:http";
+import path from "node:path";
+import { ensureNats, type Nats } from "../test/support/net";
+
+export const DIST = path.resolve(__dirname, "..");
+export const ROOT = path.resolve(DIST, "..");
+const RUNNER = path.join(ROOT, "node_modules/moleculer/bin/moleculer-runner.js");
+
+/** The admin token the measured services bootstrap with; the load generators send it too. */
+process.env.BENCH_TOKEN ??= `fct_bench-${process.pid}-${Math.random().toString(36).slice(2)}`;
+
+export const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
+
+// ------------------------------------------------------------------ processes and cleanup
+
+export interface Proc {
+	name: string;
+	child: ChildProcess;
+	log: string[];
+	spawnedAt: number;
+}
+
+export const procs = new Set<Proc>();
+export const tempDirs: string[] = [];
+let cleaningUp: Promise<void> | null = null;
+
+export function spawnNode(name: string, args: string[], env: NodeJS.ProcessEnv, nodeFlags: string[] = []): Proc {
+	const child = spawn(process.execPath, [...nodeFlags, ...args], { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+	const p: Proc = { name, child, log: [], spawnedAt: Date.now() };
+	const keep = (d: Buffer) => {
+		p.log.push(String(d));
+		if (p.log.length > 400) p.log.splice(0, p.log.length - 400);
+	};
+	child.stdout?.on("data", keep);
+	child.stderr?.on("data", keep);
+	procs.add(p);
+	child.once("exit", () => procs.delete(p));
+	return p;
+}
+
+export function stopProc(p: Proc, timeoutMs = 15_000): Promise<void> {
+	return new Promise(resolve => {
+		if (p.child.exitCode !== null || p.child.signalCode !== null) {
+			procs.delete(p);
+			return resolve();
+		}
+		const timer = setTimeout(() => p.child.kill("SIGKILL"), timeoutMs);
+		p.child.once("exit", () => {
+			clearTimeout(timer);
+			procs.delete(p);
+			resolve();
+		});
+		p.child.kill("SIGTERM");
+	});
+}
+
+export function cleanup(): Promise<void> {
+	cleaningUp ??= (async () => {
+		await Promise.all([...procs].map(p => stopProc(p, 5_000)));
+		for (const dir of tempDirs.splice(0)) fs.rmSync(dir, { recursive: true, force: true });
+	})();
+	return cleaningUp;
+}
+
+for (const signal of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
+	process.on(signal, () => {
+		process.stderr.write(`\nbench: ${signal}, stopping child processes and removing temp dirs...\n`);
+		cleanup().finally(() => process.exit(130));
+	});
+}
+// Last resort (an uncaught error, process.exit elsewhere): no child outlives the bench, no temp dir stays.
+process.on("exit", () => {
+	for (const p of procs) p.child.kill("SIGKILL");
+	for (const dir of tempDirs) fs.rmSync(dir, { recursive: true, force: true });
+});
+
+export function procLogs(...ps: Proc[]): string {
+	return ps.map(p => `--- ${p.name} (pid ${p.child.pid}) ---\n${p.log.join("").slice(-6000)}`).join("\n");
+}
+
+
+
+export interface RawResponse {
+	status: number;
+	headers: http.IncomingHttpHeaders;
+	body: Buffer;
+}
+
+/** One GET with the exact bytes of the answer (no decoding, no decompression). */
+export function rawGet(url: string): Promise<RawResponse> {
+	return new Promise((resolve, reject) => {
+		const req = http.get(url, { agent: false, headers: { authorization: `Bearer ${process.env.BENCH_TOKEN}` } }, res => {
+			const chunks: Buffer[] = [];
+			res.on("data", c => chunks.push(c));
+			res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+			res.on("error", reject);
+		});
+		req.setTimeout(30_000, () => req.destroy(new Error(`timeout on GET ${url}`)));
+		req.on("error", reject);
+	});
+}
+
+export async function waitForHttp200(url: string, timeoutMs: number, watch: Proc[]): Promise<void> {
+	const deadline = Date.now() + timeoutMs;
+	let last = "no answer";
+	while (Date.now() < deadline) {
+		const dead = watch.find(p => p.child.exitCode !== null || p.child.signalCode !== null);
+		if (dead) throw new Error(`${dead.name} exited (code ${dead.child.exitCode}, signal ${dead.child.signalCode}) before ${url} answered\n${procLogs(...watch)}`);
+		try {
+			const res = await rawGet(url);
+			if (res.status === 200) return;
+			last = `HTTP ${res.status}: ${res.body.toString("utf8").slice(0, 200)}`;
+		} catch (err) {
+			last = (err as Error).message;
+		}
+		await sleep(250);
+	}
+	throw new Error(`timed out after ${timeoutMs / 1000}s waiting for ${url} (last: ${last})\n${procLogs(...watch)}`);
+}
+
+export function serviceNames(): string[] {
+	return fs
+		.readdirSync(path.join(DIST, "services"))
+		.filter(f => f.endsWith(".service.js"))
+		.map(f => f.replace(/\.service\.js$/, ""));
+}
+
+export function serverEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+	// Rate limiting is off: the benchmark is one token sending as fast as it can.
+	const env: NodeJS.ProcessEnv = { ...process.env, LOGLEVEL: "warn", MONGO_URI: "", CTL_ADMIN_TOKEN: process.env.BENCH_TOKEN, RATE_LIMIT_PER_MINUTE: "0", ...extra };
+	if (!extra.TRANSPORTER) delete env.TRANSPORTER;
+	return env;
+}
+
+/** The production command (moleculer-runner on the build) with the given services. */
+export function runProductionCommand(name: string, services: string[], env: Record<string, string>, nodeFlags: string[] = []): Proc {
+	return spawnNode(name, [RUNNER, "--config", path.join(DIST, "moleculer.config.js")], serverEnv({ SERVICES: services.join(","), SERVICEDIR: path.join(DIST, "services"), ...env }), nodeFlags);
+}
+
+let natsShared: Promise<Nats> | null = null;
+
+/** The NATS server for split deployments (NATS_URL, or one started for this run and stopped with it). */
+export function benchNats(): Promise<Nats> {
+	natsShared ??= ensureNats().then(nats => {
+		if (nats.child) procs.add({ name: "nats-server", child: nats.child, log: [], spawnedAt: Date.now() });
+		return nats;
+	});
+	return natsShared;
+}
+
+/** The NATS server of this run, if one was asked for. */
+export function benchNatsIfStarted(): Promise<Nats> | null {
+	return natsShared;
+}
