@@ -6,7 +6,7 @@
  * going away mid-job and coming back.
  */
 import { SaltApiSimulator } from "./simulators/salt-api";
-import { startEmbedded, type Harness } from "./support/harness";
+import { startEmbedded, startSplit, type Harness } from "./support/harness";
 import { request, expectEveError, eventually, withQuery } from "./support/http";
 import type { SyncResult } from "../services/cm-gateway.service";
 
@@ -337,4 +337,38 @@ describe("cm-gateway: 10,000 minions", () => {
 		expect(await total("actions", { jid })).toBe(5000);
 		for (const id of [targets[0], targets[4999]]) expect(sim.executionCount(id, "test.ping")).toBe(1);
 	}, 120_000);
+});
+
+describe("cm-gateway split over NATS (gateway and services in separate processes)", () => {
+	let sim: SaltApiSimulator;
+	let h: Harness;
+	const url = (path: string) => `${h.api}/${path}`;
+
+	beforeAll(async () => {
+		sim = new SaltApiSimulator({ minions: 30, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 20], presenceIntervalMs: 3_600_000 });
+		const { url: salt } = await sim.start();
+		const { username, password, eauth } = sim.credentials;
+		h = await startSplit({
+			env: { CM_API_URL: salt, CM_API_USER: username, CM_API_PASSWORD: password, CM_API_EAUTH: eauth, CM_API_TIMEOUT_MS: "5000", CM_JOB_POLL_MS: "60000", CM_SYNC_INTERVAL_MS: "3600000" },
+		});
+	}, 90_000);
+	afterAll(async () => {
+		await h?.stop();
+		await sim?.stop();
+	});
+
+	it("fills the inventory, follows presence with an alert, and records returns, as seen through the gateway", async () => {
+		const keys = sim.minionIds().length;
+		await eventually(async () => ((await request("GET", url("hosts?max_results=1"))).body._meta.total === keys ? true : undefined), 20_000, "every minion as a host");
+		const [id, other] = sim.upMinions();
+		sim.setUp(id, false);
+		await eventually(async () => ((await request("GET", url(`hosts/${id}`))).body.status === "down" ? true : undefined), SOON, "the host to go down");
+		const alerts = await request("GET", url(withQuery("alerts", { where: { type: "host.down", "payload.hostname": id } })));
+		expect(alerts.body._items).toHaveLength(1);
+
+		const res = await request("POST", url(`hosts/${other}`), { body: { cm_client: "local_async", fun: "test.ping" } });
+		expect(res.status).toBe(200);
+		const rec = await eventually(async () => (await request("GET", url(`actions/${res.body.task_id}${other}`))).body?.state as string | undefined, SOON, "the return");
+		expect(rec).toBe("finished");
+	});
 });
