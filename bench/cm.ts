@@ -182,7 +182,7 @@ export async function benchCm(dataDir: string, log: (msg: string) => void): Prom
 		if (targets.length < GROUP_SIZE) throw new Error(`only ${targets.length} minions are up; BENCH_MINIONS must give ${GROUP_SIZE}`);
 		const group = await apiJson(base, "POST", "/api/groups", { name: "bench-5000", type: 0, hosts: targets });
 		if (group.status !== 201) throw new Error(`POST /api/groups answered ${group.status}`);
-		const recorded = async (jid: string) => (await apiJson(base, "GET", `/api/actions?where=${encodeURIComponent(JSON.stringify({ jid }))}&max_results=1`)).body._meta.total as number;
+		const recorded = async (jid: string) => (await apiJson(base, "GET", `/api/actions?where=${encodeURIComponent(JSON.stringify({ jid, state: "finished" }))}&max_results=1`)).body._meta.total as number;
 		log(`cm exec: POST /api/groups/{id} on ${GROUP_SIZE} hosts, ${EXEC_RUNS} runs, each next to the same lowstate sent straight to salt-api ...`);
 		const viaApi: number[] = [];
 		const viaSalt: number[] = [];

@@ -209,6 +209,8 @@ export default function CmGatewayService(): ServiceSchema {
 			this.returnBuffer = [] as JobReturn[];
 			this.flushTimer = null;
 			this.flushing = Promise.resolve();
+			/** The "running" records being written, by jid: that job's returns are written after them. */
+			this.runningWrites = new Map<string, Promise<void>>();
 			this.pollTimer = null;
 			this.polling = false;
 			this.syncTimer = null;
@@ -245,6 +247,7 @@ export default function CmGatewayService(): ServiceSchema {
 					if (this.stopping) return;
 					if (config.cmEvents) this.openEventStream();
 					if (config.cmSyncIntervalMs > 0) this.scheduleSync(0);
+					void this.resumeJobs().catch((err: Error) => this.logger.warn("Could not resume the jobs started before this restart:", err.message));
 				})
 				.catch((err: Error) => this.logger.error("The cm-gateway cannot follow the master:", err.message));
 		},
@@ -336,10 +339,52 @@ export default function CmGatewayService(): ServiceSchema {
 				if (!isObject(ret) || Object.keys(ret).length === 0) return null;
 				const { jid, minions } = ret as { jid?: unknown; minions?: unknown };
 				if (typeof jid !== "string" || !JID.test(jid) || !Array.isArray(minions)) throw new EveError(502, "salt-api sent a malformed answer to local_async");
-				const early: JobReturn[] = this.tracker.track(jid, chunk.fun, args, minions.map(String), timeoutMs, monitor);
+				const hosts = minions.map(String);
+				// Written before any return of the job (same lane), so that a return is never overwritten.
+				const running = monitor ? null : this.writeRunning(jid, chunk.fun, args, hosts);
+				const early: JobReturn[] = this.tracker.track(jid, chunk.fun, args, hosts, timeoutMs, monitor);
 				for (const r of early) this.bufferReturn(r);
 				this.schedulePoll();
+				await running;
 				return { jid, ret };
+			},
+
+			/**
+			 * The job's hosts as `actions` records in state "running": operators see who has not answered yet,
+			 * and a restarted cm-gateway knows which returns it still waits for (resumeJobs).
+			 */
+			writeRunning(this: any, jid: string, fun: string, args: unknown[], hosts: string[]): Promise<void> {
+				const written = (async () => {
+					for (let i = 0; i < hosts.length; i += UPSERT_BATCH) {
+						const returns = hosts.slice(i, i + UPSERT_BATCH).map(host => ({ jid, action: fun, host, state: "running", args, return: "" }));
+						try {
+							await this.broker.call("actions.record", { returns });
+						} catch (err) {
+							this.logger.error(`Could not record the running hosts of job ${jid}:`, (err as Error).message);
+						}
+					}
+				})();
+				// Returns of this job wait for it (flushReturns); other jobs' returns do not.
+				this.runningWrites.set(jid, written);
+				void written.finally(() => this.runningWrites.delete(jid));
+				return written;
+			},
+
+			/** After a restart: waits again for the jobs whose hosts are still "running", until their deadlines. */
+			async resumeJobs(this: any) {
+				const running: Array<{ jid: string; action: string; host: string; args: unknown[]; _created: Date | string }> = await this.broker.call("actions.running");
+				const jobs = new Map<string, { fun: string; args: unknown[]; hosts: string[]; created: number }>();
+				for (const r of running) {
+					const job = jobs.get(r.jid) ?? { fun: r.action, args: r.args ?? [], hosts: [], created: new Date(r._created).getTime() };
+					job.hosts.push(r.host);
+					jobs.set(r.jid, job);
+				}
+				for (const [jid, job] of jobs) this.tracker.track(jid, job.fun, job.args, job.hosts, Math.max(0, job.created + config.cmJobTimeoutMs - Date.now()));
+				if (jobs.size) {
+					this.logger.info(`Waiting again for the returns of ${jobs.size} job(s) started before this restart`);
+					await this.pollJobs();
+					this.schedulePoll();
+				}
 			},
 
 			// ------------------------------------------------------------ recording returns
@@ -359,6 +404,7 @@ export default function CmGatewayService(): ServiceSchema {
 				this.flushing = this.flushing.then(async () => {
 					while (this.returnBuffer.length) {
 						const batch: JobReturn[] = this.returnBuffer.splice(0, UPSERT_BATCH);
+						await Promise.all([...new Set(batch.map(r => r.jid))].map(jid => this.runningWrites.get(jid)));
 						try {
 							await this.record(batch);
 						} catch (err) {

@@ -157,10 +157,10 @@ describe("cm-gateway: the event stream", () => {
 			const res = await request("POST", url(`groups/${g.body._id}`), { body: { cm_client: "local_async", fun: "test.ping" } });
 			expect(res.status).toBe(200);
 			const jid = res.body.task_id;
-			for (const id of [a, b]) await eventually(async () => ((await get(`actions/${jid}${id}`)).status === 200 ? true : undefined), SOON, `${id}'s return`);
-			expect((await get(`actions/${jid}${slow}`)).status).toBe(404);
-			const late = await eventually(async () => (await get(`actions/${jid}${slow}`)).body?.state as string | undefined, SOON, "the slow host's return");
-			expect(late).toBe("finished");
+			const state = async (id: string) => (await get(`actions/${jid}${id}`)).body?.state as string | undefined;
+			for (const id of [a, b]) await eventually(async () => ((await state(id)) === "finished" ? true : undefined), SOON, `${id}'s return`);
+			expect(await state(slow)).toBe("running");
+			await eventually(async () => ((await state(slow)) === "finished" ? true : undefined), SOON, "the slow host's return");
 			expect((await host(slow)).last_action).toBe(`${jid}${slow}`);
 			expect(sim.requests().filter(r => r.path.startsWith("/jobs"))).toHaveLength(0);
 		} finally {
@@ -201,6 +201,7 @@ describe("cm-gateway: the event stream", () => {
 			const res = await request("POST", url(`hosts/${bad}`), { body: { cm_client: "local_async", fun: "state.apply", arg: [patch] } });
 			expect(res.status).toBe(200);
 			const rec = await eventually(async () => (await get(`failed_patches/${res.body.task_id}${bad}`)).body?.patch as string | undefined, SOON, "the failed patch");
+			expect((await get(`actions/${res.body.task_id}${bad}`)).body.state).toBe("finished");
 			expect(rec).toBe(patch);
 		});
 
@@ -264,6 +265,29 @@ describe("cm-gateway: the event stream", () => {
 		});
 	});
 
+	it("shows the hosts that have not answered as running, and a restart of fleet-ctl mid-job loses no return", async () => {
+		const [slow, fast] = sim.upMinions().slice(52, 54);
+		sim.setMinionDelay(slow, 2500);
+		try {
+			const g = await request("POST", url("groups"), { body: { name: "evt-restart", type: 0, hosts: [slow, fast] } });
+			const res = await request("POST", url(`groups/${g.body._id}`), { body: { cm_client: "local_async", fun: "test.ping" } });
+			const jid = res.body.task_id;
+			const pending = (await get(`actions/${jid}${slow}`)).body;
+			expect(pending).toMatchObject({ jid, host: slow, action: "test.ping", state: "running", return: "" });
+			await eventually(async () => ((await get(`actions/${jid}${fast}`)).body?.state === "finished" ? true : undefined), SOON, "the fast host");
+
+			await h.restart(); // the slow host returns while fleet-ctl is away or just back
+			const rec = await eventually(async () => {
+				const r = (await get(`actions/${jid}${slow}`)).body;
+				return r?.state === "finished" ? r : undefined;
+			}, 10_000, "the slow host's return after the restart");
+			expect(rec).toMatchObject({ return: "true", _created: pending._created });
+			expect(sim.executionCount(slow, "test.ping")).toBe(1);
+		} finally {
+			sim.setMinionDelay(slow, null);
+		}
+	});
+
 	it("survives salt-api going away mid-job: the return made meanwhile is recorded, missed changes caught up, no host duplicated", async () => {
 		const [id, flips] = sim.upMinions().slice(50, 52);
 		const hosts = await total("hosts", {});
@@ -274,10 +298,9 @@ describe("cm-gateway: the event stream", () => {
 			await sim.goDown("refuse");
 			sim.setUp(flips, false); // missed: the stream is down
 			await new Promise(r => setTimeout(r, 1000)); // the minion returns while salt-api is away
-			expect((await get(`actions/${jid}${id}`)).status).toBe(404);
+			expect((await get(`actions/${jid}${id}`)).body.state).toBe("running");
 			await sim.comeBack();
-			const rec = await eventually(async () => (await get(`actions/${jid}${id}`)).body?.state as string | undefined, 10_000, "the return made during the outage");
-			expect(rec).toBe("finished");
+			await eventually(async () => ((await get(`actions/${jid}${id}`)).body?.state === "finished" ? true : undefined), 10_000, "the return made during the outage");
 			await hostWhen(flips, x => x.status === "down", "the missed presence change");
 			expect(await total("hosts", {})).toBe(hosts);
 			expect(sim.executionCount(id, "test.ping")).toBe(1);
@@ -368,7 +391,10 @@ describe("cm-gateway split over NATS (gateway and services in separate processes
 
 		const res = await request("POST", url(`hosts/${other}`), { body: { cm_client: "local_async", fun: "test.ping" } });
 		expect(res.status).toBe(200);
-		const rec = await eventually(async () => (await request("GET", url(`actions/${res.body.task_id}${other}`))).body?.state as string | undefined, SOON, "the return");
-		expect(rec).toBe("finished");
+		const rec = await eventually(async () => {
+			const r = (await request("GET", url(`actions/${res.body.task_id}${other}`))).body;
+			return r?.state === "finished" ? r : undefined;
+		}, SOON, "the return");
+		expect(rec.return).toBe("true");
 	});
 });

@@ -66,6 +66,8 @@ const CASES: Array<[string, string[]]> = [
 	[`{"name":{"$in":${LONG(["beta", "delta"])}}}`, ["b", "d"]],
 	[`{"tags":{"$in":${LONG(["cache"])}}}`, ["d"]],
 	[`{"_id":{"$in":${LONG(["a", "c", "e"])}},"n":{"$gte":2}}`, ["c"]],
+	[`{"_id":{"$in":${LONG(["a", "b", "e", "a"])}}}`, ["a", "b", "e"]],
+	[`{"_id":{"$in":${LONG(["a", "b", "c"])}},"$or":[{"n":1},{"tags":{"$size":0}}]}`, ["a", "c"]],
 	[`{"name":{"$nin":${LONG(["beta", "delta"])}}}`, ["a", "c", "e"]],
 	[`{"n":{"$in":${JSON.stringify([...Array.from({ length: 40 }, (_, i) => 100 + i), 3])}}}`, ["c"]],
 ];
@@ -93,6 +95,13 @@ async function exercise(store: Store): Promise<void> {
 	const page = await store.find({}, { sort: [["name", -1]], skip: 1, limit: 1, exclude: ["tags"] });
 	expect(page).toEqual([{ _id: "a", name: "alpha", n: 1, info: { os: "ALT", arch: "x86_64" }, when: new Date("2024-01-01T00:00:00Z"), flag: true }]);
 	expect(await store.find({ _id: "a" }, { only: ["name"] })).toEqual([{ _id: "a", name: "alpha" }]);
+	// long id lists in writes too
+	const many = Array.from({ length: 70 }, (_, i) => `m${String(i).padStart(2, "0")}`);
+	await store.insertMany(many.map((_id, i) => ({ _id, n: i })));
+	expect(await store.updateMany({ _id: { $in: [...many.slice(0, 50), "zz"] }, n: { $lt: 40 } }, { $set: { flag: true } })).toBe(40);
+	expect(await store.count({ _id: { $in: many }, flag: true })).toBe(40);
+	expect(await store.removeMany({ _id: { $in: many.slice(20) } })).toBe(50);
+	expect(await store.count({ _id: { $in: many } })).toBe(20);
 }
 
 describe("NeDB store", () => {
