@@ -6,14 +6,17 @@
  * going away mid-job and coming back.
  */
 import { SaltApiSimulator } from "./simulators/salt-api";
-import { startEmbedded, startSplit, type Harness } from "./support/harness";
+import { startEmbedded, startSplit, uniqueMongoUri, type Harness } from "./support/harness";
 import { request, expectEveError, eventually, withQuery } from "./support/http";
 import type { SyncResult } from "../services/cm-gateway.service";
 
 /** Event-driven changes must show within this (the benchmark measures the real figure). */
 const SOON = 3000;
 
-describe("cm-gateway: the event stream", () => {
+/** Every store the suite runs on: NeDB, and the Mongo path when MONGO_URI is set (in CI, the wire-protocol emulator, not MongoDB). */
+const STORES: Array<["NeDB" | "MongoDB path", string | undefined]> = [["NeDB", undefined], ...(process.env.MONGO_URI ? [["MongoDB path", process.env.MONGO_URI] as ["MongoDB path", string]] : [])];
+
+describe.each(STORES)("cm-gateway: the event stream (%s)", (_store, mongoUri) => {
 	let sim: SaltApiSimulator;
 	let h: Harness;
 	const url = (path: string) => `${h.api}/${path}`;
@@ -45,7 +48,9 @@ describe("cm-gateway: the event stream", () => {
 		const { url: salt } = await sim.start();
 		const { username, password, eauth } = sim.credentials;
 		h = await startEmbedded({
+			mongoUri: mongoUri ? uniqueMongoUri(mongoUri) : undefined,
 			env: {
+				CTL_SECRET_KEY: "cm-events-secret-key",
 				CM_API_URL: salt,
 				CM_API_USER: username,
 				CM_API_PASSWORD: password,
