@@ -1,6 +1,8 @@
 /**
  * Owns the `groups` collection: static groups (type 0: subgroups and explicit hosts) and automatic
- * ones (type 1: `info.regex` / `info.grain`). Keeps the subgroup graph acyclic and free of dangling ids.
+ * ones (type 1: `info.regex` / `info.grain`). Keeps the subgroup graph acyclic and free of dangling ids,
+ * and refuses rules that cannot be matched safely (lib/group-rules.ts). Every change is an event the
+ * hosts service recomputes memberships on.
  */
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
@@ -9,6 +11,7 @@ import { badRequest } from "../lib/eve/errors";
 import { QueryArgs, parseWhere } from "../lib/eve/query";
 import type { Doc } from "../lib/store";
 import type { Issues } from "../lib/eve/errors";
+import { ruleProblems, type GroupDef, type Rule } from "../lib/group-rules";
 
 const GroupsService: EveServiceSchema = {
 	name: "groups",
@@ -47,18 +50,30 @@ const GroupsService: EveServiceSchema = {
 			},
 		},
 
-		/** GET /groups/{id}/hostnames: the explicit hosts of this group and of every group below it. */
+		/**
+		 * GET /groups/{id}/hostnames: every host this group selects (lib/group-rules.ts): its explicit hosts
+		 * and those its rule matches, and the same of every group below it; soft-deleted hosts left out.
+		 */
 		hostnames: {
 			params: { id: "string", query: { type: "any", optional: true } },
 			async handler(this: EveThis, ctx: Context<{ id: string }>) {
 				const group = await this.visibleItem(ctx.params.id);
 				const ids = [String(group._id), ...this.descendants(await this.subgroupIndex(), String(group._id))];
 				const groups = await this.store.find({ _id: { $in: ids } });
-				const names = new Set<string>();
-				for (const g of groups) for (const h of g.hosts ?? []) names.add(h);
-				if (names.size === 0) return [];
-				const removed = new Set<string>(await ctx.call("hosts.softDeletedAmong", { ids: [...names] }));
-				return [...names].filter(n => !removed.has(n)).sort();
+				const explicit = new Set<string>();
+				for (const g of groups) for (const h of g.hosts ?? []) explicit.add(h);
+				const rules = groups.map(g => g.info as Rule | undefined).filter((r): r is Rule => !!r && (r.regex !== undefined || Object.keys(r.grain ?? {}).length > 0));
+				if (!explicit.size && !rules.length) return [];
+				return ctx.call("hosts.resolve", { explicit: [...explicit], rules });
+			},
+		},
+
+		/** Every group as the rules that select hosts (internal: the hosts service computes memberships). */
+		rules: {
+			visibility: "public",
+			async handler(this: EveThis): Promise<GroupDef[]> {
+				const all = await this.store.find({});
+				return all.map(g => ({ _id: String(g._id), hosts: g.hosts ?? [], subgroups: g.subgroups ?? [], info: g.info }));
 			},
 		},
 
@@ -128,13 +143,8 @@ const GroupsService: EveServiceSchema = {
 
 		async checkRules(this: EveThis, _ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Issues | null> {
 			const issues: Issues = {};
-			if (doc.info?.regex !== undefined) {
-				try {
-					new RegExp(doc.info.regex);
-				} catch (err) {
-					issues.info = { regex: `invalid regular expression: ${(err as Error).message}` };
-				}
-			}
+			const ruleIssues = ruleProblems(doc.info);
+			if (ruleIssues) issues.info = ruleIssues;
 			const self = info.existing ? String(info.existing._id) : doc._id;
 			if (Array.isArray(doc.subgroups) && self) {
 				const byId = await this.subgroupIndex();

@@ -11,6 +11,11 @@ import { EveError } from "../lib/eve/errors";
 import { MASK } from "../lib/eve/render";
 import { compileSchema } from "../lib/eve/validation";
 import type { Doc } from "../lib/store";
+import { GroupIndex, compileRule, needsGrains, type GroupDef, type HostFacts, type NodegroupDef, type Rule } from "../lib/group-rules";
+
+function sameList(a: string[], b: unknown): boolean {
+	return Array.isArray(b) && a.length === b.length && a.every((v, i) => v === b[i]);
+}
 
 /** Field order of a host record as the spec lists it (Eve shows fields in stored order). */
 const HOST_FIELDS = [
@@ -84,6 +89,9 @@ const HostsService: EveServiceSchema = {
 			params: { hosts: { type: "array", max: 50_000, items: { type: "object", props: { _id: { type: "string", pattern: HOSTNAME } } } } },
 			async handler(this: EveThis, ctx: Context<{ hosts: Doc[] }>) {
 				for (const h of ctx.params.hosts) {
+					// Memberships are derived from the groups and nodegroups, never written by callers.
+					delete h.groups;
+					delete h.nodegroups;
 					const { _id, ...rest } = h;
 					const issues = this.inventoryCheck(rest);
 					if (issues) throw new EveError(422, `host '${_id}' is invalid`, { issues: issues as Record<string, unknown> });
@@ -105,6 +113,9 @@ const HostsService: EveServiceSchema = {
 				await this.store.insertMany(fresh);
 				if (fresh.length) await this.notifyChanged(ctx, "created", fresh.map(d => d._id));
 				if (changed.length) await this.notifyChanged(ctx, "updated", changed);
+				// New hosts and new grains may change what groups and nodegroups select.
+				const affected = [...fresh.map(d => d._id as string), ...ctx.params.hosts.filter(h => "grain" in h && existing.has(h._id)).map(h => h._id as string)];
+				if (affected.length) await this.updateMembership(ctx, affected);
 				return { created: fresh.length, updated: changed.length };
 			},
 		},
@@ -199,6 +210,43 @@ const HostsService: EveServiceSchema = {
 			},
 		},
 
+		/**
+		 * What a group resolves to (internal: the groups service): the `explicit` names that are not
+		 * soft-deleted hosts (names no host has yet are kept) and every live host one of `rules` selects, sorted.
+		 */
+		resolve: {
+			visibility: "public",
+			params: {
+				explicit: { type: "array", items: "string", max: 1_000_000 },
+				rules: { type: "array", max: 10_000, items: { type: "object", props: { regex: "string|optional", grain: { type: "record", optional: true, value: "string" } } } },
+			},
+			async handler(this: EveThis, ctx: Context<{ explicit: string[]; rules: Rule[] }>) {
+				const names = new Set(ctx.params.explicit);
+				if (names.size) for (const d of await this.store.find({ _id: { $in: [...names] }, _soft_deleted: true }, { only: ["_id"] })) names.delete(d._id);
+				const tests = ctx.params.rules.map(r => compileRule(r)).filter((t): t is NonNullable<typeof t> => t !== null);
+				if (tests.length) {
+					const live = await this.store.find({ _soft_deleted: { $ne: true } }, { only: needsGrains(ctx.params.rules) ? ["grain"] : ["_id"] });
+					for (const d of live) if (tests.some(t => t(d as HostFacts))) names.add(d._id);
+				}
+				return [...names].sort();
+			},
+		},
+
+		/** Resolves once no membership recomputation is scheduled or running (internal: tests, benchmarks). */
+		membershipSettled: {
+			visibility: "public",
+			async handler(this: EveThis) {
+				for (;;) {
+					const run = this.membershipRun;
+					if (this.membershipTimer) await new Promise(r => setTimeout(r, 10));
+					else if (run) {
+						await run;
+						if (run === this.membershipRun && !this.membershipTimer) return { settled: true };
+					} else return { settled: true };
+				}
+			},
+		},
+
 		/** Which of these hostnames are soft-deleted hosts (they never resolve as targets). */
 		softDeletedAmong: {
 			visibility: "public",
@@ -211,16 +259,68 @@ const HostsService: EveServiceSchema = {
 	},
 
 	events: {
-		/** A removed group is no longer one of any host's groups. */
-		"groups.removed": {
-			async handler(this: EveThis, ctx: Context<{ ids: string[] }>) {
-				const n = await this.store.updateMany({ groups: { $in: ctx.params.ids } }, { $pull: { groups: { $in: ctx.params.ids } } });
-				if (n) await this.notifyChanged(ctx, "updated", []);
-			},
-		},
+		// Any change of a group or of the nodegroup definitions may change every host's memberships.
+		"groups.created": { handler(this: EveThis) { this.scheduleMembership(); } },
+		"groups.updated": { handler(this: EveThis) { this.scheduleMembership(); } },
+		"groups.removed": { handler(this: EveThis) { this.scheduleMembership(); } },
+		"nodegroups.changed": { handler(this: EveThis) { this.scheduleMembership(); } },
 	},
 
 	methods: {
+		/** Every group and nodegroup, as the rules that select hosts. */
+		async groupIndex(this: EveThis, ctx: Context): Promise<GroupIndex> {
+			const [groups, nodegroups] = await Promise.all([ctx.call<GroupDef[]>("groups.rules"), ctx.call<NodegroupDef[]>("nodegroups.rules")]);
+			return new GroupIndex(groups, nodegroups);
+		},
+
+		/**
+		 * Sets `groups` and `nodegroups` of these hosts (all of them when `ids` is absent) to what the groups
+		 * and nodegroups select now; writes only the hosts whose memberships changed. Answers how many did.
+		 */
+		async updateMembership(this: EveThis, ctx: Context, ids?: string[]): Promise<number> {
+			let index: GroupIndex;
+			try {
+				index = await this.groupIndex(ctx);
+			} catch (err) {
+				// The groups or nodegroups service is not there yet: the full recomputation once it is (see started) does it.
+				this.logger.warn("Could not read the groups to compute host memberships:", (err as Error).message);
+				return 0;
+			}
+			const docs = await this.store.find(ids ? { _id: { $in: ids } } : {}, { only: index.usesGrains ? ["grain", "groups", "nodegroups"] : ["groups", "nodegroups"] });
+			const changes = new Map<string, { groups: string[]; nodegroups: string[]; ids: string[] }>();
+			for (const d of docs) {
+				const groups = index.groupsOf(d as HostFacts);
+				const nodegroups = index.nodegroupsOf(d as HostFacts);
+				if (sameList(groups, d.groups) && sameList(nodegroups, d.nodegroups)) continue;
+				const key = JSON.stringify([groups, nodegroups]);
+				const entry = changes.get(key) ?? { groups, nodegroups, ids: [] };
+				entry.ids.push(d._id);
+				changes.set(key, entry);
+			}
+			if (!changes.size) return 0;
+			const now = nowSeconds();
+			const changed: string[] = [];
+			for (const { groups, nodegroups, ids: which } of changes.values()) {
+				await this.store.updateMany({ _id: { $in: which } }, { $set: { groups, nodegroups, _updated: now } });
+				changed.push(...which);
+			}
+			await this.notifyChanged(ctx, "updated", changed);
+			return changed.length;
+		},
+
+		/** One full recomputation soon (changes in a burst share it), never two at once. */
+		scheduleMembership(this: EveThis, delayMs = 20) {
+			if (this.membershipTimer) return;
+			this.membershipTimer = setTimeout(() => {
+				this.membershipTimer = null;
+				// The broker stands in for a context: the recomputation belongs to no request.
+				this.membershipRun = (this.membershipRun ?? Promise.resolve())
+					.then(() => this.updateMembership(this.broker as unknown as Context))
+					.catch((err: Error) => this.logger.warn("Could not recompute host memberships:", err.message));
+			}, delayMs);
+			this.membershipTimer.unref?.();
+		},
+
 		newHost(this: EveThis, h: Doc, now: Date): Doc {
 			const doc: Doc = {};
 			for (const f of HOST_FIELDS) {
@@ -244,7 +344,17 @@ const HostsService: EveServiceSchema = {
 		this.inventoryCheck = compileSchema(hostSchema);
 	},
 
+	stopped(this: EveThis) {
+		if (this.membershipTimer) clearTimeout(this.membershipTimer);
+		this.membershipTimer = null;
+	},
+
 	async started(this: EveThis) {
+		// Definitions may have changed while this service was down.
+		void this.broker
+			.waitForServices(["groups", "nodegroups"], 600_000)
+			.then(() => this.scheduleMembership(0))
+			.catch(() => this.logger.warn("The groups and nodegroups services did not appear: host memberships wait for the next group change"));
 		// Not on NeDB: an index on a flag nearly every host shares selects nothing, and NeDB pays for it on
 		// every write (each update scans the flag's bucket: a 10,000-host reconciliation took 45% longer).
 		if (this.store.kind === "mongo") await this.store.ensureIndex("_soft_deleted");

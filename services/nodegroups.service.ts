@@ -11,6 +11,7 @@ import { nowSeconds } from "../lib/eve/dates";
 import { compileSchema } from "../lib/eve/validation";
 import { rejectProtoKeys } from "../lib/eve/query";
 import { DuplicateKeyError, type Doc } from "../lib/store";
+import { ruleProblems, type NodegroupDef } from "../lib/group-rules";
 
 const infoSchema = {
 	type: "object",
@@ -36,7 +37,7 @@ export function readNodegroupDefinitions(): Array<{ name: string; info: Doc }> {
 	const parsed = JSON.parse(raw, rejectProtoKeys) as Record<string, Doc>;
 	const check = compileSchema(nodegroupSchema);
 	return Object.entries(parsed).map(([name, info]) => {
-		const issues = check({ name, type: 1, info });
+		const issues = check({ name, type: 1, info }) ?? ruleProblems(info);
 		if (issues) throw new Error(`nodegroup '${name}' is invalid: ${JSON.stringify(issues)}`);
 		return { name, info };
 	});
@@ -45,6 +46,16 @@ export function readNodegroupDefinitions(): Array<{ name: string; info: Doc }> {
 const NodegroupsService: EveServiceSchema = {
 	name: "nodegroups",
 	mixins: [EveCollection({ resource: "nodegroups", writes: [], idPattern: OBJECT_ID, lookupField: "name", schema: nodegroupSchema })],
+
+	actions: {
+		/** Every nodegroup as the rule that selects hosts (internal: the hosts service computes memberships). */
+		rules: {
+			visibility: "public",
+			async handler(this: EveThis): Promise<NodegroupDef[]> {
+				return (await this.store.find({}, { sort: [["name", 1]] })).map(d => ({ name: d.name, info: d.info }));
+			},
+		},
+	},
 
 	methods: {
 		/** Makes the stored nodegroups match the configuration (ids derive from names, so replicas agree). */
@@ -72,6 +83,8 @@ const NodegroupsService: EveServiceSchema = {
 	async started(this: EveThis) {
 		await this.store.ensureIndex("name");
 		await this.syncDefinitions();
+		// The definitions may differ from the ones the hosts' `nodegroups` were computed with.
+		this.broker.emit("nodegroups.changed", {});
 	},
 };
 

@@ -43,6 +43,7 @@ export default function groupsResolution(h: () => Harness): void {
 		ids.right = await create({ name: "gr-right", subgroups: [ids.shared, ids.lone], hosts: ["gr-right-1"] });
 		ids.root = await create({ name: "gr-root", subgroups: [ids.left, ids.right], hosts: ["gr-root-1", "gr-zeta-1"] });
 		ids.other = await create({ name: "gr-other", hosts: ["gr-other-1"] });
+		ids.none = await create({ name: "gr-none", type: 1, info: { regex: "^no-host-is-named-so-" } });
 	});
 
 	describe("GET /groups/{id}/subgroups", () => {
@@ -80,8 +81,14 @@ export default function groupsResolution(h: () => Harness): void {
 			expect(item.body.hosts).toEqual(["gr-shared-1", "gr-retired-1"]);
 		});
 
-		it("gives an empty array for a group without hosts below it", async () => {
+		it("resolves an automatic group to the live hosts its regex matches from the start of their name", async () => {
 			const res = await request("GET", url(`groups/${ids.lone}/hostnames`));
+			expect(res.status).toBe(200);
+			expect(res.body).toEqual(["gr-left-1", "gr-root-1", "gr-shared-1"]);
+		});
+
+		it("gives an empty array for a group without hosts below it", async () => {
+			const res = await request("GET", url(`groups/${ids.none}/hostnames`));
 			expect(res.status).toBe(200);
 			expect(res.body).toEqual([]);
 		});
@@ -97,7 +104,7 @@ export default function groupsResolution(h: () => Harness): void {
 			const before = await request("GET", url(`groups/${ids.other}/subgroups`));
 			expect(before.body).toEqual([]);
 			const mid = await create({ name: "gr-mid", hosts: ["gr-mid-1"] });
-			const top = await create({ name: "gr-top", subgroups: [mid, ids.other] });
+			const top = (ids.top = await create({ name: "gr-top", subgroups: [mid, ids.other] }));
 			expect((await request("GET", url(`groups/${top}/hostnames`))).body).toEqual(["gr-mid-1", "gr-other-1"]);
 			expect((await request("DELETE", url(`groups/${mid}`))).status).toBe(204);
 			expect((await request("GET", url(`groups/${top}/subgroups`))).body).toEqual([ids.other]);
@@ -105,28 +112,83 @@ export default function groupsResolution(h: () => Harness): void {
 			expectEveError(await request("GET", url(`groups/${mid}/subgroups`)), 404);
 		});
 
-		it("removes its id from the hosts' groups", async () => {
-			const doomed = await create({ name: "gr-doomed", hosts: ["gr-member-1"] });
+		it("keeps every host's groups (explicit, automatic, inherited from parents) and drops a deleted group from them", async () => {
+			const doomed = await create({ name: "gr-doomed", hosts: ["gr-member-1", "gr-member-2"] });
+			expect((await request("PATCH", url(`groups/${ids.other}`), { body: { hosts: ["gr-other-1", "gr-member-1"] } })).status).toBe(200);
 			await h().call("hosts.upsertMany", {
 				hosts: [
-					{ _id: "gr-member-1", status: "up", key: "accepted", groups: [ids.other, doomed] },
-					{ _id: "gr-member-2", status: "up", key: "accepted", groups: [doomed] },
+					{ _id: "gr-member-1", status: "up", key: "accepted" },
+					{ _id: "gr-member-2", status: "up", key: "accepted" },
 				],
 			});
-			const before = await request("GET", url("hosts/gr-member-1"));
-			expect(before.body.groups).toEqual([ids.other, doomed]);
+			// gr-lone (regex ^gr-) selects both, and it sits under gr-right, under gr-root.
+			const inherited = [ids.lone, ids.right, ids.root];
+			const sorted = (list: string[]) => [...list].sort();
+			// gr-other is also under gr-top (the test above).
+			const one = await eventually(() => request("GET", url("hosts/gr-member-1")), r => r.body?.groups?.length === 6);
+			expect(one.body.groups).toEqual(sorted([ids.other, ids.top, doomed, ...inherited]));
+			expect(one.body._links.related.groups).toHaveLength(6);
 
 			expect((await request("DELETE", url(`groups/${doomed}`))).status).toBe(204);
 			// The hosts service learns of it from the groups.removed event.
-			const one = await eventually(() => request("GET", url("hosts/gr-member-1")), r => r.body?.groups?.length === 1);
-			expect(one.status).toBe(200);
-			expect(one.body.groups).toEqual([ids.other]);
-			expect(one.body._links.related.groups).toEqual([{ title: "Group", href: `groups/${ids.other}` }]);
-			const two = await eventually(() => request("GET", url("hosts/gr-member-2")), r => r.body?.groups?.length === 0);
-			expect(two.body.groups).toEqual([]);
-			expect(two.body._links.related).toBeUndefined();
+			const after = await eventually(() => request("GET", url("hosts/gr-member-1")), r => r.body?.groups?.length === 5);
+			expect(after.body.groups).toEqual(sorted([ids.other, ids.top, ...inherited]));
+			const two = await eventually(() => request("GET", url("hosts/gr-member-2")), r => r.body?.groups?.length === 3);
+			expect(two.body.groups).toEqual(sorted(inherited));
 			const listed = await request("GET", url("hosts", { where: { groups: doomed } }));
 			expect(listed.body._meta.total).toBe(0);
+		});
+	});
+
+	describe("automatic groups, nodegroups and memberships", () => {
+		it("resolves a grain rule (nested path, glob, every condition) and follows grain changes", async () => {
+			await h().call("hosts.upsertMany", {
+				hosts: [
+					{ _id: "ag-one", status: "up", key: "accepted", grain: { os: "ALT", ip_interfaces: { eth0: ["10.5.0.1"] } } },
+					{ _id: "ag-two", status: "up", key: "accepted", grain: { os: "Debian", ip_interfaces: { eth0: ["10.5.0.2"] } } },
+					{ _id: "ag-three", status: "up", key: "accepted", grain: { os: "ALT", ip_interfaces: { eth0: ["10.6.0.3"] } } },
+				],
+			});
+			const auto = await create({ name: "ag-alt-site5", type: 1, info: { grain: { os: "ALT", "ip_interfaces:eth0": "10.5.*" } } });
+			expect((await request("GET", url(`groups/${auto}/hostnames`))).body).toEqual(["ag-one"]);
+			const one = await eventually(() => request("GET", url("hosts/ag-one")), r => r.body?.groups?.includes(auto));
+			expect(one.body.groups).toEqual([auto]);
+
+			await h().call("hosts.upsertMany", { hosts: [{ _id: "ag-two", grain: { os: "ALT", ip_interfaces: { eth0: ["10.5.0.2"] } } }] });
+			expect((await request("GET", url(`groups/${auto}/hostnames`))).body).toEqual(["ag-one", "ag-two"]);
+			expect((await request("GET", url("hosts/ag-two"))).body.groups).toEqual([auto]);
+			expect((await request("GET", url("hosts/ag-three"))).body.groups).toEqual([]);
+
+			// PATCH merges nested objects (Eve's MERGE_NESTED_DOCUMENTS): this widens one condition.
+			expect((await request("PATCH", url(`groups/${auto}`), { body: { info: { grain: { "ip_interfaces:eth0": "10.*" } } } })).status).toBe(200);
+			const three = await eventually(() => request("GET", url("hosts/ag-three")), r => r.body?.groups?.length === 1);
+			expect(three.body.groups).toEqual([auto]);
+			expect((await request("GET", url(`groups/${auto}/hostnames`))).body).toEqual(["ag-one", "ag-three", "ag-two"]);
+		});
+
+		it("refuses rules that cannot be matched safely with a 422 naming the field", async () => {
+			for (const info of [{ regex: "(web)\\1" }, { regex: "(?=web)" }, { regex: "[" }, { grain: { os: "[z-a]" } }, { grain: { "a::b": "x" } }]) {
+				const res = expectEveError(await request("POST", url("groups"), { body: { name: "ag-bad", type: 1, info } }), 422);
+				expect(Object.keys(res._issues.info)).toHaveLength(1);
+			}
+			const ok = await create({ name: "ag-patched", type: 1, info: { regex: "^ag-" } });
+			expectEveError(await request("PATCH", url(`groups/${ok}`), { body: { info: { regex: "(a)\\1" } } }), 422);
+			expect((await request("GET", url(`groups/${ok}`))).body.info).toEqual({ regex: "^ag-" });
+		});
+
+		it("gives each host the nodegroups its name and grains match, and follows grain changes", async () => {
+			await h().call("hosts.upsertMany", {
+				hosts: [
+					{ _id: "web-ng-1", status: "up", key: "accepted", grain: { osfullname: "ALT", virtual: "kvm" } },
+					{ _id: "db-ng-1", status: "up", key: "accepted", grain: { osfullname: "Debian", virtual: "kvm" } },
+				],
+			});
+			expect((await request("GET", url("hosts/web-ng-1"))).body.nodegroups).toEqual(["e2e-alt", "e2e-web"]);
+			expect((await request("GET", url("hosts/db-ng-1"))).body.nodegroups).toEqual(["e2e.db_1"]);
+			await h().call("hosts.upsertMany", { hosts: [{ _id: "db-ng-1", grain: { osfullname: "ALT", virtual: "xen" } }] });
+			expect((await request("GET", url("hosts/db-ng-1"))).body.nodegroups).toEqual(["e2e-alt"]);
+			const listed = await request("GET", url("hosts", { where: { nodegroups: "e2e-web", _id: { $in: ["web-ng-1", "db-ng-1"] } } }));
+			expect(listed.body._items.map((x: any) => x._id)).toEqual(["web-ng-1"]);
 		});
 	});
 

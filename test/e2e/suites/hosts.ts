@@ -12,7 +12,8 @@ const OTP_SECRET = "JBSWY3DPEHPK3PXP";
 export default function hosts(h: () => Harness): void {
 	const url = (path: string, query: Record<string, unknown> = {}) => withQuery(`${h().api}/${path}`, query);
 
-	const A = "hs-web-01.example";
+	// Its name and grains put it in the nodegroups e2e-web (regex ^web-) and e2e-alt (grain osfullname ALT).
+	const A = "web-hs-01.example";
 	const B = "hs-db-02";
 	const GONE = "hs-gone-03";
 	const ALL = [A, B, GONE];
@@ -66,8 +67,6 @@ export default function hosts(h: () => Harness): void {
 					ip: "10.0.0.11",
 					status: "up",
 					key: "accepted",
-					nodegroups: ["e2e-web", "e2e-alt"],
-					groups: [groupId],
 					last_distupgrade: new Date("2024-04-30T10:00:00Z"),
 					last_stateapply: new Date("2024-05-01T12:00:00Z"),
 					last_action: `${JID}${A}`,
@@ -87,8 +86,8 @@ export default function hosts(h: () => Harness): void {
 	/** The related links host A has: its nodegroups by name, its group, its last action. */
 	const relatedOfA = () => ({
 		nodegroups: [
-			{ title: "Nodegroup", href: "nodegroups/e2e-web" },
 			{ title: "Nodegroup", href: "nodegroups/e2e-alt" },
+			{ title: "Nodegroup", href: "nodegroups/e2e-web" },
 		],
 		groups: [{ title: "Group", href: `groups/${groupId}` }],
 		last_action: { title: "Action", href: `actions/${JID}${A}` },
@@ -109,7 +108,7 @@ export default function hosts(h: () => Harness): void {
 				status: "up",
 				key: "accepted",
 				nat: true,
-				nodegroups: ["e2e-web", "e2e-alt"],
+				nodegroups: ["e2e-alt", "e2e-web"],
 				groups: [groupId],
 				last_distupgrade: "Tue, 30 Apr 2024 10:00:00 GMT",
 				last_stateapply: "Wed, 01 May 2024 12:00:00 GMT",
@@ -155,7 +154,7 @@ export default function hosts(h: () => Harness): void {
 			const { nodegroups, groups, last_action } = item.body._links.related;
 			const ng = await request("GET", url(nodegroups[0].href));
 			expect(ng.status).toBe(200);
-			expect(ng.body.name).toBe("e2e-web");
+			expect(ng.body.name).toBe("e2e-alt");
 			const group = await request("GET", url(groups[0].href));
 			expect(group.status).toBe(200);
 			expect(group.body.name).toBe("hs-group");
