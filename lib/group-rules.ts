@@ -27,6 +27,8 @@ export interface HostFacts {
 
 export interface GroupDef {
 	_id: string;
+	name?: string;
+	type?: number;
 	hosts?: string[];
 	subgroups?: string[];
 	info?: Rule;

@@ -68,12 +68,12 @@ const GroupsService: EveServiceSchema = {
 			},
 		},
 
-		/** Every group as the rules that select hosts (internal: the hosts service computes memberships). */
+		/** Every group with its links and rules (internal: host memberships, the graph). */
 		rules: {
 			visibility: "public",
 			async handler(this: EveThis): Promise<GroupDef[]> {
 				const all = await this.store.find({});
-				return all.map(g => ({ _id: String(g._id), hosts: g.hosts ?? [], subgroups: g.subgroups ?? [], info: g.info }));
+				return all.map(g => ({ _id: String(g._id), name: g.name, type: g.type ?? 0, hosts: g.hosts ?? [], subgroups: g.subgroups ?? [], info: g.info }));
 			},
 		},
 

@@ -232,6 +232,15 @@ const HostsService: EveServiceSchema = {
 			},
 		},
 
+		/** The live hosts no group resolves to, sorted (internal: GET /graph/not-linked). */
+		unlinked: {
+			visibility: "public",
+			async handler(this: EveThis) {
+				const docs = await this.store.find({ _soft_deleted: { $ne: true }, groups: { $size: 0 } }, { only: ["_id"] });
+				return docs.map(d => d._id as string).sort();
+			},
+		},
+
 		/** Resolves once no membership recomputation is scheduled or running (internal: tests, benchmarks). */
 		membershipSettled: {
 			visibility: "public",

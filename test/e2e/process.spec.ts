@@ -83,6 +83,43 @@ describe("the production command", () => {
 			expect(d.code).toBe(0);
 		});
 
+		it("keeps host memberships current with groups, hosts and nodegroups in separate processes", async () => {
+			const port = await freePort();
+			const ns = `${namespace}-m`;
+			const env = { DATA_DIR: tempDir("proc-members"), PORT: String(port), HOST: "127.0.0.1", TRANSPORTER: nats.url, NAMESPACE: ns, NODEGROUPS: JSON.stringify({ "pm-web": { regex: "^pm-web-" } }) };
+			const rest = ALL_SERVICES().filter(s => !["api", "groups", "hosts", "nodegroups"].includes(s));
+			const procs = [runServices(["groups"], env), runServices(["hosts"], env), runServices(["nodegroups"], env), runServices(rest, env), runServices(["api"], env)];
+			const api = `http://127.0.0.1:${port}/api`;
+			const seeder = new ServiceBroker({ logger: false, namespace: ns, nodeID: `proc-seeder-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], serializer: "JSONExt" });
+			const hostGroups = async (id: string, want: number) => {
+				for (let i = 0; i < 100; i++) {
+					const body = (await request("GET", `${api}/hosts/${id}`)).body;
+					if (body?.groups?.length === want) return body;
+					await new Promise(r => setTimeout(r, 50));
+				}
+				return (await request("GET", `${api}/hosts/${id}`)).body;
+			};
+			try {
+				await seeder.start();
+				await seeder.waitForServices(ALL_SERVICES(), 30_000);
+				await waitForApi(api, procs[4]);
+				const explicit = (await request("POST", `${api}/groups`, { body: { name: "pm-explicit", hosts: ["pm-web-1"] } })).body._id;
+				await seeder.call("hosts.upsertMany", { hosts: [{ _id: "pm-web-1", status: "up", key: "accepted", grain: { os: "ALT" } }] });
+				const first = await hostGroups("pm-web-1", 1);
+				expect(first.groups).toEqual([explicit]);
+				expect(first.nodegroups).toEqual(["pm-web"]);
+
+				const auto = (await request("POST", `${api}/groups`, { body: { name: "pm-auto", type: 1, info: { grain: { os: "ALT" } } } })).body._id;
+				const parent = (await request("POST", `${api}/groups`, { body: { name: "pm-parent", subgroups: [auto] } })).body._id;
+				expect((await hostGroups("pm-web-1", 3)).groups).toEqual([explicit, auto, parent].sort());
+				expect((await request("DELETE", `${api}/groups/${explicit}`)).status).toBe(204);
+				expect((await hostGroups("pm-web-1", 2)).groups).toEqual([auto, parent].sort());
+			} finally {
+				await seeder.stop();
+				await Promise.all(procs.map(sigterm));
+			}
+		});
+
 		const mongoUri = process.env.MONGO_URI;
 		(mongoUri ? it : it.skip)("serves no stale read from any replica after a write (two data replicas on shared MongoDB storage)", async () => {
 			const port = await freePort();
