@@ -29,9 +29,10 @@ import { EveError, notFound, validationFailed } from "../lib/eve/errors";
 import { HOSTNAME } from "../lib/eve/ids";
 import { compileSchema } from "../lib/eve/validation";
 import { JobTracker, NO_RETURN, type JobReturn } from "../lib/job-tracker";
+import { batchesBySize, capText } from "../lib/batches";
 import { SaltClient, type EventStream, type Lowstate, type SaltEvent } from "../lib/salt-client";
 import { KEY_DIRS, hostUpdate, presenceChange, type KeyState, type KnownHost, type MasterView } from "../lib/salt-inventory";
-import { STATE_FUNS, failedPatchSteps, patchOf } from "../lib/salt-state";
+import { failedPatchSteps, patchOf, type PatchStep } from "../lib/salt-state";
 
 export { grainDate, grainIp, sanitizeGrains } from "../lib/salt-inventory";
 
@@ -72,7 +73,7 @@ export interface SyncResult {
 }
 
 const JID = /^\d{20}(_\d+)?$/;
-/** Largest batch handed to `*.upsertMany` / `*.record`. */
+/** Most records handed to `*.upsertMany` / `*.record` at once (fewer when they are large: lib/batches.ts). */
 const UPSERT_BATCH = 1000;
 /** The tag of the event hosts send when a VNC session opens or closes (docs/salt.md). */
 export const VNC_EVENT_TAG = "ctl/vnc/connect";
@@ -97,6 +98,13 @@ const checkAllStatus = compileSchema({ action: { type: "enum", values: ["start",
 function asText(value: unknown): string {
 	if (typeof value === "string") return value;
 	return JSON.stringify(value) ?? "null";
+}
+
+/** A step whose command output is cut to the size an `actions` return keeps. */
+function capStep(step: PatchStep, maxBytes: number): PatchStep {
+	const changes = { ...step.changes };
+	for (const k of ["stdout", "stderr"]) if (typeof changes[k] === "string") changes[k] = capText(changes[k] as string, maxBytes);
+	return { ...step, comment: capText(step.comment, maxBytes), changes };
 }
 
 const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
@@ -355,8 +363,7 @@ export default function CmGatewayService(): ServiceSchema {
 			 */
 			writeRunning(this: any, jid: string, fun: string, args: unknown[], hosts: string[]): Promise<void> {
 				const written = (async () => {
-					for (let i = 0; i < hosts.length; i += UPSERT_BATCH) {
-						const returns = hosts.slice(i, i + UPSERT_BATCH).map(host => ({ jid, action: fun, host, state: "running", args, return: "" }));
+					for (const returns of batchesBySize(hosts.map(host => ({ jid, action: fun, host, state: "running", args, return: "" })), UPSERT_BATCH)) {
 						try {
 							await this.broker.call("actions.record", { returns });
 						} catch (err) {
@@ -421,9 +428,8 @@ export default function CmGatewayService(): ServiceSchema {
 			 */
 			async record(this: any, records: JobReturn[]) {
 				if (!records.length) return;
-				await this.broker.call("actions.record", {
-					returns: records.map(r => ({ jid: r.jid, action: r.action, host: r.host, state: r.state, args: r.args, return: asText(r.raw) })),
-				});
+				const returns = records.map(r => ({ jid: r.jid, action: r.action, host: r.host, state: r.state, args: r.args, return: capText(asText(r.raw), config.cmReturnMaxBytes) }));
+				for (const batch of batchesBySize(returns, UPSERT_BATCH)) await this.broker.call("actions.record", { returns: batch });
 				const hosts = [...new Set(records.map(r => r.host))];
 				const known = new Set<string>(await this.broker.call("hosts.exist", { ids: hosts }));
 				const latest = new Map<string, string>();
@@ -435,10 +441,10 @@ export default function CmGatewayService(): ServiceSchema {
 					if (r.state !== "finished") continue;
 					const patch = patchOf(r.action, r.args);
 					const steps = patch ? failedPatchSteps(r.raw, patch) : null;
-					if (patch && steps) failed.push({ jid: r.jid, action: r.action, host: r.host, state: r.state, patch, return: steps });
+					if (patch && steps) failed.push({ jid: r.jid, action: r.action, host: r.host, state: r.state, patch, return: steps.map(step => capStep(step, config.cmReturnMaxBytes)) });
 				}
 				if (failed.length) {
-					await this.broker.call("failed-patches.record", { returns: failed });
+					for (const batch of batchesBySize(failed, UPSERT_BATCH)) await this.broker.call("failed-patches.record", { returns: batch });
 					await this.raiseAlerts(failed.map(f => ({ type: "patch.failed", level: "error", payload: { hostname: f.host, patch: f.patch, jid: f.jid, failed_patch: `${f.jid}${f.host}` } })));
 				}
 				for (const r of records) if (r.state === "finished" && known.has(r.host) && GRAIN_CHANGING.test(r.action)) this.queueRefresh(r.host);
@@ -753,8 +759,8 @@ export default function CmGatewayService(): ServiceSchema {
 
 				let created = 0;
 				let updated = 0;
-				for (let i = 0; i < changes.length; i += UPSERT_BATCH) {
-					const res: { created: number; updated: number } = await this.broker.call("hosts.upsertMany", { hosts: changes.slice(i, i + UPSERT_BATCH) });
+				for (const batch of batchesBySize(changes, UPSERT_BATCH)) {
+					const res: { created: number; updated: number } = await this.broker.call("hosts.upsertMany", { hosts: batch });
 					created += res.created;
 					updated += res.updated;
 				}
@@ -782,8 +788,8 @@ export default function CmGatewayService(): ServiceSchema {
 
 				patches.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 				let created = 0;
-				for (let i = 0; i < patches.length; i += UPSERT_BATCH) {
-					const res: { created: number } = await ctx.call("updates.upsertMany", { patches: patches.slice(i, i + UPSERT_BATCH) });
+				for (const batch of batchesBySize(patches, UPSERT_BATCH)) {
+					const res: { created: number } = await ctx.call("updates.upsertMany", { patches: batch });
 					created += res.created;
 				}
 				return { _status: "OK", loaded: patches.length, created };

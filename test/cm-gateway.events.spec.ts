@@ -173,6 +173,16 @@ describe.each(STORES)("cm-gateway: the event stream (%s)", (_store, mongoUri) =>
 		}
 	});
 
+	it("keeps at most CM_RETURN_MAX_BYTES of a return, saying how much was left out", async () => {
+		const id = sim.upMinions()[45];
+		const res = await request("POST", url(`hosts/${id}`), { body: { cm_client: "local", fun: "test.arg", arg: ["x".repeat(300_000)] } });
+		expect(res.status).toBe(200);
+		const rec = (await get(`actions/${res.body.task_id}${id}`)).body;
+		expect(rec.state).toBe("finished");
+		expect(Buffer.byteLength(rec.return)).toBeLessThan(256 * 1024 + 100);
+		expect(rec.return).toMatch(/\[\d+ more bytes not kept\]$/);
+	});
+
 	describe("patches", () => {
 		const patch = "patches.openssl-cve-2024-5535";
 		afterEach(() => sim.clearPatchFailures());
@@ -367,16 +377,18 @@ describe("cm-gateway: 10,000 minions", () => {
 	}, 120_000);
 });
 
-describe("cm-gateway split over NATS (gateway and services in separate processes)", () => {
+describe("cm-gateway split over NATS (the API gateway, the cm-gateway and the data services in separate processes)", () => {
 	let sim: SaltApiSimulator;
 	let h: Harness;
 	const url = (path: string) => `${h.api}/${path}`;
 
 	beforeAll(async () => {
-		sim = new SaltApiSimulator({ minions: 30, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 20], presenceIntervalMs: 3_600_000 });
+		// 600 minions: a reconciliation batch of their hosts with grains is well over NATS's 1 MiB max_payload.
+		sim = new SaltApiSimulator({ minions: 600, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 20], presenceIntervalMs: 3_600_000 });
 		const { url: salt } = await sim.start();
 		const { username, password, eauth } = sim.credentials;
 		h = await startSplit({
+			own: ["cm-gateway"],
 			env: { CM_API_URL: salt, CM_API_USER: username, CM_API_PASSWORD: password, CM_API_EAUTH: eauth, CM_API_TIMEOUT_MS: "5000", CM_JOB_POLL_MS: "60000", CM_SYNC_INTERVAL_MS: "3600000" },
 		});
 	}, 90_000);

@@ -134,8 +134,10 @@ export const ALL_SERVICES = () => SERVICE_FILES().map(f => f.replace(/\.service\
 
 export interface SplitOptions {
 	mongoUri?: string;
-	/** Extra environment of both service processes. */
+	/** Extra environment of every service process. */
 	env?: Record<string, string>;
+	/** Services that run in a process of their own each, instead of with the other data services. */
+	own?: string[];
 }
 
 /** The gateway in one process, every data service in another, over NATS. */
@@ -146,7 +148,8 @@ export async function startSplit(opts: SplitOptions = {}): Promise<Harness> {
 	const dataDir = tempDir("split");
 	const port = await freePort();
 	const env = { ...opts.env, TRANSPORTER: nats.url, NAMESPACE: namespace, DATA_DIR: dataDir, MONGO_URI: opts.mongoUri ?? "", PORT: String(port), HOST: "127.0.0.1" };
-	const dataServices = ALL_SERVICES().filter(s => s !== "api");
+	const own = opts.own ?? [];
+	const dataServices = ALL_SERVICES().filter(s => s !== "api" && !own.includes(s));
 	let procs: Proc[] = [];
 	// Output of processes stopped by a restart, so logs() covers the harness's whole life.
 	const earlierLogs: string[] = [];
@@ -155,9 +158,9 @@ export async function startSplit(opts: SplitOptions = {}): Promise<Harness> {
 	const api = `http://127.0.0.1:${port}/api`;
 
 	const start = async () => {
-		procs = [runServices(dataServices, env), runServices(["api"], env)];
+		procs = [runServices(dataServices, env), ...own.map(s => runServices([s], env)), runServices(["api"], env)];
 		try {
-			await client.waitForServices([...dataServices, "api"], 30_000);
+			await client.waitForServices([...dataServices, ...own, "api"], 30_000);
 			await waitFor(
 				async () => {
 					try {
