@@ -19,7 +19,7 @@ import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { SaltApiSimulator } from "../test/simulators/salt-api";
 import { freePort } from "../test/support/net";
 import { SaltClient, type SaltEvent } from "../lib/salt-client";
-import { benchNats, rawGet, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200 } from "./support";
+import { apiJson, benchNats, rawGet, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200 } from "./support";
 
 function envInt(name: string, fallback: number): number {
 	const raw = process.env[name];
@@ -55,15 +55,6 @@ async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }>
 	return { ms: Number(process.hrtime.bigint() - t) / 1e6, value };
 }
 
-async function apiJson(base: string, method: string, p: string, body?: unknown): Promise<{ status: number; body: any }> {
-	const res = await fetch(base + p, {
-		method,
-		headers: { authorization: `Bearer ${process.env.BENCH_TOKEN}`, ...(body ? { "content-type": "application/json" } : {}) },
-		body: body ? JSON.stringify(body) : undefined,
-	});
-	const text = await res.text();
-	return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
 
 /** Runs the cm-gateway scenarios; answers the report and whether every figure is valid. */
 export async function benchCm(dataDir: string, log: (msg: string) => void): Promise<{ report: string; valid: boolean }> {

@@ -17,7 +17,7 @@ import { batchesBySize } from "../lib/batches";
 import { GroupIndex, compileRule, type GroupDef, type HostFacts, type Rule } from "../lib/group-rules";
 import { freePort } from "../test/support/net";
 import { hostId, makeHost } from "./hosts";
-import { benchNats, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200 } from "./support";
+import { apiJson, benchNats, procLogs, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
 
 const HOSTS = Number(process.env.BENCH_HOSTS || 10_000);
 const RUNS = 20;
@@ -42,15 +42,6 @@ function quantile(values: number[], q: number): number {
 const fmt = (n: number, digits = 1) => n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const now = () => performance.now();
 
-async function api(base: string, method: string, p: string, body?: unknown): Promise<{ status: number; body: any }> {
-	const res = await fetch(base + p, {
-		method,
-		headers: { authorization: `Bearer ${process.env.BENCH_TOKEN}`, ...(body ? { "content-type": "application/json" } : {}) },
-		body: body ? JSON.stringify(body) : undefined,
-	});
-	const text = await res.text();
-	return { status: res.status, body: text ? JSON.parse(text) : undefined };
-}
 
 /** Times `fn` RUNS times: median and p99 in ms. */
 async function measure(fn: () => Promise<unknown>, runs = RUNS): Promise<{ p50: number; p99: number }> {
@@ -95,7 +86,7 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 		log("groups: creating 500 groups five levels deep ...");
 		const groups: GroupDef[] = [];
 		const make = async (def: Omit<GroupDef, "_id"> & { name: string; type?: number }) => {
-			const res = await api(base, "POST", "/api/groups", def);
+			const res = await apiJson(base, "POST", "/api/groups", def);
 			if (res.status !== 201) throw new Error(`POST /api/groups answered ${res.status}: ${JSON.stringify(res.body)}`);
 			groups.push({ ...def, _id: res.body._id });
 			return res.body._id as string;
@@ -129,7 +120,7 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 		// Check the memberships fleet-ctl computed against lib/group-rules.ts on the same data.
 		const index = new GroupIndex(groups);
 		for (const i of [0, Math.floor(HOSTS / 2), HOSTS - 1]) {
-			const rec = (await api(base, "GET", `/api/hosts/${hostId(i)}`)).body;
+			const rec = (await apiJson(base, "GET", `/api/hosts/${hostId(i)}`)).body;
 			const expected = index.groupsOf(facts[i]);
 			if (JSON.stringify(rec.groups) !== JSON.stringify(expected)) {
 				valid = false;
@@ -140,7 +131,7 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 		// ------------------------------------------------------------ measurements
 		log("groups: resolving ...");
 		const all = await measure(async () => {
-			const res = await api(base, "GET", `/api/groups/${root}/hostnames`);
+			const res = await apiJson(base, "GET", `/api/groups/${root}/hostnames`);
 			if (res.body.length !== HOSTS) throw new Error(`root resolved to ${res.body.length} hosts`);
 		});
 		const rootFloor = await measure(async () => {
@@ -160,7 +151,7 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 			return [...names].sort();
 		});
 		const biggestAuto = autoLeaves[50];
-		const auto = await measure(() => api(base, "GET", `/api/groups/${biggestAuto}/hostnames`));
+		const auto = await measure(() => apiJson(base, "GET", `/api/groups/${biggestAuto}/hostnames`));
 		const autoFloor = await measure(async () => {
 			const rule = compileRule(groups.find(g => g._id === biggestAuto)!.info)!;
 			return facts.filter(f => rule(f)).map(f => f._id);
@@ -179,9 +170,9 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 		log("groups: a new automatic group ...");
 		const newAuto = await measure(
 			async () => {
-				const res = await api(base, "POST", "/api/groups", { name: "bench-new-auto", type: 1, info: { grain: { osrelease: "10.2", cpu_model: "Intel*" } } });
+				const res = await apiJson(base, "POST", "/api/groups", { name: "bench-new-auto", type: 1, info: { grain: { osrelease: "10.2", cpu_model: "Intel*" } } });
 				await broker.call("hosts.membershipSettled");
-				await api(base, "DELETE", `/api/groups/${res.body._id}`);
+				await apiJson(base, "DELETE", `/api/groups/${res.body._id}`);
 				await broker.call("hosts.membershipSettled");
 			},
 			5,
@@ -193,7 +184,7 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 
 		log("groups: GET /api/graph/{root} ...");
 		const graph = await measure(async () => {
-			const res = await api(base, "GET", `/api/graph/${root}`);
+			const res = await apiJson(base, "GET", `/api/graph/${root}`);
 			if (res.body.nodes.length !== groups.length) throw new Error(`graph has ${res.body.nodes.length} nodes`);
 		}, 50);
 
@@ -209,6 +200,8 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 			`| GET /graph/{root} (${groups.length} nodes) | ${fmt(graph.p50)} | ${fmt(graph.p99)} | – |`,
 			"",
 		);
+	} catch (err) {
+		throw new Error(`${(err as Error).message}\nfleet-ctl exit code ${proc.child.exitCode}, signal ${proc.child.signalCode}\n${procLogs(proc)}`);
 	} finally {
 		await broker.stop().catch(() => undefined);
 		await stopProc(proc);

@@ -158,3 +158,33 @@ export function benchNats(): Promise<Nats> {
 export function benchNatsIfStarted(): Promise<Nats> | null {
 	return natsShared;
 }
+
+/**
+ * One JSON request to the API with the bench token, on a connection of its own (no keep-alive: a
+ * reused socket the server is closing makes a failure that is not the service's).
+ */
+export function apiJson(base: string, method: string, p: string, body?: unknown): Promise<{ status: number; body: any }> {
+	const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
+	return new Promise((resolve, reject) => {
+		const req = http.request(
+			base + p,
+			{ method, agent: false, headers: { authorization: `Bearer ${process.env.BENCH_TOKEN}`, ...(payload ? { "content-type": "application/json", "content-length": String(payload.length) } : {}) } },
+			res => {
+				const chunks: Buffer[] = [];
+				res.on("data", c => chunks.push(c));
+				res.on("end", () => {
+					const text = Buffer.concat(chunks).toString("utf8");
+					try {
+						resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined });
+					} catch {
+						reject(new Error(`${method} ${p}: answered ${res.statusCode} with a body that is not JSON: ${text.slice(0, 200)}`));
+					}
+				});
+				res.on("error", reject);
+			},
+		);
+		req.setTimeout(300_000, () => req.destroy(new Error(`timeout on ${method} ${p}`)));
+		req.on("error", err => reject(new Error(`${method} ${p}: ${err.message}`)));
+		req.end(payload);
+	});
+}

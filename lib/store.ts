@@ -37,6 +37,11 @@ export interface Store {
 	findOneAndUpdate(filter: Filter, update: Update): Promise<Doc | null>;
 	removeMany(filter: Filter): Promise<number>;
 	ensureIndex(field: string, unique?: boolean): Promise<void>;
+	/**
+	 * Calls `visit` with every matching record, holding at least `fields` and `_id`, without copying
+	 * them: for passes over a whole collection. `visit` must neither keep nor change what it is given.
+	 */
+	scan(filter: Filter, fields: string[], visit: (doc: Doc) => void): Promise<void>;
 }
 
 export class DuplicateKeyError extends Error {
@@ -243,6 +248,21 @@ export class NedbStore implements Store {
 	ensureIndex(field: string, unique = false): Promise<void> {
 		return this.db.ensureIndexAsync({ fieldName: field, unique });
 	}
+
+	async scan(filter: Filter, _fields: string[], visit: (doc: Doc) => void): Promise<void> {
+		// NeDB hands `$where` its own record: visiting from there skips the deep copy of every match.
+		await this.db.findAsync({
+			$and: [
+				toNedbFilter(filter),
+				{
+					$where(this: Doc) {
+						visit(this);
+						return false;
+					},
+				},
+			],
+		});
+	}
 }
 
 // ---------------------------------------------------------------- MongoDB (driver 3.7, as moleculer-db-adapter-mongo ships it)
@@ -319,5 +339,9 @@ export class MongoStore implements Store {
 	async ensureIndex(field: string, unique = false): Promise<void> {
 		if (field === "_id") return;
 		await this.collection.createIndex({ [field]: 1 }, { unique });
+	}
+
+	async scan(filter: Filter, fields: string[], visit: (doc: Doc) => void): Promise<void> {
+		for (const doc of await this.find(filter, { only: fields })) visit(doc);
 	}
 }

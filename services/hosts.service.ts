@@ -225,8 +225,9 @@ const HostsService: EveServiceSchema = {
 				if (names.size) for (const d of await this.store.find({ _id: { $in: [...names] }, _soft_deleted: true }, { only: ["_id"] })) names.delete(d._id);
 				const tests = ctx.params.rules.map(r => compileRule(r)).filter((t): t is NonNullable<typeof t> => t !== null);
 				if (tests.length) {
-					const live = await this.store.find({ _soft_deleted: { $ne: true } }, { only: needsGrains(ctx.params.rules) ? ["grain"] : ["_id"] });
-					for (const d of live) if (tests.some(t => t(d as HostFacts))) names.add(d._id);
+					await this.store.scan({ _soft_deleted: { $ne: true } }, needsGrains(ctx.params.rules) ? ["grain"] : ["_id"], d => {
+						if (tests.some(t => t(d as HostFacts))) names.add(d._id);
+					});
 				}
 				return [...names].sort();
 			},
@@ -245,14 +246,8 @@ const HostsService: EveServiceSchema = {
 		membershipSettled: {
 			visibility: "public",
 			async handler(this: EveThis) {
-				for (;;) {
-					const run = this.membershipRun;
-					if (this.membershipTimer) await new Promise(r => setTimeout(r, 10));
-					else if (run) {
-						await run;
-						if (run === this.membershipRun && !this.membershipTimer) return { settled: true };
-					} else return { settled: true };
-				}
+				while (this.membershipLoop) await this.membershipLoop;
+				return { settled: true };
 			},
 		},
 
@@ -295,17 +290,16 @@ const HostsService: EveServiceSchema = {
 				this.logger.warn("Could not read the groups to compute host memberships:", (err as Error).message);
 				return 0;
 			}
-			const docs = await this.store.find(ids ? { _id: { $in: ids } } : {}, { only: index.usesGrains ? ["grain", "groups", "nodegroups"] : ["groups", "nodegroups"] });
 			const changes = new Map<string, { groups: string[]; nodegroups: string[]; ids: string[] }>();
-			for (const d of docs) {
+			await this.store.scan(ids ? { _id: { $in: ids } } : {}, index.usesGrains ? ["grain", "groups", "nodegroups"] : ["groups", "nodegroups"], d => {
 				const groups = index.groupsOf(d as HostFacts);
 				const nodegroups = index.nodegroupsOf(d as HostFacts);
-				if (sameList(groups, d.groups) && sameList(nodegroups, d.nodegroups)) continue;
+				if (sameList(groups, d.groups) && sameList(nodegroups, d.nodegroups)) return;
 				const key = JSON.stringify([groups, nodegroups]);
 				const entry = changes.get(key) ?? { groups, nodegroups, ids: [] };
 				entry.ids.push(d._id);
 				changes.set(key, entry);
-			}
+			});
 			if (!changes.size) return 0;
 			const now = nowSeconds();
 			const changed: string[] = [];
@@ -317,17 +311,26 @@ const HostsService: EveServiceSchema = {
 			return changed.length;
 		},
 
-		/** One full recomputation soon (changes in a burst share it), never two at once. */
+		/**
+		 * A full recomputation soon, never two at once: changes that arrive while one runs are all handled
+		 * by the single run after it (a burst of group changes costs two runs, not one each).
+		 */
 		scheduleMembership(this: EveThis, delayMs = 20) {
-			if (this.membershipTimer) return;
-			this.membershipTimer = setTimeout(() => {
-				this.membershipTimer = null;
-				// The broker stands in for a context: the recomputation belongs to no request.
-				this.membershipRun = (this.membershipRun ?? Promise.resolve())
-					.then(() => this.updateMembership(this.broker as unknown as Context))
-					.catch((err: Error) => this.logger.warn("Could not recompute host memberships:", err.message));
-			}, delayMs);
-			this.membershipTimer.unref?.();
+			this.membershipDirty = true;
+			if (this.membershipLoop) return;
+			this.membershipLoop = (async () => {
+				await new Promise(r => setTimeout(r, delayMs).unref?.());
+				while (this.membershipDirty && !this.membershipStopping) {
+					this.membershipDirty = false;
+					try {
+						// The broker stands in for a context: the recomputation belongs to no request.
+						await this.updateMembership(this.broker as unknown as Context);
+					} catch (err) {
+						this.logger.warn("Could not recompute host memberships:", (err as Error).message);
+					}
+				}
+				this.membershipLoop = null;
+			})();
 		},
 
 		newHost(this: EveThis, h: Doc, now: Date): Doc {
@@ -353,9 +356,9 @@ const HostsService: EveServiceSchema = {
 		this.inventoryCheck = compileSchema(hostSchema);
 	},
 
-	stopped(this: EveThis) {
-		if (this.membershipTimer) clearTimeout(this.membershipTimer);
-		this.membershipTimer = null;
+	async stopped(this: EveThis) {
+		this.membershipStopping = true;
+		await this.membershipLoop;
 	},
 
 	async started(this: EveThis) {
@@ -364,10 +367,13 @@ const HostsService: EveServiceSchema = {
 			.waitForServices(["groups", "nodegroups"], 600_000)
 			.then(() => this.scheduleMembership(0))
 			.catch(() => this.logger.warn("The groups and nodegroups services did not appear: host memberships wait for the next group change"));
-		// Not on NeDB: an index on a flag nearly every host shares selects nothing, and NeDB pays for it on
-		// every write (each update scans the flag's bucket: a 10,000-host reconciliation took 45% longer).
-		if (this.store.kind === "mongo") await this.store.ensureIndex("_soft_deleted");
-		await this.store.ensureIndex("groups");
+		// Not on NeDB: an index whose values many hosts share (a flag; a group holding the whole fleet) selects
+		// little, and NeDB pays for it on every write by scanning the value's bucket (a 10,000-host
+		// reconciliation took 45% longer; recomputing memberships under a root group, minutes).
+		if (this.store.kind === "mongo") {
+			await this.store.ensureIndex("_soft_deleted");
+			await this.store.ensureIndex("groups");
+		}
 	},
 };
 

@@ -86,7 +86,7 @@ describe("the production command", () => {
 		it("keeps host memberships current with groups, hosts and nodegroups in separate processes", async () => {
 			const port = await freePort();
 			const ns = `${namespace}-m`;
-			const env = { DATA_DIR: tempDir("proc-members"), PORT: String(port), HOST: "127.0.0.1", TRANSPORTER: nats.url, NAMESPACE: ns, NODEGROUPS: JSON.stringify({ "pm-web": { regex: "^pm-web-" } }) };
+			const env = { DATA_DIR: tempDir("proc-members"), MONGO_URI: "", PORT: String(port), HOST: "127.0.0.1", TRANSPORTER: nats.url, NAMESPACE: ns, NODEGROUPS: JSON.stringify({ "pm-web": { regex: "^pm-web-" } }) };
 			const rest = ALL_SERVICES().filter(s => !["api", "groups", "hosts", "nodegroups"].includes(s));
 			const procs = [runServices(["groups"], env), runServices(["hosts"], env), runServices(["nodegroups"], env), runServices(rest, env), runServices(["api"], env)];
 			const api = `http://127.0.0.1:${port}/api`;
