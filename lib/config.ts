@@ -73,6 +73,8 @@ export interface Config {
 	cmAllStatusMaxMs: number;
 	/** More host.down (or host.up) alerts than this from one batch of changes become one summary alert. */
 	cmAlertBurst: number;
+	/** How long one request to the IP resolver (POST /graph request_ips) may take, in ms. */
+	ipResolverTimeoutMs: number;
 	/** The most of one host's return an `actions` record keeps (and of each step's output in a failed patch), in bytes. */
 	cmReturnMaxBytes: number;
 	/**
@@ -139,6 +141,7 @@ export function loadConfig(): Config {
 		cmAllStatusMaxMs: int("CM_ALL_STATUS_MAX_MS", 3_600_000, 1000),
 		cmAlertBurst: int("CM_ALERT_BURST", 20, 1),
 		cmReturnMaxBytes: int("CM_RETURN_MAX_BYTES", 256 * 1024, 1024),
+		ipResolverTimeoutMs: int("IP_RESOLVER_TIMEOUT_MS", 10_000, 10),
 		cmPatchPrefix: patchPrefix(str("CM_PATCH_PREFIX", "patches/")),
 		cmSyncIntervalMs: int("CM_SYNC_INTERVAL_MS", 300_000),
 	};

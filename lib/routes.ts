@@ -46,6 +46,7 @@ export const COLLECTIONS = [
 	"vpn_organizations",
 	"tokens",
 	"audit",
+	"graph_jobs",
 ];
 
 const read = (service: string, role: Role = "viewer") => ({ GET: { action: `${service}.list`, role, cachedBy: service } });
@@ -75,7 +76,9 @@ export const ROUTES: RouteDef[] = [
 	{ path: "graph/not-linked", methods: { GET: get("graph.notLinked") } },
 	{ path: "graph/:id/nodes", methods: { GET: get("graph.nodes") } },
 	{ path: "graph/:id/edges", methods: { GET: get("graph.edges") } },
-	{ path: "graph/:id", methods: { GET: get("graph.get") } },
+	{ path: "graph/:id", methods: { GET: get("graph.tree") } },
+	{ path: "graph_jobs", methods: read("graph") },
+	{ path: "graph_jobs/:id", methods: readItem("graph") },
 
 	{ path: "nodegroups", methods: read("nodegroups") },
 	{ path: "nodegroups/:id", methods: readItem("nodegroups") },

@@ -12,12 +12,36 @@
  *  - `GET /graph/{id}/nodes?where={"type":1}`: the nodes only, filtered by type (an integer, or {"$in": [...]});
  *    `GET /graph/{id}/edges`: the edges only.
  *  - `GET /graph/not-linked`: the hostnames of the live hosts no group resolves to (their `groups` is empty), sorted.
+ *
+ * `POST /graph` starts a background job (docs/graph.md) and answers 202 with where to follow it; the
+ * service owns `graph_jobs`, one record per action (`build_graph`, `request_ips`) holding its latest run:
+ * status, progress, result or error. A run is claimed atomically in the database, so one runs at a time
+ * however many replicas there are; a second POST while one runs is a 409. A run whose process died is
+ * taken over once its lease has passed.
  */
-import type { Context, ServiceSchema } from "moleculer";
-import { badRequest, notFound } from "../lib/eve/errors";
-import { OBJECT_ID } from "../lib/eve/ids";
+import type { Context } from "moleculer";
+import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../mixins/eve-collection.mixin";
+import { loadConfig } from "../lib/config";
+import { batchesBySize } from "../lib/batches";
+import { formatHttpDate, nowSeconds } from "../lib/eve/dates";
+import { EveError, badRequest, notFound, validationFailed } from "../lib/eve/errors";
+import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
 import { QueryArgs, parseWhere } from "../lib/eve/query";
+import { compileSchema } from "../lib/eve/validation";
 import type { GroupDef } from "../lib/group-rules";
+import { RESOLVE_BATCH, ResolverError, checkResolverUrl, resolveBatch } from "../lib/ip-resolver";
+import { DuplicateKeyError, type Doc } from "../lib/store";
+
+const ACTIONS = ["build_graph", "request_ips"] as const;
+type JobAction = (typeof ACTIONS)[number];
+/** How long a run may go without a sign of life before another replica may take it over. */
+const LEASE_MS = 60_000;
+
+const checkRunBody = compileSchema({
+	action: { type: "enum", values: [...ACTIONS] },
+	master: { type: "string", min: 1, max: 200, optional: true },
+	ip_resolver: { type: "string", min: 1, max: 2048, optional: true },
+});
 
 export interface GraphNode {
 	category: "group";
@@ -88,19 +112,38 @@ function typeFilter(raw: string | undefined): ((t: number) => boolean) | null {
 	return v => (list as number[]).includes(v);
 }
 
-const GraphService: ServiceSchema = {
+const GraphService: EveServiceSchema = {
 	name: "graph",
+	mixins: [
+		EveCollection({
+			resource: "graph_jobs",
+			writes: [],
+			idPattern: /^(build_graph|request_ips)$/,
+			schema: {
+				action: "string",
+				status: { type: "enum", values: ["running", "finished", "failed"] },
+				params: "object",
+				started: "date",
+				finished: { type: "date", optional: true, nullable: true },
+				lease_until: { type: "date", optional: true, nullable: true },
+				progress: { type: "object", props: { done: "number", total: "number" } },
+				result: { type: "object", optional: true, nullable: true },
+				error: { type: "string", optional: true, nullable: true },
+				run: "string",
+			},
+		}),
+	],
 
 	actions: {
-		get: {
+		tree: {
 			params: { id: "string", query: { type: "any", optional: true } },
-			async handler(this: any, ctx: Context<{ id: string }>) {
+			async handler(this: EveThis, ctx: Context<{ id: string }>) {
 				return this.graphOf(ctx, ctx.params.id);
 			},
 		},
 		nodes: {
 			params: { id: "string", query: { type: "any", optional: true } },
-			async handler(this: any, ctx: Context<{ id: string; query?: unknown }>) {
+			async handler(this: EveThis, ctx: Context<{ id: string; query?: unknown }>) {
 				const keep = typeFilter(QueryArgs.from(ctx.params.query).get("where"));
 				const { nodes } = await this.graphOf(ctx, ctx.params.id);
 				return { nodes: keep ? nodes.filter((n: GraphNode) => keep(n.type)) : nodes };
@@ -108,28 +151,153 @@ const GraphService: ServiceSchema = {
 		},
 		edges: {
 			params: { id: "string", query: { type: "any", optional: true } },
-			async handler(this: any, ctx: Context<{ id: string }>) {
+			async handler(this: EveThis, ctx: Context<{ id: string }>) {
 				const { edges } = await this.graphOf(ctx, ctx.params.id);
 				return { edges };
 			},
 		},
 		notLinked: {
 			params: { query: { type: "any", optional: true } },
-			async handler(this: any, ctx: Context) {
+			async handler(this: EveThis, ctx: Context) {
 				return ctx.call("hosts.unlinked");
+			},
+		},
+
+		/** POST /graph: starts build_graph or request_ips in the background; 202 with the job to follow. */
+		run: {
+			params: { body: { type: "any", optional: true }, query: { type: "any", optional: true } },
+			async handler(this: EveThis, ctx: RestContext) {
+				const body = (ctx.params.body ?? {}) as { action?: JobAction; master?: string; ip_resolver?: string };
+				const issues = checkRunBody(body);
+				if (issues) throw validationFailed(issues);
+				const addresses: { resolver_address: string; master_address: string } = await ctx.call("settings.addresses");
+				let params: Record<string, string>;
+				if (body.action === "build_graph") {
+					if (body.ip_resolver !== undefined) throw validationFailed({ ip_resolver: "used only with request_ips" });
+					const master = body.master ?? addresses.master_address;
+					if (!master) throw validationFailed({ master: "required: name the master, or set addresses.master_address in the settings" });
+					params = { master };
+				} else {
+					if (body.master !== undefined) throw validationFailed({ master: "used only with build_graph" });
+					const raw = body.ip_resolver ?? addresses.resolver_address;
+					if (!raw) throw validationFailed({ ip_resolver: "required: give the resolver's URL, or set addresses.resolver_address in the settings" });
+					try {
+						params = { ip_resolver: checkResolverUrl(raw).href };
+					} catch (err) {
+						throw validationFailed({ ip_resolver: (err as Error).message });
+					}
+				}
+				const job = await this.claimJob(ctx, body.action!, params);
+				void this.runJob(job);
+				ctx.meta.$statusCode = 202;
+				// moleculer-web sends $location only with 201 and redirects; a 202 names its job by header itself.
+				ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, Location: `/api/graph_jobs/${job._id}` };
+				return { _status: "OK", _id: job._id, status: job.status, started: formatHttpDate(job.started), _links: { self: { title: "Graph job", href: `graph_jobs/${job._id}` } } };
 			},
 		},
 	},
 
 	methods: {
-		async graphOf(this: any, ctx: Context, id: string) {
+		async graphOf(this: EveThis, ctx: Context, id: string) {
 			if (!OBJECT_ID.test(id)) throw notFound(`group '${id}' not found`);
 			const groups: GroupDef[] = await ctx.call("groups.rules");
 			if (!groups.some(g => g._id === id)) throw notFound(`group '${id}' not found`);
 			return graphFrom(groups, id);
 		},
+
+		/** Takes the action's record for a new run, or answers 409 while a live run holds it. */
+		async claimJob(this: EveThis, ctx: Context, action: JobAction, params: Record<string, string>): Promise<Doc> {
+			const now = nowSeconds();
+			const fields = { action, status: "running", params, started: now, finished: null, lease_until: new Date(now.getTime() + LEASE_MS), progress: { done: 0, total: 0 }, result: null, error: null, run: newObjectId(), _updated: now };
+			let doc = await this.store.findOneAndUpdate({ _id: action, $or: [{ status: { $ne: "running" } }, { lease_until: { $lt: now } }] }, { $set: fields });
+			if (!doc) {
+				try {
+					doc = { _id: action, ...fields, _created: now };
+					await this.store.insertMany([doc]);
+				} catch (err) {
+					if (!(err instanceof DuplicateKeyError)) throw err;
+					const running = await this.store.findOne({ _id: action });
+					throw new EveError(409, `${action} is already running (started ${running?.started ? formatHttpDate(new Date(running.started)) : "just now"}); follow it at graph_jobs/${action}`);
+				}
+			}
+			await this.notifyChanged(ctx, "updated", [action]);
+			return doc;
+		},
+
+		/** Records progress (and keeps the lease) of a run, unless another run took the record over. */
+		async jobUpdate(this: EveThis, job: Doc, set: Doc) {
+			const now = nowSeconds();
+			await this.store.updateMany({ _id: job._id, run: job.run }, { $set: { ...set, _updated: now, ...(set.status && set.status !== "running" ? { lease_until: null, finished: now } : { lease_until: new Date(now.getTime() + LEASE_MS) }) } });
+			await this.notifyChanged(this.broker as unknown as Context, "updated", [job._id]);
+		},
+
+		async runJob(this: EveThis, job: Doc) {
+			try {
+				const result = job.action === "build_graph" ? await this.buildGraph(job) : await this.requestIps(job);
+				await this.jobUpdate(job, { status: "finished", result });
+			} catch (err) {
+				this.logger.warn(`${job.action} failed:`, (err as Error).message);
+				await this.jobUpdate(job, { status: "failed", error: (err as Error).message.slice(0, 1000) }).catch(() => undefined);
+			}
+		},
+
+		/** The generated part of the graph for the master: a root group and an automatic group per nodegroup. */
+		async buildGraph(this: EveThis, job: Doc) {
+			const nodegroups: Array<{ name: string; info?: unknown }> = await this.broker.call("nodegroups.rules");
+			await this.jobUpdate(job, { progress: { done: 0, total: nodegroups.length + 1 } });
+			const result: Doc = await this.broker.call("groups.applyGenerated", { master: job.params.master, nodegroups });
+			await this.jobUpdate(job, { progress: { done: nodegroups.length + 1, total: nodegroups.length + 1 } });
+			return result;
+		},
+
+		/**
+		 * Asks the resolver for every live host's address, RESOLVE_BATCH at a time, and stores each answer as
+		 * the host's `resolved` {ip, gateway, resolver, at}, with `nat` true when the resolved address is not
+		 * the host's own `ip`. A batch that fails is tried once more; the run fails only if every batch did.
+		 */
+		async requestIps(this: EveThis, job: Doc) {
+			const url = checkResolverUrl(job.params.ip_resolver);
+			const hosts: Array<{ _id: string; ip?: string }> = await this.broker.call("hosts.liveAddresses");
+			const own = new Map(hosts.map(h => [h._id, h.ip]));
+			const total = hosts.length;
+			const counts = { asked: 0, resolved: 0, unknown: 0, rejected: 0, failed_batches: 0 };
+			const errors: string[] = [];
+			await this.jobUpdate(job, { progress: { done: 0, total } });
+			const timeout = loadConfig().ipResolverTimeoutMs;
+			for (let i = 0; i < hosts.length; i += RESOLVE_BATCH) {
+				const names = hosts.slice(i, i + RESOLVE_BATCH).map(h => h._id);
+				counts.asked += names.length;
+				let answer: Awaited<ReturnType<typeof resolveBatch>> | null = null;
+				for (let attempt = 0; attempt < 2 && !answer; attempt++) {
+					try {
+						answer = await resolveBatch(url, names, timeout);
+					} catch (err) {
+						if (!(err instanceof ResolverError)) throw err;
+						if (attempt === 1) {
+							counts.failed_batches++;
+							if (errors.length < 5) errors.push(err.message);
+						}
+					}
+				}
+				if (answer) {
+					const at = nowSeconds();
+					const updates = [...answer.addresses].map(([_id, a]) => ({ _id, resolved: { ...a, resolver: url.href, at }, ...(own.get(_id) ? { nat: own.get(_id) !== a.ip } : {}) }));
+					for (const batch of batchesBySize(updates, 1000)) await this.broker.call("hosts.upsertMany", { hosts: batch });
+					counts.resolved += answer.addresses.size;
+					counts.rejected += answer.rejected;
+					counts.unknown += names.length - answer.addresses.size;
+				}
+				await this.jobUpdate(job, { progress: { done: Math.min(total, i + names.length), total } });
+			}
+			const batches = Math.ceil(total / RESOLVE_BATCH);
+			if (batches > 0 && counts.failed_batches === batches) throw new Error(`every request to the IP resolver failed: ${errors.join("; ")}`);
+			return { resolver: url.href, ...counts, errors };
+		},
+	},
+
+	async started(this: EveThis) {
+		// Nothing to index: one record per action.
 	},
 };
 
 export default GraphService;
-

@@ -6,7 +6,8 @@
  */
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
-import { OBJECT_ID, HOSTNAME } from "../lib/eve/ids";
+import { OBJECT_ID, HOSTNAME, idFromName } from "../lib/eve/ids";
+import { nowSeconds } from "../lib/eve/dates";
 import { badRequest } from "../lib/eve/errors";
 import { QueryArgs, parseWhere } from "../lib/eve/query";
 import type { Doc } from "../lib/store";
@@ -35,6 +36,8 @@ const GroupsService: EveServiceSchema = {
 					},
 				},
 			},
+			// Set on the groups POST /graph {action: "build_graph"} made: "build_graph:<master>".
+			readOnlyFields: ["generated_by"],
 			relations: { subgroups: { resource: "groups", service: "groups", many: true, embeddable: true } },
 		}),
 	],
@@ -65,6 +68,49 @@ const GroupsService: EveServiceSchema = {
 				const rules = groups.map(g => g.info as Rule | undefined).filter((r): r is Rule => !!r && (r.regex !== undefined || Object.keys(r.grain ?? {}).length > 0));
 				if (!explicit.size && !rules.length) return [];
 				return ctx.call("hosts.resolve", { explicit: [...explicit], rules });
+			},
+		},
+
+		/**
+		 * The generated part of the graph for a master (internal: POST /graph build_graph): one root group
+		 * (type 2, named after the master) and under it one automatic group (type 1) per nodegroup with the
+		 * nodegroup's rule. Ids derive from the master and nodegroup names, so a rebuild updates the same
+		 * groups; generated groups whose nodegroup is gone are removed; groups people made are never touched,
+		 * even when they were linked under the generated root (they stay linked).
+		 */
+		applyGenerated: {
+			visibility: "public",
+			params: {
+				master: { type: "string", min: 1, max: 200 },
+				nodegroups: { type: "array", max: 10_000, items: { type: "object", props: { name: "string", info: { type: "object", optional: true } } } },
+			},
+			async handler(this: EveThis, ctx: Context<{ master: string; nodegroups: Array<{ name: string; info?: Rule }> }>) {
+				const { master, nodegroups } = ctx.params;
+				const tag = `build_graph:${master}`;
+				const rootId = idFromName(`graph/${master}`);
+				const wanted = nodegroups.map(n => ({ _id: idFromName(`graph/${master}/nodegroup/${n.name}`), name: n.name, type: 1, info: n.info ?? {}, subgroups: [], hosts: [], generated_by: tag }));
+				const existing = new Map((await this.store.find({ generated_by: tag })).map(d => [String(d._id), d]));
+				const root = existing.get(rootId);
+				const kept = (root?.subgroups ?? []).filter((id: string) => !existing.has(id) || wanted.some(w => w._id === id));
+				const rootDoc = { _id: rootId, name: master, type: 2, subgroups: [...new Set([...wanted.map(w => w._id), ...kept])], hosts: root?.hosts ?? [], generated_by: tag };
+				const now = nowSeconds();
+				const created: string[] = [];
+				const updated: string[] = [];
+				for (const doc of [...wanted, rootDoc]) {
+					const before = existing.get(doc._id);
+					if (!before) {
+						await this.store.insertMany([{ ...doc, _created: now, _updated: now }]);
+						created.push(doc._id);
+					} else if (["name", "type", "info", "subgroups"].some(k => JSON.stringify(before[k]) !== JSON.stringify((doc as Doc)[k]))) {
+						await this.store.updateMany({ _id: doc._id }, { $set: { name: doc.name, type: doc.type, info: (doc as Doc).info, subgroups: doc.subgroups, _updated: now } });
+						updated.push(doc._id);
+					}
+				}
+				const stale = [...existing.values()].filter(d => d._id !== rootId && !wanted.some(w => w._id === d._id));
+				await this.removeDocs(ctx as unknown as RestContext, stale);
+				if (created.length) await this.afterWrite(ctx as unknown as RestContext, "created", created);
+				if (updated.length) await this.afterWrite(ctx as unknown as RestContext, "updated", updated);
+				return { master, root: rootId, groups: wanted.length + 1, created: created.length, updated: updated.length, removed: stale.length };
 			},
 		},
 

@@ -36,6 +36,7 @@ const HOST_FIELDS = [
 	"identification_number",
 	"vpn_organization",
 	"vpn_representation",
+	"resolved",
 	"grain",
 ];
 
@@ -59,6 +60,8 @@ const hostSchema = {
 	vpn_organization: { type: "string", optional: true, nullable: true },
 	vpn_representation: { type: "object", optional: true, nullable: true },
 	grain: { type: "object", optional: true },
+	// Beyond the spec: what the IP resolver said (POST /graph request_ips; docs/graph.md).
+	resolved: { type: "object", optional: true, props: { ip: "string", gateway: { type: "string", optional: true }, resolver: "string", at: "date" } },
 } as const;
 
 const HostsService: EveServiceSchema = {
@@ -230,6 +233,18 @@ const HostsService: EveServiceSchema = {
 					});
 				}
 				return [...names].sort();
+			},
+		},
+
+		/** Every live host's id and address, sorted by id (internal: POST /graph request_ips). */
+		liveAddresses: {
+			visibility: "public",
+			async handler(this: EveThis) {
+				const out: Array<{ _id: string; ip?: string }> = [];
+				await this.store.scan({ _soft_deleted: { $ne: true } }, ["ip"], d => {
+					out.push({ _id: d._id, ip: typeof d.ip === "string" ? d.ip : undefined });
+				});
+				return out.sort((a, b) => (a._id < b._id ? -1 : a._id > b._id ? 1 : 0));
 			},
 		},
 

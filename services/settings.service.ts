@@ -31,6 +31,16 @@ const SettingsService: EveServiceSchema = {
 			},
 		}),
 	],
+	actions: {
+		/** The addresses of the settings record (internal: POST /graph uses them as defaults). */
+		addresses: {
+			visibility: "public",
+			async handler(this: EveThis) {
+				const doc = await this.store.findOne({ _id: "0" });
+				return { resolver_address: "", master_address: "", file: "", ...(doc?.addresses ?? {}) };
+			},
+		},
+	},
 	methods: {
 		async prepareInput(this: EveThis, _ctx: RestContext, doc: Doc) {
 			const top = ADDRESS_KEYS.filter(k => k in doc);

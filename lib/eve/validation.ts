@@ -103,7 +103,10 @@ export function compileSchema(schema: ValidationSchema): Check {
 	};
 }
 
-/** The same schema with every top-level field optional: what PATCH checks. */
+/**
+ * The same schema with every top-level field optional and without defaults: what PATCH checks (Eve fills
+ * defaults on insert only; a PATCH that does not name a field leaves it as stored).
+ */
 export function partialSchema(schema: ValidationSchema): ValidationSchema {
 	const out: ValidationSchema = {};
 	for (const [key, rule] of Object.entries(schema)) {
@@ -113,6 +116,7 @@ export function partialSchema(schema: ValidationSchema): ValidationSchema {
 		}
 		const obj: ValidationRuleObject | null =
 			typeof rule === "string" ? null : Array.isArray(rule) ? { type: "multi", rules: rule } : { ...(rule as ValidationRuleObject) };
+		if (obj) delete obj.default;
 		out[key] = obj ? { ...obj, optional: true } : `${rule}|optional`;
 	}
 	return out;

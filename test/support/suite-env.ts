@@ -15,5 +15,7 @@ export const MAX_UPLOAD_BYTES = 1024 * 1024;
 
 export const SUITE_ENV: Record<string, string> = {
 	NODEGROUPS: JSON.stringify(NODEGROUPS),
+	// The IP resolver simulator's "slow" mode must time out quickly.
+	IP_RESOLVER_TIMEOUT_MS: "1000",
 	MAX_UPLOAD_BYTES: String(MAX_UPLOAD_BYTES),
 };

@@ -5,6 +5,7 @@
  */
 import type { Harness } from "../../support/harness";
 import { request, withQuery, expectEveError } from "../../support/http";
+import { IpResolverSimulator } from "../../simulators/ip-resolver";
 
 export default function graph(h: () => Harness): void {
 	const url = (path: string, query: Record<string, unknown> = {}) => withQuery(`${h().api}/${path}`, query);
@@ -120,5 +121,165 @@ export default function graph(h: () => Harness): void {
 			expect(mine).toEqual(["gp-lonely-1"]);
 			expect([...res.body].sort()).toEqual(res.body);
 		});
+	});
+}
+
+/** POST /graph: build_graph and request_ips as background jobs followed at graph_jobs/<action>. */
+export function graphJobs(h: () => Harness): void {
+	const url = (path: string, query: Record<string, unknown> = {}) => withQuery(`${h().api}/${path}`, query);
+	const resolver = new IpResolverSimulator();
+	beforeAll(async () => {
+		await resolver.start();
+		await h().call("hosts.upsertMany", {
+			hosts: [
+				{ _id: "rip-known-1", status: "up", key: "accepted", ip: "10.9.0.1" },
+				{ _id: "rip-unknown-2", status: "up", key: "accepted", ip: "10.9.0.2" },
+			],
+		});
+	});
+	afterAll(() => resolver.stop());
+	afterEach(() => {
+		resolver.mode = "ok";
+	});
+
+	/** Starts a job, checks the 202, and waits for the run to end. */
+	const run = async (body: Record<string, unknown>) => {
+		const res = await request("POST", url("graph"), { body });
+		expect(res.status).toBe(202);
+		expect(res.body).toMatchObject({ _status: "OK", _id: body.action, status: "running", _links: { self: { title: "Graph job", href: `graph_jobs/${body.action}` } } });
+		expect(res.headers.get("location")).toMatch(new RegExp(`graph_jobs/${body.action}$`));
+		for (let i = 0; i < 200; i++) {
+			const job = (await request("GET", url(`graph_jobs/${body.action}`))).body;
+			if (job.status !== "running") return job;
+			await new Promise(r => setTimeout(r, 25));
+		}
+		throw new Error(`${body.action} did not end`);
+	};
+
+	it("refuses a POST without a valid action or with the other action's parameter, in Eve's shape", async () => {
+		for (const body of [{}, { action: "bogus" }, { action: "build_graph", ip_resolver: "http://x" }, { action: "request_ips", master: "m" }, { action: "build_graph", master: "" }, { action: "build_graph", extra: 1 }]) {
+			expectEveError(await request("POST", url("graph"), { body }), 422);
+		}
+		for (const ip_resolver of ["ftp://resolver.example", "not a url", "http://user:secret@resolver.example"]) {
+			const res = expectEveError(await request("POST", url("graph"), { body: { action: "request_ips", ip_resolver } }), 422);
+			expect(res._issues.ip_resolver).toBeDefined();
+		}
+		// Neither given nor in the settings.
+		expectEveError(await request("POST", url("graph"), { body: { action: "build_graph" } }), 422);
+		expectEveError(await request("POST", url("graph"), { body: { action: "request_ips" } }), 422);
+	});
+
+	describe("build_graph", () => {
+		it("builds one root group for the master and an automatic group per nodegroup, resolving like the nodegroup", async () => {
+			const job = await run({ action: "build_graph", master: "salt-e2e" });
+			expect(job).toMatchObject({ _id: "build_graph", action: "build_graph", status: "finished", params: { master: "salt-e2e" }, error: null });
+			expect(job.result).toMatchObject({ master: "salt-e2e", groups: 4, created: 4, updated: 0, removed: 0 });
+			expect(job.progress).toEqual({ done: 4, total: 4 });
+			const graph = (await request("GET", url(`graph/${job.result.root}`))).body;
+			expect(graph.nodes[0]).toMatchObject({ id: job.result.root, name: "salt-e2e", type: 2, value: 0, itemStyle: { color: "#AED581" }, symbolSize: 0 });
+			// Nodegroups in name order.
+			expect(graph.nodes.slice(1).map((n: any) => [n.name, n.type, n.info])).toEqual([
+				["e2e-alt", 1, { grain: { osfullname: "ALT" } }],
+				["e2e-web", 1, { regex: "^web-" }],
+				["e2e.db_1", 1, { regex: "^db-", grain: { virtual: "kvm" } }],
+			]);
+			expect(graph.edges).toHaveLength(3);
+			const web = graph.nodes.find((n: any) => n.name === "e2e-web").id;
+			await h().call("hosts.membershipSettled");
+			const members = (await request("GET", url("hosts", { where: { nodegroups: "e2e-web" }, max_results: 50 }))).body._items.map((x: any) => x._id).sort();
+			expect((await request("GET", url(`groups/${web}/hostnames`))).body).toEqual(members);
+			expect((await request("GET", url(`groups/${web}`))).body.generated_by).toBe("build_graph:salt-e2e");
+		});
+
+		it("rebuilds in place: the same groups, and a group linked under the root by hand stays", async () => {
+			const first = (await request("GET", url("graph_jobs/build_graph"))).body.result;
+			const mine = await request("POST", url("groups"), { body: { name: "gj-handmade", hosts: ["gj-h-1"] } });
+			expect((await request("PATCH", url(`groups/${first.root}`), { body: { subgroups: [...(await request("GET", url(`groups/${first.root}`))).body.subgroups, mine.body._id] } })).status).toBe(200);
+			// A PATCH leaves the fields it does not name as they are (no default `type` 0).
+			expect((await request("GET", url(`groups/${first.root}`))).body.type).toBe(2);
+			const again = await run({ action: "build_graph", master: "salt-e2e" });
+			expect(again.result).toMatchObject({ root: first.root, created: 0, updated: 0, removed: 0 });
+			const root = (await request("GET", url(`groups/${first.root}`))).body;
+			expect(root.subgroups).toContain(mine.body._id);
+			expect((await request("GET", url(`groups/${mine.body._id}`))).body).toMatchObject({ name: "gj-handmade", hosts: ["gj-h-1"] });
+			expect((await request("GET", url(`groups/${mine.body._id}`))).body.generated_by).toBeUndefined();
+		});
+
+		it("takes the master from the settings when the body names none", async () => {
+			expect((await request("PATCH", url("settings/0"), { body: { master_address: "salt-from-settings" } })).status).toBe(200);
+			const job = await run({ action: "build_graph" });
+			expect(job.result.master).toBe("salt-from-settings");
+			expect((await request("PATCH", url("settings/0"), { body: { master_address: "" } })).status).toBe(200);
+		});
+	});
+
+	describe("request_ips", () => {
+		it("stores each host's resolved address, with nat when it differs from the host's own, and nothing for hosts the resolver does not know", async () => {
+			const job = await run({ action: "request_ips", ip_resolver: resolver.url });
+			expect(job.status).toBe("finished");
+			expect(job.result).toMatchObject({ resolver: `${resolver.url}/`, failed_batches: 0, rejected: 0 });
+			expect(job.result.asked).toBe(job.result.resolved + job.result.unknown);
+			expect(job.progress.done).toBe(job.progress.total);
+			const known = (await request("GET", url("hosts/rip-known-1"))).body;
+			const expected = resolver.address("rip-known-1");
+			expect(known.resolved).toMatchObject({ ...expected, resolver: `${resolver.url}/` });
+			expect(known.nat).toBe(true);
+			expect((await request("GET", url("hosts/rip-unknown-2"))).body.resolved).toBeUndefined();
+			expect(resolver.requests.at(-1)).toContain("rip-known-1");
+		});
+
+		it("uses the settings' resolver_address by default", async () => {
+			expect((await request("PATCH", url("settings/0"), { body: { resolver_address: resolver.url } })).status).toBe(200);
+			const before = resolver.requests.length;
+			expect((await run({ action: "request_ips" })).status).toBe("finished");
+			expect(resolver.requests.length).toBeGreaterThan(before);
+			expect((await request("PATCH", url("settings/0"), { body: { resolver_address: "" } })).status).toBe(200);
+		});
+
+		it("answers 409 while a run is going on, and runs again once it ended", async () => {
+			resolver.mode = "slow";
+			resolver.slowMs = 600;
+			const first = await request("POST", url("graph"), { body: { action: "request_ips", ip_resolver: resolver.url } });
+			expect(first.status).toBe(202);
+			const second = expectEveError(await request("POST", url("graph"), { body: { action: "request_ips", ip_resolver: resolver.url } }), 409);
+			expect(second._error.message).toMatch(/already running.*graph_jobs\/request_ips/);
+			for (let i = 0; i < 200 && (await request("GET", url("graph_jobs/request_ips"))).body.status === "running"; i++) await new Promise(r => setTimeout(r, 25));
+			resolver.mode = "ok";
+			expect((await run({ action: "request_ips", ip_resolver: resolver.url })).status).toBe("finished");
+		});
+
+		it("treats the resolver's answers as untrusted: bad entries are counted and not stored", async () => {
+			resolver.mode = "hostile";
+			const job = await run({ action: "request_ips", ip_resolver: resolver.url });
+			expect(job.status).toBe("finished");
+			expect(job.result.rejected).toBeGreaterThanOrEqual(3);
+			expect((await request("GET", url("hosts", { where: { "resolved.ip": "999.1.1.1" } }))).body._meta.total).toBe(0);
+			expect((await request("GET", url("hosts", { where: { "resolved.gateway": "<script>" } }))).body._meta.total).toBe(0);
+			expectEveError(await request("GET", url("hosts/not-asked.example")), 404);
+		});
+
+		it.each([
+			["down", /unreachable|cut off|socket hang up/],
+			["error", /answered 500/],
+			["garbage", /not JSON/],
+			["poison", /not JSON.*__proto__|invalid key/],
+			["huge", /larger than/],
+			["slow", /did not answer within/],
+		] as const)("fails the run with a clear error when the resolver is %s, and harms nothing", async (mode, message) => {
+			resolver.mode = mode;
+			resolver.slowMs = 3000;
+			const before = (await request("GET", url("hosts/rip-known-1"))).body.resolved;
+			const job = await run({ action: "request_ips", ip_resolver: resolver.url });
+			expect(job.status).toBe("failed");
+			expect(job.error).toMatch(message);
+			expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+			expect((await request("GET", url("hosts/rip-known-1"))).body.resolved).toEqual(before);
+		});
+	});
+
+	it("lists the jobs, and answers 404 for an action that does not exist", async () => {
+		const list = (await request("GET", url("graph_jobs", { sort: "_id" }))).body;
+		expect(list._items.map((j: any) => j._id)).toEqual(["build_graph", "request_ips"]);
+		expectEveError(await request("GET", url("graph_jobs/other")), 404);
 	});
 }

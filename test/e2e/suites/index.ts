@@ -3,7 +3,7 @@ import type { Harness } from "../../support/harness";
 import conventions from "./conventions";
 import hosts from "./hosts";
 import groupsResolution from "./groups-resolution";
-import graph from "./graph";
+import graph, { graphJobs } from "./graph";
 import tasks from "./tasks";
 import records from "./records";
 import files from "./files";
@@ -12,4 +12,4 @@ import access from "./access";
 
 export type Suite = (h: () => Harness) => void;
 
-export const SUITES: Record<string, Suite> = { conventions, hosts, "groups-resolution": groupsResolution, graph, tasks, records, files, vpn, access };
+export const SUITES: Record<string, Suite> = { conventions, hosts, "groups-resolution": groupsResolution, graph, "graph-jobs": graphJobs, tasks, records, files, vpn, access };
