@@ -73,6 +73,14 @@ export interface Config {
 	cmAllStatusMaxMs: number;
 	/** More host.down (or host.up) alerts than this from one batch of changes become one summary alert. */
 	cmAlertBurst: number;
+	/** Time zone of tasks' `start`/`end` wall times and cron expressions when a task names none (IANA). */
+	taskTimezone: string;
+	/** A run claimed by a process that stops renewing it is taken over after this long, in ms. */
+	taskLeaseMs: number;
+	/** A run found later than this after its due time is a misfire (the task's `misfire` policy decides), in ms. */
+	taskMisfireGraceMs: number;
+	/** Turn the scheduler off in this process (the tasks API keeps working); default on. */
+	taskScheduler: boolean;
 	/** How long one request to the IP resolver (POST /graph request_ips) may take, in ms. */
 	ipResolverTimeoutMs: number;
 	/** The most of one host's return an `actions` record keeps (and of each step's output in a failed patch), in bytes. */
@@ -142,6 +150,10 @@ export function loadConfig(): Config {
 		cmAlertBurst: int("CM_ALERT_BURST", 20, 1),
 		cmReturnMaxBytes: int("CM_RETURN_MAX_BYTES", 256 * 1024, 1024),
 		ipResolverTimeoutMs: int("IP_RESOLVER_TIMEOUT_MS", 10_000, 10),
+		taskTimezone: str("TASK_TIMEZONE", "UTC"),
+		taskLeaseMs: int("TASK_LEASE_MS", 30_000, 100),
+		taskMisfireGraceMs: int("TASK_MISFIRE_GRACE_MS", 60_000, 0),
+		taskScheduler: bool("TASK_SCHEDULER", true),
 		cmPatchPrefix: patchPrefix(str("CM_PATCH_PREFIX", "patches/")),
 		cmSyncIntervalMs: int("CM_SYNC_INTERVAL_MS", 300_000),
 	};

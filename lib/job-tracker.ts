@@ -16,6 +16,14 @@ export interface JobReturn {
 	raw: unknown;
 	/** A monitoring poll (`all_status`), not an operator's job. */
 	monitor: boolean;
+	/** The scheduled task the job is a run of. */
+	task?: string;
+}
+
+/** Where a job came from. */
+export interface JobOrigin {
+	monitor?: boolean;
+	task?: string;
 }
 
 interface TrackedJob {
@@ -25,6 +33,7 @@ interface TrackedJob {
 	pending: Set<string>;
 	deadline: number;
 	monitor: boolean;
+	task?: string;
 }
 
 export const NO_RETURN = "Minion did not return";
@@ -53,8 +62,8 @@ export class JobTracker {
 	}
 
 	/** Starts waiting for a job's hosts; answers the returns that arrived before. */
-	track(jid: string, fun: string, args: unknown[], minions: string[], timeoutMs: number, monitor = false): JobReturn[] {
-		const job: TrackedJob = { jid, fun, args, pending: new Set(minions), deadline: Date.now() + timeoutMs, monitor };
+	track(jid: string, fun: string, args: unknown[], minions: string[], timeoutMs: number, origin: JobOrigin = {}): JobReturn[] {
+		const job: TrackedJob = { jid, fun, args, pending: new Set(minions), deadline: Date.now() + timeoutMs, monitor: origin.monitor === true, task: origin.task };
 		const early = this.early.get(jid);
 		this.early.delete(jid);
 		const out: JobReturn[] = [];
@@ -71,7 +80,7 @@ export class JobTracker {
 		const job = this.jobs.get(jid);
 		if (!job || !job.pending.delete(host)) return null;
 		if (!job.pending.size) this.jobs.delete(jid);
-		return { jid, action: job.fun, host, state: "finished", args: job.args, raw, monitor: job.monitor };
+		return { jid, action: job.fun, host, state: "finished", args: job.args, raw, monitor: job.monitor, task: job.task };
 	}
 
 	/** A return seen on the event stream for a jid that is not tracked: kept in case it soon will be. */
@@ -101,7 +110,7 @@ export class JobTracker {
 		const out: JobReturn[] = [];
 		for (const job of [...this.jobs.values()]) {
 			if (now < job.deadline) continue;
-			for (const host of job.pending) out.push({ jid: job.jid, action: job.fun, host, state: "timeout", args: job.args, raw: NO_RETURN, monitor: job.monitor });
+			for (const host of job.pending) out.push({ jid: job.jid, action: job.fun, host, state: "timeout", args: job.args, raw: NO_RETURN, monitor: job.monitor, task: job.task });
 			this.jobs.delete(job.jid);
 		}
 		return out;

@@ -104,6 +104,7 @@ export const ROUTES: RouteDef[] = [
 	{ path: "hosts_statistic/:id", methods: readItem("stats") },
 
 	{ path: "tasks", methods: { ...read("tasks"), POST: json("tasks.create", "operator", "task"), PUT: json("tasks.replace", "operator", "task") } },
+	{ path: "tasks/:id/preview", methods: { GET: get("tasks.preview") } },
 	{ path: "tasks/:id/:status", methods: { PATCH: none("tasks.setStatus", "operator") } },
 	{ path: "tasks/:id", methods: { ...readItem("tasks"), DELETE: none("tasks.remove", "operator") } },
 

@@ -9,14 +9,22 @@ import { JobReturns } from "../mixins/job-returns.mixin";
 
 const ActionsService: EveServiceSchema = {
 	name: "actions",
-	mixins: [JobReturns("actions", { args: { type: "array", optional: true }, return: { type: "string", optional: true } })],
+	mixins: [JobReturns("actions", { args: { type: "array", optional: true }, return: { type: "string", optional: true }, task: { type: "string", optional: true } })],
 	actions: {
+		/** How many hosts of this job have not answered yet (internal: the scheduler's overlap check). */
+		outstanding: {
+			visibility: "public",
+			params: { jid: "string" },
+			async handler(this: EveThis, ctx: Context<{ jid: string }>) {
+				return this.store.count({ jid: ctx.params.jid, state: "running" });
+			},
+		},
 		/** The hosts still "running", with their jobs (internal: the cm-gateway, after a restart). */
 		running: {
 			visibility: "public",
 			async handler(this: EveThis, _ctx: Context) {
-				const docs = await this.store.find({ state: "running" }, { only: ["jid", "action", "host", "args", "_created"] });
-				return docs.map(d => ({ jid: d.jid, action: d.action, host: d.host, args: d.args, _created: d._created }));
+				const docs = await this.store.find({ state: "running" }, { only: ["jid", "action", "host", "args", "task", "_created"] });
+				return docs.map(d => ({ jid: d.jid, action: d.action, host: d.host, args: d.args, task: d.task, _created: d._created }));
 			},
 		},
 	},

@@ -26,9 +26,9 @@ import type { Context, ServiceSchema } from "moleculer";
 import { loadConfig, type Config } from "../lib/config";
 import { formatHttpDate } from "../lib/eve/dates";
 import { EveError, notFound, validationFailed } from "../lib/eve/errors";
-import { HOSTNAME } from "../lib/eve/ids";
+import { HOSTNAME, OBJECT_ID } from "../lib/eve/ids";
 import { compileSchema } from "../lib/eve/validation";
-import { JobTracker, NO_RETURN, type JobReturn } from "../lib/job-tracker";
+import { JobTracker, NO_RETURN, type JobOrigin, type JobReturn } from "../lib/job-tracker";
 import { batchesBySize, capText } from "../lib/batches";
 import { SaltClient, type EventStream, type Lowstate, type SaltEvent } from "../lib/salt-client";
 import { KEY_DIRS, hostUpdate, presenceChange, type KeyState, type KnownHost, type MasterView } from "../lib/salt-inventory";
@@ -180,6 +180,29 @@ export default function CmGatewayService(): ServiceSchema {
 							return this.controlAllStatus(ctx, ctx.params.id, ctx.params.body);
 						},
 					},
+					/**
+					 * One run of a scheduled task (internal: the tasks service). `tgt` may name hosts and groups (a
+					 * group is resolved now); the task's owner token must still allow it (tokens.authorizeRun);
+					 * the run is a normal execution whose `actions` records carry `task`.
+					 */
+					runTask: {
+						visibility: "public" as const,
+						params: {
+							task: "string",
+							owner: { type: "string", optional: true, nullable: true },
+							cm_client: { type: "enum", values: ["local", "local_async"] },
+							fun: "string",
+							kwarg: { type: "object", optional: true },
+							tgt: { type: "array", items: "string", max: 100_000 },
+						},
+						async handler(this: any, ctx: Context<{ task: string; owner?: string | null; cm_client: "local" | "local_async"; fun: string; kwarg?: Record<string, unknown>; tgt: string[] }>) {
+							const { task, owner, cm_client, fun, kwarg, tgt } = ctx.params;
+							const targets = await this.taskTargets(ctx, tgt);
+							if (!targets.length) throw new EveError(422, "none of the task's targets is a live host or a group with hosts");
+							if (owner) await ctx.call("tokens.authorizeRun", { token: owner, fun, targets });
+							return this.execute(targets, { cm_client, fun, kwarg }, task);
+						},
+					},
 					sync: {
 						visibility: "public" as const,
 						async handler(this: any): Promise<SyncResult> {
@@ -294,19 +317,40 @@ export default function CmGatewayService(): ServiceSchema {
 				return names;
 			},
 
+			/** A task's targets now: group ids resolved to their hosts, host names kept if they are live hosts. */
+			async taskTargets(this: any, ctx: Context, tgt: string[]): Promise<string[]> {
+				const names = new Set<string>();
+				const hosts: string[] = [];
+				for (const t of tgt) {
+					if (OBJECT_ID.test(t)) {
+						try {
+							for (const h of (await ctx.call("groups.hostnames", { id: t })) as string[]) names.add(h);
+							continue;
+						} catch (err) {
+							if ((err as { code?: number }).code !== 404) throw err;
+						}
+					}
+					hosts.push(t);
+				}
+				if (hosts.length) for (const h of (await ctx.call("hosts.exist", { ids: hosts })) as string[]) names.add(h);
+				const live = [...names];
+				const removed = new Set<string>(live.length ? await ctx.call("hosts.softDeletedAmong", { ids: live }) : []);
+				return live.filter(h => !removed.has(h)).sort();
+			},
+
 			/** Salt's `fun_args` for the job: arg, then kwarg as {"__kwarg__": true, ...}. */
 			funArgs(this: any, body: RunBody): unknown[] {
 				return [...(body.arg ?? []), ...(body.kwarg && Object.keys(body.kwarg).length ? [{ __kwarg__: true, ...body.kwarg }] : [])];
 			},
 
-			async execute(this: any, targets: string[], body: RunBody) {
+			async execute(this: any, targets: string[], body: RunBody, task?: string) {
 				const chunk: Lowstate = { client: body.cm_client, tgt: targets, tgt_type: "list", fun: body.fun };
 				if (body.arg) chunk.arg = body.arg;
 				if (body.kwarg) chunk.kwarg = body.kwarg;
 				const args = this.funArgs(body);
 
 				if (body.cm_client === "local_async") {
-					const started = await this.startAsync(chunk, args, config.cmJobTimeoutMs, false);
+					const started = await this.startAsync(chunk, args, config.cmJobTimeoutMs, { task });
 					if (!started) return { task_id: null, status: "no_minions", return: { return: [{}] } };
 					return { task_id: started.jid, status: "scheduled", return: { return: [started.ret] } };
 				}
@@ -334,23 +378,23 @@ export default function CmGatewayService(): ServiceSchema {
 					}
 				}
 				if (jid) {
-					const records: JobReturn[] = answered.map(a => ({ jid: a.jid, action: body.fun, host: a.host, state: "finished", args, raw: a.raw, monitor: false }));
-					for (const host of missing) records.push({ jid, action: body.fun, host, state: "timeout", args, raw: outputs[host] === false ? NO_RETURN : outputs[host], monitor: false });
+					const records: JobReturn[] = answered.map(a => ({ jid: a.jid, action: body.fun, host: a.host, state: "finished", args, raw: a.raw, monitor: false, task }));
+					for (const host of missing) records.push({ jid, action: body.fun, host, state: "timeout", args, raw: outputs[host] === false ? NO_RETURN : outputs[host], monitor: false, task });
 					await this.record(records);
 				}
 				return { task_id: jid, status: Object.keys(outputs).length ? "finished" : "no_minions", return: { return: [outputs] } };
 			},
 
 			/** Publishes a local_async job and tracks its hosts; null when no minion matched. */
-			async startAsync(this: any, chunk: Lowstate, args: unknown[], timeoutMs: number, monitor: boolean): Promise<{ jid: string; ret: unknown } | null> {
+			async startAsync(this: any, chunk: Lowstate, args: unknown[], timeoutMs: number, origin: JobOrigin): Promise<{ jid: string; ret: unknown } | null> {
 				const ret = await this.salt.lowstate(chunk);
 				if (!isObject(ret) || Object.keys(ret).length === 0) return null;
 				const { jid, minions } = ret as { jid?: unknown; minions?: unknown };
 				if (typeof jid !== "string" || !JID.test(jid) || !Array.isArray(minions)) throw new EveError(502, "salt-api sent a malformed answer to local_async");
 				const hosts = minions.map(String);
 				// Written before any return of the job (same lane), so that a return is never overwritten.
-				const running = monitor ? null : this.writeRunning(jid, chunk.fun, args, hosts);
-				const early: JobReturn[] = this.tracker.track(jid, chunk.fun, args, hosts, timeoutMs, monitor);
+				const running = origin.monitor ? null : this.writeRunning(jid, chunk.fun, args, hosts, origin.task);
+				const early: JobReturn[] = this.tracker.track(jid, chunk.fun, args, hosts, timeoutMs, origin);
 				for (const r of early) this.bufferReturn(r);
 				this.schedulePoll();
 				await running;
@@ -361,9 +405,9 @@ export default function CmGatewayService(): ServiceSchema {
 			 * The job's hosts as `actions` records in state "running": operators see who has not answered yet,
 			 * and a restarted cm-gateway knows which returns it still waits for (resumeJobs).
 			 */
-			writeRunning(this: any, jid: string, fun: string, args: unknown[], hosts: string[]): Promise<void> {
+			writeRunning(this: any, jid: string, fun: string, args: unknown[], hosts: string[], task?: string): Promise<void> {
 				const written = (async () => {
-					for (const returns of batchesBySize(hosts.map(host => ({ jid, action: fun, host, state: "running", args, return: "" })), UPSERT_BATCH)) {
+					for (const returns of batchesBySize(hosts.map(host => ({ jid, action: fun, host, state: "running", args, return: "", ...(task ? { task } : {}) })), UPSERT_BATCH)) {
 						try {
 							await this.broker.call("actions.record", { returns });
 						} catch (err) {
@@ -379,14 +423,14 @@ export default function CmGatewayService(): ServiceSchema {
 
 			/** After a restart: waits again for the jobs whose hosts are still "running", until their deadlines. */
 			async resumeJobs(this: any) {
-				const running: Array<{ jid: string; action: string; host: string; args: unknown[]; _created: Date | string }> = await this.broker.call("actions.running");
-				const jobs = new Map<string, { fun: string; args: unknown[]; hosts: string[]; created: number }>();
+				const running: Array<{ jid: string; action: string; host: string; args: unknown[]; task?: string; _created: Date | string }> = await this.broker.call("actions.running");
+				const jobs = new Map<string, { fun: string; args: unknown[]; hosts: string[]; created: number; task?: string }>();
 				for (const r of running) {
-					const job = jobs.get(r.jid) ?? { fun: r.action, args: r.args ?? [], hosts: [], created: new Date(r._created).getTime() };
+					const job = jobs.get(r.jid) ?? { fun: r.action, args: r.args ?? [], hosts: [], created: new Date(r._created).getTime(), task: r.task };
 					job.hosts.push(r.host);
 					jobs.set(r.jid, job);
 				}
-				for (const [jid, job] of jobs) this.tracker.track(jid, job.fun, job.args, job.hosts, Math.max(0, job.created + config.cmJobTimeoutMs - Date.now()));
+				for (const [jid, job] of jobs) this.tracker.track(jid, job.fun, job.args, job.hosts, Math.max(0, job.created + config.cmJobTimeoutMs - Date.now()), { task: job.task });
 				if (jobs.size) {
 					this.logger.info(`Waiting again for the returns of ${jobs.size} job(s) started before this restart`);
 					await this.pollJobs();
@@ -428,7 +472,7 @@ export default function CmGatewayService(): ServiceSchema {
 			 */
 			async record(this: any, records: JobReturn[]) {
 				if (!records.length) return;
-				const returns = records.map(r => ({ jid: r.jid, action: r.action, host: r.host, state: r.state, args: r.args, return: capText(asText(r.raw), config.cmReturnMaxBytes) }));
+				const returns = records.map(r => ({ jid: r.jid, action: r.action, host: r.host, state: r.state, args: r.args, return: capText(asText(r.raw), config.cmReturnMaxBytes), ...(r.task ? { task: r.task } : {}) }));
 				for (const batch of batchesBySize(returns, UPSERT_BATCH)) await this.broker.call("actions.record", { returns: batch });
 				const hosts = [...new Set(records.map(r => r.host))];
 				const known = new Set<string>(await this.broker.call("hosts.exist", { ids: hosts }));
@@ -851,7 +895,7 @@ export default function CmGatewayService(): ServiceSchema {
 				if (Date.now() >= monitor.until) return this.stopMonitor(host);
 				if (this.tracker.monitorPending(host)) return;
 				try {
-					const started = await this.startAsync({ client: "local_async", tgt: [host], tgt_type: "list", fun: "status.all_status" }, [], Math.max(config.cmAllStatusIntervalMs * 3, 5000), true);
+					const started = await this.startAsync({ client: "local_async", tgt: [host], tgt_type: "list", fun: "status.all_status" }, [], Math.max(config.cmAllStatusIntervalMs * 3, 5000), { monitor: true });
 					if (!started && rethrow) throw new EveError(422, `host '${host}' has no accepted key on the master: nothing to poll`);
 				} catch (err) {
 					if (rethrow) {

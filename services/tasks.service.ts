@@ -1,13 +1,23 @@
 /**
- * Owns the `tasks` collection: scheduled Salt runs. `start` is given as "YYYY-MM-DD HH:MM" (UTC) and
- * shown as an HTTP-date; `next` and `count_of_execution` are kept by the scheduler, never by clients.
+ * Owns the `tasks` collection and runs them (docs/scheduling.md). `start`/`end` are given as
+ * "YYYY-MM-DD HH:MM" in the task's `timezone` (default TASK_TIMEZONE, UTC) or as HTTP-dates, and shown as
+ * HTTP-dates; `next`, `count_of_execution` and `last_run` are kept by the scheduler, never by clients.
  *
  * Status moves (PATCH /tasks/{id}/{status}): scheduled <-> paused. A finished task stays finished.
+ *
+ * The scheduler: every replica looks for due tasks (`next` <= now) and claims each due run with one atomic
+ * update conditional on that `next` (so exactly one replica wins it), which also moves `next` on and records
+ * the run as `pending` with a lease. The winner sends the run to the cm-gateway (`cm-gateway.runTask`) and
+ * then records `last_run`; a replica finding a pending run whose lease passed (its process died) takes it
+ * over. The database is the only truth: timers only decide when to look again.
  */
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
-import { OBJECT_ID } from "../lib/eve/ids";
-import { parseHttpDate } from "../lib/eve/dates";
+import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
+import { loadConfig } from "../lib/config";
+import { nextDue, parseCron, parseWallTime, preview, validTimeZone, type Schedule } from "../lib/schedule";
+import { QueryArgs } from "../lib/eve/query";
+import { formatHttpDate, parseHttpDate } from "../lib/eve/dates";
 import { badRequest, notFound, validationFailed, type Issues } from "../lib/eve/errors";
 import type { Doc } from "../lib/store";
 
@@ -17,16 +27,23 @@ const MOVES: Record<string, string[]> = { scheduled: ["paused", "scheduled"], pa
 
 const LOCAL_TIME = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2})(?::(\d{2}))?$/;
 
-/** "YYYY-MM-DD HH:MM" (UTC) or an HTTP-date; null when it is neither or names no real moment. */
-export function parseTaskTime(value: unknown): Date | null {
+/** "YYYY-MM-DD HH:MM" (a wall time in `tz`, default UTC) or an HTTP-date; null when it is neither or names no real moment. */
+export function parseTaskTime(value: unknown, tz = "UTC"): Date | null {
 	if (value instanceof Date) return value;
 	if (typeof value !== "string") return null;
-	const m = LOCAL_TIME.exec(value.trim());
-	if (!m) return parseHttpDate(value);
-	const [, y, mo, d, h, mi, s] = m.map(Number);
-	const date = new Date(Date.UTC(y, mo - 1, d, h, mi, s || 0));
-	return date.getUTCMonth() === mo - 1 && date.getUTCDate() === d && h < 24 && mi < 60 ? date : null;
+	if (!LOCAL_TIME.test(value.trim())) return parseHttpDate(value);
+	return parseWallTime(value, tz);
 }
+
+/** The schedule a task describes. */
+function scheduleOf(t: Doc): Schedule {
+	return { start: new Date(t.start), end: t.end ? new Date(t.end) : null, interval: t.interval ?? 0, cron: t.cron ?? null, timezone: t.timezone ?? cfg().taskTimezone };
+}
+
+/** Waits between attempts to hand a run to a cm-gateway that is not there or cannot reach salt-api. */
+const RETRY_DELAYS_MS = [1000, 4000, 15000];
+/** Read when used: the test harness starts services with different environments in one process. */
+const cfg = () => loadConfig();
 
 const TasksService: EveServiceSchema = {
 	name: "tasks",
@@ -36,7 +53,7 @@ const TasksService: EveServiceSchema = {
 			writes: ["create", "remove"],
 			idPattern: OBJECT_ID,
 			clientIds: true,
-			readOnlyFields: ["next", "count_of_execution", "owner"],
+			readOnlyFields: ["next", "count_of_execution", "owner", "last_run", "pending"],
 			schema: {
 				cm_client: { type: "enum", values: ["local", "local_async"], optional: true, default: "local_async" },
 				name: { type: "string", min: 1, max: 200 },
@@ -47,6 +64,11 @@ const TasksService: EveServiceSchema = {
 				status: { type: "enum", values: ["scheduled", "paused"], optional: true, default: "scheduled" },
 				tgt: { type: "array", items: { type: "string", min: 1, max: 253 }, min: 1, max: 100_000 },
 				interval: { type: "number", integer: true, min: 0, max: 366 * 24 * 3600, optional: true, default: 0 },
+				// Beyond the spec (docs/scheduling.md); absent means the default.
+				cron: { type: "string", min: 1, max: 200, optional: true, nullable: true },
+				timezone: { type: "string", min: 1, max: 64, optional: true },
+				misfire: { type: "enum", values: ["run_once", "skip"], optional: true },
+				overlap: { type: "enum", values: ["skip", "allow"], optional: true },
 			},
 		}),
 	],
@@ -65,7 +87,26 @@ const TasksService: EveServiceSchema = {
 				if (!MOVES[task.status]?.includes(wanted)) {
 					throw validationFailed({ status: `a ${task.status} task cannot become ${wanted}` }, "Update failure: the document contains errors");
 				}
+				// Resuming does not make up for the runs missed while paused: the next one is the next due from now.
+				if (task.status === "paused" && wanted === "scheduled") {
+					const next = nextDue(scheduleOf(task), new Date(Date.now() - 1));
+					return this.applyPatch(ctx, task, next ? { status: wanted, next } : { status: "finished", next: null }, false);
+				}
 				return this.applyPatch(ctx, task, { status: wanted }, false);
+			},
+		},
+
+		/** GET /tasks/{id}/preview?count=N (default 10, at most 1000): the next N due times, as HTTP-dates. */
+		preview: {
+			params: { id: "string", query: { type: "any", optional: true } },
+			async handler(this: EveThis, ctx: Context<{ id: string; query?: unknown }>) {
+				const raw = QueryArgs.from(ctx.params.query).get("count");
+				const count = raw === undefined ? 10 : Number(raw);
+				if (!Number.isInteger(count) || count < 1 || count > 1000) throw badRequest("`count` must be an integer from 1 to 1000");
+				const task = await this.visibleItem(ctx.params.id);
+				if (task.status === "finished") return { _id: task._id, next: [] };
+				const from = task.status === "scheduled" && task.next ? new Date(new Date(task.next).getTime() - 1) : new Date();
+				return { _id: task._id, next: preview(scheduleOf(task), from, count).map(formatHttpDate) };
 			},
 		},
 
@@ -101,12 +142,21 @@ const TasksService: EveServiceSchema = {
 		async prepareInput(this: EveThis, _ctx: RestContext, doc: Doc, info: WriteInfo) {
 			const issues: Issues = {};
 			const out = { ...doc };
+			const tz = typeof doc.timezone === "string" ? doc.timezone : (info.existing?.timezone ?? cfg().taskTimezone);
+			if (typeof doc.timezone === "string" && !validTimeZone(doc.timezone)) issues.timezone = `unknown time zone '${doc.timezone}' (an IANA name such as Europe/Berlin)`;
+			if (typeof doc.cron === "string") {
+				try {
+					parseCron(doc.cron);
+				} catch (err) {
+					issues.cron = (err as Error).message;
+				}
+			}
 			for (const field of ["start", "end"]) {
 				if (!(field in doc)) continue;
 				if (field === "end" && doc.end === null && info.op === "patch") continue;
-				const date = parseTaskTime(doc[field]);
+				const date = issues.timezone ? parseTaskTime(doc[field]) : parseTaskTime(doc[field], tz);
 				if (date) out[field] = date;
-				else issues[field] = "must be of datetime type (YYYY-MM-DD HH:MM in UTC, or an HTTP-date)";
+				else issues[field] = `must be of datetime type (YYYY-MM-DD HH:MM in ${tz}, or an HTTP-date)`;
 			}
 			if (info.op === "patch" && "status" in doc) issues.status = "use PATCH /tasks/{id}/{status} to change the status";
 			return { doc: out, issues };
@@ -116,20 +166,147 @@ const TasksService: EveServiceSchema = {
 			const start = doc.start ?? info.existing?.start;
 			const end = "end" in doc ? doc.end : info.existing?.end;
 			if (start instanceof Date && end instanceof Date && end <= start) return { end: "must be later than start" };
+			const cron = "cron" in doc ? doc.cron : info.existing?.cron;
+			const interval = "interval" in doc ? doc.interval : info.existing?.interval;
+			if (cron && interval > 0) return { cron: "give either cron or interval, not both" };
 			return null;
 		},
 
 		async beforeStore(this: EveThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc> {
 			// A task runs as the token that created it: the scheduler checks that token's scope at every run.
-			if (info.op === "create") return { ...doc, next: doc.start, count_of_execution: 0, owner: (ctx.meta as { user?: { id: string } }).user?.id ?? null };
-			if (doc.start instanceof Date && info.existing?.count_of_execution === 0) return { ...doc, next: doc.start };
+			if (info.op === "create") {
+				const next = nextDue(scheduleOf(doc), new Date(doc.start.getTime() - 1));
+				return { ...doc, next, ...(next ? {} : { status: "finished" }), count_of_execution: 0, owner: (ctx.meta as { user?: { id: string } }).user?.id ?? null };
+			}
+			// A change of when the task runs moves `next`: from start while it has not run, else from now.
+			if (["start", "end", "interval", "cron", "timezone"].some(k => k in doc) && info.existing && info.existing.status !== "finished") {
+				const merged = { ...info.existing, ...doc };
+				const from = merged.count_of_execution === 0 ? new Date(merged.start.getTime() - 1) : new Date();
+				return { ...doc, next: nextDue(scheduleOf(merged), from) };
+			}
 			return doc;
 		},
+
+		// ------------------------------------------------------------ the scheduler
+
+		/** Looks again soon (a task changed), unless a look is already coming. */
+		kickScheduler(this: EveThis, delayMs = 5) {
+			if (!this.schedulerOn || this.schedulerStopping) return;
+			if (this.tickTimer && this.tickAt <= Date.now() + delayMs) return;
+			if (this.tickTimer) clearTimeout(this.tickTimer);
+			this.tickAt = Date.now() + delayMs;
+			this.tickTimer = setTimeout(() => {
+				this.tickTimer = null;
+				if (this.ticking) return this.kickScheduler(20);
+				this.ticking = (async () => {
+					let wait = 1000;
+					try {
+						wait = await this.schedulerTick();
+					} catch (err) {
+						this.logger.warn("Scheduler pass failed:", (err as Error).message);
+					} finally {
+						this.ticking = null;
+					}
+					this.kickScheduler(wait);
+				})();
+			}, Math.max(0, delayMs));
+			this.tickTimer.unref?.();
+		},
+
+		/** One pass: take over dead runs, claim and start due runs; answers how long to wait for the next. */
+		async schedulerTick(this: EveThis): Promise<number> {
+			const now = new Date();
+			for (const t of await this.store.find({ "pending.lease_until": { $lt: now } }, { limit: 100 })) {
+				const taken = await this.store.findOneAndUpdate({ _id: t._id, "pending.run": t.pending.run }, { $set: { "pending.by": this.broker.nodeID, "pending.lease_until": new Date(Date.now() + cfg().taskLeaseMs) } });
+				if (taken) {
+					this.logger.warn(`Task '${t._id}': taking over run ${t.pending.run} (due ${new Date(t.pending.due).toISOString()}) from ${t.pending.by}, whose lease passed`);
+					void this.executeRun(taken);
+				}
+			}
+			const due = await this.store.find({ status: "scheduled", next: { $lte: now } }, { sort: [["next", 1]], limit: 500 });
+			for (const t of due) await this.claimRun(t);
+			const soonest = await this.store.find({ status: "scheduled", next: { $ne: null } }, { sort: [["next", 1]], limit: 1 });
+			const wait = soonest.length ? new Date(soonest[0].next).getTime() - Date.now() : 1000;
+			return Math.min(1000, Math.max(0, wait));
+		},
+
+		/** Claims the task's due run (one replica wins), applying the misfire and overlap policies. */
+		async claimRun(this: EveThis, t: Doc) {
+			const now = new Date();
+			const due = new Date(t.next);
+			const next = nextDue(scheduleOf(t), now > due ? now : due);
+			let skipped: string | null = null;
+			if (now.getTime() - due.getTime() > cfg().taskMisfireGraceMs && t.misfire === "skip") skipped = "missed (misfire policy skip)";
+			else if (t.overlap !== "allow" && t.last_run?.jid && (await this.broker.call<number, { jid: string }>("actions.outstanding", { jid: t.last_run.jid }).catch(() => 0)) > 0) {
+				skipped = `the previous run (job ${t.last_run.jid}) still has hosts outstanding (overlap policy skip)`;
+			}
+			const set: Doc = { next, status: next ? "scheduled" : "finished", _updated: now };
+			if (skipped) set.last_run = { due, at: now, status: "skipped", message: skipped };
+			else set.pending = { run: newObjectId(), due, by: this.broker.nodeID, lease_until: new Date(now.getTime() + cfg().taskLeaseMs) };
+			const claimed = await this.store.findOneAndUpdate({ _id: t._id, status: "scheduled", next: due }, skipped ? { $set: set } : { $set: set, $inc: { count_of_execution: 1 } });
+			if (!claimed) return; // another replica won this run, or the task changed
+			await this.notifyChanged(this.broker as unknown as Context, "updated", [t._id]);
+			if (!skipped) void this.executeRun(claimed);
+		},
+
+		/**
+		 * Sends a claimed run to the cm-gateway. Failures that prove nothing ran (no cm-gateway, salt-api
+		 * unreachable) are tried again for a bounded time; then, or at once for any other failure (a run must
+		 * never be sent twice blindly), the run is recorded as failed with a `task.failed` alert.
+		 */
+		async executeRun(this: EveThis, t: Doc) {
+			const pending = t.pending;
+			let result: Doc;
+			for (let attempt = 0; ; attempt++) {
+				try {
+					const res: { task_id: string | null; status: string } = await this.broker.call("cm-gateway.runTask", {
+						task: t._id,
+						owner: t.owner ?? null,
+						cm_client: t.cm_client ?? "local_async",
+						fun: t.fun,
+						kwarg: t.kwarg ?? {},
+						tgt: t.tgt,
+					});
+					result = { due: pending.due, at: new Date(), status: res.task_id ? "started" : "no_minions", jid: res.task_id };
+					break;
+				} catch (err) {
+					const e = err as { code?: number; type?: string; message: string; data?: { kind?: string } };
+					const retryable = (e.code === 503 || e.type === "SERVICE_NOT_FOUND" || e.type === "SERVICE_NOT_AVAILABLE" || (e.code === 502 && /unreachable/.test(e.message))) && attempt < RETRY_DELAYS_MS.length;
+					if (!retryable) {
+						result = { due: pending.due, at: new Date(), status: "failed", message: e.message.slice(0, 500) };
+						await this.broker.call("alerts.raise", { type: "task.failed", level: "error", payload: { task: t._id, name: t.name, due: new Date(pending.due).toISOString(), message: e.message.slice(0, 500) } }).catch(() => undefined);
+						break;
+					}
+					await new Promise(r => setTimeout(r, RETRY_DELAYS_MS[attempt]));
+					if (this.schedulerStopping) return; // the lease runs out; another replica takes the run over
+					await this.store.updateMany({ _id: t._id, "pending.run": pending.run }, { $set: { "pending.lease_until": new Date(Date.now() + cfg().taskLeaseMs) } });
+				}
+			}
+			const n = await this.store.updateMany({ _id: t._id, "pending.run": pending.run }, { $set: { last_run: result, _updated: new Date() }, $unset: { pending: true } });
+			if (n) await this.notifyChanged(this.broker as unknown as Context, "updated", [t._id]);
+		},
+	},
+
+	events: {
+		"tasks.created": { handler(this: EveThis) { this.kickScheduler(); } },
+		"tasks.updated": { handler(this: EveThis) { this.kickScheduler(); } },
 	},
 
 	async started(this: EveThis) {
 		await this.store.ensureIndex("status");
 		await this.store.ensureIndex("next");
+		this.schedulerOn = cfg().taskScheduler;
+		// Runs go to the cm-gateway; the scheduler starts looking once the services it writes through are there.
+		void this.broker
+			.waitForServices(["actions", "alerts"], 600_000)
+			.then(() => this.kickScheduler(0))
+			.catch(() => this.logger.warn("The actions and alerts services did not appear: the scheduler waits"));
+	},
+
+	async stopped(this: EveThis) {
+		this.schedulerStopping = true;
+		if (this.tickTimer) clearTimeout(this.tickTimer);
+		await this.ticking;
 	},
 };
 

@@ -131,6 +131,7 @@ export default function access(h: () => Harness): void {
 		// In scope for the operator in scope (test.ping on acc-in-1), then refused by the task schema.
 		"POST tasks": { path: "tasks", body: { name: "", fun: "test.ping", tgt: [IN], start: "2030-01-01 00:00" }, status: 422 },
 		"PUT tasks": { path: "tasks", body: { _id: fx.task, fun: "test.ping", name: "" }, status: 422 },
+		"GET tasks/:id/preview": { path: `tasks/${fx.task}/preview`, status: 200 },
 		"PATCH tasks/:id/:status": { path: `tasks/${fx.task}/bogus`, status: 422 },
 		"GET tasks/:id": { path: `tasks/${fx.task}`, status: 200 },
 		"DELETE tasks/:id": { path: `tasks/${UNKNOWN_ID}`, status: 204 },

@@ -1,0 +1,138 @@
+/**
+ * The scheduler end to end: tasks created through the API run at their due times through the
+ * cm-gateway against the salt-api simulator over real HTTP, once each (counted at the simulator),
+ * with their actions records linked to the task; one-shot tasks finish; a task may target a group;
+ * the misfire and overlap policies; pause and resume; a run that cannot be made is recorded as failed
+ * with an alert; GET /tasks/{id}/preview.
+ */
+import { SaltApiSimulator } from "./simulators/salt-api";
+import { startEmbedded, type Harness } from "./support/harness";
+import { request, expectEveError, eventually, withQuery } from "./support/http";
+import { formatHttpDate } from "../lib/eve/dates";
+
+describe("the task scheduler", () => {
+	let sim: SaltApiSimulator;
+	let h: Harness;
+	let hosts: string[] = [];
+	const url = (path: string) => `${h.api}/${path}`;
+	const inSeconds = (s: number) => formatHttpDate(new Date(Math.ceil(Date.now() / 1000) * 1000 + s * 1000));
+	const create = async (body: Record<string, unknown>) => {
+		const res = await request("POST", url("tasks"), { body: { cm_client: "local_async", fun: "test.ping", ...body } });
+		if (res.status !== 201) throw new Error(`POST /tasks: ${res.status} ${res.text}`);
+		return res.body._id as string;
+	};
+	const task = async (id: string) => (await request("GET", url(`tasks/${id}`))).body;
+
+	beforeAll(async () => {
+		sim = new SaltApiSimulator({ minions: 12, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceIntervalMs: 3_600_000 });
+		const { url: salt } = await sim.start();
+		const { username, password, eauth } = sim.credentials;
+		h = await startEmbedded({ env: { CM_API_URL: salt, CM_API_USER: username, CM_API_PASSWORD: password, CM_API_EAUTH: eauth, CM_SYNC_INTERVAL_MS: "3600000", CM_JOB_POLL_MS: "500", TASK_MISFIRE_GRACE_MS: "2000" } });
+		await eventually(async () => ((await request("GET", url("hosts?max_results=1"))).body._meta.total === sim.minionIds().length ? true : undefined), 10_000, "the inventory");
+		hosts = sim.upMinions();
+	});
+	afterAll(async () => {
+		await h?.stop();
+		await sim?.stop();
+	});
+
+	it("runs an interval task at each due time, once each, with its runs as actions records linked to the task", async () => {
+		const target = hosts[0];
+		sim.resetExecutions();
+		const id = await create({ name: "every-2s", tgt: [target], start: inSeconds(1), interval: 2, end: inSeconds(6) });
+		const done = await eventually(async () => {
+			const t = await task(id);
+			return t.status === "finished" ? t : undefined;
+		}, 12_000, "the task to finish");
+		expect(done.count_of_execution).toBeGreaterThanOrEqual(3);
+		expect(sim.executionCount(target, "test.ping")).toBe(done.count_of_execution);
+		expect(done.last_run).toMatchObject({ status: "started", jid: expect.stringMatching(/^\d{20}$/) });
+		const runs = await eventually(async () => {
+			const r = (await request("GET", url(withQuery("actions", { where: { task: id, state: "finished" } })))).body;
+			return r._meta.total === done.count_of_execution ? r : undefined;
+		}, 5000, "every run's actions record");
+		expect(runs._items.every((a: any) => a.host === target && a.action === "test.ping")).toBe(true);
+	});
+
+	it("runs a one-shot task once and finishes it; a group in tgt is resolved at run time", async () => {
+		const g = await request("POST", url("groups"), { body: { name: "sched-group", type: 0, hosts: hosts.slice(1, 3) } });
+		sim.resetExecutions();
+		const id = await create({ name: "once", tgt: [g.body._id], start: inSeconds(1) });
+		const done = await eventually(async () => {
+			const t = await task(id);
+			return t.status === "finished" && t.last_run ? t : undefined;
+		}, 8000, "the one-shot run");
+		expect(done).toMatchObject({ count_of_execution: 1, next: null });
+		for (const host of hosts.slice(1, 3)) expect(sim.executionCount(host, "test.ping")).toBe(1);
+	});
+
+	it("after an outage runs a missed task once (misfire run_once), or not at all (skip), never a burst", async () => {
+		sim.resetExecutions();
+		const longAgo = formatHttpDate(new Date(Date.now() - 10 * 60_000));
+		const once = await create({ name: "missed-once", tgt: [hosts[3]], start: longAgo, interval: 60 });
+		const skip = await create({ name: "missed-skip", tgt: [hosts[4]], start: longAgo, interval: 60, misfire: "skip" });
+		const a = await eventually(async () => ((await task(once)).last_run ? task(once) : undefined), 5000, "the missed run");
+		const b = await eventually(async () => ((await task(skip)).last_run ? task(skip) : undefined), 5000, "the skip");
+		expect(a).toMatchObject({ count_of_execution: 1, last_run: { status: "started" } });
+		expect(b).toMatchObject({ count_of_execution: 0, last_run: { status: "skipped", message: expect.stringMatching(/misfire/) } });
+		for (const t of [a, b]) expect(new Date(t.next).getTime()).toBeGreaterThan(Date.now());
+		expect(sim.executionCount(hosts[3], "test.ping")).toBe(1);
+		expect(sim.executionCount(hosts[4], "test.ping")).toBe(0);
+	});
+
+	it("skips a run while the previous one still has hosts outstanding (overlap skip)", async () => {
+		const slow = hosts[5];
+		sim.setNeverReturns(slow, true);
+		try {
+			sim.resetExecutions();
+			const id = await create({ name: "overlapping", tgt: [slow], start: inSeconds(1), interval: 1 });
+			const t = await eventually(async () => {
+				const x = await task(id);
+				return x.last_run?.status === "skipped" ? x : undefined;
+			}, 8000, "a skipped run");
+			expect(t.last_run.message).toMatch(/overlap/);
+			expect(sim.executionCount(slow, "test.ping")).toBe(1);
+			expect((await request("DELETE", url(`tasks/${id}`))).status).toBe(204);
+		} finally {
+			sim.setNeverReturns(slow, false);
+		}
+	});
+
+	it("does not run a paused task, and resumes without making up for the runs missed meanwhile", async () => {
+		sim.resetExecutions();
+		const id = await create({ name: "paused", tgt: [hosts[6]], start: inSeconds(1), interval: 1, status: "paused" });
+		await new Promise(r => setTimeout(r, 2500));
+		expect(sim.executionCount(hosts[6])).toBe(0);
+		expect((await request("PATCH", url(`tasks/${id}/scheduled`))).status).toBe(200);
+		await eventually(async () => ((await task(id)).count_of_execution >= 1 ? true : undefined), 4000, "a run after resuming");
+		expect((await request("PATCH", url(`tasks/${id}/paused`))).status).toBe(200);
+		const runs = (await task(id)).count_of_execution;
+		expect(runs).toBeLessThanOrEqual(3);
+		await new Promise(r => setTimeout(r, 1500));
+		expect((await task(id)).count_of_execution).toBe(runs);
+	});
+
+	it("records a run that cannot be made as failed, with a task.failed alert", async () => {
+		const id = await create({ name: "nowhere", tgt: ["no-such-host.example"], start: inSeconds(1) });
+		const t = await eventually(async () => {
+			const x = await task(id);
+			return x.last_run ? x : undefined;
+		}, 5000, "the failed run");
+		expect(t.last_run).toMatchObject({ status: "failed", message: expect.stringMatching(/none of the task's targets/) });
+		const alerts = (await request("GET", url(withQuery("alerts", { where: { type: "task.failed", "payload.task": id } })))).body._items;
+		expect(alerts).toHaveLength(1);
+	});
+
+	it("previews the next due times, and refuses a bad cron, time zone or both cron and interval", async () => {
+		const id = await create({ name: "cron", tgt: [hosts[7]], start: "2030-01-01 00:00", cron: "0 9 * * mon-fri", timezone: "Europe/Berlin" });
+		const res = await request("GET", url(withQuery(`tasks/${id}/preview`, { count: 3 })));
+		expect(res.status).toBe(200);
+		expect(res.body).toEqual({ _id: id, next: ["Tue, 01 Jan 2030 08:00:00 GMT", "Wed, 02 Jan 2030 08:00:00 GMT", "Thu, 03 Jan 2030 08:00:00 GMT"] });
+		expect((await task(id)).next).toBe("Tue, 01 Jan 2030 08:00:00 GMT");
+		expectEveError(await request("GET", url(withQuery(`tasks/${id}/preview`, { count: 0 }))), 400);
+		expectEveError(await request("GET", url(withQuery(`tasks/${id}/preview`, { count: 1001 }))), 400);
+		for (const bad of [{ cron: "61 * * * *" }, { timezone: "Mars/Olympus" }, { cron: "* * * * *", interval: 60 }]) {
+			expectEveError(await request("POST", url("tasks"), { body: { name: "bad", fun: "test.ping", tgt: [hosts[7]], start: "2030-01-01 00:00", ...bad } }), 422);
+		}
+	});
+});
