@@ -16,14 +16,16 @@ export interface JobReturn {
 	raw: unknown;
 	/** A monitoring poll (`all_status`), not an operator's job. */
 	monitor: boolean;
-	/** The scheduled task the job is a run of. */
+	/** The scheduled task the job is a run of, and which run. */
 	task?: string;
+	run?: string;
 }
 
 /** Where a job came from. */
 export interface JobOrigin {
 	monitor?: boolean;
 	task?: string;
+	run?: string;
 }
 
 interface TrackedJob {
@@ -34,6 +36,7 @@ interface TrackedJob {
 	deadline: number;
 	monitor: boolean;
 	task?: string;
+	run?: string;
 }
 
 export const NO_RETURN = "Minion did not return";
@@ -63,7 +66,7 @@ export class JobTracker {
 
 	/** Starts waiting for a job's hosts; answers the returns that arrived before. */
 	track(jid: string, fun: string, args: unknown[], minions: string[], timeoutMs: number, origin: JobOrigin = {}): JobReturn[] {
-		const job: TrackedJob = { jid, fun, args, pending: new Set(minions), deadline: Date.now() + timeoutMs, monitor: origin.monitor === true, task: origin.task };
+		const job: TrackedJob = { jid, fun, args, pending: new Set(minions), deadline: Date.now() + timeoutMs, monitor: origin.monitor === true, task: origin.task, run: origin.run };
 		const early = this.early.get(jid);
 		this.early.delete(jid);
 		const out: JobReturn[] = [];
@@ -80,7 +83,7 @@ export class JobTracker {
 		const job = this.jobs.get(jid);
 		if (!job || !job.pending.delete(host)) return null;
 		if (!job.pending.size) this.jobs.delete(jid);
-		return { jid, action: job.fun, host, state: "finished", args: job.args, raw, monitor: job.monitor, task: job.task };
+		return { jid, action: job.fun, host, state: "finished", args: job.args, raw, monitor: job.monitor, task: job.task, run: job.run };
 	}
 
 	/** A return seen on the event stream for a jid that is not tracked: kept in case it soon will be. */
@@ -110,7 +113,7 @@ export class JobTracker {
 		const out: JobReturn[] = [];
 		for (const job of [...this.jobs.values()]) {
 			if (now < job.deadline) continue;
-			for (const host of job.pending) out.push({ jid: job.jid, action: job.fun, host, state: "timeout", args: job.args, raw: NO_RETURN, monitor: job.monitor, task: job.task });
+			for (const host of job.pending) out.push({ jid: job.jid, action: job.fun, host, state: "timeout", args: job.args, raw: NO_RETURN, monitor: job.monitor, task: job.task, run: job.run });
 			this.jobs.delete(job.jid);
 		}
 		return out;

@@ -36,7 +36,8 @@ export interface Store {
 	/** Atomic: updates one matching record and returns it as it is after the update. */
 	findOneAndUpdate(filter: Filter, update: Update): Promise<Doc | null>;
 	removeMany(filter: Filter): Promise<number>;
-	ensureIndex(field: string, unique?: boolean): Promise<void>;
+	/** `sparse`: records without the field are left out of the index (NeDB would put them all under one key). */
+	ensureIndex(field: string, unique?: boolean, sparse?: boolean): Promise<void>;
 	/**
 	 * Calls `visit` with every matching record, holding at least `fields` and `_id`, without copying
 	 * them: for passes over a whole collection. `visit` must neither keep nor change what it is given.
@@ -153,7 +154,7 @@ export interface NedbDatastore {
 	insertAsync(docs: Doc[]): Promise<Doc[]>;
 	updateAsync(q: Filter, u: Update, o: Record<string, unknown>): Promise<{ numAffected: number; affectedDocuments: Doc | Doc[] | null }>;
 	removeAsync(q: Filter, o: Record<string, unknown>): Promise<number>;
-	ensureIndexAsync(o: { fieldName: string; unique?: boolean }): Promise<void>;
+	ensureIndexAsync(o: { fieldName: string; unique?: boolean; sparse?: boolean }): Promise<void>;
 }
 
 function nedbDuplicate(err: unknown): never {
@@ -245,8 +246,8 @@ export class NedbStore implements Store {
 		return (await this.perQuery(filter, q => this.db.removeAsync(q, { multi: true }))).reduce((a, b) => a + b, 0);
 	}
 
-	ensureIndex(field: string, unique = false): Promise<void> {
-		return this.db.ensureIndexAsync({ fieldName: field, unique });
+	ensureIndex(field: string, unique = false, sparse = false): Promise<void> {
+		return this.db.ensureIndexAsync({ fieldName: field, unique, sparse });
 	}
 
 	async scan(filter: Filter, _fields: string[], visit: (doc: Doc) => void): Promise<void> {
@@ -336,9 +337,9 @@ export class MongoStore implements Store {
 		return res.deletedCount ?? 0;
 	}
 
-	async ensureIndex(field: string, unique = false): Promise<void> {
+	async ensureIndex(field: string, unique = false, sparse = false): Promise<void> {
 		if (field === "_id") return;
-		await this.collection.createIndex({ [field]: 1 }, { unique });
+		await this.collection.createIndex({ [field]: 1 }, { unique, sparse });
 	}
 
 	async scan(filter: Filter, fields: string[], visit: (doc: Doc) => void): Promise<void> {

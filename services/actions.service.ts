@@ -9,8 +9,17 @@ import { JobReturns } from "../mixins/job-returns.mixin";
 
 const ActionsService: EveServiceSchema = {
 	name: "actions",
-	mixins: [JobReturns("actions", { args: { type: "array", optional: true }, return: { type: "string", optional: true }, task: { type: "string", optional: true } })],
+	mixins: [JobReturns("actions", { args: { type: "array", optional: true }, return: { type: "string", optional: true }, task: { type: "string", optional: true }, run: { type: "string", optional: true } })],
 	actions: {
+		/** The job a task run started, if any host record names the run (internal: the cm-gateway's dedupe). */
+		byRun: {
+			visibility: "public",
+			params: { run: "string" },
+			async handler(this: EveThis, ctx: Context<{ run: string }>) {
+				const [doc] = await this.store.find({ run: ctx.params.run }, { limit: 1 });
+				return doc ? { jid: doc.jid } : null;
+			},
+		},
 		/** How many hosts of this job have not answered yet (internal: the scheduler's overlap check). */
 		outstanding: {
 			visibility: "public",
@@ -23,10 +32,14 @@ const ActionsService: EveServiceSchema = {
 		running: {
 			visibility: "public",
 			async handler(this: EveThis, _ctx: Context) {
-				const docs = await this.store.find({ state: "running" }, { only: ["jid", "action", "host", "args", "task", "_created"] });
-				return docs.map(d => ({ jid: d.jid, action: d.action, host: d.host, args: d.args, task: d.task, _created: d._created }));
+				const docs = await this.store.find({ state: "running" }, { only: ["jid", "action", "host", "args", "task", "run", "_created"] });
+				return docs.map(d => ({ jid: d.jid, action: d.action, host: d.host, args: d.args, task: d.task, run: d.run, _created: d._created }));
 			},
 		},
+	},
+	async started(this: EveThis) {
+		// Only task runs carry `run`: the others stay out of the index.
+		await this.store.ensureIndex("run", false, true);
 	},
 };
 

@@ -107,6 +107,9 @@ function capStep(step: PatchStep, maxBytes: number): PatchStep {
 	return { ...step, comment: capText(step.comment, maxBytes), changes };
 }
 
+/** The task and run an `actions` record links to, when the job is a task's run. */
+const links = (o: { task?: string; run?: string }) => ({ ...(o.task ? { task: o.task } : {}), ...(o.run ? { run: o.run } : {}) });
+
 const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
 const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []);
 
@@ -189,18 +192,34 @@ export default function CmGatewayService(): ServiceSchema {
 						visibility: "public" as const,
 						params: {
 							task: "string",
+							run: { type: "string", optional: true },
 							owner: { type: "string", optional: true, nullable: true },
 							cm_client: { type: "enum", values: ["local", "local_async"] },
 							fun: "string",
 							kwarg: { type: "object", optional: true },
 							tgt: { type: "array", items: "string", max: 100_000 },
 						},
-						async handler(this: any, ctx: Context<{ task: string; owner?: string | null; cm_client: "local" | "local_async"; fun: string; kwarg?: Record<string, unknown>; tgt: string[] }>) {
-							const { task, owner, cm_client, fun, kwarg, tgt } = ctx.params;
-							const targets = await this.taskTargets(ctx, tgt);
-							if (!targets.length) throw new EveError(422, "none of the task's targets is a live host or a group with hosts");
-							if (owner) await ctx.call("tokens.authorizeRun", { token: owner, fun, targets });
-							return this.execute(targets, { cm_client, fun, kwarg }, task);
+						async handler(this: any, ctx: Context<{ task: string; run?: string; owner?: string | null; cm_client: "local" | "local_async"; fun: string; kwarg?: Record<string, unknown>; tgt: string[] }>) {
+							const { task, run, owner, cm_client, fun, kwarg, tgt } = ctx.params;
+							// A run handed over twice (its first scheduler replica died before recording it) is started once.
+							if (run && this.runsInFlight.has(run)) return this.runsInFlight.get(run);
+							const work = (async () => {
+								if (run) {
+									const started: { jid: string } | null = await ctx.call("actions.byRun", { run });
+									if (started) return { task_id: started.jid, status: "scheduled", return: { return: [{ jid: started.jid }] }, repeated: true };
+								}
+								const targets = await this.taskTargets(ctx, tgt);
+								if (!targets.length) throw new EveError(422, "none of the task's targets is a live host or a group with hosts");
+								if (owner) await ctx.call("tokens.authorizeRun", { token: owner, fun, targets });
+								return this.execute(targets, { cm_client, fun, kwarg }, { task, run });
+							})();
+							if (!run) return work;
+							this.runsInFlight.set(run, work);
+							try {
+								return await work;
+							} finally {
+								this.runsInFlight.delete(run);
+							}
 						},
 					},
 					sync: {
@@ -237,6 +256,8 @@ export default function CmGatewayService(): ServiceSchema {
 
 		created(this: any) {
 			this.tracker = new JobTracker();
+			/** Task runs being started here, by run id. */
+			this.runsInFlight = new Map<string, Promise<unknown>>();
 			this.returnBuffer = [] as JobReturn[];
 			this.flushTimer = null;
 			this.flushing = Promise.resolve();
@@ -343,14 +364,15 @@ export default function CmGatewayService(): ServiceSchema {
 				return [...(body.arg ?? []), ...(body.kwarg && Object.keys(body.kwarg).length ? [{ __kwarg__: true, ...body.kwarg }] : [])];
 			},
 
-			async execute(this: any, targets: string[], body: RunBody, task?: string) {
+			async execute(this: any, targets: string[], body: RunBody, origin: JobOrigin = {}) {
+				const { task, run } = origin;
 				const chunk: Lowstate = { client: body.cm_client, tgt: targets, tgt_type: "list", fun: body.fun };
 				if (body.arg) chunk.arg = body.arg;
 				if (body.kwarg) chunk.kwarg = body.kwarg;
 				const args = this.funArgs(body);
 
 				if (body.cm_client === "local_async") {
-					const started = await this.startAsync(chunk, args, config.cmJobTimeoutMs, { task });
+					const started = await this.startAsync(chunk, args, config.cmJobTimeoutMs, { task, run });
 					if (!started) return { task_id: null, status: "no_minions", return: { return: [{}] } };
 					return { task_id: started.jid, status: "scheduled", return: { return: [started.ret] } };
 				}
@@ -378,8 +400,8 @@ export default function CmGatewayService(): ServiceSchema {
 					}
 				}
 				if (jid) {
-					const records: JobReturn[] = answered.map(a => ({ jid: a.jid, action: body.fun, host: a.host, state: "finished", args, raw: a.raw, monitor: false, task }));
-					for (const host of missing) records.push({ jid, action: body.fun, host, state: "timeout", args, raw: outputs[host] === false ? NO_RETURN : outputs[host], monitor: false, task });
+					const records: JobReturn[] = answered.map(a => ({ jid: a.jid, action: body.fun, host: a.host, state: "finished", args, raw: a.raw, monitor: false, task, run }));
+					for (const host of missing) records.push({ jid, action: body.fun, host, state: "timeout", args, raw: outputs[host] === false ? NO_RETURN : outputs[host], monitor: false, task, run });
 					await this.record(records);
 				}
 				return { task_id: jid, status: Object.keys(outputs).length ? "finished" : "no_minions", return: { return: [outputs] } };
@@ -393,7 +415,7 @@ export default function CmGatewayService(): ServiceSchema {
 				if (typeof jid !== "string" || !JID.test(jid) || !Array.isArray(minions)) throw new EveError(502, "salt-api sent a malformed answer to local_async");
 				const hosts = minions.map(String);
 				// Written before any return of the job (same lane), so that a return is never overwritten.
-				const running = origin.monitor ? null : this.writeRunning(jid, chunk.fun, args, hosts, origin.task);
+				const running = origin.monitor ? null : this.writeRunning(jid, chunk.fun, args, hosts, origin);
 				const early: JobReturn[] = this.tracker.track(jid, chunk.fun, args, hosts, timeoutMs, origin);
 				for (const r of early) this.bufferReturn(r);
 				this.schedulePoll();
@@ -405,9 +427,9 @@ export default function CmGatewayService(): ServiceSchema {
 			 * The job's hosts as `actions` records in state "running": operators see who has not answered yet,
 			 * and a restarted cm-gateway knows which returns it still waits for (resumeJobs).
 			 */
-			writeRunning(this: any, jid: string, fun: string, args: unknown[], hosts: string[], task?: string): Promise<void> {
+			writeRunning(this: any, jid: string, fun: string, args: unknown[], hosts: string[], origin: JobOrigin = {}): Promise<void> {
 				const written = (async () => {
-					for (const returns of batchesBySize(hosts.map(host => ({ jid, action: fun, host, state: "running", args, return: "", ...(task ? { task } : {}) })), UPSERT_BATCH)) {
+					for (const returns of batchesBySize(hosts.map(host => ({ jid, action: fun, host, state: "running", args, return: "", ...links(origin) })), UPSERT_BATCH)) {
 						try {
 							await this.broker.call("actions.record", { returns });
 						} catch (err) {
@@ -423,14 +445,14 @@ export default function CmGatewayService(): ServiceSchema {
 
 			/** After a restart: waits again for the jobs whose hosts are still "running", until their deadlines. */
 			async resumeJobs(this: any) {
-				const running: Array<{ jid: string; action: string; host: string; args: unknown[]; task?: string; _created: Date | string }> = await this.broker.call("actions.running");
-				const jobs = new Map<string, { fun: string; args: unknown[]; hosts: string[]; created: number; task?: string }>();
+				const running: Array<{ jid: string; action: string; host: string; args: unknown[]; task?: string; run?: string; _created: Date | string }> = await this.broker.call("actions.running");
+				const jobs = new Map<string, { fun: string; args: unknown[]; hosts: string[]; created: number; task?: string; run?: string }>();
 				for (const r of running) {
-					const job = jobs.get(r.jid) ?? { fun: r.action, args: r.args ?? [], hosts: [], created: new Date(r._created).getTime(), task: r.task };
+					const job = jobs.get(r.jid) ?? { fun: r.action, args: r.args ?? [], hosts: [], created: new Date(r._created).getTime(), task: r.task, run: r.run };
 					job.hosts.push(r.host);
 					jobs.set(r.jid, job);
 				}
-				for (const [jid, job] of jobs) this.tracker.track(jid, job.fun, job.args, job.hosts, Math.max(0, job.created + config.cmJobTimeoutMs - Date.now()), { task: job.task });
+				for (const [jid, job] of jobs) this.tracker.track(jid, job.fun, job.args, job.hosts, Math.max(0, job.created + config.cmJobTimeoutMs - Date.now()), { task: job.task, run: job.run });
 				if (jobs.size) {
 					this.logger.info(`Waiting again for the returns of ${jobs.size} job(s) started before this restart`);
 					await this.pollJobs();
@@ -472,7 +494,7 @@ export default function CmGatewayService(): ServiceSchema {
 			 */
 			async record(this: any, records: JobReturn[]) {
 				if (!records.length) return;
-				const returns = records.map(r => ({ jid: r.jid, action: r.action, host: r.host, state: r.state, args: r.args, return: capText(asText(r.raw), config.cmReturnMaxBytes), ...(r.task ? { task: r.task } : {}) }));
+				const returns = records.map(r => ({ jid: r.jid, action: r.action, host: r.host, state: r.state, args: r.args, return: capText(asText(r.raw), config.cmReturnMaxBytes), ...links(r) }));
 				for (const batch of batchesBySize(returns, UPSERT_BATCH)) await this.broker.call("actions.record", { returns: batch });
 				const hosts = [...new Set(records.map(r => r.host))];
 				const known = new Set<string>(await this.broker.call("hosts.exist", { ids: hosts }));

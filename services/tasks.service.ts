@@ -261,6 +261,7 @@ const TasksService: EveServiceSchema = {
 				try {
 					const res: { task_id: string | null; status: string } = await this.broker.call("cm-gateway.runTask", {
 						task: t._id,
+						run: pending.run,
 						owner: t.owner ?? null,
 						cm_client: t.cm_client ?? "local_async",
 						fun: t.fun,
