@@ -10,8 +10,11 @@ import { startEmbedded, startSplit, uniqueMongoUri, type Harness } from "./suppo
 import { request, expectEveError, eventually, withQuery } from "./support/http";
 import type { SyncResult } from "../services/cm-gateway.service";
 
-/** Event-driven changes must show within this (the benchmark measures the real figure). */
-const SOON = 3000;
+/**
+ * Event-driven changes must show within this. Generous: other suites load the machine meanwhile (the
+ * distributed scheduler test runs five processes); the benchmark measures the real figure (p99 ~14 ms).
+ */
+const SOON = 10_000;
 
 /** Every store the suite runs on: NeDB, and the Mongo path when MONGO_URI is set (in CI, the wire-protocol emulator, not MongoDB). */
 const STORES: Array<["NeDB" | "MongoDB path", string | undefined]> = [["NeDB", undefined], ...(process.env.MONGO_URI ? [["MongoDB path", process.env.MONGO_URI] as ["MongoDB path", string]] : [])];
