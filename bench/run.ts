@@ -18,8 +18,9 @@
  *   BENCH_HOSTS        hosts seeded (default 10000)
  *   BENCH_ONLY         comma list of what to run: inproc, nats (the read paths), cm (the cm-gateway
  *                      against the salt-api simulator, bench/cm.ts; BENCH_MINIONS, BENCH_EVENTS,
- *                      BENCH_EXEC_RUNS), groups (resolution, memberships and the graph, bench/groups.ts);
- *                      default all four
+ *                      BENCH_EXEC_RUNS), groups (resolution, memberships and the graph, bench/groups.ts),
+ *                      tasks (the scheduler, bench/tasks.ts; BENCH_TASKS; three replicas when MONGO_URI is
+ *                      set); default all five
  *   BENCH_REQUESTS     comma list of requests to measure: list,item (default both); `root` (GET /api/,
  *                      an action that does nothing) shows the floor of the gateway path
  *   BENCH_PROFILE      a directory: the server processes run with --cpu-prof and write their profiles
@@ -44,6 +45,7 @@ import { freePort, type Nats } from "../test/support/net";
 import type { LoadOptions, LoadResult } from "./load";
 import { benchCm } from "./cm";
 import { benchGroups } from "./groups";
+import { benchTasks } from "./tasks";
 import { DIST, benchNats, benchNatsIfStarted, cleanup, procLogs, rawGet, runProductionCommand, serviceNames, sleep, spawnNode, stopProc, tempDirs, waitForHttp200, type Proc } from "./support";
 
 
@@ -60,7 +62,7 @@ const WARMUP = envInt("BENCH_WARMUP", 3, 0);
 const CONNECTIONS = envInt("BENCH_CONNECTIONS", 10);
 const HOSTS = envInt("BENCH_HOSTS", 10_000);
 const SEED_BATCH = 500;
-const ONLY = (process.env.BENCH_ONLY || "inproc,nats,cm,groups").split(",").map(s => s.trim());
+const ONLY = (process.env.BENCH_ONLY || "inproc,nats,cm,groups,tasks").split(",").map(s => s.trim());
 const READ_DEPLOYMENTS = ONLY.filter(d => d === "inproc" || d === "nats");
 const REQUESTS = (process.env.BENCH_REQUESTS || "list,item").split(",").map(s => s.trim());
 const PROFILE_DIR = process.env.BENCH_PROFILE ? path.resolve(process.env.BENCH_PROFILE) : "";
@@ -438,7 +440,7 @@ interface TimelineEntry {
 
 async function main(): Promise<number> {
 	if (!fs.existsSync(path.join(DIST, "moleculer.config.js"))) throw new Error("dist/ is missing: run `npm run build` (npm run bench does)");
-	for (const d of ONLY) if (!["inproc", "nats", "cm", "groups"].includes(d)) throw new Error(`BENCH_ONLY: unknown part '${d}'`);
+	for (const d of ONLY) if (!["inproc", "nats", "cm", "groups", "tasks"].includes(d)) throw new Error(`BENCH_ONLY: unknown part '${d}'`);
 	for (const r of REQUESTS) if (r !== "list" && r !== "item" && r !== "root") throw new Error(`BENCH_REQUESTS: unknown request '${r}'`);
 	if (PROFILE_DIR) fs.mkdirSync(PROFILE_DIR, { recursive: true });
 
@@ -457,6 +459,11 @@ async function main(): Promise<number> {
 		const groups = await benchGroups(path.join(tmp, "groups-data"), log);
 		process.stdout.write(`\ngroups bench — node ${process.version}, ${os.cpus().length} cpu\n\n${groups.report}\n`);
 		valid &&= groups.valid;
+	}
+	if (ONLY.includes("tasks")) {
+		const tasks = await benchTasks(path.join(tmp, "tasks-data"), log);
+		process.stdout.write(`\nscheduler bench — node ${process.version}, ${os.cpus().length} cpu\n\n${tasks.report}\n`);
+		valid &&= tasks.valid;
 	}
 	await (await benchNatsIfStarted())?.stop();
 	return valid ? 0 : 1;

@@ -346,3 +346,21 @@ export class MongoStore implements Store {
 		for (const doc of await this.find(filter, { only: fields })) visit(doc);
 	}
 }
+
+/** Operations a store was asked for, by kind, since it was made (the benchmarks' database load). */
+export type StoreOps = Record<"find" | "findOne" | "count" | "insertMany" | "updateMany" | "findOneAndUpdate" | "removeMany" | "scan", number>;
+
+/** The store, counting the operations asked of it in `ops`. */
+export function countingStore(store: Store): Store & { ops: StoreOps } {
+	const ops: StoreOps = { find: 0, findOne: 0, count: 0, insertMany: 0, updateMany: 0, findOneAndUpdate: 0, removeMany: 0, scan: 0 };
+	const wrapped = Object.create(store) as Store & { ops: StoreOps };
+	for (const name of Object.keys(ops) as Array<keyof StoreOps>) {
+		const original = (store[name] as (...a: unknown[]) => unknown).bind(store);
+		(wrapped as unknown as Record<string, unknown>)[name] = (...args: unknown[]) => {
+			ops[name]++;
+			return original(...args);
+		};
+	}
+	wrapped.ops = ops;
+	return wrapped;
+}

@@ -12,7 +12,7 @@ import DbService from "moleculer-db";
 import MongoDbAdapter from "moleculer-db-adapter-mongo";
 import type { ServiceSchema } from "moleculer";
 import { loadConfig } from "../lib/config";
-import { MongoStore, NedbStore, type Store, type MongoCollection, type NedbDatastore } from "../lib/store";
+import { MongoStore, NedbStore, countingStore, type Store, type StoreOps, type MongoCollection, type NedbDatastore } from "../lib/store";
 
 export interface StorageThis {
 	store: Store;
@@ -42,7 +42,23 @@ export function Storage(collection: string): Partial<ServiceSchema> {
 		mixins: [DbService as unknown as Partial<ServiceSchema>],
 		collection,
 		settings: { idField: "_id" },
-		actions: { find: false, count: false, list: false, create: false, insert: false, get: false, update: false, remove: false },
+		actions: {
+			find: false,
+			count: false,
+			list: false,
+			create: false,
+			insert: false,
+			get: false,
+			update: false,
+			remove: false,
+			/** The database operations this replica asked for so far (internal: the benchmarks). */
+			storeStats: {
+				visibility: "public",
+				handler(this: StorageThis & { store: { ops?: StoreOps } }) {
+					return { node: (this as unknown as { broker: { nodeID: string } }).broker.nodeID, ops: this.store?.ops ?? null };
+				},
+			},
+		},
 
 		merged(schema: ServiceSchema & { adapter?: unknown }) {
 			schema.adapter = createAdapter(collection);
@@ -51,10 +67,10 @@ export function Storage(collection: string): Partial<ServiceSchema> {
 		afterConnected(this: StorageThis & { nedb?: NedbFile }) {
 			const { adapter } = this;
 			if (adapter.collection) {
-				this.store = new MongoStore(adapter.collection as MongoCollection);
+				this.store = countingStore(new MongoStore(adapter.collection as MongoCollection));
 				return;
 			}
-			this.store = new NedbStore(adapter.db as NedbDatastore);
+			this.store = countingStore(new NedbStore(adapter.db as NedbDatastore));
 			// NeDB appends every write to its file; rewriting it now and then keeps it the size of the data.
 			this.nedb = adapter.db as NedbFile;
 			if (!this.nedb.inMemoryOnly) this.nedb.setAutocompactionInterval(NEDB_COMPACTION_MS);

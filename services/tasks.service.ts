@@ -14,7 +14,7 @@
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
-import { loadConfig } from "../lib/config";
+import { loadConfig, type Config } from "../lib/config";
 import { nextDue, parseCron, parseWallTime, preview, validTimeZone, type Schedule } from "../lib/schedule";
 import { QueryArgs } from "../lib/eve/query";
 import { formatHttpDate, parseHttpDate } from "../lib/eve/dates";
@@ -42,8 +42,18 @@ function scheduleOf(t: Doc): Schedule {
 
 /** Waits between attempts to hand a run to a cm-gateway that is not there or cannot reach salt-api. */
 const RETRY_DELAYS_MS = [1000, 4000, 15000];
-/** Read when used: the test harness starts services with different environments in one process. */
-const cfg = () => loadConfig();
+/** Due runs claimed at once by one replica. */
+const CLAIM_CONCURRENCY = 16;
+/**
+ * The configuration, read once per environment: the test harness starts services with different
+ * environments in one process, and the scheduler asks for it on every claim.
+ */
+let cached: { key: string; config: Config } | null = null;
+function cfg(): Config {
+	const key = `${process.env.TASK_TIMEZONE}|${process.env.TASK_LEASE_MS}|${process.env.TASK_MISFIRE_GRACE_MS}|${process.env.TASK_SCHEDULER}`;
+	if (!cached || cached.key !== key) cached = { key, config: loadConfig() };
+	return cached.config;
+}
 
 const TasksService: EveServiceSchema = {
 	name: "tasks",
@@ -192,12 +202,17 @@ const TasksService: EveServiceSchema = {
 		/** Looks again soon (a task changed), unless a look is already coming. */
 		kickScheduler(this: EveThis, delayMs = 5) {
 			if (!this.schedulerOn || this.schedulerStopping) return;
+			// A pass under way looks again right after (what changed meanwhile may be due).
+			if (this.ticking) {
+				this.kickPending = true;
+				return;
+			}
 			if (this.tickTimer && this.tickAt <= Date.now() + delayMs) return;
 			if (this.tickTimer) clearTimeout(this.tickTimer);
 			this.tickAt = Date.now() + delayMs;
 			this.tickTimer = setTimeout(() => {
 				this.tickTimer = null;
-				if (this.ticking) return this.kickScheduler(20);
+				this.kickPending = false;
 				this.ticking = (async () => {
 					let wait = 1000;
 					try {
@@ -207,7 +222,7 @@ const TasksService: EveServiceSchema = {
 					} finally {
 						this.ticking = null;
 					}
-					this.kickScheduler(wait);
+					this.kickScheduler(this.kickPending ? 0 : wait);
 				})();
 			}, Math.max(0, delayMs));
 			this.tickTimer.unref?.();
@@ -216,7 +231,10 @@ const TasksService: EveServiceSchema = {
 		/** One pass: take over dead runs, claim and start due runs; answers how long to wait for the next. */
 		async schedulerTick(this: EveThis): Promise<number> {
 			const now = new Date();
-			for (const t of await this.store.find({ "pending.lease_until": { $lt: now } }, { limit: 100 })) {
+			// Dead runs are rare and the search is not indexed: looked for a few times per lease, not every pass.
+			const takeoverDue = now.getTime() - (this.lastTakeoverScan ?? 0) >= Math.max(250, cfg().taskLeaseMs / 4);
+			if (takeoverDue) this.lastTakeoverScan = now.getTime();
+			for (const t of takeoverDue ? await this.store.find({ "pending.lease_until": { $lt: now } }, { limit: 100 }) : []) {
 				const taken = await this.store.findOneAndUpdate({ _id: t._id, "pending.run": t.pending.run }, { $set: { "pending.by": this.broker.nodeID, "pending.lease_until": new Date(Date.now() + cfg().taskLeaseMs) } });
 				if (taken) {
 					this.logger.warn(`Task '${t._id}': taking over run ${t.pending.run} (due ${new Date(t.pending.due).toISOString()}) from ${t.pending.by}, whose lease passed`);
@@ -224,8 +242,15 @@ const TasksService: EveServiceSchema = {
 				}
 			}
 			const due = await this.store.find({ status: "scheduled", next: { $lte: now } }, { sort: [["next", 1]], limit: 500 });
-			for (const t of due) await this.claimRun(t);
-			const soonest = await this.store.find({ status: "scheduled", next: { $ne: null } }, { sort: [["next", 1]], limit: 1 });
+			// Claims are independent (each is one conditional update): a few at a time, earliest first.
+			let next = 0;
+			await Promise.all(
+				Array.from({ length: Math.min(CLAIM_CONCURRENCY, due.length) }, async () => {
+					while (next < due.length) await this.claimRun(due[next++]);
+				}),
+			);
+			// Only the coming second matters: the scheduler looks again at least once a second anyway.
+			const soonest = await this.store.find({ status: "scheduled", next: { $gt: now, $lte: new Date(now.getTime() + 1000) } }, { sort: [["next", 1]], limit: 1 });
 			const wait = soonest.length ? new Date(soonest[0].next).getTime() - Date.now() : 1000;
 			return Math.min(1000, Math.max(0, wait));
 		},
@@ -245,7 +270,7 @@ const TasksService: EveServiceSchema = {
 			else set.pending = { run: newObjectId(), due, by: this.broker.nodeID, lease_until: new Date(now.getTime() + cfg().taskLeaseMs) };
 			const claimed = await this.store.findOneAndUpdate({ _id: t._id, status: "scheduled", next: due }, skipped ? { $set: set } : { $set: set, $inc: { count_of_execution: 1 } });
 			if (!claimed) return; // another replica won this run, or the task changed
-			await this.notifyChanged(this.broker as unknown as Context, "updated", [t._id]);
+			this.noteChanged(t._id);
 			if (!skipped) void this.executeRun(claimed);
 		},
 
@@ -284,7 +309,20 @@ const TasksService: EveServiceSchema = {
 				}
 			}
 			const n = await this.store.updateMany({ _id: t._id, "pending.run": pending.run }, { $set: { last_run: result, _updated: new Date() }, $unset: { pending: true } });
-			if (n) await this.notifyChanged(this.broker as unknown as Context, "updated", [t._id]);
+			if (n) this.noteChanged(t._id);
+		},
+
+		/** The scheduler's writes are announced together every 50 ms (caches, `tasks.updated`), not one by one. */
+		noteChanged(this: EveThis, id: string) {
+			(this.changedIds ??= new Set<string>()).add(id);
+			if (this.changedTimer) return;
+			this.changedTimer = setTimeout(() => {
+				this.changedTimer = null;
+				const ids = [...this.changedIds];
+				this.changedIds.clear();
+				void this.notifyChanged(this.broker as unknown as Context, "updated", ids).catch(() => undefined);
+			}, 50);
+			this.changedTimer.unref?.();
 		},
 	},
 
@@ -294,7 +332,9 @@ const TasksService: EveServiceSchema = {
 	},
 
 	async started(this: EveThis) {
-		await this.store.ensureIndex("status");
+		// On NeDB an index on `status` (nearly every task "scheduled") would cost every claim a scan of that
+		// value's bucket; `next` selects the due tasks by itself.
+		if (this.store.kind === "mongo") await this.store.ensureIndex("status");
 		await this.store.ensureIndex("next");
 		this.schedulerOn = cfg().taskScheduler;
 		// Runs go to the cm-gateway; the scheduler starts looking once the services it writes through are there.
