@@ -137,7 +137,18 @@ export function toNedbFilter(filter: Filter): Filter {
 		else conds.push(equals(key, value));
 	}
 	if (conds.length === 0) return {};
-	return conds.length === 1 ? conds[0] : { $and: conds };
+	if (conds.length === 1) return conds[0];
+	// NeDB looks for an index among the top-level fields only: conditions on distinct fields stay at the
+	// top (an implicit AND, as in MongoDB), the others go under $and. A flat `{_id, …}` is found through the
+	// _id index; the same under $and made every update by id scan the collection.
+	const top: Filter = {};
+	const rest: Filter[] = [];
+	for (const cond of conds) {
+		const keys = Object.keys(cond);
+		if (keys.length === 1 && !keys[0].startsWith("$") && !(keys[0] in top)) top[keys[0]] = cond[keys[0]];
+		else rest.push(cond);
+	}
+	return rest.length ? { ...top, $and: rest } : top;
 }
 
 interface NedbCursor extends PromiseLike<Doc[]> {
