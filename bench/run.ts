@@ -128,8 +128,11 @@ async function seed(dir: string): Promise<SeedInfo> {
 		return { dir, hosts: HOSTS, avgDocBytes: docBytes / HOSTS, avgGrainBytes: grainBytes / HOSTS, seconds: (Date.now() - started) / 1000 };
 	} finally {
 		await broker.stop();
-		process.env.DATA_DIR = saved.DATA_DIR;
-		process.env.MONGO_URI = saved.MONGO_URI;
+		// process.env turns undefined into the string "undefined": put back what was there, or nothing.
+		for (const [k, v] of Object.entries(saved)) {
+			if (v === undefined) delete process.env[k];
+			else process.env[k] = v;
+		}
 	}
 }
 
