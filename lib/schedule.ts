@@ -214,3 +214,35 @@ export function preview(s: Schedule, after: Date, count: number): Date[] {
 	}
 	return out;
 }
+
+// ---------------------------------------------------------------- what happens to a due run
+
+export interface RunPolicy {
+	misfire?: "run_once" | "skip";
+	overlap?: "skip" | "allow";
+}
+
+export interface RunPlan {
+	/** Run now, or skip with this reason. */
+	skip: string | null;
+	/** The due time after this one (missed ones skipped); null: the task is finished. */
+	next: Date | null;
+}
+
+/**
+ * What the scheduler does with a task due at `due`, looked at `now`: run it, unless it is a misfire (later
+ * than `graceMs`) under `misfire: skip`, or the previous run still has hosts outstanding under
+ * `overlap: skip` (the default). Either way `next` is the first due time after max(now, due): runs missed
+ * during an outage never fire in a burst.
+ */
+export function planRun(s: Schedule & RunPolicy, due: Date, now: Date, graceMs: number, previousOutstanding: boolean): RunPlan {
+	const next = nextDue(s, now > due ? now : due);
+	if (now.getTime() - due.getTime() > graceMs && s.misfire === "skip") return { skip: "missed (misfire policy skip)", next };
+	if (previousOutstanding && s.overlap !== "allow") return { skip: "the previous run still has hosts outstanding (overlap policy skip)", next };
+	return { skip: null, next };
+}
+
+/** The next due time of a paused task that is resumed at `now`: runs missed while paused are not made up. */
+export function resumedNext(s: Schedule, now: Date): Date | null {
+	return nextDue(s, new Date(now.getTime() - 1));
+}

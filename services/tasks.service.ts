@@ -15,7 +15,7 @@ import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
 import { loadConfig, type Config } from "../lib/config";
-import { nextDue, parseCron, parseWallTime, preview, validTimeZone, type Schedule } from "../lib/schedule";
+import { nextDue, parseCron, parseWallTime, planRun, preview, resumedNext, validTimeZone, type Schedule } from "../lib/schedule";
 import { QueryArgs } from "../lib/eve/query";
 import { formatHttpDate, parseHttpDate } from "../lib/eve/dates";
 import { badRequest, notFound, validationFailed, type Issues } from "../lib/eve/errors";
@@ -99,7 +99,7 @@ const TasksService: EveServiceSchema = {
 				}
 				// Resuming does not make up for the runs missed while paused: the next one is the next due from now.
 				if (task.status === "paused" && wanted === "scheduled") {
-					const next = nextDue(scheduleOf(task), new Date(Date.now() - 1));
+					const next = resumedNext(scheduleOf(task), new Date());
 					return this.applyPatch(ctx, task, next ? { status: wanted, next } : { status: "finished", next: null }, false);
 				}
 				return this.applyPatch(ctx, task, { status: wanted }, false);
@@ -259,12 +259,9 @@ const TasksService: EveServiceSchema = {
 		async claimRun(this: EveThis, t: Doc) {
 			const now = new Date();
 			const due = new Date(t.next);
-			const next = nextDue(scheduleOf(t), now > due ? now : due);
-			let skipped: string | null = null;
-			if (now.getTime() - due.getTime() > cfg().taskMisfireGraceMs && t.misfire === "skip") skipped = "missed (misfire policy skip)";
-			else if (t.overlap !== "allow" && t.last_run?.jid && (await this.broker.call<number, { jid: string }>("actions.outstanding", { jid: t.last_run.jid }).catch(() => 0)) > 0) {
-				skipped = `the previous run (job ${t.last_run.jid}) still has hosts outstanding (overlap policy skip)`;
-			}
+			const outstanding = t.overlap !== "allow" && !!t.last_run?.jid && (await this.broker.call<number, { jid: string }>("actions.outstanding", { jid: t.last_run.jid }).catch(() => 0)) > 0;
+			const { skip, next } = planRun({ ...scheduleOf(t), misfire: t.misfire, overlap: t.overlap }, due, now, cfg().taskMisfireGraceMs, outstanding);
+			const skipped = skip && outstanding && !skip.startsWith("missed") ? `${skip} (job ${t.last_run.jid})` : skip;
 			const set: Doc = { next, status: next ? "scheduled" : "finished", _updated: now };
 			if (skipped) set.last_run = { due, at: now, status: "skipped", message: skipped };
 			else set.pending = { run: newObjectId(), due, by: this.broker.nodeID, lease_until: new Date(now.getTime() + cfg().taskLeaseMs) };

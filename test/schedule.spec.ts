@@ -2,7 +2,7 @@
  * lib/schedule.ts with an injected clock: intervals, one-shot tasks, `end`, cron expressions (fields,
  * names, macros, the day-of-month/day-of-week rule), time zones and both DST changes, wall times in a zone.
  */
-import { CronError, nextDue, parseCron, parseWallTime, preview, validTimeZone } from "../lib/schedule";
+import { CronError, nextDue, parseCron, parseWallTime, planRun, preview, resumedNext, validTimeZone } from "../lib/schedule";
 
 const at = (iso: string) => new Date(iso);
 const iso = (d: Date | null) => (d ? d.toISOString().replace(".000Z", "Z") : null);
@@ -101,5 +101,43 @@ describe("wall times in a zone", () => {
 	it("knows the IANA zones the runtime knows", () => {
 		expect(validTimeZone("Europe/Berlin")).toBe(true);
 		expect(validTimeZone("Mars/Olympus")).toBe(false);
+	});
+});
+
+describe("what happens to a due run", () => {
+	const start = at("2026-01-01T10:00:00Z");
+	const hourly = { start, interval: 3600 };
+	const GRACE = 60_000;
+
+	it("runs a run found on time, and moves next to the following due time", () => {
+		expect(planRun(hourly, at("2026-01-01T12:00:00Z"), at("2026-01-01T12:00:00.300Z"), GRACE, false)).toEqual({ skip: null, next: at("2026-01-01T13:00:00Z") });
+	});
+
+	it("after an outage runs once (run_once) or not at all (skip), and never makes up the other missed runs", () => {
+		const due = at("2026-01-01T12:00:00Z");
+		const now = at("2026-01-01T17:30:00Z"); // five runs missed
+		expect(planRun(hourly, due, now, GRACE, false)).toEqual({ skip: null, next: at("2026-01-01T18:00:00Z") });
+		const skipped = planRun({ ...hourly, misfire: "skip" }, due, now, GRACE, false);
+		expect(skipped.skip).toMatch(/misfire/);
+		expect(skipped.next).toEqual(at("2026-01-01T18:00:00Z"));
+		// Within the grace a late run is not a misfire.
+		expect(planRun({ ...hourly, misfire: "skip" }, due, at("2026-01-01T12:00:30Z"), GRACE, false).skip).toBeNull();
+	});
+
+	it("skips a run while the previous one has hosts outstanding, unless overlap is allowed", () => {
+		const due = at("2026-01-01T12:00:00Z");
+		expect(planRun(hourly, due, due, GRACE, true).skip).toMatch(/overlap/);
+		expect(planRun({ ...hourly, overlap: "allow" }, due, due, GRACE, true).skip).toBeNull();
+	});
+
+	it("finishes a one-shot task with its run, and a task at its end", () => {
+		expect(planRun({ start }, start, start, GRACE, false)).toEqual({ skip: null, next: null });
+		expect(planRun({ ...hourly, end: at("2026-01-01T12:00:00Z") }, at("2026-01-01T12:00:00Z"), at("2026-01-01T12:00:00Z"), GRACE, false).next).toBeNull();
+	});
+
+	it("resumes a paused task at the next due time from now, not at the runs missed while paused", () => {
+		expect(resumedNext(hourly, at("2026-01-02T08:20:00Z"))).toEqual(at("2026-01-02T09:00:00Z"));
+		expect(resumedNext(hourly, at("2026-01-02T09:00:00Z"))).toEqual(at("2026-01-02T09:00:00Z"));
+		expect(resumedNext({ start }, at("2026-01-02T00:00:00Z"))).toBeNull();
 	});
 });
