@@ -169,7 +169,8 @@ describe.each(STORES)("cm-gateway: the event stream (%s)", (_store, mongoUri) =>
 			for (const id of [a, b]) await eventually(async () => ((await state(id)) === "finished" ? true : undefined), SOON, `${id}'s return`);
 			expect(await state(slow)).toBe("running");
 			await eventually(async () => ((await state(slow)) === "finished" ? true : undefined), SOON, "the slow host's return");
-			expect((await host(slow)).last_action).toBe(`${jid}${slow}`);
+			// The host's last_action is written right after its actions record.
+			await hostWhen(slow, x => x.last_action === `${jid}${slow}`, "the slow host's last_action");
 			expect(sim.requests().filter(r => r.path.startsWith("/jobs"))).toHaveLength(0);
 		} finally {
 			sim.setMinionDelay(slow, null);
