@@ -38,6 +38,8 @@ export interface Store {
 	removeMany(filter: Filter): Promise<number>;
 	/** `sparse`: records without the field are left out of the index (NeDB would put them all under one key). */
 	ensureIndex(field: string, unique?: boolean, sparse?: boolean): Promise<void>;
+	/** Drops an index an older version made (NeDB keeps index definitions in its file). */
+	dropIndex(field: string): Promise<void>;
 	/**
 	 * Calls `visit` with every matching record, holding at least `fields` and `_id`, without copying
 	 * them: for passes over a whole collection. `visit` must neither keep nor change what it is given.
@@ -166,6 +168,8 @@ export interface NedbDatastore {
 	updateAsync(q: Filter, u: Update, o: Record<string, unknown>): Promise<{ numAffected: number; affectedDocuments: Doc | Doc[] | null }>;
 	removeAsync(q: Filter, o: Record<string, unknown>): Promise<number>;
 	ensureIndexAsync(o: { fieldName: string; unique?: boolean; sparse?: boolean }): Promise<void>;
+	removeIndexAsync(fieldName: string): Promise<void>;
+	indexes?: Record<string, unknown>;
 }
 
 function nedbDuplicate(err: unknown): never {
@@ -261,6 +265,10 @@ export class NedbStore implements Store {
 		return this.db.ensureIndexAsync({ fieldName: field, unique, sparse });
 	}
 
+	async dropIndex(field: string): Promise<void> {
+		if (this.db.indexes && field in this.db.indexes) await this.db.removeIndexAsync(field);
+	}
+
 	async scan(filter: Filter, _fields: string[], visit: (doc: Doc) => void): Promise<void> {
 		// NeDB hands `$where` its own record: visiting from there skips the deep copy of every match.
 		await this.db.findAsync({
@@ -351,6 +359,10 @@ export class MongoStore implements Store {
 	async ensureIndex(field: string, unique = false, sparse = false): Promise<void> {
 		if (field === "_id") return;
 		await this.collection.createIndex({ [field]: 1 }, { unique, sparse });
+	}
+
+	async dropIndex(): Promise<void> {
+		// MongoDB keeps the indexes fleet-ctl makes; none has been given up there.
 	}
 
 	async scan(filter: Filter, fields: string[], visit: (doc: Doc) => void): Promise<void> {

@@ -388,7 +388,7 @@ const HostsService: EveServiceSchema = {
 		if (this.store.kind === "mongo") {
 			await this.store.ensureIndex("_soft_deleted");
 			await this.store.ensureIndex("groups");
-		}
+		} else for (const field of ["_soft_deleted", "groups"]) await this.store.dropIndex(field); // made by earlier versions
 	},
 };
 

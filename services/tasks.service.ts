@@ -332,6 +332,7 @@ const TasksService: EveServiceSchema = {
 		// On NeDB an index on `status` (nearly every task "scheduled") would cost every claim a scan of that
 		// value's bucket; `next` selects the due tasks by itself.
 		if (this.store.kind === "mongo") await this.store.ensureIndex("status");
+		else await this.store.dropIndex("status"); // made by earlier versions
 		await this.store.ensureIndex("next");
 		this.schedulerOn = cfg().taskScheduler;
 		// Runs go to the cm-gateway; the scheduler starts looking once the services it writes through are there.

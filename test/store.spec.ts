@@ -110,6 +110,17 @@ describe("NeDB store", () => {
 		await db.loadDatabaseAsync();
 		await exercise(new NedbStore(db as unknown as NedbDatastore));
 	});
+
+	it("drops an index an earlier version made, and nothing when there is none", async () => {
+		const db = new Datastore({ inMemoryOnly: true });
+		await db.loadDatabaseAsync();
+		const store = new NedbStore(db as unknown as NedbDatastore);
+		await store.ensureIndex("status");
+		expect(Object.keys((db as unknown as { indexes: object }).indexes)).toContain("status");
+		await store.dropIndex("status");
+		expect(Object.keys((db as unknown as { indexes: object }).indexes)).not.toContain("status");
+		await expect(store.dropIndex("status")).resolves.toBeUndefined();
+	});
 });
 
 const mongoUri = process.env.MONGO_URI;

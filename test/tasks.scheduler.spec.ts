@@ -44,7 +44,10 @@ describe("the task scheduler", () => {
 			const t = await task(id);
 			return t.status === "finished" ? t : undefined;
 		}, 12_000, "the task to finish");
-		expect(done.count_of_execution).toBeGreaterThanOrEqual(3);
+		// Due at +1, +3 and +5 s: three runs (two if the machine is so loaded that one comes later than the
+		// misfire grace, which then moves next on instead of bursting); never more, and each exactly once.
+		expect(done.count_of_execution).toBeGreaterThanOrEqual(2);
+		expect(done.count_of_execution).toBeLessThanOrEqual(3);
 		expect(sim.executionCount(target, "test.ping")).toBe(done.count_of_execution);
 		expect(done.last_run).toMatchObject({ status: "started", jid: expect.stringMatching(/^\d{20}$/) });
 		const runs = await eventually(async () => {
