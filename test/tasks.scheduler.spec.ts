@@ -126,6 +126,21 @@ describe("the task scheduler", () => {
 		expect(alerts).toHaveLength(1);
 	});
 
+	it("loses no run when every replica restarts: runs due while it was down run once after it", async () => {
+		sim.resetExecutions();
+		const ids = await Promise.all([0, 1, 2].map(i => create({ name: `restart-${i}`, fun: "test.version", tgt: [hosts[i]], start: inSeconds(2) })));
+		await h.restart(); // stop everything, start again on the same storage
+		await new Promise(r => setTimeout(r, 2500)); // the runs fall due while (or just after) it was away
+		for (const id of ids) {
+			const t = await eventually(async () => {
+				const x = await task(id);
+				return x.status === "finished" && x.last_run ? x : undefined;
+			}, 8000, "the run after the restart");
+			expect(t).toMatchObject({ count_of_execution: 1, last_run: { status: "started" } });
+		}
+		for (let i = 0; i < 3; i++) expect(sim.executionCount(hosts[i], "test.version")).toBe(1);
+	});
+
 	it("previews the next due times, and refuses a bad cron, time zone or both cron and interval", async () => {
 		const id = await create({ name: "cron", tgt: [hosts[7]], start: "2030-01-01 00:00", cron: "0 9 * * mon-fri", timezone: "Europe/Berlin" });
 		const res = await request("GET", url(withQuery(`tasks/${id}/preview`, { count: 3 })));
