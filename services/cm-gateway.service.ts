@@ -193,20 +193,27 @@ export default function CmGatewayService(): ServiceSchema {
 						params: {
 							task: "string",
 							run: { type: "string", optional: true },
+							/** The run was taken over from a scheduler replica that died: it may have been started already. */
+							takeover: { type: "boolean", optional: true },
 							owner: { type: "string", optional: true, nullable: true },
 							cm_client: { type: "enum", values: ["local", "local_async"] },
 							fun: "string",
 							kwarg: { type: "object", optional: true },
 							tgt: { type: "array", items: "string", max: 100_000 },
 						},
-						async handler(this: any, ctx: Context<{ task: string; run?: string; owner?: string | null; cm_client: "local" | "local_async"; fun: string; kwarg?: Record<string, unknown>; tgt: string[] }>) {
-							const { task, run, owner, cm_client, fun, kwarg, tgt } = ctx.params;
+						async handler(this: any, ctx: Context<{ task: string; run?: string; takeover?: boolean; owner?: string | null; cm_client: "local" | "local_async"; fun: string; kwarg?: Record<string, unknown>; tgt: string[] }>) {
+							const { task, run, takeover, owner, cm_client, fun, kwarg, tgt } = ctx.params;
 							// A run handed over twice (its first scheduler replica died before recording it) is started once.
 							if (run && this.runsInFlight.has(run)) return this.runsInFlight.get(run);
 							const work = (async () => {
 								if (run) {
 									const started: { jid: string } | null = await ctx.call("actions.byRun", { run });
 									if (started) return { task_id: started.jid, status: "scheduled", return: { return: [{ jid: started.jid }] }, repeated: true };
+									// No record: the cm-gateway that started it may have died before writing them. Salt knows.
+									if (takeover) {
+										const adopted = await this.adoptRun(run, fun, this.funArgs({ cm_client, fun, kwarg }), { task, run });
+										if (adopted) return { task_id: adopted, status: "scheduled", return: { return: [{ jid: adopted }] }, repeated: true };
+									}
 								}
 								const targets = await this.taskTargets(ctx, tgt);
 								if (!targets.length) throw new EveError(422, "none of the task's targets is a live host or a group with hosts");
@@ -359,6 +366,29 @@ export default function CmGatewayService(): ServiceSchema {
 				return live.filter(h => !removed.has(h)).sort();
 			},
 
+			/**
+			 * The job Salt started for this task run, found by its metadata (runner jobs.list_jobs
+			 * search_metadata): recorded and followed like one started here. Answers its jid, or null.
+			 */
+			async adoptRun(this: any, run: string, fun: string, args: unknown[], origin: JobOrigin): Promise<string | null> {
+				const jobs = await this.salt.lowstate({ client: "runner", fun: "jobs.list_jobs", search_metadata: { fleet_ctl_run: run } }, { safe: true });
+				const jid = isObject(jobs) ? Object.keys(jobs).find(j => JID.test(j)) : undefined;
+				if (!jid) return null;
+				const listed = await this.salt.listJob(jid);
+				const info = listed.info[0] ?? {};
+				const minions = strings(info.Minions);
+				const result: Record<string, { return?: unknown }> = isObject(info.Result) ? (info.Result as Record<string, { return?: unknown }>) : {};
+				this.logger.warn(`Task run ${run} was already started as job ${jid}: following it instead of starting it again`);
+				await this.writeRunning(jid, fun, args, minions, origin);
+				for (const r of this.tracker.track(jid, fun, args, minions, config.cmJobTimeoutMs, origin)) this.bufferReturn(r);
+				for (const host of Object.keys(result)) {
+					const r = this.tracker.take(jid, host, result[host]?.return);
+					if (r) this.bufferReturn(r);
+				}
+				this.schedulePoll();
+				return jid;
+			},
+
 			/** Salt's `fun_args` for the job: arg, then kwarg as {"__kwarg__": true, ...}. */
 			funArgs(this: any, body: RunBody): unknown[] {
 				return [...(body.arg ?? []), ...(body.kwarg && Object.keys(body.kwarg).length ? [{ __kwarg__: true, ...body.kwarg }] : [])];
@@ -369,6 +399,8 @@ export default function CmGatewayService(): ServiceSchema {
 				const chunk: Lowstate = { client: body.cm_client, tgt: targets, tgt_type: "list", fun: body.fun };
 				if (body.arg) chunk.arg = body.arg;
 				if (body.kwarg) chunk.kwarg = body.kwarg;
+				// A task run names itself in the job's metadata, so that a takeover can find the job in Salt.
+				if (run) chunk.metadata = { fleet_ctl_run: run, ...(task ? { fleet_ctl_task: task } : {}) };
 				const args = this.funArgs(body);
 
 				if (body.cm_client === "local_async") {

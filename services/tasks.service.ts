@@ -238,7 +238,7 @@ const TasksService: EveServiceSchema = {
 				const taken = await this.store.findOneAndUpdate({ _id: t._id, "pending.run": t.pending.run }, { $set: { "pending.by": this.broker.nodeID, "pending.lease_until": new Date(Date.now() + cfg().taskLeaseMs) } });
 				if (taken) {
 					this.logger.warn(`Task '${t._id}': taking over run ${t.pending.run} (due ${new Date(t.pending.due).toISOString()}) from ${t.pending.by}, whose lease passed`);
-					void this.executeRun(taken);
+					void this.executeRun(taken, true);
 				}
 			}
 			const due = await this.store.find({ status: "scheduled", next: { $lte: now } }, { sort: [["next", 1]], limit: 500 });
@@ -276,7 +276,7 @@ const TasksService: EveServiceSchema = {
 		 * unreachable) are tried again for a bounded time; then, or at once for any other failure (a run must
 		 * never be sent twice blindly), the run is recorded as failed with a `task.failed` alert.
 		 */
-		async executeRun(this: EveThis, t: Doc) {
+		async executeRun(this: EveThis, t: Doc, takeover = false) {
 			const pending = t.pending;
 			let result: Doc;
 			for (let attempt = 0; ; attempt++) {
@@ -284,6 +284,7 @@ const TasksService: EveServiceSchema = {
 					const res: { task_id: string | null; status: string } = await this.broker.call("cm-gateway.runTask", {
 						task: t._id,
 						run: pending.run,
+						takeover,
 						owner: t.owner ?? null,
 						cm_client: t.cm_client ?? "local_async",
 						fun: t.fun,

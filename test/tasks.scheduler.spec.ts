@@ -6,6 +6,7 @@
  * with an alert; GET /tasks/{id}/preview.
  */
 import { SaltApiSimulator } from "./simulators/salt-api";
+import { SaltClient } from "../lib/salt-client";
 import { startEmbedded, type Harness } from "./support/harness";
 import { request, expectEveError, eventually, withQuery } from "./support/http";
 import { formatHttpDate } from "../lib/eve/dates";
@@ -139,6 +140,25 @@ describe("the task scheduler", () => {
 			expect(t).toMatchObject({ count_of_execution: 1, last_run: { status: "started" } });
 		}
 		for (let i = 0; i < 3; i++) expect(sim.executionCount(hosts[i], "test.version")).toBe(1);
+	});
+
+	it("on a takeover follows the job Salt already started for the run (its cm-gateway died before recording it) instead of starting it again", async () => {
+		sim.resetExecutions();
+		const run = "0123456789abcdef01234567";
+		const salt = new SaltClient({ url: sim.url, ...sim.credentials });
+		const started = await salt.lowstate<{ jid: string }>({ client: "local_async", tgt: [hosts[0]], tgt_type: "list", fun: "test.ping", metadata: { fleet_ctl_run: run } });
+		salt.close();
+		const res = await h.call("cm-gateway.runTask", { task: "fffffffffffffffffffffff0", run, takeover: true, cm_client: "local_async", fun: "test.ping", tgt: [hosts[0]] });
+		expect(res.task_id).toBe(started.jid);
+		const rec = await eventually(async () => {
+			const r = (await request("GET", url(`actions/${started.jid}${hosts[0]}`))).body;
+			return r?.state === "finished" ? r : undefined;
+		}, 5000, "the adopted job's return");
+		expect(rec).toMatchObject({ run, task: "fffffffffffffffffffffff0", return: "true" });
+		expect(sim.executionCount(hosts[0], "test.ping")).toBe(1);
+		// The run is now recorded: handing it over again starts nothing either.
+		expect((await h.call("cm-gateway.runTask", { task: "fffffffffffffffffffffff0", run, cm_client: "local_async", fun: "test.ping", tgt: [hosts[0]] })).task_id).toBe(started.jid);
+		expect(sim.executionCount(hosts[0], "test.ping")).toBe(1);
 	});
 
 	it("previews the next due times, and refuses a bad cron, time zone or both cron and interval", async () => {

@@ -74,6 +74,7 @@ export interface Job {
 	pending: Set<string>;
 	createdMs: number;
 	listeners: Set<() => void>;
+	metadata?: Record<string, unknown>;
 }
 
 export interface MasterConfig {
@@ -102,6 +103,8 @@ export interface PublishLoad {
 	fun: string;
 	arg: unknown[];
 	user: string;
+	/** The job's `metadata` (LocalClient's metadata=): kept with the job, searchable by jobs.list_jobs. */
+	metadata?: Record<string, unknown>;
 }
 
 export interface PubData {
@@ -416,6 +419,7 @@ export class Master {
 			pending: new Set(),
 			createdMs: nowMs,
 			listeners: new Set(),
+			...(load.metadata ? { metadata: load.metadata } : {}),
 		};
 		this.storeJob(job);
 		this.events.fire(`salt/job/${jid}/new`, { jid, tgt_type: load.tgtType, tgt: load.tgt, user: load.user, fun: load.fun, arg: load.arg, minions, missing });
@@ -574,6 +578,7 @@ export class Master {
 		};
 		if (job.kind === "minion") out.Minions = job.minions;
 		out.StartTime = jidToTime(job.jid);
+		if (job.metadata) out.Metadata = job.metadata;
 		return out;
 	}
 
@@ -592,7 +597,7 @@ export class Master {
 	}
 
 	/** `jobs.list_jobs` with the usual filters. */
-	listJobs(filters: { searchFunction?: string[]; searchTarget?: string[] } = {}): Record<string, unknown> {
+	listJobs(filters: { searchFunction?: string[]; searchTarget?: string[]; searchMetadata?: Record<string, unknown> } = {}): Record<string, unknown> {
 		const out: Record<string, unknown> = {};
 		const cutoff = Date.now() - this.config.keepJobsSeconds * 1000;
 		for (const job of this.jobs.values()) {
@@ -600,6 +605,8 @@ export class Master {
 			const inst = this.jobInstance(job, job.jid);
 			delete inst.Minions;
 			if (filters.searchFunction && !filters.searchFunction.some(p => globMatch(job.fun, p))) continue;
+			// Salt's search_metadata: every key given must be in the job's metadata with that value.
+			if (filters.searchMetadata && !Object.entries(filters.searchMetadata).every(([k, v]) => job.metadata?.[k] === v)) continue;
 			if (filters.searchTarget) {
 				const targets = Array.isArray(job.tgt) ? job.tgt.map(String) : [String(job.tgt)];
 				if (!targets.some(t => filters.searchTarget!.some(p => globMatch(t, p)))) continue;

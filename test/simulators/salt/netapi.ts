@@ -82,7 +82,8 @@ export class Netapi {
 		const fun = String(chunk.fun);
 		const { minions } = this.master.targeting.check(chunk.tgt, tgtType);
 		if (!authorized(who.perms, "local", fun, minions)) throw new SaltAuthError("Authorization error occurred.");
-		return { tgt: chunk.tgt, tgtType, fun, arg: conditionInput(chunk.arg, chunk.kwarg), user: who.name };
+		const metadata = chunk.metadata && typeof chunk.metadata === "object" && !Array.isArray(chunk.metadata) ? (chunk.metadata as Record<string, unknown>) : undefined;
+		return { tgt: chunk.tgt, tgtType, fun, arg: conditionInput(chunk.arg, chunk.kwarg), user: who.name, ...(metadata ? { metadata } : {}) };
 	}
 
 	private local(chunk: Record<string, unknown>, who: Identity): Promise<Record<string, unknown>> {

@@ -39,7 +39,12 @@ const RUNNERS: Record<string, MasterFn> = {
 	"jobs.list_job": { params: ["jid", "ext_source", "display_progress"], required: ["jid"], fn: (m, a) => m.listJob(String(a.jid)) },
 	"jobs.list_jobs": {
 		params: ["ext_source", "outputter", "search_metadata", "search_function", "search_target", "start_time", "end_time", "display_progress"],
-		fn: (m, a) => m.listJobs({ searchFunction: splitList(a.search_function), searchTarget: splitList(a.search_target) }),
+		fn: (m, a) =>
+			m.listJobs({
+				searchFunction: splitList(a.search_function),
+				searchTarget: splitList(a.search_target),
+				searchMetadata: a.search_metadata && typeof a.search_metadata === "object" && !Array.isArray(a.search_metadata) ? (a.search_metadata as Record<string, unknown>) : undefined,
+			}),
 	},
 	"jobs.active": { params: ["display_progress"], fn: m => m.activeJobs() },
 	"jobs.print_job": {
