@@ -17,17 +17,9 @@
 import fs from "node:fs";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { SaltApiSimulator } from "../test/simulators/salt-api";
-import { freePort } from "../test/support/net";
 import { SaltClient, type SaltEvent } from "../lib/salt-client";
-import { apiJson, benchNats, rawGet, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200 } from "./support";
+import { apiJson, benchCluster, envInt, fmt, quantile, rawGet, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200 } from "./support";
 
-function envInt(name: string, fallback: number): number {
-	const raw = process.env[name];
-	if (raw == null || raw === "") return fallback;
-	const v = Number(raw);
-	if (!Number.isInteger(v) || v < 1) throw new Error(`${name} must be an integer >= 1, got '${raw}'`);
-	return v;
-}
 
 const MINIONS = envInt("BENCH_MINIONS", 10_000);
 const EVENTS = envInt("BENCH_EVENTS", 200);
@@ -42,12 +34,7 @@ function memory(pid: number): { rss: number; peak: number } {
 	return { rss: kb("VmRSS") / 1024, peak: kb("VmHWM") / 1024 };
 }
 
-function quantile(values: number[], q: number): number {
-	const sorted = [...values].sort((a, b) => a - b);
-	return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-}
 
-const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
 
 async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> {
 	const t = process.hrtime.bigint();
@@ -60,20 +47,9 @@ async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }>
 export async function benchCm(dataDir: string, log: (msg: string) => void): Promise<{ report: string; valid: boolean }> {
 	const sim = new SaltApiSimulator({ minions: MINIONS, timeout: 5, gatherJobTimeout: 0, latencyMs: [2, 50], presenceIntervalMs: 3_600_000 });
 	const { url: salt } = await sim.start();
-	const nats = await benchNats();
-	const namespace = `bench-cm-${process.pid}-${Date.now().toString(36)}`;
-	const port = await freePort();
-	const base = `http://127.0.0.1:${port}`;
+	const { nats, namespace, base, env } = await benchCluster("cm", dataDir, sim.cmApiEnv);
 	const proc = runProductionCommand("cm-all", serviceNames(), {
-		PORT: String(port),
-		HOST: "127.0.0.1",
-		DATA_DIR: dataDir,
-		NAMESPACE: namespace,
-		TRANSPORTER: nats.url,
-		CM_API_URL: salt,
-		CM_API_USER: sim.credentials.username,
-		CM_API_PASSWORD: sim.credentials.password,
-		CM_API_EAUTH: sim.credentials.eauth,
+		...env,
 		CM_API_TIMEOUT_MS: "120000",
 		CM_SYNC_INTERVAL_MS: "0",
 		CM_JOB_POLL_MS: "60000",

@@ -15,9 +15,8 @@
 import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { batchesBySize } from "../lib/batches";
 import { GroupIndex, compileRule, type GroupDef, type HostFacts, type Rule } from "../lib/group-rules";
-import { freePort } from "../test/support/net";
 import { hostId, makeHost } from "./hosts";
-import { apiJson, benchNats, procLogs, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
+import { apiJson, benchCluster, fmt, procLogs, quantile, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
 
 const HOSTS = Number(process.env.BENCH_HOSTS || 10_000);
 const RUNS = 20;
@@ -35,11 +34,6 @@ const NODEGROUPS: Record<string, Rule> = {
 	nvidia: { grain: { "gpus:0:vendor": "nvidia" } },
 };
 
-function quantile(values: number[], q: number): number {
-	const sorted = [...values].sort((a, b) => a - b);
-	return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-}
-const fmt = (n: number, digits = 1) => n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const now = () => performance.now();
 
 
@@ -56,18 +50,8 @@ async function measure(fn: () => Promise<unknown>, runs = RUNS): Promise<{ p50: 
 }
 
 export async function benchGroups(dataDir: string, log: (msg: string) => void): Promise<{ report: string; valid: boolean }> {
-	const nats = await benchNats();
-	const namespace = `bench-groups-${process.pid}-${Date.now().toString(36)}`;
-	const port = await freePort();
-	const base = `http://127.0.0.1:${port}`;
-	const proc = runProductionCommand("groups-all", serviceNames(), {
-		PORT: String(port),
-		HOST: "127.0.0.1",
-		DATA_DIR: dataDir,
-		NAMESPACE: namespace,
-		TRANSPORTER: nats.url,
-		NODEGROUPS: JSON.stringify(NODEGROUPS),
-	});
+	const { nats, namespace, base, env } = await benchCluster("groups", dataDir, { NODEGROUPS: JSON.stringify(NODEGROUPS) });
+	const proc = runProductionCommand("groups-all", serviceNames(), env);
 	const broker = new ServiceBroker({ namespace, nodeID: `bench-groups-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], logger: false, serializer: "JSONExt", requestTimeout: 600_000 });
 	let valid = true;
 	const lines: string[] = [];
@@ -115,7 +99,7 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 			await broker.call("hosts.membershipSettled");
 			return now() - t;
 		})();
-		log(`groups: ${groups.length} groups; memberships settled ${fmt(settle)} ms after the last one`);
+		log(`groups: ${groups.length} groups; memberships settled ${fmt(settle, 1)} ms after the last one`);
 
 		// Check the memberships fleet-ctl computed against lib/group-rules.ts on the same data.
 		const index = new GroupIndex(groups);
@@ -193,11 +177,11 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 			"",
 			"| what | fleet-ctl p50 ms | p99 ms | computed in memory alone p50 ms |",
 			"|---|---|---|---|",
-			`| GET /groups/{root}/hostnames (${fmt(HOSTS, 0)} hosts) | ${fmt(all.p50)} | ${fmt(all.p99)} | ${fmt(rootFloor.p50)} |`,
-			`| GET /groups/{auto}/hostnames (grain rule) | ${fmt(auto.p50)} | ${fmt(auto.p99)} | ${fmt(autoFloor.p50)} |`,
-			`| one host's grains change, until its memberships are right | ${fmt(grain.p50)} | ${fmt(grain.p99)} | ${fmt(grainFloor.p50)} |`,
-			`| a new automatic group, until every host's memberships are right (then its removal, the same) | ${fmt(newAuto.p50)} | ${fmt(newAuto.p99)} | ${fmt(newAutoFloor.p50 * 2)} |`,
-			`| GET /graph/{root} (${groups.length} nodes) | ${fmt(graph.p50)} | ${fmt(graph.p99)} | – |`,
+			`| GET /groups/{root}/hostnames (${fmt(HOSTS, 0)} hosts) | ${fmt(all.p50, 1)} | ${fmt(all.p99, 1)} | ${fmt(rootFloor.p50, 1)} |`,
+			`| GET /groups/{auto}/hostnames (grain rule) | ${fmt(auto.p50, 1)} | ${fmt(auto.p99, 1)} | ${fmt(autoFloor.p50, 1)} |`,
+			`| one host's grains change, until its memberships are right | ${fmt(grain.p50, 1)} | ${fmt(grain.p99, 1)} | ${fmt(grainFloor.p50, 1)} |`,
+			`| a new automatic group, until every host's memberships are right (then its removal, the same) | ${fmt(newAuto.p50, 1)} | ${fmt(newAuto.p99, 1)} | ${fmt(newAutoFloor.p50 * 2, 1)} |`,
+			`| GET /graph/{root} (${groups.length} nodes) | ${fmt(graph.p50, 1)} | ${fmt(graph.p99, 1)} | – |`,
 			"",
 		);
 	} catch (err) {

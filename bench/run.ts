@@ -46,16 +46,9 @@ import type { LoadOptions, LoadResult } from "./load";
 import { benchCm } from "./cm";
 import { benchGroups } from "./groups";
 import { benchTasks } from "./tasks";
-import { DIST, benchNats, benchNatsIfStarted, cleanup, procLogs, rawGet, runProductionCommand, serviceNames, sleep, spawnNode, stopProc, tempDirs, waitForHttp200, type Proc } from "./support";
+import { DIST, envInt, benchNats, benchNatsIfStarted, cleanup, procLogs, rawGet, runProductionCommand, serviceNames, sleep, spawnNode, stopProc, tempDirs, waitForHttp200, type Proc } from "./support";
 
 
-function envInt(name: string, fallback: number, min = 1): number {
-	const raw = process.env[name];
-	if (raw == null || raw === "") return fallback;
-	const v = Number(raw);
-	if (!Number.isFinite(v) || v < min) throw new Error(`${name} must be a number >= ${min}, got '${raw}'`);
-	return v;
-}
 
 const DURATION = envInt("BENCH_DURATION", 10);
 const WARMUP = envInt("BENCH_WARMUP", 3, 0);

@@ -6,7 +6,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import http from "node:http";
 import path from "node:path";
-import { ensureNats, type Nats } from "../test/support/net";
+import { ensureNats, freePort, type Nats } from "../test/support/net";
 
 export const DIST = path.resolve(__dirname, "..");
 export const ROOT = path.resolve(DIST, "..");
@@ -16,6 +16,36 @@ const RUNNER = path.join(ROOT, "node_modules/moleculer/bin/moleculer-runner.js")
 process.env.BENCH_TOKEN ??= `fct_bench-${process.pid}-${Math.random().toString(36).slice(2)}`;
 
 export const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
+
+/** The value below which a share `q` of the values lies (nearest rank). */
+export function quantile(values: number[], q: number): number {
+	const sorted = [...values].sort((a, b) => a - b);
+	return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
+}
+
+/** A figure for the report: thousands separated, `digits` decimals. */
+export const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+
+/** A positive integer from the environment, or the fallback. */
+export function envInt(name: string, fallback: number, min = 1): number {
+	const raw = process.env[name];
+	if (raw == null || raw === "") return fallback;
+	const v = Number(raw);
+	if (!Number.isFinite(v) || v < min) throw new Error(`${name} must be a number >= ${min}, got '${raw}'`);
+	return v;
+}
+
+/**
+ * Where a bench part runs fleet-ctl: the NATS server, a namespace of its own, a free port, and the
+ * environment every fleet-ctl process of the part shares (extra settings on top).
+ */
+export async function benchCluster(part: string, dataDir: string, extra: Record<string, string> = {}): Promise<{ nats: Nats; namespace: string; base: string; env: Record<string, string> }> {
+	const nats = await benchNats();
+	const namespace = `bench-${part}-${process.pid}-${Date.now().toString(36)}`;
+	const port = await freePort();
+	const env = { PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, NAMESPACE: namespace, TRANSPORTER: nats.url, ...extra };
+	return { nats, namespace, base: `http://127.0.0.1:${port}`, env };
+}
 
 // ------------------------------------------------------------------ processes and cleanup
 

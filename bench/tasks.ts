@@ -11,42 +11,24 @@
  */
 import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { SaltApiSimulator } from "../test/simulators/salt-api";
-import { freePort } from "../test/support/net";
 import { formatHttpDate } from "../lib/eve/dates";
 import type { StoreOps } from "../lib/store";
-import { apiJson, benchNats, procLogs, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200, type Proc } from "./support";
+import { apiJson, benchCluster, fmt, procLogs, quantile, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200, type Proc } from "./support";
 
 const TASKS = Number(process.env.BENCH_TASKS || 10_000);
 const WINDOW_MS = 60_000;
 
-function quantile(values: number[], q: number): number {
-	const sorted = [...values].sort((a, b) => a - b);
-	return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(q * sorted.length) - 1))];
-}
-const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
 
 export async function benchTasks(dataDir: string, log: (msg: string) => void): Promise<{ report: string; valid: boolean }> {
 	const replicas = process.env.MONGO_URI ? 3 : 1;
 	const sim = new SaltApiSimulator({ minions: 200, timeout: 5, gatherJobTimeout: 0, latencyMs: [2, 20], presenceIntervalMs: 3_600_000, maxJobs: TASKS * 2 });
-	const { url: salt } = await sim.start();
-	const nats = await benchNats();
-	const namespace = `bench-tasks-${process.pid}-${Date.now().toString(36)}`;
-	const port = await freePort();
-	const base = `http://127.0.0.1:${port}`;
-	const env: Record<string, string> = {
-		PORT: String(port),
-		HOST: "127.0.0.1",
-		DATA_DIR: dataDir,
-		NAMESPACE: namespace,
-		TRANSPORTER: nats.url,
-		CM_API_URL: salt,
-		CM_API_USER: sim.credentials.username,
-		CM_API_PASSWORD: sim.credentials.password,
-		CM_API_EAUTH: sim.credentials.eauth,
+	await sim.start();
+	const { nats, namespace, base, env } = await benchCluster("tasks", dataDir, {
+		...sim.cmApiEnv,
 		CM_SYNC_INTERVAL_MS: "3600000",
 		CM_API_CONCURRENCY: "16",
 		...(process.env.MONGO_URI ? { MONGO_URI: process.env.MONGO_URI, CTL_SECRET_KEY: "bench" } : {}),
-	};
+	});
 	const procs: Proc[] = [];
 	const lines: string[] = [];
 	let valid = true;

@@ -48,16 +48,12 @@ describe.each(STORES)("cm-gateway: the event stream (%s)", (_store, mongoUri) =>
 
 	beforeAll(async () => {
 		sim = new SaltApiSimulator({ minions: 60, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 20], presenceIntervalMs: 3_600_000 });
-		const { url: salt } = await sim.start();
-		const { username, password, eauth } = sim.credentials;
+		await sim.start();
 		h = await startEmbedded({
 			mongoUri: mongoUri ? uniqueMongoUri(mongoUri) : undefined,
 			env: {
 				CTL_SECRET_KEY: "cm-events-secret-key",
-				CM_API_URL: salt,
-				CM_API_USER: username,
-				CM_API_PASSWORD: password,
-				CM_API_EAUTH: eauth,
+				...sim.cmApiEnv,
 				CM_API_TIMEOUT_MS: "2000",
 				// Returns must come from the event stream: the /jobs fallback runs only once a minute here.
 				CM_JOB_POLL_MS: "60000",
@@ -338,14 +334,10 @@ describe("cm-gateway: 10,000 minions", () => {
 
 	beforeAll(async () => {
 		sim = new SaltApiSimulator({ minions: 10_000, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 200], presenceIntervalMs: 3_600_000 });
-		const { url: salt } = await sim.start();
-		const { username, password, eauth } = sim.credentials;
+		await sim.start();
 		h = await startEmbedded({
 			env: {
-				CM_API_URL: salt,
-				CM_API_USER: username,
-				CM_API_PASSWORD: password,
-				CM_API_EAUTH: eauth,
+				...sim.cmApiEnv,
 				CM_API_TIMEOUT_MS: "30000",
 				CM_JOB_POLL_MS: "60000",
 				CM_SYNC_INTERVAL_MS: "3600000",
@@ -389,11 +381,10 @@ describe("cm-gateway split over NATS (the API gateway, the cm-gateway and the da
 	beforeAll(async () => {
 		// 600 minions: a reconciliation batch of their hosts with grains is well over NATS's 1 MiB max_payload.
 		sim = new SaltApiSimulator({ minions: 600, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 20], presenceIntervalMs: 3_600_000 });
-		const { url: salt } = await sim.start();
-		const { username, password, eauth } = sim.credentials;
+		await sim.start();
 		h = await startSplit({
 			own: ["cm-gateway"],
-			env: { CM_API_URL: salt, CM_API_USER: username, CM_API_PASSWORD: password, CM_API_EAUTH: eauth, CM_API_TIMEOUT_MS: "5000", CM_JOB_POLL_MS: "60000", CM_SYNC_INTERVAL_MS: "3600000" },
+			env: { ...sim.cmApiEnv, CM_API_TIMEOUT_MS: "5000", CM_JOB_POLL_MS: "60000", CM_SYNC_INTERVAL_MS: "3600000" },
 		});
 	}, 90_000);
 	afterAll(async () => {

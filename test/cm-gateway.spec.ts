@@ -25,14 +25,10 @@ describe("cm-gateway: remote execution against salt-api", () => {
 
 	beforeAll(async () => {
 		sim = new SaltApiSimulator({ minions: 20, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 20], presenceEvents: false });
-		const { url: salt } = await sim.start();
-		const { username, password, eauth } = sim.credentials;
+		await sim.start();
 		h = await startEmbedded({
 			env: {
-				CM_API_URL: salt,
-				CM_API_USER: username,
-				CM_API_PASSWORD: password,
-				CM_API_EAUTH: eauth,
+				...sim.cmApiEnv,
 				CM_API_TIMEOUT_MS: "2000",
 				CM_JOB_POLL_MS: "100",
 				CM_JOB_TIMEOUT_MS: "2000",
@@ -310,10 +306,9 @@ describe("cm-gateway: inventory reconciliation (cm-gateway.sync)", () => {
 
 	beforeAll(async () => {
 		sim = new SaltApiSimulator({ minions: 12, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceEvents: false });
-		const { url: salt } = await sim.start();
-		const { username, password, eauth } = sim.credentials;
+		await sim.start();
 		h = await startEmbedded({
-			env: { CM_API_URL: salt, CM_API_USER: username, CM_API_PASSWORD: password, CM_API_EAUTH: eauth, CM_API_TIMEOUT_MS: "2000", CM_SYNC_INTERVAL_MS: "0", CM_EVENTS: "false" },
+			env: { ...sim.cmApiEnv, CM_API_TIMEOUT_MS: "2000", CM_SYNC_INTERVAL_MS: "0", CM_EVENTS: "false" },
 		});
 	});
 	afterAll(async () => {
@@ -458,9 +453,8 @@ describe("cm-gateway: periodic inventory reconciliation (CM_SYNC_INTERVAL_MS)", 
 	let h: Harness;
 	beforeAll(async () => {
 		sim = new SaltApiSimulator({ minions: 5, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceEvents: false });
-		const { url: salt } = await sim.start();
-		const { username, password, eauth } = sim.credentials;
-		h = await startEmbedded({ env: { CM_API_URL: salt, CM_API_USER: username, CM_API_PASSWORD: password, CM_API_EAUTH: eauth, CM_API_TIMEOUT_MS: "2000", CM_SYNC_INTERVAL_MS: "200", CM_EVENTS: "false" } });
+		await sim.start();
+		h = await startEmbedded({ env: { ...sim.cmApiEnv, CM_API_TIMEOUT_MS: "2000", CM_SYNC_INTERVAL_MS: "200", CM_EVENTS: "false" } });
 	});
 	afterAll(async () => {
 		await h?.stop();

@@ -26,7 +26,7 @@ const TASKS = 300;
 
 	it(`runs ${TASKS} tasks due within seconds exactly once each, though a replica is killed mid-way`, async () => {
 		sim = new SaltApiSimulator({ minions: 20, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceIntervalMs: 3_600_000 });
-		const { url: salt } = await sim.start();
+		await sim.start();
 		nats = await ensureNats();
 		const port = await freePort();
 		const api = `http://127.0.0.1:${port}/api`;
@@ -37,10 +37,7 @@ const TASKS = 300;
 			CTL_SECRET_KEY: "sched-secret",
 			PORT: String(port),
 			HOST: "127.0.0.1",
-			CM_API_URL: salt,
-			CM_API_USER: sim.credentials.username,
-			CM_API_PASSWORD: sim.credentials.password,
-			CM_API_EAUTH: sim.credentials.eauth,
+			...sim.cmApiEnv,
 			CM_SYNC_INTERVAL_MS: "3600000",
 			TASK_LEASE_MS: "2000",
 		};

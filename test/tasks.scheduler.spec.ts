@@ -26,9 +26,8 @@ describe("the task scheduler", () => {
 
 	beforeAll(async () => {
 		sim = new SaltApiSimulator({ minions: 12, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceIntervalMs: 3_600_000 });
-		const { url: salt } = await sim.start();
-		const { username, password, eauth } = sim.credentials;
-		h = await startEmbedded({ env: { CM_API_URL: salt, CM_API_USER: username, CM_API_PASSWORD: password, CM_API_EAUTH: eauth, CM_SYNC_INTERVAL_MS: "3600000", CM_JOB_POLL_MS: "500", TASK_MISFIRE_GRACE_MS: "2000" } });
+		await sim.start();
+		h = await startEmbedded({ env: { ...sim.cmApiEnv, CM_SYNC_INTERVAL_MS: "3600000", CM_JOB_POLL_MS: "500", TASK_MISFIRE_GRACE_MS: "2000" } });
 		await eventually(async () => ((await request("GET", url("hosts?max_results=1"))).body._meta.total === sim.minionIds().length ? true : undefined), 10_000, "the inventory");
 		hosts = sim.upMinions();
 	});

@@ -187,6 +187,11 @@ export class SaltApiSimulator {
 		return { username: this.username, password: this.password, eauth: this.eauth };
 	}
 
+	/** The fleet-ctl settings that point the cm-gateway at this simulator. */
+	get cmApiEnv(): Record<string, string> {
+		return { CM_API_URL: this.url, CM_API_USER: this.username, CM_API_PASSWORD: this.password, CM_API_EAUTH: this.eauth };
+	}
+
 	// ---------------------------------------------------------------- minions and keys
 
 	minionIds(filter: { key?: KeyState; up?: boolean } = {}): string[] {
@@ -475,7 +480,7 @@ async function main(): Promise<void> {
 		`salt-api simulator (rest_cherrypy, Salt 3006) listening on ${url}`,
 		`  minions:     ${sim.master.fleet.size} keys: ${keys.accepted.length} accepted (${up} up, ${keys.accepted.length - up} down), ${keys.pending.length} pending, ${keys.rejected.length} rejected, ${keys.denied.length} denied`,
 		`  credentials: username=${username} password=${password} eauth=${eauth}`,
-		`  environment: CM_API_URL=${url} CM_API_USER=${username} CM_API_PASSWORD=${password} CM_API_EAUTH=${eauth}`,
+		`  environment: ${Object.entries(sim.cmApiEnv).map(([k, v]) => `${k}=${v}`).join(" ")}`,
 		`  try:         curl -sS ${url}/login -H 'Accept: application/json' -d username=${username} -d password=${password} -d eauth=${eauth}`,
 	];
 	console.log(lines.join("\n"));
