@@ -546,9 +546,7 @@ export default function CmGatewayService(): ServiceSchema {
 					await this.raiseAlerts(failed.map(f => ({ type: "patch.failed", level: "error", payload: { hostname: f.host, patch: f.patch, jid: f.jid, failed_patch: `${f.jid}${f.host}` } })));
 				}
 				for (const r of records) if (r.state === "finished" && known.has(r.host) && GRAIN_CHANGING.test(r.action)) this.queueRefresh(r.host);
-				if (records.some(r => r.action === "status.all_status")) {
-					for (const r of records) if (r.action === "status.all_status") this.broker.broadcast("cm.allStatus", { hostname: r.host, jid: r.jid, state: r.state, return: r.raw });
-				}
+				for (const r of records) if (r.action === "status.all_status") this.broker.broadcast("cm.allStatus", { hostname: r.host, jid: r.jid, state: r.state, return: r.raw });
 			},
 
 			/** Raises alerts; more host.down (or host.up) alerts than CM_ALERT_BURST become one summary. */

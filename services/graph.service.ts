@@ -295,9 +295,6 @@ const GraphService: EveServiceSchema = {
 		},
 	},
 
-	async started(this: EveThis) {
-		// Nothing to index: one record per action.
-	},
 };
 
 export default GraphService;

@@ -131,15 +131,19 @@ const HostsService: EveServiceSchema = {
 			visibility: "public",
 			params: { ids: { type: "array", items: "string", max: 100_000, optional: true } },
 			async handler(this: EveThis, ctx: Context<{ ids?: string[] }>) {
-				const docs = await this.store.find(ctx.params.ids ? { _id: { $in: ctx.params.ids } } : {}, { exclude: ["grain", "vpn_representation"] });
-				return docs.map(d => ({
-					_id: d._id,
-					key: d.key,
-					status: d.status,
-					fingerprint: d.fingerprint,
-					fingerprint_history: Array.isArray(d.fingerprint_history) ? d.fingerprint_history : [],
-					_soft_deleted: d._soft_deleted === true,
-				}));
+				// A pass over the fleet: only these fields are taken, the records (and their grains) are not copied.
+				const out: Doc[] = [];
+				await this.store.scan(ctx.params.ids ? { _id: { $in: ctx.params.ids } } : {}, ["key", "status", "fingerprint", "fingerprint_history", "_soft_deleted"], d => {
+					out.push({
+						_id: d._id,
+						key: d.key,
+						status: d.status,
+						fingerprint: d.fingerprint,
+						fingerprint_history: Array.isArray(d.fingerprint_history) ? [...d.fingerprint_history] : [],
+						_soft_deleted: d._soft_deleted === true,
+					});
+				});
+				return out;
 			},
 		},
 
@@ -158,13 +162,15 @@ const HostsService: EveServiceSchema = {
 			async handler(this: EveThis, ctx: Context<{ up: string[]; down: string[]; complete: boolean }>) {
 				const up = new Set(ctx.params.up);
 				const down = new Set(ctx.params.down.filter(id => !up.has(id)));
-				const docs = await this.store.find({ _id: { $in: [...up, ...down] } }, { exclude: ["grain", "vpn_representation"] });
+				const docs: Doc[] = [];
+				const presence = (d: Doc) => docs.push({ _id: d._id, key: d.key, status: d.status, _soft_deleted: d._soft_deleted });
+				await this.store.scan({ _id: { $in: [...up, ...down] } }, ["key", "status", "_soft_deleted"], presence);
 				if (ctx.params.complete) {
-					const stale = await this.store.find({ status: "up", key: "accepted" }, { exclude: ["grain", "vpn_representation"] });
-					for (const d of stale) if (!up.has(d._id as string) && !down.has(d._id as string)) {
-						down.add(d._id as string);
-						docs.push(d);
-					}
+					await this.store.scan({ status: "up", key: "accepted" }, ["key", "status", "_soft_deleted"], d => {
+						if (up.has(d._id) || down.has(d._id)) return;
+						down.add(d._id);
+						presence(d);
+					});
 				}
 				const wentUp: string[] = [];
 				const wentDown: string[] = [];
