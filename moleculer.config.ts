@@ -10,6 +10,23 @@ import os from "node:os";
 import path from "node:path";
 import type { BrokerOptions } from "moleculer";
 import { FleetJSONExt } from "./lib/serializer";
+import { replCommands } from "./lib/repl-commands";
+import { loadConfig } from "./lib/config";
+import { HealthMiddleware } from "./lib/health";
+import { ScrapedPrometheusReporter } from "./lib/metrics";
+import { RequestLogMiddleware, jsonFormatter } from "./lib/logging";
+import { NatsConnectionMiddleware, ResendUndeliveredMiddleware, RestartedNodeMiddleware, SlowBackendBulkheads, endpointFailure } from "./lib/resilience";
+
+const config = loadConfig();
+/** In-flight requests a stopping process waits for (its termination grace must be longer: k8s/). */
+const shutdownTimeoutMs = envInt("SHUTDOWN_TIMEOUT_MS", 10_000);
+
+function envInt(name: string, fallback: number): number {
+	const raw = process.env[name];
+	const value = raw ? Number(raw) : fallback;
+	if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be an integer >= 0, got '${raw}'`);
+	return value;
+}
 
 // The runner loads services from SERVICEDIR; default to the compiled services next to this file.
 process.env.SERVICEDIR ??= path.join(__dirname, "services");
@@ -21,7 +38,8 @@ const brokerConfig: BrokerOptions = {
 
 	logger: {
 		type: "Console",
-		options: { formatter: process.env.LOG_FORMAT === "json" ? "json" : "short", colors: process.stdout.isTTY, moduleColors: false },
+		// json: one object per line with the request id where there is one (lib/logging.ts)
+		options: { formatter: process.env.LOG_FORMAT === "json" ? jsonFormatter : "short", colors: process.env.LOG_FORMAT !== "json" && process.stdout.isTTY, moduleColors: false },
 	},
 	logLevel: (process.env.LOGLEVEL as BrokerOptions["logLevel"]) ?? "info",
 
@@ -29,17 +47,35 @@ const brokerConfig: BrokerOptions = {
 	// JSONExt on the wire (dates survive), with a faster decoder; see lib/serializer.ts.
 	serializer: new FleetJSONExt(),
 
-	requestTimeout: 30_000,
+	// Every call has a deadline (Moleculer's default is none); long salt-api work has its own (CM_API_TIMEOUT_MS).
+	requestTimeout: envInt("REQUEST_TIMEOUT_MS", 30_000),
+	// Off: ResendUndelivered (lib/resilience.ts) sends again only what never left this node, and the
+	// gateway's reads once more when their node went away; nothing else is ever sent twice.
 	retryPolicy: { enabled: false },
 	maxCallLevel: 100,
+	// A node that stops answering (SIGKILL, a lost pod) is dropped after heartbeatTimeout: requests waiting
+	// on it then fail with 503 instead of running into the request timeout.
 	heartbeatInterval: 5,
 	heartbeatTimeout: 15,
 	contextParamsCloning: false,
 
-	// Finish in-flight requests before a node stops (graceful rollouts).
-	tracking: { enabled: true, shutdownTimeout: 10_000 },
-	registry: { strategy: "RoundRobin", preferLocal: true, stopDelay: 200 },
-	circuitBreaker: { enabled: false },
+	// SIGTERM: announce an empty node (peers stop routing here), wait stopDelay for that to spread, finish the
+	// requests in flight (tracking), then stop the services and leave NATS. docs/operations.md "Shutdown".
+	tracking: { enabled: true, shutdownTimeout: shutdownTimeoutMs },
+	registry: { strategy: "RoundRobin", preferLocal: true, stopDelay: envInt("STOP_DELAY_MS", 500) },
+	// Per endpoint (node × action): one that fails most calls is skipped for halfOpenTime, so a broken
+	// replica does not keep taking its share. Only infrastructure failures count (timeouts, unexpected
+	// errors), not the answers a healthy service gives (Eve errors, 4xx, a 502 about salt-api), nor this
+	// node's own NATS link. The gateway's HTTP handler has none (it would refuse all HTTP for a while).
+	circuitBreaker: {
+		enabled: true,
+		threshold: 0.5,
+		minRequestCount: 20,
+		windowTime: 60,
+		halfOpenTime: 10_000,
+		check: endpointFailure as never,
+	},
+	// Bulkheads only where an outside system can be slow (lib/resilience.ts).
 	bulkhead: { enabled: false },
 
 	validator: true,
@@ -60,8 +96,24 @@ const brokerConfig: BrokerOptions = {
 		}
 	},
 
-	metrics: { enabled: false },
+	// `npm run repl`: fleet-ctl's commands (hosts, host, exec, tasks, task, sync, stats, alerts, jobs; docs/operator.md).
+	replOptions: { delimiter: "fleet-ctl $", customCommands: replCommands() as never },
+
+	// Served at /metrics of the health listener; METRICS_ENABLED=false turns them off.
+	metrics: {
+		enabled: true,
+		reporter: [new ScrapedPrometheusReporter({ defaultLabels: (registry: { broker: { namespace: string; nodeID: string } }) => ({ namespace: registry.broker.namespace, nodeID: registry.broker.nodeID }) }) as never],
+	},
 	tracing: { enabled: false },
+
+	middlewares: [
+		HealthMiddleware({ port: config.healthPort, host: config.healthHost, fixed: config.healthPortGiven }),
+		RequestLogMiddleware(),
+		RestartedNodeMiddleware(),
+		NatsConnectionMiddleware(),
+		ResendUndeliveredMiddleware(),
+		SlowBackendBulkheads({ concurrency: envInt("BULKHEAD_CONCURRENCY", 32), maxQueueSize: envInt("BULKHEAD_QUEUE", 256) }),
+	] as never,
 };
 
 export default brokerConfig;

@@ -20,7 +20,10 @@
  *                      against the salt-api simulator, bench/cm.ts; BENCH_MINIONS, BENCH_EVENTS,
  *                      BENCH_EXEC_RUNS), groups (resolution, memberships and the graph, bench/groups.ts),
  *                      tasks (the scheduler, bench/tasks.ts; BENCH_TASKS; three replicas when MONGO_URI is
- *                      set); default all five
+ *                      set), webhooks (deliveries next to hanging receivers, bench/webhooks.ts;
+ *                      BENCH_ALERTS, BENCH_HANGING), vpn (the VPN sync against the Pritunl simulator, bench/vpn.ts);
+ *                      stats (snapshots and the aggregated statistics over 30 days of history,
+ *                      bench/stats.ts; BENCH_STATS_HOSTS, BENCH_STATS_DAYS, BENCH_STATS_CHANGE); default all eight
  *   BENCH_REQUESTS     comma list of requests to measure: list,item (default both); `root` (GET /api/,
  *                      an action that does nothing) shows the floor of the gateway path
  *   BENCH_PROFILE      a directory: the server processes run with --cpu-prof and write their profiles
@@ -46,6 +49,9 @@ import type { LoadOptions, LoadResult } from "./load";
 import { benchCm } from "./cm";
 import { benchGroups } from "./groups";
 import { benchTasks } from "./tasks";
+import { benchWebhooks } from "./webhooks";
+import { benchVpn } from "./vpn";
+import { benchStats } from "./stats";
 import { DIST, envInt, benchNats, benchNatsIfStarted, cleanup, procLogs, rawGet, runProductionCommand, serviceNames, sleep, spawnNode, stopProc, tempDirs, waitForHttp200, type Proc } from "./support";
 
 
@@ -55,7 +61,7 @@ const WARMUP = envInt("BENCH_WARMUP", 3, 0);
 const CONNECTIONS = envInt("BENCH_CONNECTIONS", 10);
 const HOSTS = envInt("BENCH_HOSTS", 10_000);
 const SEED_BATCH = 500;
-const ONLY = (process.env.BENCH_ONLY || "inproc,nats,cm,groups,tasks").split(",").map(s => s.trim());
+const ONLY = (process.env.BENCH_ONLY || "inproc,nats,cm,groups,tasks,webhooks,vpn,stats").split(",").map(s => s.trim());
 const READ_DEPLOYMENTS = ONLY.filter(d => d === "inproc" || d === "nats");
 const REQUESTS = (process.env.BENCH_REQUESTS || "list,item").split(",").map(s => s.trim());
 const PROFILE_DIR = process.env.BENCH_PROFILE ? path.resolve(process.env.BENCH_PROFILE) : "";
@@ -436,7 +442,7 @@ interface TimelineEntry {
 
 async function main(): Promise<number> {
 	if (!fs.existsSync(path.join(DIST, "moleculer.config.js"))) throw new Error("dist/ is missing: run `npm run build` (npm run bench does)");
-	for (const d of ONLY) if (!["inproc", "nats", "cm", "groups", "tasks"].includes(d)) throw new Error(`BENCH_ONLY: unknown part '${d}'`);
+	for (const d of ONLY) if (!["inproc", "nats", "cm", "groups", "tasks", "webhooks", "vpn", "stats"].includes(d)) throw new Error(`BENCH_ONLY: unknown part '${d}'`);
 	for (const r of REQUESTS) if (r !== "list" && r !== "item" && r !== "root") throw new Error(`BENCH_REQUESTS: unknown request '${r}'`);
 	if (PROFILE_DIR) fs.mkdirSync(PROFILE_DIR, { recursive: true });
 
@@ -460,6 +466,21 @@ async function main(): Promise<number> {
 		const tasks = await benchTasks(path.join(tmp, "tasks-data"), log);
 		process.stdout.write(`\nscheduler bench — node ${process.version}, ${os.cpus().length} cpu\n\n${tasks.report}\n`);
 		valid &&= tasks.valid;
+	}
+	if (ONLY.includes("webhooks")) {
+		const webhooks = await benchWebhooks(path.join(tmp, "webhooks-data"), log);
+		process.stdout.write(`\nwebhooks bench — node ${process.version}, ${os.cpus().length} cpu\n\n${webhooks.report}\n`);
+		valid &&= webhooks.valid;
+	}
+	if (ONLY.includes("vpn")) {
+		const vpn = await benchVpn(path.join(tmp, "vpn-data"), log);
+		process.stdout.write(`\nVPN bench — node ${process.version}, ${os.cpus().length} cpu, Pritunl simulator in the bench process\n\n${vpn.report}\n`);
+		valid &&= vpn.valid;
+	}
+	if (ONLY.includes("stats")) {
+		const stats = await benchStats(log);
+		process.stdout.write(`\nstatistics bench — node ${process.version}, ${os.cpus().length} cpu, stats service on NeDB in memory\n\n${stats.report}\n`);
+		valid &&= stats.valid;
 	}
 	await (await benchNatsIfStarted())?.stop();
 	return valid ? 0 : 1;

@@ -163,7 +163,7 @@ export function serviceNames(): string[] {
 
 export function serverEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
 	// Rate limiting is off: the benchmark is one token sending as fast as it can.
-	const env: NodeJS.ProcessEnv = { ...process.env, LOGLEVEL: "warn", MONGO_URI: "", CTL_ADMIN_TOKEN: process.env.BENCH_TOKEN, RATE_LIMIT_PER_MINUTE: "0", ...extra };
+	const env: NodeJS.ProcessEnv = { ...process.env, LOGLEVEL: "warn", MONGO_URI: "", CTL_ADMIN_TOKEN: process.env.BENCH_TOKEN, RATE_LIMIT_PER_MINUTE: "0", HEALTH_PORT: "0", ...extra };
 	if (!extra.TRANSPORTER) delete env.TRANSPORTER;
 	return env;
 }

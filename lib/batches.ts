@@ -9,20 +9,25 @@ export const BATCH_BYTES = 512 * 1024;
 
 export function batchesBySize<T>(items: T[], maxCount: number, maxBytes = BATCH_BYTES): T[][] {
 	const out: T[][] = [];
-	let current: T[] = [];
-	let bytes = 0;
-	for (const item of items) {
-		const size = Buffer.byteLength(JSON.stringify(item) ?? "");
-		if (current.length && (current.length >= maxCount || bytes + size > maxBytes)) {
-			out.push(current);
-			current = [];
-			bytes = 0;
-		}
-		current.push(item);
-		bytes += size;
+	for (let start = 0; start < items.length; ) {
+		const end = batchEnd(items, start, maxCount, maxBytes);
+		out.push(items.slice(start, end));
+		start = end;
 	}
-	if (current.length) out.push(current);
 	return out;
+}
+
+/** Where the batch that starts at `start` ends (exclusive): what fits one message, at least one record. Sizes only what it takes. */
+export function batchEnd<T>(items: T[], start: number, maxCount: number, maxBytes = BATCH_BYTES): number {
+	let bytes = 0;
+	let end = start;
+	while (end < items.length && end - start < maxCount) {
+		const size = Buffer.byteLength(JSON.stringify(items[end]) ?? "");
+		if (end > start && bytes + size > maxBytes) break;
+		bytes += size;
+		end++;
+	}
+	return end;
 }
 
 /** Text cut to `maxBytes` (UTF-8), saying how much was left out. */

@@ -24,6 +24,19 @@ export interface Config {
 	port: number;
 	/** Address the gateway listens on. */
 	host: string;
+	/**
+	 * Port of this process's health and metrics listener (/live, /ready, /metrics), apart from the API so
+	 * that probes and scrapes never go through /api; 0 picks a free port (the multi-process tests do).
+	 */
+	healthPort: number;
+	/** HEALTH_PORT was given: a taken port is then an error, not a reason to take another one. */
+	healthPortGiven: boolean;
+	/** Address the health and metrics listener binds. */
+	healthHost: string;
+	/** How often the hosts service recounts hosts by presence for the `fleet_hosts` gauge, in ms. */
+	fleetMetricsIntervalMs: number;
+	/** HTTP keep-alive of the gateway, in ms: longer than the idle timeout of the load balancer in front. */
+	httpKeepAliveMs: number;
 	/** Directory for NeDB files and other local state (embedded default). ":memory:" keeps nothing. */
 	dataDir: string;
 	/** When set, every collection lives in this MongoDB database instead of NeDB files. */
@@ -97,6 +110,45 @@ export interface Config {
 	 * in ms (default 300000, five minutes); 0 turns the periodic run off (`cm-gateway.sync` still works).
 	 */
 	cmSyncIntervalMs: number;
+	/** Webhook deliveries (services/webhooks.service.ts): one attempt's timeout, in ms. */
+	webhookTimeoutMs: number;
+	/** Deliveries in flight at once (per webhooks replica); one receiver never has more than one. */
+	webhookConcurrency: number;
+	/** Deliveries waiting at most per webhook; beyond, new ones to that webhook are logged as `dropped`. */
+	webhookQueueMax: number;
+	/** Attempts of one delivery before it is `failed`. */
+	webhookMaxAttempts: number;
+	/** First retry delay, in ms; doubled each attempt (with jitter), at most five minutes. */
+	webhookRetryBaseMs: number;
+	/** Allow receivers on loopback, private, link-local addresses (off: the SSRF guard refuses them). */
+	webhookAllowPrivate: boolean;
+	/** The API token the REPL acts as (its role, scope and name in the audit log); empty: read-only. */
+	replOperatorToken: string;
+	/**
+	 * Interval of the VPN sync (every organization's record and every host's Pritunl user, from each
+	 * manager's Pritunl), in ms (default 60000); 0 turns the periodic run off (`vpn.sync` still works).
+	 */
+	vpnSyncIntervalMs: number;
+	/** Timeout of one call to a Pritunl server, in ms. */
+	pritunlTimeoutMs: number;
+	/** Seconds between two host snapshots (`hosts_statistic`), taken once per interval across stats replicas. */
+	statsSnapshotIntervalS: number;
+	/** Snapshots older than this many days are dropped (whole keyframe periods; docs/statistics.md). */
+	statsRetentionDays: number;
+	/** Every this many snapshots one is stored whole (a keyframe); the others store what changed. */
+	statsKeyframeEvery: number;
+	/** Take snapshots in this process (default on; the statistics are served either way). */
+	statsSnapshots: boolean;
+}
+
+/**
+ * MONGO_URI, refused when empty where REQUIRE_MONGO_URI says storage must be shared (Kubernetes): a Secret
+ * without it would otherwise give every replica its own NeDB files, silently splitting the data.
+ */
+function requiredMongoUri(): string {
+	const uri = str("MONGO_URI");
+	if (!uri && bool("REQUIRE_MONGO_URI", false)) throw new Error("MONGO_URI is empty but REQUIRE_MONGO_URI is set: every replica would keep its own data. Set MONGO_URI (the Secret fleet-ctl-secrets).");
+	return uri;
 }
 
 function bool(name: string, fallback: boolean): boolean {
@@ -120,8 +172,13 @@ export function loadConfig(): Config {
 	return {
 		port: int("PORT", 3000),
 		host: str("HOST", "0.0.0.0"),
+		healthPort: int("HEALTH_PORT", 3001),
+		healthPortGiven: str("HEALTH_PORT") !== "",
+		healthHost: str("HEALTH_HOST", "0.0.0.0"),
+		fleetMetricsIntervalMs: int("FLEET_METRICS_INTERVAL_MS", 60_000, 100),
+		httpKeepAliveMs: int("HTTP_KEEPALIVE_MS", 65_000, 1000),
 		dataDir: str("DATA_DIR", "./data") === ":memory:" ? ":memory:" : path.resolve(str("DATA_DIR", "./data")),
-		mongoUri: str("MONGO_URI"),
+		mongoUri: requiredMongoUri(),
 		pageSizeDefault,
 		pageSizeLimit: Math.max(pageSizeDefault, int("PAGE_SIZE_LIMIT", 50, 1)),
 		maxBodyBytes: int("MAX_BODY_BYTES", 1024 * 1024, 1024),
@@ -138,7 +195,7 @@ export function loadConfig(): Config {
 		cmApiUser: str("CM_API_USER"),
 		cmApiPassword: str("CM_API_PASSWORD"),
 		cmApiEauth: str("CM_API_EAUTH", "pam"),
-		cmApiTimeoutMs: int("CM_API_TIMEOUT_MS", 30_000, 1),
+		cmApiTimeoutMs: int("CM_API_TIMEOUT_MS", 25_000, 1),
 		cmApiConcurrency: int("CM_API_CONCURRENCY", 8, 1),
 		cmApiTlsVerify: bool("CM_API_TLS_VERIFY", true),
 		cmApiCa: str("CM_API_CA"),
@@ -156,5 +213,18 @@ export function loadConfig(): Config {
 		taskScheduler: bool("TASK_SCHEDULER", true),
 		cmPatchPrefix: patchPrefix(str("CM_PATCH_PREFIX", "patches/")),
 		cmSyncIntervalMs: int("CM_SYNC_INTERVAL_MS", 300_000),
+		webhookTimeoutMs: int("WEBHOOK_TIMEOUT_MS", 5000, 100),
+		webhookConcurrency: int("WEBHOOK_CONCURRENCY", 4, 1),
+		webhookQueueMax: int("WEBHOOK_QUEUE_MAX", 1000, 1),
+		webhookMaxAttempts: int("WEBHOOK_MAX_ATTEMPTS", 5, 1),
+		webhookRetryBaseMs: int("WEBHOOK_RETRY_BASE_MS", 1000, 10),
+		webhookAllowPrivate: bool("WEBHOOK_ALLOW_PRIVATE", false),
+		replOperatorToken: str("REPL_OPERATOR_TOKEN"),
+		vpnSyncIntervalMs: int("VPN_SYNC_INTERVAL_MS", 60_000),
+		pritunlTimeoutMs: int("PRITUNL_TIMEOUT_MS", 15_000, 1),
+		statsSnapshotIntervalS: int("STATS_SNAPSHOT_INTERVAL", 60, 1),
+		statsRetentionDays: int("STATS_RETENTION_DAYS", 90, 1),
+		statsKeyframeEvery: int("STATS_KEYFRAME_EVERY", 1440, 1),
+		statsSnapshots: bool("STATS_SNAPSHOTS", true),
 	};
 }

@@ -22,6 +22,12 @@ export interface RouteMethod {
 	scope?: ScopeCheck;
 	/** Why the route answers 503 when its action is not published (default: its service is not running). */
 	unavailable?: string;
+	/** The response is a text/event-stream that stays open (`?timeout=<seconds>` ends it sooner). */
+	events?: boolean;
+	/** What the route does, for the OpenAPI document (generic CRUD routes are described from their action). */
+	summary?: string;
+	/** A read that is audited like a write (it hands out a secret). */
+	audited?: boolean;
 }
 
 export interface RouteDef {
@@ -47,6 +53,9 @@ export const COLLECTIONS = [
 	"tokens",
 	"audit",
 	"graph_jobs",
+	"jobs",
+	"webhooks",
+	"webhook_deliveries",
 ];
 
 const read = (service: string, role: Role = "viewer") => ({ GET: { action: `${service}.list`, role, cachedBy: service } });
@@ -77,8 +86,11 @@ export const ROUTES: RouteDef[] = [
 	{ path: "graph/:id/nodes", methods: { GET: get("graph.nodes") } },
 	{ path: "graph/:id/edges", methods: { GET: get("graph.edges") } },
 	{ path: "graph/:id", methods: { GET: get("graph.tree") } },
-	{ path: "graph_jobs", methods: read("graph") },
-	{ path: "graph_jobs/:id", methods: readItem("graph") },
+	// The first name of `jobs`, kept for the clients of POST /graph.
+	{ path: "graph_jobs", methods: read("jobs") },
+	{ path: "graph_jobs/:id", methods: readItem("jobs") },
+	{ path: "jobs", methods: read("jobs") },
+	{ path: "jobs/:id", methods: readItem("jobs") },
 
 	{ path: "nodegroups", methods: read("nodegroups") },
 	{ path: "nodegroups/:id", methods: readItem("nodegroups") },
@@ -90,6 +102,8 @@ export const ROUTES: RouteDef[] = [
 	{ path: "hosts/statistics/new_hosts", methods: { GET: get("stats.newHosts") } },
 	{ path: "hosts", methods: read("hosts") },
 	{ path: "hosts/:id/all_status", methods: { POST: needsMaster(json("cm-gateway.allStatus", "operator", "host")) } },
+	// The host's Pritunl profile archive (docs/vpn.md): it holds the host's VPN keys, so not for viewers.
+	{ path: "hosts/:id/vpn_profile", methods: { GET: { action: "vpn.profile", role: "operator", audited: true } } },
 	{
 		path: "hosts/:id",
 		methods: {
@@ -118,6 +132,7 @@ export const ROUTES: RouteDef[] = [
 	{ path: "updates/:id", methods: { ...readItem("updates"), PATCH: json("updates.patch", "operator") } },
 
 	{ path: "alerts", methods: read("alerts") },
+	{ path: "alerts/stream", methods: { GET: { action: "api.alertStream", role: "viewer", events: true, summary: "New alerts as server-sent events, pushed as they are raised" } } },
 	{ path: "alerts/:id", methods: readItem("alerts") },
 
 	{ path: "settings", methods: read("settings") },
@@ -131,6 +146,7 @@ export const ROUTES: RouteDef[] = [
 	{ path: "vpn_managers/:id", methods: { ...readItem("vpn-managers"), DELETE: none("vpn-managers.remove", "admin") } },
 
 	{ path: "vpn_organizations", methods: { ...read("vpn-organizations"), POST: json("vpn.createOrganization", "admin") } },
+	{ path: "vpn_organizations/:id/sync", methods: { POST: none("vpn.syncOrganization", "operator") } },
 	{ path: "vpn_organizations/:id", methods: { ...readItem("vpn-organizations"), DELETE: none("vpn.deleteOrganization", "admin") } },
 
 	{ path: "tokens", methods: { ...read("tokens", "admin"), POST: json("tokens.create", "admin") } },
@@ -138,6 +154,15 @@ export const ROUTES: RouteDef[] = [
 
 	{ path: "audit", methods: read("audit", "admin") },
 	{ path: "audit/:id", methods: readItem("audit", "admin") },
+
+	{ path: "webhooks", methods: { ...read("webhooks", "admin"), POST: json("webhooks.create", "admin") } },
+	{ path: "webhooks/:id/deliveries", methods: { GET: { action: "webhook-deliveries.ofWebhook", role: "admin" } } },
+	{ path: "webhooks/:id", methods: { ...readItem("webhooks", "admin"), PATCH: json("webhooks.patch", "admin"), DELETE: none("webhooks.remove", "admin") } },
+	{ path: "webhook_deliveries", methods: read("webhook-deliveries", "admin") },
+	{ path: "webhook_deliveries/:id", methods: readItem("webhook-deliveries", "admin") },
+
+	{ path: "whoami", methods: { GET: { action: "api.whoami", role: "viewer", summary: "The caller: token name, role and scope" } } },
+	{ path: "openapi.json", methods: { GET: { action: "api.openapi", role: "viewer", summary: "This document: OpenAPI 3.1, generated from the route table and the collections' schemas" } } },
 ];
 
 /** Every action the gateway may call: its whitelist. */

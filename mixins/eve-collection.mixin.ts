@@ -35,6 +35,7 @@ import { compileSchema, partialSchema, type Check } from "../lib/eve/validation"
 import { HOME_LINK, itemTitle, project, MASK, type Link } from "../lib/eve/render";
 import { DuplicateKeyError, type Doc, type Update } from "../lib/store";
 import { ReadCache, READ_CACHE_MS } from "../lib/read-cache";
+import { describeCollection, type CollectionDescription } from "../lib/openapi";
 
 export interface Relation {
 	/** Collection the reference points into (URL name, e.g. "groups"). */
@@ -79,6 +80,8 @@ export interface EveCollectionOptions {
 	lookupField?: string;
 	/** Client-supplied `_id` accepted on create (as Eve allows). */
 	clientIds?: boolean;
+	/** Other collections the service keeps besides this one (`this.stores[name]`). */
+	extraCollections?: string[];
 	/** Which Eve writes the collection publishes (default all); read-only collections give []. */
 	writes?: Array<"create" | "patch" | "remove">;
 }
@@ -150,7 +153,7 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 	const writes = new Set(opts.writes ?? ["create", "patch", "remove"]);
 
 	return {
-		mixins: [Storage(opts.resource)],
+		mixins: [Storage(opts.resource, opts.extraCollections)],
 
 		actions: {
 			list: {
@@ -194,6 +197,13 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 					const field = ctx.params.field ?? "_id";
 					const docs = await this.store.find(this.visibleFilter({ [field]: { $in: ctx.params.ids } }, false), { only: [field] });
 					return docs.map(d => String(d[field]));
+				},
+			},
+			/** The collection's record schema as JSON Schema, for the gateway's OpenAPI document (lib/openapi.ts). */
+			eveSchema: {
+				visibility: "public",
+				handler(): CollectionDescription {
+					return describeCollection(opts as Parameters<typeof describeCollection>[0]);
 				},
 			},
 			/** Records as embedded in another collection's response: rendered, masked, without `_links`. */
@@ -250,7 +260,7 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 			 */
 			async cachedRead(this: EveThis, ctx: RestContext, id: string, args: QueryArgs, compute: () => Promise<unknown>): Promise<Buffer> {
 				const cacheable = !args.has("embedded") && this.readCacheable(args);
-				const key = `${id}\u0000${JSON.stringify(args.pairs)}`;
+				const key = `${this.readVariant(ctx)}\u0000${id}\u0000${JSON.stringify(args.pairs)}`;
 				ctx.meta.$responseType = JSON_TYPE;
 				// Tells the gateway whether it may keep the response too.
 				ctx.meta.$cacheable = cacheable;
@@ -263,6 +273,11 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				const body = Buffer.from(JSON.stringify(await compute()));
 				if (cacheable && body.length <= READ_CACHE_MAX_BYTES) this.eve.reads.set(key, { body, headers: ctx.meta.$responseHeaders }, generation);
 				return body;
+			},
+
+			/** Hook: what, besides the request, a read's answer depends on (hosts: whether the caller is an admin). */
+			readVariant(this: EveThis, _ctx: RestContext): string {
+				return "";
 			},
 
 			/** Hook: false for reads with side effects, which must always run. */
@@ -371,14 +386,14 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 			/** Hook: runs on the records about to be shown (alerts mark them read). */
 			async beforeRender(this: EveThis, _ctx: RestContext, _docs: Doc[], _args: QueryArgs): Promise<void> {},
 
-			/** Hook: reshapes a stored record before it is shown (default: as stored). */
-			transformOutput(this: EveThis, doc: Doc, _single: boolean): Doc {
+			/** Hook: reshapes a stored record before it is shown (default: as stored); `ctx` is absent for embedded records. */
+			transformOutput(this: EveThis, doc: Doc, _single: boolean, _ctx?: RestContext): Doc {
 				return doc;
 			},
 
 			/** Projection, list-only hiding, masking and dates: a record as a client sees it, without links. */
-			outputFields(this: EveThis, doc: Doc, projection: Projection | null, single: boolean): Doc {
-				let out = project(this.transformOutput(doc, single), this.eve.fields, this.eve.autoFields, projection);
+			outputFields(this: EveThis, doc: Doc, projection: Projection | null, single: boolean, ctx?: RestContext): Doc {
+				let out = project(this.transformOutput(doc, single, ctx), this.eve.fields, this.eve.autoFields, projection);
 				if (!single) for (const f of opts.listHidden ?? []) delete out[f];
 				for (const f of opts.masked ?? []) if (out[f] != null) out[f] = MASK;
 				out = renderDates(out);
@@ -409,7 +424,7 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 
 			async renderMany(this: EveThis, ctx: RestContext, docs: Doc[], projection: Projection | null, embedded: string[], single: boolean): Promise<Doc[]> {
 				const items = docs.map(doc => {
-					const out = this.outputFields(doc, projection, single);
+					const out = this.outputFields(doc, projection, single, ctx);
 					const links: Record<string, unknown> = { self: this.selfLink(String(doc._id)) };
 					const related = this.relatedLinks(doc);
 					if (related) links.related = related;

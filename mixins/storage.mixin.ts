@@ -16,6 +16,8 @@ import { MongoStore, NedbStore, countingStore, type Store, type StoreOps, type M
 
 export interface StorageThis {
 	store: Store;
+	/** The service's other collections (Storage's `extra`), by name. */
+	stores: Record<string, Store>;
 	adapter: { db?: unknown; collection?: unknown };
 }
 
@@ -37,7 +39,23 @@ function createAdapter(collection: string): unknown {
 	return new DbService.MemoryAdapter({ filename: path.join(config.dataDir, `${collection}.db`) });
 }
 
-export function Storage(collection: string): Partial<ServiceSchema> {
+/** A NeDB datastore of its own for a service's second collection, as the adapter would make it. */
+async function openNedb(collection: string): Promise<NedbDatastore & NedbFile> {
+	const config = loadConfig();
+	// eslint-disable-next-line @typescript-eslint/no-require-imports
+	const Datastore = require("@seald-io/nedb");
+	const opts = config.dataDir === ":memory:" ? { inMemoryOnly: true } : { filename: path.join(config.dataDir, `${collection}.db`) };
+	if (config.dataDir !== ":memory:") fs.mkdirSync(config.dataDir, { recursive: true });
+	const db = new Datastore(opts);
+	await db.loadDatabaseAsync();
+	return db;
+}
+
+/**
+ * Storage for `collection` (the Eve collection) and, for a service that keeps more than one, the `extra`
+ * collections (`this.stores[name]`) in the same database or directory.
+ */
+export function Storage(collection: string, extra: string[] = []): Partial<ServiceSchema> {
 	return {
 		mixins: [DbService as unknown as Partial<ServiceSchema>],
 		collection,
@@ -64,20 +82,30 @@ export function Storage(collection: string): Partial<ServiceSchema> {
 			schema.adapter = createAdapter(collection);
 		},
 
-		afterConnected(this: StorageThis & { nedb?: NedbFile }) {
+		async afterConnected(this: StorageThis & { nedb?: NedbFile; extraNedb?: NedbFile[] }) {
 			const { adapter } = this;
+			this.stores = {};
 			if (adapter.collection) {
 				this.store = countingStore(new MongoStore(adapter.collection as MongoCollection));
+				const db = adapter.db as { collection(name: string): MongoCollection };
+				for (const name of extra) this.stores[name] = countingStore(new MongoStore(db.collection(name)));
 				return;
 			}
 			this.store = countingStore(new NedbStore(adapter.db as NedbDatastore));
 			// NeDB appends every write to its file; rewriting it now and then keeps it the size of the data.
 			this.nedb = adapter.db as NedbFile;
-			if (!this.nedb.inMemoryOnly) this.nedb.setAutocompactionInterval(NEDB_COMPACTION_MS);
+			this.extraNedb = [];
+			for (const name of extra) {
+				const db = await openNedb(name);
+				this.stores[name] = countingStore(new NedbStore(db));
+				this.extraNedb.push(db);
+			}
+			for (const db of [this.nedb, ...this.extraNedb]) if (!db.inMemoryOnly) db.setAutocompactionInterval(NEDB_COMPACTION_MS);
 		},
 
-		async stopped(this: { nedb?: NedbFile; adapter: StorageThis["adapter"] & { client?: { close(): Promise<void> } } } & Record<string, any>) {
+		async stopped(this: { nedb?: NedbFile; extraNedb?: NedbFile[]; adapter: StorageThis["adapter"] & { client?: { close(): Promise<void> } } } & Record<string, any>) {
 			this.nedb?.stopAutocompaction();
+			for (const db of this.extraNedb ?? []) db.stopAutocompaction();
 			// The Mongo adapter starts closing its client without waiting; a clean stop waits for it.
 			await this.adapter.client?.close();
 		},

@@ -70,6 +70,9 @@ const AlertsService: EveServiceSchema = {
 			await this.store.insertMany(docs);
 			const ids = docs.map(d => d._id);
 			await this.notifyChanged(ctx, "created", ids);
+			// Every gateway pushes them to its live streams; one webhooks replica delivers them.
+			ctx.broadcast("alerts.raised", { alerts: docs }, { groups: ["api"] });
+			ctx.emit("alerts.raised", { alerts: docs }, { groups: ["webhooks"] });
 			return ids;
 		},
 

@@ -14,6 +14,9 @@ import type { QueryPairs } from "../lib/eve/query";
 import { ReadCache, READ_CACHE_MS } from "../lib/read-cache";
 import { bearerToken, hashToken, redact, roleAllows, type Caller, type Role } from "../lib/auth";
 import type { ScopeCheck } from "../lib/routes";
+import { GatewayUi, UI_ASSETS, securityHeaders } from "../mixins/gateway-ui.mixin";
+import { acceptedRequestId } from "../lib/logging";
+import { retryRejected } from "../lib/resilience";
 
 interface CachedResponse {
 	body: Buffer;
@@ -25,7 +28,7 @@ const GATEWAY_CACHE_ENTRIES = 500;
 
 type Req = IncomingMessage & {
 	$params: Record<string, any>;
-	$alias?: { action?: string; unavailable?: string; bodyKind?: BodyKind; cachedBy?: string; role?: Role; scope?: ScopeCheck };
+	$alias?: { action?: string; unavailable?: string; bodyKind?: BodyKind; cachedBy?: string; role?: Role; scope?: ScopeCheck; audited?: boolean };
 	/** What a remote execution or task targets, for the scope check and the audit log. */
 	$run?: { fun: string; targets: string[] };
 	$endpoint?: { action: unknown };
@@ -97,6 +100,14 @@ export function toEveError(err: any, unavailable?: string): { code: number; body
 		const status = err.status ?? err.code;
 		code = status === 413 ? 413 : 400;
 		message = status === 413 ? `request body too large (limit ${config.maxBodyBytes} bytes)` : err.type === "entity.parse.failed" ? "malformed JSON in the request body" : "unreadable request body";
+	} else if (err?.name === "QueueIsFullError") {
+		// a bulkhead (lib/resilience.ts): too much of this kind of work waits already
+		code = 503;
+		message = "too many requests of this kind are in progress; try again later";
+	} else if (err?.name === "RequestRejectedError" || err?.name === "BrokerDisconnectedError") {
+		// the node handling it left (killed, or NATS lost): the request may or may not have been carried out
+		code = 503;
+		message = "the service handling this request went away before answering; it may or may not have been carried out";
 	} else if (err?.name === "ServiceUnavailableError" || err?.name === "ServiceNotAvailableError" || (err?.name === "ServiceNotFoundError" && err?.data?.action && !String(err.data.action).startsWith("$"))) {
 		code = 503;
 		message = unavailable ?? "the service that handles this request is not available";
@@ -129,7 +140,7 @@ function aliasesFor(): Record<string, unknown> {
 		const allowed = Object.keys(route.methods);
 		for (const [method, def] of Object.entries(route.methods) as Array<[string, RouteMethod]>) {
 			// An object alias takes its type from `type`; a "stream:" prefix would stay in the action name.
-			const common = { action: def.action, role: def.role, cachedBy: def.cachedBy, scope: def.scope, unavailable: def.unavailable };
+			const common = { action: def.action, role: def.role, cachedBy: def.cachedBy, scope: def.scope, unavailable: def.unavailable, audited: def.audited };
 			aliases[`${method} /${route.path}`] = { ...common, type: def.body === "stream" ? "stream" : "call", bodyKind: def.body ?? "none" };
 			if (method === "GET") aliases[`HEAD /${route.path}`] = { ...common, bodyKind: "none" };
 		}
@@ -168,12 +179,21 @@ function hasBody(req: IncomingMessage): boolean {
 
 const ApiService: ServiceSchema<any> = {
 	name: "api",
-	mixins: [ApiGateway as unknown as Partial<ServiceSchema>],
+	// GatewayUi: the dashboard at /, security headers, whoami, openapi.json, the alert stream. Listed first so
+	// that its `stopped` (ending the open streams) runs before moleculer-web's waits for the connections to close.
+	mixins: [GatewayUi, ApiGateway as unknown as Partial<ServiceSchema>],
 
 	settings: {
 		port: config.port,
 		ip: config.host,
 		log4XXResponses: false,
+		assets: UI_ASSETS,
+		// Security headers on every answer; X-Request-Id (or X-Correlation-Id) from the client when it is a plain
+		// token, else a new one: it is ctx.requestID in every service the request reaches, and comes back as X-Request-ID.
+		rootCallOptions(this: any, options: { requestID?: string; meta?: Record<string, unknown> }, req: IncomingMessage, res: ServerResponse) {
+			securityHeaders(options, req, res);
+			options.requestID = acceptedRequestId(req.headers["x-correlation-id"] ?? req.headers["x-request-id"]);
+		},
 		// Request logging builds strings on every request; LOGLEVEL=debug turns it on.
 		logRequest: process.env.LOGLEVEL === "debug" ? "debug" : null,
 		logResponse: process.env.LOGLEVEL === "debug" ? "debug" : null,
@@ -195,10 +215,10 @@ const ApiService: ServiceSchema<any> = {
 				callOptions: { timeout: 30_000 },
 				// Authentication, authorization and the parameters' shape: see aliasHandler below.
 				async onAfterCall(this: any, ctx: Context<unknown, Record<string, any>>, _route: unknown, req: Req, res: ServerResponse, data: unknown) {
-					if (MUTATING.has(req.method as string)) await this.audit(req, ctx.meta.$statusCode ?? res.statusCode ?? 200, null, data);
+					if (this.audited(req)) await this.audit(req, ctx.meta.$statusCode ?? res.statusCode ?? 200, null, data);
 					if (req.$cacheGeneration !== undefined && ctx.meta.$cacheable === true && Buffer.isBuffer(data)) {
 						const entry: CachedResponse = { body: data, type: ctx.meta.$responseType, headers: { ...ctx.meta.$responseHeaders } };
-						this.readCache(req.$alias?.cachedBy).set(req.originalUrl, entry, req.$cacheGeneration);
+						this.readCache(req.$alias?.cachedBy).set(this.cacheKey(req), entry, req.$cacheGeneration);
 					}
 					const location = ctx.meta.$location;
 					if (typeof location === "string" && location.startsWith("/")) {
@@ -226,7 +246,7 @@ const ApiService: ServiceSchema<any> = {
 				res.end(req.method === "HEAD" ? undefined : payload);
 			};
 			// Audited before the answer, as successful writes are: a client sees its own request in the log.
-			if (MUTATING.has(req.method as string)) void this.audit(req, code, body._error.message, null).then(send);
+			if (this.audited(req)) void this.audit(req, code, body._error.message, null).then(send);
 			else send();
 		},
 	},
@@ -243,6 +263,10 @@ const ApiService: ServiceSchema<any> = {
 	},
 
 	actions: {
+		// moleculer-web's HTTP handler: a breaker on it would refuse every request for a while after a burst
+		// of failures behind it (those have their own breakers, per endpoint).
+		rest: { circuitBreaker: { enabled: false } },
+
 		/** GET /api/: the collections, as Eve's home endpoint lists them. */
 		root: {
 			visibility: "published",
@@ -253,6 +277,14 @@ const ApiService: ServiceSchema<any> = {
 	},
 
 	started(this: any) {
+		// Longer than the idle timeout of the proxies in front (ingress-nginx keeps upstream connections 60 s):
+		// a proxy must never send a request on a connection this server is closing.
+		this.server.keepAliveTimeout = config.httpKeepAliveMs;
+		this.server.headersTimeout = config.httpKeepAliveMs + 1000;
+		// Once a shutdown began, every answer closes its connection: clients reconnect, to another replica.
+		this.server.prependListener("request", (_req: IncomingMessage, res: ServerResponse) => {
+			if (!this.broker.started) res.setHeader("Connection", "close");
+		});
 		// What Node's HTTP parser refuses itself (headers too large, a malformed message) gets Eve's shape too.
 		this.server.on("clientError", (err: NodeJS.ErrnoException, socket: import("node:net").Socket) => {
 			if (err.code === "ECONNRESET" || !socket.writable) {
@@ -286,7 +318,7 @@ const ApiService: ServiceSchema<any> = {
 			let caller: (Caller & { expires?: Date }) | null | undefined = this.callers.get(hash);
 			if (caller === undefined) {
 				const generation = this.callers.generation;
-				caller = await ctx.call<Caller | null, { hash: string }>("tokens.verify", { hash });
+				caller = await retryRejected(() => ctx.call<Caller | null, { hash: string }>("tokens.verify", { hash }));
 				this.callers.set(hash, caller, generation);
 			}
 			if (!caller || (caller.expires && new Date(caller.expires).getTime() <= Date.now())) {
@@ -405,7 +437,12 @@ const ApiService: ServiceSchema<any> = {
 			}
 		},
 
-		/** One audit record per mutating request; its arguments are masked by the audit service. */
+		/** Every mutating request is audited, and the reads the route table marks (they hand out secrets). */
+		audited(this: any, req: Req): boolean {
+			return MUTATING.has(req.method as string) || req.$alias?.audited === true;
+		},
+
+		/** One audit record per audited request; its arguments are masked by the audit service. */
 		async audit(this: any, req: Req, status: number, message: string | null, data: unknown) {
 			const caller: Caller | null = req.$ctx?.meta.user ?? null;
 			const body = req.$params?.body as Record<string, unknown> | undefined;
@@ -433,6 +470,11 @@ const ApiService: ServiceSchema<any> = {
 			}
 		},
 
+		/** A kept read is served to callers of the same role only: what a read shows may depend on it (hosts' otp_secret). */
+		cacheKey(this: any, req: Req): string {
+			return `${(req.$ctx?.meta.user as Caller | undefined)?.role ?? ""}\u0000${req.originalUrl}`;
+		},
+
 		readCache(this: any, service: string): ReadCache<CachedResponse> {
 			let cache = this.readCaches.get(service);
 			if (!cache) this.readCaches.set(service, (cache = new ReadCache<CachedResponse>(READ_CACHE_MS, GATEWAY_CACHE_ENTRIES)));
@@ -447,7 +489,7 @@ const ApiService: ServiceSchema<any> = {
 			const service = req.$alias?.cachedBy;
 			if (service && (req.method === "GET" || req.method === "HEAD")) {
 				const cache: ReadCache<CachedResponse> = this.readCache(service);
-				const hit = cache.get(req.originalUrl as string);
+				const hit = cache.get(this.cacheKey(req));
 				if (hit) {
 					const ctx = req.$ctx as Context<unknown, Record<string, any>>;
 					ctx.meta.$responseType = hit.type;
@@ -457,7 +499,9 @@ const ApiService: ServiceSchema<any> = {
 				}
 				req.$cacheGeneration = cache.generation;
 			}
-			return (ApiGateway as any).methods.callAction.call(this, route, actionName, req, res, params, isStream);
+			const call = () => (ApiGateway as any).methods.callAction.call(this, route, actionName, req, res, params, isStream);
+			// Reads are idempotent: one whose node left before answering (a crash, NATS lost) is sent again.
+			return req.method === "GET" || req.method === "HEAD" ? retryRejected(call) : call();
 		},
 
 		/** A plain OPTIONS (no CORS preflight) must reach the "*" aliases that answer it, not the GET ones. */

@@ -22,6 +22,7 @@
  * Without CM_API_URL none of this runs and the salt actions are not published: the gateway answers 503.
  * Run one cm-gateway per master: each one follows the event stream and would raise every alert again.
  */
+import { trackJob, type JobHandle } from "../lib/progress";
 import type { Context, ServiceSchema } from "moleculer";
 import { loadConfig, type Config } from "../lib/config";
 import { formatHttpDate } from "../lib/eve/dates";
@@ -33,6 +34,7 @@ import { batchesBySize, capText } from "../lib/batches";
 import { SaltClient, type EventStream, type Lowstate, type SaltEvent } from "../lib/salt-client";
 import { KEY_DIRS, hostUpdate, presenceChange, type KeyState, type KnownHost, type MasterView } from "../lib/salt-inventory";
 import { failedPatchSteps, patchOf, type PatchStep } from "../lib/salt-state";
+import { countMetric, setMetric } from "../lib/metrics";
 
 export { grainDate, grainIp, sanitizeGrains } from "../lib/salt-inventory";
 
@@ -83,6 +85,8 @@ const GRAIN_CHANGING = /^(state\.|pkg\.(upgrade|install)|saltutil\.(sync_grains|
 const SYNC_BATCH = 1000;
 /** A refresh of this many hosts or more reads every fingerprint at once instead of one call per host. */
 const FINGER_ALL_FROM = 20;
+/** Hosts per answer when the cm-gateway reads the fleet's inventory state over NATS (~150 B each). */
+const INVENTORY_PAGE = 2000;
 /** How long returns are gathered before they are written (events arrive one host at a time). */
 const RETURN_FLUSH_MS = 50;
 
@@ -527,6 +531,9 @@ export default function CmGatewayService(): ServiceSchema {
 			async record(this: any, records: JobReturn[]) {
 				if (!records.length) return;
 				const returns = records.map(r => ({ jid: r.jid, action: r.action, host: r.host, state: r.state, args: r.args, return: capText(asText(r.raw), config.cmReturnMaxBytes), ...links(r) }));
+				const byState = new Map<string, number>();
+				for (const r of records) byState.set(r.state, (byState.get(r.state) ?? 0) + 1);
+				for (const [state, n] of byState) countMetric(this.broker, "fleet.job.returns.total", { state }, n);
 				for (const batch of batchesBySize(returns, UPSERT_BATCH)) await this.broker.call("actions.record", { returns: batch });
 				const hosts = [...new Set(records.map(r => r.host))];
 				const known = new Set<string>(await this.broker.call("hosts.exist", { ids: hosts }));
@@ -610,6 +617,7 @@ export default function CmGatewayService(): ServiceSchema {
 				this.stream = this.salt.streamEvents({
 					onEvent: (ev: SaltEvent) => this.onSaltEvent(ev),
 					onConnect: () => {
+						setMetric(this.broker, "fleet.salt.events.connected", 1);
 						this.logger.info("Following the Salt master's event stream");
 						if (this.streamWasUp) {
 							// Events were missed while the stream was down: catch up from the job cache and a full sync.
@@ -618,7 +626,10 @@ export default function CmGatewayService(): ServiceSchema {
 						}
 						this.streamWasUp = true;
 					},
-					onDisconnect: (reason: string) => this.logger.warn(`Salt event stream lost (${reason}); reconnecting`),
+					onDisconnect: (reason: string) => {
+						setMetric(this.broker, "fleet.salt.events.connected", 0);
+						this.logger.warn(`Salt event stream lost (${reason}); reconnecting`);
+					},
 				});
 			},
 
@@ -648,8 +659,8 @@ export default function CmGatewayService(): ServiceSchema {
 					for (;;) {
 						const batch: SaltEvent[] = this.eventQueue.splice(0);
 						try {
-							if (batch.length) await this.applyEvents(batch);
-							else await this.flushRefresh();
+							if (batch.length) await this.inventoryTurn(() => this.applyEvents(batch));
+							else await this.inventoryTurn(() => this.flushRefresh());
 						} catch (err) {
 							this.logger.warn(`Could not apply ${batch.length} Salt event(s); the next reconciliation will:`, (err as Error).message);
 						}
@@ -696,10 +707,25 @@ export default function CmGatewayService(): ServiceSchema {
 					const res: { wentUp: string[]; wentDown: string[] } = await this.broker.call("hosts.setPresence", { up, down, complete: present !== null });
 					const now = Date.now();
 					for (const id of [...up, ...down]) this.touched.set(id, now);
+					this.countPresenceChanges(res.wentUp.length, res.wentDown.length);
 					for (const id of res.wentDown) alerts.push({ type: "host.down", level: "warning", payload: { hostname: id, status: "down" } });
 					for (const id of res.wentUp) alerts.push({ type: "host.up", level: "info", payload: { hostname: id, status: "up" } });
 				}
 				await this.raiseAlerts(alerts);
+			},
+
+			/**
+			 * Runs `write` when no other inventory write is running. The event lane and the reconciliation both check
+			 * "did an event change this host after my reads?" (`touched`) and then write; without turns, a reconciliation
+			 * could check before a refresh wrote a newer key state and write its older view after it.
+			 */
+			inventoryTurn<T>(this: any, write: () => Promise<T>): Promise<T> {
+				const turn = (this.inventoryWrites ?? Promise.resolve()).then(write);
+				this.inventoryWrites = turn.then(
+					() => undefined,
+					() => undefined,
+				);
+				return turn;
 			},
 
 			queueRefresh(this: any, id: string) {
@@ -766,11 +792,27 @@ export default function CmGatewayService(): ServiceSchema {
 			/** One full reconciliation; joins the one under way if any. */
 			syncInventory(this: any): Promise<SyncResult> {
 				if (!this.syncing) {
-					this.syncing = this.reconcile().finally(() => {
-						this.syncing = null;
-					});
+					const startedAt = Date.now();
+					this.syncing = this.trackedReconcile()
+						.then((result: SyncResult) => {
+							setMetric(this.broker, "fleet.inventory.sync.last_success_timestamp_seconds", Date.now() / 1000);
+							setMetric(this.broker, "fleet.inventory.sync.duration_seconds", (Date.now() - startedAt) / 1000);
+							return result;
+						})
+						.catch((err: Error) => {
+							countMetric(this.broker, "fleet.inventory.sync.failures.total");
+							throw err;
+						})
+						.finally(() => {
+							this.syncing = null;
+						});
 				}
 				return this.syncing;
+			},
+
+			countPresenceChanges(this: any, wentUp: number, wentDown: number) {
+				if (wentUp) countMetric(this.broker, "fleet.hosts.presence.changes.total", { to: "up" }, wentUp);
+				if (wentDown) countMetric(this.broker, "fleet.hosts.presence.changes.total", { to: "down" }, wentDown);
 			},
 
 			/** A wheel function's `data.return` (an object), or a 502. */
@@ -787,7 +829,20 @@ export default function CmGatewayService(): ServiceSchema {
 			 * bounded by a batch, not the fleet. A read that fails ends the sync: the batches already written stay
 			 * (they hold what the master said), and no host is soft-deleted unless every read succeeded.
 			 */
-			async reconcile(this: any): Promise<SyncResult> {
+			/** A reconciliation whose progress is the `inventory_sync` record of `jobs`. */
+			async trackedReconcile(this: any): Promise<SyncResult> {
+				const job = await trackJob(this.broker, "inventory_sync", { master: config.cmApiUrl });
+				try {
+					const result: SyncResult = await this.reconcile((done: number, total: number) => job.progress(done, total));
+					await job.finish(result as unknown as Record<string, unknown>);
+					return result;
+				} catch (err) {
+					await job.fail(err);
+					throw err;
+				}
+			},
+
+			async reconcile(this: any, progress: (done: number, total: number) => Promise<void> = async () => undefined): Promise<SyncResult> {
 				const startedAt = Date.now();
 				const keys = await this.wheel("key.list_all");
 				const fingers = await this.wheel("key.finger", { match: "*" });
@@ -807,7 +862,7 @@ export default function CmGatewayService(): ServiceSchema {
 					if (isObject(fps)) for (const [id, fp] of Object.entries(fps)) if (typeof fp === "string" && fp && views.has(id)) views.get(id)!.fingerprint = fp;
 				}
 
-				const known = new Map<string, KnownHost>(((await this.broker.call("hosts.inventoryState")) as KnownHost[]).map(h => [h._id, h]));
+				const known = await this.fleetState();
 				const total = { created: 0, updated: 0, removed: 0, restored: 0, fingerprints_changed: 0 };
 				const add = (r: typeof total) => {
 					for (const k of Object.keys(total) as Array<keyof typeof total>) total[k] += r[k];
@@ -819,12 +874,31 @@ export default function CmGatewayService(): ServiceSchema {
 					if (!isObject(grains)) throw new EveError(502, "salt-api sent a malformed answer to cache.grains");
 					const batchViews = new Map<string, MasterView>();
 					for (const id of batch) batchViews.set(id, isObject(grains[id]) ? { ...views.get(id)!, grains: grains[id] as Record<string, unknown> } : views.get(id)!);
-					add(await this.applyMasterView(batchViews, [], startedAt, known));
+					add(await this.inventoryTurn(() => this.applyMasterView(batchViews, [], startedAt, known)));
+					await progress(Math.min(ids.length, i + SYNC_BATCH), ids.length);
 				}
 				const gone = [...known.values()].filter(h => !h._soft_deleted && !views.has(h._id)).map(h => h._id);
-				if (gone.length) add(await this.applyMasterView(new Map(), gone, startedAt, known));
+				if (gone.length) add(await this.inventoryTurn(() => this.applyMasterView(new Map(), gone, startedAt, known)));
 				for (const [id, at] of this.touched) if (at < startedAt) this.touched.delete(id);
 				return { _status: "OK", hosts: views.size, ...total };
+			},
+
+			/**
+			 * What the inventory knows of every host. Over a transporter in pages (a fleet of 100,000 in one
+			 * answer would be ~15 MB, beyond a NATS message); in one process in one pass.
+			 */
+			async fleetState(this: any): Promise<Map<string, KnownHost>> {
+				const known = new Map<string, KnownHost>();
+				if (!this.broker.transit) {
+					for (const h of (await this.broker.call("hosts.inventoryState")) as KnownHost[]) known.set(h._id, h);
+					return known;
+				}
+				for (let after: string | undefined; ; ) {
+					const page = (await this.broker.call("hosts.inventoryState", { after, limit: INVENTORY_PAGE })) as KnownHost[];
+					for (const h of page) known.set(h._id, h);
+					if (page.length < INVENTORY_PAGE) return known;
+					after = page[page.length - 1]._id;
+				}
 			},
 
 			/**
@@ -863,6 +937,7 @@ export default function CmGatewayService(): ServiceSchema {
 				const restored: string[] = restore.length ? await this.broker.call("hosts.setPresent", { ids: restore, present: true }) : [];
 				const removed: string[] = removeIds.length ? await this.broker.call("hosts.setPresent", { ids: removeIds, present: false }) : [];
 				await this.raiseAlerts(alerts);
+				this.countPresenceChanges(alerts.filter(a => a.type === "host.up").length, alerts.filter(a => a.type === "host.down").length);
 				const fingerprints = alerts.filter(a => a.type === "fingerprint.changed").length;
 				if (removed.length || restored.length || fingerprints) this.logger.info(`Inventory: ${removed.length} host(s) soft-deleted, ${restored.length} restored, ${fingerprints} fingerprint(s) changed`);
 				return { created, updated, removed: removed.length, restored: restored.length, fingerprints_changed: fingerprints };
@@ -872,14 +947,28 @@ export default function CmGatewayService(): ServiceSchema {
 
 			/** Reads the patch files from the master and upserts them: {_status, loaded, created}. */
 			async loadPatches(this: any, ctx: Context): Promise<{ _status: "OK"; loaded: number; created: number }> {
+				const job = await trackJob(this.broker, "load_updates", { prefix: config.cmPatchPrefix });
+				try {
+					const result = await this.readPatches(ctx, job);
+					await job.finish(result);
+					return result;
+				} catch (err) {
+					await job.fail(err);
+					throw err;
+				}
+			},
+
+			async readPatches(this: any, ctx: Context, job: JobHandle): Promise<{ _status: "OK"; loaded: number; created: number }> {
 				const listed = await this.salt.lowstate({ client: "runner", fun: "fileserver.file_list", saltenv: "base" }, { safe: true });
 				if (!Array.isArray(listed) || listed.some(p => typeof p !== "string")) throw new EveError(502, "salt-api sent a malformed answer to fileserver.file_list");
 				const paths = patchPaths(listed as string[], config.cmPatchPrefix, (path: string) => this.logger.warn(`Skipping patch file '${path}': its name cannot be given to state.apply`));
 
 				const patches: Array<{ name: string; text: string }> = [];
+				let read = 0;
 				await eachLimited(paths, config.cmApiConcurrency, async ({ path, name }) => {
 					const text: string | null = await this.readPatch(path);
 					if (text !== null) patches.push({ name, text });
+					await job.progress(++read, paths.length);
 				});
 
 				patches.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));

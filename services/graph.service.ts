@@ -13,24 +13,25 @@
  *    `GET /graph/{id}/edges`: the edges only.
  *  - `GET /graph/not-linked`: the hostnames of the live hosts no group resolves to (their `groups` is empty), sorted.
  *
- * `POST /graph` starts a background job (docs/graph.md) and answers 202 with where to follow it; the
- * service owns `graph_jobs`, one record per action (`build_graph`, `request_ips`) holding its latest run:
- * status, progress, result or error. A run is claimed atomically in the database, so one runs at a time
- * however many replicas there are; a second POST while one runs is a 409. A run whose process died is
- * taken over once its lease has passed.
+ * `POST /graph` starts a background job (docs/graph.md) and answers 202 with where to follow it: the
+ * jobs service's record of that action (`build_graph`, `request_ips`) holding its latest run: status,
+ * progress, result or error (services/jobs.service.ts; `graph_jobs` is that collection's first name).
+ * A second POST while one runs is a 409; a run whose process died is taken over once its lease has passed.
  */
-import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../mixins/eve-collection.mixin";
+import type { Context, Service, ServiceSchema } from "moleculer";
+import type { RestContext } from "../mixins/eve-collection.mixin";
 import { loadConfig } from "../lib/config";
 import { batchesBySize } from "../lib/batches";
 import { formatHttpDate, nowSeconds } from "../lib/eve/dates";
-import { EveError, badRequest, notFound, validationFailed } from "../lib/eve/errors";
-import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
+import { badRequest, notFound, validationFailed } from "../lib/eve/errors";
+import { OBJECT_ID } from "../lib/eve/ids";
 import { QueryArgs, parseWhere } from "../lib/eve/query";
 import { compileSchema } from "../lib/eve/validation";
 import type { GroupDef } from "../lib/group-rules";
 import { RESOLVE_BATCH, ResolverError, checkResolverUrl, resolveBatch } from "../lib/ip-resolver";
-import { DuplicateKeyError, type Doc } from "../lib/store";
+import type { Doc } from "../lib/store";
+
+type EveThis = Service & Record<string, any>;
 
 const ACTIONS = ["build_graph", "request_ips"] as const;
 type JobAction = (typeof ACTIONS)[number];
@@ -112,28 +113,8 @@ function typeFilter(raw: string | undefined): ((t: number) => boolean) | null {
 	return v => (list as number[]).includes(v);
 }
 
-const GraphService: EveServiceSchema = {
+const GraphService: ServiceSchema = {
 	name: "graph",
-	mixins: [
-		EveCollection({
-			resource: "graph_jobs",
-			writes: [],
-			idPattern: /^(build_graph|request_ips)$/,
-			schema: {
-				action: "string",
-				status: { type: "enum", values: ["running", "finished", "failed"] },
-				params: "object",
-				started: "date",
-				finished: { type: "date", optional: true, nullable: true },
-				lease_until: { type: "date", optional: true, nullable: true },
-				progress: { type: "object", props: { done: "number", total: "number" } },
-				result: { type: "object", optional: true, nullable: true },
-				error: { type: "string", optional: true, nullable: true },
-				run: "string",
-			},
-		}),
-	],
-
 	actions: {
 		tree: {
 			params: { id: "string", query: { type: "any", optional: true } },
@@ -205,30 +186,14 @@ const GraphService: EveServiceSchema = {
 			return graphFrom(groups, id);
 		},
 
-		/** Takes the action's record for a new run, or answers 409 while a live run holds it. */
+		/** Takes the action's record in `jobs` for a new run, or answers 409 while a live run holds it. */
 		async claimJob(this: EveThis, ctx: Context, action: JobAction, params: Record<string, string>): Promise<Doc> {
-			const now = nowSeconds();
-			const fields = { action, status: "running", params, started: now, finished: null, lease_until: new Date(now.getTime() + LEASE_MS), progress: { done: 0, total: 0 }, result: null, error: null, run: newObjectId(), _updated: now };
-			let doc = await this.store.findOneAndUpdate({ _id: action, $or: [{ status: { $ne: "running" } }, { lease_until: { $lt: now } }] }, { $set: fields });
-			if (!doc) {
-				try {
-					doc = { _id: action, ...fields, _created: now };
-					await this.store.insertMany([doc]);
-				} catch (err) {
-					if (!(err instanceof DuplicateKeyError)) throw err;
-					const running = await this.store.findOne({ _id: action });
-					throw new EveError(409, `${action} is already running (started ${running?.started ? formatHttpDate(new Date(running.started)) : "just now"}); follow it at graph_jobs/${action}`);
-				}
-			}
-			await this.notifyChanged(ctx, "updated", [action]);
-			return doc;
+			return ctx.call("jobs.claim", { kind: action, params, leaseMs: LEASE_MS });
 		},
 
 		/** Records progress (and keeps the lease) of a run, unless another run took the record over. */
 		async jobUpdate(this: EveThis, job: Doc, set: Doc) {
-			const now = nowSeconds();
-			await this.store.updateMany({ _id: job._id, run: job.run }, { $set: { ...set, _updated: now, ...(set.status && set.status !== "running" ? { lease_until: null, finished: now } : { lease_until: new Date(now.getTime() + LEASE_MS) }) } });
-			await this.notifyChanged(this.broker as unknown as Context, "updated", [job._id]);
+			await this.broker.call("jobs.update", { id: job._id, run: job.run, set });
 		},
 
 		async runJob(this: EveThis, job: Doc) {

@@ -11,6 +11,9 @@ import { EveError } from "../lib/eve/errors";
 import { MASK } from "../lib/eve/render";
 import { compileSchema } from "../lib/eve/validation";
 import type { Doc } from "../lib/store";
+import { batchEnd } from "../lib/batches";
+import { loadConfig } from "../lib/config";
+import { setMetric } from "../lib/metrics";
 import { GroupIndex, compileRule, needsGrains, type GroupDef, type HostFacts, type NodegroupDef, type Rule } from "../lib/group-rules";
 
 function sameList(a: string[], b: unknown): boolean {
@@ -39,6 +42,9 @@ const HOST_FIELDS = [
 	"resolved",
 	"grain",
 ];
+
+/** What a host snapshot entry holds besides `_id` (docs/statistics.md). */
+const STAT_FIELDS = ["version", "ip", "nodegroups", "_created", "_updated", "_soft_deleted", "status", "last_stateapply", "last_distupgrade"];
 
 const stringList = { type: "array", items: "string", optional: true } as const;
 
@@ -116,6 +122,7 @@ const HostsService: EveServiceSchema = {
 				await this.store.insertMany(fresh);
 				if (fresh.length) await this.notifyChanged(ctx, "created", fresh.map(d => d._id));
 				if (changed.length) await this.notifyChanged(ctx, "updated", changed);
+				if (fresh.length) this.countHostsSoon();
 				// New hosts and new grains may change what groups and nodegroups select.
 				const affected = [...fresh.map(d => d._id as string), ...ctx.params.hosts.filter(h => "grain" in h && existing.has(h._id)).map(h => h._id as string)];
 				if (affected.length) await this.updateMembership(ctx, affected);
@@ -129,19 +136,31 @@ const HostsService: EveServiceSchema = {
 		 */
 		inventoryState: {
 			visibility: "public",
-			params: { ids: { type: "array", items: "string", max: 100_000, optional: true } },
-			async handler(this: EveThis, ctx: Context<{ ids?: string[] }>) {
+			params: {
+				ids: { type: "array", items: "string", max: 100_000, optional: true },
+				// A page of the fleet in _id order (the hosts after `after`), so that no answer outgrows a NATS message.
+				after: { type: "string", optional: true },
+				limit: { type: "number", integer: true, min: 1, max: 100_000, optional: true },
+			},
+			async handler(this: EveThis, ctx: Context<{ ids?: string[]; after?: string; limit?: number }>) {
+				const fields = ["key", "status", "fingerprint", "fingerprint_history", "_soft_deleted"];
+				const state = (d: Doc): Doc => ({
+					_id: d._id,
+					key: d.key,
+					status: d.status,
+					fingerprint: d.fingerprint,
+					fingerprint_history: Array.isArray(d.fingerprint_history) ? [...d.fingerprint_history] : [],
+					_soft_deleted: d._soft_deleted === true,
+				});
+				const { ids, after, limit } = ctx.params;
+				if (limit) {
+					const id: Doc = { ...(ids ? { $in: ids } : {}), ...(after !== undefined ? { $gt: after } : {}) };
+					return (await this.store.find(Object.keys(id).length ? { _id: id } : {}, { sort: [["_id", 1]], limit, only: fields })).map(state);
+				}
 				// A pass over the fleet: only these fields are taken, the records (and their grains) are not copied.
 				const out: Doc[] = [];
-				await this.store.scan(ctx.params.ids ? { _id: { $in: ctx.params.ids } } : {}, ["key", "status", "fingerprint", "fingerprint_history", "_soft_deleted"], d => {
-					out.push({
-						_id: d._id,
-						key: d.key,
-						status: d.status,
-						fingerprint: d.fingerprint,
-						fingerprint_history: Array.isArray(d.fingerprint_history) ? [...d.fingerprint_history] : [],
-						_soft_deleted: d._soft_deleted === true,
-					});
+				await this.store.scan(ids ? { _id: { $in: ids } } : {}, fields, d => {
+					out.push(state(d));
 				});
 				return out;
 			},
@@ -193,6 +212,7 @@ const HostsService: EveServiceSchema = {
 				if (nowUp.length) await this.store.updateMany({ _id: { $in: nowUp } }, { $set: { status: "up", heartbeat: now, _updated: now } });
 				if (nowDown.length) await this.store.updateMany({ _id: { $in: nowDown } }, { $set: { status: "down", _updated: now } });
 				if (nowUp.length || nowDown.length) await this.notifyChanged(ctx, "updated", [...nowUp, ...nowDown]);
+				if (nowUp.length || nowDown.length) this.countHostsSoon();
 				return { wentUp, wentDown };
 			},
 		},
@@ -272,6 +292,85 @@ const HostsService: EveServiceSchema = {
 			},
 		},
 
+		/**
+		 * The VPN sync's result (internal: the vpn service): each host of `assignments` gets that organization
+		 * and Pritunl user; a host in one of `orgs` (organizations read completely) that no assignment names
+		 * has no VPN identity any more (both fields are removed). Hosts that do not exist are left alone (a Pritunl user of no host).
+		 * Writes only what changed; answers the hosts it changed.
+		 */
+		setVpn: {
+			visibility: "public",
+			params: {
+				orgs: { type: "array", items: "string", max: 100_000 },
+				/** Every organization record there is (a full sync): hosts naming any other lose their identity. */
+				existing: { type: "array", items: "string", max: 100_000, optional: true },
+				assignments: { type: "array", max: 100_000, items: { type: "object", props: { _id: "string", vpn_organization: "string", vpn_representation: "object" } } },
+			},
+			async handler(this: EveThis, ctx: Context<{ orgs: string[]; existing?: string[]; assignments: Array<{ _id: string; vpn_organization: string; vpn_representation: Doc }> }>) {
+				const wanted = new Map(ctx.params.assignments.map(a => [a._id, a]));
+				const current = new Map<string, { org: unknown; rep: string }>();
+				const { existing } = ctx.params;
+				// With `existing`, also the hosts of organizations deleted meanwhile (a delete that raced a sync).
+				const stale = existing ? [{ $and: [{ vpn_organization: { $exists: true } }, { vpn_organization: { $ne: null } }, { vpn_organization: { $nin: existing } }] }] : [];
+				const filter = { $or: [{ _id: { $in: [...wanted.keys()] } }, { vpn_organization: { $in: ctx.params.orgs } }, ...stale] };
+				await this.store.scan(filter, ["vpn_organization", "vpn_representation"], d => {
+					current.set(d._id, { org: d.vpn_organization ?? null, rep: JSON.stringify(d.vpn_representation ?? null) });
+				});
+				const now = nowSeconds();
+				const changed: string[] = [];
+				for (const [id, was] of current) {
+					const want = wanted.get(id);
+					const org = want?.vpn_organization ?? null;
+					const rep = want?.vpn_representation ?? null;
+					if (was.org === org && was.rep === JSON.stringify(rep)) continue;
+					// No identity any more: the fields go, as on a host that never had one.
+					if (want) await this.store.updateMany({ _id: id }, { $set: { vpn_organization: org, vpn_representation: rep, _updated: now } });
+					else await this.store.updateMany({ _id: id }, { $unset: { vpn_organization: true, vpn_representation: true }, $set: { _updated: now } });
+					changed.push(id);
+				}
+				if (changed.length) await this.notifyChanged(ctx, "updated", changed);
+				return changed;
+			},
+		},
+
+		/** A live host's VPN identity, otp_secret in clear (internal: the vpn service's profile download). */
+		vpnIdentity: {
+			visibility: "public",
+			params: { id: "string" },
+			async handler(this: EveThis, ctx: Context<{ id: string }>) {
+				const doc = await this.visibleItem(ctx.params.id);
+				return { _id: doc._id, vpn_organization: doc.vpn_organization ?? null, vpn_representation: doc.vpn_representation ?? null };
+			},
+		},
+
+		/**
+		 * The hosts' snapshot entries (internal: the stats service), in `_id` order after `after`: all hosts, or
+		 * those written at or after `since`. Pages are cut at `limit` entries and at BATCH_BYTES, so a page
+		 * always fits one NATS message; grains never leave. Answers {entries, seen (the newest `_updated`), more}.
+		 */
+		statisticEntries: {
+			visibility: "public",
+			params: { since: { type: "date", optional: true }, after: { type: "string", optional: true }, limit: { type: "number", integer: true, min: 1, max: 10_000, default: 2000 } },
+			async handler(this: EveThis, ctx: Context<{ since?: Date; after?: string; limit: number }>) {
+				const { since, after, limit } = ctx.params;
+				const filter: Doc = {};
+				if (since) filter._updated = { $gte: since };
+				if (after !== undefined) filter._id = { $gt: after };
+				const matched: Doc[] = [];
+				await this.store.scan(filter, STAT_FIELDS, d => {
+					const e: Doc = { _id: d._id };
+					for (const f of STAT_FIELDS) if (d[f] !== undefined && d[f] !== null) e[f] = Array.isArray(d[f]) ? [...d[f]] : d[f];
+					e._soft_deleted = d._soft_deleted === true;
+					matched.push(e);
+				});
+				matched.sort((a, b) => (a._id < b._id ? -1 : a._id > b._id ? 1 : 0));
+				const entries = matched.slice(0, batchEnd(matched, 0, limit));
+				let seen: Date | null = null;
+				for (const e of matched) if (e._updated instanceof Date && (!seen || e._updated > seen)) seen = e._updated;
+				return { entries, seen, more: entries.length < matched.length };
+			},
+		},
+
 		/** Which of these hostnames are soft-deleted hosts (they never resolve as targets). */
 		softDeletedAmong: {
 			visibility: "public",
@@ -292,6 +391,32 @@ const HostsService: EveServiceSchema = {
 	},
 
 	methods: {
+		/** The fleet_hosts gauge: live hosts by presence, in one pass over the status fields. */
+		async countHosts(this: EveThis) {
+			const counts: Record<string, number> = { up: 0, down: 0, unknown: 0 };
+			try {
+				await this.store.scan({}, ["status", "_soft_deleted"], d => {
+					if (d._soft_deleted === true) return;
+					const status = typeof d.status === "string" && d.status in counts ? d.status : "unknown";
+					counts[status]++;
+				});
+			} catch (err) {
+				this.logger.warn("Could not count the hosts for the metrics:", (err as Error).message);
+				return;
+			}
+			for (const [status, n] of Object.entries(counts)) setMetric(this.broker, "fleet.hosts", n, { status });
+		},
+
+		/** Recounts shortly after presence changed (a burst of changes costs one count). */
+		countHostsSoon(this: EveThis) {
+			if (this.countSoonTimer || !this.broker.isMetricsEnabled()) return;
+			this.countSoonTimer = setTimeout(() => {
+				this.countSoonTimer = null;
+				void this.countHosts();
+			}, 1000);
+			this.countSoonTimer.unref?.();
+		},
+
 		/** Every group and nodegroup, as the rules that select hosts. */
 		async groupIndex(this: EveThis, ctx: Context): Promise<GroupIndex> {
 			const [groups, nodegroups] = await Promise.all([ctx.call<GroupDef[]>("groups.rules"), ctx.call<NodegroupDef[]>("nodegroups.rules")]);
@@ -364,11 +489,17 @@ const HostsService: EveServiceSchema = {
 			return { ...doc, _id: h._id, _created: now, _updated: now };
 		},
 
-		/** `otp_secret` is a secret: never shown in clear. */
-		transformOutput(this: EveThis, doc: Doc): Doc {
+		/** `otp_secret` is a secret: shown in clear to admins only (never in embedded records). */
+		transformOutput(this: EveThis, doc: Doc, _single: boolean, ctx?: Context<unknown, { user?: { role?: string } }>): Doc {
 			const vpn = doc.vpn_representation;
+			if (ctx?.meta.user?.role === "admin") return doc;
 			if (vpn && typeof vpn === "object" && vpn.otp_secret) return { ...doc, vpn_representation: { ...vpn, otp_secret: MASK } };
 			return doc;
+		},
+
+		/** Admins read hosts differently (otp_secret in clear): their reads are cached apart. */
+		readVariant(this: EveThis, ctx: Context<unknown, { user?: { role?: string } }>): string {
+			return ctx.meta.user?.role === "admin" ? "admin" : "";
 		},
 	},
 
@@ -378,11 +509,18 @@ const HostsService: EveServiceSchema = {
 	},
 
 	async stopped(this: EveThis) {
+		clearInterval(this.countTimer);
+		clearTimeout(this.countSoonTimer);
 		this.membershipStopping = true;
 		await this.membershipLoop;
 	},
 
 	async started(this: EveThis) {
+		if (this.broker.isMetricsEnabled()) {
+			this.countTimer = setInterval(() => this.countHosts(), loadConfig().fleetMetricsIntervalMs);
+			this.countTimer.unref();
+			this.countHostsSoon();
+		}
 		// Definitions may have changed while this service was down.
 		void this.broker
 			.waitForServices(["groups", "nodegroups"], 600_000)

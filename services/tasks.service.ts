@@ -20,6 +20,7 @@ import { QueryArgs } from "../lib/eve/query";
 import { formatHttpDate, parseHttpDate } from "../lib/eve/dates";
 import { badRequest, notFound, validationFailed, type Issues } from "../lib/eve/errors";
 import type { Doc } from "../lib/store";
+import { countMetric, observeMetric } from "../lib/metrics";
 
 export const TASK_STATUSES = ["scheduled", "paused", "finished"];
 /** Which status a client may move a task to, from each status. */
@@ -267,6 +268,8 @@ const TasksService: EveServiceSchema = {
 			else set.pending = { run: newObjectId(), due, by: this.broker.nodeID, lease_until: new Date(now.getTime() + cfg().taskLeaseMs) };
 			const claimed = await this.store.findOneAndUpdate({ _id: t._id, status: "scheduled", next: due }, skipped ? { $set: set } : { $set: set, $inc: { count_of_execution: 1 } });
 			if (!claimed) return; // another replica won this run, or the task changed
+			observeMetric(this.broker, "fleet.task.lateness_seconds", Math.max(0, now.getTime() - due.getTime()) / 1000);
+			if (skipped) countMetric(this.broker, "fleet.task.runs.total", { outcome: "skipped" });
 			this.noteChanged(t._id);
 			if (!skipped) void this.executeRun(claimed);
 		},
@@ -306,6 +309,7 @@ const TasksService: EveServiceSchema = {
 					await this.store.updateMany({ _id: t._id, "pending.run": pending.run }, { $set: { "pending.lease_until": new Date(Date.now() + cfg().taskLeaseMs) } });
 				}
 			}
+			countMetric(this.broker, "fleet.task.runs.total", { outcome: result.status });
 			const n = await this.store.updateMany({ _id: t._id, "pending.run": pending.run }, { $set: { last_run: result, _updated: new Date() }, $unset: { pending: true } });
 			if (n) this.noteChanged(t._id);
 		},

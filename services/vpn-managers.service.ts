@@ -1,13 +1,30 @@
 /**
- * Owns the `vpn_managers` collection: credentials of Pritunl servers. The password is stored
- * encrypted (lib/secrets.ts) and always shown as asterisks.
+ * Owns the `vpn_managers` collection: credentials of Pritunl servers. The password (and, beyond the
+ * spec, an API token and secret) is stored encrypted (lib/secrets.ts) and always shown as asterisks.
+ * A manager is only created once the vpn service has logged in with it (docs/vpn.md).
  */
+import { X509Certificate } from "node:crypto";
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
 import { OBJECT_ID } from "../lib/eve/ids";
-import { conflict } from "../lib/eve/errors";
+import { conflict, type Issues } from "../lib/eve/errors";
 import { encryptSecret, decryptSecret } from "../lib/secrets";
 import type { Doc } from "../lib/store";
+
+/** Fields kept encrypted at rest and masked on the way out. */
+const SECRETS = ["password", "api_token", "api_secret"];
+
+/** Every `-----BEGIN CERTIFICATE-----` block of a PEM text parses as an X.509 certificate. */
+function validPem(pem: string): boolean {
+	const blocks = pem.match(/-----BEGIN CERTIFICATE-----[\s\S]*?-----END CERTIFICATE-----/g) ?? [];
+	if (!blocks.length) return false;
+	try {
+		for (const block of blocks) new X509Certificate(block);
+		return true;
+	} catch {
+		return false;
+	}
+}
 
 const VpnManagersService: EveServiceSchema = {
 	name: "vpn-managers",
@@ -16,13 +33,17 @@ const VpnManagersService: EveServiceSchema = {
 			resource: "vpn_managers",
 			writes: ["create", "remove"],
 			idPattern: OBJECT_ID,
-			masked: ["password"],
+			masked: SECRETS,
 			schema: {
 				name: { type: "string", min: 1, max: 200 },
 				server_address: { type: "string", min: 1, max: 2048 },
 				dashboard_address: { type: "string", max: 2048, pattern: /^https?:\/\/[^\s]+$/ },
 				username: { type: "string", min: 1, max: 200 },
 				password: { type: "string", min: 1, max: 1024 },
+				// Beyond the spec: a CA (PEM) that signs this Pritunl's certificate, and API-token auth.
+				ca_certificate: { type: "string", max: 65_536, optional: true, pattern: /-----BEGIN CERTIFICATE-----/ },
+				api_token: { type: "string", min: 1, max: 256, optional: true },
+				api_secret: { type: "string", min: 1, max: 512, optional: true },
 			},
 		}),
 	],
@@ -33,13 +54,26 @@ const VpnManagersService: EveServiceSchema = {
 			params: { id: "string" },
 			async handler(this: EveThis, ctx: Context<{ id: string }>) {
 				const doc = await this.visibleItem(ctx.params.id);
-				return { ...doc, password: decryptSecret(doc.password) };
+				const clear: Doc = { ...doc };
+				for (const f of SECRETS) if (typeof doc[f] === "string") clear[f] = decryptSecret(doc[f]);
+				return clear;
 			},
 		},
 	},
 	methods: {
+		/** Pritunl must accept the credentials before they are kept: the vpn service tries them. */
+		async checkRules(this: EveThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Issues | null> {
+			if ((doc.api_token === undefined) !== (doc.api_secret === undefined)) {
+				return { [doc.api_token === undefined ? "api_token" : "api_secret"]: "api_token and api_secret go together" };
+			}
+			if (typeof doc.ca_certificate === "string" && !validPem(doc.ca_certificate)) return { ca_certificate: "must be one or more PEM certificates" };
+			if (info.op !== "create") return null;
+			return ctx.call<Issues | null, { manager: Doc }>("vpn.checkManager", { manager: doc });
+		},
 		async beforeStore(this: EveThis, _ctx: RestContext, doc: Doc, _info: WriteInfo): Promise<Doc> {
-			return typeof doc.password === "string" ? { ...doc, password: encryptSecret(doc.password) } : doc;
+			const out = { ...doc };
+			for (const f of SECRETS) if (typeof out[f] === "string") out[f] = encryptSecret(out[f]);
+			return out;
 		},
 		async removeDocs(this: EveThis, ctx: RestContext, docs: Doc[]) {
 			const ids = docs.map(d => String(d._id));

@@ -29,7 +29,17 @@ const VpnOrganizationsService: EveServiceSchema = {
 		}),
 	],
 	actions: {
-		/** Stores an organization record that exists in Pritunl (internal: the vpn service calls it). */
+		/** What is wrong with an organization record before anything is made for it (internal: the vpn service). */
+		checkRecord: {
+			visibility: "public",
+			params: { record: "any" },
+			async handler(this: EveThis, ctx: Context<{ record: unknown }>) {
+				const record = ctx.params.record;
+				if (record === null || typeof record !== "object" || Array.isArray(record)) return { _root: "must be of dict type" };
+				return this.eve.createCheck(record) ?? (await this.referenceIssues(ctx, record as Doc));
+			},
+		},
+		/** Stores an organization record that exists in Pritunl (internal: the vpn service calls it); answers Eve's write response. */
 		insertRecord: {
 			visibility: "public",
 			params: { record: "object" },
@@ -40,7 +50,41 @@ const VpnOrganizationsService: EveServiceSchema = {
 				const doc = { ...ctx.params.record, _id: newObjectId(), _created: now, _updated: now };
 				await this.store.insertMany([doc]);
 				await this.notifyChanged(ctx, "created", [doc._id]);
-				return { _id: doc._id };
+				return this.writeResponse(doc);
+			},
+		},
+		/** Stored records, secrets in clear (internal: the vpn service): these ids, or those of these managers, or all. */
+		records: {
+			visibility: "public",
+			params: { ids: { type: "array", items: "string", optional: true }, managers: { type: "array", items: "string", optional: true } },
+			async handler(this: EveThis, ctx: Context<{ ids?: string[]; managers?: string[] }>) {
+				const filter: Doc = {};
+				if (ctx.params.ids) filter._id = { $in: ctx.params.ids };
+				if (ctx.params.managers) filter.vpn_manager = { $in: ctx.params.managers };
+				return this.store.find(filter, { sort: [["_created", 1], ["_id", 1]] });
+			},
+		},
+		/** Pritunl's current record of an organization (internal: the vpn sync); writes only a change. */
+		setRepresentation: {
+			visibility: "public",
+			params: { id: "string", vpn_representation: "object" },
+			async handler(this: EveThis, ctx: Context<{ id: string; vpn_representation: Doc }>) {
+				const doc = await this.store.findOne({ _id: ctx.params.id });
+				if (!doc) return false;
+				if (JSON.stringify(doc.vpn_representation) === JSON.stringify(ctx.params.vpn_representation)) return false;
+				await this.store.updateMany({ _id: ctx.params.id }, { $set: { vpn_representation: ctx.params.vpn_representation, _updated: nowSeconds() } });
+				await this.notifyChanged(ctx, "updated", [ctx.params.id]);
+				return true;
+			},
+		},
+		/** Deletes a record whose organization is gone from Pritunl (internal: the vpn service). */
+		removeRecord: {
+			visibility: "public",
+			params: { id: "string" },
+			async handler(this: EveThis, ctx: Context<{ id: string }>) {
+				const removed = await this.store.removeMany({ _id: ctx.params.id });
+				await this.notifyChanged(ctx, "removed", [ctx.params.id]);
+				return removed;
 			},
 		},
 		countByManager: {

@@ -130,8 +130,9 @@ describe.each(STORES)("cm-gateway: the event stream (%s)", (_store, mongoUri) =>
 		expect((await get(`hosts/${id}`)).status).toBe(404);
 
 		sim.addMinion({ id, key: "accepted", up: true });
-		const back = await hostWhen(id, x => x._soft_deleted === false && x.key === "accepted", "the restore");
-		expect(back.status).toBe("up");
+		// The restore (key back) and the presence (minion connected) are two events, written one after the other.
+		const back = await hostWhen(id, x => x._soft_deleted === false && x.key === "accepted" && x.status === "up", "the restored host to be up");
+		expect(back.fingerprint).toBe(sim.minion(id)!.fingerprint);
 	});
 
 	it("keeps a changed fingerprint in fingerprint_history and raises fingerprint.changed", async () => {

@@ -221,6 +221,9 @@ describe("cm-gateway: remote execution against salt-api", () => {
 			expect(all["patches.fix1"]).toMatchObject({ text: FIX1, description: "" });
 			expect(all["patches.web"].text).toBe(WEB);
 			expect(all["patches.fix-ntp"].text).toMatch(/cmd\.run/);
+			// The load's progress is the load_updates job: every patch file read, and the result.
+			const job = (await request("GET", url("jobs/load_updates"))).body;
+			expect(job).toMatchObject({ status: "finished", percent: 100, progress: { done: 4, total: 4 }, result: { loaded: 4, created: 4 }, params: { prefix: "patches/" } });
 			// Loading again creates nothing.
 			expect((await load()).body).toEqual({ _status: "OK", loaded: 4, created: 0 });
 			expect(Object.keys(await patches())).toHaveLength(4);
@@ -274,6 +277,10 @@ describe("cm-gateway: remote execution against salt-api", () => {
 				sim.failNext(10, 500, { filter: { method: "POST", path: "/" } });
 				expectEveError(await load(), 502);
 				sim.clearFaults();
+				// The failed load is what its job says.
+				const job = (await request("GET", url("jobs/load_updates"))).body;
+				expect(job.status).toBe("failed");
+				expect(job.error).toMatch(/salt-api/i);
 				expect(Object.keys(await patches()).sort()).toEqual(Object.keys(before).sort());
 			} finally {
 				sim.removeFile("patches/fix-late.sls");

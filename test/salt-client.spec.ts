@@ -2,15 +2,12 @@
  * lib/salt-client.ts on its own: retries only for safe calls, bounded concurrency, per-call timeouts,
  * HTML error pages never parsed, credentials never in errors, TLS verification on by default.
  */
-import { spawnSync } from "node:child_process";
-import fs from "node:fs";
 import http from "node:http";
 import https from "node:https";
-import path from "node:path";
 import type { AddressInfo } from "node:net";
 import { SaltApiSimulator } from "./simulators/salt-api";
 import { SaltClient, SaltApiError, SseParser, type SaltEvent } from "../lib/salt-client";
-import { tempDir } from "./support/harness";
+import { opensslAvailable, selfSignedCert } from "./support/tls";
 
 describe("salt-api client", () => {
 	let sim: SaltApiSimulator;
@@ -96,14 +93,9 @@ describe("salt-api client", () => {
 		}
 	});
 
-	const haveOpenssl = spawnSync("openssl", ["version"]).status === 0;
-	(haveOpenssl ? it : it.skip)("verifies TLS certificates by default; a CA file or CM_API_TLS_VERIFY=false lets a self-signed one through", async () => {
-		const dir = tempDir("tls");
-		const key = path.join(dir, "key.pem");
-		const cert = path.join(dir, "cert.pem");
-		const made = spawnSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]);
-		expect(made.status).toBe(0);
-		const server = https.createServer({ key: fs.readFileSync(key), cert: fs.readFileSync(cert) }, (req, res) => {
+	(opensslAvailable ? it : it.skip)("verifies TLS certificates by default; a CA file or CM_API_TLS_VERIFY=false lets a self-signed one through", async () => {
+		const { key, cert, certFile } = selfSignedCert("tls");
+		const server = https.createServer({ key, cert }, (req, res) => {
 			res.setHeader("Content-Type", "application/json");
 			res.end(JSON.stringify(req.url === "/login" ? { return: [{ token: "b".repeat(40), start: 1, expire: 43201 }] } : { return: [{ ok: true }] }));
 		});
@@ -124,7 +116,7 @@ describe("salt-api client", () => {
 			expect(refused).toBeInstanceOf(SaltApiError);
 			expect(refused.code).toBe(502);
 			expect(refused.message).toMatch(/TLS certificate/);
-			expect(await call({ caFile: cert })).toEqual({ ok: true });
+			expect(await call({ caFile: certFile })).toEqual({ ok: true });
 			expect(await call({ tlsVerify: false })).toEqual({ ok: true });
 		} finally {
 			server.closeAllConnections();

@@ -6,7 +6,7 @@
  * counted at the salt-api simulator.
  */
 import { SaltApiSimulator } from "./simulators/salt-api";
-import { ALL_SERVICES, ensureNats, freePort, runServices, uniqueMongoUri, type Nats, type Proc } from "./support/harness";
+import { ALL_SERVICES, ensureNats, freePort, runServices, stopProcs, uniqueMongoUri, type Nats, type Proc } from "./support/harness";
 import { request, eventually } from "./support/http";
 import { formatHttpDate } from "../lib/eve/dates";
 
@@ -18,8 +18,7 @@ const TASKS = 300;
 	let nats: Nats;
 	const procs: Proc[] = [];
 	afterAll(async () => {
-		for (const p of procs) if (p.child.exitCode === null && p.child.signalCode === null) p.child.kill("SIGTERM");
-		await Promise.all(procs.map(p => (p.child.exitCode === null && p.child.signalCode === null ? new Promise(r => p.child.once("exit", r)) : undefined)));
+		await stopProcs(procs);
 		await sim?.stop();
 		await nats?.stop();
 	});

@@ -7,6 +7,7 @@
  *
  * Standalone: `npm run sim:resolver` (SIM_PORT, default 8300), prints its URL.
  */
+import { runStandalone } from "./standalone";
 import http from "node:http";
 import { createHash } from "node:crypto";
 import type { AddressInfo } from "node:net";
@@ -99,9 +100,10 @@ export class IpResolverSimulator {
 }
 
 if (require.main === module) {
-	const sim = new IpResolverSimulator();
-	void sim.start(Number(process.env.SIM_PORT || 8300), process.env.SIM_HOST || "127.0.0.1").then(({ url }) => {
+	runStandalone(async () => {
+		const sim = new IpResolverSimulator();
+		const { url } = await sim.start(Number(process.env.SIM_PORT || 8300), process.env.SIM_HOST || "127.0.0.1");
 		process.stdout.write(`IP resolver simulator at ${url} (POST ${url}/resolve {"hosts": [...]})\nUse it: POST /api/graph {"action": "request_ips", "ip_resolver": "${url}"}\n`);
+		return () => sim.stop();
 	});
-	for (const s of ["SIGINT", "SIGTERM"] as const) process.on(s, () => void sim.stop().then(() => process.exit(0)));
 }

@@ -22,6 +22,7 @@
  * Standalone: `npm run sim:salt` (env SIM_PORT, SIM_HOST, SIM_MINIONS, SIM_USER, SIM_PASSWORD,
  * SIM_SEED, SIM_CHURN=1, SIM_CHURN_MS).
  */
+import { runStandalone } from "./standalone";
 import { type Perm, Auth, DEFAULT_PERMS, type UserSpec } from "./salt/auth";
 import { baseLatency, generateIds, type Grains, type KeyState, type MinionSpec } from "./salt/fleet";
 import { type MalformKind, type RequestFilter, type RequestRecord, SaltApiServer } from "./salt/http";
@@ -463,7 +464,7 @@ function viewJob(j: Job): JobView {
 
 // ------------------------------------------------------------------ standalone
 
-async function main(): Promise<void> {
+async function main(): Promise<() => Promise<void>> {
 	const env = process.env;
 	const sim = new SaltApiSimulator({
 		minions: env.SIM_MINIONS ? Number(env.SIM_MINIONS) : 50,
@@ -501,18 +502,10 @@ async function main(): Promise<void> {
 		}, every);
 		console.log(`  churn:       flipping a random minion up/down every ${every} ms`);
 	}
-	const shutdown = async () => {
+	return async () => {
 		if (churn) clearInterval(churn);
 		await sim.stop();
-		process.exit(0);
 	};
-	process.once("SIGINT", () => void shutdown());
-	process.once("SIGTERM", () => void shutdown());
 }
 
-if (require.main === module) {
-	main().catch(err => {
-		console.error(err);
-		process.exit(1);
-	});
-}
+if (require.main === module) runStandalone(main);

@@ -11,7 +11,7 @@ import path from "node:path";
 import type { AddressInfo } from "node:net";
 import { ensureNats, freePort } from "./net";
 
-export { ensureNats, freePort, type Nats } from "./net";
+export { ensureNats, freePort, startOwnNats, type Nats } from "./net";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
 
 export const ROOT = path.resolve(__dirname, "../..");
@@ -32,6 +32,8 @@ export interface Harness {
 	dataDir?: string;
 	/** Calls any action (including internal ones) in the running cluster. */
 	call<T = any>(action: string, params?: Record<string, unknown>): Promise<T>;
+	/** The broker running the services (embedded harness only). */
+	broker?: ServiceBroker;
 	/** Stops everything and starts it again on the same storage. */
 	restart(): Promise<void>;
 	/** Everything the service processes printed since the harness started (split harness only). */
@@ -56,6 +58,8 @@ export interface EmbeddedOptions {
 	dataDir?: string;
 	mongoUri?: string;
 	env?: Record<string, string>;
+	/** Broker options on top of the test defaults (e.g. metrics). */
+	broker?: Partial<BrokerOptions>;
 }
 
 /** All services in this process, from the TypeScript sources. */
@@ -67,7 +71,7 @@ export async function startEmbedded(opts: EmbeddedOptions = {}): Promise<Harness
 
 	const start = async () => {
 		Object.assign(process.env, env);
-		broker = new ServiceBroker({ logger: process.env.TEST_LOG ? { type: "Console" } : false, nodeID: `test-${process.pid}`, transporter: null, tracking: { enabled: true, shutdownTimeout: 5000 } });
+		broker = new ServiceBroker({ logger: process.env.TEST_LOG ? { type: "Console" } : false, nodeID: `test-${process.pid}`, transporter: null, tracking: { enabled: true, shutdownTimeout: 5000 }, ...opts.broker });
 		for (const file of SERVICE_FILES()) broker.loadService(path.join(ROOT, "services", file));
 		await broker.start();
 		const gateway = broker.getLocalService("api") as unknown as { server: { address(): AddressInfo } };
@@ -80,6 +84,9 @@ export async function startEmbedded(opts: EmbeddedOptions = {}): Promise<Harness
 		},
 		dataDir: opts.mongoUri ? undefined : dataDir,
 		call: (action, params) => broker.call(action, params ?? {}),
+		get broker() {
+			return broker;
+		},
 		async restart() {
 			await broker.stop();
 			await start();
@@ -109,13 +116,21 @@ export function runServices(services: string[], env: Record<string, string>): Pr
 	const runner = path.join(ROOT, "node_modules/moleculer/bin/moleculer-runner.js");
 	const child = spawn(process.execPath, [runner, "--config", path.join(DIST, "moleculer.config.js")], {
 		cwd: ROOT,
-		env: { ...process.env, ...AUTH_ENV, SERVICES: services.join(","), SERVICEDIR: path.join(DIST, "services"), LOGLEVEL: "warn", ...env },
+		// HEALTH_PORT 0: every process's health listener on a free port (tests that probe it give one).
+		env: { ...process.env, ...AUTH_ENV, SERVICES: services.join(","), SERVICEDIR: path.join(DIST, "services"), LOGLEVEL: "warn", HEALTH_PORT: "0", ...env },
 		stdio: ["ignore", "pipe", "pipe"],
 	});
 	const log: string[] = [];
 	child.stdout?.on("data", d => log.push(String(d)));
 	child.stderr?.on("data", d => log.push(String(d)));
 	return { child, log };
+}
+
+/** Stops the processes still running (SIGTERM) and waits for them to exit. */
+export async function stopProcs(procs: Proc[]): Promise<void> {
+	const running = procs.filter(p => p.child.exitCode === null && p.child.signalCode === null);
+	for (const p of running) p.child.kill("SIGTERM");
+	await Promise.all(running.map(p => new Promise(r => p.child.once("exit", r))));
 }
 
 function stopProc(p: Proc): Promise<void> {

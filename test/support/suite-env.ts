@@ -17,7 +17,13 @@ export const SUITE_ENV: Record<string, string> = {
 	NODEGROUPS: JSON.stringify(NODEGROUPS),
 	// The suites check task records as the API leaves them; the scheduler has suites of its own (test/tasks.scheduler.spec.ts).
 	TASK_SCHEDULER: "false",
+	// Likewise the snapshots: the statistics suite takes its own (stats.snapshot at chosen times); test/stats.distributed.spec.ts the periodic ones.
+	STATS_SNAPSHOTS: "false",
 	// The IP resolver simulator's "slow" mode must time out quickly.
 	IP_RESOLVER_TIMEOUT_MS: "1000",
 	MAX_UPLOAD_BYTES: String(MAX_UPLOAD_BYTES),
+	// The suites plant VPN identities of their own; the VPN suite runs the sync itself (vpn.sync).
+	VPN_SYNC_INTERVAL_MS: "0",
+	// A Pritunl simulator that is made to hang must time out quickly.
+	PRITUNL_TIMEOUT_MS: "2000",
 };

@@ -242,7 +242,7 @@ export function graphJobs(h: () => Harness): void {
 			const first = await request("POST", url("graph"), { body: { action: "request_ips", ip_resolver: resolver.url } });
 			expect(first.status).toBe(202);
 			const second = expectEveError(await request("POST", url("graph"), { body: { action: "request_ips", ip_resolver: resolver.url } }), 409);
-			expect(second._error.message).toMatch(/already running.*graph_jobs\/request_ips/);
+			expect(second._error.message).toMatch(/already running.*jobs\/request_ips/);
 			for (let i = 0; i < 200 && (await request("GET", url("graph_jobs/request_ips"))).body.status === "running"; i++) await new Promise(r => setTimeout(r, 25));
 			resolver.mode = "ok";
 			expect((await run({ action: "request_ips", ip_resolver: resolver.url })).status).toBe("finished");

@@ -9,7 +9,8 @@ import records from "./records";
 import files from "./files";
 import vpn from "./vpn";
 import access from "./access";
+import stats from "./stats";
 
 export type Suite = (h: () => Harness) => void;
 
-export const SUITES: Record<string, Suite> = { conventions, hosts, "groups-resolution": groupsResolution, graph, "graph-jobs": graphJobs, tasks, records, files, vpn, access };
+export const SUITES: Record<string, Suite> = { conventions, hosts, "groups-resolution": groupsResolution, graph, "graph-jobs": graphJobs, tasks, records, files, vpn, stats, access };

@@ -1,6 +1,6 @@
 /**
- * The remaining collections: actions, failed patches, patches (updates), alerts, settings, host
- * snapshots and nodegroups. Records that have no public write endpoint are seeded through the
+ * The remaining collections: actions, failed patches, patches (updates), alerts, settings and
+ * nodegroups (host snapshots: stats.ts). Records that have no public write endpoint are seeded through the
  * internal actions the cm-gateway and the other services use.
  */
 import type { Harness } from "../../support/harness";
@@ -348,65 +348,6 @@ export default function records(h: () => Harness): void {
 			expectEveError(await request("POST", url("settings"), { body: { addresses: {} } }), 405);
 			expectEveError(await request("DELETE", url("settings/0")), 405);
 			expect((await request("GET", url("settings"))).body._meta.total).toBe(1);
-		});
-	});
-
-	describe("hosts_statistic", () => {
-		const at = (iso: string) => new Date(iso);
-		let first: { _id: string; index: number };
-		let second: { _id: string; index: number };
-		const entry = (id: string, deleted: boolean) => ({
-			_id: id,
-			version: "3006.8",
-			ip: "10.1.0.9",
-			nodegroups: ["e2e-web"],
-			_created: at("2024-04-01T00:00:00Z"),
-			_updated: at("2024-05-01T06:00:00Z"),
-			_soft_deleted: deleted,
-		});
-		beforeAll(async () => {
-			first = await h().call("stats.record", { timestamp: at("2024-05-01T06:00:00Z"), hosts: [entry("rc-snap-1", false), entry("rc-snap-2", true)] });
-			second = await h().call("stats.record", { timestamp: at("2024-05-01T06:05:00Z"), hosts: [entry("rc-snap-1", false)] });
-		});
-
-		it("numbers snapshots with an increasing index", () => {
-			expect(second.index).toBe(first.index + 1);
-		});
-
-		it("lists snapshots whose host entries carry _soft_deleted", async () => {
-			const res = await request("GET", url("hosts_statistic", { where: { _id: { $in: [first._id, second._id] } }, sort: "index" }));
-			expect(res.status).toBe(200);
-			expect(res.body._items.map((s: any) => [s._id, s.index, s.timestamp])).toEqual([
-				[first._id, first.index, "Wed, 01 May 2024 06:00:00 GMT"],
-				[second._id, second.index, "Wed, 01 May 2024 06:05:00 GMT"],
-			]);
-			expect(res.body._items[0].hosts).toEqual([
-				{ _id: "rc-snap-1", version: "3006.8", ip: "10.1.0.9", nodegroups: ["e2e-web"], _created: "Mon, 01 Apr 2024 00:00:00 GMT", _updated: "Wed, 01 May 2024 06:00:00 GMT", _soft_deleted: false },
-				{ _id: "rc-snap-2", version: "3006.8", ip: "10.1.0.9", nodegroups: ["e2e-web"], _created: "Mon, 01 Apr 2024 00:00:00 GMT", _updated: "Wed, 01 May 2024 06:00:00 GMT", _soft_deleted: true },
-			]);
-			expect(res.body._items[0]._links).toEqual({ self: { title: "Hosts_statistic", href: `hosts_statistic/${first._id}` } });
-		});
-
-		it("shows a snapshot whose host entries carry _deleted instead", async () => {
-			const res = await request("GET", url(`hosts_statistic/${first._id}`));
-			expect(res.status).toBe(200);
-			expect(res.body).toEqual({
-				hosts: [
-					{ _id: "rc-snap-1", version: "3006.8", ip: "10.1.0.9", nodegroups: ["e2e-web"], _created: "Mon, 01 Apr 2024 00:00:00 GMT", _updated: "Wed, 01 May 2024 06:00:00 GMT", _deleted: false },
-					{ _id: "rc-snap-2", version: "3006.8", ip: "10.1.0.9", nodegroups: ["e2e-web"], _created: "Mon, 01 Apr 2024 00:00:00 GMT", _updated: "Wed, 01 May 2024 06:00:00 GMT", _deleted: true },
-				],
-				timestamp: "Wed, 01 May 2024 06:00:00 GMT",
-				index: first.index,
-				...stamps,
-				_id: first._id,
-				_links: itemLinks("hosts_statistic", "Hosts_statistic", first._id),
-			});
-		});
-
-		it("answers 404 for an unknown snapshot and 405 for writes", async () => {
-			expectEveError(await request("GET", url("hosts_statistic/0123456789abcdef0123ffff")), 404);
-			expectEveError(await request("POST", url("hosts_statistic"), { body: { hosts: [] } }), 405);
-			expectEveError(await request("DELETE", url(`hosts_statistic/${first._id}`)), 405);
 		});
 	});
 

@@ -1,0 +1,68 @@
+/**
+ * Logs: one JSON object per line with LOG_FORMAT=json, and the request id of the HTTP request that
+ * caused a line on every line the request-log middleware writes, in whichever process it runs (Moleculer
+ * carries ctx.requestID across nodes; the gateway takes it from X-Request-Id or makes one, and answers it).
+ * Never parameters, bodies or headers: they may hold secrets.
+ */
+import type { Context, ServiceBroker } from "moleculer";
+
+type Bindings = Record<string, unknown>;
+
+function errorFields(err: Error & { code?: unknown; type?: unknown }, withStack: boolean): Record<string, unknown> {
+	return { name: err.name, message: err.message, ...(err.code !== undefined ? { code: err.code } : {}), ...(err.type ? { type: err.type } : {}), ...(withStack && err.stack ? { stack: err.stack } : {}) };
+}
+
+/**
+ * The JSON line formatter: {time, level, msg, nodeID, ns, mod, svc, ...fields}. A plain object as the
+ * first argument gives fields (requestID, action, ...); an Error anywhere becomes `err`.
+ */
+export function jsonFormatter(this: unknown, type: string, args: unknown[], bindings: Bindings, helpers: { printArgs(a: unknown[]): unknown[] }): string[] {
+	const line: Record<string, unknown> = { time: new Date().toISOString(), level: type, msg: "", ...bindings };
+	let rest = args;
+	const first = args[0];
+	if (first && typeof first === "object" && !(first instanceof Error) && !Array.isArray(first)) {
+		Object.assign(line, first);
+		rest = args.slice(1);
+	}
+	const text: unknown[] = [];
+	for (const a of rest) {
+		if (a instanceof Error) line.err = errorFields(a, type === "error" || type === "fatal");
+		else text.push(a);
+	}
+	line.msg = helpers.printArgs(text).join(" ");
+	return [JSON.stringify(line)];
+}
+
+/** A request id from a client: kept when it is short and plain, so it cannot forge or flood log lines. */
+export function acceptedRequestId(raw: unknown): string | undefined {
+	const value = Array.isArray(raw) ? raw[0] : raw;
+	return typeof value === "string" && /^[A-Za-z0-9._:@/+=-]{1,128}$/.test(value) ? value : undefined;
+}
+
+/**
+ * Logs failed actions with their request id: server-side failures (5xx, or no code) as errors, the rest
+ * only at debug, where every action call is logged too (LOGLEVEL=debug follows a request across services).
+ */
+export function RequestLogMiddleware() {
+	return {
+		name: "RequestLog",
+		localAction(this: ServiceBroker, next: (ctx: Context) => Promise<unknown>, action: { name: string }) {
+			const logger = this.getLogger("request");
+			const debug = ["debug", "trace"].includes(String(this.options.logLevel));
+			return function requestLog(ctx: Context) {
+				const started = debug ? process.hrtime.bigint() : 0n;
+				const fields = () => ({ requestID: ctx.requestID, action: action.name, caller: ctx.caller ?? undefined, ...(debug ? { ms: Number(process.hrtime.bigint() - started) / 1e6 } : {}) });
+				const p = next(ctx);
+				if (debug) p.then(() => logger.debug(fields(), "action done"), () => undefined);
+				return p.catch((err: Error & { code?: number; nodeID?: string }) => {
+					// A failure that came from another node was logged there, with the same request id.
+					const here = !err?.nodeID || err.nodeID === ctx.nodeID;
+					const server = here && (typeof err?.code !== "number" || err.code >= 500);
+					if (server) logger.error(fields(), `action ${action.name} failed:`, err);
+					else if (debug) logger.debug(fields(), `action ${action.name} answered ${err.code}:`, err.message);
+					throw err;
+				});
+			};
+		},
+	};
+}

@@ -1,0 +1,172 @@
+/**
+ * What the gateway adds for people and integrations besides the collections (composed by
+ * services/api.service.ts): the dashboard's static files at `/`, security headers on every answer,
+ * `GET /api/whoami`, `GET /api/openapi.json` (lib/openapi.ts) and `GET /api/alerts/stream`, the
+ * alerts raised anywhere in the cluster pushed to the browser as server-sent events.
+ *
+ * The stream authenticates like every /api route: `Authorization: Bearer <token>`. Browsers' EventSource
+ * cannot send that header, so the dashboard reads the stream with fetch() (docs/dashboard.md); no token
+ * ever goes into a URL, where logs and proxies would keep it.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { PassThrough } from "node:stream";
+import type { Context, ServiceSchema } from "moleculer";
+import { ROUTES, type RouteMethod } from "../lib/routes";
+import { buildOpenApi, type CollectionDescription } from "../lib/openapi";
+import { formatHttpDate } from "../lib/eve/dates";
+import { EveError } from "../lib/eve/errors";
+import { QueryArgs } from "../lib/eve/query";
+
+/** The dashboard and the docs page load nothing from elsewhere and run no inline script or style. */
+const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+
+/**
+ * moleculer-web's rootCallOptions hook, which sees every request: the security headers on every response,
+ * and the request's method in the call's meta (a HEAD of the alert stream gets no body, so it must not
+ * register a stream that nothing would ever read or close).
+ */
+export function securityHeaders(options: { meta?: Record<string, unknown> }, req: IncomingMessage, res: ServerResponse): void {
+	options.meta = { ...options.meta, $method: req.method };
+	res.setHeader("Content-Security-Policy", CSP);
+	res.setHeader("X-Content-Type-Options", "nosniff");
+	res.setHeader("X-Frame-Options", "DENY");
+	res.setHeader("Referrer-Policy", "no-referrer");
+	res.setHeader("Cross-Origin-Opener-Policy", "same-origin");
+	res.setHeader("Cross-Origin-Resource-Policy", "same-origin");
+}
+
+/** The built dashboard (dist/ui, made by `npm run build`); from the sources (tests), the built one next to them. */
+export function uiFolder(): string {
+	const candidates = [path.resolve(__dirname, "..", "ui"), path.resolve(__dirname, "..", "dist", "ui")];
+	return candidates.find(dir => fs.existsSync(path.join(dir, "app.js"))) ?? candidates[0];
+}
+
+/** The `assets` setting of the gateway: static files, never listing a directory, revalidated. */
+export const UI_ASSETS = { folder: uiFolder(), options: { index: "index.html", maxAge: 0, dotfiles: "ignore", fallthrough: true } };
+
+const STREAM_MAX_SECONDS = 3600;
+const HEARTBEAT_MS = 15_000;
+/** A client that reads nothing does not hold alerts forever: past this many bytes waiting, it is dropped. */
+const STREAM_BACKLOG_BYTES = 1024 * 1024;
+/** Open streams per gateway process; more are refused with 503 (each holds a connection and a buffer). */
+const STREAMS_MAX = 1000;
+
+function packageVersion(): string {
+	for (const p of [path.resolve(__dirname, "..", "package.json"), path.resolve(__dirname, "..", "..", "package.json")]) {
+		try {
+			return JSON.parse(fs.readFileSync(p, "utf8")).version as string;
+		} catch {
+			// next candidate
+		}
+	}
+	return "0.0.0";
+}
+
+function renderAlert(alert: Record<string, any>): Record<string, unknown> {
+	const out: Record<string, unknown> = { ...alert };
+	for (const k of ["_created", "_updated"]) if (alert[k] instanceof Date || typeof alert[k] === "string") out[k] = formatHttpDate(new Date(alert[k]));
+	return out;
+}
+
+export const GatewayUi: Partial<ServiceSchema> = {
+	actions: {
+		/** GET /api/whoami: who the token belongs to, so that clients offer only what the role allows. */
+		whoami: {
+			handler(ctx: Context<unknown, Record<string, any>>) {
+				const user = ctx.meta.user ?? {};
+				return { _id: user.id, name: user.name, role: user.role, scope: user.scope ?? null };
+			},
+		},
+
+		/** GET /api/openapi.json */
+		openapi: {
+			async handler(this: any, ctx: Context) {
+				const services = [...new Set(ROUTES.flatMap(r => (Object.values(r.methods) as RouteMethod[]).map(m => m.action.split(".")))
+					.filter(([, verb]) => verb === "list" || verb === "get")
+					.map(([service]) => service))];
+				const collections = new Map<string, CollectionDescription>();
+				await Promise.all(
+					services.map(async service => {
+						try {
+							collections.set(service, await ctx.call<CollectionDescription, Record<string, never>>(`${service}.eveSchema`, {}, { timeout: 5000 }));
+						} catch {
+							// not running: documented without its fields
+						}
+					}),
+				);
+				return buildOpenApi(collections, this.packageVersion);
+			},
+		},
+
+		/** GET /api/alerts/stream: server-sent events, one `alert` per alert raised from now on. */
+		alertStream: {
+			handler(this: any, ctx: Context<{ query?: unknown }, Record<string, any>>) {
+				const raw = QueryArgs.from(ctx.params.query).get("timeout");
+				const seconds = raw === undefined || raw === "" ? STREAM_MAX_SECONDS : Number(raw);
+				if (!Number.isInteger(seconds) || seconds < 0) throw new EveError(400, "timeout must be a whole number of seconds");
+				if (this.alertStreams.size >= STREAMS_MAX) throw new EveError(503, `too many open alert streams on this gateway (${STREAMS_MAX}); try again later`);
+				const stream = new PassThrough();
+				ctx.meta.$responseType = "text/event-stream; charset=utf-8";
+				ctx.meta.$responseHeaders = { "Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "no" };
+				stream.write(`retry: 3000\nevent: ready\ndata: {}\n\n`);
+				if (seconds === 0 || ctx.meta.$method === "HEAD") {
+					stream.end();
+					return stream;
+				}
+				const close = () => {
+					clearTimeout(timer);
+					this.alertStreams.delete(stream);
+					if (!stream.destroyed) stream.end();
+				};
+				const timer = setTimeout(close, Math.min(seconds, STREAM_MAX_SECONDS) * 1000);
+				timer.unref?.();
+				this.alertStreams.add(stream);
+				// The response closed (client gone): pipe() unpipes us.
+				stream.on("unpipe", close);
+				stream.on("close", close);
+				stream.on("error", close);
+				return stream;
+			},
+		},
+	},
+
+	events: {
+		/** Alerts raised on any node (services/alerts.service.ts broadcasts them to every gateway). */
+		"alerts.raised": {
+			handler(this: any, ctx: Context<{ alerts: Array<Record<string, any>> }>) {
+				if (!this.alertStreams.size) return;
+				const text = ctx.params.alerts.map(a => `id: ${a._id}\nevent: alert\ndata: ${JSON.stringify(renderAlert(a))}\n\n`).join("");
+				for (const stream of this.alertStreams as Set<PassThrough>) {
+					if (stream.writableLength > STREAM_BACKLOG_BYTES) stream.destroy();
+					else stream.write(text);
+				}
+			},
+		},
+	},
+
+	created(this: any) {
+		this.alertStreams = new Set<PassThrough>();
+		this.packageVersion = packageVersion();
+		this.heartbeat = setInterval(() => {
+			for (const stream of this.alertStreams as Set<PassThrough>) stream.write(": keep-alive\n\n");
+		}, HEARTBEAT_MS);
+		this.heartbeat.unref?.();
+	},
+
+	stopped(this: any) {
+		clearInterval(this.heartbeat);
+		for (const stream of this.alertStreams as Set<PassThrough>) stream.end();
+		this.alertStreams.clear();
+		// server.close() (moleculer-web's stop, next) closes the connections idle when it is called; those whose
+		// answer ends afterwards (the streams just ended, a last request) would keep it waiting for the keep-alive
+		// timeout (HTTP_KEEPALIVE_MS, 65 s): each is closed as soon as it goes idle.
+		const server = this.server as import("node:http").Server | undefined;
+		if (server?.listening) {
+			const closer = setInterval(() => server.closeIdleConnections(), 100);
+			closer.unref?.();
+			server.once("close", () => clearInterval(closer));
+		}
+	},
+};

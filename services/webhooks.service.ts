@@ -1,0 +1,203 @@
+/**
+ * Owns the `webhooks` collection: URLs that admins subscribe to alerts, by alert type (globs: `host.*`,
+ * `*`) and level. Every alert raised anywhere (alerts.service emits `alerts.raised` to one webhooks
+ * replica) is delivered to each matching active webhook as a signed JSON POST (lib/webhook-delivery.ts),
+ * retried with exponential backoff, every attempt logged in `webhook_deliveries`.
+ *
+ * The secret that signs a webhook's deliveries is made by the server, shown once in the creating response,
+ * stored encrypted (lib/secrets.ts) and masked on every read.
+ *
+ * Isolation: deliveries wait in a bounded in-memory queue (WEBHOOK_QUEUE_MAX; beyond it a delivery is
+ * logged `dropped`), at most WEBHOOK_CONCURRENCY are in flight and at most ONE per webhook, each attempt
+ * has a timeout. So a slow or failing receiver holds one slot and its own backlog, never the others', and
+ * raising an alert never waits for any delivery. The queue is not persisted: deliveries still pending
+ * when the process stops stay `pending` in the log (docs/webhooks.md).
+ */
+import type { Context } from "moleculer";
+import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
+import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
+import { formatHttpDate } from "../lib/eve/dates";
+import type { Issues } from "../lib/eve/errors";
+import { loadConfig } from "../lib/config";
+import { encryptSecret, decryptSecret } from "../lib/secrets";
+import { deliver, newWebhookSecret, signature, urlProblem } from "../lib/webhook-delivery";
+import type { Doc } from "../lib/store";
+
+const LEVELS = ["debug", "info", "warning", "error", "critical"];
+const MAX_BACKOFF_MS = 5 * 60_000;
+
+interface Delivery {
+	id: string;
+	hook: string;
+	alert: Doc;
+	body: string;
+	attempts: number;
+	dueAt: number;
+}
+
+function globMatch(glob: string, value: string): boolean {
+	return new RegExp("^" + glob.split("*").map(p => p.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*") + "$").test(value);
+}
+
+export function hookMatches(hook: Doc, alert: { type: string; level: string }): boolean {
+	if (hook.active === false) return false;
+	const types: string[] = hook.types ?? ["*"];
+	if (!types.some(t => globMatch(t, alert.type))) return false;
+	return !Array.isArray(hook.levels) || hook.levels.length === 0 || hook.levels.includes(alert.level);
+}
+
+const WebhooksService: EveServiceSchema = {
+	name: "webhooks",
+	mixins: [
+		EveCollection({
+			resource: "webhooks",
+			idPattern: OBJECT_ID,
+			readOnlyFields: ["secret"],
+			masked: ["secret"],
+			secretPaths: ["secret"],
+			schema: {
+				url: { type: "string", min: 1, max: 2048 },
+				types: { type: "array", items: { type: "string", pattern: /^[A-Za-z0-9_.*-]{1,200}$/ }, min: 1, max: 100, optional: true },
+				levels: { type: "array", items: { type: "enum", values: LEVELS }, max: LEVELS.length, optional: true },
+				active: { type: "boolean", optional: true },
+				description: { type: "string", max: 500, optional: true },
+			},
+		}),
+	],
+
+	events: {
+		"alerts.raised": {
+			async handler(this: EveThis, ctx: Context<{ alerts: Doc[] }>) {
+				const hooks = await this.store.find({ active: { $ne: false } });
+				for (const alert of ctx.params.alerts) for (const hook of hooks) if (hookMatches(hook, alert as { type: string; level: string })) await this.enqueue(hook, alert);
+			},
+		},
+	},
+
+	methods: {
+		async checkRules(this: EveThis, _ctx: RestContext, doc: Doc, _info: WriteInfo): Promise<Issues | null> {
+			if (typeof doc.url !== "string") return null;
+			const problem = urlProblem(doc.url, this.config.webhookAllowPrivate);
+			return problem ? { url: problem } : null;
+		},
+
+		async beforeStore(this: EveThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc> {
+			if (info.op !== "create") return doc;
+			const secret = newWebhookSecret();
+			// Shown to the creator once (eveCreate), stored encrypted.
+			(ctx.locals as Record<string, string[]>).secrets ??= [];
+			(ctx.locals as Record<string, string[]>).secrets.push(secret);
+			return { active: true, types: ["*"], ...doc, secret: encryptSecret(secret) };
+		},
+
+		async eveCreate(this: EveThis, ctx: RestContext, body: unknown) {
+			const res = await this.createRecords(ctx, body);
+			const secrets: string[] = (ctx.locals as Record<string, string[]>).secrets ?? [];
+			if (res._items) res._items.forEach((item: Doc, i: number) => (item.secret = secrets[i]));
+			else res.secret = secrets[0];
+			return res;
+		},
+
+		async log(this: EveThis, d: Delivery, set: Doc) {
+			try {
+				await this.broker.call("webhook-deliveries.log", { id: d.id, set: { webhook: d.hook, alert: String(d.alert._id), type: d.alert.type, level: d.alert.level, attempts: d.attempts, ...set } });
+			} catch (err) {
+				this.logger.warn("Could not log a webhook delivery:", (err as Error).message);
+			}
+		},
+
+		async enqueue(this: EveThis, hook: Doc, alert: Doc) {
+			const id = newObjectId();
+			const rendered = { ...alert, _created: alert._created ? formatHttpDate(new Date(alert._created)) : undefined, _updated: alert._updated ? formatHttpDate(new Date(alert._updated)) : undefined };
+			const d: Delivery = { id, hook: String(hook._id), alert, body: JSON.stringify({ id, event: "alert", webhook: String(hook._id), alert: rendered }), attempts: 0, dueAt: Date.now() };
+			// Bounded per receiver: a dead receiver's backlog must not crowd out deliveries to the others.
+			if (this.queue.reduce((n: number, q: Delivery) => n + (q.hook === d.hook ? 1 : 0), 0) >= this.config.webhookQueueMax) {
+				await this.log(d, { status: "dropped", last_error: `this webhook's delivery queue is full (${this.config.webhookQueueMax})` });
+				return;
+			}
+			this.queue.push(d);
+			await this.log(d, { status: "pending", next_attempt: new Date(d.dueAt) });
+			this.pump();
+		},
+
+		/** Starts every due delivery there is room for: a free slot, and no other delivery to the same webhook in flight. */
+		pump(this: EveThis) {
+			if (this.stopping) return;
+			const now = Date.now();
+			let nextDue = Infinity;
+			for (let i = 0; i < this.queue.length && this.inflight < this.config.webhookConcurrency; ) {
+				const d: Delivery = this.queue[i];
+				if (d.dueAt > now || this.busy.has(d.hook)) {
+					if (d.dueAt > now) nextDue = Math.min(nextDue, d.dueAt);
+					i++;
+					continue;
+				}
+				this.queue.splice(i, 1);
+				this.inflight++;
+				this.busy.add(d.hook);
+				void this.attempt(d)
+					.catch((err: Error) => this.attemptBroke(d, err))
+					.finally(() => {
+						this.inflight--;
+						this.busy.delete(d.hook);
+						this.pump();
+					});
+			}
+			if (nextDue < Infinity) {
+				if (this.timer) clearTimeout(this.timer);
+				this.timer = setTimeout(() => {
+					this.timer = null;
+					this.pump();
+				}, Math.max(5, nextDue - now));
+				this.timer.unref?.();
+			}
+		},
+
+		/** An attempt that failed on our side (storage, a secret that no longer decrypts): logged, never thrown into the void. */
+		async attemptBroke(this: EveThis, d: Delivery, err: Error) {
+			this.logger.error(`Webhook delivery ${d.id} could not be attempted:`, err.message);
+			await this.log(d, { status: "failed", next_attempt: null, last_error: `fleet-ctl could not attempt the delivery: ${err.message}`.slice(0, 500) });
+		},
+
+		async attempt(this: EveThis, d: Delivery) {
+			const hook = await this.store.findOne({ _id: d.hook });
+			if (!hook || hook.active === false) {
+				await this.log(d, { status: "cancelled", next_attempt: null, last_error: hook ? "the webhook was deactivated" : "the webhook was deleted" });
+				return;
+			}
+			d.attempts++;
+			const t = Math.floor(Date.now() / 1000);
+			const headers = { "x-fleet-event": String(d.alert.type), "x-fleet-delivery": d.id, "x-fleet-signature": signature(decryptSecret(hook.secret), t, d.body) };
+			const r = await deliver(hook.url, d.body, headers, this.config.webhookTimeoutMs, this.config.webhookAllowPrivate);
+			const common = { last_status: r.status, last_error: r.error, duration_ms: r.durationMs };
+			if (r.ok) {
+				await this.log(d, { ...common, status: "delivered", delivered: new Date(), next_attempt: null });
+				return;
+			}
+			if (d.attempts >= this.config.webhookMaxAttempts) {
+				await this.log(d, { ...common, status: "failed", next_attempt: null });
+				return;
+			}
+			const backoff = Math.min(MAX_BACKOFF_MS, this.config.webhookRetryBaseMs * 2 ** (d.attempts - 1));
+			d.dueAt = Date.now() + Math.round(backoff * (0.8 + Math.random() * 0.4));
+			this.queue.push(d);
+			await this.log(d, { ...common, status: "pending", next_attempt: new Date(d.dueAt) });
+		},
+	},
+
+	created(this: EveThis) {
+		this.config = loadConfig();
+		this.queue = [] as Delivery[];
+		this.inflight = 0;
+		this.busy = new Set<string>();
+		this.timer = null;
+		this.stopping = false;
+	},
+
+	stopped(this: EveThis) {
+		this.stopping = true;
+		if (this.timer) clearTimeout(this.timer);
+	},
+};
+
+export default WebhooksService;

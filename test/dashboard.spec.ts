@@ -1,0 +1,417 @@
+/**
+ * The dashboard end to end in a real browser: Debian's Chromium, headless, driven by playwright-core,
+ * against the gateway serving the built dashboard (dist/ui, `npm run build`), the cm-gateway talking
+ * to the salt-api simulator and the vpn service talking to the Pritunl simulator over real HTTP, and the
+ * stats service's own snapshots (taken at chosen times). Screenshots go to test-artifacts/dashboard/.
+ *
+ * Without /usr/bin/chromium (CI installs it: .ci/run) the suite fails, unless SKIP_BROWSER=1 says so.
+ */
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { SaltApiSimulator } from "./simulators/salt-api";
+import { PritunlSimulator, untar } from "./simulators/pritunl";
+import { startEmbedded, ROOT, type Harness } from "./support/harness";
+import { request, eventually, withQuery } from "./support/http";
+
+// Run in the page by waitForFunction and evaluate (the test's own types have no DOM).
+declare const document: any;
+declare const echarts: any;
+
+const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const ARTIFACTS = path.join(ROOT, "test-artifacts", "dashboard");
+const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"];
+const describeBrowser = process.env.SKIP_BROWSER === "1" ? describe.skip : describe;
+const HTTP_DATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+const MASK = "********";
+
+describeBrowser("dashboard in headless Chromium", () => {
+	let sim: SaltApiSimulator;
+	let pritunl: PritunlSimulator;
+	/** The Pritunl organization and user behind the first host's VPN identity. */
+	const vpn = { org: "", user: "", otp: "" };
+	let h: Harness;
+	let context: BrowserContext;
+	let page: Page;
+	let base = "";
+	let profile = "";
+	const problems: string[] = [];
+	let hosts: string[] = [];
+	let web = "";
+	let task = "";
+	let viewerToken = "";
+	let operatorToken = "";
+	const url = (p: string) => `${h.api}/${p}`;
+	const shot = (name: string) => page.screenshot({ path: path.join(ARTIFACTS, `${name}.png`), fullPage: true });
+	const vpnField = (key: string) => page.locator(`#host-vpn dd[data-key="${key}"]`).textContent();
+
+	/** Clicks "Download VPN profile" on the open host page: the request the page made, what it got, the file saved. */
+	const downloadProfile = async (bearer: string) => {
+		await page.waitForSelector("#vpn-profile");
+		const [response, file] = await Promise.all([page.waitForResponse(r => r.url().includes("/vpn_profile")), page.waitForEvent("download"), page.click("#vpn-profile")]);
+		expect(new URL(response.url()).pathname).toBe(`/api/hosts/${hosts[0]}/vpn_profile`);
+		expect(response.url()).not.toContain(bearer);
+		expect(response.request().headers().authorization).toBe(`Bearer ${bearer}`);
+		expect(response.status()).toBe(200);
+		expect(response.headers()["content-type"]).toBe("application/x-tar");
+		expect(file.suggestedFilename()).toBe(`${hosts[0]}.tar`);
+		const saved = fs.readFileSync((await file.path()) as string);
+		expect(untar(saved)).toEqual(untar(pritunl.profile(vpn.org, vpn.user))); // the tar headers carry the time of download
+		expect(untar(saved).map(f => f.name)).toEqual([`dash-site_${hosts[0]}_vpn-1.ovpn`]);
+		await page.waitForSelector(`#vpn-profile-result:has-text("Saved ${hosts[0]}.tar")`);
+	};
+
+	beforeAll(async () => {
+		if (!fs.existsSync(path.join(ROOT, "dist", "ui", "app.js"))) throw new Error("dist/ui is missing: run `npm run build` first (npm test does)");
+		if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (or SKIP_BROWSER=1)`);
+		fs.mkdirSync(ARTIFACTS, { recursive: true });
+		// Returns take up to a few seconds, so that the page shows hosts still running before they answer.
+		sim = new SaltApiSimulator({ minions: 12, timeout: 6, gatherJobTimeout: 0, latencyMs: [1500, 4000], presenceEvents: false, downFraction: 0 });
+		await sim.start();
+		// The online chart's snapshots are taken by the test at chosen times (as the e2e statistics suite does).
+		h = await startEmbedded({ env: { ...sim.cmApiEnv, CM_API_TIMEOUT_MS: "5000", CM_JOB_POLL_MS: "200", CM_JOB_TIMEOUT_MS: "5000", CM_SYNC_INTERVAL_MS: "0", STATS_SNAPSHOTS: "false", VPN_SYNC_INTERVAL_MS: "0" } });
+		base = h.api.replace(/\/api$/, "");
+		// A reconciliation brings the simulator's minions in, with their grains (recorded as the inventory_sync job).
+		const synced = await h.call("cm-gateway.sync");
+		expect(synced.hosts).toBeGreaterThanOrEqual(3);
+		hosts = await eventually(async () => {
+			const res = await request("GET", `${url("hosts")}?max_results=50&where=${encodeURIComponent('{"status":"up"}')}`);
+			return res.body?._meta?.total >= 3 ? (res.body._items as Array<{ _id: string }>).map(x => x._id).sort() : undefined;
+		}, 15_000, "the inventory sync");
+		// More hosts than one page holds (25): retired ones, down, named after the simulator's.
+		await h.call("hosts.upsertMany", { hosts: Array.from({ length: 30 }, (_, i) => ({ _id: `zz-retired-${String(i).padStart(2, "0")}.site-a.example`, status: "down", key: "accepted" })) });
+		const sub = await request("POST", url("groups"), { body: { name: "web-edge", type: 0, hosts: [hosts[2]] } });
+		const g = await request("POST", url("groups"), { body: { name: "web", type: 0, hosts: hosts.slice(0, 2), subgroups: [sub.body._id] } });
+		expect(g.status).toBe(201);
+		web = g.body._id;
+		const t = await request("POST", url("tasks"), { body: { name: "nightly ping", fun: "test.ping", tgt: [hosts[0]], start: "2030-01-01 00:00", interval: 3600 } });
+		expect(t.status).toBe(201);
+		task = t.body._id;
+		viewerToken = (await request("POST", url("tokens"), { body: { name: "dash-viewer", role: "viewer" } })).body.token;
+		operatorToken = (await request("POST", url("tokens"), { body: { name: "dash-operator", role: "operator" } })).body.token;
+		// A failed patch run on the first host, as the cm-gateway records one.
+		const step = (id: string, result: boolean, stderr = "") => ({ __id__: id, __run_num__: 0, __sls__: "patches.fix1", name: id, comment: result ? "ok" : "Command failed", result, start_time: "10:00:00.000000", duration: 1, cmd: id, changes: { pid: 1, retcode: result ? 0 : 1, stdout: "", stderr } });
+		await h.call("failed-patches.record", { returns: [{ jid: "20260101000000000001", host: hosts[0], action: "state.apply", state: "finished", patch: "patches.fix1", return: [step("apt-update", true), step("apt-upgrade", false, "E: dpkg was interrupted")] }] });
+		// The first host's VPN identity: a manager and an organization made through the API in the Pritunl
+		// simulator, the host's Pritunl user (named after it) brought in by the sync.
+		pritunl = new PritunlSimulator({ username: "fleet", password: "Pw-dash-4c1e9b!" });
+		const { url: pritunlUrl } = await pritunl.start();
+		const manager = await request("POST", url("vpn_managers"), { body: { name: "dash-vpn", server_address: pritunlUrl, dashboard_address: `${pritunlUrl}/`, username: "fleet", password: "Pw-dash-4c1e9b!" } });
+		expect(manager.status).toBe(201);
+		const org = await request("POST", url("vpn_organizations"), { body: { name: "dash-site", vpn_representation: { name: "dash-site", cipher_type: "rsa" }, cipher_type: "rsa", vpn_manager: manager.body._id, type: 6 } });
+		expect(org.status).toBe(201);
+		vpn.org = pritunl.orgList().find(o => o.name === "dash-site")!.id;
+		const user = pritunl.addUser(vpn.org, { name: hosts[0], yubico_id: "cccccchwdash", email: "ops@example.org" });
+		vpn.user = user.id;
+		vpn.otp = user.otp_secret;
+		expect((await h.call("vpn.sync", {})).failed).toEqual([]);
+
+		profile = fs.mkdtempSync(path.join(os.tmpdir(), "fleet-ctl-chromium-"));
+		context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: FLAGS, viewport: { width: 1360, height: 900 } });
+		page = context.pages()[0] ?? (await context.newPage());
+		page.on("console", msg => {
+			if (msg.type() === "error" && !/status of (401|503)/.test(msg.text())) problems.push(`console: ${msg.text()}`);
+		});
+		page.on("pageerror", err => problems.push(`page error: ${err.message}`));
+		// Anything the page asks of another origin (a CDN) is refused and noted.
+		await context.route(/^(?!http:\/\/127\.0\.0\.1)/, route => {
+			problems.push(`request to another origin: ${route.request().url()}`);
+			return route.abort();
+		});
+	}, 60_000);
+
+	afterAll(async () => {
+		await context?.close();
+		await h?.stop();
+		await sim?.stop();
+		await pritunl?.stop();
+		if (profile) fs.rmSync(profile, { recursive: true, force: true });
+	});
+
+	it("serves the dashboard with a strict CSP and security headers, from this origin only", async () => {
+		const res = await fetch(`${base}/`);
+		expect(res.status).toBe(200);
+		const csp = res.headers.get("content-security-policy") ?? "";
+		expect(csp).toContain("script-src 'self'");
+		expect(csp).not.toContain("unsafe-inline");
+		expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+		expect((await fetch(`${base}/vendor/echarts.min.js`)).status).toBe(200);
+		// API errors carry the headers too.
+		expect((await fetch(`${h.api}/hosts`)).headers.get("content-security-policy")).toBe(csp);
+	});
+
+	it("signs in with a token kept in sessionStorage and shows the hosts", async () => {
+		await page.goto(`${base}/`);
+		await page.fill("#token", "fct_not-a-real-token-at-all");
+		await page.click("#signin button[type=submit]");
+		await page.waitForSelector("#signin .error");
+		await page.fill("#token", process.env.FLEET_TEST_TOKEN as string);
+		await page.click("#signin button[type=submit]");
+		await page.waitForSelector("#hosts tbody tr");
+		expect(await page.evaluate(() => sessionStorage.getItem("fleet-ctl.token"))).toBe(process.env.FLEET_TEST_TOKEN);
+		expect(await page.locator("#who").textContent()).toContain("admin");
+		await shot("01-hosts");
+	});
+
+	it("filters, sorts and pages the hosts through the API", async () => {
+		const total = await page.locator("#hosts tbody tr").count();
+		expect(total).toBe(25);
+		const all = (await request("GET", `${url("hosts")}?max_results=1`)).body._meta.total;
+		expect(await page.locator("#host-page").textContent()).toBe(`page 1 of 2 · ${all} hosts`);
+		await page.fill("#host-filter", hosts[1]);
+		await page.waitForFunction(() => document.querySelectorAll("#hosts tbody tr").length === 1);
+		expect(await page.locator("#hosts tbody tr").first().getAttribute("data-host")).toBe(hosts[1]);
+		await page.fill("#host-filter", "");
+		await page.waitForFunction(n => document.querySelectorAll("#hosts tbody tr").length === n, total);
+		await page.click('#hosts th[data-field="_id"]');
+		await page.waitForFunction(() => document.querySelector('#hosts th[data-field="_id"]')?.textContent?.includes("▼"));
+		const first = await page.locator("#hosts tbody tr").first().getAttribute("data-host");
+		const sorted = (await request("GET", `${url("hosts")}?sort=-_id&max_results=1`)).body._items[0]._id;
+		expect(first).toBe(sorted);
+		await shot("02-hosts-sorted");
+		// The next page holds the rest, in the same order.
+		await page.click("#host-page + button");
+		await page.waitForFunction(() => document.querySelector("#host-page")?.textContent?.startsWith("page 2 of 2"));
+		expect(await page.locator("#hosts tbody tr").count()).toBe(all - 25);
+		const last = (await request("GET", `${url("hosts")}?sort=_id&max_results=1`)).body._items[0]._id;
+		expect(await page.locator("#hosts tbody tr").last().getAttribute("data-host")).toBe(last);
+		// The status filter goes back to page 1 and narrows to the hosts down.
+		await page.selectOption("#host-status", "down");
+		await page.waitForFunction(() => document.querySelector("#host-page")?.textContent?.includes("page 1 of 2 · 30 hosts"));
+		await page.selectOption("#host-status", "");
+		await page.click('#hosts th[data-field="_id"]');
+		await page.waitForFunction(() => document.querySelector('#hosts th[data-field="_id"]')?.textContent?.includes("▲"));
+	});
+
+	it("opens a host: identity, keys, VPN identity, grains, recent actions", async () => {
+		await page.click(`#hosts a[href="#/hosts/${hosts[0]}"]`);
+		await page.waitForSelector("#host-title");
+		expect(await page.locator("#host-title").textContent()).toContain(hosts[0]);
+		expect(await page.locator("#host-keys").textContent()).toContain("accepted");
+		// The Pritunl identity the sync brought in; an admin reads the otp_secret in clear.
+		expect(await vpnField("name")).toBe(hosts[0]);
+		expect(await vpnField("organization_name")).toBe("dash-site");
+		expect(await vpnField("hwtoken_id")).toBe("cccccchwdash");
+		expect(await vpnField("otp_secret")).toBe(vpn.otp);
+		expect(await page.locator("#host-grains tbody tr").count()).toBeGreaterThan(5);
+		// Its groups by name, linked; its failed patch with the step that failed and why.
+		await page.waitForSelector('#host-identity dd[data-key="groups"] a:has-text("web")');
+		await page.waitForSelector("#failed-patches");
+		const failedRow = await page.locator("#failed-patches tbody tr").first().textContent();
+		expect(failedRow).toContain("patches.fix1");
+		expect(failedRow).toContain("apt-upgrade: Command failed — E: dpkg was interrupted");
+		expect(failedRow).not.toContain("apt-update");
+		await shot("03-host");
+	});
+
+	it("downloads the host's VPN profile archive (admin), with the token in the header and never in the URL", async () => {
+		await downloadProfile(process.env.FLEET_TEST_TOKEN as string);
+		await shot("03-host-vpn-profile");
+	});
+
+	it("says a host without a VPN identity has none, and offers no download", async () => {
+		await page.goto(`${base}/#/hosts/${hosts[1]}`);
+		await page.waitForSelector("#host-vpn .unavailable");
+		expect(await page.locator("#vpn-profile").count()).toBe(0);
+	});
+
+	it("draws a group's graph with ECharts from /api/graph/{id}", async () => {
+		await page.goto(`${base}/#/groups/${web}`);
+		await page.waitForSelector('#graph[data-drawn="1"] canvas', { timeout: 15_000 });
+		expect(await page.locator("#graph").getAttribute("data-nodes")).toBe("2");
+		expect(await page.locator("#graph").getAttribute("data-edges")).toBe("1");
+		await shot("04-group-graph");
+	});
+
+	it("runs test.ping on the group and shows the returns as they arrive", async () => {
+		await page.fill("#run-fun", "test.ping");
+		await page.click("#run-go");
+		await page.waitForSelector("#run-summary");
+		// Hosts appear running first, then answer one by one.
+		await page.waitForSelector("#run-returns .pill.running", { timeout: 10_000 });
+		await shot("05-group-run-running");
+		const members = 3;
+		await page.waitForFunction(n => document.querySelector("#run-summary")?.textContent?.includes(`${n} of ${n} host(s) answered`), members, { timeout: 20_000 });
+		const states = await page.locator("#run-returns tbody tr td:nth-child(2)").allTextContents();
+		expect(states).toEqual(Array(members).fill("finished"));
+		expect(await page.locator("#run-returns tbody").textContent()).toContain("true");
+		await shot("05-group-run");
+		// Quoted words stay whole, as in the REPL.
+		await page.fill("#run-fun", "test.arg");
+		await page.fill("#run-args", `'one two' note="a b"`);
+		await page.click("#run-go");
+		await page.waitForFunction(n => document.querySelector("#run-summary")?.textContent?.includes(`${n} of ${n} host(s) answered`) && document.querySelector("#run-returns")?.textContent?.includes("one two"), members, { timeout: 20_000 });
+		expect(await page.locator("#run-returns tbody").textContent()).toContain("a b");
+		await page.fill("#run-args", "");
+	});
+
+	it("shows an alert live as it is raised, and marks it read", async () => {
+		await page.goto(`${base}/#/alerts`);
+		await page.waitForSelector("#alerts");
+		await page.waitForFunction(() => document.body.getAttribute("data-live") === "on");
+		await h.call("alerts.raise", { type: "vnc.connect", level: "warning", payload: { hostname: hosts[0], status: "open" } });
+		await page.waitForSelector(`#alerts-body tr.unread:has-text("vnc.connect")`, { timeout: 10_000 });
+		await page.waitForSelector(`.toast:has-text("vnc.connect")`);
+		await page.waitForSelector("#unread");
+		await shot("06-alert-live");
+		await page.click("#mark-all");
+		await page.waitForFunction(() => !document.querySelector("#alerts-body tr.unread"));
+		expect((await request("GET", `${url("alerts")}?where=${encodeURIComponent('{"read":false}')}`)).body._meta.total).toBe(0);
+	});
+
+	it("pauses and resumes a task", async () => {
+		await page.goto(`${base}/#/tasks`);
+		await page.click(`#tasks button[data-task="${task}"]`);
+		await page.waitForFunction(() => document.querySelector("#tasks tbody")?.textContent?.includes("paused"));
+		expect((await request("GET", url(`tasks/${task}`))).body.status).toBe("paused");
+		await shot("07-task-paused");
+		await page.click(`#tasks button[data-task="${task}"]:has-text("Resume")`);
+		await page.waitForFunction(() => document.querySelector("#tasks tbody")?.textContent?.includes("scheduled"));
+		expect((await request("GET", url(`tasks/${task}`))).body.status).toBe("scheduled");
+	});
+
+	it("charts the hosts up and down from the stats service's snapshots, for the range picked", async () => {
+		// Snapshots at chosen times (20 h, 50, 40 and 30 minutes ago), hosts changing between them; what each
+		// holds is what the hosts API says at that moment (`up`, and the others as down).
+		const minute = 60_000;
+		const now = Math.floor(Date.now() / minute) * minute;
+		const count = async (where: Record<string, unknown>) => (await request("GET", withQuery(url("hosts"), { where, max_results: 1 }))).body._meta.total as number;
+		const held: Array<{ up: number; down: number }> = [];
+		const snapshot = async (minutesAgo: number) => {
+			const [all, up] = [await count({}), await count({ status: "up" })];
+			held.push({ up, down: all - up });
+			expect(await h.call("stats.snapshot", { at: new Date(now - minutesAgo * minute) })).toMatchObject({ index: held.length - 1 });
+		};
+		const retired = (from: number, to: number, status: string) => h.call("hosts.upsertMany", { hosts: Array.from({ length: to - from }, (_, i) => ({ _id: `zz-retired-${String(from + i).padStart(2, "0")}.site-a.example`, status })) });
+		await snapshot(20 * 60);
+		await retired(0, 6, "up");
+		await snapshot(50);
+		await retired(0, 3, "down");
+		await retired(10, 18, "up");
+		await snapshot(40);
+		await h.call("hosts.upsertMany", { hosts: [{ _id: hosts[1], status: "down" }] });
+		await retired(10, 20, "down");
+		await snapshot(30);
+		expect(new Set(held.map(x => x.up)).size).toBe(4);
+
+		/** The page's own request for the chart, and what it drew: the chart's series, the table of points, the summary. */
+		const drawn = async (pick: () => Promise<unknown>, interval: number) => {
+			const [response] = await Promise.all([page.waitForResponse(r => r.url().includes("/api/hosts/statistics/online")), pick()]);
+			// The new chart (each range has its own interval), not the one it replaces.
+			await page.waitForSelector(`#online-chart[data-interval="${interval}"][data-drawn="1"] canvas`);
+			const asked = new URL(response.url());
+			const series = await page.evaluate(() => echarts.getInstanceByDom(document.querySelector("#online-chart")).getOption().series.map((x: any) => [x.name, x.data]));
+			const rows = await page.locator("#online-points tbody tr").evaluateAll(trs => trs.map((tr: any) => [...tr.querySelectorAll("td")].map((td: any) => td.textContent)));
+			return { response, asked, series, rows, summary: await page.locator("#online-summary").textContent(), answer: await response.json() };
+		};
+		/** The points must be the API's answer to the same query, drawn as they are. */
+		const matchesApi = async (got: Awaited<ReturnType<typeof drawn>>, seconds: number) => {
+			const interval = Number(await page.locator("#online-chart").getAttribute("data-interval"));
+			expect(got.response.status()).toBe(200);
+			const range = got.asked.searchParams.getAll("range[]");
+			expect(range).toHaveLength(2);
+			for (const r of range) expect(r).toMatch(HTTP_DATE);
+			expect(Date.parse(range[1]) - Date.parse(range[0])).toBe(seconds * 1000);
+			expect(Math.abs(Date.parse(range[1]) - Date.now())).toBeLessThan(60_000);
+			expect(got.asked.searchParams.get("interval")).toBe(String(interval));
+			expect(Math.floor(seconds / interval) + 1).toBeLessThanOrEqual(100_000);
+			const api = (await request("GET", `${url("hosts/statistics/online")}${got.asked.search}`)).body as Array<{ timestamp: string; hostnames: { up: number; down: number } }>;
+			expect(got.answer).toEqual(api);
+			expect(got.series).toEqual([
+				["up", api.map(p => [Date.parse(p.timestamp), p.hostnames.up])],
+				["down", api.map(p => [Date.parse(p.timestamp), p.hostnames.down])],
+			]);
+			expect(got.rows).toEqual(api.map(p => [p.timestamp, String(p.hostnames.up), String(p.hostnames.down)]));
+			return api;
+		};
+
+		// Last 24 hours (the default): quarter-hour points; the first holds the old snapshot, the last the newest.
+		const day = await drawn(() => page.goto(`${base}/#/stats`), 900);
+		const dayPoints = await matchesApi(day, 86_400);
+		expect(dayPoints.length).toBeGreaterThanOrEqual(3);
+		expect(dayPoints[0].hostnames).toEqual(held[0]);
+		expect(dayPoints[dayPoints.length - 1].hostnames).toEqual(held[3]);
+		expect(day.summary).toContain(`Latest: ${held[3].up} up, ${held[3].down} down`);
+		await shot("08-online-day");
+		// Last hour: one-minute points, one per snapshot of the hour, with exactly what each held.
+		const hour = await drawn(() => page.selectOption("#range", "0"), 60);
+		const hourPoints = await matchesApi(hour, 3600);
+		expect(hourPoints.map(p => p.hostnames)).toEqual(held.slice(1));
+		hourPoints.forEach((p, i) => {
+			const start = Date.parse(p.timestamp);
+			const taken = now - [50, 40, 30][i] * minute;
+			expect(taken - start).toBeGreaterThanOrEqual(0);
+			expect(taken - start).toBeLessThan(60_000);
+		});
+		expect(hour.summary).toContain("3 point(s), one per 1 min");
+		await shot("08-online-hour");
+		// A week and a month: hours, and four hours, still the newest snapshot last.
+		for (const [pick, seconds, interval] of [["2", 7 * 86_400, 3600], ["3", 30 * 86_400, 4 * 3600]] as const) {
+			const points = await matchesApi(await drawn(() => page.selectOption("#range", pick), interval), seconds);
+			expect(points[points.length - 1].hostnames).toEqual(held[3]);
+		}
+		await h.call("hosts.upsertMany", { hosts: [{ _id: hosts[1], status: "up" }] });
+	});
+
+	it("shows the progress of long work (jobs)", async () => {
+		// The reconciliation in beforeAll was recorded as the inventory_sync job.
+		await page.goto(`${base}/#/jobs`);
+		await page.waitForSelector("#jobs");
+		expect(await page.locator("#jobs tbody").textContent()).toContain("inventory_sync");
+		expect(await page.locator("#jobs tbody").textContent()).toContain("100%");
+		// Starting a patch load from the page: its record appears and reaches 100 % on its own.
+		await page.click("#job-load-updates");
+		await page.waitForFunction(() => /load_updates\s*finished\s*100%/.test(document.querySelector("#jobs tbody")?.textContent ?? ""), undefined, { timeout: 15_000 });
+		expect((await request("GET", url("jobs/load_updates"))).body).toMatchObject({ status: "finished", percent: 100 });
+		expect((await request("GET", `${url("updates")}?max_results=1`)).body._meta.total).toBeGreaterThan(0);
+		await shot("09-jobs");
+	});
+
+	it("shows an operator the VPN identity with the otp_secret masked, and lets it download the profile", async () => {
+		await page.click("#signout");
+		await page.fill("#token", operatorToken);
+		await page.click("#signin button[type=submit]");
+		await page.waitForSelector("#hosts tbody tr");
+		await page.goto(`${base}/#/hosts/${hosts[0]}`);
+		await page.waitForSelector("#host-vpn dl");
+		expect(await vpnField("otp_secret")).toBe(MASK);
+		expect(await page.locator("#host-vpn").textContent()).not.toContain(vpn.otp);
+		await downloadProfile(operatorToken);
+	});
+
+	it("offers a viewer nothing it may not do", async () => {
+		await page.click("#signout");
+		await page.fill("#token", viewerToken);
+		await page.click("#signin button[type=submit]");
+		await page.waitForSelector("#hosts tbody tr");
+		expect(await page.locator('#nav a[href="#/webhooks"]').count()).toBe(0);
+		// The VPN identity with the otp_secret masked, and no profile to download.
+		await page.goto(`${base}/#/hosts/${hosts[0]}`);
+		await page.waitForSelector("#host-vpn dl");
+		expect(await vpnField("name")).toBe(hosts[0]);
+		expect(await vpnField("otp_secret")).toBe(MASK);
+		expect(await page.locator("#vpn-profile").count()).toBe(0);
+		await page.goto(`${base}/#/groups/${web}`);
+		await page.waitForSelector('#graph[data-drawn="1"]', { timeout: 15_000 });
+		expect(await page.locator("#run").count()).toBe(0);
+		await page.goto(`${base}/#/tasks`);
+		await page.waitForSelector("#tasks");
+		expect(await page.locator("#tasks button").count()).toBe(0);
+		await page.goto(`${base}/#/jobs`);
+		await page.waitForSelector("#jobs");
+		expect(await page.locator("main button").count()).toBe(0);
+		await shot("10-viewer");
+	});
+
+	it("browses the API documentation generated from the routes", async () => {
+		await page.goto(`${base}/docs.html`);
+		await page.waitForSelector('[data-op="GET /hosts"]');
+		expect(await page.locator("details.op").count()).toBeGreaterThan(60);
+		await shot("11-api-docs");
+	});
+
+	it("had no script error, no CSP violation and no request to another origin", () => {
+		expect(problems).toEqual([]);
+	});
+});

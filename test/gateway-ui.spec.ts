@@ -1,0 +1,154 @@
+/**
+ * What mixins/gateway-ui.mixin.ts adds to the gateway, over HTTP: the alert stream (server-sent events,
+ * authenticated by header like every /api route), `whoami`, the static dashboard with its security
+ * headers, and the jobs collection the long work reports into.
+ */
+import http from "node:http";
+import type { AddressInfo } from "node:net";
+import { startEmbedded, startSplit, type Harness } from "./support/harness";
+import { request, expectEveError } from "./support/http";
+
+describe("gateway: alert stream, whoami, dashboard files", () => {
+	let h: Harness;
+	let base = "";
+	beforeAll(async () => {
+		h = await startEmbedded();
+		base = h.api.replace(/\/api$/, "");
+	});
+	afterAll(() => h?.stop());
+
+	/** Reads server-sent events until `count` alert events arrived (or the stream ended). */
+	async function readAlerts(reader: ReadableStreamDefaultReader<string>, count: number): Promise<any[]> {
+		const alerts: any[] = [];
+		let buffer = "";
+		while (alerts.length < count) {
+			const { value, done } = await reader.read();
+			if (done) break;
+			buffer += value;
+			let cut: number;
+			while ((cut = buffer.indexOf("\n\n")) >= 0) {
+				const block = buffer.slice(0, cut);
+				buffer = buffer.slice(cut + 2);
+				if (/^event: alert$/m.test(block)) alerts.push(JSON.parse(/^data: (.*)$/m.exec(block)![1]));
+			}
+		}
+		await reader.cancel();
+		return alerts;
+	}
+
+	it("pushes every alert raised to every open stream, as server-sent events", async () => {
+		const open = () => fetch(`${h.api}/alerts/stream`, { headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}` } });
+		const [a, b] = await Promise.all([open(), open()]);
+		expect(a.status).toBe(200);
+		expect(a.headers.get("content-type")).toMatch(/^text\/event-stream/);
+		expect(a.headers.get("cache-control")).toMatch(/no-cache/);
+		// Both streams are registered once their first bytes (`event: ready`) arrived.
+		const [ra, rb] = [a, b].map(r => r.body!.pipeThrough(new TextDecoderStream()).getReader());
+		for (const r of [ra, rb]) expect((await r.read()).value).toContain("event: ready");
+		await h.call("alerts.raise", { type: "sse.one", level: "info", payload: { n: 1 } });
+		await h.call("alerts.raiseMany", { alerts: [{ type: "sse.two", level: "error", payload: { n: 2 } }] });
+		for (const alerts of await Promise.all([readAlerts(ra, 2), readAlerts(rb, 2)])) {
+			expect(alerts.map(x => x.type)).toEqual(["sse.one", "sse.two"]);
+			expect(alerts[1]).toMatchObject({ level: "error", payload: { n: 2 }, read: false });
+			expect(alerts[0]._created).toMatch(/GMT$/);
+		}
+	});
+
+	it("authenticates the stream like any route, ends it after ?timeout, and refuses a bad timeout", async () => {
+		expectEveError(await request("GET", `${h.api}/alerts/stream`, { token: null }), 401);
+		const ended = await request("GET", `${h.api}/alerts/stream?timeout=0`);
+		expect(ended.status).toBe(200);
+		expect(ended.text).toContain("event: ready");
+		expectEveError(await request("GET", `${h.api}/alerts/stream?timeout=soon`), 400);
+		expectEveError(await request("POST", `${h.api}/alerts/stream`, { body: {} }), 405);
+	});
+
+	it("says who the caller is", async () => {
+		const me = await request("GET", `${h.api}/whoami`);
+		expect(me.body).toMatchObject({ name: "bootstrap-admin", role: "admin", scope: null });
+		const viewer = await request("POST", `${h.api}/tokens`, { body: { name: "ui-viewer", role: "viewer" } });
+		expect((await request("GET", `${h.api}/whoami`, { token: viewer.body.token })).body).toMatchObject({ _id: viewer.body._id, name: "ui-viewer", role: "viewer" });
+	});
+
+	it("serves the dashboard without a token, with security headers, and nothing outside it", async () => {
+		const index = await fetch(`${base}/`);
+		expect(index.status).toBe(200);
+		expect(await index.text()).toContain('<script type="module" src="app.js">');
+		for (const res of [index, await fetch(`${base}/app.js`), await fetch(`${base}/nope.html`)]) {
+			expect(res.headers.get("content-security-policy")).toMatch(/default-src 'self'/);
+			expect(res.headers.get("x-frame-options")).toBe("DENY");
+		}
+		expect((await fetch(`${base}/app.js`)).headers.get("content-type")).toMatch(/javascript/);
+		expect((await fetch(`${base}/nope.html`)).status).toBe(404);
+		expect((await fetch(`${base}/..%2f..%2fpackage.json`)).status).toBe(404);
+		expect((await fetch(`${base}/%2e%2e/package.json`)).status).not.toBe(200);
+	});
+
+	it("records the progress of long work in jobs, one record per kind, readable as graph_jobs too", async () => {
+		const job = await h.call("jobs.claim", { kind: "load_updates", params: { prefix: "patches/" } });
+		expectEveError(await request("GET", `${h.api}/jobs/bogus-kind`), 404);
+		await expect(h.call("jobs.claim", { kind: "load_updates" })).rejects.toMatchObject({ code: 409 });
+		expect(await h.call("jobs.update", { id: "load_updates", run: job.run, set: { progress: { done: 1, total: 4 } } })).toBe(true);
+		expect((await request("GET", `${h.api}/jobs/load_updates`)).body).toMatchObject({ status: "running", percent: 25, progress: { done: 1, total: 4 } });
+		// A stale run (taken over) cannot write any more.
+		expect(await h.call("jobs.update", { id: "load_updates", run: "someone-else", set: { status: "failed", error: "x" } })).toBe(false);
+		await h.call("jobs.update", { id: "load_updates", run: job.run, set: { status: "finished", result: { loaded: 4 } } });
+		const done = (await request("GET", `${h.api}/graph_jobs/load_updates`)).body;
+		expect(done).toMatchObject({ status: "finished", percent: 100, progress: { done: 4, total: 4 }, result: { loaded: 4 } });
+		expect(done.lease_ms).toBeUndefined();
+		expect(done.finished).toMatch(/GMT$/);
+	});
+
+	it("stops promptly while a browser still holds a stream open (the streams are ended first)", async () => {
+		const res = await fetch(`${h.api}/alerts/stream`, { headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}` } });
+		const reader = res.body!.getReader();
+		await reader.read();
+		const started = Date.now();
+		await h.restart();
+		expect(Date.now() - started).toBeLessThan(10_000);
+		// The stream ended with the gateway, and the restarted one answers.
+		for (let r = await reader.read().catch(() => ({ done: true })); !r.done; r = await reader.read().catch(() => ({ done: true }))) {
+			// drain what was still buffered
+		}
+		expect((await request("GET", `${h.api}/whoami`)).status).toBe(200);
+	}, 30_000);
+});
+
+describe("split over NATS: alerts reach the gateway's streams and the webhooks from the data process", () => {
+	let h: Harness;
+	let hits: string[] = [];
+	const receiver = http.createServer((req, res) => {
+		let body = "";
+		req.on("data", c => (body += c));
+		req.on("end", () => {
+			hits.push(JSON.parse(body).alert.type);
+			res.writeHead(204).end();
+		});
+	});
+	beforeAll(async () => {
+		await new Promise<void>(r => receiver.listen(0, "127.0.0.1", () => r()));
+		h = await startSplit({ env: { WEBHOOK_ALLOW_PRIVATE: "true" } });
+	}, 90_000);
+	afterAll(async () => {
+		await h?.stop();
+		receiver.closeAllConnections();
+		await new Promise<void>(r => receiver.close(() => r()));
+	});
+
+	it("pushes an alert raised in the data process to a stream held by the gateway process, and delivers it", async () => {
+		const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
+		expect((await request("POST", `${h.api}/webhooks`, { body: { url, types: ["split.*"] } })).status).toBe(201);
+		const res = await fetch(`${h.api}/alerts/stream`, { headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}` } });
+		const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+		expect((await reader.read()).value).toContain("event: ready");
+		await h.call("alerts.raise", { type: "split.alert", level: "critical", payload: {} });
+		let text = "";
+		while (!text.includes("split.alert")) text += (await reader.read()).value ?? "";
+		await reader.cancel();
+		expect(text).toMatch(/event: alert\ndata: \{.*"type":"split.alert"/);
+		for (let i = 0; i < 100 && hits.length === 0; i++) await new Promise(r => setTimeout(r, 50));
+		// Delivered once, by the one webhooks replica the balanced event reached.
+		await new Promise(r => setTimeout(r, 300));
+		expect(hits).toEqual(["split.alert"]);
+	}, 30_000);
+});

@@ -1,0 +1,137 @@
+/**
+ * The container image, without a Docker daemon: the Dockerfile's runtime stage is read, its CMD is run
+ * exactly as written on the build output (the image's /app is this checkout's dist/ and node_modules),
+ * and what that stage copies is checked to need production dependencies only.
+ */
+import fs from "node:fs";
+import { builtinModules } from "node:module";
+import path from "node:path";
+import { spawn } from "node:child_process";
+import { ADMIN_TOKEN, ROOT, freePort, tempDir } from "./support/harness";
+
+interface Stage {
+	from: string;
+	lines: Array<{ instr: string; args: string }>;
+}
+
+/** The Dockerfile as stages of instructions (continuation lines joined, comments dropped). */
+function readDockerfile(): Stage[] {
+	const text = fs.readFileSync(path.join(ROOT, "Dockerfile"), "utf8").replace(/\\\n/g, " ");
+	const stages: Stage[] = [];
+	for (const raw of text.split("\n")) {
+		const line = raw.trim();
+		if (!line || line.startsWith("#")) continue;
+		const [, instr, args] = /^(\w+)\s+(.*)$/.exec(line) ?? [];
+		if (!instr) continue;
+		if (instr.toUpperCase() === "FROM") stages.push({ from: args, lines: [] });
+		else stages[stages.length - 1].lines.push({ instr: instr.toUpperCase(), args });
+	}
+	return stages;
+}
+
+const stages = readDockerfile();
+const runtime = stages[stages.length - 1];
+const last = (instr: string) => [...runtime.lines].reverse().find(l => l.instr === instr)?.args;
+const execForm = (instr: string): string[] => {
+	const args = last(instr);
+	if (!args) throw new Error(`the runtime stage has no ${instr}`);
+	return JSON.parse(args);
+};
+const runtimeEnv = (): Record<string, string> => {
+	const env: Record<string, string> = {};
+	for (const l of runtime.lines.filter(l => l.instr === "ENV")) for (const [, k, v] of l.args.matchAll(/(\w+)=(\S+)/g)) env[k] = v;
+	return env;
+};
+
+describe("the Dockerfile", () => {
+	it("builds in one stage and runs Node 22 as a non-root user under an init, with node itself as the command", () => {
+		expect(stages.length).toBeGreaterThanOrEqual(2);
+		for (const s of stages) expect(s.from).toMatch(/^node:22[-.\w]*/);
+		expect(last("USER")).toBeDefined();
+		expect(last("USER")).not.toMatch(/^(root|0)(:|$)/);
+		const entrypoint = execForm("ENTRYPOINT");
+		expect(entrypoint[0]).toMatch(/tini$/);
+		expect(runtime.lines.some(l => l.instr === "RUN" && /install[^&]*\btini\b/.test(l.args))).toBe(true);
+		// node, not npm: npm would not pass SIGTERM on
+		expect(execForm("CMD")[0]).toBe("node");
+	});
+
+	it("copies only compiled JavaScript into the runtime stage, which needs production dependencies only", () => {
+		const copies = runtime.lines.filter(l => l.instr === "COPY").map(l => l.args.split(/\s+/).filter(a => !a.startsWith("--")));
+		const sources = copies.map(c => c[0].replace(/^\/app\//, ""));
+		expect(sources).toEqual(expect.arrayContaining(["package.json", "node_modules", "dist"]));
+		// what the build stage removes from dist/ before the runtime stage copies it
+		const removed = stages[0].lines.filter(l => l.instr === "RUN").flatMap(l => [...l.args.matchAll(/rm -rf ((?:dist\/\S+\s*)+)/g)].flatMap(m => m[1].trim().split(/\s+/)));
+		expect(removed).toEqual(expect.arrayContaining(["dist/test", "dist/bench"]));
+		expect(fs.existsSync(path.join(ROOT, "dist/moleculer.config.js")) && fs.existsSync(path.join(ROOT, "dist/services"))).toBe(true);
+		const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, "package.json"), "utf8"));
+		const allowed = new Set([...Object.keys(pkg.dependencies), ...builtinModules]);
+		const files: string[] = [];
+		const shipped = (p: string) => !removed.some(r => p === r || p.startsWith(`${r}/`));
+		const walk = (p: string): void => {
+			if (!shipped(path.relative(ROOT, p))) return;
+			if (fs.statSync(p).isDirectory()) for (const f of fs.readdirSync(p)) walk(path.join(p, f));
+			else if (p.endsWith(".js")) files.push(p);
+		};
+		for (const src of sources.filter(s => s.startsWith("dist"))) walk(path.join(ROOT, src));
+		expect(files.length).toBeGreaterThan(20);
+		const outside: string[] = [];
+		for (const file of files) {
+			for (const [, spec] of fs.readFileSync(file, "utf8").matchAll(/require\("([^"]+)"\)/g)) {
+				if (spec.startsWith(".")) {
+					// a relative import must stay inside what the stage copies
+					const target = path.relative(ROOT, path.resolve(path.dirname(file), spec));
+					const inside = sources.some(s => target === s.replace(/\.js$/, "") || target.startsWith(`${s}/`)) && shipped(target);
+					if (!inside) outside.push(`${path.relative(ROOT, file)} -> ${spec}`);
+					continue;
+				}
+				const name = spec.startsWith("node:") ? spec.slice(5) : spec.startsWith("@") ? spec.split("/").slice(0, 2).join("/") : spec.split("/")[0];
+				if (!allowed.has(name)) outside.push(`${path.relative(ROOT, file)} -> ${spec}`);
+			}
+		}
+		expect(outside).toEqual([]);
+	});
+
+	it("runs its CMD on the build output: the API and the health listener answer, SIGTERM exits 0", async () => {
+		const [command, ...args] = execForm("CMD");
+		expect(command).toBe("node");
+		const [port, healthPort] = [await freePort(), await freePort()];
+		const env: NodeJS.ProcessEnv = { ...process.env, ...runtimeEnv(), MONGO_URI: "", DATA_DIR: tempDir("image"), PORT: String(port), HEALTH_PORT: String(healthPort), HOST: "127.0.0.1", CTL_ADMIN_TOKEN: ADMIN_TOKEN, TRANSPORTER: "", SERVICES: "" };
+		expect(env.NODE_ENV).toBe("production");
+		// WORKDIR /app holds what the build stage made: here, this checkout after `npm run build`
+		const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+		const log: string[] = [];
+		child.stdout.on("data", d => log.push(String(d)));
+		child.stderr.on("data", d => log.push(String(d)));
+		try {
+			let ready = 0;
+			for (let i = 0; i < 300 && ready !== 200 && child.exitCode === null; i++) {
+				ready = await fetch(`http://127.0.0.1:${healthPort}/ready`).then(r => r.status, () => 0);
+				if (ready !== 200) await new Promise(r => setTimeout(r, 100));
+			}
+			expect({ ready, log: ready === 200 ? "" : log.join("") }).toEqual({ ready: 200, log: "" });
+			const res = await fetch(`http://127.0.0.1:${port}/api/settings/0`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+			expect(res.status).toBe(200);
+			// LOG_FORMAT=json from the image: every line is one JSON object
+			const lines = log.join("").split("\n").filter(Boolean);
+			expect(lines.length).toBeGreaterThan(0);
+			for (const line of lines) expect(() => JSON.parse(line)).not.toThrow();
+		} finally {
+			const exited = new Promise<number | null>(resolve => child.once("exit", code => resolve(code)));
+			child.kill("SIGTERM");
+			expect(await exited).toBe(0);
+		}
+	});
+
+	it("refuses to start without MONGO_URI where the manifests require shared storage", async () => {
+		const [, ...args] = execForm("CMD");
+		const env: NodeJS.ProcessEnv = { ...process.env, ...runtimeEnv(), MONGO_URI: "", REQUIRE_MONGO_URI: "true", DATA_DIR: tempDir("image-nomongo"), PORT: "0", HEALTH_PORT: "0", TRANSPORTER: "", SERVICES: "" };
+		const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+		let out = "";
+		child.stdout.on("data", d => (out += String(d)));
+		child.stderr.on("data", d => (out += String(d)));
+		const code = await new Promise<number | null>(resolve => child.once("exit", c => resolve(c)));
+		expect(code).not.toBe(0);
+		expect(out).toMatch(/MONGO_URI is empty but REQUIRE_MONGO_URI is set/);
+	}, 30_000);
+});

@@ -1,0 +1,809 @@
+/**
+ * The fleet-ctl dashboard: one page, views chosen by the URL's hash, everything read and done through
+ * /api with the signed-in token. What the token's role may not do is not offered (GET /api/whoami).
+ */
+import { api, download, q, token, followAlerts, ApiError, type Me } from "./client.js";
+import { h, clear, pill, show, kv, table, toast } from "./dom.js";
+
+declare const echarts: any;
+
+const main = document.getElementById("main") as HTMLElement;
+const nav = document.getElementById("nav") as HTMLElement;
+const RANK = { viewer: 0, operator: 1, admin: 2 } as const;
+let me: Me | null = null;
+let unread = 0;
+let stream: { stop(): void } | null = null;
+/** Timers and charts of the view on screen, dropped when it changes. */
+let disposers: Array<() => void> = [];
+
+const can = (role: keyof typeof RANK) => !!me && RANK[me.role] >= RANK[role];
+
+function problem(err: unknown): HTMLElement {
+	const e = err as ApiError;
+	return h("p", { class: "error", role: "alert" }, `${e.status ? `${e.status}: ` : ""}${e.message}`);
+}
+
+function every(ms: number, fn: () => void | Promise<void>): void {
+	const t = setInterval(() => void fn(), ms);
+	disposers.push(() => clearInterval(t));
+}
+
+// ------------------------------------------------------------------ sign in
+
+function signIn(message?: string): void {
+	(document.getElementById("top") as HTMLElement).hidden = true;
+	const input = h("input", { type: "password", id: "token", placeholder: "fct_…", autocomplete: "off", "aria-label": "API token" });
+	const out = h("div", {});
+	if (message) out.append(h("p", { class: "error" }, message));
+	const form = h(
+		"form",
+		{
+			class: "card login",
+			id: "signin",
+			onsubmit: async (ev: Event) => {
+				ev.preventDefault();
+				token.set(input.value.trim());
+				try {
+					await start();
+				} catch (err) {
+					token.clear();
+					clear(out, problem(err));
+				}
+			},
+		},
+		h("h1", {}, "Sign in to fleet-ctl"),
+		h("p", { class: "muted" }, "Paste an API token. It is kept in this tab only (sessionStorage)."),
+		input,
+		h("button", { type: "submit" }, "Sign in"),
+		out,
+	);
+	clear(main, form);
+	input.focus();
+}
+
+async function start(): Promise<void> {
+	me = await api<Me>("GET", "whoami");
+	(document.getElementById("top") as HTMLElement).hidden = false;
+	clear(document.getElementById("who") as HTMLElement, h("span", { class: "muted" }, `${me.name} · `), pill(me.role));
+	buildNav();
+	stream?.stop();
+	stream = followAlerts(
+		alert => {
+			unread++;
+			buildNav();
+			toast(`${alert.level}: ${alert.type}${alert.payload?.hostname ? ` (${alert.payload.hostname})` : ""}`);
+			window.dispatchEvent(new CustomEvent("fleet:alert", { detail: alert }));
+		},
+		connected => document.body.setAttribute("data-live", connected ? "on" : "off"),
+	);
+	try {
+		unread = (await api("GET", q("alerts", { where: { read: false }, max_results: 1 })))._meta.total;
+	} catch {
+		unread = 0;
+	}
+	buildNav();
+	if (!location.hash || location.hash === "#/") location.hash = "#/hosts";
+	else void route();
+}
+
+function buildNav(): void {
+	const items: Array<[string, string, keyof typeof RANK]> = [
+		["#/hosts", "Hosts", "viewer"],
+		["#/groups", "Groups", "viewer"],
+		["#/stats", "Statistics", "viewer"],
+		["#/alerts", "Alerts", "viewer"],
+		["#/actions", "Actions", "viewer"],
+		["#/tasks", "Tasks", "viewer"],
+		["#/jobs", "Jobs", "viewer"],
+		["#/webhooks", "Webhooks", "admin"],
+	];
+	const here = location.hash.split("/").slice(0, 2).join("/");
+	clear(
+		nav,
+		items.filter(([, , role]) => can(role)).map(([href, label]) => h("a", { href, class: here === href ? "active" : "" }, label, href === "#/alerts" && unread > 0 ? h("span", { class: "badge", id: "unread" }, unread) : null)),
+		h("a", { href: "docs.html" }, "API"),
+	);
+}
+
+// ------------------------------------------------------------------ hosts
+
+const HOST_COLUMNS: Array<[string, string]> = [
+	["_id", "Host"],
+	["status", "Status"],
+	["ip", "IP"],
+	["version", "Salt version"],
+	["key", "Key"],
+	["_updated", "Updated"],
+];
+
+async function hostsView(): Promise<void> {
+	const state = { prefix: "", status: "", sort: "_id", page: 1 };
+	const filter = h("input", { type: "search", id: "host-filter", placeholder: "Host name starts with…", "aria-label": "Filter hosts by name" });
+	const status = h("select", { id: "host-status", "aria-label": "Status" }, h("option", { value: "" }, "any status"), h("option", { value: "up" }, "up"), h("option", { value: "down" }, "down"));
+	const body = h("div", {});
+	const load = async () => {
+		const where: Record<string, unknown> = {};
+		if (state.prefix) where._id = { $gte: state.prefix, $lt: `${state.prefix}\uffff` };
+		if (state.status) where.status = state.status;
+		try {
+			const res = await api("GET", q("hosts", { where: Object.keys(where).length ? where : undefined, sort: state.sort, page: state.page, max_results: 25, projection: { grain: 0 } }));
+			const pages = Math.max(1, Math.ceil(res._meta.total / res._meta.max_results));
+			const head = h(
+				"tr",
+				{},
+				HOST_COLUMNS.map(([field, label]) =>
+					h(
+						"th",
+						{
+							class: "sortable",
+							"data-field": field,
+							onclick: () => {
+								state.sort = state.sort === field ? `-${field}` : field;
+								void load();
+							},
+						},
+						label,
+						state.sort === field ? " ▲" : state.sort === `-${field}` ? " ▼" : "",
+					),
+				),
+			);
+			const rows = res._items.map((host: any) =>
+				h("tr", { "data-host": host._id }, h("td", {}, h("a", { href: `#/hosts/${encodeURIComponent(host._id)}` }, host._id)), h("td", {}, pill(host.status)), h("td", { class: "mono" }, show(host.ip)), h("td", {}, show(host.version)), h("td", {}, show(host.key)), h("td", { class: "muted" }, show(host._updated))),
+			);
+			clear(
+				body,
+				h("table", { id: "hosts" }, h("thead", {}, head), h("tbody", {}, rows)),
+				h(
+					"div",
+					{ class: "bar" },
+					h("button", { class: "secondary", disabled: state.page <= 1, onclick: () => ((state.page -= 1), void load()) }, "‹ Previous"),
+					h("span", { id: "host-page" }, `page ${res._meta.page} of ${pages} · ${res._meta.total} hosts`),
+					h("button", { class: "secondary", disabled: state.page >= pages, onclick: () => ((state.page += 1), void load()) }, "Next ›"),
+				),
+			);
+		} catch (err) {
+			clear(body, problem(err));
+		}
+	};
+	let debounce: ReturnType<typeof setTimeout> | undefined;
+	filter.addEventListener("input", () => {
+		clearTimeout(debounce);
+		debounce = setTimeout(() => {
+			state.prefix = filter.value.trim();
+			state.page = 1;
+			void load();
+		}, 250);
+	});
+	status.addEventListener("change", () => {
+		state.status = status.value;
+		state.page = 1;
+		void load();
+	});
+	clear(main, h("h1", {}, "Hosts"), h("div", { class: "bar" }, filter, status), body);
+	await load();
+}
+
+async function hostView(id: string): Promise<void> {
+	clear(main, h("h1", {}, id), h("p", { class: "muted" }, "Loading…"));
+	let host: any;
+	try {
+		host = await api("GET", `hosts/${encodeURIComponent(id)}`);
+	} catch (err) {
+		clear(main, h("h1", {}, id), problem(err));
+		return;
+	}
+	const actions = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+	const failed = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+	const grains = host.grain && typeof host.grain === "object" ? host.grain : {};
+	clear(
+		main,
+		h("p", {}, h("a", { href: "#/hosts" }, "‹ Hosts")),
+		h("h1", { id: "host-title" }, host._id, " ", pill(host.status)),
+		h(
+			"div",
+			{ class: "grid2" },
+			h("section", { class: "card", id: "host-identity" }, h("h2", {}, "Host"), kv(host, ["status", "ip", "version", "os", "heartbeat", "groups", "nodegroups", "identification_number", "last_action", "_updated"].filter(k => k in host))),
+			h("section", { class: "card", id: "host-keys" }, h("h2", {}, "Keys"), kv(host, ["key", "fingerprint", "fingerprint_history"].filter(k => k in host))),
+			vpnCard(host),
+		),
+		can("operator") ? runPanel("hosts", host._id) : null,
+		h("section", { class: "card" }, h("h2", {}, "Recent actions"), actions),
+		h("section", { class: "card" }, h("h2", {}, "Failed patches"), failed),
+		h("section", { class: "card", id: "host-grains" }, h("h2", {}, `Grains (${Object.keys(grains).length})`), table(["Grain", "Value"], Object.keys(grains).sort().map(k => [k, h("span", { class: "mono" }, show(grains[k]))]))),
+	);
+	if (Array.isArray(host.groups) && host.groups.length) {
+		try {
+			const res = await api("GET", q("groups", { where: { _id: { $in: host.groups.slice(0, 50) } }, projection: { name: 1 }, max_results: 50 }));
+			const dd = main.querySelector('#host-identity dd[data-key="groups"]');
+			if (dd) clear(dd, res._items.flatMap((g: any, i: number) => [i ? ", " : "", h("a", { href: `#/groups/${g._id}` }, g.name)]));
+		} catch {
+			// the ids stay
+		}
+	}
+	try {
+		const res = await api("GET", q("actions", { where: { host: id }, sort: "-_created", max_results: 10 }));
+		clear(actions, res._items.length ? table(["When", "Function", "State", "Return"], res._items.map((a: any) => [show(a._created), a.action, pill(a.state), h("span", { class: "mono" }, show(a.return))])) : h("p", { class: "muted" }, "No actions yet."));
+	} catch (err) {
+		clear(actions, problem(err));
+	}
+	try {
+		const res = await api("GET", q("failed_patches", { where: { host: id }, sort: "-_created", max_results: 10 }));
+		// Each record's `return` holds one entry per state step; the failed ones say why.
+		const failedSteps = (p: any) => (Array.isArray(p.return) ? p.return : []).filter((step: any) => step && step.result === false);
+		clear(
+			failed,
+			res._items.length
+				? table(
+						["When", "Patch", "Failed steps"],
+						res._items.map((p: any) => [
+							show(p._created),
+							show(p.patch ?? p.action),
+							h("span", { class: "mono" }, failedSteps(p).map((step: any) => `${step.__id__ ?? step.name ?? "step"}: ${step.comment ?? ""}${step.changes?.stderr ? ` — ${String(step.changes.stderr).slice(0, 200)}` : ""}`).join("\n") || "–"),
+						]),
+						{ id: "failed-patches" },
+					)
+				: h("p", { class: "muted" }, "No failed patches."),
+		);
+	} catch (err) {
+		clear(failed, problem(err));
+	}
+}
+
+/**
+ * The host's Pritunl identity as the API gives it (otp_secret masked for non-admins), and for operators
+ * and admins its profile archive: fetched with the Authorization header (a plain link could not send it,
+ * and the token never goes into a URL), then saved as a file.
+ */
+function vpnCard(host: any): HTMLElement {
+	const vpn = host.vpn_representation;
+	const card = h("section", { class: "card", id: "host-vpn" }, h("h2", {}, "VPN identity"));
+	if (!vpn || typeof vpn !== "object" || !Object.keys(vpn).length) {
+		card.append(h("p", { class: "unavailable" }, "No VPN identity for this host (not available)."));
+		return card;
+	}
+	card.append(kv(vpn, ["name", "organization_name", "email", "type", "auth_type", "disabled", "hwtoken_id", "otp_secret", "pin", "groups", "dns_servers", "mac_addresses"].filter(k => k in vpn)));
+	if (!can("operator")) return card;
+	const out = h("span", { id: "vpn-profile-result", class: "muted" });
+	const button = h(
+		"button",
+		{
+			id: "vpn-profile",
+			class: "secondary",
+			onclick: async () => {
+				button.disabled = true;
+				clear(out, "Downloading…");
+				try {
+					const blob = await download(`hosts/${encodeURIComponent(host._id)}/vpn_profile`);
+					const a = h("a", { href: URL.createObjectURL(blob.data), download: blob.filename });
+					a.click();
+					setTimeout(() => URL.revokeObjectURL(a.href), 60_000);
+					clear(out, `Saved ${blob.filename} (${blob.data.size} bytes).`);
+				} catch (err) {
+					clear(out, problem(err));
+				} finally {
+					button.disabled = false;
+				}
+			},
+		},
+		"Download VPN profile",
+	);
+	card.append(h("div", { class: "bar" }, button, out));
+	return card;
+}
+
+// ------------------------------------------------------------------ running functions
+
+/** Words as a shell splits them: '…' and "…" keep spaces (the REPL splits the same way, lib/repl-commands.ts). */
+function shellWords(text: string): string[] {
+	const words: string[] = [];
+	let word: string | null = null;
+	let quote: string | null = null;
+	for (const ch of text) {
+		if (quote) {
+			if (ch === quote) quote = null;
+			else word += ch;
+		} else if (ch === "'" || ch === '"') {
+			quote = ch;
+			word ??= "";
+		} else if (/\s/.test(ch)) {
+			if (word !== null) words.push(word);
+			word = null;
+		} else word = (word ?? "") + ch;
+	}
+	if (quote) throw new Error(`unterminated ${quote} quote in the arguments`);
+	if (word !== null) words.push(word);
+	return words;
+}
+
+/** `k=v` words into Salt's arg (plain words) and kwarg (k=v), values parsed as JSON when they are. */
+function parseArgs(text: string): { arg: unknown[]; kwarg: Record<string, unknown> } {
+	const arg: unknown[] = [];
+	const kwarg: Record<string, unknown> = {};
+	const value = (v: string) => {
+		try {
+			return JSON.parse(v);
+		} catch {
+			return v;
+		}
+	};
+	for (const word of shellWords(text)) {
+		const eq = word.indexOf("=");
+		if (eq > 0) kwarg[word.slice(0, eq)] = value(word.slice(eq + 1));
+		else arg.push(value(word));
+	}
+	return { arg, kwarg };
+}
+
+function runPanel(kind: "hosts" | "groups", id: string): HTMLElement {
+	const fun = h("input", { id: "run-fun", value: "test.ping", "aria-label": "Salt function", size: 18 });
+	const args = h("input", { id: "run-args", placeholder: "args and k=v …", "aria-label": "Arguments", size: 30 });
+	const out = h("div", { id: "run-result" });
+	const form = h(
+		"form",
+		{
+			class: "bar",
+			onsubmit: async (ev: Event) => {
+				ev.preventDefault();
+				clear(out, h("p", { class: "muted" }, "Starting…"));
+				try {
+					const { arg, kwarg } = parseArgs(args.value);
+					const res = await api("POST", `${kind}/${encodeURIComponent(id)}`, { cm_client: "local_async", fun: fun.value.trim(), arg, kwarg });
+					if (!res.task_id) clear(out, h("p", { id: "run-summary" }, "No minion matched: nothing ran."));
+					else await watchJob(res.task_id, out);
+				} catch (err) {
+					clear(out, problem(err));
+				}
+			},
+		},
+		fun,
+		args,
+		h("button", { type: "submit", id: "run-go" }, `Run on ${kind === "hosts" ? "host" : "group"}`),
+	);
+	return h("section", { class: "card", id: "run" }, h("h2", {}, "Run a function"), form, out);
+}
+
+/** Shows a job's hosts as their returns arrive (actions records go from running to finished). */
+async function watchJob(jid: string, out: HTMLElement): Promise<void> {
+	const render = async (): Promise<boolean> => {
+		const res = await api("GET", q("actions", { where: { jid }, sort: "host", max_results: 50 }));
+		const running = res._items.filter((a: any) => a.state === "running").length;
+		clear(
+			out,
+			h("p", { id: "run-summary" }, `job ${jid}: ${res._meta.total - running} of ${res._meta.total} host(s) answered`),
+			table(["Host", "State", "Return"], res._items.map((a: any) => [a.host, pill(a.state), h("span", { class: "mono" }, show(a.return))]), { id: "run-returns" }),
+		);
+		return res._meta.total > 0 && running === 0;
+	};
+	const deadline = Date.now() + 120_000;
+	while (Date.now() < deadline && document.body.contains(out)) {
+		if (await render()) return;
+		await new Promise(r => setTimeout(r, 700));
+	}
+}
+
+// ------------------------------------------------------------------ groups and the graph
+
+async function groupsView(): Promise<void> {
+	clear(main, h("h1", {}, "Groups"), h("p", { class: "muted" }, "Loading…"));
+	try {
+		const res = await api("GET", q("groups", { sort: "name", max_results: 50 }));
+		clear(
+			main,
+			h("h1", {}, "Groups"),
+			table(
+				["Name", "Type", "Hosts", "Subgroups"],
+				res._items.map((g: any) => [h("a", { href: `#/groups/${g._id}` }, g.name), show(g.type), show((g.hosts ?? []).length), show((g.subgroups ?? []).length)]),
+				{ id: "groups" },
+			),
+		);
+	} catch (err) {
+		clear(main, h("h1", {}, "Groups"), problem(err));
+	}
+}
+
+async function groupView(id: string): Promise<void> {
+	clear(main, h("p", { class: "muted" }, "Loading…"));
+	let group: any;
+	try {
+		group = await api("GET", `groups/${encodeURIComponent(id)}`);
+	} catch (err) {
+		clear(main, problem(err));
+		return;
+	}
+	const chart = h("div", { class: "chart", id: "graph" });
+	const hostnames = h("div", {});
+	clear(
+		main,
+		h("p", {}, h("a", { href: "#/groups" }, "‹ Groups")),
+		h("h1", {}, group.name),
+		h("div", { class: "grid2" }, h("section", { class: "card" }, h("h2", {}, "Group"), kv(group, ["type", "info", "hosts", "subgroups", "_updated"].filter(k => k in group))), h("section", { class: "card" }, h("h2", {}, "Hosts it resolves to"), hostnames)),
+		can("operator") ? runPanel("groups", id) : null,
+		h("h2", {}, "Graph"),
+		chart,
+	);
+	try {
+		const names: string[] = await api("GET", `groups/${encodeURIComponent(id)}/hostnames`);
+		clear(hostnames, names.length ? h("p", { class: "mono" }, names.join(", ")) : h("p", { class: "muted" }, "none"));
+	} catch (err) {
+		clear(hostnames, problem(err));
+	}
+	try {
+		const graph = await api("GET", `graph/${encodeURIComponent(id)}`);
+		drawGraph(chart, graph);
+	} catch (err) {
+		clear(chart, problem(err));
+	}
+}
+
+/** /api/graph/{id} is already ECharts' graph format: nodes (id, name, value, itemStyle, symbolSize, category) and edges (source, target). */
+function drawGraph(el: HTMLElement, graph: { nodes: any[]; edges: any[] }): void {
+	const c = echarts.init(el);
+	disposers.push(() => c.dispose());
+	c.setOption({
+		tooltip: {},
+		legend: [{ data: ["group"] }],
+		series: [
+			{
+				type: "graph",
+				layout: "force",
+				roam: true,
+				draggable: true,
+				categories: [{ name: "group" }],
+				label: { show: true, position: "right" },
+				force: { repulsion: 220, edgeLength: 90 },
+				edgeSymbol: ["none", "arrow"],
+				data: graph.nodes.map(n => ({ ...n, symbolSize: Math.max(n.symbolSize, 14) })),
+				links: graph.edges,
+			},
+		],
+	});
+	el.setAttribute("data-nodes", String(graph.nodes.length));
+	el.setAttribute("data-edges", String(graph.edges.length));
+	c.on("finished", () => el.setAttribute("data-drawn", "1"));
+	// A node opens its group.
+	c.on("click", (p: { dataType?: string; data?: { id?: string } }) => {
+		if (p.dataType === "node" && p.data?.id) location.hash = `#/groups/${p.data.id}`;
+	});
+}
+
+// ------------------------------------------------------------------ statistics
+
+const RANGES: Array<[string, number]> = [
+	["last hour", 3600],
+	["last 24 hours", 86400],
+	["last 7 days", 7 * 86400],
+	["last 30 days", 30 * 86400],
+];
+
+/**
+ * `interval` (seconds, required by the stats service, at most 100,000 points a range): the smallest of
+ * these steps giving at most 200 points, so that a chart stays readable (a minute over an hour, a
+ * quarter of an hour over a day, an hour over a week, four hours over a month).
+ */
+const STEPS = [60, 300, 900, 3600, 4 * 3600, 86400];
+function pointInterval(seconds: number): number {
+	return STEPS.find(s => seconds / s <= 200) ?? Math.ceil(seconds / 200);
+}
+
+async function statsView(): Promise<void> {
+	const picker = h("select", { id: "range", "aria-label": "Range" }, RANGES.map(([label], i) => h("option", { value: String(i) }, label)));
+	picker.value = "1";
+	const area = h("div", {});
+	const load = async () => {
+		const [label, seconds] = RANGES[Number(picker.value)];
+		// HTTP-dates have whole seconds: the end is rounded up so that a snapshot taken this second is in.
+		const end = new Date(Math.ceil(Date.now() / 1000) * 1000);
+		const begin = new Date(end.getTime() - seconds * 1000);
+		const interval = pointInterval(seconds);
+		try {
+			const points: any[] = await api("GET", q("hosts/statistics/online", { "range[]": [begin.toUTCString(), end.toUTCString()], interval }));
+			for (const d of disposers.splice(0)) d();
+			const el = h("div", { class: "chart", id: "online-chart" });
+			const up = (p: any) => p.hostnames?.up ?? 0;
+			const down = (p: any) => p.hostnames?.down ?? 0;
+			const last = points[points.length - 1];
+			const step = interval >= 3600 ? `${interval / 3600} h` : `${interval / 60} min`;
+			const summary = h(
+				"p",
+				{ id: "online-summary" },
+				points.length ? `${label}: ${points.length} point(s), one per ${step} (the last snapshot in each). Latest: ${up(last)} up, ${down(last)} down (${last.timestamp}).` : `${label}: no snapshots in this range.`,
+			);
+			const rows = table(["From", "Up", "Down"], points.map(p => [p.timestamp, String(up(p)), String(down(p))]), { id: "online-points" });
+			clear(area, summary, el, h("details", {}, h("summary", {}, "The points"), rows));
+			const c = echarts.init(el);
+			disposers.push(() => c.dispose());
+			c.setOption({
+				tooltip: { trigger: "axis" },
+				legend: { data: ["up", "down"] },
+				xAxis: { type: "time" },
+				yAxis: { type: "value", minInterval: 1 },
+				series: [
+					{ name: "up", type: "line", showSymbol: points.length < 3, areaStyle: {}, data: points.map(p => [new Date(p.timestamp).getTime(), up(p)]) },
+					{ name: "down", type: "line", showSymbol: points.length < 3, data: points.map(p => [new Date(p.timestamp).getTime(), down(p)]) },
+				],
+			});
+			el.setAttribute("data-points", String(points.length));
+			el.setAttribute("data-interval", String(interval));
+			c.on("finished", () => el.setAttribute("data-drawn", "1"));
+		} catch (err) {
+			const e = err as ApiError;
+			clear(area, h("div", { class: "unavailable", id: "online-unavailable" }, e.status === 503 ? `Statistics are not available: ${e.message}` : `Could not load the statistics: ${e.message}`));
+		}
+	};
+	picker.addEventListener("change", () => void load());
+	clear(main, h("h1", {}, "Hosts online"), h("div", { class: "bar" }, h("label", {}, "Range ", picker)), area);
+	await load();
+}
+
+// ------------------------------------------------------------------ alerts
+
+async function alertsView(): Promise<void> {
+	const list = h("tbody", { id: "alerts-body" });
+	const row = (a: any) =>
+		h(
+			"tr",
+			{ class: a.read ? "" : "unread", "data-alert": a._id },
+			h("td", { class: "muted" }, show(a._created)),
+			h("td", {}, pill(a.level)),
+			h("td", {}, a.type),
+			h("td", { class: "mono" }, show(a.payload)),
+			h(
+				"td",
+				{},
+				a.read
+					? "read"
+					: h(
+							"button",
+							{
+								class: "secondary",
+								onclick: async () => {
+									await api("GET", q(`alerts/${a._id}`, { mark_as_read: 1 }));
+									unread = Math.max(0, unread - 1);
+									buildNav();
+									void render();
+								},
+							},
+							"Mark read",
+						),
+			),
+		);
+	const render = async () => {
+		try {
+			const res = await api("GET", q("alerts", { sort: "-_created", max_results: 50 }));
+			clear(list, res._items.map(row));
+		} catch (err) {
+			clear(list, h("tr", {}, h("td", { colspan: 5 }, problem(err))));
+		}
+	};
+	const markAll = h(
+		"button",
+		{
+			id: "mark-all",
+			onclick: async () => {
+				// Each read with mark_as_read marks the page it returns; read unread pages until none is left.
+				for (let i = 0; i < 100; i++) {
+					const res = await api("GET", q("alerts", { where: { read: false }, max_results: 50, mark_as_read: 1 }));
+					if (res._items.length === 0) break;
+				}
+				unread = 0;
+				buildNav();
+				void render();
+			},
+		},
+		"Mark all read",
+	);
+	const onAlert = (ev: Event) => list.prepend(row((ev as CustomEvent).detail));
+	window.addEventListener("fleet:alert", onAlert);
+	disposers.push(() => window.removeEventListener("fleet:alert", onAlert));
+	clear(main, h("h1", {}, "Alerts"), h("div", { class: "bar" }, markAll, h("span", { class: "muted" }, "New alerts appear here as they are raised.")), h("table", { id: "alerts" }, h("thead", {}, h("tr", {}, ["When", "Level", "Type", "Details", ""].map(c => h("th", {}, c)))), list));
+	await render();
+}
+
+// ------------------------------------------------------------------ actions, tasks, jobs, webhooks
+
+async function actionsView(): Promise<void> {
+	clear(main, h("h1", {}, "Actions"));
+	try {
+		const res = await api("GET", q("actions", { sort: "-_created", max_results: 50 }));
+		main.append(table(["When", "Host", "Function", "State", "Job", "Return"], res._items.map((a: any) => [show(a._created), h("a", { href: `#/hosts/${encodeURIComponent(a.host)}` }, a.host), a.action, pill(a.state), h("span", { class: "mono" }, a.jid), h("span", { class: "mono" }, show(a.return))])));
+	} catch (err) {
+		main.append(problem(err));
+	}
+}
+
+async function tasksView(): Promise<void> {
+	const body = h("div", {});
+	const load = async () => {
+		try {
+			const res = await api("GET", q("tasks", { sort: "name", max_results: 50 }));
+			clear(
+				body,
+				table(
+					["Name", "Function", "Targets", "Status", "Next run", "Runs", ""],
+					res._items.map((t: any) => [
+						t.name,
+						h("span", { class: "mono" }, t.fun),
+						show(t.tgt),
+						pill(t.status),
+						show(t.next),
+						show(t.count_of_execution),
+						can("operator") && (t.status === "scheduled" || t.status === "paused")
+							? h(
+									"button",
+									{
+										class: "secondary",
+										"data-task": t._id,
+										onclick: async () => {
+											try {
+												await api("PATCH", `tasks/${t._id}/${t.status === "scheduled" ? "paused" : "scheduled"}`);
+											} catch (err) {
+												toast((err as Error).message);
+											}
+											void load();
+										},
+									},
+									t.status === "scheduled" ? "Pause" : "Resume",
+								)
+							: null,
+					]),
+					{ id: "tasks" },
+				),
+			);
+		} catch (err) {
+			clear(body, problem(err));
+		}
+	};
+	clear(main, h("h1", {}, "Tasks"), body);
+	await load();
+}
+
+async function jobsView(): Promise<void> {
+	const body = h("div", {});
+	const load = async () => {
+		try {
+			const res = await api("GET", q("jobs", { sort: "-started", max_results: 50 }));
+			clear(
+				body,
+				res._items.length
+					? table(
+							["Work", "Status", "Progress", "Started", "Finished", "Result"],
+							res._items.map((j: any) => [
+								j._id,
+								pill(j.status),
+								h("span", {}, h("progress", { max: 100, value: j.percent ?? (j.status === "finished" ? 100 : 0) }), ` ${j.percent ?? "–"}% (${j.progress?.done ?? 0}/${j.progress?.total ?? 0})`),
+								show(j.started),
+								show(j.finished),
+								h("span", { class: "mono" }, j.error ? j.error : show(j.result)),
+							]),
+							{ id: "jobs" },
+						)
+					: h("p", { class: "muted" }, "No long work has run yet."),
+			);
+		} catch (err) {
+			clear(body, problem(err));
+		}
+	};
+	const out = h("div", {});
+	const start = (label: string, id: string, method: string, path: string, body?: unknown) =>
+		h(
+			"button",
+			{
+				class: "secondary",
+				id,
+				onclick: async () => {
+					clear(out);
+					try {
+						await api(method, path, body);
+					} catch (err) {
+						clear(out, problem(err));
+					}
+					void load();
+				},
+			},
+			label,
+		);
+	const actions = [can("operator") ? start("Load patches from the master", "job-load-updates", "POST", "updates") : null, can("admin") ? start("Build the graph", "job-build-graph", "POST", "graph", { action: "build_graph" }) : null, can("admin") ? start("Resolve IP addresses", "job-request-ips", "POST", "graph", { action: "request_ips" }) : null].filter(Boolean);
+	clear(main, h("h1", {}, "Jobs"), h("p", { class: "muted" }, "Graph builds, IP resolution, patch loads and inventory syncs: their latest run each."), actions.length ? h("div", { class: "bar" }, actions) : null, out, body);
+	await load();
+	every(1000, load);
+}
+
+async function webhooksView(): Promise<void> {
+	const body = h("div", {});
+	const url = h("input", { id: "wh-url", placeholder: "https://receiver.example/fleet", size: 40, "aria-label": "Receiver URL" });
+	const types = h("input", { id: "wh-types", placeholder: "alert types, e.g. host.* patch.failed", size: 30, value: "*", "aria-label": "Alert types" });
+	const out = h("div", {});
+	const load = async () => {
+		try {
+			const res = await api("GET", q("webhooks", { max_results: 50 }));
+			clear(
+				body,
+				table(
+					["URL", "Types", "Levels", "Active", "Deliveries"],
+					res._items.map((w: any) => [h("span", { class: "mono" }, w.url), show(w.types), show(w.levels), show(w.active), h("a", { href: `#/webhooks/${w._id}` }, "log")]),
+				),
+			);
+		} catch (err) {
+			clear(body, problem(err));
+		}
+	};
+	const form = h(
+		"form",
+		{
+			class: "bar",
+			onsubmit: async (ev: Event) => {
+				ev.preventDefault();
+				try {
+					const res = await api("POST", "webhooks", { url: url.value.trim(), types: types.value.split(/[\s,]+/).filter(Boolean) });
+					clear(out, h("p", {}, "Signing secret (shown once, keep it): ", h("code", { class: "mono" }, res.secret)));
+					void load();
+				} catch (err) {
+					clear(out, problem(err));
+				}
+			},
+		},
+		url,
+		types,
+		h("button", { type: "submit" }, "Subscribe"),
+	);
+	clear(main, h("h1", {}, "Webhooks"), form, out, body);
+	await load();
+}
+
+async function deliveriesView(id: string): Promise<void> {
+	clear(main, h("p", {}, h("a", { href: "#/webhooks" }, "‹ Webhooks")), h("h1", {}, "Deliveries"));
+	try {
+		const res = await api("GET", q(`webhooks/${encodeURIComponent(id)}/deliveries`, { max_results: 50 }));
+		main.append(table(["When", "Alert", "Status", "Attempts", "Last answer", "Next attempt"], res._items.map((d: any) => [show(d._created), d.type, pill(d.status), show(d.attempts), show(d.last_error ?? d.last_status), show(d.next_attempt)])));
+	} catch (err) {
+		main.append(problem(err));
+	}
+}
+
+// ------------------------------------------------------------------ routing
+
+async function route(): Promise<void> {
+	for (const d of disposers) d();
+	disposers = [];
+	if (!me) return;
+	buildNav();
+	const [, view, id] = location.hash.split("/").map(decodeURIComponent);
+	switch (view) {
+		case "hosts":
+			return id ? hostView(id) : hostsView();
+		case "groups":
+			return id ? groupView(id) : groupsView();
+		case "stats":
+			return statsView();
+		case "alerts":
+			return alertsView();
+		case "actions":
+			return actionsView();
+		case "tasks":
+			return tasksView();
+		case "jobs":
+			return jobsView();
+		case "webhooks":
+			return can("admin") ? (id ? deliveriesView(id) : webhooksView()) : hostsView();
+		default:
+			return hostsView();
+	}
+}
+
+window.addEventListener("hashchange", () => void route());
+window.addEventListener("fleet:unauthorized", () => {
+	stream?.stop();
+	me = null;
+	token.clear();
+	signIn("The token was refused (invalid, expired or revoked): sign in again.");
+});
+(document.getElementById("signout") as HTMLElement).addEventListener("click", () => {
+	stream?.stop();
+	me = null;
+	token.clear();
+	location.hash = "";
+	signIn();
+});
+
+if (token.get()) start().catch(() => signIn());
+else signIn();

@@ -1,0 +1,131 @@
+/**
+ * The dashboard's way to the API: the token (sessionStorage, gone with the tab), JSON requests with the
+ * Authorization header, Eve errors as exceptions, and the alert stream read with fetch() — EventSource
+ * cannot send the header, and the token never goes into a URL.
+ */
+
+const KEY = "fleet-ctl.token";
+
+export interface Me {
+	_id: string;
+	name: string;
+	role: "viewer" | "operator" | "admin";
+	scope: { groups?: string[]; functions?: string[] } | null;
+}
+
+export class ApiError extends Error {
+	constructor(
+		readonly status: number,
+		message: string,
+		readonly issues?: unknown,
+	) {
+		super(message);
+	}
+}
+
+export const token = {
+	get: (): string | null => sessionStorage.getItem(KEY),
+	set: (t: string) => sessionStorage.setItem(KEY, t),
+	clear: () => sessionStorage.removeItem(KEY),
+};
+
+/** `path?k=v` with objects as JSON and arrays as repeated `k[]`. */
+export function q(path: string, query: Record<string, unknown> = {}): string {
+	const parts: string[] = [];
+	for (const [k, v] of Object.entries(query)) {
+		if (v === undefined || v === null || v === "") continue;
+		if (Array.isArray(v) && k.endsWith("[]")) for (const item of v) parts.push(`${encodeURIComponent(k)}=${encodeURIComponent(String(item))}`);
+		else parts.push(`${encodeURIComponent(k)}=${encodeURIComponent(typeof v === "string" || typeof v === "number" ? String(v) : JSON.stringify(v))}`);
+	}
+	return parts.length ? `${path}?${parts.join("&")}` : path;
+}
+
+function send(method: string, path: string, accept: string, body?: unknown): Promise<Response> {
+	const headers: Record<string, string> = { Accept: accept };
+	const t = token.get();
+	if (t) headers.Authorization = `Bearer ${t}`;
+	if (body !== undefined) headers["Content-Type"] = "application/json";
+	return fetch(`/api/${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+}
+
+function parse(text: string): any {
+	try {
+		return text ? JSON.parse(text) : null;
+	} catch {
+		return null;
+	}
+}
+
+/** An Eve error answer as an exception (a 401 also brings the sign-in back). */
+async function failure(res: Response): Promise<ApiError> {
+	const parsed = parse(await res.text());
+	if (res.status === 401) window.dispatchEvent(new CustomEvent("fleet:unauthorized"));
+	return new ApiError(res.status, parsed?._error?.message ?? `HTTP ${res.status}`, parsed?._issues);
+}
+
+export async function api<T = any>(method: string, path: string, body?: unknown): Promise<T> {
+	const res = await send(method, path, "application/json", body);
+	if (!res.ok) throw await failure(res);
+	return parse(await res.text()) as T;
+}
+
+/** A file the API answers (GET), with the name its Content-Disposition gives. */
+export async function download(path: string): Promise<{ data: Blob; filename: string }> {
+	const res = await send("GET", path, "*/*");
+	if (!res.ok) throw await failure(res);
+	const named = /filename="([^"]+)"/.exec(res.headers.get("content-disposition") ?? "");
+	return { data: await res.blob(), filename: named?.[1] ?? path.split("/").pop() ?? "download" };
+}
+
+/**
+ * Reads GET /api/alerts/stream (server-sent events) and calls `onAlert` for each; reconnects after a
+ * pause until `stop()` is called.
+ */
+export function followAlerts(onAlert: (alert: any) => void, onState: (connected: boolean) => void): { stop(): void } {
+	let stopped = false;
+	let controller: AbortController | null = null;
+	const loop = async () => {
+		while (!stopped) {
+			controller = new AbortController();
+			try {
+				const res = await fetch("/api/alerts/stream", { headers: { Authorization: `Bearer ${token.get() ?? ""}`, Accept: "text/event-stream" }, signal: controller.signal });
+				if (res.status === 401) {
+					window.dispatchEvent(new CustomEvent("fleet:unauthorized"));
+					return;
+				}
+				if (!res.ok || !res.body) throw new Error(`HTTP ${res.status}`);
+				const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
+				let buffer = "";
+				for (;;) {
+					const { value, done } = await reader.read();
+					if (done) break;
+					buffer += value;
+					let cut: number;
+					while ((cut = buffer.indexOf("\n\n")) >= 0) {
+						const block = buffer.slice(0, cut);
+						buffer = buffer.slice(cut + 2);
+						let event = "message";
+						const data: string[] = [];
+						for (const line of block.split("\n")) {
+							if (line.startsWith("event:")) event = line.slice(6).trim();
+							else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
+						}
+						if (event === "ready") onState(true);
+						if (event === "alert" && data.length) onAlert(JSON.parse(data.join("\n")));
+					}
+				}
+			} catch {
+				// dropped or refused: try again below
+			}
+			onState(false);
+			if (!stopped) await new Promise(r => setTimeout(r, 3000));
+		}
+	};
+	void loop();
+	return {
+		stop() {
+			stopped = true;
+			controller?.abort();
+		},
+	};
+}
