@@ -187,13 +187,16 @@ const TasksService: EveServiceSchema = {
 			// A task runs as the token that created it: the scheduler checks that token's scope at every run.
 			if (info.op === "create") {
 				const next = nextDue(scheduleOf(doc), new Date(doc.start.getTime() - 1));
-				return { ...doc, next, ...(next ? {} : { status: "finished" }), count_of_execution: 0, owner: (ctx.meta as { user?: { id: string } }).user?.id ?? null };
+				// A cron task keeps the zone it was made in: changing TASK_TIMEZONE later does not move its runs.
+				const zone = doc.cron && !doc.timezone ? { timezone: cfg().taskTimezone } : {};
+				return { ...doc, ...zone, next, ...(next ? {} : { status: "finished" }), count_of_execution: 0, owner: (ctx.meta as { user?: { id: string } }).user?.id ?? null };
 			}
 			// A change of when the task runs moves `next`: from start while it has not run, else from now.
 			if (["start", "end", "interval", "cron", "timezone"].some(k => k in doc) && info.existing && info.existing.status !== "finished") {
-				const merged = { ...info.existing, ...doc };
+				const zone: Doc = doc.cron && !doc.timezone && !info.existing.timezone ? { timezone: cfg().taskTimezone } : {};
+				const merged: Doc = { ...info.existing, ...doc, ...zone };
 				const from = merged.count_of_execution === 0 ? new Date(merged.start.getTime() - 1) : new Date();
-				return { ...doc, next: nextDue(scheduleOf(merged), from) };
+				return { ...doc, ...zone, next: nextDue(scheduleOf(merged), from) };
 			}
 			return doc;
 		},
@@ -242,7 +245,8 @@ const TasksService: EveServiceSchema = {
 					void this.executeRun(taken, true);
 				}
 			}
-			const due = await this.store.find({ status: "scheduled", next: { $lte: now } }, { sort: [["next", 1]], limit: 500 });
+			// A task whose previous run is still being handed over waits for it (see claimRun).
+			const due = await this.store.find({ status: "scheduled", next: { $lte: now }, pending: { $exists: false } }, { sort: [["next", 1]], limit: 500 });
 			// Claims are independent (each is one conditional update): a few at a time, earliest first.
 			let next = 0;
 			await Promise.all(
@@ -266,7 +270,9 @@ const TasksService: EveServiceSchema = {
 			const set: Doc = { next, status: next ? "scheduled" : "finished", _updated: now };
 			if (skipped) set.last_run = { due, at: now, status: "skipped", message: skipped };
 			else set.pending = { run: newObjectId(), due, by: this.broker.nodeID, lease_until: new Date(now.getTime() + cfg().taskLeaseMs) };
-			const claimed = await this.store.findOneAndUpdate({ _id: t._id, status: "scheduled", next: due }, skipped ? { $set: set } : { $set: set, $inc: { count_of_execution: 1 } });
+			// Only with no run pending: a task holds one run at a time, so a run still being handed over (retrying, or
+			// held by a replica that died and awaiting takeover) is never overwritten and lost by the next one.
+			const claimed = await this.store.findOneAndUpdate({ _id: t._id, status: "scheduled", next: due, pending: { $exists: false } }, skipped ? { $set: set } : { $set: set, $inc: { count_of_execution: 1 } });
 			if (!claimed) return; // another replica won this run, or the task changed
 			observeMetric(this.broker, "fleet.task.lateness_seconds", Math.max(0, now.getTime() - due.getTime()) / 1000);
 			if (skipped) countMetric(this.broker, "fleet.task.runs.total", { outcome: "skipped" });

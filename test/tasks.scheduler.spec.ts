@@ -27,7 +27,7 @@ describe("the task scheduler", () => {
 	beforeAll(async () => {
 		sim = new SaltApiSimulator({ minions: 12, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceIntervalMs: 3_600_000 });
 		await sim.start();
-		h = await startEmbedded({ env: { ...sim.cmApiEnv, CM_SYNC_INTERVAL_MS: "3600000", CM_JOB_POLL_MS: "500", TASK_MISFIRE_GRACE_MS: "2000" } });
+		h = await startEmbedded({ env: { ...sim.cmApiEnv, CM_SYNC_INTERVAL_MS: "3600000", CM_JOB_POLL_MS: "500", TASK_MISFIRE_GRACE_MS: "2000", TASK_LEASE_MS: "4000" } });
 		await eventually(async () => ((await request("GET", url("hosts?max_results=1"))).body._meta.total === sim.minionIds().length ? true : undefined), 10_000, "the inventory");
 		hosts = sim.upMinions();
 	});
@@ -126,6 +126,59 @@ describe("the task scheduler", () => {
 		expect(alerts).toHaveLength(1);
 	});
 
+	it("retries a run while salt-api is unreachable (nothing ran) and starts it once when it is back", async () => {
+		sim.resetExecutions();
+		await sim.goDown("refuse");
+		let id = "";
+		try {
+			id = await create({ name: "while-down", fun: "test.version", tgt: [hosts.at(-1)!], start: inSeconds(1) });
+			await new Promise(r => setTimeout(r, 2500)); // the first attempts fail: salt-api refuses connections
+			expect(sim.executionCount(hosts.at(-1)!, "test.version")).toBe(0);
+			expect(await task(id)).toMatchObject({ count_of_execution: 1, pending: expect.any(Object) });
+		} finally {
+			await sim.comeBack();
+		}
+		const t = await eventually(async () => {
+			const x = await task(id);
+			return x.last_run ? x : undefined;
+		}, 25_000, "the run after salt-api came back");
+		expect(t).toMatchObject({ status: "finished", count_of_execution: 1, last_run: { status: "started", jid: expect.stringMatching(/^\d{20}$/) } });
+		expect(t.pending).toBeUndefined();
+		expect(sim.executionCount(hosts.at(-1)!, "test.version")).toBe(1);
+	}, 40_000);
+
+	it("takes over a run whose replica died once its lease passes; the task's next run waits for it instead of overwriting it", async () => {
+		const target = hosts.at(-2)!;
+		sim.resetExecutions();
+		const id = await create({ name: "orphaned", fun: "test.version", tgt: [target], start: inSeconds(1), interval: 1, status: "paused" });
+		// As a replica that claimed a run and died leaves it: counted, pending with a lease, the next run due already.
+		const dead = { run: "0123456789abcdef0123dead", due: new Date(Date.now() - 1500), by: "dead-replica", lease_until: new Date(Date.now() + 2500) };
+		const store = (h.broker!.getLocalService("tasks") as unknown as { store: { updateMany(f: object, u: object): Promise<number> } }).store;
+		expect(await store.updateMany({ _id: id }, { $set: { status: "scheduled", next: new Date(Date.now() - 500), pending: dead, count_of_execution: 1 } })).toBe(1);
+		await h.broker!.emit("tasks.updated", { ids: [id] });
+		await new Promise(r => setTimeout(r, 1500)); // the lease still holds: nothing may run, nothing may replace it
+		expect(sim.executionCount(target, "test.version")).toBe(0);
+		expect(await task(id)).toMatchObject({ count_of_execution: 1, pending: { run: dead.run, by: "dead-replica" } });
+		// The lease passes: the dead run is taken over and runs once, then the task goes on.
+		const taken = await eventually(async () => {
+			const r = (await request("GET", url(withQuery("actions", { where: { run: dead.run } })))).body;
+			return r._meta.total ? r._items : undefined;
+		}, 10_000, "the taken-over run");
+		expect(taken).toHaveLength(1);
+		expect(taken[0]).toMatchObject({ host: target, task: id });
+		await eventually(async () => ((await task(id)).count_of_execution >= 3 ? true : undefined), 10_000, "the runs after it");
+		expect((await request("PATCH", url(`tasks/${id}/paused`))).status).toBe(200);
+		const settled = await eventually(async () => {
+			const x = await task(id);
+			return x.pending ? undefined : x;
+		}, 10_000, "the last run recorded");
+		// Every counted run ran once: none lost, none twice.
+		expect(sim.executionCount(target, "test.version")).toBe(settled.count_of_execution);
+		const runs = (await request("GET", url(withQuery("actions", { where: { task: id }, max_results: 50 })))).body._items.map((a: { run: string }) => a.run);
+		expect(new Set(runs).size).toBe(runs.length);
+		expect(runs).toContain(dead.run);
+	}, 40_000);
+
 	it("loses no run when every replica restarts: runs due while it was down run once after it", async () => {
 		sim.resetExecutions();
 		const ids = await Promise.all([0, 1, 2].map(i => create({ name: `restart-${i}`, fun: "test.version", tgt: [hosts[i]], start: inSeconds(2) })));
@@ -166,6 +219,8 @@ describe("the task scheduler", () => {
 		expect(res.status).toBe(200);
 		expect(res.body).toEqual({ _id: id, next: ["Tue, 01 Jan 2030 08:00:00 GMT", "Wed, 02 Jan 2030 08:00:00 GMT", "Thu, 03 Jan 2030 08:00:00 GMT"] });
 		expect((await task(id)).next).toBe("Tue, 01 Jan 2030 08:00:00 GMT");
+		// A cron task made without a zone keeps the one it was made under (TASK_TIMEZONE, here the default).
+		expect((await task(await create({ name: "cron-utc", tgt: [hosts[7]], start: "2030-01-01 00:00", cron: "0 9 * * *" }))).timezone).toBe("UTC");
 		expectEveError(await request("GET", url(withQuery(`tasks/${id}/preview`, { count: 0 }))), 400);
 		expectEveError(await request("GET", url(withQuery(`tasks/${id}/preview`, { count: 1001 }))), 400);
 		for (const bad of [{ cron: "61 * * * *" }, { timezone: "Mars/Olympus" }, { cron: "* * * * *", interval: 60 }]) {
