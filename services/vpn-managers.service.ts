@@ -80,6 +80,13 @@ const VpnManagersService: EveServiceSchema = {
 			const used: number = await ctx.call("vpn-organizations.countByManager", { ids });
 			if (used > 0) throw conflict("the VPN manager still has organizations; delete them first");
 			await this.store.removeMany({ _id: { $in: ids } });
+			// An organization stored between the count and the removal (its create checked the manager just
+			// before) would be left without its manager: then the manager comes back and the delete is refused.
+			if ((await ctx.call<number, { ids: string[] }>("vpn-organizations.countByManager", { ids })) > 0) {
+				await this.store.insertMany(docs);
+				await this.notifyChanged(ctx, "updated", ids);
+				throw conflict("the VPN manager still has organizations; delete them first");
+			}
 			await this.notifyChanged(ctx, "removed", ids);
 		},
 	},

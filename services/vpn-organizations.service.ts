@@ -49,6 +49,13 @@ const VpnOrganizationsService: EveServiceSchema = {
 				const now = nowSeconds();
 				const doc = { ...ctx.params.record, _id: newObjectId(), _created: now, _updated: now };
 				await this.store.insertMany([doc]);
+				// The manager may have been deleted since it was checked: then the record goes (the vpn service
+				// removes the organization from Pritunl again). vpn-managers checks from its side too.
+				const gone = await this.referenceIssues(ctx, doc);
+				if (gone) {
+					await this.store.removeMany({ _id: doc._id });
+					throw new EveError(422, "invalid VPN organization", { issues: gone });
+				}
 				await this.notifyChanged(ctx, "created", [doc._id]);
 				return this.writeResponse(doc);
 			},

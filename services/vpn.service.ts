@@ -92,6 +92,11 @@ interface Orphan {
 	name: string;
 	before?: string[];
 	recheckAfter: number;
+	/**
+	 * A create whose outcome is unknown: until then, finding nothing yet is no proof (Pritunl may still be
+	 * carrying it out), so it is looked for again.
+	 */
+	lookUntil?: number;
 	/** The client that made it: the manager's record may be gone by now. */
 	client: PritunlClient;
 	attempts: number;
@@ -99,6 +104,12 @@ interface Orphan {
 
 /** How many syncs look for an orphan before it is left to a person (with an error in the log). */
 const ORPHAN_ATTEMPTS = 20;
+/**
+ * How long (in PRITUNL_TIMEOUT_MS) a create that was not answered is looked for: a create Pritunl finishes
+ * after fleet-ctl stopped waiting appears within a few timeouts, and looking longer would risk taking an
+ * organization someone made by hand under the same name for it.
+ */
+const ORPHAN_LOOK_TIMEOUTS = 10;
 
 export interface SyncResult {
 	organizations: number;
@@ -313,28 +324,56 @@ const VpnService: ServiceSchema = {
 		 * unknown (`lookAgain`: Pritunl may still be carrying it out), the syncs look for it again.
 		 */
 		async undoCreate(this: VpnThis, ctx: Context, client: PritunlClient, found: Pick<Orphan, "manager" | "id" | "name" | "before">, lookAgain: boolean): Promise<void> {
-			const orphan: Orphan = { ...found, client, attempts: 0, recheckAfter: Date.now() + 2 * this.config.pritunlTimeoutMs };
+			const timeout = this.config.pritunlTimeoutMs;
+			const orphan: Orphan = { ...found, client, attempts: 0, recheckAfter: Date.now() + 2 * timeout, ...(lookAgain ? { lookUntil: Date.now() + ORPHAN_LOOK_TIMEOUTS * timeout } : {}) };
 			try {
-				await this.removeOrphan(ctx, orphan);
-				if (lookAgain) this.orphans.push(orphan);
+				const removed = await this.removeOrphan(ctx, orphan);
+				if (lookAgain && !removed) this.keepOrphan(orphan);
 			} catch (err) {
-				this.orphans.push({ ...orphan, recheckAfter: 0 });
+				this.keepOrphan({ ...orphan, recheckAfter: Date.now() + timeout });
 				this.logger.error(`Could not remove the Pritunl organization '${orphan.name}'${orphan.id ? ` (${orphan.id})` : ""} made by a failed create; the syncs try again:`, (err as Error).message);
 			}
 		},
 
-		async removeOrphan(this: VpnThis, ctx: Context, orphan: Orphan): Promise<void> {
+		/** Removes what the orphan names; answers whether there was something (false: not made, or not yet). */
+		async removeOrphan(this: VpnThis, ctx: Context, orphan: Orphan): Promise<boolean> {
 			const client = orphan.client;
-			if (orphan.id) return this.deleteInPritunl(client, orphan.id);
+			if (orphan.id) {
+				await this.deleteInPritunl(client, orphan.id);
+				return true;
+			}
 			const before = new Set(orphan.before ?? []);
 			const candidates = (await this.orgList(client)).filter((o: Doc) => o.name === orphan.name && !before.has(o.id));
-			if (!candidates.length) return;
+			if (!candidates.length) return false;
 			// More than one new organization of that name: someone else made one too, and which is ours cannot be told.
 			if (candidates.length > 1) throw new Error(`${candidates.length} new organizations are named '${orphan.name}': none is removed; a person must choose`);
 			// An organization created since under the same name through fleet-ctl has a record: it stays.
 			const records: Doc[] = await ctx.call("vpn-organizations.records", { managers: [orphan.manager] });
 			const recorded = new Set(records.map(r => r.vpn_representation?.id));
 			for (const o of candidates) if (!recorded.has(o.id)) await this.deleteInPritunl(client, o.id);
+			return true;
+		},
+
+		/** Keeps an orphan to look for again, at its time, whether or not periodic syncs run. */
+		keepOrphan(this: VpnThis, orphan: Orphan) {
+			if (!this.orphans.includes(orphan)) this.orphans.push(orphan);
+			this.armOrphanTimer();
+		},
+
+		/** A look for the orphans when the earliest is due. */
+		armOrphanTimer(this: VpnThis) {
+			if (this.orphanTimer) clearTimeout(this.orphanTimer);
+			this.orphanTimer = null;
+			if (this.stopping || !this.orphans.length) return;
+			const at = Math.min(...this.orphans.map((o: Orphan) => o.recheckAfter));
+			this.orphanTimer = setTimeout(() => {
+				this.orphanTimer = null;
+				// In line with the syncs, which look for orphans too.
+				const run = this.syncChain.catch(() => undefined).then(() => this.cleanOrphans(this.broker as unknown as Context));
+				this.syncChain = run;
+				run.catch((err: Error) => this.logger.warn("Looking for organizations left by failed creates failed:", err.message));
+			}, Math.max(0, at - Date.now()));
+			this.orphanTimer.unref?.();
 		},
 
 		/** One sync at a time in this process; a request arriving meanwhile runs after it. */
@@ -404,14 +443,19 @@ const VpnService: ServiceSchema = {
 			const due: Orphan[] = this.orphans.filter((o: Orphan) => o.recheckAfter <= Date.now());
 			for (const orphan of due) {
 				try {
-					await this.removeOrphan(ctx, orphan);
+					const removed = await this.removeOrphan(ctx, orphan);
 					this.orphans = this.orphans.filter((o: Orphan) => o !== orphan);
+					if (!removed && orphan.lookUntil && Date.now() < orphan.lookUntil) this.keepOrphan({ ...orphan, recheckAfter: Date.now() + this.config.pritunlTimeoutMs });
 				} catch (err) {
-					if (++orphan.attempts < ORPHAN_ATTEMPTS) continue;
+					if (++orphan.attempts < ORPHAN_ATTEMPTS) {
+						orphan.recheckAfter = Date.now() + this.config.pritunlTimeoutMs;
+						continue;
+					}
 					this.orphans = this.orphans.filter((o: Orphan) => o !== orphan);
 					this.logger.error(`Gave up removing the Pritunl organization '${orphan.name}'${orphan.id ? ` (${orphan.id})` : ""} left by a failed create; remove it in Pritunl:`, (err as Error).message);
 				}
 			}
+			this.armOrphanTimer();
 		},
 
 		schedule(this: VpnThis) {
@@ -458,6 +502,7 @@ const VpnService: ServiceSchema = {
 	async stopped(this: VpnThis) {
 		this.stopping = true;
 		if (this.timer) clearTimeout(this.timer);
+		if (this.orphanTimer) clearTimeout(this.orphanTimer);
 		await this.syncChain.catch(() => undefined);
 		for (const { client } of this.clients.values()) client.close();
 		this.clients.clear();

@@ -101,3 +101,86 @@ describe("vpn service: the periodic sync", () => {
 		expect(sim.org(orgPid)).toBeDefined();
 	}, 20_000);
 });
+
+/**
+ * A manager deleted while an organization of it is being created: whichever way the two interleave, no
+ * organization is left pointing at a deleted manager, and nothing is left in Pritunl without a record. The
+ * interleavings are forced by holding one internal call's answer (a broker middleware) until the other
+ * request has done its part.
+ */
+describe("vpn: a manager deleted while an organization of it is created", () => {
+	let h: Harness;
+	let sim: PritunlSimulator;
+	const url = (p: string) => `${h.api}/${p}`;
+	/** Holds the answer of a call to `action`, after `skip` calls, until `release`. */
+	let hold: { action: string; skip: number; reached: () => void; gate: Promise<void> } | null = null;
+	const armHold = (action: string, skip: number) => {
+		let release = () => {};
+		let reached = () => {};
+		const arrived = new Promise<void>(r => (reached = r));
+		hold = { action, skip, reached, gate: new Promise<void>(r => (release = r)) };
+		return { arrived, release: () => { hold = null; release(); } };
+	};
+	const newManager = async (name: string) => {
+		const res = await request("POST", url("vpn_managers"), { body: { name, server_address: sim.url, dashboard_address: `${sim.url}/`, username: "admin", password: "Race-pw-1" } });
+		expect(res.status).toBe(201);
+		return res.body._id as string;
+	};
+	const createOrg = (name: string, manager: string) => request("POST", url("vpn_organizations"), { body: { name, vpn_representation: { name }, cipher_type: "rsa", vpn_manager: manager } });
+
+	beforeAll(async () => {
+		sim = new PritunlSimulator({ username: "admin", password: "Race-pw-1" });
+		await sim.start();
+		const holdMiddleware = {
+			name: "HoldForTest",
+			localAction(next: (ctx: unknown) => Promise<unknown>, action: { name: string }) {
+				return async (ctx: unknown) => {
+					const result = await next(ctx);
+					const armed = hold;
+					if (armed && armed.action === action.name) {
+						if (armed.skip > 0) armed.skip--;
+						else {
+							armed.reached();
+							await armed.gate;
+						}
+					}
+					return result;
+				};
+			},
+		};
+		h = await startEmbedded({ env: { ...SUITE_ENV, VPN_SYNC_INTERVAL_MS: "0" }, broker: { middlewares: [holdMiddleware] } });
+	}, 30_000);
+	afterAll(async () => {
+		await h?.stop();
+		await sim?.stop();
+	});
+
+	it("refuses the delete (409) and keeps the manager when the organization was stored after the delete counted none", async () => {
+		const manager = await newManager("race-delete");
+		const held = armHold("vpn-organizations.countByManager", 0);
+		const deleting = request("DELETE", url(`vpn_managers/${manager}`));
+		await held.arrived; // the delete counted no organization; its answer is held
+		const org = await createOrg("race-org-a", manager);
+		expect(org.status).toBe(201);
+		held.release();
+		expectEveError(await deleting, 409);
+		expect((await request("GET", url(`vpn_managers/${manager}`))).status).toBe(200);
+		const stored = await request("GET", url(`vpn_organizations/${org.body._id}`));
+		expect(stored.body.vpn_manager).toBe(manager);
+		expect(sim.orgList().filter(o => o.name === "race-org-a")).toHaveLength(1);
+	});
+
+	it("refuses the organization (422) and removes it from Pritunl when the manager went between its check and its record", async () => {
+		const manager = await newManager("race-create");
+		// The create checks the manager twice before storing (the body, then the record): the second answer is held.
+		const held = armHold("vpn-managers.exist", 1);
+		const creating = createOrg("race-org-b", manager);
+		await held.arrived;
+		expect((await request("DELETE", url(`vpn_managers/${manager}`))).status).toBe(204);
+		held.release();
+		const res = expectEveError(await creating, 422);
+		expect(res._issues).toEqual({ vpn_manager: expect.stringContaining("must exist") });
+		expect((await request("GET", url(`vpn_organizations?where=${encodeURIComponent(JSON.stringify({ name: "race-org-b" }))}`))).body._meta.total).toBe(0);
+		expect(sim.orgList().filter(o => o.name === "race-org-b")).toEqual([]);
+	});
+});

@@ -247,6 +247,20 @@ export default function vpn(h: () => Harness): void {
 			);
 		}, 20_000);
 
+		it("keeps looking for an unanswered create that Pritunl finishes late, with no sync asked for, and removes it", async () => {
+			sim.delayNext(1, 6000, { method: "POST", path: /^\/organization$/ });
+			const asked = Date.now();
+			expectEveError(await createOrg("vpn-org-later"), 504);
+			// Past the first look (twice PRITUNL_TIMEOUT_MS) Pritunl still has not made it: that is no proof it never will.
+			await new Promise(r => setTimeout(r, Math.max(0, asked + 4800 - Date.now())));
+			await h().call("vpn.sync", {});
+			expect(pritunlOrgs("vpn-org-later").length).toBeLessThanOrEqual(1);
+			// Pritunl finishes it; the service's own look (periodic syncs are off in these suites) removes it.
+			await eventually(async () => (sim.waiting === 0 ? true : undefined), 10_000, "Pritunl to finish the create");
+			await eventually(async () => (pritunlOrgs("vpn-org-later").length === 0 ? true : undefined), 10_000, "the organization to be removed");
+			expect(await records("vpn-org-later")).toBe(0);
+		}, 30_000);
+
 		it("removes the organization from Pritunl again when its record cannot be stored (manager deleted meanwhile)", async () => {
 			const doomed = (await request("POST", url("vpn_managers"), { body: { ...manager, name: "vpn-doomed", password: PASSWORD } })).body._id;
 			sim.delayNext(1, 1000, { method: "POST", path: /^\/organization$/ });
