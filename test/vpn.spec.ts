@@ -4,6 +4,7 @@
  * answering), get changes once Pritunl is back without anyone asking, and an organization Pritunl made
  * after a create gave up waiting is removed by a later sync. The on-demand paths are in the e2e VPN suite.
  */
+import type { Middleware } from "moleculer";
 import { startEmbedded, type Harness } from "./support/harness";
 import { request, eventually, expectEveError } from "./support/http";
 import { SUITE_ENV } from "./support/suite-env";
@@ -148,7 +149,7 @@ describe("vpn: a manager deleted while an organization of it is created", () => 
 				};
 			},
 		};
-		h = await startEmbedded({ env: { ...SUITE_ENV, VPN_SYNC_INTERVAL_MS: "0" }, broker: { middlewares: [holdMiddleware] } });
+		h = await startEmbedded({ env: { ...SUITE_ENV, VPN_SYNC_INTERVAL_MS: "0" }, broker: { middlewares: [holdMiddleware as unknown as Middleware] } });
 	}, 30_000);
 	afterAll(async () => {
 		await h?.stop();
