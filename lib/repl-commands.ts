@@ -14,16 +14,11 @@ import os from "node:os";
 import type { ServiceBroker } from "moleculer";
 import { hashToken, roleAllows, redact, type Caller, type Role } from "./auth";
 import { loadConfig } from "./config";
+import { readJson } from "./eve/render";
+
+export { readJson };
 
 type Row = Record<string, unknown>;
-
-/** Lists and items come back as serialized JSON bytes (the Eve layer's cached reads). */
-export function readJson<T = any>(value: unknown): T {
-	if (Buffer.isBuffer(value)) return JSON.parse(value.toString("utf8")) as T;
-	if (value instanceof Uint8Array) return JSON.parse(Buffer.from(value).toString("utf8")) as T;
-	if (typeof value === "string") return JSON.parse(value) as T;
-	return value as T;
-}
 
 function cell(v: unknown): string {
 	if (v === undefined || v === null || v === "") return "-";
@@ -318,8 +313,9 @@ export class FleetRepl {
 		if (!target || !fun) return "usage: exec <host|group> <fun> [arg…] [k=v…]";
 		const { arg, kwarg } = parseRunArgs(words);
 		const command = `exec ${target} ${fun}`;
-		const resolved = await this.resolveTarget(target);
+		// The target is looked up inside the audited part: a run asked of an unknown host is audited too (as the API's 404).
 		const jid = await this.audited("operator", command, async caller => {
+			const resolved = await this.resolveTarget(target);
 			await this.broker.call("tokens.authorizeRun", { token: caller.id, fun, targets: resolved.hosts });
 			const action = resolved.kind === "host" ? "cm-gateway.runOnHost" : "cm-gateway.runOnGroup";
 			let res: { task_id: string | null };
@@ -329,8 +325,8 @@ export class FleetRepl {
 				if (unavailable(err)) throw Object.assign(new Error("no configuration-management master is configured (CM_API_URL), or the cm-gateway is not running"), { code: 503 });
 				throw err;
 			}
-			return { result: res.task_id, extra: { jid: res.task_id } };
-		}, { targets: resolved.hosts, fun, args: { arg, kwarg } });
+			return { result: res.task_id, extra: { targets: resolved.hosts, jid: res.task_id } };
+		}, { targets: [target], fun, args: { arg, kwarg } });
 		if (!jid) return `no minion matched ${target}: nothing ran`;
 		return this.watch(jid);
 	}

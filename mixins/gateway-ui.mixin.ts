@@ -18,6 +18,7 @@ import { buildOpenApi, type CollectionDescription } from "../lib/openapi";
 import { formatHttpDate } from "../lib/eve/dates";
 import { EveError } from "../lib/eve/errors";
 import { QueryArgs } from "../lib/eve/query";
+import { readJson } from "../lib/eve/render";
 
 /** The dashboard and the docs page load nothing from elsewhere and run no inline script or style. */
 const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
@@ -28,7 +29,8 @@ const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 's
  * register a stream that nothing would ever read or close).
  */
 export function securityHeaders(options: { meta?: Record<string, unknown> }, req: IncomingMessage, res: ServerResponse): void {
-	options.meta = { ...options.meta, $method: req.method };
+	const lastEventId = req.headers["last-event-id"];
+	options.meta = { ...options.meta, $method: req.method, ...(typeof lastEventId === "string" && /^[0-9a-f]{24}$/.test(lastEventId) ? { $lastEventId: lastEventId } : {}) };
 	res.setHeader("Content-Security-Policy", CSP);
 	res.setHeader("X-Content-Type-Options", "nosniff");
 	res.setHeader("X-Frame-Options", "DENY");
@@ -100,9 +102,13 @@ export const GatewayUi: Partial<ServiceSchema> = {
 			},
 		},
 
-		/** GET /api/alerts/stream: server-sent events, one `alert` per alert raised from now on. */
+		/**
+		 * GET /api/alerts/stream: server-sent events, one `alert` per alert raised from now on; a client that
+		 * reconnects with `Last-Event-ID` first gets the alerts raised since that one's second (the client
+		 * drops those it has already seen by their ids).
+		 */
 		alertStream: {
-			handler(this: any, ctx: Context<{ query?: unknown }, Record<string, any>>) {
+			async handler(this: any, ctx: Context<{ query?: unknown }, Record<string, any>>) {
 				const raw = QueryArgs.from(ctx.params.query).get("timeout");
 				const seconds = raw === undefined || raw === "" ? STREAM_MAX_SECONDS : Number(raw);
 				if (!Number.isInteger(seconds) || seconds < 0) throw new EveError(400, "timeout must be a whole number of seconds");
@@ -123,12 +129,26 @@ export const GatewayUi: Partial<ServiceSchema> = {
 				const timer = setTimeout(close, Math.min(seconds, STREAM_MAX_SECONDS) * 1000);
 				timer.unref?.();
 				this.alertStreams.add(stream);
+				if (ctx.meta.$lastEventId) await this.replayAlerts(ctx, stream, ctx.meta.$lastEventId);
 				// The response closed (client gone): pipe() unpipes us.
 				stream.on("unpipe", close);
 				stream.on("close", close);
 				stream.on("error", close);
 				return stream;
 			},
+		},
+	},
+
+	methods: {
+		/** The alerts since the second of alert `lastId` (ids begin with their second), the newest 50, oldest first. */
+		async replayAlerts(this: any, ctx: Context, stream: PassThrough, lastId: string) {
+			try {
+				const since = `${lastId.slice(0, 8)}${"0".repeat(16)}`;
+				const page = readJson<{ _items: Array<Record<string, any>> }>(await ctx.call("alerts.list", { query: [["where", JSON.stringify({ _id: { $gte: since } })], ["sort", "-_id"], ["max_results", "50"]] }));
+				stream.write([...page._items].reverse().map(a => `id: ${a._id}\nevent: alert\ndata: ${JSON.stringify(a)}\n\n`).join(""));
+			} catch (err) {
+				this.logger.warn("Could not replay the alerts a reconnecting stream missed:", (err as Error).message);
+			}
 		},
 	},
 

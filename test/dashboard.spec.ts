@@ -255,6 +255,11 @@ describeBrowser("dashboard in headless Chromium", () => {
 		await page.waitForSelector(`.toast:has-text("vnc.connect")`);
 		await page.waitForSelector("#unread");
 		await shot("06-alert-live");
+		// One alert marked read by its own button, then the rest at once.
+		const one = await page.getAttribute(`#alerts-body tr.unread:has-text("vnc.connect")`, "data-alert");
+		await page.click(`#alerts-body tr[data-alert="${one}"] button:has-text("Mark read")`);
+		await page.waitForSelector(`#alerts-body tr[data-alert="${one}"]:not(.unread)`);
+		expect((await request("GET", url(`alerts/${one}`))).body.read).toBe(true);
 		await page.click("#mark-all");
 		await page.waitForFunction(() => !document.querySelector("#alerts-body tr.unread"));
 		expect((await request("GET", `${url("alerts")}?where=${encodeURIComponent('{"read":false}')}`)).body._meta.total).toBe(0);

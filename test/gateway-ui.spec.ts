@@ -54,6 +54,27 @@ describe("gateway: alert stream, whoami, dashboard files", () => {
 		}
 	});
 
+	it("replays to a stream that reconnects with Last-Event-ID the alerts raised since that one", async () => {
+		await h.call("alerts.raise", { type: "sse.seen", level: "info", payload: {} });
+		const seen = (await request("GET", `${h.api}/alerts?where=${encodeURIComponent('{"type":"sse.seen"}')}`)).body._items[0]._id as string;
+		// Raised while the browser was reconnecting: no stream was open.
+		await h.call("alerts.raise", { type: "sse.missed", level: "warning", payload: { n: 3 } });
+		const res = await fetch(`${h.api}/alerts/stream`, { headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}`, "last-event-id": seen } });
+		expect(res.status).toBe(200);
+		const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
+		let text = "";
+		const deadline = Date.now() + 10_000;
+		while (!text.includes("sse.missed") && Date.now() < deadline) {
+			const { value, done } = await reader.read();
+			if (done) break;
+			text += value;
+		}
+		await reader.cancel();
+		const missed = text.split("\n\n").find(block => block.includes('"sse.missed"'));
+		expect(missed).toMatch(/^id: [0-9a-f]{24}\nevent: alert\ndata: /);
+		expect(JSON.parse(/^data: (.*)$/m.exec(missed!)![1])).toMatchObject({ type: "sse.missed", level: "warning", payload: { n: 3 }, read: false });
+	});
+
 	it("authenticates the stream like any route, ends it after ?timeout, and refuses a bad timeout", async () => {
 		expectEveError(await request("GET", `${h.api}/alerts/stream`, { token: null }), 401);
 		const ended = await request("GET", `${h.api}/alerts/stream?timeout=0`);

@@ -126,6 +126,8 @@ describe("REPL commands", () => {
 		expect(await repl(tokens.scoped.secret).run("exec repl-web test.ping")).toMatch(/^error 403: targets outside the token's scope/);
 		expect(await repl(tokens.scoped.secret).run("exec repl-outside cmd.run ls")).toMatch(/^error 403: function 'cmd.run' is outside/);
 		expect(await repl(tokens.operator.secret).run("exec nothing-called-so test.ping")).toMatch(/^error 404/);
+		// The unknown target is audited like the API's 404 for a run on it.
+		expect((await audit({ method: "REPL", path: "exec nothing-called-so test.ping" }))[0]).toMatchObject({ status: 404, outcome: "failed", name: "repl-operator", targets: ["nothing-called-so"] });
 		const denied = await audit({ method: "REPL", outcome: "denied" });
 		expect(denied.map(d => d.name)).toEqual(expect.arrayContaining([null, "repl-viewer", "repl-scoped"]));
 	});

@@ -18,9 +18,13 @@ let disposers: Array<() => void> = [];
 
 const can = (role: keyof typeof RANK) => !!me && RANK[me.role] >= RANK[role];
 
-function problem(err: unknown): HTMLElement {
+function problemText(err: unknown): string {
 	const e = err as ApiError;
-	return h("p", { class: "error", role: "alert" }, `${e.status ? `${e.status}: ` : ""}${e.message}`);
+	return `${e.status ? `${e.status}: ` : ""}${e.message}`;
+}
+
+function problem(err: unknown): HTMLElement {
+	return h("p", { class: "error", role: "alert" }, problemText(err));
 }
 
 function every(ms: number, fn: () => void | Promise<void>): void {
@@ -557,7 +561,12 @@ async function alertsView(): Promise<void> {
 							{
 								class: "secondary",
 								onclick: async () => {
-									await api("GET", q(`alerts/${a._id}`, { mark_as_read: 1 }));
+									try {
+										await api("GET", q(`alerts/${a._id}`, { mark_as_read: 1 }));
+									} catch (err) {
+										toast(problemText(err));
+										return;
+									}
 									unread = Math.max(0, unread - 1);
 									buildNav();
 									void render();
@@ -581,9 +590,13 @@ async function alertsView(): Promise<void> {
 			id: "mark-all",
 			onclick: async () => {
 				// Each read with mark_as_read marks the page it returns; read unread pages until none is left.
-				for (let i = 0; i < 100; i++) {
-					const res = await api("GET", q("alerts", { where: { read: false }, max_results: 50, mark_as_read: 1 }));
-					if (res._items.length === 0) break;
+				try {
+					for (let i = 0; i < 100; i++) {
+						const res = await api("GET", q("alerts", { where: { read: false }, max_results: 50, mark_as_read: 1 }));
+						if (res._items.length === 0) break;
+					}
+				} catch (err) {
+					toast(problemText(err));
 				}
 				unread = 0;
 				buildNav();

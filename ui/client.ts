@@ -84,11 +84,15 @@ export async function download(path: string): Promise<{ data: Blob; filename: st
 export function followAlerts(onAlert: (alert: any) => void, onState: (connected: boolean) => void): { stop(): void } {
 	let stopped = false;
 	let controller: AbortController | null = null;
+	// After a reconnection the server replays what was raised since the last alert seen (Last-Event-ID),
+	// starting from that alert's second: the ones already shown are recognised by their ids.
+	let lastId = "";
+	const seen = new Set<string>();
 	const loop = async () => {
 		while (!stopped) {
 			controller = new AbortController();
 			try {
-				const res = await fetch("/api/alerts/stream", { headers: { Authorization: `Bearer ${token.get() ?? ""}`, Accept: "text/event-stream" }, signal: controller.signal });
+				const res = await fetch("/api/alerts/stream", { headers: { Authorization: `Bearer ${token.get() ?? ""}`, Accept: "text/event-stream", ...(lastId ? { "Last-Event-ID": lastId } : {}) }, signal: controller.signal });
 				if (res.status === 401) {
 					window.dispatchEvent(new CustomEvent("fleet:unauthorized"));
 					return;
@@ -105,13 +109,21 @@ export function followAlerts(onAlert: (alert: any) => void, onState: (connected:
 						const block = buffer.slice(0, cut);
 						buffer = buffer.slice(cut + 2);
 						let event = "message";
+						let id = "";
 						const data: string[] = [];
 						for (const line of block.split("\n")) {
 							if (line.startsWith("event:")) event = line.slice(6).trim();
+							else if (line.startsWith("id:")) id = line.slice(3).trim();
 							else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
 						}
 						if (event === "ready") onState(true);
-						if (event === "alert" && data.length) onAlert(JSON.parse(data.join("\n")));
+						if (event !== "alert" || !data.length || (id && seen.has(id))) continue;
+						if (id) {
+							seen.add(id);
+							lastId = id;
+							if (seen.size > 1000) seen.delete(seen.values().next().value as string);
+						}
+						onAlert(JSON.parse(data.join("\n")));
 					}
 				}
 			} catch {

@@ -56,3 +56,11 @@ function orderLike(template: Record<string, unknown>, picked: Record<string, unk
 	for (const key of Object.keys(template)) if (key in picked) out[key] = picked[key];
 	return out;
 }
+
+/** Lists and items come back as serialized JSON bytes (the Eve layer's cached reads). */
+export function readJson<T = any>(value: unknown): T {
+	if (Buffer.isBuffer(value)) return JSON.parse(value.toString("utf8")) as T;
+	if (value instanceof Uint8Array) return JSON.parse(Buffer.from(value).toString("utf8")) as T;
+	if (typeof value === "string") return JSON.parse(value) as T;
+	return value as T;
+}
