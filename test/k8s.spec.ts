@@ -134,11 +134,12 @@ describe("k8s/", () => {
 			const policies = objects.filter(o => o.kind === "NetworkPolicy");
 			const deny = policies.find(p => Object.keys(p.spec.podSelector).length === 0 && !p.spec.ingress);
 			expect(deny?.spec.policyTypes).toEqual(["Ingress"]);
-			// what may come from outside the namespace: the api's HTTP port and, from monitoring, the health port
-			const open = policies.flatMap(p => (p.spec.ingress ?? []).filter((r: Obj) => !r.from || r.from.some((f: Obj) => f.namespaceSelector || f.ipBlock)).map((r: Obj) => ({ pods: p.spec.podSelector.matchLabels, ports: r.ports.map((x: Obj) => x.port), from: r.from ? "monitoring" : "anywhere" })));
+			// what may come from outside the namespace: the api's HTTP port from the ingress controller and, from monitoring, the health port
+			const source = (r: Obj) => (r.from ? r.from.map((f: Obj) => f.ipBlock?.cidr ?? Object.values(f.namespaceSelector?.matchLabels ?? { any: "any namespace" }).join()).join() : "anywhere");
+			const open = policies.flatMap(p => (p.spec.ingress ?? []).filter((r: Obj) => !r.from || r.from.some((f: Obj) => f.namespaceSelector || f.ipBlock)).map((r: Obj) => ({ pods: p.spec.podSelector.matchLabels, ports: r.ports.map((x: Obj) => x.port), from: source(r) })));
 			expect(open).toEqual(
 				expect.arrayContaining([
-					{ pods: { "app.kubernetes.io/name": "fleet-ctl", "app.kubernetes.io/component": "api" }, ports: ["http"], from: "anywhere" },
+					{ pods: { "app.kubernetes.io/name": "fleet-ctl", "app.kubernetes.io/component": "api" }, ports: ["http"], from: "ingress-nginx" },
 					{ pods: { "app.kubernetes.io/name": "fleet-ctl" }, ports: ["health"], from: "monitoring" },
 				]),
 			);
