@@ -3,7 +3,7 @@
  * write load and restarted on the same storage as Kubernetes restarts a container (same pod name, so the
  * same NODEID); the NATS server (one of this test's own, on a free port) killed and started again.
  */
-import { ensureNats, freePort, startOwnNats, tempDir, type Nats } from "../support/harness";
+import { ensureNats, freePort, startOwnNats, tempDir, uniqueMongoUri, type Nats } from "../support/harness";
 import { LOAD_SERVICES, Load, exited, failures, sleep, startNode, stopNode, waitReady, type Node, type Outcome } from "../support/cluster";
 import { request } from "../support/http";
 
@@ -24,11 +24,15 @@ describe("faults", () => {
 		await Promise.all(nodes.map(stopNode));
 	});
 
-	it("SIGKILL of the data services during writes: every 201 is kept, the rest are clean errors, writes resume", async () => {
+	// NeDB files, and the Mongo path when the run has a MongoDB (in CI the wire-protocol emulator, not MongoDB).
+	const storages: Array<[string, Record<string, string>]> = [["NeDB", {}]];
+	if (process.env.MONGO_URI) storages.push(["the Mongo path", { MONGO_URI: uniqueMongoUri(process.env.MONGO_URI), CTL_SECRET_KEY: "faults-secret" }]);
+
+	it.each(storages)("SIGKILL of the data services during writes (%s): every 201 is kept, the rest are clean errors, writes resume", async (_name, storage) => {
 		const nats: Nats = await ensureNats();
 		try {
 			const port = await freePort();
-			const env = { TRANSPORTER: nats.url, NAMESPACE: `ops-kill-${process.pid}`, DATA_DIR: tempDir("ops-kill"), PORT: String(port), HOST: "127.0.0.1" };
+			const env = { TRANSPORTER: nats.url, NAMESPACE: `ops-kill-${process.pid}-${Date.now().toString(36)}`, DATA_DIR: tempDir("ops-kill"), PORT: String(port), HOST: "127.0.0.1", ...storage };
 			const dataEnv = { ...env, NODEID: `ops-data-${process.pid}` };
 			const gateway = await start(["api"], env);
 			const data = await start(LOAD_SERVICES, dataEnv);
