@@ -195,6 +195,7 @@ function operation(method: string, path: string, def: RouteMethod, collections: 
 		for (const p of LIST_PARAMS.slice(2, 4)) params.push({ name: p.name, in: "query", required: false, description: p.description, schema: { type: "string" } });
 		responses["200"] = { description: "The record", content: { "application/json": { schema: ref(schemaName(coll.resource)) } } };
 	} else if (def.events) {
+		params.push({ name: "Last-Event-ID", in: "header", required: false, description: "The id of the last alert received: the alerts raised since then are sent first", schema: { type: "string" } });
 		params.push({ name: "timeout", in: "query", required: false, description: "Close the stream after this many seconds (default 3600)", schema: { type: "integer", minimum: 0 } });
 		responses["200"] = { description: "text/event-stream: one `alert` event per new alert (data: the alert as JSON); comments keep the connection alive", content: { "text/event-stream": { schema: { type: "string" } } } };
 	} else if (method === "DELETE") {
@@ -205,6 +206,7 @@ function operation(method: string, path: string, def: RouteMethod, collections: 
 	} else {
 		responses["200"] = { description: "OK", content: def.action === "media.get" ? { "application/octet-stream": { schema: { type: "string", contentEncoding: "binary" } } } : generic };
 	}
+	for (const p of def.query ?? []) params.push({ name: p.name, in: "query", required: p.required === true, description: p.description, schema: p.schema ?? { type: "string" } });
 	for (const [code, description] of Object.entries(ERRORS)) {
 		if (code === "405") continue;
 		responses[code] = { $ref: `#/components/responses/E${code}` };
@@ -221,7 +223,7 @@ function operation(method: string, path: string, def: RouteMethod, collections: 
 		responses,
 	};
 	if (def.body === "json") {
-		const body = verb === "create" ? coll?.create : verb === "patch" ? coll?.patch : null;
+		const body = def.bodySchema ? { type: "object", ...objectSchema(def.bodySchema as Record<string, Rule>, true) } : verb === "create" ? coll?.create : verb === "patch" ? coll?.patch : null;
 		const schema = body ? (verb === "create" ? { anyOf: [body, { type: "array", items: body }] } : body) : { type: ["object", "array"] };
 		op.requestBody = { required: true, content: { "application/json": { schema } } };
 	} else if (def.body === "stream") {

@@ -5,6 +5,7 @@
  */
 
 import type { Role } from "./auth";
+import { ALL_STATUS_BODY, GRAPH_RUN_BODY, RUN_BODY } from "./bodies";
 
 /** How the gateway hands the request to the action. */
 export type BodyKind = "json" | "none" | "stream";
@@ -28,6 +29,18 @@ export interface RouteMethod {
 	summary?: string;
 	/** A read that is audited like a write (it hands out a secret). */
 	audited?: boolean;
+	/** The JSON body as the action validates it (lib/bodies.ts), for the OpenAPI document; collections describe theirs. */
+	bodySchema?: Record<string, unknown>;
+	/** Query parameters beyond a collection's (where, sort, …), for the OpenAPI document. */
+	query?: QueryParam[];
+}
+
+export interface QueryParam {
+	name: string;
+	description: string;
+	required?: boolean;
+	/** JSON Schema of the value (default: a string). */
+	schema?: Record<string, unknown>;
 }
 
 export interface RouteDef {
@@ -58,14 +71,22 @@ export const COLLECTIONS = [
 	"webhook_deliveries",
 ];
 
-const read = (service: string, role: Role = "viewer") => ({ GET: { action: `${service}.list`, role, cachedBy: service } });
-const readItem = (service: string, role: Role = "viewer") => ({ GET: { action: `${service}.get`, role, cachedBy: service } });
+const read = (service: string, role: Role = "viewer", query?: QueryParam[]) => ({ GET: { action: `${service}.list`, role, cachedBy: service, query } });
+const readItem = (service: string, role: Role = "viewer", query?: QueryParam[]) => ({ GET: { action: `${service}.get`, role, cachedBy: service, query } });
+/** `?mark_as_read=1` on a read of alerts (docs/api.md). */
+const MARK_AS_READ: QueryParam[] = [{ name: "mark_as_read", description: "1: mark the alerts this read returns as read" }];
 const get = (action: string): RouteMethod => ({ action, role: "viewer" });
 const json = (action: string, role: Role, scope?: ScopeCheck): RouteMethod => ({ action, role, body: "json", scope });
 const none = (action: string, role: Role): RouteMethod => ({ action, role, body: "none" });
 /** The cm-gateway publishes its salt actions only when CM_API_URL names a salt-api. */
 const NO_MASTER = "no configuration-management master is configured (CM_API_URL), or the cm-gateway is not running";
 const needsMaster = (m: RouteMethod): RouteMethod => ({ ...m, unavailable: NO_MASTER });
+const withBody = (m: RouteMethod, bodySchema: Record<string, unknown>): RouteMethod => ({ ...m, bodySchema });
+
+/** The statistics' parameters (docs/statistics.md). */
+const RANGE: QueryParam = { name: "range[]", required: true, description: "Twice: the range's start and end as HTTP-dates", schema: { type: "array", items: { type: "string" }, minItems: 2, maxItems: 2 } };
+const STATS_WHERE: QueryParam = { name: "where", description: 'A filter on the entries of the hosts in the snapshots, as JSON: {"nodegroups": "web"}' };
+const statistic = (action: string, summary: string, extra: QueryParam[] = []): RouteMethod => ({ action, role: "viewer", summary, query: [RANGE, STATS_WHERE, ...extra] });
 
 export const ROUTES: RouteDef[] = [
 	{ path: "groups", methods: { ...read("groups"), POST: json("groups.create", "admin"), DELETE: none("groups.removeWhere", "admin") } },
@@ -75,15 +96,15 @@ export const ROUTES: RouteDef[] = [
 		path: "groups/:id",
 		methods: {
 			...readItem("groups"),
-			POST: needsMaster(json("cm-gateway.runOnGroup", "operator", "group")),
+			POST: needsMaster(withBody(json("cm-gateway.runOnGroup", "operator", "group"), RUN_BODY)),
 			PATCH: json("groups.patch", "admin"),
 			DELETE: none("groups.remove", "admin"),
 		},
 	},
 
-	{ path: "graph", methods: { POST: json("graph.run", "admin") } },
+	{ path: "graph", methods: { POST: withBody(json("graph.run", "admin"), GRAPH_RUN_BODY) } },
 	{ path: "graph/not-linked", methods: { GET: get("graph.notLinked") } },
-	{ path: "graph/:id/nodes", methods: { GET: get("graph.nodes") } },
+	{ path: "graph/:id/nodes", methods: { GET: { ...get("graph.nodes"), query: [{ name: "where", description: 'Only nodes of a type, as JSON: {"type": 1}' }] } } },
 	{ path: "graph/:id/edges", methods: { GET: get("graph.edges") } },
 	{ path: "graph/:id", methods: { GET: get("graph.tree") } },
 	// The first name of `jobs`, kept for the clients of POST /graph.
@@ -95,20 +116,20 @@ export const ROUTES: RouteDef[] = [
 	{ path: "nodegroups", methods: read("nodegroups") },
 	{ path: "nodegroups/:id", methods: readItem("nodegroups") },
 
-	{ path: "hosts/statistics/online", methods: { GET: get("stats.online") } },
-	{ path: "hosts/statistics/unique_online", methods: { GET: get("stats.uniqueOnline") } },
-	{ path: "hosts/statistics/unique_updated", methods: { GET: get("stats.uniqueUpdated") } },
-	{ path: "hosts/statistics/unique_dist_upgraded", methods: { GET: get("stats.uniqueDistUpgraded") } },
-	{ path: "hosts/statistics/new_hosts", methods: { GET: get("stats.newHosts") } },
+	{ path: "hosts/statistics/online", methods: { GET: statistic("stats.online", "Hosts up and down over time, a point per interval", [{ name: "interval", required: true, description: "Seconds between two points", schema: { type: "integer", minimum: 1 } }]) } },
+	{ path: "hosts/statistics/unique_online", methods: { GET: statistic("stats.uniqueOnline", "The hosts seen, and those seen up, in the range") } },
+	{ path: "hosts/statistics/unique_updated", methods: { GET: statistic("stats.uniqueUpdated", "The hosts whose state apply happened in the range") } },
+	{ path: "hosts/statistics/unique_dist_upgraded", methods: { GET: statistic("stats.uniqueDistUpgraded", "The hosts whose dist-upgrade happened in the range") } },
+	{ path: "hosts/statistics/new_hosts", methods: { GET: statistic("stats.newHosts", "The hosts first seen in the range") } },
 	{ path: "hosts", methods: read("hosts") },
-	{ path: "hosts/:id/all_status", methods: { POST: needsMaster(json("cm-gateway.allStatus", "operator", "host")) } },
+	{ path: "hosts/:id/all_status", methods: { POST: needsMaster(withBody(json("cm-gateway.allStatus", "operator", "host"), ALL_STATUS_BODY)) } },
 	// The host's Pritunl profile archive (docs/vpn.md): it holds the host's VPN keys, so not for viewers.
 	{ path: "hosts/:id/vpn_profile", methods: { GET: { action: "vpn.profile", role: "operator", audited: true } } },
 	{
 		path: "hosts/:id",
 		methods: {
 			...readItem("hosts"),
-			POST: needsMaster(json("cm-gateway.runOnHost", "operator", "host")),
+			POST: needsMaster(withBody(json("cm-gateway.runOnHost", "operator", "host"), RUN_BODY)),
 			PATCH: json("hosts.patch", "admin"),
 			DELETE: none("hosts.remove", "admin"),
 		},
@@ -118,7 +139,7 @@ export const ROUTES: RouteDef[] = [
 	{ path: "hosts_statistic/:id", methods: readItem("stats") },
 
 	{ path: "tasks", methods: { ...read("tasks"), POST: json("tasks.create", "operator", "task"), PUT: json("tasks.replace", "operator", "task") } },
-	{ path: "tasks/:id/preview", methods: { GET: get("tasks.preview") } },
+	{ path: "tasks/:id/preview", methods: { GET: { ...get("tasks.preview"), summary: "The task's next due times", query: [{ name: "count", description: "How many (1 to 1000, default 10)", schema: { type: "integer", minimum: 1, maximum: 1000 } }] } } },
 	{ path: "tasks/:id/:status", methods: { PATCH: none("tasks.setStatus", "operator") } },
 	{ path: "tasks/:id", methods: { ...readItem("tasks"), DELETE: none("tasks.remove", "operator") } },
 
@@ -131,9 +152,9 @@ export const ROUTES: RouteDef[] = [
 	{ path: "updates", methods: { ...read("updates"), POST: needsMaster(none("cm-gateway.loadUpdates", "operator")) } },
 	{ path: "updates/:id", methods: { ...readItem("updates"), PATCH: json("updates.patch", "operator") } },
 
-	{ path: "alerts", methods: read("alerts") },
+	{ path: "alerts", methods: read("alerts", "viewer", MARK_AS_READ) },
 	{ path: "alerts/stream", methods: { GET: { action: "api.alertStream", role: "viewer", events: true, summary: "New alerts as server-sent events, pushed as they are raised" } } },
-	{ path: "alerts/:id", methods: readItem("alerts") },
+	{ path: "alerts/:id", methods: readItem("alerts", "viewer", MARK_AS_READ) },
 
 	{ path: "settings", methods: read("settings") },
 	{ path: "settings/:id", methods: { ...readItem("settings"), PATCH: json("settings.patch", "admin") } },

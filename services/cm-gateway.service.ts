@@ -29,6 +29,7 @@ import { formatHttpDate } from "../lib/eve/dates";
 import { EveError, notFound, validationFailed } from "../lib/eve/errors";
 import { HOSTNAME, OBJECT_ID } from "../lib/eve/ids";
 import { compileSchema } from "../lib/eve/validation";
+import { ALL_STATUS_BODY, RUN_BODY } from "../lib/bodies";
 import { JobTracker, NO_RETURN, type JobOrigin, type JobReturn } from "../lib/job-tracker";
 import { batchesBySize, capText } from "../lib/batches";
 import { SaltClient, type EventStream, type Lowstate, type SaltEvent } from "../lib/salt-client";
@@ -90,13 +91,8 @@ const INVENTORY_PAGE = 2000;
 /** How long returns are gathered before they are written (events arrive one host at a time). */
 const RETURN_FLUSH_MS = 50;
 
-const checkBody = compileSchema({
-	cm_client: { type: "enum", values: ["local", "local_async"], optional: true },
-	fun: { type: "string", pattern: /^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$/, max: 200 },
-	arg: { type: "array", optional: true, max: 1000 },
-	kwarg: { type: "object", optional: true },
-});
-const checkAllStatus = compileSchema({ action: { type: "enum", values: ["start", "stop", "stop_all"], optional: true } });
+const checkBody = compileSchema(RUN_BODY);
+const checkAllStatus = compileSchema(ALL_STATUS_BODY);
 
 /** The return as the `actions` record keeps it: text. */
 function asText(value: unknown): string {

@@ -27,22 +27,18 @@ import { badRequest, notFound, validationFailed } from "../lib/eve/errors";
 import { OBJECT_ID } from "../lib/eve/ids";
 import { QueryArgs, parseWhere } from "../lib/eve/query";
 import { compileSchema } from "../lib/eve/validation";
+import { GRAPH_ACTIONS, GRAPH_RUN_BODY } from "../lib/bodies";
 import type { GroupDef } from "../lib/group-rules";
 import { RESOLVE_BATCH, ResolverError, checkResolverUrl, resolveBatch } from "../lib/ip-resolver";
 import type { Doc } from "../lib/store";
 
 type EveThis = Service & Record<string, any>;
 
-const ACTIONS = ["build_graph", "request_ips"] as const;
-type JobAction = (typeof ACTIONS)[number];
+type JobAction = (typeof GRAPH_ACTIONS)[number];
 /** How long a run may go without a sign of life before another replica may take it over. */
 const LEASE_MS = 60_000;
 
-const checkRunBody = compileSchema({
-	action: { type: "enum", values: [...ACTIONS] },
-	master: { type: "string", min: 1, max: 200, optional: true },
-	ip_resolver: { type: "string", min: 1, max: 2048, optional: true },
-});
+const checkRunBody = compileSchema(GRAPH_RUN_BODY);
 
 export interface GraphNode {
 	category: "group";

@@ -79,6 +79,28 @@ describe("OpenAPI document", () => {
 		expect(doc.paths["/alerts/stream"].get.responses["200"].content["text/event-stream"]).toBeDefined();
 	});
 
+	it("documents the bodies of the routes that are not CRUD as their services validate them", async () => {
+		const schemaOf = (p: string) => doc.paths[p].post.requestBody.content["application/json"].schema;
+		expect(schemaOf("/hosts/{id}")).toMatchObject({ type: "object", required: ["fun"], additionalProperties: false, properties: { cm_client: { enum: ["local", "local_async"], default: "local_async" } } });
+		expect(schemaOf("/groups/{id}")).toEqual(schemaOf("/hosts/{id}"));
+		expect(schemaOf("/hosts/{id}/all_status").properties.action.enum).toEqual(["start", "stop", "stop_all"]);
+		// POST /graph: what the document accepts is what the graph service accepts (422 for the rest).
+		const ajv = new Ajv2020({ strict: false });
+		const accepts = ajv.compile(schemaOf("/graph"));
+		const bodies = [{ action: "build_graph", master: "oa-master" }, { action: "request_ips", ip_resolver: "" }, { action: "nope" }, {}, { action: "build_graph", extra: 1 }, { action: "build_graph", master: 5 }];
+		for (const body of bodies) {
+			const res = await request("POST", `${h.api}/graph`, { body });
+			expect({ body, documented: accepts(body) }).toEqual({ body, documented: res.status !== 422 });
+		}
+		// Parameters beyond a collection's: the statistics', a task's preview count, mark_as_read, the stream's Last-Event-ID.
+		const names = (p: string, m = "get") => doc.paths[p][m].parameters.map((x: any) => `${x.in}:${x.name}${x.required ? "!" : ""}`);
+		expect(names("/hosts/statistics/online")).toEqual(expect.arrayContaining(["query:range[]!", "query:where", "query:interval!"]));
+		expect(names("/hosts/statistics/new_hosts")).toEqual(expect.arrayContaining(["query:range[]!", "query:where"]));
+		expect(names("/tasks/{id}/preview")).toContain("query:count");
+		expect(names("/alerts")).toContain("query:mark_as_read");
+		expect(names("/alerts/stream")).toContain("header:Last-Event-ID");
+	});
+
 	it("turns fastest-validator rules into JSON Schema", () => {
 		expect(ruleToJsonSchema({ type: "string", min: 1, max: 5, pattern: /^a+$/ })).toEqual({ type: "string", minLength: 1, maxLength: 5, pattern: "^a+$" });
 		expect(ruleToJsonSchema({ type: "number", integer: true, min: 0, nullable: true })).toEqual({ type: ["integer", "null"], minimum: 0 });
