@@ -112,7 +112,7 @@ export interface Config {
 	cmSyncIntervalMs: number;
 	/** Webhook deliveries (services/webhooks.service.ts): one attempt's timeout, in ms. */
 	webhookTimeoutMs: number;
-	/** Deliveries in flight at once (per webhooks replica); one receiver never has more than one. */
+	/** Deliveries in flight at once to receivers in good standing (per webhooks replica; failing receivers go in a lane of their own, docs/webhooks.md); one receiver never has more than one. */
 	webhookConcurrency: number;
 	/** Deliveries waiting at most per webhook; beyond, new ones to that webhook are logged as `dropped`. */
 	webhookQueueMax: number;

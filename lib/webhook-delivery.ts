@@ -105,38 +105,47 @@ function guardedLookup(allowPrivate: boolean): LookupFunction {
 	};
 }
 
-/** One POST of `body`; never throws. */
+/** One POST of `body`; never throws: every outcome, a refusal by the SSRF guard included, is an AttemptResult. */
 export function deliver(url: string, body: string, headers: Record<string, string>, timeoutMs: number, allowPrivate: boolean): Promise<AttemptResult> {
 	const started = Date.now();
 	return new Promise(resolve => {
 		let done = false;
+		// Declared before anything can call finish(): a refusal before the request exists finishes at once.
+		let timer: ReturnType<typeof setTimeout> | undefined;
 		const finish = (r: Omit<AttemptResult, "durationMs">) => {
 			if (done) return;
 			done = true;
-			clearTimeout(timer);
+			if (timer) clearTimeout(timer);
 			resolve({ ...r, durationMs: Date.now() - started });
 		};
+		const failed = (error: string) => finish({ ok: false, status: null, error: error.slice(0, 300) });
 		let target: URL;
 		try {
 			target = new URL(url);
 		} catch {
-			return finish({ ok: false, status: null, error: "invalid URL" });
+			return failed("invalid URL");
 		}
 		const host = target.hostname.replace(/^\[|\]$/g, "");
-		if (!allowPrivate && isIP(host) && isPrivateAddress(host)) return finish({ ok: false, status: null, error: `the receiver's address ${host} is not allowed (loopback, private or link-local)` });
+		if (!allowPrivate && isIP(host) && isPrivateAddress(host)) return failed(`the receiver's address ${host} is not allowed (loopback, private or link-local)`);
 		const lib = target.protocol === "https:" ? https : http;
-		const req = lib.request(target, {
-			method: "POST",
-			headers: { ...headers, "content-type": "application/json", "content-length": String(Buffer.byteLength(body)), "user-agent": "fleet-ctl-webhooks/1" },
-			lookup: guardedLookup(allowPrivate),
-			agent: false,
-		});
-		const timer = setTimeout(() => {
+		let req: http.ClientRequest;
+		try {
+			req = lib.request(target, {
+				method: "POST",
+				headers: { ...headers, "content-type": "application/json", "content-length": String(Buffer.byteLength(body)), "user-agent": "fleet-ctl-webhooks/1" },
+				lookup: guardedLookup(allowPrivate),
+				agent: false,
+			});
+		} catch (err) {
+			// e.g. a header value Node refuses: thrown synchronously, before any connection.
+			return failed((err as Error).message);
+		}
+		timer = setTimeout(() => {
 			req.destroy();
-			finish({ ok: false, status: null, error: `no answer within ${timeoutMs} ms` });
+			failed(`no answer within ${timeoutMs} ms`);
 		}, timeoutMs);
 		timer.unref?.();
-		req.on("error", err => finish({ ok: false, status: null, error: err.message.slice(0, 300) }));
+		req.on("error", err => failed(err.message));
 		req.on("response", res => {
 			let read = 0;
 			res.on("data", (chunk: Buffer) => {

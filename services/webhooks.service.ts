@@ -7,11 +7,14 @@
  * The secret that signs a webhook's deliveries is made by the server, shown once in the creating response,
  * stored encrypted (lib/secrets.ts) and masked on every read.
  *
- * Isolation: deliveries wait in a bounded in-memory queue (WEBHOOK_QUEUE_MAX; beyond it a delivery is
- * logged `dropped`), at most WEBHOOK_CONCURRENCY are in flight and at most ONE per webhook, each attempt
- * has a timeout. So a slow or failing receiver holds one slot and its own backlog, never the others', and
- * raising an alert never waits for any delivery. The queue is not persisted: deliveries still pending
- * when the process stops stay `pending` in the log (docs/webhooks.md).
+ * Isolation: deliveries wait in a bounded in-memory queue (WEBHOOK_QUEUE_MAX per webhook; beyond it a
+ * delivery is logged `dropped`), at most ONE is in flight per webhook, each attempt has a timeout, and
+ * raising an alert never waits for any delivery. Two lanes: receivers in good standing share
+ * WEBHOOK_CONCURRENCY slots; a receiver whose last attempt failed, or whose current attempt has gone
+ * unanswered for SLOW_AFTER_MS, is in the slow lane, which takes no shared slot (bounded only by the one
+ * attempt per webhook). So however many receivers hang, each holds a shared slot for at most SLOW_AFTER_MS
+ * once, then never again until it answers, and healthy receivers' deliveries go on. The queue is not
+ * persisted: deliveries still pending when the process stops stay `pending` in the log (docs/webhooks.md).
  */
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
@@ -25,6 +28,8 @@ import type { Doc } from "../lib/store";
 
 const LEVELS = ["debug", "info", "warning", "error", "critical"];
 const MAX_BACKOFF_MS = 5 * 60_000;
+/** An attempt still unanswered after this long gives its shared slot back and goes on in the slow lane. */
+const SLOW_AFTER_MS = 1000;
 
 interface Delivery {
 	id: string;
@@ -120,28 +125,24 @@ const WebhooksService: EveServiceSchema = {
 			this.pump();
 		},
 
-		/** Starts every due delivery there is room for: a free slot, and no other delivery to the same webhook in flight. */
+		/**
+		 * Starts every due delivery there is room for: no other delivery to the same webhook in flight, and a
+		 * free shared slot unless the webhook is in the slow lane (its last attempt failed).
+		 */
 		pump(this: EveThis) {
 			if (this.stopping) return;
 			const now = Date.now();
 			let nextDue = Infinity;
-			for (let i = 0; i < this.queue.length && this.inflight < this.config.webhookConcurrency; ) {
+			for (let i = 0; i < this.queue.length; ) {
 				const d: Delivery = this.queue[i];
-				if (d.dueAt > now || this.busy.has(d.hook)) {
+				const slow = this.failing.has(d.hook);
+				if (d.dueAt > now || this.busy.has(d.hook) || (!slow && this.inflight >= this.config.webhookConcurrency)) {
 					if (d.dueAt > now) nextDue = Math.min(nextDue, d.dueAt);
 					i++;
 					continue;
 				}
 				this.queue.splice(i, 1);
-				this.inflight++;
-				this.busy.add(d.hook);
-				void this.attempt(d)
-					.catch((err: Error) => this.attemptBroke(d, err))
-					.finally(() => {
-						this.inflight--;
-						this.busy.delete(d.hook);
-						this.pump();
-					});
+				this.start(d, !slow);
 			}
 			if (nextDue < Infinity) {
 				if (this.timer) clearTimeout(this.timer);
@@ -153,6 +154,29 @@ const WebhooksService: EveServiceSchema = {
 			}
 		},
 
+		/** Runs one attempt, holding a shared slot (if `shared`) until it ends or SLOW_AFTER_MS has passed. */
+		start(this: EveThis, d: Delivery, shared: boolean) {
+			this.busy.add(d.hook);
+			let holding = shared;
+			if (holding) this.inflight++;
+			const release = () => {
+				if (!holding) return;
+				holding = false;
+				this.inflight--;
+				this.pump();
+			};
+			const demote = holding ? setTimeout(release, SLOW_AFTER_MS) : null;
+			demote?.unref?.();
+			void this.attempt(d)
+				.catch((err: Error) => this.attemptBroke(d, err))
+				.finally(() => {
+					if (demote) clearTimeout(demote);
+					this.busy.delete(d.hook);
+					if (holding) release();
+					else this.pump();
+				});
+		},
+
 		/** An attempt that failed on our side (storage, a secret that no longer decrypts): logged, never thrown into the void. */
 		async attemptBroke(this: EveThis, d: Delivery, err: Error) {
 			this.logger.error(`Webhook delivery ${d.id} could not be attempted:`, err.message);
@@ -162,6 +186,7 @@ const WebhooksService: EveServiceSchema = {
 		async attempt(this: EveThis, d: Delivery) {
 			const hook = await this.store.findOne({ _id: d.hook });
 			if (!hook || hook.active === false) {
+				this.failing.delete(d.hook);
 				await this.log(d, { status: "cancelled", next_attempt: null, last_error: hook ? "the webhook was deactivated" : "the webhook was deleted" });
 				return;
 			}
@@ -170,10 +195,13 @@ const WebhooksService: EveServiceSchema = {
 			const headers = { "x-fleet-event": String(d.alert.type), "x-fleet-delivery": d.id, "x-fleet-signature": signature(decryptSecret(hook.secret), t, d.body) };
 			const r = await deliver(hook.url, d.body, headers, this.config.webhookTimeoutMs, this.config.webhookAllowPrivate);
 			const common = { last_status: r.status, last_error: r.error, duration_ms: r.durationMs };
+			// A failed attempt puts the webhook in the slow lane, a success takes it back out.
 			if (r.ok) {
+				this.failing.delete(d.hook);
 				await this.log(d, { ...common, status: "delivered", delivered: new Date(), next_attempt: null });
 				return;
 			}
+			this.failing.add(d.hook);
 			if (d.attempts >= this.config.webhookMaxAttempts) {
 				await this.log(d, { ...common, status: "failed", next_attempt: null });
 				return;
@@ -190,6 +218,8 @@ const WebhooksService: EveServiceSchema = {
 		this.queue = [] as Delivery[];
 		this.inflight = 0;
 		this.busy = new Set<string>();
+		/** Webhooks whose last attempt failed: their attempts run in the slow lane. */
+		this.failing = new Set<string>();
 		this.timer = null;
 		this.stopping = false;
 	},

@@ -373,6 +373,28 @@ describeBrowser("dashboard in headless Chromium", () => {
 		await shot("09-jobs");
 	});
 
+	it("subscribes a webhook to chosen types and levels, pauses and deletes it (admin)", async () => {
+		await page.goto(`${base}/#/webhooks`);
+		await page.waitForSelector("#wh-form");
+		await page.fill("#wh-url", "https://hooks.example.com/dash");
+		await page.fill("#wh-types", "host.* patch.failed");
+		for (const level of ["error", "critical"]) await page.check(`#wh-form input[data-level="${level}"]`);
+		await page.click("#wh-form button[type=submit]");
+		await page.waitForSelector("#wh-secret code");
+		const listed = async () => (await request("GET", `${url("webhooks")}?where=${encodeURIComponent('{"url":"https://hooks.example.com/dash"}')}`)).body._items;
+		const [hook] = await listed();
+		expect(hook).toMatchObject({ types: ["host.*", "patch.failed"], levels: ["error", "critical"], active: true });
+		expect(hook.secret).not.toBe(await page.locator("#wh-secret code").textContent()); // shown once, masked after
+		await page.waitForSelector(`#webhooks button[data-webhook="${hook._id}"][data-do="toggle"]:has-text("Pause")`);
+		await shot("10-webhooks");
+		await page.click(`#webhooks button[data-webhook="${hook._id}"][data-do="toggle"]`);
+		await page.waitForSelector(`#webhooks button[data-webhook="${hook._id}"][data-do="toggle"]:has-text("Activate")`);
+		expect((await listed())[0].active).toBe(false);
+		await page.click(`#webhooks button[data-webhook="${hook._id}"][data-do="delete"]`);
+		await page.waitForFunction(id => !document.querySelector(`#webhooks button[data-webhook="${id}"]`), hook._id);
+		expect(await listed()).toEqual([]);
+	});
+
 	it("shows an operator the VPN identity with the otp_secret masked, and lets it download the profile", async () => {
 		await page.click("#signout");
 		await page.fill("#token", operatorToken);

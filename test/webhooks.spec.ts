@@ -37,7 +37,7 @@ class Receiver {
 					res.writeHead(500).end("no");
 				} else res.writeHead(valid ? 204 : 401).end();
 			};
-			if (this.delayMs) setTimeout(answer, this.delayMs);
+			if (this.delayMs) setTimeout(answer, this.delayMs).unref();
 			else answer();
 		});
 	});
@@ -51,6 +51,14 @@ class Receiver {
 		this.server.closeAllConnections();
 		return new Promise<void>(r => this.server.close(() => r()));
 	}
+}
+
+/** The newest delivery logged for a webhook, once it has `status`. */
+function newestDelivery(api: string, hook: string, status: string, what: string): Promise<any> {
+	return eventually(async () => {
+		const [d] = (await request("GET", `${api}/webhooks/${hook}/deliveries`)).body._items;
+		return d?.status === status ? d : undefined;
+	}, 5000, what);
 }
 
 describe("webhooks", () => {
@@ -220,6 +228,50 @@ describe("webhook queue bounds", () => {
 	}, 20_000);
 });
 
+describe("webhook isolation from more hanging receivers than WEBHOOK_CONCURRENCY", () => {
+	const CONCURRENCY = 4;
+	let h: Harness;
+	const hanging = Array.from({ length: CONCURRENCY + 2 }, () => new Receiver());
+	const healthy = new Receiver();
+	beforeAll(async () => {
+		await Promise.all([...hanging, healthy].map(r => r.start()));
+		// A timeout long enough that a healthy delivery which waits for a hanging attempt is plain to see.
+		h = await startEmbedded({ env: { CTL_SECRET_KEY: "webhooks-test-key", WEBHOOK_ALLOW_PRIVATE: "true", WEBHOOK_TIMEOUT_MS: "10000", WEBHOOK_CONCURRENCY: String(CONCURRENCY) } });
+	});
+	afterAll(async () => {
+		await h?.stop();
+		await Promise.all([...hanging, healthy].map(r => r.stop()));
+	});
+
+	it("delivers to a healthy receiver before any hanging receiver's attempt has timed out", async () => {
+		const hook = async (r: Receiver, types: string[]) => {
+			const res = await request("POST", `${h.api}/webhooks`, { body: { url: r.url, types } });
+			expect(res.status).toBe(201);
+			r.secret = res.body.secret;
+			return res.body._id as string;
+		};
+		const hangingHooks: string[] = [];
+		for (const r of hanging) {
+			r.delayMs = 60_000;
+			hangingHooks.push(await hook(r, ["stall.*"]));
+		}
+		const healthyHook = await hook(healthy, ["ok.*"]);
+		// The hanging receivers first, so that they take every shared slot.
+		await h.call("alerts.raise", { type: "stall.now", level: "error", payload: {} });
+		await eventually(async () => (hanging.filter(r => r.received.length > 0).length >= CONCURRENCY ? true : undefined), 10_000, "the hanging receivers to be called");
+		await h.call("alerts.raise", { type: "ok.now", level: "info", payload: {} });
+		await eventually(async () => (healthy.received.length > 0 ? true : undefined), 30_000, "the healthy receiver to be called");
+		const log = async (id: string) => (await request("GET", `${h.api}/webhooks/${id}/deliveries`)).body._items as any[];
+		const hangingLog = (await Promise.all(hangingHooks.map(log))).flat();
+		// No hanging attempt had timed out (10 s) when the healthy receiver got its alert.
+		expect(hangingLog.filter(d => d.last_error)).toEqual([]);
+		expect(healthy.received.map(r => r.valid)).toEqual([true]);
+		expect(await newestDelivery(h.api, healthyHook, "delivered", "the healthy delivery to be logged")).toMatchObject({ attempts: 1, last_status: 204 });
+		// Every hanging receiver has its attempt in flight (one each), none waits for a shared slot.
+		await eventually(async () => (hanging.every(r => r.received.length === 1) ? true : undefined), 5000, "every hanging receiver to be called once");
+	}, 60_000);
+});
+
 describe("webhook SSRF guard", () => {
 	it("refuses loopback, private and link-local receivers unless allowed", () => {
 		for (const u of ["http://127.0.0.1/x", "http://localhost:8080/", "http://10.1.2.3/", "http://192.168.1.1/", "http://169.254.169.254/latest/meta-data", "http://[::1]/", "http://[fd00::1]/", "http://[::ffff:127.0.0.1]/"]) {
@@ -251,6 +303,23 @@ describe("webhook SSRF guard in the service (WEBHOOK_ALLOW_PRIVATE unset)", () =
 		expectEveError(await request("PATCH", `${h.api}/webhooks/${ok.body._id}`, { body: { url: receiver.url } }), 422);
 	});
 
+	it("refuses a private address literal at delivery time when it was allowed at create and no longer is", async () => {
+		// WEBHOOK_ALLOW_PRIVATE was on when the webhook was made, off when its alert is delivered.
+		const config = (h.broker!.getLocalService("webhooks") as unknown as { config: { webhookAllowPrivate: boolean } }).config;
+		config.webhookAllowPrivate = true;
+		let res;
+		try {
+			res = await request("POST", `${h.api}/webhooks`, { body: { url: receiver.url, types: ["literal.*"] } });
+		} finally {
+			config.webhookAllowPrivate = false;
+		}
+		expect(res.status).toBe(201);
+		await h.call("alerts.raise", { type: "literal.probe", level: "info", payload: {} });
+		const d = await newestDelivery(h.api, res.body._id, "failed", "the delivery to be refused");
+		expect(d).toMatchObject({ attempts: 1, last_status: null, last_error: "the receiver's address 127.0.0.1 is not allowed (loopback, private or link-local)" });
+		expect(receiver.received).toHaveLength(0);
+	});
+
 	it("refuses at connect time a name that resolves to a private address", async () => {
 		const name = os.hostname();
 		const { address } = await dns.promises.lookup(name);
@@ -260,10 +329,7 @@ describe("webhook SSRF guard in the service (WEBHOOK_ALLOW_PRIVATE unset)", () =
 		const res = await request("POST", `${h.api}/webhooks`, { body: { url, types: ["ssrf.*"] } });
 		expect(res.status).toBe(201);
 		await h.call("alerts.raise", { type: "ssrf.probe", level: "info", payload: {} });
-		const [d] = await eventually(async () => {
-			const items = (await request("GET", `${h.api}/webhooks/${res.body._id}/deliveries`)).body._items;
-			return items.length && items[0].status === "failed" ? items : undefined;
-		}, 5000, "the delivery to be refused");
+		const d = await newestDelivery(h.api, res.body._id, "failed", "the delivery to be refused");
 		expect(d.last_error).toMatch(/not allowed \(loopback, private or link-local\)/);
 		expect(receiver.received).toHaveLength(0);
 	});

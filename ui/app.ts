@@ -721,19 +721,43 @@ async function jobsView(): Promise<void> {
 	every(1000, load);
 }
 
+/** Alert levels, as the webhooks service takes them. */
+const LEVELS = ["debug", "info", "warning", "error", "critical"];
+
 async function webhooksView(): Promise<void> {
 	const body = h("div", {});
 	const url = h("input", { id: "wh-url", placeholder: "https://receiver.example/fleet", size: 40, "aria-label": "Receiver URL" });
 	const types = h("input", { id: "wh-types", placeholder: "alert types, e.g. host.* patch.failed", size: 30, value: "*", "aria-label": "Alert types" });
+	// No level ticked: every level.
+	const levels = LEVELS.map(level => h("input", { type: "checkbox", value: level, "data-level": level, "aria-label": `Level ${level}` }));
 	const out = h("div", {});
+	const act = async (work: () => Promise<unknown>) => {
+		try {
+			await work();
+		} catch (err) {
+			toast(problemText(err));
+		}
+		void load();
+	};
 	const load = async () => {
 		try {
 			const res = await api("GET", q("webhooks", { max_results: 50 }));
 			clear(
 				body,
 				table(
-					["URL", "Types", "Levels", "Active", "Deliveries"],
-					res._items.map((w: any) => [h("span", { class: "mono" }, w.url), show(w.types), show(w.levels), show(w.active), h("a", { href: `#/webhooks/${w._id}` }, "log")]),
+					["URL", "Types", "Levels", "Active", "Deliveries", ""],
+					res._items.map((w: any) => [
+						h("span", { class: "mono" }, w.url),
+						show(w.types),
+						show(w.levels?.length ? w.levels : "all"),
+						show(w.active !== false),
+						h("a", { href: `#/webhooks/${w._id}` }, "log"),
+						[
+							h("button", { class: "secondary", "data-webhook": w._id, "data-do": "toggle", onclick: () => act(() => api("PATCH", `webhooks/${w._id}`, { active: w.active === false })) }, w.active === false ? "Activate" : "Pause"),
+							h("button", { class: "secondary", "data-webhook": w._id, "data-do": "delete", onclick: () => act(() => api("DELETE", `webhooks/${w._id}`)) }, "Delete"),
+						],
+					]),
+					{ id: "webhooks" },
 				),
 			);
 		} catch (err) {
@@ -743,12 +767,14 @@ async function webhooksView(): Promise<void> {
 	const form = h(
 		"form",
 		{
+			id: "wh-form",
 			class: "bar",
 			onsubmit: async (ev: Event) => {
 				ev.preventDefault();
 				try {
-					const res = await api("POST", "webhooks", { url: url.value.trim(), types: types.value.split(/[\s,]+/).filter(Boolean) });
-					clear(out, h("p", {}, "Signing secret (shown once, keep it): ", h("code", { class: "mono" }, res.secret)));
+					const chosen = levels.filter(l => l.checked).map(l => l.value);
+					const res = await api("POST", "webhooks", { url: url.value.trim(), types: types.value.split(/[\s,]+/).filter(Boolean), ...(chosen.length ? { levels: chosen } : {}) });
+					clear(out, h("p", { id: "wh-secret" }, "Signing secret (shown once, keep it): ", h("code", { class: "mono" }, res.secret)));
 					void load();
 				} catch (err) {
 					clear(out, problem(err));
@@ -757,6 +783,8 @@ async function webhooksView(): Promise<void> {
 		},
 		url,
 		types,
+		h("span", { class: "muted" }, "levels:"),
+		levels.map(l => h("label", {}, l, l.value)),
 		h("button", { type: "submit" }, "Subscribe"),
 	);
 	clear(main, h("h1", {}, "Webhooks"), form, out, body);
