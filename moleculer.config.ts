@@ -108,7 +108,7 @@ const brokerConfig: BrokerOptions = {
 
 	middlewares: [
 		HealthMiddleware({ port: config.healthPort, host: config.healthHost, fixed: config.healthPortGiven }),
-		RequestLogMiddleware(),
+		RequestLogMiddleware({ carryRequestId: process.env.LOG_FORMAT === "json" }),
 		RestartedNodeMiddleware(),
 		NatsConnectionMiddleware(),
 		ResendUndeliveredMiddleware(),

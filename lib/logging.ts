@@ -1,10 +1,15 @@
 /**
  * Logs: one JSON object per line with LOG_FORMAT=json, and the request id of the HTTP request that
- * caused a line on every line the request-log middleware writes, in whichever process it runs (Moleculer
- * carries ctx.requestID across nodes; the gateway takes it from X-Request-Id or makes one, and answers it).
- * Never parameters, bodies or headers: they may hold secrets.
+ * caused a line, in whichever process it runs (Moleculer carries ctx.requestID across nodes; the gateway
+ * takes it from X-Request-Id or makes one, and answers it): on the request-log middleware's lines, and with
+ * JSON logs on every line a service writes while it handles the request (its actions and the events they
+ * cause), through an AsyncLocalStorage. Never parameters, bodies or headers: they may hold secrets.
  */
+import { AsyncLocalStorage } from "node:async_hooks";
 import type { Context, ServiceBroker } from "moleculer";
+
+/** The request id of the action or event being handled, for the lines logged meanwhile. */
+const requestScope = new AsyncLocalStorage<string>();
 
 type Bindings = Record<string, unknown>;
 
@@ -18,6 +23,8 @@ function errorFields(err: Error & { code?: unknown; type?: unknown }, withStack:
  */
 export function jsonFormatter(this: unknown, type: string, args: unknown[], bindings: Bindings, helpers: { printArgs(a: unknown[]): unknown[] }): string[] {
 	const line: Record<string, unknown> = { time: new Date().toISOString(), level: type, msg: "", ...bindings };
+	const requestID = requestScope.getStore();
+	if (requestID) line.requestID = requestID;
 	let rest = args;
 	const first = args[0];
 	if (first && typeof first === "object" && !(first instanceof Error) && !Array.isArray(first)) {
@@ -42,17 +49,23 @@ export function acceptedRequestId(raw: unknown): string | undefined {
 /**
  * Logs failed actions with their request id: server-side failures (5xx, or no code) as errors, the rest
  * only at debug, where every action call is logged too (LOGLEVEL=debug follows a request across services).
+ * With `carryRequestId` (JSON logs) actions and events run in the scope of their request id, so that every
+ * line logged meanwhile carries it; off otherwise, since the scope costs every promise a little.
  */
-export function RequestLogMiddleware() {
+export function RequestLogMiddleware(opts: { carryRequestId?: boolean } = {}) {
+	const inScope = <T>(ctx: Context, run: () => T): T => (opts.carryRequestId && ctx.requestID ? requestScope.run(ctx.requestID, run) : run());
 	return {
 		name: "RequestLog",
+		localEvent(next: (ctx: Context) => unknown) {
+			return opts.carryRequestId ? (ctx: Context) => inScope(ctx, () => next(ctx)) : next;
+		},
 		localAction(this: ServiceBroker, next: (ctx: Context) => Promise<unknown>, action: { name: string }) {
 			const logger = this.getLogger("request");
 			const debug = ["debug", "trace"].includes(String(this.options.logLevel));
 			return function requestLog(ctx: Context) {
 				const started = debug ? process.hrtime.bigint() : 0n;
 				const fields = () => ({ requestID: ctx.requestID, action: action.name, caller: ctx.caller ?? undefined, ...(debug ? { ms: Number(process.hrtime.bigint() - started) / 1e6 } : {}) });
-				const p = next(ctx);
+				const p = inScope(ctx, () => next(ctx));
 				if (debug) p.then(() => logger.debug(fields(), "action done"), () => undefined);
 				return p.catch((err: Error & { code?: number; nodeID?: string }) => {
 					// A failure that came from another node was logged there, with the same request id.
