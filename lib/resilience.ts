@@ -2,15 +2,16 @@
  * Fault handling shared by every process (moleculer.config.ts wires it):
  *  - retries: a call whose request never left this node (NATS away) is sent again, for about 2.5 s,
  *    whatever it is: nothing ran. A call whose node went away before answering is sent again only when it
- *    is idempotent (the gateway's GET/HEAD, token lookups: `retryRejected`); a timeout never is (the
- *    remote work may still run, moleculer #874);
+ *    is idempotent (the gateway's GET/HEAD, token lookups: `retryRejected`), to another replica; a timeout
+ *    never is (the remote work may still run, moleculer #874). A call addressed to a node that has left
+ *    (an endpoint picked before the node went) is not sent there but to another replica: nothing ran;
  *  - bulkheads around the actions of services that wait on a slow outside system (salt-api, Pritunl):
  *    a bounded number run at once and a bounded queue waits, the rest is refused at once (503), so a
  *    hanging master cannot pile up requests until the process or the gateway runs out of memory;
  *  - NATS connection state: while the connection is down (and a moment after it is back, until the
  *    other nodes are back too) calls fail at once instead of being lost in NATS, and readiness says so.
  */
-import type { ServiceBroker, ServiceSchema } from "moleculer";
+import { Errors, type Context, type ServiceBroker, type ServiceSchema } from "moleculer";
 
 /** Waits between the attempts of a call whose request could not be sent (2.5 s in all). */
 const RESEND_DELAYS_MS = [100, 200, 400, 800, 1000];
@@ -20,12 +21,19 @@ const RESEND_DELAYS_MS = [100, 200, 400, 800, 1000];
  * BrokerDisconnectedError, raised before publishing), whatever the call: nothing ran. Only on the hop to
  * another node, so a handler that failed half-way is never run again. Moleculer's own retry policy is off:
  * it retries any "retryable" error, including those from inside a handler that already wrote.
+ *
+ * Likewise a call addressed to a node that has left since its endpoint was picked goes to another
+ * replica (or fails at once: ServiceNotAvailableError) instead of being published to nobody and waiting
+ * out its timeout: moleculer-web picks the endpoint before authenticating, and the gateway's second try
+ * of a read whose node went away (`retryRejected`) reuses that endpoint.
  */
 export function ResendUndeliveredMiddleware() {
 	return {
 		name: "ResendUndelivered",
-		remoteAction(next: (ctx: unknown) => Promise<unknown>) {
-			return function resendUndelivered(ctx: unknown) {
+		remoteAction(this: ServiceBroker, next: (ctx: Context) => Promise<unknown>) {
+			const broker = this;
+			return function resendUndelivered(ctx: Context) {
+				if (!nodeAvailable(broker, ctx.nodeID)) return elsewhere(broker, ctx);
 				const attempt = (n: number): Promise<unknown> =>
 					next(ctx).catch((err: Error & { nodeID?: string }) => {
 						if (err?.name !== "BrokerDisconnectedError" || err.nodeID || n >= RESEND_DELAYS_MS.length) throw err;
@@ -35,6 +43,25 @@ export function ResendUndeliveredMiddleware() {
 			};
 		},
 	};
+}
+
+function nodeAvailable(broker: ServiceBroker, nodeID: string | null): boolean {
+	const nodes = (broker.registry as unknown as { nodes: { get(id: string): { available: boolean } | undefined } }).nodes;
+	return !nodeID || nodes.get(nodeID)?.available !== false;
+}
+
+/**
+ * Runs a call, not sent yet, on another endpoint of its action (through that endpoint's own middlewares);
+ * one meant for that node only (`nodeID` option) fails.
+ */
+function elsewhere(broker: ServiceBroker, ctx: Context): Promise<unknown> {
+	const action = (ctx.action as { name: string }).name;
+	const gone = ctx.nodeID;
+	const registry = broker.registry as unknown as { getActionEndpoints(action: string): { next(ctx: Context): { id: string; action: { handler(ctx: Context): Promise<unknown> } } | null } | undefined };
+	const endpoint = ctx.options?.nodeID ? null : registry.getActionEndpoints(action)?.next(ctx);
+	if (!endpoint || endpoint.id === gone) return Promise.reject(new Errors.ServiceNotAvailableError({ action, nodeID: gone ?? undefined }));
+	ctx.setEndpoint(endpoint as never);
+	return endpoint.action.handler(ctx);
 }
 
 /** What the circuit breaker counts: failures of the endpoint itself, not of this node's link or a 4xx/Eve answer. */
@@ -63,6 +90,8 @@ export interface BulkheadOptions {
 
 /** Puts a bulkhead on every action of the slow-backend services (an action's own `bulkhead` wins). */
 export function SlowBackendBulkheads(opts: BulkheadOptions) {
+	// Moleculer takes a queue of 0 as unbounded, and with no concurrency nothing would ever run.
+	if (!(opts.concurrency >= 1) || !(opts.maxQueueSize >= 1)) throw new Error(`Bulkheads need BULKHEAD_CONCURRENCY >= 1 and BULKHEAD_QUEUE >= 1 (Moleculer takes a queue of 0 as unbounded), got ${opts.concurrency} and ${opts.maxQueueSize}`);
 	return {
 		name: "SlowBackendBulkheads",
 		serviceCreating(_service: unknown, schema: ServiceSchema) {
