@@ -14,7 +14,7 @@ import { replCommands } from "./lib/repl-commands";
 import { loadConfig } from "./lib/config";
 import { HealthMiddleware } from "./lib/health";
 import { ScrapedPrometheusReporter } from "./lib/metrics";
-import { RequestLogMiddleware, jsonFormatter } from "./lib/logging";
+import { RequestLogMiddleware, jsonFormatter, routeProcessWarnings } from "./lib/logging";
 import { NatsConnectionMiddleware, ResendUndeliveredMiddleware, RestartedNodeMiddleware, SlowBackendBulkheads, endpointFailure } from "./lib/resilience";
 
 const config = loadConfig();
@@ -83,6 +83,7 @@ const brokerConfig: BrokerOptions = {
 	// A NATS URL with a user name and no password carries a token (nats://<token>@nats:4222), which
 	// Moleculer would send as a user name. Done on the broker: moleculer-runner puts TRANSPORTER in as is.
 	created(broker) {
+		routeProcessWarnings(broker);
 		const opts = (broker.transit?.tx as { opts?: { url?: unknown; token?: string } } | undefined)?.opts;
 		if (typeof opts?.url !== "string" || opts.token) return;
 		try {

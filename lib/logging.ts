@@ -40,6 +40,21 @@ export function jsonFormatter(this: unknown, type: string, args: unknown[], bind
 	return [JSON.stringify(line)];
 }
 
+let warningsRouted = false;
+
+/**
+ * Node's own warnings (a dependency's DeprecationWarning, say) as log lines: the image runs node with
+ * --no-warnings, which stops Node printing them as plain text on stderr (JSON logs are one object per
+ * line), and they come here instead. Without --no-warnings Node prints them itself and nothing is added.
+ */
+export function routeProcessWarnings(broker: ServiceBroker): void {
+	const silenced = process.execArgv.includes("--no-warnings") || /(^|\s)--no-warnings(\s|$)/.test(process.env.NODE_OPTIONS ?? "");
+	if (!silenced || warningsRouted) return;
+	warningsRouted = true;
+	const logger = broker.getLogger("process");
+	process.on("warning", (w: Error & { code?: string }) => logger.warn({ warning: w.name, ...(w.code ? { code: w.code } : {}) }, w.message));
+}
+
 /** A request id from a client: kept when it is short and plain, so it cannot forge or flood log lines. */
 export function acceptedRequestId(raw: unknown): string | undefined {
 	const value = Array.isArray(raw) ? raw[0] : raw;
