@@ -108,7 +108,11 @@ export function toEveError(err: any, unavailable?: string): { code: number; body
 		// the node handling it left (killed, or NATS lost): the request may or may not have been carried out
 		code = 503;
 		message = "the service handling this request went away before answering; it may or may not have been carried out";
-	} else if (err?.name === "ServiceUnavailableError" || err?.name === "ServiceNotAvailableError" || (err?.name === "ServiceNotFoundError" && err?.data?.action && !String(err.data.action).startsWith("$"))) {
+	} else if (err?.name === "ServiceNotAvailableError") {
+		// the action exists, but no endpoint takes calls now (its circuit breaker is open, or its nodes are going)
+		code = 503;
+		message = "the service that handles this request is not answering at the moment (it failed repeatedly, or is restarting); try again shortly";
+	} else if (err?.name === "ServiceUnavailableError" || (err?.name === "ServiceNotFoundError" && err?.data?.action && !String(err.data.action).startsWith("$"))) {
 		code = 503;
 		message = unavailable ?? "the service that handles this request is not available";
 	} else if (err?.name === "RequestTimeoutError") {

@@ -27,6 +27,12 @@ describe("api error rendering", () => {
 
 	it("maps broker and gateway failures to the status a client can act on", () => {
 		expect(toEveError(new Errors.ServiceNotFoundError({ action: "cm-gateway.runOnHost" })).code).toBe(503);
+		// No such action: the route's own reason (no master configured); an action whose endpoints are all
+		// refusing calls (open breaker, nodes going): not that reason, which would mislead.
+		expect(toEveError(new Errors.ServiceNotFoundError({ action: "cm-gateway.runOnHost" }), "no master is configured").body._error.message).toBe("no master is configured");
+		const noEndpoint = toEveError(new Errors.ServiceNotAvailableError({ action: "cm-gateway.runOnHost" }), "no master is configured");
+		expect(noEndpoint.code).toBe(503);
+		expect(noEndpoint.body._error.message).toMatch(/not answering at the moment/);
 		expect(toEveError(new Errors.RequestTimeoutError({ action: "hosts.list", nodeID: "n1" })).code).toBe(504);
 		const parse = Object.assign(new Errors.MoleculerError("Unexpected end of JSON input", 400, "entity.parse.failed"), {});
 		expect(toEveError(parse).body._error).toEqual({ code: 400, message: "malformed JSON in the request body" });

@@ -241,7 +241,7 @@ describe("circuit breaker", () => {
 		}
 		// At least minRequestCount calls before it opens; it then answers with a clear error without calling.
 		expect(failures).toBeGreaterThanOrEqual(20);
-		expect(refused && expectEveError(refused, 503)._error.message).toMatch(/not available/);
+		expect(refused && expectEveError(refused, 503)._error.message).toMatch(/not answering at the moment/);
 		const reached = callee.count("hosts.get");
 		expect(reached).toBe(failures);
 		const before = Date.now();
