@@ -436,6 +436,8 @@ export function uniqueHosts(docs: Iterable<ChangeDoc>, first: number, last: numb
  * NeDB nor the MongoDB driver accept in field names.
  */
 export interface PeriodSummary {
+	/** The layout of the summary (SUMMARY_FORM); older ones are made again when read. */
+	form: number;
 	from: number;
 	to: number;
 	all: string[];
@@ -451,9 +453,32 @@ export interface HostTimes {
 	t: number[];
 }
 
-/** Whether a stored summary is the one of period [from, to] in the current form (older ones kept times in objects keyed by hostname). */
+/** The current layout of period summaries (older ones kept times in objects keyed by hostname). */
+export const SUMMARY_FORM = 2;
+
+/** Whether a stored summary is the one of period [from, to] in the current form. */
 export function currentSummary(found: Doc | null | undefined, to: number): found is PeriodSummary {
-	return !!found && found.to === to && Array.isArray(found.applies) && Array.isArray(found.upgrades);
+	return !!found && found.form === SUMMARY_FORM && found.to === to && Array.isArray(found.applies) && Array.isArray(found.upgrades);
+}
+
+/** Which list of a period summary each unfiltered unique statistic unions. */
+export const SUMMARY_FIELD: Record<string, "up" | "applies" | "upgrades" | "fresh"> = { unique_online: "up", unique_updated: "applies", unique_dist_upgraded: "upgrades", new_hosts: "fresh" };
+
+/**
+ * The union of period summaries in the database (MongoDB): the hostnames in list `field` of the current
+ * summaries of the periods starting at `froms`, or, for a list of host times (`applies`, `upgrades`), of
+ * the hosts with a time inside the range. The database answers one document `{_id: null, ids}` (none when
+ * nothing matched); summaryHits is the same selection in the service.
+ */
+export function summaryUnionPipeline(froms: number[], field: "all" | "up" | "fresh" | "applies" | "upgrades", range: Range): Doc[] {
+	const head: Doc[] = [{ $match: { from: { $in: froms }, form: SUMMARY_FORM } }, { $project: { _id: 0, [field]: 1 } }, { $unwind: `$${field}` }];
+	if (field !== "applies" && field !== "upgrades") return [...head, { $group: { _id: null, ids: { $addToSet: `$${field}` } } }];
+	return [
+		...head,
+		{ $unwind: `$${field}.t` },
+		{ $match: { [`${field}.t`]: { $gte: range.start.getTime(), $lte: range.end.getTime() } } },
+		{ $group: { _id: null, ids: { $addToSet: `$${field}.id` } } },
+	];
 }
 
 export function summarize(docs: Iterable<ChangeDoc>, from: number, to: number): PeriodSummary {
@@ -477,7 +502,7 @@ export function summarize(docs: Iterable<ChangeDoc>, from: number, to: number): 
 		note(upgrades, e._id, e.last_distupgrade);
 	});
 	const plain = (m: Map<string, Set<number>>): HostTimes[] => [...m].map(([id, t]) => ({ id, t: [...t].sort((a, b) => a - b) }));
-	return { from, to, all: [...all], up: [...up], fresh: [...fresh], applies: plain(applies), upgrades: plain(upgrades) };
+	return { form: SUMMARY_FORM, from, to, all: [...all], up: [...up], fresh: [...fresh], applies: plain(applies), upgrades: plain(upgrades) };
 }
 
 /** The hits of one unfiltered statistic in a period summary (`first`, `last`: the range's snapshots). */

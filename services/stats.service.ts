@@ -32,6 +32,9 @@ import {
 	summarize,
 	currentSummary,
 	summaryHits,
+	summaryUnionPipeline,
+	SUMMARY_FIELD,
+	SUMMARY_FORM,
 	type PeriodSummary,
 	type ChangeDoc,
 	type Entry,
@@ -311,15 +314,25 @@ const StatsService: EveServiceSchema = {
 				part.all.forEach(id => all.add(id));
 				part.hits.forEach(id => hits.add(id));
 			}
-			// The stored summaries are read in place (NeDB would copy each whole record for a find), and only read.
-			const stored = new Map<number, PeriodSummary>();
 			const periodStore: Store = this.stores[PERIODS];
-			if (periods.length) await periodStore.scan({ from: { $gte: periods[0][0], $lte: periods[periods.length - 1][0] } }, [], d => stored.set(d.from, d as PeriodSummary));
-			for (const [from, to] of periods) {
-				const found = stored.get(from);
-				const summary: PeriodSummary = currentSummary(found, to) ? found : await this.periodSummary(from, to);
-				for (const id of summary.all) all.add(id);
-				for (const id of summaryHits(kind, summary, range)) (kind === "new_hosts" ? fresh : hits).add(id);
+			if (periods.length && periodStore.aggregate) {
+				// MongoDB: the summaries are unioned in the database; only which periods have a current one is read here.
+				const current = new Map<number, number>();
+				await periodStore.scan({ from: { $in: periods.map(p => p[0]) }, form: SUMMARY_FORM }, ["from", "to"], d => current.set(d.from, d.to));
+				for (const [from, to] of periods) if (current.get(from) !== to) await this.periodSummary(from, to);
+				const union = async (field: "all" | "up" | "fresh" | "applies" | "upgrades"): Promise<string[]> => ((await periodStore.aggregate!(summaryUnionPipeline(periods.map(p => p[0]), field, range)))[0]?.ids ?? []) as string[];
+				for (const id of await union("all")) all.add(id);
+				for (const id of await union(SUMMARY_FIELD[kind])) (kind === "new_hosts" ? fresh : hits).add(id);
+			} else if (periods.length) {
+				// The stored summaries are read in place (NeDB would copy each whole record for a find), and only read.
+				const stored = new Map<number, PeriodSummary>();
+				await periodStore.scan({ from: { $gte: periods[0][0], $lte: periods[periods.length - 1][0] } }, [], d => stored.set(d.from, d as PeriodSummary));
+				for (const [from, to] of periods) {
+					const found = stored.get(from);
+					const summary: PeriodSummary = currentSummary(found, to) ? found : await this.periodSummary(from, to);
+					for (const id of summary.all) all.add(id);
+					for (const id of summaryHits(kind, summary, range)) (kind === "new_hosts" ? fresh : hits).add(id);
+				}
 			}
 			// First seen in a period, and live in some snapshot of the range (perhaps a later period).
 			for (const id of fresh) if (all.has(id)) hits.add(id);

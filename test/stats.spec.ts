@@ -225,6 +225,30 @@ describe.each(MONGO_URI ? ["nedb", "mongo"] : ["nedb"])("fleet statistics agains
 		expect((await ops()).aggregate).toBe(after.aggregate);
 	});
 
+	it("unions the whole keyframe periods' summaries in the database on MongoDB (pipelines), in the service on NeDB", async () => {
+		const [whole] = RANGES;
+		const periodOps = () => ({ ...(h.broker!.getLocalService("stats") as unknown as { stores: Record<string, { ops: Record<string, number> }> }).stores.hosts_statistic_periods.ops });
+		const kinds: Array<[string, (e: Entry) => boolean]> = [
+			["stats.uniqueOnline", e => e.status === "up"],
+			["stats.uniqueUpdated", within("last_stateapply", whole[1], whole[2])],
+		];
+		for (const [action, hit] of kinds) {
+			const before = periodOps();
+			const res = await h.call(action, { query: query(whole[1], whole[2]) });
+			const after = periodOps();
+			const truth = bruteUnique(whole[1], whole[2], e => !e._soft_deleted, hit);
+			expect(Object.values(res[0].hostnames)).toEqual([truth.hits, truth.all]);
+			if (backend === "mongo") {
+				// One union for `all`, one for the statistic's hits; the summaries themselves never leave the database.
+				expect(after.aggregate - before.aggregate).toBe(2);
+				expect(after.find + after.findOne - before.find - before.findOne).toBe(0);
+			} else {
+				expect(after.aggregate ?? 0).toBe(0);
+				expect(after.scan - before.scan).toBe(1);
+			}
+		}
+	});
+
 	it("makes again a period summary stored in the older form (times keyed by hostname)", async () => {
 		const [, start, end] = RANGES.find(([name]) => name === "exactly one keyframe period")!;
 		const periods = (h.broker!.getLocalService("stats") as unknown as { stores: Record<string, any> }).stores.hosts_statistic_periods;
