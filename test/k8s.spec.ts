@@ -32,6 +32,33 @@ function parseYaml(text: string): Obj[] {
 		.filter(Boolean);
 }
 
+/**
+ * Fields the Kubernetes API types do not have, and values of the wrong type: kubernetes-models' validators
+ * do not refuse unknown fields (a misspelt `readinessProbe` would pass), so each object is also given to
+ * TypeScript as a literal of its kind's interface (kubernetes-models' typings, generated from the same API
+ * schema), whose excess-property check names every unknown field. One string per problem.
+ */
+function typeProblems(objects: Obj[], name: string): string[] {
+	const dir = path.join(ROOT, "test-artifacts", "k8s-types");
+	fs.mkdirSync(dir, { recursive: true });
+	const lines = objects.flatMap((o, i) => {
+		const [group, version] = o.apiVersion.includes("/") ? o.apiVersion.split("/") : [null, o.apiVersion];
+		return [`import type { I${o.kind} as T${i} } from "kubernetes-models/${group ? `${group}/` : ""}${version}/${o.kind}";`, `export const o${i}: T${i} = ${JSON.stringify(o)};`];
+	});
+	fs.writeFileSync(path.join(dir, `${name}.ts`), [...lines.filter(l => l.startsWith("import")), ...lines.filter(l => !l.startsWith("import"))].join("\n") + "\n");
+	const tsconfig = path.join(dir, `tsconfig.${name}.json`);
+	fs.writeFileSync(tsconfig, JSON.stringify({ compilerOptions: { strict: true, noEmit: true, module: "ES2022", moduleResolution: "bundler", target: "ES2022", skipLibCheck: true, types: [] }, files: [`${name}.ts`] }));
+	const run = spawnSync(process.execPath, [path.join(ROOT, "node_modules/typescript/bin/tsc"), "-p", tsconfig], { cwd: ROOT, encoding: "utf8" });
+	const problems = run.stdout.split("\n").filter(l => /error TS/.test(l));
+	if (run.status !== 0 && !problems.length) throw new Error(`tsc failed: ${run.stdout}${run.stderr}`);
+	// "<file>(line,col): error TSxxxx: message" -> the object (one per line) and the message
+	return problems.map(l => {
+		const [, line, message] = /\((\d+),\d+\): error TS\d+: (.*)$/.exec(l) ?? [, "0", l];
+		const o = objects[Number(line) - 1 - objects.length];
+		return `${o ? `${o.kind}/${o.metadata?.name}` : "?"}: ${message}`;
+	});
+}
+
 /** Problems kubernetes-models finds, one string each. */
 function schemaProblems(objects: Obj[]): string[] {
 	const run = spawnSync(process.execPath, [path.join(ROOT, "test/support/k8s-validate.mjs")], { cwd: ROOT, input: JSON.stringify(objects), encoding: "utf8" });
@@ -49,8 +76,21 @@ const selects = (sel: Obj, labels: Record<string, string>) =>
 const EXTERNAL_SECRETS = parseYaml(fs.readFileSync(path.join(ROOT, "k8s/secrets.example.yaml"), "utf8"));
 
 describe("k8s/", () => {
+	it("finds unknown fields and wrong types, unknown fields being what the schema validators let through", () => {
+		const deployment = kubectlKustomize(path.join(ROOT, "k8s/overlays/prod")).find(o => o.kind === "Deployment")!;
+		const misspelt = structuredClone(deployment);
+		misspelt.spec.template.spec.containers[0].readinesProbe = misspelt.spec.template.spec.containers[0].readinessProbe;
+		expect(schemaProblems([misspelt])).toEqual([]);
+		const mistyped = structuredClone(misspelt);
+		mistyped.spec.replicas = "two";
+		const found = typeProblems([mistyped], "broken");
+		expect(found).toHaveLength(2);
+		expect(found).toEqual(expect.arrayContaining([expect.stringMatching(/^Deployment\/api: .*'"?readinesProbe"?' does not exist in type 'IContainer'/), expect.stringMatching(/^Deployment\/api: Type 'string' is not assignable to type 'number'/)]));
+	});
+
 	it("the Secret template is valid and names the secrets the manifests read", () => {
 		expect(schemaProblems(EXTERNAL_SECRETS)).toEqual([]);
+		expect(typeProblems(EXTERNAL_SECRETS, "secrets")).toEqual([]);
 		expect(EXTERNAL_SECRETS.map(s => s.metadata.name).sort()).toEqual(["cm-gateway-secrets", "fleet-ctl-secrets", "nats-auth"]);
 	});
 
@@ -61,6 +101,7 @@ describe("k8s/", () => {
 		it("renders objects that are valid against the Kubernetes schemas, all in one namespace", () => {
 			expect(objects.length).toBeGreaterThan(20);
 			expect(schemaProblems(objects)).toEqual([]);
+			expect(typeProblems(objects, overlay)).toEqual([]);
 			const ns = objects.find(o => o.kind === "Namespace")!.metadata.name;
 			for (const o of objects.filter(o => o.kind !== "Namespace")) expect(`${o.kind}/${o.metadata.name} in ${o.metadata.namespace}`).toBe(`${o.kind}/${o.metadata.name} in ${ns}`);
 		});
