@@ -66,6 +66,9 @@ export class JobTracker {
 
 	/** Starts waiting for a job's hosts; answers the returns that arrived before. */
 	track(jid: string, fun: string, args: unknown[], minions: string[], timeoutMs: number, origin: JobOrigin = {}): JobReturn[] {
+		// Already waited for (a resumed or adopted job this process started itself): the hosts that answered
+		// stay answered, so no return is taken, and recorded, twice.
+		if (this.jobs.has(jid)) return [];
 		const job: TrackedJob = { jid, fun, args, pending: new Set(minions), deadline: Date.now() + timeoutMs, monitor: origin.monitor === true, task: origin.task, run: origin.run };
 		const early = this.early.get(jid);
 		this.early.delete(jid);

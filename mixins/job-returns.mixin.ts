@@ -30,18 +30,25 @@ export function JobReturns(resource: string, fields: ValidationSchema): Partial<
 			}),
 		],
 		actions: {
-			/** Records returns; a repeated return (same jid and host) replaces the earlier one but keeps its `_created`. */
+			/**
+			 * Records returns; a repeated return (same jid and host) replaces the earlier one but keeps its
+			 * `_created`, within one call too (the later one wins): the records are replaced by removing and
+			 * inserting them, and an insert refused for a repeated id would lose the removed record.
+			 */
 			record: {
 				visibility: "public",
 				params: { returns: { type: "array", max: 50_000, items: "object" } },
 				async handler(this: EveThis, ctx: Context<{ returns: Doc[] }>) {
 					const now = nowSeconds();
-					const docs = ctx.params.returns.map(r => {
+					const byId = new Map<string, Doc>();
+					for (const r of ctx.params.returns) {
 						const _id = `${r.jid}${r.host}`;
 						const issues = this.eve.createCheck(r);
 						if (issues || !JOB_RETURN_ID.test(_id)) throw new EveError(422, `job return ${_id} is invalid`, { issues: issues ?? { _id: "invalid" } });
-						return { ...r, _id };
-					});
+						byId.delete(_id);
+						byId.set(_id, { ...r, _id });
+					}
+					const docs = [...byId.values()];
 					const ids = docs.map(d => d._id);
 					const existing = new Map((await this.store.find({ _id: { $in: ids } })).map(d => [d._id, d]));
 					await this.store.removeMany({ _id: { $in: [...existing.keys()] } });

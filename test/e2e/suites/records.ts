@@ -97,6 +97,20 @@ export default function records(h: () => Harness): void {
 			expect(list.body._items[1]._links.related.host).toEqual({ title: "Host", href: `hosts/${GHOST}` });
 		});
 
+		it("keeps a host's record when one write repeats its return: the later return wins, none is lost", async () => {
+			const jid = "20240101000000999999";
+			await h().call("actions.record", { returns: [{ jid, action: "test.ping", host: HOST, state: "running", args: [], return: "" }] });
+			// The same host's return twice in one batch (the event stream and the job poll both brought it).
+			await h().call("actions.record", {
+				returns: [
+					{ jid, action: "test.ping", host: HOST, state: "finished", args: [], return: "first" },
+					{ jid, action: "test.ping", host: HOST, state: "finished", args: [], return: "true" },
+				],
+			});
+			const res = await request("GET", url("actions", { where: { jid } }));
+			expect(res.body._items.map((a: { host: string; state: string; return: string }) => [a.host, a.state, a.return])).toEqual([[HOST, "finished", "true"]]);
+		});
+
 		it("answers 404 for unknown ids and 405 for writes", async () => {
 			expectEveError(await request("GET", url(`actions/${J1}rc-nobody`)), 404);
 			expectEveError(await request("GET", url("actions/not-an-action")), 404);
