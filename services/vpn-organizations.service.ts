@@ -10,6 +10,13 @@ import { MASK } from "../lib/eve/render";
 import { EveError } from "../lib/eve/errors";
 import type { Doc } from "../lib/store";
 
+/**
+ * Creates of organizations under way (internal): written before Pritunl is asked, removed once the record
+ * is stored or what Pritunl made is undone, so that a create whose vpn process died half-way is found and
+ * undone by another (services/vpn.service.ts).
+ */
+const CREATES = "vpn_organization_creates";
+
 const VpnOrganizationsService: EveServiceSchema = {
 	name: "vpn-organizations",
 	mixins: [
@@ -26,9 +33,36 @@ const VpnOrganizationsService: EveServiceSchema = {
 				type: { type: "number", integer: true, optional: true },
 			},
 			relations: { vpn_manager: { resource: "vpn_managers", service: "vpn-managers", embeddable: true } },
+			extraCollections: [CREATES],
 		}),
 	],
 	actions: {
+		/** A create is about to ask Pritunl (internal: the vpn service); answers its id. */
+		createStarted: {
+			visibility: "public",
+			params: { manager: "string", name: "string", before: { type: "array", items: "string" } },
+			async handler(this: EveThis, ctx: Context<{ manager: string; name: string; before: string[] }>) {
+				const _id = newObjectId();
+				await this.stores[CREATES].insertMany([{ _id, manager: ctx.params.manager, name: ctx.params.name, before: ctx.params.before, at: new Date() }]);
+				return _id;
+			},
+		},
+		/** The create is over: its record is stored, or nothing of it is left in Pritunl (internal). */
+		createEnded: {
+			visibility: "public",
+			params: { id: "string" },
+			async handler(this: EveThis, ctx: Context<{ id: string }>) {
+				return this.stores[CREATES].removeMany({ _id: ctx.params.id });
+			},
+		},
+		/** Creates started longer than `olderThanMs` ago and never ended: their process died (internal). */
+		unfinishedCreates: {
+			visibility: "public",
+			params: { olderThanMs: { type: "number", min: 0 } },
+			async handler(this: EveThis, ctx: Context<{ olderThanMs: number }>) {
+				return this.stores[CREATES].find({ at: { $lt: new Date(Date.now() - ctx.params.olderThanMs) } }, { limit: 100 });
+			},
+		},
 		/** What is wrong with an organization record before anything is made for it (internal: the vpn service). */
 		checkRecord: {
 			visibility: "public",

@@ -97,6 +97,8 @@ interface Orphan {
 	 * carrying it out), so it is looked for again.
 	 */
 	lookUntil?: number;
+	/** Its create's entry in `vpn-organizations` (createStarted), ended once nothing is left to look for. */
+	pending?: string;
 	/** The client that made it: the manager's record may be gone by now. */
 	client: PritunlClient;
 	attempts: number;
@@ -110,6 +112,11 @@ const ORPHAN_ATTEMPTS = 20;
  * organization someone made by hand under the same name for it.
  */
 const ORPHAN_LOOK_TIMEOUTS = 10;
+/**
+ * A create not ended after this many PRITUNL_TIMEOUT_MS is one whose vpn process died: a live one has asked
+ * Pritunl (two calls, each bounded by the timeout) and stored the record or taken over its undo long before.
+ */
+const UNFINISHED_AFTER_TIMEOUTS = 5;
 
 export interface SyncResult {
 	organizations: number;
@@ -169,6 +176,9 @@ const VpnService: ServiceSchema = {
 				// Names are how an unanswered create is found again and undone: two organizations of one name in
 				// one Pritunl would make that guess, and the undo could remove the wrong one.
 				if (before.some((o: Doc) => o.name === name)) throw new EveError(409, `the Pritunl of this VPN manager already has an organization named '${name}'`);
+				// Kept in the database until the create is over: should this process die half-way, another finds it.
+				const beforeIds = before.map((o: Doc) => o.id);
+				const pending: string = await ctx.call("vpn-organizations.createStarted", { manager: record.vpn_manager, name, before: beforeIds });
 				let org: Doc;
 				try {
 					const res = await client.json("POST", "/organization", { name, auth_api: wanted.auth_api === true });
@@ -176,16 +186,18 @@ const VpnService: ServiceSchema = {
 					org = res.body;
 				} catch (err) {
 					const ambiguous = err instanceof PritunlError && (err.kind === "timeout" || err.kind === "malformed" || err.kind === "upstream");
-					if (ambiguous) await this.undoCreate(ctx, client, { manager: record.vpn_manager, name, before: before.map((o: Doc) => o.id) }, true);
+					if (ambiguous) await this.undoCreate(ctx, client, { manager: record.vpn_manager, name, before: beforeIds, pending }, true);
+					else await this.endCreate(pending);
 					throw err;
 				}
 				try {
 					const written = await ctx.call<Doc, { record: Doc }>("vpn-organizations.insertRecord", { record: { ...record, vpn_representation: org } });
+					await this.endCreate(pending);
 					ctx.meta.$statusCode = 201;
 					ctx.meta.$location = `/api/vpn_organizations/${written._id}`;
 					return written;
 				} catch (err) {
-					await this.undoCreate(ctx, client, { manager: record.vpn_manager, id: org.id, name }, false);
+					await this.undoCreate(ctx, client, { manager: record.vpn_manager, id: org.id, name, pending }, false);
 					throw err;
 				}
 			},
@@ -323,12 +335,13 @@ const VpnService: ServiceSchema = {
 		 * Removes what a failed create made in Pritunl. When that fails, or when the create's outcome is
 		 * unknown (`lookAgain`: Pritunl may still be carrying it out), the syncs look for it again.
 		 */
-		async undoCreate(this: VpnThis, ctx: Context, client: PritunlClient, found: Pick<Orphan, "manager" | "id" | "name" | "before">, lookAgain: boolean): Promise<void> {
+		async undoCreate(this: VpnThis, ctx: Context, client: PritunlClient, found: Pick<Orphan, "manager" | "id" | "name" | "before" | "pending">, lookAgain: boolean): Promise<void> {
 			const timeout = this.config.pritunlTimeoutMs;
 			const orphan: Orphan = { ...found, client, attempts: 0, recheckAfter: Date.now() + 2 * timeout, ...(lookAgain ? { lookUntil: Date.now() + ORPHAN_LOOK_TIMEOUTS * timeout } : {}) };
 			try {
 				const removed = await this.removeOrphan(ctx, orphan);
 				if (lookAgain && !removed) this.keepOrphan(orphan);
+				else await this.endCreate(orphan.pending);
 			} catch (err) {
 				this.keepOrphan({ ...orphan, recheckAfter: Date.now() + timeout });
 				this.logger.error(`Could not remove the Pritunl organization '${orphan.name}'${orphan.id ? ` (${orphan.id})` : ""} made by a failed create; the syncs try again:`, (err as Error).message);
@@ -438,20 +451,49 @@ const VpnService: ServiceSchema = {
 			return result;
 		},
 
+		/** The create's database entry goes: nothing of it is left to look for. */
+		async endCreate(this: VpnThis, pending: string | undefined): Promise<void> {
+			if (!pending) return;
+			await this.broker.call("vpn-organizations.createEnded", { id: pending }).catch((err: Error) => this.logger.warn(`Could not end the create entry ${pending}:`, err.message));
+		},
+
+		/** Creates whose vpn process died half-way (their entries outlived any live create): looked for as orphans. */
+		async adoptUnfinishedCreates(this: VpnThis, ctx: Context): Promise<void> {
+			const timeout = this.config.pritunlTimeoutMs;
+			const creates: Doc[] = await ctx.call("vpn-organizations.unfinishedCreates", { olderThanMs: UNFINISHED_AFTER_TIMEOUTS * timeout });
+			for (const c of creates) {
+				if (this.orphans.some((o: Orphan) => o.pending === c._id)) continue;
+				let client: PritunlClient;
+				try {
+					client = (await this.managerClient(ctx, c.manager)).client;
+				} catch (err) {
+					if (!(err instanceof NoManager)) continue; // unreachable now: the next look tries again
+					this.logger.error(`A create of the Pritunl organization '${c.name}' stopped half-way and its VPN manager is gone: if Pritunl has it, remove it there`);
+					await this.endCreate(c._id);
+					continue;
+				}
+				this.logger.warn(`A create of the Pritunl organization '${c.name}' stopped half-way (its process ended): looking for what it left`);
+				this.keepOrphan({ manager: c.manager, name: c.name, before: c.before ?? [], pending: c._id, client, attempts: 0, recheckAfter: 0, lookUntil: Date.now() + ORPHAN_LOOK_TIMEOUTS * timeout });
+			}
+		},
+
 		/** Looks again for what failed creates may have left in Pritunl (see Orphan). */
 		async cleanOrphans(this: VpnThis, ctx: Context): Promise<void> {
+			await this.adoptUnfinishedCreates(ctx).catch((err: Error) => this.logger.warn("Could not read the unfinished creates:", err.message));
 			const due: Orphan[] = this.orphans.filter((o: Orphan) => o.recheckAfter <= Date.now());
 			for (const orphan of due) {
 				try {
 					const removed = await this.removeOrphan(ctx, orphan);
 					this.orphans = this.orphans.filter((o: Orphan) => o !== orphan);
 					if (!removed && orphan.lookUntil && Date.now() < orphan.lookUntil) this.keepOrphan({ ...orphan, recheckAfter: Date.now() + this.config.pritunlTimeoutMs });
+					else await this.endCreate(orphan.pending);
 				} catch (err) {
 					if (++orphan.attempts < ORPHAN_ATTEMPTS) {
 						orphan.recheckAfter = Date.now() + this.config.pritunlTimeoutMs;
 						continue;
 					}
 					this.orphans = this.orphans.filter((o: Orphan) => o !== orphan);
+					await this.endCreate(orphan.pending);
 					this.logger.error(`Gave up removing the Pritunl organization '${orphan.name}'${orphan.id ? ` (${orphan.id})` : ""} left by a failed create; remove it in Pritunl:`, (err as Error).message);
 				}
 			}
@@ -483,12 +525,20 @@ const VpnService: ServiceSchema = {
 
 	async started(this: VpnThis) {
 		this.stopping = false;
-		if (!this.config.vpnSyncIntervalMs) return;
 		// The first sync once the services it reads and writes are there; then every interval.
 		void this.broker
 			.waitForServices(["vpn-managers", "vpn-organizations", "hosts"], 600_000)
 			.then(() => {
 				if (this.stopping) return;
+				// Creates a vpn process left half-way (this one before a restart, or another replica) are looked for
+				// once they are old enough, whether or not periodic syncs run (every sync looks for them too).
+				this.adoptTimer = setTimeout(() => {
+					const run = this.syncChain.catch(() => undefined).then(() => this.cleanOrphans(this.broker as unknown as Context));
+					this.syncChain = run;
+					run.catch((err: Error) => this.logger.warn("Looking for creates left half-way failed:", err.message));
+				}, UNFINISHED_AFTER_TIMEOUTS * this.config.pritunlTimeoutMs + 1000);
+				this.adoptTimer.unref?.();
+				if (!this.config.vpnSyncIntervalMs) return;
 				this.timer = setTimeout(() => {
 					void this.runSync(this.broker as unknown as Context)
 						.catch((err: Error) => this.logger.warn("VPN sync failed:", err.message))
@@ -503,6 +553,7 @@ const VpnService: ServiceSchema = {
 		this.stopping = true;
 		if (this.timer) clearTimeout(this.timer);
 		if (this.orphanTimer) clearTimeout(this.orphanTimer);
+		if (this.adoptTimer) clearTimeout(this.adoptTimer);
 		await this.syncChain.catch(() => undefined);
 		for (const { client } of this.clients.values()) client.close();
 		this.clients.clear();

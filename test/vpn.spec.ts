@@ -15,6 +15,7 @@ describe("vpn service: the periodic sync", () => {
 	let sim: PritunlSimulator;
 	let orgRecord = "";
 	let orgPid = "";
+	let managerId = "";
 	let userId = "";
 	const HOST = "per-web-01.site-a.example";
 	const url = (p: string) => `${h.api}/${p}`;
@@ -27,6 +28,7 @@ describe("vpn service: the periodic sync", () => {
 		await h.call("hosts.upsertMany", { hosts: [{ _id: HOST, status: "up", key: "accepted" }] });
 		const manager = await request("POST", url("vpn_managers"), { body: { name: "per", server_address: simUrl, dashboard_address: `${simUrl}/`, username: "admin", password: "Periodic-pw-1" } });
 		expect(manager.status).toBe(201);
+		managerId = manager.body._id;
 		const org = await request("POST", url("vpn_organizations"), { body: { name: "per-org", vpn_representation: { name: "per-org", cipher_type: "rsa" }, cipher_type: "rsa", vpn_manager: manager.body._id } });
 		expect(org.status).toBe(201);
 		orgRecord = org.body._id;
@@ -37,6 +39,26 @@ describe("vpn service: the periodic sync", () => {
 	afterAll(async () => {
 		await h?.stop();
 		await sim?.stop();
+	});
+
+	it("undoes a create whose vpn process died between Pritunl's create and the record, and leaves one that got its record", async () => {
+		const creates = (h.broker!.getLocalService("vpn-organizations") as unknown as { stores: Record<string, { insertMany(d: object[]): Promise<void> }> }).stores.vpn_organization_creates;
+		const before = sim.orgList().map(o => o.id);
+		const long = new Date(Date.now() - 60_000);
+		// As a process killed half-way leaves it: Pritunl made the organization, fleet-ctl has no record of it,
+		// and the create's entry was never ended.
+		sim.addOrg("crashed-org");
+		// And a create killed just after its record was stored: the organization is fleet-ctl's, it stays.
+		const survivor = await request("POST", url("vpn_organizations"), { body: { name: "survivor-org", vpn_representation: { name: "survivor-org" }, cipher_type: "rsa", vpn_manager: managerId } });
+		expect(survivor.status).toBe(201);
+		await creates.insertMany([
+			{ _id: "0123456789abcdef0123a001", manager: managerId, name: "crashed-org", before, at: long },
+			{ _id: "0123456789abcdef0123a002", manager: managerId, name: "survivor-org", before, at: long },
+		]);
+		await eventually(async () => (sim.orgList().some(o => o.name === "crashed-org") ? undefined : true), 10_000, "the half-made organization to be removed");
+		expect(sim.orgList().filter(o => o.name === "survivor-org")).toHaveLength(1);
+		expect((await request("GET", url(`vpn_organizations/${survivor.body._id}`))).status).toBe(200);
+		await eventually(async () => ((await h.call("vpn-organizations.unfinishedCreates", { olderThanMs: 0 })).length === 0 ? true : undefined), 10_000, "both entries to be ended");
 	});
 
 	it("gives a host its VPN identity by itself", async () => {
