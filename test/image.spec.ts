@@ -94,17 +94,30 @@ describe("the Dockerfile", () => {
 
 	// On NeDB files, and on the Mongo path when the run has a MongoDB (CI: the emulator, not MongoDB), whose
 	// driver warns about deprecated use: every line must still be one JSON object.
-	const storages: Array<[string, Record<string, string>]> = [["NeDB", { MONGO_URI: "" }]];
-	if (process.env.MONGO_URI) storages.push(["the Mongo path", { MONGO_URI: uniqueMongoUri(process.env.MONGO_URI), CTL_SECRET_KEY: "image-secret" }]);
+	// As the image runs it, where this machine allows: as the Dockerfile's USER, with the checkout (the image's
+	// /app) mounted read-only in a mount namespace of its own, only DATA_DIR (its volume) and /tmp writable.
+	const confinable = process.getuid?.() === 0 && fs.existsSync("/usr/bin/unshare") && fs.existsSync("/usr/bin/setpriv");
+	const storages: Array<[string, Record<string, string>, boolean]> = [["NeDB", { MONGO_URI: "" }, false]];
+	if (process.env.MONGO_URI) storages.push(["the Mongo path", { MONGO_URI: uniqueMongoUri(process.env.MONGO_URI), CTL_SECRET_KEY: "image-secret" }, false]);
+	if (confinable) storages.push(["NeDB, as the image's user on a read-only /app", { MONGO_URI: "" }, true]);
+	else console.warn("image.spec: not root or no unshare/setpriv here: the CMD is not also run as the image's user on a read-only checkout");
 
-	it.each(storages)("runs its CMD on the build output (%s): the API and the health listener answer, only JSON lines, SIGTERM exits 0", async (_name, storage) => {
+	it.each(storages)("runs its CMD on the build output (%s): the API and the health listener answer, only JSON lines, SIGTERM exits 0", async (_name, storage, confined) => {
 		const [command, ...args] = execForm("CMD");
 		expect(command).toBe("node");
 		const [port, healthPort] = [await freePort(), await freePort()];
-		const env: NodeJS.ProcessEnv = { ...process.env, ...runtimeEnv(), DATA_DIR: tempDir("image"), PORT: String(port), HEALTH_PORT: String(healthPort), HOST: "127.0.0.1", CTL_ADMIN_TOKEN: ADMIN_TOKEN, TRANSPORTER: "", SERVICES: "", ...storage };
+		const dataDir = tempDir("image");
+		const env: NodeJS.ProcessEnv = { ...process.env, ...runtimeEnv(), DATA_DIR: dataDir, PORT: String(port), HEALTH_PORT: String(healthPort), HOST: "127.0.0.1", CTL_ADMIN_TOKEN: ADMIN_TOKEN, TRANSPORTER: "", SERVICES: "", ...storage };
 		expect(env.NODE_ENV).toBe("production");
 		// WORKDIR /app holds what the build stage made: here, this checkout after `npm run build`
-		const child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
+		let child;
+		if (confined) {
+			const [uid, gid = uid] = String(last("USER")).split(":");
+			fs.chownSync(dataDir, Number(uid), Number(gid));
+			// unshare and sh exec into node: the child is node itself, and gets the SIGTERM.
+			const script = `mount --bind "$ROOT_DIR" "$ROOT_DIR" && mount -o remount,bind,ro "$ROOT_DIR" && exec setpriv --reuid=${uid} --regid=${gid} --clear-groups "$0" "$@"`;
+			child = spawn("unshare", ["-m", "--propagation", "private", "sh", "-c", script, process.execPath, ...args], { cwd: ROOT, env: { ...env, ROOT_DIR: ROOT, HOME: "/tmp" }, stdio: ["ignore", "pipe", "pipe"] });
+		} else child = spawn(process.execPath, args, { cwd: ROOT, env, stdio: ["ignore", "pipe", "pipe"] });
 		const log: string[] = [];
 		child.stdout.on("data", d => log.push(String(d)));
 		child.stderr.on("data", d => log.push(String(d)));
@@ -117,6 +130,9 @@ describe("the Dockerfile", () => {
 			expect({ ready, log: ready === 200 ? "" : log.join("") }).toEqual({ ready: 200, log: "" });
 			const res = await fetch(`http://127.0.0.1:${port}/api/settings/0`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
 			expect(res.status).toBe(200);
+			// A write reaches DATA_DIR (the volume), the only place the image's user may write.
+			const made = await fetch(`http://127.0.0.1:${port}/api/groups`, { method: "POST", headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" }, body: JSON.stringify({ name: `image-${confined ? "ro" : "rw"}` }) });
+			expect(made.status).toBe(201);
 			// LOG_FORMAT=json from the image: every line is one JSON object
 			const lines = log.join("").split("\n").filter(Boolean);
 			expect(lines.length).toBeGreaterThan(0);
