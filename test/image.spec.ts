@@ -6,7 +6,7 @@
 import fs from "node:fs";
 import { builtinModules } from "node:module";
 import path from "node:path";
-import { spawn } from "node:child_process";
+import { spawn, spawnSync } from "node:child_process";
 import { ADMIN_TOKEN, ROOT, freePort, tempDir, uniqueMongoUri } from "./support/harness";
 
 interface Stage {
@@ -96,11 +96,11 @@ describe("the Dockerfile", () => {
 	// driver warns about deprecated use: every line must still be one JSON object.
 	// As the image runs it, where this machine allows: as the Dockerfile's USER, with the checkout (the image's
 	// /app) mounted read-only in a mount namespace of its own, only DATA_DIR (its volume) and /tmp writable.
-	const confinable = process.getuid?.() === 0 && fs.existsSync("/usr/bin/unshare") && fs.existsSync("/usr/bin/setpriv");
+	const confinable = process.getuid?.() === 0 && fs.existsSync("/usr/bin/setpriv") && spawnSync("unshare", ["-m", "--propagation", "private", "true"]).status === 0;
 	const storages: Array<[string, Record<string, string>, boolean]> = [["NeDB", { MONGO_URI: "" }, false]];
 	if (process.env.MONGO_URI) storages.push(["the Mongo path", { MONGO_URI: uniqueMongoUri(process.env.MONGO_URI), CTL_SECRET_KEY: "image-secret" }, false]);
 	if (confinable) storages.push(["NeDB, as the image's user on a read-only /app", { MONGO_URI: "" }, true]);
-	else console.warn("image.spec: not root or no unshare/setpriv here: the CMD is not also run as the image's user on a read-only checkout");
+	else console.warn("image.spec: not root, or no mount namespaces or setpriv here: the CMD is not also run as the image's user on a read-only checkout");
 
 	it.each(storages)("runs its CMD on the build output (%s): the API and the health listener answer, only JSON lines, SIGTERM exits 0", async (_name, storage, confined) => {
 		const [command, ...args] = execForm("CMD");
