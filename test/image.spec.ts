@@ -96,11 +96,18 @@ describe("the Dockerfile", () => {
 	// driver warns about deprecated use: every line must still be one JSON object.
 	// As the image runs it, where this machine allows: as the Dockerfile's USER, with the checkout (the image's
 	// /app) mounted read-only in a mount namespace of its own, only DATA_DIR (its volume) and /tmp writable.
-	const confinable = process.getuid?.() === 0 && fs.existsSync("/usr/bin/setpriv") && spawnSync("unshare", ["-m", "--propagation", "private", "true"]).status === 0;
+	const imageUser = String(last("USER")).split(":");
+	const asImageUser = (...cmd: string[]) => spawnSync("setpriv", [`--reuid=${imageUser[0]}`, `--regid=${imageUser[1] ?? imageUser[0]}`, "--clear-groups", ...cmd], { cwd: "/" }).status === 0;
+	// Also: that user can reach this checkout and this node (a clone under a private home could not).
+	const confinable =
+		process.getuid?.() === 0 &&
+		fs.existsSync("/usr/bin/setpriv") &&
+		spawnSync("unshare", ["-m", "--propagation", "private", "true"]).status === 0 &&
+		asImageUser(process.execPath, "-e", `require("fs").accessSync(${JSON.stringify(path.join(ROOT, "dist/moleculer.config.js"))})`);
 	const storages: Array<[string, Record<string, string>, boolean]> = [["NeDB", { MONGO_URI: "" }, false]];
 	if (process.env.MONGO_URI) storages.push(["the Mongo path", { MONGO_URI: uniqueMongoUri(process.env.MONGO_URI), CTL_SECRET_KEY: "image-secret" }, false]);
 	if (confinable) storages.push(["NeDB, as the image's user on a read-only /app", { MONGO_URI: "" }, true]);
-	else console.warn("image.spec: not root, or no mount namespaces or setpriv here: the CMD is not also run as the image's user on a read-only checkout");
+	else console.warn("image.spec: not root, no mount namespaces or setpriv, or the image's user cannot reach this checkout: the CMD is not also run as that user on a read-only checkout");
 
 	it.each(storages)("runs its CMD on the build output (%s): the API and the health listener answer, only JSON lines, SIGTERM exits 0", async (_name, storage, confined) => {
 		const [command, ...args] = execForm("CMD");
@@ -112,7 +119,7 @@ describe("the Dockerfile", () => {
 		// WORKDIR /app holds what the build stage made: here, this checkout after `npm run build`
 		let child;
 		if (confined) {
-			const [uid, gid = uid] = String(last("USER")).split(":");
+			const [uid, gid = uid] = imageUser;
 			fs.chownSync(dataDir, Number(uid), Number(gid));
 			// unshare and sh exec into node: the child is node itself, and gets the SIGTERM.
 			const script = `mount --bind "$ROOT_DIR" "$ROOT_DIR" && mount -o remount,bind,ro "$ROOT_DIR" && exec setpriv --reuid=${uid} --regid=${gid} --clear-groups "$0" "$@"`;
