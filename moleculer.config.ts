@@ -11,7 +11,7 @@ import path from "node:path";
 import type { BrokerOptions } from "moleculer";
 import { FleetJSONExt } from "./lib/serializer";
 import { replCommands } from "./lib/repl-commands";
-import { loadConfig } from "./lib/config";
+import { envInt, loadConfig } from "./lib/config";
 import { HealthMiddleware } from "./lib/health";
 import { ScrapedPrometheusReporter } from "./lib/metrics";
 import { RequestLogMiddleware, jsonFormatter, routeProcessWarnings } from "./lib/logging";
@@ -21,12 +21,6 @@ const config = loadConfig();
 /** In-flight requests a stopping process waits for (its termination grace must be longer: k8s/). */
 const shutdownTimeoutMs = envInt("SHUTDOWN_TIMEOUT_MS", 10_000);
 
-function envInt(name: string, fallback: number): number {
-	const raw = process.env[name];
-	const value = raw ? Number(raw) : fallback;
-	if (!Number.isInteger(value) || value < 0) throw new Error(`${name} must be an integer >= 0, got '${raw}'`);
-	return value;
-}
 
 // The runner loads services from SERVICEDIR; default to the compiled services next to this file.
 process.env.SERVICEDIR ??= path.join(__dirname, "services");

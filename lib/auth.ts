@@ -47,13 +47,23 @@ export function bearerToken(header: string | undefined): string | null {
 	return m ? m[1] : null;
 }
 
-function globToRegExp(glob: string): RegExp {
-	return new RegExp("^" + glob.split("*").map(part => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*") + "$");
+const compiledGlobs = new Map<string, RegExp>();
+
+/** Whether `value` matches a glob whose only wildcard is `*` (scopes' functions, webhooks' alert types); compiled once. */
+export function globMatches(glob: string, value: string): boolean {
+	let re = compiledGlobs.get(glob);
+	if (!re) {
+		re = new RegExp("^" + glob.split("*").map(part => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*") + "$");
+		// Globs come from token scopes and webhooks: few, but bounded anyway.
+		if (compiledGlobs.size >= 10_000) compiledGlobs.clear();
+		compiledGlobs.set(glob, re);
+	}
+	return re.test(value);
 }
 
 export function functionAllowed(scope: Scope | undefined, fun: string): boolean {
 	if (!scope?.functions) return true;
-	return scope.functions.some(glob => globToRegExp(glob).test(fun));
+	return scope.functions.some(glob => globMatches(glob, fun));
 }
 
 export const FUNCTION_GLOB = /^[A-Za-z0-9_.*]{1,200}$/;

@@ -3,10 +3,13 @@
  * services validate with them and the OpenAPI document (lib/openapi.ts) describes them, from this one place.
  */
 
+/** A Salt function's name: `module.function` (tasks' `fun` too). */
+export const SALT_FUN = /^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$/;
+
 /** POST /hosts/{id}, POST /groups/{id}: a Salt function to run (docs/salt.md). */
 export const RUN_BODY = {
 	cm_client: { type: "enum", values: ["local", "local_async"], optional: true, default: "local_async" },
-	fun: { type: "string", pattern: /^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$/, max: 200 },
+	fun: { type: "string", pattern: SALT_FUN, max: 200 },
 	arg: { type: "array", optional: true, max: 1000 },
 	kwarg: { type: "object", optional: true },
 };

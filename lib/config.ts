@@ -4,7 +4,8 @@
  */
 import path from "node:path";
 
-function int(name: string, fallback: number, min = 0): number {
+/** An integer setting from the environment (unset or empty: `fallback`); anything else is a start-up error. */
+export function envInt(name: string, fallback: number, min = 0): number {
 	const raw = process.env[name];
 	if (raw == null || raw === "") return fallback;
 	const value = Number(raw);
@@ -168,21 +169,21 @@ function patchPrefix(raw: string): string {
 }
 
 export function loadConfig(): Config {
-	const pageSizeDefault = int("PAGE_SIZE_DEFAULT", 25, 1);
+	const pageSizeDefault = envInt("PAGE_SIZE_DEFAULT", 25, 1);
 	return {
-		port: int("PORT", 3000),
+		port: envInt("PORT", 3000),
 		host: str("HOST", "0.0.0.0"),
-		healthPort: int("HEALTH_PORT", 3001),
+		healthPort: envInt("HEALTH_PORT", 3001),
 		healthPortGiven: str("HEALTH_PORT") !== "",
 		healthHost: str("HEALTH_HOST", "0.0.0.0"),
-		fleetMetricsIntervalMs: int("FLEET_METRICS_INTERVAL_MS", 60_000, 100),
-		httpKeepAliveMs: int("HTTP_KEEPALIVE_MS", 65_000, 1000),
+		fleetMetricsIntervalMs: envInt("FLEET_METRICS_INTERVAL_MS", 60_000, 100),
+		httpKeepAliveMs: envInt("HTTP_KEEPALIVE_MS", 65_000, 1000),
 		dataDir: str("DATA_DIR", "./data") === ":memory:" ? ":memory:" : path.resolve(str("DATA_DIR", "./data")),
 		mongoUri: requiredMongoUri(),
 		pageSizeDefault,
-		pageSizeLimit: Math.max(pageSizeDefault, int("PAGE_SIZE_LIMIT", 50, 1)),
-		maxBodyBytes: int("MAX_BODY_BYTES", 1024 * 1024, 1024),
-		maxUploadBytes: int("MAX_UPLOAD_BYTES", 16 * 1024 * 1024, 1024),
+		pageSizeLimit: Math.max(pageSizeDefault, envInt("PAGE_SIZE_LIMIT", 50, 1)),
+		maxBodyBytes: envInt("MAX_BODY_BYTES", 1024 * 1024, 1024),
+		maxUploadBytes: envInt("MAX_UPLOAD_BYTES", 16 * 1024 * 1024, 1024),
 		secretKey: str("CTL_SECRET_KEY"),
 		nodegroups: str("NODEGROUPS"),
 		nodegroupsFile: str("NODEGROUPS_FILE"),
@@ -190,41 +191,41 @@ export function loadConfig(): Config {
 			.split(",")
 			.map(s => s.trim())
 			.filter(Boolean),
-		rateLimitPerMinute: int("RATE_LIMIT_PER_MINUTE", 1200),
+		rateLimitPerMinute: envInt("RATE_LIMIT_PER_MINUTE", 1200),
 		cmApiUrl: str("CM_API_URL").replace(/\/+$/, ""),
 		cmApiUser: str("CM_API_USER"),
 		cmApiPassword: str("CM_API_PASSWORD"),
 		cmApiEauth: str("CM_API_EAUTH", "pam"),
-		cmApiTimeoutMs: int("CM_API_TIMEOUT_MS", 25_000, 1),
-		cmApiConcurrency: int("CM_API_CONCURRENCY", 8, 1),
+		cmApiTimeoutMs: envInt("CM_API_TIMEOUT_MS", 25_000, 1),
+		cmApiConcurrency: envInt("CM_API_CONCURRENCY", 8, 1),
 		cmApiTlsVerify: bool("CM_API_TLS_VERIFY", true),
 		cmApiCa: str("CM_API_CA"),
-		cmJobTimeoutMs: int("CM_JOB_TIMEOUT_MS", 600_000, 1),
-		cmJobPollMs: int("CM_JOB_POLL_MS", 5000, 10),
+		cmJobTimeoutMs: envInt("CM_JOB_TIMEOUT_MS", 600_000, 1),
+		cmJobPollMs: envInt("CM_JOB_POLL_MS", 5000, 10),
 		cmEvents: bool("CM_EVENTS", true),
-		cmAllStatusIntervalMs: int("CM_ALL_STATUS_INTERVAL_MS", 10_000, 100),
-		cmAllStatusMaxMs: int("CM_ALL_STATUS_MAX_MS", 3_600_000, 1000),
-		cmAlertBurst: int("CM_ALERT_BURST", 20, 1),
-		cmReturnMaxBytes: int("CM_RETURN_MAX_BYTES", 256 * 1024, 1024),
-		ipResolverTimeoutMs: int("IP_RESOLVER_TIMEOUT_MS", 10_000, 10),
+		cmAllStatusIntervalMs: envInt("CM_ALL_STATUS_INTERVAL_MS", 10_000, 100),
+		cmAllStatusMaxMs: envInt("CM_ALL_STATUS_MAX_MS", 3_600_000, 1000),
+		cmAlertBurst: envInt("CM_ALERT_BURST", 20, 1),
+		cmReturnMaxBytes: envInt("CM_RETURN_MAX_BYTES", 256 * 1024, 1024),
+		ipResolverTimeoutMs: envInt("IP_RESOLVER_TIMEOUT_MS", 10_000, 10),
 		taskTimezone: str("TASK_TIMEZONE", "UTC"),
-		taskLeaseMs: int("TASK_LEASE_MS", 30_000, 100),
-		taskMisfireGraceMs: int("TASK_MISFIRE_GRACE_MS", 60_000, 0),
+		taskLeaseMs: envInt("TASK_LEASE_MS", 30_000, 100),
+		taskMisfireGraceMs: envInt("TASK_MISFIRE_GRACE_MS", 60_000, 0),
 		taskScheduler: bool("TASK_SCHEDULER", true),
 		cmPatchPrefix: patchPrefix(str("CM_PATCH_PREFIX", "patches/")),
-		cmSyncIntervalMs: int("CM_SYNC_INTERVAL_MS", 300_000),
-		webhookTimeoutMs: int("WEBHOOK_TIMEOUT_MS", 5000, 100),
-		webhookConcurrency: int("WEBHOOK_CONCURRENCY", 4, 1),
-		webhookQueueMax: int("WEBHOOK_QUEUE_MAX", 1000, 1),
-		webhookMaxAttempts: int("WEBHOOK_MAX_ATTEMPTS", 5, 1),
-		webhookRetryBaseMs: int("WEBHOOK_RETRY_BASE_MS", 1000, 10),
+		cmSyncIntervalMs: envInt("CM_SYNC_INTERVAL_MS", 300_000),
+		webhookTimeoutMs: envInt("WEBHOOK_TIMEOUT_MS", 5000, 100),
+		webhookConcurrency: envInt("WEBHOOK_CONCURRENCY", 4, 1),
+		webhookQueueMax: envInt("WEBHOOK_QUEUE_MAX", 1000, 1),
+		webhookMaxAttempts: envInt("WEBHOOK_MAX_ATTEMPTS", 5, 1),
+		webhookRetryBaseMs: envInt("WEBHOOK_RETRY_BASE_MS", 1000, 10),
 		webhookAllowPrivate: bool("WEBHOOK_ALLOW_PRIVATE", false),
 		replOperatorToken: str("REPL_OPERATOR_TOKEN"),
-		vpnSyncIntervalMs: int("VPN_SYNC_INTERVAL_MS", 60_000),
-		pritunlTimeoutMs: int("PRITUNL_TIMEOUT_MS", 15_000, 1),
-		statsSnapshotIntervalS: int("STATS_SNAPSHOT_INTERVAL", 60, 1),
-		statsRetentionDays: int("STATS_RETENTION_DAYS", 90, 1),
-		statsKeyframeEvery: int("STATS_KEYFRAME_EVERY", 1440, 1),
+		vpnSyncIntervalMs: envInt("VPN_SYNC_INTERVAL_MS", 60_000),
+		pritunlTimeoutMs: envInt("PRITUNL_TIMEOUT_MS", 15_000, 1),
+		statsSnapshotIntervalS: envInt("STATS_SNAPSHOT_INTERVAL", 60, 1),
+		statsRetentionDays: envInt("STATS_RETENTION_DAYS", 90, 1),
+		statsKeyframeEvery: envInt("STATS_KEYFRAME_EVERY", 1440, 1),
 		statsSnapshots: bool("STATS_SNAPSHOTS", true),
 	};
 }

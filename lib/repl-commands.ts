@@ -16,8 +16,6 @@ import { hashToken, roleAllows, redact, type Caller, type Role } from "./auth";
 import { loadConfig } from "./config";
 import { readJson } from "./eve/render";
 
-export { readJson };
-
 type Row = Record<string, unknown>;
 
 function cell(v: unknown): string {

@@ -19,6 +19,7 @@ import { formatHttpDate } from "../lib/eve/dates";
 import { EveError } from "../lib/eve/errors";
 import { QueryArgs } from "../lib/eve/query";
 import { readJson } from "../lib/eve/render";
+import { OBJECT_ID } from "../lib/eve/ids";
 
 /** The dashboard and the docs page load nothing from elsewhere and run no inline script or style. */
 const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
@@ -30,7 +31,7 @@ const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 's
  */
 export function securityHeaders(options: { meta?: Record<string, unknown> }, req: IncomingMessage, res: ServerResponse): void {
 	const lastEventId = req.headers["last-event-id"];
-	options.meta = { ...options.meta, $method: req.method, ...(typeof lastEventId === "string" && /^[0-9a-f]{24}$/.test(lastEventId) ? { $lastEventId: lastEventId } : {}) };
+	options.meta = { ...options.meta, $method: req.method, ...(typeof lastEventId === "string" && OBJECT_ID.test(lastEventId) ? { $lastEventId: lastEventId } : {}) };
 	res.setHeader("Content-Security-Policy", CSP);
 	res.setHeader("X-Content-Type-Options", "nosniff");
 	res.setHeader("X-Frame-Options", "DENY");

@@ -14,6 +14,7 @@ import type { Doc } from "../lib/store";
 import { batchEnd } from "../lib/batches";
 import { loadConfig } from "../lib/config";
 import { setMetric } from "../lib/metrics";
+import { ENTRY_FIELDS } from "../lib/stats-history";
 import { GroupIndex, compileRule, needsGrains, type GroupDef, type HostFacts, type NodegroupDef, type Rule } from "../lib/group-rules";
 
 function sameList(a: string[], b: unknown): boolean {
@@ -43,8 +44,6 @@ const HOST_FIELDS = [
 	"grain",
 ];
 
-/** What a host snapshot entry holds besides `_id` (docs/statistics.md). */
-const STAT_FIELDS = ["version", "ip", "nodegroups", "_created", "_updated", "_soft_deleted", "status", "last_stateapply", "last_distupgrade"];
 
 const stringList = { type: "array", items: "string", optional: true } as const;
 
@@ -356,18 +355,19 @@ const HostsService: EveServiceSchema = {
 				const filter: Doc = {};
 				if (since) filter._updated = { $gte: since };
 				if (after !== undefined) filter._id = { $gt: after };
-				const matched: Doc[] = [];
-				await this.store.scan(filter, STAT_FIELDS, d => {
+				// Only this page (and one more, to tell whether more follow) is read, in _id order: the database sorts,
+				// by its _id index, instead of the whole rest of the fleet being read and sorted for every page.
+				const page: Doc[] = (await this.store.find(filter, { sort: [["_id", 1]], limit: limit + 1, only: ENTRY_FIELDS })).map(d => {
 					const e: Doc = { _id: d._id };
-					for (const f of STAT_FIELDS) if (d[f] !== undefined && d[f] !== null) e[f] = Array.isArray(d[f]) ? [...d[f]] : d[f];
+					for (const f of ENTRY_FIELDS) if (d[f] !== undefined && d[f] !== null) e[f] = d[f];
 					e._soft_deleted = d._soft_deleted === true;
-					matched.push(e);
+					return e;
 				});
-				matched.sort((a, b) => (a._id < b._id ? -1 : a._id > b._id ? 1 : 0));
-				const entries = matched.slice(0, batchEnd(matched, 0, limit));
+				const entries = page.slice(0, batchEnd(page, 0, limit));
+				// The newest write among these entries: the caller keeps the newest over all its pages.
 				let seen: Date | null = null;
-				for (const e of matched) if (e._updated instanceof Date && (!seen || e._updated > seen)) seen = e._updated;
-				return { entries, seen, more: entries.length < matched.length };
+				for (const e of entries) if (e._updated instanceof Date && (!seen || e._updated > seen)) seen = e._updated;
+				return { entries, seen, more: entries.length < page.length };
 			},
 		},
 

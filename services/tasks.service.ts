@@ -21,6 +21,7 @@ import { formatHttpDate, parseHttpDate } from "../lib/eve/dates";
 import { badRequest, notFound, validationFailed, type Issues } from "../lib/eve/errors";
 import type { Doc } from "../lib/store";
 import { countMetric, observeMetric } from "../lib/metrics";
+import { SALT_FUN } from "../lib/bodies";
 
 export const TASK_STATUSES = ["scheduled", "paused", "finished"];
 /** Which status a client may move a task to, from each status. */
@@ -68,7 +69,7 @@ const TasksService: EveServiceSchema = {
 			schema: {
 				cm_client: { type: "enum", values: ["local", "local_async"], optional: true, default: "local_async" },
 				name: { type: "string", min: 1, max: 200 },
-				fun: { type: "string", min: 1, max: 200, pattern: /^[A-Za-z_][\w]*(\.[A-Za-z_][\w]*)+$/ },
+				fun: { type: "string", min: 1, max: 200, pattern: SALT_FUN },
 				kwarg: { type: "object", optional: true, default: {} },
 				start: "date",
 				end: { type: "date", optional: true },

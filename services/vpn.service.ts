@@ -22,8 +22,8 @@ import { EveError, badRequest, notFound, validationFailed, type Issues } from ".
 import { PritunlClient, PritunlError, pritunlBaseUrl } from "../lib/pritunl-client";
 import type { HttpMeta } from "../mixins/eve-collection.mixin";
 import type { Doc } from "../lib/store";
+import { HOSTNAME, OBJECT_ID } from "../lib/eve/ids";
 
-const OBJECT_ID = /^[a-f0-9]{24}$/;
 
 /** The spec's host `vpn_representation`, in its order, from Pritunl's `User.dict()` (protocols.md §9). */
 const USER_FIELDS: Array<[spec: string, pritunl: string]> = [
@@ -381,19 +381,26 @@ const VpnService: ServiceSchema = {
 			const at = Math.min(...this.orphans.map((o: Orphan) => o.recheckAfter));
 			this.orphanTimer = setTimeout(() => {
 				this.orphanTimer = null;
-				// In line with the syncs, which look for orphans too.
-				const run = this.syncChain.catch(() => undefined).then(() => this.cleanOrphans(this.broker as unknown as Context));
-				this.syncChain = run;
-				run.catch((err: Error) => this.logger.warn("Looking for organizations left by failed creates failed:", err.message));
+				this.lookForOrphans();
 			}, Math.max(0, at - Date.now()));
 			this.orphanTimer.unref?.();
 		},
 
-		/** One sync at a time in this process; a request arriving meanwhile runs after it. */
-		runSync(this: VpnThis, ctx: Context, orgs?: string[]): Promise<SyncResult> {
-			const run = this.syncChain.catch(() => undefined).then(() => this.syncOnce(ctx, orgs));
+		/** Runs `work` after the sync or look in progress: one at a time in this process. */
+		inLine<T>(this: VpnThis, work: () => Promise<T>): Promise<T> {
+			const run = this.syncChain.catch(() => undefined).then(work);
 			this.syncChain = run;
 			return run;
+		},
+
+		/** One sync at a time in this process; a request arriving meanwhile runs after it. */
+		runSync(this: VpnThis, ctx: Context, orgs?: string[]): Promise<SyncResult> {
+			return this.inLine(() => this.syncOnce(ctx, orgs));
+		},
+
+		/** A look for what failed creates left in Pritunl, outside a sync (which looks too), in line with the syncs. */
+		lookForOrphans(this: VpnThis) {
+			this.inLine(() => this.cleanOrphans(this.broker as unknown as Context)).catch((err: Error) => this.logger.warn("Looking for organizations left by failed creates failed:", err.message));
 		},
 
 		async syncOnce(this: VpnThis, ctx: Context, only?: string[]): Promise<SyncResult> {
@@ -445,7 +452,7 @@ const VpnService: ServiceSchema = {
 				}
 			}
 			await this.cleanOrphans(ctx);
-			const valid = [...assignments.values()].filter(a => /^[A-Za-z0-9][A-Za-z0-9_.-]{0,252}$/.test(a._id));
+			const valid = [...assignments.values()].filter(a => HOSTNAME.test(a._id));
 			const existing = only ? undefined : records.map(r => String(r._id));
 			if (synced.length || valid.length || existing) result.hosts = await ctx.call("hosts.setVpn", { orgs: synced, assignments: valid, ...(existing ? { existing } : {}) });
 			return result;
@@ -532,11 +539,7 @@ const VpnService: ServiceSchema = {
 				if (this.stopping) return;
 				// Creates a vpn process left half-way (this one before a restart, or another replica) are looked for
 				// once they are old enough, whether or not periodic syncs run (every sync looks for them too).
-				this.adoptTimer = setTimeout(() => {
-					const run = this.syncChain.catch(() => undefined).then(() => this.cleanOrphans(this.broker as unknown as Context));
-					this.syncChain = run;
-					run.catch((err: Error) => this.logger.warn("Looking for creates left half-way failed:", err.message));
-				}, UNFINISHED_AFTER_TIMEOUTS * this.config.pritunlTimeoutMs + 1000);
+				this.adoptTimer = setTimeout(() => this.lookForOrphans(), UNFINISHED_AFTER_TIMEOUTS * this.config.pritunlTimeoutMs + 1000);
 				this.adoptTimer.unref?.();
 				if (!this.config.vpnSyncIntervalMs) return;
 				this.timer = setTimeout(() => {

@@ -19,6 +19,7 @@
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
+import { globMatches } from "../lib/auth";
 import { formatHttpDate } from "../lib/eve/dates";
 import type { Issues } from "../lib/eve/errors";
 import { loadConfig } from "../lib/config";
@@ -40,14 +41,10 @@ interface Delivery {
 	dueAt: number;
 }
 
-function globMatch(glob: string, value: string): boolean {
-	return new RegExp("^" + glob.split("*").map(p => p.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*") + "$").test(value);
-}
-
 export function hookMatches(hook: Doc, alert: { type: string; level: string }): boolean {
 	if (hook.active === false) return false;
 	const types: string[] = hook.types ?? ["*"];
-	if (!types.some(t => globMatch(t, alert.type))) return false;
+	if (!types.some(t => globMatches(t, alert.type))) return false;
 	return !Array.isArray(hook.levels) || hook.levels.length === 0 || hook.levels.includes(alert.level);
 }
 

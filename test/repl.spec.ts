@@ -11,7 +11,8 @@ import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { SaltApiSimulator } from "./simulators/salt-api";
 import { ensureNats, tempDir, ROOT, DIST, type Nats } from "./support/harness";
 import { eventually } from "./support/http";
-import { FleetRepl, readJson } from "../lib/repl-commands";
+import { FleetRepl } from "../lib/repl-commands";
+import { readJson } from "../lib/eve/render";
 import { FleetJSONExt } from "../lib/serializer";
 
 const ADMIN = `fct_repl-admin-${process.pid}-${Math.random().toString(36).slice(2)}`;
