@@ -16,9 +16,9 @@ import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { batchesBySize } from "../lib/batches";
 import { GroupIndex, compileRule, type GroupDef, type HostFacts, type Rule } from "../lib/group-rules";
 import { hostId, makeHost } from "./hosts";
-import { apiJson, benchCluster, fmt, procLogs, quantile, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
+import { apiJson, benchCluster, envInt, fmt, procLogs, quantile, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
 
-const HOSTS = Number(process.env.BENCH_HOSTS || 10_000);
+const HOSTS = envInt("BENCH_HOSTS", 10_000);
 const RUNS = 20;
 
 const NODEGROUPS: Record<string, Rule> = {

@@ -13,9 +13,9 @@ import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { SaltApiSimulator } from "../test/simulators/salt-api";
 import { formatHttpDate } from "../lib/eve/dates";
 import type { StoreOps } from "../lib/store";
-import { apiJson, benchCluster, fmt, procLogs, quantile, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200, type Proc } from "./support";
+import { apiJson, benchCluster, envInt, fmt, procLogs, quantile, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200, type Proc } from "./support";
 
-const TASKS = Number(process.env.BENCH_TASKS || 10_000);
+const TASKS = envInt("BENCH_TASKS", 10_000);
 const WINDOW_MS = 60_000;
 
 

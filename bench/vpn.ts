@@ -16,9 +16,9 @@ import { batchesBySize } from "../lib/batches";
 import { PritunlClient } from "../lib/pritunl-client";
 import { PritunlSimulator } from "../test/simulators/pritunl";
 import { hostId, makeHost } from "./hosts";
-import { apiJson, benchCluster, fmt, procLogs, quantile, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
+import { apiJson, benchCluster, envInt, fmt, procLogs, quantile, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
 
-const HOSTS = Number(process.env.BENCH_HOSTS || 10_000);
+const HOSTS = envInt("BENCH_HOSTS", 10_000);
 const ORGS = 10;
 const RUNS = 5;
 

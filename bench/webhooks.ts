@@ -11,10 +11,10 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
-import { apiJson, benchCluster, fmt, quantile, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200, type Proc } from "./support";
+import { apiJson, benchCluster, envInt, fmt, quantile, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200, type Proc } from "./support";
 
-const ALERTS = Number(process.env.BENCH_ALERTS || 300);
-const HANGING = Number(process.env.BENCH_HANGING || 3);
+const ALERTS = envInt("BENCH_ALERTS", 300);
+const HANGING = envInt("BENCH_HANGING", 3, 0);
 
 interface Receiver {
 	url: string;

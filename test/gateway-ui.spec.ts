@@ -8,6 +8,29 @@ import type { AddressInfo } from "node:net";
 import { startEmbedded, startSplit, type Harness } from "./support/harness";
 import { request, expectEveError } from "./support/http";
 
+/** Reads a stream until `enough` says so of what came (or the stream ended), then lets it go. */
+async function readUntil(reader: ReadableStreamDefaultReader<string>, enough: (text: string) => boolean): Promise<string> {
+	let text = "";
+	while (!enough(text)) {
+		const { value, done } = await reader.read();
+		if (done) break;
+		text += value;
+	}
+	await reader.cancel();
+	return text;
+}
+
+/** The complete server-sent `alert` events of a text, parsed. */
+const alertsIn = (text: string): any[] =>
+	text
+		.split("\n\n")
+		.slice(0, -1)
+		.filter(block => /^event: alert$/m.test(block))
+		.map(block => JSON.parse(/^data: (.*)$/m.exec(block)![1]));
+
+/** Reads server-sent events until `count` alert events arrived (or the stream ended). */
+const readAlerts = async (reader: ReadableStreamDefaultReader<string>, count: number): Promise<any[]> => alertsIn(await readUntil(reader, text => alertsIn(text).length >= count));
+
 describe("gateway: alert stream, whoami, dashboard files", () => {
 	let h: Harness;
 	let base = "";
@@ -17,24 +40,6 @@ describe("gateway: alert stream, whoami, dashboard files", () => {
 	});
 	afterAll(() => h?.stop());
 
-	/** Reads server-sent events until `count` alert events arrived (or the stream ended). */
-	async function readAlerts(reader: ReadableStreamDefaultReader<string>, count: number): Promise<any[]> {
-		const alerts: any[] = [];
-		let buffer = "";
-		while (alerts.length < count) {
-			const { value, done } = await reader.read();
-			if (done) break;
-			buffer += value;
-			let cut: number;
-			while ((cut = buffer.indexOf("\n\n")) >= 0) {
-				const block = buffer.slice(0, cut);
-				buffer = buffer.slice(cut + 2);
-				if (/^event: alert$/m.test(block)) alerts.push(JSON.parse(/^data: (.*)$/m.exec(block)![1]));
-			}
-		}
-		await reader.cancel();
-		return alerts;
-	}
 
 	it("pushes every alert raised to every open stream, as server-sent events", async () => {
 		const open = () => fetch(`${h.api}/alerts/stream`, { headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}` } });
@@ -62,14 +67,7 @@ describe("gateway: alert stream, whoami, dashboard files", () => {
 		const res = await fetch(`${h.api}/alerts/stream`, { headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}`, "last-event-id": seen } });
 		expect(res.status).toBe(200);
 		const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-		let text = "";
-		const deadline = Date.now() + 10_000;
-		while (!text.includes("sse.missed") && Date.now() < deadline) {
-			const { value, done } = await reader.read();
-			if (done) break;
-			text += value;
-		}
-		await reader.cancel();
+		const text = await readUntil(reader, t => /"sse\.missed"[^\n]*\n\n/.test(t));
 		const missed = text.split("\n\n").find(block => block.includes('"sse.missed"'));
 		expect(missed).toMatch(/^id: [0-9a-f]{24}\nevent: alert\ndata: /);
 		expect(JSON.parse(/^data: (.*)$/m.exec(missed!)![1])).toMatchObject({ type: "sse.missed", level: "warning", payload: { n: 3 }, read: false });
@@ -163,9 +161,7 @@ describe("split over NATS: alerts reach the gateway's streams and the webhooks f
 		const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
 		expect((await reader.read()).value).toContain("event: ready");
 		await h.call("alerts.raise", { type: "split.alert", level: "critical", payload: {} });
-		let text = "";
-		while (!text.includes("split.alert")) text += (await reader.read()).value ?? "";
-		await reader.cancel();
+		const text = await readUntil(reader, t => t.includes("split.alert"));
 		expect(text).toMatch(/event: alert\ndata: \{.*"type":"split.alert"/);
 		for (let i = 0; i < 100 && hits.length === 0; i++) await new Promise(r => setTimeout(r, 50));
 		// Delivered once, by the one webhooks replica the balanced event reached.

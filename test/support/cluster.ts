@@ -6,7 +6,7 @@
  */
 import net from "node:net";
 import type { AddressInfo } from "node:net";
-import { ADMIN_TOKEN, freePort, runServices, type Proc } from "./harness";
+import { ADMIN_TOKEN, freePort, hasExited, runServices, stopProc, type Proc } from "./harness";
 
 /**
  * The services the operations tests' loads use (groups through the gateway: tokens to authenticate, audit
@@ -54,17 +54,11 @@ export const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
 
 export function exited(node: Node): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
 	const { child } = node.proc;
-	if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
+	if (hasExited(child)) return Promise.resolve({ code: child.exitCode, signal: child.signalCode });
 	return new Promise(resolve => child.once("exit", (code, signal) => resolve({ code, signal })));
 }
 
-export async function stopNode(node: Node): Promise<void> {
-	const done = exited(node);
-	node.proc.child.kill("SIGTERM");
-	const timer = setTimeout(() => node.proc.child.kill("SIGKILL"), 20_000);
-	await done;
-	clearTimeout(timer);
-}
+export const stopNode = (node: Node): Promise<void> => stopProc(node.proc, 20_000);
 
 // ------------------------------------------------------------------ load
 

@@ -126,23 +126,27 @@ export function runServices(services: string[], env: Record<string, string>): Pr
 	return { child, log };
 }
 
-/** Stops the processes still running (SIGTERM) and waits for them to exit. */
-export async function stopProcs(procs: Proc[]): Promise<void> {
-	const running = procs.filter(p => p.child.exitCode === null && p.child.signalCode === null);
-	for (const p of running) p.child.kill("SIGTERM");
-	await Promise.all(running.map(p => new Promise(r => p.child.once("exit", r))));
+/** Whether the process has ended: by itself (exit code) or by a signal (then the exit code is null). */
+export function hasExited(child: ChildProcess): boolean {
+	return child.exitCode !== null || child.signalCode !== null;
 }
 
-function stopProc(p: Proc): Promise<void> {
+/** Stops a process (SIGTERM, then SIGKILL after `killAfterMs`) and waits for it to exit; one that ended already is left. */
+export function stopProc(p: Proc, killAfterMs = 15_000): Promise<void> {
 	return new Promise(resolve => {
-		if (p.child.exitCode !== null) return resolve();
-		const timer = setTimeout(() => p.child.kill("SIGKILL"), 15_000);
+		if (hasExited(p.child)) return resolve();
+		const timer = setTimeout(() => p.child.kill("SIGKILL"), killAfterMs);
 		p.child.once("exit", () => {
 			clearTimeout(timer);
 			resolve();
 		});
 		p.child.kill("SIGTERM");
 	});
+}
+
+/** Stops the processes still running and waits for them to exit. */
+export async function stopProcs(procs: Proc[]): Promise<void> {
+	await Promise.all(procs.map(p => stopProc(p)));
 }
 
 export const ALL_SERVICES = () => SERVICE_FILES().map(f => f.replace(/\.service\.ts$/, ""));
@@ -198,13 +202,13 @@ export async function startSplit(opts: SplitOptions = {}): Promise<Harness> {
 		dataDir: opts.mongoUri ? undefined : dataDir,
 		call: (action, params) => client.call(action, params ?? {}),
 		async restart() {
-			await Promise.all(procs.map(stopProc));
+			await Promise.all(procs.map(p => stopProc(p)));
 			earlierLogs.push(...procs.map(p => p.log.join("")));
 			await start();
 		},
 		logs: () => [...earlierLogs, ...procs.map(p => p.log.join(""))].join("\n"),
 		async stop() {
-			await Promise.all(procs.map(stopProc));
+			await Promise.all(procs.map(p => stopProc(p)));
 			await client.stop();
 			await nats.stop();
 		},

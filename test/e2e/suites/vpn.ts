@@ -8,9 +8,8 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { spawnSync } from "node:child_process";
-import { tempDir } from "../../support/harness";
 import type { Harness } from "../../support/harness";
+import { opensslAvailable, selfSignedCert } from "../../support/tls";
 import { request as send, withQuery, expectEveError, eventually, type RequestOptions, type Reply } from "../../support/http";
 import { PritunlSimulator, untar } from "../../simulators/pritunl";
 
@@ -141,24 +140,20 @@ export default function vpn(h: () => Harness): void {
 			expect(expectEveError(await request("POST", url("vpn_managers"), { body: { ...manager, name: "vpn-bad", password: PASSWORD, ca_certificate: garbled } }), 422)._issues).toEqual({ ca_certificate: "must be one or more PEM certificates" });
 		});
 
-		const haveOpenssl = spawnSync("openssl", ["version"]).status === 0;
-		(haveOpenssl ? it : it.skip)("verifies Pritunl's certificate, and trusts the manager's ca_certificate", async () => {
-			const dir = tempDir("vpn-tls");
-			const [key, cert] = [path.join(dir, "key.pem"), path.join(dir, "cert.pem")];
-			const made = spawnSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]);
-			expect(made.status).toBe(0);
-			const tls = new PritunlSimulator({ username: "fleet", password: PASSWORD, tls: { key: fs.readFileSync(key), cert: fs.readFileSync(cert) } });
+		(opensslAvailable ? it : it.skip)("verifies Pritunl's certificate, and trusts the manager's ca_certificate", async () => {
+			const { key, cert } = selfSignedCert("vpn-tls");
+			const tls = new PritunlSimulator({ username: "fleet", password: PASSWORD, tls: { key, cert } });
 			const { url: tlsUrl } = await tls.start();
 			try {
 				const body = { ...manager, name: "vpn-tls", server_address: tlsUrl.replace(/^https:\/\//, ""), password: PASSWORD };
 				const refused = expectEveError(await request("POST", url("vpn_managers"), { body }), 422);
 				expect(refused._issues).toEqual({ server_address: expect.stringContaining("TLS certificate") });
-				const ok = await request("POST", url("vpn_managers"), { body: { ...body, ca_certificate: fs.readFileSync(cert, "utf8") } });
+				const ok = await request("POST", url("vpn_managers"), { body: { ...body, ca_certificate: cert.toString("utf8") } });
 				expect(ok.status).toBe(201);
 				const org = await createOrg("vpn-org-tls", { manager: ok.body._id });
 				expect(org.status).toBe(201);
 				expect(tls.orgList().map(o => o.name)).toEqual(["vpn-org-tls"]);
-				expect((await request("GET", url(`vpn_managers/${ok.body._id}`))).body.ca_certificate).toBe(fs.readFileSync(cert, "utf8"));
+				expect((await request("GET", url(`vpn_managers/${ok.body._id}`))).body.ca_certificate).toBe(cert.toString("utf8"));
 				expect((await request("DELETE", url(`vpn_organizations/${org.body._id}`))).status).toBe(204);
 				expect(tls.orgList()).toEqual([]);
 				expect((await request("DELETE", url(`vpn_managers/${ok.body._id}`))).status).toBe(204);
