@@ -15,6 +15,7 @@ import { envInt, loadConfig } from "./lib/config";
 import { HealthMiddleware } from "./lib/health";
 import { ScrapedPrometheusReporter } from "./lib/metrics";
 import { RequestLogMiddleware, jsonFormatter, routeProcessWarnings } from "./lib/logging";
+import { installCrashGuard } from "./lib/crash-guard";
 import { NatsConnectionMiddleware, ResendUndeliveredMiddleware, RestartedNodeMiddleware, SlowBackendBulkheads, endpointFailure } from "./lib/resilience";
 
 const config = loadConfig();
@@ -78,6 +79,8 @@ const brokerConfig: BrokerOptions = {
 	// Moleculer would send as a user name. Done on the broker: moleculer-runner puts TRANSPORTER in as is.
 	created(broker) {
 		routeProcessWarnings(broker);
+		// No request can kill the process: what nothing caught is logged (and its request answered 500).
+		installCrashGuard(broker.logger);
 		const opts = (broker.transit?.tx as { opts?: { url?: unknown; token?: string } } | undefined)?.opts;
 		if (typeof opts?.url !== "string" || opts.token) return;
 		try {

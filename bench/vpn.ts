@@ -37,7 +37,7 @@ async function measure(fn: (run: number) => Promise<unknown>, runs = RUNS): Prom
 export async function benchVpn(dataDir: string, log: (msg: string) => void): Promise<{ report: string; valid: boolean }> {
 	const sim = new PritunlSimulator({ username: "bench", password: "bench-pritunl-pw" });
 	const { url } = await sim.start();
-	const { nats, namespace, base, env } = await benchCluster("vpn", dataDir, { VPN_SYNC_INTERVAL_MS: "0" });
+	const { nats, namespace, base, env } = await benchCluster("vpn", dataDir, { VPN_SYNC_INTERVAL_MS: "0", OUTBOUND_ALLOW: "127.0.0.1/32" }); // the Pritunl simulator is on loopback (docs/security.md, "Outbound addresses")
 	const proc = runProductionCommand("vpn-all", serviceNames(), env);
 	const broker = new ServiceBroker({ namespace, nodeID: `bench-vpn-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], logger: false, serializer: "JSONExt", requestTimeout: 600_000 });
 	const floorClient = new PritunlClient({ url, username: "bench", password: "bench-pritunl-pw" });

@@ -61,24 +61,72 @@ export function globMatches(glob: string, value: string): boolean {
 	return re.test(value);
 }
 
+export const FUNCTION_GLOB = /^[A-Za-z0-9_.*]{1,200}$/;
+
+/** The Salt clients a run may use: minion execution only (never runner, wheel or ssh, which act on the master). */
+export const RUN_CLIENTS = ["local", "local_async"] as const;
+export type RunClient = (typeof RUN_CLIENTS)[number];
+
+/**
+ * Functions that run other functions, named in their arguments, on this or other minions (or on the master).
+ * A glob in a scope never grants them (`saltutil.*` does not allow `saltutil.cmd`): only the literal name does.
+ */
+export const RELAY_FUNCTIONS = new Set([
+	"saltutil.cmd",
+	"saltutil.cmd_iter",
+	"saltutil.cmd_iter_no_block",
+	"saltutil.runner",
+	"saltutil.wheel",
+	"publish.publish",
+	"publish.full_data",
+	"publish.runner",
+]);
+
+/** The complete call a run makes, as the cm-gateway hands it to salt-api. */
+export interface RunCall {
+	client: string;
+	fun: string;
+	arg?: unknown[];
+	kwarg?: Record<string, unknown>;
+	/** Hostnames, resolved: what salt-api is asked to target. */
+	targets: string[];
+}
+
+/**
+ * Why `scope` does not allow this call, or null when it does. `allowedHosts` is what the scope's groups
+ * resolve to now (null: the scope does not restrict hosts). Deny by default: every reason is named.
+ */
+export function runDenial(role: Role, scope: Scope | undefined, call: RunCall, allowedHosts: Set<string> | null): string | null {
+	if (!roleAllows(role, "operator")) return `a ${role} token cannot run functions`;
+	if (!(RUN_CLIENTS as readonly string[]).includes(call.client)) return `client '${call.client}' is not allowed (only ${RUN_CLIENTS.join(", ")})`;
+	if (!functionAllowed(scope, call.fun)) return `function '${call.fun}' is outside the token's scope`;
+	if (allowedHosts) {
+		const outside = call.targets.filter(t => !allowedHosts.has(t));
+		if (outside.length) return `targets outside the token's scope: ${outside.slice(0, 20).join(", ")}${outside.length > 20 ? ", …" : ""}`;
+	}
+	return null;
+}
+
 export function functionAllowed(scope: Scope | undefined, fun: string): boolean {
 	if (!scope?.functions) return true;
+	if (RELAY_FUNCTIONS.has(fun)) return scope.functions.includes(fun);
 	return scope.functions.some(glob => globMatches(glob, fun));
 }
 
-export const FUNCTION_GLOB = /^[A-Za-z0-9_.*]{1,200}$/;
-
 const SECRET_KEY = /pass(word)?|secret|token|otp|private|credential|^key$|_key$/i;
 const MASK = "********";
+/** Deeper than this, redact cuts: request bodies are refused beyond 64 levels (lib/json-depth.ts) long before. */
+const REDACT_DEPTH = 100;
 
-/** A copy with every value under a secret-looking key masked, at any depth (for the audit log). */
+/**
+ * A copy with every value under a secret-looking key masked, at any depth (for the audit log). Keys are
+ * copied as own properties whatever they are (`__proto__` included), and the walk is bounded.
+ */
 export function redact(value: unknown, depth = 0): unknown {
-	if (depth > 20) return "…";
+	if (depth > REDACT_DEPTH) return "…";
 	if (Array.isArray(value)) return value.map(v => redact(v, depth + 1));
 	if (value !== null && typeof value === "object" && !(value instanceof Date) && !Buffer.isBuffer(value)) {
-		const out: Record<string, unknown> = {};
-		for (const [k, v] of Object.entries(value)) out[k] = SECRET_KEY.test(k) && v != null ? MASK : redact(v, depth + 1);
-		return out;
+		return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, SECRET_KEY.test(k) && v != null ? MASK : redact(v, depth + 1)]));
 	}
 	return value;
 }

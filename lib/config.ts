@@ -3,6 +3,7 @@
  * Defaults make `npm start` work on a fresh checkout: one process, NeDB files under ./data, HTTP on 3000.
  */
 import path from "node:path";
+import { parseCidr } from "./address-guard";
 
 /** An integer setting from the environment (unset or empty: `fallback`); anything else is a start-up error. */
 export function envInt(name: string, fallback: number, min = 0): number {
@@ -38,6 +39,10 @@ export interface Config {
 	fleetMetricsIntervalMs: number;
 	/** HTTP keep-alive of the gateway, in ms: longer than the idle timeout of the load balancer in front. */
 	httpKeepAliveMs: number;
+	/** How long a client may take to send a whole request, headers and body (slow clients are cut off: 408). */
+	httpRequestTimeoutMs: number;
+	/** How long a client may take to send a request's headers. */
+	httpHeadersTimeoutMs: number;
 	/** Directory for NeDB files and other local state (embedded default). ":memory:" keeps nothing. */
 	dataDir: string;
 	/** When set, every collection lives in this MongoDB database instead of NeDB files. */
@@ -123,6 +128,13 @@ export interface Config {
 	webhookRetryBaseMs: number;
 	/** Allow receivers on loopback, private, link-local addresses (off: the SSRF guard refuses them). */
 	webhookAllowPrivate: boolean;
+	/**
+	 * OUTBOUND_ALLOW: addresses and CIDRs (`127.0.0.1/32,::1,10.9.0.0/16`) every integration an API user points
+	 * somewhere (webhooks, the IP resolver, Pritunl servers) may reach whatever their class: the only way to
+	 * allow link-local, unspecified, multicast or reserved addresses, and loopback outside WEBHOOK_ALLOW_PRIVATE
+	 * (lib/address-guard.ts; docs/security.md, "Outbound addresses").
+	 */
+	outboundAllow: string[];
 	/** The API token the REPL acts as (its role, scope and name in the audit log); empty: read-only. */
 	replOperatorToken: string;
 	/**
@@ -161,6 +173,22 @@ function bool(name: string, fallback: boolean): boolean {
 	throw new Error(`${name} must be true or false, got '${raw}'`);
 }
 
+/** A comma list of addresses and CIDRs; an entry that is neither is a start-up error. */
+function addressList(name: string): string[] {
+	const entries = str(name)
+		.split(",")
+		.map(s => s.trim())
+		.filter(Boolean);
+	for (const entry of entries) {
+		try {
+			parseCidr(entry);
+		} catch (err) {
+			throw new Error(`${name}: ${(err as Error).message}`);
+		}
+	}
+	return entries;
+}
+
 /** CM_PATCH_PREFIX as a directory relative to the file roots: no leading "/", one trailing "/". */
 function patchPrefix(raw: string): string {
 	const trimmed = raw.trim().replace(/^\/+/, "").replace(/\/+$/, "");
@@ -178,6 +206,8 @@ export function loadConfig(): Config {
 		healthHost: str("HEALTH_HOST", "0.0.0.0"),
 		fleetMetricsIntervalMs: envInt("FLEET_METRICS_INTERVAL_MS", 60_000, 100),
 		httpKeepAliveMs: envInt("HTTP_KEEPALIVE_MS", 65_000, 1000),
+		httpRequestTimeoutMs: envInt("HTTP_REQUEST_TIMEOUT_MS", 120_000, 1000),
+		httpHeadersTimeoutMs: envInt("HTTP_HEADERS_TIMEOUT_MS", 20_000, 1000),
 		dataDir: str("DATA_DIR", "./data") === ":memory:" ? ":memory:" : path.resolve(str("DATA_DIR", "./data")),
 		mongoUri: requiredMongoUri(),
 		pageSizeDefault,
@@ -220,6 +250,7 @@ export function loadConfig(): Config {
 		webhookMaxAttempts: envInt("WEBHOOK_MAX_ATTEMPTS", 5, 1),
 		webhookRetryBaseMs: envInt("WEBHOOK_RETRY_BASE_MS", 1000, 10),
 		webhookAllowPrivate: bool("WEBHOOK_ALLOW_PRIVATE", false),
+		outboundAllow: addressList("OUTBOUND_ALLOW"),
 		replOperatorToken: str("REPL_OPERATOR_TOKEN"),
 		vpnSyncIntervalMs: envInt("VPN_SYNC_INTERVAL_MS", 60_000),
 		pritunlTimeoutMs: envInt("PRITUNL_TIMEOUT_MS", 15_000, 1),

@@ -13,11 +13,16 @@
  * MAX_ANSWER_BYTES, within the timeout; an entry counts only for a name that was asked, with `ip` (and
  * `gateway`, if given) a valid IPv4 or IPv6 address; anything else in an entry is ignored, and a bad entry is
  * counted as rejected, not stored.
+ *
+ * Where the resolver may be is the "ip-resolver" policy of lib/address-guard.ts (private addresses yes;
+ * loopback, link-local and unspecified only when OUTBOUND_ALLOW names them), checked on the URL when it is
+ * given and on every address the name resolves to when connecting.
  */
 import http from "node:http";
 import https from "node:https";
 import { isIP } from "node:net";
 import { rejectProtoKeys } from "./eve/query";
+import { guardedLookup, isOutboundRefusal, literalHostRefusal, outboundUrlProblem, type OutboundPolicy } from "./address-guard";
 
 export const RESOLVE_BATCH = 500;
 export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
@@ -35,8 +40,8 @@ export interface BatchResult {
 
 export class ResolverError extends Error {}
 
-/** The resolver's URL as given: http(s) only, no credentials in it. */
-export function checkResolverUrl(raw: string): URL {
+/** The resolver's URL as given: http(s) only, no credentials in it, at an address the policy allows. */
+export function checkResolverUrl(raw: string, policy: OutboundPolicy): URL {
 	let url: URL;
 	try {
 		url = new URL(raw);
@@ -45,13 +50,15 @@ export function checkResolverUrl(raw: string): URL {
 	}
 	if (url.protocol !== "http:" && url.protocol !== "https:") throw new ResolverError("the IP resolver must be an http(s) URL");
 	if (url.username || url.password) throw new ResolverError("the IP resolver URL must not hold credentials");
+	const problem = outboundUrlProblem(raw, policy);
+	if (problem) throw new ResolverError(problem);
 	return url;
 }
 
 /** One POST /resolve. */
-export async function resolveBatch(base: URL, hosts: string[], timeoutMs: number): Promise<BatchResult> {
+export async function resolveBatch(base: URL, hosts: string[], timeoutMs: number, policy: OutboundPolicy): Promise<BatchResult> {
 	const target = new URL("resolve", base.href.endsWith("/") ? base : new URL(`${base.href}/`));
-	const text = await post(target, JSON.stringify({ hosts }), timeoutMs);
+	const text = await post(target, JSON.stringify({ hosts }), timeoutMs, policy);
 	let parsed: unknown;
 	try {
 		parsed = JSON.parse(text, rejectProtoKeys);
@@ -77,9 +84,11 @@ export async function resolveBatch(base: URL, hosts: string[], timeoutMs: number
 	return { addresses: out, rejected };
 }
 
-function post(url: URL, body: string, timeoutMs: number): Promise<string> {
+function post(url: URL, body: string, timeoutMs: number, policy: OutboundPolicy): Promise<string> {
 	const transport = url.protocol === "https:" ? https : http;
 	const payload = Buffer.from(body);
+	const refused = literalHostRefusal(url, policy);
+	if (refused) return Promise.reject(new ResolverError(refused.message));
 	return new Promise((resolve, reject) => {
 		let done = false;
 		const fail = (message: string) => {
@@ -89,7 +98,7 @@ function post(url: URL, body: string, timeoutMs: number): Promise<string> {
 			req.destroy();
 			reject(new ResolverError(message));
 		};
-		const req = transport.request(url, { method: "POST", agent: false, headers: { "Content-Type": "application/json", "Content-Length": String(payload.length), Accept: "application/json" } }, res => {
+		const req = transport.request(url, { method: "POST", agent: false, lookup: guardedLookup(policy), headers: { "Content-Type": "application/json", "Content-Length": String(payload.length), Accept: "application/json" } }, res => {
 			if (res.statusCode !== 200) {
 				res.resume();
 				return fail(`the IP resolver answered ${res.statusCode}`);
@@ -111,7 +120,7 @@ function post(url: URL, body: string, timeoutMs: number): Promise<string> {
 			res.on("aborted", () => fail("the IP resolver's answer was cut off"));
 		});
 		const timer = setTimeout(() => fail(`the IP resolver did not answer within ${timeoutMs} ms`), timeoutMs);
-		req.on("error", (err: NodeJS.ErrnoException) => fail(`the IP resolver is unreachable (${err.code || err.message})`));
+		req.on("error", (err: NodeJS.ErrnoException) => fail(isOutboundRefusal(err) ? err.message : `the IP resolver is unreachable (${err.code || err.message})`));
 		req.end(payload);
 	});
 }

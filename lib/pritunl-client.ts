@@ -14,8 +14,9 @@
  *  - Each call has a timeout; TLS certificates are verified unless `tlsVerify` is false; `ca` (PEM)
  *    is trusted in addition to the system's CAs (a manager's own CA).
  *
- * Errors are `PritunlError`s (Eve errors): Pritunl unreachable, a 5xx, a malformed answer or refused
- * credentials -> 502; no answer in time -> 504; `status` keeps Pritunl's own status (404, 500, …) so
+ * Errors are `PritunlError`s (Eve errors): Pritunl unreachable, a 5xx, a malformed answer, refused
+ * credentials or an address the outbound guard refuses (`outbound`, lib/address-guard.ts; kind
+ * "blocked") -> 502; no answer in time -> 504; `status` keeps Pritunl's own status (404, 500, …) so
  * callers can tell an unknown id. The password, the API secret and the session never appear in an
  * error or a log line.
  */
@@ -24,8 +25,9 @@ import https from "node:https";
 import tls from "node:tls";
 import { createHmac, randomUUID } from "node:crypto";
 import { EveError } from "./eve/errors";
+import { guardedLookup, isOutboundRefusal, literalHostRefusal, type OutboundPolicy } from "./address-guard";
 
-export type PritunlErrorKind = "unreachable" | "timeout" | "auth" | "upstream" | "malformed" | "refused";
+export type PritunlErrorKind = "unreachable" | "timeout" | "auth" | "upstream" | "malformed" | "refused" | "blocked";
 
 export class PritunlError extends EveError {
 	readonly kind: PritunlErrorKind;
@@ -55,6 +57,11 @@ export interface PritunlClientOptions {
 	timeoutMs?: number;
 	/** Largest answer accepted, in bytes (default 64 MiB): a server sending more is talking nonsense. */
 	maxResponseBytes?: number;
+	/**
+	 * Where Pritunl may be (the "pritunl" policy of lib/address-guard.ts), checked on every connection after
+	 * DNS. The vpn service always gives it; without it (protocol tests, benchmarks) any address is reached.
+	 */
+	outbound?: OutboundPolicy;
 }
 
 /** `server_address` of a manager as the base URL of its API: a URL as given, `host[:port]` as https. */
@@ -253,6 +260,8 @@ export class PritunlClient {
 	private send(method: string, path: string, payload: unknown, headers: Record<string, string>): Promise<PritunlResponse> {
 		if (this.closed) return Promise.reject(new PritunlError(502, "unreachable", "the Pritunl client is closed"));
 		const url = new URL(path, this.base);
+		const refused = this.opts.outbound ? literalHostRefusal(url, this.opts.outbound) : null;
+		if (refused) return Promise.reject(new PritunlError(502, "blocked", refused.message));
 		const body = payload === undefined ? undefined : Buffer.from(JSON.stringify(payload));
 		const all: Record<string, string> = { Accept: "application/json", ...headers };
 		if (body) {
@@ -289,7 +298,8 @@ export class PritunlClient {
 				res.on("aborted", cut);
 			};
 			try {
-				req = this.transport.request(url, { method, headers: all, agent: this.agent }, onResponse);
+				const lookup = this.opts.outbound ? guardedLookup(this.opts.outbound) : undefined;
+				req = this.transport.request(url, { method, headers: all, agent: this.agent, ...(lookup ? { lookup } : {}) }, onResponse);
 			} catch (err) {
 				// Options Node refuses before connecting (an unusable CA).
 				return finish(new PritunlError(502, "unreachable", `cannot connect to Pritunl at ${this.base.host} (${(err as Error).message})`));
@@ -300,7 +310,9 @@ export class PritunlClient {
 			}, this.timeoutMs);
 			req.on("error", (err: NodeJS.ErrnoException) => {
 				const code = err.code ?? "";
-				if (/CERT|SSL|TLS|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code) || /certificate/i.test(err.message)) {
+				if (isOutboundRefusal(err)) {
+					finish(new PritunlError(502, "blocked", err.message));
+				} else if (/CERT|SSL|TLS|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code) || /certificate/i.test(err.message)) {
 					finish(new PritunlError(502, "unreachable", `Pritunl's TLS certificate at ${this.base.host} was not accepted (${code || err.message}); give the manager its ca_certificate`));
 				} else if (code === "ECONNRESET" || code === "EPIPE" || code === "ECONNABORTED") {
 					finish(new PritunlError(502, "malformed", `Pritunl at ${this.base.host} dropped the connection during ${method} ${url.pathname}`));

@@ -4,17 +4,18 @@
  * the same code (test/repl.spec.ts) that moleculer-repl's custom commands call.
  *
  * Identity: the REPL acts as the token in REPL_OPERATOR_TOKEN (or the one given to `login <token>`):
- * its role and scope decide what `exec`, `task`, `sync` may do (tokens.authorizeRun, as the gateway
- * asks), and every such command is written to the audit log like an API request, with `source`
+ * its role and scope decide what `exec`, `task`, `sync` may do (the token travels in the calls' meta and is
+ * checked where the run starts, as for the API), and every such command is written to the audit log like an API request, with `source`
  * "repl@<host>". A REPL process is a node of the cluster and could call any action directly: the
  * identity is accountability and a guard against mistakes, not a security boundary (NATS is; see
  * docs/security.md).
  */
 import os from "node:os";
-import type { ServiceBroker } from "moleculer";
+import type { CallingOptions, ServiceBroker } from "moleculer";
 import { hashToken, roleAllows, redact, type Caller, type Role } from "./auth";
 import { loadConfig } from "./config";
 import { readJson } from "./eve/render";
+import { newObjectId } from "./eve/ids";
 
 type Row = Record<string, unknown>;
 
@@ -198,7 +199,7 @@ export class FleetRepl {
 		return now;
 	}
 
-	private async audit(caller: Caller | null, command: string, status: number, extra: Row = {}): Promise<void> {
+	private async audit(caller: Caller | null, command: string, status: number, extra: Row = {}, id?: string): Promise<void> {
 		const entry: Row = {
 			token: caller?.id ?? null,
 			name: caller?.name ?? null,
@@ -211,24 +212,30 @@ export class FleetRepl {
 			...extra,
 		};
 		try {
-			await this.broker.call("audit.record", { entry: { ...entry, args: redact(entry.args) } });
+			await this.broker.call("audit.record", { id, entry: { ...entry, args: redact(entry.args) } });
 		} catch (err) {
 			this.broker.logger.error("Could not write an audit record:", (err as Error).message);
 		}
 	}
 
-	/** A mutating command: role check, the work, and one audit record whatever happened. */
-	private async audited<T>(role: Role, command: string, work: (caller: Caller) => Promise<{ result: T; extra?: Row }>, extra: Row = {}): Promise<T> {
+	/**
+	 * A mutating command: role check, the work, and one audit record whatever happened. The work gets the
+	 * call options that carry this identity to the services (`meta`: who, and the audit record's id under
+	 * which a run writes its record before it starts; this record then completes it).
+	 */
+	private async audited<T>(role: Role, command: string, work: (caller: Caller, opts: CallingOptions) => Promise<{ result: T; extra?: Row }>, extra: Row = {}): Promise<T> {
 		let caller: Caller | null = null;
+		const auditId = newObjectId();
 		try {
 			caller = await this.need(role);
-			const { result, extra: more } = await work(caller);
-			await this.audit(caller, command, 200, { ...extra, ...more });
+			const opts = { meta: { user: caller, auditId, request: { source: this.source, method: "REPL", path: command.slice(0, 4096) } } };
+			const { result, extra: more } = await work(caller, opts);
+			await this.audit(caller, command, 200, { ...extra, ...more }, auditId);
 			return result;
 		} catch (err) {
 			const e = err as { code?: number; message: string };
 			caller ??= (await this.identity().catch(() => null)) ?? null;
-			await this.audit(caller, command, typeof e.code === "number" && e.code >= 400 ? e.code : 500, { ...extra, message: String(e.message).slice(0, 2000) });
+			await this.audit(caller, command, typeof e.code === "number" && e.code >= 400 ? e.code : 500, { ...extra, message: String(e.message).slice(0, 2000) }, auditId);
 			throw err;
 		}
 	}
@@ -312,13 +319,13 @@ export class FleetRepl {
 		const { arg, kwarg } = parseRunArgs(words);
 		const command = `exec ${target} ${fun}`;
 		// The target is looked up inside the audited part: a run asked of an unknown host is audited too (as the API's 404).
-		const jid = await this.audited("operator", command, async caller => {
+		const jid = await this.audited("operator", command, async (_caller, opts) => {
 			const resolved = await this.resolveTarget(target);
-			await this.broker.call("tokens.authorizeRun", { token: caller.id, fun, targets: resolved.hosts });
+			// Authorized (scope, on the hosts it resolves to) and audited where it runs: the cm-gateway.
 			const action = resolved.kind === "host" ? "cm-gateway.runOnHost" : "cm-gateway.runOnGroup";
 			let res: { task_id: string | null };
 			try {
-				res = await this.broker.call(action, { id: resolved.id, body: { cm_client: "local_async", fun, arg, kwarg }, query: [] });
+				res = await this.broker.call(action, { id: resolved.id, body: { cm_client: "local_async", fun, arg, kwarg }, query: [] }, opts);
 			} catch (err) {
 				if (unavailable(err)) throw Object.assign(new Error("no configuration-management master is configured (CM_API_URL), or the cm-gateway is not running"), { code: 503 });
 				throw err;
@@ -365,7 +372,7 @@ export class FleetRepl {
 	async task(verb: string | undefined, id: string | undefined): Promise<string> {
 		if ((verb !== "pause" && verb !== "resume") || !id) return "usage: task pause|resume <id>";
 		const status = verb === "pause" ? "paused" : "scheduled";
-		await this.audited("operator", `task ${verb} ${id}`, async () => ({ result: readJson<Row>(await this.broker.call("tasks.setStatus", { id, status, query: [] })) }));
+		await this.audited("operator", `task ${verb} ${id}`, async (_caller, opts) => ({ result: readJson<Row>(await this.broker.call("tasks.setStatus", { id, status, query: [] }, opts)) }));
 		const task = readJson<Row>(await this.broker.call("tasks.get", { id, query: [] }));
 		return `task ${id} (${cell(task.name)}): ${cell(task.status)}, next ${cell(task.next)}`;
 	}

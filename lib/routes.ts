@@ -10,7 +10,10 @@ import { ALL_STATUS_BODY, GRAPH_RUN_BODY, RUN_BODY } from "./bodies";
 /** How the gateway hands the request to the action. */
 export type BodyKind = "json" | "none" | "stream";
 
-/** What the gateway checks against the caller's scope before forwarding a remote execution or a task. */
+/**
+ * A route that leads to a run (remote execution, a live poll, a task write). Its scope check is not the
+ * gateway's: the cm-gateway and the tasks service authorize the run where it starts (docs/security.md).
+ */
 export type ScopeCheck = "host" | "group" | "task";
 
 export interface RouteMethod {

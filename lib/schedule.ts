@@ -12,6 +12,10 @@
  *    (02:30 → 03:30); a wall time that happens twice (fall back) runs once, the first time.
  *  - neither (interval absent or 0): due once, at start.
  *  - `end`: nothing is due after it.
+ *
+ * What a task may be given (checked when it is written, docs/scheduling.md): times in the years
+ * FIRST_YEAR–LAST_YEAR, a cron expression that some calendar date matches (`neverDueReason`), and a schedule
+ * with at least one due time (`firstDue`).
  */
 
 export interface Schedule {
@@ -21,6 +25,13 @@ export interface Schedule {
 	cron?: string | null;
 	timezone?: string;
 }
+
+/**
+ * The years a task's `start` and `end` may name: from the Unix epoch to the last four-digit year. Outside
+ * them Date reads years 0–99 as 1900–1999 ("0000-01-01" would be 1900) and Intl shows year 0 as 1.
+ */
+export const FIRST_YEAR = 1970;
+export const LAST_YEAR = 9999;
 
 // ---------------------------------------------------------------- time zones
 
@@ -89,11 +100,12 @@ export function instantsOf(year: number, month: number, day: number, hour: numbe
 	return { instants: [asUtc - offsetAt(asUtc - 14 * 3600_000, tz)], skipped: true };
 }
 
-/** "YYYY-MM-DD HH:MM[:SS]" as a wall time in `tz`; null if malformed or not a real date. */
+/** "YYYY-MM-DD HH:MM[:SS]" as a wall time in `tz`; null if malformed, not a real date, or outside FIRST_YEAR–LAST_YEAR. */
 export function parseWallTime(value: string, tz: string): Date | null {
 	const m = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2})(?::(\d{2}))?$/.exec(value.trim());
 	if (!m) return null;
 	const [y, mo, d, h, mi, s] = m.slice(1).map(v => (v === undefined ? 0 : Number(v)));
+	if (y < FIRST_YEAR || y > LAST_YEAR) return null;
 	const probe = new Date(Date.UTC(y, mo - 1, d));
 	if (probe.getUTCMonth() !== mo - 1 || probe.getUTCDate() !== d || h > 23 || mi > 59 || s > 59) return null;
 	return new Date(instantsOf(y, mo, d, h, mi, tz).instants[0] + s * 1000);
@@ -162,7 +174,32 @@ function dayMatches(c: Cron, year: number, month: number, day: number): boolean 
 	return c.dayEither ? c.days.has(day) || c.weekdays.has(weekday) : c.days.has(day) && c.weekdays.has(weekday);
 }
 
-/** How far ahead a cron expression is searched (Feb 29 on a Monday recurs within 28 years; give up sooner). */
+/** Days in each month, February in a leap year (a date that exists in some year exists in one of these). */
+const MONTH_DAYS = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
+
+/**
+ * Why no date of any year matches the expression ("0 0 30 2 *", "0 0 31 4,6,9,11 *"), or null when some
+ * date does. Exact and bounded (12 × 31 checks): every hour and minute exists on every day (a wall time the
+ * clocks skip still runs, shifted), so an expression can fire exactly when its day fields match a date.
+ * When both day fields are restricted, a day matches when either does, and every month has every weekday:
+ * always some date. Otherwise one day field is `*` (all values): a weekday restriction alone matches in
+ * every month, and a day-of-month restriction alone matches when one of its days exists in one of its
+ * months, February 29 included (it comes back every 4 years, at most 8 across a century that is not leap).
+ */
+export function neverDueReason(c: Cron): string | null {
+	if (c.dayEither || c.days.size === 31) return null;
+	for (const month of c.months) for (const day of c.days) if (day <= MONTH_DAYS[month - 1]) return null;
+	const months = [...c.months].sort((a, b) => a - b).map(m => MONTH_NAMES[m - 1]).join(", ");
+	const days = [...c.days].sort((a, b) => a - b).join(", ");
+	return `never due: no date matches day ${days} of ${months}`;
+}
+
+/**
+ * How far ahead a cron expression is searched. Matching days of an expression that can fire (neverDueReason
+ * is null) are never further apart than February 29s across a century year that is not leap (2096-02-29 to
+ * 2104-02-29: 2,921 days), so this horizon finds the next due time of every such expression, and a search
+ * costs at most this many day checks.
+ */
 const CRON_HORIZON_DAYS = 366 * 8;
 
 /** The first instant strictly after `after` at which the expression is due in `tz`, or null within the horizon. */
@@ -200,6 +237,15 @@ export function nextDue(s: Schedule, after: Date): Date | null {
 	} else next = after < s.start ? s.start : null;
 	if (next && s.end && next > s.end) return null;
 	return next;
+}
+
+/**
+ * The schedule's first due time (at or after start), or null when it has none: a cron expression no date
+ * matches, or whose first match comes after `end`. Bounded like nextCron. Independent of the clock: a
+ * schedule whose due times are all past still has one (what happens to missed runs is planRun's business).
+ */
+export function firstDue(s: Schedule): Date | null {
+	return nextDue(s, new Date(s.start.getTime() - 1));
 }
 
 /** The next `count` due times after `after`. */

@@ -2,8 +2,13 @@
  * The few storage operations the services need, with the same meaning on NeDB (embedded default)
  * and MongoDB. Filters given here have already been checked (lib/eve/query.ts); the NeDB side
  * rewrites the operators whose NeDB meaning differs from MongoDB's.
+ *
+ * Any key a client sends can be stored: both stores encode every key written (documents, update
+ * values, filter literals, field paths segment by segment) and decode every record read, so callers
+ * only ever see keys as they were sent (lib/store-keys.ts).
  */
 import type { Filter, SortSpec } from "./eve/query";
+import { decodeAll, decodeKeys, encodeFilter, encodeKeys, encodePath, encodePaths, encodeSort, encodeUpdate } from "./store-keys";
 
 export type Doc = Record<string, any>;
 
@@ -42,7 +47,8 @@ export interface Store {
 	dropIndex(field: string): Promise<void>;
 	/**
 	 * Calls `visit` with every matching record, holding at least `fields` and `_id`, without copying
-	 * them: for passes over a whole collection. `visit` must neither keep nor change what it is given.
+	 * them (only a record with an encoded key is copied, to decode it): for passes over a whole
+	 * collection. `visit` must neither keep nor change what it is given.
 	 */
 	scan(filter: Filter, fields: string[], visit: (doc: Doc) => void): Promise<void>;
 	/**
@@ -208,7 +214,31 @@ function byIdChunks(filter: Filter): Filter[] | null {
 
 export class NedbStore implements Store {
 	readonly kind = "nedb";
+	/**
+	 * Each of NeDB's own records as callers may see it: the record itself, or its decoded copy when it has
+	 * an encoded key. NeDB replaces a record on every update (it never changes one in place), so each
+	 * record is walked once, not on every read: reading 10,000 hosts costs a lookup per host.
+	 */
+	private readonly readable = new WeakMap<Doc, Doc>();
 	constructor(private readonly db: NedbDatastore) {}
+
+	private readableOf(record: Doc): Doc {
+		let doc = this.readable.get(record);
+		if (doc === undefined) this.readable.set(record, (doc = decodeKeys(record)));
+		return doc;
+	}
+
+	/**
+	 * The NeDB query, also calling `each` with every matching record (NeDB's own, not a copy). Beside the
+	 * filter's own fields (not under $and) the `$where` is checked after them, and NeDB can still pick an
+	 * index by those fields.
+	 */
+	private withEach(query: Filter, each: (record: Doc) => boolean): Filter {
+		const $where = function (this: Doc) {
+			return each(this);
+		};
+		return "$where" in query ? { $and: [query, { $where }] } : { ...query, $where };
+	}
 
 	/** Runs `op` once per query: the id chunks of the filter, or the whole rewritten filter. */
 	private async perQuery<T>(filter: Filter, op: (q: Filter) => Promise<T>): Promise<T[]> {
@@ -220,11 +250,18 @@ export class NedbStore implements Store {
 	}
 
 	async find(filter: Filter, opts: FindOptions = {}): Promise<Doc[]> {
+		filter = encodeFilter(filter);
+		// The ids of the matching records that have an encoded key: only their copies are walked to decode them.
+		const encoded = new Set<unknown>();
+		const note = (record: Doc) => {
+			if (this.readableOf(record) !== record) encoded.add(record._id);
+			return true;
+		};
 		let docs: Doc[];
-		if (!opts.sort?.length && !opts.skip && !opts.limit) docs = (await this.perQuery<Doc[]>(filter, async q => await this.db.findAsync(q))).flat();
+		if (!opts.sort?.length && !opts.skip && !opts.limit) docs = (await this.perQuery<Doc[]>(filter, async q => await this.db.findAsync(this.withEach(q, note)))).flat();
 		else {
-			let cursor = this.db.findAsync(toNedbFilter(filter));
-			if (opts.sort?.length) cursor = cursor.sort(Object.fromEntries(opts.sort));
+			let cursor = this.db.findAsync(this.withEach(toNedbFilter(filter), note));
+			if (opts.sort?.length) cursor = cursor.sort(Object.fromEntries(encodeSort(opts.sort)));
 			if (opts.skip) cursor = cursor.skip(opts.skip);
 			if (opts.limit) cursor = cursor.limit(opts.limit);
 			docs = await cursor;
@@ -232,57 +269,63 @@ export class NedbStore implements Store {
 		// NeDB already copied each document; its own projections would build every one again (measured:
 		// an inclusion projection of 5,000 hosts takes twice as long as the copy it would save).
 		if (opts.only?.length) {
-			const keep = new Set(["_id", ...opts.only]);
-			return docs.map(d => Object.fromEntries(Object.entries(d).filter(([k]) => keep.has(k))));
+			const keep = new Set(["_id", ...encodePaths(opts.only)]);
+			docs = docs.map(d => Object.fromEntries(Object.entries(d).filter(([k]) => keep.has(k))));
+		} else if (opts.exclude?.length) {
+			const drop = encodePaths(opts.exclude);
+			for (const doc of docs) for (const f of drop) delete doc[f];
 		}
-		if (opts.exclude?.length) for (const doc of docs) for (const f of opts.exclude) delete doc[f];
+		// Copies of NeDB's own: decoded in place.
+		if (encoded.size) for (let i = 0; i < docs.length; i++) if (!("_id" in docs[i]) || encoded.has(docs[i]._id)) docs[i] = decodeKeys(docs[i]);
 		return docs;
 	}
 
-	findOne(filter: Filter): Promise<Doc | null> {
-		return this.db.findOneAsync(toNedbFilter(filter));
+	async findOne(filter: Filter): Promise<Doc | null> {
+		return decodeKeys(await this.db.findOneAsync(toNedbFilter(encodeFilter(filter))));
 	}
 
 	async count(filter: Filter): Promise<number> {
-		return (await this.perQuery(filter, q => this.db.countAsync(q))).reduce((a, b) => a + b, 0);
+		return (await this.perQuery(encodeFilter(filter), q => this.db.countAsync(q))).reduce((a, b) => a + b, 0);
 	}
 
 	async insertMany(docs: Doc[]): Promise<void> {
 		if (docs.length === 0) return;
-		await this.db.insertAsync(docs).catch(nedbDuplicate);
+		await this.db.insertAsync(docs.map(encodeKeys)).catch(nedbDuplicate);
 	}
 
 	async updateMany(filter: Filter, update: Update): Promise<number> {
-		const counts = await this.perQuery(filter, async q => (await this.db.updateAsync(q, update, { multi: true }).catch(nedbDuplicate)).numAffected);
+		const stored = encodeUpdate(update);
+		const counts = await this.perQuery(encodeFilter(filter), async q => (await this.db.updateAsync(q, stored, { multi: true }).catch(nedbDuplicate)).numAffected);
 		return counts.reduce((a, b) => a + b, 0);
 	}
 
 	async findOneAndUpdate(filter: Filter, update: Update): Promise<Doc | null> {
-		const res = await this.db.updateAsync(toNedbFilter(filter), update, { multi: false, returnUpdatedDocs: true }).catch(nedbDuplicate);
-		return res.numAffected ? (res.affectedDocuments as Doc) : null;
+		const res = await this.db.updateAsync(toNedbFilter(encodeFilter(filter)), encodeUpdate(update), { multi: false, returnUpdatedDocs: true }).catch(nedbDuplicate);
+		return res.numAffected ? decodeKeys(res.affectedDocuments as Doc) : null;
 	}
 
 	async removeMany(filter: Filter): Promise<number> {
-		return (await this.perQuery(filter, q => this.db.removeAsync(q, { multi: true }))).reduce((a, b) => a + b, 0);
+		return (await this.perQuery(encodeFilter(filter), q => this.db.removeAsync(q, { multi: true }))).reduce((a, b) => a + b, 0);
 	}
 
 	ensureIndex(field: string, unique = false, sparse = false): Promise<void> {
-		return this.db.ensureIndexAsync({ fieldName: field, unique, sparse });
+		return this.db.ensureIndexAsync({ fieldName: encodePath(field), unique, sparse });
 	}
 
 	async dropIndex(field: string): Promise<void> {
-		if (this.db.indexes && field in this.db.indexes) await this.db.removeIndexAsync(field);
+		const stored = encodePath(field);
+		if (this.db.indexes && stored in this.db.indexes) await this.db.removeIndexAsync(stored);
 	}
 
 	async scan(filter: Filter, _fields: string[], visit: (doc: Doc) => void): Promise<void> {
-		// NeDB hands `$where` its own record: visiting from there skips the deep copy of every match.
-		const $where = function (this: Doc) {
-			visit(this);
-			return false;
-		};
-		const query = toNedbFilter(filter);
-		// Beside the filter's own fields (not under $and) it is checked after them, and NeDB can still pick an index by those fields.
-		await this.db.findAsync("$where" in query ? { $and: [query, { $where }] } : { ...query, $where });
+		// NeDB hands `$where` its own record: visiting from there skips the deep copy of every match. A
+		// record with an encoded key is visited as its decoded copy (NeDB's own must not change).
+		await this.db.findAsync(
+			this.withEach(toNedbFilter(encodeFilter(filter)), record => {
+				visit(this.readableOf(record));
+				return false;
+			}),
+		);
 	}
 }
 
@@ -317,50 +360,51 @@ export class MongoStore implements Store {
 	readonly kind = "mongo";
 	constructor(private readonly collection: MongoCollection) {}
 
-	find(filter: Filter, opts: FindOptions = {}): Promise<Doc[]> {
+	async find(filter: Filter, opts: FindOptions = {}): Promise<Doc[]> {
 		const projection = opts.only?.length
-			? Object.fromEntries(opts.only.map(f => [f, 1]))
+			? Object.fromEntries(encodePaths(opts.only).map(f => [f, 1]))
 			: opts.exclude?.length
-				? Object.fromEntries(opts.exclude.map(f => [f, 0]))
+				? Object.fromEntries(encodePaths(opts.exclude).map(f => [f, 0]))
 				: undefined;
-		let cursor = this.collection.find(filter, projection ? { projection } : {});
-		if (opts.sort?.length) cursor = cursor.sort(Object.fromEntries(opts.sort));
+		let cursor = this.collection.find(encodeFilter(filter), projection ? { projection } : {});
+		if (opts.sort?.length) cursor = cursor.sort(Object.fromEntries(encodeSort(opts.sort)));
 		if (opts.skip) cursor = cursor.skip(opts.skip);
 		if (opts.limit) cursor = cursor.limit(opts.limit);
-		return cursor.toArray();
+		// The driver's fresh objects: decoded in place.
+		return decodeAll(await cursor.toArray());
 	}
 
-	findOne(filter: Filter): Promise<Doc | null> {
-		return this.collection.findOne(filter);
+	async findOne(filter: Filter): Promise<Doc | null> {
+		return decodeKeys(await this.collection.findOne(encodeFilter(filter)));
 	}
 
 	count(filter: Filter): Promise<number> {
-		return this.collection.countDocuments(filter);
+		return this.collection.countDocuments(encodeFilter(filter));
 	}
 
 	async insertMany(docs: Doc[]): Promise<void> {
 		if (docs.length === 0) return;
-		await this.collection.insertMany(docs, { ordered: true }).catch(mongoDuplicate);
+		await this.collection.insertMany(docs.map(encodeKeys), { ordered: true }).catch(mongoDuplicate);
 	}
 
 	async updateMany(filter: Filter, update: Update): Promise<number> {
-		const res = await this.collection.updateMany(filter, update).catch(mongoDuplicate);
+		const res = await this.collection.updateMany(encodeFilter(filter), encodeUpdate(update)).catch(mongoDuplicate);
 		return res.matchedCount;
 	}
 
 	async findOneAndUpdate(filter: Filter, update: Update): Promise<Doc | null> {
-		const res = await this.collection.findOneAndUpdate(filter, update, { returnDocument: "after" }).catch(mongoDuplicate);
-		return res.value;
+		const res = await this.collection.findOneAndUpdate(encodeFilter(filter), encodeUpdate(update), { returnDocument: "after" }).catch(mongoDuplicate);
+		return decodeKeys(res.value);
 	}
 
 	async removeMany(filter: Filter): Promise<number> {
-		const res = await this.collection.deleteMany(filter);
+		const res = await this.collection.deleteMany(encodeFilter(filter));
 		return res.deletedCount ?? 0;
 	}
 
 	async ensureIndex(field: string, unique = false, sparse = false): Promise<void> {
 		if (field === "_id") return;
-		await this.collection.createIndex({ [field]: 1 }, { unique, sparse });
+		await this.collection.createIndex({ [encodePath(field)]: 1 }, { unique, sparse });
 	}
 
 	async dropIndex(): Promise<void> {
@@ -371,8 +415,9 @@ export class MongoStore implements Store {
 		for (const doc of await this.find(filter, { only: fields })) visit(doc);
 	}
 
-	aggregate(pipeline: Doc[]): Promise<Doc[]> {
-		return this.collection.aggregate(pipeline).toArray();
+	/** The pipeline names fields as they are stored (our own fields are stored as named); its answer is decoded. */
+	async aggregate(pipeline: Doc[]): Promise<Doc[]> {
+		return decodeAll(await this.collection.aggregate(pipeline).toArray());
 	}
 }
 

@@ -27,7 +27,6 @@ import {
 	pathsOverlap,
 	queryFlag,
 	checkFilter,
-	FORBIDDEN_KEYS,
 	type Filter,
 	type Projection,
 } from "../lib/eve/query";
@@ -36,6 +35,7 @@ import { HOME_LINK, itemTitle, project, MASK, type Link } from "../lib/eve/rende
 import { DuplicateKeyError, type Doc, type Update } from "../lib/store";
 import { ReadCache, READ_CACHE_MS } from "../lib/read-cache";
 import { describeCollection, type CollectionDescription } from "../lib/openapi";
+import { MAX_JSON_DEPTH } from "../lib/json-depth";
 
 export interface Relation {
 	/** Collection the reference points into (URL name, e.g. "groups"). */
@@ -229,9 +229,10 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				title: itemTitle(opts.resource),
 				fields: new Set([...schemaFields, ...(opts.readOnlyFields ?? [])]),
 				autoFields: new Set(auto),
-				createCheck: compileSchema({ ...opts.schema, ...readOnly }),
+				// What clients write must be well-formed Unicode, in every string field of every collection.
+				createCheck: compileSchema({ ...opts.schema, ...readOnly }, { wellFormed: true }),
 				// PATCH never enforces `required` (Eve), whichever schema it checks against.
-				patchCheck: compileSchema({ ...partialSchema(opts.patchSchema ?? opts.schema), ...readOnly }),
+				patchCheck: compileSchema({ ...partialSchema(opts.patchSchema ?? opts.schema), ...readOnly }, { wellFormed: true }),
 				pageSizeDefault: config.pageSizeDefault,
 				pageSizeLimit: config.pageSizeLimit,
 				counts: new ReadCache(READ_CACHE_MS, 1000),
@@ -609,12 +610,14 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				return this.writeResponse(updated);
 			},
 
+			/**
+			 * DELETE of one item: 404 when GET would be (a malformed id, no such record, or one already
+			 * soft-deleted), unlike Eve >= 1.0 whose DELETE of what is not there is a 204 (docs/api.md).
+			 */
 			async eveRemove(this: EveThis, ctx: RestContext, id: string) {
-				const doc = await this.findItem(id);
-				ctx.meta.$statusCode = 204;
-				// Eve >= 1.0: deleting what is not there is still a 204.
-				if (!doc || (softFlag && doc[softFlag] === true)) return null;
+				const doc = await this.visibleItem(id);
 				await this.removeDocs(ctx, [doc]);
+				ctx.meta.$statusCode = 204;
 				return null;
 			},
 
@@ -638,13 +641,21 @@ function isPlain(v: unknown): v is Doc {
 	return v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof Date);
 }
 
-/** Eve's MERGE_NESTED_DOCUMENTS: dicts in a PATCH are merged into the stored dicts. */
-function mergeNested(current: unknown, patch: unknown): unknown {
+/** Merging goes no deeper than a request body may nest (lib/json-depth.ts): deeper is a bug, not data. */
+const MAX_MERGE_DEPTH = MAX_JSON_DEPTH + 1;
+
+/**
+ * Eve's MERGE_NESTED_DOCUMENTS: dicts in a PATCH are merged into the stored dicts. Every key is data, kept
+ * as an own property (`__proto__` and `constructor` included: the store encodes what it cannot hold).
+ */
+function mergeNested(current: unknown, patch: unknown, depth = 0): unknown {
 	if (!isPlain(current) || !isPlain(patch)) return patch;
+	if (depth > MAX_MERGE_DEPTH) throw badRequest(`cannot merge dicts nested more than ${MAX_MERGE_DEPTH} levels deep`);
+	// Spread and defineProperty make own properties; `out[k] = v` would set the prototype for "__proto__".
 	const out: Doc = { ...current };
 	for (const [k, v] of Object.entries(patch)) {
-		if (FORBIDDEN_KEYS.has(k)) continue;
-		out[k] = mergeNested(current[k], v);
+		const merged = mergeNested(Object.hasOwn(current, k) ? current[k] : undefined, v, depth + 1);
+		Object.defineProperty(out, k, { value: merged, writable: true, enumerable: true, configurable: true });
 	}
 	return out;
 }

@@ -13,9 +13,11 @@ import { toIssues } from "../lib/eve/validation";
 import type { QueryPairs } from "../lib/eve/query";
 import { ReadCache, READ_CACHE_MS } from "../lib/read-cache";
 import { bearerToken, hashToken, redact, roleAllows, type Caller, type Role } from "../lib/auth";
-import type { ScopeCheck } from "../lib/routes";
 import { GatewayUi, UI_ASSETS, securityHeaders } from "../mixins/gateway-ui.mixin";
 import { acceptedRequestId } from "../lib/logging";
+import { newObjectId } from "../lib/eve/ids";
+import { MAX_JSON_DEPTH, tooDeep } from "../lib/json-depth";
+import { scopeRequests } from "../lib/crash-guard";
 import { retryRejected } from "../lib/resilience";
 
 interface CachedResponse {
@@ -28,9 +30,7 @@ const GATEWAY_CACHE_ENTRIES = 500;
 
 type Req = IncomingMessage & {
 	$params: Record<string, any>;
-	$alias?: { action?: string; unavailable?: string; bodyKind?: BodyKind; cachedBy?: string; role?: Role; scope?: ScopeCheck; audited?: boolean };
-	/** What a remote execution or task targets, for the scope check and the audit log. */
-	$run?: { fun: string; targets: string[] };
+	$alias?: { action?: string; unavailable?: string; bodyKind?: BodyKind; cachedBy?: string; role?: Role; audited?: boolean };
 	$endpoint?: { action: unknown };
 	$cacheGeneration?: number;
 	originalUrl?: string;
@@ -42,12 +42,22 @@ const config = loadConfig();
 
 const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
-const parseJson: (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void = (ApiGateway as any).bodyParser.json({ strict: true, limit: config.maxBodyBytes });
+/** Refuses a body nested deeper than MAX_JSON_DEPTH on its raw bytes, before JSON.parse (lib/json-depth.ts). */
+function verifyDepth(_req: IncomingMessage, _res: ServerResponse, buf: Buffer): void {
+	if (tooDeep(buf)) throw new EveError(400, `the JSON body is nested more than ${MAX_JSON_DEPTH} levels deep`);
+}
 
-/** Bodies go into the audit log whole unless they are large; then only their keys. */
-function truncateForAudit(body: unknown): unknown {
-	const text = JSON.stringify(body) ?? "";
-	if (text.length <= 8192) return body;
+const parseJson: (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void = (ApiGateway as any).bodyParser.json({ strict: true, limit: config.maxBodyBytes, verify: verifyDepth });
+
+/** Bodies go into the audit log whole unless they are large; then only their keys. Never throws. */
+export function truncateForAudit(body: unknown): unknown {
+	let text: string;
+	try {
+		text = JSON.stringify(body) ?? "";
+	} catch {
+		text = "";
+	}
+	if (text && text.length <= 8192) return body;
 	return { truncated: true, bytes: text.length, keys: body && typeof body === "object" ? Object.keys(body).slice(0, 50) : [] };
 }
 
@@ -144,7 +154,7 @@ function aliasesFor(): Record<string, unknown> {
 		const allowed = Object.keys(route.methods);
 		for (const [method, def] of Object.entries(route.methods) as Array<[string, RouteMethod]>) {
 			// An object alias takes its type from `type`; a "stream:" prefix would stay in the action name.
-			const common = { action: def.action, role: def.role, cachedBy: def.cachedBy, scope: def.scope, unavailable: def.unavailable, audited: def.audited };
+			const common = { action: def.action, role: def.role, cachedBy: def.cachedBy, unavailable: def.unavailable, audited: def.audited };
 			aliases[`${method} /${route.path}`] = { ...common, type: def.body === "stream" ? "stream" : "call", bodyKind: def.body ?? "none" };
 			if (method === "GET") aliases[`HEAD /${route.path}`] = { ...common, bodyKind: "none" };
 		}
@@ -284,7 +294,10 @@ const ApiService: ServiceSchema<any> = {
 		// Longer than the idle timeout of the proxies in front (ingress-nginx keeps upstream connections 60 s):
 		// a proxy must never send a request on a connection this server is closing.
 		this.server.keepAliveTimeout = config.httpKeepAliveMs;
-		this.server.headersTimeout = config.httpKeepAliveMs + 1000;
+		// Slow clients: the headers, and the whole request with its body, must arrive in time (else 408).
+		// Node checks both every 30 s (its connectionsCheckingInterval); idle keep-alive connections are not counted.
+		this.server.headersTimeout = config.httpHeadersTimeoutMs;
+		this.server.requestTimeout = config.httpRequestTimeoutMs;
 		// Once a shutdown began, every answer closes its connection: clients reconnect, to another replica.
 		this.server.prependListener("request", (_req: IncomingMessage, res: ServerResponse) => {
 			if (!this.broker.started) res.setHeader("Connection", "close");
@@ -304,6 +317,8 @@ const ApiService: ServiceSchema<any> = {
 			const payload = JSON.stringify({ _status: "ERR", _error: { code, message } });
 			socket.end(`HTTP/1.1 ${code} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\nConnection: close\r\n\r\n${payload}`);
 		});
+		// Last: every request runs in the crash guard's scope, so an error nothing caught answers it 500.
+		scopeRequests(this.server);
 	},
 
 	created(this: any) {
@@ -339,7 +354,8 @@ const ApiService: ServiceSchema<any> = {
 		 * moleculer-web parses bodies, resolves the action's endpoint (503 when its service is down) and runs
 		 * onBeforeCall before it authenticates. Here who asks and whether they may come first: no answer but
 		 * 401 without a valid token, and 403 for a role that does not allow the request before its body is
-		 * even read; then the scope of remote execution and tasks, before the endpoint is looked up.
+		 * even read. The token's scope is not checked here: what a run does is decided where it starts, on the
+		 * hosts it resolves to (the cm-gateway for runs, the tasks service for task writes).
 		 */
 		async aliasHandler(this: any, req: Req, res: ServerResponse, alias: unknown) {
 			const ctx = req.$ctx as Context<unknown, Record<string, any>>;
@@ -347,7 +363,10 @@ const ApiService: ServiceSchema<any> = {
 			this.authorizeRole(ctx, req);
 			await this.readBody(req, res);
 			this.prepareParams(req);
-			await this.authorizeScope(ctx, req);
+			// Runs are authorized where they start (the cm-gateway, the tasks service), on what they resolve
+			// to; they write their audit record under this id before anything runs, and answer what they ran.
+			ctx.meta.request = { source: req.socket.remoteAddress ?? "", method: req.method, path: (req.originalUrl ?? req.url ?? "").slice(0, 4096) };
+			if (this.audited(req)) ctx.meta.auditId = newObjectId();
 			return (ApiGateway as any).methods.aliasHandler.call(this, req, res, alias);
 		},
 
@@ -383,48 +402,6 @@ const ApiService: ServiceSchema<any> = {
 			if (need && !roleAllows(caller.role, need)) throw new EveError(403, `the ${caller.role} role may not ${req.method} ${req.originalUrl?.split("?")[0]}`);
 		},
 
-		/** For remote execution and tasks, the token's scope (each document of a bulk task create). */
-		async authorizeScope(this: any, ctx: Context<unknown, Record<string, any>>, req: Req) {
-			const caller: Caller = ctx.meta.user;
-			const check = req.$alias?.scope;
-			if (!check) return;
-			const runs: Array<{ fun: string; targets: string[] }> = await this.describeRuns(ctx, req, check);
-			if (!runs.length) return;
-			req.$run = { fun: [...new Set(runs.map(r => r.fun))].join(",").slice(0, 200), targets: [...new Set(runs.flatMap(r => r.targets))] };
-			for (const run of runs) await ctx.call("tokens.authorizeRun", { token: caller.id, fun: run.fun, targets: run.targets });
-		},
-
-		/** The functions and hostnames a remote execution or task would run; none when the body names none. */
-		async describeRuns(this: any, ctx: Context, req: Req, check: ScopeCheck): Promise<Array<{ fun: string; targets: string[] }>> {
-			const body = (req.$params.body ?? {}) as Record<string, unknown>;
-			const id = req.$params.id as string | undefined;
-			if (req.originalUrl?.split("?")[0].endsWith("/all_status")) return [{ fun: "status.all_status", targets: [id as string] }];
-			if (check === "task") {
-				const docs = (req.method === "POST" && Array.isArray(body) ? body : [body]) as Array<Record<string, unknown>>;
-				const runs: Array<{ fun: string; targets: string[] }> = [];
-				for (const doc of docs) {
-					if (doc === null || typeof doc !== "object") continue;
-					let fun = doc.fun;
-					let tgt = doc.tgt;
-					if (req.method === "PUT") {
-						if (fun === undefined && tgt === undefined) continue;
-						if (typeof doc._id !== "string") continue;
-						const current = await ctx.call<{ fun: string; tgt: string[] } | null, { id: string }>("tasks.runSpec", { id: doc._id });
-						if (!current) continue;
-						fun ??= current.fun;
-						tgt ??= current.tgt;
-					}
-					// Anything else fails the task schema.
-					if (typeof fun !== "string" || !Array.isArray(tgt) || !tgt.every(t => typeof t === "string")) continue;
-					runs.push({ fun, targets: tgt as string[] });
-				}
-				return runs;
-			}
-			if (typeof body.fun !== "string" || body.fun === "") throw new EveError(422, "Insertion failure: 1 document(s) contain(s) error(s)", { issues: { fun: "required field" } });
-			const targets = check === "host" ? [id as string] : await ctx.call<string[], { id: string }>("groups.hostnames", { id: id as string });
-			return [{ fun: body.fun, targets }];
-		},
-
 		/** A fixed one-minute window per token; RATE_LIMIT_PER_MINUTE=0 turns it off. */
 		rateLimit(this: any, key: string) {
 			const limit = config.rateLimitPerMinute;
@@ -446,11 +423,17 @@ const ApiService: ServiceSchema<any> = {
 			return MUTATING.has(req.method as string) || req.$alias?.audited === true;
 		},
 
-		/** One audit record per audited request; its arguments are masked by the audit service. */
+		/**
+		 * One audit record per audited request; its arguments are masked by the audit service. A run's record
+		 * was written before the run under the request's `auditId` (the cm-gateway): this completes it.
+		 */
 		async audit(this: any, req: Req, status: number, message: string | null, data: unknown) {
-			const caller: Caller | null = req.$ctx?.meta.user ?? null;
+			const meta = req.$ctx?.meta;
+			const caller: Caller | null = meta?.user ?? null;
 			const body = req.$params?.body as Record<string, unknown> | undefined;
 			const response = (Buffer.isBuffer(data) ? null : data) as Record<string, any> | null;
+			// What a task write leaves to run (the tasks service says it), for the record.
+			const run: { fun: string; targets: string[] } | undefined = meta?.auditRun;
 			const entry = {
 				token: caller?.id ?? null,
 				name: caller?.name ?? null,
@@ -458,9 +441,9 @@ const ApiService: ServiceSchema<any> = {
 				source: req.socket.remoteAddress ?? "",
 				method: req.method,
 				path: (req.originalUrl ?? req.url ?? "").slice(0, 4096),
-				targets: req.$run?.targets,
-				fun: req.$run?.fun ?? null,
-				args: req.$run ? (Array.isArray(body) ? body.map(d => ({ arg: d?.arg, kwarg: d?.kwarg })) : { arg: body?.arg, kwarg: body?.kwarg }) : body === undefined ? undefined : truncateForAudit(body),
+				targets: run?.targets,
+				fun: run?.fun ?? null,
+				args: body === undefined ? undefined : truncateForAudit(body),
 				status,
 				outcome: status < 400 ? "ok" : status === 401 || status === 403 || status === 429 ? "denied" : "failed",
 				...(message ? { message: message.slice(0, 2000) } : {}),
@@ -468,7 +451,7 @@ const ApiService: ServiceSchema<any> = {
 			};
 			try {
 				// Only the arguments are masked: `token` here is the token's id, not a secret.
-				await this.broker.call("audit.record", { entry: { ...entry, args: redact(entry.args) } });
+				await this.broker.call("audit.record", { id: meta?.auditId, entry: { ...entry, args: redact(entry.args) } });
 			} catch (err) {
 				this.logger.error("Could not write an audit record:", (err as Error).message, entry.method, entry.path);
 			}

@@ -1,14 +1,20 @@
 /**
  * Owns the `audit` collection: one record per mutating request and per remote execution — who, with
  * which role, when, from where, what (method, path, targets, Salt function and arguments with secrets
- * masked), the outcome and the jid. Append-only: no route changes or deletes a record.
+ * masked), the outcome and the jid. Append-only: no route changes or deletes a record; only a run's
+ * record, written before the run, is completed with the outcome of its request.
  */
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis } from "../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
 import { nowSeconds } from "../lib/eve/dates";
 import { redact } from "../lib/auth";
-import type { Doc } from "../lib/store";
+import { DuplicateKeyError, type Doc } from "../lib/store";
+import { EveError } from "../lib/eve/errors";
+
+/** What completing a record may set. */
+const OUTCOME_FIELDS = ["status", "outcome", "message", "jid"];
+const OUTCOMES = ["ok", "denied", "failed", "started"];
 
 const auditSchema = {
 	token: { type: "string", optional: true, nullable: true },
@@ -21,7 +27,8 @@ const auditSchema = {
 	fun: { type: "string", max: 200, optional: true, nullable: true },
 	args: { type: "any", optional: true },
 	status: { type: "number", integer: true },
-	outcome: { type: "enum", values: ["ok", "denied", "failed"] },
+	// "started": a run's record written before the job was handed to salt-api, not completed (yet).
+	outcome: { type: "enum", values: OUTCOMES },
 	message: { type: "string", max: 2000, optional: true },
 	jid: { type: "string", optional: true, nullable: true },
 } as const;
@@ -30,23 +37,51 @@ const AuditService: EveServiceSchema = {
 	name: "audit",
 	mixins: [EveCollection({ resource: "audit", writes: [], idPattern: OBJECT_ID, schema: auditSchema })],
 	actions: {
-		/** Appends one record (internal: the gateway and the REPL call it). Arguments are masked here too. */
+		/**
+		 * Appends one record (internal: the gateway, the cm-gateway and the REPL call it), or completes the
+		 * record `id` names when it exists already: a run's record is written before the run by the
+		 * cm-gateway, and its request's outcome (status, outcome, message, jid) is set on it afterwards.
+		 * Arguments are masked here too. Throws when the record cannot be stored: a run waits for it.
+		 */
 		record: {
 			visibility: "public",
-			params: { entry: "object" },
-			async handler(this: EveThis, ctx: Context<{ entry: Doc }>) {
+			params: { id: { type: "string", pattern: OBJECT_ID, optional: true }, entry: "object" },
+			async handler(this: EveThis, ctx: Context<{ id?: string; entry: Doc }>) {
+				const id = ctx.params.id ?? newObjectId();
+				const existing = ctx.params.id ? await this.store.findOne({ _id: id }) : null;
+				if (existing) return this.completeRecord(ctx, existing, ctx.params.entry);
 				const entry = { ...ctx.params.entry, args: redact(ctx.params.entry.args) };
 				const issues = this.eve.createCheck(entry);
 				if (issues) {
 					this.logger.error("Rejected an audit record:", JSON.stringify(issues));
-					return null;
+					throw new EveError(500, "the audit record is malformed");
 				}
 				const now = nowSeconds();
-				const doc = { ...entry, _id: newObjectId(), _created: now, _updated: now };
-				await this.store.insertMany([doc]);
-				await this.notifyChanged(ctx, "created", [doc._id]);
-				return { _id: doc._id };
+				try {
+					await this.store.insertMany([{ ...entry, _id: id, _created: now, _updated: now }]);
+				} catch (err) {
+					// Written meanwhile by the other party of the request: complete it instead.
+					if (!(err instanceof DuplicateKeyError)) throw err;
+					return this.completeRecord(ctx, await this.store.findOne({ _id: id }), ctx.params.entry);
+				}
+				await this.notifyChanged(ctx, "created", [id]);
+				return { _id: id };
 			},
+		},
+	},
+
+	methods: {
+		/** Sets the outcome fields of a record already written; the rest of a record never changes. */
+		async completeRecord(this: EveThis, ctx: Context, existing: Doc | null, entry: Doc) {
+			if (!existing) throw new EveError(500, "the audit record vanished");
+			const $set: Doc = { _updated: nowSeconds() };
+			for (const k of OUTCOME_FIELDS) if (entry[k] !== undefined) $set[k] = entry[k];
+			const bad = ($set.status !== undefined && !Number.isInteger($set.status)) || ($set.outcome !== undefined && !OUTCOMES.includes($set.outcome)) || ($set.message !== undefined && typeof $set.message !== "string") || ($set.jid !== undefined && $set.jid !== null && typeof $set.jid !== "string");
+			if (bad) throw new EveError(500, "the audit record's outcome is malformed");
+			if (typeof $set.message === "string") $set.message = $set.message.slice(0, 2000);
+			await this.store.updateMany({ _id: existing._id }, { $set });
+			await this.notifyChanged(ctx, "updated", [String(existing._id)]);
+			return { _id: existing._id };
 		},
 	},
 	async started(this: EveThis) {

@@ -27,7 +27,7 @@ import type { Context, ServiceSchema } from "moleculer";
 import { loadConfig, type Config } from "../lib/config";
 import { formatHttpDate } from "../lib/eve/dates";
 import { EveError, notFound, validationFailed } from "../lib/eve/errors";
-import { HOSTNAME, OBJECT_ID } from "../lib/eve/ids";
+import { HOSTNAME, OBJECT_ID, newObjectId } from "../lib/eve/ids";
 import { compileSchema } from "../lib/eve/validation";
 import { ALL_STATUS_BODY, RUN_BODY } from "../lib/bodies";
 import { JobTracker, NO_RETURN, type JobOrigin, type JobReturn } from "../lib/job-tracker";
@@ -46,6 +46,43 @@ interface RunBody {
 	kwarg?: Record<string, unknown>;
 }
 
+/**
+ * Who asks for a run, and the request part of its audit record. The gateway and the REPL put it in
+ * ctx.meta (`user`: the token in force; `auditId`: the id of the request's audit record; `request`: where
+ * from and what); a task's run names its owner.
+ */
+export interface Requester {
+	/** The id of the token the run is authorized against ("" when none: nothing runs). */
+	token: string;
+	name?: string | null;
+	role?: string | null;
+	auditId?: string;
+	source: string;
+	method: string;
+	path: string;
+}
+
+interface RunMeta {
+	user?: { id: string; name: string; role: string };
+	auditId?: string;
+	request?: { source?: string; method?: string; path?: string };
+}
+
+function requester(ctx: Context<unknown, RunMeta>): Requester {
+	const { user, auditId, request } = ctx.meta;
+	return {
+		token: user?.id ?? "",
+		name: user?.name ?? null,
+		role: user?.role ?? null,
+		auditId: typeof auditId === "string" && OBJECT_ID.test(auditId) ? auditId : undefined,
+		source: String(request?.source ?? "").slice(0, 200),
+		method: String(request?.method ?? "CALL").slice(0, 10),
+		path: String(request?.path ?? "").slice(0, 4096),
+	};
+}
+
+const AUDIT_UNAVAILABLE = "the audit log could not be written, so nothing was run (every run is recorded before it starts); try again once the audit service answers";
+
 interface RunParams {
 	id: string;
 	body?: unknown;
@@ -61,7 +98,12 @@ interface Alert {
 interface Monitor {
 	timer: NodeJS.Timeout;
 	until: number;
+	/** The token that started the poll: every poll is authorized against it again. */
+	token: string;
 }
+
+/** The call a live status poll makes on its host. */
+const ALL_STATUS_CALL: RunBody = { cm_client: "local_async", fun: "status.all_status" };
 
 export interface SyncResult {
 	_status: "OK";
@@ -91,8 +133,8 @@ const INVENTORY_PAGE = 2000;
 /** How long returns are gathered before they are written (events arrive one host at a time). */
 const RETURN_FLUSH_MS = 50;
 
-const checkBody = compileSchema(RUN_BODY);
-const checkAllStatus = compileSchema(ALL_STATUS_BODY);
+const checkBody = compileSchema(RUN_BODY, { wellFormed: true });
+const checkAllStatus = compileSchema(ALL_STATUS_BODY, { wellFormed: true });
 
 /** The return as the `actions` record keeps it: text. */
 function asText(value: unknown): string {
@@ -162,10 +204,10 @@ export default function CmGatewayService(): ServiceSchema {
 	const run = (kind: "host" | "group") => ({
 		visibility: "published" as const,
 		params: { id: "string", body: { type: "any", optional: true }, query: { type: "any", optional: true } },
-		async handler(this: any, ctx: Context<RunParams>) {
+		async handler(this: any, ctx: Context<RunParams, RunMeta>) {
 			const body = this.validateBody(ctx.params.body);
 			const targets: string[] = kind === "host" ? await this.hostTarget(ctx, ctx.params.id) : await this.groupTargets(ctx, ctx.params.id);
-			return this.execute(targets, body);
+			return this.startRun(ctx, requester(ctx), targets, body);
 		},
 	});
 
@@ -217,8 +259,9 @@ export default function CmGatewayService(): ServiceSchema {
 								}
 								const targets = await this.taskTargets(ctx, tgt);
 								if (!targets.length) throw new EveError(422, "none of the task's targets is a live host or a group with hosts");
-								if (owner) await ctx.call("tokens.authorizeRun", { token: owner, fun, targets });
-								return this.execute(targets, { cm_client, fun, kwarg }, { task, run });
+								// A task runs as its owner's token as that token is now (docs/security.md).
+								const by: Requester = { token: owner ?? "", source: `scheduler@${this.broker.nodeID}`.slice(0, 200), method: "TASK", path: `/api/tasks/${task}` };
+								return this.startRun(ctx, by, targets, { cm_client, fun, kwarg }, { task, run });
 							})();
 							if (!run) return work;
 							this.runsInFlight.set(run, work);
@@ -345,25 +388,82 @@ export default function CmGatewayService(): ServiceSchema {
 				return names;
 			},
 
-			/** A task's targets now: group ids resolved to their hosts, host names kept if they are live hosts. */
+			/** A task's targets now: group ids resolved to their hosts (groups.expandTargets), only live hosts kept. */
 			async taskTargets(this: any, ctx: Context, tgt: string[]): Promise<string[]> {
-				const names = new Set<string>();
-				const hosts: string[] = [];
-				for (const t of tgt) {
-					if (OBJECT_ID.test(t)) {
-						try {
-							for (const h of (await ctx.call("groups.hostnames", { id: t })) as string[]) names.add(h);
-							continue;
-						} catch (err) {
-							if ((err as { code?: number }).code !== 404) throw err;
-						}
-					}
-					hosts.push(t);
-				}
-				if (hosts.length) for (const h of (await ctx.call("hosts.exist", { ids: hosts })) as string[]) names.add(h);
-				const live = [...names];
+				const names: string[] = await ctx.call("groups.expandTargets", { tgt });
+				const known = new Set<string>(names.length ? await ctx.call("hosts.exist", { ids: names }) : []);
+				const live = names.filter(h => known.has(h));
 				const removed = new Set<string>(live.length ? await ctx.call("hosts.softDeletedAmong", { ids: live }) : []);
 				return live.filter(h => !removed.has(h)).sort();
+			},
+
+			/**
+			 * The one door to salt-api for runs: the complete call on the resolved hosts is authorized against
+			 * the requester's token as it is now (tokens.authorizeRun), written to the audit log — and only if
+			 * that record is stored is the job handed to salt-api. Its outcome completes the same record.
+			 */
+			async startRun(this: any, ctx: Context, by: Requester, targets: string[], body: RunBody, origin: JobOrigin = {}) {
+				const caller = await this.authorizeRun(ctx, by, targets, body);
+				const auditId: string = by.auditId ?? newObjectId();
+				await this.beginAudit(auditId, by, caller, targets, body);
+				try {
+					const res = await this.execute(targets, body, origin);
+					await this.endAudit(auditId, { status: 200, outcome: "ok", jid: res.task_id ?? null });
+					return res;
+				} catch (err) {
+					const e = err as { code?: number; message?: string };
+					await this.endAudit(auditId, { status: typeof e.code === "number" && e.code >= 400 && e.code < 600 ? e.code : 500, outcome: "failed", message: String(e.message ?? "").slice(0, 2000) });
+					throw err;
+				}
+			},
+
+			/** tokens.authorizeRun on the complete call; a refusal is audited (best effort) and thrown as is. */
+			async authorizeRun(this: any, ctx: Context, by: Requester, targets: string[], body: RunBody): Promise<{ id: string; name: string; role: string }> {
+				try {
+					return await ctx.call("tokens.authorizeRun", { token: by.token, client: body.cm_client, fun: body.fun, arg: body.arg, kwarg: body.kwarg, targets });
+				} catch (err) {
+					const e = err as { code?: number; message?: string };
+					if (e.code === 403) {
+						const entry = { ...this.auditEntry(by, null, targets, body), status: 403, outcome: "denied", message: String(e.message).slice(0, 2000) };
+						await ctx.call("audit.record", { id: by.auditId ?? newObjectId(), entry }).catch((auditErr: Error) => this.logger.error("Could not write the audit record of a refused run:", auditErr.message));
+					}
+					throw err;
+				}
+			},
+
+			auditEntry(this: any, by: Requester, caller: { id: string; name: string; role: string } | null, targets: string[], body: RunBody) {
+				return {
+					token: caller?.id ?? (by.token || null),
+					name: caller?.name ?? by.name ?? null,
+					role: caller?.role ?? by.role ?? null,
+					source: by.source,
+					method: by.method,
+					path: by.path,
+					targets,
+					fun: body.fun,
+					args: { cm_client: body.cm_client, ...(body.arg ? { arg: body.arg } : {}), ...(body.kwarg ? { kwarg: body.kwarg } : {}) },
+				};
+			},
+
+			/** The run's audit record, before it runs; if it cannot be stored, nothing runs (503). */
+			async beginAudit(this: any, id: string, by: Requester, caller: { id: string; name: string; role: string }, targets: string[], body: RunBody) {
+				const entry = { ...this.auditEntry(by, caller, targets, body), status: 202, outcome: "started" };
+				let stored: unknown = null;
+				try {
+					stored = await this.broker.call("audit.record", { id, entry });
+				} catch (err) {
+					this.logger.error(`Could not write the audit record of a run of ${body.fun} (nothing was run):`, (err as Error).message);
+				}
+				if (!stored) throw new EveError(503, AUDIT_UNAVAILABLE);
+			},
+
+			/** The run's outcome on its audit record (the job was handed over: a failure here is logged, not thrown). */
+			async endAudit(this: any, id: string, outcome: { status: number; outcome: string; jid?: string | null; message?: string }) {
+				try {
+					await this.broker.call("audit.record", { id, entry: outcome });
+				} catch (err) {
+					this.logger.error(`Could not complete audit record ${id}:`, (err as Error).message);
+				}
 			},
 
 			/**
@@ -1012,16 +1112,28 @@ export default function CmGatewayService(): ServiceSchema {
 					ctx.broadcast("cm-gateway.allStatusStop", { hosts: [id] });
 					return { _status: "OK", action, host: id, polling: false, stopped: was ? 1 : 0 };
 				}
+				// Starting (or extending) a poll is a run: authorized and audited like any other.
+				const by = requester(ctx as Context<unknown, RunMeta>);
+				const caller = await this.authorizeRun(ctx, by, [id], ALL_STATUS_CALL);
+				const auditId: string = by.auditId ?? newObjectId();
+				await this.beginAudit(auditId, by, caller, [id], ALL_STATUS_CALL);
 				const until = Date.now() + config.cmAllStatusMaxMs;
 				const running: Monitor | undefined = this.monitors.get(id);
-				if (running) running.until = until;
+				if (running) Object.assign(running, { until, token: by.token });
 				else {
 					const timer = setInterval(() => void this.pollStatus(id), config.cmAllStatusIntervalMs);
 					timer.unref?.();
-					this.monitors.set(id, { timer, until });
+					this.monitors.set(id, { timer, until, token: by.token });
 					// The first poll runs now, so that a salt-api that is down is reported to the caller.
-					await this.pollStatus(id, true);
+					try {
+						await this.pollStatus(id, true);
+					} catch (err) {
+						const e = err as { code?: number; message?: string };
+						await this.endAudit(auditId, { status: typeof e.code === "number" && e.code >= 400 && e.code < 600 ? e.code : 500, outcome: "failed", message: String(e.message ?? "").slice(0, 2000) });
+						throw err;
+					}
 				}
+				await this.endAudit(auditId, { status: 200, outcome: "ok" });
 				return { _status: "OK", action, host: id, polling: true, interval: config.cmAllStatusIntervalMs / 1000, until: formatHttpDate(new Date(until)) };
 			},
 
@@ -1031,6 +1143,16 @@ export default function CmGatewayService(): ServiceSchema {
 				if (!monitor || this.stopping) return;
 				if (Date.now() >= monitor.until) return this.stopMonitor(host);
 				if (this.tracker.monitorPending(host)) return;
+				try {
+					// Every poll is a run: the token that started the poll must still allow it (revoked: it stops).
+					if (!rethrow) await this.broker.call("tokens.authorizeRun", { token: monitor.token, client: ALL_STATUS_CALL.cm_client, fun: ALL_STATUS_CALL.fun, targets: [host] });
+				} catch (err) {
+					if ((err as { code?: number }).code === 403) {
+						this.logger.warn(`Stopping the status.all_status poll of '${host}':`, (err as Error).message);
+						this.stopMonitor(host);
+					} else this.logger.warn(`status.all_status poll of '${host}' skipped:`, (err as Error).message);
+					return;
+				}
 				try {
 					const started = await this.startAsync({ client: "local_async", tgt: [host], tgt_type: "list", fun: "status.all_status" }, [], Math.max(config.cmAllStatusIntervalMs * 3, 5000), { monitor: true });
 					if (!started && rethrow) throw new EveError(422, `host '${host}' has no accepted key on the master: nothing to poll`);

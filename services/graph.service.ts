@@ -30,6 +30,7 @@ import { compileSchema } from "../lib/eve/validation";
 import { GRAPH_ACTIONS, GRAPH_RUN_BODY } from "../lib/bodies";
 import type { GroupDef } from "../lib/group-rules";
 import { RESOLVE_BATCH, ResolverError, checkResolverUrl, resolveBatch } from "../lib/ip-resolver";
+import { outboundPolicy, type OutboundPolicy } from "../lib/address-guard";
 import type { Doc } from "../lib/store";
 
 type EveThis = Service & Record<string, any>;
@@ -38,7 +39,7 @@ type JobAction = (typeof GRAPH_ACTIONS)[number];
 /** How long a run may go without a sign of life before another replica may take it over. */
 const LEASE_MS = 60_000;
 
-const checkRunBody = compileSchema(GRAPH_RUN_BODY);
+const checkRunBody = compileSchema(GRAPH_RUN_BODY, { wellFormed: true });
 
 export interface GraphNode {
 	category: "group";
@@ -159,7 +160,7 @@ const GraphService: ServiceSchema = {
 					const raw = body.ip_resolver ?? addresses.resolver_address;
 					if (!raw) throw validationFailed({ ip_resolver: "required: give the resolver's URL, or set addresses.resolver_address in the settings" });
 					try {
-						params = { ip_resolver: checkResolverUrl(raw).href };
+						params = { ip_resolver: checkResolverUrl(raw, this.resolverPolicy()).href };
 					} catch (err) {
 						throw validationFailed({ ip_resolver: (err as Error).message });
 					}
@@ -175,6 +176,11 @@ const GraphService: ServiceSchema = {
 	},
 
 	methods: {
+		/** Where the IP resolver may be (lib/address-guard.ts): checked when a run is asked for, and when it connects. */
+		resolverPolicy(this: EveThis): OutboundPolicy {
+			return outboundPolicy("ip-resolver", this.config);
+		},
+
 		async graphOf(this: EveThis, ctx: Context, id: string) {
 			if (!OBJECT_ID.test(id)) throw notFound(`group '${id}' not found`);
 			const groups: GroupDef[] = await ctx.call("groups.rules");
@@ -217,21 +223,22 @@ const GraphService: ServiceSchema = {
 		 * the host's own `ip`. A batch that fails is tried once more; the run fails only if every batch did.
 		 */
 		async requestIps(this: EveThis, job: Doc) {
-			const url = checkResolverUrl(job.params.ip_resolver);
+			const policy = this.resolverPolicy();
+			const url = checkResolverUrl(job.params.ip_resolver, policy);
 			const hosts: Array<{ _id: string; ip?: string }> = await this.broker.call("hosts.liveAddresses");
 			const own = new Map(hosts.map(h => [h._id, h.ip]));
 			const total = hosts.length;
 			const counts = { asked: 0, resolved: 0, unknown: 0, rejected: 0, failed_batches: 0 };
 			const errors: string[] = [];
 			await this.jobUpdate(job, { progress: { done: 0, total } });
-			const timeout = loadConfig().ipResolverTimeoutMs;
+			const timeout = this.config.ipResolverTimeoutMs;
 			for (let i = 0; i < hosts.length; i += RESOLVE_BATCH) {
 				const names = hosts.slice(i, i + RESOLVE_BATCH).map(h => h._id);
 				counts.asked += names.length;
 				let answer: Awaited<ReturnType<typeof resolveBatch>> | null = null;
 				for (let attempt = 0; attempt < 2 && !answer; attempt++) {
 					try {
-						answer = await resolveBatch(url, names, timeout);
+						answer = await resolveBatch(url, names, timeout, policy);
 					} catch (err) {
 						if (!(err instanceof ResolverError)) throw err;
 						if (attempt === 1) {
@@ -256,6 +263,9 @@ const GraphService: ServiceSchema = {
 		},
 	},
 
+	created(this: EveThis) {
+		this.config = loadConfig();
+	},
 };
 
 export default GraphService;

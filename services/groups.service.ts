@@ -14,6 +14,14 @@ import type { Doc } from "../lib/store";
 import type { Issues } from "../lib/eve/errors";
 import { ruleProblems, type GroupDef, type Rule } from "../lib/group-rules";
 
+/**
+ * The group types the spec documents, and only those: 0 (static: subgroups and hosts) and 1 (automatic:
+ * `info`) as observed, 2, 3 and 4 as its `DELETE /groups?where={"type": …}` names them (fleet-ctl's
+ * `build_graph` makes its roots type 2). Anything else is a 422 (`_issues.type`).
+ */
+export const GROUP_TYPE_MIN = 0;
+export const GROUP_TYPE_MAX = 4;
+
 const GroupsService: EveServiceSchema = {
 	name: "groups",
 	mixins: [
@@ -23,7 +31,7 @@ const GroupsService: EveServiceSchema = {
 			clientIds: true,
 			schema: {
 				name: { type: "string", min: 1, max: 200 },
-				type: { type: "number", integer: true, min: 0, max: 99, optional: true, default: 0 },
+				type: { type: "number", integer: true, min: GROUP_TYPE_MIN, max: GROUP_TYPE_MAX, optional: true, default: 0 },
 				subgroups: { type: "array", items: { type: "string", pattern: OBJECT_ID }, max: 1000, optional: true },
 				hosts: { type: "array", items: { type: "string", pattern: HOSTNAME }, max: 100_000, optional: true },
 				info: {
@@ -68,6 +76,27 @@ const GroupsService: EveServiceSchema = {
 				const rules = groups.map(g => g.info as Rule | undefined).filter((r): r is Rule => !!r && (r.regex !== undefined || Object.keys(r.grain ?? {}).length > 0));
 				if (!explicit.size && !rules.length) return [];
 				return ctx.call("hosts.resolve", { explicit: [...explicit], rules });
+			},
+		},
+
+		/**
+		 * A task's `tgt` as hostnames, now (internal: the tasks service and the cm-gateway): each entry that
+		 * is a group's id becomes that group's hostnames; any other entry is taken as a hostname.
+		 */
+		expandTargets: {
+			visibility: "public",
+			params: { tgt: { type: "array", items: "string", max: 100_000 } },
+			async handler(this: EveThis, ctx: Context<{ tgt: string[] }>): Promise<string[]> {
+				const names = new Set<string>();
+				for (const t of ctx.params.tgt) {
+					const group = OBJECT_ID.test(t) ? await this.store.findOne({ _id: t }) : null;
+					if (!group) {
+						names.add(t);
+						continue;
+					}
+					for (const h of await ctx.call<string[], { id: string }>("groups.hostnames", { id: t })) names.add(h);
+				}
+				return [...names].sort();
 			},
 		},
 
@@ -142,6 +171,15 @@ const GroupsService: EveServiceSchema = {
 	},
 
 	methods: {
+		/**
+		 * fastest-validator's `record` rule rebuilds `info.grain` by assignment, which would drop a grain named
+		 * `__proto__` without a word (and then match more hosts than asked): refused instead.
+		 */
+		async prepareInput(this: EveThis, _ctx: RestContext, doc: Doc) {
+			const grain = (doc.info as { grain?: unknown } | undefined)?.grain;
+			if (grain !== null && typeof grain === "object" && Object.hasOwn(grain, "__proto__")) return { doc, issues: { info: { grain: "a grain named '__proto__' cannot be matched" } } };
+			return { doc };
+		},
 		async subgroupIndex(this: EveThis): Promise<Map<string, string[]>> {
 			const all = await this.store.find({});
 			return new Map(all.map(g => [String(g._id), (g.subgroups ?? []).map(String)]));

@@ -9,7 +9,6 @@ import { OBJECT_ID, idFromName } from "../lib/eve/ids";
 import { loadConfig } from "../lib/config";
 import { nowSeconds } from "../lib/eve/dates";
 import { compileSchema } from "../lib/eve/validation";
-import { rejectProtoKeys } from "../lib/eve/query";
 import { DuplicateKeyError, type Doc } from "../lib/store";
 import { ruleProblems, type NodegroupDef } from "../lib/group-rules";
 
@@ -28,13 +27,24 @@ const nodegroupSchema = {
 	info: infoSchema,
 } as const;
 
+/**
+ * JSON.parse reviver for the definitions. Any key is data (JSON.parse makes own properties, the store
+ * encodes what it cannot hold), so `constructor` or `prototype` may name a nodegroup or a grain; only
+ * `__proto__` is refused, loudly: the schema's dict check would drop that grain condition silently, and
+ * the nodegroup would select more hosts than configured.
+ */
+function refuseProtoKey(key: string, value: unknown): unknown {
+	if (key === "__proto__") throw new Error('nodegroup definitions (NODEGROUPS, NODEGROUPS_FILE): a key "__proto__" cannot be used');
+	return value;
+}
+
 /** Reads the configured definitions; a broken definition stops the service with a clear message. */
 export function readNodegroupDefinitions(): Array<{ name: string; info: Doc }> {
 	const config = loadConfig();
 	let raw = config.nodegroups;
 	if (!raw && config.nodegroupsFile) raw = fs.readFileSync(config.nodegroupsFile, "utf8");
 	if (!raw) return [];
-	const parsed = JSON.parse(raw, rejectProtoKeys) as Record<string, Doc>;
+	const parsed = JSON.parse(raw, refuseProtoKey) as Record<string, Doc>;
 	const check = compileSchema(nodegroupSchema);
 	return Object.entries(parsed).map(([name, info]) => {
 		const issues = check({ name, type: 1, info }) ?? ruleProblems(info);

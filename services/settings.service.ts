@@ -1,12 +1,15 @@
 /**
  * Owns the `settings` collection: the single record `_id: "0"`, present from the first start.
  * `PATCH /settings/0` takes `resolver_address` (and `master_address`, `file`) at the top level, as the
- * spec shows, or inside `addresses`.
+ * spec shows, or inside `addresses`. `resolver_address` must be somewhere the IP resolver may be
+ * (lib/address-guard.ts, the "ip-resolver" policy): a loopback or link-local URL is a 422.
  */
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../mixins/eve-collection.mixin";
 import { nowSeconds } from "../lib/eve/dates";
 import { DuplicateKeyError, type Doc } from "../lib/store";
 import type { Issues } from "../lib/eve/errors";
+import { loadConfig } from "../lib/config";
+import { outboundPolicy, outboundUrlProblem } from "../lib/address-guard";
 
 const URL_OR_EMPTY = /^(https?:\/\/[^\s]+)?$/;
 const ADDRESS_KEYS = ["resolver_address", "master_address", "file"];
@@ -54,11 +57,17 @@ const SettingsService: EveServiceSchema = {
 		},
 
 		async checkRules(this: EveThis, ctx: RestContext, doc: Doc): Promise<Issues | null> {
+			const resolver = doc.addresses?.resolver_address;
+			const problem = typeof resolver === "string" && resolver !== "" ? outboundUrlProblem(resolver, outboundPolicy("ip-resolver", this.config)) : null;
+			if (problem) return { addresses: { resolver_address: problem } };
 			const file = doc.addresses?.file;
 			if (typeof file !== "string" || file === "") return null;
 			const found: string[] = await ctx.call("files.exist", { ids: [file] });
 			return found.length ? null : { addresses: { file: `value '${file}' must exist in resource 'files', field '_id'.` } };
 		},
+	},
+	created(this: EveThis) {
+		this.config = loadConfig();
 	},
 	async started(this: EveThis) {
 		if (await this.store.findOne({ _id: "0" })) return;

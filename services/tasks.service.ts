@@ -15,15 +15,17 @@ import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
 import { loadConfig, type Config } from "../lib/config";
-import { nextDue, parseCron, parseWallTime, planRun, preview, resumedNext, validTimeZone, type Schedule } from "../lib/schedule";
+import { FIRST_YEAR, LAST_YEAR, firstDue, neverDueReason, nextDue, parseCron, parseWallTime, planRun, preview, resumedNext, validTimeZone, type Schedule } from "../lib/schedule";
 import { QueryArgs } from "../lib/eve/query";
 import { formatHttpDate, parseHttpDate } from "../lib/eve/dates";
-import { badRequest, notFound, validationFailed, type Issues } from "../lib/eve/errors";
+import { EveError, badRequest, notFound, validationFailed, type Issues } from "../lib/eve/errors";
 import type { Doc } from "../lib/store";
 import { countMetric, observeMetric } from "../lib/metrics";
 import { SALT_FUN } from "../lib/bodies";
 
 export const TASK_STATUSES = ["scheduled", "paused", "finished"];
+/** The fields that decide what a task runs, or when: changing one needs the changer's scope to cover the task. */
+export const RUN_FIELDS = ["fun", "tgt", "kwarg", "cm_client", "start", "end", "interval", "cron", "timezone", "misfire", "overlap"];
 /** Which status a client may move a task to, from each status. */
 const MOVES: Record<string, string[]> = { scheduled: ["paused", "scheduled"], paused: ["scheduled", "paused"], finished: ["finished"] };
 
@@ -55,6 +57,43 @@ function cfg(): Config {
 	const key = `${process.env.TASK_TIMEZONE}|${process.env.TASK_LEASE_MS}|${process.env.TASK_MISFIRE_GRACE_MS}|${process.env.TASK_SCHEDULER}`;
 	if (!cached || cached.key !== key) cached = { key, config: loadConfig() };
 	return cached.config;
+}
+
+/** The year a `start`/`end` string states: "YYYY-…" or an HTTP-date's "Ddd, DD Mon YYYY …". */
+const STATED_YEAR = /^\s*(\d{4})-|^\s*([A-Za-z]{3}), \d{2} [A-Za-z]{3} (\d{4}) /;
+const WEEKDAY_NAMES = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"];
+
+/**
+ * Why a `start`/`end` is refused beyond its format, or null: its year is outside FIRST_YEAR–LAST_YEAR
+ * (Date would read "0000" as 1900), or it is an HTTP-date whose weekday is not its date's (it names two
+ * different days). `date` is what it parsed to, if anything.
+ */
+function taskTimeProblem(value: unknown, date: Date | null): string | null {
+	const m = typeof value === "string" ? STATED_YEAR.exec(value) : null;
+	if (!m) return null;
+	const year = m[1] ?? m[3];
+	if (Number(year) < FIRST_YEAR || Number(year) > LAST_YEAR) return `must be in the years ${FIRST_YEAR} to ${LAST_YEAR} (${year} given)`;
+	if (!date || m[2] === undefined) return null;
+	const weekday = WEEKDAY_NAMES[date.getUTCDay()];
+	if (m[2].toLowerCase() !== weekday.slice(0, 3).toLowerCase()) return `names another date than the one given: ${date.toUTCString().slice(5, 16)} is a ${weekday}, not ${m[2]}`;
+	return null;
+}
+
+/**
+ * Why a task's schedule can never fire, or null: its first due time (lib/schedule.ts firstDue, a bounded
+ * search) does not exist because `end` comes before it (or the cron expression matches no date).
+ */
+function neverFiresIssue(s: Schedule): Issues | null {
+	let first: Date | null;
+	try {
+		first = firstDue(s);
+	} catch (err) {
+		return { cron: (err as Error).message };
+	}
+	if (first) return null;
+	const unbounded = s.end ? firstDue({ ...s, end: null }) : null;
+	if (unbounded) return { end: `the task would never run: its first due time (${unbounded.toUTCString()}) is after end` };
+	return { cron: "never due after start" };
 }
 
 const TasksService: EveServiceSchema = {
@@ -101,6 +140,8 @@ const TasksService: EveServiceSchema = {
 				}
 				// Resuming does not make up for the runs missed while paused: the next one is the next due from now.
 				if (task.status === "paused" && wanted === "scheduled") {
+					// Resuming makes runs happen: the resumer must be allowed to run the task too (its owner stays).
+					await this.authorizeTask(ctx as unknown as RestContext, task);
 					const next = resumedNext(scheduleOf(task), new Date());
 					return this.applyPatch(ctx, task, next ? { status: wanted, next } : { status: "finished", next: null }, false);
 				}
@@ -119,17 +160,6 @@ const TasksService: EveServiceSchema = {
 				if (task.status === "finished") return { _id: task._id, next: [] };
 				const from = task.status === "scheduled" && task.next ? new Date(new Date(task.next).getTime() - 1) : new Date();
 				return { _id: task._id, next: preview(scheduleOf(task), from, count).map(formatHttpDate) };
-			},
-		},
-
-		/** What a task runs, for the gateway's scope check of PUT /tasks (internal). */
-		runSpec: {
-			visibility: "public",
-			params: { id: "string" },
-			async handler(this: EveThis, ctx: Context<{ id: string }>) {
-				if (!OBJECT_ID.test(ctx.params.id)) return null;
-				const task = await this.store.findOne({ _id: ctx.params.id });
-				return task ? { fun: task.fun, tgt: task.tgt } : null;
 			},
 		},
 
@@ -158,7 +188,9 @@ const TasksService: EveServiceSchema = {
 			if (typeof doc.timezone === "string" && !validTimeZone(doc.timezone)) issues.timezone = `unknown time zone '${doc.timezone}' (an IANA name such as Europe/Berlin)`;
 			if (typeof doc.cron === "string") {
 				try {
-					parseCron(doc.cron);
+					// A cron no date matches (Feb 30) would never fire.
+					const never = neverDueReason(parseCron(doc.cron));
+					if (never) issues.cron = never;
 				} catch (err) {
 					issues.cron = (err as Error).message;
 				}
@@ -167,8 +199,9 @@ const TasksService: EveServiceSchema = {
 				if (!(field in doc)) continue;
 				if (field === "end" && doc.end === null && info.op === "patch") continue;
 				const date = issues.timezone ? parseTaskTime(doc[field]) : parseTaskTime(doc[field], tz);
-				if (date) out[field] = date;
-				else issues[field] = `must be of datetime type (YYYY-MM-DD HH:MM in ${tz}, or an HTTP-date)`;
+				const problem = taskTimeProblem(doc[field], date);
+				if (date && !problem) out[field] = date;
+				else issues[field] = problem || `must be of datetime type (YYYY-MM-DD HH:MM in ${tz}, or an HTTP-date)`;
 			}
 			if (info.op === "patch" && "status" in doc) issues.status = "use PATCH /tasks/{id}/{status} to change the status";
 			return { doc: out, issues };
@@ -181,25 +214,47 @@ const TasksService: EveServiceSchema = {
 			const cron = "cron" in doc ? doc.cron : info.existing?.cron;
 			const interval = "interval" in doc ? doc.interval : info.existing?.interval;
 			if (cron && interval > 0) return { cron: "give either cron or interval, not both" };
+			// A schedule that can never fire is refused, whatever the clock says (a past one-shot still runs once).
+			if (start instanceof Date && cron) return neverFiresIssue(scheduleOf({ ...info.existing, ...doc, start, end }));
 			return null;
 		},
 
+		/**
+		 * A task is a deferred run: whoever creates it, or changes what it runs or when, must be allowed to run
+		 * the whole resulting task (fun, its targets resolved now, kwarg, client) and becomes its owner; every
+		 * run is then authorized again against the owner's token (docs/security.md). Answers the owner.
+		 */
+		async authorizeTask(this: EveThis, ctx: RestContext, task: Doc): Promise<string> {
+			const user = (ctx.meta as { user?: { id: string } }).user;
+			if (!user?.id) throw new EveError(403, "the task is refused: no token authorizes it");
+			const targets = await ctx.call<string[], { tgt: string[] }>("groups.expandTargets", { tgt: task.tgt });
+			// What the write leaves to run, for its audit record, refused or not (the gateway reads it from meta).
+			const meta = ctx.meta as { auditRun?: { fun: string; targets: string[] } };
+			meta.auditRun = meta.auditRun
+				? { fun: [...new Set([...meta.auditRun.fun.split(","), task.fun])].join(",").slice(0, 200), targets: [...new Set([...meta.auditRun.targets, ...targets])] }
+				: { fun: task.fun, targets };
+			await ctx.call("tokens.authorizeRun", { token: user.id, client: task.cm_client ?? "local_async", fun: task.fun, kwarg: task.kwarg ?? {}, targets });
+			return user.id;
+		},
+
 		async beforeStore(this: EveThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc> {
-			// A task runs as the token that created it: the scheduler checks that token's scope at every run.
 			if (info.op === "create") {
+				const owner = await this.authorizeTask(ctx, doc);
 				const next = nextDue(scheduleOf(doc), new Date(doc.start.getTime() - 1));
 				// A cron task keeps the zone it was made in: changing TASK_TIMEZONE later does not move its runs.
 				const zone = doc.cron && !doc.timezone ? { timezone: cfg().taskTimezone } : {};
-				return { ...doc, ...zone, next, ...(next ? {} : { status: "finished" }), count_of_execution: 0, owner: (ctx.meta as { user?: { id: string } }).user?.id ?? null };
+				return { ...doc, ...zone, next, ...(next ? {} : { status: "finished" }), count_of_execution: 0, owner };
 			}
+			// A change of what runs or when makes the changer the owner, if they may run the whole result.
+			const changed: Doc = RUN_FIELDS.some(k => k in doc) && info.existing ? { ...doc, owner: await this.authorizeTask(ctx, { ...info.existing, ...doc }) } : doc;
 			// A change of when the task runs moves `next`: from start while it has not run, else from now.
 			if (["start", "end", "interval", "cron", "timezone"].some(k => k in doc) && info.existing && info.existing.status !== "finished") {
 				const zone: Doc = doc.cron && !doc.timezone && !info.existing.timezone ? { timezone: cfg().taskTimezone } : {};
-				const merged: Doc = { ...info.existing, ...doc, ...zone };
+				const merged: Doc = { ...info.existing, ...changed, ...zone };
 				const from = merged.count_of_execution === 0 ? new Date(merged.start.getTime() - 1) : new Date();
-				return { ...doc, ...zone, next: nextDue(scheduleOf(merged), from) };
+				return { ...changed, ...zone, next: nextDue(scheduleOf(merged), from) };
 			}
-			return doc;
+			return changed;
 		},
 
 		// ------------------------------------------------------------ the scheduler

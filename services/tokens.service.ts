@@ -3,16 +3,16 @@
  * creates it; only its SHA-256 is stored. Tokens expire (`expires`) and are revoked by DELETE, which keeps
  * the record (revoked: true) so the audit log still names who acted.
  *
- * Also the one place that decides whether a caller may run a Salt function on some hosts
- * (`tokens.authorizeRun`): the gateway asks it for remote execution and task creation, the scheduler
- * for every task run.
+ * Also the one place that decides whether a token may run a complete Salt call on some hosts
+ * (`tokens.authorizeRun`, the rule in lib/auth.ts `runDenial`): the cm-gateway asks it for every run it
+ * starts, the tasks service for every task created or changed.
  */
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
 import { nowSeconds, parseHttpDate } from "../lib/eve/dates";
 import { EveError, type Issues } from "../lib/eve/errors";
-import { ROLES, FUNCTION_GLOB, functionAllowed, hashToken, newToken, type Caller, type Scope } from "../lib/auth";
+import { ROLES, FUNCTION_GLOB, hashToken, newToken, runDenial, type Caller, type RunCall, type Scope } from "../lib/auth";
 import { loadConfig } from "../lib/config";
 import { DuplicateKeyError, type Doc } from "../lib/store";
 
@@ -56,41 +56,48 @@ const TokensService: EveServiceSchema = {
 		},
 
 		/**
-		 * May this token (still) run `fun` on `targets`? Throws 403 naming what is out of scope. Checks the
-		 * token as it is now: a revoked or expired token runs nothing, a narrowed one only what is left.
+		 * May this token run this complete call on these hosts, now? Answers who the token is (for the audit
+		 * log); throws 403 saying why not. The token is taken as it is at this moment: a revoked or expired
+		 * token runs nothing, a narrowed one only what is left. Every path to a run asks this, where the run
+		 * starts (the cm-gateway), and task creates and changes ask it for the task they leave behind.
 		 */
 		authorizeRun: {
 			visibility: "public",
 			params: {
-				token: { type: "string", pattern: OBJECT_ID },
+				token: { type: "string" },
+				client: { type: "string", max: 50 },
 				fun: { type: "string", min: 1, max: 200 },
+				arg: { type: "array", optional: true },
+				kwarg: { type: "object", optional: true },
 				targets: { type: "array", items: "string", max: 100_000 },
 			},
-			async handler(this: EveThis, ctx: Context<{ token: string; fun: string; targets: string[] }>) {
-				const doc = await this.store.findOne({ _id: ctx.params.token });
-				if (!this.usable(doc)) throw new EveError(403, "the token is revoked or expired");
-				if (doc!.role === "viewer") throw new EveError(403, "a viewer token cannot run functions");
-				const scope: Scope | undefined = doc!.scope;
-				if (!functionAllowed(scope, ctx.params.fun)) throw new EveError(403, `function '${ctx.params.fun}' is outside the token's scope`);
-				if (scope?.groups) {
-					const allowed = new Set<string>();
-					for (const group of scope.groups) {
-						try {
-							for (const host of await ctx.call<string[], { id: string }>("groups.hostnames", { id: group })) allowed.add(host);
-						} catch (err) {
-							// A scope group that was deleted allows nothing.
-							if ((err as { code?: number }).code !== 404) throw err;
-						}
-					}
-					const outside = ctx.params.targets.filter(t => !allowed.has(t));
-					if (outside.length) throw new EveError(403, `targets outside the token's scope: ${outside.slice(0, 20).join(", ")}${outside.length > 20 ? ", …" : ""}`);
-				}
-				return true;
+			async handler(this: EveThis, ctx: Context<RunCall & { token: string }>): Promise<Caller> {
+				const doc = OBJECT_ID.test(ctx.params.token) ? await this.store.findOne({ _id: ctx.params.token }) : null;
+				if (!doc) throw new EveError(403, "the run is refused: no token authorizes it (unknown token)");
+				if (!this.usable(doc)) throw new EveError(403, "the run is refused: the token that authorizes it is revoked or expired");
+				const scope: Scope | undefined = doc.scope;
+				const allowed = scope?.groups ? await this.scopeHosts(ctx, scope.groups) : null;
+				const denial = runDenial(doc.role, scope, ctx.params, allowed);
+				if (denial) throw new EveError(403, `the run is refused: ${denial}`);
+				return { id: String(doc._id), name: doc.name, role: doc.role, ...(scope ? { scope } : {}) };
 			},
 		},
 	},
 
 	methods: {
+		/** The hostnames a scope's groups resolve to now; a group that was deleted allows nothing. */
+		async scopeHosts(this: EveThis, ctx: Context, groups: string[]): Promise<Set<string>> {
+			const allowed = new Set<string>();
+			for (const group of groups) {
+				try {
+					for (const host of await ctx.call<string[], { id: string }>("groups.hostnames", { id: group })) allowed.add(host);
+				} catch (err) {
+					if ((err as { code?: number }).code !== 404) throw err;
+				}
+			}
+			return allowed;
+		},
+
 		usable(this: EveThis, doc: Doc | null): boolean {
 			return !!doc && doc.revoked !== true && !(doc.expires instanceof Date && doc.expires.getTime() <= Date.now());
 		},

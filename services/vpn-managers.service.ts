@@ -1,7 +1,8 @@
 /**
  * Owns the `vpn_managers` collection: credentials of Pritunl servers. The password (and, beyond the
  * spec, an API token and secret) is stored encrypted (lib/secrets.ts) and always shown as asterisks.
- * A manager is only created once the vpn service has logged in with it (docs/vpn.md).
+ * A manager is only created once the vpn service has logged in with it (docs/vpn.md), and only at an
+ * address the outbound guard allows a Pritunl server (lib/address-guard.ts, the "pritunl" policy).
  */
 import { X509Certificate } from "node:crypto";
 import type { Context } from "moleculer";
@@ -10,9 +11,23 @@ import { OBJECT_ID } from "../lib/eve/ids";
 import { conflict, type Issues } from "../lib/eve/errors";
 import { encryptSecret, decryptSecret } from "../lib/secrets";
 import type { Doc } from "../lib/store";
+import { loadConfig } from "../lib/config";
+import { outboundPolicy, outboundUrlProblem, type OutboundPolicy } from "../lib/address-guard";
+import { pritunlBaseUrl } from "../lib/pritunl-client";
 
 /** Fields kept encrypted at rest and masked on the way out. */
 const SECRETS = ["password", "api_token", "api_secret"];
+
+/** Why the guard refuses a `server_address` (host[:port] or a URL), or null; a malformed one is vpn.checkManager's to report. */
+function serverAddressProblem(serverAddress: unknown, policy: OutboundPolicy): string | null {
+	let base: string;
+	try {
+		base = pritunlBaseUrl(String(serverAddress));
+	} catch {
+		return null;
+	}
+	return outboundUrlProblem(base, policy);
+}
 
 /** Every `-----BEGIN CERTIFICATE-----` block of a PEM text parses as an X.509 certificate. */
 function validPem(pem: string): boolean {
@@ -68,6 +83,8 @@ const VpnManagersService: EveServiceSchema = {
 			}
 			if (typeof doc.ca_certificate === "string" && !validPem(doc.ca_certificate)) return { ca_certificate: "must be one or more PEM certificates" };
 			if (info.op !== "create") return null;
+			const blocked = serverAddressProblem(doc.server_address, outboundPolicy("pritunl", this.config));
+			if (blocked) return { server_address: blocked };
 			return ctx.call<Issues | null, { manager: Doc }>("vpn.checkManager", { manager: doc });
 		},
 		async beforeStore(this: EveThis, _ctx: RestContext, doc: Doc, _info: WriteInfo): Promise<Doc> {
@@ -89,6 +106,9 @@ const VpnManagersService: EveServiceSchema = {
 			}
 			await this.notifyChanged(ctx, "removed", ids);
 		},
+	},
+	created(this: EveThis) {
+		this.config = loadConfig();
 	},
 };
 

@@ -20,6 +20,7 @@ import type { Context, ServiceSchema } from "moleculer";
 import { loadConfig } from "../lib/config";
 import { EveError, badRequest, notFound, validationFailed, type Issues } from "../lib/eve/errors";
 import { PritunlClient, PritunlError, pritunlBaseUrl } from "../lib/pritunl-client";
+import { outboundPolicy } from "../lib/address-guard";
 import type { HttpMeta } from "../mixins/eve-collection.mixin";
 import type { Doc } from "../lib/store";
 import { HOSTNAME, OBJECT_ID } from "../lib/eve/ids";
@@ -207,10 +208,11 @@ const VpnService: ServiceSchema = {
 		deleteOrganization: {
 			params: { id: "string", query: { type: "any", optional: true } },
 			async handler(this: VpnThis, ctx: Ctx<{ id: string }>) {
-				ctx.meta.$statusCode = 204;
-				if (!OBJECT_ID.test(ctx.params.id)) return null;
+				// Like GET: a malformed or unknown id is 404 (docs/api.md).
+				if (!OBJECT_ID.test(ctx.params.id)) throw notFound();
 				const [record]: Doc[] = await ctx.call("vpn-organizations.records", { ids: [ctx.params.id] });
-				if (!record) return null;
+				if (!record) throw notFound();
+				ctx.meta.$statusCode = 204;
 				const pid = record.vpn_representation?.id;
 				const mc: ManagerClient | null = await this.managerClient(ctx, record.vpn_manager).catch((err: unknown) => {
 					if (err instanceof NoManager) return null;
@@ -285,6 +287,7 @@ const VpnService: ServiceSchema = {
 				apiSecret: m.api_secret,
 				ca: m.ca_certificate,
 				timeoutMs: this.config.pritunlTimeoutMs,
+				outbound: outboundPolicy("pritunl", this.config),
 			});
 		},
 

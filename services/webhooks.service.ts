@@ -24,7 +24,8 @@ import { formatHttpDate } from "../lib/eve/dates";
 import type { Issues } from "../lib/eve/errors";
 import { loadConfig } from "../lib/config";
 import { encryptSecret, decryptSecret } from "../lib/secrets";
-import { deliver, newWebhookSecret, signature, urlProblem } from "../lib/webhook-delivery";
+import { deliver, newWebhookSecret, signature } from "../lib/webhook-delivery";
+import { outboundPolicy, outboundUrlProblem } from "../lib/address-guard";
 import type { Doc } from "../lib/store";
 
 const LEVELS = ["debug", "info", "warning", "error", "critical"];
@@ -79,7 +80,7 @@ const WebhooksService: EveServiceSchema = {
 	methods: {
 		async checkRules(this: EveThis, _ctx: RestContext, doc: Doc, _info: WriteInfo): Promise<Issues | null> {
 			if (typeof doc.url !== "string") return null;
-			const problem = urlProblem(doc.url, this.config.webhookAllowPrivate);
+			const problem = outboundUrlProblem(doc.url, outboundPolicy("webhook", this.config));
 			return problem ? { url: problem } : null;
 		},
 
@@ -190,7 +191,7 @@ const WebhooksService: EveServiceSchema = {
 			d.attempts++;
 			const t = Math.floor(Date.now() / 1000);
 			const headers = { "x-fleet-event": String(d.alert.type), "x-fleet-delivery": d.id, "x-fleet-signature": signature(decryptSecret(hook.secret), t, d.body) };
-			const r = await deliver(hook.url, d.body, headers, this.config.webhookTimeoutMs, this.config.webhookAllowPrivate);
+			const r = await deliver(hook.url, d.body, headers, this.config.webhookTimeoutMs, outboundPolicy("webhook", this.config));
 			const common = { last_status: r.status, last_error: r.error, duration_ms: r.durationMs };
 			// A failed attempt puts the webhook in the slow lane, a success takes it back out.
 			if (r.ok) {

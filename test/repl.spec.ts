@@ -14,6 +14,7 @@ import { eventually } from "./support/http";
 import { FleetRepl } from "../lib/repl-commands";
 import { readJson } from "../lib/eve/render";
 import { FleetJSONExt } from "../lib/serializer";
+import { hashToken } from "../lib/auth";
 
 const ADMIN = `fct_repl-admin-${process.pid}-${Math.random().toString(36).slice(2)}`;
 
@@ -28,7 +29,11 @@ describe("REPL commands", () => {
 	let task = "";
 	const tokens: Record<string, { id: string; secret: string }> = {};
 	const repl = (token?: string) => new FleetRepl(client, { token: token ?? "", pollMs: 100, execWaitMs: 15_000 });
-	const create = async (service: string, body: unknown) => readJson(await cluster.call(`${service}.create`, { body, query: [] }));
+	/** As the bootstrap admin (a task is owned by, and authorized against, the token that makes it). */
+	const create = async (service: string, body: unknown) => {
+		const admin = await cluster.call("tokens.verify", { hash: hashToken(ADMIN) });
+		return readJson(await cluster.call(`${service}.create`, { body, query: [] }, { meta: { user: admin } }));
+	};
 	const broker = (nodeID: string) =>
 		new ServiceBroker({ logger: { type: "Console", options: { level: process.env.TEST_LOG ? "info" : "error" } }, namespace, nodeID, transporter: nats.url as BrokerOptions["transporter"], serializer: new FleetJSONExt(), requestTimeout: 30_000 });
 
@@ -103,14 +108,14 @@ describe("REPL commands", () => {
 		const out = await repl(tokens.operator.secret).run(`exec ${hosts[0]} test.arg one password=hunter2`);
 		expect(out).toMatch(/1 of 1 host\(s\) answered/);
 		const [rec] = await audit({ fun: "test.arg" });
-		expect(rec.args).toEqual({ arg: ["one"], kwarg: { password: "********" } });
+		expect(rec.args).toEqual({ cm_client: "local_async", arg: ["one"], kwarg: { password: "********" } });
 	});
 
 	it("keeps quoted words whole, as a shell would", async () => {
 		const out = await repl(tokens.operator.secret).run(`exec ${hosts[1]} test.arg 'one two' "three" note='a b' n=2`);
 		expect(out).toMatch(/1 of 1 host\(s\) answered/);
 		const [rec] = await audit({ fun: "test.arg", targets: hosts[1] });
-		expect(rec.args).toEqual({ arg: ["one two", "three"], kwarg: { note: "a b", n: 2 } });
+		expect(rec.args).toEqual({ cm_client: "local_async", arg: ["one two", "three"], kwarg: { note: "a b", n: 2 } });
 	});
 
 	it("says when no minion matched instead of waiting for returns that cannot come", async () => {
@@ -124,8 +129,8 @@ describe("REPL commands", () => {
 	it("refuses without identity, for a viewer and outside the token's scope — and audits the refusals", async () => {
 		expect(await repl().run("exec repl-web test.ping")).toMatch(/^error 401: no operator identity/);
 		expect(await repl(tokens.viewer.secret).run("exec repl-web test.ping")).toMatch(/^error 403: the viewer role may not/);
-		expect(await repl(tokens.scoped.secret).run("exec repl-web test.ping")).toMatch(/^error 403: targets outside the token's scope/);
-		expect(await repl(tokens.scoped.secret).run("exec repl-outside cmd.run ls")).toMatch(/^error 403: function 'cmd.run' is outside/);
+		expect(await repl(tokens.scoped.secret).run("exec repl-web test.ping")).toMatch(/^error 403: the run is refused: targets outside the token's scope/);
+		expect(await repl(tokens.scoped.secret).run("exec repl-outside cmd.run ls")).toMatch(/^error 403: the run is refused: function 'cmd.run' is outside/);
 		expect(await repl(tokens.operator.secret).run("exec nothing-called-so test.ping")).toMatch(/^error 404/);
 		// The unknown target is audited like the API's 404 for a run on it.
 		expect((await audit({ method: "REPL", path: "exec nothing-called-so test.ping" }))[0]).toMatchObject({ status: 404, outcome: "failed", name: "repl-operator", targets: ["nothing-called-so"] });
@@ -227,6 +232,6 @@ describe("REPL commands", () => {
 		const [rec] = await audit({ method: "REPL", path: "exec repl-web test.ping" });
 		expect(rec.source).toMatch(/^repl@/);
 		const [quoted] = await audit({ method: "REPL", fun: "test.arg", targets: hosts[4] });
-		expect(quoted.args).toEqual({ arg: ["typed at the prompt"], kwarg: {} });
+		expect(quoted.args).toEqual({ cm_client: "local_async", arg: ["typed at the prompt"], kwarg: {} });
 	}, 60_000);
 });

@@ -2,7 +2,8 @@
  * lib/schedule.ts with an injected clock: intervals, one-shot tasks, `end`, cron expressions (fields,
  * names, macros, the day-of-month/day-of-week rule), time zones and both DST changes, wall times in a zone.
  */
-import { CronError, nextDue, parseCron, parseWallTime, planRun, preview, resumedNext, validTimeZone } from "../lib/schedule";
+import fc from "fast-check";
+import { CronError, firstDue, neverDueReason, nextDue, parseCron, parseWallTime, planRun, preview, resumedNext, validTimeZone } from "../lib/schedule";
 
 const at = (iso: string) => new Date(iso);
 const iso = (d: Date | null) => (d ? d.toISOString().replace(".000Z", "Z") : null);
@@ -88,6 +89,56 @@ describe("cron expressions", () => {
 	});
 });
 
+describe("expressions that can never fire", () => {
+	const never = (expr: string) => neverDueReason(parseCron(expr));
+
+	it("names the expressions no date matches, and only those", () => {
+		expect(never("0 0 30 2 *")).toBe("never due: no date matches day 30 of feb");
+		expect(never("0 0 31 4,6,9,11 *")).toBe("never due: no date matches day 31 of apr, jun, sep, nov");
+		expect(never("0 0 30,31 feb *")).toBe("never due: no date matches day 30, 31 of feb");
+		for (const fine of ["0 0 29 2 *", "0 0 31 * *", "0 0 30 2 mon", "0 0 * 2 mon", "0 0 1-31 2 *", "@yearly", "* * * * *"]) expect(never(fine)).toBeNull();
+	});
+
+	it("finds a due time from any start within the search horizon exactly when some date matches (property)", () => {
+		const subset = (max: number, from = 1) => fc.uniqueArray(fc.integer({ min: from, max }), { minLength: 1, maxLength: 4 });
+		// Biased towards the month ends and the short months, where the expressions that never fire are.
+		const days = fc.oneof(subset(31), subset(31, 28), fc.constant(null));
+		const months = fc.oneof(subset(12), fc.uniqueArray(fc.constantFrom(2, 4, 6, 9, 11), { minLength: 1, maxLength: 3 }));
+		const expr = fc.record({ days, months, weekdays: fc.oneof(subset(6, 0), fc.constant(null)) }).map(
+			({ days, months, weekdays }) => `0 0 ${days ? days.join(",") : "*"} ${months.join(",")} ${weekdays ? weekdays.join(",") : "*"}`,
+		);
+		const start = fc.integer({ min: Date.UTC(1970, 0, 1), max: Date.UTC(9990, 0, 1) }).map(ms => new Date(ms));
+		fc.assert(
+			fc.property(expr, start, (e, from) => {
+				const due = nextDue({ start: from, cron: e, timezone: "UTC" }, from);
+				expect(due === null).toBe(never(e) !== null);
+			}),
+			{ numRuns: 300 },
+		);
+	});
+
+	it("finds February 29 across a century year that is not leap (the longest gap, 8 years)", () => {
+		const after = at("2096-02-29T00:00:01Z");
+		expect(iso(nextDue({ start: after, cron: "0 0 29 2 *", timezone: "UTC" }, after))).toBe("2104-02-29T00:00:00Z");
+	});
+
+	it("gives a schedule's first due time, or null when end comes before it; a past start still has one", () => {
+		const start = at("2030-01-01T00:00:00Z");
+		expect(iso(firstDue({ start, cron: "0 0 29 2 *", timezone: "UTC" }))).toBe("2032-02-29T00:00:00Z");
+		expect(firstDue({ start, cron: "0 0 29 2 *", timezone: "UTC", end: at("2031-12-31T00:00:00Z") })).toBeNull();
+		expect(firstDue({ start, cron: "0 0 30 2 *", timezone: "UTC" })).toBeNull();
+		expect(iso(firstDue({ start: at("2001-01-01T00:00:00Z") }))).toBe("2001-01-01T00:00:00Z");
+		expect(iso(firstDue({ start, interval: 60, end: at("2030-01-01T00:00:30Z") }))).toBe("2030-01-01T00:00:00Z");
+	});
+
+	it("gives up on an expression no date matches after a bounded search", () => {
+		const t0 = performance.now();
+		expect(nextDue({ start: at("2030-01-01T00:00:00Z"), cron: "* * 31 2 *", timezone: "Europe/Berlin" }, at("2030-01-01T00:00:00Z"))).toBeNull();
+		// 2,929 day checks, no hour or minute tried: well under a second even on a loaded machine.
+		expect(performance.now() - t0).toBeLessThan(1000);
+	});
+});
+
 describe("wall times in a zone", () => {
 	it("reads YYYY-MM-DD HH:MM in the zone, refuses dates that do not exist", () => {
 		expect(iso(parseWallTime("2026-06-01 12:00", "Europe/Berlin"))).toBe("2026-06-01T10:00:00Z");
@@ -96,6 +147,12 @@ describe("wall times in a zone", () => {
 		expect(parseWallTime("2026-02-30 10:00", "UTC")).toBeNull();
 		expect(parseWallTime("2026-01-01 24:00", "UTC")).toBeNull();
 		expect(parseWallTime("tomorrow", "UTC")).toBeNull();
+	});
+
+	it("reads only the years 1970 to 9999: never year 0000 as 1900, nor 0070 as 1970", () => {
+		for (const bad of ["0000-01-01 00:00", "0070-06-01 12:00", "1969-12-31 23:59"]) expect(parseWallTime(bad, "UTC")).toBeNull();
+		expect(iso(parseWallTime("1970-01-01 00:00", "UTC"))).toBe("1970-01-01T00:00:00Z");
+		expect(iso(parseWallTime("9999-12-31 23:59", "Pacific/Kiritimati"))).toBe("9999-12-31T09:59:00Z");
 	});
 
 	it("knows the IANA zones the runtime knows", () => {

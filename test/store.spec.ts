@@ -6,9 +6,11 @@
  */
 import Datastore from "@seald-io/nedb";
 import { MongoClient } from "mongodb";
-import { NedbStore, MongoStore, DuplicateKeyError, type Store, type MongoCollection, type NedbDatastore } from "../lib/store";
+import fs from "node:fs";
+import path from "node:path";
+import { NedbStore, MongoStore, DuplicateKeyError, type Doc, type Store, type MongoCollection, type NedbDatastore } from "../lib/store";
 import { parseWhere } from "../lib/eve/query";
-import { uniqueMongoUri } from "./support/harness";
+import { tempDir, uniqueMongoUri } from "./support/harness";
 
 const DOCS = [
 	{ _id: "a", name: "alpha", n: 1, tags: ["web", "db"], info: { os: "ALT", arch: "x86_64" }, when: new Date("2024-01-01T00:00:00Z"), flag: true },
@@ -104,11 +106,84 @@ async function exercise(store: Store): Promise<void> {
 	expect(await store.count({ _id: { $in: many } })).toBe(20);
 }
 
+/**
+ * Keys NeDB and MongoDB refuse as field names, and keys the encoding must not mistake for its escapes:
+ * the text is what must come back (key order included).
+ */
+const ODD_TEXT = '{"$x":1,"a.b":{"$in":[{"c.d":null}]},"__proto__":{"p":1},"%41":3,"%2E":"%24","":{"nul\\u0000":true},"constructor":{"prototype":[{"$$date":5}]},"ключ.🙂":"значение"}';
+const odd = (): Doc => JSON.parse(ODD_TEXT);
+const text = (v: unknown): string => JSON.stringify(v);
+
+/** Any JSON key is stored and read back exactly: inserted, updated, matched, on every read path. */
+async function exerciseKeys(store: Store): Promise<void> {
+	await store.insertMany([
+		{ _id: "k1", name: "one", kwarg: odd(), when: new Date("2024-01-01T00:00:00Z") },
+		{ _id: "k2", name: "two", kwarg: { plain: 1 } },
+	]);
+	// every read path hands the keys back as they were sent
+	expect(text((await store.findOne({ _id: "k1" }))?.kwarg)).toBe(ODD_TEXT);
+	expect((await store.find({}, { sort: [["name", 1]] })).map(d => text(d.kwarg))).toEqual([ODD_TEXT, '{"plain":1}']);
+	expect((await store.find({ name: "one" })).map(d => text(d.kwarg))).toEqual([ODD_TEXT]);
+	expect(await store.find({ _id: "k1" }, { only: ["kwarg"] })).toEqual([{ _id: "k1", kwarg: odd() }]);
+	const seen: string[] = [];
+	await store.scan({ _id: "k1" }, ["kwarg"], d => seen.push(text(d.kwarg)));
+	expect(seen).toEqual([ODD_TEXT]);
+	const first = await store.findOne({ _id: "k1" });
+	expect(Object.hasOwn(first?.kwarg, "__proto__")).toBe(true);
+	expect(Object.getPrototypeOf(first?.kwarg)).toBe(Object.prototype);
+	// a filter on a literal object holding such keys (under $eq when its own keys start with `$`, as in MongoDB), whole or in a list
+	expect((await store.find({ kwarg: { $eq: odd() } })).map(d => d._id)).toEqual(["k1"]);
+	expect((await store.find({ kwarg: { $in: [{ nope: 1 }, odd()] } })).map(d => d._id)).toEqual(["k1"]);
+	expect((await store.find({ "kwarg.constructor": { prototype: [{ $$date: 5 }] } })).map(d => d._id)).toEqual(["k1"]);
+	expect(await store.count({ "kwarg.plain": 1 })).toBe(1);
+	// updates: a value with such keys under a dotted path, and a path through such a key
+	const updated = await store.findOneAndUpdate({ _id: "k2", name: "two" }, { $set: { "pending.by": odd(), "kwarg.$y": { "e.f": 2 } } });
+	expect(text(updated?.pending.by)).toBe(ODD_TEXT);
+	expect(text(updated?.kwarg)).toBe('{"plain":1,"$y":{"e.f":2}}');
+	expect(await store.updateMany({ "kwarg.$y.e%2Ef": 2 }, { $set: { hit: true } })).toBe(0);
+	expect(await store.updateMany({ "pending.by.%41": 3 }, { $push: { log: { $each: [odd()] } } })).toBe(1);
+	const after = await store.findOne({ _id: "k2" });
+	expect(text(after?.log)).toBe(`[${ODD_TEXT}]`);
+	expect(text(after?.kwarg)).toBe('{"plain":1,"$y":{"e.f":2}}');
+	// k2 was read before it held such keys: lists and scans must not go by what they saw then
+	expect((await store.find({}, { sort: [["name", 1]] })).map(d => text(d.log))).toEqual([undefined, `[${ODD_TEXT}]`]);
+	const scanned: string[] = [];
+	await store.scan({}, ["log"], d => scanned.push(`${d._id}:${text(d.log)}`));
+	expect(scanned.sort()).toEqual(["k1:undefined", `k2:[${ODD_TEXT}]`]);
+	expect(await store.removeMany({ "pending.by": { $eq: odd() } })).toBe(1);
+	// a client's `where` may compare a dict with dotted keys (a key, not a path)
+	await store.insertMany([{ _id: "k3", kwarg: { "a.b": 2, c: { "d.e": [1] } } }]);
+	expect((await store.find(parseWhere('{"kwarg":{"a.b":2,"c":{"d.e":[1]}}}'))).map(d => d._id)).toEqual(["k3"]);
+	expect((await store.find(parseWhere('{"kwarg":{"$in":[{"a.b":2,"c":{"d.e":[1]}}]}}'))).map(d => d._id)).toEqual(["k3"]);
+	expect(({} as Doc).p).toBeUndefined();
+}
+
 describe("NeDB store", () => {
 	it("selects what MongoDB would select for every allowed operator", async () => {
 		const db = new Datastore({ inMemoryOnly: true });
 		await db.loadDatabaseAsync();
 		await exercise(new NedbStore(db as unknown as NedbDatastore));
+	});
+
+	it("stores any JSON key and reads it back exactly", async () => {
+		const db = new Datastore({ inMemoryOnly: true });
+		await db.loadDatabaseAsync();
+		await exerciseKeys(new NedbStore(db as unknown as NedbDatastore));
+	});
+
+	it("keeps such keys in its file, and reads back records written before the encoding as they were", async () => {
+		const file = path.join(tempDir("keys"), "things.db");
+		// a record as an earlier version wrote it (no key needed encoding then)
+		fs.writeFileSync(file, JSON.stringify({ _id: "old", info: { os: "ALT", "50%": 1 }, tags: ["a"] }) + "\n");
+		const db = new Datastore({ filename: file });
+		await db.loadDatabaseAsync();
+		await new NedbStore(db as unknown as NedbDatastore).insertMany([{ _id: "new", kwarg: odd() }]);
+		const again = new Datastore({ filename: file });
+		await again.loadDatabaseAsync();
+		const store = new NedbStore(again as unknown as NedbDatastore);
+		expect(text((await store.findOne({ _id: "new" }))?.kwarg)).toBe(ODD_TEXT);
+		expect(await store.findOne({ _id: "old" })).toEqual({ _id: "old", info: { os: "ALT", "50%": 1 }, tags: ["a"] });
+		expect(await store.count({ "info.os": "ALT" })).toBe(1);
 	});
 
 	it("drops an index an earlier version made, and nothing when there is none", async () => {
@@ -135,5 +210,10 @@ const mongoUri = process.env.MONGO_URI;
 	it("selects the same records as the NeDB store", async () => {
 		const collection = client.db().collection(`where_${Date.now()}`);
 		await exercise(new MongoStore(collection as unknown as MongoCollection));
+	});
+
+	it("stores any JSON key and reads it back exactly", async () => {
+		const collection = client.db().collection(`keys_${Date.now()}`);
+		await exerciseKeys(new MongoStore(collection as unknown as MongoCollection));
 	});
 });

@@ -10,7 +10,8 @@ import os from "node:os";
 import type { AddressInfo } from "node:net";
 import { startEmbedded, uniqueMongoUri, type Harness } from "./support/harness";
 import { request, expectEveError, eventually, withQuery } from "./support/http";
-import { verifySignature, urlProblem, isPrivateAddress } from "../lib/webhook-delivery";
+import { verifySignature } from "../lib/webhook-delivery";
+import { classify, outboundPolicy, outboundUrlProblem, parseIp } from "../lib/address-guard";
 
 interface Received {
 	at: number;
@@ -273,14 +274,29 @@ describe("webhook isolation from more hanging receivers than WEBHOOK_CONCURRENCY
 });
 
 describe("webhook SSRF guard", () => {
-	it("refuses loopback, private and link-local receivers unless allowed", () => {
-		for (const u of ["http://127.0.0.1/x", "http://localhost:8080/", "http://10.1.2.3/", "http://192.168.1.1/", "http://169.254.169.254/latest/meta-data", "http://[::1]/", "http://[fd00::1]/", "http://[::ffff:127.0.0.1]/"]) {
-			expect(urlProblem(u, false)).toMatch(/loopback|private/);
-			expect(urlProblem(u, true)).toBeNull();
+	const policy = (allowPrivate: boolean, allow: string[] = []) => outboundPolicy("webhook", { outboundAllow: allow, webhookAllowPrivate: allowPrivate });
+
+	it("refuses loopback, private and CGNAT receivers unless WEBHOOK_ALLOW_PRIVATE is set", () => {
+		for (const u of ["http://127.0.0.1/x", "http://localhost:8080/", "http://10.1.2.3/", "http://192.168.1.1/", "http://100.64.0.1/", "http://[::1]/", "http://[fd00::1]/", "http://[::ffff:127.0.0.1]/"]) {
+			expect(outboundUrlProblem(u, policy(false))).toMatch(/^the webhook receiver's address \S+ is not allowed: (loopback|private|cgnat)/);
+			expect(outboundUrlProblem(u, policy(true))).toBeNull();
 		}
-		expect(urlProblem("https://hooks.example.com/fleet", false)).toBeNull();
-		expect(isPrivateAddress("93.184.216.34")).toBe(false);
-		expect(isPrivateAddress("100.64.0.1")).toBe(true);
+		expect(outboundUrlProblem("https://hooks.example.com/fleet", policy(false))).toBeNull();
+		expect(outboundUrlProblem("http://93.184.216.34/", policy(false))).toBeNull();
+	});
+
+	it("refuses link-local (cloud metadata) and unspecified receivers even with WEBHOOK_ALLOW_PRIVATE, unless OUTBOUND_ALLOW names them", () => {
+		const named = ["169.254.169.254/32", "fe80::/10", "0.0.0.0/32", "::/128", "2002::/16"];
+		for (const u of ["http://169.254.169.254/latest/meta-data", "http://[fe80::1]/", "http://0.0.0.0/", "http://[::]/", "http://[::ffff:169.254.169.254]/", "http://[2002:a9fe:a9fe::]/"]) {
+			expect(outboundUrlProblem(u, policy(true))).toMatch(/is not allowed: (link-local|unspecified).*only OUTBOUND_ALLOW can allow it$/);
+			expect(outboundUrlProblem(u, policy(true, named))).toBeNull();
+		}
+	});
+
+	it("refuses the IPv6 forms that embed a loopback or link-local IPv4 address", () => {
+		for (const u of ["http://[::127.0.0.1]/", "http://[::ffff:0:127.0.0.1]/", "http://[2002:7f00:1::]/", "http://[2002:a9fe:a9fe::]/", "http://[::ffff:7f00:1]/", "http://[64:ff9b::a9fe:a9fe]/"]) {
+			expect(outboundUrlProblem(u, policy(false))).toMatch(/it embeds (127\.0\.0\.1|169\.254\.169\.254)/);
+		}
 	});
 });
 
@@ -289,7 +305,8 @@ describe("webhook SSRF guard in the service (WEBHOOK_ALLOW_PRIVATE unset)", () =
 	const receiver = new Receiver();
 	beforeAll(async () => {
 		await receiver.start();
-		h = await startEmbedded({ env: { WEBHOOK_ALLOW_PRIVATE: "false", WEBHOOK_RETRY_BASE_MS: "50", WEBHOOK_MAX_ATTEMPTS: "1" } });
+		// The production default: nothing allowed beyond each integration's nature (the suites' harness allows 127.0.0.1).
+		h = await startEmbedded({ env: { WEBHOOK_ALLOW_PRIVATE: "false", OUTBOUND_ALLOW: "", WEBHOOK_RETRY_BASE_MS: "50", WEBHOOK_MAX_ATTEMPTS: "1" } });
 	});
 	afterAll(async () => {
 		await h?.stop();
@@ -297,7 +314,10 @@ describe("webhook SSRF guard in the service (WEBHOOK_ALLOW_PRIVATE unset)", () =
 	});
 
 	it("refuses private receivers on create and patch (422)", async () => {
-		for (const url of [receiver.url, "http://localhost./x", "http://[::1]:80/", "http://169.254.169.254/latest/meta-data/"]) expectEveError(await request("POST", `${h.api}/webhooks`, { body: { url } }), 422);
+		for (const url of [receiver.url, "http://localhost./x", "http://[::1]:80/", "http://169.254.169.254/latest/meta-data/", "http://[::127.0.0.1]/", "http://[::ffff:0:127.0.0.1]/", "http://[2002:7f00:1::]/", "http://[2002:a9fe:a9fe::]/"]) {
+			const err = expectEveError(await request("POST", `${h.api}/webhooks`, { body: { url } }), 422);
+			expect(err._issues.url).toMatch(/^the webhook receiver's address \S+ is not allowed: (loopback|link-local)/);
+		}
 		const ok = await request("POST", `${h.api}/webhooks`, { body: { url: "https://hooks.example.com/fleet", active: false } });
 		expect(ok.status).toBe(201);
 		expectEveError(await request("PATCH", `${h.api}/webhooks/${ok.body._id}`, { body: { url: receiver.url } }), 422);
@@ -316,7 +336,7 @@ describe("webhook SSRF guard in the service (WEBHOOK_ALLOW_PRIVATE unset)", () =
 		expect(res.status).toBe(201);
 		await h.call("alerts.raise", { type: "literal.probe", level: "info", payload: {} });
 		const d = await newestDelivery(h.api, res.body._id, "failed", "the delivery to be refused");
-		expect(d).toMatchObject({ attempts: 1, last_status: null, last_error: "the receiver's address 127.0.0.1 is not allowed (loopback, private or link-local)" });
+		expect(d).toMatchObject({ attempts: 1, last_status: null, last_error: "the webhook receiver's address 127.0.0.1 is not allowed: loopback; WEBHOOK_ALLOW_PRIVATE=true or OUTBOUND_ALLOW allows it" });
 		expect(receiver.received).toHaveLength(0);
 	});
 
@@ -324,13 +344,13 @@ describe("webhook SSRF guard in the service (WEBHOOK_ALLOW_PRIVATE unset)", () =
 		const name = os.hostname();
 		const { address } = await dns.promises.lookup(name);
 		// This machine's own name resolves to a loopback or private address here (and in CI); elsewhere there is nothing to show.
-		if (!isPrivateAddress(address)) return;
+		if (classify(parseIp(address)!).every(f => f.cls === "public")) return;
 		const url = receiver.url.replace("127.0.0.1", name);
 		const res = await request("POST", `${h.api}/webhooks`, { body: { url, types: ["ssrf.*"] } });
 		expect(res.status).toBe(201);
 		await h.call("alerts.raise", { type: "ssrf.probe", level: "info", payload: {} });
 		const d = await newestDelivery(h.api, res.body._id, "failed", "the delivery to be refused");
-		expect(d.last_error).toMatch(/not allowed \(loopback, private or link-local\)/);
+		expect(d.last_error).toMatch(new RegExp(`^the webhook receiver's address ${address.replace(/\./g, "\\.")} \\(${name}\\) is not allowed: (loopback|private)`));
 		expect(receiver.received).toHaveLength(0);
 	});
 });

@@ -30,9 +30,8 @@ export function renderDates<T>(value: T): T {
 	if (value instanceof Date) return formatHttpDate(value) as unknown as T;
 	if (Array.isArray(value)) return value.map(renderDates) as unknown as T;
 	if (value !== null && typeof value === "object") {
-		const out: Record<string, unknown> = {};
-		for (const [k, v] of Object.entries(value)) out[k] = renderDates(v);
-		return out as T;
+		// Own properties whatever the key: a client's `__proto__` key is data, shown back as sent.
+		return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, renderDates(v)])) as T;
 	}
 	return value;
 }

@@ -4,6 +4,7 @@
  * Nothing a client sends reaches a database before it passes through here: `where` is parsed into a
  * filter built only from allow-listed operators, field paths are checked, and sizes are bounded.
  */
+import { MAX_JSON_DEPTH, nestingDepth } from "../json-depth";
 import { badRequest } from "./errors";
 import { parseHttpDate } from "./dates";
 
@@ -147,7 +148,12 @@ class WhereChecker {
 		return out;
 	}
 
-	/** A value compared as is: no operators inside, no prototype keys; HTTP-dates become dates (as Eve does). */
+	/**
+	 * A value compared as is; HTTP-dates become dates (as Eve does). Its keys are data: a key with dots is
+	 * compared as a key (the store encodes it as it encodes the stored one). Keys starting with `$` are
+	 * refused (read as operators in places: the statistics match entries with NeDB's own matcher), and so
+	 * are the prototype keys, which a query may not name (docs/api.md).
+	 */
 	private literal(value: unknown, depth: number): unknown {
 		this.tick(depth);
 		if (typeof value === "string") return parseHttpDate(value) ?? value;
@@ -156,7 +162,7 @@ class WhereChecker {
 			const out: Record<string, unknown> = {};
 			for (const [k, v] of Object.entries(value)) {
 				if (k.startsWith("$")) throw badRequest(`operator ${truncate(k)} is not allowed inside a value`);
-				if (FORBIDDEN_KEYS.has(k) || k.includes(".")) throw badRequest(`invalid key '${truncate(k)}' inside a value`);
+				if (FORBIDDEN_KEYS.has(k)) throw badRequest(`invalid key '${truncate(k)}' inside a value`);
 				out[k] = this.literal(v, depth + 1);
 			}
 			return out;
@@ -179,6 +185,8 @@ export function checkFilter(filter: unknown): Filter {
 export function parseWhere(raw: string | undefined): Filter {
 	if (raw == null || raw.trim() === "") return {};
 	if (raw.length > MAX_WHERE_LENGTH) throw badRequest("`where` is too long");
+	// Before any parser (the JSON reviver and the Python-style parser both recurse); the checker bounds it finer.
+	if (nestingDepth(raw, MAX_JSON_DEPTH, true) > MAX_JSON_DEPTH) throw badRequest("`where` is nested too deeply");
 	let parsed: unknown;
 	const trimmed = raw.trim();
 	if (trimmed.startsWith("{") || trimmed.startsWith("[") || /^[-\d"tfn]/.test(trimmed)) {

@@ -1,6 +1,8 @@
+/// <reference lib="es2024.string" />
 /**
  * fastest-validator schemas checked with Eve's (Cerberus') vocabulary: failures become `_issues`
  * such as {"name": "required field", "bogus": "unknown field", "info": {"regex": "must be of string type"}}.
+ * Schemas of client documents also refuse strings that are not well-formed Unicode (see malformedStrings).
  */
 import Validator, { type ValidationError, type ValidationSchema, type ValidationRuleObject } from "fastest-validator";
 import type { Issues } from "./errors";
@@ -63,19 +65,29 @@ function describe(err: ValidationError, doc: unknown, path: string[]): string {
 	}
 }
 
+/** Sets an own property, whatever the key (`__proto__` included: never the prototype). */
+function setOwn(node: Record<string, unknown>, key: string, value: unknown): void {
+	Object.defineProperty(node, key, { value, writable: true, enumerable: true, configurable: true });
+}
+
+/** The own property `key` of `node`, never one inherited (a client's `__proto__` must not reach Object.prototype). */
+function own(node: Record<string, unknown>, key: string): unknown {
+	return Object.hasOwn(node, key) ? node[key] : undefined;
+}
+
 function addIssue(issues: Issues, path: string[], message: string): void {
 	if (path.length === 0) path = ["_root"];
 	let node = issues as Record<string, unknown>;
 	for (const p of path.slice(0, -1)) {
-		const existing = node[p];
-		if (existing == null || typeof existing !== "object" || Array.isArray(existing)) node[p] = {};
-		node = node[p] as Record<string, unknown>;
+		const existing = own(node, p);
+		if (existing == null || typeof existing !== "object" || Array.isArray(existing)) setOwn(node, p, {});
+		node = own(node, p) as Record<string, unknown>;
 	}
 	const leaf = path[path.length - 1];
-	const prev = node[leaf];
-	if (prev == null) node[leaf] = message;
+	const prev = own(node, leaf);
+	if (prev == null) setOwn(node, leaf, message);
 	else if (Array.isArray(prev)) prev.push(message);
-	else if (typeof prev === "string") node[leaf] = [prev, message];
+	else if (typeof prev === "string") setOwn(node, leaf, [prev, message]);
 }
 
 export function toIssues(errors: ValidationError[], doc: unknown): Issues {
@@ -91,15 +103,73 @@ export function toIssues(errors: ValidationError[], doc: unknown): Issues {
 	return issues;
 }
 
+export const NOT_WELL_FORMED = "must be well-formed Unicode (a lone UTF-16 surrogate is not)";
+export const KEY_NOT_WELL_FORMED = "keys must be well-formed Unicode (a lone UTF-16 surrogate is not)";
+/** Issues name a field at most this deep (deeper strings are reported at the field this deep that holds them). */
+const MAX_ISSUE_DEPTH = 16;
+
+/**
+ * Every string in a document, at any depth, values and keys alike, that is not well-formed Unicode (a lone
+ * UTF-16 surrogate, such as JSON "\ud800"): such a string cannot be stored or sent on as UTF-8 without
+ * being changed (MongoDB, salt-api, webhooks), so it is refused naming the field. Walks with its own stack,
+ * so no nesting can overflow it.
+ */
+export function malformedStrings(doc: unknown): Issues | null {
+	const issues: Issues = {};
+	const stack: Array<{ value: unknown; path: string[] }> = [{ value: doc, path: [] }];
+	let found = false;
+	while (stack.length) {
+		const { value, path } = stack.pop() as { value: unknown; path: string[] };
+		if (typeof value === "string") {
+			if (!value.isWellFormed()) {
+				addIssue(issues, path, NOT_WELL_FORMED);
+				found = true;
+			}
+			continue;
+		}
+		if (value === null || typeof value !== "object" || value instanceof Date) continue;
+		for (const [key, child] of Object.entries(value)) {
+			if (!key.isWellFormed()) {
+				addIssue(issues, path, KEY_NOT_WELL_FORMED);
+				found = true;
+				continue;
+			}
+			stack.push({ value: child, path: path.length < MAX_ISSUE_DEPTH ? [...path, key] : path });
+		}
+	}
+	return found ? issues : null;
+}
+
+/** Adds every issue of `more` to `into` (a field named by both keeps both messages). */
+function mergeIssues(into: Issues, more: Issues): void {
+	const stack: Array<{ node: Issues; path: string[] }> = [{ node: more, path: [] }];
+	while (stack.length) {
+		const { node, path: at } = stack.pop() as { node: Issues; path: string[] };
+		for (const [key, value] of Object.entries(node)) {
+			if (value !== null && typeof value === "object" && !Array.isArray(value)) stack.push({ node: value as Issues, path: [...at, key] });
+			else for (const message of Array.isArray(value) ? value : [value]) addIssue(into, [...at, key], String(message));
+		}
+	}
+}
+
 export type Check = (doc: unknown) => Issues | null;
 
+export interface CompileOptions {
+	/** Refuse strings (values and keys) that are not well-formed Unicode: on for what clients write. */
+	wellFormed?: boolean;
+}
+
 /** Compiles a record schema into a checker that returns Eve issues, or null when the document is valid. */
-export function compileSchema(schema: ValidationSchema): Check {
+export function compileSchema(schema: ValidationSchema, options: CompileOptions = {}): Check {
 	const check = validator.compile({ $$strict: true, ...schema }) as (v: unknown) => true | ValidationError[];
 	return doc => {
 		if (doc === null || typeof doc !== "object" || Array.isArray(doc)) return { _root: "must be of dict type" };
 		const result = check(doc);
-		return result === true ? null : toIssues(result, doc);
+		const issues = result === true ? null : toIssues(result, doc);
+		const unicode = options.wellFormed ? malformedStrings(doc) : null;
+		if (!unicode) return issues;
+		if (issues) mergeIssues(issues, unicode);
+		return issues ?? unicode;
 	};
 }
 

@@ -5,22 +5,9 @@
  */
 import os from "node:os";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
-import { ADMIN_TOKEN, ALL_SERVICES, ensureNats, freePort, runServices, tempDir, uniqueMongoUri, type Nats, type Proc } from "../support/harness";
+import { ADMIN_TOKEN, ALL_SERVICES, ensureNats, freePort, runServices, tempDir, uniqueMongoUri, waitForApi, type Nats, type Proc } from "../support/harness";
 import { request } from "../support/http";
 
-async function waitForApi(api: string, proc: Proc): Promise<void> {
-	const deadline = Date.now() + 30_000;
-	while (Date.now() < deadline) {
-		if (proc.child.exitCode !== null) throw new Error(`process exited early:\n${proc.log.join("")}`);
-		try {
-			if ((await fetch(`${api}/settings/0`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).status === 200) return;
-		} catch {
-			/* not listening yet */
-		}
-		await new Promise(r => setTimeout(r, 100));
-	}
-	throw new Error(`API did not come up:\n${proc.log.join("")}`);
-}
 
 function sigterm(proc: Proc): Promise<{ code: number | null; ms: number }> {
 	const started = Date.now();

@@ -23,6 +23,13 @@ export const ROOT = path.resolve(__dirname, "../..");
  */
 export const ADMIN_TOKEN = (process.env.FLEET_TEST_TOKEN ??= `fct_test-admin-${process.pid}-${Math.random().toString(36).slice(2)}`);
 const AUTH_ENV = { CTL_ADMIN_TOKEN: ADMIN_TOKEN, RATE_LIMIT_PER_MINUTE: "1000000" };
+/**
+ * The simulators the services are pointed at through the API (Pritunl, the IP resolver) and the webhook
+ * receivers listen on 127.0.0.1, which the outbound address guard refuses (lib/address-guard.ts): the
+ * suites' deployment names it in its allow list, as a deployment with such services on loopback would.
+ * The guard's own tests set OUTBOUND_ALLOW to "" or to what they test.
+ */
+const OUTBOUND_ENV = { OUTBOUND_ALLOW: "127.0.0.1/32" };
 export const DIST = path.join(ROOT, "dist");
 
 export interface Harness {
@@ -65,7 +72,7 @@ export interface EmbeddedOptions {
 /** All services in this process, from the TypeScript sources. */
 export async function startEmbedded(opts: EmbeddedOptions = {}): Promise<Harness> {
 	const dataDir = opts.dataDir ?? tempDir("data");
-	const env: Record<string, string> = { ...AUTH_ENV, PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, MONGO_URI: opts.mongoUri ?? "", ...opts.env };
+	const env: Record<string, string> = { ...AUTH_ENV, ...OUTBOUND_ENV, PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, MONGO_URI: opts.mongoUri ?? "", ...opts.env };
 	let broker: ServiceBroker;
 	let api = "";
 
@@ -117,13 +124,28 @@ export function runServices(services: string[], env: Record<string, string>): Pr
 	const child = spawn(process.execPath, [runner, "--config", path.join(DIST, "moleculer.config.js")], {
 		cwd: ROOT,
 		// HEALTH_PORT 0: every process's health listener on a free port (tests that probe it give one).
-		env: { ...process.env, ...AUTH_ENV, SERVICES: services.join(","), SERVICEDIR: path.join(DIST, "services"), LOGLEVEL: "warn", HEALTH_PORT: "0", ...env },
+		env: { ...process.env, ...AUTH_ENV, ...OUTBOUND_ENV, SERVICES: services.join(","), SERVICEDIR: path.join(DIST, "services"), LOGLEVEL: "warn", HEALTH_PORT: "0", ...env },
 		stdio: ["ignore", "pipe", "pipe"],
 	});
 	const log: string[] = [];
 	child.stdout?.on("data", d => log.push(String(d)));
 	child.stderr?.on("data", d => log.push(String(d)));
 	return { child, log };
+}
+
+/** Waits until the production command answers an authenticated read; fails at once if it exited. */
+export async function waitForApi(api: string, proc: Proc): Promise<void> {
+	const deadline = Date.now() + 30_000;
+	while (Date.now() < deadline) {
+		if (proc.child.exitCode !== null) throw new Error(`process exited early:\n${proc.log.join("")}`);
+		try {
+			if ((await fetch(`${api}/settings/0`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).status === 200) return;
+		} catch {
+			/* not listening yet */
+		}
+		await new Promise(r => setTimeout(r, 100));
+	}
+	throw new Error(`API did not come up:\n${proc.log.join("")}`);
 }
 
 /** Whether the process has ended: by itself (exit code) or by a signal (then the exit code is null). */

@@ -26,7 +26,8 @@ export default function conventions(h: () => Harness): void {
 	});
 
 	describe("paging", () => {
-		const TYPE = 7;
+		// A documented type (0–4) that no group made before this describe has.
+		const TYPE = 4;
 		const where = JSON.stringify({ type: TYPE });
 		beforeAll(async () => {
 			const docs = Array.from({ length: 60 }, (_, i) => ({ name: `page-${String(i).padStart(2, "0")}`, type: TYPE }));
@@ -256,6 +257,47 @@ export default function conventions(h: () => Harness): void {
 			expect(regex._issues.info.regex).toMatch(/invalid regular expression/);
 		});
 
+		it("accepts only the group types the spec documents (0 to 4): any other is a 422 naming type", async () => {
+			for (const type of [99, 5, -1, 1.5]) {
+				const err = expectEveError(await request("POST", url("groups"), { body: { name: "bad-type", type } }), 422);
+				expect(err._issues).toEqual({ type: type === 1.5 ? "must be of integer type" : type < 0 ? "min value is 0" : "max value is 4" });
+			}
+			const ok = await request("POST", url("groups"), { body: [0, 1, 2, 3, 4].map(type => ({ name: `ok-type-${type}`, type })) });
+			expect(ok.status).toBe(201);
+			const id = ok.body._items[0]._id;
+			const patch = expectEveError(await request("PATCH", url(`groups/${id}`), { body: { type: 99 } }), 422);
+			expect(patch._issues).toEqual({ type: "max value is 4" });
+			expect((await request("GET", url(`groups/${id}`))).body.type).toBe(0);
+			expect((await request("GET", url("groups", { where: { name: "bad-type" } }))).body._meta.total).toBe(0);
+			for (const item of ok.body._items) expect((await request("DELETE", url(`groups/${item._id}`))).status).toBe(204);
+		});
+
+		it("refuses a string that is not well-formed Unicode (a lone surrogate) with a 422 naming the field, at any depth", async () => {
+			const NOT_WELL_FORMED = "must be well-formed Unicode (a lone UTF-16 surrogate is not)";
+			const json = { "content-type": "application/json" };
+			const lone = expectEveError(await request("POST", url("groups"), { raw: '{"name": "web\\ud800"}', headers: json }), 422);
+			expect(lone._issues).toEqual({ name: NOT_WELL_FORMED });
+			const low = expectEveError(await request("POST", url("groups"), { raw: '{"name": "\\udc00x", "type": 1, "info": {"grain": {"os": "ALT\\ud83d"}}}', headers: json }), 422);
+			expect(low._issues).toEqual({ name: NOT_WELL_FORMED, info: { grain: { os: NOT_WELL_FORMED } } });
+			const key = expectEveError(await request("POST", url("groups"), { raw: '{"name": "k", "type": 1, "info": {"grain": {"\\ud800": "x"}}}', headers: json }), 422);
+			expect(key._issues).toEqual({ info: { grain: "keys must be well-formed Unicode (a lone UTF-16 surrogate is not)" } });
+			// Reported with the schema's own issues.
+			const both = expectEveError(await request("POST", url("groups"), { raw: '{"name": "\\ud800", "type": 99}', headers: json }), 422);
+			expect(both._issues).toEqual({ name: NOT_WELL_FORMED, type: "max value is 4" });
+			// A surrogate pair is one well-formed character.
+			const pair = await request("POST", url("groups"), { raw: '{"name": "uni-\\ud83d\\ude80"}', headers: json });
+			expect(pair.status).toBe(201);
+			expect((await request("GET", url(`groups/${pair.body._id}`))).body.name).toBe("uni-\u{1F680}");
+			const patch = expectEveError(await request("PATCH", url(`groups/${pair.body._id}`), { raw: '{"name": "\\ud800"}', headers: json }), 422);
+			expect(patch._issues).toEqual({ name: NOT_WELL_FORMED });
+			expect((await request("GET", url(`groups/${pair.body._id}`))).body.name).toBe("uni-\u{1F680}");
+			// The same rule in every collection's schema: tasks, tokens.
+			const task = expectEveError(await request("POST", url("tasks"), { body: { name: "\ud800", fun: "test.ping", tgt: ["x"], start: "2030-01-01 00:00", kwarg: { cmd: "a\udfff" } } }), 422);
+			expect(task._issues).toEqual({ name: NOT_WELL_FORMED, kwarg: { cmd: NOT_WELL_FORMED } });
+			const token = expectEveError(await request("POST", url("tokens"), { body: { name: "t\ud800", role: "viewer" } }), 422);
+			expect(token._issues).toEqual({ name: NOT_WELL_FORMED });
+		});
+
 		it("rejects dangling references and cycles with 422", async () => {
 			const dangling = expectEveError(await request("POST", url("groups"), { body: { name: "d", subgroups: ["0123456789abcdef01234567"] } }), 422);
 			expect(dangling._issues).toEqual({ subgroups: { "0": "value '0123456789abcdef01234567' must exist in resource 'groups', field '_id'." } });
@@ -308,7 +350,7 @@ export default function conventions(h: () => Harness): void {
 			expectEveError(await request("PATCH", url(`groups/${id}`), { body: [1] }), 400);
 		});
 
-		it("deletes items (204, also when absent) and unlinks them from their parents", async () => {
+		it("deletes items with 204 and unlinks them from their parents; a DELETE of an absent or malformed id is a 404, as GET", async () => {
 			const child = (await request("POST", url("groups"), { body: { name: "del-child" } })).body._id;
 			const parent = (await request("POST", url("groups"), { body: { name: "del-parent", subgroups: [child] } })).body._id;
 			const del = await request("DELETE", url(`groups/${child}`));
@@ -316,17 +358,23 @@ export default function conventions(h: () => Harness): void {
 			expect(del.text).toBe("");
 			expect((await request("GET", url(`groups/${child}`))).status).toBe(404);
 			expect((await request("GET", url(`groups/${parent}`))).body.subgroups).toEqual([]);
-			expect((await request("DELETE", url(`groups/${child}`))).status).toBe(204);
+			expectEveError(await request("DELETE", url(`groups/${child}`)), 404);
+			expectEveError(await request("DELETE", url("groups/0123456789abcdef01234567")), 404);
+			for (const junk of ["not-an-object-id", "0123456789ABCDEF01234567", "%00", "x".repeat(300)]) {
+				expectEveError(await request("GET", url(`groups/${junk}`)), 404);
+				expectEveError(await request("DELETE", url(`groups/${junk}`)), 404);
+			}
+			expect((await request("GET", url(`groups/${parent}`))).status).toBe(200);
 		});
 
 		it("deletes by type with DELETE /groups?where=, and refuses a delete without a type", async () => {
-			await request("POST", url("groups"), { body: [{ name: "t22", type: 22 }, { name: "t23", type: 23 }, { name: "t24", type: 24 }, { name: "t25", type: 25 }] });
-			const keeper = (await request("POST", url("groups"), { body: { name: "keeper", type: 25 } })).body._id;
-			expect((await request("DELETE", url("groups", { where: { type: 22 } }))).status).toBe(204);
-			expect((await request("GET", url("groups", { where: { type: 22 } }))).body._meta.total).toBe(0);
-			expect((await request("GET", url("groups", { where: { type: 23 } }))).body._meta.total).toBe(1);
-			expect((await request("DELETE", url("groups", { where: { type: [23, 24] } }))).status).toBe(204);
-			expect((await request("GET", url("groups", { where: { type: { $in: [23, 24] } } }))).body._meta.total).toBe(0);
+			await request("POST", url("groups"), { body: [{ name: "t3", type: 3 }, { name: "t4", type: 4 }] });
+			const keeper = (await request("POST", url("groups"), { body: { name: "keeper", type: 1 } })).body._id;
+			expect((await request("DELETE", url("groups", { where: { type: 3 } }))).status).toBe(204);
+			expect((await request("GET", url("groups", { where: { type: 3 } }))).body._meta.total).toBe(0);
+			expect((await request("GET", url("groups", { where: { type: 4 } }))).body._meta.total).toBeGreaterThanOrEqual(1);
+			expect((await request("DELETE", url("groups", { where: { type: [3, 4] } }))).status).toBe(204);
+			expect((await request("GET", url("groups", { where: { type: { $in: [3, 4] } } }))).body._meta.total).toBe(0);
 			expect((await request("GET", url(`groups/${keeper}`))).status).toBe(200);
 			expectEveError(await request("DELETE", url("groups")), 400);
 			expectEveError(await request("DELETE", url("groups", { where: { name: "keeper" } })), 400);

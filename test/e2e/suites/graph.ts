@@ -169,6 +169,14 @@ export function graphJobs(h: () => Harness): void {
 		expectEveError(await request("POST", url("graph"), { body: { action: "request_ips" } }), 422);
 	});
 
+	it("refuses an ip_resolver at a loopback, link-local or unspecified address, in every IPv6 form (the suites allow 127.0.0.1 only)", async () => {
+		const forms = ["http://[::ffff:169.254.169.254]/", "http://169.254.169.254/latest/meta-data/", "http://[::1]:8080/", "http://localhost:8080/", "http://0.0.0.0:80/", "http://[::127.0.0.1]/", "http://[::ffff:0:127.0.0.1]/", "http://[2002:a9fe:a9fe::]/", "http://[fe80::1]/"];
+		for (const ip_resolver of forms) {
+			const res = expectEveError(await request("POST", url("graph"), { body: { action: "request_ips", ip_resolver } }), 422);
+			expect(res._issues).toEqual({ ip_resolver: expect.stringMatching(/^the IP resolver's address \S+ is not allowed: (loopback|link-local|unspecified)/) });
+		}
+	});
+
 	describe("build_graph", () => {
 		it("builds one root group for the master and an automatic group per nodegroup, resolving like the nodegroup", async () => {
 			const job = await run({ action: "build_graph", master: "salt-e2e" });

@@ -242,8 +242,10 @@ export default function hosts(h: () => Harness): void {
 			expect(list.body._meta.total).toBe(2);
 			expectEveError(await request("GET", url(`hosts/${GONE}`)), 404);
 			expectEveError(await request("PATCH", url(`hosts/${GONE}`), { body: { identification_number: "x" } }), 404);
-			// Deleting it again is still a 204.
-			expect((await request("DELETE", url(`hosts/${GONE}`))).status).toBe(204);
+			// Deleting it again is a 404, as GET is (docs/api.md).
+			expectEveError(await request("DELETE", url(`hosts/${GONE}`)), 404);
+			expectEveError(await request("DELETE", url("hosts/no-such-host")), 404);
+			expectEveError(await request("DELETE", url("hosts/-not_a_hostname")), 404);
 		});
 
 		it("shows it with show_soft_deleted=1, flagged, in the list and on the item", async () => {

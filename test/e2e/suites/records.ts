@@ -341,6 +341,14 @@ export default function records(h: () => Harness): void {
 			expect((await request("GET", url("settings/0"))).body.addresses.resolver_address).toBe("http://resolver:8080");
 		});
 
+		it("refuses a resolver_address at a loopback, link-local or unspecified address, in every IPv6 form", async () => {
+			for (const bad of ["http://[::ffff:169.254.169.254]/", "http://169.254.169.254/", "http://[::1]/", "http://localhost./", "http://0.0.0.0/", "http://[2002:7f00:1::]/", "http://[::ffff:0:127.0.0.1]/"]) {
+				const err = expectEveError(await request("PATCH", url("settings/0"), { body: { resolver_address: bad } }), 422);
+				expect(err._issues).toEqual({ addresses: { resolver_address: expect.stringMatching(/^the IP resolver's address \S+ is not allowed: (loopback|link-local|unspecified)/) } });
+			}
+			expect((await request("GET", url("settings/0"))).body.addresses.resolver_address).toBe("http://resolver:8080");
+		});
+
 		it("takes addresses.file only when it names a stored file", async () => {
 			const missing = "0123456789abcdef0123ffff";
 			const err = expectEveError(await request("PATCH", url("settings/0"), { body: { file: missing } }), 422);

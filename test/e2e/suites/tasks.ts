@@ -106,6 +106,42 @@ export default function tasks(h: () => Harness): void {
 			expect((await request("GET", url("tasks", { where: { name: "tk-bad-end" } }))).body._meta.total).toBe(0);
 		});
 
+		it("rejects a start or end whose year is outside 1970–9999 or that names another date (Date reads year 0000 as 1900)", async () => {
+			const cases: Array<[string, string, string]> = [
+				["start", "0000-01-01 00:00", "must be in the years 1970 to 9999 (0000 given)"],
+				["start", "0070-06-01 12:00", "must be in the years 1970 to 9999 (0070 given)"],
+				["start", "1969-12-31 23:59", "must be in the years 1970 to 9999 (1969 given)"],
+				["start", "Sat, 01 Jan 0000 00:00:00 GMT", "must be in the years 1970 to 9999 (0000 given)"],
+				["start", "Mon, 01 Jan 2030 00:00:00 GMT", "names another date than the one given: 01 Jan 2030 is a Tuesday, not Mon"],
+				["end", "0000-01-01 00:00", "must be in the years 1970 to 9999 (0000 given)"],
+				["end", "10000-01-01 00:00", DATETIME_ISSUE],
+			];
+			for (const [field, value, issue] of cases) {
+				const err = expectEveError(await request("POST", url("tasks"), { body: { ...base, name: "tk-bad-year", [field]: value } }), 422);
+				expect(err._issues).toEqual({ [field]: issue });
+			}
+			expect((await request("GET", url("tasks", { where: { name: "tk-bad-year" } }))).body._meta.total).toBe(0);
+			// The bounds themselves are fine.
+			await create({ ...base, name: "tk-year-bounds", start: "1970-01-01 00:00", end: "9999-12-31 23:59", interval: 3600 });
+		});
+
+		it("rejects a schedule that can never fire: a cron no date matches, or an end before the first due time", async () => {
+			for (const cron of ["0 0 30 2 *", "0 0 31 4,6,9,11 *", "15 10 30-31 feb *"]) {
+				const err = expectEveError(await request("POST", url("tasks"), { body: { ...base, name: "tk-never", cron } }), 422);
+				expect(err._issues).toEqual({ cron: expect.stringMatching(/^never due: no date matches day /) });
+			}
+			const feb30 = expectEveError(await request("POST", url("tasks"), { body: { ...base, name: "tk-never", cron: "0 0 30 2 *" } }), 422);
+			expect(feb30._issues).toEqual({ cron: "never due: no date matches day 30 of feb" });
+			// Due only on Feb 29 from 2030 on: first in 2032, after this end.
+			const late = expectEveError(await request("POST", url("tasks"), { body: { ...base, name: "tk-never", cron: "0 0 29 2 *", end: "2031-12-31 00:00" } }), 422);
+			expect(late._issues).toEqual({ end: "the task would never run: its first due time (Sun, 29 Feb 2032 00:00:00 GMT) is after end" });
+			expect((await request("GET", url("tasks", { where: { name: "tk-never" } }))).body._meta.total).toBe(0);
+			// Feb 29 alone fires (in leap years), and a one-shot in the past is kept (it runs once, as a misfire).
+			const leap = await create({ ...base, name: "tk-leap", cron: "0 0 29 2 *" });
+			expect((await request("GET", url(`tasks/${leap}`))).body.next).toBe("Sun, 29 Feb 2032 00:00:00 GMT");
+			await create({ ...base, name: "tk-past", start: "2001-01-01 00:00", status: "paused" });
+		});
+
 		it("requires a non-empty tgt, a name and a function", async () => {
 			const { tgt: _tgt, ...noTgt } = base;
 			expect(expectEveError(await request("POST", url("tasks"), { body: noTgt }), 422)._issues).toEqual({ tgt: "required field" });
@@ -210,6 +246,17 @@ export default function tasks(h: () => Harness): void {
 			expect(item.body).toMatchObject({ tgt: base.tgt, status: "scheduled", count_of_execution: 0 });
 		});
 
+		it("refuses a change that leaves a schedule that can never fire, or a start in another year range", async () => {
+			const id = await create({ ...base, name: "tk-put-never", cron: "0 12 * * *" });
+			const cron = expectEveError(await request("PUT", url("tasks"), { body: { _id: id, cron: "0 0 30 2 *" } }), 422);
+			expect(cron._issues).toEqual({ cron: "never due: no date matches day 30 of feb" });
+			const end = expectEveError(await request("PUT", url("tasks"), { body: { _id: id, cron: "0 0 1 6 *", end: "2030-05-01 00:00" } }), 422);
+			expect(end._issues).toEqual({ end: "the task would never run: its first due time (Sat, 01 Jun 2030 00:00:00 GMT) is after end" });
+			const start = expectEveError(await request("PUT", url("tasks"), { body: { _id: id, start: "0000-01-01 00:00" } }), 422);
+			expect(start._issues).toEqual({ start: "must be in the years 1970 to 9999 (0000 given)" });
+			expect((await request("GET", url(`tasks/${id}`))).body).toMatchObject({ cron: "0 12 * * *", start: "Wed, 02 Jan 2030 03:04:00 GMT", next: "Wed, 02 Jan 2030 12:00:00 GMT" });
+		});
+
 		it("needs an _id, and answers 404 for one that names no task", async () => {
 			const err = expectEveError(await request("PUT", url("tasks"), { body: { tgt: ["x"] } }), 422);
 			expect(err._issues).toEqual({ _id: "required field" });
@@ -220,14 +267,16 @@ export default function tasks(h: () => Harness): void {
 	});
 
 	describe("DELETE /tasks/{id}", () => {
-		it("deletes with 204, then the task is gone", async () => {
+		it("deletes with 204, then the task is gone (a second DELETE is a 404, as for an unknown or malformed id)", async () => {
 			const id = await create({ ...base, name: "tk-delete" });
 			const del = await request("DELETE", url(`tasks/${id}`));
 			expect(del.status).toBe(204);
 			expect(del.text).toBe("");
 			expectEveError(await request("GET", url(`tasks/${id}`)), 404);
 			expect((await request("GET", url("tasks", { where: { name: "tk-delete" } }))).body._meta.total).toBe(0);
-			expect((await request("DELETE", url(`tasks/${id}`))).status).toBe(204);
+			expectEveError(await request("DELETE", url(`tasks/${id}`)), 404);
+			expectEveError(await request("DELETE", url("tasks/0123456789abcdef0123ffff")), 404);
+			expectEveError(await request("DELETE", url("tasks/nope")), 404);
 			expectEveError(await request("PATCH", url(`tasks/${id}/paused`)), 404);
 		});
 

@@ -100,6 +100,16 @@ export default function vpn(h: () => Harness): void {
 			}
 		});
 
+		it("refuses with 422 a server_address at a link-local, loopback or unspecified address, before trying to log in", async () => {
+			const logins = sim.logins;
+			for (const server_address of ["https://169.254.169.254", "169.254.169.254:443", "[::ffff:169.254.169.254]", "https://[2002:a9fe:a9fe::]", "https://[::1]:9700", "0.0.0.0:443"]) {
+				const err = expectEveError(await request("POST", url("vpn_managers"), { body: { ...manager, name: "vpn-metadata", server_address, password: PASSWORD } }), 422);
+				expect(err._issues).toEqual({ server_address: expect.stringMatching(/^the Pritunl server's address \S+ is not allowed: (link-local|loopback|unspecified)/) });
+			}
+			expect((await request("GET", url("vpn_managers", { where: { name: "vpn-metadata" } }))).body._meta.total).toBe(0);
+			expect(sim.logins).toBe(logins);
+		});
+
 		it("shows the password and the API credentials masked in the list and on the item", async () => {
 			const list = await request("GET", url("vpn_managers", { where: { name: "vpn-main" } }));
 			expect(list.status).toBe(200);
@@ -277,7 +287,7 @@ export default function vpn(h: () => Harness): void {
 			expect((await request("GET", url(`vpn_managers/${managerId}`))).status).toBe(200);
 		});
 
-		it("deletes the organization in Pritunl and its record; again is still 204", async () => {
+		it("deletes the organization in Pritunl and its record; again is 404, as GET is", async () => {
 			const made = await createOrg("vpn-org-gone");
 			expect(made.status).toBe(201);
 			const pid = pritunlOrgs("vpn-org-gone")[0].id;
@@ -286,7 +296,8 @@ export default function vpn(h: () => Harness): void {
 			expect(sim.org(pid)).toBeUndefined();
 			expect(sim.usersOf(pid)).toEqual([]);
 			expectEveError(await request("GET", url(`vpn_organizations/${made.body._id}`)), 404);
-			expect((await request("DELETE", url(`vpn_organizations/${made.body._id}`))).status).toBe(204);
+			expectEveError(await request("DELETE", url(`vpn_organizations/${made.body._id}`)), 404);
+			expectEveError(await request("DELETE", url("vpn_organizations/not-an-id")), 404);
 		});
 
 		it("deletes a record whose organization Pritunl no longer has (its 500 for an unknown id)", async () => {

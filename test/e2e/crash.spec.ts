@@ -1,0 +1,89 @@
+/**
+ * No request can crash the service (issue 15): the production command (moleculer-runner on the build, one
+ * process) gets JSON nested far deeper than anything walks safely — arrays, objects, inside `kwarg`,
+ * inside `where` — on every JSON route of the route table, with a token of every role. Each answer is
+ * the documented 4xx in Eve's shape; afterwards the process is alive and answers.
+ */
+import { ADMIN_TOKEN, freePort, runServices, stopProc, tempDir, waitForApi, type Proc } from "../support/harness";
+import { request, expectEveError, withQuery } from "../support/http";
+import { ROUTES, type RouteMethod } from "../../lib/routes";
+import { roleAllows, type Role } from "../../lib/auth";
+import { MAX_JSON_DEPTH } from "../../lib/json-depth";
+
+const UNKNOWN_ID = "0000000000000000000dee00";
+const DEEP = 5000;
+const deepArray = (n: number) => "[".repeat(n) + "]".repeat(n);
+const deepObject = (n: number) => '{"a":'.repeat(n) + "1" + "}".repeat(n);
+
+
+describe("deep JSON against the production command", () => {
+	let proc: Proc;
+	let api = "";
+	const tokens: Partial<Record<Role, string>> = { admin: ADMIN_TOKEN };
+
+	beforeAll(async () => {
+		const port = await freePort();
+		api = `http://127.0.0.1:${port}/api`;
+		proc = runServices([], { DATA_DIR: tempDir("crash"), PORT: String(port), HOST: "127.0.0.1", TRANSPORTER: "", RATE_LIMIT_PER_MINUTE: "0" });
+		await waitForApi(api, proc);
+		for (const role of ["viewer", "operator"] as const) {
+			const res = await request("POST", `${api}/tokens`, { body: { name: `crash-${role}`, role } });
+			expect(res.status).toBe(201);
+			tokens[role] = res.body.token;
+		}
+	}, 60_000);
+	afterAll(() => (proc ? stopProc(proc) : undefined));
+
+	const jsonRoutes = () =>
+		ROUTES.flatMap(r => (Object.entries(r.methods) as Array<[string, RouteMethod]>).filter(([, def]) => def.body === "json").map(([method, def]) => ({ method, path: r.path.replace(/:id/g, UNKNOWN_ID).replace(/:status/g, "paused"), def })));
+
+	it("answers 400 (or the role's 403) to bodies nested 5,000 deep on every JSON route, for every role, and stays up", async () => {
+		const bodies = {
+			array: deepArray(DEEP),
+			object: deepObject(DEEP),
+			kwarg: `{"fun":"test.ping","tgt":["h"],"name":"x","start":"2031-01-01 00:00","kwarg":${deepObject(DEEP)}}`,
+			bulk: `[${deepObject(DEEP)}]`,
+		};
+		const wrong: string[] = [];
+		for (const { method, path, def } of jsonRoutes()) {
+			for (const [role, token] of Object.entries(tokens) as Array<[Role, string]>) {
+				for (const [kind, raw] of Object.entries(bodies)) {
+					const res = await request(method, `${api}/${path}`, { token, raw, headers: { "content-type": "application/json" } });
+					const want = roleAllows(role, def.role) ? 400 : 403;
+					if (res.status !== want || res.body?._status !== "ERR" || res.body?._error?.code !== want) wrong.push(`${role} ${method} /${path} (${kind}): ${res.status} ${res.text.slice(0, 120)}`);
+					else if (want === 400 && !res.body._error.message.includes(`nested more than ${MAX_JSON_DEPTH}`)) wrong.push(`${role} ${method} /${path} (${kind}): ${res.body._error.message}`);
+				}
+			}
+		}
+		expect(wrong).toEqual([]);
+		expect(proc.child.exitCode).toBeNull();
+		expect((await request("GET", `${api}/settings/0`)).status).toBe(200);
+	});
+
+	it("takes a body nested exactly 64 deep as any other, and refuses 65", async () => {
+		const kwarg = (depth: number) => JSON.parse(deepObject(depth - 1)); // inside the body: one level more
+		const ok = await request("POST", `${api}/tasks`, { body: { name: "crash-deep-ok", fun: "test.ping", tgt: ["h1"], start: "2031-01-01 00:00", kwarg: kwarg(MAX_JSON_DEPTH) } });
+		expect(ok.status).toBe(201);
+		const back = await request("GET", `${api}/tasks/${ok.body._id}`);
+		expect(back.body.kwarg).toEqual(kwarg(MAX_JSON_DEPTH));
+		expectEveError(await request("POST", `${api}/tasks`, { body: { name: "crash-deep-no", fun: "test.ping", tgt: ["h1"], start: "2031-01-01 00:00", kwarg: kwarg(MAX_JSON_DEPTH + 1) } }), 400);
+		// The refused one is in the audit log like any refused write.
+		const audit = await request("GET", withQuery(`${api}/audit`, { where: { path: "/api/tasks", status: 400 } }));
+		expect(audit.body._meta.total).toBeGreaterThanOrEqual(1);
+	});
+
+	it("answers 400 to `where` nested 5,000 deep (JSON or Eve's Python form) on every list, and stays up", async () => {
+		const lists = ROUTES.filter(r => r.methods.GET?.action.endsWith(".list")).map(r => r.path);
+		const wheres = [deepArray(2000), `{"$and":${deepArray(2000)}}`, "(".repeat(3000) + 'name == "x"' + ")".repeat(3000)];
+		const wrong: string[] = [];
+		for (const path of lists) {
+			for (const where of wheres) {
+				const res = await request("GET", withQuery(`${api}/${path}`, { where }));
+				if (res.status !== 400 || res.body?._status !== "ERR") wrong.push(`GET /${path}: ${res.status} ${res.text.slice(0, 120)}`);
+			}
+		}
+		expect(wrong).toEqual([]);
+		expect(proc.child.exitCode).toBeNull();
+		expect((await request("GET", `${api}/groups`)).status).toBe(200);
+	});
+});
