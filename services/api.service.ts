@@ -359,6 +359,9 @@ const ApiService: ServiceSchema<any> = {
 		 */
 		async aliasHandler(this: any, req: Req, res: ServerResponse, alias: unknown) {
 			const ctx = req.$ctx as Context<unknown, Record<string, any>>;
+			// The request's audit record id, made here for every audited request (refused ones too), so that the
+			// records of one gateway sort by _id in the order their requests arrived.
+			if (this.audited(req)) ctx.meta.auditId = newObjectId();
 			ctx.meta.user = await this.authenticate(ctx, req);
 			this.authorizeRole(ctx, req);
 			await this.readBody(req, res);
@@ -366,7 +369,6 @@ const ApiService: ServiceSchema<any> = {
 			// Runs are authorized where they start (the cm-gateway, the tasks service), on what they resolve
 			// to; they write their audit record under this id before anything runs, and answer what they ran.
 			ctx.meta.request = { source: req.socket.remoteAddress ?? "", method: req.method, path: (req.originalUrl ?? req.url ?? "").slice(0, 4096) };
-			if (this.audited(req)) ctx.meta.auditId = newObjectId();
 			return (ApiGateway as any).methods.aliasHandler.call(this, req, res, alias);
 		},
 
@@ -451,7 +453,7 @@ const ApiService: ServiceSchema<any> = {
 			};
 			try {
 				// Only the arguments are masked: `token` here is the token's id, not a secret.
-				await this.broker.call("audit.record", { id: meta?.auditId, entry: { ...entry, args: redact(entry.args) } });
+				await this.broker.call("audit.record", { id: meta?.auditId ?? newObjectId(), entry: { ...entry, args: redact(entry.args) } });
 			} catch (err) {
 				this.logger.error("Could not write an audit record:", (err as Error).message, entry.method, entry.path);
 			}

@@ -48,8 +48,8 @@ const AuditService: EveServiceSchema = {
 			params: { id: { type: "string", pattern: OBJECT_ID, optional: true }, entry: "object" },
 			async handler(this: EveThis, ctx: Context<{ id?: string; entry: Doc }>) {
 				const id = ctx.params.id ?? newObjectId();
-				const existing = ctx.params.id ? await this.store.findOne({ _id: id }) : null;
-				if (existing) return this.completeRecord(ctx, existing, ctx.params.entry);
+				// Only the outcome (a run completing its record): nothing to insert.
+				if (ctx.params.id && !("method" in ctx.params.entry)) return this.completeRecord(ctx, await this.store.findOne({ _id: id }), ctx.params.entry);
 				const entry = { ...ctx.params.entry, args: redact(ctx.params.entry.args) };
 				const issues = this.eve.createCheck(entry);
 				if (issues) {
@@ -60,7 +60,7 @@ const AuditService: EveServiceSchema = {
 				try {
 					await this.store.insertMany([{ ...entry, _id: id, _created: now, _updated: now }]);
 				} catch (err) {
-					// Written meanwhile by the other party of the request: complete it instead.
+					// Written before by the run this request started: complete it instead.
 					if (!(err instanceof DuplicateKeyError)) throw err;
 					return this.completeRecord(ctx, await this.store.findOne({ _id: id }), ctx.params.entry);
 				}

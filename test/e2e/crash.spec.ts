@@ -2,8 +2,10 @@
  * No request can crash the service (issue 15): the production command (moleculer-runner on the build, one
  * process) gets JSON nested far deeper than anything walks safely — arrays, objects, inside `kwarg`,
  * inside `where` — on every JSON route of the route table, with a token of every role. Each answer is
- * the documented 4xx in Eve's shape; afterwards the process is alive and answers.
+ * the documented 4xx in Eve's shape; afterwards the process is alive and answers. Slow clients (headers
+ * or a body that never finish) are cut off with 408.
  */
+import net from "node:net";
 import { ADMIN_TOKEN, freePort, runServices, stopProc, tempDir, waitForApi, type Proc } from "../support/harness";
 import { request, expectEveError, withQuery } from "../support/http";
 import { ROUTES, type RouteMethod } from "../../lib/routes";
@@ -24,7 +26,7 @@ describe("deep JSON against the production command", () => {
 	beforeAll(async () => {
 		const port = await freePort();
 		api = `http://127.0.0.1:${port}/api`;
-		proc = runServices([], { DATA_DIR: tempDir("crash"), PORT: String(port), HOST: "127.0.0.1", TRANSPORTER: "", RATE_LIMIT_PER_MINUTE: "0" });
+		proc = runServices([], { DATA_DIR: tempDir("crash"), PORT: String(port), HOST: "127.0.0.1", TRANSPORTER: "", RATE_LIMIT_PER_MINUTE: "0", HTTP_HEADERS_TIMEOUT_MS: "2000", HTTP_REQUEST_TIMEOUT_MS: "3000" });
 		await waitForApi(api, proc);
 		for (const role of ["viewer", "operator"] as const) {
 			const res = await request("POST", `${api}/tokens`, { body: { name: `crash-${role}`, role } });
@@ -86,4 +88,25 @@ describe("deep JSON against the production command", () => {
 		expect(proc.child.exitCode).toBeNull();
 		expect((await request("GET", `${api}/groups`)).status).toBe(200);
 	});
+
+	it("cuts off slow clients: headers that never end and a body that never comes are answered 408 (Node looks every 30 s)", async () => {
+		const { port } = new URL(api);
+		const slow = (payload: string) =>
+			new Promise<string>((resolve, reject) => {
+				const socket = net.connect(Number(port), "127.0.0.1", () => socket.write(payload));
+				let answer = "";
+				socket.on("data", d => (answer += String(d)));
+				socket.on("close", () => resolve(answer));
+				socket.on("error", reject);
+				socket.setTimeout(45_000, () => socket.destroy());
+			});
+		const [headers, body] = await Promise.all([
+			slow(`GET /api/groups HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\nX-Slow: `),
+			slow(`POST /api/groups HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":`),
+		]);
+		expect(headers).toMatch(/^HTTP\/1\.1 408 /);
+		expect(body).toMatch(/^HTTP\/1\.1 408 /);
+		expect(body).toContain('"_status":"ERR"');
+		expect((await request("GET", `${api}/groups`)).status).toBe(200);
+	}, 60_000);
 });
