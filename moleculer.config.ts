@@ -9,6 +9,7 @@
 import os from "node:os";
 import path from "node:path";
 import type { BrokerOptions } from "moleculer";
+import { QuietConsoleLogger, printStartBlock, refuseBadStart } from "./lib/first-screen";
 import { FleetJSONExt } from "./lib/serializer";
 import { replCommands } from "./lib/repl-commands";
 import { envInt, loadConfig } from "./lib/config";
@@ -18,6 +19,8 @@ import { RequestLogMiddleware, jsonFormatter, routeProcessWarnings } from "./lib
 import { installCrashGuard } from "./lib/crash-guard";
 import { NatsConnectionMiddleware, ResendUndeliveredMiddleware, RestartedNodeMiddleware, SlowBackendBulkheads, endpointFailure } from "./lib/resilience";
 
+// Node.js too old, a setting refused: one line on stderr and exit 1, before the broker prints anything.
+refuseBadStart();
 const config = loadConfig();
 /** In-flight requests a stopping process waits for (its termination grace must be longer: k8s/). */
 const shutdownTimeoutMs = envInt("SHUTDOWN_TIMEOUT_MS", 10_000);
@@ -31,11 +34,10 @@ const brokerConfig: BrokerOptions = {
 	// hostname-pid: unique per process and per pod, never shared by replicas.
 	nodeID: process.env.NODEID || `${os.hostname()}-${process.pid}`,
 
-	logger: {
-		type: "Console",
-		// json: one object per line with the request id where there is one (lib/logging.ts)
-		options: { formatter: process.env.LOG_FORMAT === "json" ? jsonFormatter : "short", colors: process.env.LOG_FORMAT !== "json" && process.stdout.isTTY, moduleColors: false },
-	},
+	// Moleculer's Console logger, with what every start repeats (services registered and started, the
+	// broker's parts) at debug level (lib/first-screen.ts).
+	// json: one object per line with the request id where there is one (lib/logging.ts)
+	logger: new QuietConsoleLogger({ formatter: (process.env.LOG_FORMAT === "json" ? jsonFormatter : "short") as never, colors: process.env.LOG_FORMAT !== "json" && process.stdout.isTTY, moduleColors: false }),
 	logLevel: (process.env.LOGLEVEL as BrokerOptions["logLevel"]) ?? "info",
 
 	transporter: (process.env.TRANSPORTER || null) as BrokerOptions["transporter"],
@@ -92,6 +94,11 @@ const brokerConfig: BrokerOptions = {
 		} catch {
 			// not a single URL (a list of servers): as Moleculer takes it
 		}
+	},
+
+	// Where the gateway runs, the admin token made on a first start, and the request to try next.
+	started(broker) {
+		printStartBlock(broker, process.env.LOG_FORMAT === "json");
 	},
 
 	// `npm run repl`: fleet-ctl's commands (hosts, host, exec, tasks, task, sync, stats, alerts, jobs; docs/operator.md).

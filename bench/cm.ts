@@ -5,9 +5,11 @@
  *
  *   sync      a full inventory reconciliation of every minion, first into an empty database, then again
  *             with nothing changed; next to it, the floor: the same four salt-api reads alone. The
- *             fleet-ctl process's resident memory before and its peak (VmHWM) after.
- *   events    BENCH_EVENTS (default 200) minions going down or up one after the other: the delay from the
- *             change on the master to GET /api/hosts/<id> showing it, next to the delay until a bare
+ *             fleet-ctl process's resident memory before and its peak (VmHWM) after. What the two runs
+ *             published to minions (must be nothing: invalid otherwise), and the presence read they use
+ *             (manage.present) beside the one used before issue 17 (manage.status), interleaved.
+ *   events    BENCH_EVENTS (default 200) minions going down or up one after the other, each announced by the
+ *             presence change event the master's loop sends: the delay to GET /api/hosts/<id> showing it, next to the delay until a bare
  *             event-stream subscriber in the bench process sees the presence event (the master's own
  *             share). Target: p99 under 1 s.
  *   exec      POST /api/groups/{id} (local_async test.ping) on a group of 5,000 hosts, BENCH_EXEC_RUNS
@@ -26,6 +28,9 @@ const EVENTS = envInt("BENCH_EVENTS", 200);
 const EXEC_RUNS = envInt("BENCH_EXEC_RUNS", 10);
 const GROUP_SIZE = 5000;
 const EVENT_TARGET_MS = 1000;
+/** The simulated master's `timeout` and `gather_job_timeout` (s): what manage.status waits when a minion is down. */
+const SIM_TIMEOUT = 5;
+const SIM_GATHER_TIMEOUT = 0;
 
 /** Resident memory of a process from /proc: current and peak, in MB. */
 function memory(pid: number): { rss: number; peak: number } {
@@ -45,7 +50,7 @@ async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }>
 
 /** Runs the cm-gateway scenarios; answers the report and whether every figure is valid. */
 export async function benchCm(dataDir: string, log: (msg: string) => void): Promise<{ report: string; valid: boolean }> {
-	const sim = new SaltApiSimulator({ minions: MINIONS, timeout: 5, gatherJobTimeout: 0, latencyMs: [2, 50], presenceIntervalMs: 3_600_000 });
+	const sim = new SaltApiSimulator({ minions: MINIONS, timeout: SIM_TIMEOUT, gatherJobTimeout: SIM_GATHER_TIMEOUT, latencyMs: [2, 50], presenceIntervalMs: 3_600_000 });
 	const { url: salt } = await sim.start();
 	const { nats, namespace, base, env } = await benchCluster("cm", dataDir, sim.cmApiEnv);
 	const proc = runProductionCommand("cm-all", serviceNames(), {
@@ -74,20 +79,56 @@ export async function benchCm(dataDir: string, log: (msg: string) => void): Prom
 		const reads = await timed(async () => {
 			await direct.lowstate({ client: "wheel", fun: "key.list_all" }, { safe: true });
 			await direct.lowstate({ client: "wheel", fun: "key.finger", match: "*" }, { safe: true });
-			await direct.lowstate({ client: "runner", fun: "manage.status" }, { safe: true });
+			await direct.lowstate({ client: "runner", fun: "manage.present" }, { safe: true });
 			await direct.lowstate({ client: "runner", fun: "cache.grains", tgt: "*", tgt_type: "glob" }, { safe: true });
 		});
 		const before = memory(pid);
+		// What the reconciliation publishes to minions: nothing (issue 17). Counted on the master, not assumed.
+		const published: string[] = [];
+		const offPublished = sim.onEvent(e => {
+			if (/^salt\/job\/\d+\/new$/.test(e.tag)) published.push(String(e.data.fun));
+		});
+		sim.resetExecutions();
 		log(`cm sync: into an empty database ...`);
 		const first = await timed(() => broker.call<{ hosts: number; created: number }>("cm-gateway.sync"));
 		log(`cm sync: again, nothing changed ...`);
 		const second = await timed(() => broker.call<{ hosts: number; updated: number }>("cm-gateway.sync"));
 		const after = memory(pid);
+		offPublished();
+		const executions = sim.executions().length;
 		const keys = sim.minionIds().length;
 		if (first.value.created !== keys || second.value.updated !== keys) {
 			valid = false;
 			log(`cm sync: INVALID: created ${first.value.created}, updated ${second.value.updated}, expected ${keys}`);
 		}
+		if (published.length || executions) {
+			valid = false;
+			log(`cm sync: INVALID: the reconciliation published ${published.length} job(s) (${[...new Set(published)].join(", ")}) and ran ${executions} execution(s) on minions; it must publish nothing`);
+		}
+
+		// Presence: today's read (manage.present, reads what the master knows) beside the previous one
+		// (manage.status, which publishes test.ping to the whole fleet and waits out the master's timeout when a
+		// minion is down), interleaved, BENCH_PRESENCE_ROUNDS rounds.
+		const down = sim.minionIds({ key: "accepted", up: false }).length;
+		const rounds = envInt("BENCH_PRESENCE_ROUNDS", 3);
+		const presence = { present: [] as number[], status: [] as number[], statusPublished: 0 };
+		for (let i = 0; i < rounds; i++) {
+			log(`cm presence read: round ${i + 1}/${rounds} (manage.present, then manage.status) ...`);
+			sim.resetExecutions();
+			presence.present.push((await timed(() => direct.lowstate({ client: "runner", fun: "manage.present" }, { safe: true }))).ms);
+			const presentRan = sim.executions().length;
+			presence.status.push((await timed(() => direct.lowstate({ client: "runner", fun: "manage.status" }, { safe: true }))).ms);
+			presence.statusPublished = sim.executions().length - presentRan;
+			if (presentRan) {
+				valid = false;
+				log(`cm presence read: INVALID: manage.present ran ${presentRan} execution(s) on minions`);
+			}
+		}
+		if (down > 0 && presence.statusPublished === 0) {
+			valid = false;
+			log("cm presence read: INVALID: manage.status published nothing: the baseline does not measure what a real master does");
+		}
+		const med = (xs: number[]) => quantile(xs, 0.5);
 		lines.push(
 			`Full inventory sync, ${fmt(keys)} minions with keys (fleet-ctl: all services in one process, NeDB):`,
 			"",
@@ -95,6 +136,17 @@ export async function benchCm(dataDir: string, log: (msg: string) => void): Prom
 			"|---|---|---|---|---|",
 			`| first (creates every host) | ${fmt(first.ms / 1000, 2)} | ${fmt(reads.ms / 1000, 2)} | ${fmt(before.rss)} | ${fmt(after.peak)} |`,
 			`| second (nothing changed) | ${fmt(second.ms / 1000, 2)} | ${fmt(reads.ms / 1000, 2)} | | |`,
+			"",
+			`Jobs the two reconciliations published to minions: ${published.length} (executions on minions: ${executions}).`,
+			"",
+			`Presence read of the reconciliation, ${fmt(keys)} minions of which ${fmt(down)} down (master timeout ${SIM_TIMEOUT} s, gather_job_timeout ${SIM_GATHER_TIMEOUT} s; a real master's defaults are 5 s and 10 s), median of ${rounds} interleaved rounds:`,
+			"",
+			"| read | median ms | executions on minions per read |",
+			"|---|---|---|",
+			`| manage.present (now) | ${fmt(med(presence.present), 1)} | 0 |`,
+			`| manage.status (before issue 17) | ${fmt(med(presence.status), 1)} | ${fmt(presence.statusPublished)} |`,
+			"",
+			`So the reconciliation before issue 17 cost about ${fmt((second.ms + med(presence.status) - med(presence.present)) / 1000, 2)} s for the second run (this run's ${fmt(second.ms / 1000, 2)} s with manage.status's read in place of manage.present's) and a test.ping on every minion.`,
 			"",
 		);
 
@@ -121,6 +173,10 @@ export async function benchCm(dataDir: string, log: (msg: string) => void): Prom
 			const up = !sim.minion(id)!.up;
 			const t0 = performance.now();
 			sim.setUp(id, up);
+			// The master announces presence from its maintenance loop (every loop_interval), with this change event
+			// and the full list. Sent now, as the loop would: what is measured is fleet-ctl's share, not the loop's
+			// period (docs/salt.md, "Presence"). A stopped minion that starts also fires its start event at once.
+			sim.fireEvent("salt/presence/change", up ? { new: [id], lost: [] } : { new: [], lost: [id] });
 			for (;;) {
 				const res = await rawGet(`${base}/api/hosts/${encodeURIComponent(id)}`);
 				if (res.status === 200 && JSON.parse(res.body.toString("utf8")).status === (up ? "up" : "down")) break;

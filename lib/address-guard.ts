@@ -33,39 +33,33 @@ function parseV4(text: string): Uint8Array | null {
 	return Uint8Array.from(text.split(".").map(Number));
 }
 
-function hexGroups(part: string): number[] | null {
-	if (part === "") return [];
-	const groups = part.split(":");
-	return groups.every(g => /^[0-9a-f]{1,4}$/i.test(g)) ? groups.map(g => parseInt(g, 16)) : null;
+/** Hex groups separated by `:` (none in an empty part). */
+function hexGroups(part: string): number[] {
+	return part === "" ? [] : part.split(":").map(g => parseInt(g, 16));
 }
 
-/** The 8 groups of an IPv6 text (validated by isIP beforehand), an embedded dotted quad included. */
-function v6Groups(text: string): number[] | null {
+/**
+ * The 8 groups of an IPv6 text that isIP has accepted, an embedded dotted quad included. isIP has checked the
+ * form (hex groups of 1 to 4 digits, at most one `::`, 8 groups without it, a valid dotted quad only at the
+ * end), so only the reading is left.
+ */
+function v6Groups(text: string): number[] {
 	let head = text;
 	const tail: number[] = [];
 	const lastColon = text.lastIndexOf(":");
-	if (text.slice(lastColon + 1).includes(".")) {
-		const v4 = parseV4(text.slice(lastColon + 1));
-		if (!v4) return null;
+	const v4 = parseV4(text.slice(lastColon + 1));
+	if (v4) {
 		tail.push((v4[0] << 8) | v4[1], (v4[2] << 8) | v4[3]);
 		head = text.slice(0, lastColon + 1);
 		if (!head.endsWith("::")) head = head.slice(0, -1);
 	}
-	const halves = head.split("::");
-	if (halves.length > 2) return null;
-	const left = hexGroups(halves[0]);
-	const right = halves.length === 2 ? hexGroups(halves[1]) : [];
-	if (!left || !right) return null;
-	const fill = 8 - left.length - right.length - tail.length;
-	if (fill < 0 || (halves.length === 1 && fill !== 0)) return null;
-	return [...left, ...new Array<number>(fill).fill(0), ...right, ...tail];
+	const [left, right = []] = head.split("::").map(hexGroups);
+	return [...left, ...new Array<number>(8 - left.length - right.length - tail.length).fill(0), ...right, ...tail];
 }
 
 function parseV6(text: string): Uint8Array | null {
 	if (isIP(text) !== 6) return null;
-	const groups = v6Groups(text.split("%")[0]);
-	if (!groups) return null;
-	return Uint8Array.from(groups.flatMap(g => [g >> 8, g & 0xff]));
+	return Uint8Array.from(v6Groups(text.split("%")[0]).flatMap(g => [g >> 8, g & 0xff]));
 }
 
 /** An address as Node's `net` accepts it (IPv6 also in URL brackets); null for anything else, names included. */

@@ -1,5 +1,5 @@
 /** Tokens, roles and scopes: the pieces of access control that the gateway and the services share. */
-import { createHash, randomBytes, timingSafeEqual } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 
 export const ROLES = ["viewer", "operator", "admin"] as const;
 export type Role = (typeof ROLES)[number];
@@ -34,10 +34,6 @@ export function newToken(): string {
 /** Tokens are long random strings, so a plain SHA-256 is a safe, fast lookup key (no salt or KDF needed). */
 export function hashToken(token: string): string {
 	return createHash("sha256").update(token).digest("hex");
-}
-
-export function sameHash(a: string, b: string): boolean {
-	return a.length === b.length && timingSafeEqual(Buffer.from(a), Buffer.from(b));
 }
 
 /** `Authorization: Bearer <token>` (also `Token <token>`, as Eve's TokenAuth accepts); null when absent or malformed. */

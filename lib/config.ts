@@ -4,6 +4,7 @@
  */
 import path from "node:path";
 import { parseCidr } from "./address-guard";
+import { bearerToken } from "./auth";
 
 /** An integer setting from the environment (unset or empty: `fallback`); anything else is a start-up error. */
 export function envInt(name: string, fallback: number, min = 0): number {
@@ -116,6 +117,13 @@ export interface Config {
 	 * in ms (default 300000, five minutes); 0 turns the periodic run off (`cm-gateway.sync` still works).
 	 */
 	cmSyncIntervalMs: number;
+	/**
+	 * The presence guard (lib/presence-guard.ts, docs/salt.md "Presence"): a reading of the master's presence
+	 * that would take down more than this percentage of the hosts up (and at least two) is held until a
+	 * reading at least `cmPresenceConfirmMs` later confirms it. 100 turns the share rule off.
+	 */
+	cmPresenceMaxLossPercent: number;
+	cmPresenceConfirmMs: number;
 	/** Webhook deliveries (services/webhooks.service.ts): one attempt's timeout, in ms. */
 	webhookTimeoutMs: number;
 	/** Deliveries in flight at once to receivers in good standing (per webhooks replica; failing receivers go in a lane of their own, docs/webhooks.md); one receiver never has more than one. */
@@ -135,6 +143,8 @@ export interface Config {
 	 * (lib/address-guard.ts; docs/security.md, "Outbound addresses").
 	 */
 	outboundAllow: string[];
+	/** CTL_ADMIN_TOKEN: the admin token the tokens service keeps (replacing an earlier one); empty: none set. */
+	adminToken: string;
 	/** The API token the REPL acts as (its role, scope and name in the audit log); empty: read-only. */
 	replOperatorToken: string;
 	/**
@@ -188,6 +198,20 @@ function addressList(name: string): string[] {
 	}
 	return entries;
 }
+
+/**
+ * CTL_ADMIN_TOKEN, refused unless a request could carry it (lib/auth.ts bearerToken: 16 to 512 of
+ * A-Z a-z 0-9 . _ ~ + / = -): else it is accepted here and every request made with it is a 401.
+ */
+function adminToken(): string {
+	const raw = str("CTL_ADMIN_TOKEN");
+	if (!raw || bearerToken(`Bearer ${raw}`) === raw) return raw;
+	if (raw.length < MIN_TOKEN_LENGTH) throw new Error(`CTL_ADMIN_TOKEN is too short (${raw.length} characters): a token needs at least ${MIN_TOKEN_LENGTH}, or every request with it is refused (401)`);
+	throw new Error(`CTL_ADMIN_TOKEN must be at most 512 characters of A-Z a-z 0-9 . _ ~ + / = - (no spaces), or every request with it is refused (401)`);
+}
+
+/** The shortest token a request may carry (lib/auth.ts bearerToken). */
+const MIN_TOKEN_LENGTH = 16;
 
 /** CM_PATCH_PREFIX as a directory relative to the file roots: no leading "/", one trailing "/". */
 function patchPrefix(raw: string): string {
@@ -244,6 +268,8 @@ export function loadConfig(): Config {
 		taskScheduler: bool("TASK_SCHEDULER", true),
 		cmPatchPrefix: patchPrefix(str("CM_PATCH_PREFIX", "patches/")),
 		cmSyncIntervalMs: envInt("CM_SYNC_INTERVAL_MS", 300_000),
+		cmPresenceMaxLossPercent: Math.min(envInt("CM_PRESENCE_MAX_LOSS_PERCENT", 50, 0), 100),
+		cmPresenceConfirmMs: envInt("CM_PRESENCE_CONFIRM_MS", 10_000, 0),
 		webhookTimeoutMs: envInt("WEBHOOK_TIMEOUT_MS", 5000, 100),
 		webhookConcurrency: envInt("WEBHOOK_CONCURRENCY", 4, 1),
 		webhookQueueMax: envInt("WEBHOOK_QUEUE_MAX", 1000, 1),
@@ -251,6 +277,7 @@ export function loadConfig(): Config {
 		webhookRetryBaseMs: envInt("WEBHOOK_RETRY_BASE_MS", 1000, 10),
 		webhookAllowPrivate: bool("WEBHOOK_ALLOW_PRIVATE", false),
 		outboundAllow: addressList("OUTBOUND_ALLOW"),
+		adminToken: adminToken(),
 		replOperatorToken: str("REPL_OPERATOR_TOKEN"),
 		vpnSyncIntervalMs: envInt("VPN_SYNC_INTERVAL_MS", 60_000),
 		pritunlTimeoutMs: envInt("PRITUNL_TIMEOUT_MS", 15_000, 1),

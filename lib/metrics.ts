@@ -23,6 +23,8 @@ export const FLEET_METRICS = {
 	"fleet.hosts": { type: "gauge", description: "Hosts (not soft-deleted) by presence status", labelNames: ["status"] },
 	/** cm-gateway: presence changes the master reported that moved a host up or down. */
 	"fleet.hosts.presence.changes.total": { type: "counter", description: "Hosts that went up or down", labelNames: ["to"] },
+	/** cm-gateway: presence readings held by the presence guard (a mass loss waiting to be confirmed; docs/salt.md). */
+	"fleet.hosts.presence.held.total": { type: "counter", description: "Presence readings held until confirmed" },
 	/** cm-gateway: every return of every job recorded (`finished`, `timeout`, ...). */
 	"fleet.job.returns.total": { type: "counter", description: "Job returns recorded, by state", labelNames: ["state"] },
 	/** tasks: how late a due run was claimed. */

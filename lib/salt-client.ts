@@ -18,20 +18,23 @@
  * semaphore, authenticated like the rest, re-opened by itself with backoff whenever it ends (salt-api
  * restarted, master down, token expired: a 401 logs in again at once).
  *
- * Errors are `SaltApiError`s, rendered by the gateway in Eve's shape: salt-api unreachable, a 5xx, a
- * malformed answer or refused credentials -> 502; a timeout (ours, or salt-api's 504) -> 504. The
- * password never appears in an error or a log line.
+ * Errors are `SaltApiError`s, rendered by the gateway in Eve's shape: salt-api unreachable, a malformed
+ * answer or refused credentials -> 502; a timeout (ours, or salt-api's 504) -> 504; a 500 or 503 from
+ * salt-api -> 503 "the Salt master is not answering" (kind "master"): while the master is down a real
+ * salt-api answers 500 after about 5 s (../shared/reference/salt-3006/README.md), and its generic 500 has no
+ * other common cause on a lowstate; such a call is not retried (the master just took its timeout to say so).
+ * The password never appears in an error or a log line.
  */
 import fs from "node:fs";
 import http from "node:http";
 import https from "node:https";
 import { EveError } from "./eve/errors";
 
-export type SaltErrorKind = "unreachable" | "timeout" | "auth" | "upstream" | "malformed" | "refused";
+export type SaltErrorKind = "unreachable" | "timeout" | "auth" | "master" | "upstream" | "malformed" | "refused";
 
 export class SaltApiError extends EveError {
 	readonly kind: SaltErrorKind;
-	constructor(code: 502 | 504, kind: SaltErrorKind, message: string) {
+	constructor(code: 502 | 503 | 504, kind: SaltErrorKind, message: string) {
 		super(code, message);
 		this.kind = kind;
 		this.name = "SaltApiError";
@@ -54,6 +57,8 @@ export interface SaltClientOptions {
 	/** Attempts of a safe call (default 3), with exponential backoff from `backoffMs` (default 200). */
 	attempts?: number;
 	backoffMs?: number;
+	/** Told each time salt-api says the master is not answering (its 500 or 503). */
+	onMasterUnanswering?: () => void;
 }
 
 export interface Lowstate {
@@ -157,6 +162,15 @@ const sleep = (ms: number) => new Promise<void>(resolve => setTimeout(resolve, m
 
 /** The message of CherryPy's HTML error page (`<p>...</p>`), unescaped, shortened. */
 function htmlMessage(text: string): string {
+	// salt-api's generic error is JSON: {"status": 500, "return": "An unexpected error occurred"}.
+	if (text.startsWith("{")) {
+		try {
+			const ret = (JSON.parse(text) as { return?: unknown }).return;
+			if (typeof ret === "string") return ret.replace(/\s+/g, " ").trim().slice(0, 300);
+		} catch {
+			// not JSON after all: read as HTML below
+		}
+	}
 	const m = /<p>([\s\S]*?)<\/p>/i.exec(text) ?? /<title>([\s\S]*?)<\/title>/i.exec(text);
 	const raw = (m ? m[1] : text).replace(/<[^>]*>/g, "");
 	return raw
@@ -400,13 +414,18 @@ export class SaltClient {
 		});
 	}
 
-	/** Runs `fn`; when `safe`, again after unreachable/timeout/5xx/malformed failures, with backoff. */
+	/**
+	 * Runs `fn`; when `safe`, again after fast failures (unreachable, a 502/504-like 5xx, malformed), with
+	 * backoff. Not after a timeout: the call already took the whole per-call time, and a second one would
+	 * outlast the caller (a real salt-api holds a runner call ~180 s while the master is down); not after the
+	 * master said it is not answering.
+	 */
 	private async withRetries<T>(safe: boolean, fn: () => Promise<T>): Promise<T> {
 		for (let attempt = 1; ; attempt++) {
 			try {
 				return await fn();
 			} catch (err) {
-				const retryable = err instanceof SaltApiError && err.kind !== "auth" && err.kind !== "refused";
+				const retryable = err instanceof SaltApiError && (err.kind === "unreachable" || err.kind === "upstream" || err.kind === "malformed");
 				if (!safe || !retryable || attempt >= this.attempts || this.closed) throw err;
 				await sleep(this.backoffMs * 2 ** (attempt - 1));
 			}
@@ -424,8 +443,11 @@ export class SaltClient {
 		}
 		const detail = htmlMessage(res.text);
 		if (res.status === 504) throw new SaltApiError(504, "timeout", `salt-api timed out waiting for the master or the minions${detail ? `: ${detail}` : ""}`);
-		if (res.status === 503) throw new SaltApiError(502, "upstream", `the Salt master is not available (salt-api answered 503)`);
-		if (res.status >= 500) throw new SaltApiError(502, "upstream", `salt-api failed with status ${res.status}`);
+		if (res.status === 500 || res.status === 503) {
+			this.opts.onMasterUnanswering?.();
+			throw new SaltApiError(503, "master", `the Salt master is not answering (salt-api answered ${res.status}${detail ? `: ${detail}` : ""})`);
+		}
+		if (res.status >= 500) throw new SaltApiError(502, "upstream", `salt-api failed with status ${res.status}${detail ? `: ${detail}` : ""}`);
 		throw new SaltApiError(502, "refused", `salt-api refused the request with status ${res.status}${detail ? `: ${detail}` : ""}`);
 	}
 

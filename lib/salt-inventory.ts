@@ -14,12 +14,20 @@ export const KEY_DIRS: Array<[string, KeyState]> = [
 	["minions_denied", "denied"],
 ];
 
+/** A second key the master holds for a minion id besides the one it goes by (the trusted one, if accepted). */
+export interface KeyConflict {
+	key: Exclude<KeyState, "accepted">;
+	fingerprint?: string;
+}
+
 /** What the master says about one minion; undefined fields are not known from this read. */
 export interface MasterView {
 	key: KeyState;
 	fingerprint?: string;
 	status?: "up" | "down" | "unknown";
 	grains?: Record<string, unknown>;
+	/** null: the master holds one key for this id. */
+	conflict?: KeyConflict | null;
 }
 
 /** What fleet-ctl holds about a host, as `hosts.inventoryState` answers it. */
@@ -29,7 +37,48 @@ export interface KnownHost {
 	status?: string;
 	fingerprint?: string;
 	fingerprint_history: Array<{ added: Date | string; fingerprint: string }>;
+	key_conflict?: KeyConflict;
 	_soft_deleted: boolean;
+}
+
+/** The `key.conflict` alert's payload: the id, the key it goes by and the other one. */
+export interface KeyConflictAlert {
+	hostname: string;
+	key: KeyState;
+	fingerprint?: string;
+	conflict_key: KeyConflict["key"];
+	conflict_fingerprint?: string;
+}
+
+/**
+ * Each minion's key from `key.list_all` (ids per key directory) and/or `key.finger` (fingerprints per
+ * directory), read together. A minion that presents a new key while the master still trusts its old one is
+ * in two directories at once (its old key under `minions`, the new one under `minions_denied`;
+ * ../shared/reference/salt-3006/events6.txt): it goes by the first of KEY_DIRS (accepted first) and the other
+ * is its `conflict`. Ids not matching `valid` are left out.
+ */
+export function keyViews(lists: Record<string, unknown> | null, fingers: Record<string, unknown> | null, valid: (id: string) => boolean): Map<string, MasterView> {
+	const views = new Map<string, MasterView>();
+	const seen = (id: string, key: KeyState, fingerprint: string | undefined) => {
+		if (!valid(id)) return;
+		const view = views.get(id);
+		if (!view) views.set(id, { key, fingerprint, conflict: null });
+		else if (view.key === key) view.fingerprint ??= fingerprint;
+		else if (key !== "accepted" && (!view.conflict || view.conflict.key === key)) {
+			const fp = fingerprint ?? view.conflict?.fingerprint;
+			view.conflict = fp ? { key, fingerprint: fp } : { key };
+		}
+	};
+	for (const [dir, key] of KEY_DIRS) {
+		const fps = fingers?.[dir];
+		const listed = lists ? lists[dir] : fps && typeof fps === "object" ? Object.keys(fps as object) : [];
+		for (const id of Array.isArray(listed) ? listed : []) {
+			if (typeof id !== "string") continue;
+			const fp = fps && typeof fps === "object" ? (fps as Record<string, unknown>)[id] : undefined;
+			seen(id, key, typeof fp === "string" && fp ? fp : undefined);
+		}
+	}
+	return views;
 }
 
 export interface FingerprintChange {
@@ -86,7 +135,7 @@ export function grainFields(grains: Record<string, unknown>): Record<string, unk
  * master does not track their presence) and `heartbeat` when up; `fingerprint`, with a changed one's
  * predecessor pushed to `fingerprint_history`; and the grain fields.
  */
-export function hostUpdate(id: string, view: MasterView, known: KnownHost | undefined, now: Date): { doc: Record<string, unknown>; fingerprintChange?: FingerprintChange } {
+export function hostUpdate(id: string, view: MasterView, known: KnownHost | undefined, now: Date): { doc: Record<string, unknown>; fingerprintChange?: FingerprintChange; keyConflict?: KeyConflictAlert } {
 	const doc: Record<string, unknown> = { _id: id, key: view.key };
 	const status = view.key !== "accepted" ? "unknown" : view.status;
 	if (status) doc.status = status;
@@ -101,7 +150,16 @@ export function hostUpdate(id: string, view: MasterView, known: KnownHost | unde
 		}
 	}
 	if (view.grains) Object.assign(doc, grainFields(view.grains));
-	return { doc, fingerprintChange };
+	// A conflict is raised once, when it appears (or its key changes); it clears without an alert.
+	let keyConflict: KeyConflictAlert | undefined;
+	if (view.conflict) {
+		doc.key_conflict = view.conflict;
+		const was = known?.key_conflict;
+		if (!was || was.key !== view.conflict.key || was.fingerprint !== view.conflict.fingerprint) {
+			keyConflict = { hostname: id, key: view.key, ...(view.fingerprint ? { fingerprint: view.fingerprint } : {}), conflict_key: view.conflict.key, ...(view.conflict.fingerprint ? { conflict_fingerprint: view.conflict.fingerprint } : {}) };
+		}
+	} else if (view.conflict === null && known?.key_conflict) doc.key_conflict = null;
+	return { doc, fingerprintChange, keyConflict };
 }
 
 /** A presence change worth an alert: a live host that went down, or a down host that came back. */

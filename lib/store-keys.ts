@@ -218,13 +218,13 @@ function tooDeep(depth: number): void {
 }
 
 /**
- * Builds the object again from `[key, value]` pairs when one of them differs from what `obj` holds;
- * `obj` itself otherwise.
+ * Builds the object again from `[key, value]` pairs, one for each of its entries, when one of them differs
+ * from what `obj` holds; `obj` itself otherwise.
  */
 function rebuilt(obj: Record<string, unknown>, pairs: Array<[string, unknown]>): Record<string, unknown> {
 	let same = true;
 	for (const [k, v] of pairs) if (!Object.hasOwn(obj, k) || obj[k] !== v) same = false;
-	if (same && pairs.length === Object.keys(obj).length) return obj;
+	if (same) return obj;
 	const out: Record<string, unknown> = {};
 	for (const [k, v] of pairs) setOwn(out, k, v);
 	return out;

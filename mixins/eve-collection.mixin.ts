@@ -1,7 +1,8 @@
 /**
  * The Eve REST layer, written once. A service that owns a collection composes this mixin with its
  * record schema and gets Eve's list, item, create, patch and delete behaviour: `_items`, `_links`,
- * `_meta`, HTTP-dates, projection, embedding, soft delete, and 4xx errors in Eve's shape.
+ * `_meta`, HTTP-dates, projection, embedding, soft delete, ETags with If-Match (compare-and-write on
+ * the record's revision), dotted PATCH keys, and 4xx errors in Eve's shape.
  *
  * Published actions take what the gateway sends: `query` (the query string as ordered pairs, so links
  * can repeat it as Eve does), `body` and the path `id`. Services override the `prepare*`/`after*`
@@ -12,6 +13,8 @@ import type { ValidationSchema } from "fastest-validator";
 import { Storage, type StorageThis } from "./storage.mixin";
 import { loadConfig } from "../lib/config";
 import { EveError, badRequest, notFound, conflict, validationFailed, type Issues } from "../lib/eve/errors";
+import { REVISION_FIELD, documentEtag, ifMatchPasses, newRevision, parseEtagCondition, preconditionFailed, quoteEtag, type EtagCondition } from "../lib/eve/etag";
+import { mergeNested, resolveDottedKeys } from "../lib/eve/patch";
 import { nowSeconds, renderDates, formatHttpDate } from "../lib/eve/dates";
 import { newObjectId } from "../lib/eve/ids";
 import {
@@ -32,10 +35,10 @@ import {
 } from "../lib/eve/query";
 import { compileSchema, partialSchema, type Check } from "../lib/eve/validation";
 import { HOME_LINK, itemTitle, project, MASK, type Link } from "../lib/eve/render";
+import { pageLinks, pageMeta, pageWindow } from "../lib/eve/paging";
 import { DuplicateKeyError, type Doc, type Update } from "../lib/store";
 import { ReadCache, READ_CACHE_MS } from "../lib/read-cache";
 import { describeCollection, type CollectionDescription } from "../lib/openapi";
-import { MAX_JSON_DEPTH } from "../lib/json-depth";
 
 export interface Relation {
 	/** Collection the reference points into (URL name, e.g. "groups"). */
@@ -92,6 +95,13 @@ export interface HttpMeta {
 	$location?: string;
 	$responseHeaders?: Record<string, string>;
 	$responseType?: string;
+	/**
+	 * Set by item reads: the response is a function of the record its ETag names, so the gateway may answer
+	 * a matching If-None-Match with 304. Never set by lists, nor by item reads with `embedded` (docs/api.md).
+	 */
+	$conditional?: boolean;
+	/** The request's If-Match header, which the gateway passes on for writes (docs/api.md). */
+	ifMatch?: string;
 }
 
 export type RestParams = { query?: unknown; body?: unknown; id?: string };
@@ -129,6 +139,7 @@ interface EveState {
 interface CachedRead {
 	body: Buffer;
 	headers?: Record<string, string>;
+	conditional?: boolean;
 }
 
 /**
@@ -268,11 +279,12 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				const hit = cacheable ? this.eve.reads.get(key) : undefined;
 				if (hit) {
 					if (hit.headers) ctx.meta.$responseHeaders = { ...hit.headers };
+					ctx.meta.$conditional = hit.conditional === true;
 					return hit.body;
 				}
 				const generation = this.eve.reads.generation;
 				const body = Buffer.from(JSON.stringify(await compute()));
-				if (cacheable && body.length <= READ_CACHE_MAX_BYTES) this.eve.reads.set(key, { body, headers: ctx.meta.$responseHeaders }, generation);
+				if (cacheable && body.length <= READ_CACHE_MAX_BYTES) this.eve.reads.set(key, { body, headers: ctx.meta.$responseHeaders, conditional: ctx.meta.$conditional === true }, generation);
 				return body;
 			},
 
@@ -329,28 +341,20 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				const exclude = [...(opts.listHidden ?? []), ...(projection?.mode === "exclude" ? projection.fields.filter(f => !f.includes(".") && !this.eve.autoFields.has(f)) : [])];
 				const [total, docs] = await Promise.all([
 					this.cachedCount(filter),
-					this.store.find(filter, { sort, skip: (paging.page - 1) * paging.maxResults, limit: paging.maxResults, exclude }),
+					this.store.find(filter, { sort, ...pageWindow(paging), exclude }),
 				]);
 				await this.beforeRender(ctx, docs, args);
 				const items = await this.renderMany(ctx, docs, projection, embedded, false);
 
-				const resource = opts.resource;
-				const links: Record<string, Link> = {
-					parent: HOME_LINK,
-					self: { title: resource, href: resource + (total > 0 ? linkQuery(args, paging, pageSizeDefault, paging.page) : "") },
-				};
-				if (paging.page * paging.maxResults < total) {
-					const last = Math.ceil(total / paging.maxResults);
-					links.next = { title: "next page", href: resource + linkQuery(args, paging, pageSizeDefault, paging.page + 1) };
-					links.last = { title: "last page", href: resource + linkQuery(args, paging, pageSizeDefault, last) };
-				}
-				if (paging.page > 1) links.prev = { title: "previous page", href: resource + linkQuery(args, paging, pageSizeDefault, paging.page - 1) };
-
+				const links = pageLinks(opts.resource, args, paging, pageSizeDefault, total);
 				const headers: Record<string, string> = { "X-Total-Count": String(total) };
 				const newest = docs.reduce<Date | null>((acc, d) => (d._updated instanceof Date && (!acc || d._updated > acc) ? d._updated : acc), null);
 				if (newest) headers["Last-Modified"] = formatHttpDate(newest);
 				ctx.meta.$responseHeaders = headers;
-				return { _items: items, _links: links, _meta: { page: paging.page, max_results: paging.maxResults, total } };
+				// A list is never answered 304 (Eve ignores If-Modified-Since on collections): a member removed
+				// or changed need not move the page's Last-Modified, and a list has no ETag.
+				ctx.meta.$conditional = false;
+				return { _items: items, _links: links, _meta: pageMeta(paging, total) };
 			},
 
 			/** Finds one record by id (or the additional lookup field); null when absent. */
@@ -376,11 +380,17 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				const projection = parseProjection(args.get("projection"));
 				const embedded = parseEmbedded(args.get("embedded"));
 				await this.beforeRender(ctx, [doc], args);
+				// The ETag of the record as shown (after beforeRender: alerts marked read, snapshots rebuilt).
+				const etag = this.etagOf(ctx, doc);
 				const [item] = await this.renderMany(ctx, [doc], projection, embedded, true);
 				const links = item._links as Record<string, unknown>;
 				links.parent = HOME_LINK;
 				links.collection = { title: opts.resource, href: opts.resource + linkQuery(args, { page: 1, maxResults: this.eve.pageSizeDefault }, this.eve.pageSizeDefault, 1) };
-				if (doc._updated instanceof Date) ctx.meta.$responseHeaders = { "Last-Modified": formatHttpDate(doc._updated) };
+				const headers: Record<string, string> = { ETag: quoteEtag(etag) };
+				if (doc._updated instanceof Date) headers["Last-Modified"] = formatHttpDate(doc._updated);
+				ctx.meta.$responseHeaders = headers;
+				// Embedded records are other records: their changes do not change this ETag, so no 304 then.
+				ctx.meta.$conditional = !embedded.some(f => opts.relations?.[f]?.embeddable === true);
 				return item;
 			},
 
@@ -409,9 +419,11 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				return { title: this.eve.title, href: `${opts.resource}/${id}` };
 			},
 
-			relatedLinks(this: EveThis, doc: Doc): Record<string, Link | Link[]> | null {
+			/** `_links.related` of a record: one entry per reference field it shows (a projection that hides one drops its link, as Eve). */
+			relatedLinks(this: EveThis, doc: Doc, shown?: Doc): Record<string, Link | Link[]> | null {
 				const related: Record<string, Link | Link[]> = {};
 				for (const [field, rel] of Object.entries(opts.relations ?? {})) {
+					if (shown && !Object.hasOwn(shown, field)) continue;
 					const value = doc[field];
 					const title = itemTitle(rel.resource);
 					if (Array.isArray(value)) {
@@ -427,7 +439,7 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				const items = docs.map(doc => {
 					const out = this.outputFields(doc, projection, single, ctx);
 					const links: Record<string, unknown> = { self: this.selfLink(String(doc._id)) };
-					const related = this.relatedLinks(doc);
+					const related = this.relatedLinks(doc, out);
 					if (related) links.related = related;
 					out._links = links;
 					return out;
@@ -589,45 +601,118 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				return renderDates(out);
 			},
 
+			/**
+			 * PATCH of one item: 404 when GET would be (a soft-deleted host included: docs/api.md), 412 when an
+			 * If-Match names another version, 400 for a body that is not JSON data, 422 for an array or what
+			 * the schema refuses. Dotted keys set a field inside a dict (lib/eve/patch.ts).
+			 */
 			async evePatch(this: EveThis, ctx: RestContext, id: string, body: unknown) {
 				const existing = await this.visibleItem(id);
-				if (body === null || typeof body !== "object" || Array.isArray(body)) throw badRequest("a JSON object is required");
-				const { doc, issues } = await this.validateDoc(ctx, body, { op: "patch", existing });
+				// Before the body is looked at, as Eve's get_document: a stale edit is a 412 whatever it holds.
+				this.checkIfMatch(ctx, existing);
+				if (body === undefined || body === null || typeof body !== "object") throw badRequest("a JSON object is required");
+				if (Array.isArray(body)) throw validationFailed({ _root: "must be of dict type" }, "Update failure: the document contains errors");
+				const resolved = resolveDottedKeys(body as Doc, existing);
+				if (resolved.issues) throw validationFailed(resolved.issues, "Update failure: the document contains errors");
+				const { doc, issues } = await this.validateDoc(ctx, resolved.doc, { op: "patch", existing });
 				if (issues) throw validationFailed(issues, "Update failure: the document contains errors");
-				return this.applyPatch(ctx, existing, doc as Doc, true);
+				return this.applyPatch(ctx, existing, doc as Doc, true, resolved.exact);
 			},
 
-			/** Writes a validated partial document into a record; `merge` merges nested objects, as Eve's PATCH does. */
-			async applyPatch(this: EveThis, ctx: RestContext, existing: Doc, changes: Doc, merge: boolean) {
+			/**
+			 * Writes a validated partial document into a record; `merge` merges nested objects, as Eve's PATCH
+			 * does, except for the `exact` fields (already whole: dotted keys). With an If-Match, the write is
+			 * a compare-and-write on the version compared (lost to any write in between: 412).
+			 */
+			async applyPatch(this: EveThis, ctx: RestContext, existing: Doc, changes: Doc, merge: boolean, exact: string[] = []) {
+				const conditional = this.checkIfMatch(ctx, existing);
 				const stored = await this.beforeStore(ctx, changes, { op: "patch", existing });
-				const $set: Doc = { _updated: nowSeconds() };
-				for (const [k, v] of Object.entries(stored)) $set[k] = merge ? mergeNested(existing[k], v) : v;
+				const $set: Doc = { _updated: nowSeconds(), [REVISION_FIELD]: newRevision() };
+				for (const [k, v] of Object.entries(stored)) $set[k] = merge && !exact.includes(k) ? mergeNested(existing[k], v) : v;
 				const update: Update = { $set };
-				if (softFlag && existing[softFlag]) $set[softFlag] = false;
-				const updated = await this.store.findOneAndUpdate({ _id: existing._id }, update);
-				if (!updated) throw notFound();
+				const updated = await this.store.findOneAndUpdate(conditional ? this.versionFilter(existing) : this.liveFilter(existing), update);
+				if (!updated) throw await this.writeRefused(existing, conditional);
 				await this.afterWrite(ctx, "updated", [String(existing._id)]);
+				ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, ETag: quoteEtag(this.etagOf(ctx, updated)) };
 				return this.writeResponse(updated);
 			},
 
 			/**
 			 * DELETE of one item: 404 when GET would be (a malformed id, no such record, or one already
-			 * soft-deleted), unlike Eve >= 1.0 whose DELETE of what is not there is a 204 (docs/api.md).
+			 * soft-deleted), unlike Eve >= 1.0 whose DELETE of what is not there is a 204 (docs/api.md); 412
+			 * when an If-Match names another version (the version is claimed first, so a write made from the
+			 * same ETag meanwhile loses).
 			 */
 			async eveRemove(this: EveThis, ctx: RestContext, id: string) {
-				const doc = await this.visibleItem(id);
+				const doc = await this.claimForRemoval(ctx, id);
 				await this.removeDocs(ctx, [doc]);
 				ctx.meta.$statusCode = 204;
 				return null;
+			},
+
+			/**
+			 * DELETE's preconditions: the record visible (else 404) and, when the request has an If-Match, at that
+			 * version (else 412), which is claimed so that a write made from the same ETag meanwhile loses. Also for
+			 * services whose DELETE does more than remove the record (vpn: the organization in Pritunl first).
+			 */
+			async claimForRemoval(this: EveThis, ctx: RestContext, id: string): Promise<Doc> {
+				const doc = await this.visibleItem(id);
+				if (this.checkIfMatch(ctx, doc)) {
+					const claimed = await this.store.findOneAndUpdate(this.versionFilter(doc), { $set: { [REVISION_FIELD]: newRevision() } });
+					if (!claimed) throw await this.writeRefused(doc, true);
+				}
+				return doc;
 			},
 
 			/** Deletes records (or flags them, for soft-deleting collections). */
 			async removeDocs(this: EveThis, ctx: RestContext, docs: Doc[]): Promise<void> {
 				if (docs.length === 0) return;
 				const ids = docs.map(d => String(d._id));
-				if (softFlag) await this.store.updateMany({ _id: { $in: ids } }, { $set: { [softFlag]: true, _updated: nowSeconds() } });
+				if (softFlag) await this.store.updateMany({ _id: { $in: ids } }, { $set: { [softFlag]: true, _updated: nowSeconds(), [REVISION_FIELD]: newRevision() } });
 				else await this.store.removeMany({ _id: { $in: ids } });
 				await this.afterWrite(ctx, "removed", ids);
+			},
+
+			// ------------------------------------------------------------ ETags and If-Match
+
+			/** The record's ETag as this caller sees it (lib/eve/etag.ts). */
+			etagOf(this: EveThis, ctx: RestContext, doc: Doc): string {
+				return documentEtag(doc, this.readVariant(ctx));
+			},
+
+			/**
+			 * Compares the request's If-Match (if any) with the record: 412 when it names another version.
+			 * Returns whether the request is conditional, i.e. whether its write must be a compare-and-write.
+			 */
+			checkIfMatch(this: EveThis, ctx: RestContext, doc: Doc): boolean {
+				const condition: EtagCondition | null = parseEtagCondition(ctx.meta.ifMatch);
+				if (!condition) return false;
+				if (!ifMatchPasses(condition, this.etagOf(ctx, doc))) throw preconditionFailed();
+				return true;
+			},
+
+			/** The record as it is still visible to item writes: present, and not soft-deleted. */
+			liveFilter(this: EveThis, doc: Doc): Filter {
+				return softFlag ? { _id: doc._id, [softFlag]: { $ne: true } } : { _id: doc._id };
+			},
+
+			/**
+			 * The record at exactly the version read: same revision token (set by every write of this layer)
+			 * and same `_updated` (moved by the services' own writes). What a compare-and-write filters on.
+			 */
+			versionFilter(this: EveThis, doc: Doc): Filter {
+				const rev = doc[REVISION_FIELD];
+				return {
+					...this.liveFilter(doc),
+					[REVISION_FIELD]: rev === undefined ? { $exists: false } : rev,
+					_updated: doc._updated === undefined ? { $exists: false } : doc._updated,
+				};
+			},
+
+			/** Why a write that found no record to change failed: gone (404), or changed since it was read (412). */
+			async writeRefused(this: EveThis, doc: Doc, conditional: boolean): Promise<EveError> {
+				const now = await this.store.findOne(this.liveFilter(doc));
+				return now && conditional ? preconditionFailed() : notFound();
 			},
 
 			checkFilter(this: EveThis, filter: unknown): Filter {
@@ -637,25 +722,4 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 	};
 }
 
-function isPlain(v: unknown): v is Doc {
-	return v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof Date);
-}
 
-/** Merging goes no deeper than a request body may nest (lib/json-depth.ts): deeper is a bug, not data. */
-const MAX_MERGE_DEPTH = MAX_JSON_DEPTH + 1;
-
-/**
- * Eve's MERGE_NESTED_DOCUMENTS: dicts in a PATCH are merged into the stored dicts. Every key is data, kept
- * as an own property (`__proto__` and `constructor` included: the store encodes what it cannot hold).
- */
-function mergeNested(current: unknown, patch: unknown, depth = 0): unknown {
-	if (!isPlain(current) || !isPlain(patch)) return patch;
-	if (depth > MAX_MERGE_DEPTH) throw badRequest(`cannot merge dicts nested more than ${MAX_MERGE_DEPTH} levels deep`);
-	// Spread and defineProperty make own properties; `out[k] = v` would set the prototype for "__proto__".
-	const out: Doc = { ...current };
-	for (const [k, v] of Object.entries(patch)) {
-		const merged = mergeNested(Object.hasOwn(current, k) ? current[k] : undefined, v, depth + 1);
-		Object.defineProperty(out, k, { value: merged, writable: true, enumerable: true, configurable: true });
-	}
-	return out;
-}

@@ -1,6 +1,7 @@
 /**
  * The API gateway: maps /api (lib/routes.ts) onto service actions and renders every failure in Eve's
- * error shape. It publishes only the routed actions; $node.* and internal actions are unreachable.
+ * error shape. It publishes only the routed actions; $node.* and internal actions are unreachable. It
+ * alone decides when a read is answered 304 (see sendResponse), and passes If-Match on to the writes.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Context, ServiceSchema } from "moleculer";
@@ -10,6 +11,7 @@ import { loadConfig } from "../lib/config";
 import { ROUTES, COLLECTIONS, PUBLISHED_ACTIONS, type RouteMethod, type BodyKind } from "../lib/routes";
 import { DEFAULT_MESSAGES, EveError } from "../lib/eve/errors";
 import { toIssues } from "../lib/eve/validation";
+import { ifNoneMatchHits } from "../lib/eve/etag";
 import type { QueryPairs } from "../lib/eve/query";
 import { ReadCache, READ_CACHE_MS } from "../lib/read-cache";
 import { bearerToken, hashToken, redact, roleAllows, type Caller, type Role } from "../lib/auth";
@@ -24,6 +26,8 @@ interface CachedResponse {
 	body: Buffer;
 	type?: string;
 	headers: Record<string, string>;
+	/** The action said a matching If-None-Match may be answered 304 (item reads without `embedded`). */
+	conditional: boolean;
 }
 
 const GATEWAY_CACHE_ENTRIES = 500;
@@ -33,6 +37,8 @@ type Req = IncomingMessage & {
 	$alias?: { action?: string; unavailable?: string; bodyKind?: BodyKind; cachedBy?: string; role?: Role; audited?: boolean };
 	$endpoint?: { action: unknown };
 	$cacheGeneration?: number;
+	/** Bytes of the JSON body as received (0 for an empty body), set while it is read. */
+	$bodyBytes?: number;
 	originalUrl?: string;
 	$ctx?: Context<unknown, Record<string, any>>;
 	body?: unknown;
@@ -42,9 +48,45 @@ const config = loadConfig();
 
 const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
-/** Refuses a body nested deeper than MAX_JSON_DEPTH on its raw bytes, before JSON.parse (lib/json-depth.ts). */
-function verifyDepth(_req: IncomingMessage, _res: ServerResponse, buf: Buffer): void {
+/**
+ * Notes how many bytes the body had (an empty one is no body: 400, as in Eve, not `{}`), and refuses a body
+ * nested deeper than MAX_JSON_DEPTH on its raw bytes, before JSON.parse (lib/json-depth.ts).
+ */
+function verifyDepth(req: IncomingMessage, _res: ServerResponse, buf: Buffer): void {
+	(req as Req).$bodyBytes = buf.length;
 	if (tooDeep(buf)) throw new EveError(400, `the JSON body is nested more than ${MAX_JSON_DEPTH} levels deep`);
+}
+
+/**
+ * Reads whose bytes never change for their URL (a media id names one upload): If-Modified-Since is a safe
+ * validator for them (Eve's media endpoint honours it), and for nothing else (docs/api.md).
+ */
+const IMMUTABLE_READS = new Set(["media.get"]);
+
+/**
+ * Whether a GET or HEAD is answered 304 (docs/api.md, "ETags and conditional requests"): an item read
+ * whose ETag an If-None-Match lists (never for `*`), or an immutable read not modified since the
+ * If-Modified-Since date. Lists, embedded reads and every other response are always sent whole.
+ */
+export function notModified(
+	method: string | undefined,
+	headers: IncomingMessage["headers"],
+	meta: { $conditional?: boolean; $statusCode?: number; $responseHeaders?: Record<string, string> },
+	action: string | undefined,
+): boolean {
+	if (method !== "GET" && method !== "HEAD") return false;
+	if ((meta.$statusCode ?? 200) !== 200) return false;
+	const response = meta.$responseHeaders ?? {};
+	const noneMatch = headers["if-none-match"];
+	if (noneMatch !== undefined) {
+		// RFC 9110 13.2.2: with If-None-Match, If-Modified-Since is not looked at.
+		return meta.$conditional === true && typeof response.ETag === "string" && ifNoneMatchHits(noneMatch, response.ETag);
+	}
+	const since = headers["if-modified-since"];
+	if (since === undefined || !action || !IMMUTABLE_READS.has(action)) return false;
+	const modified = Date.parse(String(response["Last-Modified"] ?? ""));
+	const sinceMs = Date.parse(since);
+	return Number.isFinite(modified) && Number.isFinite(sinceMs) && modified <= sinceMs;
 }
 
 const parseJson: (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void = (ApiGateway as any).bodyParser.json({ strict: true, limit: config.maxBodyBytes, verify: verifyDepth });
@@ -191,6 +233,9 @@ function hasBody(req: IncomingMessage): boolean {
 	return Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined;
 }
 
+/** moleculer-web's own methods, which the ones below wrap. */
+const gatewayMethods = (ApiGateway as unknown as { methods: Record<"sendResponse", (this: unknown, ...args: unknown[]) => void> }).methods;
+
 const ApiService: ServiceSchema<any> = {
 	name: "api",
 	// GatewayUi: the dashboard at /, security headers, whoami, openapi.json, the alert stream. Listed first so
@@ -201,6 +246,8 @@ const ApiService: ServiceSchema<any> = {
 		port: config.port,
 		ip: config.host,
 		log4XXResponses: false,
+		// The route and alias listing (some 250 lines) only at LOGLEVEL=debug: a start stays readable.
+		logRouteRegistration: "debug",
 		assets: UI_ASSETS,
 		// Security headers on every answer; X-Request-Id (or X-Correlation-Id) from the client when it is a plain
 		// token, else a new one: it is ctx.requestID in every service the request reaches, and comes back as X-Request-ID.
@@ -231,7 +278,7 @@ const ApiService: ServiceSchema<any> = {
 				async onAfterCall(this: any, ctx: Context<unknown, Record<string, any>>, _route: unknown, req: Req, res: ServerResponse, data: unknown) {
 					if (this.audited(req)) await this.audit(req, ctx.meta.$statusCode ?? res.statusCode ?? 200, null, data);
 					if (req.$cacheGeneration !== undefined && ctx.meta.$cacheable === true && Buffer.isBuffer(data)) {
-						const entry: CachedResponse = { body: data, type: ctx.meta.$responseType, headers: { ...ctx.meta.$responseHeaders } };
+						const entry: CachedResponse = { body: data, type: ctx.meta.$responseType, headers: { ...ctx.meta.$responseHeaders }, conditional: ctx.meta.$conditional === true };
 						this.readCache(req.$alias?.cachedBy).set(this.cacheKey(req), entry, req.$cacheGeneration);
 					}
 					const location = ctx.meta.$location;
@@ -364,6 +411,9 @@ const ApiService: ServiceSchema<any> = {
 			if (this.audited(req)) ctx.meta.auditId = newObjectId();
 			ctx.meta.user = await this.authenticate(ctx, req);
 			this.authorizeRole(ctx, req);
+			// The writes compare it with the record they change (412 when it names another version).
+			const ifMatch = req.headers["if-match"];
+			if (MUTATING.has(req.method as string) && typeof ifMatch === "string") ctx.meta.ifMatch = ifMatch;
 			await this.readBody(req, res);
 			this.prepareParams(req);
 			// Runs are authorized where they start (the cm-gateway, the tasks service), on what they resolve
@@ -378,7 +428,8 @@ const ApiService: ServiceSchema<any> = {
 			return new Promise((resolve, reject) =>
 				parseJson(req, res, err => {
 					if (err) return reject(err);
-					req.$params.body = req.body;
+					// No bytes is no body (body-parser would make it `{}`): the actions answer 400, as Eve does.
+					req.$params.body = req.$bodyBytes ? req.body : undefined;
 					resolve();
 				}),
 			);
@@ -483,6 +534,7 @@ const ApiService: ServiceSchema<any> = {
 					const ctx = req.$ctx as Context<unknown, Record<string, any>>;
 					ctx.meta.$responseType = hit.type;
 					ctx.meta.$responseHeaders = { ...hit.headers };
+					ctx.meta.$conditional = hit.conditional;
 					this.sendResponse(req, res, hit.body, req.$endpoint?.action);
 					return Promise.resolve(true);
 				}
@@ -491,6 +543,19 @@ const ApiService: ServiceSchema<any> = {
 			const call = () => (ApiGateway as any).methods.callAction.call(this, route, actionName, req, res, params, isStream);
 			// Reads are idempotent: one whose node left before answering (a crash, NATS lost) is sent again.
 			return req.method === "GET" || req.method === "HEAD" ? retryRejected(call) : call();
+		},
+
+		/**
+		 * moleculer-web's sendResponse, with the conditional-request decision taken here (notModified):
+		 * its own check (`fresh`) would answer 304 to any 2xx whose Last-Modified an If-Modified-Since
+		 * covers, lists included, and to `If-None-Match: *` whatever the request (a POST too).
+		 */
+		sendResponse(this: unknown, req: Req, res: ServerResponse, data: unknown, action?: { name?: string }): void {
+			const ctx = req.$ctx;
+			if (ctx && notModified(req.method, req.headers, ctx.meta, action?.name ?? req.$alias?.action)) ctx.meta.$statusCode = 304;
+			delete req.headers["if-none-match"];
+			delete req.headers["if-modified-since"];
+			gatewayMethods.sendResponse.call(this, req, res, data, action);
 		},
 
 		/** A plain OPTIONS (no CORS preflight) must reach the "*" aliases that answer it, not the GET ones. */

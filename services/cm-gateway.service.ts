@@ -23,7 +23,7 @@
  * Run one cm-gateway per master: each one follows the event stream and would raise every alert again.
  */
 import { trackJob, type JobHandle } from "../lib/progress";
-import type { Context, ServiceSchema } from "moleculer";
+import type { Context, Logger, ServiceBroker, ServiceSchema } from "moleculer";
 import { loadConfig, type Config } from "../lib/config";
 import { formatHttpDate } from "../lib/eve/dates";
 import { EveError, notFound, validationFailed } from "../lib/eve/errors";
@@ -33,34 +33,14 @@ import { ALL_STATUS_BODY, RUN_BODY } from "../lib/bodies";
 import { JobTracker, NO_RETURN, type JobOrigin, type JobReturn } from "../lib/job-tracker";
 import { batchesBySize, capText } from "../lib/batches";
 import { SaltClient, type EventStream, type Lowstate, type SaltEvent } from "../lib/salt-client";
-import { KEY_DIRS, hostUpdate, presenceChange, type KeyState, type KnownHost, type MasterView } from "../lib/salt-inventory";
+import { hostUpdate, keyViews, presenceChange, type KnownHost, type MasterView } from "../lib/salt-inventory";
+import { PresenceGuard } from "../lib/presence-guard";
 import { failedPatchSteps, patchOf, type PatchStep } from "../lib/salt-state";
 import { countMetric, setMetric } from "../lib/metrics";
+import { startRun as throughTheDoor, type DoorEffects, type Requester, type RunBody, type RunRequest, type TokenHolder } from "../lib/run-door";
 
 export { grainDate, grainIp, sanitizeGrains } from "../lib/salt-inventory";
-
-interface RunBody {
-	cm_client: "local" | "local_async";
-	fun: string;
-	arg?: unknown[];
-	kwarg?: Record<string, unknown>;
-}
-
-/**
- * Who asks for a run, and the request part of its audit record. The gateway and the REPL put it in
- * ctx.meta (`user`: the token in force; `auditId`: the id of the request's audit record; `request`: where
- * from and what); a task's run names its owner.
- */
-export interface Requester {
-	/** The id of the token the run is authorized against ("" when none: nothing runs). */
-	token: string;
-	name?: string | null;
-	role?: string | null;
-	auditId?: string;
-	source: string;
-	method: string;
-	path: string;
-}
+export type { Requester } from "../lib/run-door";
 
 interface RunMeta {
 	user?: { id: string; name: string; role: string };
@@ -81,7 +61,13 @@ function requester(ctx: Context<unknown, RunMeta>): Requester {
 	};
 }
 
-const AUDIT_UNAVAILABLE = "the audit log could not be written, so nothing was run (every run is recorded before it starts); try again once the audit service answers";
+/** What the run door (lib/run-door.ts) needs of this service. */
+interface DoorHost {
+	broker: ServiceBroker;
+	logger: Logger;
+	doorEffects<R>(ctx: Context, req: RunRequest, execute: () => Promise<R>, jidOf?: (result: R) => string | null): DoorEffects<R>;
+	execute(targets: string[], body: RunBody, origin: JobOrigin): Promise<{ task_id?: string | null }>;
+}
 
 interface RunParams {
 	id: string;
@@ -130,6 +116,8 @@ const SYNC_BATCH = 1000;
 const FINGER_ALL_FROM = 20;
 /** Hosts per answer when the cm-gateway reads the fleet's inventory state over NATS (~150 B each). */
 const INVENTORY_PAGE = 2000;
+/** A minion a return proved alive is not written up again for its returns within this long (ms). */
+const ALIVE_MEMO_MS = 60_000;
 /** How long returns are gathered before they are written (events arrive one host at a time). */
 const RETURN_FLUSH_MS = 50;
 
@@ -321,6 +309,16 @@ export default function CmGatewayService(): ServiceSchema {
 			this.eventLane = null;
 			this.eventCount = 0;
 			this.refreshQueue = new Set<string>();
+			/** Minions a job return just proved alive, for the lane to mark up (those not up already). */
+			this.aliveQueue = new Set<string>();
+			/**
+			 * When a return last proved a minion alive and the host was written up: its next returns within
+			 * ALIVE_MEMO_MS cost nothing (a job on 5,000 hosts, run again and again, is not 5,000 reads each time).
+			 * Forgotten when this gateway writes the host down.
+			 */
+			this.aliveSeen = new Map<string, number>();
+			/** Whether a presence reading is believed at once (lib/presence-guard.ts). */
+			this.presenceGuard = new PresenceGuard({ maxLoss: config.cmPresenceMaxLossPercent / 100, minHosts: 2, confirmMs: config.cmPresenceConfirmMs });
 			/** When an event last changed a host: a reconciliation whose reads are older leaves it alone. */
 			this.touched = new Map<string, number>();
 			this.monitors = new Map<string, Monitor>();
@@ -336,6 +334,7 @@ export default function CmGatewayService(): ServiceSchema {
 						concurrency: config.cmApiConcurrency,
 						tlsVerify: config.cmApiTlsVerify,
 						caFile: config.cmApiCa || undefined,
+						onMasterUnanswering: () => this.presenceGuard.masterUnanswering(),
 					})
 				: null;
 		},
@@ -398,72 +397,28 @@ export default function CmGatewayService(): ServiceSchema {
 			},
 
 			/**
-			 * The one door to salt-api for runs: the complete call on the resolved hosts is authorized against
-			 * the requester's token as it is now (tokens.authorizeRun), written to the audit log — and only if
-			 * that record is stored is the job handed to salt-api. Its outcome completes the same record.
+			 * The one door to salt-api for runs (lib/run-door.ts): the complete call on the resolved hosts is
+			 * authorized against the requester's token as it is now (tokens.authorizeRun), written to the audit
+			 * log — and only if that record is stored is the job handed to salt-api. Its outcome completes the
+			 * same record.
 			 */
-			async startRun(this: any, ctx: Context, by: Requester, targets: string[], body: RunBody, origin: JobOrigin = {}) {
-				const caller = await this.authorizeRun(ctx, by, targets, body);
-				const auditId: string = by.auditId ?? newObjectId();
-				await this.beginAudit(auditId, by, caller, targets, body);
-				try {
-					const res = await this.execute(targets, body, origin);
-					await this.endAudit(auditId, { status: 200, outcome: "ok", jid: res.task_id ?? null });
-					return res;
-				} catch (err) {
-					const e = err as { code?: number; message?: string };
-					await this.endAudit(auditId, { status: typeof e.code === "number" && e.code >= 400 && e.code < 600 ? e.code : 500, outcome: "failed", message: String(e.message ?? "").slice(0, 2000) });
-					throw err;
-				}
+			startRun(this: DoorHost, ctx: Context, by: Requester, targets: string[], body: RunBody, origin: JobOrigin = {}) {
+				const req: RunRequest = { by, targets, body };
+				return throughTheDoor(req, this.doorEffects(ctx, req, () => this.execute(targets, body, origin), res => res.task_id ?? null));
 			},
 
-			/** tokens.authorizeRun on the complete call; a refusal is audited (best effort) and thrown as is. */
-			async authorizeRun(this: any, ctx: Context, by: Requester, targets: string[], body: RunBody): Promise<{ id: string; name: string; role: string }> {
-				try {
-					return await ctx.call("tokens.authorizeRun", { token: by.token, client: body.cm_client, fun: body.fun, arg: body.arg, kwarg: body.kwarg, targets });
-				} catch (err) {
-					const e = err as { code?: number; message?: string };
-					if (e.code === 403) {
-						const entry = { ...this.auditEntry(by, null, targets, body), status: 403, outcome: "denied", message: String(e.message).slice(0, 2000) };
-						await ctx.call("audit.record", { id: by.auditId ?? newObjectId(), entry }).catch((auditErr: Error) => this.logger.error("Could not write the audit record of a refused run:", auditErr.message));
-					}
-					throw err;
-				}
-			},
-
-			auditEntry(this: any, by: Requester, caller: { id: string; name: string; role: string } | null, targets: string[], body: RunBody) {
+			/** The door's effects for a run asked for in `ctx`: the token check, the audit writes, `execute`. */
+			doorEffects<R>(this: DoorHost, ctx: Context, req: RunRequest, execute: () => Promise<R>, jidOf?: (result: R) => string | null): DoorEffects<R> {
+				const { by, targets, body } = req;
 				return {
-					token: caller?.id ?? (by.token || null),
-					name: caller?.name ?? by.name ?? null,
-					role: caller?.role ?? by.role ?? null,
-					source: by.source,
-					method: by.method,
-					path: by.path,
-					targets,
-					fun: body.fun,
-					args: { cm_client: body.cm_client, ...(body.arg ? { arg: body.arg } : {}), ...(body.kwarg ? { kwarg: body.kwarg } : {}) },
+					authorize: () => ctx.call<TokenHolder, Record<string, unknown>>("tokens.authorizeRun", { token: by.token, client: body.cm_client, fun: body.fun, arg: body.arg, kwarg: body.kwarg, targets }),
+					// A refusal's record is written in the refused call's context; a run's records by the gateway itself.
+					writeAudit: (id, entry) => (entry.outcome === "denied" ? ctx.call("audit.record", { id, entry }) : this.broker.call("audit.record", { id, entry })),
+					execute,
+					jidOf,
+					newId: newObjectId,
+					log: (what, why) => this.logger.error(what, why),
 				};
-			},
-
-			/** The run's audit record, before it runs; if it cannot be stored, nothing runs (503). */
-			async beginAudit(this: any, id: string, by: Requester, caller: { id: string; name: string; role: string }, targets: string[], body: RunBody) {
-				const entry = { ...this.auditEntry(by, caller, targets, body), status: 202, outcome: "started" };
-				let stored: unknown = null;
-				try {
-					stored = await this.broker.call("audit.record", { id, entry });
-				} catch (err) {
-					this.logger.error(`Could not write the audit record of a run of ${body.fun} (nothing was run):`, (err as Error).message);
-				}
-				if (!stored) throw new EveError(503, AUDIT_UNAVAILABLE);
-			},
-
-			/** The run's outcome on its audit record (the job was handed over: a failure here is logged, not thrown). */
-			async endAudit(this: any, id: string, outcome: { status: number; outcome: string; jid?: string | null; message?: string }) {
-				try {
-					await this.broker.call("audit.record", { id, entry: outcome });
-				} catch (err) {
-					this.logger.error(`Could not complete audit record ${id}:`, (err as Error).message);
-				}
 			},
 
 			/**
@@ -737,6 +692,11 @@ export default function CmGatewayService(): ServiceSchema {
 					const r = this.tracker.take(ret[1], host, ev.data.return);
 					if (r) this.bufferReturn(r);
 					else if (!this.tracker.has(ret[1])) this.tracker.keepEarly(ret[1], host, ev.data.return);
+					// Any return proves its minion alive now, sooner than the master's next presence loop.
+					if (HOSTNAME.test(host) && !(Date.now() - (this.aliveSeen.get(host) ?? -Infinity) < ALIVE_MEMO_MS)) {
+						this.aliveQueue.add(host);
+						this.kickLane();
+					}
 					return;
 				}
 				if (!/^salt\/(presence\/|minion\/|key$|auth$)/.test(ev.tag) && ev.tag !== VNC_EVENT_TAG) return;
@@ -756,12 +716,16 @@ export default function CmGatewayService(): ServiceSchema {
 						const batch: SaltEvent[] = this.eventQueue.splice(0);
 						try {
 							if (batch.length) await this.inventoryTurn(() => this.applyEvents(batch));
-							else await this.inventoryTurn(() => this.flushRefresh());
+							else
+								await this.inventoryTurn(async () => {
+									await this.flushRefresh();
+									await this.flushAlive();
+								});
 						} catch (err) {
 							this.logger.warn(`Could not apply ${batch.length} Salt event(s); the next reconciliation will:`, (err as Error).message);
 						}
 						// Checked and cleared in one tick, so that nothing queued meanwhile is left waiting.
-						if (this.stopping || (!this.eventQueue.length && !this.refreshQueue.size)) {
+						if (this.stopping || (!this.eventQueue.length && !this.refreshQueue.size && !this.aliveQueue.size)) {
 							this.eventLane = null;
 							return;
 						}
@@ -797,16 +761,48 @@ export default function CmGatewayService(): ServiceSchema {
 				await this.flushRefresh();
 				const upSet = new Set<string>(present ?? []);
 				for (const [id, isUp] of presence) isUp ? upSet.add(id) : upSet.delete(id);
+				for (const id of this.aliveQueue) upSet.add(id);
+				this.aliveQueue.clear();
 				const up = [...upSet];
-				const down = [...presence].filter(([, isUp]) => !isUp).map(([id]) => id);
-				if (up.length || down.length || present) {
-					const res: { wentUp: string[]; wentDown: string[] } = await this.broker.call("hosts.setPresence", { up, down, complete: present !== null });
-					const now = Date.now();
-					for (const id of [...up, ...down]) this.touched.set(id, now);
-					this.countPresenceChanges(res.wentUp.length, res.wentDown.length);
-					for (const id of res.wentDown) alerts.push({ type: "host.down", level: "warning", payload: { hostname: id, status: "down" } });
-					for (const id of res.wentUp) alerts.push({ type: "host.up", level: "info", payload: { hostname: id, status: "up" } });
+				let down = [...presence].filter(([, isUp]) => !isUp).map(([id]) => id);
+				let complete = present !== null;
+				if (complete || (down.length && this.presenceGuard.couldHold(down.length))) {
+					// A reading that takes down a mass of the fleet (a master that just restarted knows no one yet) waits for confirmation.
+					const loss: { up: number; losing: number } = await this.broker.call("hosts.presenceLoss", { up, down, complete });
+					if (this.presenceGuard.judge(loss.up, loss.losing) === "hold") {
+						this.logger.warn(`Presence: a reading would take ${loss.losing} of ${loss.up} hosts down at once; holding it until a later reading confirms it (docs/salt.md, "Presence")`);
+						countMetric(this.broker, "fleet.hosts.presence.held.total");
+						down = [];
+						complete = false;
+					}
 				}
+				if (up.length || down.length || complete) await this.applyPresence(up, down, complete, alerts);
+				await this.raiseAlerts(alerts);
+			},
+
+			/** Writes a presence reading, raising host.down / host.up into `alerts`. */
+			async applyPresence(this: any, up: string[], down: string[], complete: boolean, alerts: Alert[], changesOnly = false) {
+				const res: { wentUp: string[]; wentDown: string[] } = await this.broker.call("hosts.setPresence", { up, down, complete, changesOnly });
+				const now = Date.now();
+				if (!changesOnly) for (const id of [...up, ...down]) this.touched.set(id, now);
+				else for (const id of res.wentUp) this.touched.set(id, now);
+				for (const id of down) this.aliveSeen.delete(id);
+				for (const id of res.wentDown) this.aliveSeen.delete(id);
+				this.countPresenceChanges(res.wentUp.length, res.wentDown.length);
+				for (const id of res.wentDown) alerts.push({ type: "host.down", level: "warning", payload: { hostname: id, status: "down" } });
+				for (const id of res.wentUp) alerts.push({ type: "host.up", level: "info", payload: { hostname: id, status: "up" } });
+			},
+
+			/** Marks up the minions job returns proved alive (only those not up already: a job's returns rewrite nothing). */
+			async flushAlive(this: any) {
+				if (!this.aliveQueue.size) return;
+				const ids: string[] = [...this.aliveQueue];
+				this.aliveQueue.clear();
+				const alerts: Alert[] = [];
+				await this.applyPresence(ids, [], false, alerts, true);
+				const now = Date.now();
+				if (this.aliveSeen.size > 200_000) this.aliveSeen.clear();
+				for (const id of ids) this.aliveSeen.set(id, now);
 				await this.raiseAlerts(alerts);
 			},
 
@@ -850,10 +846,7 @@ export default function CmGatewayService(): ServiceSchema {
 				const startedAt = Date.now();
 				const views = new Map<string, MasterView>();
 				const record = (fingers: Record<string, unknown>, wanted: Set<string>) => {
-					for (const [dir, key] of KEY_DIRS) {
-						const fps = fingers[dir];
-						if (isObject(fps)) for (const [id, fp] of Object.entries(fps)) if (wanted.has(id)) views.set(id, { key, fingerprint: typeof fp === "string" && fp ? fp : undefined });
-					}
+					for (const [id, view] of keyViews(null, fingers, id => wanted.has(id))) views.set(id, view);
 				};
 				const wanted = new Set(ids);
 				if (ids.length >= FINGER_ALL_FROM) record(await this.wheel("key.finger", { match: "*" }), wanted);
@@ -919,12 +912,6 @@ export default function CmGatewayService(): ServiceSchema {
 				return data.return;
 			},
 
-			/**
-			 * Three reads of the whole fleet (key.list_all, key.finger "*", manage.status), then the cached grains
-			 * (cache.grains) SYNC_BATCH minions at a time, each batch written as it is read, so that memory stays
-			 * bounded by a batch, not the fleet. A read that fails ends the sync: the batches already written stay
-			 * (they hold what the master said), and no host is soft-deleted unless every read succeeded.
-			 */
 			/** A reconciliation whose progress is the `inventory_sync` record of `jobs`. */
 			async trackedReconcile(this: any): Promise<SyncResult> {
 				const job = await trackJob(this.broker, "inventory_sync", { master: config.cmApiUrl });
@@ -938,27 +925,36 @@ export default function CmGatewayService(): ServiceSchema {
 				}
 			},
 
+			/**
+			 * Three reads of the whole fleet that publish nothing to minions (key.list_all, key.finger "*", and
+			 * manage.present: who the master sees connected), then the cached grains (cache.grains) SYNC_BATCH
+			 * minions at a time, each batch written as it is read, so that memory stays bounded by a batch, not the
+			 * fleet. A read that fails ends the sync: the batches already written stay (they hold what the master
+			 * said), and no host is soft-deleted unless every read succeeded. Presence goes through the presence
+			 * guard like the events' (a master that just restarted sees no one connected).
+			 */
 			async reconcile(this: any, progress: (done: number, total: number) => Promise<void> = async () => undefined): Promise<SyncResult> {
 				const startedAt = Date.now();
 				const keys = await this.wheel("key.list_all");
 				const fingers = await this.wheel("key.finger", { match: "*" });
-				const status = await this.salt.lowstate({ client: "runner", fun: "manage.status" }, { safe: true });
-				if (!isObject(status) || !Array.isArray(status.up) || !Array.isArray(status.down)) throw new EveError(502, "salt-api sent a malformed answer to manage.status");
-
-				const up = new Set(strings(status.up));
-				const down = new Set(strings(status.down));
-				const views = new Map<string, MasterView>();
-				for (const [dir, key] of KEY_DIRS) {
-					const ids = keys[dir];
-					if (ids !== undefined && !Array.isArray(ids)) throw new EveError(502, "salt-api sent a malformed answer to key.list_all");
-					for (const id of strings(ids)) if (HOSTNAME.test(id)) views.set(id, { key, status: up.has(id) ? "up" : down.has(id) ? "down" : "unknown" });
-				}
-				for (const [dir] of KEY_DIRS) {
-					const fps = fingers[dir];
-					if (isObject(fps)) for (const [id, fp] of Object.entries(fps)) if (typeof fp === "string" && fp && views.has(id)) views.get(id)!.fingerprint = fp;
+				const present = await this.salt.lowstate({ client: "runner", fun: "manage.present" }, { safe: true });
+				if (!Array.isArray(present)) throw new EveError(502, "salt-api sent a malformed answer to manage.present");
+				for (const dir of ["minions", "minions_pre", "minions_rejected", "minions_denied"]) {
+					if (keys[dir] !== undefined && !Array.isArray(keys[dir])) throw new EveError(502, "salt-api sent a malformed answer to key.list_all");
 				}
 
-				const known = await this.fleetState();
+				const up = new Set(strings(present));
+				const views: Map<string, MasterView> = keyViews(keys, fingers, id => HOSTNAME.test(id));
+				for (const [id, view] of views) if (view.key === "accepted") view.status = up.has(id) ? "up" : "down";
+
+				const known: Map<string, KnownHost> = await this.fleetState();
+				const live = [...known.values()].filter(h => h.status === "up" && h.key === "accepted" && !h._soft_deleted);
+				const losing = live.filter(h => views.get(h._id)?.status === "down");
+				if (this.presenceGuard.judge(live.length, losing.length) === "hold") {
+					this.logger.warn(`Presence: the master sees ${losing.length} of ${live.length} hosts up as gone; holding their status until a later reading confirms it (docs/salt.md, "Presence")`);
+					countMetric(this.broker, "fleet.hosts.presence.held.total");
+					for (const h of losing) delete views.get(h._id)!.status;
+				}
 				const total = { created: 0, updated: 0, removed: 0, restored: 0, fingerprints_changed: 0 };
 				const add = (r: typeof total) => {
 					for (const k of Object.keys(total) as Array<keyof typeof total>) total[k] += r[k];
@@ -1013,9 +1009,11 @@ export default function CmGatewayService(): ServiceSchema {
 				for (const [id, view] of views) {
 					if (fresher(id)) continue;
 					const host = known.get(id);
-					const { doc, fingerprintChange } = hostUpdate(id, view, host, now);
+					const { doc, fingerprintChange, keyConflict } = hostUpdate(id, view, host, now);
 					changes.push(doc);
 					if (fingerprintChange) alerts.push({ type: "fingerprint.changed", level: "warning", payload: { ...fingerprintChange } });
+					if (keyConflict) alerts.push({ type: "key.conflict", level: "warning", payload: { ...keyConflict } });
+					if (doc.status === "down") this.aliveSeen.delete(id);
 					const moved = presenceChange(host, doc.status as string | undefined);
 					if (moved) alerts.push({ type: moved, level: moved === "host.down" ? "warning" : "info", payload: { hostname: id, status: doc.status } });
 					// Soft-deleted by an earlier reconciliation (its `key` was forgotten), and the key is back.
@@ -1060,10 +1058,12 @@ export default function CmGatewayService(): ServiceSchema {
 				const paths = patchPaths(listed as string[], config.cmPatchPrefix, (path: string) => this.logger.warn(`Skipping patch file '${path}': its name cannot be given to state.apply`));
 
 				const patches: Array<{ name: string; text: string }> = [];
+				const unreadable: string[] = [];
 				let read = 0;
 				await eachLimited(paths, config.cmApiConcurrency, async ({ path, name }) => {
 					const text: string | null = await this.readPatch(path);
 					if (text !== null) patches.push({ name, text });
+					else unreadable.push(path);
 					await job.progress(++read, paths.length);
 				});
 
@@ -1073,24 +1073,35 @@ export default function CmGatewayService(): ServiceSchema {
 					const res: { created: number } = await ctx.call("updates.upsertMany", { patches: batch });
 					created += res.created;
 				}
+				// What could be read is kept, but a listed patch that could not be read is never a success.
+				if (unreadable.length) {
+					unreadable.sort();
+					const names = unreadable.slice(0, 20).join(", ") + (unreadable.length > 20 ? `, … (${unreadable.length - 20} more)` : "");
+					throw new EveError(502, `the master listed ${paths.length} patch file(s) but sent ${unreadable.length} of them as no text: ${names}; ${patches.length} loaded (${created} new)`, {
+						issues: { unreadable: unreadable.slice(0, 100) },
+					});
+				}
 				return { _status: "OK", loaded: patches.length, created };
 			},
 
-			/** One file's text through wheel `file_roots.read`; null when it is gone or not text. */
+			/**
+			 * One file's text, read through the master's file server: runner `salt.cmd` with `cp.get_file_str`
+			 * (wheel `file_roots.read` reads only files directly in a file root: `[]` for `patches/x.sls` on Salt
+			 * 3006). The eauth grant it needs is narrowed to that function and prefix (docs/salt.md). null when the
+			 * master sends no text (the file is gone, or is not text).
+			 */
 			async readPatch(this: any, path: string): Promise<string | null> {
-				const event = await this.salt.lowstate({ client: "wheel", fun: "file_roots.read", path, saltenv: "base" }, { safe: true });
-				const data = isObject(event) ? event.data : undefined;
-				if (!isObject(data)) throw new EveError(502, `salt-api sent a malformed answer to file_roots.read of '${path}'`);
-				if (data.success === false) throw new EveError(502, `the master could not read '${path}': ${asText(data.return).slice(0, 300)}`);
-				const ret = data.return;
-				if (!Array.isArray(ret)) throw new EveError(502, `salt-api sent a malformed answer to file_roots.read of '${path}'`);
-				// One {absolute path: text} per file root holding the file; the first root wins, as in Salt's file server.
-				for (const entry of ret) {
-					if (!isObject(entry)) continue;
-					const text = Object.values(entry)[0];
-					if (typeof text === "string") return text;
+				let text: unknown;
+				try {
+					text = await this.salt.lowstate({ client: "runner", fun: "salt.cmd", arg: ["cp.get_file_str", `salt://${path}`], kwarg: { saltenv: "base" } }, { safe: true });
+				} catch (err) {
+					if ((err as { kind?: string }).kind === "auth") {
+						throw new EveError(502, `the master refused to read '${path}' through runner salt.cmd cp.get_file_str: grant it to CM_API_USER in external_auth (docs/salt.md, "The API user and its permissions")`);
+					}
+					throw err;
 				}
-				if (ret.length) this.logger.warn(`Skipping patch file '${path}': the master did not send it as text`);
+				if (typeof text === "string") return text;
+				this.logger.warn(`Patch file '${path}': the master sent no text (${text === false ? "not found" : typeof text})`);
 				return null;
 			},
 
@@ -1112,28 +1123,25 @@ export default function CmGatewayService(): ServiceSchema {
 					ctx.broadcast("cm-gateway.allStatusStop", { hosts: [id] });
 					return { _status: "OK", action, host: id, polling: false, stopped: was ? 1 : 0 };
 				}
-				// Starting (or extending) a poll is a run: authorized and audited like any other.
+				// Starting (or extending) a poll is a run: through the same door as any other (its record has no jid).
 				const by = requester(ctx as Context<unknown, RunMeta>);
-				const caller = await this.authorizeRun(ctx, by, [id], ALL_STATUS_CALL);
-				const auditId: string = by.auditId ?? newObjectId();
-				await this.beginAudit(auditId, by, caller, [id], ALL_STATUS_CALL);
-				const until = Date.now() + config.cmAllStatusMaxMs;
-				const running: Monitor | undefined = this.monitors.get(id);
-				if (running) Object.assign(running, { until, token: by.token });
-				else {
-					const timer = setInterval(() => void this.pollStatus(id), config.cmAllStatusIntervalMs);
-					timer.unref?.();
-					this.monitors.set(id, { timer, until, token: by.token });
-					// The first poll runs now, so that a salt-api that is down is reported to the caller.
-					try {
-						await this.pollStatus(id, true);
-					} catch (err) {
-						const e = err as { code?: number; message?: string };
-						await this.endAudit(auditId, { status: typeof e.code === "number" && e.code >= 400 && e.code < 600 ? e.code : 500, outcome: "failed", message: String(e.message ?? "").slice(0, 2000) });
-						throw err;
-					}
-				}
-				await this.endAudit(auditId, { status: 200, outcome: "ok" });
+				const req: RunRequest = { by, targets: [id], body: ALL_STATUS_CALL };
+				const until: number = await throughTheDoor(
+					req,
+					this.doorEffects(ctx, req, async () => {
+						const ends = Date.now() + config.cmAllStatusMaxMs;
+						const running: Monitor | undefined = this.monitors.get(id);
+						if (running) Object.assign(running, { until: ends, token: by.token });
+						else {
+							const timer = setInterval(() => void this.pollStatus(id), config.cmAllStatusIntervalMs);
+							timer.unref?.();
+							this.monitors.set(id, { timer, until: ends, token: by.token });
+							// The first poll runs now, so that a salt-api that is down is reported to the caller.
+							await this.pollStatus(id, true);
+						}
+						return ends;
+					}),
+				);
 				return { _status: "OK", action, host: id, polling: true, interval: config.cmAllStatusIntervalMs / 1000, until: formatHttpDate(new Date(until)) };
 			},
 

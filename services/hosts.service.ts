@@ -37,6 +37,7 @@ const HOST_FIELDS = [
 	"nat",
 	"fingerprint",
 	"fingerprint_history",
+	"key_conflict",
 	"identification_number",
 	"vpn_organization",
 	"vpn_representation",
@@ -44,6 +45,13 @@ const HOST_FIELDS = [
 	"grain",
 ];
 
+
+/** A reading of the master's presence: hosts seen up, seen down, and whether `up` is everyone connected. */
+interface PresenceReading {
+	up: string[];
+	down: string[];
+	complete: boolean;
+}
 
 const stringList = { type: "array", items: "string", optional: true } as const;
 
@@ -61,6 +69,8 @@ const hostSchema = {
 	nat: "boolean|optional",
 	fingerprint: "string|optional",
 	fingerprint_history: { type: "array", optional: true, items: { type: "object", props: { added: "date", fingerprint: "string" } } },
+	// Beyond the spec: a second key the master holds for this id besides the trusted one (docs/salt.md, "Key conflicts").
+	key_conflict: { type: "object", optional: true, nullable: true, props: { key: { type: "enum", values: ["pending", "rejected", "denied"] }, fingerprint: "string|optional" } },
 	identification_number: { type: "string", max: 200, optional: true },
 	vpn_organization: { type: "string", optional: true, nullable: true },
 	vpn_representation: { type: "object", optional: true, nullable: true },
@@ -112,7 +122,10 @@ const HostsService: EveServiceSchema = {
 				for (const h of ctx.params.hosts) {
 					if (existing.has(h._id)) {
 						const { _id, ...fields } = h;
-						await this.store.updateMany({ _id }, { $set: { ...fields, _updated: now } });
+						// A cleared key conflict comes as null: the field goes away.
+						const unset = fields.key_conflict === null;
+						if (unset) delete fields.key_conflict;
+						await this.store.updateMany({ _id }, { $set: { ...fields, _updated: now }, ...(unset ? { $unset: { key_conflict: true as const } } : {}) });
 						changed.push(_id);
 					} else {
 						fresh.push(this.newHost(h, now));
@@ -142,13 +155,14 @@ const HostsService: EveServiceSchema = {
 				limit: { type: "number", integer: true, min: 1, max: 100_000, optional: true },
 			},
 			async handler(this: EveThis, ctx: Context<{ ids?: string[]; after?: string; limit?: number }>) {
-				const fields = ["key", "status", "fingerprint", "fingerprint_history", "_soft_deleted"];
+				const fields = ["key", "status", "fingerprint", "fingerprint_history", "key_conflict", "_soft_deleted"];
 				const state = (d: Doc): Doc => ({
 					_id: d._id,
 					key: d.key,
 					status: d.status,
 					fingerprint: d.fingerprint,
 					fingerprint_history: Array.isArray(d.fingerprint_history) ? [...d.fingerprint_history] : [],
+					...(d.key_conflict ? { key_conflict: d.key_conflict } : {}),
 					_soft_deleted: d._soft_deleted === true,
 				});
 				const { ids, after, limit } = ctx.params;
@@ -168,7 +182,9 @@ const HostsService: EveServiceSchema = {
 		/**
 		 * Presence from the master's events (internal: the cm-gateway). Known accepted hosts in `up` become "up" with
 		 * `heartbeat` now, those in `down` "down"; with `complete`, `up` is every connected minion, so the
-		 * other accepted hosts that are up go down. Answers the live hosts that changed: {wentUp, wentDown}.
+		 * other accepted hosts that are up go down. With `changesOnly`, hosts already up are left as they are
+		 * (a job return proving a host alive does not rewrite every host of a job). Answers the live hosts that
+		 * changed: {wentUp, wentDown}.
 		 */
 		setPresence: {
 			visibility: "public",
@@ -176,20 +192,10 @@ const HostsService: EveServiceSchema = {
 				up: { type: "array", items: "string", max: 100_000, default: [] },
 				down: { type: "array", items: "string", max: 100_000, default: [] },
 				complete: { type: "boolean", default: false },
+				changesOnly: { type: "boolean", default: false },
 			},
-			async handler(this: EveThis, ctx: Context<{ up: string[]; down: string[]; complete: boolean }>) {
-				const up = new Set(ctx.params.up);
-				const down = new Set(ctx.params.down.filter(id => !up.has(id)));
-				const docs: Doc[] = [];
-				const presence = (d: Doc) => docs.push({ _id: d._id, key: d.key, status: d.status, _soft_deleted: d._soft_deleted });
-				await this.store.scan({ _id: { $in: [...up, ...down] } }, ["key", "status", "_soft_deleted"], presence);
-				if (ctx.params.complete) {
-					await this.store.scan({ status: "up", key: "accepted" }, ["key", "status", "_soft_deleted"], d => {
-						if (up.has(d._id) || down.has(d._id)) return;
-						down.add(d._id);
-						presence(d);
-					});
-				}
+			async handler(this: EveThis, ctx: Context<PresenceReading & { changesOnly: boolean }>) {
+				const { up, docs } = await this.presenceDocs(ctx.params);
 				const wentUp: string[] = [];
 				const wentDown: string[] = [];
 				const nowUp: string[] = [];
@@ -200,6 +206,7 @@ const HostsService: EveServiceSchema = {
 					if (d.key !== "accepted") continue;
 					const live = d._soft_deleted !== true;
 					if (up.has(id)) {
+						if (ctx.params.changesOnly && d.status === "up") continue;
 						nowUp.push(id);
 						if (live && d.status === "down") wentUp.push(id);
 					} else if (d.status !== "down") {
@@ -213,6 +220,25 @@ const HostsService: EveServiceSchema = {
 				if (nowUp.length || nowDown.length) await this.notifyChanged(ctx, "updated", [...nowUp, ...nowDown]);
 				if (nowUp.length || nowDown.length) this.countHostsSoon();
 				return { wentUp, wentDown };
+			},
+		},
+
+		/**
+		 * What a presence reading would take down, before it is applied (internal: the cm-gateway's presence
+		 * guard, lib/presence-guard.ts): {up: the live accepted hosts up now, losing: how many of them it takes down}.
+		 */
+		presenceLoss: {
+			visibility: "public",
+			params: {
+				up: { type: "array", items: "string", max: 100_000, default: [] },
+				down: { type: "array", items: "string", max: 100_000, default: [] },
+				complete: { type: "boolean", default: false },
+			},
+			async handler(this: EveThis, ctx: Context<PresenceReading>) {
+				const { up, docs } = await this.presenceDocs(ctx.params);
+				const losing = docs.filter((d: Doc) => d.key === "accepted" && d._soft_deleted !== true && d.status === "up" && !up.has(d._id as string)).length;
+				const live = await this.store.count({ status: "up", key: "accepted", _soft_deleted: { $ne: true } });
+				return { up: live, losing };
 			},
 		},
 
@@ -466,6 +492,7 @@ const HostsService: EveServiceSchema = {
 			if (this.membershipLoop) return;
 			this.membershipLoop = (async () => {
 				await new Promise(r => setTimeout(r, delayMs).unref?.());
+				await this.membershipSources();
 				while (this.membershipDirty && !this.membershipStopping) {
 					this.membershipDirty = false;
 					try {
@@ -479,10 +506,41 @@ const HostsService: EveServiceSchema = {
 			})();
 		},
 
+		/**
+		 * Resolves once the groups and nodegroups services are reachable (local or over the transporter), or
+		 * this service stops: a recomputation asked for before (nodegroups announces its definitions as it
+		 * starts, maybe before groups is there) waits for them instead of failing. In the background: a
+		 * process running `hosts` alone starts at once and recomputes when they appear.
+		 */
+		async membershipSources(this: EveThis): Promise<void> {
+			// As broker.waitForServices checks (the typings make its nodeID mandatory; absent means any node).
+			const registry = this.broker.registry as unknown as { hasService(name: string): boolean };
+			while (!this.membershipStopping && !["groups", "nodegroups"].every(name => registry.hasService(name))) {
+				await new Promise(r => setTimeout(r, 100).unref?.());
+			}
+		},
+
+		/** The hosts a presence reading names (with `complete`, also every accepted host up that it leaves out, as down). */
+		async presenceDocs(this: EveThis, reading: PresenceReading): Promise<{ up: Set<string>; docs: Doc[] }> {
+			const up = new Set(reading.up);
+			const down = new Set(reading.down.filter(id => !up.has(id)));
+			const docs: Doc[] = [];
+			const presence = (d: Doc) => docs.push({ _id: d._id, key: d.key, status: d.status, _soft_deleted: d._soft_deleted });
+			await this.store.scan({ _id: { $in: [...up, ...down] } }, ["key", "status", "_soft_deleted"], presence);
+			if (reading.complete) {
+				await this.store.scan({ status: "up", key: "accepted" }, ["key", "status", "_soft_deleted"], d => {
+					if (up.has(d._id as string) || down.has(d._id as string)) return;
+					down.add(d._id as string);
+					presence(d);
+				});
+			}
+			return { up, docs };
+		},
+
 		newHost(this: EveThis, h: Doc, now: Date): Doc {
 			const doc: Doc = {};
 			for (const f of HOST_FIELDS) {
-				if (f in h) doc[f] = h[f];
+				if (f in h && !(f === "key_conflict" && h[f] === null)) doc[f] = h[f];
 				else if (f === "nodegroups" || f === "groups" || f === "fingerprint_history") doc[f] = [];
 				else if (f === "_soft_deleted") doc[f] = false;
 			}
@@ -521,11 +579,9 @@ const HostsService: EveServiceSchema = {
 			this.countTimer.unref();
 			this.countHostsSoon();
 		}
-		// Definitions may have changed while this service was down.
-		void this.broker
-			.waitForServices(["groups", "nodegroups"], 600_000)
-			.then(() => this.scheduleMembership(0))
-			.catch(() => this.logger.warn("The groups and nodegroups services did not appear: host memberships wait for the next group change"));
+		// Definitions may have changed while this service was down: a full recomputation once the groups and
+		// nodegroups services are there (membershipSources; in the background, so a process without them starts).
+		this.scheduleMembership(0);
 		// Not on NeDB: an index whose values many hosts share (a flag; a group holding the whole fleet) selects
 		// little, and NeDB pays for it on every write by scanning the value's bucket (a 10,000-host
 		// reconciliation took 45% longer; recomputing memberships under a root group, minutes).

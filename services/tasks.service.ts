@@ -22,6 +22,7 @@ import { EveError, badRequest, notFound, validationFailed, type Issues } from ".
 import type { Doc } from "../lib/store";
 import { countMetric, observeMetric } from "../lib/metrics";
 import { SALT_FUN } from "../lib/bodies";
+import { claimRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "../lib/task-claims";
 
 export const TASK_STATUSES = ["scheduled", "paused", "finished"];
 /** The fields that decide what a task runs, or when: changing one needs the changer's scope to cover the task. */
@@ -294,15 +295,15 @@ const TasksService: EveServiceSchema = {
 			// Dead runs are rare and the search is not indexed: looked for a few times per lease, not every pass.
 			const takeoverDue = now.getTime() - (this.lastTakeoverScan ?? 0) >= Math.max(250, cfg().taskLeaseMs / 4);
 			if (takeoverDue) this.lastTakeoverScan = now.getTime();
-			for (const t of takeoverDue ? await this.store.find({ "pending.lease_until": { $lt: now } }, { limit: 100 }) : []) {
-				const taken = await this.store.findOneAndUpdate({ _id: t._id, "pending.run": t.pending.run }, { $set: { "pending.by": this.broker.nodeID, "pending.lease_until": new Date(Date.now() + cfg().taskLeaseMs) } });
+			for (const t of takeoverDue ? await findExpired(this.store, now) : []) {
+				const taken = await takeOverRun(this.store, { _id: t._id, pending: t.pending }, this.broker.nodeID, new Date(), cfg().taskLeaseMs);
 				if (taken) {
 					this.logger.warn(`Task '${t._id}': taking over run ${t.pending.run} (due ${new Date(t.pending.due).toISOString()}) from ${t.pending.by}, whose lease passed`);
 					void this.executeRun(taken, true);
 				}
 			}
 			// A task whose previous run is still being handed over waits for it (see claimRun).
-			const due = await this.store.find({ status: "scheduled", next: { $lte: now }, pending: { $exists: false } }, { sort: [["next", 1]], limit: 500 });
+			const due = await findDue(this.store, now);
 			// Claims are independent (each is one conditional update): a few at a time, earliest first.
 			let next = 0;
 			await Promise.all(
@@ -311,7 +312,7 @@ const TasksService: EveServiceSchema = {
 				}),
 			);
 			// Only the coming second matters: the scheduler looks again at least once a second anyway.
-			const soonest = await this.store.find({ status: "scheduled", next: { $gt: now, $lte: new Date(now.getTime() + 1000) } }, { sort: [["next", 1]], limit: 1 });
+			const soonest = await findSoonest(this.store, now, 1000);
 			const wait = soonest.length ? new Date(soonest[0].next).getTime() - Date.now() : 1000;
 			return Math.min(1000, Math.max(0, wait));
 		},
@@ -323,12 +324,9 @@ const TasksService: EveServiceSchema = {
 			const outstanding = t.overlap !== "allow" && !!t.last_run?.jid && (await this.broker.call<number, { jid: string }>("actions.outstanding", { jid: t.last_run.jid }).catch(() => 0)) > 0;
 			const { skip, next } = planRun({ ...scheduleOf(t), misfire: t.misfire, overlap: t.overlap }, due, now, cfg().taskMisfireGraceMs, outstanding);
 			const skipped = skip && outstanding && !skip.startsWith("missed") ? `${skip} (job ${t.last_run.jid})` : skip;
-			const set: Doc = { next, status: next ? "scheduled" : "finished", _updated: now };
-			if (skipped) set.last_run = { due, at: now, status: "skipped", message: skipped };
-			else set.pending = { run: newObjectId(), due, by: this.broker.nodeID, lease_until: new Date(now.getTime() + cfg().taskLeaseMs) };
 			// Only with no run pending: a task holds one run at a time, so a run still being handed over (retrying, or
 			// held by a replica that died and awaiting takeover) is never overwritten and lost by the next one.
-			const claimed = await this.store.findOneAndUpdate({ _id: t._id, status: "scheduled", next: due, pending: { $exists: false } }, skipped ? { $set: set } : { $set: set, $inc: { count_of_execution: 1 } });
+			const claimed = await claimRun(this.store, { _id: t._id }, { due, next, skipped: skipped || null, run: newObjectId(), by: this.broker.nodeID, now, leaseMs: cfg().taskLeaseMs });
 			if (!claimed) return; // another replica won this run, or the task changed
 			observeMetric(this.broker, "fleet.task.lateness_seconds", Math.max(0, now.getTime() - due.getTime()) / 1000);
 			if (skipped) countMetric(this.broker, "fleet.task.runs.total", { outcome: "skipped" });
@@ -343,7 +341,7 @@ const TasksService: EveServiceSchema = {
 		 */
 		async executeRun(this: EveThis, t: Doc, takeover = false) {
 			const pending = t.pending;
-			let result: Doc;
+			let result: LastRun;
 			for (let attempt = 0; ; attempt++) {
 				try {
 					const res: { task_id: string | null; status: string } = await this.broker.call("cm-gateway.runTask", {
@@ -368,12 +366,11 @@ const TasksService: EveServiceSchema = {
 					}
 					await new Promise(r => setTimeout(r, RETRY_DELAYS_MS[attempt]));
 					if (this.schedulerStopping) return; // the lease runs out; another replica takes the run over
-					await this.store.updateMany({ _id: t._id, "pending.run": pending.run }, { $set: { "pending.lease_until": new Date(Date.now() + cfg().taskLeaseMs) } });
+					await renewLease(this.store, t._id, pending.run, new Date(), cfg().taskLeaseMs);
 				}
 			}
 			countMetric(this.broker, "fleet.task.runs.total", { outcome: result.status });
-			const n = await this.store.updateMany({ _id: t._id, "pending.run": pending.run }, { $set: { last_run: result, _updated: new Date() }, $unset: { pending: true } });
-			if (n) this.noteChanged(t._id);
+			if (await recordRun(this.store, t._id, pending.run, result, new Date())) this.noteChanged(t._id);
 		},
 
 		/** The scheduler's writes are announced together every 50 ms (caches, `tasks.updated`), not one by one. */

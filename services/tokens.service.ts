@@ -14,6 +14,7 @@ import { nowSeconds, parseHttpDate } from "../lib/eve/dates";
 import { EveError, type Issues } from "../lib/eve/errors";
 import { ROLES, FUNCTION_GLOB, hashToken, newToken, runDenial, type Caller, type RunCall, type Scope } from "../lib/auth";
 import { loadConfig } from "../lib/config";
+import { announceAdminToken } from "../lib/first-screen";
 import { DuplicateKeyError, type Doc } from "../lib/store";
 
 const BOOTSTRAP_NAME = "bootstrap-admin";
@@ -145,7 +146,8 @@ const TokensService: EveServiceSchema = {
 		/** CTL_ADMIN_TOKEN, or on the embedded default a token made now and printed once. */
 		async bootstrap(this: EveThis) {
 			const config = loadConfig();
-			const fromEnv = process.env.CTL_ADMIN_TOKEN;
+			// Checked by loadConfig: a token a request could not carry stops the start.
+			const fromEnv = config.adminToken;
 			if (fromEnv) {
 				const hash = hashToken(fromEnv);
 				// A changed CTL_ADMIN_TOKEN replaces the previous one.
@@ -160,8 +162,9 @@ const TokensService: EveServiceSchema = {
 			}
 			const secret = newToken();
 			if (await this.insertBootstrap(hashToken(secret), secret.slice(0, 8))) {
-				// Printed once, on purpose, outside the logger: the only time this secret is shown.
-				process.stdout.write(`\nfleet-ctl: admin token (shown once, keep it safe): ${secret}\n\n`);
+				// Printed once, outside the logger, with the address once the broker started (lib/first-screen.ts):
+				// the only time this secret is shown.
+				announceAdminToken(secret);
 			}
 		},
 

@@ -3,7 +3,7 @@
  * The organization's `auth_token` and `auth_secret` are secrets and never shown in clear.
  */
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis } from "../mixins/eve-collection.mixin";
+import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
 import { nowSeconds } from "../lib/eve/dates";
 import { MASK } from "../lib/eve/render";
@@ -92,6 +92,18 @@ const VpnOrganizationsService: EveServiceSchema = {
 				}
 				await this.notifyChanged(ctx, "created", [doc._id]);
 				return this.writeResponse(doc);
+			},
+		},
+		/**
+		 * DELETE's preconditions for the vpn service before it removes the organization in Pritunl (internal): 404
+		 * when the record is not there, 412 when the request's If-Match names another version (docs/api.md).
+		 */
+		claimForRemoval: {
+			visibility: "public",
+			params: { id: "string" },
+			async handler(this: EveThis, ctx: RestContext) {
+				await this.claimForRemoval(ctx, String(ctx.params.id));
+				return null;
 			},
 		},
 		/** Stored records, secrets in clear (internal: the vpn service): these ids, or those of these managers, or all. */

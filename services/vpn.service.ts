@@ -212,6 +212,8 @@ const VpnService: ServiceSchema = {
 				if (!OBJECT_ID.test(ctx.params.id)) throw notFound();
 				const [record]: Doc[] = await ctx.call("vpn-organizations.records", { ids: [ctx.params.id] });
 				if (!record) throw notFound();
+				// An If-Match naming another version is 412 before anything is removed in Pritunl.
+				await ctx.call("vpn-organizations.claimForRemoval", { id: record._id });
 				ctx.meta.$statusCode = 204;
 				const pid = record.vpn_representation?.id;
 				const mc: ManagerClient | null = await this.managerClient(ctx, record.vpn_manager).catch((err: unknown) => {

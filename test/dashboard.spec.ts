@@ -26,7 +26,7 @@ const describeBrowser = process.env.SKIP_BROWSER === "1" ? describe.skip : descr
 const HTTP_DATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
 const MASK = "********";
 
-describeBrowser("dashboard in headless Chromium", () => {
+describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1" ? " (skipped: SKIP_BROWSER=1)" : ""}`, () => {
 	let sim: SaltApiSimulator;
 	let pritunl: PritunlSimulator;
 	/** The Pritunl organization and user behind the first host's VPN identity. */

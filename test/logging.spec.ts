@@ -47,7 +47,8 @@ describe("request ids in JSON logs", () => {
 
 	it("puts the request id on the lines a service logs in the action and in the event it caused", async () => {
 		await broker.call("worker.work", {}, { requestID: "req-log-1" });
-		await new Promise(r => setTimeout(r, 50));
+		// The event's handler logs after the call has answered: waited for, not a fixed time.
+		for (let i = 0; i < 100 && !lines.some(l => l.msg === "heard done"); i++) await new Promise(r => setTimeout(r, 10));
 		expect(lines.find(l => l.msg === "working")).toMatchObject({ requestID: "req-log-1", level: "info", svc: "worker" });
 		expect(lines.find(l => l.msg === "heard done")).toMatchObject({ requestID: "req-log-1" });
 	});

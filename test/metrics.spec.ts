@@ -19,7 +19,7 @@ describe("fleet metrics", () => {
 	const until = <T>(what: string, read: (s: Sample[]) => T | undefined, ms = 10_000) => eventually(async () => read(scrape()), ms, what);
 
 	beforeAll(async () => {
-		sim = new SaltApiSimulator({ minions: 6, timeout: 1, gatherJobTimeout: 0, latencyMs: [1, 5], presenceIntervalMs: 3_600_000 });
+		sim = new SaltApiSimulator({ minions: 6, timeout: 1, gatherJobTimeout: 0, latencyMs: [1, 5], presenceIntervalMs: 300 });
 		await sim.start();
 		h = await startEmbedded({
 			env: { ...sim.cmApiEnv, CM_SYNC_INTERVAL_MS: "3600000", CM_JOB_POLL_MS: "500", FLEET_METRICS_INTERVAL_MS: "200" },

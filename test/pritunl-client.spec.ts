@@ -195,7 +195,7 @@ describe("Pritunl client against the simulator", () => {
 		expect(await failure(badCa.check())).toMatchObject({ code: 502, kind: "unreachable" });
 	});
 
-	(opensslAvailable ? it : it.skip)("verifies TLS by default and trusts a manager's own CA", async () => {
+	(opensslAvailable ? it : it.skip)(`verifies TLS by default and trusts a manager's own CA${opensslAvailable ? "" : " (skipped: no openssl to make a certificate)"}`, async () => {
 		const { key, cert } = selfSignedCert("pritunl-tls");
 		const tls = new PritunlSimulator({ username: "admin", password: "pw-tls-123", tls: { key, cert } });
 		const { url: tlsUrl } = await tls.start();

@@ -152,7 +152,13 @@ describe("REPL commands", () => {
 
 	it("shows alerts", async () => {
 		await cluster.call("alerts.raise", { type: "repl.check", level: "warning", payload: { hostname: hosts[0] } });
-		await eventually(async () => ((await repl().run("alerts")).includes("repl.check") ? true : undefined), 5000, "the alert");
+		const out = await eventually(async () => {
+			const text = await repl().run("alerts");
+			return text.includes("repl.check") ? text : undefined;
+		}, 5000, "the alert");
+		// Its row: the level and the type, and the count of unread alerts under the table.
+		expect(out.split("\n").find(l => l.includes("repl.check"))).toMatch(/\bwarning\b.*\brepl\.check\b/);
+		expect(out).toMatch(/\n\d+ unread alert\(s\)$/);
 	});
 
 	it("shows hosts up and down over a range from the stats service's snapshots", async () => {

@@ -5,7 +5,7 @@
  * nothing to encode is handed on as it is; no nesting overflows the stack.
  */
 import fc from "fast-check";
-import { decodeKey, decodeKeys, encodeFilter, encodeKey, encodeKeys, encodePath, encodeSort, encodeUpdate } from "../lib/store-keys";
+import { decodeAll, decodeKey, decodeKeys, encodeFilter, encodeKey, encodeKeys, encodePath, encodePaths, encodeSort, encodeUpdate, keyNeedsEncoding, setOwn } from "../lib/store-keys";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const nedbModel: { checkObject(doc: unknown): void } = require("@seald-io/nedb/lib/model");
@@ -86,15 +86,30 @@ afterAll(() => {
 
 describe("one key", () => {
 	it("decodes back to exactly what was encoded, whatever the string", () => {
-		fc.assert(fc.property(key, k => decodeKey(encodeKey(k)) === k), { numRuns: 5000 });
+		fc.assert(
+			fc.property(key, k => {
+				expect(decodeKey(encodeKey(k))).toBe(k);
+			}),
+			{ numRuns: 5000 },
+		);
 	});
 
 	it("encodes into a name NeDB and MongoDB store as a field", () => {
-		fc.assert(fc.property(key, k => storable(encodeKey(k))), { numRuns: 5000 });
+		fc.assert(
+			fc.property(key, k => {
+				expect(storable(encodeKey(k))).toBe(true);
+			}),
+			{ numRuns: 5000 },
+		);
 	});
 
 	it("never makes two keys one", () => {
-		fc.assert(fc.property(key, key, (a, b) => a === b || encodeKey(a) !== encodeKey(b)), { numRuns: 5000 });
+		fc.assert(
+			fc.property(key, key, (a, b) => {
+				if (a !== b) expect(encodeKey(a)).not.toBe(encodeKey(b));
+			}),
+			{ numRuns: 5000 },
+		);
 	});
 
 	it("leaves a key alone when it needs no change, so existing records and indexes keep working", () => {
@@ -217,5 +232,164 @@ describe("field paths, filters and updates", () => {
 		);
 		const plain = { $set: { status: "up", "pending.by": { id: "x" } } };
 		expect(encodeUpdate(plain)).toBe(plain);
+	});
+});
+
+describe("keys, one by one", () => {
+	it("keyNeedsEncoding: a leading $, a . % or NUL anywhere, or __proto__ itself", () => {
+		for (const k of ["$", "$x", "a.b", ".", "%", "a%", "\0", "a\0b", "__proto__"]) expect([k, keyNeedsEncoding(k)]).toEqual([k, true]);
+		for (const k of ["", "name", "a$", "a$b", "_proto_", "__proto__x", "x__proto__", "constructor", "prototype", "ключ", "🙂"]) expect([k, keyNeedsEncoding(k)]).toEqual([k, false]);
+	});
+
+	it("paths: each segment encoded, whatever makes it need it", () => {
+		expect(encodePath("a\0b.c")).toBe("a%00b.c");
+		expect(encodePath("__proto__.x")).toBe("%5F_proto__.x");
+		expect(encodePath("x.__proto__")).toBe("x.%5F_proto__");
+		expect(encodePath("a%b.$c")).toBe("a%25b.%24c");
+		expect(encodePath("x__proto__.y")).toBe("x__proto__.y");
+		expect(encodePath("a.b$")).toBe("a.b$");
+		expect(encodePaths(["name", "kwarg.$x"])).toEqual(["name", "kwarg.%24x"]);
+		const plain = ["name", "pending.by"];
+		expect(encodePaths(plain)).toBe(plain);
+	});
+
+	it("setOwn sets __proto__ as an own, writable, enumerable, deletable key, and any other key as usual", () => {
+		const obj: Record<string, unknown> = {};
+		setOwn(obj, "__proto__", { polluted: true });
+		setOwn(obj, "a", 1);
+		expect(Object.getPrototypeOf(obj)).toBe(Object.prototype);
+		expect(Object.getOwnPropertyDescriptor(obj, "__proto__")).toEqual({ value: { polluted: true }, writable: true, enumerable: true, configurable: true });
+		expect(Object.getOwnPropertyDescriptor(obj, "a")).toEqual({ value: 1, writable: true, enumerable: true, configurable: true });
+		setOwn(obj, "__proto__", 2);
+		expect(Object.getOwnPropertyDescriptor(obj, "__proto__")?.value).toBe(2);
+		expect(delete obj["__proto__"]).toBe(true);
+		expect(Object.keys(obj)).toEqual(["a"]);
+	});
+});
+
+describe("documents, case by case", () => {
+	it("values that are not containers are handed on as they are, null included", () => {
+		for (const v of [null, undefined, 0, "a.b", true]) {
+			expect(encodeKeys(v)).toBe(v);
+			expect(decodeKeys(v)).toBe(v);
+		}
+		const when = new Date(0);
+		expect(encodeKeys(when)).toBe(when);
+	});
+
+	it("only plain objects (and null-prototype ones) are walked: dates and class instances are left as they are, own keys and all", () => {
+		const instance = Object.assign(Object.create({ kind: "K" }), { $x: 1 });
+		const doc = { a: instance, when: new Date(0) };
+		const stored = encodeKeys(doc);
+		expect(stored).toBe(doc);
+		expect(stored.a).toBe(instance);
+		const bare = Object.assign(Object.create(null), { $x: 1 });
+		expect(JSON.stringify(encodeKeys({ a: bare }))).toBe('{"a":{"%24x":1}}');
+		expect(JSON.stringify(decodeKeys({ a: Object.assign(Object.create(null), { "%24x": 1 }) }))).toBe('{"a":{"$x":1}}');
+	});
+
+	it("look before they copy: a document whose keys all stay is handed on without listing any object's keys", () => {
+		const grains = { os: "ALT", "%41": "not an escape", ip4: { eth0: ["10.0.0.1"] }, list: [{ a: 1 }, [{ b: 2 }]] };
+		const small = { x: 1, "%2": 2 };
+		const keys = jest.spyOn(Object, "keys");
+		let results: unknown[];
+		let calls: number;
+		try {
+			results = [decodeKeys(grains), encodeKeys({ x: [1] }), decodeKeys(small)];
+		} finally {
+			calls = keys.mock.calls.length;
+			keys.mockRestore();
+		}
+		expect(calls).toBe(0);
+		expect(results[0]).toBe(grains);
+		expect(results[1]).toEqual({ x: [1] });
+		expect(results[2]).toBe(small);
+	});
+
+	it("encode every element and key that changes, however many there are in one array or object", () => {
+		const doc = { list: [{ $a: 1 }, "x", { $b: 2 }, { c: 3 }, { $d: 4 }], obj: { $e: 1, f: 2, "g.h": 3, i: { $j: 4 } } };
+		expect(JSON.stringify(encodeKeys(doc))).toBe('{"list":[{"%24a":1},"x",{"%24b":2},{"c":3},{"%24d":4}],"obj":{"%24e":1,"f":2,"g%2Eh":3,"i":{"%24j":4}}}');
+		expect(decodeKeys(encodeKeys(doc))).toEqual(doc);
+		expect(JSON.stringify(doc)).toBe('{"list":[{"$a":1},"x",{"$b":2},{"c":3},{"$d":4}],"obj":{"$e":1,"f":2,"g.h":3,"i":{"$j":4}}}');
+	});
+
+	it("decodeAll decodes a database answer in place, replacing only the documents that change", () => {
+		const plain = { _id: "a", n: 1 };
+		const stored = { _id: "b", "%24x": { "a%2Eb": 1 } };
+		const docs = [plain, stored];
+		expect(decodeAll(docs)).toBe(docs);
+		expect(docs[0]).toBe(plain);
+		expect(docs[1]).toEqual({ _id: "b", $x: { "a.b": 1 } });
+		expect(stored).toEqual({ _id: "b", "%24x": { "a%2Eb": 1 } });
+		expect(decodeAll([])).toEqual([]);
+	});
+});
+
+describe("filters, operator by operator", () => {
+	it("every logical operator holds queries; other $-keys at the top are not ours to rewrite", () => {
+		expect(encodeFilter({ $and: [{ "a.$b": 1 }], $or: [{ "c.$d": 1 }, "x"], $nor: [{ "e.$f": { "g.h": 1 } }] })).toEqual({
+			$and: [{ "a.%24b": 1 }],
+			$or: [{ "c.%24d": 1 }, "x"],
+			$nor: [{ "e.%24f": { "g%2Eh": 1 } }],
+		});
+		const raw = { $where: "this.$x", $expr: { $eq: ["$a.b", 1] }, $and: "not a list" };
+		expect(encodeFilter(raw)).toBe(raw);
+	});
+
+	it("literal values, also inside $all, $eq, $elemMatch's operators and $not, have their keys encoded", () => {
+		expect(encodeFilter({ tags: { $all: [{ "a.b": 1 }, "x"] } })).toEqual({ tags: { $all: [{ "a%2Eb": 1 }, "x"] } });
+		expect(encodeFilter({ tags: { $all: { "a.b": 1 } } })).toEqual({ tags: { $all: { "a%2Eb": 1 } } });
+		expect(encodeFilter({ list: { $elemMatch: { $eq: { "a.b": 1 } } } })).toEqual({ list: { $elemMatch: { $eq: { "a%2Eb": 1 } } } });
+		expect(encodeFilter({ list: { $elemMatch: { "k.$x": { $in: [{ $y: 1 }] } } } })).toEqual({ list: { $elemMatch: { "k.%24x": { $in: [{ "%24y": 1 }] } } } });
+		expect(encodeFilter({ list: { $elemMatch: "x" } })).toEqual({ list: { $elemMatch: "x" } });
+		expect(encodeFilter({ a: null, b: { $exists: true }, c: { $size: 2 } })).toEqual({ a: null, b: { $exists: true }, c: { $size: 2 } });
+	});
+
+	it("are walked to 64 levels; deeper is a bug in our code, refused", () => {
+		const TOO_DEEP = "a filter or update nested more than 64 levels deep cannot be stored";
+		const ands = (n: number): Record<string, unknown> => (n === 0 ? { a: 1 } : { $and: [ands(n - 1)] });
+		expect(() => encodeFilter(ands(64))).not.toThrow();
+		expect(() => encodeFilter(ands(65))).toThrow(TOO_DEEP);
+		// a field's condition is one level below its query, each $not one more
+		const nots = (n: number): unknown => (n === 0 ? { $eq: 1 } : { $not: nots(n - 1) });
+		expect(() => encodeFilter({ a: nots(63) })).not.toThrow();
+		expect(() => encodeFilter({ a: nots(64) })).toThrow(TOO_DEEP);
+		const elemMatches = (n: number): unknown => (n === 0 ? 1 : { $elemMatch: { k: elemMatches(n - 1) } });
+		expect(() => encodeFilter({ a: elemMatches(32) })).not.toThrow();
+		expect(() => encodeFilter({ a: elemMatches(33) })).toThrow(TOO_DEEP);
+		const pull = (n: number): unknown => (n === 0 ? { $eq: 1 } : { $not: pull(n - 1) });
+		expect(() => encodeUpdate({ $pull: { a: pull(63) } })).not.toThrow();
+		expect(() => encodeUpdate({ $pull: { a: pull(64) } })).toThrow(TOO_DEEP);
+	});
+});
+
+describe("updates, operator by operator", () => {
+	it("leaves $unset's, $inc's and $currentDate's values alone and encodes $rename's target path", () => {
+		const update = { $unset: { "a.$x": "" as const }, $inc: { "n.$y": 1 }, $currentDate: { "t.$z": { $type: "date" } }, $rename: { "old.$a": "new.$b", plain: 5 } };
+		expect(encodeUpdate(update)).toEqual({ $unset: { "a.%24x": "" }, $inc: { "n.%24y": 1 }, $currentDate: { "t.%24z": { $type: "date" } }, $rename: { "old.%24a": "new.%24b", plain: 5 } });
+	});
+
+	it("$push and $addToSet: $each's values are encoded, the other modifiers left as they are", () => {
+		const update = {
+			$push: { log: { $each: [{ "a.b": 1 }], $sort: { "x.y": 1 }, $slice: -5, $position: 0 } },
+			$addToSet: { tags: { $each: [{ $k: 1 }] }, one: { $k: 2 } },
+		};
+		expect(encodeUpdate(update)).toEqual({
+			$push: { log: { $each: [{ "a%2Eb": 1 }], $sort: { "x.y": 1 }, $slice: -5, $position: 0 } },
+			$addToSet: { tags: { $each: [{ "%24k": 1 }] }, one: { "%24k": 2 } },
+		});
+		// not modifiers: a value to push, whose keys are encoded
+		expect(encodeUpdate({ $push: { log: { $each: "x", $slice: 1 } } })).toEqual({ $push: { log: { "%24each": "x", "%24slice": 1 } } });
+	});
+
+	it("$pull: a condition on the elements (operators, or a query on each element)", () => {
+		expect(encodeUpdate({ $pull: { items: { $eq: { "a.b": 1 } }, docs: { "k.$x": { $gt: 1 } }, plain: "x" } })).toEqual({
+			$pull: { items: { $eq: { "a%2Eb": 1 } }, docs: { "k.%24x": { $gt: 1 } }, plain: "x" },
+		});
+	});
+
+	it("keeps an update as it is when nothing in it changes, an operator left undefined included", () => {
+		const update = { $set: { a: 1 }, $unset: undefined, $inc: { n: 1 } };
+		expect(encodeUpdate(update)).toBe(update);
 	});
 });

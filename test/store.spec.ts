@@ -199,7 +199,7 @@ describe("NeDB store", () => {
 });
 
 const mongoUri = process.env.MONGO_URI;
-(mongoUri ? describe : describe.skip)("MongoDB store (MONGO_URI)", () => {
+(mongoUri ? describe : describe.skip)(`MongoDB store (MONGO_URI)${mongoUri ? "" : " (skipped: MONGO_URI is not set)"}`, () => {
 	let client: any;
 	beforeAll(async () => {
 		client = new MongoClient(uniqueMongoUri(mongoUri as string), { useUnifiedTopology: true } as never);

@@ -23,6 +23,19 @@ describe("the task scheduler", () => {
 		return res.body._id as string;
 	};
 	const task = async (id: string) => (await request("GET", url(`tasks/${id}`))).body;
+	/**
+	 * "Nothing ran" without a fixed sleep: a marker task, due at `due` (after every due time the check is about),
+	 * whose job reaches salt-api proves the scheduler made a pass at or after `due`. Every pass claims every task
+	 * due by then (earliest first) before the next pass, so anything it should not run would have been claimed
+	 * (and counted) in that pass or an earlier one. A claim also takes over a run whose lease passed: passes look
+	 * for those at least once a second, so a marker due a second after a lease was set proves a look after it.
+	 */
+	const schedulerPassed = async (due: Date) => {
+		const marker = `marker-${Math.random().toString(36).slice(2)}`;
+		await create({ name: marker, fun: "test.echo", kwarg: { text: marker }, tgt: [hosts[0]], start: formatHttpDate(new Date(Math.ceil(due.getTime() / 1000) * 1000)) });
+		await eventually(async () => (sim.jobs().some(j => JSON.stringify(j.arg).includes(marker)) ? true : undefined), 15_000, "the marker task's run");
+	};
+	const dueOf = async (id: string) => new Date((await task(id)).next);
 
 	beforeAll(async () => {
 		sim = new SaltApiSimulator({ minions: 12, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceIntervalMs: 3_600_000 });
@@ -104,14 +117,18 @@ describe("the task scheduler", () => {
 	it("does not run a paused task, and resumes without making up for the runs missed meanwhile", async () => {
 		sim.resetExecutions();
 		const id = await create({ name: "paused", tgt: [hosts[6]], start: inSeconds(1), interval: 1, status: "paused" });
-		await new Promise(r => setTimeout(r, 2500));
+		// A pass a second past its first due time claimed nothing of it.
+		await schedulerPassed(new Date((await dueOf(id)).getTime() + 1000));
+		expect(await task(id)).toMatchObject({ count_of_execution: 0, status: "paused" });
 		expect(sim.executionCount(hosts[6])).toBe(0);
 		expect((await request("PATCH", url(`tasks/${id}/scheduled`))).status).toBe(200);
 		await eventually(async () => ((await task(id)).count_of_execution >= 1 ? true : undefined), 4000, "a run after resuming");
 		expect((await request("PATCH", url(`tasks/${id}/paused`))).status).toBe(200);
-		const runs = (await task(id)).count_of_execution;
+		const paused = await task(id);
+		const runs = paused.count_of_execution;
 		expect(runs).toBeLessThanOrEqual(3);
-		await new Promise(r => setTimeout(r, 1500));
+		// Paused again: a pass a second past its next due time claimed nothing more.
+		await schedulerPassed(new Date(new Date(paused.next).getTime() + 1000));
 		expect((await task(id)).count_of_execution).toBe(runs);
 	});
 
@@ -132,9 +149,16 @@ describe("the task scheduler", () => {
 		let id = "";
 		try {
 			id = await create({ name: "while-down", fun: "test.version", tgt: [hosts.at(-1)!], start: inSeconds(1) });
-			await new Promise(r => setTimeout(r, 2500)); // the first attempts fail: salt-api refuses connections
+			// The run is claimed, its first attempt fails (salt-api refuses connections) and it is tried again: the
+			// retry renews the run's lease, which is what is waited for (not a fixed time).
+			const claimed = await eventually(async () => ((await task(id)).pending ? task(id) : undefined), 5000, "the claimed run");
+			const retried = await eventually(async () => {
+				const t = await task(id);
+				return t.pending && new Date(t.pending.lease_until).getTime() > new Date(claimed.pending.lease_until).getTime() ? t : undefined;
+			}, 15_000, "a retry of the run (its lease renewed; the task's read may be cached up to READ_CACHE_MS)");
+			expect(retried).toMatchObject({ count_of_execution: 1, pending: { run: claimed.pending.run } });
+			expect(retried.last_run).toBeUndefined();
 			expect(sim.executionCount(hosts.at(-1)!, "test.version")).toBe(0);
-			expect(await task(id)).toMatchObject({ count_of_execution: 1, pending: expect.any(Object) });
 		} finally {
 			await sim.comeBack();
 		}
@@ -152,11 +176,15 @@ describe("the task scheduler", () => {
 		sim.resetExecutions();
 		const id = await create({ name: "orphaned", fun: "test.version", tgt: [target], start: inSeconds(1), interval: 1, status: "paused" });
 		// As a replica that claimed a run and died leaves it: counted, pending with a lease, the next run due already.
-		const dead = { run: "0123456789abcdef0123dead", due: new Date(Date.now() - 1500), by: "dead-replica", lease_until: new Date(Date.now() + 2500) };
+		const dead = { run: "0123456789abcdef0123dead", due: new Date(Date.now() - 1500), by: "dead-replica", lease_until: new Date(Date.now() + 5000) };
 		const store = (h.broker!.getLocalService("tasks") as unknown as { store: { updateMany(f: object, u: object): Promise<number> } }).store;
 		expect(await store.updateMany({ _id: id }, { $set: { status: "scheduled", next: new Date(Date.now() - 500), pending: dead, count_of_execution: 1 } })).toBe(1);
+		const planted = Date.now();
 		await h.broker!.emit("tasks.updated", { ids: [id] });
-		await new Promise(r => setTimeout(r, 1500)); // the lease still holds: nothing may run, nothing may replace it
+		// The lease still holds: nothing may run, nothing may replace it. Proven by a pass (and a look for dead runs)
+		// a second after the lease was set, while it still holds.
+		await schedulerPassed(new Date(planted + 1000));
+		expect(Date.now()).toBeLessThan(dead.lease_until.getTime());
 		expect(sim.executionCount(target, "test.version")).toBe(0);
 		expect(await task(id)).toMatchObject({ count_of_execution: 1, pending: { run: dead.run, by: "dead-replica" } });
 		// The lease passes: the dead run is taken over and runs once, then the task goes on.
@@ -183,7 +211,8 @@ describe("the task scheduler", () => {
 		sim.resetExecutions();
 		const ids = await Promise.all([0, 1, 2].map(i => create({ name: `restart-${i}`, fun: "test.version", tgt: [hosts[i]], start: inSeconds(2) })));
 		await h.restart(); // stop everything, start again on the same storage
-		await new Promise(r => setTimeout(r, 2500)); // the runs fall due while (or just after) it was away
+		// Not an oracle: time passes until the runs fall due, while (or just after) it was away; they are waited for below.
+		await new Promise(r => setTimeout(r, 2500));
 		for (const id of ids) {
 			const t = await eventually(async () => {
 				const x = await task(id);

@@ -74,7 +74,10 @@ describe("vpn service: the periodic sync", () => {
 		await sim.goDown("refuse");
 		try {
 			sim.updateUser(userId, { yubico_id: "ccccccperio2" });
-			await new Promise(r => setTimeout(r, 1200)); // several periods, each failing
+			// A sync in line after the periodic ones (syncs run one at a time), failing against the outage: every
+			// periodic sync before it has failed too by then, and the host keeps its identity (not a fixed wait).
+			const failed = await h.call("vpn.sync", {});
+			expect(failed.failed).toEqual([expect.objectContaining({ manager: managerId, code: 502 })]);
 			expect((await identity())?.hwtoken_id).toBe("ccccccperio1");
 			expect((await request("GET", url("hosts"))).status).toBe(200);
 			expect((await request("GET", url(`vpn_organizations/${orgRecord}`))).status).toBe(200);
@@ -91,7 +94,9 @@ describe("vpn service: the periodic sync", () => {
 		await sim.goDown("hang");
 		try {
 			sim.updateUser(userId, { yubico_id: "ccccccperio3" });
-			await new Promise(r => setTimeout(r, 2000));
+			// As above: a sync in line after the periodic ones, timing out against the hung Pritunl (504).
+			const failed = await h.call("vpn.sync", {});
+			expect(failed.failed).toEqual([expect.objectContaining({ manager: managerId, code: 504 })]);
 			expect((await identity())?.hwtoken_id).toBe("ccccccperio2");
 		} finally {
 			await sim.comeBack();

@@ -1,3 +1,7 @@
+/**
+ * The errors every layer throws in Eve's terms (a code, a message, `_issues`/`_items`), and Werkzeug's
+ * default messages; the gateway (services/api.service.ts toEveError) is the one place that renders them.
+ */
 import { Errors } from "moleculer";
 
 /** Werkzeug's default descriptions, which Eve puts in `_error.message` when nothing more specific is known. */
@@ -8,6 +12,7 @@ export const DEFAULT_MESSAGES: Record<number, string> = {
 	404: "The requested URL was not found on the server. If you entered the URL manually please check your spelling and try again.",
 	405: "The method is not allowed for the requested URL.",
 	409: "A conflict happened while processing the request. The resource might have been modified while the request was being processed.",
+	412: "The precondition on the request for the URL failed positive evaluation.",
 	413: "The data value transmitted exceeds the capacity limit.",
 	415: "The server does not support the media type transmitted in the request.",
 	422: "The request was well-formed but was unable to be followed due to semantic errors.",

@@ -189,13 +189,11 @@ export function parseWhere(raw: string | undefined): Filter {
 	if (nestingDepth(raw, MAX_JSON_DEPTH, true) > MAX_JSON_DEPTH) throw badRequest("`where` is nested too deeply");
 	let parsed: unknown;
 	const trimmed = raw.trim();
-	if (trimmed.startsWith("{") || trimmed.startsWith("[") || /^[-\d"tfn]/.test(trimmed)) {
-		try {
-			parsed = JSON.parse(trimmed, rejectProtoKeys);
-		} catch (err) {
-			if (err instanceof ProtoKeyError) throw badRequest(err.message);
-			parsed = undefined;
-		}
+	// JSON first (what is not JSON fails at once); JSON.parse never answers undefined.
+	try {
+		parsed = JSON.parse(trimmed, rejectProtoKeys);
+	} catch (err) {
+		if (err instanceof ProtoKeyError) throw badRequest(err.message);
 	}
 	if (parsed === undefined) parsed = parsePythonWhere(trimmed);
 	return checkFilter(parsed);
@@ -213,23 +211,20 @@ export function rejectProtoKeys(key: string, value: unknown): unknown {
 const TOKEN = /\s*(?:(==|!=|<=|>=|<|>)|(\(|\)|,)|("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)|([A-Za-z_][A-Za-z0-9_.]*))/y;
 const COMPARISONS: Record<string, string | null> = { "==": null, "!=": "$ne", "<": "$lt", "<=": "$lte", ">": "$gt", ">=": "$gte" };
 
+/** `src` is trimmed and not empty: every position left holds a token (the sticky TOKEN matches there or not at all). */
 function parsePythonWhere(src: string): Filter {
 	const tokens: Array<{ kind: string; text: string }> = [];
-	TOKEN.lastIndex = 0;
 	let pos = 0;
 	while (pos < src.length) {
 		TOKEN.lastIndex = pos;
 		const m = TOKEN.exec(src);
-		if (!m || m.index !== pos) {
-			if (/^\s*$/.test(src.slice(pos))) break;
-			throw badRequest("Unable to parse `where` clause");
-		}
+		if (!m) throw badRequest("Unable to parse `where` clause");
 		pos = TOKEN.lastIndex;
 		if (m[1]) tokens.push({ kind: "cmp", text: m[1] });
 		else if (m[2]) tokens.push({ kind: m[2], text: m[2] });
 		else if (m[3]) tokens.push({ kind: "str", text: m[3] });
 		else if (m[4]) tokens.push({ kind: "num", text: m[4] });
-		else if (m[5]) tokens.push({ kind: "name", text: m[5] });
+		else tokens.push({ kind: "name", text: m[5] });
 	}
 	let i = 0;
 	const fail = (): never => {
@@ -302,7 +297,6 @@ function parsePythonWhere(src: string): Filter {
 		}
 		return parts.length === 1 ? parts[0] : { $or: parts };
 	}
-	if (tokens.length === 0) fail();
 	const result = orExpr();
 	if (i !== tokens.length) fail();
 	return result;
@@ -341,13 +335,13 @@ export function parseSort(raw: string | undefined): SortSpec {
 	const trimmed = raw.trim();
 	let spec: SortSpec;
 	if (trimmed.startsWith("[")) {
-		let parsed: unknown;
+		// Starts with `[`: an array, when it parses.
+		let parsed: unknown[];
 		try {
 			parsed = JSON.parse(trimmed.replace(/\(/g, "[").replace(/\)/g, "]").replace(/'/g, '"'));
 		} catch {
 			throw badRequest("Unable to parse `sort` clause");
 		}
-		if (!Array.isArray(parsed)) throw badRequest("Unable to parse `sort` clause");
 		spec = parsed.map(entry => {
 			if (!Array.isArray(entry) || typeof entry[0] !== "string" || (entry[1] !== 1 && entry[1] !== -1)) {
 				throw badRequest("Unable to parse `sort` clause");
@@ -441,14 +435,17 @@ export function parsePaging(args: QueryArgs, pageSizeDefault: number, pageSizeLi
 
 const LINK_DROPPED = new Set(["max_results", "where", "sort", "page", "projection", "embedded"]);
 
-/** Eve's querydef: max_results (if not default), where and sort raw, page (if > 1), then the other params. */
+/**
+ * Eve's querydef: max_results (if not default), where and sort raw (if not empty: an empty `where=` or
+ * `sort=` is dropped, as Eve's `if req.where` does), page (if > 1), then the other params.
+ */
 export function linkQuery(args: QueryArgs, paging: Paging, pageSizeDefault: number, page: number): string {
 	const parts: string[] = [];
 	if (paging.maxResults !== pageSizeDefault) parts.push(`max_results=${paging.maxResults}`);
 	const where = args.get("where");
-	if (where != null) parts.push(`where=${where}`);
+	if (where) parts.push(`where=${where}`);
 	const sort = args.get("sort");
-	if (sort != null) parts.push(`sort=${sort}`);
+	if (sort) parts.push(`sort=${sort}`);
 	if (page > 1) parts.push(`page=${page}`);
 	for (const [k, v] of args.pairs) if (!LINK_DROPPED.has(k)) parts.push(`${k}=${v}`);
 	return parts.length ? "?" + parts.join("&") : "";

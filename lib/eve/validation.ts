@@ -2,10 +2,13 @@
 /**
  * fastest-validator schemas checked with Eve's (Cerberus') vocabulary: failures become `_issues`
  * such as {"name": "required field", "bogus": "unknown field", "info": {"regex": "must be of string type"}}.
+ * Type names are Eve's: an integer field that gets a string is "must be of integer type", an ObjectId
+ * field (a string rule with the 24-hex pattern) that gets anything else is "must be of objectid type".
  * Schemas of client documents also refuse strings that are not well-formed Unicode (see malformedStrings).
  */
-import Validator, { type ValidationError, type ValidationSchema, type ValidationRuleObject } from "fastest-validator";
+import Validator, { type ValidationError, type ValidationSchema, type ValidationRuleObject, type ValidationRule } from "fastest-validator";
 import type { Issues } from "./errors";
+import { OBJECT_ID } from "./ids";
 
 const validator = new Validator({ useNewCustomCheckerFunction: true });
 
@@ -37,8 +40,15 @@ function valueAt(doc: unknown, path: string[]): unknown {
 	return cur;
 }
 
+/**
+ * The Eve type of a rule whose fastest-validator type is wider (integer: a number rule; objectid: a
+ * patterned string rule) rides in the rule's own messages, marked so describe() knows it from any text.
+ */
+const TYPE_MARK = "\u0000eve-type:";
+
 function describe(err: ValidationError, doc: unknown, path: string[]): string {
 	if (err.type === "required") return valueAt(doc, path) === null ? "null value not allowed" : "required field";
+	if (typeof err.message === "string" && err.message.startsWith(TYPE_MARK)) return `must be of ${err.message.slice(TYPE_MARK.length)} type`;
 	if (TYPE_NAMES[err.type]) return `must be of ${TYPE_NAMES[err.type]} type`;
 	switch (err.type) {
 		case "enumValue":
@@ -159,9 +169,54 @@ export interface CompileOptions {
 	wellFormed?: boolean;
 }
 
+type RuleLike = ValidationRule | ValidationRule[];
+
+function isRuleObject(rule: unknown): rule is ValidationRuleObject {
+	return rule !== null && typeof rule === "object" && !Array.isArray(rule) && typeof (rule as { type?: unknown }).type === "string";
+}
+
+/** Whether a rule is an ObjectId reference as the schemas write it: a string with the 24-hex pattern. */
+function isObjectIdRule(rule: ValidationRuleObject): boolean {
+	const pattern: unknown = rule.pattern;
+	return rule.type === "string" && pattern instanceof RegExp && pattern.source === OBJECT_ID.source;
+}
+
+/**
+ * A copy of a rule (and the rules inside it: props, items, record keys and values, multi) in which integer
+ * and ObjectId rules carry their Eve type name in their messages. The schema given is left as it is.
+ */
+function withEveTypes(rule: RuleLike): RuleLike {
+	if (Array.isArray(rule)) return rule.map(r => withEveTypes(r) as ValidationRule);
+	if (!isRuleObject(rule)) return rule;
+	const out: ValidationRuleObject = { ...rule };
+	const messages: Record<string, string> = {};
+	if (out.type === "number" && out.integer === true) messages.number = `${TYPE_MARK}integer`;
+	if (isObjectIdRule(out)) {
+		messages.string = `${TYPE_MARK}objectid`;
+		messages.stringPattern = `${TYPE_MARK}objectid`;
+	}
+	if (Object.keys(messages).length) out.messages = { ...(out.messages as Record<string, string> | undefined), ...messages };
+	for (const key of ["props", "properties"] as const) {
+		const nested: unknown = out[key];
+		if (nested && typeof nested === "object") out[key] = withEveTypesAll(nested as ValidationSchema);
+	}
+	for (const key of ["items", "key", "value"] as const) {
+		const nested: unknown = out[key];
+		if (nested !== undefined && typeof nested !== "string") out[key] = withEveTypes(nested as RuleLike);
+	}
+	if (out.type === "multi" && Array.isArray(out.rules)) out.rules = out.rules.map((r: RuleLike) => withEveTypes(r));
+	return out;
+}
+
+function withEveTypesAll(schema: ValidationSchema): ValidationSchema {
+	const out: ValidationSchema = {};
+	for (const [key, rule] of Object.entries(schema)) out[key] = key.startsWith("$$") ? rule : withEveTypes(rule as RuleLike);
+	return out;
+}
+
 /** Compiles a record schema into a checker that returns Eve issues, or null when the document is valid. */
 export function compileSchema(schema: ValidationSchema, options: CompileOptions = {}): Check {
-	const check = validator.compile({ $$strict: true, ...schema }) as (v: unknown) => true | ValidationError[];
+	const check = validator.compile({ $$strict: true, ...withEveTypesAll(schema) }) as (v: unknown) => true | ValidationError[];
 	return doc => {
 		if (doc === null || typeof doc !== "object" || Array.isArray(doc)) return { _root: "must be of dict type" };
 		const result = check(doc);

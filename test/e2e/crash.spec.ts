@@ -6,7 +6,7 @@
  * or a body that never finish) are cut off with 408.
  */
 import net from "node:net";
-import { ADMIN_TOKEN, freePort, runServices, stopProc, tempDir, waitForApi, type Proc } from "../support/harness";
+import { ADMIN_TOKEN, apiOf, runServices, stopProc, tempDir, waitForApi, type Proc } from "../support/harness";
 import { request, expectEveError, withQuery } from "../support/http";
 import { ROUTES, type RouteMethod } from "../../lib/routes";
 import { roleAllows, type Role } from "../../lib/auth";
@@ -24,9 +24,8 @@ describe("deep JSON against the production command", () => {
 	const tokens: Partial<Record<Role, string>> = { admin: ADMIN_TOKEN };
 
 	beforeAll(async () => {
-		const port = await freePort();
-		api = `http://127.0.0.1:${port}/api`;
-		proc = runServices([], { DATA_DIR: tempDir("crash"), PORT: String(port), HOST: "127.0.0.1", TRANSPORTER: "", RATE_LIMIT_PER_MINUTE: "0", HTTP_HEADERS_TIMEOUT_MS: "2000", HTTP_REQUEST_TIMEOUT_MS: "3000" });
+		proc = runServices([], { DATA_DIR: tempDir("crash"), PORT: "0", HOST: "127.0.0.1", TRANSPORTER: "", RATE_LIMIT_PER_MINUTE: "0", HTTP_HEADERS_TIMEOUT_MS: "2000", HTTP_REQUEST_TIMEOUT_MS: "3000" });
+		api = await apiOf(proc);
 		await waitForApi(api, proc);
 		for (const role of ["viewer", "operator"] as const) {
 			const res = await request("POST", `${api}/tokens`, { body: { name: `crash-${role}`, role } });

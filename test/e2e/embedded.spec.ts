@@ -2,17 +2,18 @@
 import { startEmbedded, tempDir, type Harness } from "../support/harness";
 import { request } from "../support/http";
 import { SUITE_ENV } from "../support/suite-env";
-import { SUITES } from "./suites";
+import { LEGS, SUITES } from "./suites";
 
 describe("embedded (NeDB)", () => {
 	let h: Harness;
 	const dataDir = tempDir("embedded");
 	beforeAll(async () => {
-		h = await startEmbedded({ dataDir, env: SUITE_ENV });
+		// captureLogs at the production level (info): the access suite scans what the services logged for secrets.
+		h = await startEmbedded({ dataDir, env: { ...SUITE_ENV, LOGLEVEL: "info" }, captureLogs: true });
 	});
 	afterAll(() => h?.stop());
 
-	for (const [name, suite] of Object.entries(SUITES)) describe(name, () => suite(() => h));
+	for (const [name, suite] of Object.entries(SUITES)) describe(name, () => suite(() => h, LEGS.embedded));
 
 	it("keeps its data across a restart", async () => {
 		const created = await request("POST", `${h.api}/groups`, { body: { name: "survivor", type: 0 } });

@@ -1,7 +1,7 @@
 /** The end-to-end suites with the gateway and the data services in separate processes over NATS. */
 import { startSplit, type Harness } from "../support/harness";
 import { SUITE_ENV } from "../support/suite-env";
-import { SUITES } from "./suites";
+import { LEGS, SUITES } from "./suites";
 
 describe("split over NATS", () => {
 	let h: Harness;
@@ -11,5 +11,5 @@ describe("split over NATS", () => {
 	}, 120_000);
 	afterAll(() => h?.stop(), 60_000);
 
-	for (const [name, suite] of Object.entries(SUITES)) describe(name, () => suite(() => h));
+	for (const [name, suite] of Object.entries(SUITES)) describe(name, () => suite(() => h, LEGS.nats));
 });

@@ -5,7 +5,7 @@
  */
 import os from "node:os";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
-import { ADMIN_TOKEN, ALL_SERVICES, ensureNats, freePort, runServices, tempDir, uniqueMongoUri, waitForApi, type Nats, type Proc } from "../support/harness";
+import { ADMIN_TOKEN, ALL_SERVICES, apiOf, ensureNats, freePort, runServices, tempDir, uniqueMongoUri, waitForApi, type Nats, type Proc } from "../support/harness";
 import { request } from "../support/http";
 
 
@@ -19,11 +19,11 @@ function sigterm(proc: Proc): Promise<{ code: number | null; ms: number }> {
 
 describe("the production command", () => {
 	it("serves the API on the embedded default, exits 0 on SIGTERM and keeps what it acknowledged", async () => {
-		const port = await freePort();
-		const env = { DATA_DIR: tempDir("proc"), PORT: String(port), HOST: "127.0.0.1", TRANSPORTER: "" };
-		const api = `http://127.0.0.1:${port}/api`;
+		// PORT 0: each start binds a port of its own choosing, read back (apiOf).
+		const env = { DATA_DIR: tempDir("proc"), PORT: "0", HOST: "127.0.0.1", TRANSPORTER: "" };
 		// SERVICES empty: the runner loads everything in SERVICEDIR.
 		let proc = runServices([], env);
+		let api = await apiOf(proc);
 		await waitForApi(api, proc);
 		const created = await request("POST", `${api}/groups`, { body: { name: "kept-across-sigterm" } });
 		expect(created.status).toBe(201);
@@ -33,6 +33,7 @@ describe("the production command", () => {
 		expect(stopped.ms).toBeLessThan(15_000);
 
 		proc = runServices([], env);
+		api = await apiOf(proc);
 		await waitForApi(api, proc);
 		const again = await request("GET", `${api}/groups/${created.body._id}`);
 		expect(again.body.name).toBe("kept-across-sigterm");
@@ -54,12 +55,11 @@ describe("the production command", () => {
 		});
 
 		it("names nodes <hostname>-<pid> and every process exits 0 on SIGTERM", async () => {
-			const port = await freePort();
-			const env = { DATA_DIR: tempDir("proc-nats"), PORT: String(port), HOST: "127.0.0.1", TRANSPORTER: nats.url, NAMESPACE: namespace };
+			const env = { DATA_DIR: tempDir("proc-nats"), PORT: "0", HOST: "127.0.0.1", TRANSPORTER: nats.url, NAMESPACE: namespace };
 			const data = runServices(ALL_SERVICES().filter(s => s !== "api"), env);
 			const gateway = runServices(["api"], env);
 			await client.waitForServices(ALL_SERVICES(), 30_000);
-			await waitForApi(`http://127.0.0.1:${port}/api`, gateway);
+			await waitForApi(await apiOf(gateway), gateway);
 
 			const nodes: Array<{ id: string; local: boolean }> = await client.call("$node.list");
 			const remote = nodes.filter(n => !n.local).map(n => n.id).sort();
@@ -71,12 +71,11 @@ describe("the production command", () => {
 		});
 
 		it("keeps host memberships current with groups, hosts and nodegroups in separate processes", async () => {
-			const port = await freePort();
 			const ns = `${namespace}-m`;
-			const env = { DATA_DIR: tempDir("proc-members"), MONGO_URI: "", PORT: String(port), HOST: "127.0.0.1", TRANSPORTER: nats.url, NAMESPACE: ns, NODEGROUPS: JSON.stringify({ "pm-web": { regex: "^pm-web-" } }) };
+			const env = { DATA_DIR: tempDir("proc-members"), MONGO_URI: "", PORT: "0", HOST: "127.0.0.1", TRANSPORTER: nats.url, NAMESPACE: ns, NODEGROUPS: JSON.stringify({ "pm-web": { regex: "^pm-web-" } }) };
 			const rest = ALL_SERVICES().filter(s => !["api", "groups", "hosts", "nodegroups"].includes(s));
 			const procs = [runServices(["groups"], env), runServices(["hosts"], env), runServices(["nodegroups"], env), runServices(rest, env), runServices(["api"], env)];
-			const api = `http://127.0.0.1:${port}/api`;
+			let api = "";
 			const seeder = new ServiceBroker({ logger: false, namespace: ns, nodeID: `proc-seeder-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], serializer: "JSONExt" });
 			const hostGroups = async (id: string, want: number) => {
 				for (let i = 0; i < 100; i++) {
@@ -89,6 +88,7 @@ describe("the production command", () => {
 			try {
 				await seeder.start();
 				await seeder.waitForServices(ALL_SERVICES(), 30_000);
+				api = await apiOf(procs[4]);
 				await waitForApi(api, procs[4]);
 				const explicit = (await request("POST", `${api}/groups`, { body: { name: "pm-explicit", hosts: ["pm-web-1"] } })).body._id;
 				await seeder.call("hosts.upsertMany", { hosts: [{ _id: "pm-web-1", status: "up", key: "accepted", grain: { os: "ALT" } }] });
@@ -108,13 +108,12 @@ describe("the production command", () => {
 		});
 
 		const mongoUri = process.env.MONGO_URI;
-		(mongoUri ? it : it.skip)("serves no stale read from any replica after a write (two data replicas on shared MongoDB storage)", async () => {
-			const port = await freePort();
-			const env = { TRANSPORTER: nats.url, NAMESPACE: `${namespace}-r`, MONGO_URI: uniqueMongoUri(mongoUri as string), CTL_SECRET_KEY: "k", PORT: String(port), HOST: "127.0.0.1" };
+		(mongoUri ? it : it.skip)(`serves no stale read from any replica after a write (two data replicas on shared MongoDB storage)${mongoUri ? "" : " (skipped: MONGO_URI is not set)"}`, async () => {
+			const env = { TRANSPORTER: nats.url, NAMESPACE: `${namespace}-r`, MONGO_URI: uniqueMongoUri(mongoUri as string), CTL_SECRET_KEY: "k", PORT: "0", HOST: "127.0.0.1" };
 			const services = ALL_SERVICES().filter(s => s !== "api");
 			const procs = [runServices(services, env), runServices(services, env), runServices(["api"], env)];
-			const api = `http://127.0.0.1:${port}/api`;
 			try {
+				const api = await apiOf(procs[2]);
 				await waitForApi(api, procs[2]);
 				const observer = new ServiceBroker({ logger: false, namespace: `${namespace}-r`, nodeID: `observer-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"] });
 				await observer.start();
@@ -149,6 +148,7 @@ describe("the production command", () => {
 
 describe("the NATS server the tests use", () => {
 	it("is started from PATH on a free port when nothing answers at NATS_URL", async () => {
+		// A port nothing listens on (freePort: it must stay closed, so nothing can bind it and read it back).
 		const closed = await freePort();
 		const saved = process.env.NATS_URL;
 		process.env.NATS_URL = `nats://127.0.0.1:${closed}`;

@@ -3,8 +3,10 @@
  * the request id across processes in JSON logs, the metrics a Prometheus scrape reads, and rolling
  * updates of the gateway and of a data service under load (a second replica of each) losing no request.
  */
+import net, { type AddressInfo } from "node:net";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
-import { ADMIN_TOKEN, ensureNats, freePort, tempDir, type Nats } from "../support/harness";
+import { ADMIN_TOKEN, ensureNats, tempDir, type Nats } from "../support/harness";
+import { eventually } from "../support/http";
 import { parsePrometheus } from "../support/prometheus";
 import { Balancer, LOAD_SERVICES, Load, exited, failures, probe, sleep, startNode, stopNode, waitReady, type Node } from "../support/cluster";
 
@@ -26,23 +28,35 @@ describe("operations over NATS", () => {
 	};
 
 	it("readiness: false until storage and the needed services are there, false again while stopping; request ids and metrics", async () => {
-		const port = await freePort();
 		const namespace = `ops-ready-${process.pid}`;
-		const env = { TRANSPORTER: nats.url, NAMESPACE: namespace, DATA_DIR: tempDir("ops-ready"), PORT: String(port), HOST: "127.0.0.1", LOG_FORMAT: "json", LOGLEVEL: "debug" };
+		const env = { TRANSPORTER: nats.url, NAMESPACE: namespace, DATA_DIR: tempDir("ops-ready"), PORT: "0", HOST: "127.0.0.1", LOG_FORMAT: "json", LOGLEVEL: "debug" };
 
-		// MongoDB that does not answer: alive, never ready
-		const noMongo = await start(["settings"], { ...env, MONGO_URI: `mongodb://127.0.0.1:${await freePort()}/x`, CTL_SECRET_KEY: "k", LOGLEVEL: "warn" });
-		for (let i = 0; i < 100 && (await probe(noMongo, "/live")).status !== 200; i++) await sleep(100);
-		let stuck = await probe(noMongo, "/ready");
-		for (let i = 0; i < 100 && !stuck.body?.reasons?.includes("settings: storage not connected"); i++) {
-			await sleep(100);
-			stuck = await probe(noMongo, "/ready");
+		// MongoDB that does not answer: alive, never ready. "Does not answer" is a listener of this test's own
+		// that drops every connection, so the driver's attempts can be counted.
+		let attempts = 0;
+		const silent = net.createServer(socket => {
+			attempts++;
+			socket.destroy();
+		});
+		await new Promise<void>(resolve => silent.listen(0, "127.0.0.1", () => resolve()));
+		try {
+			const noMongo = await start(["settings"], { ...env, MONGO_URI: `mongodb://127.0.0.1:${(silent.address() as AddressInfo).port}/x`, CTL_SECRET_KEY: "k", LOGLEVEL: "warn" });
+			for (let i = 0; i < 100 && (await probe(noMongo, "/live")).status !== 200; i++) await sleep(100);
+			let stuck = await probe(noMongo, "/ready");
+			for (let i = 0; i < 100 && !stuck.body?.reasons?.includes("settings: storage not connected"); i++) {
+				await sleep(100);
+				stuck = await probe(noMongo, "/ready");
+			}
+			expect(stuck).toEqual({ status: 503, body: expect.objectContaining({ ready: false, reasons: expect.arrayContaining(["starting", "settings: storage not connected"]) }) });
+			// Still not ready after it tried MongoDB again (two more connections dropped), not after a fixed wait.
+			const seen = attempts;
+			await eventually(async () => (attempts >= seen + 2 ? true : undefined), 30_000, "two more attempts to reach MongoDB");
+			expect((await probe(noMongo, "/live")).status).toBe(200);
+			expect((await probe(noMongo, "/ready")).status).toBe(503);
+			noMongo.proc.child.kill("SIGKILL");
+		} finally {
+			await new Promise(resolve => silent.close(resolve));
 		}
-		expect(stuck).toEqual({ status: 503, body: expect.objectContaining({ ready: false, reasons: expect.arrayContaining(["starting", "settings: storage not connected"]) }) });
-		await sleep(1000);
-		expect((await probe(noMongo, "/live")).status).toBe(200);
-		expect((await probe(noMongo, "/ready")).status).toBe(503);
-		noMongo.proc.child.kill("SIGKILL");
 
 		// the gateway alone: alive, and waiting for the services every request needs
 		const gateway = await start(["api"], env);
@@ -61,7 +75,7 @@ describe("operations over NATS", () => {
 
 		// the request id: taken from the client, answered, and in both processes' JSON logs
 		const id = `ops-trace-${process.pid}`;
-		const api = `http://127.0.0.1:${port}/api`;
+		const api = `http://127.0.0.1:${await gateway.apiPort()}/api`;
 		const res = await fetch(`${api}/groups?where=${encodeURIComponent('{"name":"traced"}')}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "x-request-id": id } });
 		expect(res.status).toBe(200);
 		expect(res.headers.get("x-request-id")).toBe(id);
@@ -136,13 +150,15 @@ describe("operations over NATS", () => {
 	it("rolling updates of the gateway and of the data services under load lose no request", async () => {
 		const namespace = `ops-roll-${process.pid}`;
 		const base = { TRANSPORTER: nats.url, NAMESPACE: namespace, HOST: "127.0.0.1" };
-		const gatewayEnv = async () => ({ ...base, PORT: String(await freePort()) });
+		// PORT 0: each gateway binds a port of its own choosing, read back (apiPort) for the balancer.
+		const gatewayEnv = async () => ({ ...base, PORT: "0" });
 		// each data replica on its own NeDB files: every request is answered from whichever replica gets it
 		const dataEnv = () => ({ ...base, DATA_DIR: tempDir("ops-roll") });
 		const [gw1, gw2, d1, d2] = await Promise.all([start(["api"], await gatewayEnv()), start(["api"], await gatewayEnv()), start(LOAD_SERVICES, dataEnv()), start(LOAD_SERVICES, dataEnv())]);
 		await Promise.all([gw1, gw2, d1, d2].map(n => waitReady(n)));
 		const balancer = new Balancer();
-		await balancer.listen([Number(gw1.env.PORT), Number(gw2.env.PORT)]);
+		const [port1, port2] = [await gw1.apiPort(), await gw2.apiPort()];
+		await balancer.listen([port1, port2]);
 		try {
 			const load = new Load(
 				() => balancer.url,
@@ -152,16 +168,17 @@ describe("operations over NATS", () => {
 						: { method: "GET", path: `/api/groups?where=${encodeURIComponent(JSON.stringify({ name: `roll-${w}-${i - 1}` }))}` },
 				6,
 			);
+			// Not an oracle: the load runs for a while before each step (its outcomes are checked at the end).
 			await sleep(800);
 
 			// the gateway: out of the endpoints, then (the preStop pause) SIGTERM; its keep-alive connections stay
-			balancer.remove(Number(gw1.env.PORT));
+			balancer.remove(port1);
 			await sleep(300);
 			const termAt = Date.now();
 			gw1.proc.child.kill("SIGTERM");
 			const gw3 = await start(["api"], await gatewayEnv());
 			await waitReady(gw3);
-			balancer.add(Number(gw3.env.PORT));
+			balancer.add(await gw3.apiPort());
 			expect((await exited(gw1)).code).toBe(0);
 
 			// a data replica: a new one comes up, the old one gets SIGTERM while requests keep reaching it
@@ -170,7 +187,7 @@ describe("operations over NATS", () => {
 			const dataTermAt = Date.now();
 			d1.proc.child.kill("SIGTERM");
 			expect((await exited(d1)).code).toBe(0);
-			await sleep(800);
+			await sleep(800); // the load goes on a while after the last step (not an oracle)
 
 			const outcomes = await load.stop();
 			expect(failures(outcomes)).toEqual([]);

@@ -15,13 +15,18 @@
  * Custom event for VNC: a host that gets a VNC connection sends, on the minion,
  *   salt-call event.send ctl/vnc/connect '{"hostname": "<host>", "status": "connected"}'
  * which reaches the master bus (and /events) with tag `ctl/vnc/connect` and data
- *   {"cmd": "_minion_event", "id": "<minion id>", "tag": "ctl/vnc/connect",
- *    "data": {"hostname": "<host>", "status": "connected"}, "pretag": null, "_stamp": "..."}
- * `vncConnect(id, status)` fires exactly that.
+ *   {"id": "<minion id>", "tag": "ctl/vnc/connect", "data": {"__pub_fun": "event.send", "__pub_pid": …,
+ *    "__pub_jid": "…", "__pub_tgt": "salt-call", "hostname": "<host>", "status": "connected"},
+ *    "cmd": "_minion_event", "_stamp": "..."}
+ * with the salt-call's own salt/auth, minion/refresh/<id> and return events around it (as
+ * ../shared/reference/salt-3006/events5.txt shows). `vncConnect(id, status)` does exactly that.
  *
- * Standalone: `npm run sim:salt` (env SIM_PORT, SIM_HOST, SIM_MINIONS, SIM_USER, SIM_PASSWORD,
- * SIM_SEED, SIM_CHURN=1, SIM_CHURN_MS).
+ * Standalone: `npm run sim:salt` (env SIM_PORT, SIM_HOST, SIM_MINIONS, SIM_IDS, SIM_USER, SIM_PASSWORD,
+ * SIM_SEED, SIM_PERMS, SIM_LOOP_MS, SIM_RESTART_PRESENT_DELAY_MS, SIM_MASTER_DOWN_MS,
+ * SIM_MASTER_REQ_TIMEOUT_MS, SIM_TIMEOUT, SIM_GATHER_JOB_TIMEOUT, SIM_LATENCY_MS, SIM_CONTROL=stdin,
+ * SIM_CHURN=1, SIM_CHURN_MS; see README.md).
  */
+import { createInterface } from "node:readline";
 import { runStandalone } from "./standalone";
 import { type Perm, Auth, DEFAULT_PERMS, type UserSpec } from "./salt/auth";
 import { baseLatency, generateIds, type Grains, type KeyState, type MinionSpec } from "./salt/fleet";
@@ -37,6 +42,12 @@ export type { KeyState, Grains, MinionSpec, SaltEvent, StepFailure, MalformKind,
 export interface SaltApiSimulatorOptions {
 	/** Number of generated minions (default 50). */
 	minions?: number;
+	/**
+	 * Explicit minion ids instead of generated ones (e.g. the captured reference fleet `web-01`, `web-02`,
+	 * `db-01`): every key accepted, every minion up, no other key state. `minions`, `downFraction` and `keyMix`
+	 * are then ignored.
+	 */
+	ids?: string[];
 	/** Seed for ids, grains, fingerprints, key states and presence (default "fleet-ctl"). */
 	seed?: string;
 	/** eauth credentials of the API user (default saltapi / saltapi, eauth pam). */
@@ -61,9 +72,20 @@ export interface SaltApiSimulatorOptions {
 	keepJobsSeconds?: number;
 	/** Bound on the job cache size (default 20000 jobs). */
 	maxJobs?: number;
-	/** presence_events (default true) and the salt/presence/present interval (default 60000 ms, 0 = off). */
+	/**
+	 * presence_events (default true) and the master's `loop_interval` (default 60000 ms, 0 = no loop): each loop
+	 * fires `salt/presence/change` {new, lost} when the connected set changed since the last loop, then
+	 * `salt/presence/present` with the full list. A minion going down or up is not announced before that loop
+	 * (only a minion start is, at once, by `salt/minion/<id>/start`).
+	 */
 	presenceEvents?: boolean;
 	presenceIntervalMs?: number;
+	/** After a master start, its first loop (`present: []`, no minion reconnected yet) comes this late (default 3000 ms). */
+	restartPresentDelayMs?: number;
+	/** While the master is down, salt-api answers client calls 500 after this long (default 5000 ms). */
+	masterDownAnswerMs?: number;
+	/** While the master is down, /login, /token and GET /events wait this long for it (default 180000 ms: 3 × 60 s). */
+	masterReqTimeoutMs?: number;
 	/** Store runner calls in the job cache like the master does (default true). */
 	storeRunnerJobs?: boolean;
 	/** File server contents (default: a top file, common.sls and two patches under patches/). */
@@ -86,6 +108,8 @@ export interface MinionView {
 	grains: Grains;
 	delayMs: number | null;
 	neverReturns: boolean;
+	/** A second key under `minions_denied` (a minion that presented a new key), or null. */
+	deniedFingerprint: string | null;
 }
 
 export interface JobView {
@@ -126,6 +150,9 @@ export class SaltApiSimulator {
 			nodegroups: opts.nodegroups ?? { web: "G@roles:web", databases: "E@^db-\\d+\\.", "site-a": "*.site-a.example", "gpu-or-build": ["G@roles:gpu", "or", "G@roles:build"] },
 			presenceEvents: opts.presenceEvents ?? true,
 			presenceIntervalMs: opts.presenceIntervalMs ?? 60_000,
+			restartPresentDelayMs: opts.restartPresentDelayMs ?? 3000,
+			masterDownAnswerMs: opts.masterDownAnswerMs ?? 5000,
+			masterReqTimeoutMs: opts.masterReqTimeoutMs ?? 180_000,
 			latencyMs: opts.latencyMs ?? [2, 40],
 			storeRunnerJobs: opts.storeRunnerJobs ?? true,
 			externalAuth: {},
@@ -139,7 +166,12 @@ export class SaltApiSimulator {
 		for (const u of users) for (const e of u.eauth ?? ["pam"]) (config.externalAuth[e] ??= {})[u.username] = [...(u.perms ?? DEFAULT_PERMS)];
 		this.server = new SaltApiServer(this.master, this.auth, new Netapi(this.master, this.auth));
 		this.host = opts.host ?? "127.0.0.1";
-		this.populate(opts.minions ?? 50, seed, opts);
+		if (opts.ids) {
+			if (new Set(opts.ids).size !== opts.ids.length) throw new Error("ids: duplicate minion ids");
+			for (const id of opts.ids) this.master.addMinion({ id, key: "accepted", up: true });
+		} else this.populate(opts.minions ?? 50, seed, opts);
+		// The master has been running: its next maintenance loop compares with the fleet as it is now.
+		this.master.restartPresenceInterval();
 	}
 
 	private populate(count: number, seed: string, opts: SaltApiSimulatorOptions): void {
@@ -204,13 +236,18 @@ export class SaltApiSimulator {
 
 	/** Accepted minions that are up: the ones that answer. */
 	upMinions(): string[] {
+		return this.master.fleet.acceptedIds().filter(id => this.master.fleet.get(id)!.up);
+	}
+
+	/** What the master sees connected now (`manage.present`): none while it is down or its minions reconnect. */
+	connectedMinions(): string[] {
 		return this.master.connectedIds();
 	}
 
 	minion(id: string): MinionView | undefined {
 		const m = this.master.fleet.get(id);
 		if (!m) return undefined;
-		return { id: m.id, key: m.key, up: m.up, fingerprint: m.fingerprint, grains: structuredClone(m.grains), delayMs: m.delayMs, neverReturns: m.neverReturns };
+		return { id: m.id, key: m.key, up: m.up, fingerprint: m.fingerprint, grains: structuredClone(m.grains), delayMs: m.delayMs, neverReturns: m.neverReturns, deniedFingerprint: m.deniedFingerprint ?? null };
 	}
 
 	/** Add a minion (fires salt/auth, and the start events when it is accepted and up). Returns its id. */
@@ -235,7 +272,10 @@ export class SaltApiSimulator {
 		return this.master.setKeyState(id, state);
 	}
 
-	/** Bring a minion up (salt/auth, minion_start, salt/minion/<id>/start, salt/presence/change) or down. */
+	/**
+	 * Start a minion (salt/auth and salt/minion/<id>/start at once) or stop it (nothing at once). Either way the
+	 * master's next maintenance loop reports the change (`salt/presence/change`, `salt/presence/present`).
+	 */
 	setUp(id: string, up = true): boolean {
 		return this.master.setUp(id, up);
 	}
@@ -244,7 +284,27 @@ export class SaltApiSimulator {
 		return this.master.setUp(id, false);
 	}
 
-	/** Give the minion a new key: a new fingerprint (random unless given), announced by salt/auth. */
+	/**
+	 * The minion presents a new key (random unless given; returned): its old, still-trusted key stays under
+	 * `minions` and the new one appears under `minions_denied` (key.list_all lists the id in both, key.finger
+	 * gives both fingerprints); salt/auth `{result: false, id, act: "denied", pub}`; the minion process exits.
+	 */
+	presentNewKey(id: string, fingerprint?: string): string {
+		const fp = fingerprint ?? fingerprintFrom(randomHex(32));
+		this.master.presentNewKey(id, fp);
+		return fp;
+	}
+
+	/** The denied key is removed and the minion starts again with its old key (salt/auth accept, salt/minion/<id>/start). */
+	restoreOldKey(id: string): void {
+		this.master.restoreOldKey(id);
+	}
+
+	/**
+	 * Give the minion a new key in place (the master's accepted key changes too): a new fingerprint (random
+	 * unless given), announced by salt/auth. For what a real master does with a minion's new key, see
+	 * `presentNewKey`.
+	 */
 	changeFingerprint(id: string, fingerprint?: string): string {
 		const m = this.master.fleet.get(id);
 		if (!m) throw new Error(`no minion ${id}`);
@@ -276,15 +336,19 @@ export class SaltApiSimulator {
 
 	// ---------------------------------------------------------------- events
 
-	/** The custom VNC event a host sends (see the file comment for its shape). */
+	/** The custom VNC event a host sends with salt-call (see the file comment for its shape). */
 	vncConnect(id: string, status = "connected", hostname?: string): void {
 		const m = this.master.fleet.get(id);
-		this.master.fireMinionEvent(id, "ctl/vnc/connect", { hostname: hostname ?? String(m?.grains.host ?? id), status });
+		this.master.saltCallEvent(id, "ctl/vnc/connect", { hostname: hostname ?? String(m?.grains.host ?? id), status });
 	}
 
-	/** An event sent by a minion (`event.send` on the minion). */
+	/**
+	 * `salt-call event.send <tag> '<data as JSON>'` on a minion: salt/auth (every salt-call authenticates),
+	 * minion/refresh/<id>, the event (its data with salt-call's `__pub_fun`, `__pub_pid`, `__pub_jid`,
+	 * `__pub_tgt` keys), then the salt-call's return `salt/job/<jid>/ret/<id>` (fun event.send).
+	 */
 	fireMinionEvent(id: string, tag: string, data: unknown): void {
-		this.master.fireMinionEvent(id, tag, data);
+		this.master.saltCallEvent(id, tag, data);
 	}
 
 	/** Any event on the master bus. */
@@ -292,7 +356,7 @@ export class SaltApiSimulator {
 		this.master.events.fire(tag, data);
 	}
 
-	/** Fire salt/presence/present now. */
+	/** Run one maintenance loop's presence handling now (salt/presence/change if changed, salt/presence/present). */
 	firePresence(): void {
 		this.master.firePresent();
 	}
@@ -356,9 +420,9 @@ export class SaltApiSimulator {
 		this.master.resetExecutions();
 	}
 
-	/** Jobs published to minions (runner jobs excluded), oldest first. */
+	/** Jobs published to minions (runner jobs and the master's own saltutil.find_job jobs excluded), oldest first. */
 	jobs(): JobView[] {
-		return [...this.master.jobs.values()].filter(j => j.kind === "minion").map(viewJob);
+		return [...this.master.jobs.values()].filter(j => j.kind === "minion" && !j.internal).map(viewJob);
 	}
 
 	job(jid: string): JobView | undefined {
@@ -414,16 +478,37 @@ export class SaltApiSimulator {
 	}
 
 	/**
-	 * Take salt-api away: "refuse" (stops listening, open connections dropped), "hang" (accepts but
-	 * never answers), or "master-down" (salt-api answers 503, event streams end). Jobs already running
-	 * keep going and their returns land in the job cache.
+	 * Take salt-api away: "refuse" (stops listening, open connections dropped), "hang" (accepts but never
+	 * answers), or "master-down" (the master daemon stops: client calls get salt-api's generic 500 after
+	 * `masterDownAnswerMs`, /login, /token and GET /events wait for the master, open event streams stay open and
+	 * quiet). Jobs already running keep going; their returns reach the master once it is back.
 	 */
 	async goDown(mode: "refuse" | "hang" | "master-down" = "refuse"): Promise<void> {
 		await this.server.goDown(mode);
 	}
 
+	/** End the outage. After "master-down" this is a master start (see `restartMaster`). */
 	async comeBack(): Promise<void> {
 		await this.server.comeBack();
+	}
+
+	/**
+	 * Restart the salt-master: it stops for `downMs` (default 1000; see "master-down"), then starts. Resolves at
+	 * the start. About `restartPresentDelayMs` later its first loop fires `salt/presence/present` with
+	 * `"present": []`; the minions reconnect right after (a job published before then reaches none) and the true
+	 * list follows one loop later (`salt/presence/change` {new: all}, then `present`). The event streams stay
+	 * open; no minion fires a start event; each minion authenticates again (`salt/auth`) at the first
+	 * publication it receives (the master's new AES key).
+	 */
+	async restartMaster(opts: { downMs?: number } = {}): Promise<void> {
+		await this.server.goDown("master-down");
+		await new Promise(r => setTimeout(r, Math.max(0, opts.downMs ?? 1000)));
+		await this.server.comeBack();
+	}
+
+	/** Whether the master daemon runs (false during "master-down" and the down phase of `restartMaster`). */
+	get masterRunning(): boolean {
+		return this.master.running;
 	}
 
 	/** Close every /events stream now. */
@@ -464,13 +549,101 @@ function viewJob(j: Job): JobView {
 
 // ------------------------------------------------------------------ standalone
 
+/** Methods the standalone's control channel (SIM_CONTROL=stdin) may call. */
+const CONTROL_METHODS = new Set([
+	"minionIds",
+	"upMinions",
+	"connectedMinions",
+	"minion",
+	"addMinion",
+	"removeMinion",
+	"setKeyState",
+	"setUp",
+	"setDown",
+	"presentNewKey",
+	"restoreOldKey",
+	"changeFingerprint",
+	"setGrains",
+	"setMinionDelay",
+	"setNeverReturns",
+	"vncConnect",
+	"fireMinionEvent",
+	"fireEvent",
+	"firePresence",
+	"setFile",
+	"removeFile",
+	"files",
+	"setPatch",
+	"failPatch",
+	"clearPatchFailures",
+	"executionCount",
+	"executionCounts",
+	"executions",
+	"resetExecutions",
+	"jobs",
+	"job",
+	"setTimeouts",
+	"setLatency",
+	"failNext",
+	"clearFaults",
+	"expireSessions",
+	"expireTokens",
+	"goDown",
+	"comeBack",
+	"restartMaster",
+	"dropEventStreams",
+	"internalErrors",
+]);
+
+/**
+ * SIM_CONTROL=stdin: one JSON command a line, `{"id": 1, "method": "setDown", "args": ["web-02"]}`; each is
+ * answered on stdout by a line `control {"id": 1, "result": …}` (or `"error": "…"`), in the order they finish.
+ */
+function controlChannel(sim: SaltApiSimulator): void {
+	const rl = createInterface({ input: process.stdin });
+	rl.on("line", line => {
+		if (!line.trim()) return;
+		let cmd: { id?: unknown; method?: unknown; args?: unknown };
+		try {
+			cmd = JSON.parse(line);
+		} catch {
+			console.log(`control ${JSON.stringify({ id: null, error: "not JSON" })}`);
+			return;
+		}
+		const { id, method } = cmd;
+		const args = Array.isArray(cmd.args) ? cmd.args : [];
+		if (typeof method !== "string" || !CONTROL_METHODS.has(method)) {
+			console.log(`control ${JSON.stringify({ id, error: `unknown method ${String(method)}` })}`);
+			return;
+		}
+		Promise.resolve()
+			.then(() => (sim as unknown as Record<string, (...a: unknown[]) => unknown>)[method](...args))
+			.then(
+				result => console.log(`control ${JSON.stringify({ id, result: result === undefined ? null : result })}`),
+				(err: unknown) => console.log(`control ${JSON.stringify({ id, error: err instanceof Error ? err.message : String(err) })}`),
+			);
+	});
+}
+
+const envNum = (v: string | undefined): number | undefined => (v === undefined || v === "" || !Number.isFinite(Number(v)) ? undefined : Number(v));
+
 async function main(): Promise<() => Promise<void>> {
 	const env = process.env;
+	const latency = env.SIM_LATENCY_MS ? (env.SIM_LATENCY_MS.split(",").map(Number) as [number, number]) : undefined;
 	const sim = new SaltApiSimulator({
 		minions: env.SIM_MINIONS ? Number(env.SIM_MINIONS) : 50,
+		ids: env.SIM_IDS ? env.SIM_IDS.split(",").map(s => s.trim()).filter(Boolean) : undefined,
 		username: env.SIM_USER || undefined,
 		password: env.SIM_PASSWORD || undefined,
 		seed: env.SIM_SEED || undefined,
+		perms: env.SIM_PERMS ? (JSON.parse(env.SIM_PERMS) as Perm[]) : undefined,
+		presenceIntervalMs: envNum(env.SIM_LOOP_MS),
+		restartPresentDelayMs: envNum(env.SIM_RESTART_PRESENT_DELAY_MS),
+		masterDownAnswerMs: envNum(env.SIM_MASTER_DOWN_MS),
+		masterReqTimeoutMs: envNum(env.SIM_MASTER_REQ_TIMEOUT_MS),
+		timeout: envNum(env.SIM_TIMEOUT),
+		gatherJobTimeout: envNum(env.SIM_GATHER_JOB_TIMEOUT),
+		latencyMs: latency && latency.length === 2 && latency.every(Number.isFinite) ? latency : undefined,
 		host: env.SIM_HOST || "127.0.0.1",
 	});
 	const { url } = await sim.start(env.SIM_PORT ? Number(env.SIM_PORT) : 8000);
@@ -501,6 +674,10 @@ async function main(): Promise<() => Promise<void>> {
 			console.log(`churn: ${id} is now ${bringUp ? "up" : "down"}`);
 		}, every);
 		console.log(`  churn:       flipping a random minion up/down every ${every} ms`);
+	}
+	if (env.SIM_CONTROL === "stdin") {
+		controlChannel(sim);
+		console.log("  control:     JSON commands on stdin, answers on stdout (SIM_CONTROL=stdin)");
 	}
 	return async () => {
 		if (churn) clearInterval(churn);

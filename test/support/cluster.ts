@@ -6,7 +6,7 @@
  */
 import net from "node:net";
 import type { AddressInfo } from "node:net";
-import { ADMIN_TOKEN, freePort, hasExited, runServices, stopProc, type Proc } from "./harness";
+import { ADMIN_TOKEN, boundPorts, hasExited, runServices, stopProc, type Proc } from "./harness";
 
 /**
  * The services the operations tests' loads use (groups through the gateway: tokens to authenticate, audit
@@ -20,13 +20,32 @@ export interface Node {
 	health: string;
 	services: string[];
 	env: Record<string, string>;
+	/** The port of its API (PORT=0: bound by the process, read back), for a node running the gateway. */
+	apiPort(): Promise<number>;
 }
 
+/**
+ * Starts the production command with `services`; its health listener (and API, if it runs the gateway) on ports
+ * it binds itself (HEALTH_PORT=0, PORT=0), read back: answers once the health listener is there.
+ */
 export async function startNode(services: string[], env: Record<string, string>): Promise<Node> {
-	const healthPort = await freePort();
 	// NeDB files unless the test names a MongoDB (CI sets MONGO_URI for the Mongo leg; it must not leak in here)
-	const full = { MONGO_URI: "", ...env, HEALTH_PORT: String(healthPort), HEALTH_HOST: "127.0.0.1" };
-	return { proc: runServices(services, full), health: `http://127.0.0.1:${healthPort}`, services, env: full };
+	const full = { MONGO_URI: "", PORT: "0", ...env, HEALTH_PORT: "0", HEALTH_HOST: "127.0.0.1" };
+	const proc = runServices(services, full);
+	// The health listener comes first (a broker middleware's `starting`); the API once the gateway has started.
+	const { health } = await boundPorts(proc, { healthOnly: true });
+	let api: Promise<number> | undefined;
+	return {
+		proc,
+		health: `http://127.0.0.1:${health}`,
+		services,
+		env: full,
+		apiPort: () =>
+			(api ??= boundPorts(proc).then(p => {
+				if (!p.api) throw new Error(`${services.join(",")}: no API port`);
+				return p.api;
+			})),
+	};
 }
 
 export async function probe(node: Node, path: "/live" | "/ready"): Promise<{ status: number; body: any }> {

@@ -8,11 +8,12 @@ import { spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
+import util from "node:util";
 import type { AddressInfo } from "node:net";
-import { ensureNats, freePort } from "./net";
+import { ensureNats, waitListening } from "./net";
 
-export { ensureNats, freePort, startOwnNats, type Nats } from "./net";
-import { ServiceBroker, type BrokerOptions } from "moleculer";
+export { ensureNats, freePort, listeningPorts, startOwnNats, waitListening, type Nats } from "./net";
+import { Loggers, ServiceBroker, type BrokerOptions } from "moleculer";
 
 export const ROOT = path.resolve(__dirname, "../..");
 
@@ -43,7 +44,10 @@ export interface Harness {
 	broker?: ServiceBroker;
 	/** Stops everything and starts it again on the same storage. */
 	restart(): Promise<void>;
-	/** Everything the service processes printed since the harness started (split harness only). */
+	/**
+	 * What the services logged since the harness started: everything the service processes printed (split
+	 * harness), or every line their brokers logged (embedded harness with captureLogs); else undefined.
+	 */
 	logs?(): string;
 	stop(): Promise<void>;
 }
@@ -67,6 +71,35 @@ export interface EmbeddedOptions {
 	env?: Record<string, string>;
 	/** Broker options on top of the test defaults (e.g. metrics). */
 	broker?: Partial<BrokerOptions>;
+	/**
+	 * Keep every line the services log (at LOGLEVEL from `env`, default info; formatted as the production
+	 * command's Console logger does, "short"), for logs(): what the split leg reads from its processes' output.
+	 */
+	captureLogs?: boolean;
+}
+
+/** The production logger's formatting, into `lines` instead of the console (and to it too with TEST_LOG). */
+type FormattedOptions = Loggers.Formatted.FormattedLoggerOptions;
+class CaptureLogger extends Loggers.Formatted<FormattedOptions> {
+	constructor(
+		private readonly lines: string[],
+		opts: FormattedOptions,
+	) {
+		super(opts);
+	}
+
+	override getLogHandler(bindings: Parameters<Loggers.Formatted<FormattedOptions>["getLogHandler"]>[0]) {
+		const level = bindings ? this.getLogLevel(bindings.mod) : null;
+		if (!level) return null;
+		const max = Loggers.Base.LEVELS.indexOf(level);
+		const format = this.getFormatter(bindings);
+		return (type: string, args: unknown[]) => {
+			if (Loggers.Base.LEVELS.indexOf(type) > max) return;
+			const line = util.format(...format(type, args));
+			this.lines.push(line);
+			if (process.env.TEST_LOG) console.log(line);
+		};
+	}
 }
 
 /** All services in this process, from the TypeScript sources. */
@@ -75,10 +108,14 @@ export async function startEmbedded(opts: EmbeddedOptions = {}): Promise<Harness
 	const env: Record<string, string> = { ...AUTH_ENV, ...OUTBOUND_ENV, PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, MONGO_URI: opts.mongoUri ?? "", ...opts.env };
 	let broker: ServiceBroker;
 	let api = "";
+	const lines: string[] = [];
+	const logger = opts.captureLogs
+		? { logger: new CaptureLogger(lines, { formatter: "short", colors: false, moduleColors: false }), logLevel: (env.LOGLEVEL || "info") as BrokerOptions["logLevel"] }
+		: { logger: (process.env.TEST_LOG ? { type: "Console" } : false) as BrokerOptions["logger"] };
 
 	const start = async () => {
 		Object.assign(process.env, env);
-		broker = new ServiceBroker({ logger: process.env.TEST_LOG ? { type: "Console" } : false, nodeID: `test-${process.pid}`, transporter: null, tracking: { enabled: true, shutdownTimeout: 5000 }, ...opts.broker });
+		broker = new ServiceBroker({ ...logger, nodeID: `test-${process.pid}`, transporter: null, tracking: { enabled: true, shutdownTimeout: 5000 }, ...opts.broker });
 		for (const file of SERVICE_FILES()) broker.loadService(path.join(ROOT, "services", file));
 		await broker.start();
 		const gateway = broker.getLocalService("api") as unknown as { server: { address(): AddressInfo } };
@@ -98,6 +135,7 @@ export async function startEmbedded(opts: EmbeddedOptions = {}): Promise<Harness
 			await broker.stop();
 			await start();
 		},
+		...(opts.captureLogs ? { logs: () => lines.join("\n") } : {}),
 		stop: () => broker.stop(),
 	};
 }
@@ -116,21 +154,64 @@ async function waitFor(check: () => Promise<boolean>, timeoutMs: number, what: s
 export interface Proc {
 	child: ChildProcess;
 	log: string[];
+	/** The services it runs (SERVICES; empty: all of them). */
+	services: string[];
 }
 
-/** Runs the production command (moleculer-runner on the build) with the given services. */
+/**
+ * Runs the production command (moleculer-runner on the build) with the given services. PORT and HEALTH_PORT
+ * default to 0: the process binds ports the kernel picks, and the test reads them back (boundPorts).
+ */
 export function runServices(services: string[], env: Record<string, string>): Proc {
 	const runner = path.join(ROOT, "node_modules/moleculer/bin/moleculer-runner.js");
 	const child = spawn(process.execPath, [runner, "--config", path.join(DIST, "moleculer.config.js")], {
 		cwd: ROOT,
-		// HEALTH_PORT 0: every process's health listener on a free port (tests that probe it give one).
-		env: { ...process.env, ...AUTH_ENV, ...OUTBOUND_ENV, SERVICES: services.join(","), SERVICEDIR: path.join(DIST, "services"), LOGLEVEL: "warn", HEALTH_PORT: "0", ...env },
+		env: { ...process.env, ...AUTH_ENV, ...OUTBOUND_ENV, SERVICES: services.join(","), SERVICEDIR: path.join(DIST, "services"), LOGLEVEL: "warn", PORT: "0", HEALTH_PORT: "0", ...env },
 		stdio: ["ignore", "pipe", "pipe"],
 	});
 	const log: string[] = [];
 	child.stdout?.on("data", d => log.push(String(d)));
 	child.stderr?.on("data", d => log.push(String(d)));
-	return { child, log };
+	return { child, log, services };
+}
+
+/** Whether `port` is a health listener (lib/health.ts): its /live answers {live, nodeID}. */
+async function isHealthListener(port: number): Promise<boolean> {
+	try {
+		const res = await fetch(`http://127.0.0.1:${port}/live`, { signal: AbortSignal.timeout(5000) });
+		const body = (await res.json()) as { live?: unknown; nodeID?: unknown };
+		return typeof body.live === "boolean" && typeof body.nodeID === "string";
+	} catch {
+		return false;
+	}
+}
+
+/**
+ * The ports a service process bound: its health listener (every process has one, HEALTH_PORT=0 by default) and,
+ * when it runs the gateway, the API (PORT=0). Read back from the kernel (listeningPorts), told apart by asking
+ * each for /live. Waits for the API too unless `healthOnly` (a gateway waiting for its services listens late).
+ * Fails at once if the process exits.
+ */
+export async function boundPorts(proc: Proc, opts: { healthOnly?: boolean; timeoutMs?: number } = {}): Promise<{ api?: number; health: number }> {
+	const gateway = !opts.healthOnly && (proc.services.length === 0 || proc.services.includes("api"));
+	const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
+	for (;;) {
+		const ports = await waitListening(proc.child, gateway ? 2 : 1, Math.max(0, deadline - Date.now()), () => proc.log.join(""));
+		const health: number[] = [];
+		const other: number[] = [];
+		for (const port of ports) ((await isHealthListener(port)) ? health : other).push(port);
+		if (health.length > 1 || other.length > 1) throw new Error(`cannot tell the ports ${ports.join(", ")} apart (health: ${health.join(", ") || "none"})\n${proc.log.join("")}`);
+		if (health.length === 1 && (!gateway || other.length === 1)) return { api: other[0], health: health[0] };
+		if (Date.now() > deadline) throw new Error(`no health listener among the ports ${ports.join(", ")}\n${proc.log.join("")}`);
+		await new Promise(r => setTimeout(r, 50));
+	}
+}
+
+/** The API address of a process running the gateway on PORT=0, e.g. http://127.0.0.1:40123/api. */
+export async function apiOf(proc: Proc, timeoutMs?: number): Promise<string> {
+	const { api } = await boundPorts(proc, { timeoutMs });
+	if (!api) throw new Error(`${proc.services.join(",")}: no API port`);
+	return `http://127.0.0.1:${api}/api`;
 }
 
 /** Waits until the production command answers an authenticated read; fails at once if it exited. */
@@ -187,8 +268,8 @@ export async function startSplit(opts: SplitOptions = {}): Promise<Harness> {
 	const nats = await ensureNats();
 	const namespace = `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
 	const dataDir = tempDir("split");
-	const port = await freePort();
-	const env = { ...opts.env, TRANSPORTER: nats.url, NAMESPACE: namespace, DATA_DIR: dataDir, MONGO_URI: opts.mongoUri ?? "", PORT: String(port), HOST: "127.0.0.1" };
+	// PORT 0: the gateway binds a port of the kernel's choosing, read back after every start (a restart may move it).
+	const env = { ...opts.env, TRANSPORTER: nats.url, NAMESPACE: namespace, DATA_DIR: dataDir, MONGO_URI: opts.mongoUri ?? "", PORT: "0", HOST: "127.0.0.1" };
 	const own = opts.own ?? [];
 	const dataServices = ALL_SERVICES().filter(s => s !== "api" && !own.includes(s));
 	let procs: Proc[] = [];
@@ -196,11 +277,13 @@ export async function startSplit(opts: SplitOptions = {}): Promise<Harness> {
 	const earlierLogs: string[] = [];
 	const client = new ServiceBroker({ logger: false, namespace, nodeID: `test-client-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], serializer: "JSONExt", requestTimeout: 30_000 });
 	await client.start();
-	const api = `http://127.0.0.1:${port}/api`;
+	let api = "";
 
 	const start = async () => {
 		procs = [runServices(dataServices, env), ...own.map(s => runServices([s], env)), runServices(["api"], env)];
+		const gateway = procs[procs.length - 1];
 		try {
+			api = await apiOf(gateway);
 			await client.waitForServices([...dataServices, ...own, "api"], 30_000);
 			await waitFor(
 				async () => {
@@ -220,7 +303,9 @@ export async function startSplit(opts: SplitOptions = {}): Promise<Harness> {
 	};
 	await start();
 	return {
-		api,
+		get api() {
+			return api;
+		},
 		dataDir: opts.mongoUri ? undefined : dataDir,
 		call: (action, params) => client.call(action, params ?? {}),
 		async restart() {

@@ -44,12 +44,17 @@ export function withQuery(path: string, query: Record<string, unknown>): string 
 	return parts.length ? `${path}?${parts.join("&")}` : path;
 }
 
-/** Asserts Eve's error shape and returns the body. */
+/**
+ * Asserts Eve's error shape and returns the body. The checks throw with the whole reply in the message, then
+ * the shape is asserted once more through expect(), so a test made only of these counts as asserting
+ * (test/support/assertions.ts).
+ */
 export function expectEveError(reply: Reply, code: number): any {
 	if (reply.status !== code) throw new Error(`expected ${code}, got ${reply.status}: ${reply.text}`);
 	if (!reply.body || reply.body._status !== "ERR" || reply.body._error?.code !== code || typeof reply.body._error?.message !== "string") {
 		throw new Error(`not an Eve error body: ${reply.text}`);
 	}
+	expect(reply.body).toMatchObject({ _status: "ERR", _error: { code, message: expect.any(String) } });
 	return reply.body;
 }
 

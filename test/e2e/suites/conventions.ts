@@ -61,6 +61,33 @@ export default function conventions(h: () => Harness): void {
 			expect(last.body._links.prev.href).toBe(`groups?where=${where}&page=2`);
 		});
 
+		it("ends on an exactly full last page with no next or last link (60 records, 20 a page)", async () => {
+			const before = await request("GET", url("groups", { where, max_results: 20, page: 2 }));
+			expect(before.body._links).toEqual({
+				parent: { title: "home", href: "/" },
+				self: { title: "groups", href: `groups?max_results=20&where=${where}&page=2` },
+				next: { title: "next page", href: `groups?max_results=20&where=${where}&page=3` },
+				last: { title: "last page", href: `groups?max_results=20&where=${where}&page=3` },
+				prev: { title: "previous page", href: `groups?max_results=20&where=${where}` },
+			});
+			const last = await request("GET", url("groups", { where, max_results: 20, page: 3 }));
+			expect(last.status).toBe(200);
+			expect(last.body._meta).toEqual({ page: 3, max_results: 20, total: 60 });
+			expect(last.body._items).toHaveLength(20);
+			expect(last.body._links).toEqual({
+				parent: { title: "home", href: "/" },
+				self: { title: "groups", href: `groups?max_results=20&where=${where}&page=3` },
+				prev: { title: "previous page", href: `groups?max_results=20&where=${where}&page=2` },
+			});
+			const past = await request("GET", url("groups", { where, max_results: 20, page: 4 }));
+			expect(past.body._items).toEqual([]);
+			expect(past.body._links).toEqual({
+				parent: { title: "home", href: "/" },
+				self: { title: "groups", href: `groups?max_results=20&where=${where}&page=4` },
+				prev: { title: "previous page", href: `groups?max_results=20&where=${where}&page=3` },
+			});
+		});
+
 		it("repeats max_results, where and sort raw, drops projection and embedded, keeps other params in order", async () => {
 			const res = await request(
 				"GET",
@@ -246,7 +273,7 @@ export default function conventions(h: () => Harness): void {
 			const err = expectEveError(res, 422);
 			expect(err._issues).toEqual({
 				name: "required field",
-				type: "must be of number type",
+				type: "must be of integer type",
 				subgroups: "must be of list type",
 				info: { regex: "must be of string type", other: "unknown field" },
 				bogus: "unknown field",
@@ -346,8 +373,9 @@ export default function conventions(h: () => Harness): void {
 			expect(item.body.info).toEqual({ regex: "^b", grain: { os: "ALT" } });
 			expect(item.body.hosts).toEqual(["x"]);
 			const bad = expectEveError(await request("PATCH", url(`groups/${id}`), { body: { type: "one", nope: 1 } }), 422);
-			expect(bad._issues).toEqual({ type: "must be of number type", nope: "unknown field" });
-			expectEveError(await request("PATCH", url(`groups/${id}`), { body: [1] }), 400);
+			expect(bad._issues).toEqual({ type: "must be of integer type", nope: "unknown field" });
+			// An array is a document of the wrong type, as in Eve: 422 (a body that is not JSON data at all is a 400).
+			expectEveError(await request("PATCH", url(`groups/${id}`), { body: [1] }), 422);
 		});
 
 		it("deletes items with 204 and unlinks them from their parents; a DELETE of an absent or malformed id is a 404, as GET", async () => {

@@ -40,7 +40,7 @@ export default function records(h: () => Harness): void {
 					{ jid: J3, action: "test.ping", host: GHOST, state: "finished", args: [], return: "True" },
 				],
 			});
-			// _created has second precision: the next record is one second newer.
+			// _created has second precision: the next record is one second newer (time passing, not an oracle).
 			await new Promise(r => setTimeout(r, 1100));
 			await h().call("actions.record", {
 				returns: [{ jid: J2, action: "state.apply", host: HOST, state: "finished", args: ["patch-1", { __kwarg__: true, test: true }], return: "Summary: 3 succeeded" }],

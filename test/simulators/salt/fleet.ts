@@ -33,6 +33,15 @@ export interface Minion {
 	upgrades: Record<string, { old: string; new: string }>;
 	/** Custom grain modules not yet synced (saltutil.sync_grains returns them once). */
 	unsyncedGrainModules: string[];
+	/**
+	 * A second key under `minions_denied` while the accepted one stays under `minions` (a minion that presented
+	 * a new key: `presentNewKey`). Its fingerprint.
+	 */
+	deniedFingerprint?: string;
+	/** The key the minion process holds, when it is not the accepted one (it is then refused and exits). */
+	presentedFingerprint?: string;
+	/** The master restarted (new AES key): the minion authenticates again at the next publication it receives. */
+	needsReauth: boolean;
 }
 
 interface Role {
@@ -148,7 +157,7 @@ export function makeGrains(id: string, prng: Prng, referenceMs: number): Grains 
 	const virtual = role.virtual ? prng.pick(["kvm", "kvm", "VMware"] as const) : "physical";
 	const numGpus = role.gpu ? prng.int(1, 4) : 0;
 	const gpuModel = prng.pick(GPUS);
-	const siteIdx = Math.max(0, domain.charCodeAt(5) - 97);
+	const siteIdx = domain.startsWith("site-") ? Math.max(0, domain.charCodeAt(5) - 97) : 0;
 	const ip = `10.${(siteIdx % 200) + 10}.${prng.int(0, 31)}.${prng.int(2, 254)}`;
 	const mac = `52:54:00:${prng.hex(1)}:${prng.hex(1)}:${prng.hex(1)}`;
 	const ipv6 = `fe80::5054:ff:fe${mac.slice(9, 11)}:${mac.slice(12, 14)}${mac.slice(15, 17)}`;
@@ -161,6 +170,51 @@ export function makeGrains(id: string, prng: Prng, referenceMs: number): Grains 
 	const memTotal = role.name === "db" || role.gpu ? prng.pick(MEM_MB.slice(3)) : prng.pick(MEM_MB.slice(0, 5));
 	const kernelRelease = prng.pick(os.kernels);
 	const [major, minor] = saltVersion.split(".").map(Number);
+	// Salt's other core grains (the key set of a real 3006 minion, ../shared/reference/salt-3006/cache_grains.json),
+	// from their own generator so that the values above stay what they were for a given seed.
+	const core = new Prng(`core/${id}`);
+	const osMajor = Number(os.release.split(".")[0]);
+	const cpuFlags = ["fpu", "vme", "de", "pse", "tsc", "msr", "pae", "mce", "cx8", "apic", "sep", "mtrr", "pge", "mca", "cmov", "pat", "pse36", "clflush", "mmx", "fxsr", "sse", "sse2", "ht", "syscall", "nx", "lm", "constant_tsc", "pni", "ssse3", "cx16", "sse4_1", "sse4_2", "popcnt", "aes", "xsave", "avx", "hypervisor"];
+	const gw = `10.${(siteIdx % 200) + 10}.0.1`;
+	const systemPath = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"];
+	const coreGrains: Grains = {
+		cwd: "/",
+		ip_gw: true,
+		ip4_gw: gw,
+		ip6_gw: "fe80::1",
+		fqdns: [],
+		server_id: core.int(1, 2_147_483_647),
+		ip6_interfaces: { lo: ["::1"], [iface]: [ipv6] },
+		fqdn_ip6: [],
+		kernelparams: [
+			["BOOT_IMAGE", `/boot/vmlinuz-${kernelRelease}`],
+			["root", `UUID=${core.hex(4)}-${core.hex(2)}-${core.hex(2)}-${core.hex(2)}-${core.hex(6)}`],
+			["ro", null],
+			["quiet", null],
+		],
+		cpu_flags: cpuFlags,
+		systemd: { version: os.codename === "bookworm" ? "252" : os.codename === "bullseye" ? "247" : "249", features: "+PAM +AUDIT +SELINUX +APPARMOR +IMA +SMACK +SECCOMP +GCRYPT -GNUTLS +OPENSSL +ACL +BLKID +CURL +ELFUTILS +FIDO2 +IDN2 -IDN +IPTC +KMOD +LIBCRYPTSETUP +LIBFDISK +PCRE2 -PWQUALITY +P11KIT +QRENCODE +TPM2 +BZIP2 +LZ4 +XZ +ZLIB +ZSTD -BPF_FRAMEWORK -XKBCOMMON +UTMP +SYSVINIT default-hierarchy=unified" },
+		osrelease_info: os.release.split(".").map(Number),
+		osmajorrelease: osMajor,
+		osfinger: `${os.id}-${os.id === "Ubuntu" ? os.release : osMajor}`,
+		systempath: systemPath,
+		pythonexecutable: "/opt/saltstack/salt/bin/python3.10",
+		pythonpath: ["/opt/saltstack/salt/bin", "/opt/saltstack/salt/extras-3.10", "/opt/saltstack/salt/lib/python310.zip", "/opt/saltstack/salt/lib/python3.10", "/opt/saltstack/salt/lib/python3.10/lib-dynload", "/opt/saltstack/salt/lib/python3.10/site-packages"],
+		zmqversion: "4.3.4",
+		disks: virtual === "physical" ? ["sda", "sdb"] : ["vda"],
+		ssds: virtual === "physical" ? ["sda"] : [],
+		efi: virtual === "physical",
+		"efi-secure-boot": false,
+		username: "root",
+		groupname: "root",
+		pid: core.int(400, 40_000),
+		gid: 0,
+		uid: 0,
+		zfs_support: false,
+		zfs_feature_flags: false,
+		transactional: false,
+		ps: "ps -efHww",
+	};
 	return {
 		id,
 		host,
@@ -211,13 +265,14 @@ export function makeGrains(id: string, prng: Prng, referenceMs: number): Grains 
 		hwaddr_interfaces: { lo: "00:00:00:00:00:00", [iface]: mac },
 		fqdn_ip4: [ip],
 		ip,
-		dns: { nameservers: [`10.${(siteIdx % 200) + 10}.0.53`], domain, search: [domain] },
 		init: "systemd",
 		path: "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
 		shell: "/bin/sh",
 		locale_info: { defaultlanguage: "en_US", defaultencoding: "UTF-8", detectedencoding: "utf-8", timezone: "UTC" },
 		master: "salt",
 		roles: [role.name],
+		...coreGrains,
+		dns: { nameservers: [`10.${(siteIdx % 200) + 10}.0.53`], ip4_nameservers: [`10.${(siteIdx % 200) + 10}.0.53`], ip6_nameservers: [], sortlist: [], domain, search: domain ? [domain] : [], options: [] },
 	};
 }
 
@@ -251,6 +306,7 @@ export function makeMinion(spec: MinionSpec, seed: string, referenceMs: number):
 		neverReturns: false,
 		upgrades,
 		unsyncedGrainModules: ["grains.ctl"],
+		needsReauth: false,
 	};
 }
 
@@ -303,7 +359,12 @@ export class Fleet {
 	}
 	byKeyState(): Record<KeyState, string[]> {
 		const out: Record<KeyState, string[]> = { accepted: [], pending: [], rejected: [], denied: [] };
-		for (const id of this.ids()) out[this.byId.get(id)!.key].push(id);
+		for (const id of this.ids()) {
+			const m = this.byId.get(id)!;
+			out[m.key].push(id);
+			// A minion that presented a new key: the old key stays accepted, the new one is denied.
+			if (m.deniedFingerprint !== undefined && m.key !== "denied") out.denied.push(id);
+		}
 		return out;
 	}
 }

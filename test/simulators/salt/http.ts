@@ -6,7 +6,7 @@
 import http, { type IncomingMessage, type ServerResponse } from "node:http";
 import type { AddressInfo, Socket } from "node:net";
 import { type Auth, type SaltToken, sortedPermissions } from "./auth";
-import { type Master, SaltAuthError, SaltInvocationError, SaltMasterDown } from "./master";
+import { type Master, MasterUnanswering, SaltAuthError, SaltInvocationError, SaltMasterDown } from "./master";
 import { yamlify } from "./modules";
 import { ClientCallError, CLIENTS, type Netapi } from "./netapi";
 import { UnknownFunctionError } from "./runners";
@@ -14,7 +14,8 @@ import { TargetInvocationError } from "./targeting";
 import { httpDate, isPlainObject, pyJson, randomHex } from "./util";
 import { dumpYaml, parseYaml } from "./yaml";
 
-export const CHERRYPY_VERSION = "18.10.0";
+/** The CherryPy of the captured Salt 3006.0 install (its error pages name it). */
+export const CHERRYPY_VERSION = "18.8.0";
 const MAX_BODY = 1_048_576;
 
 /** Python's reason phrases and CherryPy's default messages (`cherrypy.lib.httputil.response_codes`). */
@@ -223,22 +224,21 @@ export class SaltApiServer {
 	/**
 	 * "refuse": salt-api stops listening (connection refused) and drops open connections;
 	 * "hang": connections are accepted but no request is answered; "master-down": salt-api answers,
-	 * but the master is gone (503 on every call that needs it, event streams end).
+	 * but the master daemon is stopped (client calls: 500 after `masterDownAnswerMs`; /login, /token and
+	 * GET /events wait for it; open event streams stay open and quiet).
 	 */
 	async goDown(mode: Exclude<Mode, "up">): Promise<void> {
 		await this.comeBack();
 		this.mode = mode;
 		if (mode === "refuse") await this.close();
-		if (mode === "master-down") {
-			this.master.running = false;
-			for (const c of [...this.sse]) this.endSse(c);
-		}
+		if (mode === "master-down") this.master.stopMaster();
 	}
 
+	/** Undo `goDown`: after "master-down" the master starts again (see `Master.startMaster`). */
 	async comeBack(): Promise<void> {
 		const was = this.mode;
 		this.mode = "up";
-		this.master.running = true;
+		if (was === "master-down") this.master.startMaster();
 		if (was === "hang") {
 			for (const res of this.hung) res.socket?.destroy();
 			this.hung.clear();
@@ -513,9 +513,18 @@ export class SaltApiServer {
 		return this.reply(ctx, { status: "200 OK", return: "Please log in" });
 	}
 
+	/**
+	 * The eauth token is minted (and checked) by the master over its request channel: while the master is down
+	 * the request waits for it, up to the channel's retries, then SaltReqTimeoutError (503).
+	 */
+	private async masterRequest(): Promise<void> {
+		if (this.master.running) return;
+		if (!(await this.master.whenRunning(this.master.config.masterReqTimeoutMs))) throw new SaltMasterDown("Message timed out");
+	}
+
 	private async login(ctx: Ctx): Promise<void> {
 		const low = await this.lowstateOf(ctx);
-		if (!this.master.running) throw new SaltMasterDown("Salt Master is not available.");
+		await this.masterRequest();
 		const creds = Array.isArray(low) ? low[0] : low;
 		if (!isPlainObject(creds)) throw new ServerError("'NoneType' object has no attribute 'get'");
 		const tok = this.auth.mkToken(creds);
@@ -544,7 +553,7 @@ export class SaltApiServer {
 			if (!isPlainObject(creds) || !("username" in creds && "password" in creds && "eauth" in creds)) {
 				throw new HttpError(400, 'Require "username", "password", and "eauth" params');
 			}
-			if (!this.master.running) throw new SaltMasterDown("Salt Master is not available.");
+			await this.masterRequest();
 			const tok = this.auth.mkToken(creds);
 			if (!tok) throw new SaltAuthError('Authentication failure of type "eauth" occurred.');
 			out.push({ start: tok.start, token: tok.token, expire: tok.expire, name: tok.name, eauth: tok.eauth });
@@ -604,7 +613,7 @@ export class SaltApiServer {
 	private async keysPost(ctx: Ctx): Promise<void> {
 		const low = await this.lowstateOf(ctx);
 		const chunk = Array.isArray(low) && isPlainObject(low[0]) ? low[0] : {};
-		if (!this.master.running) throw new SaltMasterDown("Salt Master is not available.");
+		if (!this.master.running && !(await this.master.whenRunning(this.master.config.masterDownAnswerMs))) throw new MasterUnanswering("The master is not responding.");
 		if (!this.auth.check(chunk)) throw new HttpError(401, 'Authentication failure of type "eauth" occurred.');
 		const id = String(chunk.mid ?? chunk.id_ ?? "");
 		if (!id) throw new ServerError("gen_accept() missing 1 required positional argument: 'id_'");
@@ -641,12 +650,16 @@ export class SaltApiServer {
 		return this.auth.getToken(saltToken);
 	}
 
-	private events(ctx: Ctx): void {
+	private async events(ctx: Ctx): Promise<void> {
 		ctx.req.resume();
 		const authToken = ctx.query.get("token") ?? ctx.query.get("salt_token") ?? ctx.sid;
+		if (!authToken || !/^[0-9a-fA-F]+$/.test(authToken)) throw new HttpError(401);
+		// The token is checked by the master (Resolver.get_token over its request channel): while it is down the
+		// request waits for it; past the channel's retries the exception is CherryPy's own 500 page.
+		if (!this.master.running && !(await this.master.whenRunning(this.master.config.masterReqTimeoutMs))) throw new HttpError(500);
 		if (!this.eventToken(authToken)) throw new HttpError(401);
-		if (!this.master.running) throw new HttpError(503, "Salt Master is not available.");
 		const res = ctx.res;
+		if (res.destroyed) return;
 		res.writeHead(200, "OK", {
 			...ctx.headers,
 			"Content-Type": "text/event-stream;charset=utf-8",
@@ -723,6 +736,7 @@ export class SaltApiServer {
 		if (e instanceof SaltAuthError) return this.send(ctx, 401, "text/html;charset=utf-8", cherrypyErrorPage(401, e.message));
 		if (e instanceof SaltInvocationError || e instanceof TargetInvocationError) return this.send(ctx, 400, "text/html;charset=utf-8", cherrypyErrorPage(400, e.message));
 		if (e instanceof SaltMasterDown) return this.send(ctx, 503, "text/html;charset=utf-8", cherrypyErrorPage(503, e.message));
+		if (e instanceof MasterUnanswering) return this.send(ctx, 500, "application/json", pyJson({ status: 500, return: "An unexpected error occurred" }));
 		// Anything else (an unknown runner, a client call missing its arguments, a bug): the generic 500
 		// that hypermedia_handler serialises as data. Unexpected ones are kept for debugging the simulator.
 		if (!(e instanceof UnknownFunctionError || e instanceof ClientCallError || e instanceof ServerError)) {

@@ -6,7 +6,7 @@ import { type ExecResult, execute } from "./modules";
 import { type Grains, type KeyState, type Minion, type MinionSpec, Fleet, baseLatency, makeMinion } from "./fleet";
 import { FileServer, type StepFailure, slsName } from "./states";
 import { type Nodegroups, Targeting } from "./targeting";
-import { JidClock, fingerprintFrom, fnmatch, hashString, isJid, isPlainObject, isoStamp, jidToTime, Prng } from "./util";
+import { JidClock, fingerprintFrom, fnmatch, hashString, isJid, isPlainObject, isoStamp, jidToTime, Prng, pyJson } from "./util";
 
 // ------------------------------------------------------------------ Salt exceptions → HTTP status
 
@@ -16,6 +16,11 @@ export class SaltInvocationError extends Error {}
 export class SaltAuthError extends Error {}
 /** SaltDaemonNotRunning / SaltReqTimeoutError: 503. */
 export class SaltMasterDown extends Error {}
+/**
+ * The master did not answer a client call in time (LocalClient's `connect_pub` times out, and the
+ * SaltReqTimeoutError is wrapped in a SaltClientError): salt-api's generic JSON 500.
+ */
+export class MasterUnanswering extends Error {}
 
 // ------------------------------------------------------------------ events
 
@@ -26,6 +31,8 @@ export interface SaltEvent {
 
 export class EventBus {
 	private readonly subs = new Set<(e: SaltEvent) => void>();
+	/** While this answers false (the master is down) there is no bus: events are dropped. */
+	gate: () => boolean = () => true;
 	subscribe(fn: (e: SaltEvent) => void): () => void {
 		this.subs.add(fn);
 		return () => this.subs.delete(fn);
@@ -37,6 +44,7 @@ export class EventBus {
 	fire(tag: string, data: Record<string, unknown>): SaltEvent {
 		data._stamp = isoStamp();
 		const ev = { tag, data };
+		if (!this.gate()) return ev;
 		for (const fn of this.subs) {
 			try {
 				fn(ev);
@@ -75,6 +83,8 @@ export interface Job {
 	createdMs: number;
 	listeners: Set<() => void>;
 	metadata?: Record<string, unknown>;
+	/** The master's own `saltutil.find_job` publications (kept out of the simulator's `jobs()` view). */
+	internal?: boolean;
 }
 
 export interface MasterConfig {
@@ -88,8 +98,14 @@ export interface MasterConfig {
 	netapiEnableClients: string[];
 	nodegroups: Nodegroups;
 	presenceEvents: boolean;
-	/** Interval of `salt/presence/present` events in ms (0: never). */
+	/** The master's `loop_interval` in ms: each maintenance loop fires the presence events (0: no loop). */
 	presenceIntervalMs: number;
+	/** After a master start, the first loop (its `salt/presence/present` still empty) comes this much later. */
+	restartPresentDelayMs: number;
+	/** While the master is down, client calls through salt-api fail (generic 500) after this long. */
+	masterDownAnswerMs: number;
+	/** While the master is down, /login, /token and GET /events wait this long for it (its ReqChannel's retries). */
+	masterReqTimeoutMs: number;
 	/** Base return latency range of minions, in ms. */
 	latencyMs: [number, number];
 	storeRunnerJobs: boolean;
@@ -137,6 +153,28 @@ function asctime(ms: number): string {
 	return `${days[d.getDay()]} ${months[d.getMonth()]} ${String(d.getDate()).padStart(2, " ")} ${p2(d.getHours())}:${p2(d.getMinutes())}:${p2(d.getSeconds())} ${d.getFullYear()}`;
 }
 
+/** A return that is due while the master cannot take it (down, or its minions not reconnected yet). */
+interface Delivery {
+	id: string;
+	dueMs: number;
+	result: ExecResult;
+}
+
+/** `_return` event data the way the master fires it: kwargs travel without `__kwarg__` in `fun_args`. */
+export function funArgsOf(arg: unknown[]): unknown[] {
+	return arg.map(a => {
+		if (!isPlainObject(a) || a.__kwarg__ !== true) return a;
+		const { __kwarg__: _drop, ...rest } = a;
+		return rest;
+	});
+}
+
+/** A stand-in PEM public key whose bytes derive from the fingerprint. */
+function pemOf(fingerprint: string): string {
+	const b64 = Buffer.from(fingerprint.replace(/:/g, "").repeat(4), "hex").toString("base64");
+	return `-----BEGIN PUBLIC KEY-----\n${b64.match(/.{1,64}/g)!.join("\n")}\n-----END PUBLIC KEY-----`;
+}
+
 export class Master {
 	readonly fleet = new Fleet();
 	readonly targeting: Targeting;
@@ -145,14 +183,23 @@ export class Master {
 	readonly jobs = new Map<string, Job>();
 	private readonly jids = new JidClock();
 	private readonly timers = new Set<NodeJS.Timeout>();
-	private presenceTimer: NodeJS.Timeout | null = null;
-	private presenceInterval: NodeJS.Timeout | null = null;
-	private readonly presenceChanges = { new: new Set<string>(), lost: new Set<string>() };
+	/** The maintenance loop (presence) and the reconnection of the minions after a master start. */
+	private loopTimer: NodeJS.Timeout | null = null;
+	private reconnectTimer: NodeJS.Timeout | null = null;
+	/** `old_present` of the maintenance process: the connected set of its last loop. */
+	private oldPresent = new Set<string>();
+	/** Minions that must authenticate again (the master restarted with a new AES key). */
+	private readonly reauth = new Set<string>();
+	/** Returns due while the master could not take them: delivered once it can (the minions retry). */
+	private held: { job: Job; item: Delivery }[] = [];
+	private readonly runWaiters = new Set<(up: boolean) => void>();
 	private readonly executionCounts = new Map<string, Map<string, number>>();
 	private readonly executionLog: ExecutionRecord[] = [];
 	private readonly patchFailures = new Map<string, { minions: Set<string> | "*"; failure: StepFailure }>();
-	/** False while the master daemon is "down": netapi calls get 503. */
+	/** False while the master daemon is down (salt-api's calls fail, /login and /events wait). */
 	running = true;
+	/** False after a master start until the minions have reconnected to its publisher. */
+	reconnected = true;
 	private stopped = false;
 	readonly seed: string;
 	readonly referenceMs: number;
@@ -165,6 +212,7 @@ export class Master {
 		this.referenceMs = opts.referenceMs;
 		this.files = new FileServer(opts.files);
 		this.targeting = new Targeting(this.fleet, () => this.config.nodegroups);
+		this.events.gate = () => this.running;
 		this.restartPresenceInterval();
 	}
 
@@ -182,7 +230,7 @@ export class Master {
 			token_expire: this.config.tokenExpire,
 			hash_type: "sha256",
 			presence_events: this.config.presenceEvents,
-			loop_interval: 60,
+			loop_interval: Math.max(1, Math.round(this.config.presenceIntervalMs / 1000)),
 			master_job_cache: "local_cache",
 			minion_data_cache: true,
 			file_roots: { base: ["/srv/salt"] },
@@ -191,7 +239,7 @@ export class Master {
 			netapi_enable_clients: this.config.netapiEnableClients,
 			external_auth: this.config.externalAuth,
 			rest_cherrypy: { port: 8000, disable_ssl: true },
-			saltversion: "3006.9",
+			saltversion: "3006.0",
 		};
 	}
 
@@ -206,22 +254,100 @@ export class Master {
 		return t;
 	}
 
+	/**
+	 * (Re)start the maintenance loop: every `presenceIntervalMs`, the presence events of a master that has been
+	 * running (the connected set of now is the baseline: the first loop announces no change).
+	 */
 	restartPresenceInterval(): void {
-		if (this.presenceInterval) clearInterval(this.presenceInterval);
-		this.presenceInterval = null;
-		if (this.config.presenceEvents && this.config.presenceIntervalMs > 0) {
-			this.presenceInterval = setInterval(() => this.firePresent(), this.config.presenceIntervalMs);
-			this.presenceInterval.unref();
-		}
+		this.oldPresent = new Set(this.connectedIds());
+		this.scheduleLoop(this.config.presenceIntervalMs);
+	}
+
+	private clearLoop(): void {
+		if (this.loopTimer) clearTimeout(this.loopTimer);
+		if (this.reconnectTimer) clearTimeout(this.reconnectTimer);
+		this.loopTimer = this.reconnectTimer = null;
+	}
+
+	private scheduleLoop(firstMs: number): void {
+		if (this.loopTimer) clearTimeout(this.loopTimer);
+		this.loopTimer = null;
+		if (this.stopped || this.config.presenceIntervalMs <= 0) return;
+		this.loopTimer = setTimeout(() => {
+			this.loopTimer = null;
+			this.handlePresence();
+			this.scheduleLoop(this.config.presenceIntervalMs);
+		}, Math.max(0, firstMs));
+		this.loopTimer.unref();
+	}
+
+	/**
+	 * One maintenance loop's `handle_presence`: `salt/presence/change` {new, lost} when the connected set changed
+	 * since the last loop, then `salt/presence/present` with the full list.
+	 */
+	handlePresence(): void {
+		if (!this.config.presenceEvents || !this.running) return;
+		const present = this.connectedIds();
+		const now = new Set(present);
+		const added = present.filter(id => !this.oldPresent.has(id));
+		const lost = [...this.oldPresent].filter(id => !now.has(id)).sort();
+		if (added.length || lost.length) this.events.fire("salt/presence/change", { new: added, lost });
+		this.events.fire("salt/presence/present", { present });
+		this.oldPresent = now;
+	}
+
+	/** The master daemon stops: no bus, no loop; salt-api's calls wait for it or fail. */
+	stopMaster(): void {
+		if (!this.running) return;
+		this.running = false;
+		this.clearLoop();
+	}
+
+	/**
+	 * The master daemon starts: a new maintenance loop (its first loop `restartPresentDelayMs` later, before any
+	 * minion has reconnected: `present: []`; the loop timer restarts here), a new AES key (every minion
+	 * authenticates again at the next publication it receives). The minions reconnect right after that first loop.
+	 */
+	startMaster(): void {
+		if (this.running || this.stopped) return;
+		this.running = true;
+		this.reconnected = false;
+		this.oldPresent = new Set();
+		for (const m of this.fleet.all()) if (m.key === "accepted") this.reauth.add(m.id);
+		this.clearLoop();
+		for (const fn of [...this.runWaiters]) fn(true);
+		this.reconnectTimer = setTimeout(() => {
+			this.reconnectTimer = null;
+			this.handlePresence();
+			this.reconnected = true;
+			this.flushHeld();
+			this.scheduleLoop(this.config.presenceIntervalMs);
+		}, Math.max(0, this.config.restartPresentDelayMs));
+		this.reconnectTimer.unref();
+	}
+
+	/** Resolves true as soon as the master runs (at once if it does), false after `ms`. */
+	whenRunning(ms: number): Promise<boolean> {
+		if (this.running) return Promise.resolve(true);
+		if (this.stopped) return Promise.resolve(false);
+		return new Promise(resolve => {
+			const done = (up: boolean) => {
+				this.runWaiters.delete(done);
+				clearTimeout(timer);
+				resolve(up);
+			};
+			const timer = setTimeout(() => done(false), Math.max(0, ms));
+			this.runWaiters.add(done);
+		});
 	}
 
 	shutdown(): void {
 		this.stopped = true;
 		for (const t of this.timers) clearTimeout(t);
 		this.timers.clear();
-		if (this.presenceTimer) clearTimeout(this.presenceTimer);
-		if (this.presenceInterval) clearInterval(this.presenceInterval);
-		this.presenceTimer = this.presenceInterval = null;
+		this.clearLoop();
+		for (const fn of [...this.runWaiters]) fn(false);
+		this.held = [];
 		for (const job of this.jobs.values()) {
 			job.pending.clear();
 			this.notify(job);
@@ -236,94 +362,178 @@ export class Master {
 		this.fleet.add(m);
 		if (opts.fireEvents) {
 			this.fireAuth(m, m.key === "accepted" ? "accept" : m.key === "pending" ? "pend" : m.key === "rejected" ? "reject" : "denied");
-			if (m.key === "accepted" && m.up) {
-				this.fireStart(m);
-				this.presenceChanged(m.id, true);
-			}
+			if (m.key === "accepted" && m.up) this.fireStart(m);
 		}
 		return m;
 	}
 
 	/** A stand-in PEM public key for a minion (its bytes derive from the fingerprint). */
-	publicKeyPem(id: string): string {
+	publicKeyPem(id: string, fingerprint?: string): string {
 		const m = this.fleet.get(id);
-		return m ? this.pubKey(m) : "";
+		return m ? pemOf(fingerprint ?? m.fingerprint) : "";
 	}
 
-	private pubKey(m: Minion): string {
-		const b64 = Buffer.from(m.fingerprint.replace(/:/g, "").repeat(4), "hex").toString("base64");
-		return `-----BEGIN PUBLIC KEY-----\n${b64.match(/.{1,64}/g)!.join("\n")}\n-----END PUBLIC KEY-----`;
+	/**
+	 * `salt/auth` as the master fires it (salt/channel/server.py): accept and pend `{result, act, id, pub}`, a
+	 * key that does not match the accepted one `{result: false, id, act: "denied", pub}`, a rejected key
+	 * `{result: false, id, pub}`; `pub` is the key the minion presented.
+	 */
+	fireAuth(m: Minion, act: "accept" | "pend" | "reject" | "denied" | "rejected", fingerprint?: string): void {
+		const pub = pemOf(fingerprint ?? m.presentedFingerprint ?? m.fingerprint);
+		if (act === "denied") this.events.fire("salt/auth", { result: false, id: m.id, act: "denied", pub });
+		else if (act === "rejected") this.events.fire("salt/auth", { result: false, id: m.id, pub });
+		else this.events.fire("salt/auth", { result: act !== "reject", act, id: m.id, pub });
 	}
 
-	fireAuth(m: Minion, act: string): void {
-		this.events.fire("salt/auth", { result: act !== "denied" && act !== "reject", act, id: m.id, pub: this.pubKey(m) });
-	}
-
+	/** `salt/minion/<id>/start` (Salt 3006 no longer fires the legacy `minion_start` by default). */
 	fireStart(m: Minion): void {
 		const text = `Minion ${m.id} started at ${asctime(Date.now())}`;
-		this.events.fire("minion_start", { cmd: "_minion_event", data: text, id: m.id, pretag: null, tag: "minion_start" });
-		this.events.fire(`salt/minion/${m.id}/start`, { cmd: "_minion_event", data: text, id: m.id, pretag: null, tag: `salt/minion/${m.id}/start` });
+		this.events.fire(`salt/minion/${m.id}/start`, { id: m.id, cmd: "_minion_event", pretag: null, data: text, tag: `salt/minion/${m.id}/start` });
 	}
 
-	/** A minion-originated event (`event.send` on the minion): the data arrives wrapped in the load. */
+	/** An event a running minion sends to the master (`_fire_master`: the load without its `tok`). */
 	fireMinionEvent(id: string, tag: string, data: unknown): void {
-		this.events.fire(tag, { cmd: "_minion_event", id, tag, data, pretag: null });
+		this.events.fire(tag, { id, cmd: "_minion_event", pretag: null, data, tag });
+	}
+
+	/**
+	 * `salt-call event.send <tag> '<json>'` on a minion: the salt-call authenticates (`salt/auth`), compiles its
+	 * pillar (`minion/refresh/<id>`), sends the event (its data carries salt-call's `__pub_*` keys), and returns
+	 * its own job to the master (`salt/job/<jid>/ret/<id>`, a jid of the master's: salt-call sends jid "req").
+	 */
+	saltCallEvent(id: string, tag: string, data: unknown): void {
+		const m = this.fleet.get(id);
+		if (m) {
+			if (m.key !== "accepted") {
+				this.fireAuth(m, m.key === "pending" ? "pend" : m.key === "rejected" ? "rejected" : "denied");
+				return;
+			}
+			this.fireAuth(m, "accept");
+			this.reauth.delete(id);
+		}
+		this.events.fire(`minion/refresh/${id}`, { "Minion data cache refresh": id });
+		const pubJid = this.newJid();
+		const payload: Record<string, unknown> = { __pub_fun: "event.send", __pub_pid: 1000 + (hashString(`${id}/${pubJid}`) % 60000), __pub_jid: pubJid, __pub_tgt: "salt-call" };
+		if (isPlainObject(data)) Object.assign(payload, data);
+		this.events.fire(tag, { id, tag, data: payload, cmd: "_minion_event" });
+		const cliArgs = [tag, typeof data === "string" ? data : pyJson(data ?? {})];
+		const jid = this.newJid();
+		this.events.fire(`salt/job/${jid}/ret/${id}`, { cmd: "_return", id, jid, return: true, retcode: 0, fun: "event.send", fun_args: cliArgs, arg: [...cliArgs], tgt_type: "glob", tgt: id });
 	}
 
 	/** Change a key's state; fires `salt/key` (accept/reject/pend/delete) or `salt/auth` (denied). */
 	setKeyState(id: string, state: KeyState | "deleted"): boolean {
 		const m = this.fleet.get(id);
 		if (!m) return false;
-		const wasConnected = m.key === "accepted" && m.up;
 		if (state === "deleted") {
 			this.fleet.remove(id);
+			this.reauth.delete(id);
 			this.events.fire("salt/key", { result: true, act: "delete", id });
-		} else {
-			if (m.key === state) return true;
-			m.key = state;
-			this.fleet.invalidate();
-			if (state === "denied") this.fireAuth(m, "denied");
-			else this.events.fire("salt/key", { result: true, act: state === "accepted" ? "accept" : state === "rejected" ? "reject" : "pend", id });
+			return true;
 		}
-		const connected = state === "accepted" && m.up;
-		if (wasConnected !== connected) this.presenceChanged(id, connected);
+		if (m.key === state) return true;
+		const was = m.key;
+		m.key = state;
+		this.fleet.invalidate();
+		if (state === "denied") this.fireAuth(m, "denied");
+		else this.events.fire("salt/key", { result: true, act: state === "accepted" ? "accept" : state === "rejected" ? "reject" : "pend", id });
+		// A minion waiting for acceptance retries its auth: once accepted it authenticates and starts.
+		if (state === "accepted" && was === "pending" && m.up && this.running && this.keyMatches(m)) {
+			this.fireAuth(m, "accept");
+			this.fireStart(m);
+		}
 		return true;
 	}
 
-	/** Bring a minion up (fires salt/auth, minion_start, salt/minion/<id>/start) or take it down. */
+	/** `key.accept … include_denied`: the denied (new) key replaces the accepted one. */
+	acceptDeniedKey(id: string): boolean {
+		const m = this.fleet.get(id);
+		if (!m || m.deniedFingerprint === undefined) return false;
+		m.fingerprint = m.deniedFingerprint;
+		m.deniedFingerprint = undefined;
+		if (m.presentedFingerprint === m.fingerprint) m.presentedFingerprint = undefined;
+		this.fleet.invalidate();
+		this.events.fire("salt/key", { result: true, act: "accept", id });
+		return true;
+	}
+
+	/** Drop the denied second key (`key.reject`/`key.delete` of it, or restoring the old key on the minion). */
+	dropDeniedKey(id: string): boolean {
+		const m = this.fleet.get(id);
+		if (!m || m.deniedFingerprint === undefined) return false;
+		m.deniedFingerprint = undefined;
+		this.fleet.invalidate();
+		return true;
+	}
+
+	private keyMatches(m: Minion): boolean {
+		return m.presentedFingerprint === undefined || m.presentedFingerprint === m.fingerprint;
+	}
+
+	/**
+	 * A minion process starts (salt/auth, then salt/minion/<id>/start, at once) or stops (nothing at once: the
+	 * master's next maintenance loop reports it lost). A minion holding a key other than the accepted one is
+	 * refused (salt/auth denied) and exits again.
+	 */
 	setUp(id: string, up: boolean): boolean {
 		const m = this.fleet.get(id);
 		if (!m) return false;
 		if (m.up === up) return true;
-		m.up = up;
-		if (m.key !== "accepted") return true;
-		if (up) {
-			this.fireAuth(m, "accept");
-			this.fireStart(m);
+		if (!up) {
+			m.up = false;
+			return true;
 		}
-		this.presenceChanged(id, up);
+		if (m.key === "accepted" && !this.keyMatches(m)) {
+			m.deniedFingerprint = m.presentedFingerprint;
+			this.fleet.invalidate();
+			this.fireAuth(m, "denied");
+			return true;
+		}
+		m.up = true;
+		if (m.key !== "accepted") return true;
+		this.reauth.delete(id);
+		this.fireAuth(m, "accept");
+		this.fireStart(m);
 		return true;
 	}
 
-	private presenceChanged(id: string, connected: boolean): void {
-		if (!this.config.presenceEvents) return;
-		const [add, del] = connected ? [this.presenceChanges.new, this.presenceChanges.lost] : [this.presenceChanges.lost, this.presenceChanges.new];
-		if (del.has(id)) del.delete(id);
-		else add.add(id);
-		this.presenceTimer ??= setTimeout(() => {
-			this.presenceTimer = null;
-			const data = { new: [...this.presenceChanges.new].sort(), lost: [...this.presenceChanges.lost].sort() };
-			this.presenceChanges.new.clear();
-			this.presenceChanges.lost.clear();
-			if (data.new.length || data.lost.length) this.events.fire("salt/presence/change", data);
-		}, 5);
+	/**
+	 * The minion presents a new key: the master keeps the old, still-trusted key under `minions`, writes the
+	 * new one under `minions_denied`, fires salt/auth (denied), and the minion process exits.
+	 */
+	presentNewKey(id: string, fingerprint: string): void {
+		const m = this.fleet.get(id);
+		if (!m) throw new Error(`no minion ${id}`);
+		if (m.key !== "accepted") throw new Error(`minion ${id}: its key is ${m.key}, not accepted`);
+		m.presentedFingerprint = fingerprint;
+		m.deniedFingerprint = fingerprint;
+		this.fleet.invalidate();
+		this.fireAuth(m, "denied", fingerprint);
+		m.up = false;
 	}
 
+	/** The denied key is removed and the minion starts again with its old key (auth accepted, start event). */
+	restoreOldKey(id: string): void {
+		const m = this.fleet.get(id);
+		if (!m) throw new Error(`no minion ${id}`);
+		m.deniedFingerprint = undefined;
+		m.presentedFingerprint = undefined;
+		this.fleet.invalidate();
+		m.up = false;
+		this.setUp(id, true);
+	}
+
+	/** Run one maintenance loop's presence handling now. */
 	firePresent(): void {
-		this.events.fire("salt/presence/present", { present: this.connectedIds() });
+		this.handlePresence();
 	}
 
+	/**
+	 * What the master sees connected to its publisher now (`CkMinions.connected_ids`): accepted minions that
+	 * are up, none while the master is down or before its minions reconnected after a start.
+	 */
 	connectedIds(): string[] {
+		if (!this.running || !this.reconnected) return [];
 		return this.fleet.acceptedIds().filter(id => this.fleet.get(id)!.up);
 	}
 
@@ -396,11 +606,11 @@ export class Master {
 	}
 
 	/**
-	 * Publish a job (`LocalClient.run_job` → master `publish`): resolve the target, store the job,
-	 * fire `salt/job/<jid>/new`, execute on every connected minion and schedule each return.
+	 * Publish a job (`LocalClient.run_job` → master `publish`): resolve the target, store the job, fire
+	 * `<jid>` {minions} and `salt/job/<jid>/new`, execute on every connected minion and schedule each return.
 	 * Returns null when no minion matched (the API then answers `{}`).
 	 */
-	publish(load: PublishLoad): PubData | null {
+	publish(load: PublishLoad, opts: { internal?: boolean } = {}): PubData | null {
 		const { minions, missing } = this.targeting.check(load.tgt, load.tgtType);
 		if (minions.length === 0) return null;
 		const jid = this.newJid();
@@ -420,33 +630,69 @@ export class Master {
 			createdMs: nowMs,
 			listeners: new Set(),
 			...(load.metadata ? { metadata: load.metadata } : {}),
+			...(opts.internal ? { internal: true } : {}),
 		};
 		this.storeJob(job);
+		this.events.fire(jid, { minions: [...minions] });
 		this.events.fire(`salt/job/${jid}/new`, { jid, tgt_type: load.tgtType, tgt: load.tgt, user: load.user, fun: load.fun, arg: load.arg, minions, missing });
-		const deliveries: { id: string; dueMs: number; result: ExecResult }[] = [];
+		// Minions that have not reconnected since a master start miss the publication.
+		if (!this.running || !this.reconnected) return { jid, minions, missing };
+		// Every connected minion receives every publication: after a master restart each one fails to decrypt it
+		// with the old AES key and authenticates again first.
+		if (this.reauth.size) {
+			for (const id of [...this.reauth]) {
+				const m = this.fleet.get(id);
+				if (!m || m.key !== "accepted") {
+					this.reauth.delete(id);
+					continue;
+				}
+				if (!m.up) continue;
+				this.reauth.delete(id);
+				this.fireAuth(m, "accept");
+			}
+		}
+		const pub = { fun: load.fun, arg: load.arg, tgt: load.tgt, jid, ret: "", tgt_type: load.tgtType, user: load.user };
+		const deliveries: Delivery[] = [];
 		for (const id of minions) {
 			const m = this.fleet.get(id)!;
-			if (!m.up) continue;
+			if (!m.up || !this.keyMatches(m)) continue;
 			this.recordExecution(jid, id, load.fun, load.arg);
-			const result = execute({
-				minion: m,
-				jid,
-				fun: load.fun,
-				arg: load.arg,
-				files: this.files,
-				patchFailure: this.patchFailureFor(id),
-				fireMinionEvent: (tag, data) => this.fireMinionEvent(id, tag, data),
-				nowMs,
-			});
+			const result =
+				load.fun === "saltutil.find_job"
+					? { ret: this.findJob(id, String(load.arg[0] ?? "")), retcode: 0 }
+					: execute({
+							minion: m,
+							jid,
+							fun: load.fun,
+							arg: load.arg,
+							files: this.files,
+							patchFailure: this.patchFailureFor(id),
+							fireMinionEvent: (tag, data) => {
+								const extra: Record<string, unknown> = {};
+								for (const [k, v] of Object.entries(pub)) extra[`__pub_${k}`] = v;
+								this.fireMinionEvent(id, tag, isPlainObject(data) ? { ...extra, ...data } : extra);
+							},
+							nowMs,
+						});
 			if (m.neverReturns) continue;
+			const latency = load.fun === "saltutil.find_job" ? m.latencyMs : (m.delayMs ?? m.latencyMs);
+			// A state run compiles the minion's pillar first: the master refreshes its data cache.
+			if (/^state\.(apply|sls|highstate|single|top)$/.test(load.fun)) this.setTimer(() => this.events.fire(`minion/refresh/${id}`, { "Minion data cache refresh": id }), Math.floor(latency / 2));
 			job.pending.add(id);
-			deliveries.push({ id, dueMs: nowMs + (m.delayMs ?? m.latencyMs), result });
+			deliveries.push({ id, dueMs: nowMs + latency, result });
 		}
 		this.scheduleReturns(job, deliveries);
 		return { jid, minions, missing };
 	}
 
-	private scheduleReturns(job: Job, items: { id: string; dueMs: number; result: ExecResult }[]): void {
+	/** `saltutil.find_job` on a minion: the job's data while the minion still runs it, else {}. */
+	private findJob(id: string, jid: string): Record<string, unknown> {
+		const job = this.jobs.get(jid);
+		if (!job || !job.pending.has(id)) return {};
+		return { fun: job.fun, arg: job.arg, tgt: job.tgt, jid: job.jid, ret: "", tgt_type: job.tgtType, user: job.user, pid: 1000 + (hashString(`${jid}/${id}`) % 60000) };
+	}
+
+	private scheduleReturns(job: Job, items: Delivery[]): void {
 		if (!items.length) return;
 		items.sort((a, b) => a.dueMs - b.dueMs);
 		let i = 0;
@@ -458,28 +704,42 @@ export class Master {
 		this.setTimer(tick, Math.max(0, items[0].dueMs - Date.now()));
 	}
 
-	private deliver(job: Job, item: { id: string; result: ExecResult }): void {
-		if (!job.pending.delete(item.id)) return;
+	private flushHeld(): void {
+		const held = this.held;
+		this.held = [];
+		for (const { job, item } of held) this.deliver(job, item);
+	}
+
+	private deliver(job: Job, item: Delivery): void {
+		if (!job.pending.has(item.id)) return;
+		// The master is down (or its minions have not reconnected): the minion keeps its return and sends it later.
+		if (!this.running || !this.reconnected) {
+			this.held.push({ job, item });
+			return;
+		}
+		job.pending.delete(item.id);
 		const m = this.fleet.get(item.id);
 		// A minion that went down (or lost its key) before answering never returns.
 		if (!m || !m.up || m.key !== "accepted") {
 			this.notify(job);
 			return;
 		}
+		if (this.reauth.delete(item.id)) this.fireAuth(m, "accept");
 		const ret: JobReturn = { return: item.result.ret, retcode: item.result.retcode, success: item.result.retcode === 0 };
 		if (item.result.out) ret.out = item.result.out;
 		job.returns.set(item.id, ret);
 		const data: Record<string, unknown> = {
 			cmd: "_return",
 			id: item.id,
-			jid: job.jid,
-			fun: job.fun,
-			fun_args: job.arg,
+			success: ret.success,
 			return: ret.return,
 			retcode: ret.retcode,
-			success: ret.success,
+			jid: job.jid,
+			fun: job.fun,
+			fun_args: funArgsOf(job.arg),
 		};
 		if (ret.out) data.out = ret.out;
+		if (job.metadata) data.metadata = job.metadata;
 		this.events.fire(`salt/job/${job.jid}/ret/${item.id}`, data);
 		this.notify(job);
 	}
@@ -506,31 +766,51 @@ export class Master {
 	}
 
 	/**
-	 * `LocalClient.cmd`: publish, then wait. A minion that is still running the job is waited for
-	 * (the master's find_job sees it busy), however slow; minions that cannot answer (down, returns
-	 * lost) are given up after `timeout` + `gather_job_timeout` and reported as `false`.
+	 * `LocalClient.get_iter_returns`: wait for the job's returns. After `timeout` the master publishes
+	 * `saltutil.find_job` to the minions that have not returned: a minion still running the job keeps the wait
+	 * going (find_job again every `gather_job_timeout`, or every `timeout` when that is 0); when none is, the
+	 * wait ends `gather_job_timeout` later. So a down minion costs `timeout + gather_job_timeout`.
+	 */
+	private async gather(job: Job, timeoutS: number, gjtS: number): Promise<void> {
+		const timeoutMs = timeoutS * 1000;
+		const gjtMs = gjtS * 1000;
+		let checkAt = job.createdMs + timeoutMs;
+		let giveUpAt = Infinity;
+		for (;;) {
+			if (this.stopped || job.minions.every(id => job.returns.has(id))) return;
+			const now = Date.now();
+			if (now >= giveUpAt) return;
+			if (now >= checkAt) {
+				const missing = job.minions.filter(id => !job.returns.has(id));
+				if (this.running) this.publish({ tgt: missing, tgtType: "list", fun: "saltutil.find_job", arg: [job.jid], user: job.user }, { internal: true });
+				const busy = missing.some(id => job.pending.has(id) && this.running && this.reconnected && this.fleet.get(id)?.up);
+				if (busy) checkAt = now + (gjtMs > 0 ? gjtMs : Math.max(timeoutMs, 1000));
+				else {
+					checkAt = Infinity;
+					giveUpAt = now + gjtMs;
+				}
+				continue;
+			}
+			await this.waitForChange(job, Math.min(checkAt, giveUpAt) - now);
+		}
+	}
+
+	/**
+	 * `LocalClient.cmd`: publish, then wait (see `gather`). Minions that did not return are `false`; with
+	 * `full_return` each value is `{ret, [out], retcode, jid}`.
 	 */
 	async localCmd(load: PublishLoad, opts: { timeout?: number; gatherJobTimeout?: number; fullReturn?: boolean }): Promise<Record<string, unknown>> {
 		const pub = this.publish(load);
 		if (!pub) return {};
 		const job = this.jobs.get(pub.jid)!;
-		const timeoutS = opts.timeout ?? this.config.timeout;
-		const gjtS = opts.gatherJobTimeout ?? this.config.gatherJobTimeout;
-		const giveUpAt = job.createdMs + (timeoutS + gjtS) * 1000;
-		for (;;) {
-			if (this.stopped || job.returns.size >= job.minions.length) break;
-			if (job.pending.size > 0) await this.waitForChange(job, Infinity);
-			else {
-				const left = giveUpAt - Date.now();
-				if (left <= 0) break;
-				await this.waitForChange(job, left);
-			}
-		}
+		await this.gather(job, opts.timeout ?? this.config.timeout, opts.gatherJobTimeout ?? this.config.gatherJobTimeout);
 		const out: Record<string, unknown> = {};
 		for (const [id, r] of job.returns) {
 			if (opts.fullReturn) {
-				const full: Record<string, unknown> = { ret: r.return, retcode: r.retcode, jid: job.jid };
+				const full: Record<string, unknown> = { ret: r.return };
 				if (r.out) full.out = r.out;
+				full.retcode = r.retcode;
+				full.jid = job.jid;
 				out[id] = full;
 			} else out[id] = r.return;
 		}
@@ -540,6 +820,20 @@ export class Master {
 		for (const id of job.missing) out[id] = opts.fullReturn ? { out: "no_return", ret: noResponse, retcode: 1 } : noResponse;
 		for (const id of job.minions) if (!(id in out)) out[id] = false;
 		return out;
+	}
+
+	/**
+	 * The manage runner's `_ping`: publish `test.ping` (as the master's user, root) to the target and wait like
+	 * `get_cli_event_returns`: 0.1 s when all answer, `timeout + gather_job_timeout` with one down.
+	 */
+	async managePing(tgt: unknown, tgtType: string, timeoutS?: number, gjtS?: number): Promise<{ up: string[]; down: string[] }> {
+		const pub = this.publish({ tgt, tgtType, fun: "test.ping", arg: [], user: "root" });
+		if (!pub) return { up: [], down: [] };
+		const job = this.jobs.get(pub.jid)!;
+		await this.gather(job, timeoutS || this.config.timeout, gjtS || this.config.gatherJobTimeout);
+		const up = job.minions.filter(id => job.returns.has(id)).sort();
+		const down = job.minions.filter(id => !job.returns.has(id)).sort();
+		return { up, down };
 	}
 
 	// ---------------------------------------------------------------- runner jobs in the job cache
@@ -576,9 +870,9 @@ export class Master {
 			"Target-type": job.tgtType,
 			User: job.user,
 		};
-		if (job.kind === "minion") out.Minions = job.minions;
-		out.StartTime = jidToTime(job.jid);
 		if (job.metadata) out.Metadata = job.metadata;
+		if (job.kind === "minion") out.Minions = [...job.minions].sort();
+		out.StartTime = jidToTime(job.jid);
 		return out;
 	}
 
@@ -647,6 +941,12 @@ export class Master {
 		return (this.masterFp ??= fingerprintFrom(new Prng(`${this.seed}/master.pub`).hex(32)));
 	}
 	private masterFp: string | undefined;
+
+	/** `master.pem`'s fingerprint (key.finger lists both of the master's keys). */
+	get masterPemFingerprint(): string {
+		return (this.masterPemFp ??= fingerprintFrom(new Prng(`${this.seed}/master.pem`).hex(32)));
+	}
+	private masterPemFp: string | undefined;
 
 	setGrains(id: string, grains: Grains, replace = false): boolean {
 		const m = this.fleet.get(id);

@@ -2,10 +2,10 @@
  * `salt.netapi.NetapiClient.run`: one lowstate chunk through the client it names, with the master's
  * checks in Salt's order (master running, valid client, enabled client, credentials, ACL).
  */
-import { type Auth, authorized, type Perm } from "./auth";
-import { type Master, SaltAuthError, SaltInvocationError, SaltMasterDown, conditionInput } from "./master";
-import { runRunner, runWheel } from "./runners";
-import { pyRepr } from "./util";
+import { type Auth, authCheck, type Perm, specCheck } from "./auth";
+import { type Master, MasterUnanswering, SaltAuthError, SaltInvocationError, conditionInput } from "./master";
+import { prepareCall, runRunner, runWheel } from "./runners";
+import { isPlainObject, pyRepr } from "./util";
 
 /** `salt.netapi.CLIENTS`: every client salt-api knows, in Salt's (alphabetical) order. */
 export const CLIENTS = ["local", "local_async", "local_batch", "local_subset", "runner", "runner_async", "ssh", "wheel", "wheel_async"];
@@ -13,6 +13,8 @@ export const CLIENTS = ["local", "local_async", "local_batch", "local_subset", "
 interface Identity {
 	name: string;
 	perms: Perm[];
+	/** How the chunk authenticated: the master's error messages name it. */
+	authType: "token" | "eauth";
 }
 
 /** A chunk whose required arguments are missing fails inside the client call: HTTP 500. */
@@ -32,13 +34,18 @@ export class Netapi {
 
 	/** Run one chunk. Returns the values it yields: one, except for `local_batch` (one per minion). */
 	async run(chunk: Record<string, unknown>): Promise<unknown[]> {
-		if (!this.master.running) throw new SaltMasterDown("Salt Master is not available.");
 		const client = chunk.client;
 		if (typeof client !== "string" || !CLIENTS.includes(client)) throw new SaltInvocationError(`Invalid client specified: ${client === undefined || client === null ? "'None'" : pyRepr(client)}`);
 		if (!this.master.config.netapiEnableClients.includes(client)) {
 			throw new SaltInvocationError(`Client disabled: '${client}'. Add to 'netapi_enable_clients' master config option to enable.`);
 		}
 		if (!("token" in chunk || "eauth" in chunk)) throw new SaltAuthError("No authentication credentials given");
+		// Everything below goes through the master. While it is down (its socket files still there, as after a
+		// crash or during a restart) the client waits for it: LocalClient's connect_pub times out after ~5 s and
+		// salt-api answers its generic 500. A master back in time is simply answered.
+		if (!this.master.running && !(await this.master.whenRunning(this.master.config.masterDownAnswerMs))) {
+			throw new MasterUnanswering("Salt request timed out. The master is not responding.");
+		}
 		const who = this.identify(chunk);
 		switch (client) {
 			case "local":
@@ -50,11 +57,11 @@ export class Netapi {
 			case "local_subset":
 				return [await this.localSubset(chunk, who)];
 			case "runner":
-				return [this.runner(chunk, who)];
+				return [await this.runner(chunk, who)];
 			case "runner_async":
 				return [this.runnerAsync(chunk, who)];
 			case "wheel":
-				return [this.wheel(chunk, who)];
+				return [await this.wheel(chunk, who)];
 			case "wheel_async":
 				return [this.wheelAsync(chunk, who)];
 			default:
@@ -67,11 +74,11 @@ export class Netapi {
 		if ("token" in chunk) {
 			const tok = this.auth.getToken(chunk.token);
 			if (!tok) throw new SaltAuthError('Authentication failure of type "token" occurred.');
-			return { name: tok.name, perms: tok.perms };
+			return { name: tok.name, perms: tok.perms, authType: "token" };
 		}
 		const user = this.auth.check(chunk);
 		if (!user) throw new SaltAuthError('Authentication failure of type "eauth" occurred.');
-		return { name: user.username, perms: user.perms ?? [".*", "@runner", "@wheel", "@jobs"] };
+		return { name: user.username, perms: user.perms ?? [".*", "@runner", "@wheel", "@jobs"], authType: "eauth" };
 	}
 
 	private publishLoad(chunk: Record<string, unknown>, who: Identity) {
@@ -81,9 +88,20 @@ export class Netapi {
 		const tgtType = typeof chunk.tgt_type === "string" && chunk.tgt_type ? chunk.tgt_type : "glob";
 		const fun = String(chunk.fun);
 		const { minions } = this.master.targeting.check(chunk.tgt, tgtType);
-		if (!authorized(who.perms, "local", fun, minions)) throw new SaltAuthError("Authorization error occurred.");
+		const arg = conditionInput(chunk.arg, chunk.kwarg);
+		// CkMinions.validate_tgt: every targeted minion must be in the ACL entry's (compound) target.
+		const inTarget = (valid: string) => {
+			let allowed: Set<string>;
+			try {
+				allowed = new Set(this.master.targeting.check(valid, "compound").minions);
+			} catch {
+				return false;
+			}
+			return minions.every(id => allowed.has(id));
+		};
+		if (!authCheck(who.perms, fun, arg, inTarget)) throw new SaltAuthError("Authorization error occurred.");
 		const metadata = chunk.metadata && typeof chunk.metadata === "object" && !Array.isArray(chunk.metadata) ? (chunk.metadata as Record<string, unknown>) : undefined;
-		return { tgt: chunk.tgt, tgtType, fun, arg: conditionInput(chunk.arg, chunk.kwarg), user: who.name, ...(metadata ? { metadata } : {}) };
+		return { tgt: chunk.tgt, tgtType, fun, arg, user: who.name, ...(metadata ? { metadata } : {}) };
 	}
 
 	private local(chunk: Record<string, unknown>, who: Identity): Promise<Record<string, unknown>> {
@@ -113,41 +131,59 @@ export class Netapi {
 		return this.master.localCmd({ ...load, tgt: chosen, tgtType: "list" }, { timeout: num(chunk.timeout) });
 	}
 
-	private masterFun(chunk: Record<string, unknown>, kind: "runner" | "wheel", who: Identity): string {
+	private masterFun(chunk: Record<string, unknown>, kind: "runner" | "wheel"): string {
 		if (chunk.fun === undefined || chunk.fun === null || chunk.fun === "") throw new SaltInvocationError(`${kind} takes at least 1 argument (0 given)`);
-		const fun = String(chunk.fun);
-		if (!authorized(who.perms, kind, fun)) throw new SaltAuthError("Authorization error occurred.");
-		return fun;
+		return String(chunk.fun);
 	}
 
-	private runner(chunk: Record<string, unknown>, who: Identity): unknown {
-		const fun = this.masterFun(chunk, "runner", who);
-		const data = runRunner(this.master, fun, chunk, who.name);
+	/**
+	 * The master's `runner_check` / `wheel_check` (CkMinions.spec_check): a refusal is the master's
+	 * Token/EauthAuthenticationError, which salt-api answers 401.
+	 */
+	private checkSpec(who: Identity, kind: "runner" | "wheel", fun: string, acl: { args: unknown[] | undefined; kwargs: Record<string, unknown> | undefined }): void {
+		const ok = specCheck(who.perms, fun, acl.args, acl.kwargs, kind);
+		if (ok === "syntax") throw new SaltInvocationError("A command invocation error occurred: Check syntax.");
+		if (!ok) throw new SaltAuthError(`Authentication failure of type "${who.authType}" occurred for user ${who.name}.`);
+	}
+
+	/** RunnerClient: the function is looked up in salt-api first (an unknown one: 500), then the master checks the ACL. */
+	private async runner(chunk: Record<string, unknown>, who: Identity): Promise<unknown> {
+		const fun = this.masterFun(chunk, "runner");
+		const call = prepareCall("runner", fun, chunk);
+		this.checkSpec(who, "runner", fun, call.acl);
+		const data = await runRunner(this.master, call, who.name);
 		return chunk.full_return === true ? data : data.return;
 	}
 
 	private runnerAsync(chunk: Record<string, unknown>, who: Identity): Record<string, unknown> {
-		const fun = this.masterFun(chunk, "runner", who);
+		const fun = this.masterFun(chunk, "runner");
+		const call = prepareCall("runner", fun, chunk);
+		this.checkSpec(who, "runner", fun, call.acl);
 		const jid = this.master.newJid();
-		setImmediate(() => {
-			try {
-				runRunner(this.master, fun, chunk, who.name, jid);
-			} catch {
-				// An unknown runner fails in the background, as with the real runner_async.
-			}
-		});
+		setImmediate(() => void runRunner(this.master, call, who.name, jid).catch(() => undefined));
 		return { tag: `salt/run/${jid}`, jid };
 	}
 
-	private wheel(chunk: Record<string, unknown>, who: Identity): Record<string, unknown> {
-		const fun = this.masterFun(chunk, "wheel", who);
+	/** WheelClient: the master checks the ACL (against the chunk's `kwarg`), then runs the function. */
+	private wheelCall(chunk: Record<string, unknown>, who: Identity): string {
+		const fun = this.masterFun(chunk, "wheel");
+		const acl = {
+			args: isPlainObject(chunk.kwarg) && Array.isArray(chunk.kwarg.arg) ? chunk.kwarg.arg : undefined,
+			kwargs: isPlainObject(chunk.kwarg) && isPlainObject(chunk.kwarg.kwarg) ? chunk.kwarg.kwarg : undefined,
+		};
+		this.checkSpec(who, "wheel", fun, acl);
+		return fun;
+	}
+
+	private async wheel(chunk: Record<string, unknown>, who: Identity): Promise<Record<string, unknown>> {
+		const fun = this.wheelCall(chunk, who);
 		return runWheel(this.master, fun, chunk, who.name);
 	}
 
 	private wheelAsync(chunk: Record<string, unknown>, who: Identity): Record<string, unknown> {
-		const fun = this.masterFun(chunk, "wheel", who);
+		const fun = this.wheelCall(chunk, who);
 		const jid = this.master.newJid();
-		setImmediate(() => runWheel(this.master, fun, chunk, who.name, jid));
+		setImmediate(() => void runWheel(this.master, fun, chunk, who.name, jid));
 		return { tag: `salt/wheel/${jid}`, jid };
 	}
 }

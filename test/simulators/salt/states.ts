@@ -70,8 +70,8 @@ export interface StateStep {
 
 /** A failure injected by a test for one patch (sls) on some minions. */
 export interface StepFailure {
-	/** The `__id__` of the step to fail; default the first `cmd.*` step, or the first step. */
-	stepId?: string;
+	/** The `__id__` of the step (or steps) to fail; default the first `cmd.*` step, or the first step. */
+	stepId?: string | string[];
 	retcode?: number;
 	stderr?: string;
 	stdout?: string;
@@ -186,8 +186,9 @@ export function runSteps(minionId: string, steps: StateStep[], failures: (sls: s
 		const f = failures(sls);
 		if (!f) continue;
 		const inSls = steps.filter(s => s.sls === sls);
-		const target = f.stepId ? inSls.find(s => s.id === f.stepId) : (inSls.find(s => s.state === "cmd") ?? inSls[0]);
-		if (target) failingStep.set(`${target.sls}/${target.id}/${target.name}`, sls);
+		const ids = f.stepId === undefined ? undefined : Array.isArray(f.stepId) ? f.stepId : [f.stepId];
+		const targets = ids ? inSls.filter(s => ids.includes(s.id)) : [inSls.find(s => s.state === "cmd") ?? inSls[0]];
+		for (const target of targets) if (target) failingStep.set(`${target.sls}/${target.id}/${target.name}`, sls);
 	}
 	steps.forEach((step, runNum) => {
 		const tag = `${step.state}_|-${step.id}_|-${step.name}_|-${step.fun}`;
@@ -235,6 +236,7 @@ function stepOutcome(step: StateStep, h: number, failure: StepFailure | undefine
 			file: `Unable to manage file: ${msg}`,
 			service: `Service ${name} failed to start`,
 		};
+		if (step.state === "file" && step.fun === "exists") return { result: false, comment: `Specified path ${name} does not exist`, changes: {} };
 		return { result: false, comment: comments[step.state] ?? `${step.state}.${step.fun} failed: ${msg}`, changes: {} };
 	}
 	if (test) return { result: null, comment: `${step.state}.${step.fun} would have been executed`, changes: {} };

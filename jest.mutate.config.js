@@ -1,0 +1,13 @@
+/**
+ * The jest configuration Stryker runs against each mutant (`npm run mutate`): the project's jest.config.js
+ * restricted to the fast unit spec files listed in stryker.config.mjs (UNIT_SPECS). The e2e harness suites,
+ * which start services and processes and take minutes, never run here.
+ */
+const base = require("./jest.config.js");
+const { UNIT_SPECS } = require("./stryker.config.mjs");
+
+/** @type {import('jest').Config} */
+module.exports = {
+	...base,
+	testMatch: UNIT_SPECS.map(spec => `<rootDir>/${spec}`),
+};

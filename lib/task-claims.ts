@@ -1,0 +1,153 @@
+/**
+ * The scheduler's claims and leases (docs/scheduling.md, "Runs"): the filters and updates through which the
+ * replicas of the tasks service share the runs of due tasks with the database as the only truth, and the
+ * store operations that apply them. Each write is one atomic update conditional on what the replica saw, so
+ * however many replicas race on one record (NeDB in one process, MongoDB across processes) one wins:
+ *
+ *  - a **claim** moves the task's `next` on, counts the run and records it as `pending`
+ *    `{run, due, by, lease_until}` — only while `next` is still the due time claimed and no run is pending
+ *    (a task holds one run at a time: a run still being handed over is never overwritten and lost);
+ *  - a **renewal** of the lease, while the claiming replica is still handing the run over;
+ *  - a **takeover** of a pending run whose lease passed (its replica died) — only while the lease is still
+ *    passed, so that the first replica to take it over is the only one;
+ *  - the **record** of the run's result (`last_run`), which clears `pending`, for that run only.
+ *
+ * Nothing here reads a clock or makes an id: `now`, the run id and the replica's name are given.
+ */
+import type { Filter } from "./eve/query";
+import type { Doc, Store, Update } from "./store";
+
+/** Due tasks claimed per scheduler pass, earliest first. */
+export const DUE_LIMIT = 500;
+/** Pending runs whose lease passed, taken over per look. */
+export const TAKEOVER_LIMIT = 100;
+
+/** A run claimed and not recorded yet, as the task holds it. */
+export interface PendingRun {
+	run: string;
+	due: Date;
+	/** The replica handing it over (its node id). */
+	by: string;
+	/** Until when that replica is taken to be alive; after it, another replica takes the run over. */
+	lease_until: Date;
+}
+
+/** What became of a run: `started` (with the job's jid), `no_minions`, `skipped` or `failed` (with why). */
+export interface LastRun {
+	due: Date;
+	at: Date;
+	status: string;
+	jid?: string | null;
+	message?: string;
+}
+
+/** One claim of a task's due run, as the claiming replica planned it (lib/schedule.ts planRun). */
+export interface Claim {
+	/** The due time claimed: the task's `next` as the replica read it. */
+	due: Date;
+	/** The due time after it; null when there is none (the task finishes). */
+	next: Date | null;
+	/** Why the run does not happen (misfire, overlap), recorded as `last_run`; null when it runs. */
+	skipped: string | null;
+	/** The new run's id. */
+	run: string;
+	/** The claiming replica. */
+	by: string;
+	now: Date;
+	leaseMs: number;
+}
+
+/** The end of a lease taken or renewed at `now`. */
+export function leaseUntil(now: Date, leaseMs: number): Date {
+	return new Date(now.getTime() + leaseMs);
+}
+
+/** Tasks whose run is due at `now` and whose previous run is recorded (none pending). */
+export function dueFilter(now: Date): Filter {
+	return { status: "scheduled", next: { $lte: now }, pending: { $exists: false } };
+}
+
+/** Scheduled tasks falling due after `now`, within `withinMs`. */
+export function soonFilter(now: Date, withinMs: number): Filter {
+	return { status: "scheduled", next: { $gt: now, $lte: new Date(now.getTime() + withinMs) } };
+}
+
+/** The claim's condition: the task still scheduled, still due at `due`, and holding no pending run. */
+export function claimFilter(task: { _id: string }, due: Date): Filter {
+	return { _id: task._id, status: "scheduled", next: due, pending: { $exists: false } };
+}
+
+/** The claim: `next` moved on (finished without one), and the run pending and counted, or recorded as skipped. */
+export function claimUpdate(claim: Claim): Update {
+	const set: Doc = { next: claim.next, status: claim.next ? "scheduled" : "finished", _updated: claim.now };
+	if (claim.skipped) return { $set: { ...set, last_run: { due: claim.due, at: claim.now, status: "skipped", message: claim.skipped } } };
+	const pending: PendingRun = { run: claim.run, due: claim.due, by: claim.by, lease_until: leaseUntil(claim.now, claim.leaseMs) };
+	return { $set: { ...set, pending }, $inc: { count_of_execution: 1 } };
+}
+
+/** Tasks holding a pending run whose lease passed before `now`: their replica died. */
+export function takeoverFilter(now: Date): Filter {
+	return { "pending.lease_until": { $lt: now } };
+}
+
+/** The takeover's condition: the same run still pending, and its lease still passed (no other replica took it). */
+export function takeoverClaimFilter(task: { _id: string; pending: { run: string } }, now: Date): Filter {
+	return { _id: task._id, "pending.run": task.pending.run, "pending.lease_until": { $lt: now } };
+}
+
+/** The takeover: the run is `by`'s now, with a fresh lease. */
+export function takeoverUpdate(by: string, now: Date, leaseMs: number): Update {
+	return { $set: { "pending.by": by, "pending.lease_until": leaseUntil(now, leaseMs) } };
+}
+
+/** The task while it still holds that run pending (renewals and the record). */
+export function runFilter(taskId: string, run: string): Filter {
+	return { _id: taskId, "pending.run": run };
+}
+
+/** A renewed lease, from `now`. */
+export function renewUpdate(now: Date, leaseMs: number): Update {
+	return { $set: { "pending.lease_until": leaseUntil(now, leaseMs) } };
+}
+
+/** The run's result recorded, and the task free for its next run. */
+export function recordUpdate(result: LastRun, now: Date): Update {
+	return { $set: { last_run: result, _updated: now }, $unset: { pending: true } };
+}
+
+// ---------------------------------------------------------------- the store operations
+
+/** The due tasks, earliest first. */
+export function findDue(store: Store, now: Date): Promise<Doc[]> {
+	return store.find(dueFilter(now), { sort: [["next", 1]], limit: DUE_LIMIT });
+}
+
+/** The scheduled task falling due first after `now`, within `withinMs` (none: empty). */
+export function findSoonest(store: Store, now: Date, withinMs: number): Promise<Doc[]> {
+	return store.find(soonFilter(now, withinMs), { sort: [["next", 1]], limit: 1 });
+}
+
+/** Tasks whose pending run's lease passed. */
+export function findExpired(store: Store, now: Date): Promise<Doc[]> {
+	return store.find(takeoverFilter(now), { limit: TAKEOVER_LIMIT });
+}
+
+/** Claims the run: the task as it is after the claim, or null when another replica won it or the task changed. */
+export function claimRun(store: Store, task: { _id: string }, claim: Claim): Promise<Doc | null> {
+	return store.findOneAndUpdate(claimFilter(task, claim.due), claimUpdate(claim));
+}
+
+/** Takes a dead replica's run over: the task as it is after, or null when another replica took it first or it was recorded. */
+export function takeOverRun(store: Store, task: { _id: string; pending: { run: string } }, by: string, now: Date, leaseMs: number): Promise<Doc | null> {
+	return store.findOneAndUpdate(takeoverClaimFilter(task, now), takeoverUpdate(by, now, leaseMs));
+}
+
+/** Renews the run's lease; false when the run is no longer pending. */
+export async function renewLease(store: Store, taskId: string, run: string, now: Date, leaseMs: number): Promise<boolean> {
+	return (await store.updateMany(runFilter(taskId, run), renewUpdate(now, leaseMs))) > 0;
+}
+
+/** Records the run's result; false when the run is no longer pending (recorded already). */
+export async function recordRun(store: Store, taskId: string, run: string, result: LastRun, now: Date): Promise<boolean> {
+	return (await store.updateMany(runFilter(taskId, run), recordUpdate(result, now))) > 0;
+}

@@ -1,0 +1,71 @@
+// @ts-check
+/**
+ * Mutation testing (issue 16; docs/testing.md, "Mutation testing"): `npm run mutate` (scripts/mutate.js)
+ * runs Stryker over the modules that guard the fleet and prints the score per module; each must keep at
+ * least MIN_SCORE% of its mutants killed.
+ *
+ * Adding a module is one line in MODULES; a unit spec file run against the mutants, one line in UNIT_SPECS
+ * (jest.mutate.config.js and the type checker's tsconfig read them from here). Only fast unit specs
+ * belong there: never the e2e harness suites, which start services and processes and take minutes.
+ */
+import fs from "node:fs";
+
+export const MODULES = [
+	"lib/auth.ts", // roles, runDenial, function globs, redact, bearer tokens
+	"lib/eve/query.ts", // where / projection / sort / embedded validation, allowlists, limits, paging
+	"lib/address-guard.ts", // outbound addresses
+	"lib/secrets.ts", // secrets at rest
+	"lib/json-depth.ts", // nesting bound on client JSON
+	"lib/store-keys.ts", // key encoding at the storage boundary
+	"lib/task-claims.ts", // the scheduler's claims and lease takeovers (exactly once)
+	"lib/eve/paging.ts", // page arithmetic, _meta and _links
+	"lib/run-door.ts", // the audit-first, authorized-where-it-starts run path
+];
+
+export const UNIT_SPECS = [
+	"test/auth.spec.ts",
+	"test/query.spec.ts",
+	"test/address-guard.spec.ts",
+	"test/secrets.spec.ts",
+	"test/json-depth.spec.ts",
+	"test/store-keys.spec.ts",
+	"test/task-claims.spec.ts",
+	"test/paging.spec.ts",
+	"test/run-door.spec.ts",
+];
+
+/** The score every module must reach (percentage of mutants killed or timed out). */
+export const MIN_SCORE = 85;
+
+/**
+ * The TypeScript checker compiles what the unit specs import (the modules under test and theirs), not the
+ * whole project: a file half-way through someone's edit elsewhere cannot stop a mutation run. Generated
+ * (and git-ignored) so that UNIT_SPECS stays the one list.
+ */
+const CHECKER_TSCONFIG = "tsconfig.mutate.json";
+const checkerTsconfig = JSON.stringify({ extends: "./tsconfig.json", include: ["types/**/*.d.ts"], files: [...MODULES, ...UNIT_SPECS] }, null, "\t") + "\n";
+if (!fs.existsSync(CHECKER_TSCONFIG) || fs.readFileSync(CHECKER_TSCONFIG, "utf8") !== checkerTsconfig) fs.writeFileSync(CHECKER_TSCONFIG, checkerTsconfig);
+
+/** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
+export default {
+	mutate: MODULES,
+	testRunner: "jest",
+	jest: { projectType: "custom", configFile: "jest.mutate.config.js" },
+	checkers: ["typescript"],
+	tsconfigFile: CHECKER_TSCONFIG,
+	coverageAnalysis: "perTest",
+	// 2 shared cores.
+	concurrency: 2,
+	// A mutant whose tests run this much longer than unmutated ones (an endless loop) counts as detected.
+	timeoutMS: 10_000,
+	timeoutFactor: 2,
+	// The sandbox gets the sources and the tests (tests read files relative to it, ROOT); not builds or data.
+	ignorePatterns: ["dist", "data", "coverage", "test-artifacts", "reports"],
+	reporters: ["clear-text", "progress-append-only", "html", "json"],
+	clearTextReporter: { allowColor: false, allowEmojis: false, reportScoreTable: true, reportMutants: true, reportTests: false },
+	htmlReporter: { fileName: "reports/mutation/mutation.html" },
+	jsonReporter: { fileName: "reports/mutation/mutation.json" },
+	thresholds: { high: 90, low: MIN_SCORE, break: null },
+	tempDirName: ".stryker-tmp",
+	cleanTempDir: true,
+};
