@@ -11,7 +11,8 @@ import path from "node:path";
 import type { BrokerOptions } from "moleculer";
 import { QuietConsoleLogger, printStartBlock, refuseBadStart } from "./lib/first-screen";
 import { FleetJSONExt } from "./lib/serializer";
-import { replCommands } from "./lib/repl-commands";
+import { replCommands } from "./lib/repl/commands";
+import type { REPLServer } from "node:repl";
 import { envInt, loadConfig } from "./lib/config";
 import { HealthMiddleware } from "./lib/health";
 import { ScrapedPrometheusReporter } from "./lib/metrics";
@@ -24,6 +25,7 @@ refuseBadStart();
 const config = loadConfig();
 /** In-flight requests a stopping process waits for (its termination grace must be longer: k8s/). */
 const shutdownTimeoutMs = envInt("SHUTDOWN_TIMEOUT_MS", 10_000);
+let replServer: REPLServer | undefined;
 
 
 // The runner loads services from SERVICEDIR; default to the compiled services next to this file.
@@ -81,6 +83,9 @@ const brokerConfig: BrokerOptions = {
 	// Moleculer would send as a user name. Done on the broker: moleculer-runner puts TRANSPORTER in as is.
 	created(broker) {
 		routeProcessWarnings(broker);
+		// `npm run dev` (--repl): the REPL server, so that Ctrl-C can stop an `exec` that waits (lib/repl/commands.ts).
+		const startRepl = broker.repl.bind(broker);
+		broker.repl = () => (replServer = startRepl() as REPLServer | undefined);
 		// No request can kill the process: what nothing caught is logged (and its request answered 500).
 		installCrashGuard(broker.logger);
 		const opts = (broker.transit?.tx as { opts?: { url?: unknown; token?: string } } | undefined)?.opts;
@@ -101,8 +106,9 @@ const brokerConfig: BrokerOptions = {
 		printStartBlock(broker, process.env.LOG_FORMAT === "json");
 	},
 
-	// `npm run repl`: fleet-ctl's commands (hosts, host, exec, tasks, task, sync, stats, alerts, jobs; docs/operator.md).
-	replOptions: { delimiter: "fleet-ctl $", customCommands: replCommands() as never },
+	// `npm run dev`: the services and the REPL in one process; its commands go through this process's API
+	// like `npm run repl`'s (lib/repl/main.ts, docs/operator.md).
+	replOptions: { delimiter: "fleet-ctl $", customCommands: replCommands(() => replServer) as never },
 
 	// Served at /metrics of the health listener; METRICS_ENABLED=false turns them off.
 	metrics: {

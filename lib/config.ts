@@ -145,8 +145,10 @@ export interface Config {
 	outboundAllow: string[];
 	/** CTL_ADMIN_TOKEN: the admin token the tokens service keeps (replacing an earlier one); empty: none set. */
 	adminToken: string;
-	/** The API token the REPL acts as (its role, scope and name in the audit log); empty: read-only. */
+	/** The API token the REPL acts as (its role, scope and name in the audit log); empty: `login <token>` first. */
 	replOperatorToken: string;
+	/** CTL_API_URL: the API the REPL talks to (default this machine's PORT). */
+	replApiUrl: string;
 	/**
 	 * Interval of the VPN sync (every organization's record and every host's Pritunl user, from each
 	 * manager's Pritunl), in ms (default 60000); 0 turns the periodic run off (`vpn.sync` still works).
@@ -279,6 +281,7 @@ export function loadConfig(): Config {
 		outboundAllow: addressList("OUTBOUND_ALLOW"),
 		adminToken: adminToken(),
 		replOperatorToken: str("REPL_OPERATOR_TOKEN"),
+		replApiUrl: str("CTL_API_URL", `http://127.0.0.1:${envInt("PORT", 3000)}/api`).replace(/\/+$/, ""),
 		vpnSyncIntervalMs: envInt("VPN_SYNC_INTERVAL_MS", 60_000),
 		pritunlTimeoutMs: envInt("PRITUNL_TIMEOUT_MS", 15_000, 1),
 		statsSnapshotIntervalS: envInt("STATS_SNAPSHOT_INTERVAL", 60, 1),

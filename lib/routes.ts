@@ -138,6 +138,7 @@ export const ROUTES: RouteDef[] = [
 		},
 	},
 
+	{ path: "inventory/sync", methods: { POST: { ...needsMaster(none("cm-gateway.sync", "operator")), summary: "Reconcile the inventory with the master now (keys, fingerprints, presence, grains); progress in /jobs/inventory_sync" } } },
 	{ path: "hosts_statistic", methods: read("stats") },
 	{ path: "hosts_statistic/:id", methods: readItem("stats") },
 

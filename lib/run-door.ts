@@ -36,6 +36,8 @@ export interface Requester {
 	role?: string | null;
 	auditId?: string;
 	source: string;
+	/** The client's User-Agent, when it sent one. */
+	agent?: string;
 	method: string;
 	path: string;
 }
@@ -60,6 +62,7 @@ export interface AuditEntry {
 	name: string | null;
 	role: string | null;
 	source: string;
+	agent?: string;
 	method: string;
 	path: string;
 	targets: string[];
@@ -105,6 +108,7 @@ export function auditEntry(req: RunRequest, holder: TokenHolder | null): AuditEn
 		name: holder?.name ?? by.name ?? null,
 		role: holder?.role ?? by.role ?? null,
 		source: by.source,
+		...(by.agent ? { agent: by.agent } : {}),
 		method: by.method,
 		path: by.path,
 		targets,

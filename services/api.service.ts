@@ -224,6 +224,12 @@ function aliasesFor(): Record<string, unknown> {
 	return aliases;
 }
 
+/** The client's User-Agent for the audit record (at most 200 characters), undefined when it sent none. */
+function userAgent(req: IncomingMessage): string | undefined {
+	const ua = req.headers["user-agent"];
+	return typeof ua === "string" && ua ? ua.slice(0, 200) : undefined;
+}
+
 function isJson(req: IncomingMessage): boolean {
 	const type = String(req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
 	return type === "application/json" || (type.startsWith("application/") && type.endsWith("+json"));
@@ -418,7 +424,7 @@ const ApiService: ServiceSchema<any> = {
 			this.prepareParams(req);
 			// Runs are authorized where they start (the cm-gateway, the tasks service), on what they resolve
 			// to; they write their audit record under this id before anything runs, and answer what they ran.
-			ctx.meta.request = { source: req.socket.remoteAddress ?? "", method: req.method, path: (req.originalUrl ?? req.url ?? "").slice(0, 4096) };
+			ctx.meta.request = { source: req.socket.remoteAddress ?? "", agent: userAgent(req), method: req.method, path: (req.originalUrl ?? req.url ?? "").slice(0, 4096) };
 			return (ApiGateway as any).methods.aliasHandler.call(this, req, res, alias);
 		},
 
@@ -492,6 +498,7 @@ const ApiService: ServiceSchema<any> = {
 				name: caller?.name ?? null,
 				role: caller?.role ?? null,
 				source: req.socket.remoteAddress ?? "",
+				agent: userAgent(req),
 				method: req.method,
 				path: (req.originalUrl ?? req.url ?? "").slice(0, 4096),
 				targets: run?.targets,

@@ -21,6 +21,8 @@ const auditSchema = {
 	name: { type: "string", optional: true, nullable: true },
 	role: { type: "string", optional: true, nullable: true },
 	source: { type: "string", max: 200, optional: true },
+	// The client's User-Agent (the REPL's says so: lib/repl/api-client.ts).
+	agent: { type: "string", max: 200, optional: true },
 	method: { type: "string", max: 10 },
 	path: { type: "string", max: 4096 },
 	targets: { type: "array", items: "string", optional: true },

@@ -45,7 +45,7 @@ export type { Requester } from "../lib/run-door";
 interface RunMeta {
 	user?: { id: string; name: string; role: string };
 	auditId?: string;
-	request?: { source?: string; method?: string; path?: string };
+	request?: { source?: string; agent?: string; method?: string; path?: string };
 }
 
 function requester(ctx: Context<unknown, RunMeta>): Requester {
@@ -56,6 +56,7 @@ function requester(ctx: Context<unknown, RunMeta>): Requester {
 		role: user?.role ?? null,
 		auditId: typeof auditId === "string" && OBJECT_ID.test(auditId) ? auditId : undefined,
 		source: String(request?.source ?? "").slice(0, 200),
+		...(typeof request?.agent === "string" && request.agent ? { agent: request.agent.slice(0, 200) } : {}),
 		method: String(request?.method ?? "CALL").slice(0, 10),
 		path: String(request?.path ?? "").slice(0, 4096),
 	};
@@ -260,8 +261,10 @@ export default function CmGatewayService(): ServiceSchema {
 							}
 						},
 					},
+					/** POST /api/inventory/sync (and the scheduled reconciliation's own calls). */
 					sync: {
-						visibility: "public" as const,
+						visibility: "published" as const,
+						params: { query: { type: "any", optional: true } },
 						async handler(this: any): Promise<SyncResult> {
 							return this.syncInventory();
 						},

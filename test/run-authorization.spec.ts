@@ -5,11 +5,12 @@
  * whose execution log says what really ran. "Nothing ran" is proven by a marker run made afterwards: once
  * the marker's job is in the log, anything the refused request could have started would be there too.
  */
-import type { Middleware, ServiceBroker } from "moleculer";
+import type { Middleware } from "moleculer";
 import { SaltApiSimulator } from "./simulators/salt-api";
 import { startEmbedded, type Harness } from "./support/harness";
 import { request, expectEveError, eventually, withQuery } from "./support/http";
-import { FleetRepl } from "../lib/repl-commands";
+import { FleetRepl } from "../lib/repl/commands";
+import { REPL_AGENT } from "../lib/repl/api-client";
 import { formatHttpDate } from "../lib/eve/dates";
 
 interface AuditWrite {
@@ -222,7 +223,7 @@ describe("runs: authorized where they start, audited before they start", () => {
 	describe("the REPL", () => {
 		it("refuses an out-of-scope exec with the API's reason and runs nothing", async () => {
 			const before = sim.jobs().length;
-			const repl = new FleetRepl(h.broker as ServiceBroker, { token: tokens.op.secret, pollMs: 50, execWaitMs: 5000 });
+			const repl = new FleetRepl({ url: h.api, token: tokens.op.secret, pollMs: 50, execWaitMs: 5000 });
 			expect(await repl.run(`exec ${OUT} test.ping`)).toMatch(/error 403: .*outside the token's scope: .*/);
 			expect(await repl.run(`exec ${IN} cmd.run id`)).toMatch(/error 403: .*'cmd\.run'/);
 			expect(await repl.run(`exec ra-mixed test.ping`)).toMatch(/error 403/);
@@ -232,19 +233,20 @@ describe("runs: authorized where they start, audited before they start", () => {
 
 		it("pauses any task, but resumes only one its scope covers, as the API does", async () => {
 			const id = (await request("POST", url("tasks"), { body: { name: "ra-repl-cmd", fun: "cmd.run", kwarg: { cmd: "uptime" }, tgt: [OUT], start: "2031-01-01 00:00" } })).body._id;
-			const repl = new FleetRepl(h.broker as ServiceBroker, { token: tokens.op.secret });
+			const repl = new FleetRepl({ url: h.api, token: tokens.op.secret });
 			expect(await repl.run(`task pause ${id}`)).toMatch(/paused/);
 			expect(await repl.run(`task resume ${id}`)).toMatch(/^error 403: the run is refused: function 'cmd.run'/);
 			expect((await request("GET", url(`tasks/${id}`))).body.status).toBe("paused");
-			const denied = (await request("GET", url("audit", { where: { method: "REPL", path: `task resume ${id}` } }))).body._items;
-			expect(denied).toEqual([expect.objectContaining({ status: 403, outcome: "denied", token: tokens.op.id })]);
+			// The REPL's request is the API's, audited as such, its User-Agent saying it came from the REPL.
+			const denied = (await request("GET", url("audit", { where: { method: "PATCH", path: `/api/tasks/${id}/scheduled` } }))).body._items;
+			expect(denied).toEqual([expect.objectContaining({ status: 403, outcome: "denied", token: tokens.op.id, agent: REPL_AGENT })]);
 		});
 	});
 
 	describe("audit first", () => {
 		it("has exactly one audit record per run, stored before salt-api got the job, with its function, targets and args", async () => {
 			const first = sim.jobs().length;
-			const repl = new FleetRepl(h.broker as ServiceBroker, { token: tokens["op-any"].secret, pollMs: 50, execWaitMs: 5000 });
+			const repl = new FleetRepl({ url: h.api, token: tokens["op-any"].secret, pollMs: 50, execWaitMs: 5000 });
 			await as("op-any", "POST", `hosts/${IN}`, { cm_client: "local", fun: "test.arg", arg: ["a"], kwarg: { "$x": 1, "a.b": 2 } });
 			await as("op-any", "POST", `groups/${scopeGroup}`, { fun: "test.ping" });
 			await repl.run(`exec ${IN2} test.ping`);

@@ -297,7 +297,7 @@ function vpnCard(host: any): HTMLElement {
 
 // ------------------------------------------------------------------ running functions
 
-/** Words as a shell splits them: '…' and "…" keep spaces (the REPL splits the same way, lib/repl-commands.ts). */
+/** Words as a shell splits them: '…' and "…" keep spaces (the REPL splits the same way, lib/repl/commands.ts). */
 function shellWords(text: string): string[] {
 	const words: string[] = [];
 	let word: string | null = null;
