@@ -19,7 +19,7 @@ export const MODULES = [
 	"lib/store-keys.ts", // key encoding at the storage boundary
 	"lib/task-claims.ts", // the scheduler's claims and lease takeovers (exactly once)
 	"lib/eve/paging.ts", // page arithmetic, _meta and _links
-	"lib/run-door.ts", // the audit-first, authorized-where-it-starts run path
+	"services/cm-gateway/run-door.ts", // the audit-first, authorized-where-it-starts run path
 ];
 
 export const UNIT_SPECS = [
@@ -31,7 +31,7 @@ export const UNIT_SPECS = [
 	"test/store-keys.spec.ts",
 	"test/task-claims.spec.ts",
 	"test/paging.spec.ts",
-	"test/run-door.spec.ts",
+	"test/cm-gateway/run-door.spec.ts",
 ];
 
 /** The score every module must reach (percentage of mutants killed or timed out). */

@@ -19,7 +19,7 @@
 import fs from "node:fs";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { SaltApiSimulator } from "../test/simulators/salt-api";
-import { SaltClient, type SaltEvent } from "../lib/salt-client";
+import { SaltClient, type SaltEvent } from "../services/cm-gateway/salt-client";
 import { apiJson, benchCluster, envInt, fmt, quantile, rawGet, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200 } from "./support";
 
 

@@ -155,10 +155,9 @@ export async function waitForHttp200(url: string, timeoutMs: number, watch: Proc
 }
 
 export function serviceNames(): string[] {
-	return fs
-		.readdirSync(path.join(DIST, "services"))
+	return (fs.readdirSync(path.join(DIST, "services"), { recursive: true }) as string[])
 		.filter(f => f.endsWith(".service.js"))
-		.map(f => f.replace(/\.service\.js$/, ""));
+		.map(f => path.basename(f).replace(/\.service\.js$/, ""));
 }
 
 export function serverEnv(extra: Record<string, string>): NodeJS.ProcessEnv {

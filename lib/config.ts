@@ -118,7 +118,7 @@ export interface Config {
 	 */
 	cmSyncIntervalMs: number;
 	/**
-	 * The presence guard (lib/presence-guard.ts, docs/salt.md "Presence"): a reading of the master's presence
+	 * The presence guard (services/cm-gateway/presence-guard.ts, docs/salt.md "Presence"): a reading of the master's presence
 	 * that would take down more than this percentage of the hosts up (and at least two) is held until a
 	 * reading at least `cmPresenceConfirmMs` later confirms it. 100 turns the share rule off.
 	 */

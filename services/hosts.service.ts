@@ -225,7 +225,7 @@ const HostsService: EveServiceSchema = {
 
 		/**
 		 * What a presence reading would take down, before it is applied (internal: the cm-gateway's presence
-		 * guard, lib/presence-guard.ts): {up: the live accepted hosts up now, losing: how many of them it takes down}.
+		 * guard, services/cm-gateway/presence-guard.ts): {up: the live accepted hosts up now, losing: how many of them it takes down}.
 		 */
 		presenceLoss: {
 			visibility: "public",

@@ -6,7 +6,7 @@
  * with an alert; GET /tasks/{id}/preview.
  */
 import { SaltApiSimulator } from "./simulators/salt-api";
-import { SaltClient } from "../lib/salt-client";
+import { SaltClient } from "../services/cm-gateway/salt-client";
 import { startEmbedded, type Harness } from "./support/harness";
 import { request, expectEveError, eventually, withQuery } from "./support/http";
 import { formatHttpDate } from "../lib/eve/dates";

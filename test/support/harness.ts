@@ -63,7 +63,8 @@ export function uniqueMongoUri(base: string): string {
 	return url.toString();
 }
 
-const SERVICE_FILES = () => fs.readdirSync(path.join(ROOT, "services")).filter(f => f.endsWith(".service.ts"));
+/** Every service file, relative to services/: `hosts.service.ts`, and in a service's folder `cm-gateway/cm-gateway.service.ts` (as moleculer-runner finds them). */
+const SERVICE_FILES = () => (fs.readdirSync(path.join(ROOT, "services"), { recursive: true }) as string[]).filter(f => f.endsWith(".service.ts")).sort();
 
 export interface EmbeddedOptions {
 	dataDir?: string;
@@ -252,7 +253,7 @@ export async function stopProcs(procs: Proc[]): Promise<void> {
 	await Promise.all(procs.map(p => stopProc(p)));
 }
 
-export const ALL_SERVICES = () => SERVICE_FILES().map(f => f.replace(/\.service\.ts$/, ""));
+export const ALL_SERVICES = () => SERVICE_FILES().map(f => path.basename(f).replace(/\.service\.ts$/, ""));
 
 export interface SplitOptions {
 	mongoUri?: string;

@@ -28,7 +28,7 @@
 import fs from "node:fs";
 import http from "node:http";
 import https from "node:https";
-import { EveError } from "./eve/errors";
+import { EveError } from "../../lib/eve/errors";
 
 export type SaltErrorKind = "unreachable" | "timeout" | "auth" | "master" | "upstream" | "malformed" | "refused";
 

@@ -12,9 +12,9 @@
  *     the record is logged, never thrown.
  *
  * The effects — the token check, the audit writes, the execution, new ids, the log — are the caller's
- * (services/cm-gateway.service.ts): here is only their order and what is written.
+ * (services/cm-gateway/cm-gateway.service.ts): here is only their order and what is written.
  */
-import { EveError } from "./eve/errors";
+import { EveError } from "../../lib/eve/errors";
 
 /** The body of a run: what salt-api is asked to run. */
 export interface RunBody {

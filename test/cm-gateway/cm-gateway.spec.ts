@@ -3,9 +3,9 @@
  * sides: POST /api/hosts/{id} and /api/groups/{id}, the actions records and `last_action`, and
  * salt-api's failures (down, hanging, 401 mid-session, malformed answers).
  */
-import { SaltApiSimulator } from "./simulators/salt-api";
-import { startEmbedded, type Harness } from "./support/harness";
-import { request, expectEveError, eventually } from "./support/http";
+import { SaltApiSimulator } from "../simulators/salt-api";
+import { startEmbedded, type Harness } from "../support/harness";
+import { request, expectEveError, eventually } from "../support/http";
 
 /**
  * The simulated master back after an outage, with its minions reconnected: after a master start a real

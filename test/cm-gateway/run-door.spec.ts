@@ -1,12 +1,12 @@
 /**
- * The audit-first run path (lib/run-door.ts) with its effects faked and journaled: what is called, in which
+ * The audit-first run path (services/cm-gateway/run-door.ts) with its effects faked and journaled: what is called, in which
  * order, with what. Every expectation is a literal written from docs/security.md ("Every run is authorized
  * where it starts" and "Audit log"): a refused run is audited as denied and nothing runs; a run whose record
  * cannot be written does not happen (503, saying so); a run's record is written (`started`, 202) before the
  * job is handed over and completed after it with the jid; a failed run's record says `failed` with the code.
  */
-import { EveError } from "../lib/eve/errors";
-import { auditEntry, failedOutcome, startRun, type AuditEntry, type AuditOutcome, type DoorEffects, type RunRequest, type TokenHolder } from "../lib/run-door";
+import { EveError } from "../../lib/eve/errors";
+import { auditEntry, failedOutcome, startRun, type AuditEntry, type AuditOutcome, type DoorEffects, type RunRequest, type TokenHolder } from "../../services/cm-gateway/run-door";
 
 const AUDIT_ID = "0000000000000000000000a1";
 const NEW_ID = "0000000000000000000000b2";

@@ -1,8 +1,8 @@
 /**
- * The cm-gateway's job tracker (lib/job-tracker.ts): each host's return of a job is taken once, whichever
+ * The cm-gateway's job tracker (services/cm-gateway/job-tracker.ts): each host's return of a job is taken once, whichever
  * source brings it (event stream, job poll) and however often the job is tracked (resumed, adopted).
  */
-import { JobTracker } from "../lib/job-tracker";
+import { JobTracker } from "../../services/cm-gateway/job-tracker";
 
 describe("job tracker", () => {
 	const JID = "20240101000000000001";

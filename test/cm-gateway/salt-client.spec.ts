@@ -1,13 +1,13 @@
 /**
- * lib/salt-client.ts on its own: retries only for safe calls, bounded concurrency, per-call timeouts,
+ * services/cm-gateway/salt-client.ts on its own: retries only for safe calls, bounded concurrency, per-call timeouts,
  * HTML error pages never parsed, credentials never in errors, TLS verification on by default.
  */
 import http from "node:http";
 import https from "node:https";
 import type { AddressInfo } from "node:net";
-import { SaltApiSimulator } from "./simulators/salt-api";
-import { SaltClient, SaltApiError, SseParser, type SaltEvent } from "../lib/salt-client";
-import { opensslAvailable, selfSignedCert } from "./support/tls";
+import { SaltApiSimulator } from "../simulators/salt-api";
+import { SaltClient, SaltApiError, SseParser, type SaltEvent } from "../../services/cm-gateway/salt-client";
+import { opensslAvailable, selfSignedCert } from "../support/tls";
 
 describe("salt-api client", () => {
 	let sim: SaltApiSimulator;

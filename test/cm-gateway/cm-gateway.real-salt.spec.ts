@@ -11,9 +11,9 @@
  *  5. the reconciliation publishes nothing to minions (manage.present, not manage.status);
  *  6. the master down (salt-api's 500 after a while) is 503 "the Salt master is not answering".
  */
-import { SaltApiSimulator, type SaltEvent } from "./simulators/salt-api";
-import { startEmbedded, type Harness } from "./support/harness";
-import { request, expectEveError, eventually, withQuery } from "./support/http";
+import { SaltApiSimulator, type SaltEvent } from "../simulators/salt-api";
+import { startEmbedded, type Harness } from "../support/harness";
+import { request, expectEveError, eventually, withQuery } from "../support/http";
 
 const SOON = 10_000;
 const FLEET = ["web-01", "web-02", "db-01"];

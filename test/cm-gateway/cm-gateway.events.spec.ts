@@ -5,10 +5,10 @@
  * (host down/up, vnc.connect, patch failed, bursts), the live status.all_status poll, and salt-api
  * going away mid-job and coming back.
  */
-import { SaltApiSimulator } from "./simulators/salt-api";
-import { startEmbedded, startSplit, uniqueMongoUri, type Harness } from "./support/harness";
-import { request, expectEveError, eventually, withQuery } from "./support/http";
-import type { SyncResult } from "../services/cm-gateway.service";
+import { SaltApiSimulator } from "../simulators/salt-api";
+import { startEmbedded, startSplit, uniqueMongoUri, type Harness } from "../support/harness";
+import { request, expectEveError, eventually, withQuery } from "../support/http";
+import type { SyncResult } from "../../services/cm-gateway/cm-gateway.service";
 
 /**
  * Event-driven changes must show within this. Generous: other suites load the machine meanwhile (the

@@ -1,5 +1,5 @@
-/** lib/presence-guard.ts: when a presence reading is believed (docs/salt.md, "Presence"). */
-import { PresenceGuard } from "../lib/presence-guard";
+/** services/cm-gateway/presence-guard.ts: when a presence reading is believed (docs/salt.md, "Presence"). */
+import { PresenceGuard } from "../../services/cm-gateway/presence-guard";
 
 function guard(opts: Partial<{ maxLoss: number; minHosts: number; confirmMs: number }> = {}) {
 	let now = 1_000_000;

@@ -1,11 +1,11 @@
 /**
- * lib/salt-inventory.ts: keys and key conflicts as a real Salt 3006 master reports them
+ * services/cm-gateway/salt-inventory.ts: keys and key conflicts as a real Salt 3006 master reports them
  * (../shared/reference/salt-3006/: key_list_all.json, key_finger.json, events6.txt).
  */
 import fs from "node:fs";
 import path from "node:path";
-import { hostUpdate, keyViews, type KnownHost } from "../lib/salt-inventory";
-import { referenceDir } from "./support/reference";
+import { hostUpdate, keyViews, type KnownHost } from "../../services/cm-gateway/salt-inventory";
+import { referenceDir } from "../support/reference";
 
 const REFERENCE = referenceDir("salt-3006");
 const capture = (file: string) => JSON.parse(fs.readFileSync(path.join(REFERENCE!, file), "utf8"));

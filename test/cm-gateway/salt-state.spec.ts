@@ -1,8 +1,8 @@
 /**
- * lib/salt-state.ts: which state runs are patches, when a run failed, and the steps a failed_patches
+ * services/cm-gateway/salt-state.ts: which state runs are patches, when a run failed, and the steps a failed_patches
  * record keeps (order, `cmd`), on returns shaped as Salt 3006 sends them.
  */
-import { failedPatchSteps, patchOf, stepCommand } from "../lib/salt-state";
+import { failedPatchSteps, patchOf, stepCommand } from "../../services/cm-gateway/salt-state";
 
 const step = (over: Record<string, unknown>) => ({
 	name: "/opt/fix.sh",

@@ -1,0 +1,184 @@
+/**
+ * The master's event bus (`GET /events`), followed while the service runs: job returns (to Returns; any
+ * return also proves its minion alive), presence (`salt/presence/change`, `salt/presence/present`, through
+ * the presence guard), minion starts, key and auth events (the host is read again from the master), and the
+ * hosts' `ctl/vnc/connect` event (an alert). Inventory events and host refreshes are applied in one lane, in
+ * order, a batch at a time. A reconnection catches up: the job cache is read and a reconciliation runs.
+ */
+import { HOSTNAME } from "../../lib/eve/ids";
+import { countMetric, setMetric } from "../../lib/metrics";
+import type { EventStream, SaltEvent } from "./salt-client";
+import type { GatewayAlerts } from "./alerts";
+import { isObject, strings, type Alert, type GatewayContext } from "./context";
+import type { Inventory } from "./inventory";
+import type { JobPoll } from "./job-poll";
+import type { Reconciliation } from "./reconcile";
+import type { Returns } from "./returns";
+
+/** The tag of the event hosts send when a VNC session opens or closes (docs/salt.md). */
+export const VNC_EVENT_TAG = "ctl/vnc/connect";
+
+export class EventFollower {
+	private stream: EventStream | null = null;
+	private wasUp = false;
+	private eventCount = 0;
+	private readonly queue: SaltEvent[] = [];
+	private lane: Promise<void> | null = null;
+	private readonly refreshQueue = new Set<string>();
+	/** Minions a job return just proved alive, for the lane to mark up (those not up already). */
+	private readonly aliveQueue = new Set<string>();
+
+	constructor(
+		private readonly gw: GatewayContext,
+		private readonly parts: { returns: Returns; poll: JobPoll; inventory: Inventory; reconciliation: Reconciliation; alerts: GatewayAlerts },
+	) {}
+
+	/** Is the stream open, and how many events came (readiness, tests). */
+	status(): { connected: boolean; events: number } {
+		return { connected: this.stream?.connected === true, events: this.eventCount };
+	}
+
+	open(): void {
+		const { broker, logger, config } = this.gw;
+		this.stream = this.gw.salt.streamEvents({
+			onEvent: ev => this.onEvent(ev),
+			onConnect: () => {
+				setMetric(broker, "fleet.salt.events.connected", 1);
+				logger.info("Following the Salt master's event stream");
+				if (this.wasUp) {
+					// Events were missed while the stream was down: catch up from the job cache and a full sync.
+					void this.parts.poll.poll();
+					if (config.cmSyncIntervalMs > 0) this.parts.reconciliation.schedule(0);
+				}
+				this.wasUp = true;
+			},
+			onDisconnect: reason => {
+				setMetric(broker, "fleet.salt.events.connected", 0);
+				logger.warn(`Salt event stream lost (${reason}); reconnecting`);
+			},
+		});
+	}
+
+	close(): void {
+		this.stream?.close();
+	}
+
+	/** A host whose key, fingerprint and grains are to be read again from the master (in the lane). */
+	queueRefresh(id: string): void {
+		if (!HOSTNAME.test(id)) return;
+		this.refreshQueue.add(id);
+		this.kick();
+	}
+
+	private onEvent(ev: SaltEvent): void {
+		this.eventCount++;
+		const ret = /^salt\/job\/(\d{20}(?:_\d+)?)\/ret\/(.+)$/.exec(ev.tag);
+		if (ret) {
+			const { returns, inventory } = this.parts;
+			const host = typeof ev.data.id === "string" ? ev.data.id : ret[2];
+			if (!returns.take(ret[1], host, ev.data.return) && !returns.tracker.has(ret[1])) returns.tracker.keepEarly(ret[1], host, ev.data.return);
+			// Any return proves its minion alive now, sooner than the master's next presence loop.
+			if (HOSTNAME.test(host) && inventory.aliveNews(host)) {
+				this.aliveQueue.add(host);
+				this.kick();
+			}
+			return;
+		}
+		if (!/^salt\/(presence\/|minion\/|key$|auth$)/.test(ev.tag) && ev.tag !== VNC_EVENT_TAG) return;
+		this.queue.push(ev);
+		this.kick();
+	}
+
+	/** The one lane inventory events and host refreshes are applied in (the next batch gathers while one is written). */
+	private kick(): void {
+		if (this.lane || this.gw.stopping()) return;
+		const { inventory } = this.parts;
+		// Started on the next tick, so that `lane` is set before any of its code runs.
+		this.lane = Promise.resolve().then(async () => {
+			for (;;) {
+				const batch = this.queue.splice(0);
+				try {
+					if (batch.length) await inventory.turn(() => this.apply(batch));
+					else
+						await inventory.turn(async () => {
+							await this.flushRefresh();
+							await this.flushAlive();
+						});
+				} catch (err) {
+					this.gw.logger.warn(`Could not apply ${batch.length} Salt event(s); the next reconciliation will:`, (err as Error).message);
+				}
+				// Checked and cleared in one tick, so that nothing queued meanwhile is left waiting.
+				if (this.gw.stopping() || (!this.queue.length && !this.refreshQueue.size && !this.aliveQueue.size)) {
+					this.lane = null;
+					return;
+				}
+			}
+		});
+	}
+
+	private async apply(events: SaltEvent[]): Promise<void> {
+		const { inventory, alerts: raiser } = this.parts;
+		const presence = new Map<string, boolean>();
+		let present: string[] | null = null;
+		const alerts: Alert[] = [];
+		for (const { tag, data } of events) {
+			if (tag === "salt/presence/change") {
+				for (const id of strings(data.new)) presence.set(id, true);
+				for (const id of strings(data.lost)) presence.set(id, false);
+			} else if (tag === "salt/presence/present") {
+				present = strings(data.present);
+				presence.clear();
+			} else if (tag.startsWith("salt/minion/") && tag.endsWith("/start")) {
+				const id = typeof data.id === "string" ? data.id : tag.slice("salt/minion/".length, -"/start".length);
+				presence.set(id, true);
+				this.queueRefresh(id);
+			} else if ((tag === "salt/key" || tag === "salt/auth") && typeof data.id === "string") {
+				this.queueRefresh(data.id);
+			} else if (tag === VNC_EVENT_TAG) {
+				// `hostname` is the sender's minion id (the host's _id, vouched for by the master), not the name the host wrote.
+				const inner = isObject(data.data) ? data.data : {};
+				const hostname = typeof data.id === "string" ? data.id : typeof inner.hostname === "string" ? inner.hostname : "";
+				alerts.push({ type: "vnc.connect", level: "info", payload: { hostname, status: typeof inner.status === "string" ? inner.status.slice(0, 100) : "" } });
+			}
+		}
+		// Hosts first (a minion that just started may be new), then presence.
+		await this.flushRefresh();
+		const upSet = new Set<string>(present ?? []);
+		for (const [id, isUp] of presence) isUp ? upSet.add(id) : upSet.delete(id);
+		for (const id of this.aliveQueue) upSet.add(id);
+		this.aliveQueue.clear();
+		const up = [...upSet];
+		let down = [...presence].filter(([, isUp]) => !isUp).map(([id]) => id);
+		let complete = present !== null;
+		if (complete || (down.length && inventory.presenceGuard.couldHold(down.length))) {
+			// A reading that takes down a mass of the fleet (a master that just restarted knows no one yet) waits for confirmation.
+			const loss = await this.gw.broker.call<{ up: number; losing: number }, Record<string, unknown>>("hosts.presenceLoss", { up, down, complete });
+			if (inventory.presenceGuard.judge(loss.up, loss.losing) === "hold") {
+				this.gw.logger.warn(`Presence: a reading would take ${loss.losing} of ${loss.up} hosts down at once; holding it until a later reading confirms it (docs/salt.md, "Presence")`);
+				countMetric(this.gw.broker, "fleet.hosts.presence.held.total");
+				down = [];
+				complete = false;
+			}
+		}
+		if (up.length || down.length || complete) await inventory.applyPresence(up, down, complete, alerts);
+		await raiser.raise(alerts);
+	}
+
+	private async flushRefresh(): Promise<void> {
+		if (!this.refreshQueue.size) return;
+		const ids = [...this.refreshQueue];
+		this.refreshQueue.clear();
+		try {
+			await this.parts.inventory.refreshHosts(ids);
+		} catch (err) {
+			this.gw.logger.warn(`Could not refresh ${ids.length} host(s) from the master; the next reconciliation will:`, (err as Error).message);
+		}
+	}
+
+	private async flushAlive(): Promise<void> {
+		if (!this.aliveQueue.size) return;
+		const ids = [...this.aliveQueue];
+		this.aliveQueue.clear();
+		await this.parts.inventory.markAlive(ids);
+	}
+}

@@ -1,0 +1,252 @@
+/**
+ * Remote execution: `POST /hosts/{id}` and `POST /groups/{id}` (and a task's runs). The body {cm_client, fun,
+ * arg?, kwarg?} becomes the lowstate {client, tgt: [hostnames], tgt_type: "list", fun, arg, kwarg}. `local`
+ * waits and answers every host's output (task_id = jid, status "finished"); `local_async` (the default)
+ * answers the jid at once (status "scheduled") and the returns arrive later (Returns). Every run goes through
+ * the run door (run-door.ts): authorized against the token in force on the resolved hosts, audited first.
+ */
+import type { Context } from "moleculer";
+import { EveError, notFound, validationFailed } from "../../lib/eve/errors";
+import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
+import { compileSchema } from "../../lib/eve/validation";
+import { RUN_BODY } from "../../lib/bodies";
+import { NO_RETURN, type JobOrigin, type JobReturn } from "./job-tracker";
+import type { Lowstate } from "./salt-client";
+import { startRun as throughTheDoor, type DoorEffects, type Requester, type RunBody, type RunRequest, type TokenHolder } from "./run-door";
+import { JID, isObject, strings, type GatewayContext } from "./context";
+import type { JobPoll } from "./job-poll";
+import type { Returns } from "./returns";
+
+export interface RunMeta {
+	user?: { id: string; name: string; role: string };
+	auditId?: string;
+	request?: { source?: string; agent?: string; method?: string; path?: string };
+}
+
+/** A scheduled task's run, as the tasks service hands it over (cm-gateway.runTask). */
+export interface TaskRun {
+	task: string;
+	run?: string;
+	/** The run was taken over from a scheduler replica that died: it may have been started already. */
+	takeover?: boolean;
+	owner?: string | null;
+	cm_client: "local" | "local_async";
+	fun: string;
+	kwarg?: Record<string, unknown>;
+	tgt: string[];
+}
+
+export interface RunAnswer {
+	task_id: string | null;
+	status: string;
+	return: unknown;
+	repeated?: boolean;
+}
+
+const checkBody = compileSchema(RUN_BODY, { wellFormed: true });
+
+/** Who asks, from the call's meta (the gateway's, the REPL's through the gateway). */
+export function requester(ctx: Context<unknown, RunMeta>): Requester {
+	const { user, auditId, request } = ctx.meta;
+	return {
+		token: user?.id ?? "",
+		name: user?.name ?? null,
+		role: user?.role ?? null,
+		auditId: typeof auditId === "string" && OBJECT_ID.test(auditId) ? auditId : undefined,
+		source: String(request?.source ?? "").slice(0, 200),
+		...(typeof request?.agent === "string" && request.agent ? { agent: request.agent.slice(0, 200) } : {}),
+		method: String(request?.method ?? "CALL").slice(0, 10),
+		path: String(request?.path ?? "").slice(0, 4096),
+	};
+}
+
+/** Salt's `fun_args` for the job: arg, then kwarg as {"__kwarg__": true, ...}. */
+export function funArgs(body: RunBody): unknown[] {
+	return [...(body.arg ?? []), ...(body.kwarg && Object.keys(body.kwarg).length ? [{ __kwarg__: true, ...body.kwarg }] : [])];
+}
+
+export class Runs {
+	/** Task runs being started here, by run id. */
+	private readonly inFlight = new Map<string, Promise<RunAnswer>>();
+
+	constructor(
+		private readonly gw: GatewayContext,
+		private readonly returns: Returns,
+		private readonly poll: JobPoll,
+	) {}
+
+	validateBody(raw: unknown): RunBody {
+		const issues = checkBody(raw);
+		if (issues) throw validationFailed(issues);
+		const body = raw as Partial<RunBody> & { fun: string };
+		return { ...body, cm_client: body.cm_client ?? "local_async" };
+	}
+
+	/** The host, if it is known and not soft-deleted. */
+	async hostTarget(ctx: Context, id: string): Promise<string[]> {
+		const found = await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: [id] });
+		if (!found.includes(id)) throw notFound(`host '${id}' not found`);
+		return [id];
+	}
+
+	/** The group's hostnames (its own and its subgroups', soft-deleted hosts left out). */
+	async groupTargets(ctx: Context, id: string): Promise<string[]> {
+		const names = await ctx.call<string[], { id: string }>("groups.hostnames", { id });
+		if (!names.length) throw new EveError(422, `group '${id}' has no hosts to run on`);
+		return names;
+	}
+
+	/** A task's targets now: group ids resolved to their hosts (groups.expandTargets), only live hosts kept. */
+	async taskTargets(ctx: Context, tgt: string[]): Promise<string[]> {
+		const names = await ctx.call<string[], { tgt: string[] }>("groups.expandTargets", { tgt });
+		const known = new Set<string>(names.length ? await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: names }) : []);
+		const live = names.filter(h => known.has(h));
+		const removed = new Set<string>(live.length ? await ctx.call<string[], { ids: string[] }>("hosts.softDeletedAmong", { ids: live }) : []);
+		return live.filter(h => !removed.has(h)).sort();
+	}
+
+	/** `POST /hosts/{id}` or `POST /groups/{id}`: the body checked, the target resolved, the run started. */
+	async onTarget(ctx: Context<{ id: string; body?: unknown }, RunMeta>, kind: "host" | "group"): Promise<RunAnswer> {
+		const body = this.validateBody(ctx.params.body);
+		const targets = kind === "host" ? await this.hostTarget(ctx, ctx.params.id) : await this.groupTargets(ctx, ctx.params.id);
+		return this.start(ctx, requester(ctx), targets, body);
+	}
+
+	/**
+	 * One run of a scheduled task. `tgt` may name hosts and groups (a group is resolved now); the task's owner
+	 * token must still allow it; a run handed over twice (its first scheduler replica died before recording it)
+	 * is started once.
+	 */
+	async ofTask(ctx: Context<TaskRun>): Promise<RunAnswer> {
+		const { task, run, takeover, owner, cm_client, fun, kwarg, tgt } = ctx.params;
+		const inFlight = run ? this.inFlight.get(run) : undefined;
+		if (inFlight) return inFlight;
+		const work = (async (): Promise<RunAnswer> => {
+			if (run) {
+				const started = await ctx.call<{ jid: string } | null, { run: string }>("actions.byRun", { run });
+				if (started) return { task_id: started.jid, status: "scheduled", return: { return: [{ jid: started.jid }] }, repeated: true };
+				// No record: the cm-gateway that started it may have died before writing them. Salt knows.
+				if (takeover) {
+					const adopted = await this.adopt(run, fun, funArgs({ cm_client, fun, kwarg }), { task, run });
+					if (adopted) return { task_id: adopted, status: "scheduled", return: { return: [{ jid: adopted }] }, repeated: true };
+				}
+			}
+			const targets = await this.taskTargets(ctx, tgt);
+			if (!targets.length) throw new EveError(422, "none of the task's targets is a live host or a group with hosts");
+			// A task runs as its owner's token as that token is now (docs/security.md).
+			const by: Requester = { token: owner ?? "", source: `scheduler@${this.gw.broker.nodeID}`.slice(0, 200), method: "TASK", path: `/api/tasks/${task}` };
+			return this.start(ctx, by, targets, { cm_client, fun, kwarg }, { task, run });
+		})();
+		if (!run) return work;
+		this.inFlight.set(run, work);
+		try {
+			return await work;
+		} finally {
+			this.inFlight.delete(run);
+		}
+	}
+
+	/**
+	 * The one door to salt-api for runs (run-door.ts): the complete call on the resolved hosts is authorized
+	 * against the requester's token as it is now (tokens.authorizeRun), written to the audit log — and only if
+	 * that record is stored is the job handed to salt-api. Its outcome completes the same record.
+	 */
+	start(ctx: Context, by: Requester, targets: string[], body: RunBody, origin: JobOrigin = {}): Promise<RunAnswer> {
+		const req: RunRequest = { by, targets, body };
+		return throughTheDoor(req, this.doorEffects(ctx, req, () => this.execute(targets, body, origin), res => res.task_id ?? null));
+	}
+
+	/** The door's effects for a run asked for in `ctx`: the token check, the audit writes, `execute`. */
+	doorEffects<R>(ctx: Context, req: RunRequest, execute: () => Promise<R>, jidOf?: (result: R) => string | null): DoorEffects<R> {
+		const { by, targets, body } = req;
+		return {
+			authorize: () => ctx.call<TokenHolder, Record<string, unknown>>("tokens.authorizeRun", { token: by.token, client: body.cm_client, fun: body.fun, arg: body.arg, kwarg: body.kwarg, targets }),
+			// A refusal's record is written in the refused call's context; a run's records by the gateway itself.
+			writeAudit: (id, entry) => (entry.outcome === "denied" ? ctx.call("audit.record", { id, entry }) : this.gw.broker.call("audit.record", { id, entry })),
+			execute,
+			jidOf,
+			newId: newObjectId,
+			log: (what, why) => this.gw.logger.error(what, why),
+		};
+	}
+
+	/**
+	 * The job Salt started for this task run, found by its metadata (runner jobs.list_jobs search_metadata):
+	 * recorded and followed like one started here. Answers its jid, or null.
+	 */
+	private async adopt(run: string, fun: string, args: unknown[], origin: JobOrigin): Promise<string | null> {
+		const jobs = await this.gw.salt.lowstate({ client: "runner", fun: "jobs.list_jobs", search_metadata: { fleet_ctl_run: run } }, { safe: true });
+		const jid = isObject(jobs) ? Object.keys(jobs).find(j => JID.test(j)) : undefined;
+		if (!jid) return null;
+		const listed = await this.gw.salt.listJob(jid);
+		const info = listed.info[0] ?? {};
+		const minions = strings(info.Minions);
+		const result: Record<string, { return?: unknown }> = isObject(info.Result) ? (info.Result as Record<string, { return?: unknown }>) : {};
+		this.gw.logger.warn(`Task run ${run} was already started as job ${jid}: following it instead of starting it again`);
+		await this.returns.writeRunning(jid, fun, args, minions, origin);
+		this.returns.track(jid, fun, args, minions, this.gw.config.cmJobTimeoutMs, origin);
+		for (const host of Object.keys(result)) this.returns.take(jid, host, result[host]?.return);
+		this.poll.schedule();
+		return jid;
+	}
+
+	private async execute(targets: string[], body: RunBody, origin: JobOrigin = {}): Promise<RunAnswer> {
+		const { task, run } = origin;
+		const chunk: Lowstate = { client: body.cm_client, tgt: targets, tgt_type: "list", fun: body.fun };
+		if (body.arg) chunk.arg = body.arg;
+		if (body.kwarg) chunk.kwarg = body.kwarg;
+		// A task run names itself in the job's metadata, so that a takeover can find the job in Salt.
+		if (run) chunk.metadata = { fleet_ctl_run: run, ...(task ? { fleet_ctl_task: task } : {}) };
+		const args = funArgs(body);
+
+		if (body.cm_client === "local_async") {
+			const started = await this.startAsync(chunk, args, this.gw.config.cmJobTimeoutMs, { task, run });
+			if (!started) return { task_id: null, status: "no_minions", return: { return: [{}] } };
+			return { task_id: started.jid, status: "scheduled", return: { return: [started.ret] } };
+		}
+
+		chunk.full_return = true;
+		const ret = await this.gw.salt.lowstate(chunk);
+		if (!isObject(ret)) throw new EveError(502, "salt-api sent a malformed answer to local");
+		const outputs: Record<string, unknown> = {};
+		const answered: Array<{ host: string; jid: string; raw: unknown }> = [];
+		let jid: string | null = null;
+		const missing: string[] = [];
+		for (const [host, value] of Object.entries(ret)) {
+			const full = isObject(value) && "ret" in value ? (value as { ret: unknown; jid?: unknown }) : null;
+			if (full && typeof full.jid === "string" && JID.test(full.jid)) {
+				jid ??= full.jid;
+				outputs[host] = full.ret;
+				answered.push({ host, jid: full.jid, raw: full.ret });
+			} else {
+				// No return: salt's `false`, or its "Minion did not return" text (which names the jid).
+				const output = full ? full.ret : value;
+				outputs[host] = output;
+				missing.push(host);
+				const named = typeof output === "string" ? /jobs\.lookup_jid (\d{20}(?:_\d+)?)/.exec(output) : null;
+				if (named) jid ??= named[1];
+			}
+		}
+		if (jid) {
+			const records: JobReturn[] = answered.map(a => ({ jid: a.jid, action: body.fun, host: a.host, state: "finished", args, raw: a.raw, monitor: false, task, run }));
+			for (const host of missing) records.push({ jid, action: body.fun, host, state: "timeout", args, raw: outputs[host] === false ? NO_RETURN : outputs[host], monitor: false, task, run });
+			await this.returns.record(records);
+		}
+		return { task_id: jid, status: Object.keys(outputs).length ? "finished" : "no_minions", return: { return: [outputs] } };
+	}
+
+	/** Publishes a local_async job and tracks its hosts; null when no minion matched. */
+	async startAsync(chunk: Lowstate, args: unknown[], timeoutMs: number, origin: JobOrigin): Promise<{ jid: string; ret: unknown } | null> {
+		const ret = await this.gw.salt.lowstate(chunk);
+		if (!isObject(ret) || Object.keys(ret).length === 0) return null;
+		const { jid, minions } = ret as { jid?: unknown; minions?: unknown };
+		if (typeof jid !== "string" || !JID.test(jid) || !Array.isArray(minions)) throw new EveError(502, "salt-api sent a malformed answer to local_async");
+		const hosts = minions.map(String);
+		// Written before any return of the job (same lane), so that a return is never overwritten.
+		const running = origin.monitor ? null : this.returns.writeRunning(jid, chunk.fun, args, hosts, origin);
+		this.returns.track(jid, chunk.fun, args, hosts, timeoutMs, origin);
+		this.poll.schedule();
+		await running;
+		return { jid, ret };
+	}
+}
