@@ -6,6 +6,7 @@
  *   TRANSPORTER=nats://h:4222  -> services split over NATS (credentials in the URL: nats://user:pass@h:4222)
  *   SERVICES=api,hosts         -> which services this process runs (default: all of them)
  */
+import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { BrokerOptions } from "moleculer";
@@ -30,6 +31,25 @@ let replServer: REPLServer | undefined;
 
 // The runner loads services from SERVICEDIR; default to the compiled services next to this file.
 process.env.SERVICEDIR ??= path.join(__dirname, "services");
+// SERVICES names services (`api,hosts,webhook-deliveries`); a service with parts lives in a folder
+// (services/webhooks/webhook-deliveries.service.js): each name becomes its file, which moleculer-runner takes as is.
+if (process.env.SERVICES) process.env.SERVICES = serviceFiles(process.env.SERVICEDIR, process.env.SERVICES);
+
+/** `names` (comma list) with each service name replaced by its file under `dir`; paths, globs and unknown names stay. */
+function serviceFiles(dir: string, names: string): string {
+	let files: string[] = [];
+	try {
+		files = (fs.readdirSync(dir, { recursive: true }) as string[]).filter(f => f.endsWith(".service.js"));
+	} catch {
+		return names; // not a directory: as moleculer-runner takes it
+	}
+	const byName = new Map(files.map(f => [path.basename(f, ".service.js"), path.join(dir, f)]));
+	return names
+		.split(",")
+		.map(n => n.trim())
+		.map(n => byName.get(n) ?? n)
+		.join(",");
+}
 
 const brokerConfig: BrokerOptions = {
 	namespace: process.env.NAMESPACE ?? "fleet-ctl",

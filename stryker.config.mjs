@@ -17,7 +17,7 @@ export const MODULES = [
 	"lib/secrets.ts", // secrets at rest
 	"lib/json-depth.ts", // nesting bound on client JSON
 	"lib/store-keys.ts", // key encoding at the storage boundary
-	"lib/task-claims.ts", // the scheduler's claims and lease takeovers (exactly once)
+	"services/tasks/task-claims.ts", // the scheduler's claims and lease takeovers (exactly once)
 	"lib/eve/paging.ts", // page arithmetic, _meta and _links
 	"services/cm-gateway/run-door.ts", // the audit-first, authorized-where-it-starts run path
 ];
@@ -29,7 +29,7 @@ export const UNIT_SPECS = [
 	"test/secrets.spec.ts",
 	"test/json-depth.spec.ts",
 	"test/store-keys.spec.ts",
-	"test/task-claims.spec.ts",
+	"test/tasks/task-claims.spec.ts",
 	"test/paging.spec.ts",
 	"test/cm-gateway/run-door.spec.ts",
 ];

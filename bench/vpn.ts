@@ -9,11 +9,11 @@
  *   100 changed     100 users got a new hardware token: a sync writes those 100 hosts
  *
  * Next to each, the floor: the same Pritunl reads (GET /organization, GET /user/<org> for each
- * organization) made directly by lib/pritunl-client.ts from the bench process.
+ * organization) made directly by services/vpn/pritunl-client.ts from the bench process.
  */
 import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { batchesBySize } from "../lib/batches";
-import { PritunlClient } from "../lib/pritunl-client";
+import { PritunlClient } from "../services/vpn/pritunl-client";
 import { PritunlSimulator } from "../test/simulators/pritunl";
 import { hostId, makeHost } from "./hosts";
 import { apiJson, benchCluster, envInt, fmt, procLogs, quantile, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";

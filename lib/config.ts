@@ -124,7 +124,7 @@ export interface Config {
 	 */
 	cmPresenceMaxLossPercent: number;
 	cmPresenceConfirmMs: number;
-	/** Webhook deliveries (services/webhooks.service.ts): one attempt's timeout, in ms. */
+	/** Webhook deliveries (services/webhooks/webhooks.service.ts): one attempt's timeout, in ms. */
 	webhookTimeoutMs: number;
 	/** Deliveries in flight at once to receivers in good standing (per webhooks replica; failing receivers go in a lane of their own, docs/webhooks.md); one receiver never has more than one. */
 	webhookConcurrency: number;

@@ -27,9 +27,9 @@ import {
 	type Resolve,
 } from "../lib/address-guard";
 import { loadConfig } from "../lib/config";
-import { ResolverError, checkResolverUrl, resolveBatch } from "../lib/ip-resolver";
-import { PritunlClient, PritunlError } from "../lib/pritunl-client";
-import { deliver } from "../lib/webhook-delivery";
+import { ResolverError, checkResolverUrl, resolveBatch } from "../services/graph/ip-resolver";
+import { PritunlClient, PritunlError } from "../services/vpn/pritunl-client";
+import { deliver } from "../services/webhooks/webhook-delivery";
 import { startEmbedded, type Harness } from "./support/harness";
 import { request, expectEveError } from "./support/http";
 import { ownNameUnlike } from "./support/own-name";

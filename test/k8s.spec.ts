@@ -109,7 +109,7 @@ describe("k8s/", () => {
 		it("deploys every service exactly once, from one image, with SERVICES choosing", () => {
 			const deployed = fleetDeployments(objects).flatMap(d => envOf(d.spec.template.spec.containers[0], "SERVICES").value.split(","));
 			expect(new Set(deployed).size).toBe(deployed.length);
-			// vpn: services/vpn.service.ts (the Pritunl service) has its own Deployment
+			// vpn: services/vpn/vpn.service.ts (the Pritunl service) has its own Deployment
 			expect(deployed.sort()).toEqual([...new Set([...ALL_SERVICES(), "vpn"])].sort());
 			const images = new Set(fleetDeployments(objects).map(d => d.spec.template.spec.containers[0].image));
 			expect(images.size).toBe(1);

@@ -5,7 +5,7 @@
 import type { Context } from "moleculer";
 import { batchesBySize } from "../../lib/batches";
 import { EveError } from "../../lib/eve/errors";
-import { trackJob, type JobHandle } from "../../lib/progress";
+import { trackJob, type JobHandle } from "./progress";
 import { UPSERT_BATCH, eachLimited, type GatewayContext } from "./context";
 
 export interface LoadResult {

@@ -15,7 +15,7 @@ export const MAX_UPLOAD_BYTES = 1024 * 1024;
 
 export const SUITE_ENV: Record<string, string> = {
 	NODEGROUPS: JSON.stringify(NODEGROUPS),
-	// The suites check task records as the API leaves them; the scheduler has suites of its own (test/tasks.scheduler.spec.ts).
+	// The suites check task records as the API leaves them; the scheduler has suites of its own (test/tasks/tasks.scheduler.spec.ts).
 	TASK_SCHEDULER: "false",
 	// Likewise the snapshots: the statistics suite takes its own (stats.snapshot at chosen times); test/stats.distributed.spec.ts the periodic ones.
 	STATS_SNAPSHOTS: "false",

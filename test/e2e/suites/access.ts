@@ -267,7 +267,7 @@ export default function access(h: () => Harness): void {
 		"POST vpn_organizations": { path: "vpn_organizations", body: {}, status: 422 },
 		"POST vpn_organizations/:id/sync": { path: `vpn_organizations/${UNKNOWN_ID}/sync`, status: 404 },
 		"GET vpn_organizations/:id": { path: `vpn_organizations/${UNKNOWN_ID}`, status: 404 },
-		// Not the Eve mixin's DELETE (services/vpn.service.ts deleteOrganization): still 204 for an absent id.
+		// Not the Eve mixin's DELETE (services/vpn/vpn.service.ts deleteOrganization): still 204 for an absent id.
 		"DELETE vpn_organizations/:id": { path: `vpn_organizations/${UNKNOWN_ID}`, status: 404 },
 		"GET tokens": { path: "tokens", status: 200 },
 		"POST tokens": { path: "tokens", body: {}, status: 422 },

@@ -545,7 +545,7 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 
 	/** Headers of a request signed with the suite's API token, as a Pritunl API client sends them. */
 	async function tokenHeaders(method: string, p: string): Promise<Record<string, string>> {
-		const { pritunlSignature } = await import("../../../lib/pritunl-client");
+		const { pritunlSignature } = await import("../../../services/vpn/pritunl-client");
 		const ts = String(Math.floor(Date.now() / 1000));
 		const nonce = Math.random().toString(16).slice(2).padEnd(16, "0");
 		return { "Auth-Token": API_TOKEN, "Auth-Timestamp": ts, "Auth-Nonce": nonce, "Auth-Signature": pritunlSignature(API_SECRET, API_TOKEN, ts, nonce, method, p) };

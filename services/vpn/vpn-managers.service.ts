@@ -6,14 +6,14 @@
  */
 import { X509Certificate } from "node:crypto";
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
-import { OBJECT_ID } from "../lib/eve/ids";
-import { conflict, type Issues } from "../lib/eve/errors";
-import { encryptSecret, decryptSecret } from "../lib/secrets";
-import type { Doc } from "../lib/store";
-import { loadConfig } from "../lib/config";
-import { outboundPolicy, outboundUrlProblem, type OutboundPolicy } from "../lib/address-guard";
-import { pritunlBaseUrl } from "../lib/pritunl-client";
+import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
+import { OBJECT_ID } from "../../lib/eve/ids";
+import { conflict, type Issues } from "../../lib/eve/errors";
+import { encryptSecret, decryptSecret } from "../../lib/secrets";
+import type { Doc } from "../../lib/store";
+import { loadConfig } from "../../lib/config";
+import { outboundPolicy, outboundUrlProblem, type OutboundPolicy } from "../../lib/address-guard";
+import { pritunlBaseUrl } from "./pritunl-client";
 
 /** Fields kept encrypted at rest and masked on the way out. */
 const SECRETS = ["password", "api_token", "api_secret"];

@@ -14,8 +14,8 @@
  *
  * Nothing here reads a clock or makes an id: `now`, the run id and the replica's name are given.
  */
-import type { Filter } from "./eve/query";
-import type { Doc, Store, Update } from "./store";
+import type { Filter } from "../../lib/eve/query";
+import type { Doc, Store, Update } from "../../lib/store";
 
 /** Due tasks claimed per scheduler pass, earliest first. */
 export const DUE_LIMIT = 500;
@@ -41,7 +41,7 @@ export interface LastRun {
 	message?: string;
 }
 
-/** One claim of a task's due run, as the claiming replica planned it (lib/schedule.ts planRun). */
+/** One claim of a task's due run, as the claiming replica planned it (services/tasks/schedule.ts planRun). */
 export interface Claim {
 	/** The due time claimed: the task's `next` as the replica read it. */
 	due: Date;

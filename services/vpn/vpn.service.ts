@@ -1,6 +1,6 @@
 /**
  * The vpn service: fleet-ctl's side of Pritunl (docs/vpn.md). It owns no collection, only the
- * connections to each manager's Pritunl (lib/pritunl-client.ts):
+ * connections to each manager's Pritunl (services/vpn/pritunl-client.ts):
  *
  *  - `checkManager`: a VPN manager is created only once its credentials log in;
  *  - `createOrganization` / `deleteOrganization` (POST and DELETE /vpn_organizations): the organization is
@@ -17,13 +17,13 @@
  */
 import { createHash } from "node:crypto";
 import type { Context, ServiceSchema } from "moleculer";
-import { loadConfig } from "../lib/config";
-import { EveError, badRequest, notFound, validationFailed, type Issues } from "../lib/eve/errors";
-import { PritunlClient, PritunlError, pritunlBaseUrl } from "../lib/pritunl-client";
-import { outboundPolicy } from "../lib/address-guard";
-import type { HttpMeta } from "../mixins/eve-collection.mixin";
-import type { Doc } from "../lib/store";
-import { HOSTNAME, OBJECT_ID } from "../lib/eve/ids";
+import { loadConfig } from "../../lib/config";
+import { EveError, badRequest, notFound, validationFailed, type Issues } from "../../lib/eve/errors";
+import { PritunlClient, PritunlError, pritunlBaseUrl } from "./pritunl-client";
+import { outboundPolicy } from "../../lib/address-guard";
+import type { HttpMeta } from "../../mixins/eve-collection.mixin";
+import type { Doc } from "../../lib/store";
+import { HOSTNAME, OBJECT_ID } from "../../lib/eve/ids";
 
 
 /** The spec's host `vpn_representation`, in its order, from Pritunl's `User.dict()` (protocols.md §9). */

@@ -5,11 +5,11 @@
  * the misfire and overlap policies; pause and resume; a run that cannot be made is recorded as failed
  * with an alert; GET /tasks/{id}/preview.
  */
-import { SaltApiSimulator } from "./simulators/salt-api";
-import { SaltClient } from "../services/cm-gateway/salt-client";
-import { startEmbedded, type Harness } from "./support/harness";
-import { request, expectEveError, eventually, withQuery } from "./support/http";
-import { formatHttpDate } from "../lib/eve/dates";
+import { SaltApiSimulator } from "../simulators/salt-api";
+import { SaltClient } from "../../services/cm-gateway/salt-client";
+import { startEmbedded, type Harness } from "../support/harness";
+import { request, expectEveError, eventually, withQuery } from "../support/http";
+import { formatHttpDate } from "../../lib/eve/dates";
 
 describe("the task scheduler", () => {
 	let sim: SaltApiSimulator;

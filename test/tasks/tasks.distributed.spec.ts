@@ -5,10 +5,10 @@
  * seconds; one tasks replica is killed with SIGKILL in the middle. Every task must run exactly once,
  * counted at the salt-api simulator.
  */
-import { SaltApiSimulator } from "./simulators/salt-api";
-import { ALL_SERVICES, apiOf, ensureNats, runServices, stopProcs, uniqueMongoUri, type Nats, type Proc } from "./support/harness";
-import { request, eventually } from "./support/http";
-import { formatHttpDate } from "../lib/eve/dates";
+import { SaltApiSimulator } from "../simulators/salt-api";
+import { ALL_SERVICES, apiOf, ensureNats, runServices, stopProcs, uniqueMongoUri, type Nats, type Proc } from "../support/harness";
+import { request, eventually } from "../support/http";
+import { formatHttpDate } from "../../lib/eve/dates";
 
 const mongoUri = process.env.MONGO_URI;
 const TASKS = 300;

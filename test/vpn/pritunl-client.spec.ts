@@ -1,12 +1,12 @@
 /**
- * The Pritunl client (lib/pritunl-client.ts) against the Pritunl simulator over real HTTP: both ways of
+ * The Pritunl client (services/vpn/pritunl-client.ts) against the Pritunl simulator over real HTTP: both ways of
  * logging in, the exact HMAC signature (checked by the simulator), sessions that end, Pritunl's quirks,
  * and failures (502 unreachable or nonsense, 504 no answer, no POST sent twice, TLS with a manager's CA).
  */
 import { createHmac } from "node:crypto";
-import { PritunlClient, PritunlError, pritunlBaseUrl, pritunlSignature } from "../lib/pritunl-client";
-import { PritunlSimulator, untar } from "./simulators/pritunl";
-import { opensslAvailable, selfSignedCert } from "./support/tls";
+import { PritunlClient, PritunlError, pritunlBaseUrl, pritunlSignature } from "../../services/vpn/pritunl-client";
+import { PritunlSimulator, untar } from "../simulators/pritunl";
+import { opensslAvailable, selfSignedCert } from "../support/tls";
 
 describe("Pritunl client against the simulator", () => {
 	let sim: PritunlSimulator;

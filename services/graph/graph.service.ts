@@ -19,19 +19,19 @@
  * A second POST while one runs is a 409; a run whose process died is taken over once its lease has passed.
  */
 import type { Context, Service, ServiceSchema } from "moleculer";
-import type { RestContext } from "../mixins/eve-collection.mixin";
-import { loadConfig } from "../lib/config";
-import { batchesBySize } from "../lib/batches";
-import { formatHttpDate, nowSeconds } from "../lib/eve/dates";
-import { badRequest, notFound, validationFailed } from "../lib/eve/errors";
-import { OBJECT_ID } from "../lib/eve/ids";
-import { QueryArgs, parseWhere } from "../lib/eve/query";
-import { compileSchema } from "../lib/eve/validation";
-import { GRAPH_ACTIONS, GRAPH_RUN_BODY } from "../lib/bodies";
-import type { GroupDef } from "../lib/group-rules";
-import { RESOLVE_BATCH, ResolverError, checkResolverUrl, resolveBatch } from "../lib/ip-resolver";
-import { outboundPolicy, type OutboundPolicy } from "../lib/address-guard";
-import type { Doc } from "../lib/store";
+import type { RestContext } from "../../mixins/eve-collection.mixin";
+import { loadConfig } from "../../lib/config";
+import { batchesBySize } from "../../lib/batches";
+import { formatHttpDate, nowSeconds } from "../../lib/eve/dates";
+import { badRequest, notFound, validationFailed } from "../../lib/eve/errors";
+import { OBJECT_ID } from "../../lib/eve/ids";
+import { QueryArgs, parseWhere } from "../../lib/eve/query";
+import { compileSchema } from "../../lib/eve/validation";
+import { GRAPH_ACTIONS, GRAPH_RUN_BODY } from "../../lib/bodies";
+import type { GroupDef } from "../../lib/group-rules";
+import { RESOLVE_BATCH, ResolverError, checkResolverUrl, resolveBatch } from "./ip-resolver";
+import { outboundPolicy, type OutboundPolicy } from "../../lib/address-guard";
+import type { Doc } from "../../lib/store";
 
 type EveThis = Service & Record<string, any>;
 

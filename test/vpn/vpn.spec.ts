@@ -5,10 +5,10 @@
  * after a create gave up waiting is removed by a later sync. The on-demand paths are in the e2e VPN suite.
  */
 import type { Middleware } from "moleculer";
-import { startEmbedded, type Harness } from "./support/harness";
-import { request, eventually, expectEveError } from "./support/http";
-import { SUITE_ENV } from "./support/suite-env";
-import { PritunlSimulator } from "./simulators/pritunl";
+import { startEmbedded, type Harness } from "../support/harness";
+import { request, eventually, expectEveError } from "../support/http";
+import { SUITE_ENV } from "../support/suite-env";
+import { PritunlSimulator } from "../simulators/pritunl";
 
 describe("vpn service: the periodic sync", () => {
 	let h: Harness;

@@ -11,7 +11,7 @@
 import http from "node:http";
 import https from "node:https";
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import { guardedLookup, literalHostRefusal, type OutboundPolicy } from "./address-guard";
+import { guardedLookup, literalHostRefusal, type OutboundPolicy } from "../../lib/address-guard";
 
 const MAX_RESPONSE_BYTES = 4096;
 
@@ -23,7 +23,7 @@ export function signature(secret: string, timestamp: number, body: string): stri
 	return `t=${timestamp},v1=${createHmac("sha256", secret).update(`${timestamp}.${body}`).digest("hex")}`;
 }
 
-/** What a receiver does (test/webhooks.spec.ts's receiver uses it; docs/webhooks.md shows it). */
+/** What a receiver does (test/webhooks/webhooks.spec.ts's receiver uses it; docs/webhooks.md shows it). */
 export function verifySignature(secret: string, header: string | undefined, body: string, toleranceSeconds = 300, now = Date.now()): boolean {
 	const m = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(header ?? "");
 	if (!m) return false;

@@ -1,7 +1,7 @@
 /**
  * Owns the `webhooks` collection: URLs that admins subscribe to alerts, by alert type (globs: `host.*`,
  * `*`) and level. Every alert raised anywhere (alerts.service emits `alerts.raised` to one webhooks
- * replica) is delivered to each matching active webhook as a signed JSON POST (lib/webhook-delivery.ts),
+ * replica) is delivered to each matching active webhook as a signed JSON POST (services/webhooks/webhook-delivery.ts),
  * retried with exponential backoff, every attempt logged in `webhook_deliveries`.
  *
  * The secret that signs a webhook's deliveries is made by the server, shown once in the creating response,
@@ -17,16 +17,16 @@
  * persisted: deliveries still pending when the process stops stay `pending` in the log (docs/webhooks.md).
  */
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
-import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
-import { globMatches } from "../lib/auth";
-import { formatHttpDate } from "../lib/eve/dates";
-import type { Issues } from "../lib/eve/errors";
-import { loadConfig } from "../lib/config";
-import { encryptSecret, decryptSecret } from "../lib/secrets";
-import { deliver, newWebhookSecret, signature } from "../lib/webhook-delivery";
-import { outboundPolicy, outboundUrlProblem } from "../lib/address-guard";
-import type { Doc } from "../lib/store";
+import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
+import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
+import { globMatches } from "../../lib/auth";
+import { formatHttpDate } from "../../lib/eve/dates";
+import type { Issues } from "../../lib/eve/errors";
+import { loadConfig } from "../../lib/config";
+import { encryptSecret, decryptSecret } from "../../lib/secrets";
+import { deliver, newWebhookSecret, signature } from "./webhook-delivery";
+import { outboundPolicy, outboundUrlProblem } from "../../lib/address-guard";
+import type { Doc } from "../../lib/store";
 
 const LEVELS = ["debug", "info", "warning", "error", "critical"];
 const MAX_BACKOFF_MS = 5 * 60_000;

@@ -1,16 +1,16 @@
 /**
- * Owns the `webhook_deliveries` collection: the log of every webhook delivery (services/webhooks.service.ts
+ * Owns the `webhook_deliveries` collection: the log of every webhook delivery (services/webhooks/webhooks.service.ts
  * writes it): which webhook and alert, `status` (pending, delivered, failed, dropped, cancelled), `attempts`,
  * the last HTTP status or error, how long the last attempt took, when the next one is due. Read by admins
  * at `/api/webhook_deliveries` and, for one webhook, `/api/webhooks/{id}/deliveries`.
  */
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../mixins/eve-collection.mixin";
-import { OBJECT_ID } from "../lib/eve/ids";
-import { nowSeconds } from "../lib/eve/dates";
-import { notFound } from "../lib/eve/errors";
-import { QueryArgs, parseWhere } from "../lib/eve/query";
-import type { Doc } from "../lib/store";
+import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../../mixins/eve-collection.mixin";
+import { OBJECT_ID } from "../../lib/eve/ids";
+import { nowSeconds } from "../../lib/eve/dates";
+import { notFound } from "../../lib/eve/errors";
+import { QueryArgs, parseWhere } from "../../lib/eve/query";
+import type { Doc } from "../../lib/store";
 
 export const DELIVERY_STATUSES = ["pending", "delivered", "failed", "dropped", "cancelled"];
 

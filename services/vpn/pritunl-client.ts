@@ -24,8 +24,8 @@ import http from "node:http";
 import https from "node:https";
 import tls from "node:tls";
 import { createHmac, randomUUID } from "node:crypto";
-import { EveError } from "./eve/errors";
-import { guardedLookup, isOutboundRefusal, literalHostRefusal, type OutboundPolicy } from "./address-guard";
+import { EveError } from "../../lib/eve/errors";
+import { guardedLookup, isOutboundRefusal, literalHostRefusal, type OutboundPolicy } from "../../lib/address-guard";
 
 export type PritunlErrorKind = "unreachable" | "timeout" | "auth" | "upstream" | "malformed" | "refused" | "blocked";
 

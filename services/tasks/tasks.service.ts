@@ -12,17 +12,17 @@
  * over. The database is the only truth: timers only decide when to look again.
  */
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
-import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
-import { loadConfig, type Config } from "../lib/config";
-import { FIRST_YEAR, LAST_YEAR, firstDue, neverDueReason, nextDue, parseCron, parseWallTime, planRun, preview, resumedNext, validTimeZone, type Schedule } from "../lib/schedule";
-import { QueryArgs } from "../lib/eve/query";
-import { formatHttpDate, parseHttpDate } from "../lib/eve/dates";
-import { EveError, badRequest, notFound, validationFailed, type Issues } from "../lib/eve/errors";
-import type { Doc } from "../lib/store";
-import { countMetric, observeMetric } from "../lib/metrics";
-import { SALT_FUN } from "../lib/bodies";
-import { claimRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "../lib/task-claims";
+import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
+import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
+import { loadConfig, type Config } from "../../lib/config";
+import { FIRST_YEAR, LAST_YEAR, firstDue, neverDueReason, nextDue, parseCron, parseWallTime, planRun, preview, resumedNext, validTimeZone, type Schedule } from "./schedule";
+import { QueryArgs } from "../../lib/eve/query";
+import { formatHttpDate, parseHttpDate } from "../../lib/eve/dates";
+import { EveError, badRequest, notFound, validationFailed, type Issues } from "../../lib/eve/errors";
+import type { Doc } from "../../lib/store";
+import { countMetric, observeMetric } from "../../lib/metrics";
+import { SALT_FUN } from "../../lib/bodies";
+import { claimRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";
 
 export const TASK_STATUSES = ["scheduled", "paused", "finished"];
 /** The fields that decide what a task runs, or when: changing one needs the changer's scope to cover the task. */
@@ -81,7 +81,7 @@ function taskTimeProblem(value: unknown, date: Date | null): string | null {
 }
 
 /**
- * Why a task's schedule can never fire, or null: its first due time (lib/schedule.ts firstDue, a bounded
+ * Why a task's schedule can never fire, or null: its first due time (services/tasks/schedule.ts firstDue, a bounded
  * search) does not exist because `end` comes before it (or the cron expression matches no date).
  */
 function neverFiresIssue(s: Schedule): Issues | null {

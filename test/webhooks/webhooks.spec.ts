@@ -8,12 +8,12 @@ import http from "node:http";
 import dns from "node:dns";
 import os from "node:os";
 import type { AddressInfo } from "node:net";
-import { startEmbedded, uniqueMongoUri, type Harness } from "./support/harness";
-import { request, expectEveError, eventually, withQuery } from "./support/http";
-import { ownNameUnlike } from "./support/own-name";
-import { itIf } from "./support/skip";
-import { verifySignature } from "../lib/webhook-delivery";
-import { outboundPolicy, outboundUrlProblem } from "../lib/address-guard";
+import { startEmbedded, uniqueMongoUri, type Harness } from "../support/harness";
+import { request, expectEveError, eventually, withQuery } from "../support/http";
+import { ownNameUnlike } from "../support/own-name";
+import { itIf } from "../support/skip";
+import { verifySignature } from "../../services/webhooks/webhook-delivery";
+import { outboundPolicy, outboundUrlProblem } from "../../lib/address-guard";
 
 interface Received {
 	at: number;

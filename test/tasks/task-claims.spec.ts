@@ -1,8 +1,8 @@
 /**
- * The scheduler's claims and leases (lib/task-claims.ts), exactly once without MongoDB: several scheduler
+ * The scheduler's claims and leases (services/tasks/task-claims.ts), exactly once without MongoDB: several scheduler
  * replicas race on ONE real store — the embedded NeDB store (a file, so that a restart opens it afresh) and,
  * when MONGO_URI is set, that database (in CI the wire-protocol emulator, not MongoDB; each replica with a
- * connection of its own). Each replica does what a scheduler pass does (services/tasks.service.ts
+ * connection of its own). Each replica does what a scheduler pass does (services/tasks/tasks.service.ts
  * schedulerTick): look for dead runs and take them over, look for due tasks and claim each, later renew or
  * record its runs. The clock is given, never read.
  *
@@ -14,7 +14,7 @@
 import Datastore from "@seald-io/nedb";
 import { MongoClient } from "mongodb";
 import path from "node:path";
-import { MongoStore, NedbStore, type Doc, type MongoCollection, type NedbDatastore, type Store } from "../lib/store";
+import { MongoStore, NedbStore, type Doc, type MongoCollection, type NedbDatastore, type Store } from "../../lib/store";
 import {
 	claimFilter,
 	claimRun,
@@ -34,8 +34,8 @@ import {
 	takeoverFilter,
 	takeoverUpdate,
 	type LastRun,
-} from "../lib/task-claims";
-import { tempDir, uniqueMongoUri } from "./support/harness";
+} from "../../services/tasks/task-claims";
+import { tempDir, uniqueMongoUri } from "../support/harness";
 
 /** The clock of these tests: T(s) is s seconds after 2030-01-01 00:00:00 UTC. */
 const T = (s: number) => new Date(Date.UTC(2030, 0, 1, 0, 0, s));

@@ -3,17 +3,17 @@
  * The organization's `auth_token` and `auth_secret` are secrets and never shown in clear.
  */
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../mixins/eve-collection.mixin";
-import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
-import { nowSeconds } from "../lib/eve/dates";
-import { MASK } from "../lib/eve/render";
-import { EveError } from "../lib/eve/errors";
-import type { Doc } from "../lib/store";
+import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../../mixins/eve-collection.mixin";
+import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
+import { nowSeconds } from "../../lib/eve/dates";
+import { MASK } from "../../lib/eve/render";
+import { EveError } from "../../lib/eve/errors";
+import type { Doc } from "../../lib/store";
 
 /**
  * Creates of organizations under way (internal): written before Pritunl is asked, removed once the record
  * is stored or what Pritunl made is undone, so that a create whose vpn process died half-way is found and
- * undone by another (services/vpn.service.ts).
+ * undone by another (services/vpn/vpn.service.ts).
  */
 const CREATES = "vpn_organization_creates";
 

@@ -21,8 +21,8 @@
 import http from "node:http";
 import https from "node:https";
 import { isIP } from "node:net";
-import { rejectProtoKeys } from "./eve/query";
-import { guardedLookup, isOutboundRefusal, literalHostRefusal, outboundUrlProblem, type OutboundPolicy } from "./address-guard";
+import { rejectProtoKeys } from "../../lib/eve/query";
+import { guardedLookup, isOutboundRefusal, literalHostRefusal, outboundUrlProblem, type OutboundPolicy } from "../../lib/address-guard";
 
 export const RESOLVE_BATCH = 500;
 export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
