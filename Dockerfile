@@ -34,5 +34,5 @@ RUN mkdir -p /data && chown 1000:1000 /data
 USER 1000:1000
 EXPOSE 3000 3001
 ENTRYPOINT ["/usr/bin/tini", "--"]
-# --no-warnings: Node's warnings go to the JSON log (lib/logging.ts), not to stderr as plain text.
+# --no-warnings: Node's warnings go to the JSON log (lib/runtime/logging.ts), not to stderr as plain text.
 CMD ["node", "--no-warnings", "node_modules/moleculer/bin/moleculer-runner.js", "--config", "dist/moleculer.config.js"]

@@ -10,16 +10,16 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import type { BrokerOptions } from "moleculer";
-import { QuietConsoleLogger, printStartBlock, refuseBadStart } from "./lib/first-screen";
-import { FleetJSONExt } from "./lib/serializer";
+import { QuietConsoleLogger, printStartBlock, refuseBadStart } from "./lib/runtime/first-screen";
+import { FleetJSONExt } from "./lib/runtime/serializer";
 import { replCommands } from "./lib/repl/commands";
 import type { REPLServer } from "node:repl";
 import { envInt, loadConfig } from "./lib/config";
-import { HealthMiddleware } from "./lib/health";
-import { ScrapedPrometheusReporter } from "./lib/metrics";
-import { RequestLogMiddleware, jsonFormatter, routeProcessWarnings } from "./lib/logging";
-import { installCrashGuard } from "./lib/crash-guard";
-import { NatsConnectionMiddleware, ResendUndeliveredMiddleware, RestartedNodeMiddleware, SlowBackendBulkheads, endpointFailure } from "./lib/resilience";
+import { HealthMiddleware } from "./lib/runtime/health";
+import { ScrapedPrometheusReporter } from "./lib/runtime/metrics";
+import { RequestLogMiddleware, jsonFormatter, routeProcessWarnings } from "./lib/runtime/logging";
+import { installCrashGuard } from "./lib/runtime/crash-guard";
+import { NatsConnectionMiddleware, ResendUndeliveredMiddleware, RestartedNodeMiddleware, SlowBackendBulkheads, endpointFailure } from "./lib/runtime/resilience";
 
 // Node.js too old, a setting refused: one line on stderr and exit 1, before the broker prints anything.
 refuseBadStart();
@@ -57,18 +57,18 @@ const brokerConfig: BrokerOptions = {
 	nodeID: process.env.NODEID || `${os.hostname()}-${process.pid}`,
 
 	// Moleculer's Console logger, with what every start repeats (services registered and started, the
-	// broker's parts) at debug level (lib/first-screen.ts).
-	// json: one object per line with the request id where there is one (lib/logging.ts)
+	// broker's parts) at debug level (lib/runtime/first-screen.ts).
+	// json: one object per line with the request id where there is one (lib/runtime/logging.ts)
 	logger: new QuietConsoleLogger({ formatter: (process.env.LOG_FORMAT === "json" ? jsonFormatter : "short") as never, colors: process.env.LOG_FORMAT !== "json" && process.stdout.isTTY, moduleColors: false }),
 	logLevel: (process.env.LOGLEVEL as BrokerOptions["logLevel"]) ?? "info",
 
 	transporter: (process.env.TRANSPORTER || null) as BrokerOptions["transporter"],
-	// JSONExt on the wire (dates survive), with a faster decoder; see lib/serializer.ts.
+	// JSONExt on the wire (dates survive), with a faster decoder; see lib/runtime/serializer.ts.
 	serializer: new FleetJSONExt(),
 
 	// Every call has a deadline (Moleculer's default is none); long salt-api work has its own (CM_API_TIMEOUT_MS).
 	requestTimeout: envInt("REQUEST_TIMEOUT_MS", 30_000),
-	// Off: ResendUndelivered (lib/resilience.ts) sends again only what never left this node, and the
+	// Off: ResendUndelivered (lib/runtime/resilience.ts) sends again only what never left this node, and the
 	// gateway's reads once more when their node went away; nothing else is ever sent twice.
 	retryPolicy: { enabled: false },
 	maxCallLevel: 100,
@@ -94,7 +94,7 @@ const brokerConfig: BrokerOptions = {
 		halfOpenTime: 10_000,
 		check: endpointFailure as never,
 	},
-	// Bulkheads only where an outside system can be slow (lib/resilience.ts).
+	// Bulkheads only where an outside system can be slow (lib/runtime/resilience.ts).
 	bulkhead: { enabled: false },
 
 	validator: true,

@@ -11,26 +11,26 @@
 import fs from "node:fs";
 
 export const MODULES = [
-	"lib/auth.ts", // roles, runDenial, function globs, redact, bearer tokens
+	"lib/http/auth.ts", // roles, runDenial, function globs, redact, bearer tokens
 	"lib/eve/query.ts", // where / projection / sort / embedded validation, allowlists, limits, paging
-	"lib/address-guard.ts", // outbound addresses
-	"lib/secrets.ts", // secrets at rest
-	"lib/json-depth.ts", // nesting bound on client JSON
-	"lib/store-keys.ts", // key encoding at the storage boundary
+	"lib/security/address-guard.ts", // outbound addresses
+	"lib/security/secrets.ts", // secrets at rest
+	"lib/http/json-depth.ts", // nesting bound on client JSON
+	"lib/storage/store-keys.ts", // key encoding at the storage boundary
 	"services/tasks/task-claims.ts", // the scheduler's claims and lease takeovers (exactly once)
 	"lib/eve/paging.ts", // page arithmetic, _meta and _links
 	"services/cm-gateway/run-door.ts", // the audit-first, authorized-where-it-starts run path
 ];
 
 export const UNIT_SPECS = [
-	"test/auth.spec.ts",
-	"test/query.spec.ts",
-	"test/address-guard.spec.ts",
-	"test/secrets.spec.ts",
-	"test/json-depth.spec.ts",
-	"test/store-keys.spec.ts",
+	"test/http/auth.spec.ts",
+	"test/eve/query.spec.ts",
+	"test/security/address-guard.spec.ts",
+	"test/security/secrets.spec.ts",
+	"test/http/json-depth.spec.ts",
+	"test/storage/store-keys.spec.ts",
 	"test/tasks/task-claims.spec.ts",
-	"test/paging.spec.ts",
+	"test/eve/paging.spec.ts",
 	"test/cm-gateway/run-door.spec.ts",
 ];
 

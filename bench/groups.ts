@@ -9,12 +9,12 @@
  *   new auto   POST /api/groups of an automatic group: until every host's memberships are right
  *   graph      GET /api/graph/{root} (500 nodes)
  *
- * Next to each, the floor: the same resolution computed in the bench process by lib/group-rules.ts over
+ * Next to each, the floor: the same resolution computed in the bench process by lib/fleet/group-rules.ts over
  * host records already in memory (no storage, no services, no HTTP).
  */
 import { ServiceBroker, type BrokerOptions } from "moleculer";
-import { batchesBySize } from "../lib/batches";
-import { GroupIndex, compileRule, type GroupDef, type HostFacts, type Rule } from "../lib/group-rules";
+import { batchesBySize } from "../lib/fleet/batches";
+import { GroupIndex, compileRule, type GroupDef, type HostFacts, type Rule } from "../lib/fleet/group-rules";
 import { hostId, makeHost } from "./hosts";
 import { apiJson, benchCluster, envInt, fmt, procLogs, quantile, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
 
@@ -101,7 +101,7 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 		})();
 		log(`groups: ${groups.length} groups; memberships settled ${fmt(settle, 1)} ms after the last one`);
 
-		// Check the memberships fleet-ctl computed against lib/group-rules.ts on the same data.
+		// Check the memberships fleet-ctl computed against lib/fleet/group-rules.ts on the same data.
 		const index = new GroupIndex(groups);
 		for (const i of [0, Math.floor(HOSTS / 2), HOSTS - 1]) {
 			const rec = (await apiJson(base, "GET", `/api/hosts/${hostId(i)}`)).body;

@@ -5,7 +5,7 @@
  * figure), with the stats service on NeDB in memory.
  *
  * The history is written directly through the stats service's own stores with the code its snapshots
- * use (lib/stats-history.ts nextSnapshot: the same documents), not through hosts.upsertMany and 43,200
+ * use (lib/fleet/stats-history.ts nextSnapshot: the same documents), not through hosts.upsertMany and 43,200
  * snapshot rounds: that would take hours of the hosts service, not of the statistics.
  *
  * Reported: stored bytes per snapshot (a keyframe, a 1% snapshot, the average) against a full copy of
@@ -20,8 +20,8 @@ import path from "node:path";
 import { ServiceBroker } from "moleculer";
 import { formatHttpDate } from "../lib/eve/dates";
 import { newObjectId } from "../lib/eve/ids";
-import { FleetState, nextSnapshot, type Entry } from "../lib/stats-history";
-import type { Doc, Store } from "../lib/store";
+import { FleetState, nextSnapshot, type Entry } from "../lib/fleet/stats-history";
+import type { Doc, Store } from "../lib/storage/store";
 import { prng } from "./hosts";
 import { envInt, fmt, quantile, spawnNode } from "./support";
 
@@ -159,7 +159,7 @@ async function worker(): Promise<void> {
 	});
 	await Promise.all(writes);
 	const genSeconds = (now() - started) / 1000;
-	// What the taker does at each keyframe: summarize the period that ended (lib/stats-history.ts summarize).
+	// What the taker does at each keyframe: summarize the period that ended (lib/fleet/stats-history.ts summarize).
 	const summaryStarted = now();
 	let periods = 0;
 	for (let from = 0; from + KEYFRAME_EVERY < SNAPSHOTS; from += KEYFRAME_EVERY, periods++) await service.periodSummary(from, from + KEYFRAME_EVERY - 1);

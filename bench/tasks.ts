@@ -12,7 +12,7 @@
 import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { SaltApiSimulator } from "../test/simulators/salt-api";
 import { formatHttpDate } from "../lib/eve/dates";
-import type { StoreOps } from "../lib/store";
+import type { StoreOps } from "../lib/storage/store";
 import { apiJson, benchCluster, envInt, fmt, procLogs, quantile, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200, type Proc } from "./support";
 
 const TASKS = envInt("BENCH_TASKS", 10_000);

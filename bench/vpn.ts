@@ -12,7 +12,7 @@
  * organization) made directly by services/vpn/pritunl-client.ts from the bench process.
  */
 import { ServiceBroker, type BrokerOptions } from "moleculer";
-import { batchesBySize } from "../lib/batches";
+import { batchesBySize } from "../lib/fleet/batches";
 import { PritunlClient } from "../services/vpn/pritunl-client";
 import { PritunlSimulator } from "../test/simulators/pritunl";
 import { hostId, makeHost } from "./hosts";

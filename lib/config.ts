@@ -3,8 +3,8 @@
  * Defaults make `npm start` work on a fresh checkout: one process, NeDB files under ./data, HTTP on 3000.
  */
 import path from "node:path";
-import { parseCidr } from "./address-guard";
-import { bearerToken } from "./auth";
+import { parseCidr } from "./security/address-guard";
+import { bearerToken } from "./http/auth";
 
 /** An integer setting from the environment (unset or empty: `fallback`); anything else is a start-up error. */
 export function envInt(name: string, fallback: number, min = 0): number {
@@ -140,7 +140,7 @@ export interface Config {
 	 * OUTBOUND_ALLOW: addresses and CIDRs (`127.0.0.1/32,::1,10.9.0.0/16`) every integration an API user points
 	 * somewhere (webhooks, the IP resolver, Pritunl servers) may reach whatever their class: the only way to
 	 * allow link-local, unspecified, multicast or reserved addresses, and loopback outside WEBHOOK_ALLOW_PRIVATE
-	 * (lib/address-guard.ts; docs/security.md, "Outbound addresses").
+	 * (lib/security/address-guard.ts; docs/security.md, "Outbound addresses").
 	 */
 	outboundAllow: string[];
 	/** CTL_ADMIN_TOKEN: the admin token the tokens service keeps (replacing an earlier one); empty: none set. */
@@ -202,7 +202,7 @@ function addressList(name: string): string[] {
 }
 
 /**
- * CTL_ADMIN_TOKEN, refused unless a request could carry it (lib/auth.ts bearerToken: 16 to 512 of
+ * CTL_ADMIN_TOKEN, refused unless a request could carry it (lib/http/auth.ts bearerToken: 16 to 512 of
  * A-Z a-z 0-9 . _ ~ + / = -): else it is accepted here and every request made with it is a 401.
  */
 function adminToken(): string {
@@ -212,7 +212,7 @@ function adminToken(): string {
 	throw new Error(`CTL_ADMIN_TOKEN must be at most 512 characters of A-Z a-z 0-9 . _ ~ + / = - (no spaces), or every request with it is refused (401)`);
 }
 
-/** The shortest token a request may carry (lib/auth.ts bearerToken). */
+/** The shortest token a request may carry (lib/http/auth.ts bearerToken). */
 const MIN_TOKEN_LENGTH = 16;
 
 /** CM_PATCH_PREFIX as a directory relative to the file roots: no leading "/", one trailing "/". */

@@ -36,9 +36,9 @@ import {
 import { compileSchema, partialSchema, type Check } from "../lib/eve/validation";
 import { HOME_LINK, itemTitle, project, MASK, type Link } from "../lib/eve/render";
 import { pageLinks, pageMeta, pageWindow } from "../lib/eve/paging";
-import { DuplicateKeyError, type Doc, type Update } from "../lib/store";
-import { ReadCache, READ_CACHE_MS } from "../lib/read-cache";
-import { describeCollection, type CollectionDescription } from "../lib/openapi";
+import { DuplicateKeyError, type Doc, type Update } from "../lib/storage/store";
+import { ReadCache, READ_CACHE_MS } from "../lib/http/read-cache";
+import { describeCollection, type CollectionDescription } from "../lib/http/openapi";
 
 export interface Relation {
 	/** Collection the reference points into (URL name, e.g. "groups"). */
@@ -210,7 +210,7 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 					return docs.map(d => String(d[field]));
 				},
 			},
-			/** The collection's record schema as JSON Schema, for the gateway's OpenAPI document (lib/openapi.ts). */
+			/** The collection's record schema as JSON Schema, for the gateway's OpenAPI document (lib/http/openapi.ts). */
 			eveSchema: {
 				visibility: "public",
 				handler(): CollectionDescription {
@@ -267,7 +267,7 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 			/**
 			 * Serves a read as its serialized JSON body (bytes): from the cache when the same query was
 			 * answered since the last change, else computed and kept. Bytes are written to the socket as
-			 * they are and cross the transporter unescaped (lib/serializer.ts). `embedded` reads depend on
+			 * they are and cross the transporter unescaped (lib/runtime/serializer.ts). `embedded` reads depend on
 			 * other collections and side-effecting reads (see readCacheable) are never cached.
 			 */
 			async cachedRead(this: EveThis, ctx: RestContext, id: string, args: QueryArgs, compute: () => Promise<unknown>): Promise<Buffer> {

@@ -1,7 +1,7 @@
 /**
  * What the gateway adds for people and integrations besides the collections (composed by
  * services/api.service.ts): the dashboard's static files at `/`, security headers on every answer,
- * `GET /api/whoami`, `GET /api/openapi.json` (lib/openapi.ts) and `GET /api/alerts/stream`, the
+ * `GET /api/whoami`, `GET /api/openapi.json` (lib/http/openapi.ts) and `GET /api/alerts/stream`, the
  * alerts raised anywhere in the cluster pushed to the browser as server-sent events.
  *
  * The stream authenticates like every /api route: `Authorization: Bearer <token>`. Browsers' EventSource
@@ -13,8 +13,8 @@ import path from "node:path";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { PassThrough } from "node:stream";
 import type { Context, ServiceSchema } from "moleculer";
-import { ROUTES, type RouteMethod } from "../lib/routes";
-import { buildOpenApi, type CollectionDescription } from "../lib/openapi";
+import { ROUTES, type RouteMethod } from "../lib/http/routes";
+import { buildOpenApi, type CollectionDescription } from "../lib/http/openapi";
 import { formatHttpDate } from "../lib/eve/dates";
 import { EveError } from "../lib/eve/errors";
 import { QueryArgs } from "../lib/eve/query";

@@ -9,7 +9,7 @@ import { EveCollection, type EveServiceSchema, type EveThis } from "./eve-collec
 import { JOB_RETURN_ID } from "../lib/eve/ids";
 import { EveError } from "../lib/eve/errors";
 import { nowSeconds } from "../lib/eve/dates";
-import type { Doc } from "../lib/store";
+import type { Doc } from "../lib/storage/store";
 
 const jobReturnSchema = {
 	jid: { type: "string", pattern: /^\d{20}(_\d+)?$/ },

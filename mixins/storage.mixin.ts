@@ -12,7 +12,7 @@ import DbService from "moleculer-db";
 import MongoDbAdapter from "moleculer-db-adapter-mongo";
 import type { ServiceSchema } from "moleculer";
 import { loadConfig } from "../lib/config";
-import { MongoStore, NedbStore, countingStore, type Store, type StoreOps, type MongoCollection, type NedbDatastore } from "../lib/store";
+import { MongoStore, NedbStore, countingStore, type Store, type StoreOps, type MongoCollection, type NedbDatastore } from "../lib/storage/store";
 
 export interface StorageThis {
 	store: Store;

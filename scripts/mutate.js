@@ -6,7 +6,7 @@
  *   npm run mutate                      every module
  *   npm run mutate -- --since [<ref>]   only the modules changed against <ref> (default: origin/main, else main):
  *                                       committed since the merge base, staged, unstaged or untracked
- *   npm run mutate -- <stryker options> passed on (e.g. --incremental, --mutate lib/auth.ts)
+ *   npm run mutate -- <stryker options> passed on (e.g. --incremental, --mutate lib/http/auth.ts)
  *
  * Exits non-zero when Stryker fails or a module mutated scores below MIN_SCORE.
  */

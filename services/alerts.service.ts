@@ -7,7 +7,7 @@ import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } 
 import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
 import { nowSeconds } from "../lib/eve/dates";
 import type { QueryArgs } from "../lib/eve/query";
-import type { Doc } from "../lib/store";
+import type { Doc } from "../lib/storage/store";
 
 const LEVELS = ["debug", "info", "warning", "error", "critical"];
 

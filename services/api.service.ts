@@ -1,5 +1,5 @@
 /**
- * The API gateway: maps /api (lib/routes.ts) onto service actions and renders every failure in Eve's
+ * The API gateway: maps /api (lib/http/routes.ts) onto service actions and renders every failure in Eve's
  * error shape. It publishes only the routed actions; $node.* and internal actions are unreachable. It
  * alone decides when a read is answered 304 (see sendResponse), and passes If-Match on to the writes.
  */
@@ -8,19 +8,19 @@ import type { Context, ServiceSchema } from "moleculer";
 import { Errors } from "moleculer";
 import ApiGateway from "moleculer-web";
 import { loadConfig } from "../lib/config";
-import { ROUTES, COLLECTIONS, PUBLISHED_ACTIONS, type RouteMethod, type BodyKind } from "../lib/routes";
+import { ROUTES, COLLECTIONS, PUBLISHED_ACTIONS, type RouteMethod, type BodyKind } from "../lib/http/routes";
 import { DEFAULT_MESSAGES, EveError } from "../lib/eve/errors";
 import { toIssues } from "../lib/eve/validation";
 import { ifNoneMatchHits } from "../lib/eve/etag";
 import type { QueryPairs } from "../lib/eve/query";
-import { ReadCache, READ_CACHE_MS } from "../lib/read-cache";
-import { bearerToken, hashToken, redact, roleAllows, type Caller, type Role } from "../lib/auth";
+import { ReadCache, READ_CACHE_MS } from "../lib/http/read-cache";
+import { bearerToken, hashToken, redact, roleAllows, type Caller, type Role } from "../lib/http/auth";
 import { GatewayUi, UI_ASSETS, securityHeaders } from "../mixins/gateway-ui.mixin";
-import { acceptedRequestId } from "../lib/logging";
+import { acceptedRequestId } from "../lib/runtime/logging";
 import { newObjectId } from "../lib/eve/ids";
-import { MAX_JSON_DEPTH, tooDeep } from "../lib/json-depth";
-import { scopeRequests } from "../lib/crash-guard";
-import { retryRejected } from "../lib/resilience";
+import { MAX_JSON_DEPTH, tooDeep } from "../lib/http/json-depth";
+import { scopeRequests } from "../lib/runtime/crash-guard";
+import { retryRejected } from "../lib/runtime/resilience";
 
 interface CachedResponse {
 	body: Buffer;
@@ -50,7 +50,7 @@ const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
 
 /**
  * Notes how many bytes the body had (an empty one is no body: 400, as in Eve, not `{}`), and refuses a body
- * nested deeper than MAX_JSON_DEPTH on its raw bytes, before JSON.parse (lib/json-depth.ts).
+ * nested deeper than MAX_JSON_DEPTH on its raw bytes, before JSON.parse (lib/http/json-depth.ts).
  */
 function verifyDepth(req: IncomingMessage, _res: ServerResponse, buf: Buffer): void {
 	(req as Req).$bodyBytes = buf.length;
@@ -153,7 +153,7 @@ export function toEveError(err: any, unavailable?: string): { code: number; body
 		code = status === 413 ? 413 : 400;
 		message = status === 413 ? `request body too large (limit ${config.maxBodyBytes} bytes)` : err.type === "entity.parse.failed" ? "malformed JSON in the request body" : "unreadable request body";
 	} else if (err?.name === "QueueIsFullError") {
-		// a bulkhead (lib/resilience.ts): too much of this kind of work waits already
+		// a bulkhead (lib/runtime/resilience.ts): too much of this kind of work waits already
 		code = 503;
 		message = "too many requests of this kind are in progress; try again later";
 	} else if (err?.name === "RequestRejectedError" || err?.name === "BrokerDisconnectedError") {

@@ -8,8 +8,8 @@ import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis } from "../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
 import { nowSeconds } from "../lib/eve/dates";
-import { redact } from "../lib/auth";
-import { DuplicateKeyError, type Doc } from "../lib/store";
+import { redact } from "../lib/http/auth";
+import { DuplicateKeyError, type Doc } from "../lib/storage/store";
 import { EveError } from "../lib/eve/errors";
 
 /** What completing a record may set. */

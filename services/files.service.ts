@@ -10,7 +10,7 @@ import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } 
 import { OBJECT_ID } from "../lib/eve/ids";
 import { EveError, badRequest, validationFailed, type Issues } from "../lib/eve/errors";
 import { loadConfig } from "../lib/config";
-import type { Doc } from "../lib/store";
+import type { Doc } from "../lib/storage/store";
 
 interface Upload {
 	name?: string;

@@ -1,7 +1,7 @@
 /**
  * Owns the `groups` collection: static groups (type 0: subgroups and explicit hosts) and automatic
  * ones (type 1: `info.regex` / `info.grain`). Keeps the subgroup graph acyclic and free of dangling ids,
- * and refuses rules that cannot be matched safely (lib/group-rules.ts). Every change is an event the
+ * and refuses rules that cannot be matched safely (lib/fleet/group-rules.ts). Every change is an event the
  * hosts service recomputes memberships on.
  */
 import type { Context } from "moleculer";
@@ -10,9 +10,9 @@ import { OBJECT_ID, HOSTNAME, idFromName } from "../lib/eve/ids";
 import { nowSeconds } from "../lib/eve/dates";
 import { badRequest } from "../lib/eve/errors";
 import { QueryArgs, parseWhere } from "../lib/eve/query";
-import type { Doc } from "../lib/store";
+import type { Doc } from "../lib/storage/store";
 import type { Issues } from "../lib/eve/errors";
-import { ruleProblems, type GroupDef, type Rule } from "../lib/group-rules";
+import { ruleProblems, type GroupDef, type Rule } from "../lib/fleet/group-rules";
 
 /**
  * The group types the spec documents, and only those: 0 (static: subgroups and hosts) and 1 (automatic:
@@ -62,7 +62,7 @@ const GroupsService: EveServiceSchema = {
 		},
 
 		/**
-		 * GET /groups/{id}/hostnames: every host this group selects (lib/group-rules.ts): its explicit hosts
+		 * GET /groups/{id}/hostnames: every host this group selects (lib/fleet/group-rules.ts): its explicit hosts
 		 * and those its rule matches, and the same of every group below it; soft-deleted hosts left out.
 		 */
 		hostnames: {

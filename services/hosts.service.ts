@@ -10,12 +10,12 @@ import { nowSeconds } from "../lib/eve/dates";
 import { EveError } from "../lib/eve/errors";
 import { MASK } from "../lib/eve/render";
 import { compileSchema } from "../lib/eve/validation";
-import type { Doc } from "../lib/store";
-import { batchEnd } from "../lib/batches";
+import type { Doc } from "../lib/storage/store";
+import { batchEnd } from "../lib/fleet/batches";
 import { loadConfig } from "../lib/config";
-import { setMetric } from "../lib/metrics";
-import { ENTRY_FIELDS } from "../lib/stats-history";
-import { GroupIndex, compileRule, needsGrains, type GroupDef, type HostFacts, type NodegroupDef, type Rule } from "../lib/group-rules";
+import { setMetric } from "../lib/runtime/metrics";
+import { ENTRY_FIELDS } from "../lib/fleet/stats-history";
+import { GroupIndex, compileRule, needsGrains, type GroupDef, type HostFacts, type NodegroupDef, type Rule } from "../lib/fleet/group-rules";
 
 function sameList(a: string[], b: unknown): boolean {
 	return Array.isArray(b) && a.length === b.length && a.every((v, i) => v === b[i]);

@@ -14,7 +14,7 @@ import { EveCollection, type EveServiceSchema, type EveThis } from "../mixins/ev
 import { formatHttpDate, nowSeconds } from "../lib/eve/dates";
 import { EveError } from "../lib/eve/errors";
 import { newObjectId } from "../lib/eve/ids";
-import { DuplicateKeyError, type Doc } from "../lib/store";
+import { DuplicateKeyError, type Doc } from "../lib/storage/store";
 
 export const JOB_KINDS = ["build_graph", "request_ips", "load_updates", "inventory_sync"] as const;
 const DEFAULT_LEASE_MS = 60_000;

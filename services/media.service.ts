@@ -10,7 +10,7 @@ import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
 import { nowSeconds, formatHttpDate } from "../lib/eve/dates";
 import { EveError, notFound } from "../lib/eve/errors";
 import type { HttpMeta } from "../mixins/eve-collection.mixin";
-import type { Store } from "../lib/store";
+import type { Store } from "../lib/storage/store";
 
 const CHUNK_BYTES = 255 * 1024;
 

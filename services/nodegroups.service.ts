@@ -9,8 +9,8 @@ import { OBJECT_ID, idFromName } from "../lib/eve/ids";
 import { loadConfig } from "../lib/config";
 import { nowSeconds } from "../lib/eve/dates";
 import { compileSchema } from "../lib/eve/validation";
-import { DuplicateKeyError, type Doc } from "../lib/store";
-import { ruleProblems, type NodegroupDef } from "../lib/group-rules";
+import { DuplicateKeyError, type Doc } from "../lib/storage/store";
+import { ruleProblems, type NodegroupDef } from "../lib/fleet/group-rules";
 
 const infoSchema = {
 	type: "object",

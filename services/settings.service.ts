@@ -2,14 +2,14 @@
  * Owns the `settings` collection: the single record `_id: "0"`, present from the first start.
  * `PATCH /settings/0` takes `resolver_address` (and `master_address`, `file`) at the top level, as the
  * spec shows, or inside `addresses`. `resolver_address` must be somewhere the IP resolver may be
- * (lib/address-guard.ts, the "ip-resolver" policy): a loopback or link-local URL is a 422.
+ * (lib/security/address-guard.ts, the "ip-resolver" policy): a loopback or link-local URL is a 422.
  */
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../mixins/eve-collection.mixin";
 import { nowSeconds } from "../lib/eve/dates";
-import { DuplicateKeyError, type Doc } from "../lib/store";
+import { DuplicateKeyError, type Doc } from "../lib/storage/store";
 import type { Issues } from "../lib/eve/errors";
 import { loadConfig } from "../lib/config";
-import { outboundPolicy, outboundUrlProblem } from "../lib/address-guard";
+import { outboundPolicy, outboundUrlProblem } from "../lib/security/address-guard";
 
 const URL_OR_EMPTY = /^(https?:\/\/[^\s]+)?$/;
 const ADDRESS_KEYS = ["resolver_address", "master_address", "file"];

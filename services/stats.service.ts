@@ -14,7 +14,7 @@ import { nowSeconds, renderDates } from "../lib/eve/dates";
 import { badRequest } from "../lib/eve/errors";
 import { QueryArgs, filterTouches, parseProjection, parseSort, parseWhere, type Filter } from "../lib/eve/query";
 import { loadConfig } from "../lib/config";
-import { DuplicateKeyError, type Doc, type Store } from "../lib/store";
+import { DuplicateKeyError, type Doc, type Store } from "../lib/storage/store";
 import {
 	FIRST,
 	FleetState,
@@ -41,10 +41,10 @@ import {
 	type EntryTest,
 	type Range,
 	type Snap,
-} from "../lib/stats-history";
+} from "../lib/fleet/stats-history";
 
 const CHANGES = "hosts_statistic_changes";
-/** One summary per keyframe period (lib/stats-history.ts summarize). */
+/** One summary per keyframe period (lib/fleet/stats-history.ts summarize). */
 const PERIODS = "hosts_statistic_periods";
 /** Host records written this long before the last snapshot's newest are read again: their writes may land late. */
 const SINCE_SLACK_MS = 5000;

@@ -4,7 +4,7 @@
  * the record (revoked: true) so the audit log still names who acted.
  *
  * Also the one place that decides whether a token may run a complete Salt call on some hosts
- * (`tokens.authorizeRun`, the rule in lib/auth.ts `runDenial`): the cm-gateway asks it for every run it
+ * (`tokens.authorizeRun`, the rule in lib/http/auth.ts `runDenial`): the cm-gateway asks it for every run it
  * starts, the tasks service for every task created or changed.
  */
 import type { Context } from "moleculer";
@@ -12,10 +12,10 @@ import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, t
 import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
 import { nowSeconds, parseHttpDate } from "../lib/eve/dates";
 import { EveError, type Issues } from "../lib/eve/errors";
-import { ROLES, FUNCTION_GLOB, hashToken, newToken, runDenial, type Caller, type RunCall, type Scope } from "../lib/auth";
+import { ROLES, FUNCTION_GLOB, hashToken, newToken, runDenial, type Caller, type RunCall, type Scope } from "../lib/http/auth";
 import { loadConfig } from "../lib/config";
-import { announceAdminToken } from "../lib/first-screen";
-import { DuplicateKeyError, type Doc } from "../lib/store";
+import { announceAdminToken } from "../lib/runtime/first-screen";
+import { DuplicateKeyError, type Doc } from "../lib/storage/store";
 
 const BOOTSTRAP_NAME = "bootstrap-admin";
 
@@ -162,7 +162,7 @@ const TokensService: EveServiceSchema = {
 			}
 			const secret = newToken();
 			if (await this.insertBootstrap(hashToken(secret), secret.slice(0, 8))) {
-				// Printed once, outside the logger, with the address once the broker started (lib/first-screen.ts):
+				// Printed once, outside the logger, with the address once the broker started (lib/runtime/first-screen.ts):
 				// the only time this secret is shown.
 				announceAdminToken(secret);
 			}

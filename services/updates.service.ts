@@ -6,7 +6,7 @@ import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis } from "../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
 import { nowSeconds } from "../lib/eve/dates";
-import type { Doc } from "../lib/store";
+import type { Doc } from "../lib/storage/store";
 
 const UpdatesService: EveServiceSchema = {
 	name: "updates",

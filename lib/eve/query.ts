@@ -4,7 +4,7 @@
  * Nothing a client sends reaches a database before it passes through here: `where` is parsed into a
  * filter built only from allow-listed operators, field paths are checked, and sizes are bounded.
  */
-import { MAX_JSON_DEPTH, nestingDepth } from "../json-depth";
+import { MAX_JSON_DEPTH, nestingDepth } from "../http/json-depth";
 import { badRequest } from "./errors";
 import { parseHttpDate } from "./dates";
 

@@ -8,7 +8,7 @@
 import os from "node:os";
 import type { REPLServer } from "node:repl";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
-import { refuseBadStart } from "../first-screen";
+import { refuseBadStart } from "../runtime/first-screen";
 import { loadConfig } from "../config";
 import { replCommands } from "./commands";
 

@@ -2,7 +2,7 @@
  * Alerts the cm-gateway raises (through the alerts service) and the presence-change counters: more host.down
  * (or host.up) alerts than CM_ALERT_BURST at once become one summary alert.
  */
-import { countMetric } from "../../lib/metrics";
+import { countMetric } from "../../lib/runtime/metrics";
 import type { Alert, GatewayContext } from "./context";
 
 export class GatewayAlerts {

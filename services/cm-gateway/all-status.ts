@@ -8,7 +8,7 @@ import type { Context } from "moleculer";
 import { formatHttpDate } from "../../lib/eve/dates";
 import { EveError, validationFailed } from "../../lib/eve/errors";
 import { compileSchema } from "../../lib/eve/validation";
-import { ALL_STATUS_BODY } from "../../lib/bodies";
+import { ALL_STATUS_BODY } from "../../lib/http/bodies";
 import { startRun as throughTheDoor, type RunBody, type RunRequest } from "./run-door";
 import { requester, type RunMeta, type Runs } from "./runs";
 import type { GatewayContext } from "./context";

@@ -24,7 +24,7 @@ export interface Alert {
 
 /** A Salt job id: 20 digits (and a suffix Salt adds to ids made in the same microsecond). */
 export const JID = /^\d{20}(_\d+)?$/;
-/** Most records handed to `*.upsertMany` / `*.record` at once (fewer when they are large: lib/batches.ts). */
+/** Most records handed to `*.upsertMany` / `*.record` at once (fewer when they are large: lib/fleet/batches.ts). */
 export const UPSERT_BATCH = 1000;
 
 export const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);

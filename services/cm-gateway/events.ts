@@ -6,7 +6,7 @@
  * order, a batch at a time. A reconnection catches up: the job cache is read and a reconciliation runs.
  */
 import { HOSTNAME } from "../../lib/eve/ids";
-import { countMetric, setMetric } from "../../lib/metrics";
+import { countMetric, setMetric } from "../../lib/runtime/metrics";
 import type { EventStream, SaltEvent } from "./salt-client";
 import type { GatewayAlerts } from "./alerts";
 import { isObject, strings, type Alert, type GatewayContext } from "./context";

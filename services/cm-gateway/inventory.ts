@@ -6,7 +6,7 @@
  * event last changed each host (a write from older reads leaves it alone), the presence guard and the memo of
  * hosts a job return proved alive.
  */
-import { batchesBySize } from "../../lib/batches";
+import { batchesBySize } from "../../lib/fleet/batches";
 import { EveError } from "../../lib/eve/errors";
 import { hostUpdate, keyViews, presenceChange, type KnownHost, type MasterView } from "./salt-inventory";
 import { PresenceGuard } from "./presence-guard";

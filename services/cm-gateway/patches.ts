@@ -3,7 +3,7 @@
  * `salt.cmd` with `cp.get_file_str` and upserted into `updates`; progress in the `load_updates` job.
  */
 import type { Context } from "moleculer";
-import { batchesBySize } from "../../lib/batches";
+import { batchesBySize } from "../../lib/fleet/batches";
 import { EveError } from "../../lib/eve/errors";
 import { trackJob, type JobHandle } from "./progress";
 import { UPSERT_BATCH, eachLimited, type GatewayContext } from "./context";

@@ -6,7 +6,7 @@
  */
 import { EveError } from "../../lib/eve/errors";
 import { HOSTNAME } from "../../lib/eve/ids";
-import { countMetric, setMetric } from "../../lib/metrics";
+import { countMetric, setMetric } from "../../lib/runtime/metrics";
 import { trackJob } from "./progress";
 import { keyViews, type MasterView } from "./salt-inventory";
 import { isObject, strings, type GatewayContext } from "./context";

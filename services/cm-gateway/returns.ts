@@ -5,8 +5,8 @@
  * tracker (which hosts each job still waits for), the buffer returns gather in before they are written, and
  * the "running" records a job's returns are written after.
  */
-import { batchesBySize, capText } from "../../lib/batches";
-import { countMetric } from "../../lib/metrics";
+import { batchesBySize, capText } from "../../lib/fleet/batches";
+import { countMetric } from "../../lib/runtime/metrics";
 import { JobTracker, type JobOrigin, type JobReturn } from "./job-tracker";
 import { failedPatchSteps, patchOf, type PatchStep } from "./salt-state";
 import type { GatewayAlerts } from "./alerts";

@@ -9,7 +9,7 @@ import type { Context } from "moleculer";
 import { EveError, notFound, validationFailed } from "../../lib/eve/errors";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { compileSchema } from "../../lib/eve/validation";
-import { RUN_BODY } from "../../lib/bodies";
+import { RUN_BODY } from "../../lib/http/bodies";
 import { NO_RETURN, type JobOrigin, type JobReturn } from "./job-tracker";
 import type { Lowstate } from "./salt-client";
 import { startRun as throughTheDoor, type DoorEffects, type Requester, type RunBody, type RunRequest, type TokenHolder } from "./run-door";

@@ -21,17 +21,17 @@
 import type { Context, Service, ServiceSchema } from "moleculer";
 import type { RestContext } from "../../mixins/eve-collection.mixin";
 import { loadConfig } from "../../lib/config";
-import { batchesBySize } from "../../lib/batches";
+import { batchesBySize } from "../../lib/fleet/batches";
 import { formatHttpDate, nowSeconds } from "../../lib/eve/dates";
 import { badRequest, notFound, validationFailed } from "../../lib/eve/errors";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import { QueryArgs, parseWhere } from "../../lib/eve/query";
 import { compileSchema } from "../../lib/eve/validation";
-import { GRAPH_ACTIONS, GRAPH_RUN_BODY } from "../../lib/bodies";
-import type { GroupDef } from "../../lib/group-rules";
+import { GRAPH_ACTIONS, GRAPH_RUN_BODY } from "../../lib/http/bodies";
+import type { GroupDef } from "../../lib/fleet/group-rules";
 import { RESOLVE_BATCH, ResolverError, checkResolverUrl, resolveBatch } from "./ip-resolver";
-import { outboundPolicy, type OutboundPolicy } from "../../lib/address-guard";
-import type { Doc } from "../../lib/store";
+import { outboundPolicy, type OutboundPolicy } from "../../lib/security/address-guard";
+import type { Doc } from "../../lib/storage/store";
 
 type EveThis = Service & Record<string, any>;
 
@@ -176,7 +176,7 @@ const GraphService: ServiceSchema = {
 	},
 
 	methods: {
-		/** Where the IP resolver may be (lib/address-guard.ts): checked when a run is asked for, and when it connects. */
+		/** Where the IP resolver may be (lib/security/address-guard.ts): checked when a run is asked for, and when it connects. */
 		resolverPolicy(this: EveThis): OutboundPolicy {
 			return outboundPolicy("ip-resolver", this.config);
 		},

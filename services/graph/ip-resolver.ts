@@ -14,7 +14,7 @@
  * `gateway`, if given) a valid IPv4 or IPv6 address; anything else in an entry is ignored, and a bad entry is
  * counted as rejected, not stored.
  *
- * Where the resolver may be is the "ip-resolver" policy of lib/address-guard.ts (private addresses yes;
+ * Where the resolver may be is the "ip-resolver" policy of lib/security/address-guard.ts (private addresses yes;
  * loopback, link-local and unspecified only when OUTBOUND_ALLOW names them), checked on the URL when it is
  * given and on every address the name resolves to when connecting.
  */
@@ -22,7 +22,7 @@ import http from "node:http";
 import https from "node:https";
 import { isIP } from "node:net";
 import { rejectProtoKeys } from "../../lib/eve/query";
-import { guardedLookup, isOutboundRefusal, literalHostRefusal, outboundUrlProblem, type OutboundPolicy } from "../../lib/address-guard";
+import { guardedLookup, isOutboundRefusal, literalHostRefusal, outboundUrlProblem, type OutboundPolicy } from "../../lib/security/address-guard";
 
 export const RESOLVE_BATCH = 500;
 export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;

@@ -15,7 +15,7 @@
  * Nothing here reads a clock or makes an id: `now`, the run id and the replica's name are given.
  */
 import type { Filter } from "../../lib/eve/query";
-import type { Doc, Store, Update } from "../../lib/store";
+import type { Doc, Store, Update } from "../../lib/storage/store";
 
 /** Due tasks claimed per scheduler pass, earliest first. */
 export const DUE_LIMIT = 500;

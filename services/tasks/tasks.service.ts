@@ -19,9 +19,9 @@ import { FIRST_YEAR, LAST_YEAR, firstDue, neverDueReason, nextDue, parseCron, pa
 import { QueryArgs } from "../../lib/eve/query";
 import { formatHttpDate, parseHttpDate } from "../../lib/eve/dates";
 import { EveError, badRequest, notFound, validationFailed, type Issues } from "../../lib/eve/errors";
-import type { Doc } from "../../lib/store";
-import { countMetric, observeMetric } from "../../lib/metrics";
-import { SALT_FUN } from "../../lib/bodies";
+import type { Doc } from "../../lib/storage/store";
+import { countMetric, observeMetric } from "../../lib/runtime/metrics";
+import { SALT_FUN } from "../../lib/http/bodies";
 import { claimRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";
 
 export const TASK_STATUSES = ["scheduled", "paused", "finished"];

@@ -15,7 +15,7 @@
  *    is trusted in addition to the system's CAs (a manager's own CA).
  *
  * Errors are `PritunlError`s (Eve errors): Pritunl unreachable, a 5xx, a malformed answer, refused
- * credentials or an address the outbound guard refuses (`outbound`, lib/address-guard.ts; kind
+ * credentials or an address the outbound guard refuses (`outbound`, lib/security/address-guard.ts; kind
  * "blocked") -> 502; no answer in time -> 504; `status` keeps Pritunl's own status (404, 500, …) so
  * callers can tell an unknown id. The password, the API secret and the session never appear in an
  * error or a log line.
@@ -25,7 +25,7 @@ import https from "node:https";
 import tls from "node:tls";
 import { createHmac, randomUUID } from "node:crypto";
 import { EveError } from "../../lib/eve/errors";
-import { guardedLookup, isOutboundRefusal, literalHostRefusal, type OutboundPolicy } from "../../lib/address-guard";
+import { guardedLookup, isOutboundRefusal, literalHostRefusal, type OutboundPolicy } from "../../lib/security/address-guard";
 
 export type PritunlErrorKind = "unreachable" | "timeout" | "auth" | "upstream" | "malformed" | "refused" | "blocked";
 
@@ -58,7 +58,7 @@ export interface PritunlClientOptions {
 	/** Largest answer accepted, in bytes (default 64 MiB): a server sending more is talking nonsense. */
 	maxResponseBytes?: number;
 	/**
-	 * Where Pritunl may be (the "pritunl" policy of lib/address-guard.ts), checked on every connection after
+	 * Where Pritunl may be (the "pritunl" policy of lib/security/address-guard.ts), checked on every connection after
 	 * DNS. The vpn service always gives it; without it (protocol tests, benchmarks) any address is reached.
 	 */
 	outbound?: OutboundPolicy;

@@ -1,18 +1,18 @@
 /**
  * Owns the `vpn_managers` collection: credentials of Pritunl servers. The password (and, beyond the
- * spec, an API token and secret) is stored encrypted (lib/secrets.ts) and always shown as asterisks.
+ * spec, an API token and secret) is stored encrypted (lib/security/secrets.ts) and always shown as asterisks.
  * A manager is only created once the vpn service has logged in with it (docs/vpn.md), and only at an
- * address the outbound guard allows a Pritunl server (lib/address-guard.ts, the "pritunl" policy).
+ * address the outbound guard allows a Pritunl server (lib/security/address-guard.ts, the "pritunl" policy).
  */
 import { X509Certificate } from "node:crypto";
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import { conflict, type Issues } from "../../lib/eve/errors";
-import { encryptSecret, decryptSecret } from "../../lib/secrets";
-import type { Doc } from "../../lib/store";
+import { encryptSecret, decryptSecret } from "../../lib/security/secrets";
+import type { Doc } from "../../lib/storage/store";
 import { loadConfig } from "../../lib/config";
-import { outboundPolicy, outboundUrlProblem, type OutboundPolicy } from "../../lib/address-guard";
+import { outboundPolicy, outboundUrlProblem, type OutboundPolicy } from "../../lib/security/address-guard";
 import { pritunlBaseUrl } from "./pritunl-client";
 
 /** Fields kept encrypted at rest and masked on the way out. */

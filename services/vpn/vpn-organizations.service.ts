@@ -8,7 +8,7 @@ import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
 import { MASK } from "../../lib/eve/render";
 import { EveError } from "../../lib/eve/errors";
-import type { Doc } from "../../lib/store";
+import type { Doc } from "../../lib/storage/store";
 
 /**
  * Creates of organizations under way (internal): written before Pritunl is asked, removed once the record

@@ -20,9 +20,9 @@ import type { Context, ServiceSchema } from "moleculer";
 import { loadConfig } from "../../lib/config";
 import { EveError, badRequest, notFound, validationFailed, type Issues } from "../../lib/eve/errors";
 import { PritunlClient, PritunlError, pritunlBaseUrl } from "./pritunl-client";
-import { outboundPolicy } from "../../lib/address-guard";
+import { outboundPolicy } from "../../lib/security/address-guard";
 import type { HttpMeta } from "../../mixins/eve-collection.mixin";
-import type { Doc } from "../../lib/store";
+import type { Doc } from "../../lib/storage/store";
 import { HOSTNAME, OBJECT_ID } from "../../lib/eve/ids";
 
 

@@ -10,7 +10,7 @@ import { OBJECT_ID } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
 import { notFound } from "../../lib/eve/errors";
 import { QueryArgs, parseWhere } from "../../lib/eve/query";
-import type { Doc } from "../../lib/store";
+import type { Doc } from "../../lib/storage/store";
 
 export const DELIVERY_STATUSES = ["pending", "delivered", "failed", "dropped", "cancelled"];
 

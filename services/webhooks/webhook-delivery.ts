@@ -4,14 +4,14 @@
  *    receiver checks both the body and its age (replays);
  *  - bounded: a timeout on the whole attempt, at most MAX_RESPONSE_BYTES of the answer read, no redirect
  *    followed (a 3xx is a failure);
- *  - SSRF guard (lib/address-guard.ts, the "webhook" policy): http(s) only, no credentials in the URL, and
+ *  - SSRF guard (lib/security/address-guard.ts, the "webhook" policy): http(s) only, no credentials in the URL, and
  *    the address actually connected to is checked at connect time (the DNS answer, not the name: a name
  *    that resolves to 127.0.0.1 is refused too), IPv6 forms embedding an IPv4 address included.
  */
 import http from "node:http";
 import https from "node:https";
 import { createHmac, randomBytes, timingSafeEqual } from "node:crypto";
-import { guardedLookup, literalHostRefusal, type OutboundPolicy } from "../../lib/address-guard";
+import { guardedLookup, literalHostRefusal, type OutboundPolicy } from "../../lib/security/address-guard";
 
 const MAX_RESPONSE_BYTES = 4096;
 

@@ -5,7 +5,7 @@
  * retried with exponential backoff, every attempt logged in `webhook_deliveries`.
  *
  * The secret that signs a webhook's deliveries is made by the server, shown once in the creating response,
- * stored encrypted (lib/secrets.ts) and masked on every read.
+ * stored encrypted (lib/security/secrets.ts) and masked on every read.
  *
  * Isolation: deliveries wait in a bounded in-memory queue (WEBHOOK_QUEUE_MAX per webhook; beyond it a
  * delivery is logged `dropped`), at most ONE is in flight per webhook, each attempt has a timeout, and
@@ -19,14 +19,14 @@
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
-import { globMatches } from "../../lib/auth";
+import { globMatches } from "../../lib/http/auth";
 import { formatHttpDate } from "../../lib/eve/dates";
 import type { Issues } from "../../lib/eve/errors";
 import { loadConfig } from "../../lib/config";
-import { encryptSecret, decryptSecret } from "../../lib/secrets";
+import { encryptSecret, decryptSecret } from "../../lib/security/secrets";
 import { deliver, newWebhookSecret, signature } from "./webhook-delivery";
-import { outboundPolicy, outboundUrlProblem } from "../../lib/address-guard";
-import type { Doc } from "../../lib/store";
+import { outboundPolicy, outboundUrlProblem } from "../../lib/security/address-guard";
+import type { Doc } from "../../lib/storage/store";
 
 const LEVELS = ["debug", "info", "warning", "error", "critical"];
 const MAX_BACKOFF_MS = 5 * 60_000;

@@ -8,9 +8,9 @@
 import net from "node:net";
 import { ADMIN_TOKEN, apiOf, runServices, stopProc, tempDir, waitForApi, type Proc } from "../support/harness";
 import { request, expectEveError, withQuery } from "../support/http";
-import { ROUTES, type RouteMethod } from "../../lib/routes";
-import { roleAllows, type Role } from "../../lib/auth";
-import { MAX_JSON_DEPTH } from "../../lib/json-depth";
+import { ROUTES, type RouteMethod } from "../../lib/http/routes";
+import { roleAllows, type Role } from "../../lib/http/auth";
+import { MAX_JSON_DEPTH } from "../../lib/http/json-depth";
 
 const UNKNOWN_ID = "0000000000000000000dee00";
 const DEEP = 5000;

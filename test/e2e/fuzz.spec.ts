@@ -1,5 +1,5 @@
 /**
- * Property-based fuzz of malformed requests across every route of lib/routes.ts (issue 3): random
+ * Property-based fuzz of malformed requests across every route of lib/http/routes.ts (issue 3): random
  * methods, odd path parameters, query parameters with garbage, operator injection and prototype keys,
  * JSON and non-JSON bodies under any content type, and any Authorization header. Whatever is sent:
  *  - never a 5xx (but the 503 of a route whose action does not exist yet),
@@ -15,7 +15,7 @@ import fc from "fast-check";
 import { startEmbedded, type Harness } from "../support/harness";
 import { request } from "../support/http";
 import { SUITE_ENV } from "../support/suite-env";
-import { ROUTES, type RouteMethod } from "../../lib/routes";
+import { ROUTES, type RouteMethod } from "../../lib/http/routes";
 import { PritunlSimulator } from "../simulators/pritunl";
 
 const SEED = Number(process.env.FUZZ_SEED ?? 20260301);

@@ -1,13 +1,13 @@
 /**
  * Any JSON key a client sends (`$x`, `a.b`, `__proto__`, `%41`, NUL, unicode) is stored exactly as sent
  * and shown back over HTTP: a task's kwarg, and a run's kwarg as salt-api gets it, in its actions record
- * and in its audit record. NeDB and MongoDB refuse such field names; lib/store.ts encodes them. Runs on
+ * and in its audit record. NeDB and MongoDB refuse such field names; lib/storage/store.ts encodes them. Runs on
  * the embedded default (NeDB), and on the MongoDB path too when MONGO_URI is set (in CI an emulator).
  */
 import { SaltApiSimulator } from "../simulators/salt-api";
 import { startEmbedded, uniqueMongoUri, type Harness } from "../support/harness";
 import { request, eventually } from "../support/http";
-import type { Doc, Store } from "../../lib/store";
+import type { Doc, Store } from "../../lib/storage/store";
 
 /** As a client writes it: this text is what must come back, key order included. */
 const KWARG_TEXT = '{"$x":1,"a.b":2,"__proto__":{"p":1},"%41":3,"ключ.$":{"$in":[{"a.b":null}]},"constructor":{"prototype":4},"nul\\u0000":5}';

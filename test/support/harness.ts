@@ -26,7 +26,7 @@ export const ADMIN_TOKEN = (process.env.FLEET_TEST_TOKEN ??= `fct_test-admin-${p
 const AUTH_ENV = { CTL_ADMIN_TOKEN: ADMIN_TOKEN, RATE_LIMIT_PER_MINUTE: "1000000" };
 /**
  * The simulators the services are pointed at through the API (Pritunl, the IP resolver) and the webhook
- * receivers listen on 127.0.0.1, which the outbound address guard refuses (lib/address-guard.ts): the
+ * receivers listen on 127.0.0.1, which the outbound address guard refuses (lib/security/address-guard.ts): the
  * suites' deployment names it in its allow list, as a deployment with such services on loopback would.
  * The guard's own tests set OUTBOUND_ALLOW to "" or to what they test.
  */
@@ -176,7 +176,7 @@ export function runServices(services: string[], env: Record<string, string>): Pr
 	return { child, log, services };
 }
 
-/** Whether `port` is a health listener (lib/health.ts): its /live answers {live, nodeID}. */
+/** Whether `port` is a health listener (lib/runtime/health.ts): its /live answers {live, nodeID}. */
 async function isHealthListener(port: number): Promise<boolean> {
 	try {
 		const res = await fetch(`http://127.0.0.1:${port}/live`, { signal: AbortSignal.timeout(5000) });

@@ -5,13 +5,13 @@
  */
 import { spawnSync } from "node:child_process";
 import os from "node:os";
-import { classify, parseIp } from "../../lib/address-guard";
+import { classify, parseIp } from "../../lib/security/address-guard";
 
 export interface OwnName {
 	name: string;
 	/** The address dns.lookup gives for it (what the services' connections use), or null. */
 	address: string | null;
-	/** Its address classes (lib/address-guard.ts), e.g. ["loopback"]. */
+	/** Its address classes (lib/security/address-guard.ts), e.g. ["loopback"]. */
 	classes: string[];
 }
 

@@ -14,7 +14,7 @@
 import Datastore from "@seald-io/nedb";
 import { MongoClient } from "mongodb";
 import path from "node:path";
-import { MongoStore, NedbStore, type Doc, type MongoCollection, type NedbDatastore, type Store } from "../../lib/store";
+import { MongoStore, NedbStore, type Doc, type MongoCollection, type NedbDatastore, type Store } from "../../lib/storage/store";
 import {
 	claimFilter,
 	claimRun,

@@ -13,7 +13,7 @@ import { request, expectEveError, eventually, withQuery } from "../support/http"
 import { ownNameUnlike } from "../support/own-name";
 import { itIf } from "../support/skip";
 import { verifySignature } from "../../services/webhooks/webhook-delivery";
-import { outboundPolicy, outboundUrlProblem } from "../../lib/address-guard";
+import { outboundPolicy, outboundUrlProblem } from "../../lib/security/address-guard";
 
 interface Received {
 	at: number;

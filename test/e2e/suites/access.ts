@@ -1,7 +1,7 @@
 /**
  * Access control (issue 3): a route × caller matrix over every path and method of the route table, whose
  * expected answers come from a literal table of the least role of each (written from docs/security.md, not
- * read from lib/routes.ts or computed by lib/auth.ts), tokens (shown once,
+ * read from lib/http/routes.ts or computed by lib/http/auth.ts), tokens (shown once,
  * never listed, revoked at once), scopes on remote execution and tasks, the audit log after a scripted
  * session, and a scan of every response (and, on the split leg, every process log) for planted secrets.
  *
@@ -13,8 +13,8 @@ import { randomBytes } from "node:crypto";
 import type { Harness } from "../../support/harness";
 import { ADMIN_TOKEN } from "../../support/harness";
 import { request as send, withQuery, expectEveError, type Reply, type RequestOptions } from "../../support/http";
-import { ROUTES, type RouteMethod } from "../../../lib/routes";
-import type { Role } from "../../../lib/auth";
+import { ROUTES, type RouteMethod } from "../../../lib/http/routes";
+import type { Role } from "../../../lib/http/auth";
 import { VPN_SECRETS } from "./vpn";
 import { PritunlSimulator } from "../../simulators/pritunl";
 
@@ -198,7 +198,7 @@ export default function access(h: () => Harness): void {
 
 	const STAT_RANGE = `range[]=${encodeURIComponent("Mon, 01 Jan 2024 00:00:00 GMT")}&range[]=${encodeURIComponent("Tue, 02 Jan 2024 00:00:00 GMT")}`;
 
-	/** One harmless request per route and method of lib/routes.ts. */
+	/** One harmless request per route and method of lib/http/routes.ts. */
 	const probes = (): Record<string, Probe> => ({
 		"GET groups": { path: "groups", status: 200 },
 		"POST groups": { path: "groups", body: {}, status: 422 },

@@ -1,0 +1,530 @@
+/**
+ * The fleet's history as the stats service stores it (docs/statistics.md): every snapshot has a small
+ * header; its host entries are stored whole in a keyframe now and then and, in between, as what changed
+ * since the snapshot before (only the changed fields of the changed hosts). A full snapshot is a replay:
+ * the keyframe at or before it, then every change up to it.
+ *
+ * The aggregated statistics are computed by one replay over their range, in the stats service, whatever
+ * the store: the work is the keyframe plus the changes in the range (not snapshots × fleet). The one
+ * exception is unfiltered `online` on MongoDB, bucketed in the database by onlinePipeline.
+ */
+import type { Doc } from "../storage/store";
+import type { Filter } from "../eve/query";
+import { toNedbFilter } from "../storage/store";
+import { badRequest } from "../eve/errors";
+import { parseHttpDate } from "../eve/dates";
+import { filterMentions } from "../eve/query";
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const nedbModel = require("@seald-io/nedb/lib/model") as { match(doc: Doc, query: Filter): boolean };
+
+/** The fields of a host entry besides `_id` (the spec's, then what the statistics need). */
+export const ENTRY_FIELDS = ["version", "ip", "nodegroups", "_created", "_updated", "_soft_deleted", "status", "last_stateapply", "last_distupgrade"];
+/** Fields whose change alone is no new version of an entry: `_updated` moves with every heartbeat. */
+const TRACKED = ENTRY_FIELDS.filter(f => f !== "_updated");
+
+/** Internal: the index of the snapshot a host was first seen in (kept in keyframes; never shown). */
+export const FIRST = "_first";
+/** Internal: marks a change that removes the host from the snapshots. */
+export const GONE = "_gone";
+
+export type Entry = Doc;
+
+/**
+ * One stored document of snapshot `index`: a part of its keyframe (`full`) or of its changes, as `data`
+ * (the encoded entries, see encodeEntries) or, in memory, as `entries`.
+ */
+export interface ChangeDoc {
+	index: number;
+	part: number;
+	full: boolean;
+	entries?: Doc[];
+	data?: string;
+}
+
+const DATE_FIELDS = ["_created", "_updated", "last_stateapply", "last_distupgrade"];
+
+/**
+ * Entries as one JSON string, dates as epoch milliseconds. A month of changes is millions of small
+ * entries: as strings they take a byte a character in the embedded store's memory (as objects, several
+ * times that), and the same document on MongoDB. They are decoded one document at a time by a replay.
+ */
+export function encodeEntries(entries: Doc[]): string {
+	return JSON.stringify(entries, function (this: Doc, key: string, value: unknown) {
+		// JSON.stringify hands Dates to replacers already as strings; the holder still has the Date.
+		const raw = this[key];
+		return raw instanceof Date && DATE_FIELDS.includes(key) ? raw.getTime() : value;
+	});
+}
+
+export function decodeEntries(data: string): Doc[] {
+	const entries = JSON.parse(data) as Doc[];
+	for (const e of entries) for (const f of DATE_FIELDS) if (typeof e[f] === "number") e[f] = new Date(e[f]);
+	return entries;
+}
+
+function sameValue(a: unknown, b: unknown): boolean {
+	if (a instanceof Date || b instanceof Date) return a instanceof Date && b instanceof Date && a.getTime() === b.getTime();
+	if (Array.isArray(a) || Array.isArray(b)) return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((v, i) => sameValue(v, b[i]));
+	return (a ?? null) === (b ?? null);
+}
+
+/** A host record's fields as an entry: only the entry fields, dates as Dates, absent fields left out. */
+export function toEntry(raw: Doc): Entry {
+	const e: Entry = { _id: String(raw._id) };
+	for (const f of ENTRY_FIELDS) {
+		const v = raw[f];
+		if (v === undefined || v === null) continue;
+		e[f] = (f === "_created" || f === "_updated" || f === "last_stateapply" || f === "last_distupgrade") && !(v instanceof Date) ? new Date(v) : v;
+	}
+	e._soft_deleted = raw._soft_deleted === true;
+	return e;
+}
+
+/**
+ * What to store for a host whose entry was `prev` and is now `next`: null when no tracked field changed,
+ * the whole entry for a host not in the previous snapshot, else `_id` and the changed fields (null for a
+ * field now absent) with the new `_updated`.
+ */
+export function changeOf(prev: Entry | undefined, next: Entry): Doc | null {
+	if (!prev) return { ...next };
+	const change: Doc = { _id: next._id };
+	let changed = false;
+	for (const f of TRACKED) {
+		if (!sameValue(prev[f], next[f])) {
+			change[f] = next[f] ?? null;
+			changed = true;
+		}
+	}
+	if (!changed) return null;
+	if (!sameValue(prev._updated, next._updated)) change._updated = next._updated ?? null;
+	return change;
+}
+
+/** Applies a stored change to the entry (in place); answers the entry, or undefined for a host that left. */
+function applyTo(entry: Entry | undefined, change: Doc): Entry | undefined {
+	if (change[GONE]) return undefined;
+	const out = entry ?? { _id: change._id };
+	// for-in over a plain stored record: no array of pairs per change (millions per month-long replay).
+	for (const k in change) {
+		if (k === "_id") continue;
+		const v = change[k];
+		if (v === null) delete out[k];
+		else out[k] = v;
+	}
+	return out;
+}
+
+/** Sees every entry that enters or leaves the state, to keep running counts. */
+export interface ReplayVisitor {
+	leave?(entry: Entry): void;
+	/** `change`: the stored change that made the entry what it is (none for a keyframe's entry). */
+	enter?(entry: Entry, change?: Doc): void;
+	/** After every snapshot's documents were applied. */
+	done?(index: number): void;
+}
+
+/** The fleet at one snapshot, rebuilt by replaying stored documents in (index, part) order. */
+export class FleetState {
+	readonly hosts = new Map<string, Entry>();
+	index = -1;
+
+	constructor(private readonly visitor: ReplayVisitor = {}) {}
+
+	/** Applies the documents (sorted by index, then part); calls `done` after each snapshot's last one. */
+	applyAll(docs: Iterable<ChangeDoc>): void {
+		let pending: number | null = null;
+		let keyframeSeen: Set<string> | null = null;
+		const finish = () => {
+			if (pending === null) return;
+			if (keyframeSeen) {
+				// A keyframe is the whole fleet: whoever it does not list has left.
+				for (const [id, e] of this.hosts) {
+					if (keyframeSeen.has(id)) continue;
+					this.visitor.leave?.(e);
+					this.hosts.delete(id);
+				}
+				keyframeSeen = null;
+			}
+			this.index = pending;
+			this.visitor.done?.(pending);
+			pending = null;
+		};
+		for (const doc of docs) {
+			if (pending !== null && doc.index !== pending) finish();
+			pending = doc.index;
+			if (doc.full) keyframeSeen ??= new Set();
+			for (const change of doc.entries ?? decodeEntries(doc.data ?? "[]")) {
+				const id = String(change._id);
+				const before = this.hosts.get(id);
+				if (before) this.visitor.leave?.(before);
+				let after: Entry | undefined;
+				if (doc.full) {
+					after = { ...change };
+					after[FIRST] ??= before?.[FIRST] ?? doc.index;
+					keyframeSeen!.add(id);
+				} else {
+					after = applyTo(before, change);
+					if (after && after[FIRST] === undefined) after[FIRST] = doc.index;
+				}
+				if (after) {
+					this.hosts.set(id, after);
+					this.visitor.enter?.(after, doc.full ? undefined : change);
+				} else this.hosts.delete(id);
+			}
+		}
+		finish();
+	}
+
+	/** The entries as a snapshot shows them: sorted by `_id`, without internal fields. */
+	entries(): Entry[] {
+		return [...this.hosts.values()]
+			.map(e => {
+				const { [FIRST]: _first, ...rest } = e;
+				return rest;
+			})
+			.sort((a, b) => (a._id < b._id ? -1 : a._id > b._id ? 1 : 0));
+	}
+}
+
+/** Entries per stored document: a keyframe of a large fleet stays far below MongoDB's 16 MB per document. */
+export const PART_ENTRIES = 2000;
+
+/**
+ * Snapshot `index` (its header's id: `snapshot`) from the fleet at the previous one (`state`, brought forward in place) and the hosts
+ * read now: all of them when `complete` (hosts it no longer lists have left), else only those written
+ * since. Answers the documents to store (the whole fleet in a keyframe, else what changed) and the
+ * counts of its live hosts.
+ */
+export function nextSnapshot(state: FleetState, read: Entry[], complete: boolean, index: number, keyframe: boolean, snapshot = String(index)): { docs: Doc[]; up: number; down: number } {
+	const changes: Doc[] = [];
+	for (const e of read) {
+		const change = changeOf(state.hosts.get(e._id), e);
+		if (change) changes.push(change);
+	}
+	if (complete) {
+		const present = new Set(read.map(e => e._id));
+		for (const id of state.hosts.keys()) if (!present.has(id)) changes.push({ _id: id, [GONE]: true });
+	}
+	state.applyAll([{ index, part: 0, full: false, entries: changes }]);
+	const stored = keyframe ? [...state.hosts.values()] : changes;
+	const docs: Doc[] = [];
+	for (let part = 0; part * PART_ENTRIES < stored.length || part === 0; part++) {
+		docs.push({ _id: `${snapshot}-${part}`, snapshot, index, part, full: keyframe, data: encodeEntries(stored.slice(part * PART_ENTRIES, (part + 1) * PART_ENTRIES)) });
+	}
+	let up = 0;
+	let down = 0;
+	for (const e of state.hosts.values()) {
+		if (e._soft_deleted === true) continue;
+		if (e.status === "up") up++;
+		else down++;
+	}
+	return { docs, up, down };
+}
+
+// ---------------------------------------------------------------- the statistics' parameters
+
+/** At most this many points in one `online` answer. */
+export const MAX_POINTS = 100_000;
+
+export interface Range {
+	start: Date;
+	end: Date;
+}
+
+/** `range[]` (or `range`) given twice: start and end as HTTP-dates, start not after end. */
+export function parseRange(values: string[]): Range {
+	if (values.length === 0) throw badRequest("`range[]` is required: two HTTP-dates (start, end), e.g. range[]=Mon, 01 Jan 2024 00:00:00 GMT&range[]=Tue, 02 Jan 2024 00:00:00 GMT");
+	if (values.length !== 2) throw badRequest(`\`range[]\` needs exactly two HTTP-dates (start, end), got ${values.length}`);
+	const [start, end] = values.map(v => parseHttpDate(v.trim()));
+	if (!start || !end) throw badRequest(`\`range[]\` values must be HTTP-dates like 'Mon, 01 Jan 2024 00:00:00 GMT', got '${(start ? values[1] : values[0]).slice(0, 60)}'`);
+	if (start > end) throw badRequest("`range[]` is reversed: the start is after the end");
+	return { start, end };
+}
+
+/** `interval` in seconds: a positive integer giving at most MAX_POINTS points over the range. */
+export function parseInterval(raw: string | undefined, range: Range): number {
+	if (raw === undefined || raw.trim() === "") throw badRequest("`interval` is required: the seconds between two neighbouring points");
+	const n = Number(raw);
+	if (!Number.isSafeInteger(n) || n < 1) throw badRequest("`interval` must be a positive integer (seconds)");
+	const points = Math.floor((range.end.getTime() - range.start.getTime()) / (n * 1000)) + 1;
+	if (points > MAX_POINTS) throw badRequest(`\`interval\` ${n} s gives ${points} points over this range; at most ${MAX_POINTS} are answered`);
+	return n;
+}
+
+/**
+ * An entry test from a checked `where` (on entry fields; `_id` is the hostname). Soft-deleted hosts are
+ * not counted unless the filter names `_soft_deleted`, as the REST layer hides them unless asked.
+ * The filter is matched with the same rewrite the NeDB store uses, whatever the store.
+ */
+export function entryTest(where: Filter): EntryTest {
+	const live = !filterMentions(where, "_soft_deleted");
+	const fields = new Set(["_soft_deleted"]);
+	collectFields(where, fields);
+	if (Object.keys(where).length === 0) return Object.assign(live ? (e: Entry) => e._soft_deleted !== true : () => true, { fields });
+	const query = toNedbFilter(where);
+	return Object.assign((e: Entry) => (!live || e._soft_deleted !== true) && nedbModel.match(e, query), { fields });
+}
+
+/** An entry test, and the top-level entry fields its answer depends on. */
+export type EntryTest = ((e: Entry) => boolean) & { fields: Set<string> };
+
+function collectFields(filter: unknown, out: Set<string>): void {
+	if (Array.isArray(filter)) for (const f of filter) collectFields(f, out);
+	else if (filter && typeof filter === "object" && !(filter instanceof Date))
+		for (const [k, v] of Object.entries(filter)) {
+			if (k.startsWith("$")) collectFields(v, out);
+			else out.add(k.split(".")[0]);
+		}
+}
+
+/**
+ * The test, remembered per host: asked again only when a change touches a field the filter names (a
+ * status flip does not change whether a host is in nodegroup "web"). Replays of filtered statistics
+ * call it for every change of the range.
+ */
+function cachedTest(test: EntryTest): { matches(e: Entry, change?: Doc): boolean; was(e: Entry): boolean } {
+	const known = new Map<string, boolean>();
+	return {
+		matches(e, change) {
+			let m = known.get(e._id);
+			if (m === undefined || !change || Object.keys(change).some(k => test.fields.has(k))) {
+				m = test(e);
+				known.set(e._id, m);
+			}
+			return m;
+		},
+		was: e => known.get(e._id) === true,
+	};
+}
+
+// ---------------------------------------------------------------- the statistics
+
+export interface Snap {
+	index: number;
+	/** Epoch milliseconds. */
+	timestamp: number;
+}
+
+export interface OnlinePoint {
+	timestamp: Date;
+	_id: null;
+	hostnames: { up: number; down: number };
+}
+
+/**
+ * `online`: one point per bucket of `interval` seconds from the range's start that holds a snapshot, the
+ * counts of its last snapshot (up: entries with status "up"; down: the others). `snaps` are the range's
+ * snapshots in index order, `docs` every stored document from the keyframe at or before the first to the last.
+ */
+export function online(docs: Iterable<ChangeDoc>, snaps: Snap[], range: Range, interval: number, test: EntryTest): OnlinePoint[] {
+	if (!snaps.length) return [];
+	const bucketOf = (t: number) => Math.floor((t - range.start.getTime()) / (interval * 1000));
+	// The last snapshot of each bucket is the one whose counts the point shows.
+	const wanted = new Map<number, Date>();
+	for (let i = 0; i < snaps.length; i++) {
+		const b = bucketOf(snaps[i].timestamp);
+		if (i + 1 === snaps.length || bucketOf(snaps[i + 1].timestamp) !== b) wanted.set(snaps[i].index, new Date(range.start.getTime() + b * interval * 1000));
+	}
+	let up = 0;
+	let down = 0;
+	const cache = cachedTest(test);
+	const count = (e: Entry, sign: number) => {
+		if (e.status === "up") up += sign;
+		else down += sign;
+	};
+	const points: OnlinePoint[] = [];
+	new FleetState({
+		// Before the change: whether the entry counted is what the cache says of it.
+		leave: e => {
+			if (cache.was(e)) count(e, -1);
+		},
+		enter: (e, change) => {
+			if (cache.matches(e, change)) count(e, 1);
+		},
+		done: index => {
+			const at = wanted.get(index);
+			if (at) points.push({ timestamp: at, _id: null, hostnames: { up, down } });
+		},
+	}).applyAll(docs);
+	return points;
+}
+
+/** The point of bucket `b` (its start) with the counts of the bucket's last snapshot. */
+function countsPoint(range: Range, interval: number, b: number, up: number, down: number): OnlinePoint {
+	return { timestamp: new Date(range.start.getTime() + b * interval * 1000), _id: null, hostnames: { up, down } };
+}
+
+/** `online` from the counts stored in the headers (no `where`): the same points without a replay. */
+export function onlineFromCounts(snaps: Array<Snap & { up: number; down: number }>, range: Range, interval: number): OnlinePoint[] {
+	const out: OnlinePoint[] = [];
+	const bucketOf = (t: number) => Math.floor((t - range.start.getTime()) / (interval * 1000));
+	for (let i = 0; i < snaps.length; i++) {
+		const b = bucketOf(snaps[i].timestamp);
+		if (i + 1 < snaps.length && bucketOf(snaps[i + 1].timestamp) === b) continue;
+		out.push(countsPoint(range, interval, b, snaps[i].up, snaps[i].down));
+	}
+	return out;
+}
+
+/**
+ * The same as onlineFromCounts as a MongoDB aggregation pipeline over the headers: the range's complete
+ * headers in index order, grouped by bucket number (⌊(timestamp − start) / interval⌋, the date difference
+ * being milliseconds) keeping the last one's counts, in bucket order. Built only from the checked range and
+ * interval. Its operators ($subtract of dates, $divide, $floor, $last after $sort) are in MongoDB since 3.2.
+ */
+export function onlinePipeline(range: Range, interval: number): Doc[] {
+	return [
+		{ $match: { complete: true, timestamp: { $gte: range.start, $lte: range.end } } },
+		// Sorting only the counted fields keeps the in-memory sort small (a month is 43,200 headers).
+		{ $project: { _id: 0, index: 1, timestamp: 1, up: 1, down: 1 } },
+		{ $sort: { index: 1 } },
+		{ $group: { _id: { $floor: { $divide: [{ $subtract: ["$timestamp", range.start] }, interval * 1000] } }, up: { $last: "$up" }, down: { $last: "$down" } } },
+		{ $sort: { _id: 1 } },
+	];
+}
+
+/** The points from onlinePipeline's answer (`_id` the bucket number). */
+export function onlineFromBuckets(buckets: Doc[], range: Range, interval: number): OnlinePoint[] {
+	return buckets.map(b => countsPoint(range, interval, Number(b._id), Number(b.up), Number(b.down)));
+}
+
+/**
+ * Calls `look` with every entry of the snapshot `first` and then with every entry that changes in a snapshot
+ * up to `last`: each entry any snapshot of [first, last] holds, at least once (an entry unchanged over
+ * several snapshots is seen once).
+ */
+export function eachInRange(docs: Iterable<ChangeDoc>, first: number, last: number, look: (e: Entry, change?: Doc) => void): void {
+	let inRange = false;
+	const state = new FleetState({
+		enter: (e, change) => {
+			if (inRange) look(e, change);
+		},
+		done: index => {
+			if (!inRange && index >= first && index <= last) {
+				// The state at the range's first snapshot counts whole, once; after it, only what changes.
+				inRange = true;
+				for (const e of state.hosts.values()) look(e);
+			}
+			if (index >= last) inRange = false;
+		},
+	});
+	state.applyAll(docs);
+}
+
+/**
+ * The hosts that match `test` in at least one snapshot of [first, last] (`all`), and those of them whose
+ * entry also met `hit` in one of those snapshots (`hits`).
+ */
+export function uniqueHosts(docs: Iterable<ChangeDoc>, first: number, last: number, test: EntryTest, hit: (e: Entry) => boolean): { all: Set<string>; hits: Set<string> } {
+	const all = new Set<string>();
+	const hits = new Set<string>();
+	const cache = cachedTest(test);
+	eachInRange(docs, first, last, (e, change) => {
+		if (!cache.matches(e, change)) return;
+		all.add(e._id);
+		if (!hits.has(e._id) && hit(e)) hits.add(e._id);
+	});
+	return { all, hits };
+}
+
+/**
+ * What the unfiltered statistics need of one keyframe period (snapshots [from, to]), computed once when
+ * the period ends: the live hosts, those up at least once, the state-apply and dist-upgrade times their
+ * live entries showed (ms), and the hosts first seen in it. A statistic over whole periods unions these.
+ * The times are lists of `{id, t}`, not objects keyed by hostname: hostnames hold dots, which neither
+ * NeDB nor the MongoDB driver accept in field names.
+ */
+export interface PeriodSummary {
+	/** The layout of the summary (SUMMARY_FORM); older ones are made again when read. */
+	form: number;
+	from: number;
+	to: number;
+	all: string[];
+	up: string[];
+	fresh: string[];
+	applies: HostTimes[];
+	upgrades: HostTimes[];
+}
+
+/** A host and the times (epoch ms, ascending) one of its date fields showed in a period. */
+export interface HostTimes {
+	id: string;
+	t: number[];
+}
+
+/** The current layout of period summaries (older ones kept times in objects keyed by hostname). */
+export const SUMMARY_FORM = 2;
+
+/** Whether a stored summary is the one of period [from, to] in the current form. */
+export function currentSummary(found: Doc | null | undefined, to: number): found is PeriodSummary {
+	return !!found && found.form === SUMMARY_FORM && found.to === to && Array.isArray(found.applies) && Array.isArray(found.upgrades);
+}
+
+/** Which list of a period summary each unfiltered unique statistic unions. */
+export const SUMMARY_FIELD: Record<string, "up" | "applies" | "upgrades" | "fresh"> = { unique_online: "up", unique_updated: "applies", unique_dist_upgraded: "upgrades", new_hosts: "fresh" };
+
+/**
+ * The union of period summaries in the database (MongoDB): the hostnames in list `field` of the current
+ * summaries of the periods starting at `froms`, or, for a list of host times (`applies`, `upgrades`), of
+ * the hosts with a time inside the range. The database answers one document `{_id: null, ids}` (none when
+ * nothing matched); summaryHits is the same selection in the service.
+ */
+export function summaryUnionPipeline(froms: number[], field: "all" | "up" | "fresh" | "applies" | "upgrades", range: Range): Doc[] {
+	const head: Doc[] = [{ $match: { from: { $in: froms }, form: SUMMARY_FORM } }, { $project: { _id: 0, [field]: 1 } }, { $unwind: `$${field}` }];
+	if (field !== "applies" && field !== "upgrades") return [...head, { $group: { _id: null, ids: { $addToSet: `$${field}` } } }];
+	return [
+		...head,
+		{ $unwind: `$${field}.t` },
+		{ $match: { [`${field}.t`]: { $gte: range.start.getTime(), $lte: range.end.getTime() } } },
+		{ $group: { _id: null, ids: { $addToSet: `$${field}.id` } } },
+	];
+}
+
+export function summarize(docs: Iterable<ChangeDoc>, from: number, to: number): PeriodSummary {
+	const all = new Set<string>();
+	const up = new Set<string>();
+	const fresh = new Set<string>();
+	const applies = new Map<string, Set<number>>();
+	const upgrades = new Map<string, Set<number>>();
+	const note = (m: Map<string, Set<number>>, id: string, d: unknown) => {
+		if (!(d instanceof Date)) return;
+		let times = m.get(id);
+		if (!times) m.set(id, (times = new Set()));
+		times.add(d.getTime());
+	};
+	eachInRange(docs, from, to, e => {
+		if (e[FIRST] >= from && e[FIRST] <= to) fresh.add(e._id);
+		if (e._soft_deleted === true) return;
+		all.add(e._id);
+		if (e.status === "up") up.add(e._id);
+		note(applies, e._id, e.last_stateapply);
+		note(upgrades, e._id, e.last_distupgrade);
+	});
+	const plain = (m: Map<string, Set<number>>): HostTimes[] => [...m].map(([id, t]) => ({ id, t: [...t].sort((a, b) => a - b) }));
+	return { form: SUMMARY_FORM, from, to, all: [...all], up: [...up], fresh: [...fresh], applies: plain(applies), upgrades: plain(upgrades) };
+}
+
+/** The hits of one unfiltered statistic in a period summary (`first`, `last`: the range's snapshots). */
+export function summaryHits(kind: string, summary: PeriodSummary, range: Range): string[] {
+	const from = range.start.getTime();
+	const to = range.end.getTime();
+	const within = (times: HostTimes[]) => times.filter(h => h.t.some(t => t >= from && t <= to)).map(h => h.id);
+	switch (kind) {
+		case "unique_online":
+			return summary.up;
+		case "unique_updated":
+			return within(summary.applies);
+		case "unique_dist_upgraded":
+			return within(summary.upgrades);
+		default:
+			return summary.fresh;
+	}
+}
+
+/** Whether a date field of the entry lies in the range (inclusive). */
+export function happenedIn(field: string, range: Range): (e: Entry) => boolean {
+	const from = range.start.getTime();
+	const to = range.end.getTime();
+	return e => e[field] instanceof Date && e[field].getTime() >= from && e[field].getTime() <= to;
+}

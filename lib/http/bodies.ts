@@ -1,0 +1,26 @@
+/**
+ * The request bodies of the routes that are not a collection's CRUD, as fastest-validator schemas: the
+ * services validate with them and the OpenAPI document (lib/http/openapi.ts) describes them, from this one place.
+ */
+
+/** A Salt function's name: `module.function` (tasks' `fun` too). */
+export const SALT_FUN = /^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$/;
+
+/** POST /hosts/{id}, POST /groups/{id}: a Salt function to run (docs/salt.md). */
+export const RUN_BODY = {
+	cm_client: { type: "enum", values: ["local", "local_async"], optional: true, default: "local_async" },
+	fun: { type: "string", pattern: SALT_FUN, max: 200 },
+	arg: { type: "array", optional: true, max: 1000 },
+	kwarg: { type: "object", optional: true },
+};
+
+/** POST /hosts/{id}/all_status: start or stop the live status.all_status poll. */
+export const ALL_STATUS_BODY = { action: { type: "enum", values: ["start", "stop", "stop_all"], optional: true, default: "start" } };
+
+/** POST /graph: the background jobs (docs/graph.md). */
+export const GRAPH_ACTIONS = ["build_graph", "request_ips"] as const;
+export const GRAPH_RUN_BODY = {
+	action: { type: "enum", values: [...GRAPH_ACTIONS] },
+	master: { type: "string", min: 1, max: 200, optional: true },
+	ip_resolver: { type: "string", min: 1, max: 2048, optional: true },
+};

@@ -1,0 +1,194 @@
+/**
+ * The /api routing table: every path of the interface spec, the action behind each method, and
+ * nothing else (the gateway publishes no other action). A method a path does not list is a 405.
+ * Paths use path-to-regexp 8 syntax; more specific paths come first.
+ */
+
+import type { Role } from "./auth";
+import { ALL_STATUS_BODY, GRAPH_RUN_BODY, RUN_BODY } from "./bodies";
+
+/** How the gateway hands the request to the action. */
+export type BodyKind = "json" | "none" | "stream";
+
+/**
+ * A route that leads to a run (remote execution, a live poll, a task write). Its scope check is not the
+ * gateway's: the cm-gateway and the tasks service authorize the run where it starts (docs/security.md).
+ */
+export type ScopeCheck = "host" | "group" | "task";
+
+export interface RouteMethod {
+	action: string;
+	/** The least role that may call it. */
+	role: Role;
+	body?: BodyKind;
+	/** The gateway may keep this read's response until that service's collection changes. */
+	cachedBy?: string;
+	scope?: ScopeCheck;
+	/** Why the route answers 503 when its action is not published (default: its service is not running). */
+	unavailable?: string;
+	/** The response is a text/event-stream that stays open (`?timeout=<seconds>` ends it sooner). */
+	events?: boolean;
+	/** What the route does, for the OpenAPI document (generic CRUD routes are described from their action). */
+	summary?: string;
+	/** A read that is audited like a write (it hands out a secret). */
+	audited?: boolean;
+	/** The JSON body as the action validates it (lib/http/bodies.ts), for the OpenAPI document; collections describe theirs. */
+	bodySchema?: Record<string, unknown>;
+	/** Query parameters beyond a collection's (where, sort, …), for the OpenAPI document. */
+	query?: QueryParam[];
+}
+
+export interface QueryParam {
+	name: string;
+	description: string;
+	required?: boolean;
+	/** JSON Schema of the value (default: a string). */
+	schema?: Record<string, unknown>;
+}
+
+export interface RouteDef {
+	path: string;
+	methods: Partial<Record<"GET" | "POST" | "PATCH" | "PUT" | "DELETE", RouteMethod>>;
+}
+
+/** Collections listed by GET /api/: the spec's, in its order, then fleet-ctl's own. */
+export const COLLECTIONS = [
+	"groups",
+	"nodegroups",
+	"hosts",
+	"hosts_statistic",
+	"tasks",
+	"actions",
+	"failed_patches",
+	"updates",
+	"alerts",
+	"settings",
+	"files",
+	"vpn_managers",
+	"vpn_organizations",
+	"tokens",
+	"audit",
+	"graph_jobs",
+	"jobs",
+	"webhooks",
+	"webhook_deliveries",
+];
+
+const read = (service: string, role: Role = "viewer", query?: QueryParam[]) => ({ GET: { action: `${service}.list`, role, cachedBy: service, query } });
+const readItem = (service: string, role: Role = "viewer", query?: QueryParam[]) => ({ GET: { action: `${service}.get`, role, cachedBy: service, query } });
+/** `?mark_as_read=1` on a read of alerts (docs/api.md). */
+const MARK_AS_READ: QueryParam[] = [{ name: "mark_as_read", description: "1: mark the alerts this read returns as read" }];
+const get = (action: string): RouteMethod => ({ action, role: "viewer" });
+const json = (action: string, role: Role, scope?: ScopeCheck): RouteMethod => ({ action, role, body: "json", scope });
+const none = (action: string, role: Role): RouteMethod => ({ action, role, body: "none" });
+/** The cm-gateway publishes its salt actions only when CM_API_URL names a salt-api. */
+const NO_MASTER = "no configuration-management master is configured (CM_API_URL), or the cm-gateway is not running";
+const needsMaster = (m: RouteMethod): RouteMethod => ({ ...m, unavailable: NO_MASTER });
+const withBody = (m: RouteMethod, bodySchema: Record<string, unknown>): RouteMethod => ({ ...m, bodySchema });
+
+/** The statistics' parameters (docs/statistics.md). */
+const RANGE: QueryParam = { name: "range[]", required: true, description: "Twice: the range's start and end as HTTP-dates", schema: { type: "array", items: { type: "string" }, minItems: 2, maxItems: 2 } };
+const STATS_WHERE: QueryParam = { name: "where", description: 'A filter on the entries of the hosts in the snapshots, as JSON: {"nodegroups": "web"}' };
+const statistic = (action: string, summary: string, extra: QueryParam[] = []): RouteMethod => ({ action, role: "viewer", summary, query: [RANGE, STATS_WHERE, ...extra] });
+
+export const ROUTES: RouteDef[] = [
+	{ path: "groups", methods: { ...read("groups"), POST: json("groups.create", "admin"), DELETE: none("groups.removeWhere", "admin") } },
+	{ path: "groups/:id/subgroups", methods: { GET: get("groups.subgroups") } },
+	{ path: "groups/:id/hostnames", methods: { GET: get("groups.hostnames") } },
+	{
+		path: "groups/:id",
+		methods: {
+			...readItem("groups"),
+			POST: needsMaster(withBody(json("cm-gateway.runOnGroup", "operator", "group"), RUN_BODY)),
+			PATCH: json("groups.patch", "admin"),
+			DELETE: none("groups.remove", "admin"),
+		},
+	},
+
+	{ path: "graph", methods: { POST: withBody(json("graph.run", "admin"), GRAPH_RUN_BODY) } },
+	{ path: "graph/not-linked", methods: { GET: get("graph.notLinked") } },
+	{ path: "graph/:id/nodes", methods: { GET: { ...get("graph.nodes"), query: [{ name: "where", description: 'Only nodes of a type, as JSON: {"type": 1}' }] } } },
+	{ path: "graph/:id/edges", methods: { GET: get("graph.edges") } },
+	{ path: "graph/:id", methods: { GET: get("graph.tree") } },
+	// The first name of `jobs`, kept for the clients of POST /graph.
+	{ path: "graph_jobs", methods: read("jobs") },
+	{ path: "graph_jobs/:id", methods: readItem("jobs") },
+	{ path: "jobs", methods: read("jobs") },
+	{ path: "jobs/:id", methods: readItem("jobs") },
+
+	{ path: "nodegroups", methods: read("nodegroups") },
+	{ path: "nodegroups/:id", methods: readItem("nodegroups") },
+
+	{ path: "hosts/statistics/online", methods: { GET: statistic("stats.online", "Hosts up and down over time, a point per interval", [{ name: "interval", required: true, description: "Seconds between two points", schema: { type: "integer", minimum: 1 } }]) } },
+	{ path: "hosts/statistics/unique_online", methods: { GET: statistic("stats.uniqueOnline", "The hosts seen, and those seen up, in the range") } },
+	{ path: "hosts/statistics/unique_updated", methods: { GET: statistic("stats.uniqueUpdated", "The hosts whose state apply happened in the range") } },
+	{ path: "hosts/statistics/unique_dist_upgraded", methods: { GET: statistic("stats.uniqueDistUpgraded", "The hosts whose dist-upgrade happened in the range") } },
+	{ path: "hosts/statistics/new_hosts", methods: { GET: statistic("stats.newHosts", "The hosts first seen in the range") } },
+	{ path: "hosts", methods: read("hosts") },
+	{ path: "hosts/:id/all_status", methods: { POST: needsMaster(withBody(json("cm-gateway.allStatus", "operator", "host"), ALL_STATUS_BODY)) } },
+	// The host's Pritunl profile archive (docs/vpn.md): it holds the host's VPN keys, so not for viewers.
+	{ path: "hosts/:id/vpn_profile", methods: { GET: { action: "vpn.profile", role: "operator", audited: true } } },
+	{
+		path: "hosts/:id",
+		methods: {
+			...readItem("hosts"),
+			POST: needsMaster(withBody(json("cm-gateway.runOnHost", "operator", "host"), RUN_BODY)),
+			PATCH: json("hosts.patch", "admin"),
+			DELETE: none("hosts.remove", "admin"),
+		},
+	},
+
+	{ path: "inventory/sync", methods: { POST: { ...needsMaster(none("cm-gateway.sync", "operator")), summary: "Reconcile the inventory with the master now (keys, fingerprints, presence, grains); progress in /jobs/inventory_sync" } } },
+	{ path: "hosts_statistic", methods: read("stats") },
+	{ path: "hosts_statistic/:id", methods: readItem("stats") },
+
+	{ path: "tasks", methods: { ...read("tasks"), POST: json("tasks.create", "operator", "task"), PUT: json("tasks.replace", "operator", "task") } },
+	{ path: "tasks/:id/preview", methods: { GET: { ...get("tasks.preview"), summary: "The task's next due times", query: [{ name: "count", description: "How many (1 to 1000, default 10)", schema: { type: "integer", minimum: 1, maximum: 1000 } }] } } },
+	{ path: "tasks/:id/:status", methods: { PATCH: none("tasks.setStatus", "operator") } },
+	{ path: "tasks/:id", methods: { ...readItem("tasks"), DELETE: none("tasks.remove", "operator") } },
+
+	{ path: "actions", methods: read("actions") },
+	{ path: "actions/:id", methods: readItem("actions") },
+
+	{ path: "failed_patches", methods: read("failed-patches") },
+	{ path: "failed_patches/:id", methods: readItem("failed-patches") },
+
+	{ path: "updates", methods: { ...read("updates"), POST: needsMaster(none("cm-gateway.loadUpdates", "operator")) } },
+	{ path: "updates/:id", methods: { ...readItem("updates"), PATCH: json("updates.patch", "operator") } },
+
+	{ path: "alerts", methods: read("alerts", "viewer", MARK_AS_READ) },
+	{ path: "alerts/stream", methods: { GET: { action: "api.alertStream", role: "viewer", events: true, summary: "New alerts as server-sent events, pushed as they are raised" } } },
+	{ path: "alerts/:id", methods: readItem("alerts", "viewer", MARK_AS_READ) },
+
+	{ path: "settings", methods: read("settings") },
+	{ path: "settings/:id", methods: { ...readItem("settings"), PATCH: json("settings.patch", "admin") } },
+
+	{ path: "files", methods: { ...read("files"), POST: { action: "files.upload", role: "admin", body: "stream" } } },
+	{ path: "files/:id", methods: { ...readItem("files"), DELETE: none("files.remove", "admin") } },
+	{ path: "media/:id", methods: { GET: get("media.get") } },
+
+	{ path: "vpn_managers", methods: { ...read("vpn-managers"), POST: json("vpn-managers.create", "admin") } },
+	{ path: "vpn_managers/:id", methods: { ...readItem("vpn-managers"), DELETE: none("vpn-managers.remove", "admin") } },
+
+	{ path: "vpn_organizations", methods: { ...read("vpn-organizations"), POST: json("vpn.createOrganization", "admin") } },
+	{ path: "vpn_organizations/:id/sync", methods: { POST: none("vpn.syncOrganization", "operator") } },
+	{ path: "vpn_organizations/:id", methods: { ...readItem("vpn-organizations"), DELETE: none("vpn.deleteOrganization", "admin") } },
+
+	{ path: "tokens", methods: { ...read("tokens", "admin"), POST: json("tokens.create", "admin") } },
+	{ path: "tokens/:id", methods: { ...readItem("tokens", "admin"), DELETE: none("tokens.remove", "admin") } },
+
+	{ path: "audit", methods: read("audit", "admin") },
+	{ path: "audit/:id", methods: readItem("audit", "admin") },
+
+	{ path: "webhooks", methods: { ...read("webhooks", "admin"), POST: json("webhooks.create", "admin") } },
+	{ path: "webhooks/:id/deliveries", methods: { GET: { action: "webhook-deliveries.ofWebhook", role: "admin" } } },
+	{ path: "webhooks/:id", methods: { ...readItem("webhooks", "admin"), PATCH: json("webhooks.patch", "admin"), DELETE: none("webhooks.remove", "admin") } },
+	{ path: "webhook_deliveries", methods: read("webhook-deliveries", "admin") },
+	{ path: "webhook_deliveries/:id", methods: readItem("webhook-deliveries", "admin") },
+
+	{ path: "whoami", methods: { GET: { action: "api.whoami", role: "viewer", summary: "The caller: token name, role and scope" } } },
+	{ path: "openapi.json", methods: { GET: { action: "api.openapi", role: "viewer", summary: "This document: OpenAPI 3.1, generated from the route table and the collections' schemas" } } },
+];
+
+/** Every action the gateway may call: its whitelist. */
+export const PUBLISHED_ACTIONS = [...new Set(ROUTES.flatMap(r => Object.values(r.methods).map(m => (m as RouteMethod).action))), "api.root"];

@@ -1,0 +1,98 @@
+/**
+ * lib/fleet/group-rules.ts: what a rule selects (regex from the start of the host id, grain paths and globs
+ * as Salt matches them), rules that are refused, patterns that cannot take exponential time, and the
+ * memberships a host gets from explicit, automatic and parent groups.
+ */
+import { GroupIndex, compileRule, grainAt, ruleProblems } from "../../lib/fleet/group-rules";
+
+const host = (id: string, grain: Record<string, unknown> = {}) => ({ _id: id, grain });
+
+describe("compileRule", () => {
+	it("matches a regex from the start of the host id, as Salt's pcre matcher", () => {
+		const web = compileRule({ regex: "web-\\d+" })!;
+		expect(web(host("web-01.site-a"))).toBe(true);
+		expect(web(host("old-web-01"))).toBe(false);
+		expect(compileRule({ regex: "web-\\d+$" })!(host("web-01.site-a"))).toBe(false);
+	});
+
+	it("matches grain paths with ':' and globs, lists by any element, every condition together", () => {
+		const grains = { os: "ALT", osrelease: "10.1", num_cpus: 8, virtual: "kvm", roles: ["web", "cache"], ip_interfaces: { eth0: ["10.0.0.5"] }, ctl: { ok: true } };
+		expect(compileRule({ grain: { os: "ALT" } })!(host("a", grains))).toBe(true);
+		expect(compileRule({ grain: { os: "alt" } })!(host("a", grains))).toBe(false);
+		expect(compileRule({ grain: { osrelease: "10.*" } })!(host("a", grains))).toBe(true);
+		expect(compileRule({ grain: { osrelease: "1?.[0-9]" } })!(host("a", grains))).toBe(true);
+		expect(compileRule({ grain: { osrelease: "[!1]*" } })!(host("a", grains))).toBe(false);
+		expect(compileRule({ grain: { num_cpus: "8" } })!(host("a", grains))).toBe(true);
+		expect(compileRule({ grain: { roles: "cache" } })!(host("a", grains))).toBe(true);
+		expect(compileRule({ grain: { "ip_interfaces:eth0": "10.0.*" } })!(host("a", grains))).toBe(true);
+		expect(compileRule({ grain: { "ip_interfaces:eth0:0": "10.0.0.5" } })!(host("a", grains))).toBe(true);
+		expect(compileRule({ grain: { "ctl:ok": "True" } })!(host("a", grains))).toBe(true);
+		expect(compileRule({ grain: { "no:such": "*" } })!(host("a", grains))).toBe(false);
+		expect(compileRule({ grain: { os: "ALT", virtual: "kvm" }, regex: "^a" })!(host("a", grains))).toBe(true);
+		expect(compileRule({ grain: { os: "ALT", virtual: "xen" }, regex: "^a" })!(host("a", grains))).toBe(false);
+		expect(compileRule({ grain: { os: "ALT" }, regex: "^b" })!(host("a", grains))).toBe(false);
+		expect(compileRule({ grain: { os: "A.T" } })!(host("a", grains))).toBe(false);
+	});
+
+	it("gives no matcher for a rule without conditions (such a group selects nothing)", () => {
+		expect(compileRule({})).toBeNull();
+		expect(compileRule({ grain: {} })).toBeNull();
+		expect(compileRule(undefined)).toBeNull();
+	});
+
+	it("matches a pattern that takes exponential time in a backtracking engine (with RegExp this test would time out)", () => {
+		const evil = compileRule({ regex: "(a+)+$" })!;
+		expect(evil(host(`${"a".repeat(5000)}!`))).toBe(false);
+		expect(evil(host("aaaa"))).toBe(true);
+	}, 5000);
+});
+
+describe("ruleProblems", () => {
+	it("refuses what RE2 cannot match safely, bad globs and empty grain path parts", () => {
+		expect(ruleProblems({ regex: "^web-\\d+" })).toBeNull();
+		expect(ruleProblems({ regex: "(a)\\1" })?.regex).toMatch(/invalid regular expression/);
+		expect(ruleProblems({ regex: "(?=web)" })?.regex).toMatch(/invalid regular expression/);
+		expect(ruleProblems({ regex: "[" })?.regex).toMatch(/missing closing \]/);
+		expect(ruleProblems({ grain: { os: "[z-a]" } })).toEqual({ "grain.os": "invalid glob: [z-a]" });
+		expect(ruleProblems({ grain: { "a::b": "x" } })).toEqual({ "grain.a::b": "a grain path has an empty part" });
+	});
+});
+
+describe("grainAt", () => {
+	it("walks dicts by key and lists by index", () => {
+		expect(grainAt({ a: { b: [1, { c: "x" }] } }, "a:b:1:c")).toBe("x");
+		expect(grainAt({ a: 1 }, "a:b")).toBeUndefined();
+	});
+});
+
+describe("GroupIndex", () => {
+	// root -> [web, db]; web -> [shared]; db -> [shared]; auto (regex) under web; nodegroups by rule.
+	const groups = [
+		{ _id: "root", subgroups: ["web", "db"] },
+		{ _id: "web", subgroups: ["shared", "auto"], hosts: ["w1"] },
+		{ _id: "db", subgroups: ["shared"], hosts: ["d1"] },
+		{ _id: "shared", hosts: ["s1"] },
+		{ _id: "auto", info: { regex: "^gpu-", grain: { virtual: "physical" } } },
+		{ _id: "lonely", hosts: ["l1"] },
+		{ _id: "bad", info: { regex: "(a)\\1" } },
+	];
+	const index = new GroupIndex(groups, [
+		{ name: "alt", info: { grain: { os: "ALT" } } },
+		{ name: "gpu", info: { regex: "^gpu-" } },
+	]);
+
+	it("gives each host its direct groups and every group above them, once", () => {
+		expect(index.groupsOf(host("s1"))).toEqual(["db", "root", "shared", "web"]);
+		expect(index.groupsOf(host("w1"))).toEqual(["root", "web"]);
+		expect(index.groupsOf(host("gpu-01", { virtual: "physical" }))).toEqual(["auto", "root", "web"]);
+		expect(index.groupsOf(host("gpu-02", { virtual: "kvm" }))).toEqual([]);
+		expect(index.groupsOf(host("l1"))).toEqual(["lonely"]);
+		expect(index.groupsOf(host("nobody"))).toEqual([]);
+		expect(index.usesGrains).toBe(true);
+	});
+
+	it("gives each host the nodegroups whose rule selects it", () => {
+		expect(index.nodegroupsOf(host("gpu-01", { os: "ALT" }))).toEqual(["alt", "gpu"]);
+		expect(index.nodegroupsOf(host("web-01", { os: "Debian" }))).toEqual([]);
+	});
+});

@@ -1,0 +1,134 @@
+/**
+ * The first hour (issue 18): what the production command (moleculer-runner on the build) prints when it
+ * starts, and the starts it refuses. A first start at the default LOGLEVEL is a short screen with no
+ * warning and no route listing, ending in one block with the address, the one-time admin token and the
+ * request to try; a CTL_ADMIN_TOKEN no request could carry and a Node.js older than 22 stop the start
+ * with one line and a non-zero exit. Needs the build (`npm run build`).
+ */
+import { execFileSync, spawn, type ChildProcess } from "node:child_process";
+import fs from "node:fs";
+import path from "node:path";
+import { DIST, ROOT, stopProc, tempDir, type Proc } from "../support/harness";
+import { itIf } from "../support/skip";
+
+const RUNNER = path.join(ROOT, "node_modules/moleculer/bin/moleculer-runner.js");
+
+/** The production command with `env` on top of this environment, minus the settings the suites set for their own processes. */
+function start(env: Record<string, string>, services: string[] = [], node: string = process.execPath): Proc {
+	const base: NodeJS.ProcessEnv = { ...process.env };
+	for (const name of ["LOGLEVEL", "LOG_FORMAT", "CTL_ADMIN_TOKEN", "TRANSPORTER", "MONGO_URI", "SERVICES", "NODE_OPTIONS"]) delete base[name];
+	const child: ChildProcess = spawn(node, [RUNNER, "--config", path.join(DIST, "moleculer.config.js")], {
+		cwd: ROOT,
+		env: { ...base, SERVICEDIR: path.join(DIST, "services"), PORT: "0", HEALTH_PORT: "0", HOST: "127.0.0.1", SERVICES: services.join(","), ...env },
+		stdio: ["ignore", "pipe", "pipe"],
+	});
+	const log: string[] = [];
+	child.stdout?.on("data", d => log.push(String(d)));
+	child.stderr?.on("data", d => log.push(String(d)));
+	return { child, log, services };
+}
+
+async function until<T>(what: string, proc: Proc, probe: () => T | undefined | Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+	const deadline = Date.now() + timeoutMs;
+	while (Date.now() < deadline) {
+		const value = await probe();
+		if (value !== undefined) return value;
+		if (proc.child.exitCode !== null) throw new Error(`exited (${proc.child.exitCode}) before ${what}:\n${proc.log.join("")}`);
+		await new Promise(r => setTimeout(r, 50));
+	}
+	throw new Error(`no ${what} in time:\n${proc.log.join("")}`);
+}
+
+function exited(proc: Proc): Promise<number | null> {
+	return new Promise(resolve => (proc.child.exitCode !== null ? resolve(proc.child.exitCode) : proc.child.once("exit", code => resolve(code))));
+}
+
+/** The output once the process ended and its pipes closed. */
+function closed(proc: Proc): Promise<{ code: number | null; output: string }> {
+	return new Promise(resolve => proc.child.once("close", code => resolve({ code, output: proc.log.join("") })));
+}
+
+const BLOCK = /\nfleet-ctl is running: (http:\/\/127\.0\.0\.1:(\d+))\/ \(API: \1\/api\)\nadmin token \(shown once, keep it safe\): (fct_[A-Za-z0-9_-]{43})\nnext: curl -s \1\/api\/ -H "Authorization: Bearer \3"\n/;
+
+beforeAll(() => {
+	if (!fs.existsSync(path.join(DIST, "moleculer.config.js"))) throw new Error("no build: run `npm run build` first");
+});
+
+describe("a first start at the default LOGLEVEL", () => {
+	it("is a short screen: no warning, no route listing, one block with the address, the admin token and the next step", async () => {
+		const dataDir = tempDir("startup");
+		let proc = start({ DATA_DIR: dataDir });
+		try {
+			const [, url, , token] = await until("the start-up block", proc, () => BLOCK.exec(proc.log.join("")) ?? undefined);
+			const answered = await until("the API", proc, async () => {
+				const res = await fetch(`${url}/api/`, { headers: { authorization: `Bearer ${token}` } }).catch(() => null);
+				return res?.status === 200 ? true : undefined;
+			});
+			expect(answered).toBe(true);
+			await until("the end of the start", proc, () => (/started successfully/.test(proc.log.join("")) ? true : undefined));
+			const screen = proc.log.join("");
+			const lines = screen.split("\n").filter(l => l.trim() !== "");
+			expect(lines.filter(l => /warn/i.test(l))).toEqual([]);
+			expect(screen).not.toMatch(/ => |Register route|middlewares\.|not registered/);
+			expect(lines.length).toBeLessThan(30);
+			expect(screen.split(token).length).toBe(3); // the token line and the curl line, nothing else
+
+			// A restart says where it runs, and shows no token.
+			await stopProc(proc);
+			proc = start({ DATA_DIR: dataDir });
+			await until("the address", proc, () => /\nfleet-ctl is running: http:\/\/127\.0\.0\.1:\d+\/ /.exec(proc.log.join("")) ?? undefined);
+			await until("the end of the start", proc, () => (/started successfully/.test(proc.log.join("")) ? true : undefined));
+			expect(proc.log.join("")).not.toMatch(/admin token|next:|warn/i);
+		} finally {
+			await stopProc(proc);
+		}
+	});
+});
+
+describe("starts that are refused", () => {
+	it("a CTL_ADMIN_TOKEN shorter than a token may be: exit 1 with the reason, in one line", async () => {
+		const proc = start({ DATA_DIR: tempDir("startup-short"), CTL_ADMIN_TOKEN: "fct_short" });
+		const { code, output } = await closed(proc);
+		expect(code).toBe(1);
+		expect(output).toBe("fleet-ctl cannot start: CTL_ADMIN_TOKEN is too short (9 characters): a token needs at least 16, or every request with it is refused (401)\n");
+	});
+
+	it("a CTL_ADMIN_TOKEN with characters no Authorization header carries: exit 1 with the reason", async () => {
+		const proc = start({ DATA_DIR: tempDir("startup-space"), CTL_ADMIN_TOKEN: "fct_a token with spaces in it" });
+		const { code, output } = await closed(proc);
+		expect(code).toBe(1);
+		expect(output).toMatch(/^fleet-ctl cannot start: CTL_ADMIN_TOKEN must be at most 512 characters of .*\(401\)\n$/);
+	});
+
+	const older = ["/usr/bin/node", "/usr/local/bin/node"].find(bin => {
+		try {
+			return fs.existsSync(bin) && Number(/^v(\d+)/.exec(execFileSync(bin, ["--version"], { encoding: "utf8" }))?.[1]) < 22;
+		} catch {
+			return false;
+		}
+	});
+	itIf(older !== undefined, "no Node.js older than 22 on this machine (looked at /usr/bin/node, /usr/local/bin/node)")("Node.js older than 22: exit 1 with one line, before Moleculer prints anything", async () => {
+		const proc = start({ DATA_DIR: tempDir("startup-node") }, [], older);
+		const { code, output } = await closed(proc);
+		expect(code).toBe(1);
+		expect(output).toMatch(/^fleet-ctl needs Node\.js 22 or newer \(this is v\d+\.\d+\.\d+\): [^\n]+\n$/);
+	});
+});
+
+describe("the membership computation of the hosts service", () => {
+	it("does not keep a process running hosts alone from starting, nor from stopping", async () => {
+		const proc = start({ DATA_DIR: tempDir("startup-hosts"), LOGLEVEL: "info" }, ["hosts"]);
+		try {
+			await until("the start", proc, () => (/ServiceBroker with \d+ service\(s\) started successfully/.test(proc.log.join("")) ? true : undefined));
+			// Long enough for the membership loop to have asked for the absent groups service, were it not waiting.
+			await new Promise(r => setTimeout(r, 500));
+			const began = Date.now();
+			proc.child.kill("SIGTERM");
+			expect(await exited(proc)).toBe(0);
+			expect(Date.now() - began).toBeLessThan(5000);
+			expect(proc.log.join("")).not.toMatch(/WARN|groups\.rules/);
+		} finally {
+			await stopProc(proc);
+		}
+	});
+});
