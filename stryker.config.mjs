@@ -15,7 +15,7 @@ export const MODULES = [
 	"lib/eve/query.ts", // where / projection / sort / embedded validation, allowlists, limits, paging
 	"lib/security/address-guard.ts", // outbound addresses
 	"lib/security/secrets.ts", // secrets at rest
-	"lib/http/json-depth.ts", // nesting bound on client JSON
+	"lib/eve/json-depth.ts", // nesting bound on client JSON
 	"lib/storage/store-keys.ts", // key encoding at the storage boundary
 	"services/tasks/task-claims.ts", // the scheduler's claims and lease takeovers (exactly once)
 	"lib/eve/paging.ts", // page arithmetic, _meta and _links
@@ -27,7 +27,7 @@ export const UNIT_SPECS = [
 	"test/eve/query.spec.ts",
 	"test/security/address-guard.spec.ts",
 	"test/security/secrets.spec.ts",
-	"test/http/json-depth.spec.ts",
+	"test/eve/json-depth.spec.ts",
 	"test/storage/store-keys.spec.ts",
 	"test/tasks/task-claims.spec.ts",
 	"test/eve/paging.spec.ts",

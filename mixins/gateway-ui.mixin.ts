@@ -1,6 +1,6 @@
 /**
  * What the gateway adds for people and integrations besides the collections (composed by
- * services/api.service.ts): the dashboard's static files at `/`, security headers on every answer,
+ * services/api/api.service.ts): the dashboard's static files at `/`, security headers on every answer,
  * `GET /api/whoami`, `GET /api/openapi.json` (lib/http/openapi.ts) and `GET /api/alerts/stream`, the
  * alerts raised anywhere in the cluster pushed to the browser as server-sent events.
  *
@@ -10,9 +10,9 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import type { IncomingMessage, ServerResponse } from "node:http";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import { PassThrough } from "node:stream";
-import type { Context, ServiceSchema } from "moleculer";
+import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { ROUTES, type RouteMethod } from "../lib/http/routes";
 import { buildOpenApi, type CollectionDescription } from "../lib/http/openapi";
 import { formatHttpDate } from "../lib/eve/dates";
@@ -73,7 +73,19 @@ function renderAlert(alert: Record<string, any>): Record<string, unknown> {
 	return out;
 }
 
-export const GatewayUi: Partial<ServiceSchema> = {
+/** What the mixin keeps on the gateway service. */
+interface UiVars {
+	/** The alert streams open on this gateway. */
+	alertStreams: Set<PassThrough>;
+	packageVersion: string;
+	heartbeat: NodeJS.Timeout;
+	/** moleculer-web's HTTP server (undefined before it listens). */
+	server?: Server;
+}
+
+type UiThis = Service & UiVars & { replayAlerts(ctx: Context, stream: PassThrough, lastId: string): Promise<void> };
+
+export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<string, never>, UiVars, UiThis>> = {
 	actions: {
 		/** GET /api/whoami: who the token belongs to, so that clients offer only what the role allows. */
 		whoami: {
@@ -85,7 +97,7 @@ export const GatewayUi: Partial<ServiceSchema> = {
 
 		/** GET /api/openapi.json */
 		openapi: {
-			async handler(this: any, ctx: Context) {
+			async handler(this: UiThis, ctx: Context) {
 				const services = [...new Set(ROUTES.flatMap(r => (Object.values(r.methods) as RouteMethod[]).map(m => m.action.split(".")))
 					.filter(([, verb]) => verb === "list" || verb === "get")
 					.map(([service]) => service))];
@@ -109,7 +121,7 @@ export const GatewayUi: Partial<ServiceSchema> = {
 		 * drops those it has already seen by their ids).
 		 */
 		alertStream: {
-			async handler(this: any, ctx: Context<{ query?: unknown }, Record<string, any>>) {
+			async handler(this: UiThis, ctx: Context<{ query?: unknown }, Record<string, any>>) {
 				const raw = QueryArgs.from(ctx.params.query).get("timeout");
 				const seconds = raw === undefined || raw === "" ? STREAM_MAX_SECONDS : Number(raw);
 				if (!Number.isInteger(seconds) || seconds < 0) throw new EveError(400, "timeout must be a whole number of seconds");
@@ -142,7 +154,7 @@ export const GatewayUi: Partial<ServiceSchema> = {
 
 	methods: {
 		/** The alerts since the second of alert `lastId` (ids begin with their second), the newest 50, oldest first. */
-		async replayAlerts(this: any, ctx: Context, stream: PassThrough, lastId: string) {
+		async replayAlerts(this: UiThis, ctx: Context, stream: PassThrough, lastId: string) {
 			try {
 				const since = `${lastId.slice(0, 8)}${"0".repeat(16)}`;
 				const page = readJson<{ _items: Array<Record<string, any>> }>(await ctx.call("alerts.list", { query: [["where", JSON.stringify({ _id: { $gte: since } })], ["sort", "-_id"], ["max_results", "50"]] }));
@@ -156,10 +168,10 @@ export const GatewayUi: Partial<ServiceSchema> = {
 	events: {
 		/** Alerts raised on any node (services/alerts.service.ts broadcasts them to every gateway). */
 		"alerts.raised": {
-			handler(this: any, ctx: Context<{ alerts: Array<Record<string, any>> }>) {
+			handler(this: UiThis, ctx: Context<{ alerts: Array<Record<string, any>> }>) {
 				if (!this.alertStreams.size) return;
 				const text = ctx.params.alerts.map(a => `id: ${a._id}\nevent: alert\ndata: ${JSON.stringify(renderAlert(a))}\n\n`).join("");
-				for (const stream of this.alertStreams as Set<PassThrough>) {
+				for (const stream of this.alertStreams) {
 					if (stream.writableLength > STREAM_BACKLOG_BYTES) stream.destroy();
 					else stream.write(text);
 				}
@@ -167,23 +179,23 @@ export const GatewayUi: Partial<ServiceSchema> = {
 		},
 	},
 
-	created(this: any) {
+	created(this: UiThis) {
 		this.alertStreams = new Set<PassThrough>();
 		this.packageVersion = packageVersion();
 		this.heartbeat = setInterval(() => {
-			for (const stream of this.alertStreams as Set<PassThrough>) stream.write(": keep-alive\n\n");
+			for (const stream of this.alertStreams) stream.write(": keep-alive\n\n");
 		}, HEARTBEAT_MS);
 		this.heartbeat.unref?.();
 	},
 
-	stopped(this: any) {
+	stopped(this: UiThis) {
 		clearInterval(this.heartbeat);
-		for (const stream of this.alertStreams as Set<PassThrough>) stream.end();
+		for (const stream of this.alertStreams) stream.end();
 		this.alertStreams.clear();
 		// server.close() (moleculer-web's stop, next) closes the connections idle when it is called; those whose
 		// answer ends afterwards (the streams just ended, a last request) would keep it waiting for the keep-alive
 		// timeout (HTTP_KEEPALIVE_MS, 65 s): each is closed as soon as it goes idle.
-		const server = this.server as import("node:http").Server | undefined;
+		const server = this.server;
 		if (server?.listening) {
 			const closer = setInterval(() => server.closeIdleConnections(), 100);
 			closer.unref?.();

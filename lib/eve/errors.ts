@@ -1,6 +1,6 @@
 /**
  * The errors every layer throws in Eve's terms (a code, a message, `_issues`/`_items`), and Werkzeug's
- * default messages; the gateway (services/api.service.ts toEveError) is the one place that renders them.
+ * default messages; the gateway (services/api/api.service.ts toEveError) is the one place that renders them.
  */
 import { Errors } from "moleculer";
 

@@ -6,7 +6,7 @@
  * (a task's `kwarg`) is data, stored as sent.
  */
 import { badRequest, type Issues } from "./errors";
-import { MAX_JSON_DEPTH } from "../http/json-depth";
+import { MAX_JSON_DEPTH } from "./json-depth";
 
 type Dict = Record<string, unknown>;
 
@@ -23,7 +23,7 @@ function own(node: Dict, key: string): unknown {
 	return Object.hasOwn(node, key) ? node[key] : undefined;
 }
 
-/** Merging goes no deeper than a request body may nest (lib/http/json-depth.ts): deeper is a bug, not data. */
+/** Merging goes no deeper than a request body may nest (lib/eve/json-depth.ts): deeper is a bug, not data. */
 const MAX_MERGE_DEPTH = MAX_JSON_DEPTH + 1;
 
 /**

@@ -4,12 +4,14 @@
  * Nothing a client sends reaches a database before it passes through here: `where` is parsed into a
  * filter built only from allow-listed operators, field paths are checked, and sizes are bounded.
  */
-import { MAX_JSON_DEPTH, nestingDepth } from "../http/json-depth";
+import { MAX_JSON_DEPTH, nestingDepth } from "./json-depth";
 import { badRequest } from "./errors";
 import { parseHttpDate } from "./dates";
 
 export type QueryPairs = Array<[string, string]>;
-export type Filter = Record<string, unknown>;
+import type { Filter, SortSpec } from "../storage/store";
+
+export type { Filter, SortSpec };
 
 /** The query string as ordered [key, value] pairs, which is what the gateway sends. */
 export class QueryArgs {
@@ -327,7 +329,6 @@ export function filterTouches(filter: unknown, paths: string[]): string | undefi
 
 // ---------------------------------------------------------------- sort, projection, embedded, paging
 
-export type SortSpec = Array<[string, 1 | -1]>;
 
 /** `-a,b` or Eve's Python form `[("a", -1), ("b", 1)]`. */
 export function parseSort(raw: string | undefined): SortSpec {

@@ -111,7 +111,7 @@ export function functionAllowed(scope: Scope | undefined, fun: string): boolean 
 
 const SECRET_KEY = /pass(word)?|secret|token|otp|private|credential|^key$|_key$/i;
 const MASK = "********";
-/** Deeper than this, redact cuts: request bodies are refused beyond 64 levels (lib/http/json-depth.ts) long before. */
+/** Deeper than this, redact cuts: request bodies are refused beyond 64 levels (lib/eve/json-depth.ts) long before. */
 const REDACT_DEPTH = 100;
 
 /**

@@ -64,9 +64,21 @@ function elsewhere(broker: ServiceBroker, ctx: Context): Promise<unknown> {
 	return endpoint.action.handler(ctx);
 }
 
+/**
+ * The types of the errors that are a service's answer to a request, not a failure of the service: Eve's
+ * (lib/eve/errors.ts), and those of the outside systems' clients (salt-api, Pritunl) and of secrets at rest.
+ * Each layer throws its own; the gateway renders them all with their code and message (services/api/api.service.ts
+ * toEveError, the one boundary), and the circuit breaker does not count them.
+ */
+export const ANSWER_TYPES: ReadonlySet<string> = new Set(["EVE", "SALT_API", "PRITUNL", "SECRETS"]);
+
+export function isAnswer(err: { type?: unknown } | null | undefined): boolean {
+	return typeof err?.type === "string" && ANSWER_TYPES.has(err.type);
+}
+
 /** What the circuit breaker counts: failures of the endpoint itself, not of this node's link or a 4xx/Eve answer. */
 export function endpointFailure(err: { code?: number; type?: string; name?: string }): boolean {
-	if (err?.type === "EVE" || err?.name === "BrokerDisconnectedError" || err?.name === "RequestRejectedError") return false;
+	if (isAnswer(err) || err?.name === "BrokerDisconnectedError" || err?.name === "RequestRejectedError") return false;
 	return (err?.code ?? 500) >= 500;
 }
 

@@ -8,7 +8,15 @@ import fs from "node:fs";
 import path from "node:path";
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
 import { loadConfig } from "../config";
-import { EveError } from "../eve/errors";
+import { Errors } from "moleculer";
+
+/** Secrets cannot be kept (no key): 503, rendered by the gateway like any error of its own type. */
+export class SecretsError extends Errors.MoleculerError {
+	constructor(message: string) {
+		super(message, 503, "SECRETS");
+		this.name = "SecretsError";
+	}
+}
 
 const PREFIX = "enc:v1:";
 
@@ -17,7 +25,7 @@ function keyMaterial(): string {
 	if (config.secretKey) return config.secretKey;
 	if (config.mongoUri || config.dataDir === ":memory:") {
 		if (config.dataDir === ":memory:") return (memoryKey ??= randomBytes(32).toString("base64"));
-		throw new EveError(503, "CTL_SECRET_KEY is not set: secrets cannot be stored");
+		throw new SecretsError("CTL_SECRET_KEY is not set: secrets cannot be stored");
 	}
 	const file = path.join(config.dataDir, "secret.key");
 	try {

@@ -7,7 +7,10 @@
  * values, filter literals, field paths segment by segment) and decode every record read, so callers
  * only ever see keys as they were sent (lib/storage/store-keys.ts).
  */
-import type { Filter, SortSpec } from "../eve/query";
+/** A MongoDB-style filter, already checked by whoever built it (the Eve layer checks clients' `where`). */
+export type Filter = Record<string, unknown>;
+/** Fields and directions, in order. */
+export type SortSpec = Array<[string, 1 | -1]>;
 import { decodeAll, decodeKeys, encodeFilter, encodeKeys, encodePath, encodePaths, encodeSort, encodeUpdate } from "./store-keys";
 
 export type Doc = Record<string, any>;

@@ -28,14 +28,19 @@
 import fs from "node:fs";
 import http from "node:http";
 import https from "node:https";
-import { EveError } from "../../lib/eve/errors";
+import { Errors } from "moleculer";
 
 export type SaltErrorKind = "unreachable" | "timeout" | "auth" | "master" | "upstream" | "malformed" | "refused";
 
-export class SaltApiError extends EveError {
+/**
+ * What went wrong talking to salt-api, with the status the caller should see (502 a bad or refused answer,
+ * 503 the master not answering, 504 no answer in time). Its own type: the gateway renders it (one boundary,
+ * services/api/api.service.ts), this client knows nothing of Eve.
+ */
+export class SaltApiError extends Errors.MoleculerError {
 	readonly kind: SaltErrorKind;
 	constructor(code: 502 | 503 | 504, kind: SaltErrorKind, message: string) {
-		super(code, message);
+		super(message, code, "SALT_API", { kind });
 		this.kind = kind;
 		this.name = "SaltApiError";
 	}

@@ -24,17 +24,18 @@ import http from "node:http";
 import https from "node:https";
 import tls from "node:tls";
 import { createHmac, randomUUID } from "node:crypto";
-import { EveError } from "../../lib/eve/errors";
+import { Errors } from "moleculer";
 import { guardedLookup, isOutboundRefusal, literalHostRefusal, type OutboundPolicy } from "../../lib/security/address-guard";
 
 export type PritunlErrorKind = "unreachable" | "timeout" | "auth" | "upstream" | "malformed" | "refused" | "blocked";
 
-export class PritunlError extends EveError {
+/** What went wrong talking to Pritunl (502, or 504 without an answer in time); its own type, rendered by the gateway. */
+export class PritunlError extends Errors.MoleculerError {
 	readonly kind: PritunlErrorKind;
 	/** Pritunl's HTTP status, when it answered. */
 	readonly status?: number;
 	constructor(code: 502 | 504, kind: PritunlErrorKind, message: string, status?: number) {
-		super(code, message);
+		super(message, code, "PRITUNL", { kind, status });
 		this.kind = kind;
 		this.status = status;
 		this.name = "PritunlError";

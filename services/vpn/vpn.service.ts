@@ -450,7 +450,7 @@ const VpnService: ServiceSchema = {
 						}
 					}
 				} catch (err) {
-					const code = err instanceof EveError ? err.code : 502;
+					const code = typeof (err as { code?: unknown }).code === "number" ? (err as { code: number }).code : 502;
 					const message = (err as Error).message;
 					this.logger.warn(`VPN sync of manager '${name}' failed; its hosts keep their last VPN identity until the next sync:`, message);
 					result.failed.push({ manager: managerId, error: message, code: code === 504 ? 504 : code >= 500 ? 502 : code });

@@ -10,7 +10,7 @@ import { ADMIN_TOKEN, apiOf, runServices, stopProc, tempDir, waitForApi, type Pr
 import { request, expectEveError, withQuery } from "../support/http";
 import { ROUTES, type RouteMethod } from "../../lib/http/routes";
 import { roleAllows, type Role } from "../../lib/http/auth";
-import { MAX_JSON_DEPTH } from "../../lib/http/json-depth";
+import { MAX_JSON_DEPTH } from "../../lib/eve/json-depth";
 
 const UNKNOWN_ID = "0000000000000000000dee00";
 const DEEP = 5000;

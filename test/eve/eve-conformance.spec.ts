@@ -1,7 +1,7 @@
 /**
  * The rules behind the Eve conformance fixes, one function at a time (the HTTP behaviour is in
  * test/e2e/suites/eve-conformance.ts): ETags and the conditional headers (lib/eve/etag.ts), when the
- * gateway answers 304 (services/api.service.ts notModified), dotted PATCH keys (lib/eve/patch.ts), Eve's
+ * gateway answers 304 (services/api/api.service.ts notModified), dotted PATCH keys (lib/eve/patch.ts), Eve's
  * type names in issues (lib/eve/validation.ts) and empty `where`/`sort` in links (lib/eve/query.ts).
  */
 import { canonical, documentEtag, ifMatchPasses, ifNoneMatchHits, parseEtagCondition, quoteEtag } from "../../lib/eve/etag";
@@ -9,7 +9,7 @@ import { mergeNested, resolveDottedKeys } from "../../lib/eve/patch";
 import { compileSchema } from "../../lib/eve/validation";
 import { QueryArgs, linkQuery } from "../../lib/eve/query";
 import { OBJECT_ID } from "../../lib/eve/ids";
-import { notModified } from "../../services/api.service";
+import { notModified } from "../../services/api/api.service";
 
 describe("record ETags", () => {
 	const doc = { name: "web", info: { regex: "^w", grain: { os: "ALT" } }, _updated: new Date("2026-01-02T03:04:05Z"), _id: "0123456789abcdef01234567" };

@@ -2,7 +2,7 @@
  * JSON logs (lib/runtime/logging.ts): every line a service writes while it handles a request carries that
  * request's id, in its actions and in the events they cause; lines outside any request carry none.
  */
-import { ServiceBroker, type Context, type Middleware } from "moleculer";
+import { ServiceBroker, type Context, type Middleware, type Service } from "moleculer";
 import { RequestLogMiddleware, jsonFormatter } from "../../lib/runtime/logging";
 
 describe("request ids in JSON logs", () => {
@@ -24,7 +24,7 @@ describe("request ids in JSON logs", () => {
 		broker.createService({
 			name: "worker",
 			actions: {
-				async work(this: any, ctx: Context) {
+				async work(this: Service, ctx: Context) {
 					await new Promise(r => setTimeout(r, 5));
 					this.logger.info("working");
 					ctx.emit("worker.done", {});
@@ -32,7 +32,7 @@ describe("request ids in JSON logs", () => {
 				},
 			},
 			events: {
-				async "worker.done"(this: any) {
+				async "worker.done"(this: Service) {
 					await Promise.resolve();
 					this.logger.info("heard done");
 				},

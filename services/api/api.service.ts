@@ -3,250 +3,69 @@
  * error shape. It publishes only the routed actions; $node.* and internal actions are unreachable. It
  * alone decides when a read is answered 304 (see sendResponse), and passes If-Match on to the writes.
  */
-import type { IncomingMessage, ServerResponse } from "node:http";
-import type { Context, ServiceSchema } from "moleculer";
-import { Errors } from "moleculer";
+import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
+import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import ApiGateway from "moleculer-web";
-import { loadConfig } from "../lib/config";
-import { ROUTES, COLLECTIONS, PUBLISHED_ACTIONS, type RouteMethod, type BodyKind } from "../lib/http/routes";
-import { DEFAULT_MESSAGES, EveError } from "../lib/eve/errors";
-import { toIssues } from "../lib/eve/validation";
-import { ifNoneMatchHits } from "../lib/eve/etag";
-import type { QueryPairs } from "../lib/eve/query";
-import { ReadCache, READ_CACHE_MS } from "../lib/http/read-cache";
-import { bearerToken, hashToken, redact, roleAllows, type Caller, type Role } from "../lib/http/auth";
-import { GatewayUi, UI_ASSETS, securityHeaders } from "../mixins/gateway-ui.mixin";
-import { acceptedRequestId } from "../lib/runtime/logging";
-import { newObjectId } from "../lib/eve/ids";
-import { MAX_JSON_DEPTH, tooDeep } from "../lib/http/json-depth";
-import { scopeRequests } from "../lib/runtime/crash-guard";
-import { retryRejected } from "../lib/runtime/resilience";
+import { loadConfig } from "../../lib/config";
+import { COLLECTIONS, PUBLISHED_ACTIONS, type BodyKind } from "../../lib/http/routes";
+import { EveError } from "../../lib/eve/errors";
+import { ReadCache, READ_CACHE_MS } from "../../lib/http/read-cache";
+import { bearerToken, hashToken, redact, roleAllows, type Caller } from "../../lib/http/auth";
+import { GatewayUi, UI_ASSETS, securityHeaders } from "../../mixins/gateway-ui.mixin";
+import { acceptedRequestId } from "../../lib/runtime/logging";
+import { newObjectId } from "../../lib/eve/ids";
+import { scopeRequests } from "../../lib/runtime/crash-guard";
+import { retryRejected } from "../../lib/runtime/resilience";
+import { aliasesFor } from "./aliases";
+import { notModified, type CachedResponse } from "./conditional";
+import { toEveError } from "./errors";
+import { MUTATING, hasBody, isJson, parseJson, queryPairs, truncateForAudit, userAgent, type Req } from "./requests";
 
-interface CachedResponse {
-	body: Buffer;
-	type?: string;
-	headers: Record<string, string>;
-	/** The action said a matching If-None-Match may be answered 304 (item reads without `embedded`). */
-	conditional: boolean;
+export { toEveError } from "./errors";
+export { notModified } from "./conditional";
+export { truncateForAudit } from "./requests";
+
+type Meta = Record<string, any>;
+
+/** What the service keeps (created). */
+interface ApiVars {
+	readCaches: Map<string, ReadCache<CachedResponse>>;
+	/** Callers by token hash: who a token is, kept until `tokens` changes. */
+	callers: ReadCache<(Caller & { expires?: Date }) | null>;
+	rateWindows: Map<string, number>;
+	rateWindowStart: number;
+	/** moleculer-web's HTTP server. */
+	server: Server;
 }
+
+interface ApiMethods {
+	authenticate(ctx: Context<unknown, Meta>, req: Req): Promise<Caller>;
+	readBody(req: Req, res: ServerResponse): Promise<void>;
+	prepareParams(req: Req): void;
+	authorizeRole(ctx: Context<unknown, Meta>, req: Req): void;
+	rateLimit(key: string): void;
+	audited(req: Req): boolean;
+	audit(req: Req, status: number, message: string | null, data: unknown): Promise<void>;
+	cacheKey(req: Req): string;
+	readCache(service: string | undefined): ReadCache<CachedResponse>;
+	sendResponse(req: Req, res: ServerResponse, data: unknown, action?: { name?: string }): void;
+}
+
+type ApiThis = Service & ApiVars & ApiMethods;
 
 const GATEWAY_CACHE_ENTRIES = 500;
 
-type Req = IncomingMessage & {
-	$params: Record<string, any>;
-	$alias?: { action?: string; unavailable?: string; bodyKind?: BodyKind; cachedBy?: string; role?: Role; audited?: boolean };
-	$endpoint?: { action: unknown };
-	$cacheGeneration?: number;
-	/** Bytes of the JSON body as received (0 for an empty body), set while it is read. */
-	$bodyBytes?: number;
-	originalUrl?: string;
-	$ctx?: Context<unknown, Record<string, any>>;
-	body?: unknown;
-};
-
 const config = loadConfig();
 
-const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
-
-/**
- * Notes how many bytes the body had (an empty one is no body: 400, as in Eve, not `{}`), and refuses a body
- * nested deeper than MAX_JSON_DEPTH on its raw bytes, before JSON.parse (lib/http/json-depth.ts).
- */
-function verifyDepth(req: IncomingMessage, _res: ServerResponse, buf: Buffer): void {
-	(req as Req).$bodyBytes = buf.length;
-	if (tooDeep(buf)) throw new EveError(400, `the JSON body is nested more than ${MAX_JSON_DEPTH} levels deep`);
-}
-
-/**
- * Reads whose bytes never change for their URL (a media id names one upload): If-Modified-Since is a safe
- * validator for them (Eve's media endpoint honours it), and for nothing else (docs/api.md).
- */
-const IMMUTABLE_READS = new Set(["media.get"]);
-
-/**
- * Whether a GET or HEAD is answered 304 (docs/api.md, "ETags and conditional requests"): an item read
- * whose ETag an If-None-Match lists (never for `*`), or an immutable read not modified since the
- * If-Modified-Since date. Lists, embedded reads and every other response are always sent whole.
- */
-export function notModified(
-	method: string | undefined,
-	headers: IncomingMessage["headers"],
-	meta: { $conditional?: boolean; $statusCode?: number; $responseHeaders?: Record<string, string> },
-	action: string | undefined,
-): boolean {
-	if (method !== "GET" && method !== "HEAD") return false;
-	if ((meta.$statusCode ?? 200) !== 200) return false;
-	const response = meta.$responseHeaders ?? {};
-	const noneMatch = headers["if-none-match"];
-	if (noneMatch !== undefined) {
-		// RFC 9110 13.2.2: with If-None-Match, If-Modified-Since is not looked at.
-		return meta.$conditional === true && typeof response.ETag === "string" && ifNoneMatchHits(noneMatch, response.ETag);
-	}
-	const since = headers["if-modified-since"];
-	if (since === undefined || !action || !IMMUTABLE_READS.has(action)) return false;
-	const modified = Date.parse(String(response["Last-Modified"] ?? ""));
-	const sinceMs = Date.parse(since);
-	return Number.isFinite(modified) && Number.isFinite(sinceMs) && modified <= sinceMs;
-}
-
-const parseJson: (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void = (ApiGateway as any).bodyParser.json({ strict: true, limit: config.maxBodyBytes, verify: verifyDepth });
-
-/** Bodies go into the audit log whole unless they are large; then only their keys. Never throws. */
-export function truncateForAudit(body: unknown): unknown {
-	let text: string;
-	try {
-		text = JSON.stringify(body) ?? "";
-	} catch {
-		text = "";
-	}
-	if (text && text.length <= 8192) return body;
-	return { truncated: true, bytes: text.length, keys: body && typeof body === "object" ? Object.keys(body).slice(0, 50) : [] };
-}
-
-/** The query string as ordered pairs; Eve's links repeat it in the client's order. */
-function queryPairs(search: string): QueryPairs {
-	const pairs: QueryPairs = [];
-	for (const part of search.split("&")) {
-		if (!part) continue;
-		const eq = part.indexOf("=");
-		const rawKey = eq < 0 ? part : part.slice(0, eq);
-		const rawValue = eq < 0 ? "" : part.slice(eq + 1);
-		pairs.push([decode(rawKey), decode(rawValue)]);
-	}
-	return pairs;
-}
-
-function decode(s: string): string {
-	try {
-		return decodeURIComponent(s.replace(/\+/g, " "));
-	} catch {
-		throw new EveError(400, "malformed percent-encoding in the query string");
-	}
-}
-
-interface EveErrorBody {
-	_status: "ERR";
-	_error: { code: number; message: string };
-	_issues?: unknown;
-	_items?: unknown;
-}
-
-/** Any error, from any layer, as Eve's error body. Unknown errors are 500s that reveal nothing. */
-export function toEveError(err: any, unavailable?: string): { code: number; body: EveErrorBody; internal: boolean } {
-	let code = 500;
-	let message: string | undefined;
-	let extra: Partial<EveErrorBody> = {};
-	let internal = false;
-
-	if (err instanceof EveError || err?.type === "EVE") {
-		code = err.code;
-		message = err.message;
-		if (err.data?.issues) extra._issues = err.data.issues;
-		if (err.data?.items) extra._items = err.data.items;
-	} else if (err?.name === "ValidationError" && err.code === 422) {
-		code = 422;
-		message = "invalid request parameters";
-		if (Array.isArray(err.data)) extra._issues = toIssues(err.data, {});
-	} else if (typeof err?.type === "string" && err.type.startsWith("entity.")) {
-		// body-parser (moleculer-web passes its errors on as MoleculerErrors with the same type)
-		const status = err.status ?? err.code;
-		code = status === 413 ? 413 : 400;
-		message = status === 413 ? `request body too large (limit ${config.maxBodyBytes} bytes)` : err.type === "entity.parse.failed" ? "malformed JSON in the request body" : "unreadable request body";
-	} else if (err?.name === "QueueIsFullError") {
-		// a bulkhead (lib/runtime/resilience.ts): too much of this kind of work waits already
-		code = 503;
-		message = "too many requests of this kind are in progress; try again later";
-	} else if (err?.name === "RequestRejectedError" || err?.name === "BrokerDisconnectedError") {
-		// the node handling it left (killed, or NATS lost): the request may or may not have been carried out
-		code = 503;
-		message = "the service handling this request went away before answering; it may or may not have been carried out";
-	} else if (err?.name === "ServiceNotAvailableError") {
-		// the action exists, but no endpoint takes calls now (its circuit breaker is open, or its nodes are going)
-		code = 503;
-		message = "the service that handles this request is not answering at the moment (it failed repeatedly, or is restarting); try again shortly";
-	} else if (err?.name === "ServiceUnavailableError" || (err?.name === "ServiceNotFoundError" && err?.data?.action && !String(err.data.action).startsWith("$"))) {
-		code = 503;
-		message = unavailable ?? "the service that handles this request is not available";
-	} else if (err?.name === "RequestTimeoutError") {
-		code = 504;
-		message = "the request took too long to complete";
-	} else if (err?.name === "NotFoundError" || err?.name === "ServiceNotFoundError") {
-		code = 404;
-	} else if (err?.name === "PayloadTooLarge") {
-		code = 413;
-	} else if (err?.name === "RateLimitExceeded") {
-		code = 429;
-	} else if (err?.type === "ERR_UNABLE_DECODE_PARAM") {
-		code = 400;
-		message = "malformed percent-encoding in the URL";
-	} else if (err instanceof Errors.MoleculerError && err.code >= 400 && err.code < 500) {
-		code = err.code;
-		message = err.message;
-	} else {
-		internal = true;
-	}
-	if (!DEFAULT_MESSAGES[code] && (code < 400 || code > 599)) code = 500;
-	if (internal) message = DEFAULT_MESSAGES[500];
-	return { code, body: { _status: "ERR", _error: { code, message: message || DEFAULT_MESSAGES[code] || "Error" }, ...extra }, internal };
-}
-
-function aliasesFor(): Record<string, unknown> {
-	const aliases: Record<string, unknown> = { "GET /": { action: "api.root", role: "viewer" }, "HEAD /": { action: "api.root", role: "viewer" } };
-	for (const route of ROUTES) {
-		const allowed = Object.keys(route.methods);
-		for (const [method, def] of Object.entries(route.methods) as Array<[string, RouteMethod]>) {
-			// An object alias takes its type from `type`; a "stream:" prefix would stay in the action name.
-			const common = { action: def.action, role: def.role, cachedBy: def.cachedBy, unavailable: def.unavailable, audited: def.audited };
-			aliases[`${method} /${route.path}`] = { ...common, type: def.body === "stream" ? "stream" : "call", bodyKind: def.body ?? "none" };
-			if (method === "GET") aliases[`HEAD /${route.path}`] = { ...common, bodyKind: "none" };
-		}
-		const allow = [...new Set([...allowed, ...(allowed.includes("GET") ? ["HEAD"] : []), "OPTIONS"])].join(", ");
-		// Whatever a path does not list: OPTIONS answers with Allow, the rest is 405 (Eve's behaviour).
-		aliases[`* /${route.path}`] = (req: Req, res: ServerResponse, next: (err?: unknown) => void) => {
-			res.setHeader("Allow", allow);
-			if (req.method === "OPTIONS") {
-				res.writeHead(200, { "Content-Length": "0" });
-				res.end();
-				return;
-			}
-			next(new EveError(405));
-		};
-	}
-	aliases["* /"] = (req: Req, res: ServerResponse, next: (err?: unknown) => void) => {
-		res.setHeader("Allow", "GET, HEAD, OPTIONS");
-		if (req.method === "OPTIONS") {
-			res.writeHead(200, { "Content-Length": "0" });
-			res.end();
-			return;
-		}
-		next(new EveError(405));
-	};
-	return aliases;
-}
-
-/** The client's User-Agent for the audit record (at most 200 characters), undefined when it sent none. */
-function userAgent(req: IncomingMessage): string | undefined {
-	const ua = req.headers["user-agent"];
-	return typeof ua === "string" && ua ? ua.slice(0, 200) : undefined;
-}
-
-function isJson(req: IncomingMessage): boolean {
-	const type = String(req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
-	return type === "application/json" || (type.startsWith("application/") && type.endsWith("+json"));
-}
-
-function hasBody(req: IncomingMessage): boolean {
-	return Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined;
-}
-
 /** moleculer-web's own methods, which the ones below wrap. */
-const gatewayMethods = (ApiGateway as unknown as { methods: Record<"sendResponse", (this: unknown, ...args: unknown[]) => void> }).methods;
+const gatewayMethods = (ApiGateway as unknown as { methods: Record<"sendResponse" | "aliasHandler" | "callAction" | "resolveAlias", (this: unknown, ...args: unknown[]) => unknown> }).methods;
 
-const ApiService: ServiceSchema<any> = {
+const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, Record<string, never>, ApiVars, ApiThis> = {
 	name: "api",
 	// GatewayUi: the dashboard at /, security headers, whoami, openapi.json, the alert stream. Listed first so
 	// that its `stopped` (ending the open streams) runs before moleculer-web's waits for the connections to close.
-	mixins: [GatewayUi, ApiGateway as unknown as Partial<ServiceSchema>],
+	mixins: [GatewayUi as unknown as Partial<ServiceSchema>, ApiGateway as unknown as Partial<ServiceSchema>],
 
 	settings: {
 		port: config.port,
@@ -257,7 +76,7 @@ const ApiService: ServiceSchema<any> = {
 		assets: UI_ASSETS,
 		// Security headers on every answer; X-Request-Id (or X-Correlation-Id) from the client when it is a plain
 		// token, else a new one: it is ctx.requestID in every service the request reaches, and comes back as X-Request-ID.
-		rootCallOptions(this: any, options: { requestID?: string; meta?: Record<string, unknown> }, req: IncomingMessage, res: ServerResponse) {
+		rootCallOptions(this: ApiThis, options: { requestID?: string; meta?: Record<string, unknown> }, req: IncomingMessage, res: ServerResponse) {
 			securityHeaders(options, req, res);
 			options.requestID = acceptedRequestId(req.headers["x-correlation-id"] ?? req.headers["x-request-id"]);
 		},
@@ -281,7 +100,7 @@ const ApiService: ServiceSchema<any> = {
 				aliases: aliasesFor(),
 				callOptions: { timeout: 30_000 },
 				// Authentication, authorization and the parameters' shape: see aliasHandler below.
-				async onAfterCall(this: any, ctx: Context<unknown, Record<string, any>>, _route: unknown, req: Req, res: ServerResponse, data: unknown) {
+				async onAfterCall(this: ApiThis, ctx: Context<unknown, Record<string, any>>, _route: unknown, req: Req, res: ServerResponse, data: unknown) {
 					if (this.audited(req)) await this.audit(req, ctx.meta.$statusCode ?? res.statusCode ?? 200, null, data);
 					if (req.$cacheGeneration !== undefined && ctx.meta.$cacheable === true && Buffer.isBuffer(data)) {
 						const entry: CachedResponse = { body: data, type: ctx.meta.$responseType, headers: { ...ctx.meta.$responseHeaders }, conditional: ctx.meta.$conditional === true };
@@ -296,7 +115,7 @@ const ApiService: ServiceSchema<any> = {
 				},
 			},
 		],
-		onError(this: any, req: Req, res: ServerResponse, err: any) {
+		onError(this: ApiThis, req: Req, res: ServerResponse, err: any) {
 			const { code, body, internal } = toEveError(err, req.$alias?.unavailable);
 			if (internal) this.logger.error("Request failed:", req.method, req.url, err);
 			const send = () => {
@@ -321,7 +140,7 @@ const ApiService: ServiceSchema<any> = {
 	events: {
 		/** A collection changed (on any node): its responses kept here are stale. */
 		"eve.collectionChanged": {
-			handler(this: any, ctx: Context<{ service: string }>) {
+			handler(this: ApiThis, ctx: Context<{ service: string }>) {
 				this.readCache(ctx.params.service).clear();
 				// A revoked or changed token must stop working at once.
 				if (ctx.params.service === "tokens") this.callers.clear();
@@ -343,7 +162,7 @@ const ApiService: ServiceSchema<any> = {
 		},
 	},
 
-	started(this: any) {
+	started(this: ApiThis) {
 		// Longer than the idle timeout of the proxies in front (ingress-nginx keeps upstream connections 60 s):
 		// a proxy must never send a request on a connection this server is closing.
 		this.server.keepAliveTimeout = config.httpKeepAliveMs;
@@ -356,7 +175,7 @@ const ApiService: ServiceSchema<any> = {
 			if (!this.broker.started) res.setHeader("Connection", "close");
 		});
 		// What Node's HTTP parser refuses itself (headers too large, a malformed message) gets Eve's shape too.
-		this.server.on("clientError", (err: NodeJS.ErrnoException, socket: import("node:net").Socket) => {
+		this.server.on("clientError", (err: NodeJS.ErrnoException, socket: Socket) => {
 			if (err.code === "ECONNRESET" || !socket.writable) {
 				socket.destroy();
 				return;
@@ -374,7 +193,7 @@ const ApiService: ServiceSchema<any> = {
 		scopeRequests(this.server);
 	},
 
-	created(this: any) {
+	created(this: ApiThis) {
 		this.readCaches = new Map<string, ReadCache<CachedResponse>>();
 		this.callers = new ReadCache<Caller | null>(READ_CACHE_MS, 10_000);
 		this.rateWindows = new Map<string, number>();
@@ -383,7 +202,7 @@ const ApiService: ServiceSchema<any> = {
 
 	methods: {
 		/** Bearer token -> caller (ctx.meta.user). Every /api route needs one. */
-		async authenticate(this: any, ctx: Context<unknown, Record<string, any>>, req: Req): Promise<Caller> {
+		async authenticate(this: ApiThis, ctx: Context<unknown, Record<string, any>>, req: Req): Promise<Caller> {
 			const token = bearerToken(req.headers.authorization);
 			if (!token) throw new EveError(401, "an API token is required: Authorization: Bearer <token>");
 			const hash = hashToken(token);
@@ -410,7 +229,7 @@ const ApiService: ServiceSchema<any> = {
 		 * even read. The token's scope is not checked here: what a run does is decided where it starts, on the
 		 * hosts it resolves to (the cm-gateway for runs, the tasks service for task writes).
 		 */
-		async aliasHandler(this: any, req: Req, res: ServerResponse, alias: unknown) {
+		async aliasHandler(this: ApiThis, req: Req, res: ServerResponse, alias: unknown) {
 			const ctx = req.$ctx as Context<unknown, Record<string, any>>;
 			// The request's audit record id, made here for every audited request (refused ones too), so that the
 			// records of one gateway sort by _id in the order their requests arrived.
@@ -425,11 +244,11 @@ const ApiService: ServiceSchema<any> = {
 			// Runs are authorized where they start (the cm-gateway, the tasks service), on what they resolve
 			// to; they write their audit record under this id before anything runs, and answer what they ran.
 			ctx.meta.request = { source: req.socket.remoteAddress ?? "", agent: userAgent(req), method: req.method, path: (req.originalUrl ?? req.url ?? "").slice(0, 4096) };
-			return (ApiGateway as any).methods.aliasHandler.call(this, req, res, alias);
+			return gatewayMethods.aliasHandler.call(this, req, res, alias);
 		},
 
 		/** The JSON body of a route that takes one (other content types are left for prepareParams to refuse). */
-		readBody(this: any, req: Req, res: ServerResponse): Promise<void> {
+		readBody(this: ApiThis, req: Req, res: ServerResponse): Promise<void> {
 			if (req.$alias?.bodyKind !== "json") return Promise.resolve();
 			return new Promise((resolve, reject) =>
 				parseJson(req, res, err => {
@@ -442,7 +261,7 @@ const ApiService: ServiceSchema<any> = {
 		},
 
 		/** What the action gets: the path parameters, `query` as ordered pairs, and the body its kind allows. */
-		prepareParams(this: any, req: Req) {
+		prepareParams(this: ApiThis, req: Req) {
 			const kind: BodyKind = req.$alias?.bodyKind ?? "none";
 			if (kind === "json" && hasBody(req) && !isJson(req)) {
 				throw new EveError(400, "Unknown or no Content-Type header supplied");
@@ -455,14 +274,14 @@ const ApiService: ServiceSchema<any> = {
 		},
 
 		/** The route's role. */
-		authorizeRole(this: any, ctx: Context<unknown, Record<string, any>>, req: Req) {
+		authorizeRole(this: ApiThis, ctx: Context<unknown, Record<string, any>>, req: Req) {
 			const caller: Caller = ctx.meta.user;
 			const need = req.$alias?.role;
 			if (need && !roleAllows(caller.role, need)) throw new EveError(403, `the ${caller.role} role may not ${req.method} ${req.originalUrl?.split("?")[0]}`);
 		},
 
 		/** A fixed one-minute window per token; RATE_LIMIT_PER_MINUTE=0 turns it off. */
-		rateLimit(this: any, key: string) {
+		rateLimit(this: ApiThis, key: string) {
 			const limit = config.rateLimitPerMinute;
 			if (!limit) return;
 			const now = Date.now();
@@ -478,7 +297,7 @@ const ApiService: ServiceSchema<any> = {
 		},
 
 		/** Every mutating request is audited, and the reads the route table marks (they hand out secrets). */
-		audited(this: any, req: Req): boolean {
+		audited(this: ApiThis, req: Req): boolean {
 			return MUTATING.has(req.method as string) || req.$alias?.audited === true;
 		},
 
@@ -486,7 +305,7 @@ const ApiService: ServiceSchema<any> = {
 		 * One audit record per audited request; its arguments are masked by the audit service. A run's record
 		 * was written before the run under the request's `auditId` (the cm-gateway): this completes it.
 		 */
-		async audit(this: any, req: Req, status: number, message: string | null, data: unknown) {
+		async audit(this: ApiThis, req: Req, status: number, message: string | null, data: unknown) {
 			const meta = req.$ctx?.meta;
 			const caller: Caller | null = meta?.user ?? null;
 			const body = req.$params?.body as Record<string, unknown> | undefined;
@@ -518,11 +337,11 @@ const ApiService: ServiceSchema<any> = {
 		},
 
 		/** A kept read is served to callers of the same role only: what a read shows may depend on it (hosts' otp_secret). */
-		cacheKey(this: any, req: Req): string {
+		cacheKey(this: ApiThis, req: Req): string {
 			return `${(req.$ctx?.meta.user as Caller | undefined)?.role ?? ""}\u0000${req.originalUrl}`;
 		},
 
-		readCache(this: any, service: string): ReadCache<CachedResponse> {
+		readCache(this: ApiThis, service: string): ReadCache<CachedResponse> {
 			let cache = this.readCaches.get(service);
 			if (!cache) this.readCaches.set(service, (cache = new ReadCache<CachedResponse>(READ_CACHE_MS, GATEWAY_CACHE_ENTRIES)));
 			return cache;
@@ -532,7 +351,7 @@ const ApiService: ServiceSchema<any> = {
 		 * Serves a cacheable read from the responses kept here (after authentication and validation,
 		 * which have run by now), so repeated reads do not cross the transporter; otherwise calls on.
 		 */
-		callAction(this: any, route: unknown, actionName: string, req: Req, res: ServerResponse, params: unknown, isStream: boolean) {
+		callAction(this: ApiThis, route: unknown, actionName: string, req: Req, res: ServerResponse, params: unknown, isStream: boolean) {
 			const service = req.$alias?.cachedBy;
 			if (service && (req.method === "GET" || req.method === "HEAD")) {
 				const cache: ReadCache<CachedResponse> = this.readCache(service);
@@ -542,12 +361,12 @@ const ApiService: ServiceSchema<any> = {
 					ctx.meta.$responseType = hit.type;
 					ctx.meta.$responseHeaders = { ...hit.headers };
 					ctx.meta.$conditional = hit.conditional;
-					this.sendResponse(req, res, hit.body, req.$endpoint?.action);
+					this.sendResponse(req, res, hit.body, req.$endpoint?.action as { name?: string } | undefined);
 					return Promise.resolve(true);
 				}
 				req.$cacheGeneration = cache.generation;
 			}
-			const call = () => (ApiGateway as any).methods.callAction.call(this, route, actionName, req, res, params, isStream);
+			const call = () => gatewayMethods.callAction.call(this, route, actionName, req, res, params, isStream) as Promise<unknown>;
 			// Reads are idempotent: one whose node left before answering (a crash, NATS lost) is sent again.
 			return req.method === "GET" || req.method === "HEAD" ? retryRejected(call) : call();
 		},
@@ -567,7 +386,7 @@ const ApiService: ServiceSchema<any> = {
 
 		/** A plain OPTIONS (no CORS preflight) must reach the "*" aliases that answer it, not the GET ones. */
 		resolveAlias(url: string, method?: string) {
-			return (ApiGateway as any).methods.resolveAlias.call(this, url, method ?? "OPTIONS");
+			return gatewayMethods.resolveAlias.call(this, url, method ?? "OPTIONS");
 		},
 
 		parseQueryString(req: IncomingMessage) {

@@ -1,9 +1,9 @@
 /**
- * lib/http/json-depth.ts: JSON nested deeper than 64 levels (objects and arrays) is refused, checked on the raw
+ * lib/eve/json-depth.ts: JSON nested deeper than 64 levels (objects and arrays) is refused, checked on the raw
  * text before any parser (docs/security.md, "Hardening"); `where` counts parentheses too (Eve's
  * Python-like syntax).
  */
-import { nestingDepth, tooDeep, MAX_JSON_DEPTH } from "../../lib/http/json-depth";
+import { nestingDepth, tooDeep, MAX_JSON_DEPTH } from "../../lib/eve/json-depth";
 
 describe("nestingDepth", () => {
 	it("counts nesting outside strings, escaped quotes included", () => {

@@ -3,14 +3,34 @@
  * reveals nothing of what happened.
  */
 import { Errors } from "moleculer";
-import { toEveError } from "../services/api.service";
-import { EveError } from "../lib/eve/errors";
+import { toEveError } from "../../services/api/api.service";
+import { EveError } from "../../lib/eve/errors";
+import { SaltApiError } from "../../services/cm-gateway/salt-client";
+import { PritunlError } from "../../services/vpn/pritunl-client";
+import { SecretsError } from "../../lib/security/secrets";
+import { endpointFailure } from "../../lib/runtime/resilience";
 
 describe("api error rendering", () => {
 	it("keeps Eve errors with their code, message and issues", () => {
 		const { code, body } = toEveError(new EveError(422, "Insertion failure", { issues: { name: "required field" } }));
 		expect(code).toBe(422);
 		expect(body).toEqual({ _status: "ERR", _error: { code: 422, message: "Insertion failure" }, _issues: { name: "required field" } });
+	});
+
+	it("renders the errors other layers throw (salt-api, Pritunl, secrets) with their code and message, as they come and as they arrive over NATS", () => {
+		const thrown = [new SaltApiError(503, "master", "the Salt master is not answering"), new PritunlError(504, "timeout", "Pritunl did not answer within 15000 ms"), new SecretsError("CTL_SECRET_KEY is not set: secrets cannot be stored")];
+		for (const err of thrown) {
+			expect(err).not.toBeInstanceOf(EveError);
+			// Over a transporter an error arrives as a MoleculerError with its name, code, type and data.
+			const received = Object.assign(new Errors.MoleculerError(err.message, err.code, err.type, err.data), { name: err.name });
+			for (const e of [err, received]) {
+				const { code, body, internal } = toEveError(e);
+				expect({ code, body, internal }).toEqual({ code: err.code, body: { _status: "ERR", _error: { code: err.code, message: err.message } }, internal: false });
+				// An answer about an outside system, not a failure of the service's endpoint.
+				expect(endpointFailure(e)).toBe(false);
+			}
+		}
+		expect(endpointFailure(new Errors.MoleculerServerError("db down", 500, "X"))).toBe(true);
 	});
 
 	it("turns unexpected errors into a generic 500 without their message or stack", () => {

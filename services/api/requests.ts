@@ -1,0 +1,89 @@
+/**
+ * What the gateway reads of an HTTP request: the request as moleculer-web hands it over (Req), its JSON body
+ * (size and nesting bounded before parsing), its query string as ordered pairs, its content type, the
+ * client's User-Agent, and the body as the audit log keeps it.
+ */
+import type { IncomingMessage, ServerResponse } from "node:http";
+import type { Context } from "moleculer";
+import ApiGateway from "moleculer-web";
+import { loadConfig } from "../../lib/config";
+import type { BodyKind } from "../../lib/http/routes";
+import type { Role } from "../../lib/http/auth";
+import { EveError } from "../../lib/eve/errors";
+import type { QueryPairs } from "../../lib/eve/query";
+import { MAX_JSON_DEPTH, tooDeep } from "../../lib/eve/json-depth";
+
+const config = loadConfig();
+
+export type Req = IncomingMessage & {
+	$params: Record<string, any>;
+	$alias?: { action?: string; unavailable?: string; bodyKind?: BodyKind; cachedBy?: string; role?: Role; audited?: boolean };
+	$endpoint?: { action: unknown };
+	$cacheGeneration?: number;
+	/** Bytes of the JSON body as received (0 for an empty body), set while it is read. */
+	$bodyBytes?: number;
+	originalUrl?: string;
+	$ctx?: Context<unknown, Record<string, any>>;
+	body?: unknown;
+};
+
+export const MUTATING = new Set(["POST", "PUT", "PATCH", "DELETE"]);
+
+/**
+ * Notes how many bytes the body had (an empty one is no body: 400, as in Eve, not `{}`), and refuses a body
+ * nested deeper than MAX_JSON_DEPTH on its raw bytes, before JSON.parse (lib/eve/json-depth.ts).
+ */
+function verifyDepth(req: IncomingMessage, _res: ServerResponse, buf: Buffer): void {
+	(req as Req).$bodyBytes = buf.length;
+	if (tooDeep(buf)) throw new EveError(400, `the JSON body is nested more than ${MAX_JSON_DEPTH} levels deep`);
+}
+
+export const parseJson: (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void = (ApiGateway as unknown as { bodyParser: { json(opts: unknown): typeof parseJson } }).bodyParser.json({ strict: true, limit: config.maxBodyBytes, verify: verifyDepth });
+
+/** Bodies go into the audit log whole unless they are large; then only their keys. Never throws. */
+export function truncateForAudit(body: unknown): unknown {
+	let text: string;
+	try {
+		text = JSON.stringify(body) ?? "";
+	} catch {
+		text = "";
+	}
+	if (text && text.length <= 8192) return body;
+	return { truncated: true, bytes: text.length, keys: body && typeof body === "object" ? Object.keys(body).slice(0, 50) : [] };
+}
+
+/** The query string as ordered pairs; Eve's links repeat it in the client's order. */
+export function queryPairs(search: string): QueryPairs {
+	const pairs: QueryPairs = [];
+	for (const part of search.split("&")) {
+		if (!part) continue;
+		const eq = part.indexOf("=");
+		const rawKey = eq < 0 ? part : part.slice(0, eq);
+		const rawValue = eq < 0 ? "" : part.slice(eq + 1);
+		pairs.push([decode(rawKey), decode(rawValue)]);
+	}
+	return pairs;
+}
+
+function decode(s: string): string {
+	try {
+		return decodeURIComponent(s.replace(/\+/g, " "));
+	} catch {
+		throw new EveError(400, "malformed percent-encoding in the query string");
+	}
+}
+
+/** The client's User-Agent for the audit record (at most 200 characters), undefined when it sent none. */
+export function userAgent(req: IncomingMessage): string | undefined {
+	const ua = req.headers["user-agent"];
+	return typeof ua === "string" && ua ? ua.slice(0, 200) : undefined;
+}
+
+export function isJson(req: IncomingMessage): boolean {
+	const type = String(req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
+	return type === "application/json" || (type.startsWith("application/") && type.endsWith("+json"));
+}
+
+export function hasBody(req: IncomingMessage): boolean {
+	return Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined;
+}
