@@ -15,6 +15,7 @@ import { batchEnd } from "../lib/fleet/batches";
 import { loadConfig } from "../lib/config";
 import { setMetric } from "../lib/runtime/metrics";
 import { ENTRY_FIELDS } from "../lib/fleet/stats-history";
+import { presenceTransition } from "../lib/fleet/presence";
 import { GroupIndex, compileRule, needsGrains, type GroupDef, type HostFacts, type NodegroupDef, type Rule } from "../lib/fleet/group-rules";
 
 function sameList(a: string[], b: unknown): boolean {
@@ -204,14 +205,13 @@ const HostsService: EveServiceSchema = {
 					const id = d._id as string;
 					// The master tracks the presence of accepted minions only; the others stay "unknown".
 					if (d.key !== "accepted") continue;
-					const live = d._soft_deleted !== true;
 					if (up.has(id)) {
 						if (ctx.params.changesOnly && d.status === "up") continue;
 						nowUp.push(id);
-						if (live && d.status === "down") wentUp.push(id);
+						if (presenceTransition(d, "up")) wentUp.push(id);
 					} else if (d.status !== "down") {
 						nowDown.push(id);
-						if (live && d.status === "up") wentDown.push(id);
+						if (presenceTransition(d, "down")) wentDown.push(id);
 					}
 				}
 				const now = nowSeconds();

@@ -3,6 +3,7 @@
  * (or host.up) alerts than CM_ALERT_BURST at once become one summary alert.
  */
 import { countMetric } from "../../lib/runtime/metrics";
+import type { PresenceTransition } from "../../lib/fleet/presence";
 import type { Alert, GatewayContext } from "./context";
 
 export class GatewayAlerts {
@@ -27,8 +28,15 @@ export class GatewayAlerts {
 		}
 	}
 
-	countPresenceChanges(wentUp: number, wentDown: number): void {
-		if (wentUp) countMetric(this.gw.broker, "fleet.hosts.presence.changes.total", { to: "up" }, wentUp);
-		if (wentDown) countMetric(this.gw.broker, "fleet.hosts.presence.changes.total", { to: "down" }, wentDown);
+	/**
+	 * The one place presence alerts are made (and counted in `fleet.hosts.presence.changes.total`), whatever
+	 * wrote the presence: a host.down warning or a host.up notice per transition (lib/fleet/presence.ts).
+	 */
+	presenceAlerts(transitions: Array<{ id: string; to: PresenceTransition }>): Alert[] {
+		const down = transitions.filter(t => t.to === "host.down").length;
+		const up = transitions.length - down;
+		if (up) countMetric(this.gw.broker, "fleet.hosts.presence.changes.total", { to: "up" }, up);
+		if (down) countMetric(this.gw.broker, "fleet.hosts.presence.changes.total", { to: "down" }, down);
+		return transitions.map(({ id, to }) => (to === "host.down" ? { type: to, level: "warning", payload: { hostname: id, status: "down" } } : { type: to, level: "info", payload: { hostname: id, status: "up" } }));
 	}
 }

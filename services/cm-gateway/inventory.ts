@@ -8,7 +8,8 @@
  */
 import { batchesBySize } from "../../lib/fleet/batches";
 import { EveError } from "../../lib/eve/errors";
-import { hostUpdate, keyViews, presenceChange, type KnownHost, type MasterView } from "./salt-inventory";
+import { presenceTransition, type PresenceTransition } from "../../lib/fleet/presence";
+import { hostUpdate, keyViews, type KnownHost, type MasterView } from "./salt-inventory";
 import { PresenceGuard } from "./presence-guard";
 import type { GatewayAlerts } from "./alerts";
 import { UPSERT_BATCH, eachLimited, isObject, type Alert, type GatewayContext } from "./context";
@@ -84,9 +85,7 @@ export class Inventory {
 		else for (const id of res.wentUp) this.touched.set(id, now);
 		for (const id of down) this.aliveSeen.delete(id);
 		for (const id of res.wentDown) this.aliveSeen.delete(id);
-		this.alerts.countPresenceChanges(res.wentUp.length, res.wentDown.length);
-		for (const id of res.wentDown) alerts.push({ type: "host.down", level: "warning", payload: { hostname: id, status: "down" } });
-		for (const id of res.wentUp) alerts.push({ type: "host.up", level: "info", payload: { hostname: id, status: "up" } });
+		alerts.push(...this.alerts.presenceAlerts([...res.wentDown.map(id => ({ id, to: "host.down" as const })), ...res.wentUp.map(id => ({ id, to: "host.up" as const }))]));
 	}
 
 	/** Marks up the minions job returns proved alive (only those not up already: a job's returns rewrite nothing). */
@@ -156,6 +155,7 @@ export class Inventory {
 		const now = new Date();
 		const changes: Record<string, unknown>[] = [];
 		const alerts: Alert[] = [];
+		const transitions: Array<{ id: string; to: PresenceTransition }> = [];
 		const restore: string[] = [];
 		for (const [id, view] of views) {
 			if (fresher(id)) continue;
@@ -165,8 +165,8 @@ export class Inventory {
 			if (fingerprintChange) alerts.push({ type: "fingerprint.changed", level: "warning", payload: { ...fingerprintChange } });
 			if (keyConflict) alerts.push({ type: "key.conflict", level: "warning", payload: { ...keyConflict } });
 			if (doc.status === "down") this.aliveSeen.delete(id);
-			const moved = presenceChange(host, doc.status as string | undefined);
-			if (moved) alerts.push({ type: moved, level: moved === "host.down" ? "warning" : "info", payload: { hostname: id, status: doc.status } });
+			const moved = presenceTransition(host, doc.status as string | undefined);
+			if (moved) transitions.push({ id, to: moved });
 			// Soft-deleted by an earlier reconciliation (its `key` was forgotten), and the key is back.
 			if (host?._soft_deleted && !host.key) restore.push(id);
 		}
@@ -181,8 +181,8 @@ export class Inventory {
 		}
 		const restored = restore.length ? await broker.call<string[], { ids: string[]; present: boolean }>("hosts.setPresent", { ids: restore, present: true }) : [];
 		const removed = removeIds.length ? await broker.call<string[], { ids: string[]; present: boolean }>("hosts.setPresent", { ids: removeIds, present: false }) : [];
+		alerts.push(...this.alerts.presenceAlerts(transitions));
 		await this.alerts.raise(alerts);
-		this.alerts.countPresenceChanges(alerts.filter(a => a.type === "host.up").length, alerts.filter(a => a.type === "host.down").length);
 		const fingerprints = alerts.filter(a => a.type === "fingerprint.changed").length;
 		if (removed.length || restored.length || fingerprints) logger.info(`Inventory: ${removed.length} host(s) soft-deleted, ${restored.length} restored, ${fingerprints} fingerprint(s) changed`);
 		return { created, updated, removed: removed.length, restored: restored.length, fingerprints_changed: fingerprints };

@@ -161,11 +161,3 @@ export function hostUpdate(id: string, view: MasterView, known: KnownHost | unde
 	} else if (view.conflict === null && known?.key_conflict) doc.key_conflict = null;
 	return { doc, fingerprintChange, keyConflict };
 }
-
-/** A presence change worth an alert: a live host that went down, or a down host that came back. */
-export function presenceChange(known: KnownHost | undefined, status: string | undefined): "host.down" | "host.up" | null {
-	if (!known || known._soft_deleted || !status) return null;
-	if (known.status === "up" && status === "down") return "host.down";
-	if (known.status === "down" && status === "up") return "host.up";
-	return null;
-}
