@@ -2,7 +2,7 @@
  * hosts.inventoryState in pages: what the cm-gateway reads of a whole fleet over NATS, a page at a time
  * in _id order, so that no answer outgrows a NATS message (docs/operations.md, capacity model).
  */
-import { startEmbedded, uniqueMongoUri, type Harness } from "./support/harness";
+import { startEmbedded, uniqueMongoUri, type Harness } from "../support/harness";
 
 describe("hosts.inventoryState", () => {
 	let h: Harness;

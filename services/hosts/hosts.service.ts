@@ -1,0 +1,333 @@
+/**
+ * Owns the `hosts` collection: one record per Salt minion, keyed by its id (the hostname).
+ * Operators may only set `identification_number` and soft-delete a host; everything else arrives
+ * from the Salt master through `hosts.upsertMany` (the cm-gateway's inventory).
+ */
+import type { Context } from "moleculer";
+import { EveCollection, type EveServiceSchema, type EveThis } from "../../mixins/eve-collection.mixin";
+import { HOSTNAME } from "../../lib/eve/ids";
+import { nowSeconds } from "../../lib/eve/dates";
+import { EveError } from "../../lib/eve/errors";
+import { MASK } from "../../lib/eve/render";
+import { compileSchema } from "../../lib/eve/validation";
+import type { Doc } from "../../lib/storage/store";
+import { batchEnd } from "../../lib/fleet/batches";
+import { loadConfig } from "../../lib/config";
+import { setMetric } from "../../lib/runtime/metrics";
+import { ENTRY_FIELDS } from "../../lib/fleet/stats-history";
+import { presenceTransition } from "../../lib/fleet/presence";
+import { compileRule, needsGrains, type HostFacts, type Rule } from "../../lib/fleet/group-rules";
+import { presenceActions, presenceMethods } from "./presence";
+import { membershipActions, membershipMethods } from "./memberships";
+import { vpnActions } from "./vpn-identity";
+import { metricMethods } from "./fleet-metric";
+
+
+/** Field order of a host record as the spec lists it (Eve shows fields in stored order). */
+const HOST_FIELDS = [
+	"version",
+	"ip",
+	"nodegroups",
+	"groups",
+	"last_distupgrade",
+	"last_stateapply",
+	"last_action",
+	"_soft_deleted",
+	"status",
+	"key",
+	"heartbeat",
+	"nat",
+	"fingerprint",
+	"fingerprint_history",
+	"key_conflict",
+	"identification_number",
+	"vpn_organization",
+	"vpn_representation",
+	"resolved",
+	"grain",
+];
+
+
+
+const stringList = { type: "array", items: "string", optional: true } as const;
+
+const hostSchema = {
+	version: "string|optional",
+	ip: "string|optional",
+	nodegroups: stringList,
+	groups: stringList,
+	last_distupgrade: "date|optional",
+	last_stateapply: "date|optional",
+	last_action: "string|optional",
+	status: { type: "enum", values: ["up", "down", "unknown"], optional: true },
+	key: { type: "enum", values: ["accepted", "pending", "rejected", "denied"], optional: true },
+	heartbeat: "date|optional",
+	nat: "boolean|optional",
+	fingerprint: "string|optional",
+	fingerprint_history: { type: "array", optional: true, items: { type: "object", props: { added: "date", fingerprint: "string" } } },
+	// Beyond the spec: a second key the master holds for this id besides the trusted one (docs/salt.md, "Key conflicts").
+	key_conflict: { type: "object", optional: true, nullable: true, props: { key: { type: "enum", values: ["pending", "rejected", "denied"] }, fingerprint: "string|optional" } },
+	identification_number: { type: "string", max: 200, optional: true },
+	vpn_organization: { type: "string", optional: true, nullable: true },
+	vpn_representation: { type: "object", optional: true, nullable: true },
+	grain: { type: "object", optional: true },
+	// Beyond the spec: what the IP resolver said (POST /graph request_ips; docs/graph.md).
+	resolved: { type: "object", optional: true, props: { ip: "string", gateway: { type: "string", optional: true }, resolver: "string", at: "date" } },
+} as const;
+
+const HostsService: EveServiceSchema = {
+	name: "hosts",
+	mixins: [
+		EveCollection({
+			resource: "hosts",
+			writes: ["patch", "remove"],
+			idPattern: HOSTNAME,
+			schema: hostSchema,
+			patchSchema: { identification_number: { type: "string", max: 200 } },
+			softDelete: { flag: "_soft_deleted", showParam: "show_soft_deleted" },
+			listHidden: ["grain"],
+			secretPaths: ["vpn_representation.otp_secret"],
+			relations: {
+				nodegroups: { resource: "nodegroups", service: "nodegroups", field: "name", many: true, validate: false },
+				groups: { resource: "groups", service: "groups", many: true, embeddable: true, validate: false },
+				last_action: { resource: "actions", service: "actions", embeddable: true, validate: false },
+				vpn_organization: { resource: "vpn_organizations", service: "vpn-organizations", embeddable: true, validate: false },
+			},
+		}),
+	],
+
+	actions: {
+		...presenceActions,
+		...membershipActions,
+		...vpnActions,
+		/** Creates or updates hosts from the master's view of them (internal: the cm-gateway and tests call it). */
+		upsertMany: {
+			visibility: "public",
+			params: { hosts: { type: "array", max: 50_000, items: { type: "object", props: { _id: { type: "string", pattern: HOSTNAME } } } } },
+			async handler(this: EveThis, ctx: Context<{ hosts: Doc[] }>) {
+				for (const h of ctx.params.hosts) {
+					// Memberships are derived from the groups and nodegroups, never written by callers.
+					delete h.groups;
+					delete h.nodegroups;
+					const { _id, ...rest } = h;
+					const issues = this.inventoryCheck(rest);
+					if (issues) throw new EveError(422, `host '${_id}' is invalid`, { issues: issues as Record<string, unknown> });
+				}
+				const ids = ctx.params.hosts.map(h => h._id as string);
+				const existing = new Set((await this.store.find({ _id: { $in: ids } }, { exclude: ["grain"] })).map(d => d._id));
+				const now = nowSeconds();
+				const fresh: Doc[] = [];
+				const changed: string[] = [];
+				for (const h of ctx.params.hosts) {
+					if (existing.has(h._id)) {
+						const { _id, ...fields } = h;
+						// A cleared key conflict comes as null: the field goes away.
+						const unset = fields.key_conflict === null;
+						if (unset) delete fields.key_conflict;
+						await this.store.updateMany({ _id }, { $set: { ...fields, _updated: now }, ...(unset ? { $unset: { key_conflict: true as const } } : {}) });
+						changed.push(_id);
+					} else {
+						fresh.push(this.newHost(h, now));
+					}
+				}
+				await this.store.insertMany(fresh);
+				if (fresh.length) await this.notifyChanged(ctx, "created", fresh.map(d => d._id));
+				if (changed.length) await this.notifyChanged(ctx, "updated", changed);
+				if (fresh.length) this.countHostsSoon();
+				// New hosts and new grains may change what groups and nodegroups select.
+				const affected = [...fresh.map(d => d._id as string), ...ctx.params.hosts.filter(h => "grain" in h && existing.has(h._id)).map(h => h._id as string)];
+				if (affected.length) await this.updateMembership(ctx, affected);
+				return { created: fresh.length, updated: changed.length };
+			},
+		},
+
+		/**
+		 * What the inventory compares with the master (internal: the cm-gateway): the hosts (all of them, or
+		 * those of `ids`), soft-deleted ones included, as {_id, key?, status?, fingerprint?, fingerprint_history, _soft_deleted}.
+		 */
+		inventoryState: {
+			visibility: "public",
+			params: {
+				ids: { type: "array", items: "string", max: 100_000, optional: true },
+				// A page of the fleet in _id order (the hosts after `after`), so that no answer outgrows a NATS message.
+				after: { type: "string", optional: true },
+				limit: { type: "number", integer: true, min: 1, max: 100_000, optional: true },
+			},
+			async handler(this: EveThis, ctx: Context<{ ids?: string[]; after?: string; limit?: number }>) {
+				const fields = ["key", "status", "fingerprint", "fingerprint_history", "key_conflict", "_soft_deleted"];
+				const state = (d: Doc): Doc => ({
+					_id: d._id,
+					key: d.key,
+					status: d.status,
+					fingerprint: d.fingerprint,
+					fingerprint_history: Array.isArray(d.fingerprint_history) ? [...d.fingerprint_history] : [],
+					...(d.key_conflict ? { key_conflict: d.key_conflict } : {}),
+					_soft_deleted: d._soft_deleted === true,
+				});
+				const { ids, after, limit } = ctx.params;
+				if (limit) {
+					const id: Doc = { ...(ids ? { $in: ids } : {}), ...(after !== undefined ? { $gt: after } : {}) };
+					return (await this.store.find(Object.keys(id).length ? { _id: id } : {}, { sort: [["_id", 1]], limit, only: fields })).map(state);
+				}
+				// A pass over the fleet: only these fields are taken, the records (and their grains) are not copied.
+				const out: Doc[] = [];
+				await this.store.scan(ids ? { _id: { $in: ids } } : {}, fields, d => {
+					out.push(state(d));
+				});
+				return out;
+			},
+		},
+
+		/**
+		 * What a group resolves to (internal: the groups service): the `explicit` names that are not
+		 * soft-deleted hosts (names no host has yet are kept) and every live host one of `rules` selects, sorted.
+		 */
+		resolve: {
+			visibility: "public",
+			params: {
+				explicit: { type: "array", items: "string", max: 1_000_000 },
+				rules: { type: "array", max: 10_000, items: { type: "object", props: { regex: "string|optional", grain: { type: "record", optional: true, value: "string" } } } },
+			},
+			async handler(this: EveThis, ctx: Context<{ explicit: string[]; rules: Rule[] }>) {
+				const names = new Set(ctx.params.explicit);
+				if (names.size) for (const d of await this.store.find({ _id: { $in: [...names] }, _soft_deleted: true }, { only: ["_id"] })) names.delete(d._id);
+				const tests = ctx.params.rules.map(r => compileRule(r)).filter((t): t is NonNullable<typeof t> => t !== null);
+				if (tests.length) {
+					await this.store.scan({ _soft_deleted: { $ne: true } }, needsGrains(ctx.params.rules) ? ["grain"] : ["_id"], d => {
+						if (tests.some(t => t(d as HostFacts))) names.add(d._id);
+					});
+				}
+				return [...names].sort();
+			},
+		},
+
+		/** Every live host's id and address, sorted by id (internal: POST /graph request_ips). */
+		liveAddresses: {
+			visibility: "public",
+			async handler(this: EveThis) {
+				const out: Array<{ _id: string; ip?: string }> = [];
+				await this.store.scan({ _soft_deleted: { $ne: true } }, ["ip"], d => {
+					out.push({ _id: d._id, ip: typeof d.ip === "string" ? d.ip : undefined });
+				});
+				return out.sort((a, b) => (a._id < b._id ? -1 : a._id > b._id ? 1 : 0));
+			},
+		},
+
+		/** The live hosts no group resolves to, sorted (internal: GET /graph/not-linked). */
+		unlinked: {
+			visibility: "public",
+			async handler(this: EveThis) {
+				const docs = await this.store.find({ _soft_deleted: { $ne: true }, groups: { $size: 0 } }, { only: ["_id"] });
+				return docs.map(d => d._id as string).sort();
+			},
+		},
+
+		/**
+		 * The hosts' snapshot entries (internal: the stats service), in `_id` order after `after`: all hosts, or
+		 * those written at or after `since`. Pages are cut at `limit` entries and at BATCH_BYTES, so a page
+		 * always fits one NATS message; grains never leave. Answers {entries, seen (the newest `_updated`), more}.
+		 */
+		statisticEntries: {
+			visibility: "public",
+			params: { since: { type: "date", optional: true }, after: { type: "string", optional: true }, limit: { type: "number", integer: true, min: 1, max: 10_000, default: 2000 } },
+			async handler(this: EveThis, ctx: Context<{ since?: Date; after?: string; limit: number }>) {
+				const { since, after, limit } = ctx.params;
+				const filter: Doc = {};
+				if (since) filter._updated = { $gte: since };
+				if (after !== undefined) filter._id = { $gt: after };
+				// Only this page (and one more, to tell whether more follow) is read, in _id order: the database sorts,
+				// by its _id index, instead of the whole rest of the fleet being read and sorted for every page.
+				const page: Doc[] = (await this.store.find(filter, { sort: [["_id", 1]], limit: limit + 1, only: ENTRY_FIELDS })).map(d => {
+					const e: Doc = { _id: d._id };
+					for (const f of ENTRY_FIELDS) if (d[f] !== undefined && d[f] !== null) e[f] = d[f];
+					e._soft_deleted = d._soft_deleted === true;
+					return e;
+				});
+				const entries = page.slice(0, batchEnd(page, 0, limit));
+				// The newest write among these entries: the caller keeps the newest over all its pages.
+				let seen: Date | null = null;
+				for (const e of entries) if (e._updated instanceof Date && (!seen || e._updated > seen)) seen = e._updated;
+				return { entries, seen, more: entries.length < page.length };
+			},
+		},
+
+		/** Which of these hostnames are soft-deleted hosts (they never resolve as targets). */
+		softDeletedAmong: {
+			visibility: "public",
+			params: { ids: { type: "array", items: "string", max: 100_000 } },
+			async handler(this: EveThis, ctx: Context<{ ids: string[] }>) {
+				const docs = await this.store.find({ _id: { $in: ctx.params.ids }, _soft_deleted: true }, { only: ["_id"] });
+				return docs.map(d => d._id);
+			},
+		},
+	},
+
+	events: {
+		// Any change of a group or of the nodegroup definitions may change every host's memberships.
+		"groups.created": { handler(this: EveThis) { this.scheduleMembership(); } },
+		"groups.updated": { handler(this: EveThis) { this.scheduleMembership(); } },
+		"groups.removed": { handler(this: EveThis) { this.scheduleMembership(); } },
+		"nodegroups.changed": { handler(this: EveThis) { this.scheduleMembership(); } },
+	},
+
+	methods: {
+		...presenceMethods,
+		...membershipMethods,
+		...metricMethods,
+
+		newHost(this: EveThis, h: Doc, now: Date): Doc {
+			const doc: Doc = {};
+			for (const f of HOST_FIELDS) {
+				if (f in h && !(f === "key_conflict" && h[f] === null)) doc[f] = h[f];
+				else if (f === "nodegroups" || f === "groups" || f === "fingerprint_history") doc[f] = [];
+				else if (f === "_soft_deleted") doc[f] = false;
+			}
+			return { ...doc, _id: h._id, _created: now, _updated: now };
+		},
+
+		/** `otp_secret` is a secret: shown in clear to admins only (never in embedded records). */
+		transformOutput(this: EveThis, doc: Doc, _single: boolean, ctx?: Context<unknown, { user?: { role?: string } }>): Doc {
+			const vpn = doc.vpn_representation;
+			if (ctx?.meta.user?.role === "admin") return doc;
+			if (vpn && typeof vpn === "object" && vpn.otp_secret) return { ...doc, vpn_representation: { ...vpn, otp_secret: MASK } };
+			return doc;
+		},
+
+		/** Admins read hosts differently (otp_secret in clear): their reads are cached apart. */
+		readVariant(this: EveThis, ctx: Context<unknown, { user?: { role?: string } }>): string {
+			return ctx.meta.user?.role === "admin" ? "admin" : "";
+		},
+	},
+
+	created(this: EveThis) {
+		// The full host schema checks what the inventory writes; operators get the narrow PATCH schema.
+		this.inventoryCheck = compileSchema(hostSchema);
+	},
+
+	async stopped(this: EveThis) {
+		clearInterval(this.countTimer);
+		clearTimeout(this.countSoonTimer);
+		this.membershipStopping = true;
+		await this.membershipLoop;
+	},
+
+	async started(this: EveThis) {
+		if (this.broker.isMetricsEnabled()) {
+			this.countTimer = setInterval(() => this.countHosts(), loadConfig().fleetMetricsIntervalMs);
+			this.countTimer.unref();
+			this.countHostsSoon();
+		}
+		// Definitions may have changed while this service was down: a full recomputation once the groups and
+		// nodegroups services are there (membershipSources; in the background, so a process without them starts).
+		this.scheduleMembership(0);
+		// Not on NeDB: an index whose values many hosts share (a flag; a group holding the whole fleet) selects
+		// little, and NeDB pays for it on every write by scanning the value's bucket (a 10,000-host
+		// reconciliation took 45% longer; recomputing memberships under a root group, minutes).
+		if (this.store.kind === "mongo") {
+			await this.store.ensureIndex("_soft_deleted");
+			await this.store.ensureIndex("groups");
+		} else for (const field of ["_soft_deleted", "groups"]) await this.store.dropIndex(field); // made by earlier versions
+	},
+};
+
+export default HostsService;

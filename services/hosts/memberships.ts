@@ -1,0 +1,103 @@
+/**
+ * Hosts' memberships: `groups` and `nodegroups` of every host, recomputed from the groups' and nodegroups' rules
+ * (lib/fleet/group-rules.ts) whenever one changes, never two recomputations at once, waiting for those services
+ * at start instead of racing them.
+ */
+import type { ActionSchema, Context } from "moleculer";
+import type { EveThis } from "../../mixins/eve-collection.mixin";
+import { nowSeconds } from "../../lib/eve/dates";
+import { GroupIndex, type GroupDef, type HostFacts, type NodegroupDef } from "../../lib/fleet/group-rules";
+
+function sameList(a: string[], b: unknown): boolean {
+	return Array.isArray(b) && a.length === b.length && a.every((v, i) => v === b[i]);
+}
+
+export const membershipActions: Record<string, ActionSchema<EveThis>> = {
+	/** Resolves once no membership recomputation is scheduled or running (internal: tests, benchmarks). */
+	membershipSettled: {
+		visibility: "public",
+		async handler(this: EveThis) {
+			while (this.membershipLoop) await this.membershipLoop;
+			return { settled: true };
+		},
+	},
+};
+
+export const membershipMethods = {
+	/** Every group and nodegroup, as the rules that select hosts. */
+	async groupIndex(this: EveThis, ctx: Context): Promise<GroupIndex> {
+		const [groups, nodegroups] = await Promise.all([ctx.call<GroupDef[]>("groups.rules"), ctx.call<NodegroupDef[]>("nodegroups.rules")]);
+		return new GroupIndex(groups, nodegroups);
+	},
+
+	/**
+	 * Sets `groups` and `nodegroups` of these hosts (all of them when `ids` is absent) to what the groups
+	 * and nodegroups select now; writes only the hosts whose memberships changed. Answers how many did.
+	 */
+	async updateMembership(this: EveThis, ctx: Context, ids?: string[]): Promise<number> {
+		let index: GroupIndex;
+		try {
+			index = await this.groupIndex(ctx);
+		} catch (err) {
+			// The groups or nodegroups service is not there yet: the full recomputation once it is (see started) does it.
+			this.logger.warn("Could not read the groups to compute host memberships:", (err as Error).message);
+			return 0;
+		}
+		const changes = new Map<string, { groups: string[]; nodegroups: string[]; ids: string[] }>();
+		await this.store.scan(ids ? { _id: { $in: ids } } : {}, index.usesGrains ? ["grain", "groups", "nodegroups"] : ["groups", "nodegroups"], d => {
+			const groups = index.groupsOf(d as HostFacts);
+			const nodegroups = index.nodegroupsOf(d as HostFacts);
+			if (sameList(groups, d.groups) && sameList(nodegroups, d.nodegroups)) return;
+			const key = JSON.stringify([groups, nodegroups]);
+			const entry = changes.get(key) ?? { groups, nodegroups, ids: [] };
+			entry.ids.push(d._id);
+			changes.set(key, entry);
+		});
+		if (!changes.size) return 0;
+		const now = nowSeconds();
+		const changed: string[] = [];
+		for (const { groups, nodegroups, ids: which } of changes.values()) {
+			await this.store.updateMany({ _id: { $in: which } }, { $set: { groups, nodegroups, _updated: now } });
+			changed.push(...which);
+		}
+		await this.notifyChanged(ctx, "updated", changed);
+		return changed.length;
+	},
+
+	/**
+	 * A full recomputation soon, never two at once: changes that arrive while one runs are all handled
+	 * by the single run after it (a burst of group changes costs two runs, not one each).
+	 */
+	scheduleMembership(this: EveThis, delayMs = 20) {
+		this.membershipDirty = true;
+		if (this.membershipLoop) return;
+		this.membershipLoop = (async () => {
+			await new Promise(r => setTimeout(r, delayMs).unref?.());
+			await this.membershipSources();
+			while (this.membershipDirty && !this.membershipStopping) {
+				this.membershipDirty = false;
+				try {
+					// The broker stands in for a context: the recomputation belongs to no request.
+					await this.updateMembership(this.broker as unknown as Context);
+				} catch (err) {
+					this.logger.warn("Could not recompute host memberships:", (err as Error).message);
+				}
+			}
+			this.membershipLoop = null;
+		})();
+	},
+
+	/**
+	 * Resolves once the groups and nodegroups services are reachable (local or over the transporter), or
+	 * this service stops: a recomputation asked for before (nodegroups announces its definitions as it
+	 * starts, maybe before groups is there) waits for them instead of failing. In the background: a
+	 * process running `hosts` alone starts at once and recomputes when they appear.
+	 */
+	async membershipSources(this: EveThis): Promise<void> {
+		// As broker.waitForServices checks (the typings make its nodeID mandatory; absent means any node).
+		const registry = this.broker.registry as unknown as { hasService(name: string): boolean };
+		while (!this.membershipStopping && !["groups", "nodegroups"].every(name => registry.hasService(name))) {
+			await new Promise(r => setTimeout(r, 100).unref?.());
+		}
+	},
+};

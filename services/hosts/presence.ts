@@ -1,0 +1,123 @@
+/**
+ * Presence of the hosts (internal actions of the hosts service, written by the cm-gateway): readings of the
+ * master (who is up, who is down, whether the list is everyone connected), what a reading would take down
+ * (for the presence guard), and a key leaving or coming back (soft delete, restore). Transitions are decided
+ * by the one presence rule (lib/fleet/presence.ts).
+ */
+import type { ActionSchema, Context } from "moleculer";
+import type { EveThis } from "../../mixins/eve-collection.mixin";
+import { nowSeconds } from "../../lib/eve/dates";
+import type { Doc } from "../../lib/storage/store";
+import { presenceTransition } from "../../lib/fleet/presence";
+
+export /** A reading of the master's presence: hosts seen up, seen down, and whether `up` is everyone connected. */
+interface PresenceReading {
+	up: string[];
+	down: string[];
+	complete: boolean;
+}
+
+export const presenceActions: Record<string, ActionSchema<EveThis>> = {
+	/**
+	 * Presence from the master's events (internal: the cm-gateway). Known accepted hosts in `up` become "up" with
+	 * `heartbeat` now, those in `down` "down"; with `complete`, `up` is every connected minion, so the
+	 * other accepted hosts that are up go down. With `changesOnly`, hosts already up are left as they are
+	 * (a job return proving a host alive does not rewrite every host of a job). Answers the live hosts that
+	 * changed: {wentUp, wentDown}.
+	 */
+	setPresence: {
+		visibility: "public",
+		params: {
+			up: { type: "array", items: "string", max: 100_000, default: [] },
+			down: { type: "array", items: "string", max: 100_000, default: [] },
+			complete: { type: "boolean", default: false },
+			changesOnly: { type: "boolean", default: false },
+		},
+		async handler(this: EveThis, ctx: Context<PresenceReading & { changesOnly: boolean }>) {
+			const { up, docs } = await this.presenceDocs(ctx.params);
+			const wentUp: string[] = [];
+			const wentDown: string[] = [];
+			const nowUp: string[] = [];
+			const nowDown: string[] = [];
+			for (const d of docs) {
+				const id = d._id as string;
+				// The master tracks the presence of accepted minions only; the others stay "unknown".
+				if (d.key !== "accepted") continue;
+				if (up.has(id)) {
+					if (ctx.params.changesOnly && d.status === "up") continue;
+					nowUp.push(id);
+					if (presenceTransition(d, "up")) wentUp.push(id);
+				} else if (d.status !== "down") {
+					nowDown.push(id);
+					if (presenceTransition(d, "down")) wentDown.push(id);
+				}
+			}
+			const now = nowSeconds();
+			if (nowUp.length) await this.store.updateMany({ _id: { $in: nowUp } }, { $set: { status: "up", heartbeat: now, _updated: now } });
+			if (nowDown.length) await this.store.updateMany({ _id: { $in: nowDown } }, { $set: { status: "down", _updated: now } });
+			if (nowUp.length || nowDown.length) await this.notifyChanged(ctx, "updated", [...nowUp, ...nowDown]);
+			if (nowUp.length || nowDown.length) this.countHostsSoon();
+			return { wentUp, wentDown };
+		},
+	},
+
+	/**
+	 * What a presence reading would take down, before it is applied (internal: the cm-gateway's presence
+	 * guard, services/cm-gateway/presence-guard.ts): {up: the live accepted hosts up now, losing: how many of them it takes down}.
+	 */
+	presenceLoss: {
+		visibility: "public",
+		params: {
+			up: { type: "array", items: "string", max: 100_000, default: [] },
+			down: { type: "array", items: "string", max: 100_000, default: [] },
+			complete: { type: "boolean", default: false },
+		},
+		async handler(this: EveThis, ctx: Context<PresenceReading>) {
+			const { up, docs } = await this.presenceDocs(ctx.params);
+			const losing = docs.filter((d: Doc) => d.key === "accepted" && d._soft_deleted !== true && d.status === "up" && !up.has(d._id as string)).length;
+			const live = await this.store.count({ status: "up", key: "accepted", _soft_deleted: { $ne: true } });
+			return { up: live, losing };
+		},
+	},
+
+	/**
+	 * The inventory's soft-delete and restore (internal: the cm-gateway). `present: false` soft-deletes
+	 * the hosts whose key left the master and forgets their `key` (so that a later reconciliation can
+	 * tell them from hosts an operator deleted); `present: true` restores them. Answers the ids changed.
+	 */
+	setPresent: {
+		visibility: "public",
+		params: { ids: { type: "array", items: "string", max: 100_000 }, present: "boolean" },
+		async handler(this: EveThis, ctx: Context<{ ids: string[]; present: boolean }>) {
+			const { ids, present } = ctx.params;
+			if (!ids.length) return [];
+			const docs = await this.store.find({ _id: { $in: ids }, _soft_deleted: present ? true : { $ne: true } }, { exclude: ["grain"] });
+			const changed = docs.map(d => d._id as string);
+			if (!changed.length) return [];
+			const now = nowSeconds();
+			const update = present ? { $set: { _soft_deleted: false, _updated: now } } : { $set: { _soft_deleted: true, _updated: now }, $unset: { key: true as const } };
+			await this.store.updateMany({ _id: { $in: changed } }, update);
+			await this.notifyChanged(ctx, "updated", changed);
+			return changed;
+		},
+	},
+};
+
+export const presenceMethods = {
+	/** The hosts a presence reading names (with `complete`, also every accepted host up that it leaves out, as down). */
+	async presenceDocs(this: EveThis, reading: PresenceReading): Promise<{ up: Set<string>; docs: Doc[] }> {
+		const up = new Set(reading.up);
+		const down = new Set(reading.down.filter(id => !up.has(id)));
+		const docs: Doc[] = [];
+		const presence = (d: Doc) => docs.push({ _id: d._id, key: d.key, status: d.status, _soft_deleted: d._soft_deleted });
+		await this.store.scan({ _id: { $in: [...up, ...down] } }, ["key", "status", "_soft_deleted"], presence);
+		if (reading.complete) {
+			await this.store.scan({ status: "up", key: "accepted" }, ["key", "status", "_soft_deleted"], d => {
+				if (up.has(d._id as string) || down.has(d._id as string)) return;
+				down.add(d._id as string);
+				presence(d);
+			});
+		}
+		return { up, docs };
+	},
+};
