@@ -42,7 +42,7 @@ export function textTable(columns: string[], rows: Row[], max = 60): string {
 }
 
 /** `status=up key=accepted` or a JSON object (quote it: '{"status": "up"}') as a `where`. */
-export function parseWhere(words: string[]): Record<string, unknown> | undefined {
+export function parseFilterWords(words: string[]): Record<string, unknown> | undefined {
 	const text = words.join(" ").trim();
 	if (!text) return undefined;
 	if (text.startsWith("{")) return JSON.parse(text);
@@ -198,7 +198,7 @@ export class FleetRepl {
 	}
 
 	async hosts(words: string[]): Promise<string> {
-		const res = await this.list("hosts", { where: parseWhere(words), sort: "_id", max_results: PAGE, projection: { grain: 0 } });
+		const res = await this.list("hosts", { where: parseFilterWords(words), sort: "_id", max_results: PAGE, projection: { grain: 0 } });
 		return `${textTable(["_id", "status", "ip", "version", "key"], res._items)}\n${res._items.length} of ${res._meta.total} host(s)`;
 	}
 

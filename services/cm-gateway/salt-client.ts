@@ -30,6 +30,7 @@ import http from "node:http";
 import https from "node:https";
 import { Errors } from "moleculer";
 
+import { ExchangeError, exchange } from "../../lib/net/http-exchange";
 import { followEvents, type EventStream, type EventStreamHandlers } from "./salt-events";
 
 export { SseParser, type EventStream, type EventStreamHandlers, type SaltEvent } from "./salt-events";
@@ -335,7 +336,7 @@ export class SaltClient {
 		}
 	}
 
-	private exchange(method: string, path: string, payload: unknown, token: string | undefined, timeoutMs: number): Promise<RawResponse> {
+	private async exchange(method: string, path: string, payload: unknown, token: string | undefined, timeoutMs: number): Promise<RawResponse> {
 		const url = new URL(path, this.base);
 		const body = payload === undefined ? undefined : Buffer.from(JSON.stringify(payload));
 		const headers: Record<string, string> = { Accept: "application/json" };
@@ -344,35 +345,15 @@ export class SaltClient {
 			headers["Content-Length"] = String(body.length);
 		}
 		if (token) headers["X-Auth-Token"] = token;
-		return new Promise<RawResponse>((resolve, reject) => {
-			let settled = false;
-			const finish = (err: Error | null, res?: RawResponse) => {
-				if (settled) return;
-				settled = true;
-				clearTimeout(timer);
-				if (err) reject(err);
-				else resolve(res as RawResponse);
-			};
-			const req = this.transport.request(url, { method, headers, agent: this.agent }, res => {
-				const chunks: Buffer[] = [];
-				res.on("data", (c: Buffer) => chunks.push(c));
-				res.on("end", () => finish(null, { status: res.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8") }));
-				res.on("error", () => finish(new AttemptError("malformed", "salt-api's response was cut off")));
-				res.on("aborted", () => finish(new AttemptError("malformed", "salt-api's response was cut off")));
-			});
-			const timer = setTimeout(() => {
-				finish(new AttemptError("timeout", `salt-api did not answer within ${timeoutMs} ms`));
-				req.destroy();
-			}, timeoutMs);
-			req.on("error", (err: NodeJS.ErrnoException) => {
-				const code = err.code ?? "";
-				if (/CERT|SSL|TLS|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code) || /certificate/i.test(err.message)) {
-					finish(new AttemptError("unreachable", `salt-api's TLS certificate was not accepted (${code || err.message}); set CM_API_CA, or CM_API_TLS_VERIFY=false for tests`));
-				} else {
-					finish(new AttemptError("unreachable", `salt-api at ${this.base.host} is unreachable (${code || err.message})`));
-				}
-			});
-			req.end(body);
-		});
+		try {
+			const res = await exchange({ transport: this.transport, url, method, headers, agent: this.agent, body, timeoutMs });
+			return { status: res.status, text: res.body.toString("utf8") };
+		} catch (err) {
+			if (!(err instanceof ExchangeError)) throw err;
+			if (err.kind === "timeout") throw new AttemptError("timeout", `salt-api did not answer within ${timeoutMs} ms`);
+			if (err.kind === "cut") throw new AttemptError("malformed", "salt-api's response was cut off");
+			if (err.kind === "tls") throw new AttemptError("unreachable", `salt-api's TLS certificate was not accepted (${err.detail}); set CM_API_CA, or CM_API_TLS_VERIFY=false for tests`);
+			throw new AttemptError("unreachable", `salt-api at ${this.base.host} is unreachable (${err.detail})`);
+		}
 	}
 }

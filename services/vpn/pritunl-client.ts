@@ -26,6 +26,7 @@ import tls from "node:tls";
 import { createHmac, randomUUID } from "node:crypto";
 import { Errors } from "moleculer";
 import { guardedLookup, isOutboundRefusal, literalHostRefusal, type OutboundPolicy } from "../../lib/security/address-guard";
+import { ExchangeError, exchange } from "../../lib/net/http-exchange";
 
 export type PritunlErrorKind = "unreachable" | "timeout" | "auth" | "upstream" | "malformed" | "refused" | "blocked";
 
@@ -258,70 +259,42 @@ export class PritunlClient {
 
 	// ---------------------------------------------------------------- one exchange
 
-	private send(method: string, path: string, payload: unknown, headers: Record<string, string>): Promise<PritunlResponse> {
-		if (this.closed) return Promise.reject(new PritunlError(502, "unreachable", "the Pritunl client is closed"));
+	private async send(method: string, path: string, payload: unknown, headers: Record<string, string>): Promise<PritunlResponse> {
+		if (this.closed) throw new PritunlError(502, "unreachable", "the Pritunl client is closed");
 		const url = new URL(path, this.base);
 		const refused = this.opts.outbound ? literalHostRefusal(url, this.opts.outbound) : null;
-		if (refused) return Promise.reject(new PritunlError(502, "blocked", refused.message));
+		if (refused) throw new PritunlError(502, "blocked", refused.message);
 		const body = payload === undefined ? undefined : Buffer.from(JSON.stringify(payload));
 		const all: Record<string, string> = { Accept: "application/json", ...headers };
 		if (body) {
 			all["Content-Type"] = "application/json";
 			all["Content-Length"] = String(body.length);
 		}
-		return new Promise<PritunlResponse>((resolve, reject) => {
-			let settled = false;
-			let timer: NodeJS.Timeout | undefined;
-			const finish = (err: Error | null, res?: PritunlResponse) => {
-				if (settled) return;
-				settled = true;
-				clearTimeout(timer);
-				if (err) reject(err);
-				else resolve(res as PritunlResponse);
-			};
-			let req: http.ClientRequest;
-			const limit = this.opts.maxResponseBytes ?? 64 * 1024 * 1024;
-			const onResponse = (res: http.IncomingMessage) => {
-				const chunks: Buffer[] = [];
-				let size = 0;
-				res.on("data", (c: Buffer) => {
-					size += c.length;
-					if (size > limit) {
-						finish(new PritunlError(502, "malformed", `Pritunl's answer to ${method} ${url.pathname} is larger than ${limit} bytes`));
-						req.destroy();
-						return;
-					}
-					chunks.push(c);
-				});
-				res.on("end", () => finish(null, { status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
-				const cut = () => finish(new PritunlError(502, "malformed", `Pritunl's answer to ${method} ${url.pathname} was cut off`));
-				res.on("error", cut);
-				res.on("aborted", cut);
-			};
-			try {
-				const lookup = this.opts.outbound ? guardedLookup(this.opts.outbound) : undefined;
-				req = this.transport.request(url, { method, headers: all, agent: this.agent, ...(lookup ? { lookup } : {}) }, onResponse);
-			} catch (err) {
-				// Options Node refuses before connecting (an unusable CA).
-				return finish(new PritunlError(502, "unreachable", `cannot connect to Pritunl at ${this.base.host} (${(err as Error).message})`));
+		const limit = this.opts.maxResponseBytes ?? 64 * 1024 * 1024;
+		const what = `${method} ${url.pathname}`;
+		const host = this.base.host;
+		try {
+			const lookup = this.opts.outbound ? guardedLookup(this.opts.outbound) : undefined;
+			return await exchange({ transport: this.transport, url, method, headers: all, agent: this.agent, body, timeoutMs: this.timeoutMs, maxBytes: limit, lookup, ownError: isOutboundRefusal });
+		} catch (err) {
+			if (isOutboundRefusal(err as Error)) throw new PritunlError(502, "blocked", (err as Error).message);
+			if (!(err instanceof ExchangeError)) throw err;
+			switch (err.kind) {
+				case "timeout":
+					throw new PritunlError(504, "timeout", `Pritunl at ${host} did not answer ${what} within ${this.timeoutMs} ms`);
+				case "too-large":
+					throw new PritunlError(502, "malformed", `Pritunl's answer to ${what} is larger than ${limit} bytes`);
+				case "cut":
+					throw new PritunlError(502, "malformed", `Pritunl's answer to ${what} was cut off`);
+				case "setup":
+					throw new PritunlError(502, "unreachable", `cannot connect to Pritunl at ${host} (${err.message})`);
+				case "tls":
+					throw new PritunlError(502, "unreachable", `Pritunl's TLS certificate at ${host} was not accepted (${err.detail}); give the manager its ca_certificate`);
+				case "reset":
+					throw new PritunlError(502, "malformed", `Pritunl at ${host} dropped the connection during ${what}`);
+				default:
+					throw new PritunlError(502, "unreachable", `Pritunl at ${host} is unreachable (${err.detail})`);
 			}
-			timer = setTimeout(() => {
-				finish(new PritunlError(504, "timeout", `Pritunl at ${this.base.host} did not answer ${method} ${url.pathname} within ${this.timeoutMs} ms`));
-				req.destroy();
-			}, this.timeoutMs);
-			req.on("error", (err: NodeJS.ErrnoException) => {
-				const code = err.code ?? "";
-				if (isOutboundRefusal(err)) {
-					finish(new PritunlError(502, "blocked", err.message));
-				} else if (/CERT|SSL|TLS|SELF_SIGNED|UNABLE_TO_VERIFY/.test(code) || /certificate/i.test(err.message)) {
-					finish(new PritunlError(502, "unreachable", `Pritunl's TLS certificate at ${this.base.host} was not accepted (${code || err.message}); give the manager its ca_certificate`));
-				} else if (code === "ECONNRESET" || code === "EPIPE" || code === "ECONNABORTED") {
-					finish(new PritunlError(502, "malformed", `Pritunl at ${this.base.host} dropped the connection during ${method} ${url.pathname}`));
-				} else {
-					finish(new PritunlError(502, "unreachable", `Pritunl at ${this.base.host} is unreachable (${code || err.message})`));
-				}
-			});
-			req.end(body);
-		});
+		}
 	}
 }

@@ -16,7 +16,7 @@
  * fails for one manager leaves that manager's hosts as they were and is tried again at the next tick.
  */
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import { loadConfig } from "../../lib/config";
+import { loadConfig, type Config } from "../../lib/config";
 import { EveError, badRequest, notFound, validationFailed, type Issues } from "../../lib/eve/errors";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import type { HttpMeta } from "../../mixins/eve-collection.mixin";
@@ -35,6 +35,8 @@ interface Parts {
 }
 
 interface Vars {
+	/** The settings this service and its parts share (one object: a test may narrow OUTBOUND_ALLOW on it). */
+	config: Config;
 	parts: Parts;
 	stopping: boolean;
 	adoptTimer: NodeJS.Timeout | null;
@@ -197,7 +199,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 	},
 
 	created() {
-		const config = loadConfig();
+		const config = (this.config = loadConfig());
 		this.stopping = false;
 		this.adoptTimer = null;
 		const clients = new ManagerClients(config);
@@ -210,7 +212,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 	async started() {
 		this.stopping = false;
 		const { sync } = this.parts;
-		const config = loadConfig();
+		const config = this.config;
 		// The first sync once the services it reads and writes are there; then every interval.
 		void this.broker
 			.waitForServices(["vpn-managers", "vpn-organizations", "hosts"], 600_000)
