@@ -107,7 +107,7 @@ async function seed(dir: string): Promise<SeedInfo> {
 		logger: false,
 	});
 	try {
-		broker.loadService(path.join(DIST, "services", "hosts.service.js"));
+		broker.loadService(path.join(DIST, "services", "hosts", "hosts.service.js"));
 		await broker.start();
 		const groups = groupIds();
 		const now = Date.now();

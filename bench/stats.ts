@@ -117,7 +117,7 @@ async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }>
 async function worker(): Promise<void> {
 	Object.assign(process.env, { DATA_DIR: ":memory:", STATS_SNAPSHOTS: "false", STATS_KEYFRAME_EVERY: String(KEYFRAME_EVERY), STATS_SNAPSHOT_INTERVAL: "60" });
 	const broker = new ServiceBroker({ logger: false, transporter: null, nodeID: `bench-stats-${process.pid}` });
-	broker.loadService(path.join(__dirname, "../services/stats.service.js"));
+	broker.loadService(path.join(__dirname, "../services/stats/stats.service.js"));
 	await broker.start();
 	const service = broker.getLocalService("stats") as unknown as { store: Store; stores: Record<string, Store>; periodSummary(from: number, to: number): Promise<unknown> };
 	const headers = service.store;

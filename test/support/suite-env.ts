@@ -17,7 +17,7 @@ export const SUITE_ENV: Record<string, string> = {
 	NODEGROUPS: JSON.stringify(NODEGROUPS),
 	// The suites check task records as the API leaves them; the scheduler has suites of its own (test/tasks/tasks.scheduler.spec.ts).
 	TASK_SCHEDULER: "false",
-	// Likewise the snapshots: the statistics suite takes its own (stats.snapshot at chosen times); test/stats.distributed.spec.ts the periodic ones.
+	// Likewise the snapshots: the statistics suite takes its own (stats.snapshot at chosen times); test/stats/stats.distributed.spec.ts the periodic ones.
 	STATS_SNAPSHOTS: "false",
 	// The IP resolver simulator's "slow" mode must time out quickly.
 	IP_RESOLVER_TIMEOUT_MS: "1000",

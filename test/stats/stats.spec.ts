@@ -9,11 +9,11 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { startEmbedded, tempDir, uniqueMongoUri, type Harness } from "./support/harness";
-import { itIf } from "./support/skip";
-import { request, withQuery, expectEveError } from "./support/http";
-import { formatHttpDate } from "../lib/eve/dates";
-import { prng as rng } from "../bench/hosts";
+import { startEmbedded, tempDir, uniqueMongoUri, type Harness } from "../support/harness";
+import { itIf } from "../support/skip";
+import { request, withQuery, expectEveError } from "../support/http";
+import { formatHttpDate } from "../../lib/eve/dates";
+import { prng as rng } from "../../bench/hosts";
 
 type Entry = Record<string, any>;
 interface Truth {

@@ -7,8 +7,8 @@
  * last snapshot, rebuilt from what both stored, must be the hosts as they are.
  */
 import { ServiceBroker, type BrokerOptions } from "moleculer";
-import { ALL_SERVICES, apiOf, ensureNats, runServices, stopProcs, uniqueMongoUri, type Nats, type Proc } from "./support/harness";
-import { request, eventually, withQuery } from "./support/http";
+import { ALL_SERVICES, apiOf, ensureNats, runServices, stopProcs, uniqueMongoUri, type Nats, type Proc } from "../support/harness";
+import { request, eventually, withQuery } from "../support/http";
 
 const mongoUri = process.env.MONGO_URI;
 const HOSTS = 40;

@@ -1,0 +1,152 @@
+/**
+ * The statistics over a range (`online`, `unique_*`, `new_hosts`; docs/statistics.md): replaying the changes
+ * of the range from the keyframe before it, or — for whole keyframe periods on MongoDB — unioning the periods'
+ * summaries in the database.
+ */
+import { type EveThis } from "../../mixins/eve-collection.mixin";
+import { QueryArgs, parseWhere } from "../../lib/eve/query";
+import { DuplicateKeyError, type Store } from "../../lib/storage/store";
+import { FIRST, FleetState, entryTest, happenedIn, online, onlineFromCounts, onlineFromBuckets, onlinePipeline, parseInterval, parseRange, uniqueHosts, summarize, currentSummary, summaryHits, summaryUnionPipeline, SUMMARY_FIELD, SUMMARY_FORM, type PeriodSummary, type ChangeDoc, type Entry, type EntryTest, type Range, type Snap } from "../../lib/fleet/stats-history";
+import { PERIODS } from "./history";
+import type { Header } from "./history";
+
+export const statisticMethods = {
+	async keyframeFor(this: EveThis, index: number): Promise<Header | null> {
+		const [kf] = await this.store.find({ keyframe: true, complete: true, index: { $lte: index } }, { sort: [["index", -1]], limit: 1, only: ["index"] });
+		return (kf as Header) ?? null;
+	},
+
+	/**
+	 * The stored documents of snapshots [from, to], in order. On NeDB they are the records themselves
+	 * (no copy of millions of entries): only read, and only during the call; no one updates them in place.
+	 */
+	async loadDocs(this: EveThis, from: number, to: number): Promise<ChangeDoc[]> {
+		const out: ChangeDoc[] = [];
+		const changes: Store = this.changes();
+		await changes.scan({ index: { $gte: from, $lte: to } }, ["index", "part", "full", "data"], d => out.push(d as ChangeDoc));
+		return out.sort((a, b) => a.index - b.index || a.part - b.part);
+	},
+
+	/** The fleet at snapshot `index` (the last one taken here is kept, known by its header's id: an index may be reused after an undo). */
+	async stateAt(this: EveThis, index: number, id: string): Promise<FleetState> {
+		if (this.cached?.id === id) return this.cached.state;
+		const kf = await this.keyframeFor(index);
+		const state = new FleetState();
+		if (kf) state.applyAll(await this.loadDocs(kf.index, index));
+		this.cached = { id, index, state };
+		return state;
+	},
+
+	/** The complete snapshots whose timestamp lies in the range, in index order. */
+	async snapsIn(this: EveThis, range: Range): Promise<Array<Snap & { up: number; down: number }>> {
+		const out: Array<Snap & { up: number; down: number }> = [];
+		await this.store.scan({ complete: true, timestamp: { $gte: range.start, $lte: range.end } }, ["index", "timestamp", "up", "down"], d => {
+			out.push({ index: d.index, timestamp: d.timestamp instanceof Date ? d.timestamp.getTime() : Date.parse(d.timestamp), up: d.up, down: d.down });
+		});
+		return out.sort((a, b) => a.index - b.index);
+	},
+
+	/** Runs one of the five statistics for a request. */
+	async statistic(this: EveThis, kind: string, query: unknown): Promise<unknown> {
+		const args = QueryArgs.from(query);
+		const range = parseRange([...args.all("range[]"), ...args.all("range")]);
+		const where = parseWhere(args.get("where"));
+		const interval = kind === "online" ? parseInterval(args.get("interval"), range) : 0;
+		if (kind === "online" && Object.keys(where).length === 0) {
+			// The headers' stored counts: on MongoDB bucketed in the database, on NeDB here (the same points).
+			if (this.store.aggregate) return onlineFromBuckets(await this.store.aggregate(onlinePipeline(range, interval)), range, interval);
+			return onlineFromCounts(await this.snapsIn(range), range, interval);
+		}
+		const snaps = await this.snapsIn(range);
+		const test = entryTest(where);
+		if (kind === "online") {
+			if (!snaps.length) return [];
+			const kf = await this.keyframeFor(snaps[0].index);
+			return online(kf ? await this.loadDocs(kf.index, snaps[snaps.length - 1].index) : [], snaps, range, interval, test);
+		}
+		const first = snaps[0]?.index ?? 0;
+		const last = snaps[snaps.length - 1]?.index ?? -1;
+		const hit: (e: Entry) => boolean = {
+			unique_online: (e: Entry) => e.status === "up",
+			unique_updated: happenedIn("last_stateapply", range),
+			unique_dist_upgraded: happenedIn("last_distupgrade", range),
+			new_hosts: (e: Entry) => e[FIRST] >= first && e[FIRST] <= last,
+		}[kind] as (e: Entry) => boolean;
+		const { all, hits }: { all: Set<string>; hits: Set<string> } = !snaps.length ? { all: new Set(), hits: new Set() } : Object.keys(where).length ? await this.replayUnique(first, last, test, hit) : await this.uniqueByPeriods(kind, range, first, last, test, hit);
+		const sorted = (ids: Set<string>) => [...ids].sort();
+		return [
+			{
+				hostnames: {
+					unique_online: { up: sorted(hits), all: sorted(all) },
+					unique_updated: { updated: sorted(hits), all: sorted(all) },
+					unique_dist_upgraded: { distUpgraded: sorted(hits), all: sorted(all) },
+					new_hosts: { new: sorted(hits) },
+				}[kind],
+			},
+		];
+	},
+
+	/** A unique statistic by replaying snapshots [first, last] from the keyframe before them. */
+	async replayUnique(this: EveThis, first: number, last: number, test: EntryTest, hit: (e: Entry) => boolean): Promise<{ all: Set<string>; hits: Set<string> }> {
+		const kf = await this.keyframeFor(first);
+		return uniqueHosts(kf ? await this.loadDocs(kf.index, last) : [], first, last, test, hit);
+	},
+
+	/**
+	 * An unfiltered unique statistic: the keyframe periods wholly inside [first, last] from their summaries,
+	 * the parts before and after them by replay.
+	 */
+	async uniqueByPeriods(this: EveThis, kind: string, range: Range, first: number, last: number, test: EntryTest, hit: (e: Entry) => boolean): Promise<{ all: Set<string>; hits: Set<string> }> {
+		const starts: number[] = [];
+		await this.store.scan({ keyframe: true, complete: true, index: { $gte: first, $lte: last + 1 } }, ["index"], d => starts.push(d.index));
+		starts.sort((a, b) => a - b);
+		const periods: Array<[number, number]> = [];
+		for (let i = 0; i + 1 < starts.length; i++) periods.push([starts[i], starts[i + 1] - 1]);
+		const all = new Set<string>();
+		const hits = new Set<string>();
+		const fresh = new Set<string>();
+		const segments: Array<[number, number]> = periods.length ? [[first, periods[0][0] - 1], [periods[periods.length - 1][1] + 1, last]] : [[first, last]];
+		for (const [a, b] of segments) {
+			if (a > b) continue;
+			const part: { all: Set<string>; hits: Set<string> } = await this.replayUnique(a, b, test, hit);
+			part.all.forEach(id => all.add(id));
+			part.hits.forEach(id => hits.add(id));
+		}
+		const periodStore: Store = this.stores[PERIODS];
+		if (periods.length && periodStore.aggregate) {
+			// MongoDB: the summaries are unioned in the database; only which periods have a current one is read here.
+			const current = new Map<number, number>();
+			await periodStore.scan({ from: { $in: periods.map(p => p[0]) }, form: SUMMARY_FORM }, ["from", "to"], d => current.set(d.from, d.to));
+			for (const [from, to] of periods) if (current.get(from) !== to) await this.periodSummary(from, to);
+			const union = async (field: "all" | "up" | "fresh" | "applies" | "upgrades"): Promise<string[]> => ((await periodStore.aggregate!(summaryUnionPipeline(periods.map(p => p[0]), field, range)))[0]?.ids ?? []) as string[];
+			for (const id of await union("all")) all.add(id);
+			for (const id of await union(SUMMARY_FIELD[kind])) (kind === "new_hosts" ? fresh : hits).add(id);
+		} else if (periods.length) {
+			// The stored summaries are read in place (NeDB would copy each whole record for a find), and only read.
+			const stored = new Map<number, PeriodSummary>();
+			await periodStore.scan({ from: { $gte: periods[0][0], $lte: periods[periods.length - 1][0] } }, [], d => stored.set(d.from, d as PeriodSummary));
+			for (const [from, to] of periods) {
+				const found = stored.get(from);
+				const summary: PeriodSummary = currentSummary(found, to) ? found : await this.periodSummary(from, to);
+				for (const id of summary.all) all.add(id);
+				for (const id of summaryHits(kind, summary, range)) (kind === "new_hosts" ? fresh : hits).add(id);
+			}
+		}
+		// First seen in a period, and live in some snapshot of the range (perhaps a later period).
+		for (const id of fresh) if (all.has(id)) hits.add(id);
+		return { all, hits };
+	},
+
+	/** The summary of keyframe period [from, to]: stored when the period ended, or made now. */
+	async periodSummary(this: EveThis, from: number, to: number): Promise<PeriodSummary> {
+		const periods: Store = this.stores[PERIODS];
+		const found = await periods.findOne({ _id: String(from) });
+		if (currentSummary(found, to)) return found;
+		const summary = summarize(await this.loadDocs(from, to), from, to);
+		await periods.removeMany({ _id: String(from) });
+		await periods.insertMany([{ _id: String(from), ...summary }]).catch(err => {
+			if (!(err instanceof DuplicateKeyError)) throw err; // another replica stored it meanwhile
+		});
+		return summary;
+	},
+};
