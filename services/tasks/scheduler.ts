@@ -1,0 +1,163 @@
+/**
+ * The scheduler (docs/scheduling.md): a pass whenever the soonest task falls due (and soon after a task
+ * changes), taking over the runs of replicas that died (their lease lapsed), claiming each due run once across
+ * replicas (task-claims.ts), handing it to the cm-gateway (retried while no cm-gateway can take it), and
+ * recording what became of it.
+ */
+import type { Context } from "moleculer";
+import { type EveThis } from "../../mixins/eve-collection.mixin";
+import { newObjectId } from "../../lib/eve/ids";
+import { planRun, type Schedule } from "./schedule";
+import type { Doc } from "../../lib/storage/store";
+import { countMetric, observeMetric } from "../../lib/runtime/metrics";
+import { claimRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";
+import { loadConfig, type Config } from "../../lib/config";
+
+/** The schedule a task describes. */
+export function scheduleOf(t: Doc): Schedule {
+	return { start: new Date(t.start), end: t.end ? new Date(t.end) : null, interval: t.interval ?? 0, cron: t.cron ?? null, timezone: t.timezone ?? cfg().taskTimezone };
+}
+
+/** Waits between attempts to hand a run to a cm-gateway that is not there or cannot reach salt-api. */
+const RETRY_DELAYS_MS = [1000, 4000, 15000];
+/** Due runs claimed at once by one replica. */
+const CLAIM_CONCURRENCY = 16;
+/**
+ * The configuration, read once per environment: the test harness starts services with different
+ * environments in one process, and the scheduler asks for it on every claim.
+ */
+let cached: { key: string; config: Config } | null = null;
+export function cfg(): Config {
+	const key = `${process.env.TASK_TIMEZONE}|${process.env.TASK_LEASE_MS}|${process.env.TASK_MISFIRE_GRACE_MS}|${process.env.TASK_SCHEDULER}`;
+	if (!cached || cached.key !== key) cached = { key, config: loadConfig() };
+	return cached.config;
+}
+
+
+export const schedulerMethods = {
+	/** Looks again soon (a task changed), unless a look is already coming. */
+	kickScheduler(this: EveThis, delayMs = 5) {
+		if (!this.schedulerOn || this.schedulerStopping) return;
+		// A pass under way looks again right after (what changed meanwhile may be due).
+		if (this.ticking) {
+			this.kickPending = true;
+			return;
+		}
+		if (this.tickTimer && this.tickAt <= Date.now() + delayMs) return;
+		if (this.tickTimer) clearTimeout(this.tickTimer);
+		this.tickAt = Date.now() + delayMs;
+		this.tickTimer = setTimeout(() => {
+			this.tickTimer = null;
+			this.kickPending = false;
+			this.ticking = (async () => {
+				let wait = 1000;
+				try {
+					wait = await this.schedulerTick();
+				} catch (err) {
+					this.logger.warn("Scheduler pass failed:", (err as Error).message);
+				} finally {
+					this.ticking = null;
+				}
+				this.kickScheduler(this.kickPending ? 0 : wait);
+			})();
+		}, Math.max(0, delayMs));
+		this.tickTimer.unref?.();
+	},
+
+	/** One pass: take over dead runs, claim and start due runs; answers how long to wait for the next. */
+	async schedulerTick(this: EveThis): Promise<number> {
+		const now = new Date();
+		// Dead runs are rare and the search is not indexed: looked for a few times per lease, not every pass.
+		const takeoverDue = now.getTime() - (this.lastTakeoverScan ?? 0) >= Math.max(250, cfg().taskLeaseMs / 4);
+		if (takeoverDue) this.lastTakeoverScan = now.getTime();
+		for (const t of takeoverDue ? await findExpired(this.store, now) : []) {
+			const taken = await takeOverRun(this.store, { _id: t._id, pending: t.pending }, this.broker.nodeID, new Date(), cfg().taskLeaseMs);
+			if (taken) {
+				this.logger.warn(`Task '${t._id}': taking over run ${t.pending.run} (due ${new Date(t.pending.due).toISOString()}) from ${t.pending.by}, whose lease passed`);
+				void this.executeRun(taken, true);
+			}
+		}
+		// A task whose previous run is still being handed over waits for it (see claimRun).
+		const due = await findDue(this.store, now);
+		// Claims are independent (each is one conditional update): a few at a time, earliest first.
+		let next = 0;
+		await Promise.all(
+			Array.from({ length: Math.min(CLAIM_CONCURRENCY, due.length) }, async () => {
+				while (next < due.length) await this.claimRun(due[next++]);
+			}),
+		);
+		// Only the coming second matters: the scheduler looks again at least once a second anyway.
+		const soonest = await findSoonest(this.store, now, 1000);
+		const wait = soonest.length ? new Date(soonest[0].next).getTime() - Date.now() : 1000;
+		return Math.min(1000, Math.max(0, wait));
+	},
+
+	/** Claims the task's due run (one replica wins), applying the misfire and overlap policies. */
+	async claimRun(this: EveThis, t: Doc) {
+		const now = new Date();
+		const due = new Date(t.next);
+		const outstanding = t.overlap !== "allow" && !!t.last_run?.jid && (await this.broker.call<number, { jid: string }>("actions.outstanding", { jid: t.last_run.jid }).catch(() => 0)) > 0;
+		const { skip, next } = planRun({ ...scheduleOf(t), misfire: t.misfire, overlap: t.overlap }, due, now, cfg().taskMisfireGraceMs, outstanding);
+		const skipped = skip && outstanding && !skip.startsWith("missed") ? `${skip} (job ${t.last_run.jid})` : skip;
+		// Only with no run pending: a task holds one run at a time, so a run still being handed over (retrying, or
+		// held by a replica that died and awaiting takeover) is never overwritten and lost by the next one.
+		const claimed = await claimRun(this.store, { _id: t._id }, { due, next, skipped: skipped || null, run: newObjectId(), by: this.broker.nodeID, now, leaseMs: cfg().taskLeaseMs });
+		if (!claimed) return; // another replica won this run, or the task changed
+		observeMetric(this.broker, "fleet.task.lateness_seconds", Math.max(0, now.getTime() - due.getTime()) / 1000);
+		if (skipped) countMetric(this.broker, "fleet.task.runs.total", { outcome: "skipped" });
+		this.noteChanged(t._id);
+		if (!skipped) void this.executeRun(claimed);
+	},
+
+	/**
+	 * Sends a claimed run to the cm-gateway. Failures that prove nothing ran (no cm-gateway, salt-api
+	 * unreachable) are tried again for a bounded time; then, or at once for any other failure (a run must
+	 * never be sent twice blindly), the run is recorded as failed with a `task.failed` alert.
+	 */
+	async executeRun(this: EveThis, t: Doc, takeover = false) {
+		const pending = t.pending;
+		let result: LastRun;
+		for (let attempt = 0; ; attempt++) {
+			try {
+				const res: { task_id: string | null; status: string } = await this.broker.call("cm-gateway.runTask", {
+					task: t._id,
+					run: pending.run,
+					takeover,
+					owner: t.owner ?? null,
+					cm_client: t.cm_client ?? "local_async",
+					fun: t.fun,
+					kwarg: t.kwarg ?? {},
+					tgt: t.tgt,
+				});
+				result = { due: pending.due, at: new Date(), status: res.task_id ? "started" : "no_minions", jid: res.task_id };
+				break;
+			} catch (err) {
+				const e = err as { code?: number; type?: string; message: string; data?: { kind?: string } };
+				const retryable = (e.code === 503 || e.type === "SERVICE_NOT_FOUND" || e.type === "SERVICE_NOT_AVAILABLE" || (e.code === 502 && /unreachable/.test(e.message))) && attempt < RETRY_DELAYS_MS.length;
+				if (!retryable) {
+					result = { due: pending.due, at: new Date(), status: "failed", message: e.message.slice(0, 500) };
+					await this.broker.call("alerts.raise", { type: "task.failed", level: "error", payload: { task: t._id, name: t.name, due: new Date(pending.due).toISOString(), message: e.message.slice(0, 500) } }).catch(() => undefined);
+					break;
+				}
+				await new Promise(r => setTimeout(r, RETRY_DELAYS_MS[attempt]));
+				if (this.schedulerStopping) return; // the lease runs out; another replica takes the run over
+				await renewLease(this.store, t._id, pending.run, new Date(), cfg().taskLeaseMs);
+			}
+		}
+		countMetric(this.broker, "fleet.task.runs.total", { outcome: result.status });
+		if (await recordRun(this.store, t._id, pending.run, result, new Date())) this.noteChanged(t._id);
+	},
+
+	/** The scheduler's writes are announced together every 50 ms (caches, `tasks.updated`), not one by one. */
+	noteChanged(this: EveThis, id: string) {
+		(this.changedIds ??= new Set<string>()).add(id);
+		if (this.changedTimer) return;
+		this.changedTimer = setTimeout(() => {
+			this.changedTimer = null;
+			const ids = [...this.changedIds];
+			this.changedIds.clear();
+			void this.notifyChanged(this.broker as unknown as Context, "updated", ids).catch(() => undefined);
+		}, 50);
+		this.changedTimer.unref?.();
+	},
+};
