@@ -28,7 +28,14 @@ function markAsRead(args: QueryArgs): boolean {
 	return flag === "1" || flag === "true";
 }
 
-const AlertsService: EveServiceSchema = {
+/** What this service has on `this` besides the Eve mixin's. */
+interface AlertsMembers {
+	insertAlerts(ctx: Context, alerts: NewAlert[]): Promise<string[]>;
+}
+
+type AlertsThis = EveThis & AlertsMembers;
+
+const AlertsService: EveServiceSchema<AlertsThis> = {
 	name: "alerts",
 	mixins: [
 		EveCollection({
@@ -48,7 +55,7 @@ const AlertsService: EveServiceSchema = {
 		raise: {
 			visibility: "public",
 			params: ALERT_PARAMS,
-			async handler(this: EveThis, ctx: Context<NewAlert>) {
+			async handler(this: AlertsThis, ctx: Context<NewAlert>) {
 				const [_id] = await this.insertAlerts(ctx, [ctx.params]);
 				return { _id };
 			},
@@ -57,13 +64,13 @@ const AlertsService: EveServiceSchema = {
 		raiseMany: {
 			visibility: "public",
 			params: { alerts: { type: "array", max: 10_000, items: { type: "object", props: ALERT_PARAMS } } },
-			async handler(this: EveThis, ctx: Context<{ alerts: NewAlert[] }>) {
+			async handler(this: AlertsThis, ctx: Context<{ alerts: NewAlert[] }>) {
 				return { ids: await this.insertAlerts(ctx, ctx.params.alerts) };
 			},
 		},
 	},
 	methods: {
-		async insertAlerts(this: EveThis, ctx: Context, alerts: NewAlert[]): Promise<string[]> {
+		async insertAlerts(this: AlertsThis, ctx: Context, alerts: NewAlert[]): Promise<string[]> {
 			if (!alerts.length) return [];
 			const now = nowSeconds();
 			const docs = alerts.map(a => ({ type: a.type, level: a.level, payload: a.payload, read: false, _id: newObjectId(), _created: now, _updated: now }));
@@ -77,11 +84,11 @@ const AlertsService: EveServiceSchema = {
 		},
 
 		/** Reads that mark alerts read must run every time. */
-		readCacheable(this: EveThis, args: QueryArgs): boolean {
+		readCacheable(this: AlertsThis, args: QueryArgs): boolean {
 			return markAsRead(args) === false;
 		},
 
-		async beforeRender(this: EveThis, ctx: RestContext, docs: Doc[], args: QueryArgs) {
+		async beforeRender(this: AlertsThis, ctx: RestContext, docs: Doc[], args: QueryArgs) {
 			if (!markAsRead(args)) return;
 			const unread = docs.filter(d => d.read !== true).map(d => d._id);
 			if (unread.length === 0) return;
@@ -90,7 +97,7 @@ const AlertsService: EveServiceSchema = {
 			await this.notifyChanged(ctx, "updated", unread);
 		},
 	},
-	async started(this: EveThis) {
+	async started(this: AlertsThis) {
 		await this.store.ensureIndex("read");
 	},
 };

@@ -35,7 +35,14 @@ const auditSchema = {
 	jid: { type: "string", optional: true, nullable: true },
 } as const;
 
-const AuditService: EveServiceSchema = {
+/** What this service has on `this` besides the Eve mixin's. */
+interface AuditMembers {
+	completeRecord(ctx: Context, existing: Doc | null, entry: Doc): Promise<unknown>;
+}
+
+type AuditThis = EveThis & AuditMembers;
+
+const AuditService: EveServiceSchema<AuditThis> = {
 	name: "audit",
 	mixins: [EveCollection({ resource: "audit", writes: [], idPattern: OBJECT_ID, schema: auditSchema })],
 	actions: {
@@ -48,7 +55,7 @@ const AuditService: EveServiceSchema = {
 		record: {
 			visibility: "public",
 			params: { id: { type: "string", pattern: OBJECT_ID, optional: true }, entry: "object" },
-			async handler(this: EveThis, ctx: Context<{ id?: string; entry: Doc }>) {
+			async handler(this: AuditThis, ctx: Context<{ id?: string; entry: Doc }>) {
 				const id = ctx.params.id ?? newObjectId();
 				// Only the outcome (a run completing its record): nothing to insert.
 				if (ctx.params.id && !("method" in ctx.params.entry)) return this.completeRecord(ctx, await this.store.findOne({ _id: id }), ctx.params.entry);
@@ -74,7 +81,7 @@ const AuditService: EveServiceSchema = {
 
 	methods: {
 		/** Sets the outcome fields of a record already written; the rest of a record never changes. */
-		async completeRecord(this: EveThis, ctx: Context, existing: Doc | null, entry: Doc) {
+		async completeRecord(this: AuditThis, ctx: Context, existing: Doc | null, entry: Doc) {
 			if (!existing) throw new EveError(500, "the audit record vanished");
 			const $set: Doc = { _updated: nowSeconds() };
 			for (const k of OUTCOME_FIELDS) if (entry[k] !== undefined) $set[k] = entry[k];
@@ -86,7 +93,7 @@ const AuditService: EveServiceSchema = {
 			return { _id: existing._id };
 		},
 	},
-	async started(this: EveThis) {
+	async started(this: AuditThis) {
 		await this.store.ensureIndex("token");
 	},
 };

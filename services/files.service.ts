@@ -18,7 +18,14 @@ interface Upload {
 	issues: Issues;
 }
 
-const FilesService: EveServiceSchema = {
+/** What this service has on `this` besides the Eve mixin's. */
+interface FilesMembers {
+	receive(ctx: Context, stream: Readable): Promise<Upload>;
+}
+
+type FilesThis = EveThis & FilesMembers;
+
+const FilesService: EveServiceSchema<FilesThis> = {
 	name: "files",
 	mixins: [
 		EveCollection({
@@ -37,7 +44,7 @@ const FilesService: EveServiceSchema = {
 		/** POST /files (multipart/form-data: `name`, then the `data` file). */
 		upload: {
 			params: { contentType: { type: "string", max: 1024 }, query: { type: "any", optional: true } },
-			async handler(this: EveThis, ctx: Context<{ contentType: string }, RestContext["meta"]>) {
+			async handler(this: FilesThis, ctx: Context<{ contentType: string }, RestContext["meta"]>) {
 				const stream = ctx.stream as Readable | null;
 				const type = ctx.params.contentType.split(";")[0].trim().toLowerCase();
 				if (!stream || type !== "multipart/form-data") {
@@ -50,7 +57,7 @@ const FilesService: EveServiceSchema = {
 					const body: Doc = {};
 					if (upload.name !== undefined) body.name = upload.name;
 					if (upload.mediaId) body.data = upload.mediaId;
-					return await this.eveCreate(ctx, body);
+					return await this.eveCreate(ctx as unknown as RestContext, body);
 				} catch (err) {
 					if (upload.mediaId) await ctx.call("media.remove", { id: upload.mediaId });
 					throw err;
@@ -61,7 +68,7 @@ const FilesService: EveServiceSchema = {
 
 	methods: {
 		/** Reads the form: fields in any order, one file part named `data`, the size limit enforced. */
-		receive(this: EveThis, ctx: Context, stream: Readable): Promise<Upload> {
+		receive(this: FilesThis, ctx: Context, stream: Readable): Promise<Upload> {
 			const { maxUploadBytes } = loadConfig();
 			return new Promise((resolve, reject) => {
 				let busboy: InstanceType<typeof Busboy>;
@@ -121,11 +128,11 @@ const FilesService: EveServiceSchema = {
 			});
 		},
 
-		transformOutput(this: EveThis, doc: Doc): Doc {
+		transformOutput(this: FilesThis, doc: Doc): Doc {
 			return doc.data ? { ...doc, data: `/api/media/${doc.data}` } : doc;
 		},
 
-		async removeDocs(this: EveThis, ctx: RestContext, docs: Doc[]) {
+		async removeDocs(this: FilesThis, ctx: RestContext, docs: Doc[]) {
 			const ids = docs.map(d => String(d._id));
 			await this.store.removeMany({ _id: { $in: ids } });
 			for (const d of docs) if (d.data) await ctx.call("media.remove", { id: d.data });

@@ -22,7 +22,16 @@ import { ruleProblems, type GroupDef, type Rule } from "../lib/fleet/group-rules
 export const GROUP_TYPE_MIN = 0;
 export const GROUP_TYPE_MAX = 4;
 
-const GroupsService: EveServiceSchema = {
+/** What this service has on `this` besides the Eve mixin's. */
+interface GroupsMembers {
+	subgroupIndex(): Promise<Map<string, string[]>>;
+	descendants(byId: Map<string, string[]>, root: string): string[];
+	pathBetween(byId: Map<string, string[]>, from: string, to: string): string[] | null;
+}
+
+type GroupsThis = EveThis & GroupsMembers;
+
+const GroupsService: EveServiceSchema<GroupsThis> = {
 	name: "groups",
 	mixins: [
 		EveCollection({
@@ -54,7 +63,7 @@ const GroupsService: EveServiceSchema = {
 		/** GET /groups/{id}/subgroups: every group below this one, nearest first. */
 		subgroups: {
 			params: { id: "string", query: { type: "any", optional: true } },
-			async handler(this: EveThis, ctx: Context<{ id: string }>) {
+			async handler(this: GroupsThis, ctx: Context<{ id: string }>) {
 				const group = await this.visibleItem(ctx.params.id);
 				const byId = await this.subgroupIndex();
 				return this.descendants(byId, String(group._id));
@@ -67,7 +76,7 @@ const GroupsService: EveServiceSchema = {
 		 */
 		hostnames: {
 			params: { id: "string", query: { type: "any", optional: true } },
-			async handler(this: EveThis, ctx: Context<{ id: string }>) {
+			async handler(this: GroupsThis, ctx: Context<{ id: string }>) {
 				const group = await this.visibleItem(ctx.params.id);
 				const ids = [String(group._id), ...this.descendants(await this.subgroupIndex(), String(group._id))];
 				const groups = await this.store.find({ _id: { $in: ids } });
@@ -86,7 +95,7 @@ const GroupsService: EveServiceSchema = {
 		expandTargets: {
 			visibility: "public",
 			params: { tgt: { type: "array", items: "string", max: 100_000 } },
-			async handler(this: EveThis, ctx: Context<{ tgt: string[] }>): Promise<string[]> {
+			async handler(this: GroupsThis, ctx: Context<{ tgt: string[] }>): Promise<string[]> {
 				const names = new Set<string>();
 				for (const t of ctx.params.tgt) {
 					const group = OBJECT_ID.test(t) ? await this.store.findOne({ _id: t }) : null;
@@ -113,7 +122,7 @@ const GroupsService: EveServiceSchema = {
 				master: { type: "string", min: 1, max: 200 },
 				nodegroups: { type: "array", max: 10_000, items: { type: "object", props: { name: "string", info: { type: "object", optional: true } } } },
 			},
-			async handler(this: EveThis, ctx: Context<{ master: string; nodegroups: Array<{ name: string; info?: Rule }> }>) {
+			async handler(this: GroupsThis, ctx: Context<{ master: string; nodegroups: Array<{ name: string; info?: Rule }> }>) {
 				const { master, nodegroups } = ctx.params;
 				const tag = `build_graph:${master}`;
 				const rootId = idFromName(`graph/${master}`);
@@ -146,7 +155,7 @@ const GroupsService: EveServiceSchema = {
 		/** Every group with its links and rules (internal: host memberships, the graph). */
 		rules: {
 			visibility: "public",
-			async handler(this: EveThis): Promise<GroupDef[]> {
+			async handler(this: GroupsThis): Promise<GroupDef[]> {
 				const all = await this.store.find({});
 				return all.map(g => ({ _id: String(g._id), name: g.name, type: g.type ?? 0, hosts: g.hosts ?? [], subgroups: g.subgroups ?? [], info: g.info }));
 			},
@@ -155,7 +164,7 @@ const GroupsService: EveServiceSchema = {
 		/** DELETE /groups?where={"type": 2} (or [2, 3]): removes every group of those types. */
 		removeWhere: {
 			params: { query: { type: "any", optional: true } },
-			async handler(this: EveThis, ctx: RestContext) {
+			async handler(this: GroupsThis, ctx: RestContext) {
 				const where = parseWhere(QueryArgs.from(ctx.params.query).get("where"));
 				const keys = Object.keys(where);
 				if (keys.length !== 1 || keys[0] !== "type") throw badRequest('DELETE /groups needs where={"type": <integer or array of integers>}');
@@ -175,17 +184,17 @@ const GroupsService: EveServiceSchema = {
 		 * fastest-validator's `record` rule rebuilds `info.grain` by assignment, which would drop a grain named
 		 * `__proto__` without a word (and then match more hosts than asked): refused instead.
 		 */
-		async prepareInput(this: EveThis, _ctx: RestContext, doc: Doc) {
+		async prepareInput(this: GroupsThis, _ctx: RestContext, doc: Doc) {
 			const grain = (doc.info as { grain?: unknown } | undefined)?.grain;
 			if (grain !== null && typeof grain === "object" && Object.hasOwn(grain, "__proto__")) return { doc, issues: { info: { grain: "a grain named '__proto__' cannot be matched" } } };
 			return { doc };
 		},
-		async subgroupIndex(this: EveThis): Promise<Map<string, string[]>> {
+		async subgroupIndex(this: GroupsThis): Promise<Map<string, string[]>> {
 			const all = await this.store.find({});
 			return new Map(all.map(g => [String(g._id), (g.subgroups ?? []).map(String)]));
 		},
 
-		descendants(this: EveThis, byId: Map<string, string[]>, root: string): string[] {
+		descendants(this: GroupsThis, byId: Map<string, string[]>, root: string): string[] {
 			const seen = new Set<string>([root]);
 			const order: string[] = [];
 			const queue = [...(byId.get(root) ?? [])];
@@ -200,7 +209,7 @@ const GroupsService: EveServiceSchema = {
 		},
 
 		/** The path from `from` down to `to`, if one exists. */
-		pathBetween(this: EveThis, byId: Map<string, string[]>, from: string, to: string): string[] | null {
+		pathBetween(this: GroupsThis, byId: Map<string, string[]>, from: string, to: string): string[] | null {
 			const parent = new Map<string, string>();
 			const queue = [from];
 			const seen = new Set([from]);
@@ -225,7 +234,7 @@ const GroupsService: EveServiceSchema = {
 			return null;
 		},
 
-		async checkRules(this: EveThis, _ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Issues | null> {
+		async checkRules(this: GroupsThis, _ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Issues | null> {
 			const issues: Issues = {};
 			const ruleIssues = ruleProblems(doc.info);
 			if (ruleIssues) issues.info = ruleIssues;
@@ -243,7 +252,7 @@ const GroupsService: EveServiceSchema = {
 			return Object.keys(issues).length ? issues : null;
 		},
 
-		async afterWrite(this: EveThis, ctx: RestContext, op: string, ids: string[]) {
+		async afterWrite(this: GroupsThis, ctx: RestContext, op: "created" | "updated" | "removed", ids: string[]) {
 			if (op === "removed") {
 				// No parent keeps pointing at a removed group.
 				await this.store.updateMany({ subgroups: { $in: ids } }, { $pull: { subgroups: { $in: ids } } });
@@ -252,7 +261,7 @@ const GroupsService: EveServiceSchema = {
 		},
 	},
 
-	async started(this: EveThis) {
+	async started(this: GroupsThis) {
 		await this.store.ensureIndex("type");
 		await this.store.ensureIndex("subgroups");
 	},

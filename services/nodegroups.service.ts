@@ -53,7 +53,14 @@ export function readNodegroupDefinitions(): Array<{ name: string; info: Doc }> {
 	});
 }
 
-const NodegroupsService: EveServiceSchema = {
+/** What this service has on `this` besides the Eve mixin's. */
+interface NodegroupsMembers {
+	syncDefinitions(): Promise<unknown>;
+}
+
+type NodegroupsThis = EveThis & NodegroupsMembers;
+
+const NodegroupsService: EveServiceSchema<NodegroupsThis> = {
 	name: "nodegroups",
 	mixins: [EveCollection({ resource: "nodegroups", writes: [], idPattern: OBJECT_ID, lookupField: "name", schema: nodegroupSchema })],
 
@@ -61,7 +68,7 @@ const NodegroupsService: EveServiceSchema = {
 		/** Every nodegroup as the rule that selects hosts (internal: the hosts service computes memberships). */
 		rules: {
 			visibility: "public",
-			async handler(this: EveThis): Promise<NodegroupDef[]> {
+			async handler(this: NodegroupsThis): Promise<NodegroupDef[]> {
 				return (await this.store.find({}, { sort: [["name", 1]] })).map(d => ({ name: d.name, info: d.info }));
 			},
 		},
@@ -69,7 +76,7 @@ const NodegroupsService: EveServiceSchema = {
 
 	methods: {
 		/** Makes the stored nodegroups match the configuration (ids derive from names, so replicas agree). */
-		async syncDefinitions(this: EveThis) {
+		async syncDefinitions(this: NodegroupsThis) {
 			const defs = readNodegroupDefinitions();
 			const now = nowSeconds();
 			for (const { name, info } of defs) {
@@ -90,7 +97,7 @@ const NodegroupsService: EveServiceSchema = {
 		},
 	},
 
-	async started(this: EveThis) {
+	async started(this: NodegroupsThis) {
 		await this.store.ensureIndex("name");
 		await this.syncDefinitions();
 		// The definitions may differ from the ones the hosts' `nodegroups` were computed with.

@@ -8,13 +8,20 @@ import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } 
 import { nowSeconds } from "../lib/eve/dates";
 import { DuplicateKeyError, type Doc } from "../lib/storage/store";
 import type { Issues } from "../lib/eve/errors";
-import { loadConfig } from "../lib/config";
+import { loadConfig, type Config } from "../lib/config";
 import { outboundPolicy, outboundUrlProblem } from "../lib/security/address-guard";
 
 const URL_OR_EMPTY = /^(https?:\/\/[^\s]+)?$/;
 const ADDRESS_KEYS = ["resolver_address", "master_address", "file"];
 
-const SettingsService: EveServiceSchema = {
+/** What this service has on `this` besides the Eve mixin's. */
+interface SettingsMembers {
+	config: Config;
+}
+
+type SettingsThis = EveThis & SettingsMembers;
+
+const SettingsService: EveServiceSchema<SettingsThis> = {
 	name: "settings",
 	mixins: [
 		EveCollection({
@@ -38,14 +45,14 @@ const SettingsService: EveServiceSchema = {
 		/** The addresses of the settings record (internal: POST /graph uses them as defaults). */
 		addresses: {
 			visibility: "public",
-			async handler(this: EveThis) {
+			async handler(this: SettingsThis) {
 				const doc = await this.store.findOne({ _id: "0" });
 				return { resolver_address: "", master_address: "", file: "", ...(doc?.addresses ?? {}) };
 			},
 		},
 	},
 	methods: {
-		async prepareInput(this: EveThis, _ctx: RestContext, doc: Doc) {
+		async prepareInput(this: SettingsThis, _ctx: RestContext, doc: Doc) {
 			const top = ADDRESS_KEYS.filter(k => k in doc);
 			if (top.length === 0) return { doc };
 			const rest: Doc = Object.fromEntries(Object.entries(doc).filter(([k]) => !ADDRESS_KEYS.includes(k)));
@@ -56,7 +63,7 @@ const SettingsService: EveServiceSchema = {
 			return { doc: rest };
 		},
 
-		async checkRules(this: EveThis, ctx: RestContext, doc: Doc): Promise<Issues | null> {
+		async checkRules(this: SettingsThis, ctx: RestContext, doc: Doc): Promise<Issues | null> {
 			const resolver = doc.addresses?.resolver_address;
 			const problem = typeof resolver === "string" && resolver !== "" ? outboundUrlProblem(resolver, outboundPolicy("ip-resolver", this.config)) : null;
 			if (problem) return { addresses: { resolver_address: problem } };
@@ -66,10 +73,10 @@ const SettingsService: EveServiceSchema = {
 			return found.length ? null : { addresses: { file: `value '${file}' must exist in resource 'files', field '_id'.` } };
 		},
 	},
-	created(this: EveThis) {
+	created(this: SettingsThis) {
 		this.config = loadConfig();
 	},
-	async started(this: EveThis) {
+	async started(this: SettingsThis) {
 		if (await this.store.findOne({ _id: "0" })) return;
 		const now = nowSeconds();
 		try {

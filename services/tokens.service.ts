@@ -19,7 +19,17 @@ import { DuplicateKeyError, type Doc } from "../lib/storage/store";
 
 const BOOTSTRAP_NAME = "bootstrap-admin";
 
-const TokensService: EveServiceSchema = {
+/** What this service has on `this` besides the Eve mixin's. */
+interface TokensMembers {
+	scopeHosts(ctx: Context, groups: string[]): Promise<Set<string>>;
+	usable(doc: Doc | null): boolean;
+	bootstrap(): Promise<unknown>;
+	insertBootstrap(hash: string, prefix: string): Promise<boolean>;
+}
+
+type TokensThis = EveThis & TokensMembers;
+
+const TokensService: EveServiceSchema<TokensThis> = {
 	name: "tokens",
 	mixins: [
 		EveCollection({
@@ -49,7 +59,7 @@ const TokensService: EveServiceSchema = {
 		verify: {
 			visibility: "public",
 			params: { hash: { type: "string", length: 64 } },
-			async handler(this: EveThis, ctx: Context<{ hash: string }>): Promise<(Caller & { expires?: Date }) | null> {
+			async handler(this: TokensThis, ctx: Context<{ hash: string }>): Promise<(Caller & { expires?: Date }) | null> {
 				const doc = await this.store.findOne({ hash: ctx.params.hash });
 				if (!this.usable(doc)) return null;
 				return { id: String(doc!._id), name: doc!.name, role: doc!.role, scope: doc!.scope, expires: doc!.expires };
@@ -72,7 +82,7 @@ const TokensService: EveServiceSchema = {
 				kwarg: { type: "object", optional: true },
 				targets: { type: "array", items: "string", max: 100_000 },
 			},
-			async handler(this: EveThis, ctx: Context<RunCall & { token: string }>): Promise<Caller> {
+			async handler(this: TokensThis, ctx: Context<RunCall & { token: string }>): Promise<Caller> {
 				const doc = OBJECT_ID.test(ctx.params.token) ? await this.store.findOne({ _id: ctx.params.token }) : null;
 				if (!doc) throw new EveError(403, "the run is refused: no token authorizes it (unknown token)");
 				if (!this.usable(doc)) throw new EveError(403, "the run is refused: the token that authorizes it is revoked or expired");
@@ -87,7 +97,7 @@ const TokensService: EveServiceSchema = {
 
 	methods: {
 		/** The hostnames a scope's groups resolve to now; a group that was deleted allows nothing. */
-		async scopeHosts(this: EveThis, ctx: Context, groups: string[]): Promise<Set<string>> {
+		async scopeHosts(this: TokensThis, ctx: Context, groups: string[]): Promise<Set<string>> {
 			const allowed = new Set<string>();
 			for (const group of groups) {
 				try {
@@ -99,18 +109,18 @@ const TokensService: EveServiceSchema = {
 			return allowed;
 		},
 
-		usable(this: EveThis, doc: Doc | null): boolean {
+		usable(this: TokensThis, doc: Doc | null): boolean {
 			return !!doc && doc.revoked !== true && !(doc.expires instanceof Date && doc.expires.getTime() <= Date.now());
 		},
 
-		async prepareInput(this: EveThis, _ctx: RestContext, doc: Doc) {
+		async prepareInput(this: TokensThis, _ctx: RestContext, doc: Doc) {
 			if (!("expires" in doc) || doc.expires instanceof Date) return { doc };
 			const when = typeof doc.expires === "string" ? parseHttpDate(doc.expires) ?? (/^\d{4}-\d{2}-\d{2}T/.test(doc.expires) ? new Date(doc.expires) : null) : null;
 			if (!when || Number.isNaN(when.getTime())) return { doc, issues: { expires: "must be of datetime type (an HTTP-date or ISO 8601)" } };
 			return { doc: { ...doc, expires: when } };
 		},
 
-		async checkRules(this: EveThis, ctx: RestContext, doc: Doc, _info: WriteInfo): Promise<Issues | null> {
+		async checkRules(this: TokensThis, ctx: RestContext, doc: Doc, _info: WriteInfo): Promise<Issues | null> {
 			if (doc.expires instanceof Date && doc.expires.getTime() <= Date.now()) return { expires: "must be in the future" };
 			const groups: string[] = doc.scope?.groups ?? [];
 			if (groups.length === 0) return null;
@@ -119,7 +129,7 @@ const TokensService: EveServiceSchema = {
 			return missing.length ? { scope: { groups: `unknown groups: ${missing.join(", ")}` } } : null;
 		},
 
-		async beforeStore(this: EveThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc> {
+		async beforeStore(this: TokensThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc> {
 			if (info.op !== "create") return doc;
 			const secret = newToken();
 			// The secret goes back to the creator once (see writeResponse) and is never stored.
@@ -128,8 +138,8 @@ const TokensService: EveServiceSchema = {
 			return { ...doc, hash: hashToken(secret), prefix: secret.slice(0, 8), revoked: false };
 		},
 
-		async eveCreate(this: EveThis, ctx: RestContext, body: unknown) {
-			const res = await this.createRecords(ctx, body);
+		async eveCreate(this: TokensThis, ctx: RestContext, body: unknown) {
+			const res = (await this.createRecords(ctx, body)) as Doc;
 			const secrets: string[] = (ctx.locals as Record<string, string[]>).secrets ?? [];
 			if (res._items) res._items.forEach((item: Doc, i: number) => (item.token = secrets[i]));
 			else res.token = secrets[0];
@@ -137,14 +147,14 @@ const TokensService: EveServiceSchema = {
 		},
 
 		/** Revoking keeps the record, so the audit log can still say whose token it was. */
-		async removeDocs(this: EveThis, ctx: RestContext, docs: Doc[]) {
+		async removeDocs(this: TokensThis, ctx: RestContext, docs: Doc[]) {
 			const ids = docs.map(d => String(d._id));
 			await this.store.updateMany({ _id: { $in: ids } }, { $set: { revoked: true, _updated: nowSeconds() } });
 			await this.notifyChanged(ctx, "removed", ids);
 		},
 
 		/** CTL_ADMIN_TOKEN, or on the embedded default a token made now and printed once. */
-		async bootstrap(this: EveThis) {
+		async bootstrap(this: TokensThis) {
 			const config = loadConfig();
 			// Checked by loadConfig: a token a request could not carry stops the start.
 			const fromEnv = config.adminToken;
@@ -168,7 +178,7 @@ const TokensService: EveServiceSchema = {
 			}
 		},
 
-		async insertBootstrap(this: EveThis, hash: string, prefix: string): Promise<boolean> {
+		async insertBootstrap(this: TokensThis, hash: string, prefix: string): Promise<boolean> {
 			const now = nowSeconds();
 			try {
 				await this.store.insertMany([{ name: BOOTSTRAP_NAME, role: "admin", hash, prefix, revoked: false, bootstrap: true, _id: newObjectId(), _created: now, _updated: now }]);
@@ -181,7 +191,7 @@ const TokensService: EveServiceSchema = {
 		},
 	},
 
-	async started(this: EveThis) {
+	async started(this: TokensThis) {
 		await this.store.ensureIndex("hash", true);
 		await this.bootstrap();
 	},

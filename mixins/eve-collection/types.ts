@@ -7,6 +7,9 @@ import type { ValidationSchema } from "fastest-validator";
 import type { StorageThis } from "../storage.mixin";
 import type { Check } from "../../lib/eve/validation";
 import type { Doc } from "../../lib/storage/store";
+import type { Filter, Projection, QueryArgs } from "../../lib/eve/query";
+import type { EveError, Issues } from "../../lib/eve/errors";
+import type { Link } from "../../lib/eve/render";
 import type { ReadCache } from "../../lib/http/read-cache";
 
 export interface Relation {
@@ -84,13 +87,58 @@ export interface WriteInfo {
 /** What a collection service has on `this` besides Moleculer's Service: its store, its Eve state, its methods. */
 export interface EveVars extends StorageThis {
 	eve: EveState;
-	[member: string]: any;
 }
 
-export type EveThis = Service & EveVars;
+/**
+ * The mixin's methods (mixins/eve-collection/reads.ts, writes.ts, etags.ts), as a collection service calls them
+ * on `this`; a service overrides the hooks (`listFilter`, `beforeRender`, `transformOutput`, `readVariant`,
+ * `prepareInput`, `checkRules`, `beforeStore`, `afterWrite`, `findItem`) with its own rules.
+ */
+export interface EveMethods {
+	cachedRead(ctx: RestContext, id: string, args: QueryArgs, compute: () => Promise<unknown>): Promise<Buffer>;
+	readVariant(ctx: Context<unknown, object>): string;
+	readCacheable(args: QueryArgs): boolean;
+	forgetCachedReads(): void;
+	visibleFilter(filter: Filter, show: boolean): Filter;
+	cachedCount(filter: Filter): Promise<number>;
+	listFilter(filter: Filter, args: QueryArgs): Filter;
+	eveList(ctx: RestContext, args: QueryArgs): Promise<unknown>;
+	findItem(id: string): Promise<Doc | null>;
+	visibleItem(id: string, show?: boolean): Promise<Doc>;
+	eveGet(ctx: RestContext, id: string, args: QueryArgs): Promise<unknown>;
+	beforeRender(ctx: RestContext, docs: Doc[], args: QueryArgs): Promise<void>;
+	transformOutput(doc: Doc, single: boolean, ctx?: Context<unknown, object>): Doc;
+	outputFields(doc: Doc, projection: Projection | null, single: boolean, ctx?: RestContext): Doc;
+	selfLink(id: string): Link;
+	relatedLinks(doc: Doc, shown?: Doc): Record<string, Link | Link[]> | null;
+	renderMany(ctx: RestContext, docs: Doc[], projection: Projection | null, embedded: string[], single: boolean): Promise<Doc[]>;
+	prepareInput(ctx: RestContext, doc: Doc, info: WriteInfo): Promise<{ doc: Doc; issues?: Issues }>;
+	checkRules(ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Issues | null>;
+	beforeStore(ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc>;
+	afterWrite(ctx: RestContext, op: "created" | "updated" | "removed", ids: string[]): Promise<void>;
+	notifyChanged(ctx: Context, op: "created" | "updated" | "removed", ids: string[]): Promise<void>;
+	referenceIssues(ctx: Context, doc: Doc): Promise<Issues | null>;
+	validateDoc(ctx: RestContext, raw: unknown, info: WriteInfo): Promise<{ doc?: Doc; issues?: Issues }>;
+	eveCreate(ctx: RestContext, body: unknown): Promise<unknown>;
+	createRecords(ctx: RestContext, body: unknown): Promise<unknown>;
+	writeResponse(doc: Doc): Doc;
+	evePatch(ctx: RestContext, id: string, body: unknown): Promise<unknown>;
+	applyPatch(ctx: RestContext, existing: Doc, changes: Doc, merge: boolean, exact?: string[]): Promise<unknown>;
+	eveRemove(ctx: RestContext, id: string): Promise<unknown>;
+	claimForRemoval(ctx: RestContext, id: string): Promise<Doc>;
+	removeDocs(ctx: RestContext, docs: Doc[]): Promise<void>;
+	etagOf(ctx: RestContext, doc: Doc): string;
+	checkIfMatch(ctx: RestContext, doc: Doc): boolean;
+	liveFilter(doc: Doc): Filter;
+	versionFilter(doc: Doc): Filter;
+	writeRefused(doc: Doc, conditional: boolean): Promise<EveError>;
+	checkFilter(filter: unknown): Filter;
+}
+
+export type EveThis = Service & EveVars & EveMethods;
 
 /** The schema type of a service that composes EveCollection. */
-export type EveServiceSchema = ServiceSchema<ServiceSettingSchema & Record<string, any>, Record<string, any>, EveVars>;
+export type EveServiceSchema<T extends EveThis = EveThis> = ServiceSchema<ServiceSettingSchema & Record<string, any>, Record<string, any>, EveVars, T>;
 
 export interface EveState {
 	opts: EveCollectionOptions;

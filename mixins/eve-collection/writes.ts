@@ -44,7 +44,7 @@ export const writeMethods = {
 		ctx.emit(`${this.name}.${op}`, { ids });
 	},
 
-	async referenceIssues(this: EveThis, ctx: RestContext, doc: Doc): Promise<Issues | null> {
+	async referenceIssues(this: EveThis, ctx: Context, doc: Doc): Promise<Issues | null> {
 		const issues: Issues = {};
 		for (const [field, rel] of Object.entries(this.eve.opts.relations ?? {})) {
 			if (rel.validate === false || doc[field] == null) continue;

@@ -2,12 +2,12 @@
  * The `fleet_hosts` gauge (live hosts by presence), recounted every FLEET_METRICS_INTERVAL_MS and shortly
  * after presence changes.
  */
-import type { EveThis } from "../../mixins/eve-collection.mixin";
+import type { HostsThis } from "./types";
 import { setMetric } from "../../lib/runtime/metrics";
 
 export const metricMethods = {
 	/** The fleet_hosts gauge: live hosts by presence, in one pass over the status fields. */
-	async countHosts(this: EveThis) {
+	async countHosts(this: HostsThis) {
 		const counts: Record<string, number> = { up: 0, down: 0, unknown: 0 };
 		try {
 			await this.store.scan({}, ["status", "_soft_deleted"], d => {
@@ -23,7 +23,7 @@ export const metricMethods = {
 	},
 
 	/** Recounts shortly after presence changed (a burst of changes costs one count). */
-	countHostsSoon(this: EveThis) {
+	countHostsSoon(this: HostsThis) {
 		if (this.countSoonTimer || !this.broker.isMetricsEnabled()) return;
 		this.countSoonTimer = setTimeout(() => {
 			this.countSoonTimer = null;

@@ -4,7 +4,8 @@
  * from the Salt master through `hosts.upsertMany` (the cm-gateway's inventory).
  */
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis } from "../../mixins/eve-collection.mixin";
+import { EveCollection, type EveServiceSchema } from "../../mixins/eve-collection.mixin";
+import type { HostsThis } from "./types";
 import { HOSTNAME } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
 import { EveError } from "../../lib/eve/errors";
@@ -75,7 +76,7 @@ const hostSchema = {
 	resolved: { type: "object", optional: true, props: { ip: "string", gateway: { type: "string", optional: true }, resolver: "string", at: "date" } },
 } as const;
 
-const HostsService: EveServiceSchema = {
+const HostsService: EveServiceSchema<HostsThis> = {
 	name: "hosts",
 	mixins: [
 		EveCollection({
@@ -104,7 +105,7 @@ const HostsService: EveServiceSchema = {
 		upsertMany: {
 			visibility: "public",
 			params: { hosts: { type: "array", max: 50_000, items: { type: "object", props: { _id: { type: "string", pattern: HOSTNAME } } } } },
-			async handler(this: EveThis, ctx: Context<{ hosts: Doc[] }>) {
+			async handler(this: HostsThis, ctx: Context<{ hosts: Doc[] }>) {
 				for (const h of ctx.params.hosts) {
 					// Memberships are derived from the groups and nodegroups, never written by callers.
 					delete h.groups;
@@ -153,7 +154,7 @@ const HostsService: EveServiceSchema = {
 				after: { type: "string", optional: true },
 				limit: { type: "number", integer: true, min: 1, max: 100_000, optional: true },
 			},
-			async handler(this: EveThis, ctx: Context<{ ids?: string[]; after?: string; limit?: number }>) {
+			async handler(this: HostsThis, ctx: Context<{ ids?: string[]; after?: string; limit?: number }>) {
 				const fields = ["key", "status", "fingerprint", "fingerprint_history", "key_conflict", "_soft_deleted"];
 				const state = (d: Doc): Doc => ({
 					_id: d._id,
@@ -188,7 +189,7 @@ const HostsService: EveServiceSchema = {
 				explicit: { type: "array", items: "string", max: 1_000_000 },
 				rules: { type: "array", max: 10_000, items: { type: "object", props: { regex: "string|optional", grain: { type: "record", optional: true, value: "string" } } } },
 			},
-			async handler(this: EveThis, ctx: Context<{ explicit: string[]; rules: Rule[] }>) {
+			async handler(this: HostsThis, ctx: Context<{ explicit: string[]; rules: Rule[] }>) {
 				const names = new Set(ctx.params.explicit);
 				if (names.size) for (const d of await this.store.find({ _id: { $in: [...names] }, _soft_deleted: true }, { only: ["_id"] })) names.delete(d._id);
 				const tests = ctx.params.rules.map(r => compileRule(r)).filter((t): t is NonNullable<typeof t> => t !== null);
@@ -204,7 +205,7 @@ const HostsService: EveServiceSchema = {
 		/** Every live host's id and address, sorted by id (internal: POST /graph request_ips). */
 		liveAddresses: {
 			visibility: "public",
-			async handler(this: EveThis) {
+			async handler(this: HostsThis) {
 				const out: Array<{ _id: string; ip?: string }> = [];
 				await this.store.scan({ _soft_deleted: { $ne: true } }, ["ip"], d => {
 					out.push({ _id: d._id, ip: typeof d.ip === "string" ? d.ip : undefined });
@@ -216,7 +217,7 @@ const HostsService: EveServiceSchema = {
 		/** The live hosts no group resolves to, sorted (internal: GET /graph/not-linked). */
 		unlinked: {
 			visibility: "public",
-			async handler(this: EveThis) {
+			async handler(this: HostsThis) {
 				const docs = await this.store.find({ _soft_deleted: { $ne: true }, groups: { $size: 0 } }, { only: ["_id"] });
 				return docs.map(d => d._id as string).sort();
 			},
@@ -230,7 +231,7 @@ const HostsService: EveServiceSchema = {
 		statisticEntries: {
 			visibility: "public",
 			params: { since: { type: "date", optional: true }, after: { type: "string", optional: true }, limit: { type: "number", integer: true, min: 1, max: 10_000, default: 2000 } },
-			async handler(this: EveThis, ctx: Context<{ since?: Date; after?: string; limit: number }>) {
+			async handler(this: HostsThis, ctx: Context<{ since?: Date; after?: string; limit: number }>) {
 				const { since, after, limit } = ctx.params;
 				const filter: Doc = {};
 				if (since) filter._updated = { $gte: since };
@@ -255,7 +256,7 @@ const HostsService: EveServiceSchema = {
 		softDeletedAmong: {
 			visibility: "public",
 			params: { ids: { type: "array", items: "string", max: 100_000 } },
-			async handler(this: EveThis, ctx: Context<{ ids: string[] }>) {
+			async handler(this: HostsThis, ctx: Context<{ ids: string[] }>) {
 				const docs = await this.store.find({ _id: { $in: ctx.params.ids }, _soft_deleted: true }, { only: ["_id"] });
 				return docs.map(d => d._id);
 			},
@@ -264,10 +265,10 @@ const HostsService: EveServiceSchema = {
 
 	events: {
 		// Any change of a group or of the nodegroup definitions may change every host's memberships.
-		"groups.created": { handler(this: EveThis) { this.scheduleMembership(); } },
-		"groups.updated": { handler(this: EveThis) { this.scheduleMembership(); } },
-		"groups.removed": { handler(this: EveThis) { this.scheduleMembership(); } },
-		"nodegroups.changed": { handler(this: EveThis) { this.scheduleMembership(); } },
+		"groups.created": { handler(this: HostsThis) { this.scheduleMembership(); } },
+		"groups.updated": { handler(this: HostsThis) { this.scheduleMembership(); } },
+		"groups.removed": { handler(this: HostsThis) { this.scheduleMembership(); } },
+		"nodegroups.changed": { handler(this: HostsThis) { this.scheduleMembership(); } },
 	},
 
 	methods: {
@@ -275,7 +276,7 @@ const HostsService: EveServiceSchema = {
 		...membershipMethods,
 		...metricMethods,
 
-		newHost(this: EveThis, h: Doc, now: Date): Doc {
+		newHost(this: HostsThis, h: Doc, now: Date): Doc {
 			const doc: Doc = {};
 			for (const f of HOST_FIELDS) {
 				if (f in h && !(f === "key_conflict" && h[f] === null)) doc[f] = h[f];
@@ -286,7 +287,7 @@ const HostsService: EveServiceSchema = {
 		},
 
 		/** `otp_secret` is a secret: shown in clear to admins only (never in embedded records). */
-		transformOutput(this: EveThis, doc: Doc, _single: boolean, ctx?: Context<unknown, { user?: { role?: string } }>): Doc {
+		transformOutput(this: HostsThis, doc: Doc, _single: boolean, ctx?: Context<unknown, { user?: { role?: string } }>): Doc {
 			const vpn = doc.vpn_representation;
 			if (ctx?.meta.user?.role === "admin") return doc;
 			if (vpn && typeof vpn === "object" && vpn.otp_secret) return { ...doc, vpn_representation: { ...vpn, otp_secret: MASK } };
@@ -294,24 +295,24 @@ const HostsService: EveServiceSchema = {
 		},
 
 		/** Admins read hosts differently (otp_secret in clear): their reads are cached apart. */
-		readVariant(this: EveThis, ctx: Context<unknown, { user?: { role?: string } }>): string {
+		readVariant(this: HostsThis, ctx: Context<unknown, { user?: { role?: string } }>): string {
 			return ctx.meta.user?.role === "admin" ? "admin" : "";
 		},
 	},
 
-	created(this: EveThis) {
+	created(this: HostsThis) {
 		// The full host schema checks what the inventory writes; operators get the narrow PATCH schema.
 		this.inventoryCheck = compileSchema(hostSchema);
 	},
 
-	async stopped(this: EveThis) {
+	async stopped(this: HostsThis) {
 		clearInterval(this.countTimer);
-		clearTimeout(this.countSoonTimer);
+		clearTimeout(this.countSoonTimer ?? undefined);
 		this.membershipStopping = true;
 		await this.membershipLoop;
 	},
 
-	async started(this: EveThis) {
+	async started(this: HostsThis) {
 		if (this.broker.isMetricsEnabled()) {
 			this.countTimer = setInterval(() => this.countHosts(), loadConfig().fleetMetricsIntervalMs);
 			this.countTimer.unref();

@@ -4,7 +4,7 @@
  * at start instead of racing them.
  */
 import type { ActionSchema, Context } from "moleculer";
-import type { EveThis } from "../../mixins/eve-collection.mixin";
+import type { HostsThis } from "./types";
 import { nowSeconds } from "../../lib/eve/dates";
 import { GroupIndex, type GroupDef, type HostFacts, type NodegroupDef } from "../../lib/fleet/group-rules";
 
@@ -12,11 +12,11 @@ function sameList(a: string[], b: unknown): boolean {
 	return Array.isArray(b) && a.length === b.length && a.every((v, i) => v === b[i]);
 }
 
-export const membershipActions: Record<string, ActionSchema<EveThis>> = {
+export const membershipActions: Record<string, ActionSchema<HostsThis>> = {
 	/** Resolves once no membership recomputation is scheduled or running (internal: tests, benchmarks). */
 	membershipSettled: {
 		visibility: "public",
-		async handler(this: EveThis) {
+		async handler(this: HostsThis) {
 			while (this.membershipLoop) await this.membershipLoop;
 			return { settled: true };
 		},
@@ -25,7 +25,7 @@ export const membershipActions: Record<string, ActionSchema<EveThis>> = {
 
 export const membershipMethods = {
 	/** Every group and nodegroup, as the rules that select hosts. */
-	async groupIndex(this: EveThis, ctx: Context): Promise<GroupIndex> {
+	async groupIndex(this: HostsThis, ctx: Context): Promise<GroupIndex> {
 		const [groups, nodegroups] = await Promise.all([ctx.call<GroupDef[]>("groups.rules"), ctx.call<NodegroupDef[]>("nodegroups.rules")]);
 		return new GroupIndex(groups, nodegroups);
 	},
@@ -34,7 +34,7 @@ export const membershipMethods = {
 	 * Sets `groups` and `nodegroups` of these hosts (all of them when `ids` is absent) to what the groups
 	 * and nodegroups select now; writes only the hosts whose memberships changed. Answers how many did.
 	 */
-	async updateMembership(this: EveThis, ctx: Context, ids?: string[]): Promise<number> {
+	async updateMembership(this: HostsThis, ctx: Context, ids?: string[]): Promise<number> {
 		let index: GroupIndex;
 		try {
 			index = await this.groupIndex(ctx);
@@ -68,7 +68,7 @@ export const membershipMethods = {
 	 * A full recomputation soon, never two at once: changes that arrive while one runs are all handled
 	 * by the single run after it (a burst of group changes costs two runs, not one each).
 	 */
-	scheduleMembership(this: EveThis, delayMs = 20) {
+	scheduleMembership(this: HostsThis, delayMs = 20) {
 		this.membershipDirty = true;
 		if (this.membershipLoop) return;
 		this.membershipLoop = (async () => {
@@ -93,7 +93,7 @@ export const membershipMethods = {
 	 * starts, maybe before groups is there) waits for them instead of failing. In the background: a
 	 * process running `hosts` alone starts at once and recomputes when they appear.
 	 */
-	async membershipSources(this: EveThis): Promise<void> {
+	async membershipSources(this: HostsThis): Promise<void> {
 		// As broker.waitForServices checks (the typings make its nodeID mandatory; absent means any node).
 		const registry = this.broker.registry as unknown as { hasService(name: string): boolean };
 		while (!this.membershipStopping && !["groups", "nodegroups"].every(name => registry.hasService(name))) {

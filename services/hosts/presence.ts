@@ -5,19 +5,19 @@
  * by the one presence rule (lib/fleet/presence.ts).
  */
 import type { ActionSchema, Context } from "moleculer";
-import type { EveThis } from "../../mixins/eve-collection.mixin";
+import type { HostsThis } from "./types";
 import { nowSeconds } from "../../lib/eve/dates";
 import type { Doc } from "../../lib/storage/store";
 import { presenceTransition } from "../../lib/fleet/presence";
 
-export /** A reading of the master's presence: hosts seen up, seen down, and whether `up` is everyone connected. */
-interface PresenceReading {
+/** A reading of the master's presence: hosts seen up, seen down, and whether `up` is everyone connected. */
+export interface PresenceReading {
 	up: string[];
 	down: string[];
 	complete: boolean;
 }
 
-export const presenceActions: Record<string, ActionSchema<EveThis>> = {
+export const presenceActions: Record<string, ActionSchema<HostsThis>> = {
 	/**
 	 * Presence from the master's events (internal: the cm-gateway). Known accepted hosts in `up` become "up" with
 	 * `heartbeat` now, those in `down` "down"; with `complete`, `up` is every connected minion, so the
@@ -33,7 +33,7 @@ export const presenceActions: Record<string, ActionSchema<EveThis>> = {
 			complete: { type: "boolean", default: false },
 			changesOnly: { type: "boolean", default: false },
 		},
-		async handler(this: EveThis, ctx: Context<PresenceReading & { changesOnly: boolean }>) {
+		async handler(this: HostsThis, ctx: Context<PresenceReading & { changesOnly: boolean }>) {
 			const { up, docs } = await this.presenceDocs(ctx.params);
 			const wentUp: string[] = [];
 			const wentDown: string[] = [];
@@ -72,7 +72,7 @@ export const presenceActions: Record<string, ActionSchema<EveThis>> = {
 			down: { type: "array", items: "string", max: 100_000, default: [] },
 			complete: { type: "boolean", default: false },
 		},
-		async handler(this: EveThis, ctx: Context<PresenceReading>) {
+		async handler(this: HostsThis, ctx: Context<PresenceReading>) {
 			const { up, docs } = await this.presenceDocs(ctx.params);
 			const losing = docs.filter((d: Doc) => d.key === "accepted" && d._soft_deleted !== true && d.status === "up" && !up.has(d._id as string)).length;
 			const live = await this.store.count({ status: "up", key: "accepted", _soft_deleted: { $ne: true } });
@@ -88,7 +88,7 @@ export const presenceActions: Record<string, ActionSchema<EveThis>> = {
 	setPresent: {
 		visibility: "public",
 		params: { ids: { type: "array", items: "string", max: 100_000 }, present: "boolean" },
-		async handler(this: EveThis, ctx: Context<{ ids: string[]; present: boolean }>) {
+		async handler(this: HostsThis, ctx: Context<{ ids: string[]; present: boolean }>) {
 			const { ids, present } = ctx.params;
 			if (!ids.length) return [];
 			const docs = await this.store.find({ _id: { $in: ids }, _soft_deleted: present ? true : { $ne: true } }, { exclude: ["grain"] });
@@ -105,7 +105,7 @@ export const presenceActions: Record<string, ActionSchema<EveThis>> = {
 
 export const presenceMethods = {
 	/** The hosts a presence reading names (with `complete`, also every accepted host up that it leaves out, as down). */
-	async presenceDocs(this: EveThis, reading: PresenceReading): Promise<{ up: Set<string>; docs: Doc[] }> {
+	async presenceDocs(this: HostsThis, reading: PresenceReading): Promise<{ up: Set<string>; docs: Doc[] }> {
 		const up = new Set(reading.up);
 		const down = new Set(reading.down.filter(id => !up.has(id)));
 		const docs: Doc[] = [];

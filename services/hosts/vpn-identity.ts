@@ -3,11 +3,11 @@
  * written where it changed, and a host's identity with its secret for the profile download.
  */
 import type { ActionSchema, Context } from "moleculer";
-import type { EveThis } from "../../mixins/eve-collection.mixin";
+import type { HostsThis } from "./types";
 import { nowSeconds } from "../../lib/eve/dates";
 import type { Doc } from "../../lib/storage/store";
 
-export const vpnActions: Record<string, ActionSchema<EveThis>> = {
+export const vpnActions: Record<string, ActionSchema<HostsThis>> = {
 	/**
 	 * The VPN sync's result (internal: the vpn service): each host of `assignments` gets that organization
 	 * and Pritunl user; a host in one of `orgs` (organizations read completely) that no assignment names
@@ -22,7 +22,7 @@ export const vpnActions: Record<string, ActionSchema<EveThis>> = {
 			existing: { type: "array", items: "string", max: 100_000, optional: true },
 			assignments: { type: "array", max: 100_000, items: { type: "object", props: { _id: "string", vpn_organization: "string", vpn_representation: "object" } } },
 		},
-		async handler(this: EveThis, ctx: Context<{ orgs: string[]; existing?: string[]; assignments: Array<{ _id: string; vpn_organization: string; vpn_representation: Doc }> }>) {
+		async handler(this: HostsThis, ctx: Context<{ orgs: string[]; existing?: string[]; assignments: Array<{ _id: string; vpn_organization: string; vpn_representation: Doc }> }>) {
 			const wanted = new Map(ctx.params.assignments.map(a => [a._id, a]));
 			const current = new Map<string, { org: unknown; rep: string }>();
 			const { existing } = ctx.params;
@@ -53,7 +53,7 @@ export const vpnActions: Record<string, ActionSchema<EveThis>> = {
 	vpnIdentity: {
 		visibility: "public",
 		params: { id: "string" },
-		async handler(this: EveThis, ctx: Context<{ id: string }>) {
+		async handler(this: HostsThis, ctx: Context<{ id: string }>) {
 			const doc = await this.visibleItem(ctx.params.id);
 			return { _id: doc._id, vpn_organization: doc.vpn_organization ?? null, vpn_representation: doc.vpn_representation ?? null };
 		},

@@ -2,6 +2,9 @@
  * What the stats service's parts share: the collections besides `hosts_statistic`, the snapshot header's
  * shape, and the timing constants of taking snapshots.
  */
+import type { EveThis } from "../../mixins/eve-collection.mixin";
+import type { Store } from "../../lib/storage/store";
+import type { ChangeDoc, EntryTest, FleetState, PeriodSummary, Range, Snap } from "../../lib/fleet/stats-history";
 import { loadConfig } from "../../lib/config";
 import { type Doc } from "../../lib/storage/store";
 import { summarize, type Entry } from "../../lib/fleet/stats-history";
@@ -23,3 +26,29 @@ export interface HostRead {
 	entries: Entry[];
 	seen: Date | null;
 }
+
+/** What the stats service has on `this` besides the Eve mixin's: the parts' methods (snapshots.ts, statistics.ts) and state. */
+export interface StatsMembers {
+	/** The fleet state at the last snapshot rebuilt, kept for the next read or snapshot. */
+	cached: { id: string; index: number; state: FleetState } | null;
+	snapshotTimer?: NodeJS.Timeout;
+	snapshotRun?: Promise<unknown>;
+	snapshotsStopping?: boolean;
+	changes(): Store;
+	takeSnapshot(at: Date): Promise<Header | null>;
+	undoSnapshot(header: Header): Promise<void>;
+	readHosts(since: Date | null): Promise<HostRead>;
+	fillSnapshot(header: Header, prev: Header | null): Promise<void>;
+	dropExpired(now: Date): Promise<void>;
+	scheduleSnapshots(): void;
+	keyframeFor(index: number): Promise<Header | null>;
+	loadDocs(from: number, to: number): Promise<ChangeDoc[]>;
+	stateAt(index: number, id: string): Promise<FleetState>;
+	snapsIn(range: Range): Promise<Array<Snap & { up: number; down: number }>>;
+	statistic(kind: string, query: unknown): Promise<unknown>;
+	replayUnique(first: number, last: number, test: EntryTest, hit: (e: Entry) => boolean): Promise<{ all: Set<string>; hits: Set<string> }>;
+	uniqueByPeriods(kind: string, range: Range, first: number, last: number, test: EntryTest, hit: (e: Entry) => boolean): Promise<{ all: Set<string>; hits: Set<string> }>;
+	periodSummary(from: number, to: number): Promise<PeriodSummary>;
+}
+
+export type StatsThis = EveThis & StatsMembers;

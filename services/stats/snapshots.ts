@@ -4,16 +4,16 @@
  * left incomplete, and dropping expired keyframe periods (STATS_RETENTION_DAYS).
  */
 import type { Context } from "moleculer";
-import { type EveThis } from "../../mixins/eve-collection.mixin";
 import { newObjectId } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
 import { DuplicateKeyError, type Doc, type Store } from "../../lib/storage/store";
 import { FleetState, nextSnapshot, toEntry, type Entry } from "../../lib/fleet/stats-history";
 import { CHANGES, PERIODS, SINCE_SLACK_MS, LEASE_MIN_MS, cfg } from "./history";
+import type { StatsThis } from "./history";
 import type { Header, HostRead } from "./history";
 
 export const snapshotMethods = {
-	changes(this: EveThis): Store {
+	changes(this: StatsThis): Store {
 		return this.stores[CHANGES];
 	},
 
@@ -22,7 +22,7 @@ export const snapshotMethods = {
 	 * wins), then stores what changed since the previous one and completes the header. Answers the header,
 	 * or null when another replica has (or had) this interval.
 	 */
-	async takeSnapshot(this: EveThis, at: Date): Promise<Header | null> {
+	async takeSnapshot(this: StatsThis, at: Date): Promise<Header | null> {
 		const intervalMs = cfg().statsSnapshotIntervalS * 1000;
 		const slot = Math.floor(at.getTime() / intervalMs);
 		for (let attempt = 0; attempt < 5; attempt++) {
@@ -65,14 +65,14 @@ export const snapshotMethods = {
 	},
 
 	/** Removes a snapshot's header and whatever it had stored (by its id: an undone index may be someone else's by now). */
-	async undoSnapshot(this: EveThis, header: Header): Promise<void> {
+	async undoSnapshot(this: StatsThis, header: Header): Promise<void> {
 		await this.changes().removeMany({ snapshot: header._id });
 		await this.store.removeMany({ _id: header._id });
-		if (this.cached?.index >= header.index) this.cached = null;
+		if (this.cached && this.cached.index >= header.index) this.cached = null;
 	},
 
 	/** Reads the hosts (all, or those written since `since`) from the hosts service, page by page. */
-	async readHosts(this: EveThis, since: Date | null): Promise<HostRead> {
+	async readHosts(this: StatsThis, since: Date | null): Promise<HostRead> {
 		const entries: Entry[] = [];
 		let seen: Date | null = null;
 		let after: string | undefined;
@@ -86,7 +86,7 @@ export const snapshotMethods = {
 		return { entries, seen };
 	},
 
-	async fillSnapshot(this: EveThis, header: Header, prev: Header | null): Promise<void> {
+	async fillSnapshot(this: StatsThis, header: Header, prev: Header | null): Promise<void> {
 		const keyframe = !prev || header.index % cfg().statsKeyframeEvery === 0;
 		const state = prev ? await this.stateAt(prev.index, prev._id) : new FleetState();
 		// The kept state becomes this snapshot's, once it is stored.
@@ -115,7 +115,7 @@ export const snapshotMethods = {
 	 * Retention: drops every snapshot before the keyframe that the oldest snapshot to keep replays from,
 	 * so history is kept for STATS_RETENTION_DAYS plus at most one keyframe period.
 	 */
-	async dropExpired(this: EveThis, now: Date): Promise<void> {
+	async dropExpired(this: StatsThis, now: Date): Promise<void> {
 		const cutoff = new Date(now.getTime() - cfg().statsRetentionDays * 86_400_000);
 		const [oldest] = await this.store.find({ complete: true, timestamp: { $gte: cutoff } }, { sort: [["index", 1]], limit: 1, only: ["index"] });
 		if (!oldest) return;

@@ -3,15 +3,15 @@
  * of the range from the keyframe before it, or — for whole keyframe periods on MongoDB — unioning the periods'
  * summaries in the database.
  */
-import { type EveThis } from "../../mixins/eve-collection.mixin";
 import { QueryArgs, parseWhere } from "../../lib/eve/query";
 import { DuplicateKeyError, type Store } from "../../lib/storage/store";
 import { FIRST, FleetState, entryTest, happenedIn, online, onlineFromCounts, onlineFromBuckets, onlinePipeline, parseInterval, parseRange, uniqueHosts, summarize, currentSummary, summaryHits, summaryUnionPipeline, SUMMARY_FIELD, SUMMARY_FORM, type PeriodSummary, type ChangeDoc, type Entry, type EntryTest, type Range, type Snap } from "../../lib/fleet/stats-history";
 import { PERIODS } from "./history";
+import type { StatsThis } from "./history";
 import type { Header } from "./history";
 
 export const statisticMethods = {
-	async keyframeFor(this: EveThis, index: number): Promise<Header | null> {
+	async keyframeFor(this: StatsThis, index: number): Promise<Header | null> {
 		const [kf] = await this.store.find({ keyframe: true, complete: true, index: { $lte: index } }, { sort: [["index", -1]], limit: 1, only: ["index"] });
 		return (kf as Header) ?? null;
 	},
@@ -20,7 +20,7 @@ export const statisticMethods = {
 	 * The stored documents of snapshots [from, to], in order. On NeDB they are the records themselves
 	 * (no copy of millions of entries): only read, and only during the call; no one updates them in place.
 	 */
-	async loadDocs(this: EveThis, from: number, to: number): Promise<ChangeDoc[]> {
+	async loadDocs(this: StatsThis, from: number, to: number): Promise<ChangeDoc[]> {
 		const out: ChangeDoc[] = [];
 		const changes: Store = this.changes();
 		await changes.scan({ index: { $gte: from, $lte: to } }, ["index", "part", "full", "data"], d => out.push(d as ChangeDoc));
@@ -28,7 +28,7 @@ export const statisticMethods = {
 	},
 
 	/** The fleet at snapshot `index` (the last one taken here is kept, known by its header's id: an index may be reused after an undo). */
-	async stateAt(this: EveThis, index: number, id: string): Promise<FleetState> {
+	async stateAt(this: StatsThis, index: number, id: string): Promise<FleetState> {
 		if (this.cached?.id === id) return this.cached.state;
 		const kf = await this.keyframeFor(index);
 		const state = new FleetState();
@@ -38,7 +38,7 @@ export const statisticMethods = {
 	},
 
 	/** The complete snapshots whose timestamp lies in the range, in index order. */
-	async snapsIn(this: EveThis, range: Range): Promise<Array<Snap & { up: number; down: number }>> {
+	async snapsIn(this: StatsThis, range: Range): Promise<Array<Snap & { up: number; down: number }>> {
 		const out: Array<Snap & { up: number; down: number }> = [];
 		await this.store.scan({ complete: true, timestamp: { $gte: range.start, $lte: range.end } }, ["index", "timestamp", "up", "down"], d => {
 			out.push({ index: d.index, timestamp: d.timestamp instanceof Date ? d.timestamp.getTime() : Date.parse(d.timestamp), up: d.up, down: d.down });
@@ -47,7 +47,7 @@ export const statisticMethods = {
 	},
 
 	/** Runs one of the five statistics for a request. */
-	async statistic(this: EveThis, kind: string, query: unknown): Promise<unknown> {
+	async statistic(this: StatsThis, kind: string, query: unknown): Promise<unknown> {
 		const args = QueryArgs.from(query);
 		const range = parseRange([...args.all("range[]"), ...args.all("range")]);
 		const where = parseWhere(args.get("where"));
@@ -87,7 +87,7 @@ export const statisticMethods = {
 	},
 
 	/** A unique statistic by replaying snapshots [first, last] from the keyframe before them. */
-	async replayUnique(this: EveThis, first: number, last: number, test: EntryTest, hit: (e: Entry) => boolean): Promise<{ all: Set<string>; hits: Set<string> }> {
+	async replayUnique(this: StatsThis, first: number, last: number, test: EntryTest, hit: (e: Entry) => boolean): Promise<{ all: Set<string>; hits: Set<string> }> {
 		const kf = await this.keyframeFor(first);
 		return uniqueHosts(kf ? await this.loadDocs(kf.index, last) : [], first, last, test, hit);
 	},
@@ -96,7 +96,7 @@ export const statisticMethods = {
 	 * An unfiltered unique statistic: the keyframe periods wholly inside [first, last] from their summaries,
 	 * the parts before and after them by replay.
 	 */
-	async uniqueByPeriods(this: EveThis, kind: string, range: Range, first: number, last: number, test: EntryTest, hit: (e: Entry) => boolean): Promise<{ all: Set<string>; hits: Set<string> }> {
+	async uniqueByPeriods(this: StatsThis, kind: string, range: Range, first: number, last: number, test: EntryTest, hit: (e: Entry) => boolean): Promise<{ all: Set<string>; hits: Set<string> }> {
 		const starts: number[] = [];
 		await this.store.scan({ keyframe: true, complete: true, index: { $gte: first, $lte: last + 1 } }, ["index"], d => starts.push(d.index));
 		starts.sort((a, b) => a - b);
@@ -138,7 +138,7 @@ export const statisticMethods = {
 	},
 
 	/** The summary of keyframe period [from, to]: stored when the period ended, or made now. */
-	async periodSummary(this: EveThis, from: number, to: number): Promise<PeriodSummary> {
+	async periodSummary(this: StatsThis, from: number, to: number): Promise<PeriodSummary> {
 		const periods: Store = this.stores[PERIODS];
 		const found = await periods.findOne({ _id: String(from) });
 		if (currentSummary(found, to)) return found;

@@ -8,7 +8,7 @@
  * list output and `_deleted` in single-record output, as the spec shows them.
  */
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../../mixins/eve-collection.mixin";
+import { EveCollection, type EveServiceSchema, type RestContext } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { nowSeconds, renderDates } from "../../lib/eve/dates";
 import { badRequest } from "../../lib/eve/errors";
@@ -45,8 +45,9 @@ import {
 import { snapshotMethods } from "./snapshots";
 import { statisticMethods } from "./statistics";
 import { CHANGES, PERIODS, cfg, type Header } from "./history";
+import type { StatsThis } from "./history";
 
-const StatsService: EveServiceSchema = {
+const StatsService: EveServiceSchema<StatsThis> = {
 	name: "stats",
 	mixins: [
 		EveCollection({
@@ -66,7 +67,7 @@ const StatsService: EveServiceSchema = {
 		snapshot: {
 			visibility: "public",
 			params: { at: { type: "date", convert: true, optional: true } },
-			async handler(this: EveThis, ctx: Context<{ at?: Date }>) {
+			async handler(this: StatsThis, ctx: Context<{ at?: Date }>) {
 				const header = await this.takeSnapshot(ctx.params.at ?? new Date());
 				return header ? { _id: header._id, index: header.index } : null;
 			},
@@ -90,20 +91,20 @@ const StatsService: EveServiceSchema = {
 		// ------------------------------------------------------------ the REST views
 
 		/** Only complete snapshots are listed; their `hosts` are rebuilt, so they can be neither filtered nor sorted on. */
-		listFilter(this: EveThis, filter: Filter, args: QueryArgs): Filter {
+		listFilter(this: StatsThis, filter: Filter, args: QueryArgs): Filter {
 			const sorted = parseSort(args.get("sort")).find(([f]) => f === "hosts" || f.startsWith("hosts."));
 			const touched = filterTouches(filter, ["hosts"]) ?? sorted?.[0];
 			if (touched) throw badRequest(`'${touched}': snapshots cannot be filtered or sorted on their host entries; use the aggregated statistics (/hosts/statistics/...) with \`where\``);
 			return Object.keys(filter).length ? { $and: [filter, { complete: true }] } : { complete: true };
 		},
 
-		async findItem(this: EveThis, id: string): Promise<Doc | null> {
+		async findItem(this: StatsThis, id: string): Promise<Doc | null> {
 			if (!OBJECT_ID.test(id)) return null;
 			return this.store.findOne({ _id: id, complete: true });
 		},
 
 		/** Rebuilds the `hosts` of the snapshots shown, unless the projection leaves them out. */
-		async beforeRender(this: EveThis, _ctx: RestContext, docs: Doc[], args: QueryArgs): Promise<void> {
+		async beforeRender(this: StatsThis, _ctx: RestContext, docs: Doc[], args: QueryArgs): Promise<void> {
 			const projection = parseProjection(args.get("projection"));
 			const wanted = !projection || (projection.mode === "include" ? projection.fields.some(f => f === "hosts" || f.startsWith("hosts.")) : !projection.fields.includes("hosts"));
 			if (!wanted) return;
@@ -125,7 +126,7 @@ const StatsService: EveServiceSchema = {
 			}
 		},
 
-		transformOutput(this: EveThis, doc: Doc, single: boolean): Doc {
+		transformOutput(this: StatsThis, doc: Doc, single: boolean): Doc {
 			if (!single || !Array.isArray(doc.hosts)) return doc;
 			return {
 				...doc,
@@ -136,7 +137,7 @@ const StatsService: EveServiceSchema = {
 			};
 		},
 
-		scheduleSnapshots(this: EveThis): void {
+		scheduleSnapshots(this: StatsThis): void {
 			const intervalMs = cfg().statsSnapshotIntervalS * 1000;
 			// Every replica wakes at the start of each interval; the claim picks one.
 			const wait = intervalMs - (Date.now() % intervalMs) + 20;
@@ -148,7 +149,7 @@ const StatsService: EveServiceSchema = {
 		},
 	},
 
-	async started(this: EveThis) {
+	async started(this: StatsThis) {
 		await this.store.ensureIndex("index", true);
 		await this.store.ensureIndex("slot", true, true);
 		await this.store.ensureIndex("timestamp");
@@ -158,7 +159,7 @@ const StatsService: EveServiceSchema = {
 		if (cfg().statsSnapshots) this.scheduleSnapshots();
 	},
 
-	async stopped(this: EveThis) {
+	async stopped(this: StatsThis) {
 		this.snapshotsStopping = true;
 		clearTimeout(this.snapshotTimer);
 		await this.snapshotRun;
@@ -169,7 +170,7 @@ const StatsService: EveServiceSchema = {
 function statistic(kind: string) {
 	return {
 		params: { query: { type: "any", optional: true } },
-		handler(this: EveThis, ctx: Context<{ query?: unknown }>) {
+		handler(this: StatsThis, ctx: Context<{ query?: unknown }>) {
 			// Timestamps as HTTP-dates, as everywhere in the API.
 			return this.statistic(kind, ctx.params.query).then(renderDates);
 		},

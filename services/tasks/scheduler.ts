@@ -5,13 +5,35 @@
  * recording what became of it.
  */
 import type { Context } from "moleculer";
-import { type EveThis } from "../../mixins/eve-collection.mixin";
+import type { EveThis, RestContext } from "../../mixins/eve-collection.mixin";
 import { newObjectId } from "../../lib/eve/ids";
 import { planRun, type Schedule } from "./schedule";
 import type { Doc } from "../../lib/storage/store";
 import { countMetric, observeMetric } from "../../lib/runtime/metrics";
 import { claimRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";
 import { loadConfig, type Config } from "../../lib/config";
+
+/** What the tasks service has on `this` besides the Eve mixin's: the scheduler's state and methods, and the task checks. */
+export interface TasksMembers {
+	schedulerOn?: boolean;
+	schedulerStopping?: boolean;
+	/** The pass under way, if one is. */
+	ticking?: Promise<void> | null;
+	kickPending?: boolean;
+	tickTimer?: NodeJS.Timeout | null;
+	tickAt?: number;
+	lastTakeoverScan?: number;
+	changedIds?: Set<string>;
+	changedTimer?: NodeJS.Timeout | null;
+	kickScheduler(delayMs?: number): void;
+	schedulerTick(): Promise<number>;
+	claimRun(t: Doc): Promise<unknown>;
+	executeRun(t: Doc, takeover?: boolean): Promise<unknown>;
+	noteChanged(id: string): void;
+	authorizeTask(ctx: RestContext, task: Doc): Promise<string>;
+}
+
+export type TasksThis = EveThis & TasksMembers;
 
 /** The schedule a task describes. */
 export function scheduleOf(t: Doc): Schedule {
@@ -36,14 +58,14 @@ export function cfg(): Config {
 
 export const schedulerMethods = {
 	/** Looks again soon (a task changed), unless a look is already coming. */
-	kickScheduler(this: EveThis, delayMs = 5) {
+	kickScheduler(this: TasksThis, delayMs = 5) {
 		if (!this.schedulerOn || this.schedulerStopping) return;
 		// A pass under way looks again right after (what changed meanwhile may be due).
 		if (this.ticking) {
 			this.kickPending = true;
 			return;
 		}
-		if (this.tickTimer && this.tickAt <= Date.now() + delayMs) return;
+		if (this.tickTimer && (this.tickAt ?? 0) <= Date.now() + delayMs) return;
 		if (this.tickTimer) clearTimeout(this.tickTimer);
 		this.tickAt = Date.now() + delayMs;
 		this.tickTimer = setTimeout(() => {
@@ -65,7 +87,7 @@ export const schedulerMethods = {
 	},
 
 	/** One pass: take over dead runs, claim and start due runs; answers how long to wait for the next. */
-	async schedulerTick(this: EveThis): Promise<number> {
+	async schedulerTick(this: TasksThis): Promise<number> {
 		const now = new Date();
 		// Dead runs are rare and the search is not indexed: looked for a few times per lease, not every pass.
 		const takeoverDue = now.getTime() - (this.lastTakeoverScan ?? 0) >= Math.max(250, cfg().taskLeaseMs / 4);
@@ -93,7 +115,7 @@ export const schedulerMethods = {
 	},
 
 	/** Claims the task's due run (one replica wins), applying the misfire and overlap policies. */
-	async claimRun(this: EveThis, t: Doc) {
+	async claimRun(this: TasksThis, t: Doc) {
 		const now = new Date();
 		const due = new Date(t.next);
 		const outstanding = t.overlap !== "allow" && !!t.last_run?.jid && (await this.broker.call<number, { jid: string }>("actions.outstanding", { jid: t.last_run.jid }).catch(() => 0)) > 0;
@@ -114,7 +136,7 @@ export const schedulerMethods = {
 	 * unreachable) are tried again for a bounded time; then, or at once for any other failure (a run must
 	 * never be sent twice blindly), the run is recorded as failed with a `task.failed` alert.
 	 */
-	async executeRun(this: EveThis, t: Doc, takeover = false) {
+	async executeRun(this: TasksThis, t: Doc, takeover = false) {
 		const pending = t.pending;
 		let result: LastRun;
 		for (let attempt = 0; ; attempt++) {
@@ -149,13 +171,13 @@ export const schedulerMethods = {
 	},
 
 	/** The scheduler's writes are announced together every 50 ms (caches, `tasks.updated`), not one by one. */
-	noteChanged(this: EveThis, id: string) {
+	noteChanged(this: TasksThis, id: string) {
 		(this.changedIds ??= new Set<string>()).add(id);
 		if (this.changedTimer) return;
 		this.changedTimer = setTimeout(() => {
 			this.changedTimer = null;
-			const ids = [...this.changedIds];
-			this.changedIds.clear();
+			const ids = [...(this.changedIds ?? [])];
+			this.changedIds?.clear();
 			void this.notifyChanged(this.broker as unknown as Context, "updated", ids).catch(() => undefined);
 		}, 50);
 		this.changedTimer.unref?.();

@@ -24,7 +24,7 @@ import { countMetric, observeMetric } from "../../lib/runtime/metrics";
 import { SALT_FUN } from "../../lib/http/bodies";
 import { claimRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";
 
-import { cfg, scheduleOf, schedulerMethods } from "./scheduler";
+import { cfg, scheduleOf, schedulerMethods, type TasksThis } from "./scheduler";
 
 export const TASK_STATUSES = ["scheduled", "paused", "finished"];
 /** The fields that decide what a task runs, or when: changing one needs the changer's scope to cover the task. */
@@ -79,7 +79,7 @@ function neverFiresIssue(s: Schedule): Issues | null {
 	return { cron: "never due after start" };
 }
 
-const TasksService: EveServiceSchema = {
+const TasksService: EveServiceSchema<TasksThis> = {
 	name: "tasks",
 	mixins: [
 		EveCollection({
@@ -112,7 +112,7 @@ const TasksService: EveServiceSchema = {
 		/** PATCH /tasks/{id}/{status} */
 		setStatus: {
 			params: { id: "string", status: "string", query: { type: "any", optional: true } },
-			async handler(this: EveThis, ctx: Context<{ id: string; status: string }, RestContext["meta"]>) {
+			async handler(this: TasksThis, ctx: Context<{ id: string; status: string }, RestContext["meta"]>) {
 				const task = await this.visibleItem(ctx.params.id);
 				const wanted = ctx.params.status;
 				if (!TASK_STATUSES.includes(wanted)) {
@@ -135,7 +135,7 @@ const TasksService: EveServiceSchema = {
 		/** GET /tasks/{id}/preview?count=N (default 10, at most 1000): the next N due times, as HTTP-dates. */
 		preview: {
 			params: { id: "string", query: { type: "any", optional: true } },
-			async handler(this: EveThis, ctx: Context<{ id: string; query?: unknown }>) {
+			async handler(this: TasksThis, ctx: Context<{ id: string; query?: unknown }>) {
 				const raw = QueryArgs.from(ctx.params.query).get("count");
 				const count = raw === undefined ? 10 : Number(raw);
 				if (!Number.isInteger(count) || count < 1 || count > 1000) throw badRequest("`count` must be an integer from 1 to 1000");
@@ -149,7 +149,7 @@ const TasksService: EveServiceSchema = {
 		/** PUT /tasks: the body names the task by `_id` and carries the fields to replace. */
 		replace: {
 			params: { body: { type: "any", optional: true }, query: { type: "any", optional: true } },
-			async handler(this: EveThis, ctx: RestContext) {
+			async handler(this: TasksThis, ctx: RestContext) {
 				const body = ctx.params.body as Doc;
 				if (body === null || typeof body !== "object" || Array.isArray(body)) throw badRequest("a JSON object is required");
 				const { _id, ...changes } = body;
@@ -165,7 +165,7 @@ const TasksService: EveServiceSchema = {
 
 	methods: {
 		...schedulerMethods,
-		async prepareInput(this: EveThis, _ctx: RestContext, doc: Doc, info: WriteInfo) {
+		async prepareInput(this: TasksThis, _ctx: RestContext, doc: Doc, info: WriteInfo) {
 			const issues: Issues = {};
 			const out = { ...doc };
 			const tz = typeof doc.timezone === "string" ? doc.timezone : (info.existing?.timezone ?? cfg().taskTimezone);
@@ -191,7 +191,7 @@ const TasksService: EveServiceSchema = {
 			return { doc: out, issues };
 		},
 
-		async checkRules(this: EveThis, _ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Issues | null> {
+		async checkRules(this: TasksThis, _ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Issues | null> {
 			const start = doc.start ?? info.existing?.start;
 			const end = "end" in doc ? doc.end : info.existing?.end;
 			if (start instanceof Date && end instanceof Date && end <= start) return { end: "must be later than start" };
@@ -208,7 +208,7 @@ const TasksService: EveServiceSchema = {
 		 * the whole resulting task (fun, its targets resolved now, kwarg, client) and becomes its owner; every
 		 * run is then authorized again against the owner's token (docs/security.md). Answers the owner.
 		 */
-		async authorizeTask(this: EveThis, ctx: RestContext, task: Doc): Promise<string> {
+		async authorizeTask(this: TasksThis, ctx: RestContext, task: Doc): Promise<string> {
 			const user = (ctx.meta as { user?: { id: string } }).user;
 			if (!user?.id) throw new EveError(403, "the task is refused: no token authorizes it");
 			const targets = await ctx.call<string[], { tgt: string[] }>("groups.expandTargets", { tgt: task.tgt });
@@ -221,7 +221,7 @@ const TasksService: EveServiceSchema = {
 			return user.id;
 		},
 
-		async beforeStore(this: EveThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc> {
+		async beforeStore(this: TasksThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc> {
 			if (info.op === "create") {
 				const owner = await this.authorizeTask(ctx, doc);
 				const next = nextDue(scheduleOf(doc), new Date(doc.start.getTime() - 1));
@@ -244,11 +244,11 @@ const TasksService: EveServiceSchema = {
 	},
 
 	events: {
-		"tasks.created": { handler(this: EveThis) { this.kickScheduler(); } },
-		"tasks.updated": { handler(this: EveThis) { this.kickScheduler(); } },
+		"tasks.created": { handler(this: TasksThis) { this.kickScheduler(); } },
+		"tasks.updated": { handler(this: TasksThis) { this.kickScheduler(); } },
 	},
 
-	async started(this: EveThis) {
+	async started(this: TasksThis) {
 		// On NeDB an index on `status` (nearly every task "scheduled") would cost every claim a scan of that
 		// value's bucket; `next` selects the due tasks by itself.
 		if (this.store.kind === "mongo") await this.store.ensureIndex("status");
@@ -262,7 +262,7 @@ const TasksService: EveServiceSchema = {
 			.catch(() => this.logger.warn("The actions and alerts services did not appear: the scheduler waits"));
 	},
 
-	async stopped(this: EveThis) {
+	async stopped(this: TasksThis) {
 		this.schedulerStopping = true;
 		if (this.tickTimer) clearTimeout(this.tickTimer);
 		await this.ticking;

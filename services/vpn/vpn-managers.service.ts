@@ -11,7 +11,7 @@ import { OBJECT_ID } from "../../lib/eve/ids";
 import { conflict, type Issues } from "../../lib/eve/errors";
 import { encryptSecret, decryptSecret } from "../../lib/security/secrets";
 import type { Doc } from "../../lib/storage/store";
-import { loadConfig } from "../../lib/config";
+import { loadConfig, type Config } from "../../lib/config";
 import { outboundPolicy, outboundUrlProblem, type OutboundPolicy } from "../../lib/security/address-guard";
 import { pritunlBaseUrl } from "./pritunl-client";
 
@@ -41,7 +41,14 @@ function validPem(pem: string): boolean {
 	}
 }
 
-const VpnManagersService: EveServiceSchema = {
+/** What this service has on `this` besides the Eve mixin's. */
+interface VpnManagersMembers {
+	config: Config;
+}
+
+type VpnManagersThis = EveThis & VpnManagersMembers;
+
+const VpnManagersService: EveServiceSchema<VpnManagersThis> = {
 	name: "vpn-managers",
 	mixins: [
 		EveCollection({
@@ -67,7 +74,7 @@ const VpnManagersService: EveServiceSchema = {
 		credentials: {
 			visibility: "public",
 			params: { id: "string" },
-			async handler(this: EveThis, ctx: Context<{ id: string }>) {
+			async handler(this: VpnManagersThis, ctx: Context<{ id: string }>) {
 				const doc = await this.visibleItem(ctx.params.id);
 				const clear: Doc = { ...doc };
 				for (const f of SECRETS) if (typeof doc[f] === "string") clear[f] = decryptSecret(doc[f]);
@@ -77,7 +84,7 @@ const VpnManagersService: EveServiceSchema = {
 	},
 	methods: {
 		/** Pritunl must accept the credentials before they are kept: the vpn service tries them. */
-		async checkRules(this: EveThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Issues | null> {
+		async checkRules(this: VpnManagersThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Issues | null> {
 			if ((doc.api_token === undefined) !== (doc.api_secret === undefined)) {
 				return { [doc.api_token === undefined ? "api_token" : "api_secret"]: "api_token and api_secret go together" };
 			}
@@ -87,12 +94,12 @@ const VpnManagersService: EveServiceSchema = {
 			if (blocked) return { server_address: blocked };
 			return ctx.call<Issues | null, { manager: Doc }>("vpn.checkManager", { manager: doc });
 		},
-		async beforeStore(this: EveThis, _ctx: RestContext, doc: Doc, _info: WriteInfo): Promise<Doc> {
+		async beforeStore(this: VpnManagersThis, _ctx: RestContext, doc: Doc, _info: WriteInfo): Promise<Doc> {
 			const out = { ...doc };
 			for (const f of SECRETS) if (typeof out[f] === "string") out[f] = encryptSecret(out[f]);
 			return out;
 		},
-		async removeDocs(this: EveThis, ctx: RestContext, docs: Doc[]) {
+		async removeDocs(this: VpnManagersThis, ctx: RestContext, docs: Doc[]) {
 			const ids = docs.map(d => String(d._id));
 			const used: number = await ctx.call("vpn-organizations.countByManager", { ids });
 			if (used > 0) throw conflict("the VPN manager still has organizations; delete them first");
@@ -107,7 +114,7 @@ const VpnManagersService: EveServiceSchema = {
 			await this.notifyChanged(ctx, "removed", ids);
 		},
 	},
-	created(this: EveThis) {
+	created(this: VpnManagersThis) {
 		this.config = loadConfig();
 	},
 };

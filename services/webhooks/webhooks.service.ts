@@ -22,7 +22,7 @@ import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { globMatches } from "../../lib/http/auth";
 import { formatHttpDate } from "../../lib/eve/dates";
 import type { Issues } from "../../lib/eve/errors";
-import { loadConfig } from "../../lib/config";
+import { loadConfig, type Config } from "../../lib/config";
 import { encryptSecret, decryptSecret } from "../../lib/security/secrets";
 import { deliver, newWebhookSecret, signature } from "./webhook-delivery";
 import { outboundPolicy, outboundUrlProblem } from "../../lib/security/address-guard";
@@ -49,7 +49,30 @@ export function hookMatches(hook: Doc, alert: { type: string; level: string }): 
 	return !Array.isArray(hook.levels) || hook.levels.length === 0 || hook.levels.includes(alert.level);
 }
 
-const WebhooksService: EveServiceSchema = {
+/** What this service has on `this` besides the Eve mixin's. */
+interface WebhooksMembers {
+	config: Config;
+	/** Deliveries waiting for a slot. */
+	queue: Delivery[];
+	/** Deliveries in flight to receivers in good standing. */
+	inflight: number;
+	/** Receivers with a delivery in flight (one at a time each). */
+	busy: Set<string>;
+	/** Receivers that failed lately: their own lane. */
+	failing: Set<string>;
+	timer: NodeJS.Timeout | null;
+	stopping: boolean;
+	log(d: Delivery, set: Doc): Promise<unknown>;
+	enqueue(hook: Doc, alert: Doc): Promise<unknown>;
+	pump(): void;
+	start(d: Delivery, shared: boolean): void;
+	attemptBroke(d: Delivery, err: Error): Promise<unknown>;
+	attempt(d: Delivery): Promise<unknown>;
+}
+
+type WebhooksThis = EveThis & WebhooksMembers;
+
+const WebhooksService: EveServiceSchema<WebhooksThis> = {
 	name: "webhooks",
 	mixins: [
 		EveCollection({
@@ -70,7 +93,7 @@ const WebhooksService: EveServiceSchema = {
 
 	events: {
 		"alerts.raised": {
-			async handler(this: EveThis, ctx: Context<{ alerts: Doc[] }>) {
+			async handler(this: WebhooksThis, ctx: Context<{ alerts: Doc[] }>) {
 				const hooks = await this.store.find({ active: { $ne: false } });
 				for (const alert of ctx.params.alerts) for (const hook of hooks) if (hookMatches(hook, alert as { type: string; level: string })) await this.enqueue(hook, alert);
 			},
@@ -78,13 +101,13 @@ const WebhooksService: EveServiceSchema = {
 	},
 
 	methods: {
-		async checkRules(this: EveThis, _ctx: RestContext, doc: Doc, _info: WriteInfo): Promise<Issues | null> {
+		async checkRules(this: WebhooksThis, _ctx: RestContext, doc: Doc, _info: WriteInfo): Promise<Issues | null> {
 			if (typeof doc.url !== "string") return null;
 			const problem = outboundUrlProblem(doc.url, outboundPolicy("webhook", this.config));
 			return problem ? { url: problem } : null;
 		},
 
-		async beforeStore(this: EveThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc> {
+		async beforeStore(this: WebhooksThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc> {
 			if (info.op !== "create") return doc;
 			const secret = newWebhookSecret();
 			// Shown to the creator once (eveCreate), stored encrypted.
@@ -93,15 +116,15 @@ const WebhooksService: EveServiceSchema = {
 			return { active: true, types: ["*"], ...doc, secret: encryptSecret(secret) };
 		},
 
-		async eveCreate(this: EveThis, ctx: RestContext, body: unknown) {
-			const res = await this.createRecords(ctx, body);
+		async eveCreate(this: WebhooksThis, ctx: RestContext, body: unknown) {
+			const res = (await this.createRecords(ctx, body)) as Doc;
 			const secrets: string[] = (ctx.locals as Record<string, string[]>).secrets ?? [];
 			if (res._items) res._items.forEach((item: Doc, i: number) => (item.secret = secrets[i]));
 			else res.secret = secrets[0];
 			return res;
 		},
 
-		async log(this: EveThis, d: Delivery, set: Doc) {
+		async log(this: WebhooksThis, d: Delivery, set: Doc) {
 			try {
 				await this.broker.call("webhook-deliveries.log", { id: d.id, set: { webhook: d.hook, alert: String(d.alert._id), type: d.alert.type, level: d.alert.level, attempts: d.attempts, ...set } });
 			} catch (err) {
@@ -109,7 +132,7 @@ const WebhooksService: EveServiceSchema = {
 			}
 		},
 
-		async enqueue(this: EveThis, hook: Doc, alert: Doc) {
+		async enqueue(this: WebhooksThis, hook: Doc, alert: Doc) {
 			const id = newObjectId();
 			const rendered = { ...alert, _created: alert._created ? formatHttpDate(new Date(alert._created)) : undefined, _updated: alert._updated ? formatHttpDate(new Date(alert._updated)) : undefined };
 			const d: Delivery = { id, hook: String(hook._id), alert, body: JSON.stringify({ id, event: "alert", webhook: String(hook._id), alert: rendered }), attempts: 0, dueAt: Date.now() };
@@ -127,7 +150,7 @@ const WebhooksService: EveServiceSchema = {
 		 * Starts every due delivery there is room for: no other delivery to the same webhook in flight, and a
 		 * free shared slot unless the webhook is in the slow lane (its last attempt failed).
 		 */
-		pump(this: EveThis) {
+		pump(this: WebhooksThis) {
 			if (this.stopping) return;
 			const now = Date.now();
 			let nextDue = Infinity;
@@ -153,7 +176,7 @@ const WebhooksService: EveServiceSchema = {
 		},
 
 		/** Runs one attempt, holding a shared slot (if `shared`) until it ends or SLOW_AFTER_MS has passed. */
-		start(this: EveThis, d: Delivery, shared: boolean) {
+		start(this: WebhooksThis, d: Delivery, shared: boolean) {
 			this.busy.add(d.hook);
 			let holding = shared;
 			if (holding) this.inflight++;
@@ -176,12 +199,12 @@ const WebhooksService: EveServiceSchema = {
 		},
 
 		/** An attempt that failed on our side (storage, a secret that no longer decrypts): logged, never thrown into the void. */
-		async attemptBroke(this: EveThis, d: Delivery, err: Error) {
+		async attemptBroke(this: WebhooksThis, d: Delivery, err: Error) {
 			this.logger.error(`Webhook delivery ${d.id} could not be attempted:`, err.message);
 			await this.log(d, { status: "failed", next_attempt: null, last_error: `fleet-ctl could not attempt the delivery: ${err.message}`.slice(0, 500) });
 		},
 
-		async attempt(this: EveThis, d: Delivery) {
+		async attempt(this: WebhooksThis, d: Delivery) {
 			const hook = await this.store.findOne({ _id: d.hook });
 			if (!hook || hook.active === false) {
 				this.failing.delete(d.hook);
@@ -211,7 +234,7 @@ const WebhooksService: EveServiceSchema = {
 		},
 	},
 
-	created(this: EveThis) {
+	created(this: WebhooksThis) {
 		this.config = loadConfig();
 		this.queue = [] as Delivery[];
 		this.inflight = 0;
@@ -222,7 +245,7 @@ const WebhooksService: EveServiceSchema = {
 		this.stopping = false;
 	},
 
-	stopped(this: EveThis) {
+	stopped(this: WebhooksThis) {
 		this.stopping = true;
 		if (this.timer) clearTimeout(this.timer);
 	},
