@@ -4,6 +4,8 @@
  */
 import { api, download, q, token, followAlerts, ApiError, type Me } from "./client.js";
 import { h, clear, pill, show, kv, table, toast } from "./dom.js";
+// The REPL's own words (lib/repl/words.ts, compiled into dist/ui/words.js by scripts/build-ui.js).
+import { parseRunArgs, splitWords } from "./words.js";
 
 declare const echarts: any;
 
@@ -297,47 +299,6 @@ function vpnCard(host: any): HTMLElement {
 
 // ------------------------------------------------------------------ running functions
 
-/** Words as a shell splits them: '…' and "…" keep spaces (the REPL splits the same way, lib/repl/commands.ts). */
-function shellWords(text: string): string[] {
-	const words: string[] = [];
-	let word: string | null = null;
-	let quote: string | null = null;
-	for (const ch of text) {
-		if (quote) {
-			if (ch === quote) quote = null;
-			else word += ch;
-		} else if (ch === "'" || ch === '"') {
-			quote = ch;
-			word ??= "";
-		} else if (/\s/.test(ch)) {
-			if (word !== null) words.push(word);
-			word = null;
-		} else word = (word ?? "") + ch;
-	}
-	if (quote) throw new Error(`unterminated ${quote} quote in the arguments`);
-	if (word !== null) words.push(word);
-	return words;
-}
-
-/** `k=v` words into Salt's arg (plain words) and kwarg (k=v), values parsed as JSON when they are. */
-function parseArgs(text: string): { arg: unknown[]; kwarg: Record<string, unknown> } {
-	const arg: unknown[] = [];
-	const kwarg: Record<string, unknown> = {};
-	const value = (v: string) => {
-		try {
-			return JSON.parse(v);
-		} catch {
-			return v;
-		}
-	};
-	for (const word of shellWords(text)) {
-		const eq = word.indexOf("=");
-		if (eq > 0) kwarg[word.slice(0, eq)] = value(word.slice(eq + 1));
-		else arg.push(value(word));
-	}
-	return { arg, kwarg };
-}
-
 function runPanel(kind: "hosts" | "groups", id: string): HTMLElement {
 	const fun = h("input", { id: "run-fun", value: "test.ping", "aria-label": "Salt function", size: 18 });
 	const args = h("input", { id: "run-args", placeholder: "args and k=v …", "aria-label": "Arguments", size: 30 });
@@ -350,7 +311,7 @@ function runPanel(kind: "hosts" | "groups", id: string): HTMLElement {
 				ev.preventDefault();
 				clear(out, h("p", { class: "muted" }, "Starting…"));
 				try {
-					const { arg, kwarg } = parseArgs(args.value);
+					const { arg, kwarg } = parseRunArgs(splitWords(args.value));
 					const res = await api("POST", `${kind}/${encodeURIComponent(id)}`, { cm_client: "local_async", fun: fun.value.trim(), arg, kwarg });
 					if (!res.task_id) clear(out, h("p", { id: "run-summary" }, "No minion matched: nothing ran."));
 					else await watchJob(res.task_id, out);

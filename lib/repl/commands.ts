@@ -16,6 +16,9 @@ import type { ServiceBroker } from "moleculer";
 import type { REPLServer } from "node:repl";
 import { loadConfig } from "../config";
 import { ApiClient, ApiError, type Query } from "./api-client";
+import { parseRunArgs, splitWords } from "./words";
+
+export { parseRunArgs, splitWords } from "./words";
 
 type Row = Record<string, unknown>;
 interface List<T = Row> {
@@ -54,50 +57,6 @@ export function parseFilterWords(words: string[]): Record<string, unknown> | und
 		where[w.slice(0, eq)] = /^(true|false|null|-?\d+(\.\d+)?)$/.test(raw) ? JSON.parse(raw) : raw;
 	}
 	return where;
-}
-
-/**
- * A command line into words as a shell splits it: whitespace separates, '…' and "…" quote (the quotes go),
- * so `exec web cmd.run 'uptime -p'` passes one argument and `hosts '{"status": "up"}'` one filter.
- */
-export function splitWords(line: string): string[] {
-	const words: string[] = [];
-	let word: string | null = null;
-	let quote: string | null = null;
-	for (const ch of line) {
-		if (quote) {
-			if (ch === quote) quote = null;
-			else word += ch;
-		} else if (ch === "'" || ch === '"') {
-			quote = ch;
-			word ??= "";
-		} else if (/\s/.test(ch)) {
-			if (word !== null) words.push(word);
-			word = null;
-		} else word = (word ?? "") + ch;
-	}
-	if (quote) throw new Error(`unterminated ${quote} quote`);
-	if (word !== null) words.push(word);
-	return words;
-}
-
-/** Salt arguments: plain words are `arg`, `k=v` are `kwarg`; values parse as JSON when they do. */
-export function parseRunArgs(words: string[]): { arg: unknown[]; kwarg: Record<string, unknown> } {
-	const value = (v: string) => {
-		try {
-			return JSON.parse(v);
-		} catch {
-			return v;
-		}
-	};
-	const arg: unknown[] = [];
-	const kwarg: Record<string, unknown> = {};
-	for (const w of words) {
-		const eq = w.indexOf("=");
-		if (eq > 0) kwarg[w.slice(0, eq)] = value(w.slice(eq + 1));
-		else arg.push(value(w));
-	}
-	return { arg, kwarg };
 }
 
 const RANGE = /^(\d+)([mhd])$/;
