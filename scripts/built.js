@@ -7,6 +7,10 @@
  *   node scripts/built.js            build (npm run build) if dist/ is missing or older than a source; else nothing
  *   node scripts/built.js --stamp    record that a build just finished (the end of `npm run build`)
  *   node scripts/built.js --check    say whether a build is needed and why; exit 0 either way, build nothing
+ *   node scripts/built.js --clean    remove dist/ (the start of `npm run build`): tsc never deletes the output of a
+ *                                    source that moved or went, and moleculer-runner would load a stale
+ *                                    dist/services/x.service.js next to its new dist/services/x/x.service.js
+ *                                    (two services of one name on the same NeDB file); `--clean <dir>` another
  *
  * "Older" compares modification times with dist/.build-stamp, written at the end of every successful build:
  * any file under the compiled trees, the UI, the tsconfigs, the build script or package-lock.json that is
@@ -56,6 +60,10 @@ function staleness() {
 
 function main() {
 	const arg = process.argv[2];
+	if (arg === "--clean") {
+		fs.rmSync(path.resolve(ROOT, process.argv[3] ?? "dist"), { recursive: true, force: true });
+		return 0;
+	}
 	if (arg === "--stamp") {
 		fs.mkdirSync(path.dirname(STAMP), { recursive: true });
 		fs.writeFileSync(STAMP, `${new Date().toISOString()}\n`);

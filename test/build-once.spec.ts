@@ -4,6 +4,7 @@
  * moved forward and put back.
  */
 import fs from "node:fs";
+import os from "node:os";
 import path from "node:path";
 import { spawnSync } from "node:child_process";
 
@@ -34,6 +35,17 @@ describe("build once, run many", () => {
 			expect({ name, script: scripts[name] }).toEqual({ name, script: expect.stringMatching(/^node scripts\/built\.js($| && )/) });
 		}
 		expect(scripts.build).toMatch(/ && node scripts\/built\.js --stamp$/);
+		// Outputs of moved or removed sources go: the build starts from an empty dist/.
+		expect(scripts.build).toMatch(/^node scripts\/built\.js --clean && /);
 		expect(Object.values(scripts).filter(s => /npm run build &&/.test(s))).toEqual([]);
+	});
+
+	it("--clean removes the compiled tree, stale service files included (a moved service is not loaded twice)", () => {
+		const dir = fs.mkdtempSync(path.join(os.tmpdir(), "fleet-ctl-clean-"));
+		const stale = path.join(dir, "services", "hosts.service.js");
+		fs.mkdirSync(path.dirname(stale), { recursive: true });
+		fs.writeFileSync(stale, "// the output of a source that moved to services/hosts/\n");
+		const res = spawnSync(process.execPath, [path.join(ROOT, "scripts/built.js"), "--clean", dir], { cwd: ROOT, encoding: "utf8" });
+		expect({ status: res.status, left: fs.existsSync(dir) }).toEqual({ status: 0, left: false });
 	});
 });
