@@ -19,7 +19,8 @@
 import fs from "node:fs";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { SaltApiSimulator } from "../test/simulators/salt-api";
-import { SaltClient, type SaltEvent } from "../services/cm-gateway/salt-client";
+import { SaltClient } from "../services/cm-gateway/salt-client";
+import type { SaltEvent } from "../services/cm-gateway/salt-events";
 import { apiJson, benchCluster, envInt, fmt, quantile, rawGet, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200 } from "./support";
 
 

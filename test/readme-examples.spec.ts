@@ -25,7 +25,7 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { DIST, ROOT, tempDir } from "./support/harness";
+import { DIST, ROOT, hasExited, tempDir } from "./support/harness";
 import { request, withQuery } from "./support/http";
 import { canConnect } from "./support/net";
 
@@ -137,7 +137,7 @@ async function startDemo(temps: string[]): Promise<Demo> {
 		const text = out.join("");
 		const m = READY.exec(text);
 		if (m) return { child, out, api: `${m[1]}/api`, token: m[3], ports: { api: Number(m[2]), salt: Number(m[4]), pritunl: Number(m[5]), health: Number(m[6]) } };
-		if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the demo exited (${child.exitCode ?? child.signalCode}) before it was ready:\n${text}`);
+		if (hasExited(child)) throw new Error(`the demo exited (${child.exitCode ?? child.signalCode}) before it was ready:\n${text}`);
 		if (!text && Date.now() - began > 60_000) throw new Error("the demo printed nothing within 60 s");
 		if (Date.now() - began > 180_000) throw new Error(`no ready block from the demo within 180 s:\n${text}`);
 		await new Promise(r => setTimeout(r, 100));
@@ -146,7 +146,7 @@ async function startDemo(temps: string[]): Promise<Demo> {
 
 function exited(child: ChildProcess, timeoutMs: number): Promise<number | string | null> {
 	return new Promise(resolve => {
-		if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode ?? child.signalCode);
+		if (hasExited(child)) return resolve(child.exitCode ?? child.signalCode);
 		const timer = setTimeout(() => resolve(null), timeoutMs);
 		child.once("exit", (code, signal) => (clearTimeout(timer), resolve(code ?? signal)));
 	});

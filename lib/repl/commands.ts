@@ -18,8 +18,6 @@ import { loadConfig } from "../config";
 import { ApiClient, ApiError, type Query } from "./api-client";
 import { parseRunArgs, splitWords } from "./words";
 
-export { parseRunArgs, splitWords } from "./words";
-
 type Row = Record<string, unknown>;
 interface List<T = Row> {
 	_items: T[];
@@ -265,6 +263,20 @@ export class FleetRepl {
 		}
 	}
 
+	/**
+	 * The job's answered records not printed yet: those written in or after the second of the newest one printed
+	 * (`since`, an HTTP-date; a record does not change once answered), so a poll reads what is new, not the job.
+	 */
+	private async newReturns(jid: string, since: string | undefined, shown: Set<string>): Promise<Row[]> {
+		const where = { jid, state: { $ne: "running" }, ...(since ? { _updated: { $gte: since } } : {}) };
+		const out: Row[] = [];
+		for (let page = 1; ; page++) {
+			const res = await this.list("actions", { where, sort: "_updated", max_results: PAGE, page });
+			out.push(...res._items.filter(a => !shown.has(String(a.host))));
+			if (res._items.length < PAGE) return out;
+		}
+	}
+
 	/** Prints each host's return as it comes, until every host answered, the wait ends, or Ctrl-C. */
 	private async watch(jid: string): Promise<string> {
 		const print = this.opts.print ?? (() => undefined);
@@ -277,25 +289,29 @@ export class FleetRepl {
 			wake();
 		});
 		const shown = new Set<string>();
+		let since: string | undefined;
 		let told = false;
-		let records: Row[] = [];
 		try {
 			print(`job ${jid} started; returns as they come${this.opts.onWait ? " (Ctrl-C stops waiting, the job goes on)" : ""}:`);
 			for (;;) {
-				records = await this.jobRecords(jid);
-				for (const a of records) {
-					if (a.state === "running" || shown.has(String(a.host))) continue;
+				// The hosts still awaited (a page of them), and how many records the job has (none yet: not written);
+				// read before the returns, so that every return of a job found done has been printed.
+				const [waiting, all] = await Promise.all([
+					this.list("actions", { where: { jid, state: "running" }, sort: "host", max_results: PAGE, projection: { host: 1 } }),
+					this.list("actions", { where: { jid }, max_results: 1, projection: { host: 1 } }),
+				]);
+				for (const a of await this.newReturns(jid, since, shown)) {
 					shown.add(String(a.host));
+					since = String(a._updated);
 					print(`  ${cell(a.host)}  ${cell(a.state)}  ${cell(a.return).slice(0, 200)}`);
 				}
-				const waiting = records.filter(a => a.state === "running").map(a => String(a.host));
-				if ((records.length && !waiting.length) || stopped || Date.now() >= deadline) break;
+				if ((all._meta.total && !waiting._meta.total) || stopped || Date.now() >= deadline) break;
 				// Once, after the quick ones: which hosts are still awaited, and which of them are down.
-				if (!told && waiting.length && Date.now() > deadline - waitMs + 2000) {
+				if (!told && waiting._meta.total && Date.now() > deadline - waitMs + 2000) {
 					told = true;
-					const down = await this.list("hosts", { where: { _id: { $in: waiting.slice(0, PAGE) }, status: { $ne: "up" } }, max_results: PAGE, projection: { status: 1 } });
+					const down = await this.list("hosts", { where: { _id: { $in: waiting._items.map(a => String(a.host)) }, status: { $ne: "up" } }, max_results: PAGE, projection: { status: 1 } });
 					const note = down._items.length ? `; not up: ${down._items.map(h => `${h._id} (${h.status})`).join(", ")}` : "";
-					print(`  … waiting for ${waiting.length} host(s)${note}`);
+					print(`  … waiting for ${waiting._meta.total} host(s)${note}`);
 				}
 				await new Promise<void>(resolve => {
 					const timer = setTimeout(resolve, this.opts.pollMs ?? 500);
@@ -305,6 +321,8 @@ export class FleetRepl {
 		} finally {
 			release?.();
 		}
+		// The whole job once, for its table.
+		const records = await this.jobRecords(jid);
 		const running = records.filter(a => a.state === "running").length;
 		const why = stopped ? "stopped waiting" : running ? "waited " + Math.round(waitMs / 1000) + " s" : "";
 		const rest = running ? ` (${why}; the job goes on: \`actions\` with jid ${jid}, or \`host <id>\`)` : "";

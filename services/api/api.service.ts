@@ -22,10 +22,6 @@ import { notModified, type CachedResponse } from "./conditional";
 import { toEveError } from "./errors";
 import { MUTATING, hasBody, isJson, parseJson, queryPairs, truncateForAudit, userAgent, type Req } from "./requests";
 
-export { toEveError } from "./errors";
-export { notModified } from "./conditional";
-export { truncateForAudit } from "./requests";
-
 type Meta = Record<string, any>;
 
 /** What the service keeps (created). */

@@ -30,12 +30,6 @@ import { Reconciliation, type SyncResult } from "./reconcile";
 import { Returns } from "./returns";
 import { Runs, type RunMeta, type TaskRun } from "./runs";
 
-export type { SyncResult } from "./reconcile";
-export type { Requester } from "./run-door";
-export { VNC_EVENT_TAG } from "./events";
-export { patchPaths } from "./patches";
-export { grainDate, grainIp, sanitizeGrains } from "./salt-inventory";
-
 /** The parts, made when the service is created with a master to talk to. */
 interface Parts {
 	salt: SaltClient;

@@ -7,7 +7,7 @@
  */
 import { HOSTNAME } from "../../lib/eve/ids";
 import { countMetric, setMetric } from "../../lib/runtime/metrics";
-import type { EventStream, SaltEvent } from "./salt-client";
+import type { EventStream, SaltEvent } from "./salt-events";
 import type { GatewayAlerts } from "./alerts";
 import { isObject, strings, type Alert, type GatewayContext } from "./context";
 import type { Inventory } from "./inventory";

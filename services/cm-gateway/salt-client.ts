@@ -33,8 +33,6 @@ import { Errors } from "moleculer";
 import { ExchangeError, exchange } from "../../lib/net/http-exchange";
 import { followEvents, type EventStream, type EventStreamHandlers } from "./salt-events";
 
-export { SseParser, type EventStream, type EventStreamHandlers, type SaltEvent } from "./salt-events";
-
 export type SaltErrorKind = "unreachable" | "timeout" | "auth" | "master" | "upstream" | "malformed" | "refused";
 
 /**

@@ -26,8 +26,6 @@ import { ManagerClients, NoManager, deleteInPritunl, isOrg, malformed, orgList, 
 import { Orphans, UNFINISHED_AFTER_TIMEOUTS } from "./orphans";
 import { VpnSync, type SyncResult } from "./sync";
 
-export { userRepresentation, type SyncResult } from "./sync";
-
 interface Parts {
 	clients: ManagerClients;
 	orphans: Orphans;
@@ -45,7 +43,13 @@ interface Vars {
 type VpnThis = Service & Vars;
 type Ctx<P = Record<string, unknown>> = Context<P, HttpMeta & { user?: { role?: string } }>;
 
-const parts = (svc: VpnThis): Parts => svc.parts;
+/** The organization record an URL names; like GET, a malformed or unknown id is 404 (docs/api.md). */
+async function organizationRecord(ctx: Context, id: string): Promise<Doc> {
+	if (!OBJECT_ID.test(id)) throw notFound();
+	const [record] = await ctx.call<Doc[], { ids: string[] }>("vpn-organizations.records", { ids: [id] });
+	if (!record) throw notFound();
+	return record;
+}
 
 const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Vars, VpnThis> = {
 	name: "vpn",
@@ -62,7 +66,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 				} catch {
 					return { server_address: "must be host[:port] or an http(s) URL of the Pritunl server" };
 				}
-				const client = parts(this).clients.newClient(m);
+				const client = this.parts.clients.newClient(m);
 				try {
 					await client.check();
 					return null;
@@ -88,7 +92,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 				const record = body as Doc;
 				const wanted = (record.vpn_representation ?? {}) as Doc;
 				const name = typeof wanted.name === "string" && wanted.name ? wanted.name : String(record.name);
-				const { clients, orphans } = parts(this);
+				const { clients, orphans } = this.parts;
 				const { client } = await clients.of(ctx, record.vpn_manager);
 
 				// What exists before, to find what an unanswered create made.
@@ -127,15 +131,12 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 		deleteOrganization: {
 			params: { id: "string", query: { type: "any", optional: true } },
 			async handler(this: VpnThis, ctx: Ctx<{ id: string }>) {
-				// Like GET: a malformed or unknown id is 404 (docs/api.md).
-				if (!OBJECT_ID.test(ctx.params.id)) throw notFound();
-				const [record] = await ctx.call<Doc[], { ids: string[] }>("vpn-organizations.records", { ids: [ctx.params.id] });
-				if (!record) throw notFound();
+				const record = await organizationRecord(ctx, ctx.params.id);
 				// An If-Match naming another version is 412 before anything is removed in Pritunl.
 				await ctx.call("vpn-organizations.claimForRemoval", { id: record._id });
 				ctx.meta.$statusCode = 204;
 				const pid = record.vpn_representation?.id;
-				const mc: ManagerClient | null = await parts(this).clients.of(ctx, record.vpn_manager).catch((err: unknown) => {
+				const mc: ManagerClient | null = await this.parts.clients.of(ctx, record.vpn_manager).catch((err: unknown) => {
 					if (err instanceof NoManager) return null;
 					throw err;
 				});
@@ -151,10 +152,8 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 		syncOrganization: {
 			params: { id: "string", query: { type: "any", optional: true } },
 			async handler(this: VpnThis, ctx: Ctx<{ id: string }>) {
-				if (!OBJECT_ID.test(ctx.params.id)) throw notFound();
-				const [record] = await ctx.call<Doc[], { ids: string[] }>("vpn-organizations.records", { ids: [ctx.params.id] });
-				if (!record) throw notFound();
-				const result = await parts(this).sync.run(ctx, [record._id]);
+				const record = await organizationRecord(ctx, ctx.params.id);
+				const result = await this.parts.sync.run(ctx, [record._id]);
 				if (result.failed.length) throw new EveError(result.failed[0].code, result.failed[0].error);
 				return { _status: "OK", organization: record._id, users: result.users, hosts_changed: result.hosts.length };
 			},
@@ -165,7 +164,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 			visibility: "public",
 			params: { orgs: { type: "array", items: "string", optional: true } },
 			handler(this: VpnThis, ctx: Ctx<{ orgs?: string[] }>): Promise<SyncResult> {
-				return parts(this).sync.run(ctx, ctx.params.orgs);
+				return this.parts.sync.run(ctx, ctx.params.orgs);
 			},
 		},
 
@@ -179,7 +178,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 				const [record] = await ctx.call<Doc[], { ids: string[] }>("vpn-organizations.records", { ids: [host.vpn_organization] });
 				const orgId = record?.vpn_representation?.id;
 				if (!record || typeof orgId !== "string" || !OBJECT_ID.test(orgId) || !OBJECT_ID.test(rep.id)) throw notFound(`host '${host._id}' has no VPN identity`);
-				const { client } = await parts(this).clients.of(ctx, record.vpn_manager).catch((err: unknown) => {
+				const { client } = await this.parts.clients.of(ctx, record.vpn_manager).catch((err: unknown) => {
 					if (err instanceof NoManager) throw notFound(`the VPN organization '${record.name}' of host '${host._id}' has no VPN manager any more`);
 					throw err;
 				});

@@ -3,7 +3,7 @@
  * reveals nothing of what happened.
  */
 import { Errors } from "moleculer";
-import { toEveError } from "../../services/api/api.service";
+import { toEveError } from "../../services/api/errors";
 import { EveError } from "../../lib/eve/errors";
 import { SaltApiError } from "../../services/cm-gateway/salt-client";
 import { PritunlError } from "../../services/vpn/pritunl-client";

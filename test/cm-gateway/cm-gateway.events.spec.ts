@@ -8,7 +8,7 @@
 import { SaltApiSimulator } from "../simulators/salt-api";
 import { startEmbedded, startSplit, uniqueMongoUri, type Harness } from "../support/harness";
 import { request, expectEveError, eventually, withQuery } from "../support/http";
-import type { SyncResult } from "../../services/cm-gateway/cm-gateway.service";
+import type { SyncResult } from "../../services/cm-gateway/reconcile";
 
 /**
  * Event-driven changes must show within this. Generous: other suites load the machine meanwhile (the

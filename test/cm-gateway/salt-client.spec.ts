@@ -6,7 +6,8 @@ import http from "node:http";
 import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { SaltApiSimulator } from "../simulators/salt-api";
-import { SaltClient, SaltApiError, SseParser, type SaltEvent } from "../../services/cm-gateway/salt-client";
+import { SaltClient, SaltApiError } from "../../services/cm-gateway/salt-client";
+import { SseParser, type SaltEvent } from "../../services/cm-gateway/salt-events";
 import { opensslAvailable, selfSignedCert } from "../support/tls";
 
 describe("salt-api client", () => {

@@ -9,7 +9,7 @@ import { mergeNested, resolveDottedKeys } from "../../lib/eve/patch";
 import { compileSchema } from "../../lib/eve/validation";
 import { QueryArgs, linkQuery } from "../../lib/eve/query";
 import { OBJECT_ID } from "../../lib/eve/ids";
-import { notModified } from "../../services/api/api.service";
+import { notModified } from "../../services/api/conditional";
 
 describe("record ETags", () => {
 	const doc = { name: "web", info: { regex: "^w", grain: { os: "ALT" } }, _updated: new Date("2026-01-02T03:04:05Z"), _id: "0123456789abcdef01234567" };

@@ -17,7 +17,7 @@ import { spawn, type ChildProcess } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
-import { listeningPorts } from "../support/net";
+import { isHealthListener, listeningPorts } from "../support/net";
 import { PritunlSimulator } from "./pritunl";
 import { SaltApiSimulator } from "./salt-api";
 
@@ -140,7 +140,9 @@ async function main(): Promise<void> {
 		await api("POST", `vpn_organizations/${org._id}/sync`);
 	}
 
-	const health = env.HEALTH_PORT && env.HEALTH_PORT !== "0" ? Number(env.HEALTH_PORT) : listeningPorts(proc.pid!).find(p => p !== Number(new URL(url).port));
+	// HEALTH_PORT=0 (or 3001 taken): the port fleet-ctl bound that answers /live as a health listener does.
+	let health: number | undefined = env.HEALTH_PORT && env.HEALTH_PORT !== "0" ? Number(env.HEALTH_PORT) : undefined;
+	for (const port of health ? [] : listeningPorts(proc.pid!)) if (!health && (await isHealthListener(port))) health = port;
 	const local = url.replace("http://", "");
 	console.log(
 		[

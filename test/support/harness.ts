@@ -10,7 +10,7 @@ import os from "node:os";
 import path from "node:path";
 import util from "node:util";
 import type { AddressInfo } from "node:net";
-import { ensureNats, waitListening } from "./net";
+import { ensureNats, isHealthListener, waitListening } from "./net";
 
 export { ensureNats, freePort, listeningPorts, startOwnNats, waitListening, type Nats } from "./net";
 import { Loggers, ServiceBroker, type BrokerOptions } from "moleculer";
@@ -174,17 +174,6 @@ export function runServices(services: string[], env: Record<string, string>): Pr
 	child.stdout?.on("data", d => log.push(String(d)));
 	child.stderr?.on("data", d => log.push(String(d)));
 	return { child, log, services };
-}
-
-/** Whether `port` is a health listener (lib/runtime/health.ts): its /live answers {live, nodeID}. */
-async function isHealthListener(port: number): Promise<boolean> {
-	try {
-		const res = await fetch(`http://127.0.0.1:${port}/live`, { signal: AbortSignal.timeout(5000) });
-		const body = (await res.json()) as { live?: unknown; nodeID?: unknown };
-		return typeof body.live === "boolean" && typeof body.nodeID === "string";
-	} catch {
-		return false;
-	}
 }
 
 /**

@@ -203,3 +203,14 @@ export async function ensureNats(): Promise<Nats> {
 		},
 	};
 }
+
+/** Whether `port` is a health listener (lib/runtime/health.ts): its /live answers {live, nodeID}. */
+export async function isHealthListener(port: number): Promise<boolean> {
+	try {
+		const res = await fetch(`http://127.0.0.1:${port}/live`, { signal: AbortSignal.timeout(5000) });
+		const body = (await res.json()) as { live?: unknown; nodeID?: unknown };
+		return typeof body.live === "boolean" && typeof body.nodeID === "string";
+	} catch {
+		return false;
+	}
+}
