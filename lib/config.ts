@@ -154,6 +154,17 @@ export interface Config {
 	 * manager's Pritunl), in ms (default 60000); 0 turns the periodic run off (`vpn.sync` still works).
 	 */
 	vpnSyncIntervalMs: number;
+	/**
+	 * How long a read's serialized answer may be served again (the collections' and the gateway's read
+	 * caches) before a change clears it, in ms (default 5000); 0 turns both caches off, so every read
+	 * reaches the storage (the benchmark's cache-off scenarios).
+	 */
+	readCacheMs: number;
+	/**
+	 * A host's `heartbeat` moves only when it would move by at least this much, in ms (default 300000): presence
+	 * readings and reconciliations of a fleet that did not change then write nothing (docs/storage.md).
+	 */
+	heartbeatResolutionMs: number;
 	/** Timeout of one call to a Pritunl server, in ms. */
 	pritunlTimeoutMs: number;
 	/** Seconds between two host snapshots (`hosts_statistic`), taken once per interval across stats replicas. */
@@ -284,6 +295,8 @@ export function loadConfig(): Config {
 		replApiUrl: str("CTL_API_URL", `http://127.0.0.1:${envInt("PORT", 3000)}/api`).replace(/\/+$/, ""),
 		vpnSyncIntervalMs: envInt("VPN_SYNC_INTERVAL_MS", 60_000),
 		pritunlTimeoutMs: envInt("PRITUNL_TIMEOUT_MS", 15_000, 1),
+		readCacheMs: envInt("READ_CACHE_MS", 5000, 0),
+		heartbeatResolutionMs: envInt("HEARTBEAT_RESOLUTION_MS", 300_000, 0),
 		statsSnapshotIntervalS: envInt("STATS_SNAPSHOT_INTERVAL", 60, 1),
 		statsRetentionDays: envInt("STATS_RETENTION_DAYS", 90, 1),
 		statsKeyframeEvery: envInt("STATS_KEYFRAME_EVERY", 1440, 1),

@@ -15,7 +15,7 @@ import { loadConfig } from "../lib/config";
 import { QueryArgs } from "../lib/eve/query";
 import { compileSchema, partialSchema } from "../lib/eve/validation";
 import { itemTitle } from "../lib/eve/render";
-import { ReadCache, READ_CACHE_MS } from "../lib/http/read-cache";
+import { ReadCache } from "../lib/http/read-cache";
 import { describeCollection, type CollectionDescription } from "../lib/http/openapi";
 import type { EveCollectionOptions, EveServiceSchema, EveThis, RestContext } from "./eve-collection/types";
 import { READ_CACHE_ENTRIES } from "./eve-collection/types";
@@ -122,19 +122,23 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				patchCheck: compileSchema({ ...partialSchema(opts.patchSchema ?? opts.schema), ...readOnly }, { wellFormed: true }),
 				pageSizeDefault: config.pageSizeDefault,
 				pageSizeLimit: config.pageSizeLimit,
-				counts: new ReadCache(READ_CACHE_MS, 1000),
-				reads: new ReadCache(READ_CACHE_MS, READ_CACHE_ENTRIES),
+				reads: new ReadCache(config.readCacheMs, READ_CACHE_ENTRIES),
 			};
 		},
 
 		events: {
-			// Any replica that writes tells the others, so their cached counts go.
+			// Any replica that writes tells the others, so their cached reads go.
 			"eve.collectionChanged": {
 				context: true,
 				handler(this: EveThis, ctx: Context<{ service: string }>) {
 					if (ctx.params.service === this.name) this.forgetCachedReads();
 				},
 			},
+		},
+		async started(this: EveThis) {
+			await this.store.ensureIndex("_updated", { ordered: true });
+			if (softFlag) await this.store.ensureIndex(softFlag);
+			for (const [field, options] of Object.entries(opts.indexes ?? {})) await this.store.ensureIndex(field, options);
 		},
 		methods: {
 			...readMethods,

@@ -12,7 +12,9 @@ import DbService from "moleculer-db";
 import MongoDbAdapter from "moleculer-db-adapter-mongo";
 import type { ServiceSchema } from "moleculer";
 import { loadConfig } from "../lib/config";
-import { MongoStore, NedbStore, countingStore, type Store, type StoreOps, type MongoCollection, type NedbDatastore } from "../lib/storage/store";
+import { countingStore, type Store, type StoreOps } from "../lib/storage/store";
+import { NedbStore, type NedbDatastore } from "../lib/storage/nedb-store";
+import { MongoStore, type MongoCollection } from "../lib/storage/mongo-store";
 
 export interface StorageThis {
 	store: Store;

@@ -39,7 +39,7 @@ const ActionsService: EveServiceSchema = {
 	},
 	async started(this: EveThis) {
 		// Only task runs carry `run`: the others stay out of the index.
-		await this.store.ensureIndex("run", false, true);
+		await this.store.ensureIndex("run", { sparse: true });
 	},
 };
 

@@ -93,7 +93,7 @@ const NodegroupsService: EveServiceSchema<NodegroupsThis> = {
 				}
 			}
 			await this.store.removeMany({ name: { $nin: defs.map(d => d.name) } });
-			this.eve.counts.clear();
+			this.forgetCachedReads();
 		},
 	},
 

@@ -192,7 +192,7 @@ const TokensService: EveServiceSchema<TokensThis> = {
 	},
 
 	async started(this: TokensThis) {
-		await this.store.ensureIndex("hash", true);
+		await this.store.ensureIndex("hash", { unique: true });
 		await this.bootstrap();
 	},
 };

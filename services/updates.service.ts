@@ -44,7 +44,7 @@ const UpdatesService: EveServiceSchema = {
 		},
 	},
 	async started(this: EveThis) {
-		await this.store.ensureIndex("name", true);
+		await this.store.ensureIndex("name", { unique: true });
 	},
 };
 

@@ -3,8 +3,17 @@
 const MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 const HTTP_DATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), (\d{2}) (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (\d{4}) (\d{2}):(\d{2}):(\d{2}) GMT$/;
 
+/** Recently formatted dates by their time: a list shows the same few seconds again and again. */
+const formatted = new Map<number, string>();
+
 export function formatHttpDate(date: Date): string {
-	return date.toUTCString();
+	const time = date.getTime();
+	let text = formatted.get(time);
+	if (text === undefined) {
+		if (formatted.size >= 4096) formatted.clear();
+		formatted.set(time, (text = date.toUTCString()));
+	}
+	return text;
 }
 
 /** Parses an HTTP-date; null when the string is not one (or names an impossible date). */
@@ -25,13 +34,30 @@ export function nowSeconds(): Date {
 	return new Date(Math.floor(Date.now() / 1000) * 1000);
 }
 
-/** Replaces every Date at any depth with its HTTP-date form, as Eve's JSON encoder does. */
+/**
+ * Replaces every Date at any depth with its HTTP-date form, as Eve's JSON encoder does. The value is not
+ * changed: what holds a Date is copied, what holds none is shared with the value given.
+ */
 export function renderDates<T>(value: T): T {
 	if (value instanceof Date) return formatHttpDate(value) as unknown as T;
-	if (Array.isArray(value)) return value.map(renderDates) as unknown as T;
+	if (Array.isArray(value)) {
+		let out: unknown[] | null = null;
+		for (let i = 0; i < value.length; i++) {
+			const shown = renderDates(value[i]);
+			if (shown !== value[i]) (out ??= [...value])[i] = shown;
+		}
+		return (out ?? value) as T;
+	}
 	if (value !== null && typeof value === "object") {
-		// Own properties whatever the key: a client's `__proto__` key is data, shown back as sent.
-		return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, renderDates(v)])) as T;
+		let out: Record<string, unknown> | null = null;
+		for (const key of Object.keys(value)) {
+			const v = (value as Record<string, unknown>)[key];
+			const shown = renderDates(v);
+			// Own properties whatever the key: a client's `__proto__` key is data, shown back as sent (the copy
+			// holds it as an own property, so assigning it sets that property).
+			if (shown !== v) (out ??= Object.fromEntries(Object.entries(value)))[key] = shown;
+		}
+		return (out ?? value) as T;
 	}
 	return value;
 }

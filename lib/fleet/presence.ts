@@ -12,3 +12,13 @@ export function presenceTransition(before: { status?: unknown; _soft_deleted?: u
 	if (before.status === "down" && after === "up") return "host.up";
 	return null;
 }
+
+/**
+ * Whether a host seen alive at `now` needs its stored `heartbeat` moved: only when it is older than the
+ * resolution (HEARTBEAT_RESOLUTION_MS). A fleet's presence arrives every few seconds and its inventory
+ * every few minutes; moving every up host's heartbeat each time rewrote the whole fleet for a date
+ * nobody reads to the second (docs/storage.md, "What a write costs").
+ */
+export function heartbeatDue(stored: unknown, now: Date, resolutionMs: number): boolean {
+	return !(stored instanceof Date) || now.getTime() - stored.getTime() >= resolutionMs || stored.getTime() > now.getTime();
+}

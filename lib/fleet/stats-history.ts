@@ -10,7 +10,7 @@
  */
 import type { Doc } from "../storage/store";
 import type { Filter } from "../eve/query";
-import { toNedbFilter } from "../storage/store";
+import { toNedbFilter } from "../storage/nedb-filter";
 import { badRequest } from "../eve/errors";
 import { parseHttpDate } from "../eve/dates";
 import { filterMentions } from "../eve/query";

@@ -28,7 +28,7 @@ export class ReadCache<V> {
 	}
 
 	set(key: string, value: V, generation: number): void {
-		if (generation !== this.gen) return;
+		if (generation !== this.gen || this.ttlMs === 0) return;
 		if (this.entries.size >= this.maxEntries) this.entries.delete(this.entries.keys().next().value as string);
 		this.entries.set(key, { at: Date.now(), value });
 	}
@@ -39,5 +39,5 @@ export class ReadCache<V> {
 	}
 }
 
-/** How long a cached read may live without a change notice (the only bound across processes). */
+/** How long a cached caller may live without a change notice (the only bound across processes); reads: READ_CACHE_MS (lib/config.ts). */
 export const READ_CACHE_MS = 5000;

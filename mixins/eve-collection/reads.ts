@@ -49,7 +49,6 @@ export const readMethods = {
 	},
 
 	forgetCachedReads(this: EveThis): void {
-		this.eve.counts.clear();
 		this.eve.reads.clear();
 	},
 
@@ -58,16 +57,6 @@ export const readMethods = {
 		if (!this.eve.softFlag || show || filterMentions(filter, this.eve.softFlag)) return filter;
 		const hide = { [this.eve.softFlag]: false };
 		return Object.keys(filter).length ? { $and: [filter, hide] } : hide;
-	},
-
-	async cachedCount(this: EveThis, filter: Filter): Promise<number> {
-		const key = JSON.stringify(filter);
-		const hit = this.eve.counts.get(key);
-		if (hit !== undefined) return hit;
-		const generation = this.eve.counts.generation;
-		const value = await this.store.count(filter);
-		this.eve.counts.set(key, value, generation);
-		return value;
 	},
 
 	/** Hook: extra conditions a collection adds to every list (none by default). */
@@ -89,10 +78,8 @@ export const readMethods = {
 		const filter = this.listFilter(this.visibleFilter(where, show), args);
 
 		const exclude = [...(this.eve.opts.listHidden ?? []), ...(projection?.mode === "exclude" ? projection.fields.filter(f => !f.includes(".") && !this.eve.autoFields.has(f)) : [])];
-		const [total, docs] = await Promise.all([
-			this.cachedCount(filter),
-			this.store.find(filter, { sort, ...pageWindow(paging), exclude }),
-		]);
+		// The total and the page in one pass (the embedded store), through the indexes.
+		const { total, docs } = await this.store.findPage(filter, { sort, ...pageWindow(paging), exclude });
 		await this.beforeRender(ctx, docs, args);
 		const items = await this.renderMany(ctx, docs, projection, embedded, false);
 

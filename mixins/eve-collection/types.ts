@@ -6,7 +6,7 @@ import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "mole
 import type { ValidationSchema } from "fastest-validator";
 import type { StorageThis } from "../storage.mixin";
 import type { Check } from "../../lib/eve/validation";
-import type { Doc } from "../../lib/storage/store";
+import type { Doc, IndexOptions } from "../../lib/storage/store";
 import type { Filter, Projection, QueryArgs } from "../../lib/eve/query";
 import type { EveError, Issues } from "../../lib/eve/errors";
 import type { Link } from "../../lib/eve/render";
@@ -57,6 +57,11 @@ export interface EveCollectionOptions {
 	clientIds?: boolean;
 	/** Other collections the service keeps besides this one (`this.stores[name]`). */
 	extraCollections?: string[];
+	/**
+	 * Fields operators filter and sort on, indexed on both stores (every collection also indexes `_updated`
+	 * and its soft-delete flag): lists filtered on them read only the matching records (docs/storage.md).
+	 */
+	indexes?: Record<string, IndexOptions>;
 	/** Which Eve writes the collection publishes (default all); read-only collections give []. */
 	writes?: Array<"create" | "patch" | "remove">;
 }
@@ -100,7 +105,6 @@ export interface EveMethods {
 	readCacheable(args: QueryArgs): boolean;
 	forgetCachedReads(): void;
 	visibleFilter(filter: Filter, show: boolean): Filter;
-	cachedCount(filter: Filter): Promise<number>;
 	listFilter(filter: Filter, args: QueryArgs): Filter;
 	eveList(ctx: RestContext, args: QueryArgs): Promise<unknown>;
 	findItem(id: string): Promise<Doc | null>;
@@ -151,7 +155,6 @@ export interface EveState {
 	patchCheck: Check;
 	pageSizeDefault: number;
 	pageSizeLimit: number;
-	counts: ReadCache<number>;
 	reads: ReadCache<CachedRead>;
 }
 

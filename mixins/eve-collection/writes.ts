@@ -37,7 +37,7 @@ export const writeMethods = {
 		await this.notifyChanged(ctx, op, ids);
 	},
 
-	/** Drops cached counts here and on every replica, and emits `<service>.<op>` for other services. */
+	/** Drops cached reads here and on every replica, and emits `<service>.<op>` for other services. */
 	async notifyChanged(this: EveThis, ctx: Context, op: "created" | "updated" | "removed", ids: string[]): Promise<void> {
 		this.forgetCachedReads();
 		ctx.broadcast("eve.collectionChanged", { service: this.name }, { groups: [this.name, "api"] });

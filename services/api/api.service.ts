@@ -339,7 +339,7 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 
 		readCache(this: ApiThis, service: string): ReadCache<CachedResponse> {
 			let cache = this.readCaches.get(service);
-			if (!cache) this.readCaches.set(service, (cache = new ReadCache<CachedResponse>(READ_CACHE_MS, GATEWAY_CACHE_ENTRIES)));
+			if (!cache) this.readCaches.set(service, (cache = new ReadCache<CachedResponse>(loadConfig().readCacheMs, GATEWAY_CACHE_ENTRIES)));
 			return cache;
 		},
 

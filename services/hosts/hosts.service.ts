@@ -19,6 +19,7 @@ import { ENTRY_FIELDS } from "../../lib/fleet/stats-history";
 import { presenceTransition } from "../../lib/fleet/presence";
 import { compileRule, needsGrains, type HostFacts, type Rule } from "../../lib/fleet/group-rules";
 import { presenceActions, presenceMethods } from "./presence";
+import { inventoryUpdate } from "./changes";
 import { membershipActions, membershipMethods } from "./memberships";
 import { vpnActions } from "./vpn-identity";
 import { metricMethods } from "./fleet-metric";
@@ -87,6 +88,7 @@ const HostsService: EveServiceSchema<HostsThis> = {
 			patchSchema: { identification_number: { type: "string", max: 200 } },
 			softDelete: { flag: "_soft_deleted", showParam: "show_soft_deleted" },
 			listHidden: ["grain"],
+			indexes: { status: {}, key: {}, nodegroups: {}, groups: {}, vpn_organization: {}, version: {}, ip: { ordered: true } },
 			secretPaths: ["vpn_representation.otp_secret"],
 			relations: {
 				nodegroups: { resource: "nodegroups", service: "nodegroups", field: "name", many: true, validate: false },
@@ -114,29 +116,30 @@ const HostsService: EveServiceSchema<HostsThis> = {
 					const issues = this.inventoryCheck(rest);
 					if (issues) throw new EveError(422, `host '${_id}' is invalid`, { issues: issues as Record<string, unknown> });
 				}
-				const ids = ctx.params.hosts.map(h => h._id as string);
-				const existing = new Set((await this.store.find({ _id: { $in: ids } }, { exclude: ["grain"] })).map(d => d._id));
+				const incoming = new Map(ctx.params.hosts.map(h => [h._id as string, h]));
 				const now = nowSeconds();
-				const fresh: Doc[] = [];
+				const resolution = loadConfig().heartbeatResolutionMs;
+				// Each stored host compared in place (no copy of its grain): only what differs is written.
+				const existing = new Set<string>();
+				const updates: Array<[string, NonNullable<ReturnType<typeof inventoryUpdate>>]> = [];
+				await this.store.scan({ _id: { $in: [...incoming.keys()] } }, [...HOST_FIELDS], stored => {
+					const { _id, ...fields } = incoming.get(stored._id as string) as Doc;
+					existing.add(_id);
+					const update = inventoryUpdate(stored, fields, now, resolution);
+					if (update) updates.push([_id, update]);
+				});
 				const changed: string[] = [];
-				for (const h of ctx.params.hosts) {
-					if (existing.has(h._id)) {
-						const { _id, ...fields } = h;
-						// A cleared key conflict comes as null: the field goes away.
-						const unset = fields.key_conflict === null;
-						if (unset) delete fields.key_conflict;
-						await this.store.updateMany({ _id }, { $set: { ...fields, _updated: now }, ...(unset ? { $unset: { key_conflict: true as const } } : {}) });
-						changed.push(_id);
-					} else {
-						fresh.push(this.newHost(h, now));
-					}
+				for (const [_id, update] of updates) {
+					await this.store.updateMany({ _id }, update);
+					changed.push(_id);
 				}
+				const fresh = [...incoming.values()].filter(h => !existing.has(h._id)).map(h => this.newHost(h, now));
 				await this.store.insertMany(fresh);
 				if (fresh.length) await this.notifyChanged(ctx, "created", fresh.map(d => d._id));
 				if (changed.length) await this.notifyChanged(ctx, "updated", changed);
 				if (fresh.length) this.countHostsSoon();
 				// New hosts and new grains may change what groups and nodegroups select.
-				const affected = [...fresh.map(d => d._id as string), ...ctx.params.hosts.filter(h => "grain" in h && existing.has(h._id)).map(h => h._id as string)];
+				const affected = [...fresh.map(d => d._id as string), ...updates.filter(([, u]) => "grain" in u.$set).map(([id]) => id)];
 				if (affected.length) await this.updateMembership(ctx, affected);
 				return { created: fresh.length, updated: changed.length };
 			},
@@ -321,13 +324,6 @@ const HostsService: EveServiceSchema<HostsThis> = {
 		// Definitions may have changed while this service was down: a full recomputation once the groups and
 		// nodegroups services are there (membershipSources; in the background, so a process without them starts).
 		this.scheduleMembership(0);
-		// Not on NeDB: an index whose values many hosts share (a flag; a group holding the whole fleet) selects
-		// little, and NeDB pays for it on every write by scanning the value's bucket (a 10,000-host
-		// reconciliation took 45% longer; recomputing memberships under a root group, minutes).
-		if (this.store.kind === "mongo") {
-			await this.store.ensureIndex("_soft_deleted");
-			await this.store.ensureIndex("groups");
-		} else for (const field of ["_soft_deleted", "groups"]) await this.store.dropIndex(field); // made by earlier versions
 	},
 };
 

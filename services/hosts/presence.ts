@@ -8,7 +8,8 @@ import type { ActionSchema, Context } from "moleculer";
 import type { HostsThis } from "./types";
 import { nowSeconds } from "../../lib/eve/dates";
 import type { Doc } from "../../lib/storage/store";
-import { presenceTransition } from "../../lib/fleet/presence";
+import { heartbeatDue, presenceTransition } from "../../lib/fleet/presence";
+import { loadConfig } from "../../lib/config";
 
 /** A reading of the master's presence: hosts seen up, seen down, and whether `up` is everyone connected. */
 export interface PresenceReading {
@@ -35,6 +36,8 @@ export const presenceActions: Record<string, ActionSchema<HostsThis>> = {
 		},
 		async handler(this: HostsThis, ctx: Context<PresenceReading & { changesOnly: boolean }>) {
 			const { up, docs } = await this.presenceDocs(ctx.params);
+			const now = nowSeconds();
+			const resolution = loadConfig().heartbeatResolutionMs;
 			const wentUp: string[] = [];
 			const wentDown: string[] = [];
 			const nowUp: string[] = [];
@@ -44,7 +47,8 @@ export const presenceActions: Record<string, ActionSchema<HostsThis>> = {
 				// The master tracks the presence of accepted minions only; the others stay "unknown".
 				if (d.key !== "accepted") continue;
 				if (up.has(id)) {
-					if (ctx.params.changesOnly && d.status === "up") continue;
+					// A host up already is written only when its heartbeat is due (lib/fleet/presence.ts).
+					if (d.status === "up" && (ctx.params.changesOnly || !heartbeatDue(d.heartbeat, now, resolution))) continue;
 					nowUp.push(id);
 					if (presenceTransition(d, "up")) wentUp.push(id);
 				} else if (d.status !== "down") {
@@ -52,7 +56,6 @@ export const presenceActions: Record<string, ActionSchema<HostsThis>> = {
 					if (presenceTransition(d, "down")) wentDown.push(id);
 				}
 			}
-			const now = nowSeconds();
 			if (nowUp.length) await this.store.updateMany({ _id: { $in: nowUp } }, { $set: { status: "up", heartbeat: now, _updated: now } });
 			if (nowDown.length) await this.store.updateMany({ _id: { $in: nowDown } }, { $set: { status: "down", _updated: now } });
 			if (nowUp.length || nowDown.length) await this.notifyChanged(ctx, "updated", [...nowUp, ...nowDown]);
@@ -109,10 +112,11 @@ export const presenceMethods = {
 		const up = new Set(reading.up);
 		const down = new Set(reading.down.filter(id => !up.has(id)));
 		const docs: Doc[] = [];
-		const presence = (d: Doc) => docs.push({ _id: d._id, key: d.key, status: d.status, _soft_deleted: d._soft_deleted });
-		await this.store.scan({ _id: { $in: [...up, ...down] } }, ["key", "status", "_soft_deleted"], presence);
+		const fields = ["key", "status", "heartbeat", "_soft_deleted"];
+		const presence = (d: Doc) => docs.push({ _id: d._id, key: d.key, status: d.status, heartbeat: d.heartbeat, _soft_deleted: d._soft_deleted });
+		await this.store.scan({ _id: { $in: [...up, ...down] } }, fields, presence);
 		if (reading.complete) {
-			await this.store.scan({ status: "up", key: "accepted" }, ["key", "status", "_soft_deleted"], d => {
+			await this.store.scan({ status: "up", key: "accepted" }, fields, d => {
 				if (up.has(d._id as string) || down.has(d._id as string)) return;
 				down.add(d._id as string);
 				presence(d);

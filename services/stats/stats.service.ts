@@ -150,12 +150,12 @@ const StatsService: EveServiceSchema<StatsThis> = {
 	},
 
 	async started(this: StatsThis) {
-		await this.store.ensureIndex("index", true);
-		await this.store.ensureIndex("slot", true, true);
-		await this.store.ensureIndex("timestamp");
-		await this.changes().ensureIndex("index");
-		await this.changes().ensureIndex("snapshot");
-		await this.stores[PERIODS].ensureIndex("from");
+		await this.store.ensureIndex("index", { unique: true });
+		await this.store.ensureIndex("slot", { unique: true, sparse: true });
+		await this.store.ensureIndex("timestamp", { ordered: true });
+		await this.changes().ensureIndex("index", { ordered: true });
+		await this.changes().ensureIndex("snapshot", { ordered: true });
+		await this.stores[PERIODS].ensureIndex("from", { ordered: true });
 		if (cfg().statsSnapshots) this.scheduleSnapshots();
 	},
 

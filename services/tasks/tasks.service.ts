@@ -249,11 +249,8 @@ const TasksService: EveServiceSchema<TasksThis> = {
 	},
 
 	async started(this: TasksThis) {
-		// On NeDB an index on `status` (nearly every task "scheduled") would cost every claim a scan of that
-		// value's bucket; `next` selects the due tasks by itself.
-		if (this.store.kind === "mongo") await this.store.ensureIndex("status");
-		else await this.store.dropIndex("status"); // made by earlier versions
-		await this.store.ensureIndex("next");
+		await this.store.ensureIndex("status");
+		await this.store.ensureIndex("next", { ordered: true });
 		this.schedulerOn = cfg().taskScheduler;
 		// Runs go to the cm-gateway; the scheduler starts looking once the services it writes through are there.
 		void this.broker

@@ -8,7 +8,9 @@ import Datastore from "@seald-io/nedb";
 import { MongoClient } from "mongodb";
 import fs from "node:fs";
 import path from "node:path";
-import { NedbStore, MongoStore, DuplicateKeyError, type Doc, type Store, type MongoCollection, type NedbDatastore } from "../../lib/storage/store";
+import { DuplicateKeyError, type Doc, type Store } from "../../lib/storage/store";
+import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
+import { MongoStore, type MongoCollection } from "../../lib/storage/mongo-store";
 import { parseWhere } from "../../lib/eve/query";
 import { tempDir, uniqueMongoUri } from "../support/harness";
 
@@ -185,6 +187,20 @@ describe("NeDB store", () => {
 		expect(await store.findOne({ _id: "old" })).toEqual({ _id: "old", info: { os: "ALT", "50%": 1 }, tags: ["a"] });
 		expect(await store.count({ "info.os": "ALT" })).toBe(1);
 	});
+
+	// The planner (lib/storage/nedb-plan.ts) answers through whichever index a field has: the meaning must not change.
+	const EVERY_FIELD = ["_updated", "name", "n", "tags", "info", "info.os", "info.arch", "flag", "when", "scores", "nullable", "nested.k", "kwarg", "kwarg.plain", "pending.by"];
+	for (const ordered of [false, true]) {
+		it(`selects the same with ${ordered ? "NeDB's tree" : "bucket"} indexes on every field`, async () => {
+			for (const run of [exercise, exerciseKeys]) {
+				const db = new Datastore({ inMemoryOnly: true });
+				await db.loadDatabaseAsync();
+				const store = new NedbStore(db as unknown as NedbDatastore);
+				for (const field of EVERY_FIELD) await store.ensureIndex(field, { ordered });
+				await run(store);
+			}
+		});
+	}
 
 	it("drops an index an earlier version made, and nothing when there is none", async () => {
 		const db = new Datastore({ inMemoryOnly: true });

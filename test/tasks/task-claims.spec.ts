@@ -14,7 +14,9 @@
 import Datastore from "@seald-io/nedb";
 import { MongoClient } from "mongodb";
 import path from "node:path";
-import { MongoStore, NedbStore, type Doc, type MongoCollection, type NedbDatastore, type Store } from "../../lib/storage/store";
+import { type Doc, type Store } from "../../lib/storage/store";
+import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
+import { MongoStore, type MongoCollection } from "../../lib/storage/mongo-store";
 import {
 	claimFilter,
 	claimRun,

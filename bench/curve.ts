@@ -1,0 +1,126 @@
+/**
+ * The cost curve (issue 20): how fleet-ctl's embedded default grows with the fleet. For each host count of
+ * BENCH_CURVE (default 1,000, 10,000, 50,000), seeded into NeDB files: start-up time, memory at ready and
+ * after load, the hosts file's size, what the start writes (nothing, when nothing changed), and a
+ * filtered list's latency with one connection (read caches off), next to the bare server replaying the
+ * same bytes. Then a restart on the same files: its time and what it writes.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { hostId } from "./hosts";
+import { envInt, fmt, sleep, stopProc, type Proc } from "./support";
+import { capture, load, rssMiB, seed, startBare, startDeployment, type Running } from "./reads";
+import type { LoadResult } from "./load";
+
+const COUNTS = (process.env.BENCH_CURVE || "1000,10000,50000").split(",").map(s => Number(s.trim()));
+const DURATION = envInt("BENCH_CURVE_DURATION", 5);
+/** How long after ready the start's writes are awaited (the membership recomputation, the first sweeps). */
+const SETTLE_MS = 3000;
+
+/** Goals of the issue, by host count: one-connection p50 of the filtered list, ms. */
+const P50_GOAL: Record<number, number> = { 1000: 1, 10000: 2, 50000: 5 };
+const RSS_PER_1K_GOAL = 6;
+const RSS_50K_GOAL = 600;
+const START_50K_GOAL = 3;
+
+interface Start {
+	seconds: number;
+	rssReady: number;
+	/** Bytes the start wrote to hosts.db: from ready to SETTLE_MS later (NeDB compacts the file as it loads). */
+	written: number;
+}
+
+interface Point {
+	hosts: number;
+	seedSeconds: number;
+	fileMiB: number;
+	first: Start;
+	restart: Start;
+	rssAfterLoad: number;
+	ours: LoadResult;
+	bare: LoadResult;
+}
+
+const size = (file: string) => (fs.existsSync(file) ? fs.statSync(file).size : 0);
+
+async function start(dataDir: string, fixed: string, log: (m: string) => void): Promise<{ running: Running; start: Start }> {
+	const t0 = performance.now();
+	const running = await startDeployment("inproc", "off", dataDir, `curve-${process.pid}-${Date.now().toString(36)}`, null, fixed);
+	const seconds = (performance.now() - t0) / 1000;
+	const pid = running.servers[0].child.pid;
+	const rssReady = rssMiB(pid);
+	const file = path.join(dataDir, "hosts.db");
+	const atReady = size(file);
+	await sleep(SETTLE_MS);
+	const written = size(file) - atReady;
+	log(`  ready in ${seconds.toFixed(1)} s, RSS ${rssReady.toFixed(0)} MiB, wrote ${written} B in the ${SETTLE_MS / 1000} s after`);
+	return { running, start: { seconds, rssReady, written } };
+}
+
+export async function benchCurve(dir: string, log: (m: string) => void): Promise<{ report: string; valid: boolean }> {
+	const points: Point[] = [];
+	let valid = true;
+	for (const hosts of COUNTS) {
+		if (!Number.isInteger(hosts) || hosts < 1) throw new Error(`BENCH_CURVE: '${hosts}' is not a host count`);
+		log(`curve, ${hosts} hosts: seeding ...`);
+		const seeded = await seed(path.join(dir, `seed-${hosts}`), hosts);
+		const fixed = hostId(Math.min(4242, hosts - 1));
+		const dataDir = path.join(dir, `data-${hosts}`);
+		fs.cpSync(seeded.dir, dataDir, { recursive: true });
+		const fileMiB = size(path.join(dataDir, "hosts.db")) / 2 ** 20;
+		log(`curve, ${hosts} hosts: starting (caches off) ...`);
+		const first = await start(dataDir, fixed, log);
+		let bare: { base: string; proc: Proc } | null = null;
+		let ours: LoadResult;
+		let b: LoadResult;
+		let rssAfterLoad: number;
+		try {
+			const captured = await capture(first.running.base, "filtered1", dir, `curve-${hosts}`, seeded, fixed);
+			bare = await startBare([captured], dir, `curve-${hosts}`);
+			ours = await load(first.running.base + captured.path, captured.bodyFile, [first.running.servers[0].child.pid ?? 0], undefined, 1, DURATION);
+			b = await load(bare.base + captured.path, captured.bodyFile, [bare.proc.child.pid ?? 0], undefined, 1, DURATION);
+			rssAfterLoad = rssMiB(first.running.servers[0].child.pid);
+			log(`  filtered list, 1 connection: p50 ${ours.p50} ms (bare ${b.p50} ms), RSS after ${rssAfterLoad.toFixed(0)} MiB`);
+		} finally {
+			await Promise.all([first.running.stop(), bare ? stopProc(bare.proc) : Promise.resolve()]);
+		}
+		log(`curve, ${hosts} hosts: restarting on the same files ...`);
+		const again = await start(dataDir, fixed, log);
+		await again.running.stop();
+		for (const r of [ours, b]) if (r.non2xx + r.errors + r.timeouts + r.mismatches > 0) valid = false;
+		points.push({ hosts, seedSeconds: seeded.seconds, fileMiB, first: first.start, restart: again.start, rssAfterLoad, ours, bare: b });
+		fs.rmSync(seeded.dir, { recursive: true, force: true });
+	}
+
+	const rows = points.map(p => [
+		fmt(p.hosts),
+		p.fileMiB.toFixed(1),
+		p.first.seconds.toFixed(1),
+		p.restart.seconds.toFixed(1),
+		p.first.rssReady.toFixed(0),
+		((p.first.rssReady / p.hosts) * 1000).toFixed(1),
+		p.rssAfterLoad.toFixed(0),
+		`${fmt(p.first.written)} / ${fmt(p.restart.written)}`,
+		`${p.ours.p50} / ${p.ours.p99}`,
+		`${p.bare.p50} / ${p.bare.p99}`,
+		`${p.ours.non2xx + p.ours.errors + p.ours.timeouts + p.ours.mismatches} / ${p.bare.non2xx + p.bare.errors + p.bare.timeouts + p.bare.mismatches}`,
+	]);
+	const header = ["hosts", "file MiB", "start s", "restart s", "RSS ready MiB", "MiB per 1k", "RSS after load", "B written at start / restart", "filtered p50 / p99 ms", "bare p50 / p99 ms", "failures"];
+	const widths = header.map((h, i) => Math.max(h.length, ...rows.map(r => r[i].length)));
+	const line = (cells: string[]) => cells.map((c, i) => c.padStart(widths[i])).join("  ");
+	const out = [line(header), widths.map(w => "-".repeat(w)).join("  "), ...rows.map(line), ""];
+	out.push("goals:");
+	for (const p of points) {
+		const goal = P50_GOAL[p.hosts];
+		if (goal !== undefined) out.push(`  ${fmt(p.hosts)} hosts: filtered list p50 <= ${goal} ms: ${p.ours.p50} ${p.ours.p50 <= goal ? "MET" : "NOT MET"}`);
+		const perK = (p.first.rssReady / p.hosts) * 1000;
+		out.push(`  ${fmt(p.hosts)} hosts: RSS at ready <= ${RSS_PER_1K_GOAL} MiB per 1k hosts: ${perK.toFixed(1)} ${perK <= RSS_PER_1K_GOAL ? "MET" : "NOT MET"}`);
+		out.push(`  ${fmt(p.hosts)} hosts: a restart with nothing changed writes nothing: ${fmt(p.restart.written)} B ${p.restart.written === 0 ? "MET" : "NOT MET"}`);
+		if (p.hosts === 50_000) {
+			out.push(`  50,000 hosts: RSS < ${RSS_50K_GOAL} MiB: ${p.rssAfterLoad.toFixed(0)} ${Math.max(p.first.rssReady, p.rssAfterLoad) < RSS_50K_GOAL ? "MET" : "NOT MET"}`);
+			out.push(`  50,000 hosts: start < ${START_50K_GOAL} s: ${p.first.seconds.toFixed(1)} ${p.first.seconds < START_50K_GOAL ? "MET" : "NOT MET"}`);
+		}
+	}
+	if (!valid) out.push("!!! INVALID: some curve requests failed; its latencies measure errors.");
+	return { report: out.join("\n"), valid };
+}

@@ -1,0 +1,164 @@
+/**
+ * A bucket index for NeDB: the values a field holds, each with the set of records holding it, in a hash
+ * map. It takes the place of NeDB's own index (an AVL tree whose nodes keep an array of records) for the
+ * fields many records share — a host's status, key, nodegroups, groups, soft-delete flag — where NeDB's
+ * index pays for every write by searching the value's array (a 10,000-host reconciliation under a status
+ * index scanned 10,000-record arrays 10,000 times). Here adding or removing a record is O(1) per value.
+ *
+ * It speaks NeDB's index protocol (insert, remove, update, revertUpdate, reset, getMatching,
+ * getBetweenBounds, getAll), so NeDB keeps it current on every insert, update, removal and load, with
+ * its own rollback, and answers its own queries through it. The query planner (nedb-plan.ts) also asks
+ * it how many records hold a value without listing them.
+ *
+ * Keys: strings, numbers, booleans and dates, each value of an array separately (NeDB's and MongoDB's
+ * meaning of `{tags: "web"}`). Records whose value is missing, null or an object are not in any bucket:
+ * the planner never asks a bucket index about those values. Unique indexes stay NeDB's.
+ */
+import type { Doc } from "./store";
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const model = require("@seald-io/nedb/lib/model.js") as { getDotValue(doc: Doc, field: string): unknown };
+
+/** A scalar as a map key, its type first: "s:up", "n:3", "b:true", "d:1700000000000"; null for what is not kept. */
+export function bucketKey(value: unknown): string | null {
+	switch (typeof value) {
+		case "string":
+			return "s:" + value;
+		case "number":
+			return Number.isNaN(value) ? null : "n:" + value;
+		case "boolean":
+			return "b:" + value;
+		default:
+			return value instanceof Date ? "d:" + value.getTime() : null;
+	}
+}
+
+/** The bounds of a range condition NeDB passes to getBetweenBounds. */
+type Bounds = Partial<Record<"$gt" | "$gte" | "$lt" | "$lte", unknown>>;
+
+function comparable(a: unknown, b: unknown): boolean {
+	return (typeof a === "string" && typeof b === "string") || (typeof a === "number" && typeof b === "number") || (a instanceof Date && b instanceof Date);
+}
+
+function inBounds(value: unknown, bounds: Bounds): boolean {
+	const v = value instanceof Date ? value.getTime() : (value as string | number);
+	for (const [op, bound] of Object.entries(bounds)) {
+		if (!comparable(value, bound)) return false;
+		const b = bound instanceof Date ? bound.getTime() : (bound as string | number);
+		if ((op === "$gt" && !(v > b)) || (op === "$gte" && !(v >= b)) || (op === "$lt" && !(v < b)) || (op === "$lte" && !(v <= b))) return false;
+	}
+	return true;
+}
+
+export class BucketIndex {
+	readonly unique = false;
+	readonly sparse = true;
+	/** Key -> the value it stands for and the records holding it. */
+	private readonly buckets = new Map<string, { value: unknown; docs: Set<Doc> }>();
+
+	constructor(readonly fieldName: string) {}
+
+	/** The distinct keys of a record's value (an array's elements once each). */
+	private keysOf(doc: Doc): Array<[string, unknown]> {
+		const value = model.getDotValue(doc, this.fieldName);
+		const values = Array.isArray(value) ? value : [value];
+		const out = new Map<string, unknown>();
+		for (const v of values) {
+			const key = bucketKey(v);
+			if (key !== null) out.set(key, v);
+		}
+		return [...out];
+	}
+
+	insert(doc: Doc | Doc[]): void {
+		if (Array.isArray(doc)) {
+			for (const d of doc) this.insert(d);
+			return;
+		}
+		for (const [key, value] of this.keysOf(doc)) {
+			let bucket = this.buckets.get(key);
+			if (!bucket) this.buckets.set(key, (bucket = { value, docs: new Set() }));
+			bucket.docs.add(doc);
+		}
+	}
+
+	remove(doc: Doc | Doc[]): void {
+		if (Array.isArray(doc)) {
+			for (const d of doc) this.remove(d);
+			return;
+		}
+		for (const [key] of this.keysOf(doc)) {
+			const bucket = this.buckets.get(key);
+			if (!bucket) continue;
+			bucket.docs.delete(doc);
+			if (bucket.docs.size === 0) this.buckets.delete(key);
+		}
+	}
+
+	/** One record replaced by another, or (NeDB's multi-update) a list of `{oldDoc, newDoc}` pairs. */
+	update(oldDoc: Doc | Array<{ oldDoc: Doc; newDoc: Doc }>, newDoc?: Doc): void {
+		if (Array.isArray(oldDoc)) {
+			for (const pair of oldDoc) this.remove(pair.oldDoc);
+			for (const pair of oldDoc) this.insert(pair.newDoc);
+			return;
+		}
+		this.remove(oldDoc);
+		this.insert(newDoc as Doc);
+	}
+
+	revertUpdate(oldDoc: Doc | Array<{ oldDoc: Doc; newDoc: Doc }>, newDoc?: Doc): void {
+		if (Array.isArray(oldDoc)) this.update(oldDoc.map(p => ({ oldDoc: p.newDoc, newDoc: p.oldDoc })));
+		else this.update(newDoc as Doc, oldDoc);
+	}
+
+	reset(docs?: Doc | Doc[]): void {
+		this.buckets.clear();
+		if (docs) this.insert(docs);
+	}
+
+	/** The records holding the value, or any of the values of a list (each record once). */
+	getMatching(value: unknown): Doc[] {
+		if (!Array.isArray(value)) {
+			const key = bucketKey(value);
+			const bucket = key === null ? undefined : this.buckets.get(key);
+			return bucket ? [...bucket.docs] : [];
+		}
+		const out = new Set<Doc>();
+		for (const v of value) for (const d of this.getMatching(v)) out.add(d);
+		return [...out];
+	}
+
+	/** Whether the record is in the bucket of the value, or of any value of a list: a set lookup, the record is not read. */
+	holds(doc: Doc, value: unknown): boolean {
+		if (Array.isArray(value)) return value.some(v => this.holds(doc, v));
+		const key = bucketKey(value);
+		return key !== null && this.buckets.get(key)?.docs.has(doc) === true;
+	}
+
+	/** How many records getMatching would list, without listing them (a list's values may share records: at most). */
+	countMatching(value: unknown): number {
+		if (Array.isArray(value)) return value.reduce<number>((n, v) => n + this.countMatching(v), 0);
+		const key = bucketKey(value);
+		return key === null ? 0 : (this.buckets.get(key)?.docs.size ?? 0);
+	}
+
+	/** The records whose value (or an element of it) is within the bounds: the keys are compared, no record is visited. */
+	getBetweenBounds(bounds: Bounds): Doc[] {
+		const out = new Set<Doc>();
+		for (const bucket of this.buckets.values()) if (inBounds(bucket.value, bounds)) for (const d of bucket.docs) out.add(d);
+		return [...out];
+	}
+
+	countBetweenBounds(bounds: Bounds): number {
+		let n = 0;
+		for (const bucket of this.buckets.values()) if (inBounds(bucket.value, bounds)) n += bucket.docs.size;
+		return n;
+	}
+
+	/** Every indexed record (those without a kept value are not here: NeDB only asks the _id index for all). */
+	getAll(): Doc[] {
+		const out = new Set<Doc>();
+		for (const bucket of this.buckets.values()) for (const d of bucket.docs) out.add(d);
+		return [...out];
+	}
+}

@@ -1,0 +1,136 @@
+/**
+ * The embedded store's planner (lib/storage/nedb-plan.ts, nedb-index.ts): a filtered page checks only the
+ * records its index selects, not the collection; the total and the page agree with a brute-force answer
+ * (every record, filtered and sorted) whatever the filter, sort, page and the writes before it.
+ */
+import Datastore from "@seald-io/nedb";
+import fc from "fast-check";
+import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
+import type { Doc, Filter, SortSpec } from "../../lib/storage/store";
+
+const STATUSES = ["up", "down", "unknown"];
+const GROUPS = ["g0", "g1", "g2", "g3"];
+const T0 = Date.UTC(2026, 0, 1);
+
+function host(i: number): Doc {
+	return {
+		_id: `h${String(i).padStart(5, "0")}`,
+		name: `host-${(i * 7919) % 10007}`,
+		status: i % 500 === 0 ? "down" : STATUSES[i % 2 === 0 ? 0 : 2],
+		groups: [GROUPS[i % 4], ...(i % 3 === 0 ? [GROUPS[(i + 1) % 4]] : [])],
+		version: `3006.${i % 9}`,
+		_soft_deleted: i % 97 === 0,
+		_updated: new Date(T0 + i * 1000),
+	};
+}
+
+async function nedb(indexed: boolean, docs: Doc[]): Promise<NedbStore> {
+	const db = new Datastore({ inMemoryOnly: true });
+	await db.loadDatabaseAsync();
+	const store = new NedbStore(db as unknown as NedbDatastore);
+	if (indexed) {
+		for (const field of ["status", "groups", "version", "_soft_deleted"]) await store.ensureIndex(field);
+		await store.ensureIndex("_updated", { ordered: true });
+	}
+	await store.insertMany(docs.map(d => ({ ...d, groups: [...d.groups] })));
+	return store;
+}
+
+/** The sort, then `_id`: values of one type per field here (strings or dates). */
+function byThen(sort: SortSpec): (x: Doc, y: Doc) => number {
+	return (x, y) => {
+		for (const [f, dir] of [...sort, ["_id", 1] as [string, 1]]) {
+			const u = x[f] instanceof Date ? x[f].getTime() : x[f];
+			const v = y[f] instanceof Date ? y[f].getTime() : y[f];
+			if (u !== v) return (u < v ? -1 : 1) * dir;
+		}
+		return 0;
+	};
+}
+
+describe("the embedded store's planner", () => {
+	const HOSTS = 10_000;
+	const docs = Array.from({ length: HOSTS }, (_, i) => host(i));
+	let indexed: NedbStore;
+	let plain: NedbStore;
+	beforeAll(async () => {
+		indexed = await nedb(true, docs);
+		plain = await nedb(false, docs);
+	});
+
+	async function checkedBy(store: NedbStore, op: () => Promise<unknown>): Promise<number> {
+		const before = store.checked;
+		await op();
+		return store.checked - before;
+	}
+
+	it("checks only the records an indexed equality selects, and the same page as without the index", async () => {
+		const filter = { $and: [{ status: "down" }, { _soft_deleted: false }] };
+		const down = docs.filter(d => d.status === "down");
+		const opts = { sort: [["name", 1]] as SortSpec, skip: 5, limit: 10, exclude: ["groups"] };
+		expect(await checkedBy(indexed, () => indexed.findPage(filter, opts))).toBe(down.length);
+		expect(await checkedBy(plain, () => plain.findPage(filter, opts))).toBe(HOSTS);
+		expect(await indexed.findPage(filter, opts)).toEqual(await plain.findPage(filter, opts));
+		expect((await indexed.findPage(filter, opts)).total).toBe(down.filter(d => !d._soft_deleted).length);
+	});
+
+	it("answers an unfiltered list from the indexes: its total counted by the index, its page read in _id order, O(page)", async () => {
+		const filter = { _soft_deleted: false };
+		const live = docs.filter(d => !d._soft_deleted).map(d => d._id);
+		// 25 records and the deleted ones among them (one in 97) are read; not 10,000
+		expect(await checkedBy(indexed, () => indexed.findPage(filter, { limit: 25 }))).toBeLessThanOrEqual(26);
+		const first = await indexed.findPage(filter, { limit: 25 });
+		expect(first.total).toBe(live.length);
+		expect(first.docs.map(d => d._id)).toEqual(live.slice(0, 25));
+		const last = await indexed.findPage(filter, { sort: [["_id", -1]], skip: 25, limit: 25 });
+		expect(last.docs.map(d => d._id)).toEqual([...live].reverse().slice(25, 50));
+		expect(await checkedBy(plain, () => plain.findPage(filter, { limit: 25 }))).toBe(HOSTS);
+	});
+
+	it("takes the most selective index of several, and a range from NeDB's ordered index", async () => {
+		const since = new Date(T0 + (HOSTS - 40) * 1000);
+		const filter = { groups: { $in: ["g1", "g2"] }, _updated: { $gte: since } };
+		// the _updated range selects 40 of 10,000; the groups $in most of them
+		expect(await checkedBy(indexed, () => indexed.count(filter))).toBeLessThanOrEqual(40);
+		expect(await indexed.count(filter)).toBe(docs.filter(d => d._updated >= since && d.groups.some((g: string) => g === "g1" || g === "g2")).length);
+	});
+
+	it("counts and pages the same as a full scan for any filter, sort and page, across writes", async () => {
+		const small = Array.from({ length: 300 }, (_, i) => host(i * 31));
+		const a = await nedb(true, small);
+		const b = await nedb(false, small);
+		const scalarCond = fc.oneof(
+			fc.record({ status: fc.constantFrom(...STATUSES) }),
+			fc.record({ status: fc.record({ $in: fc.subarray(STATUSES) }) }),
+			fc.record({ groups: fc.constantFrom(...GROUPS) }),
+			fc.record({ groups: fc.record({ $in: fc.subarray(GROUPS) }) }),
+			fc.record({ version: fc.record({ $gte: fc.constantFrom("3006.2", "3006.5"), $lt: fc.constantFrom("3006.4", "3006.8") }) }),
+			fc.record({ _soft_deleted: fc.boolean() }),
+			fc.record({ _updated: fc.record({ $lt: fc.integer({ min: 0, max: 10_000 }).map(s => new Date(T0 + s * 1000)) }) }),
+			fc.record({ name: fc.record({ $gt: fc.constantFrom("host-3", "host-6") }) }),
+		);
+		const filterArb = fc.array(scalarCond, { maxLength: 3 }).map((conds): Filter => (conds.length === 0 ? {} : conds.length === 1 ? conds[0] : { $and: conds }));
+		const sortArb = fc.subarray(["name", "status", "_updated", "version"]).chain(fields => fc.tuple(...fields.map(f => fc.constantFrom<[string, 1 | -1]>([f, 1], [f, -1])))) as fc.Arbitrary<SortSpec>;
+		let clock = 20_000;
+		const writeArb = fc.record({ at: fc.integer({ min: 0, max: 299 }), status: fc.constantFrom(...STATUSES), group: fc.constantFrom(...GROUPS), remove: fc.boolean() });
+		await fc.assert(
+			fc.asyncProperty(filterArb, sortArb, fc.nat(40), fc.integer({ min: 1, max: 30 }), fc.array(writeArb, { maxLength: 3 }), async (filter, sort, skip, limit, writes) => {
+				for (const w of writes) {
+					const id = small[w.at]._id;
+					const now = new Date(T0 + (++clock) * 1000);
+					for (const s of [a, b]) {
+						if (w.remove) await s.removeMany({ _id: id });
+						else await s.updateMany({ _id: id }, { $set: { status: w.status, _updated: now }, $addToSet: { groups: w.group } });
+					}
+				}
+				// The oracle: every match (NeDB's own matcher over the whole collection), sorted here, then the page.
+				const all = await b.find(filter);
+				const want = { total: all.length, docs: [...all].sort(byThen(sort)).slice(skip, skip + limit) };
+				expect(await a.findPage(filter, { sort, skip, limit })).toEqual(want);
+				expect(await b.findPage(filter, { sort, skip, limit })).toEqual(want);
+				expect(await a.count(filter)).toBe(want.total);
+			}),
+			{ numRuns: 150 },
+		);
+	});
+});
