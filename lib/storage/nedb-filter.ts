@@ -6,7 +6,8 @@
  */
 import type { Doc, Filter } from "./store";
 
-function isPlain(v: unknown): v is Record<string, unknown> {
+/** A plain object (not an array, a date or null). */
+export function isPlain(v: unknown): v is Record<string, unknown> {
 	return v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof Date);
 }
 

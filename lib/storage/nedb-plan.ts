@@ -19,7 +19,7 @@
  */
 import type { Doc, Filter, SortSpec } from "./store";
 import { BucketIndex } from "./nedb-index";
-import { toNedbFilter } from "./nedb-filter";
+import { isPlain, toNedbFilter } from "./nedb-filter";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const model = require("@seald-io/nedb/lib/model.js") as {
@@ -46,9 +46,6 @@ function isScalar(v: unknown): boolean {
 	return typeof v === "string" || typeof v === "boolean" || (typeof v === "number" && !Number.isNaN(v)) || v instanceof Date;
 }
 
-function isPlain(v: unknown): v is Record<string, unknown> {
-	return v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof Date);
-}
 
 /** The filter as a list of one-key filters all of which must hold (`$and` members flattened into it). */
 export function conjuncts(filter: Filter): Filter[] {

@@ -4,7 +4,7 @@
  */
 import type { Doc, Filter, FindOptions, IndexOptions, Page, Store, Update } from "./store";
 import { DuplicateKeyError } from "./store";
-import { toNedbFilter } from "./nedb-filter";
+import { isPlain, toNedbFilter } from "./nedb-filter";
 import { BucketIndex } from "./nedb-index";
 import { pageOf, selectPage, selectRecords, type PlannedDatastore } from "./nedb-plan";
 import { decodeKeys, encodeFilter, encodeKeys, encodePath, encodePaths, encodeSort, encodeUpdate } from "./store-keys";
@@ -23,9 +23,6 @@ export interface NedbDatastore extends PlannedDatastore {
 	executor: { pushAsync<T>(task: () => Promise<T>): Promise<T> };
 }
 
-function isPlain(v: unknown): v is Record<string, unknown> {
-	return v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof Date);
-}
 
 function nedbDuplicate(err: unknown): never {
 	const e = err as { errorType?: string; key?: unknown };

@@ -122,7 +122,7 @@ const HostsService: EveServiceSchema<HostsThis> = {
 				// Each stored host compared in place (no copy of its grain): only what differs is written.
 				const existing = new Set<string>();
 				const updates: Array<[string, NonNullable<ReturnType<typeof inventoryUpdate>>]> = [];
-				await this.store.scan({ _id: { $in: [...incoming.keys()] } }, [...HOST_FIELDS], stored => {
+				await this.store.scan({ _id: { $in: [...incoming.keys()] } }, HOST_FIELDS, stored => {
 					const { _id, ...fields } = incoming.get(stored._id as string) as Doc;
 					existing.add(_id);
 					const update = inventoryUpdate(stored, fields, now, resolution);
