@@ -122,6 +122,7 @@ async function worker(): Promise<void> {
 	const service = broker.getLocalService("stats") as unknown as { store: Store; stores: Record<string, Store>; periodSummary(from: number, to: number): Promise<unknown> };
 	const headers = service.store;
 	const changes = service.stores.hosts_statistic_changes;
+	const countsStore = service.stores.hosts_statistic_counts;
 	const lines: string[] = [];
 	let valid = true;
 
@@ -130,14 +131,18 @@ async function worker(): Promise<void> {
 	const state = new FleetState();
 	let pendingHeaders: Doc[] = [];
 	let pendingDocs: Doc[] = [];
-	const bytes = { keyframe: 0, keyframes: 0, delta: 0, deltas: 0, headers: 0, total: 0 };
+	let pendingCounts: Doc[] = [];
+	const bytes = { keyframe: 0, keyframes: 0, delta: 0, deltas: 0, headers: 0, counts: 0, total: 0 };
 	let fullCopy = 0;
 	const writes: Promise<void>[] = [];
 	generate((i, t, all, changed) => {
 		const keyframe = i % KEYFRAME_EVERY === 0;
-		const { docs, up, down } = nextSnapshot(state, changed, i === 0, i, keyframe);
+		const { docs, counts, up, down } = nextSnapshot(state, changed, i === 0, i, keyframe);
 		const header = { _id: newObjectId(), index: i, slot: Math.floor(t.getTime() / MINUTE), timestamp: t, complete: true, keyframe, up, down, total: up + down, seen: t, _created: t, _updated: t };
-		const docBytes = docs.reduce((n, d) => n + Buffer.byteLength(JSON.stringify(d)), 0);
+		// The per-value counts are part of every snapshot's cost.
+		const countBytes = Buffer.byteLength(JSON.stringify(counts));
+		bytes.counts += countBytes;
+		const docBytes = docs.reduce((n, d) => n + Buffer.byteLength(JSON.stringify(d)), countBytes);
 		const headerBytes = Buffer.byteLength(JSON.stringify(header));
 		if (keyframe) {
 			bytes.keyframe += docBytes + headerBytes;
@@ -151,10 +156,12 @@ async function worker(): Promise<void> {
 		if (i === SNAPSHOTS - 1) fullCopy = Buffer.byteLength(JSON.stringify({ _id: header._id, hosts: all.map(specEntry), timestamp: t, index: i, _created: t, _updated: t }));
 		pendingHeaders.push(header);
 		pendingDocs.push(...docs);
+		pendingCounts.push(counts);
 		if (pendingHeaders.length >= 500 || i === SNAPSHOTS - 1) {
-			writes.push(headers.insertMany(pendingHeaders), changes.insertMany(pendingDocs));
+			writes.push(headers.insertMany(pendingHeaders), changes.insertMany(pendingDocs), countsStore.insertMany(pendingCounts));
 			pendingHeaders = [];
 			pendingDocs = [];
+			pendingCounts = [];
 		}
 	});
 	await Promise.all(writes);
@@ -173,7 +180,8 @@ async function worker(): Promise<void> {
 	lines.push("");
 	lines.push("storage per snapshot (serialized bytes)      fleet-ctl    full copy    ratio");
 	const row = (label: string, ours: number) => lines.push(`  ${label.padEnd(40)} ${fmt(ours).padStart(11)} ${fmt(fullCopy).padStart(12)}   ${((ours / fullCopy) * 100).toFixed(2).padStart(5)}%`);
-	row("a 1% snapshot (changes + header)", bytes.delta / bytes.deltas);
+	row("a 1% snapshot (changes + counts + header)", bytes.delta / bytes.deltas);
+	row("  of which the per-value counts", bytes.counts / SNAPSHOTS);
 	row("a keyframe (whole fleet + header)", bytes.keyframe / bytes.keyframes);
 	let summaryBytes = 0;
 	await service.stores.hosts_statistic_periods.scan({}, [], d => (summaryBytes += Buffer.byteLength(JSON.stringify(d))));
@@ -195,6 +203,7 @@ async function worker(): Promise<void> {
 		extra?: Array<[string, string]>;
 		/** Its own range[] (default: the whole month). */
 		range?: [string, string];
+		/** ms; 0: no target (shown for the record). */
 		target: number;
 		/** The naive computation: a fresh accumulator fed every full snapshot, then its answer. */
 		naive: () => { snapshot(i: number, t: Date, all: Entry[]): void; answer(): unknown };
@@ -228,13 +237,15 @@ async function worker(): Promise<void> {
 		};
 	};
 	const half = Math.floor(SNAPSHOTS / 2);
-	const onlineNaive = (test: (e: Entry) => boolean) => () => {
+	const onlineNaive = (test: (e: Entry) => boolean) => onlineNaiveEvery(3_600_000, test);
+	function onlineNaiveEvery(ms: number, test: (e: Entry) => boolean) {
+		return () => {
 		const points: unknown[] = [];
 		return {
 			snapshot: (i: number, t: Date, entries: Entry[]) => {
-				// The last snapshot of each hour holds the point.
-				const bucket = Math.floor((t.getTime() - start.getTime()) / 3_600_000);
-				const nextBucket = Math.floor((at(i + 1).getTime() - start.getTime()) / 3_600_000);
+				// The last snapshot of each bucket holds the point.
+				const bucket = Math.floor((t.getTime() - start.getTime()) / ms);
+				const nextBucket = Math.floor((at(i + 1).getTime() - start.getTime()) / ms);
 				if (bucket === nextBucket && i !== SNAPSHOTS - 1) return;
 				let up = 0;
 				let down = 0;
@@ -243,14 +254,18 @@ async function worker(): Promise<void> {
 					if (e.status === "up") up++;
 					else down++;
 				}
-				points.push({ timestamp: formatHttpDate(new Date(start.getTime() + bucket * 3_600_000)), _id: null, hostnames: { up, down } });
+				points.push({ timestamp: formatHttpDate(new Date(start.getTime() + bucket * ms)), _id: null, hostnames: { up, down } });
 			},
 			answer: () => points,
 		};
-	};
+		};
+	}
 	const stats: Stat[] = [
 		{ name: "online, 1-hour interval", action: "stats.online", extra: [["interval", "3600"]], target: 200, naive: onlineNaive(() => true) },
-		{ name: 'online, 1-hour, where nodegroups "web"', action: "stats.online", extra: [["interval", "3600"], ["where", '{"nodegroups":"web"}']], target: 1000, naive: onlineNaive(e => e.nodegroups.includes("web")) },
+		{ name: 'online, 1-hour, where nodegroups "web"', action: "stats.online", extra: [["interval", "3600"], ["where", '{"nodegroups":"web"}']], target: 200, naive: onlineNaive(e => e.nodegroups.includes("web")) },
+		{ name: "online, 1-minute, where version $in, status up", action: "stats.online", extra: [["interval", "60"], ["where", '{"version":{"$in":["3007.0","3007.1"]},"status":"up"}']], target: 200, naive: onlineNaiveEvery(60_000, e => ["3007.0", "3007.1"].includes(e.version) && e.status === "up") },
+		// Not answerable from the counts (`$ne`): the replay of the month, the limit of this design (docs/statistics.md).
+		{ name: "online, 1-hour, where version $ne (replayed)", action: "stats.online", extra: [["interval", "3600"], ["where", '{"version":{"$ne":"3006.1"}}']], target: 0, naive: onlineNaive(e => e.version !== "3006.1") },
 		{ name: "unique_online", action: "stats.uniqueOnline", target: 1000, naive: uniqueNaive("up", e => e.status === "up") },
 		{ name: "unique_updated", action: "stats.uniqueUpdated", target: 1000, naive: uniqueNaive("updated", e => inRange(e.last_stateapply)) },
 		{ name: "unique_dist_upgraded", action: "stats.uniqueDistUpgraded", target: 1000, naive: uniqueNaive("distUpgraded", e => inRange(e.last_distupgrade)) },
@@ -258,7 +273,7 @@ async function worker(): Promise<void> {
 		{ name: "new_hosts, second half of the month", action: "stats.newHosts", range: [formatHttpDate(at(half)), range[1]], target: 1000, naive: newNaive(half) },
 	];
 	lines.push("");
-	lines.push(`statistics over the ${DAYS} days (median of ${RUNS} after a warm-up)      fleet-ctl ms   target ms   naive scan ms   same answer`);
+	lines.push(`statistics over the ${DAYS} days (median of ${RUNS} after a warm-up)            fleet-ctl ms   target ms   naive scan ms   same answer`);
 	// The naive scan: every full snapshot, generated on the fly, fed to every statistic's accumulator in one pass
 	// (each statistic alone would need the same pass over 432M entries; generating them is a fraction of it).
 	const accs = stats.map(s => s.naive());
@@ -273,7 +288,8 @@ async function worker(): Promise<void> {
 		const same = !NAIVE || JSON.stringify(accs[k].answer()) === JSON.stringify(ours.value);
 		if (!same && process.env.BENCH_STATS_DEBUG) process.stderr.write(`${s.name}:\n naive ${JSON.stringify(accs[k].answer()).slice(0, 400)}\n ours  ${JSON.stringify(ours.value).slice(0, 400)}\n`);
 		valid &&= same;
-		lines.push(`  ${s.name.padEnd(42)} ${fmt(ours.ms, 1).padStart(10)} ${fmt(s.target).padStart(11)} ${fmt(naiveMs, 0).padStart(15)}   ${same ? "yes" : "NO"}`);
+		const met = !s.target ? "" : ours.ms < s.target ? "  met" : "  NOT met";
+		lines.push(`  ${s.name.padEnd(48)} ${fmt(ours.ms, 1).padStart(10)} ${(s.target ? fmt(s.target) : "–").padStart(11)} ${fmt(naiveMs, 0).padStart(15)}   ${same ? "yes" : "NO"}${met}`);
 	}
 	if (!NAIVE) lines.push("  (naive scan LEFT OUT: BENCH_STATS_NAIVE=0; answers not compared)");
 	else lines.push(`  (naive scan: one pass over every full snapshot feeding all ${stats.length}, ${fmt(naiveMs * stats.length)} ms, shown per statistic)`);

@@ -5,8 +5,10 @@
  * the keyframe at or before it, then every change up to it.
  *
  * The aggregated statistics are computed by one replay over their range, in the stats service, whatever
- * the store: the work is the keyframe plus the changes in the range (not snapshots × fleet). The one
- * exception is unfiltered `online` on MongoDB, bucketed in the database by onlinePipeline.
+ * the store: the work is the keyframe plus the changes in the range (not snapshots × fleet). The
+ * exceptions read what was stored for them: `online` unfiltered from the headers' counts (on MongoDB
+ * bucketed in the database by onlinePipeline) or filtered on a counted field from each snapshot's counts
+ * per value (Tally, countsReader); unfiltered unique statistics from period summaries.
  */
 import type { Doc } from "../storage/store";
 import type { Filter } from "../eve/query";
@@ -19,7 +21,7 @@ import { filterMentions } from "../eve/query";
 const nedbModel = require("@seald-io/nedb/lib/model") as { match(doc: Doc, query: Filter): boolean };
 
 /** The fields of a host entry besides `_id` (the spec's, then what the statistics need). */
-export const ENTRY_FIELDS = ["version", "ip", "nodegroups", "_created", "_updated", "_soft_deleted", "status", "last_stateapply", "last_distupgrade"];
+export const ENTRY_FIELDS = ["version", "ip", "nodegroups", "_created", "_updated", "_soft_deleted", "status", "last_stateapply", "last_distupgrade", "groups"];
 /** Fields whose change alone is no new version of an entry: `_updated` moves with every heartbeat. */
 const TRACKED = ENTRY_FIELDS.filter(f => f !== "_updated");
 
@@ -128,11 +130,14 @@ export interface ReplayVisitor {
 export class FleetState {
 	readonly hosts = new Map<string, Entry>();
 	index = -1;
+	/** The counts of the hosts as they are (nextSnapshot keeps them up to date; any other replay drops them). */
+	tally?: Tally;
 
 	constructor(private readonly visitor: ReplayVisitor = {}) {}
 
 	/** Applies the documents (sorted by index, then part); calls `done` after each snapshot's last one. */
 	applyAll(docs: Iterable<ChangeDoc>): void {
+		this.tally = undefined;
 		let pending: number | null = null;
 		let keyframeSeen: Set<string> | null = null;
 		const finish = () => {
@@ -196,7 +201,7 @@ export const PART_ENTRIES = 2000;
  * since. Answers the documents to store (the whole fleet in a keyframe, else what changed) and the
  * counts of its live hosts.
  */
-export function nextSnapshot(state: FleetState, read: Entry[], complete: boolean, index: number, keyframe: boolean, snapshot = String(index)): { docs: Doc[]; up: number; down: number } {
+export function nextSnapshot(state: FleetState, read: Entry[], complete: boolean, index: number, keyframe: boolean, snapshot = String(index)): { docs: Doc[]; counts: Doc; up: number; down: number } {
 	const changes: Doc[] = [];
 	for (const e of read) {
 		const change = changeOf(state.hosts.get(e._id), e);
@@ -206,20 +211,159 @@ export function nextSnapshot(state: FleetState, read: Entry[], complete: boolean
 		const present = new Set(read.map(e => e._id));
 		for (const id of state.hosts.keys()) if (!present.has(id)) changes.push({ _id: id, [GONE]: true });
 	}
+	// The counts follow the changed hosts only: out before the change (it is applied in place), in after it.
+	const tally = state.tally ?? Tally.of(state.hosts.values());
+	for (const change of changes) {
+		const before = state.hosts.get(change._id);
+		if (before) tally.count(before, -1);
+	}
 	state.applyAll([{ index, part: 0, full: false, entries: changes }]);
+	for (const change of changes) {
+		const after = state.hosts.get(change._id);
+		if (after) tally.count(after, 1);
+	}
+	state.tally = tally;
 	const stored = keyframe ? [...state.hosts.values()] : changes;
 	const docs: Doc[] = [];
 	for (let part = 0; part * PART_ENTRIES < stored.length || part === 0; part++) {
 		docs.push({ _id: `${snapshot}-${part}`, snapshot, index, part, full: keyframe, data: encodeEntries(stored.slice(part * PART_ENTRIES, (part + 1) * PART_ENTRIES)) });
 	}
-	let up = 0;
-	let down = 0;
-	for (const e of state.hosts.values()) {
-		if (e._soft_deleted === true) continue;
-		if (e.status === "up") up++;
-		else down++;
+	const [up, down, other] = tally.total;
+	return { docs, counts: { _id: `${snapshot}-counts`, snapshot, index, counts: tally.rows() }, up, down: down + other };
+}
+
+// ---------------------------------------------------------------- counts per value (filtered `online`)
+
+/**
+ * The entry fields whose live hosts every snapshot counts per value (and per status), so that `online`
+ * filtered on one of them reads those counts instead of replaying the changes of its range. Those with
+ * one value per host (`status`, `version`: the hosts service stores strings) may be asked with `$in` of
+ * several values; the lists (`nodegroups`, `groups`) with one value at a time.
+ */
+export const COUNTED_FIELDS = ["status", "nodegroups", "groups", "version"];
+const SINGLE_VALUED = new Set(["status", "version"]);
+/** Beyond this many (field, value) rows a snapshot stores no counts (filtered `online` over it replays). */
+export const MAX_COUNT_ROWS = 5000;
+
+/** Status columns of a count: `up`, `down`, anything else (`unknown`, none). */
+const STATUS_COLUMN = (status: unknown): number => (status === "up" ? 0 : status === "down" ? 1 : 2);
+
+/** The live (not soft-deleted) hosts of a snapshot counted by status, in all and per value of each counted field. */
+export class Tally {
+	/** [up, down, other] over every live host. */
+	readonly total = [0, 0, 0];
+	private readonly byValue = new Map<string, number[]>();
+
+	static of(entries: Iterable<Entry>): Tally {
+		const t = new Tally();
+		for (const e of entries) t.count(e, 1);
+		return t;
 	}
-	return { docs, up, down };
+
+	/** Adds (`sign` 1) or takes away (-1) one entry. */
+	count(e: Entry, sign: number): void {
+		if (e._soft_deleted === true) return;
+		const col = STATUS_COLUMN(e.status);
+		this.total[col] += sign;
+		for (const field of COUNTED_FIELDS) {
+			const v = e[field];
+			if (typeof v === "string") this.add(field, v, col, sign);
+			else if (Array.isArray(v))
+				// A value listed twice is one match of an equality filter, counted once.
+				v.forEach((x, i) => {
+					if (typeof x === "string" && v.indexOf(x) === i) this.add(field, x, col, sign);
+				});
+		}
+	}
+
+	private add(field: string, value: string, col: number, sign: number): void {
+		const key = `${field}\0${value}`;
+		let row = this.byValue.get(key);
+		if (!row) this.byValue.set(key, (row = [0, 0, 0]));
+		row[col] += sign;
+		if (sign < 0 && row[0] === 0 && row[1] === 0 && row[2] === 0) this.byValue.delete(key);
+	}
+
+	/**
+	 * The stored form: one flat list `[field, value, up, down, other, field, value, …]` (values are host data:
+	 * as keys they would need escaping in both stores), or null past MAX_COUNT_ROWS.
+	 */
+	rows(): Array<string | number> | null {
+		if (this.byValue.size > MAX_COUNT_ROWS) return null;
+		const out: Array<string | number> = [];
+		for (const [key, [up, down, other]] of this.byValue) {
+			const cut = key.indexOf("\0");
+			out.push(key.slice(0, cut), key.slice(cut + 1), up, down, other);
+		}
+		return out;
+	}
+}
+
+/** Reads a snapshot's stored counts: [up, down] of the hosts a `where` selects. */
+export type CountsReader = (rows: Array<string | number>) => { up: number; down: number };
+
+/**
+ * A reader of stored counts equivalent to `where`, or null when the counts cannot answer it. They answer
+ * a conjunction of at most one condition on `nodegroups`, `groups` or `version` and at most one on
+ * `status`, each an equality, `$eq` or `$in` of strings (`$in` of several values only on the single-valued
+ * fields). Whatever else (`_id`, `ip`, `$or`, `$ne`, ranges, `_soft_deleted`) is replayed.
+ */
+export function countsReader(where: Filter): CountsReader | null {
+	const conjuncts: Array<[string, unknown]> = [];
+	const flatten = (f: unknown): boolean => {
+		if (!f || typeof f !== "object" || Array.isArray(f)) return false;
+		for (const [k, v] of Object.entries(f)) {
+			if (k === "$and") {
+				if (!Array.isArray(v) || !v.every(flatten)) return false;
+			} else if (k.startsWith("$")) return false;
+			else conjuncts.push([k, v]);
+		}
+		return true;
+	};
+	if (!flatten(where) || conjuncts.length === 0) return null;
+	let facet: { field: string; values: string[] } | null = null;
+	let statuses: string[] | null = null;
+	for (const [field, cond] of conjuncts) {
+		const values = stringValues(cond);
+		if (!values || !COUNTED_FIELDS.includes(field)) return null;
+		if (values.length > 1 && !SINGLE_VALUED.has(field)) return null;
+		if (field === "status" && !statuses) statuses = values;
+		else if (field !== "status" && !facet) facet = { field, values };
+		else return null;
+	}
+	if (!facet) {
+		// Status alone: the `status` rows (each holds its hosts in one column).
+		facet = { field: "status", values: statuses! };
+		statuses = null;
+	}
+	// Combined with a status, a facet's rows give only the up and down columns.
+	if (statuses && statuses.some(s => s !== "up" && s !== "down")) return null;
+	const { field, values } = facet;
+	const want = new Set(values);
+	const cols = statuses ? [statuses.includes("up"), statuses.includes("down"), false] : [true, true, true];
+	return rows => {
+		let up = 0;
+		let down = 0;
+		for (let i = 0; i + 4 < rows.length; i += 5) {
+			if (rows[i] !== field || !want.has(rows[i + 1] as string)) continue;
+			if (cols[0]) up += rows[i + 2] as number;
+			if (cols[1]) down += rows[i + 3] as number;
+			if (cols[2]) down += rows[i + 4] as number;
+		}
+		return { up, down };
+	};
+}
+
+/** The strings an equality, `$eq` or `$in` condition asks for (deduplicated), or null for any other condition. */
+function stringValues(cond: unknown): string[] | null {
+	if (typeof cond === "string") return [cond];
+	if (!cond || typeof cond !== "object" || Array.isArray(cond) || cond instanceof Date) return null;
+	const keys = Object.keys(cond);
+	if (keys.length !== 1) return null;
+	const v = (cond as Record<string, unknown>)[keys[0]];
+	if (keys[0] === "$eq") return typeof v === "string" ? [v] : null;
+	if (keys[0] === "$in") return Array.isArray(v) && v.length > 0 && v.every(x => typeof x === "string") ? [...new Set(v as string[])] : null;
+	return null;
 }
 
 // ---------------------------------------------------------------- the statistics' parameters
@@ -319,13 +463,8 @@ export interface OnlinePoint {
  */
 export function online(docs: Iterable<ChangeDoc>, snaps: Snap[], range: Range, interval: number, test: EntryTest): OnlinePoint[] {
 	if (!snaps.length) return [];
-	const bucketOf = (t: number) => Math.floor((t - range.start.getTime()) / (interval * 1000));
 	// The last snapshot of each bucket is the one whose counts the point shows.
-	const wanted = new Map<number, Date>();
-	for (let i = 0; i < snaps.length; i++) {
-		const b = bucketOf(snaps[i].timestamp);
-		if (i + 1 === snaps.length || bucketOf(snaps[i + 1].timestamp) !== b) wanted.set(snaps[i].index, new Date(range.start.getTime() + b * interval * 1000));
-	}
+	const wanted = lastOfBuckets(snaps, range, interval);
 	let up = 0;
 	let down = 0;
 	const cache = cachedTest(test);
@@ -343,8 +482,8 @@ export function online(docs: Iterable<ChangeDoc>, snaps: Snap[], range: Range, i
 			if (cache.matches(e, change)) count(e, 1);
 		},
 		done: index => {
-			const at = wanted.get(index);
-			if (at) points.push({ timestamp: at, _id: null, hostnames: { up, down } });
+			const b = wanted.get(index);
+			if (b !== undefined) points.push(countsPoint(range, interval, b, up, down));
 		},
 	}).applyAll(docs);
 	return points;
@@ -358,11 +497,37 @@ function countsPoint(range: Range, interval: number, b: number, up: number, down
 /** `online` from the counts stored in the headers (no `where`): the same points without a replay. */
 export function onlineFromCounts(snaps: Array<Snap & { up: number; down: number }>, range: Range, interval: number): OnlinePoint[] {
 	const out: OnlinePoint[] = [];
+	const last = lastOfBuckets(snaps, range, interval);
+	for (const s of snaps) {
+		const b = last.get(s.index);
+		if (b !== undefined) out.push(countsPoint(range, interval, b, s.up, s.down));
+	}
+	return out;
+}
+
+/** The snapshots whose counts `online` shows: the last of each bucket holding one (index → bucket number). */
+export function lastOfBuckets(snaps: Snap[], range: Range, interval: number): Map<number, number> {
+	const out = new Map<number, number>();
 	const bucketOf = (t: number) => Math.floor((t - range.start.getTime()) / (interval * 1000));
 	for (let i = 0; i < snaps.length; i++) {
 		const b = bucketOf(snaps[i].timestamp);
-		if (i + 1 < snaps.length && bucketOf(snaps[i + 1].timestamp) === b) continue;
-		out.push(countsPoint(range, interval, b, snaps[i].up, snaps[i].down));
+		if (i + 1 === snaps.length || bucketOf(snaps[i + 1].timestamp) !== b) out.set(snaps[i].index, b);
+	}
+	return out;
+}
+
+/**
+ * Filtered `online` from the stored counts of the buckets' last snapshots (`rows` by index), read by a
+ * countsReader; null when one of those snapshots has no counts (taken before they were stored, or past
+ * MAX_COUNT_ROWS): then the range is replayed.
+ */
+export function onlineFromTallies(last: Map<number, number>, rows: Map<number, Array<string | number> | null>, read: CountsReader, range: Range, interval: number): OnlinePoint[] | null {
+	const out: OnlinePoint[] = [];
+	for (const [index, b] of last) {
+		const r = rows.get(index);
+		if (!r) return null;
+		const { up, down } = read(r);
+		out.push(countsPoint(range, interval, b, up, down));
 	}
 	return out;
 }

@@ -10,6 +10,8 @@ import { type Doc } from "../../lib/storage/store";
 import { summarize, type Entry } from "../../lib/fleet/stats-history";
 
 export const CHANGES = "hosts_statistic_changes";
+/** Per snapshot, its live hosts counted per value of the fields filtered `online` reads (lib/fleet/stats-history.ts Tally). */
+export const COUNTS = "hosts_statistic_counts";
 /** One summary per keyframe period (lib/fleet/stats-history.ts summarize). */
 export const PERIODS = "hosts_statistic_periods";
 /** Host records written this long before the last snapshot's newest are read again: their writes may land late. */
@@ -44,6 +46,7 @@ export interface StatsMembers {
 	keyframeFor(index: number): Promise<Header | null>;
 	loadDocs(from: number, to: number): Promise<ChangeDoc[]>;
 	stateAt(index: number, id: string): Promise<FleetState>;
+	countsOf(indexes: number[]): Promise<Map<number, Array<string | number> | null>>;
 	snapsIn(range: Range): Promise<Array<Snap & { up: number; down: number }>>;
 	statistic(kind: string, query: unknown): Promise<unknown>;
 	replayUnique(first: number, last: number, test: EntryTest, hit: (e: Entry) => boolean): Promise<{ all: Set<string>; hits: Set<string> }>;

@@ -8,7 +8,7 @@ import { newObjectId } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
 import { DuplicateKeyError, type Doc, type Store } from "../../lib/storage/store";
 import { FleetState, nextSnapshot, toEntry, type Entry } from "../../lib/fleet/stats-history";
-import { CHANGES, PERIODS, SINCE_SLACK_MS, LEASE_MIN_MS, cfg } from "./history";
+import { CHANGES, COUNTS, PERIODS, SINCE_SLACK_MS, LEASE_MIN_MS, cfg } from "./history";
 import type { StatsThis } from "./history";
 import type { Header, HostRead } from "./history";
 
@@ -67,6 +67,7 @@ export const snapshotMethods = {
 	/** Removes a snapshot's header and whatever it had stored (by its id: an undone index may be someone else's by now). */
 	async undoSnapshot(this: StatsThis, header: Header): Promise<void> {
 		await this.changes().removeMany({ snapshot: header._id });
+		await this.stores[COUNTS].removeMany({ snapshot: header._id });
 		await this.store.removeMany({ _id: header._id });
 		if (this.cached && this.cached.index >= header.index) this.cached = null;
 	},
@@ -94,9 +95,10 @@ export const snapshotMethods = {
 		// A keyframe (or a previous snapshot without a watermark) reads every host; the others only those written since.
 		const full = keyframe || !prev?.seen;
 		const read: HostRead = await this.readHosts(full ? null : new Date(new Date(prev!.seen).getTime() - SINCE_SLACK_MS));
-		const { docs, up, down } = nextSnapshot(state, read.entries, full, header.index, keyframe, header._id);
+		const { docs, counts, up, down } = nextSnapshot(state, read.entries, full, header.index, keyframe, header._id);
 		const changes: Store = this.changes();
 		await changes.insertMany(docs);
+		await this.stores[COUNTS].insertMany([counts]);
 		const seen = read.seen && prev?.seen && new Date(prev.seen) > read.seen ? new Date(prev.seen) : (read.seen ?? prev?.seen ?? null);
 		const completed = await this.store.updateMany({ _id: header._id, complete: false }, { $set: { complete: true, keyframe, up, down, total: up + down, seen, _updated: nowSeconds() }, $unset: { lease_until: true } });
 		// Too slow: its lease passed and another replica undid it (the caller removes what it stored).
@@ -124,6 +126,7 @@ export const snapshotMethods = {
 		const removed = await this.store.removeMany({ index: { $lt: kf.index } });
 		await this.changes().removeMany({ index: { $lt: kf.index } });
 		await this.stores[PERIODS].removeMany({ from: { $lt: kf.index } });
+		await this.stores[COUNTS].removeMany({ index: { $lt: kf.index } });
 		if (removed) this.logger.info(`Retention: dropped ${removed} snapshots older than ${cutoff.toISOString()}`);
 	},
 };

@@ -1,6 +1,8 @@
 /**
  * Owns the fleet's history: `hosts_statistic` (one small header per snapshot: `index`, `timestamp`, the
- * up/down counts) and `hosts_statistic_changes` (the host entries: whole in a keyframe every
+ * up/down counts), `hosts_statistic_counts` (per snapshot, its hosts counted per nodegroup, group, version
+ * and status, for filtered `online`), `hosts_statistic_periods` (per keyframe period, what the unfiltered
+ * unique statistics union) and `hosts_statistic_changes` (the host entries: whole in a keyframe every
  * STATS_KEYFRAME_EVERY snapshots, otherwise only what changed). Every STATS_SNAPSHOT_INTERVAL seconds
  * each replica tries to take the interval's snapshot; a unique index on the interval's number lets
  * exactly one of them. The REST views rebuild full snapshots; the aggregated statistics replay the
@@ -44,7 +46,7 @@ import {
 } from "../../lib/fleet/stats-history";
 import { snapshotMethods } from "./snapshots";
 import { statisticMethods } from "./statistics";
-import { CHANGES, PERIODS, cfg, type Header } from "./history";
+import { CHANGES, COUNTS, PERIODS, cfg, type Header } from "./history";
 import type { StatsThis } from "./history";
 
 const StatsService: EveServiceSchema<StatsThis> = {
@@ -54,7 +56,7 @@ const StatsService: EveServiceSchema<StatsThis> = {
 			resource: "hosts_statistic",
 			writes: [],
 			idPattern: OBJECT_ID,
-			extraCollections: [CHANGES, PERIODS],
+			extraCollections: [CHANGES, PERIODS, COUNTS],
 			schema: {
 				hosts: { type: "array", items: "object" },
 				timestamp: "date",
@@ -156,6 +158,8 @@ const StatsService: EveServiceSchema<StatsThis> = {
 		await this.changes().ensureIndex("index", { ordered: true });
 		await this.changes().ensureIndex("snapshot", { ordered: true });
 		await this.stores[PERIODS].ensureIndex("from", { ordered: true });
+		await this.stores[COUNTS].ensureIndex("index", { ordered: true });
+		await this.stores[COUNTS].ensureIndex("snapshot", { ordered: true });
 		if (cfg().statsSnapshots) this.scheduleSnapshots();
 	},
 

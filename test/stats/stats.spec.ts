@@ -27,7 +27,7 @@ const STEP_MS = 60_000;
 const STEPS = 40;
 const KEYFRAME_EVERY = 7;
 const NODEGROUPS = { web: { regex: "^web-" }, db: { regex: "^db-" } };
-const TRACKED = ["version", "ip", "nodegroups", "_created", "_soft_deleted", "status", "last_stateapply", "last_distupgrade"];
+const TRACKED = ["version", "ip", "nodegroups", "_created", "_soft_deleted", "status", "last_stateapply", "last_distupgrade", "groups"];
 
 const same = (a: unknown, b: unknown) => JSON.stringify(a ?? null) === JSON.stringify(b ?? null);
 const http = (d: Date) => formatHttpDate(d);
@@ -39,6 +39,8 @@ const MONGO_URI = process.env.MONGO_URI;
 for (const backend of ["nedb", "mongo"] as const) (backend === "mongo" && !MONGO_URI ? describe.skip : describe)(`fleet statistics against a brute force (${backend})${backend === "mongo" && !MONGO_URI ? " (skipped: MONGO_URI is not set)" : ""}`, () => {
 	let h: Harness;
 	const truths: Truth[] = [];
+	/** Groups made during the history (their ids are the hosts' `groups`): `evens` from the start, `webs` from step 20 on. */
+	const groupIds: Record<string, string> = {};
 	const seed = Number(process.env.STATS_SEED ?? 7);
 
 	const readAll = async (): Promise<Entry[]> => {
@@ -65,7 +67,15 @@ for (const backend of ["nedb", "mongo"] as const) (backend === "mongo" && !MONGO
 		const names = Array.from({ length: 36 }, (_, i) => `${["web", "db", "misc"][i % 3]}-${String(i).padStart(2, "0")}${i % 3 === 2 ? ".example.com" : ""}`);
 		const known: string[] = [];
 		let previous = new Map<string, Entry>();
+		const makeGroup = async (name: string, regex: string) => {
+			const res = await request("POST", `${h.api}/groups`, { body: { name, type: 1, info: { regex } } });
+			expect(res.status).toBe(201);
+			groupIds[name] = res.body._id;
+		};
+		await makeGroup("evens", "[02468](\\.example\\.com)?$");
 		for (let step = 0; step < STEPS; step++) {
+			// Hosts join a group in the middle of the history: their entries change in `groups` only.
+			if (step === 20) await makeGroup("webs", "^web-");
 			const at = new Date(BASE + step * STEP_MS + 1000);
 			const stepTime = (s: number) => new Date(BASE + step * STEP_MS + s * 1000);
 			// Some new hosts, mostly early.
@@ -137,13 +147,19 @@ for (const backend of ["nedb", "mongo"] as const) (backend === "mongo" && !MONGO
 	const within = (field: string, start: Date, end: Date) => (e: Entry) => e[field] != null && new Date(e[field]) >= start && new Date(e[field]) <= end;
 
 	/** Filters (as sent) with the same test written by hand; soft-deleted entries count only when the filter names the flag. */
-	const FILTERS: Array<[string, Record<string, unknown> | undefined, (e: Entry) => boolean]> = [
+	const inGroup = (e: Entry, name: string) => (e.groups ?? []).includes(groupIds[name]);
+	const FILTERS: Array<[string, Record<string, unknown> | (() => Record<string, unknown>) | undefined, (e: Entry) => boolean]> = [
 		["none", undefined, e => !e._soft_deleted],
 		["a nodegroup", { nodegroups: "web" }, e => !e._soft_deleted && e.nodegroups.includes("web")],
 		["hostnames ($in)", { _id: { $in: ["db-01", "web-03", "misc-05.example.com", "web-12"] } }, e => !e._soft_deleted && ["db-01", "web-03", "misc-05.example.com", "web-12"].includes(e._id)],
 		["soft-deleted only", { _soft_deleted: true }, e => e._soft_deleted === true],
 		["$or with $ne", { $or: [{ version: { $ne: "3006.1" } }, { nodegroups: "db" }] }, e => !e._soft_deleted && (e.version !== "3006.1" || e.nodegroups.includes("db"))],
 		["status", { status: "up" }, e => !e._soft_deleted && e.status === "up"],
+		// What the stored counts answer besides a nodegroup and a status (docs/statistics.md):
+		["versions ($in)", { version: { $in: ["3006.8", "3007.0", "3006.8"] } }, e => !e._soft_deleted && ["3006.8", "3007.0"].includes(e.version)],
+		["a nodegroup and a status ($and)", { $and: [{ nodegroups: "web" }, { status: { $in: ["down"] } }] }, e => !e._soft_deleted && e.nodegroups.includes("web") && e.status === "down"],
+		["a group", () => ({ groups: groupIds.evens }), e => !e._soft_deleted && inGroup(e, "evens")],
+		["a group joined later, and a status", () => ({ groups: { $eq: groupIds.webs }, status: "up" }), e => !e._soft_deleted && inGroup(e, "webs") && e.status === "up"],
 	];
 
 	/** Ranges: everything, edges exactly on snapshots, edges between them, one snapshot, none, partly outside. */
@@ -158,10 +174,10 @@ for (const backend of ["nedb", "mongo"] as const) (backend === "mongo" && !MONGO
 		["across a keyframe, to the end", new Date(BASE + (2 * KEYFRAME_EVERY - 1) * STEP_MS), new Date(BASE + STEPS * STEP_MS)],
 	];
 
-	const query = (start: Date, end: Date, where?: Record<string, unknown>, extra: Array<[string, string]> = []) => [
+	const query = (start: Date, end: Date, where?: Record<string, unknown> | (() => Record<string, unknown>), extra: Array<[string, string]> = []) => [
 		["range[]", http(start)],
 		["range[]", http(end)],
-		...(where ? [["where", JSON.stringify(where)]] : []),
+		...(where ? [["where", JSON.stringify(typeof where === "function" ? where() : where)]] : []),
 		...extra,
 	];
 
@@ -227,6 +243,51 @@ for (const backend of ["nedb", "mongo"] as const) (backend === "mongo" && !MONGO
 		// A filter still replays the stored changes in the service, on both stores.
 		await h.call("stats.online", { query: query(whole[1], whole[2], { status: "up" }, [["interval", "300"]]) });
 		expect((await ops()).aggregate).toBe(after.aggregate);
+	});
+
+	it("answers online filtered on a counted field from the stored counts, reading none of the changes; replays any other filter", async () => {
+		const [whole] = RANGES;
+		const stores = () => (h.broker!.getLocalService("stats") as unknown as { stores: Record<string, { ops: Record<string, number> } & Record<string, any>> }).stores;
+		const ops = () => ({ changes: { ...stores().hosts_statistic_changes.ops }, counts: { ...stores().hosts_statistic_counts.ops } });
+		const reads = (o: Record<string, number>) => o.scan + o.find + o.findOne + o.findPage + (o.aggregate ?? 0);
+		const counted: Array<[Record<string, unknown>, (e: Entry) => boolean]> = [
+			[{ nodegroups: "web" }, e => !e._soft_deleted && e.nodegroups.includes("web")],
+			[{ groups: groupIds.webs, status: { $in: ["up", "down"] } }, e => !e._soft_deleted && inGroup(e, "webs")],
+			[{ status: "down" }, e => !e._soft_deleted && e.status === "down"],
+		];
+		for (const [where, test] of counted) {
+			const before = ops();
+			const res = await h.call("stats.online", { query: query(whole[1], whole[2], where, [["interval", "60"]]) });
+			const after = ops();
+			expect(res).toEqual(bruteOnline(whole[1], whole[2], 60, test));
+			expect(reads(after.changes) - reads(before.changes)).toBe(0);
+			expect(reads(after.counts) - reads(before.counts)).toBe(1);
+		}
+		// Hostnames, `$or`, `$ne`, two lists at once: not in the counts, replayed from the changes.
+		const replayed: Array<[Record<string, unknown>, (e: Entry) => boolean]> = [
+			[{ _id: { $in: ["web-03", "db-01"] } }, e => !e._soft_deleted && ["web-03", "db-01"].includes(e._id)],
+			[{ version: { $ne: "3006.1" } }, e => !e._soft_deleted && e.version !== "3006.1"],
+			[{ nodegroups: "web", groups: groupIds.evens }, e => !e._soft_deleted && e.nodegroups.includes("web") && inGroup(e, "evens")],
+		];
+		for (const [where, test] of replayed) {
+			const before = ops();
+			const res = await h.call("stats.online", { query: query(whole[1], whole[2], where, [["interval", "60"]]) });
+			expect(res).toEqual(bruteOnline(whole[1], whole[2], 60, test));
+			expect(reads(ops().changes) - reads(before.changes)).toBeGreaterThan(0);
+		}
+		// A snapshot without stored counts (taken before they were stored): the range is replayed, with the same answer.
+		const counts = stores().hosts_statistic_counts;
+		const [kept] = await counts.find({ index: 11 });
+		expect(kept.counts.length % 5).toBe(0);
+		await counts.removeMany({ index: 11 });
+		try {
+			const before = ops();
+			const res = await h.call("stats.online", { query: query(whole[1], whole[2], { nodegroups: "db" }, [["interval", "60"]]) });
+			expect(res).toEqual(bruteOnline(whole[1], whole[2], 60, e => !e._soft_deleted && e.nodegroups.includes("db")));
+			expect(reads(ops().changes) - reads(before.changes)).toBeGreaterThan(0);
+		} finally {
+			await counts.insertMany([kept]);
+		}
 	});
 
 	it("unions the whole keyframe periods' summaries in the database on MongoDB (pipelines), in the service on NeDB", async () => {

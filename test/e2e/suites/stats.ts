@@ -113,14 +113,15 @@ export default function stats(h: () => Harness): void {
 		expect(third).toMatchObject({ _id: taken[2]._id, index: taken[2].index, timestamp: http(120), _links: { self: { title: "Hosts_statistic", href: `hosts_statistic/${taken[2]._id}` } } });
 		const mine = (item: any) => item.hosts.filter((e: any) => [A, B, C, D].includes(e._id));
 		expect(mine(third)).toEqual([
-			{ _id: B, version: "3006.8", ip: "10.7.0.2", nodegroups: [], _created: expect.stringMatching(HTTP_DATE), _updated: expect.stringMatching(HTTP_DATE), _soft_deleted: false, status: "up" },
-			{ _id: C, version: "3006.8", ip: "10.7.0.3", nodegroups: [], _created: expect.stringMatching(HTTP_DATE), _updated: expect.stringMatching(HTTP_DATE), _soft_deleted: true, status: "up" },
-			{ _id: D, version: "3007.0", ip: "10.7.0.4", nodegroups: [], _created: expect.stringMatching(HTTP_DATE), _updated: expect.stringMatching(HTTP_DATE), _soft_deleted: false, status: "up" },
+			{ _id: B, version: "3006.8", ip: "10.7.0.2", nodegroups: [], groups: expect.any(Array), _created: expect.stringMatching(HTTP_DATE), _updated: expect.stringMatching(HTTP_DATE), _soft_deleted: false, status: "up" },
+			{ _id: C, version: "3006.8", ip: "10.7.0.3", nodegroups: [], groups: expect.any(Array), _created: expect.stringMatching(HTTP_DATE), _updated: expect.stringMatching(HTTP_DATE), _soft_deleted: true, status: "up" },
+			{ _id: D, version: "3007.0", ip: "10.7.0.4", nodegroups: [], groups: expect.any(Array), _created: expect.stringMatching(HTTP_DATE), _updated: expect.stringMatching(HTTP_DATE), _soft_deleted: false, status: "up" },
 			{
 				_id: A,
 				version: "3006.8",
 				ip: "10.7.0.1",
 				nodegroups: ["e2e-web"],
+				groups: expect.any(Array),
 				_created: expect.stringMatching(HTTP_DATE),
 				_updated: expect.stringMatching(HTTP_DATE),
 				_soft_deleted: false,
@@ -143,7 +144,7 @@ export default function stats(h: () => Harness): void {
 		const res = await request("GET", `${h().api}/hosts_statistic/${taken[2]._id}`);
 		expect(res.status).toBe(200);
 		const entry = res.body.hosts.find((e: any) => e._id === C);
-		expect(entry).toEqual({ _id: C, version: "3006.8", ip: "10.7.0.3", nodegroups: [], _created: expect.stringMatching(HTTP_DATE), _updated: expect.stringMatching(HTTP_DATE), _deleted: true, status: "up" });
+		expect(entry).toEqual({ _id: C, version: "3006.8", ip: "10.7.0.3", nodegroups: [], groups: expect.any(Array), _created: expect.stringMatching(HTTP_DATE), _updated: expect.stringMatching(HTTP_DATE), _deleted: true, status: "up" });
 		expect(res.body.hosts.some((e: any) => "_soft_deleted" in e)).toBe(false);
 		expect(res.body._links).toEqual({
 			self: { title: "Hosts_statistic", href: `hosts_statistic/${taken[2]._id}` },
