@@ -1,6 +1,6 @@
 /**
  * Storage for one collection. The choice of adapter happens here and nowhere else:
- * MONGO_URI set -> moleculer-db-adapter-mongo; otherwise NeDB files under DATA_DIR
+ * MONGO_URI set -> our MongoDB adapter on the current driver (lib/storage/mongo-adapter.ts); otherwise NeDB files under DATA_DIR
  * (DATA_DIR=":memory:" keeps everything in memory). Services use `this.store` and never learn which.
  *
  * moleculer-db's own CRUD actions are switched off: they take client queries and whole entities
@@ -9,18 +9,18 @@
 import fs from "node:fs";
 import path from "node:path";
 import DbService from "moleculer-db";
-import MongoDbAdapter from "moleculer-db-adapter-mongo";
 import type { ServiceSchema } from "moleculer";
 import { loadConfig } from "../lib/config";
 import { countingStore, type Store, type StoreOps } from "../lib/storage/store";
 import { NedbStore, type NedbDatastore } from "../lib/storage/nedb-store";
-import { MongoStore, type MongoCollection } from "../lib/storage/mongo-store";
+import { MongoStore } from "../lib/storage/mongo-store";
+import { MongoAdapter } from "../lib/storage/mongo-adapter";
 
 export interface StorageThis {
 	store: Store;
 	/** The service's other collections (Storage's `extra`), by name. */
 	stores: Record<string, Store>;
-	adapter: { db?: unknown; collection?: unknown };
+	adapter: MongoAdapter | { db?: unknown };
 }
 
 const NEDB_COMPACTION_MS = 10 * 60 * 1000;
@@ -34,7 +34,7 @@ interface NedbFile {
 function createAdapter(collection: string): unknown {
 	const config = loadConfig();
 	if (config.mongoUri) {
-		return new MongoDbAdapter(config.mongoUri, { useUnifiedTopology: true, serverSelectionTimeoutMS: 5000 });
+		return new MongoAdapter(config.mongoUri, { serverSelectionTimeoutMS: 5000 });
 	}
 	if (config.dataDir === ":memory:") return new DbService.MemoryAdapter();
 	fs.mkdirSync(config.dataDir, { recursive: true });
@@ -87,15 +87,14 @@ export function Storage(collection: string, extra: string[] = []): Partial<Servi
 		async afterConnected(this: StorageThis & { nedb?: NedbFile; extraNedb?: NedbFile[] }) {
 			const { adapter } = this;
 			this.stores = {};
-			if (adapter.collection) {
-				this.store = countingStore(new MongoStore(adapter.collection as MongoCollection));
-				const db = adapter.db as { collection(name: string): MongoCollection };
-				for (const name of extra) this.stores[name] = countingStore(new MongoStore(db.collection(name)));
+			if (adapter instanceof MongoAdapter) {
+				this.store = countingStore(new MongoStore(adapter.collection!));
+				for (const name of extra) this.stores[name] = countingStore(new MongoStore(adapter.db!.collection(name)));
 				return;
 			}
-			this.store = countingStore(new NedbStore(adapter.db as NedbDatastore));
+			this.store = countingStore(new NedbStore((adapter as { db?: unknown }).db as NedbDatastore));
 			// NeDB appends every write to its file; rewriting it now and then keeps it the size of the data.
-			this.nedb = adapter.db as NedbFile;
+			this.nedb = (adapter as { db?: unknown }).db as NedbFile;
 			this.extraNedb = [];
 			for (const name of extra) {
 				const db = await openNedb(name);
@@ -105,11 +104,10 @@ export function Storage(collection: string, extra: string[] = []): Partial<Servi
 			for (const db of [this.nedb, ...this.extraNedb]) if (!db.inMemoryOnly) db.setAutocompactionInterval(NEDB_COMPACTION_MS);
 		},
 
-		async stopped(this: { nedb?: NedbFile; extraNedb?: NedbFile[]; adapter: StorageThis["adapter"] & { client?: { close(): Promise<void> } } } & Record<string, any>) {
+		async stopped(this: { nedb?: NedbFile; extraNedb?: NedbFile[] }) {
+			// moleculer-db's own `stopped` disconnects the adapter (and waits for the Mongo client to close).
 			this.nedb?.stopAutocompaction();
 			for (const db of this.extraNedb ?? []) db.stopAutocompaction();
-			// The Mongo adapter starts closing its client without waiting; a clean stop waits for it.
-			await this.adapter.client?.close();
 		},
 	} as unknown as Partial<ServiceSchema>;
 }

@@ -37,34 +37,11 @@ export interface Readiness {
 	reasons: string[];
 }
 
-/** The parts of the MongoDB driver's (3.x, unified topology) client that tell whether it can reach a server. */
-interface MongoClientState {
-	topology?: {
-		isConnected?(): boolean;
-		isDestroyed?(): boolean;
-		description?: { hasDataBearingServers?: boolean };
-	} | null;
-}
-
 interface LocalService {
 	name: string;
-	/** moleculer-db-adapter-mongo's adapter has the driver's MongoClient; the NeDB adapter has none. */
-	adapter?: { client?: MongoClientState };
+	/** The MongoDB adapter (lib/storage/mongo-adapter.ts) says whether it can serve; the NeDB adapter has no such method. */
+	adapter?: { connected?(): boolean };
 	server?: { listening?: boolean };
-}
-
-/**
- * Whether a MongoDB client can serve: it has a topology, not closed, that knows a data-bearing server (the
- * driver's monitor marks a server it lost Unknown, and known again once it answers). Not
- * `MongoClient.isConnected()`: deprecated in driver 3.x, its first call prints a plain-text
- * DeprecationWarning on stderr (one JSON object per line no more), and it only said whether the topology
- * had been opened.
- */
-export function mongoConnected(client: MongoClientState): boolean {
-	const topology = client.topology;
-	if (!topology || topology.isDestroyed?.()) return false;
-	const known = topology.description?.hasDataBearingServers;
-	return typeof known === "boolean" ? known : topology.isConnected?.() === true;
 }
 
 /** Brokers that have been started: one that is no longer started is stopping (broker.stopping is set late). */
@@ -81,7 +58,7 @@ export function readiness(broker: ServiceBroker): Readiness {
 	for (const svc of local) {
 		for (const need of READY_NEEDS[svc.name] ?? []) if (!available.has(need)) missing.add(need);
 		// The Mongo driver reconnects by itself; while it reaches no server this process cannot serve.
-		if (svc.adapter?.client && !mongoConnected(svc.adapter.client)) reasons.push(`${svc.name}: storage not connected`);
+		if (svc.adapter?.connected && !svc.adapter.connected()) reasons.push(`${svc.name}: storage not connected`);
 		if (svc.server && svc.server.listening === false && broker.started) reasons.push(`${svc.name}: not listening`);
 	}
 	if (missing.size) reasons.push(`waiting for ${[...missing].sort().join(", ")}`);

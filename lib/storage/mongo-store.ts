@@ -1,28 +1,13 @@
 /**
  * The MongoDB store (MONGO_URI): the Store contract on a driver collection; keys encoded as on NeDB.
  */
+import type { Collection, Document, Filter as MongoFilter, UpdateFilter } from "mongodb";
 import type { Doc, Filter, FindOptions, IndexOptions, Page, Store, Update } from "./store";
 import { DuplicateKeyError } from "./store";
 import { decodeAll, decodeKeys, encodeFilter, encodeKeys, encodePath, encodePaths, encodeSort, encodeUpdate } from "./store-keys";
 
-interface MongoCursor {
-	sort(s: Record<string, number>): MongoCursor;
-	skip(n: number): MongoCursor;
-	limit(n: number): MongoCursor;
-	toArray(): Promise<Doc[]>;
-}
-
-export interface MongoCollection {
-	find(q: Filter, o?: Record<string, unknown>): MongoCursor;
-	findOne(q: Filter): Promise<Doc | null>;
-	countDocuments(q: Filter): Promise<number>;
-	insertMany(docs: Doc[], o?: Record<string, unknown>): Promise<unknown>;
-	updateMany(q: Filter, u: Update): Promise<{ modifiedCount: number; matchedCount: number }>;
-	findOneAndUpdate(q: Filter, u: Update, o: Record<string, unknown>): Promise<{ value: Doc | null }>;
-	deleteMany(q: Filter): Promise<{ deletedCount?: number }>;
-	createIndex(spec: Record<string, number>, o?: Record<string, unknown>): Promise<unknown>;
-	aggregate(pipeline: Doc[], o?: Record<string, unknown>): { toArray(): Promise<Doc[]> };
-}
+/** A collection of the current MongoDB driver (lib/storage/mongo-adapter.ts connects it). */
+export type MongoCollection = Collection<Document>;
 
 function mongoDuplicate(err: unknown): never {
 	const e = err as { code?: number; keyValue?: Record<string, unknown>; message?: string };
@@ -40,7 +25,7 @@ export class MongoStore implements Store {
 			: opts.exclude?.length
 				? Object.fromEntries(encodePaths(opts.exclude).map(f => [f, 0]))
 				: undefined;
-		let cursor = this.collection.find(encodeFilter(filter), projection ? { projection } : {});
+		let cursor = this.collection.find(encodeFilter(filter) as MongoFilter<Document>, projection ? { projection } : {});
 		if (opts.sort?.length) cursor = cursor.sort(Object.fromEntries(encodeSort(opts.sort)));
 		if (opts.skip) cursor = cursor.skip(opts.skip);
 		if (opts.limit) cursor = cursor.limit(opts.limit);
@@ -54,11 +39,11 @@ export class MongoStore implements Store {
 	}
 
 	async findOne(filter: Filter): Promise<Doc | null> {
-		return decodeKeys(await this.collection.findOne(encodeFilter(filter)));
+		return decodeKeys(await this.collection.findOne(encodeFilter(filter) as MongoFilter<Document>));
 	}
 
 	count(filter: Filter): Promise<number> {
-		return this.collection.countDocuments(encodeFilter(filter));
+		return this.collection.countDocuments(encodeFilter(filter) as MongoFilter<Document>);
 	}
 
 	async insertMany(docs: Doc[]): Promise<void> {
@@ -67,17 +52,18 @@ export class MongoStore implements Store {
 	}
 
 	async updateMany(filter: Filter, update: Update): Promise<number> {
-		const res = await this.collection.updateMany(encodeFilter(filter), encodeUpdate(update)).catch(mongoDuplicate);
+		const res = await this.collection.updateMany(encodeFilter(filter) as MongoFilter<Document>, encodeUpdate(update) as UpdateFilter<Document>).catch(mongoDuplicate);
 		return res.matchedCount;
 	}
 
 	async findOneAndUpdate(filter: Filter, update: Update): Promise<Doc | null> {
-		const res = await this.collection.findOneAndUpdate(encodeFilter(filter), encodeUpdate(update), { returnDocument: "after" }).catch(mongoDuplicate);
-		return decodeKeys(res.value);
+		// The driver (6 and later) answers the document itself, or null.
+		const doc = await this.collection.findOneAndUpdate(encodeFilter(filter) as MongoFilter<Document>, encodeUpdate(update) as UpdateFilter<Document>, { returnDocument: "after" }).catch(mongoDuplicate);
+		return decodeKeys(doc as Doc | null);
 	}
 
 	async removeMany(filter: Filter): Promise<number> {
-		const res = await this.collection.deleteMany(encodeFilter(filter));
+		const res = await this.collection.deleteMany(encodeFilter(filter) as MongoFilter<Document>);
 		return res.deletedCount ?? 0;
 	}
 

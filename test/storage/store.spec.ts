@@ -218,7 +218,7 @@ const mongoUri = process.env.MONGO_URI;
 (mongoUri ? describe : describe.skip)(`MongoDB store (MONGO_URI)${mongoUri ? "" : " (skipped: MONGO_URI is not set)"}`, () => {
 	let client: any;
 	beforeAll(async () => {
-		client = new MongoClient(uniqueMongoUri(mongoUri as string), { useUnifiedTopology: true } as never);
+		client = new MongoClient(uniqueMongoUri(mongoUri as string));
 		await client.connect();
 	});
 	afterAll(() => client?.close());

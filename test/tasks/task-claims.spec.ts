@@ -198,7 +198,7 @@ function mongoKind(uri: string): LegKind {
 	const clients: Array<{ close(): Promise<void> }> = [];
 	let collections = 0;
 	const connect = async (collection: string): Promise<Store> => {
-		const client = new MongoClient(base, { useUnifiedTopology: true } as never);
+		const client = new MongoClient(base);
 		clients.push(client);
 		await client.connect();
 		const db = client.db() as unknown as { collection(name: string): MongoCollection };
