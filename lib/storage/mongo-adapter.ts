@@ -17,7 +17,7 @@ import { Errors, type Service, type ServiceBroker } from "moleculer";
 
 /** moleculer-db's find/count parameters (its `FilterOptions`, `CountOptions`). */
 export interface AdapterFindParams {
-	query?: Filter<Document>;
+	query?: Record<string, unknown>;
 	search?: string;
 	searchFields?: string | string[];
 	sort?: string | string[] | Record<string, number>;
@@ -101,7 +101,7 @@ export class MongoAdapter {
 
 	count(params: AdapterFindParams = {}): Promise<number> {
 		this.refuseSearch(params);
-		return this.coll().countDocuments(params.query ?? {});
+		return this.coll().countDocuments((params.query ?? {}) as Filter<Document>);
 	}
 
 	async insert(entity: Document): Promise<Document> {
@@ -143,7 +143,7 @@ export class MongoAdapter {
 	/** A cursor of find's parameters: query, sort (`"-a b"`, a list, or an object), offset, limit, fields. */
 	createCursor(params: AdapterFindParams) {
 		this.refuseSearch(params);
-		let cursor = this.coll().find(params.query ?? {});
+		let cursor = this.coll().find((params.query ?? {}) as Filter<Document>);
 		const sort = toSort(params.sort);
 		if (sort) cursor = cursor.sort(sort);
 		if (params.offset) cursor = cursor.skip(Number(params.offset));
