@@ -195,23 +195,36 @@ function walkIds(db: PlannedDatastore, dir: 1 | -1, want: number, budget: number
 }
 
 /**
- * The page and the total of a list. Where the filter is one indexed equality that many records hold (an
- * Eve list's soft-delete condition, alone) and the order is `_id`'s, the total is the index's count and the
- * page is read in order from the _id index, each record checked until the page is full: O(page), not
- * O(collection). Otherwise every match, then the page (pageOf).
+ * The page and the total of a list. Where the order is `_id`'s and an index gives the candidates, the page
+ * is read in order from the _id index, each record checked until the page is full, and the total is the
+ * index's count (its one conjunct is the filter: an Eve list's soft-delete condition alone) or the
+ * candidates that pass the other conjuncts, counted without ordering them: O(page + candidates), not
+ * O(collection) and no heap. A walk that would pass more records than the candidates (a rare value) gives
+ * up for the candidates' page (pageOf). Otherwise every match, then the page.
  */
-export function selectPage(db: PlannedDatastore, filter: Filter, sort: SortSpec, skip = 0, limit?: number): { total: number; records: Doc[]; checked: number } {
+export function selectPage(db: PlannedDatastore, filter: Filter, sort: SortSpec, skip = 0, limit?: number): { total: number; records: Doc[]; checked: number; ordered: number } {
 	const p = plan(db, filter);
 	const byId = sort.length === 0 || (sort.length === 1 && sort[0][0] === "_id");
-	if (byId && limit !== undefined && p.rest === 0 && p.source?.exact) {
+	if (byId && limit !== undefined && p.source) {
 		const source = p.source;
-		const keep = (doc: Doc) => p.inSource(doc);
+		// The total: the index's count when its one conjunct is the filter, else its candidates checked (no order kept).
+		let total = source.size;
+		let checked = 0;
+		let records: Doc[] | null = null;
+		if (p.rest > 0 || !source.exact) {
+			const candidates = source.list();
+			records = p.rest > 0 ? candidates.filter(p.check) : candidates;
+			total = records.length;
+			checked = p.rest > 0 ? candidates.length : 0;
+		}
+		const keep = p.rest > 0 ? (doc: Doc) => p.inSource(doc) && p.check(doc) : (doc: Doc) => p.inSource(doc);
 		// The walk gives up past the cost of listing the candidates (a rare value: the list is cheaper).
-		const walk = walkIds(db, sort.length ? sort[0][1] : 1, skip + limit, source.size, keep);
-		if (walk) return { total: source.size, records: walk.records.slice(skip), checked: walk.walked };
+		const walk = total === 0 ? { records: [], walked: 0 } : walkIds(db, sort.length ? sort[0][1] : 1, skip + limit, source.size, keep);
+		if (walk) return { total, records: walk.records.slice(skip), checked: checked + walk.walked, ordered: 0 };
+		if (records) return { total, records: pageOf(records, sort, skip, limit), checked: checked + source.size, ordered: records.length };
 	}
 	const { records, checked } = selectRecords(db, filter);
-	return { total: records.length, records: pageOf(records, sort, skip, limit), checked };
+	return { total: records.length, records: pageOf(records, sort, skip, limit), checked, ordered: records.length };
 }
 
 /** Two values as NeDB's cursor orders them; two strings (ids, names: most sorts) compared directly. */

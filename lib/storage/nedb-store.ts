@@ -57,6 +57,8 @@ export class NedbStore implements Store {
 	readonly kind = "nedb";
 	/** Records checked against a filter by the planner since the store was made (indexes keep it low). */
 	checked = 0;
+	/** Records put in the order of a page's sort (a heap or a sort) since the store was made; a walk of the _id index puts none. */
+	ordered = 0;
 	/**
 	 * Each of NeDB's own records as callers may see it: the record itself, or its decoded copy when it has
 	 * an encoded key. NeDB replaces a record on every update (it never changes one in place), so each
@@ -112,8 +114,9 @@ export class NedbStore implements Store {
 
 	findPage(filter: Filter, opts: FindOptions): Promise<Page> {
 		return this.db.executor.pushAsync(async () => {
-			const { total, records, checked } = selectPage(this.db, encodeFilter(filter), encodeSort(opts.sort ?? []), opts.skip, opts.limit);
+			const { total, records, checked, ordered } = selectPage(this.db, encodeFilter(filter), encodeSort(opts.sort ?? []), opts.skip, opts.limit);
 			this.checked += checked;
+			this.ordered += ordered;
 			return { total, docs: this.copies(records, opts) };
 		});
 	}

@@ -74,6 +74,35 @@ describe("the embedded store's planner", () => {
 		expect((await indexed.findPage(filter, opts)).total).toBe(down.filter(d => !d._soft_deleted).length);
 	});
 
+	it("pages an indexed filter with other conditions in _id order by walking the _id index: the candidates counted once, a page's worth walked, none put in order", async () => {
+		const filter = { $and: [{ status: "unknown" }, { _soft_deleted: { $ne: true } }] };
+		const candidates = docs.filter(d => d.status === "unknown");
+		const want = candidates.filter(d => !d._soft_deleted);
+		const opts = { skip: 50, limit: 25 };
+		// The candidates are checked once for the total; the walk passes about (skip + limit) ÷ the share of matches.
+		const walkBound = Math.ceil(((opts.skip + opts.limit) * HOSTS) / want.length) * 2;
+		const orderedBefore = indexed.ordered;
+		const checked = await checkedBy(indexed, () => indexed.findPage(filter, opts));
+		expect(checked).toBeGreaterThanOrEqual(candidates.length);
+		expect(checked).toBeLessThanOrEqual(candidates.length + walkBound);
+		// No match was put in order: the _id index is the order (without the index, every match is).
+		expect(indexed.ordered - orderedBefore).toBe(0);
+		const plainBefore = plain.ordered;
+		const page = await plain.findPage(filter, opts);
+		expect(plain.ordered - plainBefore).toBe(want.length);
+		expect(page.total).toBe(want.length);
+		expect(page.docs.map(d => d._id)).toEqual(want.map(d => d._id).sort().slice(50, 75));
+		expect(await indexed.findPage(filter, opts)).toEqual(page);
+		const backwards = await indexed.findPage(filter, { sort: [["_id", -1]], limit: 25 });
+		expect(backwards.docs.map(d => d._id)).toEqual(want.map(d => d._id).sort().reverse().slice(0, 25));
+		// A rare value (20 hosts down of 10,000): walking the index would pass most of it; its matches are ordered instead.
+		const rare = { $and: [{ status: "down" }, { _soft_deleted: { $ne: true } }] };
+		const rareBefore = indexed.ordered;
+		const rarePage = await indexed.findPage(rare, { limit: 5 });
+		expect(indexed.ordered - rareBefore).toBe(rarePage.total);
+		expect(rarePage).toEqual(await plain.findPage(rare, { limit: 5 }));
+	});
+
 	it("answers an unfiltered list from the indexes: its total counted by the index, its page read in _id order, O(page)", async () => {
 		const filter = { _soft_deleted: false };
 		const live = docs.filter(d => !d._soft_deleted).map(d => d._id);
