@@ -13,6 +13,10 @@ import type { ServiceSchema } from "moleculer";
 import { loadConfig } from "../lib/config";
 import { countingStore, type Store, type StoreOps } from "../lib/storage/store";
 import { NedbStore, type NedbDatastore } from "../lib/storage/nedb-store";
+import { manageNedbFile, type ManagedFile, type NedbFileDatastore } from "../lib/storage/nedb-file";
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const Datastore = require("@seald-io/nedb") as new (opts: Record<string, unknown>) => NedbDatastore & NedbFileDatastore & { loadDatabaseAsync(): Promise<void> };
 import { MongoStore } from "../lib/storage/mongo-store";
 import { MongoAdapter } from "../lib/storage/mongo-adapter";
 
@@ -23,32 +27,27 @@ export interface StorageThis {
 	adapter: MongoAdapter | { db?: unknown };
 }
 
-const NEDB_COMPACTION_MS = 10 * 60 * 1000;
-
-interface NedbFile {
-	inMemoryOnly: boolean;
-	setAutocompactionInterval(ms: number): void;
-	stopAutocompaction(): void;
-}
-
 function createAdapter(collection: string): unknown {
 	const config = loadConfig();
 	if (config.mongoUri) {
 		return new MongoAdapter(config.mongoUri, { serverSelectionTimeoutMS: 5000 });
 	}
-	if (config.dataDir === ":memory:") return new DbService.MemoryAdapter();
-	fs.mkdirSync(config.dataDir, { recursive: true });
-	return new DbService.MemoryAdapter({ filename: path.join(config.dataDir, `${collection}.db`) });
+	// The adapter is handed a datastore whose file this project loads and compacts (lib/storage/nedb-file.ts).
+	return new DbService.MemoryAdapter(nedbDatastore(collection));
 }
 
-/** A NeDB datastore of its own for a service's second collection, as the adapter would make it. */
-async function openNedb(collection: string): Promise<NedbDatastore & NedbFile> {
+/** A NeDB datastore for `collection`: in memory (DATA_DIR=":memory:"), or in its file under DATA_DIR, managed. */
+function nedbDatastore(collection: string): NedbDatastore & NedbFileDatastore & { managed: ManagedFile; loadDatabaseAsync(): Promise<void> } {
 	const config = loadConfig();
-	// eslint-disable-next-line @typescript-eslint/no-require-imports
-	const Datastore = require("@seald-io/nedb");
 	const opts = config.dataDir === ":memory:" ? { inMemoryOnly: true } : { filename: path.join(config.dataDir, `${collection}.db`) };
 	if (config.dataDir !== ":memory:") fs.mkdirSync(config.dataDir, { recursive: true });
 	const db = new Datastore(opts);
+	return Object.assign(db, { managed: manageNedbFile(db) });
+}
+
+/** A NeDB datastore of its own for a service's second collection, loaded as the adapter loads the first. */
+async function openNedb(collection: string): Promise<NedbDatastore & { managed: ManagedFile }> {
+	const db = nedbDatastore(collection);
 	await db.loadDatabaseAsync();
 	return db;
 }
@@ -84,7 +83,7 @@ export function Storage(collection: string, extra: string[] = []): Partial<Servi
 			schema.adapter = createAdapter(collection);
 		},
 
-		async afterConnected(this: StorageThis & { nedb?: NedbFile; extraNedb?: NedbFile[] }) {
+		async afterConnected(this: StorageThis & { nedb?: { managed?: ManagedFile }; extraNedb?: Array<{ managed?: ManagedFile }> }) {
 			const { adapter } = this;
 			this.stores = {};
 			if (adapter instanceof MongoAdapter) {
@@ -93,21 +92,20 @@ export function Storage(collection: string, extra: string[] = []): Partial<Servi
 				return;
 			}
 			this.store = countingStore(new NedbStore((adapter as { db?: unknown }).db as NedbDatastore));
-			// NeDB appends every write to its file; rewriting it now and then keeps it the size of the data.
-			this.nedb = (adapter as { db?: unknown }).db as NedbFile;
+			// NeDB appends every write to its file; it is rewritten when it has grown by half (nedb-file.ts).
+			this.nedb = (adapter as { db?: unknown }).db as { managed?: ManagedFile };
 			this.extraNedb = [];
 			for (const name of extra) {
 				const db = await openNedb(name);
 				this.stores[name] = countingStore(new NedbStore(db));
 				this.extraNedb.push(db);
 			}
-			for (const db of [this.nedb, ...this.extraNedb]) if (!db.inMemoryOnly) db.setAutocompactionInterval(NEDB_COMPACTION_MS);
 		},
 
-		async stopped(this: { nedb?: NedbFile; extraNedb?: NedbFile[] }) {
+		async stopped(this: { nedb?: { managed?: ManagedFile }; extraNedb?: Array<{ managed?: ManagedFile }> }) {
 			// moleculer-db's own `stopped` disconnects the adapter (and waits for the Mongo client to close).
-			this.nedb?.stopAutocompaction();
-			for (const db of this.extraNedb ?? []) db.stopAutocompaction();
+			this.nedb?.managed?.stop();
+			for (const db of this.extraNedb ?? []) db.managed?.stop();
 		},
 	} as unknown as Partial<ServiceSchema>;
 }

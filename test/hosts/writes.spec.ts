@@ -1,7 +1,8 @@
 /**
  * What the master's view costs the hosts collection: an inventory or a presence reading that finds the
  * fleet as it left it writes nothing (not a line to the NeDB file, not an `_updated`), one that finds a
- * host changed writes that host's changed fields, and a restart with nothing changed writes nothing.
+ * host changed writes that host's changed fields, and a restart with nothing changed writes nothing (the
+ * file is rewritten at a load only when it holds superseded records: lib/storage/nedb-file.ts).
  */
 import fs from "node:fs";
 import path from "node:path";
@@ -79,8 +80,19 @@ describe("hosts written from the master's view", () => {
 		await h.restart();
 		await h.call("hosts.membershipSettled");
 		await new Promise(r => setTimeout(r, 500));
-		// NeDB rewrites its file compactly as it loads it: every record once. A write since appends a line.
+		// The file held superseded records (the writes above): the load rewrote it compactly, every record once.
 		expect(writtenSince(0).length).toBe(IDS.length);
+		expect(await stored()).toEqual(before);
+		// Compact now: the next restart leaves the file as it is — not rewritten (same inode and time), not appended to.
+		const stat = () => {
+			const st = fs.statSync(file());
+			return { ino: st.ino, mtimeMs: st.mtimeMs, size: st.size };
+		};
+		const compact = stat();
+		await h.restart();
+		await h.call("hosts.membershipSettled");
+		await new Promise(r => setTimeout(r, 500));
+		expect(stat()).toEqual(compact);
 		expect(await stored()).toEqual(before);
 	});
 });

@@ -1,0 +1,126 @@
+/**
+ * lib/storage/nedb-file.ts: an embedded datastore loads what NeDB's own loader loads (records, dates at any
+ * depth, deletions, index definitions, its corruption threshold), and its file is rewritten only when
+ * that gains something: at a load when it holds superseded lines, afterwards when it grew by half.
+ */
+import fs from "node:fs";
+import path from "node:path";
+import { manageNedbFile, COMPACT_MIN_GROWTH, type NedbFileDatastore } from "../../lib/storage/nedb-file";
+import { tempDir } from "../support/harness";
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const Datastore = require("@seald-io/nedb");
+
+type Db = NedbFileDatastore & {
+	loadDatabaseAsync(): Promise<void>;
+	insertAsync(doc: unknown): Promise<unknown>;
+	updateAsync(q: unknown, u: unknown, o?: unknown): Promise<unknown>;
+	removeAsync(q: unknown, o?: unknown): Promise<number>;
+	ensureIndexAsync(o: unknown): Promise<void>;
+};
+
+const stat = (file: string) => {
+	const st = fs.statSync(file);
+	return { ino: st.ino, mtimeMs: st.mtimeMs, size: st.size };
+};
+const lines = (file: string) => fs.readFileSync(file, "utf8").split("\n").filter(Boolean);
+const byId = (docs: Array<Record<string, unknown>>) => [...docs].sort((a, b) => String(a._id).localeCompare(String(b._id)));
+
+/** A datastore on `file`, loaded by this module (`managed`) or by NeDB alone. */
+async function open(file: string, managed: boolean, onCompact?: () => void): Promise<{ db: Db; stop(): void; checkGrowth(): Promise<boolean> }> {
+	const db = new Datastore({ filename: file }) as Db;
+	const m = managed ? manageNedbFile(db, onCompact) : { stop: () => undefined, checkGrowth: async () => false };
+	await db.loadDatabaseAsync();
+	return { db, ...m };
+}
+
+describe("the embedded datastore's file", () => {
+	const doc = (i: number) => ({
+		_id: `h-${String(i).padStart(3, "0")}`,
+		n: i,
+		_created: new Date(Date.UTC(2024, 0, 1, 0, 0, i)),
+		grain: { os: "ALT", nested: { deep: [{ at: new Date(Date.UTC(2024, 5, 1, 0, 0, i)) }, "x"] }, dollar: "$$date in text", empty: {} },
+		list: [1, { when: new Date(0) }],
+	});
+
+	it("loads what NeDB loads: records with dates at any depth, the last line of an id, deletions, index definitions", async () => {
+		const file = path.join(tempDir("nedb-file"), "a.db");
+		const writer = await open(file, false);
+		for (let i = 0; i < 30; i++) await writer.db.insertAsync(doc(i));
+		await writer.db.updateAsync({ _id: "h-003" }, { $set: { n: 333, at: new Date(5) } });
+		await writer.db.removeAsync({ _id: "h-004" });
+		await writer.db.ensureIndexAsync({ fieldName: "n", unique: true });
+		const theirs = await open(file, false);
+		const ours = await open(file, true);
+		expect(byId(ours.db.getAllData())).toEqual(byId(theirs.db.getAllData()));
+		expect(ours.db.getAllData()).toHaveLength(29);
+		const h3 = ours.db.getAllData().find(d => d._id === "h-003")!;
+		expect(h3.at).toEqual(new Date(5));
+		expect(((h3.grain as any).nested.deep[0].at as Date).getTime()).toBe(Date.UTC(2024, 5, 1, 0, 0, 3));
+		expect((h3.list as any)[1].when).toBeInstanceOf(Date);
+		// The unique index defined in the file holds after our load.
+		await expect(ours.db.insertAsync({ _id: "dup", n: 333 })).rejects.toThrow(/unique/i);
+		ours.stop();
+	});
+
+	it("rewrites the file at a load only when it holds superseded lines; a compact file is left as it is", async () => {
+		const file = path.join(tempDir("nedb-file"), "b.db");
+		const writer = await open(file, false);
+		for (let i = 0; i < 20; i++) await writer.db.insertAsync(doc(i));
+		await writer.db.updateAsync({ _id: "h-001" }, { $set: { n: 100 } });
+		expect(lines(file)).toHaveLength(21);
+		let compactions = 0;
+		const first = await open(file, true, () => compactions++);
+		expect(compactions).toBe(1);
+		expect(lines(file)).toHaveLength(20);
+		first.stop();
+		const compact = stat(file);
+		const second = await open(file, true, () => compactions++);
+		expect(compactions).toBe(1);
+		expect(stat(file)).toEqual(compact);
+		expect(second.db.getAllData()).toHaveLength(20);
+		second.stop();
+	});
+
+	it("drops lines it cannot parse (rewriting the file), and refuses a file past NeDB's corruption threshold", async () => {
+		const dir = tempDir("nedb-file");
+		const good = Array.from({ length: 40 }, (_, i) => JSON.stringify({ _id: `g${i}`, n: i }));
+		const some = path.join(dir, "some.db");
+		fs.writeFileSync(some, [...good.slice(0, 20), "{not json", "[1,2]", ...good.slice(20)].join("\n") + "\n");
+		const loaded = await open(some, true);
+		expect(loaded.db.getAllData()).toHaveLength(40);
+		expect(lines(some)).toHaveLength(40);
+		loaded.stop();
+		const many = path.join(dir, "many.db");
+		fs.writeFileSync(many, [...good.slice(0, 5), "{bad", "{bad", "{bad"].join("\n") + "\n");
+		const db = new Datastore({ filename: many }) as Db;
+		const m = manageNedbFile(db);
+		await expect(db.loadDatabaseAsync()).rejects.toThrow(/37% of the data file is corrupt/);
+		m.stop();
+		// Nothing was lost: the refused file is as it was.
+		expect(lines(many)).toHaveLength(8);
+	});
+
+	it("compacts a file that grew by half since it was compact, not before", async () => {
+		const file = path.join(tempDir("nedb-file"), "c.db");
+		// Records large enough that their rewrites pass the minimum growth quickly.
+		const big = (i: number, v: number) => ({ _id: `b${i}`, v, pad: "x".repeat(4000) });
+		const writer = await open(file, false);
+		for (let i = 0; i < 500; i++) await writer.db.insertAsync(big(i, 0));
+		let compactions = 0;
+		const store = await open(file, true, () => compactions++);
+		const base = stat(file).size;
+		expect(base).toBeGreaterThan(COMPACT_MIN_GROWTH);
+		// A third of the records rewritten: the file grew by a third, no compaction.
+		for (let i = 0; i < 170; i++) await store.db.updateAsync({ _id: `b${i}` }, { $set: { v: 1 } });
+		expect(await store.checkGrowth()).toBe(false);
+		expect(compactions).toBe(0);
+		for (let i = 170; i < 340; i++) await store.db.updateAsync({ _id: `b${i}` }, { $set: { v: 1 } });
+		expect(stat(file).size).toBeGreaterThan(base * 1.5);
+		expect(await store.checkGrowth()).toBe(true);
+		expect(compactions).toBe(1);
+		expect(lines(file)).toHaveLength(500);
+		expect(await store.checkGrowth()).toBe(false);
+		store.stop();
+	});
+});
