@@ -128,11 +128,24 @@ export class BucketIndex {
 		return [...out];
 	}
 
-	/** Whether the record is in the bucket of the value, or of any value of a list: a set lookup, the record is not read. */
-	holds(doc: Doc, value: unknown): boolean {
-		if (Array.isArray(value)) return value.some(v => this.holds(doc, v));
-		const key = bucketKey(value);
-		return key !== null && this.buckets.get(key)?.docs.has(doc) === true;
+	/**
+	 * Whether a record is in the bucket of the value, or of any value of a list, asked of many records: the
+	 * buckets looked up once, each record then one set lookup (the record is not read). Valid while the index is unchanged (a planned read runs in NeDB's queue:
+	 * no write comes between).
+	 */
+	holder(value: unknown): (doc: Doc) => boolean {
+		const sets: Array<Set<Doc>> = [];
+		for (const v of Array.isArray(value) ? value : [value]) {
+			const key = bucketKey(v);
+			const bucket = key === null ? undefined : this.buckets.get(key);
+			if (bucket) sets.push(bucket.docs);
+		}
+		if (sets.length === 0) return () => false;
+		if (sets.length === 1) {
+			const [only] = sets;
+			return doc => only.has(doc);
+		}
+		return doc => sets.some(s => s.has(doc));
 	}
 
 	/** How many records getMatching would list, without listing them (a list's values may share records: at most). */

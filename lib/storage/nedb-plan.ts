@@ -125,8 +125,7 @@ function plan(db: PlannedDatastore, filter: Filter): Plan {
 		const s = servable[at];
 		if (!s || !(s.index instanceof BucketIndex) || s.access.kind === "range") return null;
 		const { index, access } = s;
-		const value = access.kind === "eq" ? access.value : access.values;
-		return doc => index.holds(doc, value);
+		return index.holder(access.kind === "eq" ? access.value : access.values);
 	};
 	const lookups: Array<(doc: Doc) => boolean> = [];
 	const matched: Filter[] = [];

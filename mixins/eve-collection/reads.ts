@@ -141,14 +141,14 @@ export const readMethods = {
 
 	/** Projection, list-only hiding, masking and dates: a record as a client sees it, without links. */
 	outputFields(this: EveThis, doc: Doc, projection: Projection | null, single: boolean, ctx?: RestContext): Doc {
-		let out = project(this.transformOutput(doc, single, ctx), this.eve.fields, this.eve.autoFields, projection);
+		const out = project(this.transformOutput(doc, single, ctx), this.eve.fields, this.eve.autoFields, projection);
 		if (!single) for (const f of this.eve.opts.listHidden ?? []) delete out[f];
 		for (const f of this.eve.opts.masked ?? []) if (out[f] != null) out[f] = MASK;
-		out = renderDates(out);
-		// Eve's key order: payload, then _updated, _created, _id.
+		// Eve's key order: payload, then _updated, _created, _id; dates as HTTP-dates (nested values copied
+		// only where they hold one: renderDates). One new record, not a projected, a dated and an ordered one.
 		const ordered: Doc = {};
-		for (const [k, v] of Object.entries(out)) if (k !== "_updated" && k !== "_created" && k !== "_id") ordered[k] = v;
-		for (const k of ["_updated", "_created", "_id"]) if (k in out) ordered[k] = out[k];
+		for (const k of Object.keys(out)) if (k !== "_updated" && k !== "_created" && k !== "_id") ordered[k] = renderDates(out[k]);
+		for (const k of ["_updated", "_created", "_id"]) if (k in out) ordered[k] = renderDates(out[k]);
 		return ordered;
 	},
 
