@@ -5,8 +5,8 @@
  * with autocompaction rewrites it again every interval: at 50,000 hosts a 181 MB file parsed in 3.7 s and
  * written again at every start and every ten minutes, whether anything changed or not. Here:
  *
- *   - each line is parsed by JSON.parse alone, NeDB's dates (`{"$$date": ms}`) revived by a walk that
- *     stops once it has found as many as the line holds; records, deletions and index definitions are
+ *   - each line is parsed by JSON.parse alone, then one walk revives NeDB's dates (`{"$$date": ms}`) and
+ *     shares the short strings records repeat (settle); records, deletions and index definitions are
  *     read as NeDB reads them (the last line of an id wins, `$$deleted` removes it, lines NeDB cannot
  *     parse are counted against its corruption threshold);
  *   - the file is rewritten at load only when it holds more lines than the compact form would (superseded
@@ -44,33 +44,33 @@ export const COMPACT_MIN_GROWTH = 1 << 20;
 
 const DATE_KEY = "$$date";
 
-/** Counts the `"$$date"` keys in a line (NeDB writes each date as `{"$$date":<ms>}`). */
-function countDates(line: string): number {
-	let n = 0;
-	for (let at = line.indexOf('"$$date"'); at !== -1; at = line.indexOf('"$$date"', at + 8)) n++;
-	return n;
-}
+/** Strings up to this long are shared between the records that hold them (see settle). */
+const SHARED_STRING_MAX = 64;
 
 /**
- * Replaces NeDB's date objects by Dates, in place: top-level fields first (where nearly all are), then
- * deeper only while some are still missing. The walk keeps its own stack (no nesting can overflow it).
+ * Makes a parsed line a record, in place, in one walk with its own stack (no nesting can overflow it):
+ * NeDB's date objects become Dates, and every short string value is replaced by the first equal one seen
+ * in this file (`shared`). JSON.parse makes a string per occurrence: a fleet's grains repeat the same
+ * values (an OS, a kernel, a hundred CPU flags) on every host, and at 50,000 hosts sharing them took the
+ * records from 265 to 49 MiB of heap.
  */
-function reviveDates(doc: Doc, expected: number): void {
-	if (expected === 0) return;
-	let found = 0;
-	const stack: Array<Doc | unknown[]> = [];
-	const visit = (holder: Doc | unknown[], key: string | number, value: unknown) => {
-		if (value === null || typeof value !== "object") return;
-		if (!Array.isArray(value) && Object.prototype.hasOwnProperty.call(value, DATE_KEY)) {
-			(holder as Record<string | number, unknown>)[key] = new Date((value as Doc)[DATE_KEY] as number);
-			found++;
-		} else stack.push(value as Doc | unknown[]);
+function settle(doc: Doc, shared: Map<string, string>): void {
+	const stack: Array<Doc | unknown[]> = [doc];
+	const fix = (holder: Record<string | number, unknown>, key: string | number, value: unknown) => {
+		if (typeof value === "string") {
+			if (value.length > SHARED_STRING_MAX) return;
+			const same = shared.get(value);
+			if (same === undefined) shared.set(value, value);
+			else holder[key] = same;
+		} else if (value !== null && typeof value === "object") {
+			if (!Array.isArray(value) && Object.prototype.hasOwnProperty.call(value, DATE_KEY)) holder[key] = new Date((value as Doc)[DATE_KEY] as number);
+			else stack.push(value as Doc | unknown[]);
+		}
 	};
-	for (const key of Object.keys(doc)) visit(doc, key, doc[key]);
-	while (found < expected && stack.length) {
+	while (stack.length) {
 		const node = stack.pop()!;
-		if (Array.isArray(node)) for (let i = 0; i < node.length; i++) visit(node, i, node[i]);
-		else for (const key of Object.keys(node)) visit(node, key, node[key]);
+		if (Array.isArray(node)) for (let i = 0; i < node.length; i++) fix(node as unknown as Record<number, unknown>, i, node[i]);
+		else for (const key of Object.keys(node)) fix(node, key, node[key]);
 	}
 }
 
@@ -84,6 +84,7 @@ interface Read {
 function readLines(db: NedbFileDatastore, stream: NodeJS.ReadableStream): Promise<Read> {
 	return new Promise((resolve, reject) => {
 		const byId = new Map<unknown, Doc>();
+		const shared = new Map<string, string>();
 		const indexes: Record<string, Doc> = {};
 		let lines = 0;
 		let corrupt = 0;
@@ -97,7 +98,7 @@ function readLines(db: NedbFileDatastore, stream: NodeJS.ReadableStream): Promis
 				const text = db.persistence.beforeDeserialization(line);
 				const doc = JSON.parse(text) as Doc;
 				if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new Error("not a record");
-				reviveDates(doc, countDates(text));
+				settle(doc, shared);
 				if (doc._id) {
 					if (doc.$$deleted === true) byId.delete(doc._id);
 					else byId.set(doc._id, doc);
