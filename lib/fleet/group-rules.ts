@@ -64,8 +64,8 @@ export function ruleProblems(rule: Rule | undefined): Record<string, string> | n
 	return Object.keys(out).length ? out : null;
 }
 
-/** A Salt glob as an RE2 pattern for the whole value. */
-function globPattern(glob: string): string {
+/** A Salt glob (Python's fnmatch) as an RE2 pattern for the whole value. */
+export function globPattern(glob: string): string {
 	let out = "";
 	for (let i = 0; i < glob.length; i++) {
 		const c = glob[i];

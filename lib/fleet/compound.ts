@@ -1,0 +1,347 @@
+/**
+ * Salt's compound targets, evaluated by fleet-ctl on its own inventory (the cached grains), never by
+ * publishing to minions (issue 21; docs/targeting.md). The grammar and each matcher follow Salt 3006's
+ * (salt/matchers/compound_match.py and the matchers it calls):
+ *
+ *   - words are separated by whitespace; `and`, `or`, `not`, `(` and `)` are operators (parentheses
+ *     stand alone, as in Salt); `not` after a term means `and not`; precedence is Python's
+ *     (`not` > `and` > `or`);
+ *   - a word without an engine is a glob on the minion id (fnmatch: `*`, `?`, `[...]`, `[!...]`,
+ *     case-sensitive);
+ *   - `E@regex`: the id matched from its start (Python's re.match);
+ *   - `L@a,b,c`: the id is one of the list;
+ *   - `G@path:glob` and `P@path:regex`: a grain at a `:`-delimited path (or `G<d>@` with the delimiter
+ *     `<d>`), tried at every split of the expression from the deepest, lists matched member by member,
+ *     dicts by key, both sides lowercased (salt.utils.data.subdict_match);
+ *   - `S@cidr` or `S@address`: one of the host's `ipv4`/`ipv6` grains in the subnet, or equal;
+ *   - `N@name`: the nodegroup's members (fleet-ctl keeps them per host);
+ *   - `F@group`: beyond Salt, the hosts a fleet-ctl group resolves to (by id or name).
+ *
+ * Pillar (`I@`, `J@`), range (`R@`) and the proxy engines (`T@`, `M@`) need data fleet-ctl does not
+ * hold: they are refused with a message, as is any expression Salt would not evaluate (Salt answers
+ * "no minion" to those; a preview says why). Regexes compile with RE2 (linear time). The expression's
+ * length and nesting are bounded.
+ */
+import { BlockList, isIP } from "node:net";
+import { RE2JS } from "re2js";
+import { globPattern } from "./group-rules";
+
+/** The longest expression evaluated, and the deepest nesting of parentheses and `not`. */
+export const MAX_TARGET_LENGTH = 10_000;
+export const MAX_TARGET_DEPTH = 64;
+
+/** An expression fleet-ctl cannot evaluate, and why (a 400 at the API). */
+export class TargetError extends Error {}
+
+/** What the evaluator knows of a host. */
+export interface TargetHost {
+	_id: string;
+	grain?: unknown;
+	nodegroups?: string[];
+	groups?: string[];
+}
+
+/** Resolves `F@` references to group ids (null: no such group). */
+export interface TargetContext {
+	groupId(ref: string): string | null;
+}
+
+type Test = (h: TargetHost) => boolean;
+
+/** A compiled expression: the test, and the ids it names literally (`L@` members, globs without a wildcard). */
+export interface CompiledTarget {
+	test: Test;
+	named: string[];
+	/** Whether a test reads grains (a host must then be given with them). */
+	usesGrains: boolean;
+}
+
+const OPERATORS = new Set(["and", "or", "not", "(", ")"]);
+const ENGINE = /^(?:([A-Z])([^@\s]?)@)(.*)$/s;
+const GLOB_CHARS = /[*?[]/;
+
+// ---------------------------------------------------------------- the terms
+
+/** Python's str() of a grain value, as subdict_match compares it (before lowercasing). */
+function pyText(v: unknown): string {
+	if (typeof v === "string") return v;
+	if (typeof v === "boolean") return v ? "True" : "False";
+	if (v === null || v === undefined) return "None";
+	if (typeof v === "number") return String(v);
+	return JSON.stringify(v);
+}
+
+/** salt.utils.data.traverse_dict_and_list: a path through dicts and lists (numeric parts index, others look into embedded dicts). */
+function traverse(data: unknown, key: string, delimiter: string): unknown {
+	let ptr: unknown = data;
+	for (const part of key.split(delimiter)) {
+		if (Array.isArray(ptr)) {
+			if (/^-?\d+$/.test(part)) {
+				const i = Number(part);
+				const at = i < 0 ? ptr.length + i : i;
+				if (at < 0 || at >= ptr.length) return undefined;
+				ptr = ptr[at];
+			} else {
+				const holder = ptr.find(x => x !== null && typeof x === "object" && !Array.isArray(x) && Object.hasOwn(x, part)) as Record<string, unknown> | undefined;
+				if (!holder) return undefined;
+				ptr = holder[part];
+			}
+		} else if (ptr !== null && typeof ptr === "object" && Object.hasOwn(ptr, part)) {
+			ptr = (ptr as Record<string, unknown>)[part];
+		} else return undefined;
+	}
+	return ptr;
+}
+
+const isDict = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
+
+/**
+ * salt.utils.data.subdict_match: does `expr` (`path<d>pattern`, the split tried from the deepest) match
+ * the grains? `match` compares one lowercased value with the lowercased pattern. `depth` bounds the
+ * recursion into dicts (grains are the master's data, but deep nesting must not overflow the stack).
+ */
+function subdictMatch(data: unknown, expr: string, delimiter: string, match: (value: string, pattern: string) => boolean, depth = 0): boolean {
+	if (depth > MAX_TARGET_DEPTH) return false;
+	const one = (target: unknown, pattern: string) => match(pyText(target).toLowerCase(), pattern.toLowerCase());
+	const dictMatch = (target: Record<string, unknown>, pattern: string): boolean => {
+		const wildcard = pattern.startsWith("*:");
+		const p = wildcard ? pattern.slice(2) : pattern;
+		if (p === "*" || Object.hasOwn(target, p)) return true;
+		if (subdictMatch(target, p, delimiter, match, depth + 1)) return true;
+		if (!wildcard) return false;
+		for (const value of Object.values(target)) {
+			if (isDict(value)) {
+				if (dictMatch(value, p)) return true;
+			} else if (Array.isArray(value)) {
+				if (value.some(item => one(item, p))) return true;
+			} else if (one(value, p)) return true;
+		}
+		return false;
+	};
+	const splits = expr.split(delimiter);
+	if (splits.length === 1) return false;
+	for (let idx = splits.length - 1; idx > 0; idx--) {
+		const key = splits.slice(0, idx).join(delimiter);
+		const matchstr = key === "*" ? expr : splits.slice(idx).join(delimiter);
+		const found = key === "*" ? data : traverse(data, key, delimiter);
+		if (found === undefined || (isDict(found) && Object.keys(found).length === 0)) continue;
+		if (isDict(found)) {
+			if (dictMatch(found, matchstr)) return true;
+			continue;
+		}
+		if (Array.isArray(found)) {
+			for (const member of found) {
+				if (isDict(member) && dictMatch(member, matchstr)) return true;
+				if (one(member, matchstr)) return true;
+			}
+			continue;
+		}
+		if (one(found, matchstr)) return true;
+	}
+	return false;
+}
+
+function compileRegex(pattern: string, word: string): RE2JS {
+	try {
+		return RE2JS.compile(pattern);
+	} catch (err) {
+		throw new TargetError(`'${word}': invalid regular expression (RE2 syntax: no backreferences or lookaround): ${(err as Error).message.replace(/^error parsing regexp: /, "")}`);
+	}
+}
+
+/** A glob as Python's fnmatch reads it, compiled once per pattern (G@ patterns are built per value). */
+function globMatcher(): (value: string, glob: string) => boolean {
+	const cache = new Map<string, RE2JS>();
+	return (value, glob) => {
+		let re = cache.get(glob);
+		if (!re) {
+			if (cache.size > 1000) cache.clear();
+			cache.set(glob, (re = RE2JS.compile(globPattern(glob))));
+		}
+		return re.matches(value);
+	};
+}
+
+/**
+ * A Python re.match (from the start) with a pattern compiled once. A pattern RE2 cannot compile matches
+ * nothing, as Salt's matcher logs and answers False for it (a split of `path:regex` may leave part of the
+ * path in the pattern); a P@ term none of whose splits compiles is refused when compiled.
+ */
+function regexMatcher(): (value: string, pattern: string) => boolean {
+	const cache = new Map<string, RE2JS | null>();
+	return (value, pattern) => {
+		let re = cache.get(pattern);
+		if (re === undefined) {
+			if (cache.size > 1000) cache.clear();
+			try {
+				re = RE2JS.compile(pattern);
+			} catch {
+				re = null;
+			}
+			cache.set(pattern, re);
+		}
+		return re !== null && re.matcher(value).lookingAt();
+	};
+}
+
+/** The addresses a host's grains give it (`ipv4`, `ipv6`). */
+function addresses(h: TargetHost): string[] {
+	if (!isDict(h.grain)) return [];
+	const out: string[] = [];
+	for (const key of ["ipv4", "ipv6"]) {
+		const v = h.grain[key];
+		if (Array.isArray(v)) for (const a of v) if (typeof a === "string") out.push(a);
+	}
+	return out;
+}
+
+function subnetTest(pattern: string, word: string): Test {
+	if (isIP(pattern)) return h => addresses(h).includes(pattern);
+	const m = /^(.+)\/(\d{1,3})$/.exec(pattern);
+	const family = m ? isIP(m[1]) : 0;
+	const bits = m ? Number(m[2]) : -1;
+	if (!m || !family || bits > (family === 4 ? 32 : 128)) throw new TargetError(`'${word}': S@ takes an IP address or a subnet in CIDR notation (10.0.0.0/8)`);
+	const list = new BlockList();
+	list.addSubnet(m[1], bits, family === 4 ? "ipv4" : "ipv6");
+	return h => addresses(h).some(a => isIP(a) === family && list.check(a, family === 4 ? "ipv4" : "ipv6"));
+}
+
+/** One word of an expression as a test. */
+function compileTerm(word: string, ctx: TargetContext, named: string[], flags: { grains: boolean }): Test {
+	const m = ENGINE.exec(word);
+	if (!m) {
+		if (!GLOB_CHARS.test(word)) {
+			named.push(word);
+			return h => h._id === word;
+		}
+		const re = compileRegex(globPattern(word), word);
+		return h => re.matches(h._id);
+	}
+	const [, engine, delimiter, pattern] = m;
+	if (delimiter && !"GPIJ".includes(engine)) throw new TargetError(`'${word}': only G@, P@, I@ and J@ take a delimiter`);
+	if (pattern === "") throw new TargetError(`'${word}': nothing after ${engine}@`);
+	switch (engine) {
+		case "E": {
+			const re = compileRegex(pattern, word);
+			return h => re.matcher(h._id).lookingAt();
+		}
+		case "L": {
+			const ids = pattern.split(",");
+			named.push(...ids.filter(Boolean));
+			const set = new Set(ids);
+			return h => set.has(h._id);
+		}
+		case "G":
+		case "P": {
+			flags.grains = true;
+			const d = delimiter || ":";
+			if (!pattern.includes(d)) throw new TargetError(`'${word}': ${engine}@ takes a grain path and a ${engine === "G" ? "glob" : "regex"}, separated by '${d}' (G@os:Debian)`);
+			const match = engine === "G" ? globMatcher() : regexMatcher();
+			if (engine === "P") {
+				const splits = pattern.split(d);
+				const candidates = splits.slice(1).map((_, i) => splits.slice(i + 1).join(d).toLowerCase());
+				if (!candidates.some(c => c === "*" || compiles(c))) compileRegex(candidates[candidates.length - 1], word);
+			}
+			return h => subdictMatch(h.grain, pattern, d, match);
+		}
+		case "S":
+			flags.grains = true;
+			return subnetTest(pattern, word);
+		case "N":
+			return h => (h.nodegroups ?? []).includes(pattern);
+		case "F": {
+			const id = ctx.groupId(pattern);
+			if (id === null) throw new TargetError(`'${word}': no group has the id or name '${pattern}'`);
+			return h => (h.groups ?? []).includes(id);
+		}
+		case "I":
+		case "J":
+			throw new TargetError(`'${word}': pillar targeting (I@, J@) is not evaluated by fleet-ctl: it holds no pillar data`);
+		case "R":
+			throw new TargetError(`'${word}': range targeting (R@) needs a range server; fleet-ctl does not evaluate it`);
+		case "T":
+		case "M":
+			throw new TargetError(`'${word}': the proxy engines (T@, M@) are not evaluated by fleet-ctl`);
+		default:
+			throw new TargetError(`'${word}': unknown target engine ${engine}@ (known: G@ P@ E@ L@ S@ N@ and fleet-ctl's F@)`);
+	}
+}
+
+function compiles(pattern: string): boolean {
+	try {
+		RE2JS.compile(pattern);
+		return true;
+	} catch {
+		return false;
+	}
+}
+
+// ---------------------------------------------------------------- the expression
+
+/**
+ * Compiles an expression (throws TargetError with the reason). The same rules as Salt: an operator may not
+ * begin it (except `(` and `not`) or follow `(` (except `not`); `not` after a term means `and not`; two terms
+ * side by side, a dangling operator or an unbalanced parenthesis are errors.
+ */
+export function compileTarget(expression: string, ctx: TargetContext): CompiledTarget {
+	if (typeof expression !== "string" || expression.trim() === "") throw new TargetError("the target is empty");
+	if (expression.length > MAX_TARGET_LENGTH) throw new TargetError(`the target is longer than ${MAX_TARGET_LENGTH} characters`);
+	const tokens: string[] = [];
+	for (const word of expression.split(/\s+/).filter(Boolean)) {
+		if (OPERATORS.has(word)) {
+			const last = tokens[tokens.length - 1];
+			if (last === undefined) {
+				if (word !== "(" && word !== "not") throw new TargetError(`the target cannot begin with '${word}'`);
+			} else {
+				if (last === "(" && (word === "and" || word === "or")) throw new TargetError(`'${word}' cannot follow '('`);
+				if (word === "not" && last === "not") throw new TargetError("'not not': Salt reads it as 'not and not', which it cannot evaluate");
+				if (word === "not" && last !== "and" && last !== "or" && last !== "(") tokens.push("and");
+			}
+		} else if (word.length > 1 && (word.startsWith("(") || word.endsWith(")")) && !ENGINE.test(word)) {
+			throw new TargetError(`'${word}': parentheses must stand alone, separated by spaces (as Salt reads them): ( ${word.replace(/^\(|\)$/g, "")} )`);
+		}
+		tokens.push(word);
+	}
+	const named: string[] = [];
+	const flags = { grains: false };
+	let at = 0;
+	const peek = () => tokens[at];
+	const expectTerm = (depth: number): Test => {
+		if (depth > MAX_TARGET_DEPTH) throw new TargetError(`the target nests deeper than ${MAX_TARGET_DEPTH} levels`);
+		const word = tokens[at++];
+		if (word === undefined) throw new TargetError("the target ends where a term is expected");
+		if (word === "not") {
+			const inner = expectTerm(depth + 1);
+			return h => !inner(h);
+		}
+		if (word === "(") {
+			const inner = orExpr(depth + 1);
+			if (tokens[at++] !== ")") throw new TargetError("a '(' is not closed");
+			return inner;
+		}
+		if (OPERATORS.has(word)) throw new TargetError(`'${word}' where a term is expected`);
+		return compileTerm(word, ctx, named, flags);
+	};
+	const andExpr = (depth: number): Test => {
+		const parts = [expectTerm(depth)];
+		while (peek() === "and") {
+			at++;
+			parts.push(expectTerm(depth));
+		}
+		return parts.length === 1 ? parts[0] : h => parts.every(p => p(h));
+	};
+	const orExpr = (depth: number): Test => {
+		const parts = [andExpr(depth)];
+		while (peek() === "or") {
+			at++;
+			parts.push(andExpr(depth));
+		}
+		return parts.length === 1 ? parts[0] : h => parts.some(p => p(h));
+	};
+	const test = orExpr(0);
+	if (at < tokens.length) {
+		const next = tokens[at];
+		throw new TargetError(next === ")" ? "a ')' closes nothing" : `'${next}' follows a term without 'and' or 'or'`);
+	}
+	return { test, named: [...new Set(named)], usesGrains: flags.grains };
+}

@@ -1,0 +1,133 @@
+/**
+ * Compound targets as Salt 3006 reads them (salt/matchers/compound_match.py, salt.utils.data.subdict_match),
+ * evaluated on fleet-ctl's inventory: each case is what Salt selects among these hosts, and what fleet-ctl
+ * refuses (with the reason) where Salt would select nothing because the expression is malformed.
+ */
+import { compileTarget, TargetError, MAX_TARGET_DEPTH, type TargetHost } from "../../lib/fleet/compound";
+
+const HOSTS: TargetHost[] = [
+	{
+		_id: "web-01",
+		nodegroups: ["web"],
+		groups: ["g-front"],
+		grain: { os: "Debian", osrelease: "12", roles: ["web", "cache"], ipv4: ["10.0.1.5", "127.0.0.1"], ipv6: ["fd00::5"], ip_interfaces: { eth0: ["10.0.1.5"] }, pkg: { nginx: "1.22" }, num_cpus: 4, selinux: { enabled: false }, disks: [{ name: "vda", size: 20 }] },
+	},
+	{ _id: "web-02", nodegroups: ["web"], groups: [], grain: { os: "Ubuntu", osrelease: "24.04", roles: ["web"], ipv4: ["10.0.1.6"], num_cpus: 2, selinux: { enabled: true } } },
+	{ _id: "db-01", nodegroups: ["db"], groups: ["g-front", "g-data"], grain: { os: "Debian", osrelease: "11", roles: ["db"], ipv4: ["10.0.2.7"], num_cpus: 8 } },
+	{ _id: "old-web-01", nodegroups: [], groups: [], grain: { os: "CentOS", roles: "web", ipv4: ["192.168.0.9"] } },
+	{ _id: "mail.example.com", nodegroups: [], groups: [], grain: { os: "Debian", "os:family": "weird", ipv4: [] } },
+];
+const GROUPS: Record<string, string> = { front: "g-front", "g-front": "g-front", data: "g-data", "g-data": "g-data" };
+const ctx = { groupId: (ref: string) => GROUPS[ref] ?? null };
+const select = (expr: string) => HOSTS.filter(compileTarget(expr, ctx).test).map(h => h._id);
+const refuse = (expr: string) => {
+	try {
+		compileTarget(expr, ctx);
+	} catch (err) {
+		expect(err).toBeInstanceOf(TargetError);
+		return (err as Error).message;
+	}
+	throw new Error(`'${expr}' was not refused`);
+};
+
+describe("compound targets", () => {
+	it.each<[string, string[]]>([
+		// glob on the id (fnmatch, case-sensitive)
+		["web-*", ["web-01", "web-02"]],
+		["*web-0?", ["web-01", "web-02", "old-web-01"]],
+		["web-0[!1]", ["web-02"]],
+		["WEB-*", []],
+		["mail.example.com", ["mail.example.com"]],
+		// E@: from the start of the id
+		["E@web-0[12]", ["web-01", "web-02"]],
+		["E@.*web", ["web-01", "web-02", "old-web-01"]],
+		["E@web-01$", ["web-01"]],
+		// L@
+		["L@web-01,db-01,ghost", ["web-01", "db-01"]],
+		// G@: both sides lowercased, lists member by member, nested paths, dict keys, Python's str() of values
+		["G@os:Debian", ["web-01", "db-01", "mail.example.com"]],
+		["G@os:debian", ["web-01", "db-01", "mail.example.com"]],
+		["G@os:Deb*", ["web-01", "db-01", "mail.example.com"]],
+		["G@roles:web", ["web-01", "web-02", "old-web-01"]],
+		["G@ip_interfaces:eth0:10.0.1.*", ["web-01"]],
+		["G@pkg:nginx", ["web-01"]],
+		["G@pkg:*", ["web-01"]],
+		["G@selinux:enabled:False", ["web-01"]],
+		["G@selinux:enabled:true", ["web-02"]],
+		["G@num_cpus:4", ["web-01"]],
+		["G@disks:name:vda", ["web-01"]],
+		["G@disks:0:size:20", ["web-01"]],
+		["G@osrelease:2?.*", ["web-02"]],
+		// a delimiter of its own; a grain key holding the default one
+		["G|@os:family|weird", ["mail.example.com"]],
+		// P@: a regex from the start, lowercased
+		["P@os:(debian|ubuntu)", ["web-01", "web-02", "db-01", "mail.example.com"]],
+		["P@osrelease:1[12]$", ["web-01", "db-01"]],
+		// S@: an address or a subnet among ipv4/ipv6
+		["S@10.0.1.0/24", ["web-01", "web-02"]],
+		["S@10.0.2.7", ["db-01"]],
+		["S@fd00::/8", ["web-01"]],
+		// N@: the nodegroup's members; F@: a fleet-ctl group by name or id
+		["N@web", ["web-01", "web-02"]],
+		["F@front", ["web-01", "db-01"]],
+		["F@g-data", ["db-01"]],
+		// operators with Python's precedence; `not` after a term is `and not`
+		["web-* and not G@os:Ubuntu", ["web-01"]],
+		["web-* not G@os:Ubuntu", ["web-01"]],
+		["not web-*", ["db-01", "old-web-01", "mail.example.com"]],
+		["db-* or web-* and G@os:Ubuntu", ["web-02", "db-01"]],
+		["( db-* or web-* ) and G@os:Debian", ["web-01", "db-01"]],
+		["G@os:Debian and ( N@web or N@db ) and not S@10.0.2.0/24", ["web-01"]],
+	])("%s", (expr, ids) => {
+		expect(select(expr)).toEqual(ids);
+	});
+
+	it("names the ids it lists or spells out, so a preview can say which do not exist", () => {
+		expect(compileTarget("L@web-01,ghost-1 or ghost-2 or web-*", ctx).named).toEqual(["web-01", "ghost-1", "ghost-2"]);
+		expect(compileTarget("web-*", ctx).usesGrains).toBe(false);
+		expect(compileTarget("web-* and G@os:Debian", ctx).usesGrains).toBe(true);
+	});
+
+	it.each<[string, RegExp]>([
+		["", /empty/],
+		["   ", /empty/],
+		["and web-*", /cannot begin with 'and'/],
+		["( or web-*", /'or' cannot follow '\('/],
+		["web-* db-*", /'db-\*' follows a term without 'and' or 'or'/],
+		["web-* and", /ends where a term is expected/],
+		["not not web-01", /'not not'/],
+		["( web-*", /not closed/],
+		["web-* )", /closes nothing/],
+		["(web-* or db-*)", /parentheses must stand alone/],
+		["I@role:web", /pillar/],
+		["J@role:^w", /pillar/],
+		["R@%cluster", /range/],
+		["X@anything", /unknown target engine X@/],
+		["E@(web", /invalid regular expression/],
+		["E@(a)\\1", /invalid regular expression/],
+		["P@os:(deb", /invalid regular expression/],
+		["G@os", /grain path and a glob/],
+		["S@10.0.0.0/33", /CIDR/],
+		["S@not-an-ip", /CIDR/],
+		["F@nope", /no group has the id or name 'nope'/],
+		["L|@a,b", /only G@, P@, I@ and J@ take a delimiter/],
+		["G@", /nothing after G@/],
+	])("refuses %j", (expr, why) => {
+		expect(refuse(expr)).toMatch(why);
+	});
+
+	it("bounds the nesting and the length of an expression", () => {
+		const deep = `${"( ".repeat(MAX_TARGET_DEPTH + 1)}web-01${" )".repeat(MAX_TARGET_DEPTH + 1)}`;
+		expect(refuse(deep)).toMatch(/nests deeper than/);
+		expect(refuse(`${"not ( ".repeat(MAX_TARGET_DEPTH)}web-01${" )".repeat(MAX_TARGET_DEPTH)}`)).toMatch(/nests deeper than/);
+		const ok = `${"( ".repeat(MAX_TARGET_DEPTH - 1)}web-01${" )".repeat(MAX_TARGET_DEPTH - 1)}`;
+		expect(select(ok)).toEqual(["web-01"]);
+		expect(refuse(`web-01 or ${"x ".repeat(6000)}`)).toMatch(/longer than/);
+	});
+
+	it("answers a pattern that backtracks exponentially in other engines (RE2: linear time)", () => {
+		const host: TargetHost = { _id: `${"a".repeat(5000)}!`, grain: { os: `${"a".repeat(5000)}!` } };
+		expect(compileTarget("E@(a+)+$", ctx).test(host)).toBe(false);
+		expect(compileTarget("P@os:(a|aa)+$", ctx).test(host)).toBe(false);
+	});
+});
