@@ -322,22 +322,18 @@ export function compileTarget(expression: string, ctx: TargetContext): CompiledT
 		if (OPERATORS.has(word)) throw new TargetError(`'${word}' where a term is expected`);
 		return compileTerm(word, ctx, named, flags);
 	};
-	const andExpr = (depth: number): Test => {
-		const parts = [expectTerm(depth)];
-		while (peek() === "and") {
+	/** Terms joined by one operator: `and` (every one holds) over `not`/terms, `or` (one holds) over `and`s. */
+	const joined = (op: "and" | "or", next: (depth: number) => Test) => (depth: number): Test => {
+		const parts = [next(depth)];
+		while (peek() === op) {
 			at++;
-			parts.push(expectTerm(depth));
+			parts.push(next(depth));
 		}
-		return parts.length === 1 ? parts[0] : h => parts.every(p => p(h));
+		if (parts.length === 1) return parts[0];
+		return op === "and" ? h => parts.every(p => p(h)) : h => parts.some(p => p(h));
 	};
-	const orExpr = (depth: number): Test => {
-		const parts = [andExpr(depth)];
-		while (peek() === "or") {
-			at++;
-			parts.push(andExpr(depth));
-		}
-		return parts.length === 1 ? parts[0] : h => parts.some(p => p(h));
-	};
+	const andExpr = joined("and", expectTerm);
+	const orExpr: (depth: number) => Test = joined("or", andExpr);
 	const test = orExpr(0);
 	if (at < tokens.length) {
 		const next = tokens[at];
