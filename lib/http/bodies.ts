@@ -14,6 +14,9 @@ export const RUN_BODY = {
 	kwarg: { type: "object", optional: true },
 };
 
+/** POST /targets/preview: a compound target (docs/targeting.md). */
+export const TARGET_PREVIEW_BODY = { target: { type: "string", min: 1, max: 10_000 } };
+
 /** POST /hosts/{id}/all_status: start or stop the live status.all_status poll. */
 export const ALL_STATUS_BODY = { action: { type: "enum", values: ["start", "stop", "stop_all"], optional: true, default: "start" } };
 

@@ -5,7 +5,7 @@
  */
 
 import type { Role } from "./auth";
-import { ALL_STATUS_BODY, GRAPH_RUN_BODY, RUN_BODY } from "./bodies";
+import { ALL_STATUS_BODY, GRAPH_RUN_BODY, RUN_BODY, TARGET_PREVIEW_BODY } from "./bodies";
 
 /** How the gateway hands the request to the action. */
 export type BodyKind = "json" | "none" | "stream";
@@ -32,6 +32,8 @@ export interface RouteMethod {
 	summary?: string;
 	/** A read that is audited like a write (it hands out a secret). */
 	audited?: boolean;
+	/** A POST that changes nothing and runs nothing (it computes an answer from its body): not audited, like a read. */
+	computes?: boolean;
 	/** The JSON body as the action validates it (lib/http/bodies.ts), for the OpenAPI document; collections describe theirs. */
 	bodySchema?: Record<string, unknown>;
 	/** Query parameters beyond a collection's (where, sort, …), for the OpenAPI document. */
@@ -125,6 +127,7 @@ export const ROUTES: RouteDef[] = [
 	{ path: "hosts/statistics/unique_dist_upgraded", methods: { GET: statistic("stats.uniqueDistUpgraded", "The hosts whose dist-upgrade happened in the range") } },
 	{ path: "hosts/statistics/new_hosts", methods: { GET: statistic("stats.newHosts", "The hosts first seen in the range") } },
 	{ path: "hosts", methods: read("hosts") },
+	{ path: "targets/preview", methods: { POST: { ...withBody(json("hosts.previewTarget", "viewer"), TARGET_PREVIEW_BODY), computes: true, summary: "The live hosts a compound target selects (evaluated on the inventory, nothing is published), their count, and the hosts it names that do not exist" } } },
 	{ path: "hosts/:id/all_status", methods: { POST: needsMaster(withBody(json("cm-gateway.allStatus", "operator", "host"), ALL_STATUS_BODY)) } },
 	// The host's Pritunl profile archive (docs/vpn.md): it holds the host's VPN keys, so not for viewers.
 	{ path: "hosts/:id/vpn_profile", methods: { GET: { action: "vpn.profile", role: "operator", audited: true } } },

@@ -292,9 +292,12 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			}
 		},
 
-		/** Every mutating request is audited, and the reads the route table marks (they hand out secrets). */
+		/**
+		 * Every mutating request is audited (not a POST that only computes an answer, as a target preview), and
+		 * the reads the route table marks (they hand out secrets).
+		 */
 		audited(this: ApiThis, req: Req): boolean {
-			return MUTATING.has(req.method as string) || req.$alias?.audited === true;
+			return (MUTATING.has(req.method as string) && req.$alias?.computes !== true) || req.$alias?.audited === true;
 		},
 
 		/**

@@ -17,7 +17,7 @@ const config = loadConfig();
 
 export type Req = IncomingMessage & {
 	$params: Record<string, any>;
-	$alias?: { action?: string; unavailable?: string; bodyKind?: BodyKind; cachedBy?: string; role?: Role; audited?: boolean };
+	$alias?: { action?: string; unavailable?: string; bodyKind?: BodyKind; cachedBy?: string; role?: Role; audited?: boolean; computes?: boolean };
 	$endpoint?: { action: unknown };
 	$cacheGeneration?: number;
 	/** Bytes of the JSON body as received (0 for an empty body), set while it is read. */

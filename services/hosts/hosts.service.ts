@@ -21,6 +21,7 @@ import { compileRule, needsGrains, type HostFacts, type Rule } from "../../lib/f
 import { presenceActions, presenceMethods } from "./presence";
 import { inventoryUpdate } from "./changes";
 import { membershipActions, membershipMethods } from "./memberships";
+import { targetActions, targetMethods } from "./targets";
 import { vpnActions } from "./vpn-identity";
 import { metricMethods } from "./fleet-metric";
 
@@ -102,6 +103,7 @@ const HostsService: EveServiceSchema<HostsThis> = {
 	actions: {
 		...presenceActions,
 		...membershipActions,
+		...targetActions,
 		...vpnActions,
 		/** Creates or updates hosts from the master's view of them (internal: the cm-gateway and tests call it). */
 		upsertMany: {
@@ -277,6 +279,7 @@ const HostsService: EveServiceSchema<HostsThis> = {
 	methods: {
 		...presenceMethods,
 		...membershipMethods,
+		...targetMethods,
 		...metricMethods,
 
 		newHost(this: HostsThis, h: Doc, now: Date): Doc {

@@ -25,6 +25,7 @@ interface HostsMembers {
 	membershipSources(): Promise<void>;
 	presenceDocs(reading: PresenceReading): Promise<{ up: Set<string>; docs: Doc[] }>;
 	newHost(h: Doc, now: Date): Doc;
+	targetHosts(ctx: Context, expression: string): Promise<import("./targets").Resolution>;
 }
 
 export type HostsThis = EveThis & HostsMembers;

@@ -38,7 +38,7 @@ interface Caller {
  * deliveries or VPN profiles; an operator also runs remote execution (POST /hosts/{id}, POST /groups/{id},
  * all_status), manages tasks, loads and describes patches (POST /updates, PATCH /updates/{id}), downloads a
  * host's VPN profile and syncs a VPN organization; everything else is an admin's. `whoami` and `openapi.json`
- * are for any role (docs/api.md, docs/dashboard.md). Kept by hand: it is the oracle, not a copy of the table.
+ * are for any role (docs/api.md, docs/dashboard.md), and so is a target preview (it reads, docs/targeting.md). Kept by hand: it is the oracle, not a copy of the table.
  */
 const LEAST_ROLE: Record<string, Role> = {
 	"GET groups": "viewer",
@@ -127,6 +127,7 @@ const LEAST_ROLE: Record<string, Role> = {
 	"GET webhook_deliveries/:id": "admin",
 	"GET whoami": "viewer",
 	"GET openapi.json": "viewer",
+	"POST targets/preview": "viewer",
 };
 
 /** The roles that may do what `least` may, from docs/security.md: an operator may do what a viewer may, an admin everything. */
@@ -288,6 +289,7 @@ export default function access(h: () => Harness): void {
 		"GET webhook_deliveries/:id": { path: `webhook_deliveries/${UNKNOWN_ID}`, status: 404 },
 		"GET whoami": { path: "whoami", status: 200 },
 		"GET openapi.json": { path: "openapi.json", status: 200 },
+		"POST targets/preview": { path: "targets/preview", body: { target: "acc-*" }, status: 200 },
 	});
 
 	/** The root and methods no path lists: any valid token (viewer up) gets the root, and 405 for the rest. */

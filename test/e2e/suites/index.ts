@@ -11,6 +11,7 @@ import vpn from "./vpn";
 import access from "./access";
 import stats from "./stats";
 import eveConformance from "./eve-conformance";
+import targets from "./targets";
 
 /**
  * What a leg is, known when the suites are declared (the harness only once they run): a test that cannot
@@ -32,4 +33,4 @@ export const LEGS: Record<Leg["name"], Leg> = {
 
 export type Suite = (h: () => Harness, leg: Leg) => void;
 
-export const SUITES: Record<string, Suite> = { conventions, hosts, "groups-resolution": groupsResolution, graph, "graph-jobs": graphJobs, tasks, records, files, vpn, stats, access, "eve-conformance": eveConformance };
+export const SUITES: Record<string, Suite> = { conventions, hosts, "groups-resolution": groupsResolution, graph, "graph-jobs": graphJobs, tasks, records, files, vpn, stats, targets, access, "eve-conformance": eveConformance };

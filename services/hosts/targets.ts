@@ -1,0 +1,83 @@
+/**
+ * Compound targets on the inventory (docs/targeting.md): `POST /api/targets/preview` answers which live hosts
+ * an expression selects, evaluated here on the stored hosts (grains read only when a term needs them), with
+ * the hosts it names that the fleet does not have. `hosts.resolveTarget` is the same resolution for the
+ * services that run on a target (issue 21): what is previewed is what runs.
+ */
+import type { ActionSchema, Context } from "moleculer";
+import type { HostsThis } from "./types";
+import type { RestContext } from "../../mixins/eve-collection.mixin";
+import type { GroupDef } from "../../lib/fleet/group-rules";
+import { badRequest, validationFailed } from "../../lib/eve/errors";
+import { compileSchema } from "../../lib/eve/validation";
+import { TARGET_PREVIEW_BODY } from "../../lib/http/bodies";
+import { compileTarget, TargetError, type TargetHost } from "../../lib/fleet/compound";
+
+const checkPreviewBody = compileSchema(TARGET_PREVIEW_BODY, { wellFormed: true });
+
+/** What a target resolves to. */
+export interface Resolution {
+	/** The live hosts it selects, sorted. */
+	hosts: string[];
+	/** Ids it names (L@ members, globs without a wildcard) that are no live host. */
+	missing: string[];
+}
+
+/** `F@<ref>`: a group by id, else by name (a name two groups share must be given as an id). */
+async function groupResolver(ctx: Context, expression: string): Promise<(ref: string) => string | null> {
+	if (!/(^|\s)F@/.test(expression)) return () => null;
+	const groups = await ctx.call<GroupDef[]>("groups.rules");
+	const byId = new Set(groups.map(g => g._id));
+	const byName = new Map<string, string[]>();
+	for (const g of groups) if (g.name) byName.set(g.name, [...(byName.get(g.name) ?? []), g._id]);
+	return ref => {
+		if (byId.has(ref)) return ref;
+		const named = byName.get(ref) ?? [];
+		if (named.length > 1) throw new TargetError(`'F@${ref}': ${named.length} groups are named '${ref}': give one's id`);
+		return named[0] ?? null;
+	};
+}
+
+export const targetMethods = {
+	/** The live hosts `expression` selects (throws a 400 with the reason when it cannot be evaluated). */
+	async targetHosts(this: HostsThis, ctx: Context, expression: string): Promise<Resolution> {
+		let compiled;
+		try {
+			compiled = compileTarget(expression, { groupId: await groupResolver(ctx, expression) });
+		} catch (err) {
+			if (err instanceof TargetError) throw badRequest(`target: ${err.message}`);
+			throw err;
+		}
+		const hosts: string[] = [];
+		const live = new Set<string>();
+		const fields = compiled.usesGrains ? ["nodegroups", "groups", "grain"] : ["nodegroups", "groups"];
+		await this.store.scan({ _soft_deleted: { $ne: true } }, fields, d => {
+			live.add(d._id);
+			if (compiled.test(d as TargetHost)) hosts.push(d._id);
+		});
+		return { hosts: hosts.sort(), missing: compiled.named.filter(id => !live.has(id)).sort() };
+	},
+};
+
+export const targetActions: Record<string, ActionSchema<HostsThis>> = {
+	/** POST /targets/preview `{"target": "<compound expression>"}`: the hosts it selects, their count, the named ones missing. */
+	previewTarget: {
+		params: { body: { type: "any", optional: true }, query: { type: "any", optional: true } },
+		async handler(this: HostsThis, ctx: RestContext) {
+			const body = (ctx.params.body ?? {}) as { target?: string };
+			const issues = checkPreviewBody(body);
+			if (issues) throw validationFailed(issues);
+			const { hosts, missing } = await this.targetHosts(ctx, body.target as string);
+			return { target: body.target, count: hosts.length, hosts, missing };
+		},
+	},
+
+	/** The same resolution for a service that runs on a target (internal). */
+	resolveTarget: {
+		visibility: "public",
+		params: { target: { type: "string", min: 1, max: 10_000 } },
+		handler(this: HostsThis, ctx: Context<{ target: string }>) {
+			return this.targetHosts(ctx, ctx.params.target);
+		},
+	},
+};
