@@ -110,6 +110,21 @@ describe("runs: authorized where they start, audited before they start", () => {
 			await expectNothingRan(before);
 		});
 
+		it("authorizes a compound run (POST /run) on the hosts the target resolves to now: out of scope is 403 naming them, in scope runs exactly them", async () => {
+			const before = sim.jobs().length;
+			const wide = expectEveError(await as("op", "POST", "run", { target: `L@${IN},${OUT}`, cm_client: "local", fun: "test.ping" }), 403)._error.message;
+			expect(wide).toContain(OUT);
+			expect(wide).not.toContain(IN);
+			// A target naming only scope hosts through a glob can still resolve outside it: what is checked is the resolved list.
+			expect(expectEveError(await as("op", "POST", "run", { target: "*", cm_client: "local", fun: "test.ping" }), 403)._error.message).toContain(OUT);
+			expect(expectEveError(await as("op", "POST", "run", { target: `L@${IN}`, fun: "cmd.run", kwarg: { cmd: "id" } }), 403)._error.message).toContain("'cmd.run'");
+			expectEveError(await as("viewer", "POST", "run", { target: `L@${IN}`, fun: "test.ping" }), 403);
+			await expectNothingRan(before);
+			const ok = await as("op", "POST", "run", { target: `F@ra-scope or L@${IN}`, cm_client: "local", fun: "test.ping" });
+			expect(ok.status).toBe(200);
+			expect(sim.job(ok.body.task_id)).toMatchObject({ fun: "test.ping", tgt: [IN, IN2].sort(), tgtType: "list" });
+		});
+
 		it("never grants a relay function (saltutil.cmd, publish.publish) through a glob: only by its literal name", async () => {
 			const before = sim.jobs().length;
 			for (const fun of ["saltutil.cmd", "saltutil.runner", "publish.publish"]) {

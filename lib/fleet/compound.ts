@@ -15,7 +15,8 @@
  *     dicts by key, both sides lowercased (salt.utils.data.subdict_match);
  *   - `S@cidr` or `S@address`: one of the host's `ipv4`/`ipv6` grains in the subnet, or equal;
  *   - `N@name`: the nodegroup's members (fleet-ctl keeps them per host);
- *   - `F@group`: beyond Salt, the hosts a fleet-ctl group resolves to (by id or name).
+ *   - `F@group`: beyond Salt, the hosts a fleet-ctl group resolves to (by id or name), as `POST /groups/{id}`
+ *     runs on them (the caller resolves them before compiling: TargetContext.group).
  *
  * Pillar (`I@`, `J@`), range (`R@`) and the proxy engines (`T@`, `M@`) need data fleet-ctl does not
  * hold: they are refused with a message, as is any expression Salt would not evaluate (Salt answers
@@ -38,12 +39,11 @@ export interface TargetHost {
 	_id: string;
 	grain?: unknown;
 	nodegroups?: string[];
-	groups?: string[];
 }
 
-/** Resolves `F@` references to group ids (null: no such group). */
+/** Resolves an `F@` reference to the hostnames its group resolves to (null: no such group). */
 export interface TargetContext {
-	groupId(ref: string): string | null;
+	group(ref: string): Set<string> | null;
 }
 
 type Test = (h: TargetHost) => boolean;
@@ -250,9 +250,9 @@ function compileTerm(word: string, ctx: TargetContext, named: string[], flags: {
 		case "N":
 			return h => (h.nodegroups ?? []).includes(pattern);
 		case "F": {
-			const id = ctx.groupId(pattern);
-			if (id === null) throw new TargetError(`'${word}': no group has the id or name '${pattern}'`);
-			return h => (h.groups ?? []).includes(id);
+			const members = ctx.group(pattern);
+			if (members === null) throw new TargetError(`'${word}': no group has the id or name '${pattern}'`);
+			return h => members.has(h._id);
 		}
 		case "I":
 		case "J":

@@ -17,6 +17,9 @@ export const RUN_BODY = {
 /** POST /targets/preview: a compound target (docs/targeting.md). */
 export const TARGET_PREVIEW_BODY = { target: { type: "string", min: 1, max: 10_000 } };
 
+/** POST /run: a Salt function on the hosts a compound target selects now. */
+export const RUN_TARGET_BODY = { ...TARGET_PREVIEW_BODY, ...RUN_BODY };
+
 /** POST /hosts/{id}/all_status: start or stop the live status.all_status poll. */
 export const ALL_STATUS_BODY = { action: { type: "enum", values: ["start", "stop", "stop_all"], optional: true, default: "start" } };
 

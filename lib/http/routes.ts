@@ -5,7 +5,7 @@
  */
 
 import type { Role } from "./auth";
-import { ALL_STATUS_BODY, GRAPH_RUN_BODY, RUN_BODY, TARGET_PREVIEW_BODY } from "./bodies";
+import { ALL_STATUS_BODY, GRAPH_RUN_BODY, RUN_BODY, RUN_TARGET_BODY, TARGET_PREVIEW_BODY } from "./bodies";
 
 /** How the gateway hands the request to the action. */
 export type BodyKind = "json" | "none" | "stream";
@@ -14,7 +14,7 @@ export type BodyKind = "json" | "none" | "stream";
  * A route that leads to a run (remote execution, a live poll, a task write). Its scope check is not the
  * gateway's: the cm-gateway and the tasks service authorize the run where it starts (docs/security.md).
  */
-export type ScopeCheck = "host" | "group" | "task";
+export type ScopeCheck = "host" | "group" | "target" | "task";
 
 export interface RouteMethod {
 	action: string;
@@ -127,6 +127,7 @@ export const ROUTES: RouteDef[] = [
 	{ path: "hosts/statistics/unique_dist_upgraded", methods: { GET: statistic("stats.uniqueDistUpgraded", "The hosts whose dist-upgrade happened in the range") } },
 	{ path: "hosts/statistics/new_hosts", methods: { GET: statistic("stats.newHosts", "The hosts first seen in the range") } },
 	{ path: "hosts", methods: read("hosts") },
+	{ path: "run", methods: { POST: { ...needsMaster(withBody(json("cm-gateway.runOnTarget", "operator", "target"), RUN_TARGET_BODY)), summary: "Run a Salt function on the live hosts a compound target selects now (the list previewed is the list sent to Salt)" } } },
 	{ path: "targets/preview", methods: { POST: { ...withBody(json("hosts.previewTarget", "viewer"), TARGET_PREVIEW_BODY), computes: true, summary: "The live hosts a compound target selects (evaluated on the inventory, nothing is published), their count, and the hosts it names that do not exist" } } },
 	{ path: "hosts/:id/all_status", methods: { POST: needsMaster(withBody(json("cm-gateway.allStatus", "operator", "host"), ALL_STATUS_BODY)) } },
 	// The host's Pritunl profile archive (docs/vpn.md): it holds the host's VPN keys, so not for viewers.

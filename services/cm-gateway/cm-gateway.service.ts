@@ -86,6 +86,14 @@ export default function CmGatewayService(): ServiceSchema<ServiceSettingSchema, 
 							return parts(this).runs.onTarget(ctx, "group");
 						},
 					},
+					/** POST /api/run: the compound target resolved on the inventory (hosts.resolveTarget), then run as a list. */
+					runOnTarget: {
+						visibility: "published",
+						params: { body: { type: "any", optional: true }, query: { type: "any", optional: true } },
+						handler(ctx: Context<{ body?: unknown }, RunMeta>) {
+							return parts(this).runs.onCompound(ctx);
+						},
+					},
 					allStatus: {
 						visibility: "published",
 						params: target,

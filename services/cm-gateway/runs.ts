@@ -113,6 +113,22 @@ export class Runs {
 	}
 
 	/**
+	 * `POST /run`: the compound target resolved now by the hosts service (the evaluator a preview uses), the
+	 * run started on that list: authorized, audited and sent to Salt as the list (`tgt_type: list`), never as the
+	 * expression, so the minions Salt would select cannot differ from the ones checked.
+	 */
+	async onCompound(ctx: Context<{ body?: unknown }, RunMeta>): Promise<RunAnswer> {
+		const raw = ctx.params.body;
+		const target = isObject(raw) ? raw.target : undefined;
+		if (typeof target !== "string" || target.length === 0 || target.length > 10_000) throw validationFailed({ target: "required: a compound target (docs/targeting.md), at most 10,000 characters" });
+		const { target: _target, ...rest } = raw as Record<string, unknown>;
+		const body = this.validateBody(rest);
+		const { hosts } = await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target });
+		if (!hosts.length) throw new EveError(422, `the target '${target.slice(0, 200)}' selects no live host`);
+		return this.start(ctx, requester(ctx), hosts, body);
+	}
+
+	/**
 	 * One run of a scheduled task. `tgt` may name hosts and groups (a group is resolved now); the task's owner
 	 * token must still allow it; a run handed over twice (its first scheduler replica died before recording it)
 	 * is started once.

@@ -23,18 +23,25 @@ export interface Resolution {
 	missing: string[];
 }
 
-/** `F@<ref>`: a group by id, else by name (a name two groups share must be given as an id). */
-async function groupResolver(ctx: Context, expression: string): Promise<(ref: string) => string | null> {
-	if (!/(^|\s)F@/.test(expression)) return () => null;
+/**
+ * The hosts of every group an expression names with `F@<ref>` (by id, else by name; a name two groups share
+ * must be given as an id), resolved as `POST /groups/{id}` resolves them (groups.hostnames), before compiling.
+ */
+async function groupMembers(ctx: Context, expression: string): Promise<(ref: string) => Set<string> | null> {
+	const refs = [...new Set(expression.split(/\s+/).filter(w => w.startsWith("F@") && w.length > 2).map(w => w.slice(2)))];
+	if (!refs.length) return () => null;
 	const groups = await ctx.call<GroupDef[]>("groups.rules");
-	const byId = new Set(groups.map(g => g._id));
-	const byName = new Map<string, string[]>();
-	for (const g of groups) if (g.name) byName.set(g.name, [...(byName.get(g.name) ?? []), g._id]);
+	const members = new Map<string, Set<string> | Error>();
+	for (const ref of refs) {
+		const named = groups.filter(g => g._id === ref);
+		const matches = named.length ? named : groups.filter(g => g.name === ref);
+		if (matches.length > 1) members.set(ref, new TargetError(`'F@${ref}': ${matches.length} groups are named '${ref}': give one's id`));
+		else if (matches.length === 1) members.set(ref, new Set(await ctx.call<string[], { id: string }>("groups.hostnames", { id: matches[0]._id })));
+	}
 	return ref => {
-		if (byId.has(ref)) return ref;
-		const named = byName.get(ref) ?? [];
-		if (named.length > 1) throw new TargetError(`'F@${ref}': ${named.length} groups are named '${ref}': give one's id`);
-		return named[0] ?? null;
+		const found = members.get(ref);
+		if (found instanceof Error) throw found;
+		return found ?? null;
 	};
 }
 
@@ -43,14 +50,14 @@ export const targetMethods = {
 	async targetHosts(this: HostsThis, ctx: Context, expression: string): Promise<Resolution> {
 		let compiled;
 		try {
-			compiled = compileTarget(expression, { groupId: await groupResolver(ctx, expression) });
+			compiled = compileTarget(expression, { group: await groupMembers(ctx, expression) });
 		} catch (err) {
 			if (err instanceof TargetError) throw badRequest(`target: ${err.message}`);
 			throw err;
 		}
 		const hosts: string[] = [];
 		const live = new Set<string>();
-		const fields = compiled.usesGrains ? ["nodegroups", "groups", "grain"] : ["nodegroups", "groups"];
+		const fields = compiled.usesGrains ? ["nodegroups", "grain"] : ["nodegroups"];
 		await this.store.scan({ _soft_deleted: { $ne: true } }, fields, d => {
 			live.add(d._id);
 			if (compiled.test(d as TargetHost)) hosts.push(d._id);

@@ -131,6 +131,35 @@ describe("cm-gateway: remote execution against salt-api", () => {
 		for (const host of [A, B]) await eventually(() => action(`${async.body.task_id}${host}`));
 	});
 
+	it("runs on a compound target (POST /run) exactly the hosts a preview of it lists, sent to Salt as that list", async () => {
+		const target = `L@${A},${C},${GONE},no-such-host or F@cm-web`;
+		const preview = await request("POST", url("targets/preview"), { body: { target } });
+		expect(preview.body).toMatchObject({ hosts: [A, B, C].sort(), missing: [GONE, "no-such-host"].sort() });
+		sim.resetExecutions();
+		const audited = async () => (await request("GET", url("audit?max_results=1"))).body._meta.total as number;
+		const before = await audited();
+		const res = await run("run", { target, cm_client: "local", fun: "test.ping" });
+		expect(res.status).toBe(200);
+		expect(sim.job(res.body.task_id)).toMatchObject({ tgt: preview.body.hosts, tgtType: "list" });
+		expect(res.body.return).toEqual({ return: [{ [A]: true, [B]: true, [C]: true }] });
+		// The soft-deleted host named in the expression is never a target; the run is audited once.
+		expect(sim.executionCount(GONE)).toBe(0);
+		expect(await audited()).toBe(before + 1);
+		const records = (await request("GET", url(`audit?where=${encodeURIComponent(JSON.stringify({ path: "/api/run" }))}`))).body._items;
+		expect(records).toHaveLength(1);
+		expect(records[0]).toMatchObject({ method: "POST", path: "/api/run" });
+	});
+
+	it("refuses a compound run that selects nothing (422), cannot be evaluated (400) or has a bad body (422), running nothing", async () => {
+		sim.resetExecutions();
+		expect(expectEveError(await run("run", { target: "nothing-is-named-so-*", fun: "test.ping" }), 422)._error.message).toMatch(/selects no live host/);
+		expect(expectEveError(await run("run", { target: "I@role:web", fun: "test.ping" }), 400)._error.message).toMatch(/pillar/);
+		expectEveError(await run("run", { fun: "test.ping" }), 422);
+		expectEveError(await run("run", { target: A, fun: "test.ping", tgt: "*" }), 422);
+		expectEveError(await run("run", { target: A, fun: "not a function" }), 422);
+		expect(sim.executions()).toEqual([]);
+	});
+
 	it("answers 404 for an unknown or soft-deleted host and an unknown group, 422 for a group without hosts", async () => {
 		sim.resetExecutions();
 		expectEveError(await run("hosts/no-such-host.example", { cm_client: "local", fun: "test.ping" }), 404);
@@ -519,6 +548,7 @@ describe("cm-gateway without a configured master", () => {
 		expect(res._error.message).toMatch(/no configuration-management master is configured/);
 		const g = await request("POST", `${h.api}/groups`, { body: { name: "nm", hosts: ["nomaster-1.example"] } });
 		expectEveError(await request("POST", `${h.api}/groups/${g.body._id}`, { body: { fun: "test.ping" } }), 503);
+		expectEveError(await request("POST", `${h.api}/run`, { body: { target: "nomaster-*", fun: "test.ping" } }), 503);
 		expect((await request("GET", `${h.api}/hosts/nomaster-1.example`)).status).toBe(200);
 	});
 
