@@ -20,7 +20,7 @@ import { retryRejected } from "../../lib/runtime/resilience";
 import { aliasesFor } from "./aliases";
 import { notModified, type CachedResponse } from "./conditional";
 import { toEveError } from "./errors";
-import { MUTATING, hasBody, isJson, parseJson, queryPairs, truncateForAudit, userAgent, type Req } from "./requests";
+import { MUTATING, discardBody, hasBody, isJson, parseJson, queryPairs, truncateForAudit, userAgent, type Req } from "./requests";
 
 type Meta = Record<string, any>;
 
@@ -245,7 +245,10 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 
 		/** The JSON body of a route that takes one (other content types are left for prepareParams to refuse). */
 		readBody(this: ApiThis, req: Req, res: ServerResponse): Promise<void> {
-			if (req.$alias?.bodyKind !== "json") return Promise.resolve();
+			const kind = req.$alias?.bodyKind;
+			// A stream is the action's to read; a body a route does not take is read and dropped.
+			if (kind === "stream") return Promise.resolve();
+			if (kind !== "json") return hasBody(req) ? discardBody(req, config.maxBodyBytes) : Promise.resolve();
 			return new Promise((resolve, reject) =>
 				parseJson(req, res, err => {
 					if (err) return reject(err);

@@ -84,6 +84,31 @@ export function isJson(req: IncomingMessage): boolean {
 	return type === "application/json" || (type.startsWith("application/") && type.endsWith("+json"));
 }
 
+/**
+ * Reads and drops the body of a request whose route takes none (Eve ignores it). Left unread, Node cuts the
+ * answer short: a server that answers a large response to a client still sending its body destroys the
+ * connection partway (a GET /api/openapi.json with a megabyte of body got 127 KB of its document, then
+ * "aborted"). Past `limit` bytes it answers 413, still reading what follows, so the 413 itself arrives whole.
+ */
+export function discardBody(req: IncomingMessage, limit: number): Promise<void> {
+	return new Promise((resolve, reject) => {
+		let bytes = 0;
+		let settled = false;
+		const settle = (err?: unknown) => {
+			if (settled) return;
+			settled = true;
+			if (err) reject(err);
+			else resolve();
+		};
+		req.on("data", (chunk: Buffer) => {
+			bytes += chunk.length;
+			if (bytes > limit) settle(new EveError(413, `request body too large (limit ${limit} bytes)`));
+		});
+		req.on("end", () => settle());
+		req.on("error", err => settle(new EveError(400, `unreadable request body: ${err.message}`)));
+	});
+}
+
 export function hasBody(req: IncomingMessage): boolean {
 	return Number(req.headers["content-length"] ?? 0) > 0 || req.headers["transfer-encoding"] !== undefined;
 }
