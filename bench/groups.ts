@@ -8,6 +8,9 @@
  *   grain      one host's grains change (hosts.upsertMany): until its groups and nodegroups are right
  *   new auto   POST /api/groups of an automatic group: until every host's memberships are right
  *   graph      GET /api/graph/{root} (500 nodes)
+ *   preview    POST /api/targets/preview of compound targets (docs/targeting.md): globs, grains, regexes, lists,
+ *              nodegroups and groups; next to it the same answer computed in memory, once with the expression
+ *              compiled once and once compiled again for every host (as Salt's matcher parses it per minion)
  *
  * Next to each, the floor: the same resolution computed in the bench process by lib/fleet/group-rules.ts over
  * host records already in memory (no storage, no services, no HTTP).
@@ -15,6 +18,7 @@
 import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { batchesBySize } from "../lib/fleet/batches";
 import { GroupIndex, compileRule, type GroupDef, type HostFacts, type Rule } from "../lib/fleet/group-rules";
+import { compileTarget, type TargetHost } from "../lib/fleet/compound";
 import { hostId, makeHost } from "./hosts";
 import { apiJson, benchCluster, envInt, fmt, procLogs, quantile, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
 
@@ -172,6 +176,41 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 			if (res.body.nodes.length !== groups.length) throw new Error(`graph has ${res.body.nodes.length} nodes`);
 		}, 50);
 
+		log("groups: compound target previews ...");
+		// The in-memory side: hosts with their nodegroups, groups resolved to their hosts (what F@ reads).
+		const nodegroupDefs = Object.entries(NODEGROUPS).map(([name, info]) => ({ name, info }));
+		const withGroups = new GroupIndex(groups, nodegroupDefs);
+		const targetHosts: TargetHost[] = facts.map(f => ({ _id: f._id, grain: f.grain, nodegroups: withGroups.nodegroupsOf(f) }));
+		const membersOf = new Map<string, Set<string>>();
+		for (const f of facts) for (const g of withGroups.groupsOf(f)) (membersOf.get(g) ?? membersOf.set(g, new Set()).get(g)!).add(f._id);
+		const byName = new Map(groups.map(g => [g.name as string, g._id]));
+		const ctx = { group: (ref: string) => membersOf.get(byName.get(ref) ?? ref) ?? new Set<string>() };
+		const some = [0, 17, 4242, HOSTS - 1].map(i => hostId(Math.min(i, HOSTS - 1)));
+		const TARGETS: Array<[string, string]> = [
+			["a glob on the id", "ws-*"],
+			["two grain globs", "G@osrelease:10.2 and G@cpu_model:Intel*"],
+			["a nodegroup and not a grain", "N@workstations and not G@num_cpus:4"],
+			["a regex or a list", `E@[a-z]+-[a-z]+-00[0-9][0-9]$ or L@${some.join(",")}`],
+			["a group and a nested grain", "F@l2-3 and G@gpus:0:vendor:nvidia"],
+		];
+		const previews: string[] = [];
+		for (const [label, target] of TARGETS) {
+			const expected = targetHosts.filter(compileTarget(target, ctx).test).map(h => h._id).sort();
+			const res = await apiJson(base, "POST", "/api/targets/preview", { target });
+			if (res.status !== 200 || JSON.stringify(res.body.hosts) !== JSON.stringify(expected)) {
+				valid = false;
+				log(`groups: INVALID: preview of '${target}' answered ${res.status} with ${res.body?.count} hosts, in memory ${expected.length}`);
+			}
+			const api = await measure(() => apiJson(base, "POST", "/api/targets/preview", { target }));
+			const once = await measure(async () => {
+				const test = compileTarget(target, ctx).test;
+				return targetHosts.filter(test).map(h => h._id).sort();
+			});
+			const naive = await measure(async () => targetHosts.filter(h => compileTarget(target, ctx).test(h)).map(h => h._id).sort(), 5);
+			const shown = target.length > 60 ? `${target.slice(0, 57)}...` : target;
+			previews.push(`| preview: ${label}, \`${shown}\` (${fmt(expected.length, 0)} hosts) | ${fmt(api.p50, 1)} | ${fmt(api.p99, 1)} | ${fmt(once.p50, 1)} (compiled per host: ${fmt(naive.p50, 1)}) |`);
+		}
+
 		lines.push(
 			`Groups: ${fmt(HOSTS, 0)} hosts, ${groups.length} groups five levels deep (100 automatic, 25 shared leaves), 10 nodegroups; fleet-ctl in one process on NeDB:`,
 			"",
@@ -182,6 +221,7 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 			`| one host's grains change, until its memberships are right | ${fmt(grain.p50, 1)} | ${fmt(grain.p99, 1)} | ${fmt(grainFloor.p50, 1)} |`,
 			`| a new automatic group, until every host's memberships are right (then its removal, the same) | ${fmt(newAuto.p50, 1)} | ${fmt(newAuto.p99, 1)} | ${fmt(newAutoFloor.p50 * 2, 1)} |`,
 			`| GET /graph/{root} (${groups.length} nodes) | ${fmt(graph.p50, 1)} | ${fmt(graph.p99, 1)} | – |`,
+			...previews,
 			"",
 		);
 	} catch (err) {
