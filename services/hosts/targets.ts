@@ -58,7 +58,8 @@ export const targetMethods = {
 		const hosts: string[] = [];
 		const live = new Set<string>();
 		const fields = compiled.usesGrains ? ["nodegroups", "grain"] : ["nodegroups"];
-		await this.store.scan({ _soft_deleted: { $ne: true } }, fields, d => {
+		// The flag is always stored: an equality its index answers, no record matched against a filter.
+		await this.store.scan({ _soft_deleted: false }, fields, d => {
 			live.add(d._id);
 			if (compiled.test(d as TargetHost)) hosts.push(d._id);
 		});
