@@ -174,6 +174,7 @@ describe("runs: authorized where they start, audited before they start", () => {
 		it.each([
 			["fun", () => ({ fun: "test.ping" })],
 			["tgt", () => ({ tgt: [IN] })],
+			["target", () => ({ target: `L@${IN}` })],
 			["kwarg", () => ({ kwarg: { cmd: "id" } })],
 			["cm_client", () => ({ cm_client: "local" })],
 			["start", () => ({ start: "2031-02-01 00:00" })],
@@ -219,6 +220,23 @@ describe("runs: authorized where they start, audited before they start", () => {
 			expect(expectEveError(await as("op", "POST", "tasks", { ...base, fun: "test.ping", tgt: [mixedGroup] }), 403)._error.message).toContain(OUT);
 			expectEveError(await as("op", "POST", "tasks", [{ ...base, fun: "test.ping", tgt: [IN] }, { ...base, fun: "cmd.run", tgt: [IN] }]), 403);
 			expect((await request("GET", url("tasks", { where: { name: "ra-refused" } }))).body._meta.total).toBe(0);
+		});
+
+		it("authorizes a task on a compound target on the hosts it resolves to at the write, and runs it on those it resolves to at the run", async () => {
+			const base = { name: "ra-compound", fun: "test.ping", start: "2031-01-01 00:00" };
+			// Out of scope through the expression: refused, naming the host; an expression that cannot be evaluated: 422 on the field.
+			expect(expectEveError(await as("op", "POST", "tasks", { ...base, target: `L@${IN} or L@${OUT}` }), 403)._error.message).toContain(OUT);
+			expect(expectEveError(await as("op", "POST", "tasks", { ...base, target: "I@role:web" }), 422)._issues).toEqual({ target: expect.stringMatching(/pillar/) });
+			expect(expectEveError(await as("op", "POST", "tasks", { name: "ra-no-target", fun: "test.ping", start: "2031-01-01 00:00" }), 422)._issues).toEqual({ tgt: "required field" });
+			// In scope: created, owned by its creator, and run on what the expression selects when it is due.
+			const due = await as("op", "POST", "tasks", { ...base, name: "ra-compound-due", target: `F@ra-scope and not L@${IN2}`, tgt: [IN2], start: inSeconds(1) });
+			expect(due.status).toBe(201);
+			const task = await eventually(async () => {
+				const t = (await request("GET", url(`tasks/${due.body._id}`))).body;
+				return t.last_run?.jid ? t : undefined;
+			}, 15_000, "the compound task's run");
+			expect(task.owner).toBe(tokens.op.id);
+			expect(sim.job(task.last_run.jid)).toMatchObject({ fun: "test.ping", tgt: [IN, IN2].sort(), tgtType: "list" });
 		});
 
 		it("runs a task as its owner's token as it is at run time: a revoked owner's task runs nothing", async () => {

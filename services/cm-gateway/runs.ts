@@ -34,6 +34,8 @@ export interface TaskRun {
 	fun: string;
 	kwarg?: Record<string, unknown>;
 	tgt: string[];
+	/** A compound target (docs/targeting.md), resolved now with the hosts of `tgt`. */
+	target?: string;
 }
 
 export interface RunAnswer {
@@ -96,8 +98,17 @@ export class Runs {
 		return names;
 	}
 
-	/** A task's targets now: group ids resolved to their hosts (groups.expandTargets), only live hosts kept. */
-	async taskTargets(ctx: Context, tgt: string[]): Promise<string[]> {
+	/** A task's targets now: group ids resolved to their hosts (groups.expandTargets), only live hosts kept, and the hosts its compound target selects. */
+	async taskTargets(ctx: Context, tgt: string[], target?: string): Promise<string[]> {
+		const listed = await this.listedTargets(ctx, tgt);
+		if (target === undefined) return listed;
+		const { hosts } = await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target });
+		return [...new Set([...listed, ...hosts])].sort();
+	}
+
+	/** `tgt`'s group ids resolved to their hosts, only live hosts kept. */
+	private async listedTargets(ctx: Context, tgt: string[]): Promise<string[]> {
+		if (!tgt.length) return [];
 		const names = await ctx.call<string[], { tgt: string[] }>("groups.expandTargets", { tgt });
 		const known = new Set<string>(names.length ? await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: names }) : []);
 		const live = names.filter(h => known.has(h));
@@ -134,7 +145,7 @@ export class Runs {
 	 * is started once.
 	 */
 	async ofTask(ctx: Context<TaskRun>): Promise<RunAnswer> {
-		const { task, run, takeover, owner, cm_client, fun, kwarg, tgt } = ctx.params;
+		const { task, run, takeover, owner, cm_client, fun, kwarg, tgt, target } = ctx.params;
 		const inFlight = run ? this.inFlight.get(run) : undefined;
 		if (inFlight) return inFlight;
 		const work = (async (): Promise<RunAnswer> => {
@@ -147,7 +158,7 @@ export class Runs {
 					if (adopted) return { task_id: adopted, status: "scheduled", return: { return: [{ jid: adopted }] }, repeated: true };
 				}
 			}
-			const targets = await this.taskTargets(ctx, tgt);
+			const targets = await this.taskTargets(ctx, tgt, target);
 			if (!targets.length) throw new EveError(422, "none of the task's targets is a live host or a group with hosts");
 			// A task runs as its owner's token as that token is now (docs/security.md).
 			const by: Requester = { token: owner ?? "", source: `scheduler@${this.gw.broker.nodeID}`.slice(0, 200), method: "TASK", path: `/api/tasks/${task}` };

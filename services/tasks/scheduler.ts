@@ -31,6 +31,7 @@ export interface TasksMembers {
 	executeRun(t: Doc, takeover?: boolean): Promise<unknown>;
 	noteChanged(id: string): void;
 	authorizeTask(ctx: RestContext, task: Doc): Promise<string>;
+	taskTargetsNow(ctx: RestContext, task: Doc): Promise<string[]>;
 }
 
 export type TasksThis = EveThis & TasksMembers;
@@ -149,7 +150,8 @@ export const schedulerMethods = {
 					cm_client: t.cm_client ?? "local_async",
 					fun: t.fun,
 					kwarg: t.kwarg ?? {},
-					tgt: t.tgt,
+					tgt: t.tgt ?? [],
+					...(typeof t.target === "string" ? { target: t.target } : {}),
 				});
 				result = { due: pending.due, at: new Date(), status: res.task_id ? "started" : "no_minions", jid: res.task_id };
 				break;

@@ -28,7 +28,7 @@ import { cfg, scheduleOf, schedulerMethods, type TasksThis } from "./scheduler";
 
 export const TASK_STATUSES = ["scheduled", "paused", "finished"];
 /** The fields that decide what a task runs, or when: changing one needs the changer's scope to cover the task. */
-export const RUN_FIELDS = ["fun", "tgt", "kwarg", "cm_client", "start", "end", "interval", "cron", "timezone", "misfire", "overlap"];
+export const RUN_FIELDS = ["fun", "tgt", "target", "kwarg", "cm_client", "start", "end", "interval", "cron", "timezone", "misfire", "overlap"];
 /** Which status a client may move a task to, from each status. */
 const MOVES: Record<string, string[]> = { scheduled: ["paused", "scheduled"], paused: ["scheduled", "paused"], finished: ["finished"] };
 
@@ -96,7 +96,10 @@ const TasksService: EveServiceSchema<TasksThis> = {
 				start: "date",
 				end: { type: "date", optional: true },
 				status: { type: "enum", values: ["scheduled", "paused"], optional: true, default: "scheduled" },
-				tgt: { type: "array", items: { type: "string", min: 1, max: 253 }, min: 1, max: 100_000 },
+				// Required unless `target` is given (checkRules).
+				tgt: { type: "array", items: { type: "string", min: 1, max: 253 }, min: 1, max: 100_000, optional: true },
+				// Beyond the spec: a compound target (docs/targeting.md), resolved at each run like the groups of `tgt`.
+				target: { type: "string", min: 1, max: 10_000, optional: true },
 				interval: { type: "number", integer: true, min: 0, max: 366 * 24 * 3600, optional: true, default: 0 },
 				// Beyond the spec (docs/scheduling.md); absent means the default.
 				cron: { type: "string", min: 1, max: 200, optional: true, nullable: true },
@@ -192,6 +195,9 @@ const TasksService: EveServiceSchema<TasksThis> = {
 		},
 
 		async checkRules(this: TasksThis, _ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Issues | null> {
+			const tgt = "tgt" in doc ? doc.tgt : info.existing?.tgt;
+			const target = "target" in doc ? doc.target : info.existing?.target;
+			if (!(Array.isArray(tgt) && tgt.length) && !target) return { tgt: "required field" };
 			const start = doc.start ?? info.existing?.start;
 			const end = "end" in doc ? doc.end : info.existing?.end;
 			if (start instanceof Date && end instanceof Date && end <= start) return { end: "must be later than start" };
@@ -211,7 +217,7 @@ const TasksService: EveServiceSchema<TasksThis> = {
 		async authorizeTask(this: TasksThis, ctx: RestContext, task: Doc): Promise<string> {
 			const user = (ctx.meta as { user?: { id: string } }).user;
 			if (!user?.id) throw new EveError(403, "the task is refused: no token authorizes it");
-			const targets = await ctx.call<string[], { tgt: string[] }>("groups.expandTargets", { tgt: task.tgt });
+			const targets = await this.taskTargetsNow(ctx, task);
 			// What the write leaves to run, for its audit record, refused or not (the gateway reads it from meta).
 			const meta = ctx.meta as { auditRun?: { fun: string; targets: string[] } };
 			meta.auditRun = meta.auditRun
@@ -219,6 +225,22 @@ const TasksService: EveServiceSchema<TasksThis> = {
 				: { fun: task.fun, targets };
 			await ctx.call("tokens.authorizeRun", { token: user.id, client: task.cm_client ?? "local_async", fun: task.fun, kwarg: task.kwarg ?? {}, targets });
 			return user.id;
+		},
+
+		/** What a task would run on now: its `tgt` (groups resolved) and the hosts its compound `target` selects. */
+		async taskTargetsNow(this: TasksThis, ctx: RestContext, task: Doc): Promise<string[]> {
+			const named = Array.isArray(task.tgt) && task.tgt.length ? await ctx.call<string[], { tgt: string[] }>("groups.expandTargets", { tgt: task.tgt }) : [];
+			if (typeof task.target !== "string") return named;
+			let resolved: { hosts: string[] };
+			try {
+				resolved = await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target: task.target });
+			} catch (err) {
+				// An expression that cannot be evaluated is the document's fault: 422 on the field.
+				const e = err as { code?: number; message: string };
+				if (e.code === 400) throw validationFailed({ target: e.message.replace(/^target: /, "") });
+				throw err;
+			}
+			return [...new Set([...named, ...resolved.hosts])];
 		},
 
 		async beforeStore(this: TasksThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc> {

@@ -153,6 +153,16 @@ export default function tasks(h: () => Harness): void {
 			expect(err._error.message).toBe("Insertion failure: 1 document(s) contain(s) error(s)");
 		});
 
+		it("takes a compound target instead of (or with) tgt, shows it back, and refuses one that cannot be evaluated on the field", async () => {
+			const { tgt: _tgt, ...noTgt } = base;
+			const id = await create({ ...noTgt, name: "tk-compound", target: "tk-web-* and not G@os:windows" });
+			expect((await request("GET", url(`tasks/${id}`))).body).toMatchObject({ name: "tk-compound", target: "tk-web-* and not G@os:windows" });
+			expect((await request("GET", url(`tasks/${id}`))).body.tgt).toBeUndefined();
+			expect(expectEveError(await request("POST", url("tasks"), { body: { ...noTgt, target: "tk-web-* tk-db-*" } }), 422)._issues).toEqual({ target: expect.stringMatching(/without 'and' or 'or'/) });
+			expect(expectEveError(await request("POST", url("tasks"), { body: { ...noTgt, target: "" } }), 422)._issues).toEqual({ target: expect.any(String) });
+			expect(expectEveError(await request("POST", url("tasks"), { body: { ...noTgt, target: ["tk-web-1"] } }), 422)._issues).toEqual({ target: expect.any(String) });
+		});
+
 		it("rejects the scheduler's fields, unknown fields and values out of range", async () => {
 			for (const [field, value] of [["next", "2030-01-02 03:04"], ["count_of_execution", 0]] as const) {
 				const err = expectEveError(await request("POST", url("tasks"), { body: { ...base, [field]: value } }), 422);
