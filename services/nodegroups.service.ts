@@ -47,7 +47,7 @@ export function readNodegroupDefinitions(): Array<{ name: string; info: Doc }> {
 	const parsed = JSON.parse(raw, refuseProtoKey) as Record<string, Doc>;
 	const check = compileSchema(nodegroupSchema);
 	return Object.entries(parsed).map(([name, info]) => {
-		const issues = check({ name, type: 1, info }) ?? ruleProblems(info);
+		const issues = check({ name, type: 1, info }) ?? ruleProblems(info, true);
 		if (issues) throw new Error(`nodegroup '${name}' is invalid: ${JSON.stringify(issues)}`);
 		return { name, info };
 	});

@@ -25,7 +25,6 @@
  */
 import { BlockList, isIP } from "node:net";
 import { RE2JS } from "re2js";
-import { globPattern } from "./group-rules";
 
 /** The longest expression evaluated, and the deepest nesting of parentheses and `not`. */
 export const MAX_TARGET_LENGTH = 10_000;
@@ -54,6 +53,8 @@ export interface CompiledTarget {
 	named: string[];
 	/** Whether a test reads grains (a host must then be given with them). */
 	usesGrains: boolean;
+	/** Whether a test reads the host's nodegroups (`N@`). */
+	usesNodegroups: boolean;
 }
 
 const OPERATORS = new Set(["and", "or", "not", "(", ")"]);
@@ -61,6 +62,28 @@ const ENGINE = /^(?:([A-Z])([^@\s]?)@)(.*)$/s;
 const GLOB_CHARS = /[*?[]/;
 
 // ---------------------------------------------------------------- the terms
+
+/** A Salt glob (Python's fnmatch) as an RE2 pattern for the whole value. */
+export function globPattern(glob: string): string {
+	let out = "";
+	for (let i = 0; i < glob.length; i++) {
+		const c = glob[i];
+		if (c === "*") out += ".*";
+		else if (c === "?") out += ".";
+		else if (c === "[") {
+			const end = glob.indexOf("]", i + 2);
+			if (end < 0) out += "\\[";
+			else {
+				let body = glob.slice(i + 1, end);
+				const negate = body.startsWith("!");
+				if (negate) body = body.slice(1);
+				out += `[${negate ? "^" : ""}${body.replace(/\\/g, "\\\\").replace(/\^/g, "\\^")}]`;
+				i = end;
+			}
+		} else out += c.replace(/[.+()|{}$^\\]/g, "\\$&");
+	}
+	return `^(?s:${out})$`;
+}
 
 /** Python's str() of a grain value, as subdict_match compares it (before lowercasing). */
 function pyText(v: unknown): string {
@@ -207,7 +230,7 @@ function subnetTest(pattern: string, word: string): Test {
 }
 
 /** One word of an expression as a test. */
-function compileTerm(word: string, ctx: TargetContext, named: string[], flags: { grains: boolean }): Test {
+function compileTerm(word: string, ctx: TargetContext, named: string[], flags: { grains: boolean; nodegroups: boolean }): Test {
 	const m = ENGINE.exec(word);
 	if (!m) {
 		if (!GLOB_CHARS.test(word)) {
@@ -248,6 +271,7 @@ function compileTerm(word: string, ctx: TargetContext, named: string[], flags: {
 			flags.grains = true;
 			return subnetTest(pattern, word);
 		case "N":
+			flags.nodegroups = true;
 			return h => (h.nodegroups ?? []).includes(pattern);
 		case "F": {
 			const members = ctx.group(pattern);
@@ -303,7 +327,7 @@ export function compileTarget(expression: string, ctx: TargetContext): CompiledT
 		tokens.push(word);
 	}
 	const named: string[] = [];
-	const flags = { grains: false };
+	const flags = { grains: false, nodegroups: false };
 	let at = 0;
 	const peek = () => tokens[at];
 	const expectTerm = (depth: number): Test => {
@@ -339,5 +363,5 @@ export function compileTarget(expression: string, ctx: TargetContext): CompiledT
 		const next = tokens[at];
 		throw new TargetError(next === ")" ? "a ')' closes nothing" : `'${next}' follows a term without 'and' or 'or'`);
 	}
-	return { test, named: [...new Set(named)], usesGrains: flags.grains };
+	return { test, named: [...new Set(named)], usesGrains: flags.grains, usesNodegroups: flags.nodegroups };
 }

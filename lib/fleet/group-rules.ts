@@ -14,15 +14,34 @@
  *    so a grain key with "." is written with "_" (docs/salt.md).
  */
 import { RE2JS } from "re2js";
+import { compileTarget, globPattern, TargetError, type CompiledTarget } from "./compound";
 
 export interface Rule {
 	regex?: string;
 	grain?: Record<string, string>;
+	/** A compound target (docs/targeting.md) without `F@`: a group's members come from its rule and subgroups. */
+	target?: string;
 }
 
 export interface HostFacts {
 	_id: string;
 	grain?: unknown;
+	/** The nodegroups the host is in (what `N@` in a group's compound rule reads). */
+	nodegroups?: string[];
+}
+
+/** Groups are not named inside rules: a rule naming one could select itself through it. */
+const RULE_TARGETS = {
+	group: (ref: string): never => {
+		throw new TargetError(`'F@${ref}': a group's rule cannot name groups; make that group a subgroup instead`);
+	},
+};
+
+/** A rule's compound target compiled; `forNodegroup`: a nodegroup's rule may not name nodegroups either. */
+function compileRuleTarget(target: string, forNodegroup = false): CompiledTarget {
+	const compiled = compileTarget(target, RULE_TARGETS);
+	if (forNodegroup && compiled.usesNodegroups) throw new TargetError("a nodegroup's rule cannot name nodegroups (N@)");
+	return compiled;
 }
 
 export interface GroupDef {
@@ -49,10 +68,18 @@ export function regexError(pattern: string): string | null {
 	}
 }
 
-/** What is wrong with a rule, by field (`regex`, `grain.<key>`), or null when it can be used. */
-export function ruleProblems(rule: Rule | undefined): Record<string, string> | null {
+/** What is wrong with a rule, by field (`regex`, `grain.<key>`, `target`), or null when it can be used. */
+export function ruleProblems(rule: Rule | undefined, forNodegroup = false): Record<string, string> | null {
 	if (!rule) return null;
 	const out: Record<string, string> = {};
+	if (typeof rule.target === "string") {
+		try {
+			compileRuleTarget(rule.target, forNodegroup);
+		} catch (err) {
+			if (!(err instanceof TargetError)) throw err;
+			out.target = err.message;
+		}
+	}
 	if (typeof rule.regex === "string") {
 		const why = regexError(rule.regex);
 		if (why) out.regex = `invalid regular expression (RE2 syntax: no backreferences or lookaround): ${why}`;
@@ -62,28 +89,6 @@ export function ruleProblems(rule: Rule | undefined): Record<string, string> | n
 		else if (regexError(globPattern(glob))) out[`grain.${path}`] = `invalid glob: ${glob}`;
 	}
 	return Object.keys(out).length ? out : null;
-}
-
-/** A Salt glob (Python's fnmatch) as an RE2 pattern for the whole value. */
-export function globPattern(glob: string): string {
-	let out = "";
-	for (let i = 0; i < glob.length; i++) {
-		const c = glob[i];
-		if (c === "*") out += ".*";
-		else if (c === "?") out += ".";
-		else if (c === "[") {
-			const end = glob.indexOf("]", i + 2);
-			if (end < 0) out += "\\[";
-			else {
-				let body = glob.slice(i + 1, end);
-				const negate = body.startsWith("!");
-				if (negate) body = body.slice(1);
-				out += `[${negate ? "^" : ""}${body.replace(/\\/g, "\\\\").replace(/\^/g, "\\^")}]`;
-				i = end;
-			}
-		} else out += c.replace(/[.+()|{}$^\\]/g, "\\$&");
-	}
-	return `^(?s:${out})$`;
 }
 
 /** The value at a Salt grain path ("a:b:0"). */
@@ -126,13 +131,26 @@ export function compileRule(rule: Rule | undefined): ((host: HostFacts) => boole
 			return Array.isArray(v) ? v.some(matches) : matches(v);
 		});
 	}
+	if (typeof rule.target === "string") {
+		const compiled = compileRuleTarget(rule.target);
+		tests.push(h => compiled.test(h));
+	}
 	if (!tests.length) return null;
 	return h => tests.every(t => t(h));
 }
 
 /** Does any rule test grains (so that hosts must be read with theirs)? */
 export function needsGrains(rules: Array<Rule | undefined>): boolean {
-	return rules.some(r => r?.grain && Object.keys(r.grain).length > 0);
+	return rules.some(r => (r?.grain && Object.keys(r.grain).length > 0) || (typeof r?.target === "string" && targetUsesGrains(r.target)));
+}
+
+function targetUsesGrains(target: string): boolean {
+	try {
+		return compileTarget(target, RULE_TARGETS).usesGrains;
+	} catch {
+		// A rule that does not compile selects nothing (safeCompile): it needs no grains.
+		return false;
+	}
 }
 
 /**

@@ -192,14 +192,14 @@ const HostsService: EveServiceSchema<HostsThis> = {
 			visibility: "public",
 			params: {
 				explicit: { type: "array", items: "string", max: 1_000_000 },
-				rules: { type: "array", max: 10_000, items: { type: "object", props: { regex: "string|optional", grain: { type: "record", optional: true, value: "string" } } } },
+				rules: { type: "array", max: 10_000, items: { type: "object", props: { regex: "string|optional", grain: { type: "record", optional: true, value: "string" }, target: "string|optional" } } },
 			},
 			async handler(this: HostsThis, ctx: Context<{ explicit: string[]; rules: Rule[] }>) {
 				const names = new Set(ctx.params.explicit);
 				if (names.size) for (const d of await this.store.find({ _id: { $in: [...names] }, _soft_deleted: true }, { only: ["_id"] })) names.delete(d._id);
 				const tests = ctx.params.rules.map(r => compileRule(r)).filter((t): t is NonNullable<typeof t> => t !== null);
 				if (tests.length) {
-					await this.store.scan({ _soft_deleted: { $ne: true } }, needsGrains(ctx.params.rules) ? ["grain"] : ["_id"], d => {
+					await this.store.scan({ _soft_deleted: { $ne: true } }, needsGrains(ctx.params.rules) ? ["grain", "nodegroups"] : ["nodegroups"], d => {
 						if (tests.some(t => t(d as HostFacts))) names.add(d._id);
 					});
 				}

@@ -45,8 +45,9 @@ export const membershipMethods = {
 		}
 		const changes = new Map<string, { groups: string[]; nodegroups: string[]; ids: string[] }>();
 		await this.store.scan(ids ? { _id: { $in: ids } } : {}, index.usesGrains ? ["grain", "groups", "nodegroups"] : ["groups", "nodegroups"], d => {
-			const groups = index.groupsOf(d as HostFacts);
+			// Nodegroups first: a group's compound rule may read them (N@).
 			const nodegroups = index.nodegroupsOf(d as HostFacts);
+			const groups = index.groupsOf({ ...(d as HostFacts), nodegroups });
 			if (sameList(groups, d.groups) && sameList(nodegroups, d.nodegroups)) return;
 			const key = JSON.stringify([groups, nodegroups]);
 			const entry = changes.get(key) ?? { groups, nodegroups, ids: [] };

@@ -3,7 +3,7 @@
  * as Salt matches them), rules that are refused, patterns that cannot take exponential time, and the
  * memberships a host gets from explicit, automatic and parent groups.
  */
-import { GroupIndex, compileRule, grainAt, ruleProblems } from "../../lib/fleet/group-rules";
+import { GroupIndex, compileRule, grainAt, needsGrains, ruleProblems } from "../../lib/fleet/group-rules";
 
 const host = (id: string, grain: Record<string, unknown> = {}) => ({ _id: id, grain });
 
@@ -94,5 +94,39 @@ describe("GroupIndex", () => {
 	it("gives each host the nodegroups whose rule selects it", () => {
 		expect(index.nodegroupsOf(host("gpu-01", { os: "ALT" }))).toEqual(["alt", "gpu"]);
 		expect(index.nodegroupsOf(host("web-01", { os: "Debian" }))).toEqual([]);
+	});
+});
+
+describe("compound targets in rules (docs/targeting.md)", () => {
+	const hosts = [
+		{ _id: "web-01", grain: { os: "Debian" }, nodegroups: ["web"] },
+		{ _id: "web-02", grain: { os: "Ubuntu" }, nodegroups: ["web"] },
+		{ _id: "db-01", grain: { os: "Debian" }, nodegroups: [] },
+	];
+
+	it("selects what the expression selects, and with regex or grain only what every condition selects", () => {
+		const only = compileRule({ target: "G@os:debian or N@web" })!;
+		expect(hosts.filter(only).map(h => h._id)).toEqual(["web-01", "web-02", "db-01"]);
+		const both = compileRule({ regex: "web-", target: "G@os:debian" })!;
+		expect(hosts.filter(both).map(h => h._id)).toEqual(["web-01"]);
+	});
+
+	it("refuses groups inside a rule, nodegroups inside a nodegroup's rule, and what cannot be evaluated, on `target`", () => {
+		expect(ruleProblems({ target: "F@other and web-*" })).toEqual({ target: expect.stringMatching(/cannot name groups; make that group a subgroup/) });
+		expect(ruleProblems({ target: "N@web" })).toBeNull();
+		expect(ruleProblems({ target: "N@web" }, true)).toEqual({ target: expect.stringMatching(/nodegroup's rule cannot name nodegroups/) });
+		expect(ruleProblems({ target: "web-* db-*" })).toEqual({ target: expect.stringMatching(/without 'and' or 'or'/) });
+		expect(ruleProblems({ target: "E@(a)\\1" })).toEqual({ target: expect.stringMatching(/invalid regular expression/) });
+	});
+
+	it("reads grains only for an expression that needs them, and puts hosts in groups whose rule reads their nodegroups", () => {
+		expect(needsGrains([{ target: "web-* and N@web" }])).toBe(false);
+		expect(needsGrains([{ target: "web-* and S@10.0.0.0/8" }])).toBe(true);
+		const index = new GroupIndex([{ _id: "g-web-debian", type: 1, info: { target: "N@web and G@os:Debian" } }], [{ name: "web", info: { regex: "web-" } }]);
+		const host = { _id: "web-01", grain: { os: "Debian" } };
+		const nodegroups = index.nodegroupsOf(host);
+		expect(nodegroups).toEqual(["web"]);
+		expect(index.groupsOf({ ...host, nodegroups })).toEqual(["g-web-debian"]);
+		expect(index.groupsOf({ _id: "db-01", grain: { os: "Debian" }, nodegroups: [] })).toEqual([]);
 	});
 });

@@ -176,6 +176,24 @@ export default function groupsResolution(h: () => Harness): void {
 			expect((await request("GET", url(`groups/${ok}`))).body.info).toEqual({ regex: "^ag-" });
 		});
 
+		it("resolves a compound rule (docs/targeting.md) on hostnames and in memberships, nodegroups included, and refuses F@ in it", async () => {
+			await h().call("hosts.upsertMany", {
+				hosts: [
+					{ _id: "cp-web-1", status: "up", key: "accepted", grain: { osfullname: "ALT", os: "ALT", ipv4: ["10.7.0.1"] } },
+					{ _id: "cp-web-2", status: "up", key: "accepted", grain: { osfullname: "Debian", os: "Debian", ipv4: ["10.8.0.2"] } },
+					{ _id: "cp-db-1", status: "up", key: "accepted", grain: { osfullname: "ALT", os: "ALT", ipv4: ["10.7.0.3"] } },
+				],
+			});
+			const auto = await create({ name: "cp-alt-subnet", type: 1, info: { target: "cp-* and G@os:alt and ( S@10.7.0.0/16 or N@e2e-web )" } });
+			expect((await request("GET", url(`groups/${auto}/hostnames`))).body).toEqual(["cp-db-1", "cp-web-1"]);
+			const one = await eventually(() => request("GET", url("hosts/cp-web-1")), r => r.body?.groups?.includes(auto));
+			expect(one.body.groups).toEqual([auto]);
+			expect((await request("GET", url("hosts/cp-web-2"))).body.groups).toEqual([]);
+			const refused = expectEveError(await request("POST", url("groups"), { body: { name: "cp-bad", type: 1, info: { target: `F@${auto} or cp-*` } } }), 422);
+			expect(refused._issues.info.target).toMatch(/cannot name groups/);
+			expectEveError(await request("POST", url("groups"), { body: { name: "cp-bad", type: 1, info: { target: "cp-* I@x:y" } } }), 422);
+		});
+
 		it("gives each host the nodegroups its name and grains match, and follows grain changes", async () => {
 			await h().call("hosts.upsertMany", {
 				hosts: [
