@@ -119,6 +119,8 @@ export class FleetRepl {
 					return await this.host(rest[0]);
 				case "exec":
 					return await this.exec(rest[0], rest[1], rest.slice(2));
+				case "preview":
+					return await this.preview(rest.join(" ") || undefined);
 				case "tasks":
 					return await this.tasks();
 				case "task":
@@ -233,14 +235,29 @@ export class FleetRepl {
 
 	/** Runs `fun` on a host (id or short name) or a group (name or id) and prints the returns as they arrive. */
 	async exec(name: string | undefined, fun: string | undefined, words: string[]): Promise<string> {
-		if (!name || !fun) return "usage: exec <host|group> <fun> [arg…] [k=v…]";
+		if (!name || !fun) return "usage: exec <host|group|'compound target'> <fun> [arg…] [k=v…]";
 		const { arg, kwarg } = parseRunArgs(words);
+		if (isCompound(name)) {
+			// POST /run: resolved, authorized on the resolved hosts and audited where it runs, as from the API.
+			const res = await this.api.send<{ task_id: string | null }>("POST", "run", { target: name, cm_client: "local_async", fun, arg, kwarg });
+			if (!res.task_id) return `no minion matched ${name}: nothing ran`;
+			return this.watch(res.task_id);
+		}
 		const target = await this.resolveTarget(name);
 		const path = target.kind === "host" ? `hosts/${encodeURIComponent(target.id)}` : `groups/${target.id}`;
 		// Authorized (role by the gateway, scope on the hosts it resolves to where it runs) and audited as any API run.
 		const res = await this.api.send<{ task_id: string | null }>("POST", path, { cm_client: "local_async", fun, arg, kwarg });
 		if (!res.task_id) return `no minion matched ${target.label}: nothing ran`;
 		return this.watch(res.task_id);
+	}
+
+	/** The hosts a compound target selects now (POST /targets/preview), and those it names that do not exist. */
+	async preview(expression: string | undefined): Promise<string> {
+		if (!expression) return "usage: preview '<compound target>'  (docs/targeting.md: G@os:Debian and web-*)";
+		const res = await this.api.send<{ count: number; hosts: string[]; missing: string[] }>("POST", "targets/preview", { target: expression });
+		const lines = [...res.hosts, `${res.count} host(s)`];
+		if (res.missing.length) lines.push(`named but not in the fleet: ${res.missing.join(", ")}`);
+		return lines.join("\n");
 	}
 
 	/** A group by name or id first (`exec web …`), then a host by id or short name. */
@@ -352,7 +369,12 @@ export class FleetRepl {
 	}
 }
 
-const COMMANDS = new Set(["hosts", "host", "exec", "tasks", "task", "sync", "stats", "alerts", "jobs"]);
+/** A target word that is a compound expression rather than a host or group name: it has spaces, an engine or a glob. */
+function isCompound(word: string): boolean {
+	return /\s|^[A-Z]\S?@|[*?[]/.test(word);
+}
+
+const COMMANDS = new Set(["hosts", "host", "exec", "preview", "tasks", "task", "sync", "stats", "alerts", "jobs"]);
 
 /**
  * Ctrl-C while `exec` waits stops that wait (and only that): the REPL's own Ctrl-C handling (clear the line,
@@ -393,7 +415,8 @@ export function replCommands(server: () => REPLServer | undefined = () => undefi
 	return [
 		command("hosts [filter...]", "List hosts: hosts status=up, or hosts '{\"key\": \"pending\"}'"),
 		command("host <id>", "One host (id or short name): identity, keys, OS, groups, VPN identity, recent actions"),
-		command("exec <target> <fun> [args...]", "Run a Salt function on a group (name) or a host (id or short name), returns as they come: exec web test.ping; exec web-01 cmd.run 'uptime'"),
+		command("exec <target> <fun> [args...]", "Run a Salt function on a group (name), a host (id or short name) or a quoted compound target, returns as they come: exec web test.ping; exec web-01 cmd.run 'uptime'; exec 'G@os:Debian and web-*' test.ping"),
+		command("preview <compound target>", "The hosts a compound target selects now (docs/targeting.md): preview G@os:Debian and not web-*"),
 		command("tasks", "List scheduled tasks"),
 		command("task <verb> <id>", "task pause <id or name> | task resume <id or name>"),
 		command("sync", "Reconcile the inventory with the master now"),

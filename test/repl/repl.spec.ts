@@ -101,6 +101,21 @@ describe("REPL commands", () => {
 		expect(quoted.args).toEqual({ cm_client: "local_async", arg: ["one two", "three"], kwarg: { note: "a b", n: 2 } });
 	});
 
+	it("previews and runs on a quoted compound target, authorized on what it resolves to as from the API", async () => {
+		const r = repl(tokens.viewer.secret);
+		const shown = await r.run(`preview L@${hosts[0]},${hosts[1]},nope.example or F@repl-sub`);
+		expect(shown.split("\n")).toEqual([...hosts.slice(0, 3).sort(), "3 host(s)", "named but not in the fleet: nope.example"]);
+		expect(await r.run("preview web-* web-*")).toMatch(/^error 400: target: .*without 'and' or 'or'/);
+		const target = `L@${hosts[0]},${hosts[1]}`;
+		expect(await repl(tokens.operator.secret).run(`exec '${target} or F@repl-sub' test.ping`)).toMatch(/3 of 3 host\(s\) answered/);
+		const [rec] = await audit({ path: "/api/run", fun: "test.ping", outcome: "ok" });
+		expect(rec).toMatchObject({ name: "repl-operator", agent: REPL_AGENT, status: 200 });
+		expect([...rec.targets].sort()).toEqual(hosts.slice(0, 3).sort());
+		// The scoped token's group holds hosts[3] only: an expression reaching further is refused, naming what is outside.
+		expect(await repl(tokens.scoped.secret).run(`exec '${target}' test.ping`)).toMatch(/^error 403: the run is refused: targets outside the token's scope/);
+		expect(await repl(tokens.viewer.secret).run(`exec '${target}' test.ping`)).toBe("error 403: the viewer role may not POST /api/run");
+	});
+
 	it("says when no minion matched instead of waiting for returns that cannot come", async () => {
 		// A host fleet-ctl knows whose key the master does not have.
 		await h.call("hosts.upsertMany", { hosts: [{ _id: "ghost.repl.example", status: "down" }] });
