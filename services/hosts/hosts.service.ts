@@ -199,7 +199,7 @@ const HostsService: EveServiceSchema<HostsThis> = {
 				if (names.size) for (const d of await this.store.find({ _id: { $in: [...names] }, _soft_deleted: true }, { only: ["_id"] })) names.delete(d._id);
 				const tests = ctx.params.rules.map(r => compileRule(r)).filter((t): t is NonNullable<typeof t> => t !== null);
 				if (tests.length) {
-					await this.store.scan({ _soft_deleted: { $ne: true } }, needsGrains(ctx.params.rules) ? ["grain", "nodegroups"] : ["nodegroups"], d => {
+					await this.store.scan({ _soft_deleted: false }, needsGrains(ctx.params.rules) ? ["grain", "nodegroups"] : ["nodegroups"], d => {
 						if (tests.some(t => t(d as HostFacts))) names.add(d._id);
 					});
 				}
@@ -212,7 +212,7 @@ const HostsService: EveServiceSchema<HostsThis> = {
 			visibility: "public",
 			async handler(this: HostsThis) {
 				const out: Array<{ _id: string; ip?: string }> = [];
-				await this.store.scan({ _soft_deleted: { $ne: true } }, ["ip"], d => {
+				await this.store.scan({ _soft_deleted: false }, ["ip"], d => {
 					out.push({ _id: d._id, ip: typeof d.ip === "string" ? d.ip : undefined });
 				});
 				return out.sort((a, b) => (a._id < b._id ? -1 : a._id > b._id ? 1 : 0));
@@ -223,7 +223,7 @@ const HostsService: EveServiceSchema<HostsThis> = {
 		unlinked: {
 			visibility: "public",
 			async handler(this: HostsThis) {
-				const docs = await this.store.find({ _soft_deleted: { $ne: true }, groups: { $size: 0 } }, { only: ["_id"] });
+				const docs = await this.store.find({ _soft_deleted: false, groups: { $size: 0 } }, { only: ["_id"] });
 				return docs.map(d => d._id as string).sort();
 			},
 		},

@@ -78,7 +78,7 @@ export const presenceActions: Record<string, ActionSchema<HostsThis>> = {
 		async handler(this: HostsThis, ctx: Context<PresenceReading>) {
 			const { up, docs } = await this.presenceDocs(ctx.params);
 			const losing = docs.filter((d: Doc) => d.key === "accepted" && d._soft_deleted !== true && d.status === "up" && !up.has(d._id as string)).length;
-			const live = await this.store.count({ status: "up", key: "accepted", _soft_deleted: { $ne: true } });
+			const live = await this.store.count({ status: "up", key: "accepted", _soft_deleted: false });
 			return { up: live, losing };
 		},
 	},
