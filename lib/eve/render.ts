@@ -6,10 +6,18 @@ export interface Link {
 	href: string;
 }
 
-/** Eve's default item_title: resource.rstrip("s").capitalize() (so failed_patches -> "Failed_patche"). */
+const titles = new Map<string, string>();
+
+/** Eve's default item_title: resource.rstrip("s").capitalize() (so failed_patches -> "Failed_patche"); once per resource (a list asks for every link). */
 export function itemTitle(resource: string): string {
-	const stripped = resource.replace(/s+$/, "");
-	return stripped.charAt(0).toUpperCase() + stripped.slice(1).toLowerCase();
+	let title = titles.get(resource);
+	if (title === undefined) {
+		const stripped = resource.replace(/s+$/, "");
+		title = stripped.charAt(0).toUpperCase() + stripped.slice(1).toLowerCase();
+		// Resources are the route table's few names; bounded anyway.
+		if (titles.size < 1000) titles.set(resource, title);
+	}
+	return title;
 }
 
 export const HOME_LINK: Link = { title: "home", href: "/" };
