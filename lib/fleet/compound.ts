@@ -172,38 +172,34 @@ function compileRegex(pattern: string, word: string): RE2JS {
 	}
 }
 
-/** A glob as Python's fnmatch reads it, compiled once per pattern (G@ patterns are built per value). */
-function globMatcher(): (value: string, glob: string) => boolean {
-	const cache = new Map<string, RE2JS>();
-	return (value, glob) => {
-		let re = cache.get(glob);
-		if (!re) {
-			if (cache.size > 1000) cache.clear();
-			cache.set(glob, (re = RE2JS.compile(globPattern(glob))));
-		}
-		return re.matches(value);
-	};
+/** The pattern compiled by RE2, or null when RE2 cannot compile it. */
+function tryCompile(pattern: string): RE2JS | null {
+	try {
+		return RE2JS.compile(pattern);
+	} catch {
+		return null;
+	}
 }
 
 /**
- * A Python re.match (from the start) with a pattern compiled once. A pattern RE2 cannot compile matches
- * nothing, as Salt's matcher logs and answers False for it (a split of `path:regex` may leave part of the
- * path in the pattern); a P@ term none of whose splits compiles is refused when compiled.
+ * The per-value comparison of `G@` (a glob: Python's fnmatch, the whole value) or `P@` (a regex from the start:
+ * Python's re.match), each pattern compiled once (subdict_match builds them per split). A pattern RE2 cannot
+ * compile matches nothing, as Salt's matcher logs and answers False for it (a split of `path:pattern` may leave
+ * part of the path in the pattern); a term none of whose splits compiles is refused when compiled.
  */
-function regexMatcher(): (value: string, pattern: string) => boolean {
+function valueMatcher(kind: "glob" | "regex"): { source(pattern: string): string; match(value: string, pattern: string): boolean } {
+	const source = kind === "glob" ? globPattern : (pattern: string) => pattern;
 	const cache = new Map<string, RE2JS | null>();
-	return (value, pattern) => {
-		let re = cache.get(pattern);
-		if (re === undefined) {
-			if (cache.size > 1000) cache.clear();
-			try {
-				re = RE2JS.compile(pattern);
-			} catch {
-				re = null;
+	return {
+		source,
+		match(value, pattern) {
+			let re = cache.get(pattern);
+			if (re === undefined) {
+				if (cache.size > 1000) cache.clear();
+				cache.set(pattern, (re = tryCompile(source(pattern))));
 			}
-			cache.set(pattern, re);
-		}
-		return re !== null && re.matcher(value).lookingAt();
+			return re !== null && (kind === "glob" ? re.matches(value) : re.matcher(value).lookingAt());
+		},
 	};
 }
 
@@ -259,13 +255,14 @@ function compileTerm(word: string, ctx: TargetContext, named: string[], flags: {
 			flags.grains = true;
 			const d = delimiter || ":";
 			if (!pattern.includes(d)) throw new TargetError(`'${word}': ${engine}@ takes a grain path and a ${engine === "G" ? "glob" : "regex"}, separated by '${d}' (G@os:Debian)`);
-			const match = engine === "G" ? globMatcher() : regexMatcher();
-			if (engine === "P") {
-				const splits = pattern.split(d);
-				const candidates = splits.slice(1).map((_, i) => splits.slice(i + 1).join(d).toLowerCase());
-				if (!candidates.some(c => c === "*" || compiles(c))) compileRegex(candidates[candidates.length - 1], word);
+			const matcher = valueMatcher(engine === "G" ? "glob" : "regex");
+			const splits = pattern.split(d);
+			const candidates = splits.slice(1).map((_, i) => splits.slice(i + 1).join(d).toLowerCase());
+			if (!candidates.some(c => tryCompile(matcher.source(c)))) {
+				if (engine === "P") compileRegex(candidates[candidates.length - 1], word);
+				throw new TargetError(`'${word}': invalid glob`);
 			}
-			return h => subdictMatch(h.grain, pattern, d, match);
+			return h => subdictMatch(h.grain, pattern, d, matcher.match);
 		}
 		case "S":
 			flags.grains = true;
@@ -288,15 +285,6 @@ function compileTerm(word: string, ctx: TargetContext, named: string[], flags: {
 			throw new TargetError(`'${word}': the proxy engines (T@, M@) are not evaluated by fleet-ctl`);
 		default:
 			throw new TargetError(`'${word}': unknown target engine ${engine}@ (known: G@ P@ E@ L@ S@ N@ and fleet-ctl's F@)`);
-	}
-}
-
-function compiles(pattern: string): boolean {
-	try {
-		RE2JS.compile(pattern);
-		return true;
-	} catch {
-		return false;
 	}
 }
 

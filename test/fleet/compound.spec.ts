@@ -108,6 +108,7 @@ describe("compound targets", () => {
 		["E@(web", /invalid regular expression/],
 		["E@(a)\\1", /invalid regular expression/],
 		["P@os:(deb", /invalid regular expression/],
+		["G@os:[z-a]", /invalid glob/],
 		["G@os", /grain path and a glob/],
 		["S@10.0.0.0/33", /CIDR/],
 		["S@not-an-ip", /CIDR/],
@@ -125,6 +126,12 @@ describe("compound targets", () => {
 		const ok = `${"( ".repeat(MAX_TARGET_DEPTH - 1)}web-01${" )".repeat(MAX_TARGET_DEPTH - 1)}`;
 		expect(select(ok)).toEqual(["web-01"]);
 		expect(refuse(`web-01 or ${"x ".repeat(6000)}`)).toMatch(/longer than/);
+	});
+
+	it("compares a split whose glob or regex RE2 cannot compile as no match, as Salt does, instead of failing the evaluation", () => {
+		const hosts: TargetHost[] = [{ _id: "h1", grain: { a: "[z-a]:x" } }, { _id: "h2", grain: { a: { "[z-a]": "x" } } }, { _id: "h3", grain: { a: { "(": "x" } } }];
+		expect(hosts.filter(compileTarget("G@a:[z-a]:x", ctx).test).map(h => h._id)).toEqual(["h2"]);
+		expect(hosts.filter(compileTarget("P@a:(:x", ctx).test).map(h => h._id)).toEqual(["h3"]);
 	});
 
 	it("answers a pattern that backtracks exponentially in other engines (RE2: linear time)", () => {

@@ -63,6 +63,8 @@ export default function targets(h: () => Harness): void {
 			["tp-web-* tp-db-*", /follows a term without 'and' or 'or'/],
 			["I@role:web", /pillar/],
 			["E@(a)\\1", /invalid regular expression/],
+			// Compiled per value by the matcher: refused up front, not a failure halfway through the hosts.
+			["tp-* and G@os:[z-a]", /invalid glob/],
 			["F@tp-no-such-group", /no group has the id or name/],
 			["( tp-web-*", /not closed/],
 		];
