@@ -290,6 +290,16 @@ function compileTerm(word: string, ctx: TargetContext, named: string[], flags: {
 
 // ---------------------------------------------------------------- the expression
 
+/** The references of an expression's `F@` terms (to resolve before compiling: TargetContext.group). */
+export function groupRefs(expression: string): string[] {
+	const refs = new Set<string>();
+	for (const word of expression.split(/\s+/)) {
+		const m = ENGINE.exec(word);
+		if (m && m[1] === "F" && !m[2] && m[3]) refs.add(m[3]);
+	}
+	return [...refs];
+}
+
 /**
  * Compiles an expression (throws TargetError with the reason). The same rules as Salt: an operator may not
  * begin it (except `(` and `not`) or follow `(` (except `not`); `not` after a term means `and not`; two terms

@@ -9,7 +9,7 @@ import type { Context } from "moleculer";
 import { EveError, notFound, validationFailed } from "../../lib/eve/errors";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { compileSchema } from "../../lib/eve/validation";
-import { RUN_BODY } from "../../lib/http/bodies";
+import { RUN_BODY, RUN_TARGET_BODY } from "../../lib/http/bodies";
 import { NO_RETURN, type JobOrigin, type JobReturn } from "./job-tracker";
 import type { Lowstate } from "./salt-client";
 import { startRun as throughTheDoor, type DoorEffects, type Requester, type RunBody, type RunRequest, type TokenHolder } from "./run-door";
@@ -46,6 +46,7 @@ export interface RunAnswer {
 }
 
 const checkBody = compileSchema(RUN_BODY, { wellFormed: true });
+const checkTargetBody = compileSchema(RUN_TARGET_BODY, { wellFormed: true });
 
 /** Who asks, from the call's meta (the gateway's, the REPL's through the gateway). */
 export function requester(ctx: Context<unknown, RunMeta>): Requester {
@@ -77,11 +78,12 @@ export class Runs {
 		private readonly poll: JobPoll,
 	) {}
 
-	validateBody(raw: unknown): RunBody {
-		const issues = checkBody(raw);
+	/** A run's body checked (by `check`: the run fields alone, or with a compound `target`), `cm_client` defaulted. */
+	validateBody<B extends RunBody = RunBody>(raw: unknown, check = checkBody): B {
+		const issues = check(raw);
 		if (issues) throw validationFailed(issues);
-		const body = raw as Partial<RunBody> & { fun: string };
-		return { ...body, cm_client: body.cm_client ?? "local_async" };
+		const body = raw as Partial<B> & { fun: string };
+		return { ...body, cm_client: body.cm_client ?? "local_async" } as B;
 	}
 
 	/** The host, if it is known and not soft-deleted. */
@@ -129,11 +131,7 @@ export class Runs {
 	 * expression, so the minions Salt would select cannot differ from the ones checked.
 	 */
 	async onCompound(ctx: Context<{ body?: unknown }, RunMeta>): Promise<RunAnswer> {
-		const raw = ctx.params.body;
-		const target = isObject(raw) ? raw.target : undefined;
-		if (typeof target !== "string" || target.length === 0 || target.length > 10_000) throw validationFailed({ target: "required: a compound target (docs/targeting.md), at most 10,000 characters" });
-		const { target: _target, ...rest } = raw as Record<string, unknown>;
-		const body = this.validateBody(rest);
+		const { target, ...body } = this.validateBody<RunBody & { target: string }>(ctx.params.body, checkTargetBody);
 		const { hosts } = await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target });
 		if (!hosts.length) throw new EveError(422, `the target '${target.slice(0, 200)}' selects no live host`);
 		return this.start(ctx, requester(ctx), hosts, body);

@@ -11,7 +11,7 @@ import type { GroupDef } from "../../lib/fleet/group-rules";
 import { badRequest, validationFailed } from "../../lib/eve/errors";
 import { compileSchema } from "../../lib/eve/validation";
 import { TARGET_PREVIEW_BODY } from "../../lib/http/bodies";
-import { compileTarget, TargetError, type TargetHost } from "../../lib/fleet/compound";
+import { compileTarget, groupRefs, TargetError, type TargetHost } from "../../lib/fleet/compound";
 
 const checkPreviewBody = compileSchema(TARGET_PREVIEW_BODY, { wellFormed: true });
 
@@ -28,7 +28,7 @@ export interface Resolution {
  * must be given as an id), resolved as `POST /groups/{id}` resolves them (groups.hostnames), before compiling.
  */
 async function groupMembers(ctx: Context, expression: string): Promise<(ref: string) => Set<string> | null> {
-	const refs = [...new Set(expression.split(/\s+/).filter(w => w.startsWith("F@") && w.length > 2).map(w => w.slice(2)))];
+	const refs = groupRefs(expression);
 	if (!refs.length) return () => null;
 	const groups = await ctx.call<GroupDef[]>("groups.rules");
 	const members = new Map<string, Set<string> | Error>();
