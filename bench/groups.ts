@@ -20,7 +20,7 @@ import { batchesBySize } from "../lib/fleet/batches";
 import { GroupIndex, compileRule, type GroupDef, type HostFacts, type Rule } from "../lib/fleet/group-rules";
 import { compileTarget, type TargetHost } from "../lib/fleet/compound";
 import { hostId, makeHost } from "./hosts";
-import { apiJson, benchCluster, envInt, fmt, procLogs, quantile, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
+import { apiJson, benchCluster, envInt, fmt, withProcLogs, quantile, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
 
 const HOSTS = envInt("BENCH_HOSTS", 10_000);
 const RUNS = 20;
@@ -225,7 +225,7 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 			"",
 		);
 	} catch (err) {
-		throw new Error(`${(err as Error).message}\nfleet-ctl exit code ${proc.child.exitCode}, signal ${proc.child.signalCode}\n${procLogs(proc)}`);
+		throw withProcLogs(err, proc);
 	} finally {
 		await broker.stop().catch(() => undefined);
 		await stopProc(proc);

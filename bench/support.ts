@@ -116,6 +116,23 @@ export function procLogs(...ps: Proc[]): string {
 
 
 
+/** A part's failure, saying how fleet-ctl ended and what it logged. */
+export function withProcLogs(err: unknown, proc: Proc): Error {
+	return new Error(`${(err as Error).message}\nfleet-ctl exit code ${proc.child.exitCode}, signal ${proc.child.signalCode}\n${procLogs(proc)}`);
+}
+
+/** Runs a part's work against fleet-ctl (`proc`, reached through `broker`), then stops both; a failure says how fleet-ctl ended. */
+export async function againstFleetCtl<T>(proc: Proc, broker: { stop(): Promise<void> }, work: () => Promise<T>): Promise<T> {
+	try {
+		return await work();
+	} catch (err) {
+		throw withProcLogs(err, proc);
+	} finally {
+		await broker.stop().catch(() => undefined);
+		await stopProc(proc);
+	}
+}
+
 export interface RawResponse {
 	status: number;
 	headers: http.IncomingHttpHeaders;

@@ -16,7 +16,7 @@ import { batchesBySize } from "../lib/fleet/batches";
 import { PritunlClient } from "../services/vpn/pritunl-client";
 import { PritunlSimulator } from "../test/simulators/pritunl";
 import { hostId, makeHost } from "./hosts";
-import { apiJson, benchCluster, envInt, fmt, procLogs, quantile, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
+import { apiJson, benchCluster, envInt, fmt, withProcLogs, quantile, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
 
 const HOSTS = envInt("BENCH_HOSTS", 10_000);
 const ORGS = 10;
@@ -103,7 +103,7 @@ export async function benchVpn(dataDir: string, log: (msg: string) => void): Pro
 		);
 	} catch (err) {
 		valid = false;
-		throw new Error(`${(err as Error).message}\nfleet-ctl exit code ${proc.child.exitCode}, signal ${proc.child.signalCode}\n${procLogs(proc)}`);
+		throw withProcLogs(err, proc);
 	} finally {
 		floorClient.close();
 		await broker.stop().catch(() => undefined);

@@ -175,6 +175,18 @@ export interface Config {
 	statsKeyframeEvery: number;
 	/** Take snapshots in this process (default on; the statistics are served either way). */
 	statsSnapshots: boolean;
+	/** Jobs (`salt_jobs`) started more than this many days ago are dropped, with their hosts' `actions` records (docs/jobs.md). */
+	jobsRetentionDays: number;
+	/**
+	 * Functions whose jobs started outside fleet-ctl are not recorded in the job history (default the master's own
+	 * plumbing: `saltutil.find_job`, `saltutil.running`); fleet-ctl's own jobs are always recorded.
+	 */
+	cmJobsHidden: string[];
+	/**
+	 * How long a job seen on the event bus (`salt/job/<jid>/new`) waits before it is taken for one started
+	 * outside fleet-ctl, in ms: salt-api's answer naming a job fleet-ctl started can come after the bus's event.
+	 */
+	cmExternalJobGraceMs: number;
 }
 
 /**
@@ -301,5 +313,11 @@ export function loadConfig(): Config {
 		statsRetentionDays: envInt("STATS_RETENTION_DAYS", 90, 1),
 		statsKeyframeEvery: envInt("STATS_KEYFRAME_EVERY", 1440, 1),
 		statsSnapshots: bool("STATS_SNAPSHOTS", true),
+		jobsRetentionDays: envInt("JOBS_RETENTION_DAYS", 90, 1),
+		cmJobsHidden: str("CM_JOBS_HIDDEN", "saltutil.find_job,saltutil.running")
+			.split(",")
+			.map(s => s.trim())
+			.filter(Boolean),
+		cmExternalJobGraceMs: envInt("CM_EXTERNAL_JOB_GRACE_MS", 2000, 0),
 	};
 }

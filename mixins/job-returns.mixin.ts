@@ -1,6 +1,6 @@
 /**
  * What the actions and failed_patches collections share: read-only records keyed by jid + hostname
- * (`_id` = "<20-digit jid><hostname>"), each linked to its host, written by the cm-gateway through
+ * (`_id` = "<20-digit jid><hostname>"), each linked to its host and its job (`salt_jobs`), written by the cm-gateway through
  * the internal `record` action.
  */
 import type { Context, ServiceSchema } from "moleculer";
@@ -26,7 +26,7 @@ export function JobReturns(resource: string, fields: ValidationSchema): Partial<
 				writes: [],
 				idPattern: JOB_RETURN_ID,
 				schema: { ...jobReturnSchema, ...fields },
-				relations: { host: { resource: "hosts", service: "hosts", embeddable: true, validate: false } },
+				relations: { host: { resource: "hosts", service: "hosts", embeddable: true, validate: false }, jid: { resource: "salt_jobs", service: "salt-jobs", embeddable: true, validate: false } },
 			}),
 		],
 		actions: {

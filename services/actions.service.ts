@@ -1,16 +1,50 @@
 /**
  * Owns the `actions` collection: one record per host of every job fleet-ctl started (`_id` = jid +
  * hostname, `args` with Salt's `__kwarg__`, `return` as text; `state` "running" until the host returns,
- * then "finished", or "timeout"). Read-only over the API.
+ * then "finished", or "timeout"; `retcode` and `success` as Salt sent them). Read-only over the API. Each record
+ * links to its job in `salt_jobs`, whose counts are recounted from these records (`jobCounts`).
  */
 import type { Context } from "moleculer";
 import type { EveServiceSchema, EveThis } from "../mixins/eve-collection.mixin";
 import { JobReturns } from "../mixins/job-returns.mixin";
+import { countReturn, noCounts, type JobCounts } from "../lib/fleet/job-counts";
 
 const ActionsService: EveServiceSchema = {
 	name: "actions",
-	mixins: [JobReturns("actions", { args: { type: "array", optional: true }, return: { type: "string", optional: true }, task: { type: "string", optional: true }, run: { type: "string", optional: true } })],
+	mixins: [
+		JobReturns("actions", {
+			args: { type: "array", optional: true },
+			return: { type: "string", optional: true },
+			retcode: { type: "number", integer: true, optional: true },
+			success: { type: "boolean", optional: true },
+			task: { type: "string", optional: true },
+			run: { type: "string", optional: true },
+		}),
+	],
 	actions: {
+		/** How each of these jobs' hosts went, from their records (internal: salt-jobs.tally). */
+		jobCounts: {
+			visibility: "public",
+			params: { jids: { type: "array", items: "string", max: 1000 } },
+			async handler(this: EveThis, ctx: Context<{ jids: string[] }>): Promise<JobCounts[]> {
+				const byJid = new Map(ctx.params.jids.map(jid => [jid, noCounts(jid)]));
+				await this.store.scan({ jid: { $in: ctx.params.jids } }, ["jid", "state", "success", "retcode"], doc => {
+					const c = byJid.get(doc.jid);
+					if (c) countReturn(c, doc);
+				});
+				return [...byJid.values()];
+			},
+		},
+		/** Drops every host record of these jobs (internal: the job history's retention). */
+		removeJobs: {
+			visibility: "public",
+			params: { jids: { type: "array", items: "string", max: 10_000 } },
+			async handler(this: EveThis, ctx: Context<{ jids: string[] }>) {
+				const removed = await this.store.removeMany({ jid: { $in: ctx.params.jids } });
+				if (removed) await this.notifyChanged(ctx, "removed", []);
+				return { removed };
+			},
+		},
 		/** The job a task run started, if any host record names the run (internal: the cm-gateway's dedupe). */
 		byRun: {
 			visibility: "public",

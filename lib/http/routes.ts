@@ -72,6 +72,7 @@ export const COLLECTIONS = [
 	"audit",
 	"graph_jobs",
 	"jobs",
+	"salt_jobs",
 	"webhooks",
 	"webhook_deliveries",
 ];
@@ -154,6 +155,8 @@ export const ROUTES: RouteDef[] = [
 	{ path: "actions", methods: read("actions") },
 	{ path: "actions/:id", methods: readItem("actions") },
 
+	{ path: "salt_jobs", methods: read("salt-jobs") },
+	{ path: "salt_jobs/:id", methods: readItem("salt-jobs") },
 	{ path: "failed_patches", methods: read("failed-patches") },
 	{ path: "failed_patches/:id", methods: readItem("failed-patches") },
 

@@ -23,7 +23,7 @@ import { ScrapedPrometheusReporter, leanMetrics, trackEventLoopLag } from "./met
  */
 export const READY_NEEDS: Record<string, string[]> = {
 	api: ["tokens", "audit"],
-	"cm-gateway": ["hosts", "actions", "failed-patches", "alerts"],
+	"cm-gateway": ["hosts", "actions", "salt-jobs", "failed-patches", "alerts"],
 	tasks: ["actions", "alerts"],
 	// the host sync and organizations' records go through these
 	vpn: ["hosts", "vpn-managers", "vpn-organizations"],

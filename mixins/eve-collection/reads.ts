@@ -67,7 +67,8 @@ export const readMethods = {
 	async eveList(this: EveThis, ctx: RestContext, args: QueryArgs) {
 		const { pageSizeDefault, pageSizeLimit } = this.eve;
 		const where = parseWhere(args.get("where"));
-		const sort = parseSort(args.get("sort"));
+		const asked = parseSort(args.get("sort"));
+		const sort = asked.length ? asked : (this.eve.opts.defaultSort ?? []);
 		const projection = parseProjection(args.get("projection"));
 		const embedded = parseEmbedded(args.get("embedded"));
 		const paging = parsePaging(args, pageSizeDefault, pageSizeLimit);

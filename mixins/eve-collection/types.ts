@@ -6,7 +6,7 @@ import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "mole
 import type { ValidationSchema } from "fastest-validator";
 import type { StorageThis } from "../storage.mixin";
 import type { Check } from "../../lib/eve/validation";
-import type { Doc, IndexOptions } from "../../lib/storage/store";
+import type { Doc, IndexOptions, SortSpec } from "../../lib/storage/store";
 import type { Filter, Projection, QueryArgs } from "../../lib/eve/query";
 import type { EveError, Issues } from "../../lib/eve/errors";
 import type { Link } from "../../lib/eve/render";
@@ -62,6 +62,8 @@ export interface EveCollectionOptions {
 	 * and its soft-delete flag): lists filtered on them read only the matching records (docs/storage.md).
 	 */
 	indexes?: Record<string, IndexOptions>;
+	/** The order of a list whose client gave no `sort` (default: the store's, by `_id`). */
+	defaultSort?: SortSpec;
 	/** Which Eve writes the collection publishes (default all); read-only collections give []. */
 	writes?: Array<"create" | "patch" | "remove">;
 }

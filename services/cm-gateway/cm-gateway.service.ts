@@ -7,6 +7,7 @@
  *  - runs.ts: remote execution (`POST /hosts/{id}`, `POST /groups/{id}`, a task's runs) through the run
  *    door (run-door.ts: authorized where it starts, audited first);
  *  - returns.ts: every return of every job started here as `actions` records, failed patches, last_action;
+ *    history.ts: every job in the job history (`salt_jobs`), those started outside fleet-ctl too;
  *    job-poll.ts: the /jobs fallback, timeouts after CM_JOB_TIMEOUT_MS, jobs resumed after a restart;
  *  - events.ts: the master's event bus (returns, presence, minion starts, keys, the VNC event);
  *  - inventory.ts: the master's view written to `hosts` (refreshes, presence, alerts); reconcile.ts: the full
@@ -28,6 +29,7 @@ import { JobPoll } from "./job-poll";
 import { Patches } from "./patches";
 import { Reconciliation, type SyncResult } from "./reconcile";
 import { Returns } from "./returns";
+import { JobHistory } from "./history";
 import { Runs, type RunMeta, type TaskRun } from "./runs";
 
 /** The parts, made when the service is created with a master to talk to. */
@@ -41,6 +43,7 @@ interface Parts {
 	events: EventFollower;
 	patches: Patches;
 	allStatus: AllStatusPolls;
+	history: JobHistory;
 }
 
 interface Vars {
@@ -179,9 +182,10 @@ export default function CmGatewayService(): ServiceSchema<ServiceSettingSchema, 
 			// A finished job that changed a host's grains has them read again, in the events' lane.
 			const returns = new Returns(gw, alerts, host => events.queueRefresh(host));
 			const poll = new JobPoll(gw, returns);
-			const runs = new Runs(gw, returns, poll);
-			const events: EventFollower = new EventFollower(gw, { returns, poll, inventory, reconciliation, alerts });
-			this.parts = { salt, returns, poll, runs, inventory, reconciliation, events, patches: new Patches(gw), allStatus: new AllStatusPolls(gw, runs, returns) };
+			const history = new JobHistory(gw, returns, poll);
+			const runs = new Runs(gw, returns, poll, history);
+			const events: EventFollower = new EventFollower(gw, { returns, poll, inventory, reconciliation, alerts, history });
+			this.parts = { salt, returns, poll, runs, inventory, reconciliation, events, patches: new Patches(gw), allStatus: new AllStatusPolls(gw, runs, returns), history };
 		},
 
 		started() {
@@ -189,7 +193,7 @@ export default function CmGatewayService(): ServiceSchema<ServiceSettingSchema, 
 			if (!p) return;
 			// The inventory is written through these services: start following the master once they are there.
 			void this.broker
-				.waitForServices(["hosts", "actions", "failed-patches", "alerts"])
+				.waitForServices(["hosts", "actions", "salt-jobs", "failed-patches", "alerts"])
 				.then(() => {
 					if (this.stopping) return;
 					if (config.cmEvents) p.events.open();
@@ -204,6 +208,7 @@ export default function CmGatewayService(): ServiceSchema<ServiceSettingSchema, 
 			const p = this.parts;
 			if (!p) return;
 			p.events.close();
+			p.history.stop();
 			p.poll.stop();
 			p.reconciliation.stop();
 			p.allStatus.stopHosts();

@@ -1,6 +1,6 @@
 /**
  * The master's event bus (`GET /events`), followed while the service runs: job returns (to Returns; any
- * return also proves its minion alive), presence (`salt/presence/change`, `salt/presence/present`, through
+ * return also proves its minion alive), new jobs (to the job history, which records those started elsewhere), presence (`salt/presence/change`, `salt/presence/present`, through
  * the presence guard), minion starts, key and auth events (the host is read again from the master), and the
  * hosts' `ctl/vnc/connect` event (an alert). Inventory events and host refreshes are applied in one lane, in
  * order, a batch at a time. A reconnection catches up: the job cache is read and a reconciliation runs.
@@ -8,12 +8,14 @@
 import { HOSTNAME } from "../../lib/eve/ids";
 import { countMetric, setMetric } from "../../lib/runtime/metrics";
 import type { EventStream, SaltEvent } from "./salt-events";
+import { verdictOf } from "./job-tracker";
 import type { GatewayAlerts } from "./alerts";
 import { isObject, strings, type Alert, type GatewayContext } from "./context";
 import type { Inventory } from "./inventory";
 import type { JobPoll } from "./job-poll";
 import type { Reconciliation } from "./reconcile";
 import type { Returns } from "./returns";
+import type { JobHistory } from "./history";
 
 /** The tag of the event hosts send when a VNC session opens or closes (docs/salt.md). */
 export const VNC_EVENT_TAG = "ctl/vnc/connect";
@@ -30,7 +32,7 @@ export class EventFollower {
 
 	constructor(
 		private readonly gw: GatewayContext,
-		private readonly parts: { returns: Returns; poll: JobPoll; inventory: Inventory; reconciliation: Reconciliation; alerts: GatewayAlerts },
+		private readonly parts: { returns: Returns; poll: JobPoll; inventory: Inventory; reconciliation: Reconciliation; alerts: GatewayAlerts; history: JobHistory },
 	) {}
 
 	/** Is the stream open, and how many events came (readiness, tests). */
@@ -76,12 +78,17 @@ export class EventFollower {
 		if (ret) {
 			const { returns, inventory } = this.parts;
 			const host = typeof ev.data.id === "string" ? ev.data.id : ret[2];
-			if (!returns.take(ret[1], host, ev.data.return) && !returns.tracker.has(ret[1])) returns.tracker.keepEarly(ret[1], host, ev.data.return);
+			const verdict = verdictOf(ev.data);
+			if (!returns.take(ret[1], host, ev.data.return, verdict) && !returns.tracker.has(ret[1])) returns.tracker.keepEarly(ret[1], host, ev.data.return, verdict);
 			// Any return proves its minion alive now, sooner than the master's next presence loop.
 			if (HOSTNAME.test(host) && inventory.aliveNews(host)) {
 				this.aliveQueue.add(host);
 				this.kick();
 			}
+			return;
+		}
+		if (/^salt\/job\/\d{20}(?:_\d+)?\/new$/.test(ev.tag)) {
+			this.parts.history.seen(ev.data);
 			return;
 		}
 		if (!/^salt\/(presence\/|minion\/|key$|auth$)/.test(ev.tag) && ev.tag !== VNC_EVENT_TAG) return;

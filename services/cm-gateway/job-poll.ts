@@ -5,6 +5,7 @@
  */
 import type { GatewayContext } from "./context";
 import type { Returns } from "./returns";
+import { verdictOf } from "./job-tracker";
 
 export class JobPoll {
 	private timer: NodeJS.Timeout | null = null;
@@ -38,7 +39,7 @@ export class JobPoll {
 				try {
 					const res = await this.gw.salt.listJob(jid);
 					const result: Record<string, { return?: unknown }> = res.info[0]?.Result ?? {};
-					for (const host of hosts) if (host in result) this.returns.take(jid, host, result[host]?.return);
+					for (const host of hosts) if (host in result) this.returns.take(jid, host, result[host]?.return, verdictOf(result[host]));
 				} catch (err) {
 					this.gw.logger.warn(`Could not read job ${jid} from salt-api:`, (err as Error).message);
 				}

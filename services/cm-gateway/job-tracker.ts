@@ -5,6 +5,7 @@
  * before salt-api's answer to `local_async` has told us the jid: such early returns are kept for a
  * while and claimed when the job is tracked.
  */
+import type { HistoryEntry } from "./history";
 
 export interface JobReturn {
 	jid: string;
@@ -19,6 +20,22 @@ export interface JobReturn {
 	/** The scheduled task the job is a run of, and which run. */
 	task?: string;
 	run?: string;
+	/** Salt's verdict on the host's run, when its return said (`retcode`, `success`). */
+	retcode?: number;
+	success?: boolean;
+}
+
+/** What a return says of its run besides its output: Salt's `retcode` and `success`, when sent. */
+export interface Verdict {
+	retcode?: number;
+	success?: boolean;
+}
+
+/** The verdict fields of a return event's data or a job cache entry (anything else is left out). */
+export function verdictOf(data: unknown): Verdict {
+	if (!data || typeof data !== "object") return {};
+	const { retcode, success } = data as { retcode?: unknown; success?: unknown };
+	return { ...(Number.isInteger(retcode) ? { retcode: retcode as number } : {}), ...(typeof success === "boolean" ? { success } : {}) };
 }
 
 /** Where a job came from. */
@@ -26,6 +43,10 @@ export interface JobOrigin {
 	monitor?: boolean;
 	task?: string;
 	run?: string;
+	/** The job's record in the history (`salt_jobs`), opened before its hosts' records; none for monitoring polls. */
+	history?: HistoryEntry;
+	/** When the job started (default: when its record is opened). */
+	started?: Date;
 }
 
 interface TrackedJob {
@@ -44,7 +65,7 @@ export const NO_RETURN = "Minion did not return";
 export class JobTracker {
 	private readonly jobs = new Map<string, TrackedJob>();
 	/** Returns of jobs not (yet) tracked, by jid, with when they arrived. */
-	private readonly early = new Map<string, { at: number; returns: Map<string, unknown> }>();
+	private readonly early = new Map<string, { at: number; returns: Map<string, { raw: unknown; verdict: Verdict }> }>();
 
 	constructor(
 		private readonly earlyKeepMs = 30_000,
@@ -74,28 +95,28 @@ export class JobTracker {
 		this.early.delete(jid);
 		const out: JobReturn[] = [];
 		if (job.pending.size) this.jobs.set(jid, job);
-		if (early) for (const [host, raw] of early.returns) {
-			const r = this.take(jid, host, raw);
+		if (early) for (const [host, { raw, verdict }] of early.returns) {
+			const r = this.take(jid, host, raw, verdict);
 			if (r) out.push(r);
 		}
 		return out;
 	}
 
 	/** A return from either source: the record to write, or null if it is not awaited (or was taken). */
-	take(jid: string, host: string, raw: unknown): JobReturn | null {
+	take(jid: string, host: string, raw: unknown, verdict: Verdict = {}): JobReturn | null {
 		const job = this.jobs.get(jid);
 		if (!job || !job.pending.delete(host)) return null;
 		if (!job.pending.size) this.jobs.delete(jid);
-		return { jid, action: job.fun, host, state: "finished", args: job.args, raw, monitor: job.monitor, task: job.task, run: job.run };
+		return { jid, action: job.fun, host, state: "finished", args: job.args, raw, monitor: job.monitor, task: job.task, run: job.run, ...verdict };
 	}
 
 	/** A return seen on the event stream for a jid that is not tracked: kept in case it soon will be. */
-	keepEarly(jid: string, host: string, raw: unknown): void {
+	keepEarly(jid: string, host: string, raw: unknown, verdict: Verdict = {}): void {
 		const now = Date.now();
 		if (this.early.size >= this.earlyMax) this.pruneEarly(now, true);
 		let entry = this.early.get(jid);
 		if (!entry) this.early.set(jid, (entry = { at: now, returns: new Map() }));
-		entry.returns.set(host, raw);
+		entry.returns.set(host, { raw, verdict });
 	}
 
 	private pruneEarly(now: number, force = false): void {

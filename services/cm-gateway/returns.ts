@@ -1,13 +1,13 @@
 /**
- * Job returns: every return of every job started here becomes one `actions` record (_id = jid + hostname) and
- * the host's `last_action`; a state run of a patch that failed also becomes a `failed_patches` record and a
+ * Job returns: every return of every job started here (or followed: history.ts) becomes one `actions` record
+ * (_id = jid + hostname) and the host's `last_action`, and its job's counts in the history are recounted; a state run of a patch that failed also becomes a `failed_patches` record and a
  * `patch.failed` alert; a return of a grain-changing function asks for the host's grains again. Owns the job
  * tracker (which hosts each job still waits for), the buffer returns gather in before they are written, and
- * the "running" records a job's returns are written after.
+ * the job's history record and "running" records its returns are written after.
  */
 import { batchesBySize, capText } from "../../lib/fleet/batches";
 import { countMetric } from "../../lib/runtime/metrics";
-import { JobTracker, type JobOrigin, type JobReturn } from "./job-tracker";
+import { JobTracker, type JobOrigin, type JobReturn, type Verdict } from "./job-tracker";
 import { failedPatchSteps, patchOf, type PatchStep } from "./salt-state";
 import type { GatewayAlerts } from "./alerts";
 import { UPSERT_BATCH, type GatewayContext } from "./context";
@@ -29,6 +29,9 @@ function capStep(step: PatchStep, maxBytes: number): PatchStep {
 	for (const k of ["stdout", "stderr"]) if (typeof changes[k] === "string") changes[k] = capText(changes[k] as string, maxBytes);
 	return { ...step, comment: capText(step.comment, maxBytes), changes };
 }
+
+/** Salt's `retcode` and `success` of a return, when it sent them. */
+const verdict = (r: JobReturn) => ({ ...(r.retcode !== undefined ? { retcode: r.retcode } : {}), ...(r.success !== undefined ? { success: r.success } : {}) });
 
 /** The task and run an `actions` record links to, when the job is a task's run. */
 export const links = (o: { task?: string; run?: string }) => ({ ...(o.task ? { task: o.task } : {}), ...(o.run ? { run: o.run } : {}) });
@@ -54,18 +57,20 @@ export class Returns {
 	}
 
 	/** A host's return of a tracked job (a repeated or unknown one is dropped by the tracker). */
-	take(jid: string, host: string, raw: unknown): boolean {
-		const r = this.tracker.take(jid, host, raw);
+	take(jid: string, host: string, raw: unknown, verdict: Verdict = {}): boolean {
+		const r = this.tracker.take(jid, host, raw, verdict);
 		if (r) this.add(r);
 		return !!r;
 	}
 
 	/**
-	 * The job's hosts as `actions` records in state "running": operators see who has not answered yet,
-	 * and a restarted cm-gateway knows which returns it still waits for (JobPoll.resume).
+	 * The job's record in the history (when its origin has one), then its hosts as `actions` records in state
+	 * "running": operators see who has not answered yet, and a restarted cm-gateway knows which returns it
+	 * still waits for (JobPoll.resume).
 	 */
 	writeRunning(jid: string, fun: string, args: unknown[], hosts: string[], origin: JobOrigin = {}): Promise<void> {
 		const written = (async () => {
+			if (origin.history) await this.openJob(jid, fun, args, hosts, origin);
 			for (const returns of batchesBySize(hosts.map(host => ({ jid, action: fun, host, state: "running", args, return: "", ...links(origin) })), UPSERT_BATCH)) {
 				try {
 					await this.gw.broker.call("actions.record", { returns });
@@ -78,6 +83,18 @@ export class Returns {
 		this.runningWrites.set(jid, written);
 		void written.finally(() => this.runningWrites.delete(jid));
 		return written;
+	}
+
+	/** The job's record in `salt_jobs` (a failure is logged: the job runs, its history record is missing). */
+	async openJob(jid: string, fun: string, args: unknown[], minions: string[], origin: JobOrigin): Promise<void> {
+		const h = origin.history;
+		if (!h) return;
+		const job = { jid, fun, args, minions, target: h.target, user: h.user, origin: h.origin, ...links(origin), ...(h.rollout ? { rollout: h.rollout } : {}), ...(h.batch !== undefined ? { batch: h.batch } : {}), ...(origin.started ? { started: origin.started } : {}) };
+		try {
+			await this.gw.broker.call("salt-jobs.open", { job });
+		} catch (err) {
+			this.gw.logger.error(`Could not record job ${jid} (${fun}) in the job history:`, (err as Error).message);
+		}
 	}
 
 	add(r: JobReturn): void {
@@ -114,6 +131,17 @@ export class Returns {
 		this.tracker.clear();
 	}
 
+	/** The history's counts of these jobs, recounted from their hosts' records (a failure is logged: the next batch recounts). */
+	private async tally(jids: string[]): Promise<void> {
+		for (let i = 0; i < jids.length; i += 1000) {
+			try {
+				await this.gw.broker.call("salt-jobs.tally", { jids: jids.slice(i, i + 1000) });
+			} catch (err) {
+				this.gw.logger.warn(`Could not update the job history's counts of ${jids.length} job(s):`, (err as Error).message);
+			}
+		}
+	}
+
 	/**
 	 * Writes returns: `actions` records, the hosts' `last_action` (not for monitoring polls), the
 	 * failed patches with their alerts, and a grain refresh of hosts whose grains the job changed.
@@ -121,11 +149,12 @@ export class Returns {
 	async record(records: JobReturn[]): Promise<void> {
 		if (!records.length) return;
 		const { broker, config } = this.gw;
-		const returns = records.map(r => ({ jid: r.jid, action: r.action, host: r.host, state: r.state, args: r.args, return: capText(asText(r.raw), config.cmReturnMaxBytes), ...links(r) }));
+		const returns = records.map(r => ({ jid: r.jid, action: r.action, host: r.host, state: r.state, args: r.args, return: capText(asText(r.raw), config.cmReturnMaxBytes), ...verdict(r), ...links(r) }));
 		const byState = new Map<string, number>();
 		for (const r of records) byState.set(r.state, (byState.get(r.state) ?? 0) + 1);
 		for (const [state, n] of byState) countMetric(broker, "fleet.job.returns.total", { state }, n);
 		for (const batch of batchesBySize(returns, UPSERT_BATCH)) await broker.call("actions.record", { returns: batch });
+		await this.tally([...new Set(records.filter(r => !r.monitor).map(r => r.jid))]);
 		const hosts = [...new Set(records.map(r => r.host))];
 		const known = new Set<string>(await broker.call<string[], { ids: string[] }>("hosts.exist", { ids: hosts }));
 		const latest = new Map<string, string>();

@@ -84,8 +84,8 @@ export interface DoorEffects<R> {
 	authorize(): Promise<TokenHolder>;
 	/** Writes (`entry` with `method`) or completes (an outcome only) the audit record `id`; resolves to what was stored, falsy when nothing was. */
 	writeAudit(id: string, entry: (AuditEntry & AuditOutcome) | AuditOutcome): Promise<unknown>;
-	/** Hands the job to salt-api. */
-	execute(): Promise<R>;
+	/** Hands the job to salt-api, on behalf of the token that authorized it. */
+	execute(holder: TokenHolder): Promise<R>;
 	/** The jid of what `execute` started, for the record; without it the record gets no jid. */
 	jidOf?(result: R): string | null;
 	/** A new audit record id. */
@@ -164,7 +164,7 @@ export async function startRun<R>(req: RunRequest, fx: DoorEffects<R>): Promise<
 	const auditId = req.by.auditId ?? fx.newId();
 	await beginAudit(auditId, req, holder, fx);
 	try {
-		const result = await fx.execute();
+		const result = await fx.execute(holder);
 		await endAudit(auditId, { status: 200, outcome: "ok", ...(fx.jidOf ? { jid: fx.jidOf(result) } : {}) }, fx);
 		return result;
 	} catch (err) {

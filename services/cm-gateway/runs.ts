@@ -10,12 +10,13 @@ import { EveError, notFound, validationFailed } from "../../lib/eve/errors";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { compileSchema } from "../../lib/eve/validation";
 import { RUN_BODY, RUN_TARGET_BODY } from "../../lib/http/bodies";
-import { NO_RETURN, type JobOrigin, type JobReturn } from "./job-tracker";
+import { NO_RETURN, verdictOf, type JobOrigin, type JobReturn, type Verdict } from "./job-tracker";
 import type { Lowstate } from "./salt-client";
 import { startRun as throughTheDoor, type DoorEffects, type Requester, type RunBody, type RunRequest, type TokenHolder } from "./run-door";
 import { JID, isObject, strings, type GatewayContext } from "./context";
 import type { JobPoll } from "./job-poll";
 import type { Returns } from "./returns";
+import { historyEntry, type JobHistory } from "./history";
 
 export interface RunMeta {
 	user?: { id: string; name: string; role: string };
@@ -63,6 +64,12 @@ export function requester(ctx: Context<unknown, RunMeta>): Requester {
 	};
 }
 
+/** A task run's target in the job history: its `tgt` list (hosts and group ids as listed) as an `L@` term, or-ed with its compound target. */
+export function taskTargetExpression(tgt: string[], target?: string): string {
+	const parts = [...(tgt.length ? [`L@${tgt.join(",")}`] : []), ...(target !== undefined ? [tgt.length ? `(${target})` : target] : [])];
+	return parts.join(" or ");
+}
+
 /** Salt's `fun_args` for the job: arg, then kwarg as {"__kwarg__": true, ...}. */
 export function funArgs(body: RunBody): unknown[] {
 	return [...(body.arg ?? []), ...(body.kwarg && Object.keys(body.kwarg).length ? [{ __kwarg__: true, ...body.kwarg }] : [])];
@@ -76,6 +83,7 @@ export class Runs {
 		private readonly gw: GatewayContext,
 		private readonly returns: Returns,
 		private readonly poll: JobPoll,
+		private readonly history: JobHistory,
 	) {}
 
 	/** A run's body checked (by `check`: the run fields alone, or with a compound `target`), `cm_client` defaulted. */
@@ -122,7 +130,8 @@ export class Runs {
 	async onTarget(ctx: Context<{ id: string; body?: unknown }, RunMeta>, kind: "host" | "group"): Promise<RunAnswer> {
 		const body = this.validateBody(ctx.params.body);
 		const targets = kind === "host" ? await this.hostTarget(ctx, ctx.params.id) : await this.groupTargets(ctx, ctx.params.id);
-		return this.start(ctx, requester(ctx), targets, body);
+		// The job history's `target`: the host as named, the group as the compound term that names it.
+		return this.start(ctx, requester(ctx), targets, body, {}, kind === "host" ? ctx.params.id : `F@${ctx.params.id}`);
 	}
 
 	/**
@@ -134,7 +143,7 @@ export class Runs {
 		const { target, ...body } = this.validateBody<RunBody & { target: string }>(ctx.params.body, checkTargetBody);
 		const { hosts } = await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target });
 		if (!hosts.length) throw new EveError(422, `the target '${target.slice(0, 200)}' selects no live host`);
-		return this.start(ctx, requester(ctx), hosts, body);
+		return this.start(ctx, requester(ctx), hosts, body, {}, target);
 	}
 
 	/**
@@ -160,7 +169,7 @@ export class Runs {
 			if (!targets.length) throw new EveError(422, "none of the task's targets is a live host or a group with hosts");
 			// A task runs as its owner's token as that token is now (docs/security.md).
 			const by: Requester = { token: owner ?? "", source: `scheduler@${this.gw.broker.nodeID}`.slice(0, 200), method: "TASK", path: `/api/tasks/${task}` };
-			return this.start(ctx, by, targets, { cm_client, fun, kwarg }, { task, run });
+			return this.start(ctx, by, targets, { cm_client, fun, kwarg }, { task, run }, taskTargetExpression(tgt, target));
 		})();
 		if (!run) return work;
 		this.inFlight.set(run, work);
@@ -176,13 +185,15 @@ export class Runs {
 	 * against the requester's token as it is now (tokens.authorizeRun), written to the audit log — and only if
 	 * that record is stored is the job handed to salt-api. Its outcome completes the same record.
 	 */
-	start(ctx: Context, by: Requester, targets: string[], body: RunBody, origin: JobOrigin = {}): Promise<RunAnswer> {
+	start(ctx: Context, by: Requester, targets: string[], body: RunBody, origin: JobOrigin, target: string, rollout?: { id: string; batch?: number }): Promise<RunAnswer> {
 		const req: RunRequest = { by, targets, body };
-		return throughTheDoor(req, this.doorEffects(ctx, req, () => this.execute(targets, body, origin), res => res.task_id ?? null));
+		// The job's history record names the token that authorized it, as it was then.
+		const execute = (holder: TokenHolder) => this.execute(targets, body, { ...origin, history: historyEntry(by, holder, target, rollout) });
+		return throughTheDoor(req, this.doorEffects(ctx, req, execute, res => res.task_id ?? null));
 	}
 
 	/** The door's effects for a run asked for in `ctx`: the token check, the audit writes, `execute`. */
-	doorEffects<R>(ctx: Context, req: RunRequest, execute: () => Promise<R>, jidOf?: (result: R) => string | null): DoorEffects<R> {
+	doorEffects<R>(ctx: Context, req: RunRequest, execute: (holder: TokenHolder) => Promise<R>, jidOf?: (result: R) => string | null): DoorEffects<R> {
 		const { by, targets, body } = req;
 		return {
 			authorize: () => ctx.call<TokenHolder, Record<string, unknown>>("tokens.authorizeRun", { token: by.token, client: body.cm_client, fun: body.fun, arg: body.arg, kwarg: body.kwarg, targets }),
@@ -208,9 +219,10 @@ export class Runs {
 		const minions = strings(info.Minions);
 		const result: Record<string, { return?: unknown }> = isObject(info.Result) ? (info.Result as Record<string, { return?: unknown }>) : {};
 		this.gw.logger.warn(`Task run ${run} was already started as job ${jid}: following it instead of starting it again`);
+		this.history.started(jid);
 		await this.returns.writeRunning(jid, fun, args, minions, origin);
 		this.returns.track(jid, fun, args, minions, this.gw.config.cmJobTimeoutMs, origin);
-		for (const host of Object.keys(result)) this.returns.take(jid, host, result[host]?.return);
+		for (const host of Object.keys(result)) this.returns.take(jid, host, result[host]?.return, verdictOf(result[host]));
 		this.poll.schedule();
 		return jid;
 	}
@@ -225,16 +237,17 @@ export class Runs {
 		const args = funArgs(body);
 
 		if (body.cm_client === "local_async") {
-			const started = await this.startAsync(chunk, args, this.gw.config.cmJobTimeoutMs, { task, run });
+			const started = await this.startAsync(chunk, args, this.gw.config.cmJobTimeoutMs, origin);
 			if (!started) return { task_id: null, status: "no_minions", return: { return: [{}] } };
 			return { task_id: started.jid, status: "scheduled", return: { return: [started.ret] } };
 		}
 
 		chunk.full_return = true;
-		const ret = await this.gw.salt.lowstate(chunk);
+		const startedAt = new Date();
+		const ret = await this.history.asking(body.fun, targets, () => this.gw.salt.lowstate(chunk));
 		if (!isObject(ret)) throw new EveError(502, "salt-api sent a malformed answer to local");
 		const outputs: Record<string, unknown> = {};
-		const answered: Array<{ host: string; jid: string; raw: unknown }> = [];
+		const answered: Array<{ host: string; jid: string; raw: unknown; verdict: Verdict }> = [];
 		let jid: string | null = null;
 		const missing: string[] = [];
 		for (const [host, value] of Object.entries(ret)) {
@@ -242,7 +255,7 @@ export class Runs {
 			if (full && typeof full.jid === "string" && JID.test(full.jid)) {
 				jid ??= full.jid;
 				outputs[host] = full.ret;
-				answered.push({ host, jid: full.jid, raw: full.ret });
+				answered.push({ host, jid: full.jid, raw: full.ret, verdict: verdictOf(full) });
 			} else {
 				// No return: salt's `false`, or its "Minion did not return" text (which names the jid).
 				const output = full ? full.ret : value;
@@ -253,7 +266,9 @@ export class Runs {
 			}
 		}
 		if (jid) {
-			const records: JobReturn[] = answered.map(a => ({ jid: a.jid, action: body.fun, host: a.host, state: "finished", args, raw: a.raw, monitor: false, task, run }));
+			this.history.started(jid);
+			await this.returns.openJob(jid, body.fun, args, Object.keys(ret), { ...origin, started: startedAt });
+			const records: JobReturn[] = answered.map(a => ({ jid: a.jid, action: body.fun, host: a.host, state: "finished", args, raw: a.raw, monitor: false, task, run, ...a.verdict }));
 			for (const host of missing) records.push({ jid, action: body.fun, host, state: "timeout", args, raw: outputs[host] === false ? NO_RETURN : outputs[host], monitor: false, task, run });
 			await this.returns.record(records);
 		}
@@ -262,10 +277,13 @@ export class Runs {
 
 	/** Publishes a local_async job and tracks its hosts; null when no minion matched. */
 	async startAsync(chunk: Lowstate, args: unknown[], timeoutMs: number, origin: JobOrigin): Promise<{ jid: string; ret: unknown } | null> {
-		const ret = await this.gw.salt.lowstate(chunk);
+		const startedAt = new Date();
+		const ret = await this.history.asking(chunk.fun, strings(chunk.tgt), () => this.gw.salt.lowstate(chunk));
 		if (!isObject(ret) || Object.keys(ret).length === 0) return null;
 		const { jid, minions } = ret as { jid?: unknown; minions?: unknown };
 		if (typeof jid !== "string" || !JID.test(jid) || !Array.isArray(minions)) throw new EveError(502, "salt-api sent a malformed answer to local_async");
+		this.history.started(jid);
+		origin = { ...origin, started: origin.started ?? startedAt };
 		const hosts = minions.map(String);
 		// Written before any return of the job (same lane), so that a return is never overwritten.
 		const running = origin.monitor ? null : this.returns.writeRunning(jid, chunk.fun, args, hosts, origin);

@@ -424,6 +424,8 @@ describe("cm-gateway: 10,000 minions", () => {
 		expect(await total("hosts", { key: "accepted" })).toBe(sim.minionIds({ key: "accepted" }).length);
 		expect(await total("hosts", { status: "up" })).toBe(sim.upMinions().length);
 		expect(await total("hosts", { key: "pending" })).toBe(sim.minionIds({ key: "pending" }).length);
+		// The first reconciliation writes the hosts before it ends: a sync asked while it runs would join it.
+		await eventually(async () => ((await request("GET", url("jobs/inventory_sync"))).body.status === "finished" ? true : undefined), 60_000, "the first reconciliation to end");
 		const res: SyncResult = await h.call("cm-gateway.sync");
 		expect(res).toMatchObject({ hosts: keys, created: 0, removed: 0, restored: 0, fingerprints_changed: 0 });
 	}, 120_000);

@@ -18,7 +18,7 @@ import { SUITE_ENV } from "../support/suite-env";
 import { ROUTES, type RouteMethod } from "../../lib/http/routes";
 import { PritunlSimulator } from "../simulators/pritunl";
 
-const SEED = Number(process.env.FUZZ_SEED ?? 20260301);
+const SEED = Number(process.env.FUZZ_SEED ?? 20261124);
 const RUNS = Number(process.env.FUZZ_RUNS ?? 1000);
 
 /** Every collection's service, and how to list all of it (soft-deleted hosts too). */

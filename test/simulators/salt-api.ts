@@ -425,6 +425,15 @@ export class SaltApiSimulator {
 		return [...this.master.jobs.values()].filter(j => j.kind === "minion" && !j.internal).map(viewJob);
 	}
 
+	/**
+	 * A job published on the master outside salt-api — the `salt` command run by `user` (default root): its
+	 * `salt/job/<jid>/new` event and its returns reach the bus like any job's. Null when no minion matched.
+	 */
+	cliJob(tgt: unknown, fun: string, arg: unknown[] = [], opts: { tgtType?: string; user?: string } = {}): { jid: string; minions: string[] } | null {
+		const pub = this.master.publish({ tgt, tgtType: opts.tgtType ?? "glob", fun, arg, user: opts.user ?? "root" });
+		return pub ? { jid: pub.jid, minions: [...pub.minions] } : null;
+	}
+
 	job(jid: string): JobView | undefined {
 		const j = this.master.jobs.get(jid);
 		return j ? viewJob(j) : undefined;
@@ -551,6 +560,7 @@ function viewJob(j: Job): JobView {
 
 /** Methods the standalone's control channel (SIM_CONTROL=stdin) may call. */
 const CONTROL_METHODS = new Set([
+	"cliJob",
 	"minionIds",
 	"upMinions",
 	"connectedMinions",

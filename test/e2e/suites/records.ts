@@ -59,11 +59,11 @@ export default function records(h: () => Harness): void {
 			expect(pings.body._items.map((a: any) => a._id)).toEqual([`${J1}${HOST}`, `${J3}${GHOST}`]);
 			expect(pings.body._items[0]._links).toEqual({
 				self: { title: "Action", href: `actions/${J1}${HOST}` },
-				related: { host: { title: "Host", href: `hosts/${HOST}` } },
+				related: { host: { title: "Host", href: `hosts/${HOST}` }, jid: { title: "Salt_job", href: `salt_jobs/${J1}` } },
 			});
 		});
 
-		it("shows one action with its host link", async () => {
+		it("shows one action with its host and job links", async () => {
 			const id = `${J2}${HOST}`;
 			const res = await request("GET", url(`actions/${id}`));
 			expect(res.status).toBe(200);
@@ -76,7 +76,7 @@ export default function records(h: () => Harness): void {
 				return: "Summary: 3 succeeded",
 				...stamps,
 				_id: id,
-				_links: itemLinks("actions", "Action", id, { related: { host: { title: "Host", href: `hosts/${HOST}` } } }),
+				_links: itemLinks("actions", "Action", id, { related: { host: { title: "Host", href: `hosts/${HOST}` }, jid: { title: "Salt_job", href: `salt_jobs/${J2}` } } }),
 			});
 			const host = await request("GET", url(res.body._links.related.host.href));
 			expect(host.status).toBe(200);
@@ -153,14 +153,14 @@ export default function records(h: () => Harness): void {
 			});
 		});
 
-		it("lists failed runs with their host link", async () => {
+		it("lists failed runs with their host and job links", async () => {
 			const res = await request("GET", url("failed_patches", { where: { patch: "rc-patch-7" } }));
 			expect(res.status).toBe(200);
 			expect(res.body._meta.total).toBe(1);
 			expect(res.body._items[0]).toMatchObject({ _id: `${JID}${HOST}`, jid: JID, host: HOST, patch: "rc-patch-7", return: steps });
 			expect(res.body._items[0]._links).toEqual({
 				self: { title: "Failed_patche", href: `failed_patches/${JID}${HOST}` },
-				related: { host: { title: "Host", href: `hosts/${HOST}` } },
+				related: { host: { title: "Host", href: `hosts/${HOST}` }, jid: { title: "Salt_job", href: `salt_jobs/${JID}` } },
 			});
 		});
 
@@ -177,7 +177,7 @@ export default function records(h: () => Harness): void {
 				return: steps,
 				...stamps,
 				_id: id,
-				_links: itemLinks("failed_patches", "Failed_patche", id, { related: { host: { title: "Host", href: `hosts/${HOST}` } } }),
+				_links: itemLinks("failed_patches", "Failed_patche", id, { related: { host: { title: "Host", href: `hosts/${HOST}` }, jid: { title: "Salt_job", href: `salt_jobs/${JID}` } } }),
 			});
 			const embedded = await request("GET", url(`failed_patches/${id}`, { embedded: { host: 1 } }));
 			expect(embedded.body.host).toMatchObject({ _id: HOST, ip: "10.1.0.1" });
