@@ -115,7 +115,7 @@ export interface Running {
 	stop(): Promise<void>;
 }
 
-function profileFlags(name: string): string[] {
+export function profileFlags(name: string): string[] {
 	if (!PROFILE_DIR) return [];
 	return ["--cpu-prof", `--cpu-prof-dir=${PROFILE_DIR}`, `--cpu-prof-name=${name}.cpuprofile`];
 }

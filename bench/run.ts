@@ -25,11 +25,13 @@
  *                      against the salt-api simulator, bench/cm.ts; BENCH_MINIONS, BENCH_EVENTS,
  *                      BENCH_EXEC_RUNS), groups (resolution, memberships and the graph, bench/groups.ts),
  *                      jobs (the job history at 1,000,000 actions records, bench/jobs.ts; BENCH_JOB_RECORDS),
+ *                      rollouts (a rollout's overhead per batch at 10,000 minions, bench/rollouts.ts;
+ *                      BENCH_ROLLOUT_MINIONS),
  *                      tasks (the scheduler, bench/tasks.ts; BENCH_TASKS; three replicas when MONGO_URI is
  *                      set), webhooks (deliveries next to hanging receivers, bench/webhooks.ts;
  *                      BENCH_ALERTS, BENCH_HANGING), vpn (the VPN sync against the Pritunl simulator, bench/vpn.ts);
  *                      stats (snapshots and the aggregated statistics over 30 days of history,
- *                      bench/stats.ts; BENCH_STATS_HOSTS, BENCH_STATS_DAYS, BENCH_STATS_CHANGE); default all nine
+ *                      bench/stats.ts; BENCH_STATS_HOSTS, BENCH_STATS_DAYS, BENCH_STATS_CHANGE); default all ten
  *   BENCH_REQUESTS     comma list of requests to measure: list,item,filtered (default all three); `root`
  *                      (GET /api/, an action that does nothing) shows the floor of the gateway path
  *   BENCH_CACHES       comma list of read-cache settings to run each deployment with: on,off (default both)
@@ -53,6 +55,7 @@ import type { LoadResult } from "./load";
 import { benchCm } from "./cm";
 import { benchGroups } from "./groups";
 import { benchJobs } from "./jobs";
+import { benchRollouts } from "./rollouts";
 import { benchTasks } from "./tasks";
 import { benchWebhooks } from "./webhooks";
 import { benchVpn } from "./vpn";
@@ -62,7 +65,7 @@ import { DIST, envInt, benchNats, benchNatsIfStarted, cleanup, stopProc, tempDir
 import { CONNECTIONS, DURATION, PROFILE_DIR, WARMUP, capture, findPidByName, load, paths, seed, startBare, startDeployment, type Cache, type Captured, type CpuUse, type Deployment, type RequestName, type SeedInfo } from "./reads";
 
 const HOSTS = envInt("BENCH_HOSTS", 10_000);
-const PARTS = ["inproc", "nats", "curve", "cm", "groups", "jobs", "tasks", "webhooks", "vpn", "stats"];
+const PARTS = ["inproc", "nats", "curve", "cm", "groups", "jobs", "rollouts", "tasks", "webhooks", "vpn", "stats"];
 const ONLY = (process.env.BENCH_ONLY || PARTS.join(",")).split(",").map(s => s.trim());
 const READ_DEPLOYMENTS = ONLY.filter(d => d === "inproc" || d === "nats") as Deployment[];
 const REQUESTS = (process.env.BENCH_REQUESTS || "list,item,filtered").split(",").map(s => s.trim());
@@ -251,6 +254,11 @@ async function main(): Promise<number> {
 		const jobs = await benchJobs(path.join(tmp, "jobs-data"), log);
 		process.stdout.write(`\njob history bench — node ${process.version}, ${os.cpus().length} cpu\n\n${jobs.report}\n`);
 		valid &&= jobs.valid;
+	}
+	if (ONLY.includes("rollouts")) {
+		const rollouts = await benchRollouts(path.join(tmp, "rollouts-data"), log);
+		process.stdout.write(`\nrollouts bench — node ${process.version}, ${os.cpus().length} cpu, salt-api simulator in the bench process\n\n${rollouts.report}\n`);
+		valid &&= rollouts.valid;
 	}
 	if (ONLY.includes("tasks")) {
 		const tasks = await benchTasks(path.join(tmp, "tasks-data"), log);

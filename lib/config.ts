@@ -187,6 +187,12 @@ export interface Config {
 	 * outside fleet-ctl, in ms: salt-api's answer naming a job fleet-ctl started can come after the bus's event.
 	 */
 	cmExternalJobGraceMs: number;
+	/** Drive rollouts in this process (default on; the rollouts API works either way). */
+	rolloutDriver: boolean;
+	/** How often the rollout driver looks for work besides the moments a job ends or a rollout changes, in ms. */
+	rolloutTickMs: number;
+	/** A rollout claimed by a replica that stops answering is taken over by another after this, in ms. */
+	rolloutLeaseMs: number;
 }
 
 /**
@@ -319,5 +325,8 @@ export function loadConfig(): Config {
 			.map(s => s.trim())
 			.filter(Boolean),
 		cmExternalJobGraceMs: envInt("CM_EXTERNAL_JOB_GRACE_MS", 2000, 0),
+		rolloutDriver: bool("ROLLOUT_DRIVER", true),
+		rolloutTickMs: envInt("ROLLOUT_TICK_MS", 1000, 10),
+		rolloutLeaseMs: envInt("ROLLOUT_LEASE_MS", 30_000, 100),
 	};
 }

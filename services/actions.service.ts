@@ -35,6 +35,15 @@ const ActionsService: EveServiceSchema = {
 				return [...byJid.values()];
 			},
 		},
+		/** A job's host records with their returns (internal: a rollout reads its dry runs' predicted changes). */
+		returnsOf: {
+			visibility: "public",
+			params: { jid: "string" },
+			async handler(this: EveThis, ctx: Context<{ jid: string }>) {
+				const docs = await this.store.find({ jid: ctx.params.jid }, { only: ["host", "state", "return", "retcode", "success"] });
+				return docs.map(d => ({ host: d.host, state: d.state, return: d.return, retcode: d.retcode, success: d.success }));
+			},
+		},
 		/** Drops every host record of these jobs (internal: the job history's retention). */
 		removeJobs: {
 			visibility: "public",

@@ -111,7 +111,9 @@ const SaltJobsService: EveServiceSchema = {
 				} catch (err) {
 					if (!(err instanceof DuplicateKeyError)) throw err;
 					if (j.origin === "external") return { jid: j.jid, opened: false };
-					await this.store.updateMany({ _id: j.jid }, { $set: { ...about, _updated: now } });
+					// A job adopted after a takeover is opened again without a user: the first opening's stays.
+					const { user, ...rest } = about;
+					await this.store.updateMany({ _id: j.jid }, { $set: { ...rest, ...(user ? { user } : {}), _updated: now } });
 				}
 				await this.notifyChanged(ctx, "created", [j.jid]);
 				return { jid: j.jid, opened: true };
@@ -126,14 +128,27 @@ const SaltJobsService: EveServiceSchema = {
 				if (!jobs.length) return { tallied: 0 };
 				const counts = new Map((await ctx.call<JobCounts[], { jids: string[] }>("actions.jobCounts", { jids: jobs.map(j => String(j._id)) })).map(c => [c.jid, c]));
 				const now = new Date();
+				const ended: string[] = [];
 				for (const job of jobs) {
 					const c = counts.get(String(job._id)) ?? noCounts(String(job._id));
 					const done = c.running === 0 && c.returned + c.timed_out >= job.expected;
 					const set: Doc = { returned: c.returned, succeeded: c.succeeded, failed: c.failed, timed_out: c.timed_out, state: done ? "finished" : "running", finished: done ? (job.finished ?? now) : null, _updated: now };
 					await this.store.updateMany({ _id: job._id }, { $set: set });
+					if (done && job.state !== "finished") ended.push(String(job._id));
 				}
 				await this.notifyChanged(ctx, "updated", jobs.map(j => String(j._id)));
+				// Whoever waits for a job (a rollout's next batch) hears it at once.
+				if (ended.length) ctx.broadcast("salt-jobs.finished", { jids: ended });
 				return { tallied: jobs.length };
+			},
+		},
+		/** Jobs as stored, with their counts, by jid (internal: rollouts follow their batches' jobs). */
+		summaries: {
+			visibility: "public",
+			params: { jids: { type: "array", items: "string", max: 1000 } },
+			async handler(this: EveThis, ctx: Context<{ jids: string[] }>) {
+				const docs = await this.store.find({ _id: { $in: ctx.params.jids } }, { exclude: ["minions", "args"] });
+				return docs.map(d => ({ jid: String(d._id), expected: d.expected, returned: d.returned, succeeded: d.succeeded, failed: d.failed, timed_out: d.timed_out, state: d.state, started: d.started, finished: d.finished ?? null }));
 			},
 		},
 		/** Drops the jobs started before the retention period, and their hosts' records (also run every hour). */

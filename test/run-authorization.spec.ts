@@ -253,6 +253,57 @@ describe("runs: authorized where they start, audited before they start", () => {
 		});
 	});
 
+	describe("rollouts", () => {
+		const rollout = async (id: string) => (await request("GET", url(`rollouts/${id}`))).body;
+		const settled = (id: string, status: string) =>
+			eventually(async () => {
+				const r = await rollout(id);
+				return r.status === status && !r.batches.some((b: { state: string }) => ["starting", "running", "dry_starting", "dry_running"].includes(b.state)) ? r : undefined;
+			}, 15_000, `rollout ${id} ${status}`);
+
+		it("refuses a rollout whose target reaches outside the token's scope (403 naming the hosts), and runs nothing", async () => {
+			const before = sim.jobs().length;
+			const res = await as("op", "POST", "rollouts", { name: "ra-wide", target: `L@${IN},${OUT}`, fun: "test.ping" });
+			expect(expectEveError(res, 403)._error.message).toContain(OUT);
+			expectEveError(await as("op", "POST", "rollouts", { name: "ra-cmd", target: `L@${IN}`, fun: "cmd.run", kwarg: { cmd: "id" } }), 403);
+			expectEveError(await as("viewer", "POST", "rollouts", { name: "ra-viewer", target: `L@${IN}`, fun: "test.ping" }), 403);
+			await expectNothingRan(before);
+			const denied = (await request("GET", url("audit", { where: { method: "POST", path: "/api/rollouts", status: 403 } }))).body._items;
+			expect(denied.length).toBeGreaterThanOrEqual(3);
+		});
+
+		it("runs every batch as its owner's token, each one audited (ROLLOUT) with its jid before it runs", async () => {
+			const res = await as("op", "POST", "rollouts", { name: "ra-scoped", target: "F@ra-scope", fun: "test.ping", canary: 1, batch: 1 });
+			expect(res.status).toBe(201);
+			const done = await settled(res.body._id, "finished");
+			expect(done.owner).toBe(tokens.op.id);
+			const records = (await request("GET", url("audit", { where: { method: "ROLLOUT", path: `/api/rollouts/${res.body._id}` }, sort: "_id" }))).body._items;
+			expect(records.map((r: { token: string; outcome: string; jid: string; fun: string }) => [r.token, r.outcome, r.jid, r.fun])).toEqual(done.batches.map((b: { jid: string }) => [tokens.op.id, "ok", b.jid, "test.ping"]));
+			for (const r of records) {
+				const written = auditWrites.find(w => w.id === r._id && w.outcome === "started");
+				expect(written).toBeDefined();
+				expect(written!.at).toBeLessThanOrEqual(sim.executions().find(e => e.jid === r.jid)!.atMs);
+			}
+		});
+
+		it("pauses, saying why, when the owner's token no longer allows the next batch; nothing more runs", async () => {
+			await newToken("op-rollout-leaving", "operator", { groups: [scopeGroup], functions: ["test.*"] });
+			const res = await as("op-rollout-leaving", "POST", "rollouts", { name: "ra-orphan-rollout", target: "F@ra-scope", fun: "test.ping", canary: 1, batch: 1, wait_s: 2 });
+			expect(res.status).toBe(201);
+			await eventually(async () => ((await rollout(res.body._id)).batches[0].state === "finished" ? true : undefined), 10_000, "the canary");
+			expect((await request("DELETE", url(`tokens/${tokens["op-rollout-leaving"].id}`))).status).toBe(204);
+			const before = sim.jobs().length;
+			const paused = await settled(res.body._id, "paused");
+			expect(paused.reason).toMatch(/batch 1 was refused: .*revoked/);
+			expect(paused.batches[1].state).toBe("pending");
+			await expectNothingRan(before);
+			// Resuming it needs a token that may run the rest: one whose scope misses it is refused.
+			await newToken("op-other", "operator", { groups: [mixedGroup], functions: ["status.*"] });
+			expectEveError(await as("op-other", "PATCH", `rollouts/${res.body._id}/resume`), 403);
+			expect((await rollout(res.body._id)).status).toBe("paused");
+		});
+	});
+
 	describe("the REPL", () => {
 		it("refuses an out-of-scope exec with the API's reason and runs nothing", async () => {
 			const before = sim.jobs().length;

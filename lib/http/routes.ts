@@ -14,7 +14,7 @@ export type BodyKind = "json" | "none" | "stream";
  * A route that leads to a run (remote execution, a live poll, a task write). Its scope check is not the
  * gateway's: the cm-gateway and the tasks service authorize the run where it starts (docs/security.md).
  */
-export type ScopeCheck = "host" | "group" | "target" | "task";
+export type ScopeCheck = "host" | "group" | "target" | "task" | "rollout";
 
 export interface RouteMethod {
 	action: string;
@@ -73,6 +73,7 @@ export const COLLECTIONS = [
 	"graph_jobs",
 	"jobs",
 	"salt_jobs",
+	"rollouts",
 	"webhooks",
 	"webhook_deliveries",
 ];
@@ -151,6 +152,10 @@ export const ROUTES: RouteDef[] = [
 	{ path: "tasks/:id/preview", methods: { GET: { ...get("tasks.preview"), summary: "The task's next due times", query: [{ name: "count", description: "How many (1 to 1000, default 10)", schema: { type: "integer", minimum: 1, maximum: 1000 } }] } } },
 	{ path: "tasks/:id/:status", methods: { PATCH: none("tasks.setStatus", "operator") } },
 	{ path: "tasks/:id", methods: { ...readItem("tasks"), DELETE: none("tasks.remove", "operator") } },
+
+	{ path: "rollouts", methods: { ...read("rollouts"), POST: { ...json("rollouts.create", "operator", "rollout"), summary: "Start a rollout: the target resolved now, the call authorized on every host, then canary and batches, paused past the failure budget" } } },
+	{ path: "rollouts/:id/:action", methods: { PATCH: { ...none("rollouts.control", "operator"), summary: "pause, resume (the failures so far accepted) or abort a rollout" } } },
+	{ path: "rollouts/:id", methods: readItem("rollouts") },
 
 	{ path: "actions", methods: read("actions") },
 	{ path: "actions/:id", methods: readItem("actions") },

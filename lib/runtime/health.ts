@@ -25,6 +25,8 @@ export const READY_NEEDS: Record<string, string[]> = {
 	api: ["tokens", "audit"],
 	"cm-gateway": ["hosts", "actions", "salt-jobs", "failed-patches", "alerts"],
 	tasks: ["actions", "alerts"],
+	// a rollout follows its batches' jobs in the history and raises its alert
+	rollouts: ["salt-jobs", "actions", "alerts"],
 	// the host sync and organizations' records go through these
 	vpn: ["hosts", "vpn-managers", "vpn-organizations"],
 	// snapshots read the hosts

@@ -31,6 +31,8 @@ export const FLEET_METRICS = {
 	"fleet.task.lateness_seconds": { type: "histogram", description: "Delay between a task run's due time and its claim", unit: "seconds", buckets: [0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 15, 60, 300], quantiles: [0.5, 0.9, 0.99] },
 	/** tasks: claimed runs by outcome (`started`, `no_minions`, `failed`, `skipped`). */
 	"fleet.task.runs.total": { type: "counter", description: "Task runs by outcome", labelNames: ["outcome"] },
+	/** rollouts: batch jobs asked of the cm-gateway (`kind` run or dry_run; `repeated`: the answer was a job already started). */
+	"fleet.rollout.batches.total": { type: "counter", description: "Rollout batch jobs started, by kind", labelNames: ["kind", "repeated"] },
 	/** cm-gateway: end of the last successful inventory reconciliation (sync lag = time() - this). */
 	"fleet.inventory.sync.last_success_timestamp_seconds": { type: "gauge", description: "Unix time of the last successful inventory reconciliation", unit: "seconds" },
 	"fleet.inventory.sync.duration_seconds": { type: "gauge", description: "Duration of the last inventory reconciliation", unit: "seconds" },

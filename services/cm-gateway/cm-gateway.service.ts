@@ -30,7 +30,7 @@ import { Patches } from "./patches";
 import { Reconciliation, type SyncResult } from "./reconcile";
 import { Returns } from "./returns";
 import { JobHistory } from "./history";
-import { Runs, type RunMeta, type TaskRun } from "./runs";
+import { Runs, type RolloutRun, type RunMeta, type TaskRun } from "./runs";
 
 /** The parts, made when the service is created with a master to talk to. */
 interface Parts {
@@ -124,6 +124,28 @@ export default function CmGatewayService(): ServiceSchema<ServiceSettingSchema, 
 						},
 						handler(ctx: Context<TaskRun>) {
 							return parts(this).runs.ofTask(ctx);
+						},
+					},
+					/**
+					 * One batch of a rollout (internal: the rollouts service): its still-live hosts, authorized against the
+					 * rollout owner's token now, started once per run id whoever asks again (docs/rollouts.md).
+					 */
+					runRolloutBatch: {
+						visibility: "public",
+						params: {
+							rollout: "string",
+							batch: { type: "number", integer: true, min: 0 },
+							run: { type: "string", min: 1, max: 200 },
+							takeover: { type: "boolean", optional: true },
+							owner: "string",
+							fun: "string",
+							arg: { type: "array", optional: true },
+							kwarg: { type: "object", optional: true },
+							hosts: { type: "array", items: "string", max: 100_000 },
+							target: { type: "string", max: 20_000 },
+						},
+						handler(ctx: Context<RolloutRun>) {
+							return parts(this).runs.ofRollout(ctx);
 						},
 					},
 					/** POST /api/inventory/sync (and the scheduled reconciliation's own calls). */

@@ -39,6 +39,22 @@ export interface TaskRun {
 	target?: string;
 }
 
+/** A rollout's batch, as the rollouts service hands it over (cm-gateway.runRolloutBatch). */
+export interface RolloutRun {
+	rollout: string;
+	batch: number;
+	/** The batch's run id: the same for every ask of this batch (a dry run has its own). */
+	run: string;
+	takeover?: boolean;
+	owner: string;
+	fun: string;
+	arg?: unknown[];
+	kwarg?: Record<string, unknown>;
+	hosts: string[];
+	/** The rollout's target as given, for the job history. */
+	target: string;
+}
+
 export interface RunAnswer {
 	task_id: string | null;
 	status: string;
@@ -117,7 +133,7 @@ export class Runs {
 	}
 
 	/** `tgt`'s group ids resolved to their hosts, only live hosts kept. */
-	private async listedTargets(ctx: Context, tgt: string[]): Promise<string[]> {
+	async listedTargets(ctx: Context, tgt: string[]): Promise<string[]> {
 		if (!tgt.length) return [];
 		const names = await ctx.call<string[], { tgt: string[] }>("groups.expandTargets", { tgt });
 		const known = new Set<string>(names.length ? await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: names }) : []);
@@ -153,6 +169,40 @@ export class Runs {
 	 */
 	async ofTask(ctx: Context<TaskRun>): Promise<RunAnswer> {
 		const { task, run, takeover, owner, cm_client, fun, kwarg, tgt, target } = ctx.params;
+		const expression = taskTargetExpression(tgt, target);
+		const origin: JobOrigin = { task, run, history: { target: expression, user: null, origin: "task" } };
+		return this.once(ctx, run, takeover, fun, funArgs({ cm_client, fun, kwarg }), origin, async () => {
+			const targets = await this.taskTargets(ctx, tgt, target);
+			if (!targets.length) throw new EveError(422, "none of the task's targets is a live host or a group with hosts");
+			// A task runs as its owner's token as that token is now (docs/security.md).
+			const by: Requester = { token: owner ?? "", source: `scheduler@${this.gw.broker.nodeID}`.slice(0, 200), method: "TASK", path: `/api/tasks/${task}` };
+			return this.start(ctx, by, targets, { cm_client, fun, kwarg }, { task, run }, expression);
+		});
+	}
+
+	/**
+	 * One batch of a rollout (docs/rollouts.md): its hosts that are still live, as its owner's token allows now,
+	 * `local_async`. Asked again with the same run id (the rollout replica that asked first died), it answers the
+	 * job already started instead of starting another.
+	 */
+	async ofRollout(ctx: Context<RolloutRun>): Promise<RunAnswer> {
+		const { rollout, batch, run, takeover, owner, fun, arg, kwarg, hosts, target } = ctx.params;
+		const body: RunBody = { cm_client: "local_async", fun, ...(arg ? { arg } : {}), ...(kwarg ? { kwarg } : {}) };
+		const origin: JobOrigin = { run, history: { target, user: null, origin: "rollout", rollout, batch } };
+		return this.once(ctx, run, takeover, fun, funArgs(body), origin, async () => {
+			const live = await this.listedTargets(ctx, hosts);
+			if (!live.length) return { task_id: null, status: "no_minions", return: { return: [{}] } };
+			const by: Requester = { token: owner ?? "", source: `rollout@${this.gw.broker.nodeID}`.slice(0, 200), method: "ROLLOUT", path: `/api/rollouts/${rollout}` };
+			return this.start(ctx, by, live, body, { run }, target, { id: rollout, batch });
+		});
+	}
+
+	/**
+	 * A run that has an id (a task's run, a rollout's batch) is started once: asked again while it starts here, the
+	 * same answer; asked again later, the job its hosts' records name; asked by a replica taking over from one that
+	 * died, the job Salt knows by its metadata (adopted). Only when none exists does `start` run.
+	 */
+	private async once(ctx: Context, run: string | undefined, takeover: boolean | undefined, fun: string, args: unknown[], origin: JobOrigin, start: () => Promise<RunAnswer>): Promise<RunAnswer> {
 		const inFlight = run ? this.inFlight.get(run) : undefined;
 		if (inFlight) return inFlight;
 		const work = (async (): Promise<RunAnswer> => {
@@ -161,15 +211,11 @@ export class Runs {
 				if (started) return { task_id: started.jid, status: "scheduled", return: { return: [{ jid: started.jid }] }, repeated: true };
 				// No record: the cm-gateway that started it may have died before writing them. Salt knows.
 				if (takeover) {
-					const adopted = await this.adopt(run, fun, funArgs({ cm_client, fun, kwarg }), { task, run });
+					const adopted = await this.adopt(run, fun, args, origin);
 					if (adopted) return { task_id: adopted, status: "scheduled", return: { return: [{ jid: adopted }] }, repeated: true };
 				}
 			}
-			const targets = await this.taskTargets(ctx, tgt, target);
-			if (!targets.length) throw new EveError(422, "none of the task's targets is a live host or a group with hosts");
-			// A task runs as its owner's token as that token is now (docs/security.md).
-			const by: Requester = { token: owner ?? "", source: `scheduler@${this.gw.broker.nodeID}`.slice(0, 200), method: "TASK", path: `/api/tasks/${task}` };
-			return this.start(ctx, by, targets, { cm_client, fun, kwarg }, { task, run }, taskTargetExpression(tgt, target));
+			return start();
 		})();
 		if (!run) return work;
 		this.inFlight.set(run, work);

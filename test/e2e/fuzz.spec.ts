@@ -18,11 +18,12 @@ import { SUITE_ENV } from "../support/suite-env";
 import { ROUTES, type RouteMethod } from "../../lib/http/routes";
 import { PritunlSimulator } from "../simulators/pritunl";
 
-const SEED = Number(process.env.FUZZ_SEED ?? 20261124);
+const SEED = Number(process.env.FUZZ_SEED ?? 20260301);
 const RUNS = Number(process.env.FUZZ_RUNS ?? 1000);
 
 /** Every collection's service, and how to list all of it (soft-deleted hosts too). */
-const COLLECTION_SERVICES = ["groups", "nodegroups", "hosts", "stats", "tasks", "actions", "failed-patches", "updates", "alerts", "settings", "files", "vpn-managers", "vpn-organizations", "tokens"];
+// Not `rollouts`: a rollout the fuzz created is advanced by its driver on its own, whatever request comes next.
+const COLLECTION_SERVICES = ["groups", "nodegroups", "hosts", "stats", "tasks", "actions", "salt-jobs", "failed-patches", "updates", "alerts", "settings", "files", "vpn-managers", "vpn-organizations", "tokens"];
 
 interface RawRequest {
 	method: string;
@@ -205,6 +206,9 @@ describe("fuzz: malformed requests on every route", () => {
 		"PATCH settings/:id": { resolver_address: "http://resolver.example/" },
 		"POST vpn_managers": { name: "fz-vpn-2", server_address: "s:1", dashboard_address: "https://d/", username: "u", password: "p" },
 		"POST tokens": { name: "fz-token", role: "viewer" },
+		"POST rollouts": { name: "fz-rollout", target: "fz-web-*", fun: "test.ping", canary: 1, batch: "50%" },
+		"POST run": { target: "fz-web-*", cm_client: "local", fun: "test.ping" },
+		"POST targets/preview": { target: "fz-* and not L@fz-db-1" },
 	};
 	const mutation = fc.record({ op: fc.constantFrom("keep", "drop", "set", "set"), drop: fc.nat(), key: fc.constantFrom(...FIELDS), value: fieldValue });
 	function mutate(base: Record<string, unknown>, { op, drop, key, value }: { op: string; drop: number; key: string; value: unknown }): string {
@@ -349,7 +353,17 @@ describe("fuzz: malformed requests on every route", () => {
 				if (res.status >= 400 && after !== before) throw new Error(`a rejected request changed data: ${what}`);
 				before = after;
 			}),
-			{ seed: SEED, numRuns: RUNS, endOnFailure: true },
+			{
+				seed: SEED,
+				numRuns: RUNS,
+				endOnFailure: true,
+				// Creates the drawn requests rarely get right (1 in ~1,000: a create route, the method, an unmutated body,
+				// JSON, a valid token): two well-formed ones go first, so that every run reaches a 201 whatever the draw.
+				examples: [
+					[{ method: "POST", path: "/api/tokens", headers: { authorization: `Bearer ${admin}`, "content-type": "application/json" }, body: Buffer.from(JSON.stringify({ name: "fz-example", role: "viewer" })) }],
+					[{ method: "POST", path: "/api/rollouts", headers: { authorization: `Bearer ${operator}`, "content-type": "application/json" }, body: Buffer.from(JSON.stringify(VALID["POST rollouts"])) }],
+				],
+			},
 		);
 
 		if (process.env.FUZZ_VERBOSE) console.log(Object.fromEntries([...statuses].sort((a, b) => a[0] - b[0])));

@@ -311,3 +311,21 @@ export async function startSplit(opts: SplitOptions = {}): Promise<Harness> {
 		},
 	};
 }
+
+// ------------------------------------------------------------------ multi-process suites on shared storage
+
+/** A suite whose replicas share storage: run with MONGO_URI, skipped (and saying so) without it. */
+export function describeWithMongo(title: string, body: (mongoUri: string) => void): void {
+	const uri = process.env.MONGO_URI;
+	(uri ? describe : describe.skip)(`${title}${uri ? "" : " (skipped: MONGO_URI is not set)"}`, () => body(uri ?? ""));
+}
+
+/** What a multi-process suite starts — processes, then whatever else has a stop() (simulators, NATS) — stopped after it, in that order. */
+export function stoppedAfterAll(): { procs: Proc[]; others: Array<{ stop(): Promise<void> }> } {
+	const started = { procs: [] as Proc[], others: [] as Array<{ stop(): Promise<void> }> };
+	afterAll(async () => {
+		await stopProcs(started.procs);
+		for (const o of started.others) await o.stop();
+	});
+	return started;
+}

@@ -239,7 +239,8 @@ function stepOutcome(step: StateStep, h: number, failure: StepFailure | undefine
 		if (step.state === "file" && step.fun === "exists") return { result: false, comment: `Specified path ${name} does not exist`, changes: {} };
 		return { result: false, comment: comments[step.state] ?? `${step.state}.${step.fun} failed: ${msg}`, changes: {} };
 	}
-	if (test) return { result: null, comment: `${step.state}.${step.fun} would have been executed`, changes: {} };
+	// Every state but `cmd` is already in its desired state here (its real run changes nothing), so with test=True
+	// Salt predicts no change: result True and the same comment, as a real master answers (a `cmd` always would run).
 	const comments: Record<string, string> = {
 		pkg: "All specified packages are already installed",
 		file: `File ${name} is in the correct state`,

@@ -1,0 +1,309 @@
+/**
+ * The rollout driver (docs/rollouts.md): every replica of the rollouts service looks, every ROLLOUT_TICK_MS and
+ * whenever a job ends or a rollout changes, for rollouts with something to do — a running one whose next batch
+ * is due, or any one with a batch in flight — claims each with one atomic update (a lease of ROLLOUT_LEASE_MS, so
+ * a dead replica's claim lapses), does one step, and lets it go.
+ *
+ * A step: start the current batch (its dry run first when asked), or look at the batch's job in the history and,
+ * once it ended, count it, pause the rollout past its failure budget (with a `rollout.paused` alert) or move on.
+ * Starting is exactly-once: the batch is marked `starting` with its run id before the cm-gateway is asked; a
+ * step that finds it marked so (the asker died, or the answer was lost) asks again as a takeover, and the
+ * cm-gateway answers the job that run already started.
+ */
+import type { Context } from "moleculer";
+import type { EveThis, RestContext } from "../../mixins/eve-collection.mixin";
+import type { Doc } from "../../lib/storage/store";
+import { loadConfig } from "../../lib/config";
+import { countMetric } from "../../lib/runtime/metrics";
+import { PREDICTED_MAX, batchFailures, predictedChanges, sizeOf, type Batch, type PredictedChange } from "./plan";
+
+/** What the driver keeps on the service. */
+export interface RolloutsMembers {
+	driver: { enabled: boolean; tickMs: number; leaseMs: number; timer: NodeJS.Timeout | null; pass: Promise<void> | null; again: boolean; stopping: boolean };
+	kick(): void;
+	driverCreated(): void;
+	driverStarted(): void;
+	driverStopped(): Promise<void>;
+	drive(): Promise<void>;
+	stepRollout(r: Doc): Promise<boolean>;
+	startBatch(r: Doc, b: Batch, dry: boolean, takeover: boolean): Promise<void>;
+	afterBatch(r: Doc | null, index: number): Promise<void>;
+	observeBatch(r: Doc, b: Batch, dry: boolean): Promise<void>;
+	saveProgress(r: Doc, set: Doc): Promise<boolean>;
+	moveStatus(r: Doc, from: string[], to: string, reason: string | null): Promise<boolean>;
+	pauseForBudget(r: Doc, why: string): Promise<void>;
+	authorizeRollout(ctx: RestContext, rollout: Doc, hosts: string[]): Promise<string>;
+	/** The rollout's frozen host list (kept in `rollout_hosts`, apart from the record). */
+	rolloutHosts(id: string): Promise<string[]>;
+	batchHosts(r: Doc, b: Batch): Promise<string[]>;
+	resolveRollout(ctx: RestContext, target: string): Promise<string[]>;
+}
+
+export type RolloutsThis = EveThis & RolloutsMembers;
+
+/** A batch whose job is asked for or out. */
+const IN_FLIGHT = new Set(["dry_starting", "dry_running", "starting", "running"]);
+/** After a failed ask (salt-api or the cm-gateway unavailable), the next one waits this long. */
+const RETRY_MS = 5000;
+/** Rollouts one pass looks at. */
+const PASS_MAX = 100;
+
+interface JobSummary {
+	jid: string;
+	expected: number;
+	returned: number;
+	succeeded: number;
+	failed: number;
+	timed_out: number;
+	state: string;
+}
+
+/** A run id for each ask of a batch: the same on every replica, its dry run's apart. */
+const runId = (r: Doc, b: Batch, dry: boolean) => `${r._id}:${b.index}${dry ? ":dry" : ""}`;
+
+export const driverMethods = {
+	driverCreated(this: RolloutsThis) {
+		const config = loadConfig();
+		this.driver = { enabled: config.rolloutDriver, tickMs: config.rolloutTickMs, leaseMs: config.rolloutLeaseMs, timer: null, pass: null, again: false, stopping: false };
+	},
+
+	driverStarted(this: RolloutsThis) {
+		if (!this.driver.enabled) return;
+		this.driver.timer = setInterval(() => this.kick(), this.driver.tickMs);
+		this.driver.timer.unref?.();
+		this.kick();
+	},
+
+	async driverStopped(this: RolloutsThis) {
+		this.driver.stopping = true;
+		if (this.driver.timer) clearInterval(this.driver.timer);
+		this.driver.timer = null;
+		await this.driver.pass?.catch(() => undefined);
+	},
+
+	/** A pass now, or right after the one under way. */
+	kick(this: RolloutsThis) {
+		const d = this.driver;
+		if (!d?.enabled || d.stopping) return;
+		if (d.pass) {
+			d.again = true;
+			return;
+		}
+		d.pass = (async () => {
+			do {
+				d.again = false;
+				try {
+					await this.drive();
+				} catch (err) {
+					this.logger.warn("Rollout pass failed; the next one tries again:", (err as Error).message);
+				}
+			} while (d.again && !d.stopping);
+		})().finally(() => (d.pass = null));
+	},
+
+	/** One pass: each rollout with something to do, claimed, stepped, let go. */
+	async drive(this: RolloutsThis) {
+		const now = new Date();
+		const free = { $or: [{ claim_until: null }, { claim_until: { $lt: now } }] };
+		const due = await this.store.find({ $and: [{ next_at: { $lte: now } }, { $or: [{ status: "running" }, { in_flight: true }] }, free] }, { only: ["_id"], limit: PASS_MAX });
+		for (const { _id } of due) {
+			if (this.driver.stopping) return;
+			const claimed = await this.store.findOneAndUpdate({ $and: [{ _id }, { $or: [{ claim_until: null }, { claim_until: { $lt: new Date() } }] }] }, { $set: { claim_by: this.broker.nodeID, claim_until: new Date(Date.now() + this.driver.leaseMs) } });
+			if (!claimed) continue;
+			let progressed = false;
+			try {
+				progressed = await this.stepRollout(claimed);
+			} catch (err) {
+				this.logger.warn(`Rollout ${_id}: step failed, retried later:`, (err as Error).message);
+				await this.saveProgress(claimed, { last_error: String((err as Error).message).slice(0, 2000), next_at: new Date(Date.now() + RETRY_MS) });
+			} finally {
+				const fresh = await this.store.findOne({ _id });
+				const b: Batch | undefined = fresh?.batches?.[fresh.current];
+				await this.store.updateMany({ _id, claim_by: this.broker.nodeID }, { $set: { claim_by: null, claim_until: null, in_flight: !!b && IN_FLIGHT.has(b.state) } });
+			}
+			if (progressed) this.driver.again = true;
+		}
+	},
+
+	/** One step of a claimed rollout; true when it moved (another step may follow at once). */
+	async stepRollout(this: RolloutsThis, r: Doc): Promise<boolean> {
+		const b: Batch | undefined = r.batches[r.current];
+		if (!b) {
+			await this.moveStatus(r, ["running", "paused"], "finished", null);
+			return false;
+		}
+		switch (b.state) {
+			case "dry_starting":
+				await this.startBatch(r, b, true, true);
+				return true;
+			case "starting":
+				await this.startBatch(r, b, false, true);
+				return true;
+			case "dry_running":
+				await this.observeBatch(r, b, true);
+				return false;
+			case "running":
+				await this.observeBatch(r, b, false);
+				return false;
+			case "pending":
+			case "ready":
+				// Paused or aborted: nothing new starts.
+				if (r.status !== "running") return false;
+				await this.startBatch(r, b, b.state === "pending" && r.dry_run_first === true, false);
+				return true;
+			default:
+				return false;
+		}
+	},
+
+	/**
+	 * Asks the cm-gateway for the batch's job (its dry run: `test=True`). The batch is marked as starting, with
+	 * its run id, before the ask; an ask that fails with no answer leaves the mark, and the next step asks again
+	 * as a takeover.
+	 */
+	async startBatch(this: RolloutsThis, r: Doc, b: Batch, dry: boolean, takeover: boolean) {
+		const at = `batches.${b.index}`;
+		if (!takeover) await this.saveProgress(r, { [`${at}.state`]: dry ? "dry_starting" : "starting", in_flight: true });
+		const kwarg = dry ? { ...(r.kwarg ?? {}), test: true } : r.kwarg;
+		let answer: { task_id: string | null; repeated?: boolean };
+		try {
+			answer = await this.broker.call("cm-gateway.runRolloutBatch", { rollout: String(r._id), batch: b.index, run: runId(r, b, dry), takeover, owner: r.owner, fun: r.fun, ...(r.arg ? { arg: r.arg } : {}), ...(kwarg ? { kwarg } : {}), hosts: await this.batchHosts(r, b), target: r.target });
+		} catch (err) {
+			const e = err as { code?: number; message: string };
+			if (e.code === 403) {
+				// Refused before anything ran: the batch waits, the rollout pauses and says why.
+				await this.saveProgress(r, { [`${at}.state`]: !dry && r.dry_run_first ? "ready" : "pending", last_error: e.message.slice(0, 2000), in_flight: false });
+				await this.pauseForBudget(r, `batch ${b.index} was refused: ${e.message}`.slice(0, 2000));
+				return;
+			}
+			await this.saveProgress(r, { last_error: String(e.message).slice(0, 2000), next_at: new Date(Date.now() + RETRY_MS) });
+			return;
+		}
+		if (!answer.task_id) {
+			// None of the batch's hosts is live any more (or has an accepted key): nothing ran.
+			await this.saveProgress(r, { [`${at}.state`]: dry ? "ready" : "finished", [`${at}.unreached`]: sizeOf(b), [`${at}.finished`]: new Date(), ...(dry ? {} : { unreached: r.unreached + sizeOf(b), done: r.done + sizeOf(b) }), last_error: null });
+			if (!dry) await this.afterBatch(await this.store.findOne({ _id: r._id }), b.index);
+			return;
+		}
+		countMetric(this.broker, "fleet.rollout.batches.total", { kind: dry ? "dry_run" : "run", repeated: String(answer.repeated === true) });
+		await this.saveProgress(r, { [`${at}.state`]: dry ? "dry_running" : "running", [`${at}.${dry ? "dry_jid" : "jid"}`]: answer.task_id, [`${at}.started`]: b.started ?? new Date(), in_flight: true, next_at: new Date(), last_error: null });
+	},
+
+	/** Looks at the batch's job (or dry run) in the history; once it ended, counts it and decides what comes next. */
+	async observeBatch(this: RolloutsThis, r: Doc, b: Batch, dry: boolean) {
+		const jid = dry ? b.dry_jid : b.jid;
+		if (!jid) return;
+		const [job] = await this.broker.call<JobSummary[], { jids: string[] }>("salt-jobs.summaries", { jids: [jid] });
+		if (!job || job.state !== "finished") return;
+		const at = `batches.${b.index}`;
+		if (dry) {
+			const returns = await this.broker.call<Array<{ host: string; state: string; return: string; retcode?: number; success?: boolean }>, { jid: string }>("actions.returnsOf", { jid });
+			const predicted: PredictedChange[] = [];
+			let failures = sizeOf(b) - returns.length;
+			for (const ret of returns) {
+				if (ret.state !== "finished") {
+					failures++;
+					continue;
+				}
+				let value: unknown = ret.return;
+				try {
+					value = JSON.parse(ret.return);
+				} catch {
+					// A text return (or one cut short): read as it is.
+				}
+				const changes = predictedChanges(ret.host, value);
+				if (ret.success === false || (typeof ret.retcode === "number" && ret.retcode !== 0) || changes.some(c => c.result === false)) failures++;
+				predicted.push(...changes);
+			}
+			const set: Doc = { [`${at}.predicted`]: predicted.slice(0, PREDICTED_MAX), [`${at}.predicted_total`]: predicted.length, [`${at}.predicted_failures`]: failures };
+			const spent = r.failed + r.timed_out + r.unreached - r.accepted_failures;
+			if (spent + failures > r.budget) {
+				await this.saveProgress(r, { ...set, [`${at}.state`]: "ready" });
+				await this.pauseForBudget(r, `the dry run of batch ${b.index} predicts ${failures} failure(s); with ${spent} so far that is over the budget of ${r.budget}`);
+				return;
+			}
+			if (!predicted.length) {
+				// Nothing would change: the batch is skipped, the next one follows.
+				await this.saveProgress(r, { ...set, [`${at}.state`]: "skipped", [`${at}.finished`]: new Date(), current: r.current + 1, done: r.done + sizeOf(b), next_at: new Date() });
+				if (r.current + 1 >= r.batches.length) await this.moveStatus(r, ["running", "paused"], "finished", null);
+				this.driver.again = true;
+				return;
+			}
+			await this.saveProgress(r, { ...set, [`${at}.state`]: "ready", next_at: new Date() });
+			this.driver.again = true;
+			return;
+		}
+		const unreached = Math.max(0, sizeOf(b) - job.expected);
+		await this.saveProgress(r, {
+			[`${at}.state`]: "finished",
+			[`${at}.finished`]: new Date(),
+			[`${at}.expected`]: job.expected,
+			[`${at}.returned`]: job.returned,
+			[`${at}.succeeded`]: job.succeeded,
+			[`${at}.failed`]: job.failed,
+			[`${at}.timed_out`]: job.timed_out,
+			[`${at}.unreached`]: unreached,
+			done: r.done + sizeOf(b),
+			succeeded: r.succeeded + job.succeeded,
+			failed: r.failed + job.failed,
+			timed_out: r.timed_out + job.timed_out,
+			unreached: r.unreached + unreached,
+			in_flight: false,
+		});
+		await this.afterBatch(await this.store.findOne({ _id: r._id }), b.index);
+	},
+
+	/** After a batch ended: past the budget the rollout pauses; else the next batch is due after `wait_s`, or it is finished. */
+	async afterBatch(this: RolloutsThis, r: Doc | null, index: number) {
+		if (!r) return;
+		const spent = r.failed + r.timed_out + r.unreached - r.accepted_failures;
+		const next = index + 1;
+		await this.saveProgress(r, { current: next, next_at: new Date(Date.now() + r.wait_s * 1000) });
+		if (spent > r.budget) {
+			const b: Batch = r.batches[index];
+			await this.pauseForBudget(r, `${spent} host(s) failed, timed out or were not reached (batch ${index}: ${batchFailures(b)}), over the failure budget of ${r.budget}`);
+			return;
+		}
+		if (next >= r.batches.length) {
+			await this.moveStatus(r, ["running", "paused"], "finished", null);
+			return;
+		}
+		// The next batch starts now (another pass at once), or once `wait_s` has passed.
+		if (r.wait_s > 0) setTimeout(() => this.kick(), r.wait_s * 1000).unref?.();
+		else this.driver.again = true;
+	},
+
+	async rolloutHosts(this: RolloutsThis, id: string): Promise<string[]> {
+		const doc = await this.stores.rollout_hosts.findOne({ _id: id });
+		return doc?.hosts ?? [];
+	},
+
+	async batchHosts(this: RolloutsThis, r: Doc, b: Batch): Promise<string[]> {
+		return (await this.rolloutHosts(String(r._id))).slice(b.from, b.to);
+	},
+
+	/** Writes progress while the claim is this replica's (a lost claim writes nothing: another replica has it). */
+	async saveProgress(this: RolloutsThis, r: Doc, set: Doc): Promise<boolean> {
+		const n = await this.store.updateMany({ _id: r._id, claim_by: this.broker.nodeID }, { $set: { ...set, _updated: new Date() } });
+		if (n) await this.notifyChanged(this.broker as unknown as Context, "updated", [String(r._id)]);
+		return n > 0;
+	},
+
+	/** Moves the status if it is still one of `from` (an operator's pause or abort meanwhile wins). */
+	async moveStatus(this: RolloutsThis, r: Doc, from: string[], to: string, reason: string | null): Promise<boolean> {
+		const n = await this.store.updateMany({ _id: r._id, status: { $in: from } }, { $set: { status: to, reason, _updated: new Date() } });
+		if (n) await this.notifyChanged(this.broker as unknown as Context, "updated", [String(r._id)]);
+		return n > 0;
+	},
+
+	/** Pauses a running rollout by itself, saying why, with a `rollout.paused` alert. */
+	async pauseForBudget(this: RolloutsThis, r: Doc, why: string) {
+		if (!(await this.moveStatus(r, ["running"], "paused", why))) return;
+		this.logger.warn(`Rollout ${r._id} (${r.name}) paused: ${why}`);
+		try {
+			await this.broker.call("alerts.raise", { type: "rollout.paused", level: "error", payload: { rollout: String(r._id), name: r.name, reason: why } });
+		} catch (err) {
+			this.logger.error(`Could not raise the alert of rollout ${r._id}:`, (err as Error).message);
+		}
+	},
+};

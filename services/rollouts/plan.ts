@@ -1,0 +1,111 @@
+/**
+ * A rollout's plan and its rules, without effects (docs/rollouts.md): the batches its hosts are cut into (the
+ * canary hosts first, then batches of a count or a share of all the hosts), the failure budget as a count, what
+ * counts as a failure, and the predicted changes of a dry run (`test=True`) read from a state return.
+ */
+
+/** A batch as the rollout record keeps it. */
+export interface Batch {
+	index: number;
+	canary: boolean;
+	/** Its hosts: `hosts[from, to)` of the rollout's frozen list (kept apart from the record, which stays small). */
+	from: number;
+	to: number;
+	/**
+	 * pending → (dry_starting → dry_running → ready | skipped) → starting → running → finished. `*_starting` is
+	 * written before the job is asked for: a replica that finds it there after the claimant died asks again with
+	 * the same run id, and the cm-gateway answers the job already started (never a second one).
+	 */
+	state: "pending" | "dry_starting" | "dry_running" | "ready" | "skipped" | "starting" | "running" | "finished";
+	jid?: string | null;
+	dry_jid?: string | null;
+	started?: Date | null;
+	finished?: Date | null;
+	/** Hosts Salt sent the job to (a host without an accepted key is not sent it). */
+	expected?: number;
+	returned?: number;
+	succeeded?: number;
+	failed?: number;
+	timed_out?: number;
+	/** Hosts of the batch the job did not reach (no longer live, or no accepted key): failures for the budget. */
+	unreached?: number;
+	/** The dry run's predicted changes, normalized (at most PREDICTED_MAX kept), how many in all, and its failures. */
+	predicted?: PredictedChange[];
+	predicted_total?: number;
+	predicted_failures?: number;
+}
+
+/** One state of one host that a dry run says would change (or fail). */
+export interface PredictedChange {
+	host: string;
+	state_id: string;
+	sls: string;
+	function: string;
+	name: string;
+	result: boolean | null;
+	changes: Record<string, unknown>;
+}
+
+/** The functions a dry run (`test=True`) is for. */
+export const STATE_FUNCTIONS = new Set(["state.apply", "state.sls", "state.highstate"]);
+/** The most predicted changes a batch keeps (the count is kept whole). */
+export const PREDICTED_MAX = 2000;
+export const SHARE = /^(\d{1,3})%$/;
+
+/** `"10%"` of `total` (at least 1 when the share is not 0) or a count, as a number of hosts. */
+export function hostsOf(spec: string | number, total: number, atLeastOne: boolean): number {
+	if (typeof spec === "number") return spec;
+	const pct = Number(SHARE.exec(spec)?.[1] ?? 0);
+	const n = atLeastOne ? Math.ceil((total * pct) / 100) : Math.floor((total * pct) / 100);
+	return atLeastOne && pct > 0 ? Math.max(1, n) : n;
+}
+
+/** The batches of `total` hosts: `canary` hosts first (when any), then batches of `batch` hosts (a share rounds up). */
+export function planBatches(total: number, canary: number, batch: string | number): Batch[] {
+	const out: Batch[] = [];
+	const first = Math.min(canary, total);
+	if (first > 0) out.push({ index: 0, canary: true, from: 0, to: first, state: "pending" });
+	const size = Math.max(1, hostsOf(batch, total, true));
+	for (let i = first; i < total; i += size) out.push({ index: out.length, canary: false, from: i, to: Math.min(total, i + size), state: "pending" });
+	return out;
+}
+
+/** How many hosts a batch has. */
+export const sizeOf = (b: Batch) => b.to - b.from;
+
+/** The failures of a finished batch: hosts that failed, timed out, or were not reached. */
+export function batchFailures(b: Batch): number {
+	return (b.failed ?? 0) + (b.timed_out ?? 0) + (b.unreached ?? 0);
+}
+
+const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
+
+/**
+ * The states of one host's dry-run return that would change or fail, normalized. A return that is not a state
+ * dict (a render error's list of messages, a text cut short by CM_RETURN_MAX_BYTES) is one entry with `result`
+ * false: it cannot be read as "no change".
+ */
+export function predictedChanges(host: string, ret: unknown): PredictedChange[] {
+	if (!isObject(ret)) {
+		const text = Array.isArray(ret) ? ret.map(String).join("; ") : String(ret ?? "");
+		return [{ host, state_id: "render", sls: "", function: "", name: "", result: false, changes: { comment: text.slice(0, 2000) } }];
+	}
+	const out: PredictedChange[] = [];
+	for (const [tag, raw] of Object.entries(ret)) {
+		if (!isObject(raw)) continue;
+		const changes = isObject(raw.changes) ? raw.changes : {};
+		const result = raw.result === true ? true : raw.result === false ? false : null;
+		if (result === true && Object.keys(changes).length === 0) continue;
+		const [state, id, name, fn] = tag.split("_|-");
+		out.push({
+			host,
+			state_id: typeof raw.__id__ === "string" ? raw.__id__ : (id ?? tag),
+			sls: typeof raw.__sls__ === "string" ? raw.__sls__ : "",
+			function: state && fn ? `${state}.${fn}` : "",
+			name: typeof raw.name === "string" ? raw.name : (name ?? ""),
+			result,
+			changes,
+		});
+	}
+	return out;
+}

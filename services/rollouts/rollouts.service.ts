@@ -1,0 +1,195 @@
+/**
+ * Owns the `rollouts` collection: a change made to a fleet gradually (docs/rollouts.md). `POST /api/rollouts`
+ * resolves the compound target now (the hosts are frozen), authorizes the whole call on all of them against the
+ * creator's token (who becomes the owner), and cuts them into batches: canary hosts first, then batches of a
+ * count or a share. `PATCH /api/rollouts/{id}/{pause|resume|abort}` moves it; reads are Eve's.
+ *
+ * The driver (driver.ts) advances every running rollout, one step at a time, under a claim in the database: any
+ * replica continues any rollout, and a batch is asked for under a run id written before the ask, so a replica that
+ * takes over asks for the same run and gets the job already started (never a second one).
+ */
+import type { Context } from "moleculer";
+import { EveCollection, type EveServiceSchema, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
+import { EveError, validationFailed, type Issues } from "../../lib/eve/errors";
+import { SALT_FUN } from "../../lib/http/bodies";
+import type { Doc } from "../../lib/storage/store";
+import { SHARE, STATE_FUNCTIONS, hostsOf, planBatches, type Batch } from "./plan";
+import { newObjectId } from "../../lib/eve/ids";
+import { driverMethods, type RolloutsThis } from "./driver";
+
+export const ROLLOUT_STATUSES = ["running", "paused", "aborted", "finished"] as const;
+/** What PATCH /rollouts/{id}/{action} does, from which statuses. */
+const CONTROLS: Record<string, { from: string[]; to: string }> = {
+	pause: { from: ["running"], to: "paused" },
+	resume: { from: ["paused"], to: "running" },
+	abort: { from: ["running", "paused"], to: "aborted" },
+};
+const share = { type: "string", pattern: SHARE } as const;
+
+const RolloutsService: EveServiceSchema<RolloutsThis> = {
+	name: "rollouts",
+	mixins: [
+		EveCollection({
+			resource: "rollouts",
+			writes: ["create"],
+			idPattern: /^[0-9a-f]{24}$/,
+			schema: {
+				name: { type: "string", min: 1, max: 200 },
+				target: { type: "string", min: 1, max: 10_000 },
+				fun: { type: "string", pattern: SALT_FUN, max: 200 },
+				arg: { type: "array", optional: true, max: 1000 },
+				kwarg: { type: "object", optional: true },
+				canary: { type: "number", integer: true, min: 0, max: 100_000, optional: true },
+				batch: { type: "multi", optional: true, rules: [share, { type: "number", integer: true, min: 1, max: 100_000 }] },
+				failure_budget: { type: "multi", optional: true, rules: [share, { type: "number", integer: true, min: 0, max: 100_000 }] },
+				wait_s: { type: "number", integer: true, min: 0, max: 86_400, optional: true },
+				dry_run_first: { type: "boolean", optional: true },
+			},
+			readOnlyFields: ["status", "reason", "owner", "total", "hosts", "batches", "current", "budget", "accepted_failures", "done", "succeeded", "failed", "timed_out", "unreached", "next_at", "last_error"],
+			// A 10,000-host rollout's hosts and batches are for its own page; lists carry the progress.
+			listHidden: ["hosts", "batches"],
+			indexes: { status: {}, name: {} },
+			// The frozen host list of each rollout, written once: the record, rewritten at every step, stays small.
+			extraCollections: ["rollout_hosts"],
+		}),
+	],
+
+	actions: {
+		/** PATCH /rollouts/{id}/{pause|resume|abort} */
+		control: {
+			params: { id: "string", action: "string", query: { type: "any", optional: true } },
+			async handler(this: RolloutsThis, ctx: Context<{ id: string; action: string }, RestContext["meta"]>) {
+				const rollout = await this.visibleItem(ctx.params.id);
+				const move = CONTROLS[ctx.params.action];
+				if (!move) throw validationFailed({ action: `unallowed value '${ctx.params.action.slice(0, 50)}' (one of: pause, resume, abort)` }, "Update failure: the document contains errors");
+				if (!move.from.includes(rollout.status)) throw validationFailed({ status: `a ${rollout.status} rollout cannot be ${ctx.params.action}d` }, "Update failure: the document contains errors");
+				const who = (ctx.meta as { user?: { name?: string } }).user?.name ?? "an operator";
+				let set: Doc = { status: move.to, reason: `${move.to} by ${who}` };
+				if (ctx.params.action === "resume") {
+					// Resuming makes batches run: the resumer must be allowed to run the rest too (the owner stays);
+					// the failures so far are accepted, the budget counts from here.
+					const all = await this.rolloutHosts(String(rollout._id));
+					const left = (rollout.batches as Batch[]).filter(b => b.state !== "finished" && b.state !== "skipped").flatMap(b => all.slice(b.from, b.to));
+					await this.authorizeRollout(ctx as unknown as RestContext, rollout, left);
+					set = { status: "running", reason: null, accepted_failures: rollout.failed + rollout.timed_out + rollout.unreached, next_at: new Date() };
+				}
+				const updated = await this.store.findOneAndUpdate({ _id: rollout._id, status: rollout.status }, { $set: { ...set, _updated: new Date() } });
+				if (!updated) throw new EveError(409, "the rollout changed meanwhile; read it again");
+				await this.afterWrite(ctx as unknown as RestContext, "updated", [String(rollout._id)]);
+				this.kick();
+				return this.writeResponse(updated);
+			},
+		},
+	},
+
+	events: {
+		/** A job ended: a rollout waiting for it goes on now rather than at its next look. */
+		"salt-jobs.finished"(this: RolloutsThis) {
+			this.kick();
+		},
+		"rollouts.kick"(this: RolloutsThis) {
+			this.kick();
+		},
+	},
+
+	methods: {
+		...driverMethods,
+
+		async prepareInput(this: RolloutsThis, _ctx: RestContext, doc: Doc, info: WriteInfo) {
+			if (info.op !== "create") return { doc };
+			return { doc: { canary: 1, batch: "10%", failure_budget: 0, wait_s: 0, dry_run_first: false, ...doc } };
+		},
+
+		async checkRules(this: RolloutsThis, _ctx: RestContext, doc: Doc): Promise<Issues | null> {
+			for (const f of ["batch", "failure_budget"]) {
+				const m = typeof doc[f] === "string" ? SHARE.exec(doc[f]) : null;
+				if (m && Number(m[1]) > 100) return { [f]: "a share is at most 100%" };
+			}
+			if (doc.batch === "0%") return { batch: "a batch has at least one host" };
+			if (doc.dry_run_first && !STATE_FUNCTIONS.has(doc.fun)) return { dry_run_first: `a dry run (test=True) is for ${[...STATE_FUNCTIONS].join(", ")}` };
+			return null;
+		},
+
+		/** The hosts the target selects now (a target that cannot be evaluated is the document's fault: 422). */
+		async resolveRollout(this: RolloutsThis, ctx: RestContext, target: string): Promise<string[]> {
+			try {
+				const { hosts } = await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target });
+				return hosts;
+			} catch (err) {
+				const e = err as { code?: number; message: string };
+				if (e.code === 400) throw validationFailed({ target: e.message.replace(/^target: /, "") });
+				throw err;
+			}
+		},
+
+		/** The caller may run the rollout's call on these hosts now (403 saying why, else the caller's token id). */
+		async authorizeRollout(this: RolloutsThis, ctx: RestContext, rollout: Doc, hosts: string[]): Promise<string> {
+			const user = (ctx.meta as { user?: { id: string } }).user;
+			if (!user?.id) throw new EveError(403, "the rollout is refused: no token authorizes it");
+			(ctx.meta as { auditRun?: { fun: string; targets: string[] } }).auditRun = { fun: rollout.fun, targets: hosts };
+			await ctx.call("tokens.authorizeRun", { token: user.id, client: "local_async", fun: rollout.fun, arg: rollout.arg, kwarg: rollout.kwarg ?? {}, targets: hosts });
+			return user.id;
+		},
+
+		async beforeStore(this: RolloutsThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc> {
+			if (info.op !== "create") return doc;
+			const hosts = await this.resolveRollout(ctx, doc.target);
+			if (!hosts.length) throw validationFailed({ target: "selects no live host" });
+			const owner = await this.authorizeRollout(ctx, doc, hosts);
+			const batches = planBatches(hosts.length, doc.canary, doc.batch);
+			const _id = newObjectId();
+			await this.stores.rollout_hosts.insertMany([{ _id, hosts }]);
+			return {
+				...doc,
+				_id,
+				status: "running",
+				reason: null,
+				owner,
+				total: hosts.length,
+				batches,
+				current: 0,
+				budget: hostsOf(doc.failure_budget, hosts.length, false),
+				accepted_failures: 0,
+				done: 0,
+				succeeded: 0,
+				failed: 0,
+				timed_out: 0,
+				unreached: 0,
+				next_at: new Date(),
+				last_error: null,
+				// The driver's claim and whether a batch's job is out (never shown: not fields of the schema).
+				claim_by: null,
+				claim_until: null,
+				in_flight: false,
+			};
+		},
+
+		/** A rollout's own page shows its hosts, and each batch's (lists leave both out). */
+		async beforeRender(this: RolloutsThis, _ctx: RestContext, docs: Doc[]) {
+			if (docs.length !== 1) return;
+			const [doc] = docs;
+			const hosts = await this.rolloutHosts(String(doc._id));
+			doc.hosts = hosts;
+			if (Array.isArray(doc.batches)) doc.batches = (doc.batches as Batch[]).map(b => ({ ...b, hosts: hosts.slice(b.from, b.to) }));
+		},
+
+		async afterWrite(this: RolloutsThis, ctx: RestContext, op: "created" | "updated" | "removed", ids: string[]) {
+			await this.notifyChanged(ctx, op, ids);
+			// Every replica's driver looks now: the new (or resumed) rollout starts without waiting for a tick.
+			if (op === "created") ctx.broadcast("rollouts.kick", {}, { groups: ["rollouts"] });
+		},
+	},
+
+	created(this: RolloutsThis) {
+		this.driverCreated();
+	},
+	async started(this: RolloutsThis) {
+		await this.store.ensureIndex("next_at", { ordered: true });
+		this.driverStarted();
+	},
+	async stopped(this: RolloutsThis) {
+		await this.driverStopped();
+	},
+};
+
+export default RolloutsService;
