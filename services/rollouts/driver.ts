@@ -15,6 +15,7 @@ import type { EveThis, RestContext } from "../../mixins/eve-collection.mixin";
 import type { Doc } from "../../lib/storage/store";
 import { loadConfig } from "../../lib/config";
 import { countMetric } from "../../lib/runtime/metrics";
+import { returnValue } from "../../lib/fleet/state-results";
 import { PREDICTED_MAX, batchFailures, predictedChanges, sizeOf, type Batch, type PredictedChange } from "./plan";
 
 /** What the driver keeps on the service. */
@@ -205,13 +206,7 @@ export const driverMethods = {
 					failures++;
 					continue;
 				}
-				let value: unknown = ret.return;
-				try {
-					value = JSON.parse(ret.return);
-				} catch {
-					// A text return (or one cut short): read as it is.
-				}
-				const changes = predictedChanges(ret.host, value);
+				const changes = predictedChanges(ret.host, returnValue(ret.return));
 				if (ret.success === false || (typeof ret.retcode === "number" && ret.retcode !== 0) || changes.some(c => c.result === false)) failures++;
 				predicted.push(...changes);
 			}

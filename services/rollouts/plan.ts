@@ -3,6 +3,7 @@
  * canary hosts first, then batches of a count or a share of all the hosts), the failure budget as a count, what
  * counts as a failure, and the predicted changes of a dry run (`test=True`) read from a state return.
  */
+import { changesOrFails, readStates } from "../../lib/fleet/state-results";
 
 /** A batch as the rollout record keeps it. */
 export interface Batch {
@@ -78,34 +79,13 @@ export function batchFailures(b: Batch): number {
 	return (b.failed ?? 0) + (b.timed_out ?? 0) + (b.unreached ?? 0);
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
-
 /**
- * The states of one host's dry-run return that would change or fail, normalized. A return that is not a state
- * dict (a render error's list of messages, a text cut short by CM_RETURN_MAX_BYTES) is one entry with `result`
- * false: it cannot be read as "no change".
+ * The states of one host's dry-run return that would change or fail, normalized (lib/fleet/state-results.ts). A
+ * return that is not a state dict (a render error's list of messages, a text cut short by CM_RETURN_MAX_BYTES) is
+ * one entry with `result` false: it cannot be read as "no change".
  */
 export function predictedChanges(host: string, ret: unknown): PredictedChange[] {
-	if (!isObject(ret)) {
-		const text = Array.isArray(ret) ? ret.map(String).join("; ") : String(ret ?? "");
-		return [{ host, state_id: "render", sls: "", function: "", name: "", result: false, changes: { comment: text.slice(0, 2000) } }];
-	}
-	const out: PredictedChange[] = [];
-	for (const [tag, raw] of Object.entries(ret)) {
-		if (!isObject(raw)) continue;
-		const changes = isObject(raw.changes) ? raw.changes : {};
-		const result = raw.result === true ? true : raw.result === false ? false : null;
-		if (result === true && Object.keys(changes).length === 0) continue;
-		const [state, id, name, fn] = tag.split("_|-");
-		out.push({
-			host,
-			state_id: typeof raw.__id__ === "string" ? raw.__id__ : (id ?? tag),
-			sls: typeof raw.__sls__ === "string" ? raw.__sls__ : "",
-			function: state && fn ? `${state}.${fn}` : "",
-			name: typeof raw.name === "string" ? raw.name : (name ?? ""),
-			result,
-			changes,
-		});
-	}
-	return out;
+	const reading = readStates(ret);
+	if ("error" in reading) return [{ host, state_id: "render", sls: "", function: "", name: "", result: false, changes: { comment: reading.error } }];
+	return reading.states.filter(changesOrFails).map(st => ({ host, state_id: st.state_id, sls: st.sls, function: st.fun, name: st.name, result: st.result, changes: st.changes }));
 }

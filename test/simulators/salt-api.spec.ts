@@ -469,6 +469,29 @@ describe("salt-api simulator: jobs, events and the fleet", () => {
 		sim.clearPatchFailures();
 	});
 
+	it("predicts a drifted state's change with test=True (result None), makes it on a real run, then predicts none; state.sls_id runs one state", async () => {
+		const [id, other] = up();
+		const tag = "pkg_|-base_packages_|-base_packages_|-installed";
+		const apply = async (kwarg: Record<string, unknown>, who = id) => (await low(sim, token, { client: "local", tgt: who, fun: "state.apply", kwarg: { mods: "common", ...kwarg } })).json.return[0][who];
+		// In its desired state: test=True predicts nothing (result True, no changes), as Salt answers.
+		expect((await apply({ test: true }))[tag]).toMatchObject({ result: true, changes: {}, comment: "All specified packages are already installed" });
+		sim.setDrift(id, "common", "base_packages", { curl: { old: "7.88.1-10", new: "7.88.1-10+deb12u5" } });
+		expect(sim.driftsOf(id)).toEqual(["common/base_packages"]);
+		expect((await apply({ test: true }))[tag]).toMatchObject({ result: null, changes: { curl: { old: "7.88.1-10", new: "7.88.1-10+deb12u5" } }, comment: "The following packages would be installed/updated: base_packages", __sls__: "common", __id__: "base_packages" });
+		// The other minion never drifted.
+		expect((await apply({ test: true }, other))[tag].result).toBe(true);
+		// A real run of only that state (state.sls_id) makes the change; the drift is gone.
+		const fixed = (await low(sim, token, { client: "local", tgt: id, fun: "state.sls_id", arg: ["base_packages", "common"] })).json.return[0][id];
+		expect(Object.keys(fixed)).toEqual([tag]);
+		expect(fixed[tag]).toMatchObject({ result: true, changes: { curl: { old: "7.88.1-10", new: "7.88.1-10+deb12u5" } }, comment: "The following packages were installed/updated: base_packages" });
+		expect(sim.driftsOf(id)).toEqual([]);
+		expect((await apply({ test: true }))[tag]).toMatchObject({ result: true, changes: {} });
+		// An id the sls does not have: Salt's error list.
+		const missing = await low(sim, token, { client: "local", tgt: id, fun: "state.sls_id", arg: ["nope", "common"] });
+		expect(missing.json.return[0][id]).toEqual(["No matches for ID 'nope' found in SLS 'common' within saltenv 'base'"]);
+		sim.clearDrift();
+	});
+
 	it("runs the other canned functions", async () => {
 		const id = up()[0];
 		const r = await low(sim, token, [

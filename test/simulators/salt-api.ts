@@ -399,6 +399,24 @@ export class SaltApiSimulator {
 		this.master.clearPatchFailures(patch);
 	}
 
+	/**
+	 * One state of a minion drifts from its desired state: `state.apply test=True` predicts `changes` (result None,
+	 * the comment Salt's module writes, or `comment`); a real run makes them (result True) and the drift is gone.
+	 * Only states other than `cmd` drift (a `cmd` state always would run).
+	 */
+	setDrift(id: string, sls: string, stateId: string, changes: Record<string, unknown>, comment?: string): void {
+		this.master.setDrift(id, sls, stateId, { changes, ...(comment ? { comment } : {}) });
+	}
+
+	clearDrift(id?: string): void {
+		this.master.clearDrift(id);
+	}
+
+	/** The states of a minion still drifted, as `<sls>/<state id>`. */
+	driftsOf(id: string): string[] {
+		return this.master.driftsOf(id);
+	}
+
 	// ---------------------------------------------------------------- executions and jobs
 
 	/** How many times `fun` (or any function) ran on a minion. */
@@ -586,6 +604,9 @@ const CONTROL_METHODS = new Set([
 	"setPatch",
 	"failPatch",
 	"clearPatchFailures",
+	"setDrift",
+	"clearDrift",
+	"driftsOf",
 	"executionCount",
 	"executionCounts",
 	"executions",

@@ -4,7 +4,7 @@
  */
 import { type ExecResult, execute } from "./modules";
 import { type Grains, type KeyState, type Minion, type MinionSpec, Fleet, baseLatency, makeMinion } from "./fleet";
-import { FileServer, type StepFailure, slsName } from "./states";
+import { FileServer, type Drift, type DriftBook, type StepFailure, slsName } from "./states";
 import { type Nodegroups, Targeting } from "./targeting";
 import { JidClock, fingerprintFrom, fnmatch, hashString, isJid, isPlainObject, isoStamp, jidToTime, Prng, pyJson } from "./util";
 
@@ -196,6 +196,8 @@ export class Master {
 	private readonly executionCounts = new Map<string, Map<string, number>>();
 	private readonly executionLog: ExecutionRecord[] = [];
 	private readonly patchFailures = new Map<string, { minions: Set<string> | "*"; failure: StepFailure }>();
+	/** States a test made drift, by minion, then by `<sls>\0<state id>`. */
+	private readonly drifts = new Map<string, Map<string, Drift>>();
 	/** False while the master daemon is down (salt-api's calls fail, /login and /events wait). */
 	running = true;
 	/** False after a master start until the minions have reconnected to its publisher. */
@@ -548,6 +550,31 @@ export class Master {
 		else this.patchFailures.delete(slsName(patch));
 	}
 
+	/** A state of a minion drifts from its desired state (test=True predicts `changes`; a real run makes them, and it is gone). */
+	setDrift(minionId: string, sls: string, stateId: string, drift: Drift): void {
+		let book = this.drifts.get(minionId);
+		if (!book) this.drifts.set(minionId, (book = new Map()));
+		book.set(`${sls}\0${stateId}`, drift);
+	}
+
+	/** Drops the drifts of a minion (of every minion without one). */
+	clearDrift(minionId?: string): void {
+		if (minionId === undefined) this.drifts.clear();
+		else this.drifts.delete(minionId);
+	}
+
+	/** The drifted states left on a minion, as `<sls>/<state id>`. */
+	driftsOf(minionId: string): string[] {
+		return [...(this.drifts.get(minionId)?.keys() ?? [])].map(k => k.replace("\0", "/")).sort();
+	}
+
+	private driftBook(minionId: string): DriftBook {
+		return {
+			get: (sls, id) => this.drifts.get(minionId)?.get(`${sls}\0${id}`),
+			fix: (sls, id) => void this.drifts.get(minionId)?.delete(`${sls}\0${id}`),
+		};
+	}
+
 	private patchFailureFor(minionId: string): (sls: string) => StepFailure | undefined {
 		return sls => {
 			const f = this.patchFailures.get(sls);
@@ -667,6 +694,7 @@ export class Master {
 							arg: load.arg,
 							files: this.files,
 							patchFailure: this.patchFailureFor(id),
+							drifts: this.driftBook(id),
 							fireMinionEvent: (tag, data) => {
 								const extra: Record<string, unknown> = {};
 								for (const [k, v] of Object.entries(pub)) extra[`__pub_${k}`] = v;
@@ -677,7 +705,7 @@ export class Master {
 			if (m.neverReturns) continue;
 			const latency = load.fun === "saltutil.find_job" ? m.latencyMs : (m.delayMs ?? m.latencyMs);
 			// A state run compiles the minion's pillar first: the master refreshes its data cache.
-			if (/^state\.(apply|sls|highstate|single|top)$/.test(load.fun)) this.setTimer(() => this.events.fire(`minion/refresh/${id}`, { "Minion data cache refresh": id }), Math.floor(latency / 2));
+			if (/^state\.(apply|sls|sls_id|highstate|single|top)$/.test(load.fun)) this.setTimer(() => this.events.fire(`minion/refresh/${id}`, { "Minion data cache refresh": id }), Math.floor(latency / 2));
 			job.pending.add(id);
 			deliveries.push({ id, dueMs: nowMs + latency, result });
 		}

@@ -4,7 +4,7 @@
  */
 import type { Minion } from "./fleet";
 import { subdictMatch } from "./targeting";
-import { EX_GENERIC, EX_OK, type FileServer, type StepFailure, compileSls, noStatesReturn, runSteps, topMatches } from "./states";
+import { EX_GENERIC, EX_OK, type DriftBook, type FileServer, type StepFailure, compileSls, noStatesReturn, runSteps, topMatches } from "./states";
 import { grainDate, hashString, isPlainObject, traverse } from "./util";
 import { parseFlowScalar } from "./yaml";
 
@@ -23,6 +23,8 @@ export interface ExecContext {
 	files: FileServer;
 	/** Failure configured for a patch (sls name) on this minion, if any. */
 	patchFailure: (sls: string) => StepFailure | undefined;
+	/** The states of this minion a test made drift from their desired state. */
+	drifts: DriftBook;
 	/** Fire an event on the master bus as this minion (`event.send`). */
 	fireMinionEvent: (tag: string, data: unknown) => void;
 	nowMs: number;
@@ -102,11 +104,23 @@ function stateApply(ctx: ExecContext, mods: unknown, kwargs: Record<string, unkn
 	const compiled = compileSls(ctx.files, slsNames, saltenv);
 	if ("errors" in compiled) return { ret: compiled.errors, retcode: EX_GENERIC, out: "highstate" };
 	if (compiled.steps.length === 0) return { ...noStatesReturn("No states found for this minion"), out: "highstate" };
-	const run = runSteps(ctx.minion.id, compiled.steps, ctx.patchFailure, test);
+	const run = runSteps(ctx.minion.id, compiled.steps, ctx.patchFailure, test, ctx.drifts);
 	if (!test) {
 		const ctl = isPlainObject(ctx.minion.grains.ctl) ? ctx.minion.grains.ctl : {};
 		ctx.minion.grains.ctl = { ...ctl, last_stateapply: grainDate(ctx.nowMs) };
 	}
+	return { ...run, out: "highstate" };
+}
+
+/** `state.sls_id <id> <mods>`: only the state with that id of those sls (Salt's answer when none has it: an error list, retcode 1). */
+function stateSlsId(ctx: ExecContext, id: unknown, mods: unknown, kwargs: Record<string, unknown>): ExecResult {
+	const saltenv = typeof kwargs.saltenv === "string" ? kwargs.saltenv : "base";
+	const names = Array.isArray(mods) ? mods.map(String) : String(mods ?? "").split(",").map(s => s.trim()).filter(Boolean);
+	const compiled = compileSls(ctx.files, names, saltenv);
+	if ("errors" in compiled) return { ret: compiled.errors, retcode: EX_GENERIC, out: "highstate" };
+	const steps = compiled.steps.filter(s => s.id === String(id));
+	if (!steps.length) return { ret: [`No matches for ID '${String(id)}' found in SLS '${names.join(",")}' within saltenv '${saltenv}'`], retcode: EX_GENERIC, out: "highstate" };
+	const run = runSteps(ctx.minion.id, steps, ctx.patchFailure, truthy(kwargs.test), ctx.drifts);
 	return { ...run, out: "highstate" };
 }
 
@@ -176,6 +190,7 @@ const FUNCTIONS: Record<string, Fn> = {
 	"state.apply": (c, args, kwargs) => stateApply(c, args[0] ?? kwargs.mods, kwargs),
 	"state.sls": (c, args, kwargs) => stateApply(c, args[0] ?? kwargs.mods ?? "", kwargs),
 	"state.highstate": (c, _args, kwargs) => stateApply(c, undefined, kwargs),
+	"state.sls_id": (c, args, kwargs) => stateSlsId(c, args[0] ?? kwargs.id, args[1] ?? kwargs.mods, kwargs),
 	"pkg.upgrade": (c, _args, kwargs) => {
 		const changes = c.minion.upgrades;
 		c.minion.upgrades = {};

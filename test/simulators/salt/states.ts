@@ -68,6 +68,22 @@ export interface StateStep {
 	args: Record<string, unknown>;
 }
 
+/**
+ * A drift a test configured: one state of one minion is not in its desired state. With test=True Salt predicts the
+ * change (result None, the changes it would make); a real run makes it (result True, those changes) and the drift
+ * is gone.
+ */
+export interface Drift {
+	changes: Record<string, unknown>;
+	comment?: string;
+}
+
+/** A minion's drifts, by sls and state id: read by a run, cleared by a real one. */
+export interface DriftBook {
+	get(sls: string, id: string): Drift | undefined;
+	fix(sls: string, id: string): void;
+}
+
 /** A failure injected by a test for one patch (sls) on some minions. */
 export interface StepFailure {
 	/** The `__id__` of the step (or steps) to fail; default the first `cmd.*` step, or the first step. */
@@ -177,7 +193,7 @@ export interface StateRun {
 const NO_STATES_TAG = "no_|-states_|-states_|-None";
 
 /** Run compiled steps for one minion and build the state return dict. */
-export function runSteps(minionId: string, steps: StateStep[], failures: (sls: string) => StepFailure | undefined, test: boolean): StateRun {
+export function runSteps(minionId: string, steps: StateStep[], failures: (sls: string) => StepFailure | undefined, test: boolean, drifts?: DriftBook): StateRun {
 	const ret: Record<string, unknown> = {};
 	let failed = false;
 	let clock = nowMicros();
@@ -196,7 +212,9 @@ export function runSteps(minionId: string, steps: StateStep[], failures: (sls: s
 		const failure = failSls !== undefined ? failures(failSls) : undefined;
 		const h = hashString(`${minionId}/${tag}`);
 		const duration = Math.round(((h % 90_000) / 100 + 3.217) * 1000) / 1000;
-		const outcome = stepOutcome(step, h, failure, test);
+		const drift = step.state === "cmd" || failure ? undefined : drifts?.get(step.sls, step.id);
+		const outcome = drift ? driftOutcome(step, drift, test) : stepOutcome(step, h, failure, test);
+		if (drift && !test) drifts?.fix(step.sls, step.id);
 		if (outcome.result === false) failed = true;
 		ret[tag] = {
 			name: step.name,
@@ -217,7 +235,8 @@ export function runSteps(minionId: string, steps: StateStep[], failures: (sls: s
 function stepOutcome(step: StateStep, h: number, failure: StepFailure | undefined, test: boolean): { result: boolean | null; comment: string; changes: Record<string, unknown> } {
 	const name = step.name;
 	if (step.state === "cmd") {
-		if (test) return { result: null, comment: `Command "${name}" would have been executed`, changes: { cmd: name } };
+		// Salt's cmd.run with test=True: result None, the comment, and no changes (states/cmd.py leaves them empty).
+		if (test) return { result: null, comment: `Command "${name}" would have been executed`, changes: {} };
 		const echo = /^echo\s+(.*)$/s.exec(name);
 		const stdout = failure?.stdout ?? (echo ? unquote(echo[1]) : "");
 		if (failure) {
@@ -247,6 +266,23 @@ function stepOutcome(step: StateStep, h: number, failure: StepFailure | undefine
 		service: `The service ${name} is already running`,
 	};
 	return { result: true, comment: comments[step.state] ?? `State '${step.state}.${step.fun}' was executed`, changes: {} };
+}
+
+/** A drifted state's outcome: predicted with test=True, made by a real run (the comments Salt's state modules write). */
+function driftOutcome(step: StateStep, drift: Drift, test: boolean): { result: boolean | null; comment: string; changes: Record<string, unknown> } {
+	const name = step.name;
+	const predicted: Record<string, string> = {
+		pkg: `The following packages would be installed/updated: ${name}`,
+		file: `The file ${name} is set to be changed`,
+		service: `Service ${name} is set to start`,
+	};
+	const made: Record<string, string> = {
+		pkg: `The following packages were installed/updated: ${name}`,
+		file: `File ${name} updated`,
+		service: `Service ${name} has been enabled, and is running`,
+	};
+	if (test) return { result: null, comment: drift.comment ?? predicted[step.state] ?? `${step.state}.${step.fun} would change ${name}`, changes: drift.changes };
+	return { result: true, comment: made[step.state] ?? `${step.state}.${step.fun} changed ${name}`, changes: drift.changes };
 }
 
 function unquote(s: string): string {
