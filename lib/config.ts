@@ -193,6 +193,11 @@ export interface Config {
 	rolloutTickMs: number;
 	/** A rollout claimed by a replica that stops answering is taken over by another after this, in ms. */
 	rolloutLeaseMs: number;
+	/**
+	 * A host whose conformity a check confirms unchanged gets its `checked` time moved only when it is older than
+	 * this, in ms (default 600000): a pass that changes nothing writes next to nothing (docs/conformity.md).
+	 */
+	conformityCheckedResolutionMs: number;
 }
 
 /**
@@ -328,5 +333,6 @@ export function loadConfig(): Config {
 		rolloutDriver: bool("ROLLOUT_DRIVER", true),
 		rolloutTickMs: envInt("ROLLOUT_TICK_MS", 1000, 10),
 		rolloutLeaseMs: envInt("ROLLOUT_LEASE_MS", 30_000, 100),
+		conformityCheckedResolutionMs: envInt("CONFORMITY_CHECKED_RESOLUTION_MS", 600_000, 0),
 	};
 }

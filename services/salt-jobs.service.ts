@@ -142,13 +142,13 @@ const SaltJobsService: EveServiceSchema = {
 				return { tallied: jobs.length };
 			},
 		},
-		/** Jobs as stored, with their counts, by jid (internal: rollouts follow their batches' jobs). */
+		/** Jobs as stored (but their hosts), with their counts, by jid (internal: rollouts follow their batches' jobs, conformity judges checks). */
 		summaries: {
 			visibility: "public",
 			params: { jids: { type: "array", items: "string", max: 1000 } },
 			async handler(this: EveThis, ctx: Context<{ jids: string[] }>) {
-				const docs = await this.store.find({ _id: { $in: ctx.params.jids } }, { exclude: ["minions", "args"] });
-				return docs.map(d => ({ jid: String(d._id), expected: d.expected, returned: d.returned, succeeded: d.succeeded, failed: d.failed, timed_out: d.timed_out, state: d.state, started: d.started, finished: d.finished ?? null }));
+				const docs = await this.store.find({ _id: { $in: ctx.params.jids } }, { exclude: ["minions"] });
+				return docs.map(d => ({ jid: String(d._id), fun: d.fun, args: d.args ?? [], rollout: d.rollout ?? null, expected: d.expected, returned: d.returned, succeeded: d.succeeded, failed: d.failed, timed_out: d.timed_out, state: d.state, started: d.started, finished: d.finished ?? null }));
 			},
 		},
 		/** Drops the jobs started before the retention period, and their hosts' records (also run every hour). */

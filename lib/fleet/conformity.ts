@@ -74,3 +74,34 @@ export function judge(ret: unknown, answered: boolean, rules: Suppression[] = []
 	// The digest leaves comments out: Salt words them with times and pids that change at every check.
 	return { state, states, drifted, failing, suppressed, digest: digestOf(state, states.map(s => ({ ...s, comment: "" }))) };
 }
+
+const isKwarg = (a: unknown): a is Record<string, unknown> => !!a && typeof a === "object" && !Array.isArray(a) && (a as Record<string, unknown>).__kwarg__ === true;
+const truthy = (v: unknown) => v === true || v === "True" || v === "true" || v === 1;
+
+/**
+ * Is this job a check of the declared state: `state.apply` without `mods` (or `state.highstate`) with `test=True`,
+ * its arguments as Salt's `fun_args` hold them (positional, `k=v` strings, the `{"__kwarg__": true}` dict)?
+ */
+export function isHighstateTest(fun: string, args: unknown[]): boolean {
+	if (fun !== "state.apply" && fun !== "state.highstate") return false;
+	let test = false;
+	let mods: unknown;
+	for (const a of args) {
+		if (isKwarg(a)) {
+			if ("test" in a) test = truthy(a.test);
+			if ("mods" in a) mods = a.mods;
+		} else if (typeof a === "string" && /^test=/.test(a)) test = truthy(a.slice(5));
+		else if (typeof a === "string" && /^mods=/.test(a)) mods = a.slice(5);
+		else if (fun === "state.apply" && mods === undefined) mods = a;
+	}
+	const noMods = mods === undefined || mods === null || mods === "" || (Array.isArray(mods) && mods.length === 0);
+	return test && noMods;
+}
+
+/** A transition worth an alert: into drift or failure from conformity, or back; `unknown` (silence) moves nothing. */
+export function transitionAlert(from: ConformityState | null, to: ConformityState): "host.drifted" | "host.conformant" | null {
+	const bad = (s: ConformityState | null) => s === "drifted" || s === "failing";
+	if (bad(to) && !bad(from)) return "host.drifted";
+	if (to === "conformant" && bad(from)) return "host.conformant";
+	return null;
+}

@@ -27,6 +27,8 @@ export const READY_NEEDS: Record<string, string[]> = {
 	tasks: ["actions", "alerts"],
 	// a rollout follows its batches' jobs in the history and raises its alert
 	rollouts: ["salt-jobs", "actions", "alerts"],
+	// checks are judged from the history's jobs and their hosts' returns; hosts show the summary
+	conformity: ["salt-jobs", "actions", "hosts", "alerts"],
 	// the host sync and organizations' records go through these
 	vpn: ["hosts", "vpn-managers", "vpn-organizations"],
 	// snapshots read the hosts

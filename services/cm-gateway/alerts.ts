@@ -5,22 +5,16 @@
 import { countMetric } from "../../lib/runtime/metrics";
 import type { PresenceTransition } from "../../lib/fleet/presence";
 import type { Alert, GatewayContext } from "./context";
+import { summarizeBursts } from "../../lib/fleet/alert-bursts";
+
+const PRESENCE_ALERTS = new Set(["host.down", "host.up"]);
 
 export class GatewayAlerts {
 	constructor(private readonly gw: GatewayContext) {}
 
 	async raise(alerts: Alert[]): Promise<void> {
 		if (!alerts.length) return;
-		const out: Alert[] = [];
-		const byType = new Map<string, Alert[]>();
-		for (const a of alerts) {
-			if (a.type === "host.down" || a.type === "host.up") byType.set(a.type, [...(byType.get(a.type) ?? []), a]);
-			else out.push(a);
-		}
-		for (const [type, list] of byType) {
-			if (list.length <= this.gw.config.cmAlertBurst) out.push(...list);
-			else out.push({ type, level: list[0].level, payload: { count: list.length, hostnames: list.slice(0, 100).map(a => a.payload.hostname) } });
-		}
+		const out = summarizeBursts(alerts, PRESENCE_ALERTS, this.gw.config.cmAlertBurst);
 		try {
 			await this.gw.broker.call("alerts.raiseMany", { alerts: out });
 		} catch (err) {

@@ -23,6 +23,7 @@ import { inventoryUpdate } from "./changes";
 import { membershipActions, membershipMethods } from "./memberships";
 import { targetActions, targetMethods } from "./targets";
 import { vpnActions } from "./vpn-identity";
+import { conformityActions } from "./conformity";
 import { metricMethods } from "./fleet-metric";
 
 
@@ -47,6 +48,7 @@ const HOST_FIELDS = [
 	"vpn_organization",
 	"vpn_representation",
 	"resolved",
+	"conformity",
 	"grain",
 ];
 
@@ -76,6 +78,12 @@ const hostSchema = {
 	grain: { type: "object", optional: true },
 	// Beyond the spec: what the IP resolver said (POST /graph request_ips; docs/graph.md).
 	resolved: { type: "object", optional: true, props: { ip: "string", gateway: { type: "string", optional: true }, resolver: "string", at: "date" } },
+	// Beyond the spec: how the host compares with its declared state (docs/conformity.md).
+	conformity: {
+		type: "object",
+		optional: true,
+		props: { state: { type: "enum", values: ["conformant", "drifted", "failing", "unknown"] }, since: "date", checked: "date", drifted: "number", failing: "number" },
+	},
 } as const;
 
 const HostsService: EveServiceSchema<HostsThis> = {
@@ -89,7 +97,7 @@ const HostsService: EveServiceSchema<HostsThis> = {
 			patchSchema: { identification_number: { type: "string", max: 200 } },
 			softDelete: { flag: "_soft_deleted", showParam: "show_soft_deleted" },
 			listHidden: ["grain"],
-			indexes: { status: {}, key: {}, nodegroups: {}, groups: {}, vpn_organization: {}, version: {}, ip: { ordered: true } },
+			indexes: { status: {}, key: {}, nodegroups: {}, groups: {}, vpn_organization: {}, version: {}, ip: { ordered: true }, "conformity.state": { sparse: true } },
 			secretPaths: ["vpn_representation.otp_secret"],
 			relations: {
 				nodegroups: { resource: "nodegroups", service: "nodegroups", field: "name", many: true, validate: false },
@@ -105,6 +113,7 @@ const HostsService: EveServiceSchema<HostsThis> = {
 		...membershipActions,
 		...targetActions,
 		...vpnActions,
+		...conformityActions,
 		/** Creates or updates hosts from the master's view of them (internal: the cm-gateway and tests call it). */
 		upsertMany: {
 			visibility: "public",

@@ -1,0 +1,179 @@
+/**
+ * Conformity (issue 22, docs/conformity.md): which hosts differ from their declared state, what differs, since
+ * when. Owns `conformity` (per host: its state, the states that differ with their predicted changes, since when,
+ * when last checked) and `conformity_transitions` (each host's timeline).
+ *
+ * Fed by every check of the declared state that ends — a job of `state.apply` (no mods) or `state.highstate` with
+ * `test=True`, whoever started it (an operator, a task, a rollout's dry run, the `salt` command on the master):
+ * each host's return is judged (lib/fleet/conformity.ts) and written only where the judgement changed; its
+ * `checked` time moves by CONFORMITY_CHECKED_RESOLUTION_MS at least (a pass that changes nothing writes little).
+ * A transition into drift or back is a `host.drifted` / `host.conformant` alert (a burst becomes one summary);
+ * the host record shows the summary (`hosts.setConformity`), so hosts filter by `conformity.state`.
+ *
+ * Each check judged adds a point to the fleet's series (`conformity_passes`: how many hosts are conformant,
+ * drifted, failing after it; a few numbers per check). Reads: `GET /api/hosts/{id}/conformity` (the host's differing
+ * states and timeline), `GET /api/conformity` (the fleet: hosts by state, the states that differ most often, the
+ * series).
+ */
+import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
+import { Storage, type StorageThis } from "../../mixins/storage.mixin";
+import { loadConfig } from "../../lib/config";
+import { notFound } from "../../lib/eve/errors";
+import { newObjectId } from "../../lib/eve/ids";
+import { formatHttpDate } from "../../lib/eve/dates";
+import { summarizeBursts, type AlertDraft } from "../../lib/fleet/alert-bursts";
+import { isHighstateTest, judge, transitionAlert, type ConformityState } from "../../lib/fleet/conformity";
+import { returnValue } from "../../lib/fleet/state-results";
+import type { Doc } from "../../lib/storage/store";
+
+type ConformityThis = Service & StorageThis & { checkedResolutionMs: number; alertBurst: number; judgeJob(jid: string): Promise<{ judged: number; changed: number }> };
+
+interface JobSummary {
+	jid: string;
+	fun: string;
+	args?: unknown[];
+	state: string;
+}
+
+const BURSTY = new Set(["host.drifted", "host.conformant"]);
+/** Transitions a host's view shows, newest first. */
+const TIMELINE_MAX = 100;
+/** States the fleet view ranks. */
+const TOP_MAX = 20;
+/** Checks the fleet view's series shows, the latest. */
+const SERIES_MAX = 500;
+const STATES: ConformityState[] = ["conformant", "drifted", "failing", "unknown"];
+
+const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>, Record<string, any>, ConformityThis> = {
+	name: "conformity",
+	mixins: [Storage("conformity", ["conformity_transitions", "conformity_passes"])],
+
+	actions: {
+		/** GET /api/hosts/{id}/conformity */
+		hostView: {
+			params: { id: "string", query: { type: "any", optional: true } },
+			async handler(this: ConformityThis, ctx: Context<{ id: string }>) {
+				const [live] = await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: [ctx.params.id] });
+				if (!live) throw notFound(`host '${ctx.params.id.slice(0, 253)}' not found`);
+				const doc = await this.store.findOne({ _id: live });
+				const timeline = await this.stores.conformity_transitions.find({ host: live }, { sort: [["at", -1]], limit: TIMELINE_MAX });
+				const date = (d: unknown) => (d ? formatHttpDate(new Date(d as string)) : null);
+				return {
+					host: live,
+					state: doc?.state ?? "unknown",
+					since: date(doc?.since),
+					checked: date(doc?.checked),
+					jid: doc?.jid ?? null,
+					drifted: doc?.drifted ?? 0,
+					failing: doc?.failing ?? 0,
+					states: doc?.states ?? [],
+					timeline: timeline.map(t => ({ from: t.from, to: t.to, at: date(t.at), jid: t.jid, drifted: t.drifted, failing: t.failing })),
+				};
+			},
+		},
+
+		/** GET /api/conformity: the fleet's hosts by state (never checked: `unknown`), and the states that differ most often. */
+		fleetView: {
+			params: { query: { type: "any", optional: true } },
+			async handler(this: ConformityThis, ctx: Context) {
+				const counts: Record<string, number> = Object.fromEntries(STATES.map(s => [s, 0]));
+				const top = new Map<string, { sls: string; state_id: string; fun: string; hosts: number; failing: number }>();
+				let judged = 0;
+				const live = new Set<string>(await ctx.call<string[], Record<string, never>>("hosts.liveIds", {}));
+				await this.store.scan({}, ["state", "states"], d => {
+					if (!live.has(d._id)) return;
+					judged++;
+					counts[d.state] = (counts[d.state] ?? 0) + 1;
+					for (const s of (d.states ?? []) as Array<{ sls: string; state_id: string; fun: string; result: boolean | null }>) {
+						const key = `${s.sls}\0${s.state_id}`;
+						const t = top.get(key) ?? top.set(key, { sls: s.sls, state_id: s.state_id, fun: s.fun, hosts: 0, failing: 0 }).get(key)!;
+						t.hosts++;
+						if (s.result === false) t.failing++;
+					}
+				});
+				counts.unknown += live.size - judged;
+				const ranked = [...top.values()].sort((a, b) => b.hosts - a.hosts || a.sls.localeCompare(b.sls) || a.state_id.localeCompare(b.state_id)).slice(0, TOP_MAX);
+				const passes = await this.stores.conformity_passes.find({}, { sort: [["at", -1]], limit: SERIES_MAX });
+				const series = passes.reverse().map(p => ({ at: formatHttpDate(new Date(p.at)), jid: p._id, judged: p.judged, changed: p.changed, conformant: p.conformant, drifted: p.drifted, failing: p.failing }));
+				return { hosts: live.size, counts, top: ranked, series };
+			},
+		},
+
+		/** Judges the hosts of a check job that ended (internal; also what `salt-jobs.finished` does). */
+		judgeJob: {
+			visibility: "public",
+			params: { jid: "string" },
+			handler(this: ConformityThis, ctx: Context<{ jid: string }>) {
+				return this.judgeJob(ctx.params.jid);
+			},
+		},
+	},
+
+	events: {
+		/** A job ended: a check of the declared state is judged. */
+		async "salt-jobs.finished"(this: ConformityThis, ctx: Context<{ jids: string[] }>) {
+			try {
+				const jobs = await this.broker.call<JobSummary[], { jids: string[] }>("salt-jobs.summaries", { jids: ctx.params.jids });
+				for (const job of jobs) if (isHighstateTest(job.fun, job.args ?? [])) await this.judgeJob(job.jid);
+			} catch (err) {
+				this.logger.warn("Could not judge the conformity of a finished job:", (err as Error).message);
+			}
+		},
+	},
+
+	methods: {
+		async judgeJob(this: ConformityThis, jid: string) {
+			const returns = await this.broker.call<Array<{ host: string; state: string; return: string }>, { jid: string }>("actions.returnsOf", { jid });
+			const hosts = returns.map(r => r.host);
+			const stored = new Map((await this.store.find({ _id: { $in: hosts } })).map(d => [String(d._id), d]));
+			const now = new Date();
+			const summaries: Array<{ _id: string; conformity: Doc }> = [];
+			const transitions: Doc[] = [];
+			const alerts: AlertDraft[] = [];
+			let changed = 0;
+			for (const r of returns) {
+				const j = judge(returnValue(r.return), r.state === "finished");
+				const was = stored.get(r.host);
+				const from: ConformityState | null = was?.state ?? null;
+				const moved = from !== j.state;
+				// Silence says nothing new of a host already judged: it keeps its state, only `checked` is not moved.
+				if (j.state === "unknown" && was) continue;
+				const stale = !was || now.getTime() - new Date(was.checked).getTime() >= this.checkedResolutionMs;
+				if (!moved && was?.digest === j.digest && !stale) continue;
+				changed++;
+				const since = moved || !was ? now : new Date(was.since);
+				const doc = { state: j.state, since, checked: now, jid, digest: j.digest, drifted: j.drifted, failing: j.failing, suppressed: j.suppressed, states: j.states };
+				if (was) await this.store.updateMany({ _id: r.host }, { $set: doc });
+				else await this.store.insertMany([{ _id: r.host, ...doc }]);
+				summaries.push({ _id: r.host, conformity: { state: j.state, since, checked: now, drifted: j.drifted, failing: j.failing } });
+				if (!moved) continue;
+				transitions.push({ _id: newObjectId(), host: r.host, from, to: j.state, at: now, jid, drifted: j.drifted, failing: j.failing });
+				const alert = transitionAlert(from, j.state);
+				if (alert === "host.drifted") alerts.push({ type: alert, level: "warning", payload: { hostname: r.host, state: j.state, drifted: j.drifted, failing: j.failing, jid } });
+				if (alert === "host.conformant") alerts.push({ type: alert, level: "info", payload: { hostname: r.host, jid } });
+			}
+			if (transitions.length) await this.stores.conformity_transitions.insertMany(transitions);
+			if (summaries.length) await this.broker.call("hosts.setConformity", { hosts: summaries });
+			if (alerts.length) await this.broker.call("alerts.raiseMany", { alerts: summarizeBursts(alerts, BURSTY, this.alertBurst) });
+			// The fleet after this check: one small point of the series (a few numbers, whatever the fleet's size).
+			const point: Doc = { _id: jid, at: now, judged: returns.length, changed };
+			for (const st of ["conformant", "drifted", "failing"]) point[st] = await this.store.count({ state: st });
+			await this.stores.conformity_passes.removeMany({ _id: jid });
+			await this.stores.conformity_passes.insertMany([point]);
+			return { judged: returns.length, changed };
+		},
+	},
+
+	created(this: ConformityThis) {
+		const config = loadConfig();
+		this.checkedResolutionMs = config.conformityCheckedResolutionMs;
+		this.alertBurst = config.cmAlertBurst;
+	},
+	async started(this: ConformityThis) {
+		await this.store.ensureIndex("state");
+		await this.stores.conformity_transitions.ensureIndex("host");
+		await this.stores.conformity_passes.ensureIndex("at", { ordered: true });
+	},
+};
+
+export default ConformityService;

@@ -1,0 +1,139 @@
+/**
+ * Conformity against the salt-api simulator over real HTTP (docs/conformity.md): checks of the declared state
+ * (`state.apply test=True`, no mods) judged as they end — drift appearing with its predicted changes and since when,
+ * an alert on the transition only, the host record filterable, the fleet view; drift disappearing after only the
+ * drifted state is applied; a host whose states cannot be rendered; silence; other runs leaving conformity alone; a
+ * check that changes nothing writing nothing.
+ */
+import { SaltApiSimulator } from "../simulators/salt-api";
+import { startEmbedded, type Harness } from "../support/harness";
+import { request, eventually, expectEveError, withQuery } from "../support/http";
+
+const TOP = "base:\n  '*':\n    - common\n";
+const TAG = "pkg_|-base_packages_|-base_packages_|-installed";
+
+describe("conformity", () => {
+	let sim: SaltApiSimulator;
+	let h: Harness;
+	let hosts: string[] = [];
+	let A: string, B: string, C: string;
+	const url = (path: string) => `${h.api}/${path}`;
+	const view = async (host: string) => (await request("GET", url(`hosts/${host}/conformity`))).body;
+	/** A check of the declared state on these hosts, as an operator runs one; answers its jid once it is judged. */
+	const check = async (targets: string[]) => {
+		const res = await request("POST", url("run"), { body: { target: `L@${targets.join(",")}`, cm_client: "local", fun: "state.apply", kwarg: { test: true } } });
+		expect(res.status).toBe(200);
+		const jid = res.body.task_id as string;
+		// Judged when the fleet's series has its point.
+		await eventually(async () => ((await request("GET", url("conformity"))).body.series.some((p: { jid: string }) => p.jid === jid) ? true : undefined), 5000, "the check judged");
+		return jid;
+	};
+	const alerts = async (type: string, host: string) => (await request("GET", withQuery(url("alerts"), { where: { type, "payload.hostname": host } }))).body._items as Array<{ payload: Record<string, unknown> }>;
+
+	beforeAll(async () => {
+		sim = new SaltApiSimulator({ minions: 8, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 20], presenceEvents: false, downFraction: 0 });
+		await sim.start();
+		h = await startEmbedded({ env: { ...sim.cmApiEnv, CM_API_TIMEOUT_MS: "5000", CM_JOB_POLL_MS: "100", CM_JOB_TIMEOUT_MS: "1500", CM_SYNC_INTERVAL_MS: "0", CONFORMITY_CHECKED_RESOLUTION_MS: "3600000" } });
+		hosts = sim.upMinions().slice(0, 4).sort();
+		[A, B, C] = hosts;
+		await h.call("hosts.upsertMany", { hosts: hosts.map(_id => ({ _id, status: "up", key: "accepted" })) });
+	});
+	afterAll(async () => {
+		await h?.stop();
+		await sim?.stop();
+	});
+
+	it("knows nothing of a host never checked, then finds the fleet conformant", async () => {
+		expect(await view(A)).toMatchObject({ host: A, state: "unknown", since: null, checked: null, states: [], timeline: [] });
+		const jid = await check(hosts);
+		const a = await eventually(async () => ((await view(A)).state === "conformant" ? view(A) : undefined));
+		expect(a).toMatchObject({ state: "conformant", jid, drifted: 0, failing: 0, states: [], timeline: [{ from: null, to: "conformant", jid }] });
+		expect(new Date(a.since).getTime()).toBe(new Date(a.checked).getTime());
+		expect((await request("GET", url(`hosts/${A}`))).body.conformity).toMatchObject({ state: "conformant", drifted: 0, failing: 0 });
+		const fleet = (await request("GET", url("conformity"))).body;
+		expect(fleet).toMatchObject({ hosts: 4, counts: { conformant: 4, drifted: 0, failing: 0, unknown: 0 }, top: [] });
+		expect(fleet.series.at(-1)).toMatchObject({ jid, judged: 4, changed: 4, conformant: 4, drifted: 0, failing: 0 });
+		// Nothing to say on the way in: conformant is where a host is expected to be.
+		expect(await alerts("host.conformant", A)).toEqual([]);
+	});
+
+	it("finds drift with its predicted changes and since when, alerts once, and lists the host by its state", async () => {
+		sim.setDrift(A, "common", "base_packages", { curl: { old: "7.88.1-10", new: "7.88.1-10+deb12u5" } });
+		const jid = await check(hosts);
+		const a = await eventually(async () => ((await view(A)).state === "drifted" ? view(A) : undefined));
+		expect(a).toMatchObject({ state: "drifted", jid, drifted: 1, failing: 0 });
+		expect(a.states).toEqual([{ state_id: "base_packages", sls: "common", fun: "pkg.installed", name: "base_packages", result: null, predicted_changes: { curl: { old: "7.88.1-10", new: "7.88.1-10+deb12u5" } }, comment: "The following packages would be installed/updated: base_packages" }]);
+		expect(a.timeline.map((t: { from: string; to: string }) => [t.from, t.to])).toEqual([["conformant", "drifted"], [null, "conformant"]]);
+		const [alert] = await eventually(async () => ((await alerts("host.drifted", A)).length ? alerts("host.drifted", A) : undefined));
+		expect(alert.payload).toMatchObject({ hostname: A, state: "drifted", drifted: 1, jid });
+		const listed = await request("GET", withQuery(url("hosts"), { where: { "conformity.state": "drifted" } }));
+		expect(listed.body._items.map((x: { _id: string }) => x._id)).toEqual([A]);
+		const fleet = (await request("GET", url("conformity"))).body;
+		expect(fleet).toMatchObject({ counts: { conformant: 3, drifted: 1 }, top: [{ sls: "common", state_id: "base_packages", fun: "pkg.installed", hosts: 1, failing: 0 }] });
+		// Only the host that moved was written.
+		expect(fleet.series.at(-1)).toMatchObject({ jid, judged: 4, changed: 1, conformant: 3, drifted: 1 });
+		// Checked again, still drifted the same way: no second alert, the same `since`.
+		await check([A]);
+		expect((await view(A)).since).toBe(a.since);
+		expect((await alerts("host.drifted", A)).length).toBe(1);
+	});
+
+	it("is conformant again once only the drifted state was applied (state.sls_id), with a host.conformant alert", async () => {
+		const fix = await request("POST", url(`hosts/${A}`), { body: { cm_client: "local", fun: "state.sls_id", arg: ["base_packages", "common"] } });
+		expect(fix.body.return.return[0][A][TAG]).toMatchObject({ result: true, changes: { curl: { new: "7.88.1-10+deb12u5" } } });
+		expect(sim.driftsOf(A)).toEqual([]);
+		await check([A]);
+		const a = await eventually(async () => ((await view(A)).state === "conformant" ? view(A) : undefined));
+		expect(a.timeline[0]).toMatchObject({ from: "drifted", to: "conformant" });
+		expect((await alerts("host.conformant", A)).length).toBe(1);
+	});
+
+	it("finds a host whose states cannot be rendered failing, with Salt's reason", async () => {
+		sim.setFile("top.sls", `${TOP}  '${B}':\n    - web.missing\n`);
+		try {
+			await check([B]);
+			const b = await eventually(async () => ((await view(B)).state === "failing" ? view(B) : undefined));
+			expect(b).toMatchObject({ failing: 1, states: [{ state_id: "render", result: false, comment: expect.stringContaining("web.missing") }] });
+			expect((await alerts("host.drifted", B))[0].payload).toMatchObject({ state: "failing" });
+		} finally {
+			sim.setFile("top.sls", TOP);
+		}
+	});
+
+	it("keeps what it knew of a host that did not answer, and judges no run but a check of the declared state", async () => {
+		sim.setNeverReturns(C, true);
+		try {
+			const res = await request("POST", url("run"), { body: { target: `L@${C}`, fun: "state.apply", kwarg: { test: true } } });
+			const jid = res.body.task_id;
+			await eventually(async () => ((await request("GET", url("conformity"))).body.series.some((p: { jid: string }) => p.jid === jid) ? true : undefined), 8000, "the silent check judged");
+			expect((await view(C)).state).toBe("conformant");
+			expect((await request("GET", url(`salt_jobs/${jid}`))).body).toMatchObject({ state: "finished", timed_out: 1 });
+		} finally {
+			sim.setNeverReturns(C, false);
+		}
+		sim.setDrift(C, "common", "base_packages", { vim: { new: "2" } });
+		// A run of a patch with test=True, and a real highstate: not checks of the declared state.
+		const patch = await request("POST", url("run"), { body: { target: `L@${C}`, cm_client: "local", fun: "state.apply", kwarg: { mods: "patches.openssl-cve-2024-5535", test: true } } });
+		const real = await request("POST", url("run"), { body: { target: `L@${C}`, cm_client: "local", fun: "state.apply", kwarg: { test: false } } });
+		await new Promise(r => setTimeout(r, 300));
+		expect((await view(C)).state).toBe("conformant");
+		const judged = (await request("GET", url("conformity"))).body.series.map((p: { jid: string }) => p.jid);
+		expect(judged).not.toContain(patch.body.task_id);
+		expect(judged).not.toContain(real.body.task_id);
+		sim.clearDrift(C);
+	});
+
+	it("writes nothing for a host a check finds unchanged (its `checked` moves by the resolution only)", async () => {
+		const before = await view(hosts[3]);
+		const jid = await check([hosts[3]]);
+		const after = await view(hosts[3]);
+		expect(after.checked).toBe(before.checked);
+		expect(after.jid).toBe(before.jid);
+		expect((await request("GET", url("conformity"))).body.series.at(-1)).toMatchObject({ jid, judged: 1, changed: 0 });
+	});
+
+	it("answers 404 for a host it does not have, and reads only", async () => {
+		expectEveError(await request("GET", url("hosts/no-such-host/conformity")), 404);
+		expectEveError(await request("POST", url("conformity"), { body: {} }), 405);
+	});
+});
