@@ -74,6 +74,7 @@ export const COLLECTIONS = [
 	"jobs",
 	"salt_jobs",
 	"rollouts",
+	"conformity_rules",
 	"webhooks",
 	"webhook_deliveries",
 ];
@@ -133,6 +134,7 @@ export const ROUTES: RouteDef[] = [
 	{ path: "targets/preview", methods: { POST: { ...withBody(json("hosts.previewTarget", "viewer"), TARGET_PREVIEW_BODY), computes: true, summary: "The live hosts a compound target selects (evaluated on the inventory, nothing is published), their count, and the hosts it names that do not exist" } } },
 	{ path: "hosts/:id/all_status", methods: { POST: needsMaster(withBody(json("cm-gateway.allStatus", "operator", "host"), ALL_STATUS_BODY)) } },
 	// The host's Pritunl profile archive (docs/vpn.md): it holds the host's VPN keys, so not for viewers.
+	{ path: "hosts/:id/conformity/fix", methods: { POST: { ...needsMaster(json("conformity.fixHost", "operator", "host")), summary: "Apply only the states the host's last check found drifted (state.sls_id each, as the caller, audited), then check it again" } } },
 	{ path: "hosts/:id/conformity", methods: { GET: { ...get("conformity.hostView"), summary: "How the host compares with its declared state: the states that differ with their predicted changes, since when, and its timeline" } } },
 	{ path: "hosts/:id/vpn_profile", methods: { GET: { action: "vpn.profile", role: "operator", audited: true } } },
 	{
@@ -154,6 +156,8 @@ export const ROUTES: RouteDef[] = [
 	{ path: "tasks/:id/:status", methods: { PATCH: none("tasks.setStatus", "operator") } },
 	{ path: "tasks/:id", methods: { ...readItem("tasks"), DELETE: none("tasks.remove", "operator") } },
 
+	{ path: "conformity_rules", methods: { ...read("conformity-rules"), POST: json("conformity-rules.create", "operator") } },
+	{ path: "conformity_rules/:id", methods: { ...readItem("conformity-rules"), PATCH: json("conformity-rules.patch", "operator"), DELETE: none("conformity-rules.remove", "operator") } },
 	{ path: "conformity", methods: { GET: { ...get("conformity.fleetView"), summary: "The fleet's hosts by conformity (conformant, drifted, failing, unknown) and the states that differ on most hosts" } } },
 
 	{ path: "rollouts", methods: { ...read("rollouts"), POST: { ...json("rollouts.create", "operator", "rollout"), summary: "Start a rollout: the target resolved now, the call authorized on every host, then canary and batches, paused past the failure budget" } } },

@@ -10,7 +10,8 @@
  * A transition into drift or back is a `host.drifted` / `host.conformant` alert (a burst becomes one summary);
  * the host record shows the summary (`hosts.setConformity`), so hosts filter by `conformity.state`.
  *
- * Each check judged adds a point to the fleet's series (`conformity_passes`: how many hosts are conformant,
+ * Remediation: `POST /api/hosts/{id}/conformity/fix` applies only the drifted states (`state.sls_id`), then checks
+ * again. Each check judged adds a point to the fleet's series (`conformity_passes`: how many hosts are conformant,
  * drifted, failing after it; a few numbers per check). Reads: `GET /api/hosts/{id}/conformity` (the host's differing
  * states and timeline), `GET /api/conformity` (the fleet: hosts by state, the states that differ most often, the
  * series).
@@ -18,12 +19,12 @@
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { Storage, type StorageThis } from "../../mixins/storage.mixin";
 import { loadConfig } from "../../lib/config";
-import { notFound } from "../../lib/eve/errors";
+import { EveError, notFound } from "../../lib/eve/errors";
 import { newObjectId } from "../../lib/eve/ids";
 import { formatHttpDate } from "../../lib/eve/dates";
 import { summarizeBursts, type AlertDraft } from "../../lib/fleet/alert-bursts";
-import { isHighstateTest, judge, transitionAlert, type ConformityState } from "../../lib/fleet/conformity";
-import { returnValue } from "../../lib/fleet/state-results";
+import { isHighstateTest, judge, transitionAlert, type ConformityState, type Suppression } from "../../lib/fleet/conformity";
+import { readStates, returnValue } from "../../lib/fleet/state-results";
 import type { Doc } from "../../lib/storage/store";
 
 type ConformityThis = Service & StorageThis & { checkedResolutionMs: number; alertBurst: number; judgeJob(jid: string): Promise<{ judged: number; changed: number }> };
@@ -66,6 +67,7 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 					jid: doc?.jid ?? null,
 					drifted: doc?.drifted ?? 0,
 					failing: doc?.failing ?? 0,
+					suppressed: doc?.suppressed ?? 0,
 					states: doc?.states ?? [],
 					timeline: timeline.map(t => ({ from: t.from, to: t.to, at: date(t.at), jid: t.jid, drifted: t.drifted, failing: t.failing })),
 				};
@@ -99,6 +101,35 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 			},
 		},
 
+		/**
+		 * POST /api/hosts/{id}/conformity/fix: applies only the states the host's last check found drifted, one
+		 * `state.sls_id <state id> <sls>` each, then checks the host again. Each is a run through the cm-gateway's
+		 * door, as the caller: authorized on the host and the call, audited. States that would fail, or that could not
+		 * be rendered, are not applied (they are answered as `skipped`).
+		 */
+		fixHost: {
+			params: { id: "string", body: { type: "any", optional: true }, query: { type: "any", optional: true } },
+			async handler(this: ConformityThis, ctx: Context<{ id: string }>) {
+				const [live] = await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: [ctx.params.id] });
+				if (!live) throw notFound(`host '${ctx.params.id.slice(0, 253)}' not found`);
+				const doc = await this.store.findOne({ _id: live });
+				const states: Array<{ state_id: string; sls: string; result: boolean | null }> = doc?.states ?? [];
+				const drifted = states.filter(s => s.result === null && s.sls);
+				if (!drifted.length) throw new EveError(422, `host '${live}' has no drifted state to fix (its last check found it ${doc?.state ?? "never checked"})`);
+				const fixed = [];
+				// Each run gets an audit record of its own (the request's record is the gateway's).
+				const opts = { meta: { auditId: "" } };
+				for (const s of drifted) {
+					const res = await ctx.call<{ task_id: string | null; return: { return: Array<Record<string, unknown>> } }, Record<string, unknown>>("cm-gateway.runOnHost", { id: live, body: { cm_client: "local", fun: "state.sls_id", arg: [s.state_id, s.sls] } }, opts);
+					const reading = readStates(res.return?.return?.[0]?.[live]);
+					const result = "states" in reading ? (reading.states.every(r => r.result === true) ? "applied" : "failed") : "failed";
+					fixed.push({ state_id: s.state_id, sls: s.sls, jid: res.task_id, result });
+				}
+				const check = await ctx.call<{ task_id: string | null }, Record<string, unknown>>("cm-gateway.runOnHost", { id: live, body: { cm_client: "local_async", fun: "state.apply", kwarg: { test: true } } }, opts);
+				return { host: live, fixed, skipped: states.filter(s => !drifted.includes(s)).map(s => ({ state_id: s.state_id, sls: s.sls, result: s.result })), check: check.task_id };
+			},
+		},
+
 		/** Judges the hosts of a check job that ended (internal; also what `salt-jobs.finished` does). */
 		judgeJob: {
 			visibility: "public",
@@ -126,13 +157,18 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 			const returns = await this.broker.call<Array<{ host: string; state: string; return: string }>, { jid: string }>("actions.returnsOf", { jid });
 			const hosts = returns.map(r => r.host);
 			const stored = new Map((await this.store.find({ _id: { $in: hosts } })).map(d => [String(d._id), d]));
+			// The suppression rules as they are now (a store that cannot be read counts as none: nothing is hidden).
+			const rules = await this.broker.call<Suppression[]>("conformity-rules.all").catch((err: Error) => {
+				this.logger.warn("Could not read the conformity rules; judging without them:", err.message);
+				return [] as Suppression[];
+			});
 			const now = new Date();
 			const summaries: Array<{ _id: string; conformity: Doc }> = [];
 			const transitions: Doc[] = [];
 			const alerts: AlertDraft[] = [];
 			let changed = 0;
 			for (const r of returns) {
-				const j = judge(returnValue(r.return), r.state === "finished");
+				const j = judge(returnValue(r.return), r.state === "finished", rules);
 				const was = stored.get(r.host);
 				const from: ConformityState | null = was?.state ?? null;
 				const moved = from !== j.state;

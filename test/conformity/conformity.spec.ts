@@ -132,6 +132,43 @@ describe("conformity", () => {
 		expect((await request("GET", url("conformity"))).body.series.at(-1)).toMatchObject({ jid, judged: 1, changed: 0 });
 	});
 
+	it("fixes only the drifted states of a host (state.sls_id each, audited as the caller), then checks it again", async () => {
+		const D = hosts[3];
+		sim.setDrift(D, "common", "base_packages", { vim: { old: "9.0.1378-2", new: "9.0.1378-2+deb12u1" } });
+		await check([D]);
+		expect((await view(D)).state).toBe("drifted");
+		sim.resetExecutions();
+		const res = await request("POST", url(`hosts/${D}/conformity/fix`));
+		expect(res.status).toBe(200);
+		expect(res.body).toMatchObject({ host: D, fixed: [{ state_id: "base_packages", sls: "common", result: "applied", jid: expect.stringMatching(/^\d{20}$/) }], skipped: [] });
+		// What ran: the one state, then the check; nothing else.
+		expect(sim.executions().map(e => [e.fun, e.arg])).toEqual([
+			["state.sls_id", ["base_packages", "common"]],
+			["state.apply", [{ __kwarg__: true, test: true }]],
+		]);
+		await eventually(async () => ((await view(D)).state === "conformant" ? true : undefined), 5000, "the re-check");
+		const audited = (await request("GET", withQuery(url("audit"), { where: { fun: "state.sls_id", targets: D } }))).body._items;
+		expect(audited[0]).toMatchObject({ outcome: "ok", jid: res.body.fixed[0].jid, name: "bootstrap-admin" });
+		// Nothing left to fix: said so.
+		expect(expectEveError(await request("POST", url(`hosts/${D}/conformity/fix`)), 422)._error.message).toMatch(/no drifted state to fix/);
+	});
+
+	it("leaves out the states a suppression rule names, from the next check on; the rule's writes are audited", async () => {
+		sim.setDrift(B, "common", "base_packages", { curl: { new: "2" } });
+		await check([B]);
+		expect((await view(B)).state).toBe("drifted");
+		const rule = await request("POST", url("conformity_rules"), { body: { sls: "common", state_id: "base_packages", reason: "curl is pinned by hand on this rack" } });
+		expect(rule.status).toBe(201);
+		await check([B]);
+		expect(await view(B)).toMatchObject({ state: "conformant", states: [] });
+		expect((await request("GET", withQuery(url("audit"), { where: { method: "POST", path: "/api/conformity_rules" } }))).body._items[0]).toMatchObject({ status: 201, args: { sls: "common", reason: "curl is pinned by hand on this rack" } });
+		expectEveError(await request("POST", url("conformity_rules"), { body: { reason: "everything" } }), 422);
+		expect((await request("DELETE", url(`conformity_rules/${rule.body._id}`))).status).toBe(204);
+		await check([B]);
+		expect((await view(B)).state).toBe("drifted");
+		sim.clearDrift(B);
+	});
+
 	it("answers 404 for a host it does not have, and reads only", async () => {
 		expectEveError(await request("GET", url("hosts/no-such-host/conformity")), 404);
 		expectEveError(await request("POST", url("conformity"), { body: {} }), 405);
