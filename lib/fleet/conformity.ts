@@ -98,6 +98,17 @@ export function isHighstateTest(fun: string, args: unknown[]): boolean {
 	return test && noMods;
 }
 
+/** Is this job a `test=True` state run (`state.apply`, `state.sls`, `state.highstate`), whatever its mods? */
+export function isStateTest(fun: string, args: unknown[]): boolean {
+	if (fun !== "state.apply" && fun !== "state.sls" && fun !== "state.highstate") return false;
+	let test = false;
+	for (const a of args) {
+		if (isKwarg(a) && "test" in a) test = truthy(a.test);
+		else if (typeof a === "string" && /^test=/.test(a)) test = truthy(a.slice(5));
+	}
+	return test;
+}
+
 /** A transition worth an alert: into drift or failure from conformity, or back; `unknown` (silence) moves nothing. */
 export function transitionAlert(from: ConformityState | null, to: ConformityState): "host.drifted" | "host.conformant" | null {
 	const bad = (s: ConformityState | null) => s === "drifted" || s === "failing";

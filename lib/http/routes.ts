@@ -74,6 +74,7 @@ export const COLLECTIONS = [
 	"jobs",
 	"salt_jobs",
 	"rollouts",
+	"conformity_checks",
 	"conformity_rules",
 	"webhooks",
 	"webhook_deliveries",
@@ -156,6 +157,8 @@ export const ROUTES: RouteDef[] = [
 	{ path: "tasks/:id/:status", methods: { PATCH: none("tasks.setStatus", "operator") } },
 	{ path: "tasks/:id", methods: { ...readItem("tasks"), DELETE: none("tasks.remove", "operator") } },
 
+	{ path: "conformity_checks", methods: { ...read("conformity-checks"), POST: json("conformity-checks.create", "operator", "rollout") } },
+	{ path: "conformity_checks/:id", methods: { ...readItem("conformity-checks"), PATCH: json("conformity-checks.patch", "operator", "rollout"), DELETE: none("conformity-checks.remove", "operator") } },
 	{ path: "conformity_rules", methods: { ...read("conformity-rules"), POST: json("conformity-rules.create", "operator") } },
 	{ path: "conformity_rules/:id", methods: { ...readItem("conformity-rules"), PATCH: json("conformity-rules.patch", "operator"), DELETE: none("conformity-rules.remove", "operator") } },
 	{ path: "conformity", methods: { GET: { ...get("conformity.fleetView"), summary: "The fleet's hosts by conformity (conformant, drifted, failing, unknown) and the states that differ on most hosts" } } },

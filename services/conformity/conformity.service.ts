@@ -23,7 +23,7 @@ import { EveError, notFound } from "../../lib/eve/errors";
 import { newObjectId } from "../../lib/eve/ids";
 import { formatHttpDate } from "../../lib/eve/dates";
 import { summarizeBursts, type AlertDraft } from "../../lib/fleet/alert-bursts";
-import { isHighstateTest, judge, transitionAlert, type ConformityState, type Suppression } from "../../lib/fleet/conformity";
+import { isHighstateTest, isStateTest, judge, transitionAlert, type ConformityState, type Suppression } from "../../lib/fleet/conformity";
 import { readStates, returnValue } from "../../lib/fleet/state-results";
 import type { Doc } from "../../lib/storage/store";
 
@@ -33,6 +33,7 @@ interface JobSummary {
 	jid: string;
 	fun: string;
 	args?: unknown[];
+	rollout?: string | null;
 	state: string;
 }
 
@@ -145,7 +146,13 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 		async "salt-jobs.finished"(this: ConformityThis, ctx: Context<{ jids: string[] }>) {
 			try {
 				const jobs = await this.broker.call<JobSummary[], { jids: string[] }>("salt-jobs.summaries", { jids: ctx.params.jids });
-				for (const job of jobs) if (isHighstateTest(job.fun, job.args ?? [])) await this.judgeJob(job.jid);
+				// A batch of a scheduled check (a rollout the check made) is judged whatever its mods.
+				const rollouts = [...new Set(jobs.map(j => j.rollout).filter((r): r is string => !!r))];
+				const checks: Record<string, string> = rollouts.length ? await this.broker.call("rollouts.checksOf", { ids: rollouts }) : {};
+				for (const job of jobs) {
+					const fromCheck = !!job.rollout && job.rollout in checks && isStateTest(job.fun, job.args ?? []);
+					if (fromCheck || isHighstateTest(job.fun, job.args ?? [])) await this.judgeJob(job.jid);
+				}
 			} catch (err) {
 				this.logger.warn("Could not judge the conformity of a finished job:", (err as Error).message);
 			}

@@ -37,6 +37,7 @@ export interface RolloutsMembers {
 	/** The rollout's frozen host list (kept in `rollout_hosts`, apart from the record). */
 	rolloutHosts(id: string): Promise<string[]>;
 	batchHosts(r: Doc, b: Batch): Promise<string[]>;
+	plannedRollout(_id: string, doc: Doc, hosts: string[], owner: string): Promise<Doc>;
 	resolveRollout(ctx: RestContext, target: string): Promise<string[]>;
 }
 
@@ -253,7 +254,9 @@ export const driverMethods = {
 		if (!r) return;
 		const spent = r.failed + r.timed_out + r.unreached - r.accepted_failures;
 		const next = index + 1;
-		await this.saveProgress(r, { current: next, next_at: new Date(Date.now() + r.wait_s * 1000) });
+		// A check spreads its batches: each waits wait_s plus a random share of jitter_s.
+		const waitMs = r.wait_s * 1000 + Math.floor(Math.random() * (r.jitter_s ?? 0) * 1000);
+		await this.saveProgress(r, { current: next, next_at: new Date(Date.now() + waitMs) });
 		if (spent > r.budget) {
 			const b: Batch = r.batches[index];
 			await this.pauseForBudget(r, `${spent} host(s) failed, timed out or were not reached (batch ${index}: ${batchFailures(b)}), over the failure budget of ${r.budget}`);
@@ -264,7 +267,7 @@ export const driverMethods = {
 			return;
 		}
 		// The next batch starts now (another pass at once), or once `wait_s` has passed.
-		if (r.wait_s > 0) setTimeout(() => this.kick(), r.wait_s * 1000).unref?.();
+		if (waitMs > 0) setTimeout(() => this.kick(), waitMs).unref?.();
 		else this.driver.again = true;
 	},
 

@@ -12,7 +12,7 @@ import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
 import { EveError, validationFailed, type Issues } from "../../lib/eve/errors";
 import { SALT_FUN } from "../../lib/http/bodies";
-import type { Doc } from "../../lib/storage/store";
+import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
 import { SHARE, STATE_FUNCTIONS, hostsOf, planBatches, type Batch } from "./plan";
 import { newObjectId } from "../../lib/eve/ids";
 import { driverMethods, type RolloutsThis } from "./driver";
@@ -43,12 +43,14 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 				batch: { type: "multi", optional: true, rules: [share, { type: "number", integer: true, min: 1, max: 100_000 }] },
 				failure_budget: { type: "multi", optional: true, rules: [share, { type: "number", integer: true, min: 0, max: 100_000 }] },
 				wait_s: { type: "number", integer: true, min: 0, max: 86_400, optional: true },
+				// Beyond wait_s, a random share of this many seconds before each batch (conformity checks spread their load).
+				jitter_s: { type: "number", integer: true, min: 0, max: 3600, optional: true },
 				dry_run_first: { type: "boolean", optional: true },
 			},
-			readOnlyFields: ["status", "reason", "owner", "total", "hosts", "batches", "current", "budget", "accepted_failures", "done", "succeeded", "failed", "timed_out", "unreached", "next_at", "last_error"],
+			readOnlyFields: ["check", "status", "reason", "owner", "total", "hosts", "batches", "current", "budget", "accepted_failures", "done", "succeeded", "failed", "timed_out", "unreached", "next_at", "last_error"],
 			// A 10,000-host rollout's hosts and batches are for its own page; lists carry the progress.
 			listHidden: ["hosts", "batches"],
-			indexes: { status: {}, name: {} },
+			indexes: { status: {}, name: {}, check: { sparse: true } },
 			// The frozen host list of each rollout, written once: the record, rewritten at every step, stays small.
 			extraCollections: ["rollout_hosts"],
 		}),
@@ -78,6 +80,56 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 				await this.afterWrite(ctx as unknown as RestContext, "updated", [String(rollout._id)]);
 				this.kick();
 				return this.writeResponse(updated);
+			},
+		},
+
+		/**
+		 * One pass of a conformity check (internal: the conformity-checks service): `state.apply test=True` on the
+		 * check's target resolved now, in batches with jitter, as a rollout under the given id — asked again with the
+		 * same id (a replica took the pass over), it answers the rollout already made. The check's owner token must
+		 * allow the call on the hosts now (403 otherwise); failures never pause a check.
+		 */
+		startCheck: {
+			visibility: "public",
+			params: {
+				id: { type: "string", pattern: /^[0-9a-f]{24}$/ },
+				check: "string",
+				name: { type: "string", max: 200 },
+				target: { type: "string", max: 10_000 },
+				kwarg: "object",
+				batch: { type: "multi", rules: [share, { type: "number", integer: true, min: 1 }] },
+				jitter_s: { type: "number", integer: true, min: 0, max: 3600 },
+				owner: "string",
+			},
+			async handler(this: RolloutsThis, ctx: Context<{ id: string; check: string; name: string; target: string; kwarg: Doc; batch: string | number; jitter_s: number; owner: string }>) {
+				const existing = await this.store.findOne({ _id: ctx.params.id });
+				if (existing) return { _id: existing._id, total: existing.total, repeated: true };
+				const { id, check, name, target, kwarg, batch, jitter_s, owner } = ctx.params;
+				const { hosts } = await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target });
+				if (!hosts.length) throw new EveError(422, `the check's target '${target.slice(0, 200)}' selects no live host`);
+				await ctx.call("tokens.authorizeRun", { token: owner, client: "local_async", fun: "state.apply", kwarg, targets: hosts });
+				const base: Doc = { name: `conformity check: ${name}`.slice(0, 200), target, fun: "state.apply", kwarg, canary: 0, batch, failure_budget: "100%", wait_s: 0, jitter_s, dry_run_first: false, check };
+				const now = new Date();
+				const doc = { ...(await this.plannedRollout(id, base, hosts, owner)), _created: now, _updated: now };
+				try {
+					await this.store.insertMany([doc]);
+				} catch (err) {
+					// Another replica made it meanwhile: that one stands.
+					if (!(err instanceof DuplicateKeyError)) throw err;
+					return { _id: id, total: hosts.length, repeated: true };
+				}
+				await this.notifyChanged(ctx, "created", [id]);
+				ctx.broadcast("rollouts.kick", {}, { groups: ["rollouts"] });
+				return { _id: id, total: hosts.length, repeated: false };
+			},
+		},
+		/** The conformity check each of these rollouts is a pass of, if any (internal: the conformity service). */
+		checksOf: {
+			visibility: "public",
+			params: { ids: { type: "array", items: "string", max: 1000 } },
+			async handler(this: RolloutsThis, ctx: Context<{ ids: string[] }>) {
+				const docs = await this.store.find({ _id: { $in: ctx.params.ids }, check: { $exists: true } }, { only: ["check"] });
+				return Object.fromEntries(docs.map(d => [String(d._id), String(d.check)]));
 			},
 		},
 	},
@@ -136,8 +188,12 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 			const hosts = await this.resolveRollout(ctx, doc.target);
 			if (!hosts.length) throw validationFailed({ target: "selects no live host" });
 			const owner = await this.authorizeRollout(ctx, doc, hosts);
-			const batches = planBatches(hosts.length, doc.canary, doc.batch);
-			const _id = newObjectId();
+			return this.plannedRollout(newObjectId(), doc, hosts, owner);
+		},
+
+		/** A new rollout's record (its hosts written apart): every batch pending, the driver's fields reset. */
+		async plannedRollout(this: RolloutsThis, _id: string, doc: Doc, hosts: string[], owner: string): Promise<Doc> {
+			await this.stores.rollout_hosts.removeMany({ _id });
 			await this.stores.rollout_hosts.insertMany([{ _id, hosts }]);
 			return {
 				...doc,
@@ -146,7 +202,7 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 				reason: null,
 				owner,
 				total: hosts.length,
-				batches,
+				batches: planBatches(hosts.length, doc.canary, doc.batch),
 				current: 0,
 				budget: hostsOf(doc.failure_budget, hosts.length, false),
 				accepted_failures: 0,

@@ -7,7 +7,7 @@
 import type { Context } from "moleculer";
 import type { EveThis, RestContext } from "../../mixins/eve-collection.mixin";
 import { newObjectId } from "../../lib/eve/ids";
-import { planRun, type Schedule } from "./schedule";
+import { planRun, type Schedule } from "../../lib/fleet/schedule";
 import type { Doc } from "../../lib/storage/store";
 import { countMetric, observeMetric } from "../../lib/runtime/metrics";
 import { claimRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";

@@ -41,7 +41,7 @@ export interface LastRun {
 	message?: string;
 }
 
-/** One claim of a task's due run, as the claiming replica planned it (services/tasks/schedule.ts planRun). */
+/** One claim of a task's due run, as the claiming replica planned it (lib/fleet/schedule.ts planRun). */
 export interface Claim {
 	/** The due time claimed: the task's `next` as the replica read it. */
 	due: Date;

@@ -15,7 +15,7 @@ import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { loadConfig, type Config } from "../../lib/config";
-import { FIRST_YEAR, LAST_YEAR, firstDue, neverDueReason, nextDue, parseCron, parseWallTime, planRun, preview, resumedNext, validTimeZone, type Schedule } from "./schedule";
+import { FIRST_YEAR, LAST_YEAR, firstDue, neverDueReason, nextDue, parseCron, parseWallTime, planRun, preview, resumedNext, validTimeZone, type Schedule } from "../../lib/fleet/schedule";
 import { QueryArgs } from "../../lib/eve/query";
 import { formatHttpDate, parseHttpDate } from "../../lib/eve/dates";
 import { EveError, badRequest, notFound, validationFailed, type Issues } from "../../lib/eve/errors";
@@ -63,7 +63,7 @@ function taskTimeProblem(value: unknown, date: Date | null): string | null {
 }
 
 /**
- * Why a task's schedule can never fire, or null: its first due time (services/tasks/schedule.ts firstDue, a bounded
+ * Why a task's schedule can never fire, or null: its first due time (lib/fleet/schedule.ts firstDue, a bounded
  * search) does not exist because `end` comes before it (or the cron expression matches no date).
  */
 function neverFiresIssue(s: Schedule): Issues | null {

@@ -33,7 +33,7 @@ describe("conformity", () => {
 	beforeAll(async () => {
 		sim = new SaltApiSimulator({ minions: 8, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 20], presenceEvents: false, downFraction: 0 });
 		await sim.start();
-		h = await startEmbedded({ env: { ...sim.cmApiEnv, CM_API_TIMEOUT_MS: "5000", CM_JOB_POLL_MS: "100", CM_JOB_TIMEOUT_MS: "1500", CM_SYNC_INTERVAL_MS: "0", CONFORMITY_CHECKED_RESOLUTION_MS: "3600000" } });
+		h = await startEmbedded({ env: { ...sim.cmApiEnv, CM_API_TIMEOUT_MS: "5000", CM_JOB_POLL_MS: "100", CM_JOB_TIMEOUT_MS: "1500", CM_SYNC_INTERVAL_MS: "0", CONFORMITY_CHECKED_RESOLUTION_MS: "3600000", ROLLOUT_TICK_MS: "100", ROLLOUT_LEASE_MS: "500" } });
 		hosts = sim.upMinions().slice(0, 4).sort();
 		[A, B, C] = hosts;
 		await h.call("hosts.upsertMany", { hosts: hosts.map(_id => ({ _id, status: "up", key: "accepted" })) });
@@ -167,6 +167,76 @@ describe("conformity", () => {
 		await check([B]);
 		expect((await view(B)).state).toBe("drifted");
 		sim.clearDrift(B);
+	});
+
+	describe("scheduled checks", () => {
+		const checkRecord = async (id: string) => (await request("GET", url(`conformity_checks/${id}`))).body;
+		const passesOf = async (id: string) => (await request("GET", withQuery(url("rollouts"), { where: { check: id }, max_results: 50 }))).body._items as Array<{ _id: string; status: string; total: number; done: number }>;
+
+		it("runs a pass right away and then on its interval, in batches, and judges every host of it", async () => {
+			sim.setDrift(C, "common", "base_packages", { vim: { new: "9.1" } });
+			const res = await request("POST", url("conformity_checks"), { body: { name: "every 10 minutes", target: `L@${hosts.join(",")}`, interval: 600, batch: 2 } });
+			expect(res.status).toBe(201);
+			const id = res.body._id;
+			const pass = await eventually(async () => (await passesOf(id)).find(p => p.status === "finished"), 10_000, "the first pass");
+			expect(pass).toMatchObject({ total: 4, done: 4 });
+			const rollout = (await request("GET", url(`rollouts/${pass._id}`))).body;
+			expect(rollout).toMatchObject({ check: id, fun: "state.apply", kwarg: { test: true }, failure_budget: "100%", owner: expect.any(String) });
+			expect(rollout.batches.map((b: { hosts: string[] }) => b.hosts.length)).toEqual([2, 2]);
+			await eventually(async () => ((await view(C)).state === "drifted" ? true : undefined), 5000, "C judged drifted by the check");
+			const record = await checkRecord(id);
+			expect(record).toMatchObject({ passes: 1, status: "scheduled", last_pass: { rollout: pass._id, started: true, hosts: 4, error: null } });
+			expect(new Date(record.next).getTime()).toBeGreaterThan(Date.now() + 500_000);
+			// Paused: no next pass.
+			expect((await request("PATCH", url(`conformity_checks/${id}`), { body: { status: "paused" } })).status).toBe(200);
+			expect((await checkRecord(id)).next).toBeNull();
+			sim.clearDrift(C);
+		});
+
+		it("judges a check of named sls too (its own states only)", async () => {
+			sim.setDrift(B, "common", "base_packages", { curl: { new: "8" } });
+			const res = await request("POST", url("conformity_checks"), { body: { name: "common only", target: `L@${B}`, mods: "common", cron: "0 3 * * *", batch: 1 } });
+			expect(res.status).toBe(201);
+			// A cron check waits for its time: nothing runs now.
+			await new Promise(r => setTimeout(r, 400));
+			expect(await passesOf(res.body._id)).toEqual([]);
+			// Its pass made by hand at the due time another replica would have claimed (the same id: once).
+			const id = res.body._id;
+			const rules = (await request("GET", url("conformity_rules"))).body._items as Array<{ _id: string }>;
+			for (const r of rules) await request("DELETE", url(`conformity_rules/${r._id}`));
+			const made = await h.call<{ _id: string; repeated: boolean }>("rollouts.startCheck", { id: "a0000000000000000000000b", check: id, name: "common only", target: `L@${B}`, kwarg: { test: true, mods: "common" }, batch: 1, jitter_s: 0, owner: (await checkRecord(id)).owner });
+			expect(made.repeated).toBe(false);
+			expect((await h.call<{ repeated: boolean }>("rollouts.startCheck", { id: "a0000000000000000000000b", check: id, name: "common only", target: `L@${B}`, kwarg: { test: true, mods: "common" }, batch: 1, jitter_s: 0, owner: (await checkRecord(id)).owner })).repeated).toBe(true);
+			await eventually(async () => ((await view(B)).state === "drifted" ? true : undefined), 5000, "B judged by the check of common");
+			expect((await passesOf(id)).length).toBe(1);
+			sim.clearDrift(B);
+			await request("DELETE", url(`conformity_checks/${id}`));
+		});
+
+		it("starts a pass a replica claimed and died with, once", async () => {
+			const res = await request("POST", url("conformity_checks"), { body: { name: "taken over", target: `L@${A}`, interval: 3600, batch: 1, status: "paused" } });
+			const id = res.body._id;
+			const store = (h.broker!.getLocalService("conformity-checks") as unknown as { store: { updateMany(f: object, u: object): Promise<number> } }).store;
+			// The dead replica's claim: a pass recorded, its rollout never made, its lease long gone.
+			await store.updateMany({ _id: id }, { $set: { last_pass: { due: new Date(), rollout: "b0000000000000000000000c", at: new Date(Date.now() - 60_000), started: false, error: null } } });
+			const pass = await eventually(async () => (await passesOf(id))[0], 5000, "the pass taken over");
+			expect(pass._id).toBe("b0000000000000000000000c");
+			await eventually(async () => ((await checkRecord(id)).last_pass.started ? true : undefined), 5000, "the pass recorded as started");
+			await new Promise(r => setTimeout(r, 400));
+			expect((await passesOf(id)).length).toBe(1);
+		});
+
+		it("refuses a check it cannot schedule or run, with the reason", async () => {
+			const bad = async (body: Record<string, unknown>, code = 422) => expectEveError(await request("POST", url("conformity_checks"), { body }), code);
+			expect((await bad({ name: "x", target: `L@${A}`, interval: 600, cron: "* * * * *" }))._issues.interval).toMatch(/either/);
+			expect((await bad({ name: "x", target: `L@${A}` }))._issues.interval).toMatch(/either/);
+			expect((await bad({ name: "x", target: `L@${A}`, cron: "61 * * * *" }))._issues.cron).toBeDefined();
+			expect((await bad({ name: "x", target: "( nope", interval: 600 }))._issues.target).toMatch(/not closed/);
+			await bad({ name: "x", target: `L@${A}`, interval: 5 });
+			await bad({ name: "x", target: `L@${A}`, interval: 600, batch: "0%" });
+			const viewer = (await request("POST", url("tokens"), { body: { name: "cc-viewer", role: "viewer" } })).body.token;
+			expectEveError(await request("POST", url("conformity_checks"), { body: { name: "x", target: `L@${A}`, interval: 600 }, token: viewer }), 403);
+		});
 	});
 
 	it("answers 404 for a host it does not have, and reads only", async () => {

@@ -1,9 +1,9 @@
 /**
- * services/tasks/schedule.ts with an injected clock: intervals, one-shot tasks, `end`, cron expressions (fields,
+ * lib/fleet/schedule.ts with an injected clock: intervals, one-shot tasks, `end`, cron expressions (fields,
  * names, macros, the day-of-month/day-of-week rule), time zones and both DST changes, wall times in a zone.
  */
 import fc from "fast-check";
-import { CronError, firstDue, neverDueReason, nextDue, parseCron, parseWallTime, planRun, preview, resumedNext, validTimeZone } from "../../services/tasks/schedule";
+import { CronError, firstDue, neverDueReason, nextDue, parseCron, parseWallTime, planRun, preview, resumedNext, validTimeZone } from "../../lib/fleet/schedule";
 
 const at = (iso: string) => new Date(iso);
 const iso = (d: Date | null) => (d ? d.toISOString().replace(".000Z", "Z") : null);

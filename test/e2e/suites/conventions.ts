@@ -12,13 +12,13 @@ export default function conventions(h: () => Harness): void {
 	const url = (path: string, query: Record<string, unknown> = {}) => withQuery(`${h().api}/${path}`, query);
 
 	describe("root", () => {
-		it("lists every collection in _links.child, in the spec's order, then tokens, audit, graph_jobs, jobs, salt_jobs, rollouts, conformity_rules and webhooks", async () => {
+		it("lists every collection in _links.child, in the spec's order, then tokens, audit, graph_jobs, jobs, salt_jobs, rollouts, conformity_checks, conformity_rules and webhooks", async () => {
 			for (const path of ["", "/"]) {
 				const res = await request("GET", `${h().api}${path}`);
 				expect(res.status).toBe(200);
 				expect(res.body._links.child.map((c: any) => c.href)).toEqual([
 					"groups", "nodegroups", "hosts", "hosts_statistic", "tasks", "actions", "failed_patches",
-					"updates", "alerts", "settings", "files", "vpn_managers", "vpn_organizations", "tokens", "audit", "graph_jobs", "jobs", "salt_jobs", "rollouts", "conformity_rules", "webhooks", "webhook_deliveries",
+					"updates", "alerts", "settings", "files", "vpn_managers", "vpn_organizations", "tokens", "audit", "graph_jobs", "jobs", "salt_jobs", "rollouts", "conformity_checks", "conformity_rules", "webhooks", "webhook_deliveries",
 				]);
 				expect(res.body._links.child[0]).toEqual({ href: "groups", title: "groups" });
 			}

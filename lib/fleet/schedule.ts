@@ -1,5 +1,5 @@
 /**
- * When a task is due (docs/scheduling.md). Pure functions of the task and a clock, so that every rule is
+ * When a task (or a conformity check) is due (docs/scheduling.md). Pure functions of the task and a clock, so that every rule is
  * tested with an injected time.
  *
  *  - `interval` (seconds, > 0): due at start, start + interval, start + 2·interval, … (fixed rate: a late
