@@ -26,12 +26,13 @@
  *                      BENCH_EXEC_RUNS), groups (resolution, memberships and the graph, bench/groups.ts),
  *                      jobs (the job history at 1,000,000 actions records, bench/jobs.ts; BENCH_JOB_RECORDS),
  *                      rollouts (a rollout's overhead per batch at 10,000 minions, bench/rollouts.ts;
- *                      BENCH_ROLLOUT_MINIONS),
+ *                      BENCH_ROLLOUT_MINIONS), conformity (checks of 10,000 hosts × 200 states: bytes stored
+ *                      per check, the fleet view, bench/conformity.ts; BENCH_CONF_HOSTS, BENCH_CONF_STATES),
  *                      tasks (the scheduler, bench/tasks.ts; BENCH_TASKS; three replicas when MONGO_URI is
  *                      set), webhooks (deliveries next to hanging receivers, bench/webhooks.ts;
  *                      BENCH_ALERTS, BENCH_HANGING), vpn (the VPN sync against the Pritunl simulator, bench/vpn.ts);
  *                      stats (snapshots and the aggregated statistics over 30 days of history,
- *                      bench/stats.ts; BENCH_STATS_HOSTS, BENCH_STATS_DAYS, BENCH_STATS_CHANGE); default all ten
+ *                      bench/stats.ts; BENCH_STATS_HOSTS, BENCH_STATS_DAYS, BENCH_STATS_CHANGE); default all eleven
  *   BENCH_REQUESTS     comma list of requests to measure: list,item,filtered (default all three); `root`
  *                      (GET /api/, an action that does nothing) shows the floor of the gateway path
  *   BENCH_CACHES       comma list of read-cache settings to run each deployment with: on,off (default both)
@@ -56,6 +57,7 @@ import { benchCm } from "./cm";
 import { benchGroups } from "./groups";
 import { benchJobs } from "./jobs";
 import { benchRollouts } from "./rollouts";
+import { benchConformity } from "./conformity";
 import { benchTasks } from "./tasks";
 import { benchWebhooks } from "./webhooks";
 import { benchVpn } from "./vpn";
@@ -65,7 +67,7 @@ import { DIST, envInt, benchNats, benchNatsIfStarted, cleanup, stopProc, tempDir
 import { CONNECTIONS, DURATION, PROFILE_DIR, WARMUP, capture, findPidByName, load, paths, seed, startBare, startDeployment, type Cache, type Captured, type CpuUse, type Deployment, type RequestName, type SeedInfo } from "./reads";
 
 const HOSTS = envInt("BENCH_HOSTS", 10_000);
-const PARTS = ["inproc", "nats", "curve", "cm", "groups", "jobs", "rollouts", "tasks", "webhooks", "vpn", "stats"];
+const PARTS = ["inproc", "nats", "curve", "cm", "groups", "jobs", "rollouts", "conformity", "tasks", "webhooks", "vpn", "stats"];
 const ONLY = (process.env.BENCH_ONLY || PARTS.join(",")).split(",").map(s => s.trim());
 const READ_DEPLOYMENTS = ONLY.filter(d => d === "inproc" || d === "nats") as Deployment[];
 const REQUESTS = (process.env.BENCH_REQUESTS || "list,item,filtered").split(",").map(s => s.trim());
@@ -259,6 +261,11 @@ async function main(): Promise<number> {
 		const rollouts = await benchRollouts(path.join(tmp, "rollouts-data"), log);
 		process.stdout.write(`\nrollouts bench — node ${process.version}, ${os.cpus().length} cpu, salt-api simulator in the bench process\n\n${rollouts.report}\n`);
 		valid &&= rollouts.valid;
+	}
+	if (ONLY.includes("conformity")) {
+		const conformity = await benchConformity(path.join(tmp, "conformity-data"), log);
+		process.stdout.write(`\nconformity bench — node ${process.version}, ${os.cpus().length} cpu\n\n${conformity.report}\n`);
+		valid &&= conformity.valid;
 	}
 	if (ONLY.includes("tasks")) {
 		const tasks = await benchTasks(path.join(tmp, "tasks-data"), log);
