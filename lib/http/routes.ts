@@ -161,6 +161,7 @@ export const ROUTES: RouteDef[] = [
 	{ path: "conformity_checks/:id", methods: { ...readItem("conformity-checks"), PATCH: json("conformity-checks.patch", "operator", "rollout"), DELETE: none("conformity-checks.remove", "operator") } },
 	{ path: "conformity_rules", methods: { ...read("conformity-rules"), POST: json("conformity-rules.create", "operator") } },
 	{ path: "conformity_rules/:id", methods: { ...readItem("conformity-rules"), PATCH: json("conformity-rules.patch", "operator"), DELETE: none("conformity-rules.remove", "operator") } },
+	{ path: "conformity/fix", methods: { POST: { ...needsMaster(json("conformity.fixTarget", "operator", "target")), summary: "Fix only the drifted states of the hosts a target selects: one host at once, several as one rollout per drifted state, then a new check" } } },
 	{ path: "conformity", methods: { GET: { ...get("conformity.fleetView"), summary: "The fleet's hosts by conformity (conformant, drifted, failing, unknown) and the states that differ on most hosts" } } },
 
 	{ path: "rollouts", methods: { ...read("rollouts"), POST: { ...json("rollouts.create", "operator", "rollout"), summary: "Start a rollout: the target resolved now, the call authorized on every host, then canary and batches, paused past the failure budget" } } },

@@ -11,15 +11,16 @@
  * the host record shows the summary (`hosts.setConformity`), so hosts filter by `conformity.state`.
  *
  * Remediation: `POST /api/hosts/{id}/conformity/fix` applies only the drifted states (`state.sls_id`), then checks
- * again. Each check judged adds a point to the fleet's series (`conformity_passes`: how many hosts are conformant,
+ * again; `POST /api/conformity/fix` does it on a target, as a rollout per drifted state, then one re-check. Each check judged adds a point to the fleet's series (`conformity_passes`: how many hosts are conformant,
  * drifted, failing after it; a few numbers per check). Reads: `GET /api/hosts/{id}/conformity` (the host's differing
  * states and timeline), `GET /api/conformity` (the fleet: hosts by state, the states that differ most often, the
  * series).
  */
+import crypto from "node:crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { Storage, type StorageThis } from "../../mixins/storage.mixin";
 import { loadConfig } from "../../lib/config";
-import { EveError, notFound } from "../../lib/eve/errors";
+import { EveError, notFound, validationFailed } from "../../lib/eve/errors";
 import { newObjectId } from "../../lib/eve/ids";
 import { formatHttpDate } from "../../lib/eve/dates";
 import { summarizeBursts, type AlertDraft } from "../../lib/fleet/alert-bursts";
@@ -27,7 +28,17 @@ import { isHighstateTest, isStateTest, judge, transitionAlert, type ConformitySt
 import { readStates, returnValue } from "../../lib/fleet/state-results";
 import type { Doc } from "../../lib/storage/store";
 
-type ConformityThis = Service & StorageThis & { checkedResolutionMs: number; alertBurst: number; judgeJob(jid: string): Promise<{ judged: number; changed: number }> };
+type ConformityThis = Service &
+	StorageThis & {
+		checkedResolutionMs: number;
+		alertBurst: number;
+		judgeJob(jid: string): Promise<{ judged: number; changed: number }>;
+		fixOne(ctx: Context, host: string, doc: Doc | null): Promise<Record<string, unknown>>;
+		recheckFixes(rolloutIds: string[]): Promise<void>;
+	};
+
+/** An id of 24 hex digits derived from `seed`: the same on every replica. */
+const derivedId = (seed: string) => crypto.createHash("sha256").update(seed).digest("hex").slice(0, 24);
 
 interface JobSummary {
 	jid: string;
@@ -48,7 +59,7 @@ const STATES: ConformityState[] = ["conformant", "drifted", "failing", "unknown"
 
 const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>, Record<string, any>, ConformityThis> = {
 	name: "conformity",
-	mixins: [Storage("conformity", ["conformity_transitions", "conformity_passes"])],
+	mixins: [Storage("conformity", ["conformity_transitions", "conformity_passes", "conformity_fixes"])],
 
 	actions: {
 		/** GET /api/hosts/{id}/conformity */
@@ -113,21 +124,56 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 			async handler(this: ConformityThis, ctx: Context<{ id: string }>) {
 				const [live] = await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: [ctx.params.id] });
 				if (!live) throw notFound(`host '${ctx.params.id.slice(0, 253)}' not found`);
-				const doc = await this.store.findOne({ _id: live });
-				const states: Array<{ state_id: string; sls: string; result: boolean | null }> = doc?.states ?? [];
-				const drifted = states.filter(s => s.result === null && s.sls);
-				if (!drifted.length) throw new EveError(422, `host '${live}' has no drifted state to fix (its last check found it ${doc?.state ?? "never checked"})`);
-				const fixed = [];
-				// Each run gets an audit record of its own (the request's record is the gateway's).
-				const opts = { meta: { auditId: "" } };
-				for (const s of drifted) {
-					const res = await ctx.call<{ task_id: string | null; return: { return: Array<Record<string, unknown>> } }, Record<string, unknown>>("cm-gateway.runOnHost", { id: live, body: { cm_client: "local", fun: "state.sls_id", arg: [s.state_id, s.sls] } }, opts);
-					const reading = readStates(res.return?.return?.[0]?.[live]);
-					const result = "states" in reading ? (reading.states.every(r => r.result === true) ? "applied" : "failed") : "failed";
-					fixed.push({ state_id: s.state_id, sls: s.sls, jid: res.task_id, result });
+				return this.fixOne(ctx, live, await this.store.findOne({ _id: live }));
+			},
+		},
+
+		/**
+		 * POST /api/conformity/fix `{"target"}`: the drifted states of the hosts the target selects, fixed only where
+		 * they drifted. One host: as `fixHost`. Several: one rollout per drifted state (`state.sls_id` with `queue=True`,
+		 * Salt running one state job per minion at a time) on exactly the hosts drifted on it, a canary then batches of
+		 * 10%, paused at the first failure, as the caller's token allows (every batch authorized again); once every one
+		 * of them ended, the hosts are checked again (a rollout of `test=True` judged like a check).
+		 */
+		fixTarget: {
+			params: { body: { type: "any", optional: true }, query: { type: "any", optional: true } },
+			async handler(this: ConformityThis, ctx: Context<{ body?: unknown }, { user?: { id: string } }>) {
+				const body = ctx.params.body as { target?: unknown } | undefined;
+				if (!body || typeof body !== "object" || typeof body.target !== "string" || !body.target.length || body.target.length > 10_000) throw validationFailed({ target: "a compound target (a string of 1 to 10,000 characters) is required" });
+				let hosts: string[];
+				try {
+					hosts = (await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target: body.target })).hosts;
+				} catch (err) {
+					const e = err as { code?: number; message: string };
+					if (e.code === 400) throw validationFailed({ target: e.message.replace(/^target: /, "") });
+					throw err;
 				}
-				const check = await ctx.call<{ task_id: string | null }, Record<string, unknown>>("cm-gateway.runOnHost", { id: live, body: { cm_client: "local_async", fun: "state.apply", kwarg: { test: true } } }, opts);
-				return { host: live, fixed, skipped: states.filter(s => !drifted.includes(s)).map(s => ({ state_id: s.state_id, sls: s.sls, result: s.result })), check: check.task_id };
+				const docs = await this.store.find({ _id: { $in: hosts } }, { only: ["state", "states"] });
+				const groups = new Map<string, { state_id: string; sls: string; hosts: string[] }>();
+				for (const d of docs) {
+					for (const st of (d.states ?? []) as Array<{ state_id: string; sls: string; result: boolean | null }>) {
+						if (st.result !== null || !st.sls) continue;
+						const key = `${st.sls}\0${st.state_id}`;
+						(groups.get(key) ?? groups.set(key, { state_id: st.state_id, sls: st.sls, hosts: [] }).get(key)!).hosts.push(String(d._id));
+					}
+				}
+				const drifted = [...new Set([...groups.values()].flatMap(g => g.hosts))].sort();
+				if (!drifted.length) throw new EveError(422, `none of the ${hosts.length} host(s) the target selects has a drifted state to fix`);
+				if (drifted.length === 1) return { target: body.target, ...(await this.fixOne(ctx, drifted[0], docs.find(d => d._id === drifted[0]) ?? null)) };
+				const owner = ctx.meta.user?.id;
+				if (!owner) throw new EveError(403, "the fix is refused: no token authorizes it");
+				// Everything authorized before anything is made: a fix is refused whole, saying why.
+				for (const g of groups.values()) await ctx.call("tokens.authorizeRun", { token: owner, client: "local_async", fun: "state.sls_id", arg: [g.state_id, g.sls], kwarg: { queue: true }, targets: g.hosts });
+				const fix = newObjectId();
+				const fixes = [];
+				let k = 0;
+				for (const g of [...groups.values()].sort((a, b) => a.sls.localeCompare(b.sls) || a.state_id.localeCompare(b.state_id))) {
+					const rollout = derivedId(`${fix}:${k++}`);
+					await ctx.call("rollouts.startFix", { id: rollout, fix, name: `fix ${g.sls}/${g.state_id}`, hosts: g.hosts.sort(), fun: "state.sls_id", arg: [g.state_id, g.sls], kwarg: { queue: true }, owner });
+					fixes.push({ state_id: g.state_id, sls: g.sls, hosts: g.hosts.length, rollout });
+				}
+				await this.stores.conformity_fixes.insertMany([{ _id: fix, owner, hosts: drifted, rollouts: fixes.map(f => f.rollout), recheck: null, at: new Date() }]);
+				return { target: body.target, fix, hosts: drifted.length, fixes, recheck: null };
 			},
 		},
 
@@ -142,6 +188,10 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 	},
 
 	events: {
+		/** A rollout moved: a fix whose rollouts all ended gets its re-check. */
+		async "rollouts.updated"(this: ConformityThis, ctx: Context<{ ids: string[] }>) {
+			await this.recheckFixes(ctx.params.ids).catch((err: Error) => this.logger.warn("Could not look at the fixes:", err.message));
+		},
 		/** A job ended: a check of the declared state is judged. */
 		async "salt-jobs.finished"(this: ConformityThis, ctx: Context<{ jids: string[] }>) {
 			try {
@@ -160,6 +210,39 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 	},
 
 	methods: {
+		/** One host's drifted states applied one `state.sls_id` each (as the caller, audited each), then a check. */
+		async fixOne(this: ConformityThis, ctx: Context, host: string, doc: Doc | null) {
+			const states: Array<{ state_id: string; sls: string; result: boolean | null }> = doc?.states ?? [];
+			const drifted = states.filter(s => s.result === null && s.sls);
+			if (!drifted.length) throw new EveError(422, `host '${host}' has no drifted state to fix (its last check found it ${doc?.state ?? "never checked"})`);
+			const fixed = [];
+			// Each run gets an audit record of its own (the request's record is the gateway's).
+			const opts = { meta: { auditId: "" } };
+			for (const s of drifted) {
+				const res = await ctx.call<{ task_id: string | null; return: { return: Array<Record<string, unknown>> } }, Record<string, unknown>>("cm-gateway.runOnHost", { id: host, body: { cm_client: "local", fun: "state.sls_id", arg: [s.state_id, s.sls] } }, opts);
+				const reading = readStates(res.return?.return?.[0]?.[host]);
+				const result = "states" in reading ? (reading.states.every(r => r.result === true) ? "applied" : "failed") : "failed";
+				fixed.push({ state_id: s.state_id, sls: s.sls, jid: res.task_id, result });
+			}
+			const check = await ctx.call<{ task_id: string | null }, Record<string, unknown>>("cm-gateway.runOnHost", { id: host, body: { cm_client: "local_async", fun: "state.apply", kwarg: { test: true } } }, opts);
+			return { host, fixed, skipped: states.filter(s => !drifted.includes(s)).map(s => ({ state_id: s.state_id, sls: s.sls, result: s.result })), check: check.task_id };
+		},
+
+		/** Fixes whose rollouts all ended: their hosts checked again, once (a rollout of test=True under a derived id). */
+		async recheckFixes(this: ConformityThis, rolloutIds: string[]) {
+			for (const f of await this.stores.conformity_fixes.find({ recheck: null, rollouts: { $in: rolloutIds } })) {
+				const statuses = await this.broker.call<Record<string, string>, { ids: string[] }>("rollouts.statuses", { ids: f.rollouts });
+				if (!f.rollouts.every((id: string) => statuses[id] === "finished" || statuses[id] === "aborted")) continue;
+				const recheck = derivedId(`${f._id}:recheck`);
+				try {
+					await this.broker.call("rollouts.startCheck", { id: recheck, check: String(f._id), name: "after the fix", target: `fix ${f._id}`, hosts: f.hosts, kwarg: { test: true }, batch: "10%", jitter_s: 0, owner: f.owner });
+					await this.stores.conformity_fixes.updateMany({ _id: f._id, recheck: null }, { $set: { recheck } });
+				} catch (err) {
+					this.logger.warn(`Could not check again the hosts of fix ${f._id}:`, (err as Error).message);
+				}
+			}
+		},
+
 		async judgeJob(this: ConformityThis, jid: string) {
 			const returns = await this.broker.call<Array<{ host: string; state: string; return: string }>, { jid: string }>("actions.returnsOf", { jid });
 			const hosts = returns.map(r => r.host);
@@ -216,6 +299,7 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 		await this.store.ensureIndex("state");
 		await this.stores.conformity_transitions.ensureIndex("host");
 		await this.stores.conformity_passes.ensureIndex("at", { ordered: true });
+		await this.stores.conformity_fixes.ensureIndex("rollouts");
 	},
 };
 

@@ -38,6 +38,7 @@ export interface RolloutsMembers {
 	rolloutHosts(id: string): Promise<string[]>;
 	batchHosts(r: Doc, b: Batch): Promise<string[]>;
 	plannedRollout(_id: string, doc: Doc, hosts: string[], owner: string): Promise<Doc>;
+	createInternal(ctx: Context, id: string, base: Doc, owner: string, only?: string[]): Promise<{ _id: string; total: number; repeated: boolean }>;
 	resolveRollout(ctx: RestContext, target: string): Promise<string[]>;
 }
 

@@ -47,7 +47,7 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 				jitter_s: { type: "number", integer: true, min: 0, max: 3600, optional: true },
 				dry_run_first: { type: "boolean", optional: true },
 			},
-			readOnlyFields: ["check", "status", "reason", "owner", "total", "hosts", "batches", "current", "budget", "accepted_failures", "done", "succeeded", "failed", "timed_out", "unreached", "next_at", "last_error"],
+			readOnlyFields: ["check", "fix", "status", "reason", "owner", "total", "hosts", "batches", "current", "budget", "accepted_failures", "done", "succeeded", "failed", "timed_out", "unreached", "next_at", "last_error"],
 			// A 10,000-host rollout's hosts and batches are for its own page; lists carry the progress.
 			listHidden: ["hosts", "batches"],
 			indexes: { status: {}, name: {}, check: { sparse: true } },
@@ -100,27 +100,44 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 				batch: { type: "multi", rules: [share, { type: "number", integer: true, min: 1 }] },
 				jitter_s: { type: "number", integer: true, min: 0, max: 3600 },
 				owner: "string",
+				/** Exactly these hosts (those still live) rather than the target resolved now. */
+				hosts: { type: "array", items: "string", max: 100_000, optional: true },
 			},
-			async handler(this: RolloutsThis, ctx: Context<{ id: string; check: string; name: string; target: string; kwarg: Doc; batch: string | number; jitter_s: number; owner: string }>) {
-				const existing = await this.store.findOne({ _id: ctx.params.id });
-				if (existing) return { _id: existing._id, total: existing.total, repeated: true };
-				const { id, check, name, target, kwarg, batch, jitter_s, owner } = ctx.params;
-				const { hosts } = await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target });
-				if (!hosts.length) throw new EveError(422, `the check's target '${target.slice(0, 200)}' selects no live host`);
-				await ctx.call("tokens.authorizeRun", { token: owner, client: "local_async", fun: "state.apply", kwarg, targets: hosts });
+			async handler(this: RolloutsThis, ctx: Context<{ id: string; check: string; name: string; target: string; kwarg: Doc; batch: string | number; jitter_s: number; owner: string; hosts?: string[] }>) {
+				const { id, check, name, target, kwarg, batch, jitter_s, owner, hosts } = ctx.params;
 				const base: Doc = { name: `conformity check: ${name}`.slice(0, 200), target, fun: "state.apply", kwarg, canary: 0, batch, failure_budget: "100%", wait_s: 0, jitter_s, dry_run_first: false, check };
-				const now = new Date();
-				const doc = { ...(await this.plannedRollout(id, base, hosts, owner)), _created: now, _updated: now };
-				try {
-					await this.store.insertMany([doc]);
-				} catch (err) {
-					// Another replica made it meanwhile: that one stands.
-					if (!(err instanceof DuplicateKeyError)) throw err;
-					return { _id: id, total: hosts.length, repeated: true };
-				}
-				await this.notifyChanged(ctx, "created", [id]);
-				ctx.broadcast("rollouts.kick", {}, { groups: ["rollouts"] });
-				return { _id: id, total: hosts.length, repeated: false };
+				return this.createInternal(ctx, id, base, owner, hosts);
+			},
+		},
+		/**
+		 * A fix of drifted states on several hosts (internal: the conformity service): `fun`/`arg` on exactly `hosts`
+		 * (those still live), a canary then batches of 10%, paused at the first failure, as the owner's token allows now.
+		 */
+		startFix: {
+			visibility: "public",
+			params: {
+				id: { type: "string", pattern: /^[0-9a-f]{24}$/ },
+				fix: "string",
+				name: { type: "string", max: 200 },
+				hosts: { type: "array", items: "string", min: 1, max: 100_000 },
+				fun: "string",
+				arg: { type: "array", max: 100 },
+				kwarg: "object",
+				owner: "string",
+			},
+			async handler(this: RolloutsThis, ctx: Context<{ id: string; fix: string; name: string; hosts: string[]; fun: string; arg: unknown[]; kwarg: Doc; owner: string }>) {
+				const { id, fix, name, hosts, fun, arg, kwarg, owner } = ctx.params;
+				const base: Doc = { name: name.slice(0, 200), target: `L@${hosts.join(",")}`.slice(0, 10_000), fun, arg, kwarg, canary: 1, batch: "10%", failure_budget: 0, wait_s: 0, dry_run_first: false, fix };
+				return this.createInternal(ctx, id, base, owner, hosts);
+			},
+		},
+		/** The status of each of these rollouts (internal: the conformity service waits for its fixes). */
+		statuses: {
+			visibility: "public",
+			params: { ids: { type: "array", items: "string", max: 1000 } },
+			async handler(this: RolloutsThis, ctx: Context<{ ids: string[] }>) {
+				const docs = await this.store.find({ _id: { $in: ctx.params.ids } }, { only: ["status"] });
+				return Object.fromEntries(docs.map(d => [String(d._id), String(d.status)]));
 			},
 		},
 		/** The conformity check each of these rollouts is a pass of, if any (internal: the conformity service). */
@@ -189,6 +206,30 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 			if (!hosts.length) throw validationFailed({ target: "selects no live host" });
 			const owner = await this.authorizeRollout(ctx, doc, hosts);
 			return this.plannedRollout(newObjectId(), doc, hosts, owner);
+		},
+
+		/**
+		 * A rollout another service asks for, under an id it chose: made once (asked again, the one made is answered),
+		 * its target resolved now (or exactly `only` hosts, those still live), authorized against the owner's token now.
+		 */
+		async createInternal(this: RolloutsThis, ctx: Context, id: string, base: Doc, owner: string, only?: string[]) {
+			const existing = await this.store.findOne({ _id: id });
+			if (existing) return { _id: existing._id, total: existing.total, repeated: true };
+			const hosts = only ? (await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: only })).sort() : (await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target: base.target })).hosts;
+			if (!hosts.length) throw new EveError(422, `the target '${String(base.target).slice(0, 200)}' selects no live host`);
+			await ctx.call("tokens.authorizeRun", { token: owner, client: "local_async", fun: base.fun, arg: base.arg, kwarg: base.kwarg ?? {}, targets: hosts });
+			const now = new Date();
+			const doc = { ...(await this.plannedRollout(id, base, hosts, owner)), _created: now, _updated: now };
+			try {
+				await this.store.insertMany([doc]);
+			} catch (err) {
+				// Another replica made it meanwhile: that one stands.
+				if (!(err instanceof DuplicateKeyError)) throw err;
+				return { _id: id, total: hosts.length, repeated: true };
+			}
+			await this.notifyChanged(ctx as unknown as RestContext, "created", [id]);
+			ctx.broadcast("rollouts.kick", {}, { groups: ["rollouts"] });
+			return { _id: id, total: hosts.length, repeated: false };
 		},
 
 		/** A new rollout's record (its hosts written apart): every batch pending, the driver's fields reset. */

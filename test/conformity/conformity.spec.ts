@@ -169,6 +169,35 @@ describe("conformity", () => {
 		sim.clearDrift(B);
 	});
 
+	it("fixes a target: one rollout per drifted state on exactly the hosts drifted on it, then checks them again", async () => {
+		const [p, q, r, untouched] = hosts;
+		sim.setDrift(p, "common", "base_packages", { vim: { new: "9.2" } });
+		sim.setDrift(q, "common", "base_packages", { vim: { new: "9.2" } });
+		sim.setFile("common.sls", "base_packages:\n  pkg.installed:\n    - pkgs:\n      - vim\n      - curl\n\nntp_conf:\n  file.managed:\n    - name: /etc/ntp.conf\n");
+		try {
+			sim.setDrift(r, "common", "ntp_conf", { diff: "+server ntp.example" });
+			await check([p, q, r, untouched]);
+			expect([(await view(p)).state, (await view(q)).state, (await view(r)).state, (await view(untouched)).state]).toEqual(["drifted", "drifted", "drifted", "conformant"]);
+			sim.resetExecutions();
+			const res = await request("POST", url("conformity/fix"), { body: { target: `L@${[p, q, r, untouched].join(",")}` } });
+			expect(res.status).toBe(200);
+			expect(res.body).toMatchObject({ hosts: 3, fixes: [{ state_id: "base_packages", sls: "common", hosts: 2 }, { state_id: "ntp_conf", sls: "common", hosts: 1 }] });
+			const fixRollout = (await request("GET", url(`rollouts/${res.body.fixes[0].rollout}`))).body;
+			expect(fixRollout).toMatchObject({ fix: res.body.fix, fun: "state.sls_id", arg: ["base_packages", "common"], kwarg: { queue: true }, total: 2, failure_budget: 0 });
+			expect(fixRollout.hosts).toEqual([p, q].sort());
+			// All conformant again, by the check that followed the fixes.
+			await eventually(async () => ((await Promise.all([p, q, r].map(view))).every(v => v.state === "conformant") ? true : undefined), 15_000, "the re-check after the fixes");
+			const ran = sim.executions().filter(e => e.fun === "state.sls_id").map(e => `${e.id}:${String(e.arg[0])}`).sort();
+			expect(ran).toEqual([`${p}:base_packages`, `${q}:base_packages`, `${r}:ntp_conf`].sort());
+			expect(sim.executions().some(e => e.id === untouched && e.fun === "state.sls_id")).toBe(false);
+			expectEveError(await request("POST", url("conformity/fix"), { body: { target: `L@${untouched}` } }), 422);
+			expectEveError(await request("POST", url("conformity/fix"), { body: {} }), 422);
+		} finally {
+			sim.setFile("common.sls", "base_packages:\n  pkg.installed:\n    - pkgs:\n      - vim\n      - curl\n");
+			sim.clearDrift();
+		}
+	});
+
 	describe("scheduled checks", () => {
 		const checkRecord = async (id: string) => (await request("GET", url(`conformity_checks/${id}`))).body;
 		const passesOf = async (id: string) => (await request("GET", withQuery(url("rollouts"), { where: { check: id }, max_results: 50 }))).body._items as Array<{ _id: string; status: string; total: number; done: number }>;
