@@ -35,6 +35,7 @@ type ConformityThis = Service &
 		judgeJob(jid: string): Promise<{ judged: number; changed: number }>;
 		fixOne(ctx: Context, host: string, doc: Doc | null): Promise<Record<string, unknown>>;
 		recheckFixes(rolloutIds: string[]): Promise<void>;
+		judgeFinished(jids: string[], attempt: number): Promise<void>;
 	};
 
 /** An id of 24 hex digits derived from `seed`: the same on every replica. */
@@ -53,6 +54,8 @@ const BURSTY = new Set(["host.drifted", "host.conformant"]);
 const TIMELINE_MAX = 100;
 /** States the fleet view ranks. */
 const TOP_MAX = 20;
+/** Attempts at judging the jobs that ended (waits of 0.5, 1, 2, 4, 8 s between them). */
+const JUDGE_TRIES = 6;
 /** Checks the fleet view's series shows, the latest. */
 const SERIES_MAX = 500;
 const STATES: ConformityState[] = ["conformant", "drifted", "failing", "unknown"];
@@ -190,12 +193,29 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 	events: {
 		/** A rollout moved: a fix whose rollouts all ended gets its re-check. */
 		async "rollouts.updated"(this: ConformityThis, ctx: Context<{ ids: string[] }>) {
-			await this.recheckFixes(ctx.params.ids).catch((err: Error) => this.logger.warn("Could not look at the fixes:", err.message));
+			const look = (attempt: number): Promise<void> =>
+				this.recheckFixes(ctx.params.ids).catch((err: Error) => {
+					// A peer gone for a moment: looked at again (the fix's last update may be the only one there is).
+					if (attempt + 1 >= JUDGE_TRIES) return this.logger.warn("Could not look at the fixes:", err.message);
+					setTimeout(() => void look(attempt + 1), 500 * 2 ** attempt).unref?.();
+				});
+			await look(0);
 		},
 		/** A job ended: a check of the declared state is judged. */
-		async "salt-jobs.finished"(this: ConformityThis, ctx: Context<{ jids: string[] }>) {
+		"salt-jobs.finished"(this: ConformityThis, ctx: Context<{ jids: string[] }>) {
+			return this.judgeFinished(ctx.params.jids, 0);
+		},
+	},
+
+	methods: {
+		/**
+		 * Judges the checks among jobs that ended. A failure (a replica of the history or of the rollouts that just
+		 * died and is still in the registry) is tried again, up to JUDGE_TRIES times with a growing wait: a check
+		 * that ended is never left unjudged because a peer was gone for a moment.
+		 */
+		async judgeFinished(this: ConformityThis, jids: string[], attempt: number): Promise<void> {
 			try {
-				const jobs = await this.broker.call<JobSummary[], { jids: string[] }>("salt-jobs.summaries", { jids: ctx.params.jids });
+				const jobs = await this.broker.call<JobSummary[], { jids: string[] }>("salt-jobs.summaries", { jids });
 				// A batch of a scheduled check (a rollout the check made) is judged whatever its mods.
 				const rollouts = [...new Set(jobs.map(j => j.rollout).filter((r): r is string => !!r))];
 				const checks: Record<string, string> = rollouts.length ? await this.broker.call("rollouts.checksOf", { ids: rollouts }) : {};
@@ -204,12 +224,15 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 					if (fromCheck || isHighstateTest(job.fun, job.args ?? [])) await this.judgeJob(job.jid);
 				}
 			} catch (err) {
-				this.logger.warn("Could not judge the conformity of a finished job:", (err as Error).message);
+				if (attempt + 1 >= JUDGE_TRIES) {
+					this.logger.error(`Could not judge the conformity of job(s) ${jids.join(", ")}; the next check will:`, (err as Error).message);
+					return;
+				}
+				this.logger.warn(`Could not judge the conformity of job(s) ${jids.join(", ")} yet (tried again):`, (err as Error).message);
+				setTimeout(() => void this.judgeFinished(jids, attempt + 1), 500 * 2 ** attempt).unref?.();
 			}
 		},
-	},
 
-	methods: {
 		/** One host's drifted states applied one `state.sls_id` each (as the caller, audited each), then a check. */
 		async fixOne(this: ConformityThis, ctx: Context, host: string, doc: Doc | null) {
 			const states: Array<{ state_id: string; sls: string; result: boolean | null }> = doc?.states ?? [];

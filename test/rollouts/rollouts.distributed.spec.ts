@@ -4,8 +4,7 @@
  * the API gateway in a fourth. The replica that started the rollout is killed with SIGKILL mid-way; the other one
  * continues it to the end, and every host runs the change exactly once, counted at the salt-api simulator.
  */
-import { SaltApiSimulator } from "../simulators/salt-api";
-import { ALL_SERVICES, apiOf, boundPorts, describeWithMongo, ensureNats, runServices, stoppedAfterAll, uniqueMongoUri } from "../support/harness";
+import { ALL_SERVICES, apiOf, boundPorts, describeWithMongo, runServices, slowFleetOnNats, stoppedAfterAll } from "../support/harness";
 import { request, eventually } from "../support/http";
 
 describeWithMongo("a rollout on two replicas over NATS", mongoUri => {
@@ -13,24 +12,7 @@ describeWithMongo("a rollout on two replicas over NATS", mongoUri => {
 	const procs = started.procs;
 
 	it("is continued by the other replica when the one driving it is killed, and runs every batch once", async () => {
-		const sim = new SaltApiSimulator({ minions: 40, timeout: 1, gatherJobTimeout: 0, latencyMs: [400, 900], presenceIntervalMs: 3_600_000, downFraction: 0 });
-		started.others.push(sim);
-		await sim.start();
-		const nats = await ensureNats();
-		started.others.push(nats);
-		const env = {
-			TRANSPORTER: nats.url,
-			NAMESPACE: `rollout-${process.pid}-${Date.now().toString(36)}`,
-			MONGO_URI: uniqueMongoUri(mongoUri),
-			CTL_SECRET_KEY: "rollout-secret",
-			PORT: "0",
-			HOST: "127.0.0.1",
-			...sim.cmApiEnv,
-			CM_SYNC_INTERVAL_MS: "3600000",
-			CM_JOB_POLL_MS: "200",
-			ROLLOUT_TICK_MS: "200",
-			ROLLOUT_LEASE_MS: "1500",
-		};
+		const { sim, env } = await slowFleetOnNats(started, "rollout", mongoUri, 40);
 		procs.push(runServices(ALL_SERVICES().filter(s => s !== "api" && s !== "rollouts"), env));
 		const first = runServices(["rollouts"], env);
 		const gateway = runServices(["api"], env);

@@ -329,3 +329,31 @@ export function stoppedAfterAll(): { procs: Proc[]; others: Array<{ stop(): Prom
 	});
 	return started;
 }
+
+/**
+ * A salt-api simulator with slow minions (400–900 ms a return) and the NATS server, stopped after the suite, and the
+ * environment its processes share: one namespace, one MongoDB database, the simulator, a rollout driver that looks
+ * often and takes over soon (a killed replica's claims lapse in 1.5 s).
+ */
+export async function slowFleetOnNats(started: { others: Array<{ stop(): Promise<void> }> }, name: string, mongoUri: string, minions: number): Promise<{ sim: import("../simulators/salt-api").SaltApiSimulator; env: Record<string, string> }> {
+	const { SaltApiSimulator } = await import("../simulators/salt-api");
+	const sim = new SaltApiSimulator({ minions, timeout: 1, gatherJobTimeout: 0, latencyMs: [400, 900], presenceIntervalMs: 3_600_000, downFraction: 0 });
+	started.others.push(sim);
+	await sim.start();
+	const nats = await ensureNats();
+	started.others.push(nats);
+	const env = {
+		TRANSPORTER: nats.url,
+		NAMESPACE: `${name}-${process.pid}-${Date.now().toString(36)}`,
+		MONGO_URI: uniqueMongoUri(mongoUri),
+		CTL_SECRET_KEY: `${name}-secret`,
+		PORT: "0",
+		HOST: "127.0.0.1",
+		...sim.cmApiEnv,
+		CM_SYNC_INTERVAL_MS: "3600000",
+		CM_JOB_POLL_MS: "200",
+		ROLLOUT_TICK_MS: "200",
+		ROLLOUT_LEASE_MS: "1500",
+	};
+	return { sim, env };
+}
