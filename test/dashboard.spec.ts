@@ -265,6 +265,32 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		expect((await request("GET", `${url("alerts")}?where=${encodeURIComponent('{"read":false}')}`)).body._meta.total).toBe(0);
 	});
 
+	it("keeps an alert that came live when a list read started before it lands after it", async () => {
+		// The page's list read is answered with the list as it was before the alert (a slow read, or a cached one),
+		// and only once the alert has come on the stream.
+		const before = (await request("GET", `${url("alerts")}?sort=-_created&max_results=50`)).text;
+		let release: () => void = () => undefined;
+		const held = new Promise<void>(r => (release = r));
+		await page.route(/\/api\/alerts\?/, async route => {
+			await held;
+			await route.fulfill({ status: 200, contentType: "application/json", body: before });
+		});
+		try {
+			await page.goto(`${base}/#/hosts`);
+			await page.goto(`${base}/#/alerts`);
+			await page.waitForFunction(() => document.body.getAttribute("data-live") === "on");
+			await h.call("alerts.raise", { type: "key.conflict", level: "warning", payload: { hostname: hosts[1] } });
+			await page.waitForSelector(`#alerts-body tr:has-text("key.conflict")`, { timeout: 10_000 });
+			release();
+			// The stale answer has landed and been rendered: the live row is still there.
+			await page.waitForFunction(n => document.querySelectorAll("#alerts-body tr").length >= n, JSON.parse(before)._items.length + 1);
+			expect(await page.locator(`#alerts-body tr:has-text("key.conflict")`).count()).toBe(1);
+		} finally {
+			release();
+			await page.unroute(/\/api\/alerts\?/);
+		}
+	});
+
 	it("pauses and resumes a task", async () => {
 		await page.goto(`${base}/#/tasks`);
 		await page.click(`#tasks button[data-task="${task}"]`);

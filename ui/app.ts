@@ -537,10 +537,15 @@ async function alertsView(): Promise<void> {
 						),
 			),
 		);
+	// Alerts that came live while this page is open: a list read that started before one was raised (slow, or
+	// answered from a cache) must not wipe its row when its answer lands after it.
+	const live = new Map<string, any>();
 	const render = async () => {
 		try {
 			const res = await api("GET", q("alerts", { sort: "-_created", max_results: 50 }));
-			clear(list, res._items.map(row));
+			const listed = new Set(res._items.map((a: any) => a._id));
+			const missing = [...live.values()].filter(a => !listed.has(a._id)).reverse();
+			clear(list, [...missing, ...res._items].slice(0, 50).map(row));
 		} catch (err) {
 			clear(list, h("tr", {}, h("td", { colspan: 5 }, problem(err))));
 		}
@@ -566,7 +571,11 @@ async function alertsView(): Promise<void> {
 		},
 		"Mark all read",
 	);
-	const onAlert = (ev: Event) => list.prepend(row((ev as CustomEvent).detail));
+	const onAlert = (ev: Event) => {
+		const alert = (ev as CustomEvent).detail;
+		live.set(alert._id, alert);
+		list.prepend(row(alert));
+	};
 	window.addEventListener("fleet:alert", onAlert);
 	disposers.push(() => window.removeEventListener("fleet:alert", onAlert));
 	clear(main, h("h1", {}, "Alerts"), h("div", { class: "bar" }, markAll, h("span", { class: "muted" }, "New alerts appear here as they are raised.")), h("table", { id: "alerts" }, h("thead", {}, h("tr", {}, ["When", "Level", "Type", "Details", ""].map(c => h("th", {}, c)))), list));
