@@ -304,6 +304,22 @@ describe("runs: authorized where they start, audited before they start", () => {
 		});
 	});
 
+	describe("conformity checks", () => {
+		it("refuses a check whose hosts or function the token's scope does not cover, and owns one it does", async () => {
+			await newToken("op-state", "operator", { groups: [scopeGroup], functions: ["state.*"] });
+			const out = await as("op-state", "POST", "conformity_checks", { name: "ra-out", target: `L@${IN},${OUT}`, interval: 3600, status: "paused" });
+			expect(expectEveError(out, 403)._error.message).toContain(OUT);
+			// test.* does not cover state.apply, even with test=True.
+			expectEveError(await as("op", "POST", "conformity_checks", { name: "ra-fun", target: "F@ra-scope", interval: 3600, status: "paused" }), 403);
+			const ok = await as("op-state", "POST", "conformity_checks", { name: "ra-in", target: "F@ra-scope", interval: 3600, status: "paused" });
+			expect(ok.status).toBe(201);
+			expect((await request("GET", url(`conformity_checks/${ok.body._id}`))).body.owner).toBe(tokens["op-state"].id);
+			// Moving it where the scope does not reach is refused, and it keeps its target.
+			expectEveError(await as("op-state", "PATCH", `conformity_checks/${ok.body._id}`, { target: `L@${OUT}` }), 403);
+			expect((await request("GET", url(`conformity_checks/${ok.body._id}`))).body.target).toBe("F@ra-scope");
+		});
+	});
+
 	describe("the REPL", () => {
 		it("refuses an out-of-scope exec with the API's reason and runs nothing", async () => {
 			const before = sim.jobs().length;

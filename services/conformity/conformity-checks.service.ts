@@ -90,14 +90,7 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 		async authorizeCheck(this: ChecksThis, ctx: RestContext, check: Doc): Promise<string> {
 			const user = (ctx.meta as { user?: { id: string } }).user;
 			if (!user?.id) throw new EveError(403, "the check is refused: no token authorizes it");
-			let hosts: string[];
-			try {
-				hosts = (await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target: check.target })).hosts;
-			} catch (err) {
-				const e = err as { code?: number; message: string };
-				if (e.code === 400) throw validationFailed({ target: e.message.replace(/^target: /, "") });
-				throw err;
-			}
+			const { hosts } = await ctx.call<{ hosts: string[] }, { target: string; field: string }>("hosts.resolveTarget", { target: check.target, field: "target" });
 			if (!hosts.length) throw validationFailed({ target: "selects no live host" });
 			(ctx.meta as { auditRun?: { fun: string; targets: string[] } }).auditRun = { fun: "state.apply", targets: hosts };
 			await ctx.call("tokens.authorizeRun", { token: user.id, client: "local_async", fun: "state.apply", kwarg: kwargOf(check), targets: hosts });

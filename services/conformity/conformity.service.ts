@@ -143,14 +143,7 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 			async handler(this: ConformityThis, ctx: Context<{ body?: unknown }, { user?: { id: string } }>) {
 				const body = ctx.params.body as { target?: unknown } | undefined;
 				if (!body || typeof body !== "object" || typeof body.target !== "string" || !body.target.length || body.target.length > 10_000) throw validationFailed({ target: "a compound target (a string of 1 to 10,000 characters) is required" });
-				let hosts: string[];
-				try {
-					hosts = (await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target: body.target })).hosts;
-				} catch (err) {
-					const e = err as { code?: number; message: string };
-					if (e.code === 400) throw validationFailed({ target: e.message.replace(/^target: /, "") });
-					throw err;
-				}
+				const { hosts } = await ctx.call<{ hosts: string[] }, { target: string; field: string }>("hosts.resolveTarget", { target: body.target, field: "target" });
 				const docs = await this.store.find({ _id: { $in: hosts } }, { only: ["state", "states"] });
 				const groups = new Map<string, { state_id: string; sls: string; hosts: string[] }>();
 				for (const d of docs) {

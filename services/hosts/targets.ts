@@ -80,12 +80,21 @@ export const targetActions: Record<string, ActionSchema<HostsThis>> = {
 		},
 	},
 
-	/** The same resolution for a service that runs on a target (internal). */
+	/**
+	 * The same resolution for a service that runs on a target (internal). With `field`, the target is a field of
+	 * the caller's document: an expression that cannot be evaluated is that document's fault, a 422 on the field.
+	 */
 	resolveTarget: {
 		visibility: "public",
-		params: { target: { type: "string", min: 1, max: 10_000 } },
-		handler(this: HostsThis, ctx: Context<{ target: string }>) {
-			return this.targetHosts(ctx, ctx.params.target);
+		params: { target: { type: "string", min: 1, max: 10_000 }, field: { type: "string", optional: true } },
+		async handler(this: HostsThis, ctx: Context<{ target: string; field?: string }>) {
+			try {
+				return await this.targetHosts(ctx, ctx.params.target);
+			} catch (err) {
+				const e = err as { code?: number; message: string };
+				if (ctx.params.field && e.code === 400) throw validationFailed({ [ctx.params.field]: e.message.replace(/^target: /, "") });
+				throw err;
+			}
 		},
 	},
 };

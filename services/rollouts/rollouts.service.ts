@@ -181,14 +181,8 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 
 		/** The hosts the target selects now (a target that cannot be evaluated is the document's fault: 422). */
 		async resolveRollout(this: RolloutsThis, ctx: RestContext, target: string): Promise<string[]> {
-			try {
-				const { hosts } = await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target });
-				return hosts;
-			} catch (err) {
-				const e = err as { code?: number; message: string };
-				if (e.code === 400) throw validationFailed({ target: e.message.replace(/^target: /, "") });
-				throw err;
-			}
+			const { hosts } = await ctx.call<{ hosts: string[] }, { target: string; field: string }>("hosts.resolveTarget", { target, field: "target" });
+			return hosts;
 		},
 
 		/** The caller may run the rollout's call on these hosts now (403 saying why, else the caller's token id). */

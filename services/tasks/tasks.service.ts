@@ -231,15 +231,8 @@ const TasksService: EveServiceSchema<TasksThis> = {
 		async taskTargetsNow(this: TasksThis, ctx: RestContext, task: Doc): Promise<string[]> {
 			const named = Array.isArray(task.tgt) && task.tgt.length ? await ctx.call<string[], { tgt: string[] }>("groups.expandTargets", { tgt: task.tgt }) : [];
 			if (typeof task.target !== "string") return named;
-			let resolved: { hosts: string[] };
-			try {
-				resolved = await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target: task.target });
-			} catch (err) {
-				// An expression that cannot be evaluated is the document's fault: 422 on the field.
-				const e = err as { code?: number; message: string };
-				if (e.code === 400) throw validationFailed({ target: e.message.replace(/^target: /, "") });
-				throw err;
-			}
+			// An expression that cannot be evaluated is the document's fault: 422 on the field.
+			const resolved = await ctx.call<{ hosts: string[] }, { target: string; field: string }>("hosts.resolveTarget", { target: task.target, field: "target" });
 			return [...new Set([...named, ...resolved.hosts])];
 		},
 
