@@ -77,13 +77,20 @@ function renderAlert(alert: Record<string, any>): Record<string, unknown> {
 interface UiVars {
 	/** The alert streams open on this gateway. */
 	alertStreams: Set<PassThrough>;
+	/** The approval streams open on this gateway. */
+	approvalStreams: Set<PassThrough>;
 	packageVersion: string;
 	heartbeat: NodeJS.Timeout;
 	/** moleculer-web's HTTP server (undefined before it listens). */
 	server?: Server;
 }
 
-type UiThis = Service & UiVars & { replayAlerts(ctx: Context, stream: PassThrough, lastId: string): Promise<void> };
+type UiThis = Service &
+	UiVars & {
+		replayAlerts(ctx: Context, stream: PassThrough, lastId: string): Promise<void>;
+		openStream(ctx: Context<{ query?: unknown }, Record<string, any>>, streams: Set<PassThrough>, kind: string, replay?: (stream: PassThrough) => Promise<void>): Promise<PassThrough>;
+		pushToStreams(streams: Set<PassThrough>, text: string): void;
+	};
 
 export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<string, never>, UiVars, UiThis>> = {
 	actions: {
@@ -122,37 +129,63 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 		 */
 		alertStream: {
 			async handler(this: UiThis, ctx: Context<{ query?: unknown }, Record<string, any>>) {
-				const raw = QueryArgs.from(ctx.params.query).get("timeout");
-				const seconds = raw === undefined || raw === "" ? STREAM_MAX_SECONDS : Number(raw);
-				if (!Number.isInteger(seconds) || seconds < 0) throw new EveError(400, "timeout must be a whole number of seconds");
-				if (this.alertStreams.size >= STREAMS_MAX) throw new EveError(503, `too many open alert streams on this gateway (${STREAMS_MAX}); try again later`);
-				const stream = new PassThrough();
-				ctx.meta.$responseType = "text/event-stream; charset=utf-8";
-				ctx.meta.$responseHeaders = { "Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "no" };
-				stream.write(`retry: 3000\nevent: ready\ndata: {}\n\n`);
-				if (seconds === 0 || ctx.meta.$method === "HEAD") {
-					stream.end();
-					return stream;
-				}
-				const close = () => {
-					clearTimeout(timer);
-					this.alertStreams.delete(stream);
-					if (!stream.destroyed) stream.end();
-				};
-				const timer = setTimeout(close, Math.min(seconds, STREAM_MAX_SECONDS) * 1000);
-				timer.unref?.();
-				this.alertStreams.add(stream);
-				if (ctx.meta.$lastEventId) await this.replayAlerts(ctx, stream, ctx.meta.$lastEventId);
-				// The response closed (client gone): pipe() unpipes us.
-				stream.on("unpipe", close);
-				stream.on("close", close);
-				stream.on("error", close);
-				return stream;
+				return this.openStream(ctx, this.alertStreams, "alert", stream => (ctx.meta.$lastEventId ? this.replayAlerts(ctx, stream, ctx.meta.$lastEventId) : Promise.resolve()));
+			},
+		},
+
+		/**
+		 * GET /api/approvals/stream: server-sent events, one `approval` per request made or changed from now on (a vote,
+		 * a decision, its dry run's predictions, its run), each the request as GET /api/approvals/{id} shows it.
+		 */
+		approvalStream: {
+			async handler(this: UiThis, ctx: Context<{ query?: unknown }, Record<string, any>>) {
+				return this.openStream(ctx, this.approvalStreams, "approval");
 			},
 		},
 	},
 
 	methods: {
+		/**
+		 * An event stream (`?timeout=<seconds>` ends it sooner) kept in `streams` until it closes, with `replay` written
+		 * first (a reconnecting client's missed events).
+		 */
+		async openStream(this: UiThis, ctx: Context<{ query?: unknown }, Record<string, any>>, streams: Set<PassThrough>, kind: string, replay?: (stream: PassThrough) => Promise<void>) {
+			const raw = QueryArgs.from(ctx.params.query).get("timeout");
+			const seconds = raw === undefined || raw === "" ? STREAM_MAX_SECONDS : Number(raw);
+			if (!Number.isInteger(seconds) || seconds < 0) throw new EveError(400, "timeout must be a whole number of seconds");
+			if (streams.size >= STREAMS_MAX) throw new EveError(503, `too many open ${kind} streams on this gateway (${STREAMS_MAX}); try again later`);
+			const stream = new PassThrough();
+			ctx.meta.$responseType = "text/event-stream; charset=utf-8";
+			ctx.meta.$responseHeaders = { "Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "no" };
+			stream.write(`retry: 3000\nevent: ready\ndata: {}\n\n`);
+			if (seconds === 0 || ctx.meta.$method === "HEAD") {
+				stream.end();
+				return stream;
+			}
+			const close = () => {
+				clearTimeout(timer);
+				streams.delete(stream);
+				if (!stream.destroyed) stream.end();
+			};
+			const timer = setTimeout(close, Math.min(seconds, STREAM_MAX_SECONDS) * 1000);
+			timer.unref?.();
+			streams.add(stream);
+			if (replay) await replay(stream);
+			// The response closed (client gone): pipe() unpipes us.
+			stream.on("unpipe", close);
+			stream.on("close", close);
+			stream.on("error", close);
+			return stream;
+		},
+
+		/** Writes `text` to every stream of `streams`; a stream too far behind is dropped (its client reconnects). */
+		pushToStreams(this: UiThis, streams: Set<PassThrough>, text: string) {
+			for (const stream of streams) {
+				if (stream.writableLength > STREAM_BACKLOG_BYTES) stream.destroy();
+				else stream.write(text);
+			}
+		},
+
 		/** The alerts since the second of alert `lastId` (ids begin with their second), the newest 50, oldest first. */
 		async replayAlerts(this: UiThis, ctx: Context, stream: PassThrough, lastId: string) {
 			try {
@@ -170,28 +203,33 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 		"alerts.raised": {
 			handler(this: UiThis, ctx: Context<{ alerts: Array<Record<string, any>> }>) {
 				if (!this.alertStreams.size) return;
-				const text = ctx.params.alerts.map(a => `id: ${a._id}\nevent: alert\ndata: ${JSON.stringify(renderAlert(a))}\n\n`).join("");
-				for (const stream of this.alertStreams) {
-					if (stream.writableLength > STREAM_BACKLOG_BYTES) stream.destroy();
-					else stream.write(text);
-				}
+				this.pushToStreams(this.alertStreams, ctx.params.alerts.map(a => `id: ${a._id}\nevent: alert\ndata: ${JSON.stringify(renderAlert(a))}\n\n`).join(""));
+			},
+		},
+		/** Approval requests made or changed on any node (services/governance/approvals.service.ts), as clients see them. */
+		"approvals.changed": {
+			handler(this: UiThis, ctx: Context<{ approvals: Array<Record<string, any>> }>) {
+				if (!this.approvalStreams.size) return;
+				this.pushToStreams(this.approvalStreams, ctx.params.approvals.map(a => `event: approval\ndata: ${JSON.stringify(a)}\n\n`).join(""));
 			},
 		},
 	},
 
 	created(this: UiThis) {
 		this.alertStreams = new Set<PassThrough>();
+		this.approvalStreams = new Set<PassThrough>();
 		this.packageVersion = packageVersion();
 		this.heartbeat = setInterval(() => {
-			for (const stream of this.alertStreams) stream.write(": keep-alive\n\n");
+			for (const stream of [...this.alertStreams, ...this.approvalStreams]) stream.write(": keep-alive\n\n");
 		}, HEARTBEAT_MS);
 		this.heartbeat.unref?.();
 	},
 
 	stopped(this: UiThis) {
 		clearInterval(this.heartbeat);
-		for (const stream of this.alertStreams) stream.end();
+		for (const stream of [...this.alertStreams, ...this.approvalStreams]) stream.end();
 		this.alertStreams.clear();
+		this.approvalStreams.clear();
 		// server.close() (moleculer-web's stop, next) closes the connections idle when it is called; those whose
 		// answer ends afterwards (the streams just ended, a last request) would keep it waiting for the keep-alive
 		// timeout (HTTP_KEEPALIVE_MS, 65 s): each is closed as soon as it goes idle.

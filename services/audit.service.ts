@@ -14,7 +14,7 @@ import { EveError } from "../lib/eve/errors";
 
 /** What completing a record may set. */
 const OUTCOME_FIELDS = ["status", "outcome", "message", "jid"];
-const OUTCOMES = ["ok", "denied", "failed", "started"];
+const OUTCOMES = ["ok", "denied", "failed", "started", "held"];
 
 const auditSchema = {
 	token: { type: "string", optional: true, nullable: true },
@@ -29,10 +29,15 @@ const auditSchema = {
 	fun: { type: "string", max: 200, optional: true, nullable: true },
 	args: { type: "any", optional: true },
 	status: { type: "number", integer: true },
-	// "started": a run's record written before the job was handed to salt-api, not completed (yet).
+	// "started": a run's record written before the job was handed to salt-api, not completed (yet); "held": a run
+	// an approval policy matched, waiting for its approvers (docs/security.md).
 	outcome: { type: "enum", values: OUTCOMES },
 	message: { type: "string", max: 2000, optional: true },
 	jid: { type: "string", optional: true, nullable: true },
+	// An admin's reason for a run outside the maintenance windows (docs/security.md, break-glass).
+	break_glass: { type: "string", max: 2000, optional: true },
+	// The approval request that holds the run, or that it carries out.
+	approval: { type: "string", max: 24, optional: true },
 } as const;
 
 /** What this service has on `this` besides the Eve mixin's. */
@@ -85,6 +90,8 @@ const AuditService: EveServiceSchema<AuditThis> = {
 			if (!existing) throw new EveError(500, "the audit record vanished");
 			const $set: Doc = { _updated: nowSeconds() };
 			for (const k of OUTCOME_FIELDS) if (entry[k] !== undefined) $set[k] = entry[k];
+			// A refusal or a hold the run door wrote stays one: the request's outcome does not turn it into a failure.
+			if (existing.outcome === "denied" || existing.outcome === "held") delete $set.outcome;
 			const bad = ($set.status !== undefined && !Number.isInteger($set.status)) || ($set.outcome !== undefined && !OUTCOMES.includes($set.outcome)) || ($set.message !== undefined && typeof $set.message !== "string") || ($set.jid !== undefined && $set.jid !== null && typeof $set.jid !== "string");
 			if (bad) throw new EveError(500, "the audit record's outcome is malformed");
 			if (typeof $set.message === "string") $set.message = $set.message.slice(0, 2000);

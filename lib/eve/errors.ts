@@ -28,6 +28,10 @@ export type Issues = Record<string, unknown>;
 export interface EveErrorData {
 	issues?: Issues;
 	items?: unknown[];
+	/** A run refused outside the maintenance windows: the next opening among the refused hosts' windows (`_next_window`). */
+	window?: unknown;
+	/** …and the hosts refused (`_refused`). */
+	refused?: string[];
 }
 
 /**

@@ -1,5 +1,5 @@
 /**
- * A Salt state run's return read the one way the services need it (rollouts' dry runs, conformity checks): every
+ * A Salt state run's return read the one way the services need it (rollouts' and approvals' dry runs, conformity checks): every
  * state of the return as `{state_id, sls, fun, name, result, changes, comment}`, in the order Salt ran them
  * (`__run_num__`), or the reason the return is not a state dict at all (a render or compile error's list of
  * messages, a text cut short by CM_RETURN_MAX_BYTES, anything else).
@@ -60,4 +60,67 @@ export function returnValue(text: string): unknown {
 	} catch {
 		return text;
 	}
+}
+
+/** One state of one host that a dry run says would change (or fail). */
+export interface PredictedChange {
+	host: string;
+	state_id: string;
+	sls: string;
+	function: string;
+	name: string;
+	result: boolean | null;
+	changes: Record<string, unknown>;
+}
+
+/** The most predicted changes a batch or an approval request keeps (the count is kept whole). */
+export const PREDICTED_MAX = 2000;
+
+/** The functions a dry run (`test=True`) is for. */
+export const STATE_FUNCTIONS = new Set(["state.apply", "state.sls", "state.highstate"]);
+
+/**
+ * The states of one host's dry-run return that would change or fail, normalized (readStates). A
+ * return that is not a state dict (a render error's list of messages, a text cut short by CM_RETURN_MAX_BYTES) is
+ * one entry with `result` false: it cannot be read as "no change".
+ */
+export function predictedChanges(host: string, ret: unknown): PredictedChange[] {
+	const reading = readStates(ret);
+	if ("error" in reading) return [{ host, state_id: "render", sls: "", function: "", name: "", result: false, changes: { comment: reading.error } }];
+	return reading.states.filter(changesOrFails).map(st => ({ host, state_id: st.state_id, sls: st.sls, function: st.fun, name: st.name, result: st.result, changes: st.changes }));
+}
+
+/** One host's record of a dry run, as the job history keeps it (`actions.returnsOf`). */
+export interface DryRunReturn {
+	host: string;
+	state: string;
+	return: string;
+	retcode?: number;
+	success?: boolean;
+}
+
+/** A dry run read whole: its predicted changes (at most PREDICTED_MAX kept), how many in all, and its failures. */
+export interface DryRunReading {
+	predicted: PredictedChange[];
+	total: number;
+	failures: number;
+}
+
+/**
+ * What a dry run of `expected` hosts predicts: every host's changes, and as failures the hosts that did not return,
+ * did not finish, failed (retcode, success) or would fail a state.
+ */
+export function readDryRun(returns: DryRunReturn[], expected: number): DryRunReading {
+	const predicted: PredictedChange[] = [];
+	let failures = Math.max(0, expected - returns.length);
+	for (const ret of returns) {
+		if (ret.state !== "finished") {
+			failures++;
+			continue;
+		}
+		const changes = predictedChanges(ret.host, returnValue(ret.return));
+		if (ret.success === false || (typeof ret.retcode === "number" && ret.retcode !== 0) || changes.some(c => c.result === false)) failures++;
+		predicted.push(...changes);
+	}
+	return { predicted: predicted.slice(0, PREDICTED_MAX), total: predicted.length, failures };
 }

@@ -7,11 +7,21 @@
 export const SALT_FUN = /^[A-Za-z_]\w*(\.[A-Za-z_]\w*)+$/;
 
 /** POST /hosts/{id}, POST /groups/{id}: a Salt function to run (docs/salt.md). */
+/** The body of a run as checked (RUN_BODY), its break-glass reason apart: what salt-api is asked to run. */
+export interface RunBody {
+	cm_client: "local" | "local_async";
+	fun: string;
+	arg?: unknown[];
+	kwarg?: Record<string, unknown>;
+}
+
 export const RUN_BODY = {
 	cm_client: { type: "enum", values: ["local", "local_async"], optional: true, default: "local_async" },
 	fun: { type: "string", pattern: SALT_FUN, max: 200 },
 	arg: { type: "array", optional: true, max: 1000 },
 	kwarg: { type: "object", optional: true },
+	// An admin's reason to run outside the maintenance windows (docs/security.md, break-glass): audited and alerted.
+	break_glass: { type: "string", min: 3, max: 2000, optional: true },
 };
 
 /** POST /targets/preview: a compound target (docs/targeting.md). */

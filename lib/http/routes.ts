@@ -78,6 +78,9 @@ export const COLLECTIONS = [
 	"conformity_rules",
 	"webhooks",
 	"webhook_deliveries",
+	"maintenance_windows",
+	"approval_policies",
+	"approvals",
 ];
 
 const read = (service: string, role: Role = "viewer", query?: QueryParam[]) => ({ GET: { action: `${service}.list`, role, cachedBy: service, query } });
@@ -91,6 +94,9 @@ const none = (action: string, role: Role): RouteMethod => ({ action, role, body:
 const NO_MASTER = "no configuration-management master is configured (CM_API_URL), or the cm-gateway is not running";
 const needsMaster = (m: RouteMethod): RouteMethod => ({ ...m, unavailable: NO_MASTER });
 const withBody = (m: RouteMethod, bodySchema: Record<string, unknown>): RouteMethod => ({ ...m, bodySchema });
+
+/** `?count=` of the maintenance windows' previews. */
+const COUNT: QueryParam = { name: "count", description: "How many openings (1 to 100, default 5)", schema: { type: "integer", minimum: 1, maximum: 100 } };
 
 /** The statistics' parameters (docs/statistics.md). */
 const RANGE: QueryParam = { name: "range[]", required: true, description: "Twice: the range's start and end as HTTP-dates", schema: { type: "array", items: { type: "string" }, minItems: 2, maxItems: 2 } };
@@ -137,6 +143,7 @@ export const ROUTES: RouteDef[] = [
 	// The host's Pritunl profile archive (docs/vpn.md): it holds the host's VPN keys, so not for viewers.
 	{ path: "hosts/:id/conformity/fix", methods: { POST: { ...needsMaster(json("conformity.fixHost", "operator", "host")), summary: "Apply only the states the host's last check found drifted (state.sls_id each, as the caller, audited), then check it again" } } },
 	{ path: "hosts/:id/conformity", methods: { GET: { ...get("conformity.hostView"), summary: "How the host compares with its declared state: the states that differ with their predicted changes, since when, and its timeline" } } },
+	{ path: "hosts/:id/maintenance_windows", methods: { GET: { ...get("maintenance-windows.ofHost"), summary: "The maintenance windows that govern the host, whether each is open now, and their next openings", query: [COUNT] } } },
 	{ path: "hosts/:id/vpn_profile", methods: { GET: { action: "vpn.profile", role: "operator", audited: true } } },
 	{
 		path: "hosts/:id",
@@ -208,6 +215,16 @@ export const ROUTES: RouteDef[] = [
 	{ path: "webhooks/:id", methods: { ...readItem("webhooks", "admin"), PATCH: json("webhooks.patch", "admin"), DELETE: none("webhooks.remove", "admin") } },
 	{ path: "webhook_deliveries", methods: read("webhook-deliveries", "admin") },
 	{ path: "webhook_deliveries/:id", methods: readItem("webhook-deliveries", "admin") },
+
+	{ path: "maintenance_windows", methods: { ...read("maintenance-windows"), POST: json("maintenance-windows.create", "admin") } },
+	{ path: "maintenance_windows/:id/preview", methods: { GET: { ...get("maintenance-windows.preview"), summary: "The window's next openings, and the one open now", query: [COUNT] } } },
+	{ path: "maintenance_windows/:id", methods: { ...readItem("maintenance-windows"), PATCH: json("maintenance-windows.patch", "admin"), DELETE: none("maintenance-windows.remove", "admin") } },
+	{ path: "approval_policies", methods: { ...read("approval-policies"), POST: json("approval-policies.create", "admin") } },
+	{ path: "approval_policies/:id", methods: { ...readItem("approval-policies"), PATCH: json("approval-policies.patch", "admin"), DELETE: none("approval-policies.remove", "admin") } },
+	{ path: "approvals", methods: read("approvals", "operator") },
+	{ path: "approvals/stream", methods: { GET: { action: "api.approvalStream", role: "operator", events: true, summary: "Approval requests as server-sent events, pushed as they are made, voted on, decided and carried out" } } },
+	{ path: "approvals/:id/:decision", methods: { POST: { ...json("approvals.decide", "operator"), summary: "approve or reject a request, with a comment: the vote that completes its approvals runs it (once)", bodySchema: { comment: { type: "string", max: 2000, optional: true } } } } },
+	{ path: "approvals/:id", methods: readItem("approvals", "operator") },
 
 	{ path: "whoami", methods: { GET: { action: "api.whoami", role: "viewer", summary: "The caller: token name, role and scope" } } },
 	{ path: "openapi.json", methods: { GET: { action: "api.openapi", role: "viewer", summary: "This document: OpenAPI 3.1, generated from the route table and the collections' schemas" } } },

@@ -135,6 +135,13 @@ export class FleetRepl {
 					return await this.jobs();
 				case "whoami":
 					return await this.whoami();
+				case "approvals":
+					return await this.approvals(rest[0] === "--all" || rest[0] === "all");
+				case "approve":
+				case "reject":
+					return await this.decide(name, rest[0], rest.slice(1).join(" "));
+				case "windows":
+					return await this.windows(rest[0]);
 				default:
 					return `unknown command '${name ?? ""}'`;
 			}
@@ -235,20 +242,68 @@ export class FleetRepl {
 
 	/** Runs `fun` on a host (id or short name) or a group (name or id) and prints the returns as they arrive. */
 	async exec(name: string | undefined, fun: string | undefined, words: string[]): Promise<string> {
-		if (!name || !fun) return "usage: exec <host|group|'compound target'> <fun> [arg…] [k=v…]";
-		const { arg, kwarg } = parseRunArgs(words);
+		if (!name || !fun) return "usage: exec <host|group|'compound target'> <fun> [arg…] [k=v…] [--break-glass='reason']";
+		// An admin's reason to run outside the maintenance windows (docs/security.md): not a Salt argument.
+		const glass = words.find(w => w.startsWith("--break-glass="));
+		const { arg, kwarg } = parseRunArgs(words.filter(w => w !== glass));
+		const run = { cm_client: "local_async", fun, arg, kwarg, ...(glass ? { break_glass: glass.slice("--break-glass=".length) } : {}) };
+		type Answer = { task_id: string | null; status: string; approval?: { _id: string; policies: Array<{ name: string }>; expires: string } };
+		let res: Answer;
+		let label: string;
 		if (isCompound(name)) {
 			// POST /run: resolved, authorized on the resolved hosts and audited where it runs, as from the API.
-			const res = await this.api.send<{ task_id: string | null }>("POST", "run", { target: name, cm_client: "local_async", fun, arg, kwarg });
-			if (!res.task_id) return `no minion matched ${name}: nothing ran`;
-			return this.watch(res.task_id);
+			res = await this.api.send<Answer>("POST", "run", { target: name, ...run });
+			label = name;
+		} else {
+			const target = await this.resolveTarget(name);
+			const path = target.kind === "host" ? `hosts/${encodeURIComponent(target.id)}` : `groups/${target.id}`;
+			// Authorized (role by the gateway, scope on the hosts it resolves to where it runs) and audited as any API run.
+			res = await this.api.send<Answer>("POST", path, run);
+			label = target.label;
 		}
-		const target = await this.resolveTarget(name);
-		const path = target.kind === "host" ? `hosts/${encodeURIComponent(target.id)}` : `groups/${target.id}`;
-		// Authorized (role by the gateway, scope on the hosts it resolves to where it runs) and audited as any API run.
-		const res = await this.api.send<{ task_id: string | null }>("POST", path, { cm_client: "local_async", fun, arg, kwarg });
-		if (!res.task_id) return `no minion matched ${target.label}: nothing ran`;
+		if (res.status === "pending_approval" && res.approval) {
+			const a = res.approval;
+			return `held for approval ${a._id} (${a.policies.map(p => p.name).join(", ")}), until ${a.expires}: nothing ran; another approver: approve ${a._id} [comment]`;
+		}
+		if (!res.task_id) return `no minion matched ${label}: nothing ran`;
 		return this.watch(res.task_id);
+	}
+
+	// ------------------------------------------------------------ governance
+
+	/** Approval requests: pending ones (newest first), or all of them with `--all`. */
+	async approvals(all: boolean): Promise<string> {
+		const res = await this.list("approvals", { ...(all ? {} : { where: { status: "pending" } }), sort: "-_id", max_results: PAGE });
+		if (!res._items.length) return all ? "no approval requests" : "no pending approval requests";
+		const rows = res._items.map(a => {
+			const call = a.call as { fun: string };
+			const requester = a.requester as { name: string };
+			const votes = a.votes as Array<{ decision: string }>;
+			return { id: a._id, status: a.status, fun: call.fun, hosts: a.hosts_count, target: a.target, by: requester.name, votes: votes.map(v => v.decision).join(","), expires: a.expires };
+		});
+		return textTable(["id", "status", "fun", "hosts", "target", "by", "votes", "expires"], rows, 40);
+	}
+
+	/** approve|reject <id> [comment…]: a vote; the one that completes the approvals runs the request. */
+	async decide(verb: "approve" | "reject", id: string | undefined, comment: string): Promise<string> {
+		if (!id) return `usage: ${verb} <approval id> [comment…]`;
+		const a = await this.api.send<{ status: string; run?: { jid?: string | null; status: string; message?: string } }>("POST", `approvals/${encodeURIComponent(id)}/${verb}`, comment ? { comment } : {});
+		if (a.status === "done" && a.run?.jid) return `approved: it ran as job ${a.run.jid}`;
+		if (a.status === "failed") return `approved, but the run failed: ${a.run?.message ?? a.run?.status ?? "unknown"}`;
+		return `${id}: ${a.status}`;
+	}
+
+	/** The maintenance windows, or those of a host (id or short name) with whether each is open and when it opens next. */
+	async windows(host: string | undefined): Promise<string> {
+		if (!host) {
+			const res = await this.list("maintenance_windows", { sort: "name", max_results: PAGE });
+			if (!res._items.length) return "no maintenance windows: every function runs at any time";
+			return textTable(["name", "functions", "rrule", "start", "timezone", "duration", "enabled"], res._items.map(w => ({ ...w, enabled: w.enabled !== false })), 40);
+		}
+		const id = (await this.hostId(host)) ?? host;
+		const res = await this.api.get<{ _items: Array<{ name: string; functions: string[]; open: { end: string } | null; next: Array<{ start: string; end: string }> }> }>(`hosts/${encodeURIComponent(id)}/maintenance_windows?count=1`);
+		if (!res._items.length) return `no maintenance window governs ${id}: every function runs at any time`;
+		return textTable(["window", "functions", "now", "next"], res._items.map(w => ({ window: w.name, functions: w.functions, now: w.open ? `open until ${w.open.end}` : "closed", next: w.next[0] ? `${w.next[0].start} – ${w.next[0].end}` : "none within 400 days" })), 60);
 	}
 
 	/** The hosts a compound target selects now (POST /targets/preview), and those it names that do not exist. */
@@ -374,7 +429,7 @@ function isCompound(word: string): boolean {
 	return /\s|^[A-Z]\S?@|[*?[]/.test(word);
 }
 
-const COMMANDS = new Set(["hosts", "host", "exec", "preview", "tasks", "task", "sync", "stats", "alerts", "jobs"]);
+const COMMANDS = new Set(["hosts", "host", "exec", "preview", "tasks", "task", "sync", "stats", "alerts", "jobs", "approvals", "approve", "reject", "windows"]);
 
 /**
  * Ctrl-C while `exec` waits stops that wait (and only that): the REPL's own Ctrl-C handling (clear the line,
@@ -418,6 +473,10 @@ export function replCommands(server: () => REPLServer | undefined = () => undefi
 		command("exec <target> <fun> [args...]", "Run a Salt function on a group (name), a host (id or short name) or a quoted compound target, returns as they come: exec web test.ping; exec web-01 cmd.run 'uptime'; exec 'G@os:Debian and web-*' test.ping"),
 		command("preview <compound target>", "The hosts a compound target selects now (docs/targeting.md): preview G@os:Debian and not web-*"),
 		command("tasks", "List scheduled tasks"),
+		command("approvals [--all]", "Approval requests: the pending ones, or all with --all"),
+		command("approve <id> [comment...]", "Approve a request (the approval that completes it runs it, once)"),
+		command("reject <id> [comment...]", "Reject a request: it runs nothing"),
+		command("windows [host]", "The maintenance windows, or those of a host: open now, and when they open next"),
 		command("task <verb> <id>", "task pause <id or name> | task resume <id or name>"),
 		command("sync", "Reconcile the inventory with the master now"),
 		command("stats <what> [range]", "stats online [30m|24h|7d]: hosts up and down over time"),

@@ -23,7 +23,9 @@ import { ScrapedPrometheusReporter, leanMetrics, trackEventLoopLag } from "./met
  */
 export const READY_NEEDS: Record<string, string[]> = {
 	api: ["tokens", "audit"],
-	"cm-gateway": ["hosts", "actions", "salt-jobs", "failed-patches", "alerts"],
+	// every run is governed by the windows and the approval gate (docs/security.md)
+	"cm-gateway": ["hosts", "actions", "salt-jobs", "failed-patches", "alerts", "maintenance-windows", "approvals"],
+	approvals: ["approval-policies", "alerts"],
 	tasks: ["actions", "alerts"],
 	// a rollout follows its batches' jobs in the history and raises its alert
 	rollouts: ["salt-jobs", "actions", "alerts"],

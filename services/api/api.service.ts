@@ -326,7 +326,8 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 				fun: run?.fun ?? null,
 				args: body === undefined ? undefined : truncateForAudit(body),
 				status,
-				outcome: status < 400 ? "ok" : status === 401 || status === 403 || status === 429 ? "denied" : "failed",
+				// A run held for approval (202) ran nothing: its record says so, as the run door wrote it.
+				outcome: response?.status === "pending_approval" ? "held" : status < 400 ? "ok" : status === 401 || status === 403 || status === 429 ? "denied" : "failed",
 				...(message ? { message: message.slice(0, 2000) } : {}),
 				jid: response?.task_id ?? response?.jid ?? null,
 			};

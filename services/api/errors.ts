@@ -17,6 +17,8 @@ export interface EveErrorBody {
 	_error: { code: number; message: string };
 	_issues?: unknown;
 	_items?: unknown;
+	_next_window?: unknown;
+	_refused?: unknown;
 }
 
 /** Any error, from any layer, as Eve's error body. Unknown errors are 500s that reveal nothing. */
@@ -31,6 +33,8 @@ export function toEveError(err: any, unavailable?: string): { code: number; body
 		message = err.message;
 		if (err.data?.issues) extra._issues = err.data.issues;
 		if (err.data?.items) extra._items = err.data.items;
+		if (err.data?.window !== undefined) extra._next_window = err.data.window;
+		if (err.data?.refused) extra._refused = err.data.refused;
 	} else if (err?.name === "ValidationError" && err.code === 422) {
 		code = 422;
 		message = "invalid request parameters";

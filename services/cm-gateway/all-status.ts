@@ -9,7 +9,7 @@ import { formatHttpDate } from "../../lib/eve/dates";
 import { EveError, validationFailed } from "../../lib/eve/errors";
 import { compileSchema } from "../../lib/eve/validation";
 import { ALL_STATUS_BODY } from "../../lib/http/bodies";
-import { startRun as throughTheDoor, type RunBody, type RunRequest } from "./run-door";
+import { startRun as throughTheDoor, type Hold, type RunBody, type RunRequest } from "./run-door";
 import { requester, type RunMeta, type Runs } from "./runs";
 import type { GatewayContext } from "./context";
 import type { Returns } from "./returns";
@@ -55,9 +55,9 @@ export class AllStatusPolls {
 		const by = requester(ctx);
 		const req: RunRequest = { by, targets: [id], body: ALL_STATUS_CALL };
 		const { config } = this.gw;
-		const until = await throughTheDoor(
+		const until = await throughTheDoor<number | Hold>(
 			req,
-			this.runs.doorEffects(ctx, req, async () => {
+			this.runs.doorEffects<number | Hold>(ctx, req, async () => {
 				const ends = Date.now() + config.cmAllStatusMaxMs;
 				const running = this.monitors.get(id);
 				if (running) Object.assign(running, { until: ends, token: by.token });
@@ -69,8 +69,15 @@ export class AllStatusPolls {
 					await this.poll(id, true);
 				}
 				return ends;
-			}),
+			}, undefined, hold => hold),
 		);
+		if (typeof until !== "number") {
+			// Held for approval: nothing polls; once approved, one status.all_status runs.
+			const meta = ctx.meta as { $statusCode?: number; $responseHeaders?: Record<string, string> };
+			meta.$statusCode = 202;
+			meta.$responseHeaders = { ...meta.$responseHeaders, Location: `/api/approvals/${until.approval._id}` };
+			return { _status: "OK", action, host: id, polling: false, status: "pending_approval", approval: until.approval };
+		}
 		return { _status: "OK", action, host: id, polling: true, interval: config.cmAllStatusIntervalMs / 1000, until: formatHttpDate(new Date(until)) };
 	}
 
@@ -84,8 +91,11 @@ export class AllStatusPolls {
 		try {
 			// Every poll is a run: the token that started the poll must still allow it (revoked: it stops).
 			if (!rethrow) await this.gw.broker.call("tokens.authorizeRun", { token: monitor.token, client: ALL_STATUS_CALL.cm_client, fun: ALL_STATUS_CALL.fun, targets: [host] });
+			// …and, when a maintenance window governs status.all_status on the host, inside it (closed: it stops).
+			const windows = rethrow ? null : await this.gw.broker.call<{ refused: string[] }, Record<string, unknown>>("maintenance-windows.check", { fun: ALL_STATUS_CALL.fun, targets: [host] });
+			if (windows?.refused.length) throw new EveError(409, `the maintenance windows of '${host}' governing status.all_status are closed`);
 		} catch (err) {
-			if ((err as { code?: number }).code === 403) {
+			if ((err as { code?: number }).code === 403 || (err as { code?: number }).code === 409) {
 				logger.warn(`Stopping the status.all_status poll of '${host}':`, (err as Error).message);
 				this.stop(host);
 			} else logger.warn(`status.all_status poll of '${host}' skipped:`, (err as Error).message);

@@ -31,6 +31,7 @@ import { Reconciliation, type SyncResult } from "./reconcile";
 import { Returns } from "./returns";
 import { JobHistory } from "./history";
 import { Runs, type RolloutRun, type RunMeta, type TaskRun } from "./runs";
+import { Governance } from "./governance";
 
 /** The parts, made when the service is created with a master to talk to. */
 interface Parts {
@@ -143,9 +144,21 @@ export default function CmGatewayService(): ServiceSchema<ServiceSettingSchema, 
 							kwarg: { type: "object", optional: true },
 							hosts: { type: "array", items: "string", max: 100_000 },
 							target: { type: "string", max: 20_000 },
+							total: { type: "number", integer: true, min: 0, optional: true },
 						},
 						handler(ctx: Context<RolloutRun>) {
 							return parts(this).runs.ofRollout(ctx);
+						},
+					},
+					/**
+					 * An approved request, carried out (internal: the approvals service, once per request): its call on its
+					 * hosts through the run door, as its requester's token is now.
+					 */
+					runApproved: {
+						visibility: "public",
+						params: { id: { type: "string", pattern: /^[0-9a-f]{24}$/ } },
+						handler(ctx: Context<{ id: string }>) {
+							return parts(this).runs.ofApproval(ctx);
 						},
 					},
 					/** POST /api/inventory/sync (and the scheduled reconciliation's own calls). */
@@ -205,7 +218,14 @@ export default function CmGatewayService(): ServiceSchema<ServiceSettingSchema, 
 			const returns = new Returns(gw, alerts, host => events.queueRefresh(host));
 			const poll = new JobPoll(gw, returns);
 			const history = new JobHistory(gw, returns, poll);
-			const runs = new Runs(gw, returns, poll, history);
+			// A held state run's dry run (test=True: never governed) goes through the door too, as its requester.
+			const governance = new Governance(gw, async (ctx, req, approval) => {
+				const { breakGlass: _glass, definition: _definition, ...by } = req.by;
+				const kwarg = { ...(req.body.kwarg ?? {}), test: true };
+				const answer = await runs.start(ctx, { ...by, path: `/api/approvals/${approval}`, auditId: undefined }, req.targets, { ...req.body, cm_client: "local_async", kwarg }, {}, req.target ?? `L@${req.targets.join(",")}`);
+				return answer.task_id;
+			});
+			const runs: Runs = new Runs(gw, returns, poll, history, governance);
 			const events: EventFollower = new EventFollower(gw, { returns, poll, inventory, reconciliation, alerts, history });
 			this.parts = { salt, returns, poll, runs, inventory, reconciliation, events, patches: new Patches(gw), allStatus: new AllStatusPolls(gw, runs, returns), history };
 		},
@@ -215,7 +235,7 @@ export default function CmGatewayService(): ServiceSchema<ServiceSettingSchema, 
 			if (!p) return;
 			// The inventory is written through these services: start following the master once they are there.
 			void this.broker
-				.waitForServices(["hosts", "actions", "salt-jobs", "failed-patches", "alerts"])
+				.waitForServices(["hosts", "actions", "salt-jobs", "failed-patches", "alerts", "maintenance-windows", "approvals"])
 				.then(() => {
 					if (this.stopping) return;
 					if (config.cmEvents) p.events.open();

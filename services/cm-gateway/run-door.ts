@@ -5,24 +5,23 @@
  *
  *  1. is authorized — the complete call on those hosts, against the token in force now; a refusal (403) is
  *     written to the audit log as `denied` (best effort: a refusal stays a refusal) and thrown as it is;
+ *  1b. is governed (docs/security.md): a governed function on hosts outside their maintenance windows is refused
+ *     (409, audited as `denied`, unless an admin breaks the glass with a reason); a run an approval policy matches
+ *     is held (its record `held`, 202) until approvers decide, and nothing runs now;
  *  2. has its audit record written (`started`, 202); when it cannot be stored, nothing runs: a 503 saying so;
  *  3. only then is executed (the job handed to salt-api);
  *  4. completes the same record: `ok` (200, with the jid when there is one), or `failed` with the error's
  *     HTTP code (500 for anything else) and message. The job was handed over by then: a failure to complete
  *     the record is logged, never thrown.
  *
- * The effects — the token check, the audit writes, the execution, new ids, the log — are the caller's
+ * The effects — the token check, the governance, the audit writes, the execution, new ids, the log — are the caller's
  * (services/cm-gateway/cm-gateway.service.ts): here is only their order and what is written.
  */
 import { EveError } from "../../lib/eve/errors";
+import type { RunBody } from "../../lib/http/bodies";
 
-/** The body of a run: what salt-api is asked to run. */
-export interface RunBody {
-	cm_client: "local" | "local_async";
-	fun: string;
-	arg?: unknown[];
-	kwarg?: Record<string, unknown>;
-}
+/** The body of a run: what salt-api is asked to run (lib/http/bodies.ts). */
+export type { RunBody };
 
 /**
  * Who asks for a run, and the request part of its audit record. The gateway and the REPL put it in
@@ -40,6 +39,12 @@ export interface Requester {
 	agent?: string;
 	method: string;
 	path: string;
+	/** An admin's reason to run outside the maintenance windows (break-glass): audited and alerted. */
+	breakGlass?: string;
+	/** The approval this run carries out (an approved request runs once, as its requester). */
+	approval?: string;
+	/** What a task or rollout runs, for approvals granted once per definition. */
+	definition?: { kind: "task" | "rollout"; id: string; digest: string; hosts?: number };
 }
 
 /** A run at the door: who asks, on which hosts (resolved), what. */
@@ -47,6 +52,8 @@ export interface RunRequest {
 	by: Requester;
 	targets: string[];
 	body: RunBody;
+	/** The target as the requester gave it (a host, a group's term, a compound expression), for an approval request. */
+	target?: string;
 }
 
 /** The token that authorizes a run, as tokens.authorizeRun answers it. */
@@ -54,6 +61,8 @@ export interface TokenHolder {
 	id: string;
 	name: string;
 	role: string;
+	/** The signed-in person the token was made for, when one was (docs/security.md, single sign-on). */
+	subject?: string;
 }
 
 /** Who, from where, what: the part of a run's audit record written before it runs. */
@@ -68,12 +77,14 @@ export interface AuditEntry {
 	targets: string[];
 	fun: string;
 	args: { cm_client: string; arg?: unknown[]; kwarg?: Record<string, unknown> };
+	break_glass?: string;
+	approval?: string;
 }
 
 /** What became of the run (or of its request). */
 export interface AuditOutcome {
 	status: number;
-	outcome: "started" | "ok" | "denied" | "failed";
+	outcome: "started" | "ok" | "denied" | "failed" | "held";
 	jid?: string | null;
 	message?: string;
 }
@@ -84,6 +95,14 @@ export interface DoorEffects<R> {
 	authorize(): Promise<TokenHolder>;
 	/** Writes (`entry` with `method`) or completes (an outcome only) the audit record `id`; resolves to what was stored, falsy when nothing was. */
 	writeAudit(id: string, entry: (AuditEntry & AuditOutcome) | AuditOutcome): Promise<unknown>;
+	/**
+	 * The governance of the authorized run (maintenance windows, approval policies): throws a 409 when a window
+	 * refuses it, answers the approval request that holds it, or null when it may run now. Without it, no run
+	 * is governed (the door's own tests).
+	 */
+	govern?(holder: TokenHolder): Promise<Hold | null>;
+	/** What the caller answers for a run held for approval. */
+	held?(hold: Hold): R;
 	/** Hands the job to salt-api, on behalf of the token that authorized it. */
 	execute(holder: TokenHolder): Promise<R>;
 	/** The jid of what `execute` started, for the record; without it the record gets no jid. */
@@ -92,6 +111,11 @@ export interface DoorEffects<R> {
 	newId(): string;
 	/** Logs an error the door does not throw: what failed, and why. */
 	log(what: string, why: string): void;
+}
+
+/** A run held for approval: the request that holds it. */
+export interface Hold {
+	approval: { _id: string } & Record<string, unknown>;
 }
 
 /** The 503 of a run whose audit record could not be stored. */
@@ -114,6 +138,8 @@ export function auditEntry(req: RunRequest, holder: TokenHolder | null): AuditEn
 		targets,
 		fun: body.fun,
 		args: { cm_client: body.cm_client, ...(body.arg ? { arg: body.arg } : {}), ...(body.kwarg ? { kwarg: body.kwarg } : {}) },
+		...(by.breakGlass ? { break_glass: by.breakGlass } : {}),
+		...(by.approval ? { approval: by.approval } : {}),
 	};
 }
 
@@ -129,13 +155,37 @@ export async function authorizeRun<R>(req: RunRequest, fx: DoorEffects<R>): Prom
 	try {
 		return await fx.authorize();
 	} catch (err) {
-		const e = err as { code?: unknown; message?: unknown };
-		if (e.code === 403) {
-			const entry = { ...auditEntry(req, null), status: 403, outcome: "denied" as const, message: String(e.message).slice(0, MESSAGE_MAX) };
-			await fx.writeAudit(req.by.auditId ?? fx.newId(), entry).catch((auditErr: unknown) => fx.log("Could not write the audit record of a refused run:", errorMessage(auditErr)));
-		}
+		await auditRefusal(req, null, err, 403, fx);
 		throw err;
 	}
+}
+
+/** A refusal with code `code` (403 by the token, 409 by a maintenance window) written as `denied`, best effort. */
+async function auditRefusal<R>(req: RunRequest, holder: TokenHolder | null, err: unknown, code: number, fx: DoorEffects<R>): Promise<void> {
+	const e = err as { code?: unknown; message?: unknown };
+	if (e.code !== code) return;
+	const entry = { ...auditEntry(req, holder), status: code, outcome: "denied" as const, message: String(e.message).slice(0, MESSAGE_MAX) };
+	await fx.writeAudit(req.by.auditId ?? fx.newId(), entry).catch((auditErr: unknown) => fx.log("Could not write the audit record of a refused run:", errorMessage(auditErr)));
+}
+
+/**
+ * Step 1b: the run's governance. A window's refusal (409) is audited as denied and thrown; a hold is written to
+ * the audit log (`held`, 202, naming the approval) — when that record cannot be stored the request stays, and
+ * nothing runs either way.
+ */
+export async function governRun<R>(req: RunRequest, holder: TokenHolder, fx: DoorEffects<R>): Promise<Hold | null> {
+	if (!fx.govern) return null;
+	let hold: Hold | null;
+	try {
+		hold = await fx.govern(holder);
+	} catch (err) {
+		await auditRefusal(req, holder, err, 409, fx);
+		throw err;
+	}
+	if (!hold) return null;
+	const entry = { ...auditEntry(req, holder), approval: hold.approval._id, status: 202, outcome: "held" as const, message: `held for approval ${hold.approval._id}` };
+	await fx.writeAudit(req.by.auditId ?? fx.newId(), entry).catch((auditErr: unknown) => fx.log("Could not write the audit record of a run held for approval:", errorMessage(auditErr)));
+	return hold;
 }
 
 /** Step 2: the run's record, before it runs; when it is not stored, a 503 and nothing runs. */
@@ -161,6 +211,11 @@ export async function endAudit<R>(id: string, outcome: AuditOutcome, fx: DoorEff
 /** The whole door: authorized, audited, executed, completed — in that order; answers what `execute` answered. */
 export async function startRun<R>(req: RunRequest, fx: DoorEffects<R>): Promise<R> {
 	const holder = await authorizeRun(req, fx);
+	const hold = await governRun(req, holder, fx);
+	if (hold) {
+		if (!fx.held) throw new EveError(500, "a run was held for approval where none can be answered");
+		return fx.held(hold);
+	}
 	const auditId = req.by.auditId ?? fx.newId();
 	await beginAudit(auditId, req, holder, fx);
 	try {

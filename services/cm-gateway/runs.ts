@@ -12,7 +12,8 @@ import { compileSchema } from "../../lib/eve/validation";
 import { RUN_BODY, RUN_TARGET_BODY } from "../../lib/http/bodies";
 import { NO_RETURN, verdictOf, type JobOrigin, type JobReturn, type Verdict } from "./job-tracker";
 import type { Lowstate } from "./salt-client";
-import { startRun as throughTheDoor, type DoorEffects, type Requester, type RunBody, type RunRequest, type TokenHolder } from "./run-door";
+import { startRun as throughTheDoor, type DoorEffects, type Hold, type Requester, type RunBody, type RunRequest, type TokenHolder } from "./run-door";
+import { definitionDigest, withoutTest, type Governance } from "./governance";
 import { JID, isObject, strings, type GatewayContext } from "./context";
 import type { JobPoll } from "./job-poll";
 import type { Returns } from "./returns";
@@ -45,6 +46,8 @@ export interface RolloutRun {
 	batch: number;
 	/** The batch's run id: the same for every ask of this batch (a dry run has its own). */
 	run: string;
+	/** How many hosts the whole rollout has (an approval policy's threshold counts them). */
+	total?: number;
 	takeover?: boolean;
 	owner: string;
 	fun: string;
@@ -60,6 +63,8 @@ export interface RunAnswer {
 	status: string;
 	return: unknown;
 	repeated?: boolean;
+	/** The approval request that holds the run (status `pending_approval`): nothing ran. */
+	approval?: Record<string, unknown>;
 }
 
 const checkBody = compileSchema(RUN_BODY, { wellFormed: true });
@@ -100,6 +105,7 @@ export class Runs {
 		private readonly returns: Returns,
 		private readonly poll: JobPoll,
 		private readonly history: JobHistory,
+		private readonly governance: Governance,
 	) {}
 
 	/** A run's body checked (by `check`: the run fields alone, or with a compound `target`), `cm_client` defaulted. */
@@ -108,6 +114,12 @@ export class Runs {
 		if (issues) throw validationFailed(issues);
 		const body = raw as Partial<B> & { fun: string };
 		return { ...body, cm_client: body.cm_client ?? "local_async" } as B;
+	}
+
+	/** The run fields of a checked body, and its break-glass reason apart (it is not part of the Salt call). */
+	splitBody<B extends RunBody & { break_glass?: string }>(body: B): { call: Omit<B, "break_glass">; breakGlass?: string } {
+		const { break_glass, ...call } = body;
+		return { call, ...(break_glass !== undefined ? { breakGlass: break_glass } : {}) };
 	}
 
 	/** The host, if it is known and not soft-deleted. */
@@ -144,10 +156,10 @@ export class Runs {
 
 	/** `POST /hosts/{id}` or `POST /groups/{id}`: the body checked, the target resolved, the run started. */
 	async onTarget(ctx: Context<{ id: string; body?: unknown }, RunMeta>, kind: "host" | "group"): Promise<RunAnswer> {
-		const body = this.validateBody(ctx.params.body);
+		const { call: body, breakGlass } = this.splitBody(this.validateBody<RunBody & { break_glass?: string }>(ctx.params.body));
 		const targets = kind === "host" ? await this.hostTarget(ctx, ctx.params.id) : await this.groupTargets(ctx, ctx.params.id);
 		// The job history's `target`: the host as named, the group as the compound term that names it.
-		return this.start(ctx, requester(ctx), targets, body, {}, kind === "host" ? ctx.params.id : `F@${ctx.params.id}`);
+		return this.start(ctx, { ...requester(ctx), ...(breakGlass ? { breakGlass } : {}) }, targets, body, {}, kind === "host" ? ctx.params.id : `F@${ctx.params.id}`);
 	}
 
 	/**
@@ -156,10 +168,11 @@ export class Runs {
 	 * expression, so the minions Salt would select cannot differ from the ones checked.
 	 */
 	async onCompound(ctx: Context<{ body?: unknown }, RunMeta>): Promise<RunAnswer> {
-		const { target, ...body } = this.validateBody<RunBody & { target: string }>(ctx.params.body, checkTargetBody);
+		const { target, ...checked } = this.validateBody<RunBody & { target: string; break_glass?: string }>(ctx.params.body, checkTargetBody);
+		const { call: body, breakGlass } = this.splitBody(checked);
 		const { hosts } = await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target });
 		if (!hosts.length) throw new EveError(422, `the target '${target.slice(0, 200)}' selects no live host`);
-		return this.start(ctx, requester(ctx), hosts, body, {}, target);
+		return this.start(ctx, { ...requester(ctx), ...(breakGlass ? { breakGlass } : {}) }, hosts, body, {}, target);
 	}
 
 	/**
@@ -175,7 +188,9 @@ export class Runs {
 			const targets = await this.taskTargets(ctx, tgt, target);
 			if (!targets.length) throw new EveError(422, "none of the task's targets is a live host or a group with hosts");
 			// A task runs as its owner's token as that token is now (docs/security.md).
-			const by: Requester = { token: owner ?? "", source: `scheduler@${this.gw.broker.nodeID}`.slice(0, 200), method: "TASK", path: `/api/tasks/${task}` };
+			// Approved once per definition: what it runs (a change to it needs a new approval).
+			const definition = { kind: "task" as const, id: task, digest: definitionDigest({ cm_client, fun, kwarg: kwarg ?? {}, tgt, target: target ?? null }) };
+			const by: Requester = { token: owner ?? "", source: `scheduler@${this.gw.broker.nodeID}`.slice(0, 200), method: "TASK", path: `/api/tasks/${task}`, definition };
 			return this.start(ctx, by, targets, { cm_client, fun, kwarg }, { task, run }, expression);
 		});
 	}
@@ -186,13 +201,15 @@ export class Runs {
 	 * job already started instead of starting another.
 	 */
 	async ofRollout(ctx: Context<RolloutRun>): Promise<RunAnswer> {
-		const { rollout, batch, run, takeover, owner, fun, arg, kwarg, hosts, target } = ctx.params;
+		const { rollout, batch, run, takeover, owner, fun, arg, kwarg, hosts, target, total } = ctx.params;
 		const body: RunBody = { cm_client: "local_async", fun, ...(arg ? { arg } : {}), ...(kwarg ? { kwarg } : {}) };
 		const origin: JobOrigin = { run, history: { target, user: null, origin: "rollout", rollout, batch } };
 		return this.once(ctx, run, takeover, fun, funArgs(body), origin, async () => {
 			const live = await this.listedTargets(ctx, hosts);
 			if (!live.length) return { task_id: null, status: "no_minions", return: { return: [{}] } };
-			const by: Requester = { token: owner ?? "", source: `rollout@${this.gw.broker.nodeID}`.slice(0, 200), method: "ROLLOUT", path: `/api/rollouts/${rollout}` };
+			// Approved once per rollout (its call and target; a batch's dry run is never held), its threshold counting the whole rollout.
+			const definition = { kind: "rollout" as const, id: rollout, digest: definitionDigest({ fun, arg: arg ?? [], kwarg: withoutTest(kwarg), target }), ...(total ? { hosts: total } : {}) };
+			const by: Requester = { token: owner ?? "", source: `rollout@${this.gw.broker.nodeID}`.slice(0, 200), method: "ROLLOUT", path: `/api/rollouts/${rollout}`, definition };
 			return this.start(ctx, by, live, body, { run }, target, { id: rollout, batch });
 		});
 	}
@@ -232,17 +249,38 @@ export class Runs {
 	 * that record is stored is the job handed to salt-api. Its outcome completes the same record.
 	 */
 	start(ctx: Context, by: Requester, targets: string[], body: RunBody, origin: JobOrigin, target: string, rollout?: { id: string; batch?: number }): Promise<RunAnswer> {
-		const req: RunRequest = { by, targets, body };
+		const req: RunRequest = { by, targets, body, target };
 		// The job's history record names the token that authorized it, as it was then.
 		const execute = (holder: TokenHolder) => this.execute(targets, body, { ...origin, history: historyEntry(by, holder, target, rollout) });
-		return throughTheDoor(req, this.doorEffects(ctx, req, execute, res => res.task_id ?? null));
+		const held = (hold: Hold): RunAnswer => {
+			// Held for approval: 202, the request where it can be followed.
+			const meta = ctx.meta as { $statusCode?: number; $responseHeaders?: Record<string, string> };
+			meta.$statusCode = 202;
+			meta.$responseHeaders = { ...meta.$responseHeaders, Location: `/api/approvals/${hold.approval._id}` };
+			return { task_id: null, status: "pending_approval", return: null, approval: hold.approval };
+		};
+		return throughTheDoor(req, this.doorEffects(ctx, req, execute, res => res.task_id ?? null, held));
+	}
+
+	/**
+	 * An approved request (internal: the approvals service, once, after moving it to `running`): its exact call on its
+	 * exact hosts, through the run door as its requester's token is now — authorized again, inside the maintenance
+	 * windows (or with the break-glass reason it was asked with), audited — carrying the approval as its grant.
+	 */
+	async ofApproval(ctx: Context<{ id: string }>): Promise<RunAnswer> {
+		const a = await ctx.call<{ _id: string; call: RunBody; hosts: string[]; target?: string; requester: { token: string }; break_glass?: string }, { id: string }>("approvals.forRun", { id: ctx.params.id });
+		const by: Requester = { token: a.requester.token, source: `approval@${this.gw.broker.nodeID}`.slice(0, 200), method: "APPROVAL", path: `/api/approvals/${a._id}`, approval: String(a._id), ...(a.break_glass ? { breakGlass: a.break_glass } : {}) };
+		const body: RunBody = { cm_client: a.call.cm_client, fun: a.call.fun, ...(a.call.arg ? { arg: a.call.arg } : {}), ...(a.call.kwarg ? { kwarg: a.call.kwarg } : {}) };
+		return this.start(ctx, by, a.hosts, body, {}, a.target ?? `L@${a.hosts.join(",")}`);
 	}
 
 	/** The door's effects for a run asked for in `ctx`: the token check, the audit writes, `execute`. */
-	doorEffects<R>(ctx: Context, req: RunRequest, execute: (holder: TokenHolder) => Promise<R>, jidOf?: (result: R) => string | null): DoorEffects<R> {
+	doorEffects<R>(ctx: Context, req: RunRequest, execute: (holder: TokenHolder) => Promise<R>, jidOf?: (result: R) => string | null, held?: (hold: Hold) => R): DoorEffects<R> {
 		const { by, targets, body } = req;
 		return {
 			authorize: () => ctx.call<TokenHolder, Record<string, unknown>>("tokens.authorizeRun", { token: by.token, client: body.cm_client, fun: body.fun, arg: body.arg, kwarg: body.kwarg, targets }),
+			govern: holder => this.governance.govern(ctx, req, holder),
+			held,
 			// A refusal's record is written in the refused call's context; a run's records by the gateway itself.
 			writeAudit: (id, entry) => (entry.outcome === "denied" ? ctx.call("audit.record", { id, entry }) : this.gw.broker.call("audit.record", { id, entry })),
 			execute,

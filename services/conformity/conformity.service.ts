@@ -235,7 +235,12 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 			// Each run gets an audit record of its own (the request's record is the gateway's).
 			const opts = { meta: { auditId: "" } };
 			for (const s of drifted) {
-				const res = await ctx.call<{ task_id: string | null; return: { return: Array<Record<string, unknown>> } }, Record<string, unknown>>("cm-gateway.runOnHost", { id: host, body: { cm_client: "local", fun: "state.sls_id", arg: [s.state_id, s.sls] } }, opts);
+				const res = await ctx.call<{ task_id: string | null; status: string; approval?: { _id: string }; return: { return: Array<Record<string, unknown>> } }, Record<string, unknown>>("cm-gateway.runOnHost", { id: host, body: { cm_client: "local", fun: "state.sls_id", arg: [s.state_id, s.sls] } }, opts);
+				if (res.status === "pending_approval" && res.approval) {
+					// An approval policy holds it (docs/security.md): nothing ran; it runs once approved.
+					fixed.push({ state_id: s.state_id, sls: s.sls, jid: null, result: "awaiting_approval", approval: res.approval._id });
+					continue;
+				}
 				const reading = readStates(res.return?.return?.[0]?.[host]);
 				const result = "states" in reading ? (reading.states.every(r => r.result === true) ? "applied" : "failed") : "failed";
 				fixed.push({ state_id: s.state_id, sls: s.sls, jid: res.task_id, result });

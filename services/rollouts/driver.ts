@@ -15,8 +15,8 @@ import type { EveThis, RestContext } from "../../mixins/eve-collection.mixin";
 import type { Doc } from "../../lib/storage/store";
 import { loadConfig } from "../../lib/config";
 import { countMetric } from "../../lib/runtime/metrics";
-import { returnValue } from "../../lib/fleet/state-results";
-import { PREDICTED_MAX, batchFailures, predictedChanges, sizeOf, type Batch, type PredictedChange } from "./plan";
+import { readDryRun, type DryRunReturn } from "../../lib/fleet/state-results";
+import { batchFailures, sizeOf, type Batch } from "./plan";
 
 /** What the driver keeps on the service. */
 export interface RolloutsMembers {
@@ -48,6 +48,8 @@ export type RolloutsThis = EveThis & RolloutsMembers;
 const IN_FLIGHT = new Set(["dry_starting", "dry_running", "starting", "running"]);
 /** After a failed ask (salt-api or the cm-gateway unavailable), the next one waits this long. */
 const RETRY_MS = 5000;
+/** A batch held for approval asks again this often (and at once when a request is decided: rollouts.service.ts). */
+const APPROVAL_POLL_MS = 5000;
 /** Rollouts one pass looks at. */
 const PASS_MAX = 100;
 
@@ -168,11 +170,18 @@ export const driverMethods = {
 		const at = `batches.${b.index}`;
 		if (!takeover) await this.saveProgress(r, { [`${at}.state`]: dry ? "dry_starting" : "starting", in_flight: true });
 		const kwarg = dry ? { ...(r.kwarg ?? {}), test: true } : r.kwarg;
-		let answer: { task_id: string | null; repeated?: boolean };
+		let answer: { task_id: string | null; repeated?: boolean; status?: string; approval?: { _id: string } };
+		const back = { [`${at}.state`]: dry ? "pending" : r.dry_run_first ? "ready" : "pending", in_flight: false };
 		try {
-			answer = await this.broker.call("cm-gateway.runRolloutBatch", { rollout: String(r._id), batch: b.index, run: runId(r, b, dry), takeover, owner: r.owner, fun: r.fun, ...(r.arg ? { arg: r.arg } : {}), ...(kwarg ? { kwarg } : {}), hosts: await this.batchHosts(r, b), target: r.target });
+			answer = await this.broker.call("cm-gateway.runRolloutBatch", { rollout: String(r._id), batch: b.index, run: runId(r, b, dry), takeover, owner: r.owner, fun: r.fun, ...(r.arg ? { arg: r.arg } : {}), ...(kwarg ? { kwarg } : {}), hosts: await this.batchHosts(r, b), target: r.target, total: r.total });
 		} catch (err) {
-			const e = err as { code?: number; message: string };
+			const e = err as { code?: number; message: string; data?: { window?: { name: string; start: string } } };
+			if (e.code === 409 && e.data?.window) {
+				// Outside a maintenance window: the batch waits for it to open (docs/rollouts.md), nothing ran.
+				const until = new Date(e.data.window.start);
+				await this.saveProgress(r, { ...back, waiting: { for: "window", window: e.data.window.name, until }, last_error: e.message.slice(0, 2000), next_at: until });
+				return;
+			}
 			if (e.code === 403) {
 				// Refused before anything ran: the batch waits, the rollout pauses and says why.
 				await this.saveProgress(r, { [`${at}.state`]: !dry && r.dry_run_first ? "ready" : "pending", last_error: e.message.slice(0, 2000), in_flight: false });
@@ -182,6 +191,11 @@ export const driverMethods = {
 			await this.saveProgress(r, { last_error: String(e.message).slice(0, 2000), next_at: new Date(Date.now() + RETRY_MS) });
 			return;
 		}
+		if (answer.status === "pending_approval" && answer.approval) {
+			// Held: the rollout's definition awaits approval; asked again shortly (and at once when it is decided).
+			await this.saveProgress(r, { ...back, waiting: { for: "approval", approval: answer.approval._id }, last_error: null, next_at: new Date(Date.now() + APPROVAL_POLL_MS) });
+			return;
+		}
 		if (!answer.task_id) {
 			// None of the batch's hosts is live any more (or has an accepted key): nothing ran.
 			await this.saveProgress(r, { [`${at}.state`]: dry ? "ready" : "finished", [`${at}.unreached`]: sizeOf(b), [`${at}.finished`]: new Date(), ...(dry ? {} : { unreached: r.unreached + sizeOf(b), done: r.done + sizeOf(b) }), last_error: null });
@@ -189,7 +203,7 @@ export const driverMethods = {
 			return;
 		}
 		countMetric(this.broker, "fleet.rollout.batches.total", { kind: dry ? "dry_run" : "run", repeated: String(answer.repeated === true) });
-		await this.saveProgress(r, { [`${at}.state`]: dry ? "dry_running" : "running", [`${at}.${dry ? "dry_jid" : "jid"}`]: answer.task_id, [`${at}.started`]: b.started ?? new Date(), in_flight: true, next_at: new Date(), last_error: null });
+		await this.saveProgress(r, { [`${at}.state`]: dry ? "dry_running" : "running", [`${at}.${dry ? "dry_jid" : "jid"}`]: answer.task_id, [`${at}.started`]: b.started ?? new Date(), in_flight: true, next_at: new Date(), last_error: null, waiting: null });
 	},
 
 	/** Looks at the batch's job (or dry run) in the history; once it ended, counts it and decides what comes next. */
@@ -200,19 +214,9 @@ export const driverMethods = {
 		if (!job || job.state !== "finished") return;
 		const at = `batches.${b.index}`;
 		if (dry) {
-			const returns = await this.broker.call<Array<{ host: string; state: string; return: string; retcode?: number; success?: boolean }>, { jid: string }>("actions.returnsOf", { jid });
-			const predicted: PredictedChange[] = [];
-			let failures = sizeOf(b) - returns.length;
-			for (const ret of returns) {
-				if (ret.state !== "finished") {
-					failures++;
-					continue;
-				}
-				const changes = predictedChanges(ret.host, returnValue(ret.return));
-				if (ret.success === false || (typeof ret.retcode === "number" && ret.retcode !== 0) || changes.some(c => c.result === false)) failures++;
-				predicted.push(...changes);
-			}
-			const set: Doc = { [`${at}.predicted`]: predicted.slice(0, PREDICTED_MAX), [`${at}.predicted_total`]: predicted.length, [`${at}.predicted_failures`]: failures };
+			const returns = await this.broker.call<DryRunReturn[], { jid: string }>("actions.returnsOf", { jid });
+			const { predicted, total, failures } = readDryRun(returns, sizeOf(b));
+			const set: Doc = { [`${at}.predicted`]: predicted, [`${at}.predicted_total`]: total, [`${at}.predicted_failures`]: failures };
 			const spent = r.failed + r.timed_out + r.unreached - r.accepted_failures;
 			if (spent + failures > r.budget) {
 				await this.saveProgress(r, { ...set, [`${at}.state`]: "ready" });

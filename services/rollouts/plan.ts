@@ -1,9 +1,9 @@
 /**
  * A rollout's plan and its rules, without effects (docs/rollouts.md): the batches its hosts are cut into (the
  * canary hosts first, then batches of a count or a share of all the hosts), the failure budget as a count, what
- * counts as a failure, and the predicted changes of a dry run (`test=True`) read from a state return.
+ * counts as a failure (the predicted changes of a dry run are read by lib/fleet/state-results.ts).
  */
-import { changesOrFails, readStates } from "../../lib/fleet/state-results";
+import type { PredictedChange } from "../../lib/fleet/state-results";
 
 /** A batch as the rollout record keeps it. */
 export interface Batch {
@@ -36,21 +36,6 @@ export interface Batch {
 	predicted_failures?: number;
 }
 
-/** One state of one host that a dry run says would change (or fail). */
-export interface PredictedChange {
-	host: string;
-	state_id: string;
-	sls: string;
-	function: string;
-	name: string;
-	result: boolean | null;
-	changes: Record<string, unknown>;
-}
-
-/** The functions a dry run (`test=True`) is for. */
-export const STATE_FUNCTIONS = new Set(["state.apply", "state.sls", "state.highstate"]);
-/** The most predicted changes a batch keeps (the count is kept whole). */
-export const PREDICTED_MAX = 2000;
 export const SHARE = /^(\d{1,3})%$/;
 
 /** `"10%"` of `total` (at least 1 when the share is not 0) or a count, as a number of hosts. */
@@ -77,15 +62,4 @@ export const sizeOf = (b: Batch) => b.to - b.from;
 /** The failures of a finished batch: hosts that failed, timed out, or were not reached. */
 export function batchFailures(b: Batch): number {
 	return (b.failed ?? 0) + (b.timed_out ?? 0) + (b.unreached ?? 0);
-}
-
-/**
- * The states of one host's dry-run return that would change or fail, normalized (lib/fleet/state-results.ts). A
- * return that is not a state dict (a render error's list of messages, a text cut short by CM_RETURN_MAX_BYTES) is
- * one entry with `result` false: it cannot be read as "no change".
- */
-export function predictedChanges(host: string, ret: unknown): PredictedChange[] {
-	const reading = readStates(ret);
-	if ("error" in reading) return [{ host, state_id: "render", sls: "", function: "", name: "", result: false, changes: { comment: reading.error } }];
-	return reading.states.filter(changesOrFails).map(st => ({ host, state_id: st.state_id, sls: st.sls, function: st.fun, name: st.name, result: st.result, changes: st.changes }));
 }

@@ -13,7 +13,8 @@ import { EveCollection, type EveServiceSchema, type RestContext, type WriteInfo 
 import { EveError, validationFailed, type Issues } from "../../lib/eve/errors";
 import { SALT_FUN } from "../../lib/http/bodies";
 import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
-import { SHARE, STATE_FUNCTIONS, hostsOf, planBatches, type Batch } from "./plan";
+import { SHARE, hostsOf, planBatches, type Batch } from "./plan";
+import { STATE_FUNCTIONS } from "../../lib/fleet/state-results";
 import { newObjectId } from "../../lib/eve/ids";
 import { driverMethods, type RolloutsThis } from "./driver";
 
@@ -47,7 +48,7 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 				jitter_s: { type: "number", integer: true, min: 0, max: 3600, optional: true },
 				dry_run_first: { type: "boolean", optional: true },
 			},
-			readOnlyFields: ["check", "fix", "status", "reason", "owner", "total", "hosts", "batches", "current", "budget", "accepted_failures", "done", "succeeded", "failed", "timed_out", "unreached", "next_at", "last_error"],
+			readOnlyFields: ["check", "fix", "status", "reason", "owner", "total", "hosts", "batches", "current", "budget", "accepted_failures", "done", "succeeded", "failed", "timed_out", "unreached", "next_at", "last_error", "waiting"],
 			// A 10,000-host rollout's hosts and batches are for its own page; lists carry the progress.
 			listHidden: ["hosts", "batches"],
 			indexes: { status: {}, name: {}, check: { sparse: true } },
@@ -157,6 +158,24 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 			this.kick();
 		},
 		"rollouts.kick"(this: RolloutsThis) {
+			this.kick();
+		},
+		/** A maintenance window was written: batches waiting for one ask again now (it may be open). */
+		async "maintenance-windows.*"(this: RolloutsThis) {
+			if (await this.store.updateMany({ status: "running", "waiting.for": "window" }, { $set: { next_at: new Date() } })) this.kick();
+		},
+		/**
+		 * A rollout's approval request was decided: approved, its waiting batch is asked again now; rejected, expired
+		 * or superseded, the rollout pauses and says why (docs/rollouts.md).
+		 */
+		async "approvals.changed"(this: RolloutsThis, ctx: Context<{ approvals: Array<{ _id: string; status: string; definition?: { kind: string; id: string } }> }>) {
+			for (const a of ctx.params.approvals) {
+				if (a.definition?.kind !== "rollout" || a.status === "pending") continue;
+				const r = await this.store.findOne({ _id: a.definition.id, "waiting.approval": a._id });
+				if (!r) continue;
+				if (a.status === "approved") await this.store.updateMany({ _id: r._id, "waiting.approval": a._id }, { $set: { next_at: new Date() } });
+				else await this.pauseForBudget(r, `its approval request ${a._id} was ${a.status}`);
+			}
 			this.kick();
 		},
 	},

@@ -10,7 +10,7 @@ import { newObjectId } from "../../lib/eve/ids";
 import { planRun, type Schedule } from "../../lib/fleet/schedule";
 import type { Doc } from "../../lib/storage/store";
 import { countMetric, observeMetric } from "../../lib/runtime/metrics";
-import { claimRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";
+import { claimRun, deferRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";
 import { loadConfig, type Config } from "../../lib/config";
 
 /** What the tasks service has on `this` besides the Eve mixin's: the scheduler's state and methods, and the task checks. */
@@ -119,8 +119,10 @@ export const schedulerMethods = {
 	async claimRun(this: TasksThis, t: Doc) {
 		const now = new Date();
 		const due = new Date(t.next);
+		// A run that waited for a maintenance window is judged by when it was due (misfire policy), not by the window.
+		const scheduled = t.window_wait?.due ? new Date(t.window_wait.due) : due;
 		const outstanding = t.overlap !== "allow" && !!t.last_run?.jid && (await this.broker.call<number, { jid: string }>("actions.outstanding", { jid: t.last_run.jid }).catch(() => 0)) > 0;
-		const { skip, next } = planRun({ ...scheduleOf(t), misfire: t.misfire, overlap: t.overlap }, due, now, cfg().taskMisfireGraceMs, outstanding);
+		const { skip, next } = planRun({ ...scheduleOf(t), misfire: t.misfire, overlap: t.overlap }, scheduled, now, cfg().taskMisfireGraceMs, outstanding);
 		const skipped = skip && outstanding && !skip.startsWith("missed") ? `${skip} (job ${t.last_run.jid})` : skip;
 		// Only with no run pending: a task holds one run at a time, so a run still being handed over (retrying, or
 		// held by a replica that died and awaiting takeover) is never overwritten and lost by the next one.
@@ -142,7 +144,7 @@ export const schedulerMethods = {
 		let result: LastRun;
 		for (let attempt = 0; ; attempt++) {
 			try {
-				const res: { task_id: string | null; status: string } = await this.broker.call("cm-gateway.runTask", {
+				const res: { task_id: string | null; status: string; approval?: { _id: string } } = await this.broker.call("cm-gateway.runTask", {
 					task: t._id,
 					run: pending.run,
 					takeover,
@@ -153,10 +155,26 @@ export const schedulerMethods = {
 					tgt: t.tgt ?? [],
 					...(typeof t.target === "string" ? { target: t.target } : {}),
 				});
+				if (res.status === "pending_approval" && res.approval) {
+					// Held: nothing ran. Its runs pass once the task's definition is approved (docs/security.md).
+					result = { due: pending.due, at: new Date(), status: "awaiting_approval", message: `the task's definition awaits approval ${res.approval._id}; nothing ran`, approval: res.approval._id };
+					countMetric(this.broker, "fleet.task.runs.total", { outcome: result.status });
+					if (await recordRun(this.store, t._id, pending.run, result, new Date())) this.noteChanged(t._id);
+					await this.broker.call("alerts.raise", { type: "task.awaiting_approval", level: "warning", payload: { task: t._id, name: t.name, approval: res.approval._id } }).catch(() => undefined);
+					return;
+				}
 				result = { due: pending.due, at: new Date(), status: res.task_id ? "started" : "no_minions", jid: res.task_id };
 				break;
 			} catch (err) {
-				const e = err as { code?: number; type?: string; message: string; data?: { kind?: string } };
+				const e = err as { code?: number; type?: string; message: string; data?: { kind?: string; window?: { start: string; name: string } } };
+				if (e.code === 409 && e.data?.window) {
+					// Outside a maintenance window: the run waits for the window to open (the misfire policy decides then).
+					const until = new Date(e.data.window.start);
+					const waiting: LastRun = { due: pending.due, at: new Date(), status: "waiting", message: `outside the maintenance window: waits for '${e.data.window.name}' opening ${until.toISOString()}` };
+					countMetric(this.broker, "fleet.task.runs.total", { outcome: "waiting" });
+					if (await deferRun(this.store, t, pending.run, waiting, until, new Date())) this.noteChanged(t._id);
+					return;
+				}
 				const retryable = (e.code === 503 || e.type === "SERVICE_NOT_FOUND" || e.type === "SERVICE_NOT_AVAILABLE" || (e.code === 502 && /unreachable/.test(e.message))) && attempt < RETRY_DELAYS_MS.length;
 				if (!retryable) {
 					result = { due: pending.due, at: new Date(), status: "failed", message: e.message.slice(0, 500) };

@@ -32,13 +32,18 @@ export interface PendingRun {
 	lease_until: Date;
 }
 
-/** What became of a run: `started` (with the job's jid), `no_minions`, `skipped` or `failed` (with why). */
+/**
+ * What became of a run: `started` (with the job's jid), `no_minions`, `skipped` or `failed` (with why),
+ * `awaiting_approval` (held: nothing ran, with the approval), `waiting` (outside a maintenance window: due again
+ * when it opens).
+ */
 export interface LastRun {
 	due: Date;
 	at: Date;
 	status: string;
 	jid?: string | null;
 	message?: string;
+	approval?: string;
 }
 
 /** One claim of a task's due run, as the claiming replica planned it (lib/fleet/schedule.ts planRun). */
@@ -80,9 +85,9 @@ export function claimFilter(task: { _id: string }, due: Date): Filter {
 /** The claim: `next` moved on (finished without one), and the run pending and counted, or recorded as skipped. */
 export function claimUpdate(claim: Claim): Update {
 	const set: Doc = { next: claim.next, status: claim.next ? "scheduled" : "finished", _updated: claim.now };
-	if (claim.skipped) return { $set: { ...set, last_run: { due: claim.due, at: claim.now, status: "skipped", message: claim.skipped } } };
+	if (claim.skipped) return { $set: { ...set, last_run: { due: claim.due, at: claim.now, status: "skipped", message: claim.skipped } }, $unset: { window_wait: true } };
 	const pending: PendingRun = { run: claim.run, due: claim.due, by: claim.by, lease_until: leaseUntil(claim.now, claim.leaseMs) };
-	return { $set: { ...set, pending }, $inc: { count_of_execution: 1 } };
+	return { $set: { ...set, pending }, $unset: { window_wait: true }, $inc: { count_of_execution: 1 } };
 }
 
 /** Tasks holding a pending run whose lease passed before `now`: their replica died. */
@@ -145,6 +150,22 @@ export function takeOverRun(store: Store, task: { _id: string; pending: { run: s
 /** Renews the run's lease; false when the run is no longer pending. */
 export async function renewLease(store: Store, taskId: string, run: string, now: Date, leaseMs: number): Promise<boolean> {
 	return (await store.updateMany(runFilter(taskId, run), renewUpdate(now, leaseMs))) > 0;
+}
+
+/**
+ * A run refused outside a maintenance window, deferred (docs/scheduling.md): recorded as `waiting`, and the task due
+ * again when the window opens (or at its next due time, if that comes first), remembering when the run was first due
+ * so that the misfire policy judges it then. A finished one-shot task is scheduled again for it.
+ */
+export function deferUpdate(task: Doc, result: LastRun, until: Date, now: Date): Update {
+	const next = task.next && new Date(task.next).getTime() < until.getTime() ? new Date(task.next) : until;
+	const due = task.window_wait?.due ?? result.due;
+	return { $set: { last_run: result, next, status: task.status === "finished" ? "scheduled" : task.status, window_wait: { due, until }, _updated: now }, $unset: { pending: true } };
+}
+
+/** Defers the run to its window; false when the run is no longer pending. */
+export async function deferRun(store: Store, task: Doc, run: string, result: LastRun, until: Date, now: Date): Promise<boolean> {
+	return (await store.updateMany(runFilter(task._id, run), deferUpdate(task, result, until, now))) > 0;
 }
 
 /** Records the run's result; false when the run is no longer pending (recorded already). */

@@ -87,7 +87,7 @@ const TasksService: EveServiceSchema<TasksThis> = {
 			writes: ["create", "remove"],
 			idPattern: OBJECT_ID,
 			clientIds: true,
-			readOnlyFields: ["next", "count_of_execution", "owner", "last_run", "pending"],
+			readOnlyFields: ["next", "count_of_execution", "owner", "last_run", "pending", "window_wait"],
 			schema: {
 				cm_client: { type: "enum", values: ["local", "local_async"], optional: true, default: "local_async" },
 				name: { type: "string", min: 1, max: 200 },
@@ -261,6 +261,13 @@ const TasksService: EveServiceSchema<TasksThis> = {
 	events: {
 		"tasks.created": { handler(this: TasksThis) { this.kickScheduler(); } },
 		"tasks.updated": { handler(this: TasksThis) { this.kickScheduler(); } },
+		/** A maintenance window was written: the runs waiting for one are looked at again now (it may be open). */
+		"maintenance-windows.*": {
+			async handler(this: TasksThis) {
+				const n = await this.store.updateMany({ status: "scheduled", window_wait: { $exists: true }, pending: { $exists: false } }, { $set: { next: new Date() } });
+				if (n) this.kickScheduler();
+			},
+		},
 	},
 
 	async started(this: TasksThis) {

@@ -239,3 +239,33 @@ describe("the run door: the record's fields", () => {
 		});
 	});
 });
+
+describe("the run door: governed (maintenance windows, approvals)", () => {
+	it("audits a window's refusal as denied (409, with why) as the authorizing token, never executes, and throws it as it is", async () => {
+		const closed = new EveError(409, "test.arg is outside the maintenance windows of web-01: the next window, 'nights', opens 2030-01-01T00:00:00.000Z");
+		const { fx, steps } = effects();
+		fx.govern = async () => {
+			steps.push(["log", "govern", ""]);
+			throw closed;
+		};
+		await expect(startRun(REQUEST, fx)).rejects.toBe(closed);
+		expect(steps).toStrictEqual([["authorize"], ["log", "govern", ""], ["writeAudit", AUDIT_ID, { ...ENTRY, status: 409, outcome: "denied", message: closed.message }]]);
+	});
+
+	it("writes a held run's record (held, 202, naming the approval), never executes, and answers what `held` makes of the hold", async () => {
+		const { fx, steps } = effects();
+		fx.govern = async () => ({ approval: { _id: "0000000000000000000000c3", status: "pending" } });
+		fx.held = hold => ({ task_id: `held by ${hold.approval._id}` });
+		expect(await startRun(REQUEST, fx)).toStrictEqual({ task_id: "held by 0000000000000000000000c3" });
+		expect(steps).toStrictEqual([["authorize"], ["writeAudit", AUDIT_ID, { ...ENTRY, approval: "0000000000000000000000c3", status: 202, outcome: "held", message: "held for approval 0000000000000000000000c3" }]]);
+	});
+
+	it("runs as before when the governance lets it, with a break-glass reason and the approval carried out on its record", async () => {
+		const { fx, steps } = effects();
+		fx.govern = async () => null;
+		const req: RunRequest = { ...REQUEST, by: { ...REQUEST.by, breakGlass: "INC-1", approval: "0000000000000000000000c3" } };
+		await startRun(req, fx);
+		expect(steps.map(s => s[0])).toStrictEqual(["authorize", "writeAudit", "execute", "writeAudit"]);
+		expect(steps[1]).toStrictEqual(["writeAudit", AUDIT_ID, { ...ENTRY, break_glass: "INC-1", approval: "0000000000000000000000c3", status: 202, outcome: "started" }]);
+	});
+});

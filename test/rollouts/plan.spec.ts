@@ -2,7 +2,8 @@
  * A rollout's plan (services/rollouts/plan.ts): how hosts are cut into the canary and batches, the failure budget
  * as a count, what a batch's failures are, and the predicted changes read from a dry run's state return.
  */
-import { batchFailures, hostsOf, planBatches, predictedChanges, sizeOf } from "../../services/rollouts/plan";
+import { batchFailures, hostsOf, planBatches, sizeOf } from "../../services/rollouts/plan";
+import { predictedChanges } from "../../lib/fleet/state-results";
 
 describe("rollout plan", () => {
 	it("cuts the canary first, then batches of a count, the last one what is left", () => {

@@ -21,6 +21,7 @@ import {
 	claimFilter,
 	claimRun,
 	claimUpdate,
+	deferUpdate,
 	dueFilter,
 	findDue,
 	findExpired,
@@ -64,13 +65,27 @@ describe("claims and leases: what each write asks of the store", () => {
 				_updated: new Date("2030-01-01T00:00:02.000Z"),
 				pending: { run: "r1", due: new Date("2030-01-01T00:00:00.000Z"), by: "node-a", lease_until: new Date("2030-01-01T00:00:32.000Z") },
 			},
+			// A run that waited for a maintenance window is claimed: it waits no more.
+			$unset: { window_wait: true },
 			$inc: { count_of_execution: 1 },
 		});
+	});
+
+	it("defers a run refused outside a maintenance window to the window's opening, remembering when it was first due", () => {
+		const result = { due: T(0), at: T(1), status: "waiting", message: "outside the maintenance window" };
+		// The window opens before the next due time: due then; a finished one-shot task is scheduled again for it.
+		expect(deferUpdate({ _id: "t1", next: null, status: "finished" }, result, T(600), T(1))).toEqual({
+			$set: { last_run: result, next: T(600), status: "scheduled", window_wait: { due: T(0), until: T(600) }, _updated: T(1) },
+			$unset: { pending: true },
+		});
+		// The next due time comes first: due then (and refused again if the window is still shut), first due kept.
+		expect(deferUpdate({ _id: "t1", next: T(60), status: "scheduled", window_wait: { due: T(-60) } }, result, T(600), T(1)).$set).toMatchObject({ next: T(60), window_wait: { due: T(-60), until: T(600) } });
 	});
 
 	it("finishes a task with no due time left, and records a skipped run without counting it or holding it", () => {
 		expect(claimUpdate({ due: T(0), next: null, skipped: null, run: "r1", by: "node-a", now: T(0), leaseMs: 1000 })).toEqual({
 			$set: { next: null, status: "finished", _updated: new Date("2030-01-01T00:00:00.000Z"), pending: { run: "r1", due: new Date("2030-01-01T00:00:00.000Z"), by: "node-a", lease_until: new Date("2030-01-01T00:00:01.000Z") } },
+			$unset: { window_wait: true },
 			$inc: { count_of_execution: 1 },
 		});
 		expect(claimUpdate({ due: T(0), next: T(60), skipped: "missed (misfire policy skip)", run: "r1", by: "node-a", now: T(90), leaseMs: 1000 })).toEqual({
@@ -80,6 +95,7 @@ describe("claims and leases: what each write asks of the store", () => {
 				_updated: new Date("2030-01-01T00:01:30.000Z"),
 				last_run: { due: new Date("2030-01-01T00:00:00.000Z"), at: new Date("2030-01-01T00:01:30.000Z"), status: "skipped", message: "missed (misfire policy skip)" },
 			},
+			$unset: { window_wait: true },
 		});
 	});
 

@@ -18,7 +18,7 @@ export default function conventions(h: () => Harness): void {
 				expect(res.status).toBe(200);
 				expect(res.body._links.child.map((c: any) => c.href)).toEqual([
 					"groups", "nodegroups", "hosts", "hosts_statistic", "tasks", "actions", "failed_patches",
-					"updates", "alerts", "settings", "files", "vpn_managers", "vpn_organizations", "tokens", "audit", "graph_jobs", "jobs", "salt_jobs", "rollouts", "conformity_checks", "conformity_rules", "webhooks", "webhook_deliveries",
+					"updates", "alerts", "settings", "files", "vpn_managers", "vpn_organizations", "tokens", "audit", "graph_jobs", "jobs", "salt_jobs", "rollouts", "conformity_checks", "conformity_rules", "webhooks", "webhook_deliveries", "maintenance_windows", "approval_policies", "approvals",
 				]);
 				expect(res.body._links.child[0]).toEqual({ href: "groups", title: "groups" });
 			}

@@ -1,0 +1,93 @@
+/**
+ * What maintenance windows and approval policies govern (docs/security.md): their `targets` (groups, a compound
+ * expression, or both: the hosts of either), their function globs, and the runs they never govern — dry runs
+ * (`state.*` with `test=True`), which change nothing and are what an approval shows as predicted changes.
+ */
+import type { Context } from "moleculer";
+import { OBJECT_ID } from "../../lib/eve/ids";
+import { FUNCTION_GLOB, globMatches } from "../../lib/http/auth";
+import type { Issues } from "../../lib/eve/errors";
+
+export const ORIGINS = ["api", "task", "rollout", "repl"] as const;
+export type Origin = (typeof ORIGINS)[number];
+
+/** A matched policy as an approval request keeps it: what it takes to approve. */
+export interface MatchedPolicy {
+	policy: string;
+	name: string;
+	count: number;
+	roles: string[];
+	expires_after: number;
+}
+
+/** A request expires this long after it is made, unless the policy says otherwise (seconds). */
+export const DEFAULT_EXPIRY_S = 86_400;
+
+/** `targets` in a window's or a policy's schema. */
+export const TARGETS_SCHEMA = {
+	type: "object",
+	strict: true,
+	props: {
+		groups: { type: "array", items: { type: "string", pattern: OBJECT_ID }, max: 1000, optional: true },
+		target: { type: "string", min: 1, max: 10_000, optional: true },
+	},
+} as const;
+
+/** `functions` in a window's or a policy's schema: Salt function globs (`*` only). */
+export const FUNCTIONS_SCHEMA = { type: "array", items: { type: "string", pattern: FUNCTION_GLOB }, min: 1, max: 200 } as const;
+
+export interface Targets {
+	groups?: string[];
+	target?: string;
+}
+
+/** Whether one of the globs matches the function. */
+export function governs(functions: string[], fun: string): boolean {
+	return functions.some(glob => globMatches(glob, fun));
+}
+
+/** A state run with `test=True` (as a keyword or as Salt's `test=True` argument word): it predicts and changes nothing. */
+export function isDryRun(fun: string, arg: unknown[] | undefined, kwarg: Record<string, unknown> | undefined): boolean {
+	if (!fun.startsWith("state.")) return false;
+	const truthy = (v: unknown) => v === true || (typeof v === "string" && /^true$/i.test(v));
+	if (kwarg && truthy(kwarg.test)) return true;
+	return (arg ?? []).some(a => typeof a === "string" && /^test=true$/i.test(a.trim()));
+}
+
+/** What is wrong with `targets` (under `field`): neither given, a group that does not exist, an expression that cannot be evaluated. */
+export async function targetsIssues(ctx: Context, targets: Targets | undefined, field: string, required: boolean): Promise<Issues | null> {
+	if (!targets) return required ? { [field]: "required field" } : null;
+	if (!targets.groups?.length && targets.target === undefined) return { [field]: "give groups, a compound target, or both" };
+	const groups = targets.groups ?? [];
+	if (groups.length) {
+		const found = new Set(await ctx.call<string[], { ids: string[] }>("groups.exist", { ids: groups }));
+		const missing = groups.filter(g => !found.has(g));
+		if (missing.length) return { [field]: { groups: `unknown groups: ${missing.join(", ")}` } };
+	}
+	if (targets.target !== undefined) {
+		try {
+			await ctx.call("hosts.resolveTarget", { target: targets.target, field: `${field}.target` });
+		} catch (err) {
+			const e = err as { code?: number; data?: { issues?: Issues } };
+			if (e.code === 422 && e.data?.issues) return { [field]: { target: Object.values(e.data.issues)[0] } };
+			throw err;
+		}
+	}
+	return null;
+}
+
+/** The live hosts `targets` name now: the hosts of its groups (a deleted group names none, as in a token's scope) and of its expression. */
+export async function hostsOf(ctx: Context, targets: Targets): Promise<Set<string>> {
+	const hosts = new Set<string>();
+	for (const group of targets.groups ?? []) {
+		try {
+			for (const h of await ctx.call<string[], { id: string }>("groups.hostnames", { id: group })) hosts.add(h);
+		} catch (err) {
+			if ((err as { code?: number }).code !== 404) throw err;
+		}
+	}
+	// An expression that no longer evaluates (a group it names was deleted) throws: the caller refuses the run
+	// rather than guess which hosts it governs.
+	if (targets.target !== undefined) for (const h of (await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target: targets.target })).hosts) hosts.add(h);
+	return hosts;
+}
