@@ -198,6 +198,69 @@ export interface Config {
 	 * this, in ms (default 600000): a pass that changes nothing writes next to nothing (docs/conformity.md).
 	 */
 	conformityCheckedResolutionMs: number;
+	/** Single sign-on through an OpenID Connect provider (docs/security.md, "Single sign-on"); null without OIDC_ISSUER. */
+	oidc: OidcConfig | null;
+}
+
+/** One entry of OIDC_ROLES: the role (and scope) a group of the provider's grants; `"*"` matches every signed-in user. */
+export interface OidcRoleRule {
+	group: string;
+	role: "viewer" | "operator" | "admin";
+	scope?: { groups?: string[]; functions?: string[] };
+}
+
+export interface OidcConfig {
+	/** OIDC_ISSUER: the provider's issuer URL, exactly as its discovery document names it. */
+	issuer: string;
+	clientId: string;
+	/** OIDC_CLIENT_SECRET; empty: a public client (PKCE alone). */
+	clientSecret: string;
+	/** CTL_PUBLIC_URL: where browsers reach fleet-ctl; the redirect URI is `<it>/auth/callback`. */
+	publicUrl: string;
+	scopes: string;
+	/** The claim that lists the user's groups (default `groups`). */
+	groupsClaim: string;
+	/** OIDC_ROLES, in order: the first rule one of the user's groups matches gives the role; none matches: no sign-in. */
+	roles: OidcRoleRule[];
+	/** How long a signed-in session lasts, in seconds (default 3600). */
+	sessionTtlS: number;
+	/** What the sign-in button says (default "single sign-on"). */
+	name: string;
+	/** OIDC_ALLOW_HTTP: accept an http:// issuer (a provider on this machine, the tests); never in production. */
+	allowHttp: boolean;
+}
+
+/** OIDC_* and CTL_PUBLIC_URL, checked at start: a half-configured sign-in stops the start, saying what is missing. */
+function oidcConfig(): OidcConfig | null {
+	const issuer = str("OIDC_ISSUER").replace(/\/+$/, "");
+	if (!issuer) return null;
+	const clientId = str("OIDC_CLIENT_ID");
+	const publicUrl = str("CTL_PUBLIC_URL").replace(/\/+$/, "");
+	if (!clientId) throw new Error("OIDC_ISSUER is set but OIDC_CLIENT_ID is not: the client fleet-ctl is registered as at the provider");
+	if (!/^https?:\/\/[^/]+/.test(publicUrl)) throw new Error("OIDC_ISSUER is set but CTL_PUBLIC_URL is not an http(s) URL: where browsers reach fleet-ctl (the redirect URI is <CTL_PUBLIC_URL>/auth/callback)");
+	let roles: unknown;
+	try {
+		roles = JSON.parse(str("OIDC_ROLES", "[]"));
+	} catch {
+		throw new Error('OIDC_ROLES must be JSON: [{"group": "fleet-admins", "role": "admin"}, {"group": "*", "role": "viewer"}]');
+	}
+	const valid = (r: unknown): r is OidcRoleRule => {
+		const rule = r as OidcRoleRule;
+		return !!rule && typeof rule.group === "string" && rule.group.length > 0 && ["viewer", "operator", "admin"].includes(rule.role) && (rule.scope === undefined || (typeof rule.scope === "object" && rule.scope !== null));
+	};
+	if (!Array.isArray(roles) || !roles.length || !roles.every(valid)) throw new Error('OIDC_ROLES must list at least one {"group", "role": viewer|operator|admin, "scope"?}: without it no one could sign in');
+	return {
+		issuer,
+		clientId,
+		clientSecret: str("OIDC_CLIENT_SECRET"),
+		publicUrl,
+		scopes: str("OIDC_SCOPES", "openid email profile groups"),
+		groupsClaim: str("OIDC_GROUPS_CLAIM", "groups"),
+		roles,
+		sessionTtlS: envInt("OIDC_SESSION_TTL_S", 3600, 60),
+		name: str("OIDC_NAME", "single sign-on"),
+		allowHttp: bool("OIDC_ALLOW_HTTP", false),
+	};
 }
 
 /**
@@ -334,5 +397,6 @@ export function loadConfig(): Config {
 		rolloutTickMs: envInt("ROLLOUT_TICK_MS", 1000, 10),
 		rolloutLeaseMs: envInt("ROLLOUT_LEASE_MS", 30_000, 100),
 		conformityCheckedResolutionMs: envInt("CONFORMITY_CHECKED_RESOLUTION_MS", 600_000, 0),
+		oidc: oidcConfig(),
 	};
 }

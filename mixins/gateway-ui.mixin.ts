@@ -98,7 +98,7 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 		whoami: {
 			handler(ctx: Context<unknown, Record<string, any>>) {
 				const user = ctx.meta.user ?? {};
-				return { _id: user.id, name: user.name, role: user.role, scope: user.scope ?? null };
+				return { _id: user.id, name: user.name, role: user.role, scope: user.scope ?? null, ...(user.subject ? { subject: user.subject } : {}), session: user.session === true };
 			},
 		},
 

@@ -7,9 +7,9 @@
  * Without /usr/bin/chromium (CI installs it: .ci/run) the suite fails, unless SKIP_BROWSER=1 says so.
  */
 import fs from "node:fs";
-import os from "node:os";
 import path from "node:path";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
+import type { BrowserContext, Page } from "playwright-core";
+import { describeBrowser, openBrowser, type Browser } from "./support/browser";
 import { SaltApiSimulator } from "./simulators/salt-api";
 import { PritunlSimulator, untar } from "./simulators/pritunl";
 import { startEmbedded, ROOT, type Harness } from "./support/harness";
@@ -19,10 +19,7 @@ import { request, eventually, withQuery } from "./support/http";
 declare const document: any;
 declare const echarts: any;
 
-const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const ARTIFACTS = path.join(ROOT, "test-artifacts", "dashboard");
-const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"];
-const describeBrowser = process.env.SKIP_BROWSER === "1" ? describe.skip : describe;
 const HTTP_DATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
 const MASK = "********";
 
@@ -35,8 +32,8 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 	let context: BrowserContext;
 	let page: Page;
 	let base = "";
-	let profile = "";
-	const problems: string[] = [];
+	let browser: Browser;
+	let problems: string[] = [];
 	let hosts: string[] = [];
 	let web = "";
 	let task = "";
@@ -64,7 +61,6 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 
 	beforeAll(async () => {
 		if (!fs.existsSync(path.join(ROOT, "dist", "ui", "app.js"))) throw new Error("dist/ui is missing: run `npm run build` first (npm test does)");
-		if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (or SKIP_BROWSER=1)`);
 		fs.mkdirSync(ARTIFACTS, { recursive: true });
 		// Returns take up to a few seconds, so that the page shows hosts still running before they answer.
 		sim = new SaltApiSimulator({ minions: 12, timeout: 6, gatherJobTimeout: 0, latencyMs: [1500, 4000], presenceEvents: false, downFraction: 0 });
@@ -107,26 +103,15 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		vpn.otp = user.otp_secret;
 		expect((await h.call("vpn.sync", {})).failed).toEqual([]);
 
-		profile = fs.mkdtempSync(path.join(os.tmpdir(), "fleet-ctl-chromium-"));
-		context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: FLAGS, viewport: { width: 1360, height: 900 } });
-		page = context.pages()[0] ?? (await context.newPage());
-		page.on("console", msg => {
-			if (msg.type() === "error" && !/status of (401|503)/.test(msg.text())) problems.push(`console: ${msg.text()}`);
-		});
-		page.on("pageerror", err => problems.push(`page error: ${err.message}`));
-		// Anything the page asks of another origin (a CDN) is refused and noted.
-		await context.route(/^(?!http:\/\/127\.0\.0\.1)/, route => {
-			problems.push(`request to another origin: ${route.request().url()}`);
-			return route.abort();
-		});
+		browser = await openBrowser({ width: 1360, height: 900 });
+		({ context, page, problems } = browser);
 	}, 60_000);
 
 	afterAll(async () => {
-		await context?.close();
+		await browser?.close();
 		await h?.stop();
 		await sim?.stop();
 		await pritunl?.stop();
-		if (profile) fs.rmSync(profile, { recursive: true, force: true });
 	});
 
 	it("serves the dashboard with a strict CSP and security headers, from this origin only", async () => {

@@ -13,6 +13,8 @@ import { FleetRepl } from "../lib/repl/commands";
 import { REPL_AGENT } from "../lib/repl/api-client";
 import { formatHttpDate } from "../lib/eve/dates";
 import type { Store } from "../lib/storage/store";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
 
 describe("governance: maintenance windows and approvals, decided where a run starts", () => {
 	let sim: SaltApiSimulator;
@@ -320,6 +322,28 @@ describe("governance: maintenance windows and approvals, decided where a run sta
 			expect(ok.body.status).toBe("done");
 			sim.clearDrift(FREE);
 			expect((await request("DELETE", url(`approval_policies/${p}`))).status).toBe(204);
+		});
+
+		it("tells approvers through a webhook subscribed to approval alerts", async () => {
+			const received: Array<{ type: string; payload: Record<string, unknown> }> = [];
+			const receiver = createServer((req, res) => {
+				let body = "";
+				req.on("data", c => (body += c));
+				req.on("end", () => {
+					received.push(JSON.parse(body).alert);
+					res.end("ok");
+				});
+			});
+			await new Promise<void>(r => receiver.listen(0, "127.0.0.1", r));
+			try {
+				const hook = await created("webhooks", { url: `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/approvers`, types: ["approval.*"] });
+				const id = (await as("op", "POST", `groups/${govGroup}`, { fun: "cmd.run", arg: ["date"] })).body.approval._id;
+				const got = await eventually(async () => received.find(a => a.type === "approval.requested" && a.payload.approval === id), 10_000, "the webhook's delivery");
+				expect(got.payload).toMatchObject({ fun: "cmd.run", hosts: 2, requester: "op", policies: ["cmd.run on more than one host"] });
+				expect((await request("DELETE", url(`webhooks/${hook}`))).status).toBe(204);
+			} finally {
+				receiver.close();
+			}
 		});
 
 		it("pushes requests and their changes on /api/approvals/stream", async () => {

@@ -2,7 +2,7 @@
  * The fleet-ctl dashboard: one page, views chosen by the URL's hash, everything read and done through
  * /api with the signed-in token. What the token's role may not do is not offered (GET /api/whoami).
  */
-import { api, download, q, token, followAlerts, ApiError, type Me } from "./client.js";
+import { api, download, q, token, followAlerts, signInOptions, signOutSession, ApiError, type Me } from "./client.js";
 import { h, clear, pill, show, kv, table, toast } from "./dom.js";
 // The REPL's own words (lib/repl/words.ts, compiled into dist/ui/words.js by scripts/build-ui.js).
 import { parseRunArgs, splitWords } from "./words.js";
@@ -40,7 +40,12 @@ function signIn(message?: string): void {
 	(document.getElementById("top") as HTMLElement).hidden = true;
 	const input = h("input", { type: "password", id: "token", placeholder: "fct_…", autocomplete: "off", "aria-label": "API token" });
 	const out = h("div", {});
-	if (message) out.append(h("p", { class: "error" }, message));
+	if (message) out.append(h("p", { class: "error", role: "alert" }, message));
+	// Single sign-on, when the gateway offers it: a link (a navigation, not a form) to /auth/login.
+	const sso = h("div", { id: "sso" });
+	void signInOptions().then(o => {
+		if (o.oidc) clear(sso, h("a", { class: "button", id: "sso-signin", href: "/auth/login" }, `Sign in with ${o.name ?? "single sign-on"}`), h("p", { class: "muted" }, "or paste an API token:"));
+	});
 	const form = h(
 		"form",
 		{
@@ -58,6 +63,7 @@ function signIn(message?: string): void {
 			},
 		},
 		h("h1", {}, "Sign in to fleet-ctl"),
+		sso,
 		h("p", { class: "muted" }, "Paste an API token. It is kept in this tab only (sessionStorage)."),
 		input,
 		h("button", { type: "submit" }, "Sign in"),
@@ -803,18 +809,32 @@ async function route(): Promise<void> {
 
 window.addEventListener("hashchange", () => void route());
 window.addEventListener("fleet:unauthorized", () => {
+	const session = me?.session === true;
 	stream?.stop();
 	me = null;
 	token.clear();
-	signIn("The token was refused (invalid, expired or revoked): sign in again.");
+	// After the view that made the refused request has shown its error: the sign-in replaces it.
+	setTimeout(() => signIn(session ? "Your session ended (it expired or was revoked): sign in again." : "The token was refused (invalid, expired or revoked): sign in again."), 0);
 });
 (document.getElementById("signout") as HTMLElement).addEventListener("click", () => {
 	stream?.stop();
+	const session = me?.session === true;
 	me = null;
 	token.clear();
 	location.hash = "";
-	signIn();
+	// A single sign-on session ends at the gateway (revoked) and then at the provider.
+	if (session) void signOutSession();
+	else signIn();
 });
 
-if (token.get()) start().catch(() => signIn());
-else signIn();
+// Back from a sign-in that failed: the reason, on the sign-in page.
+const failed = /^#signin-error=(.*)$/.exec(location.hash);
+if (failed) {
+	history.replaceState(null, "", "/");
+	signIn(`Sign-in failed: ${decodeURIComponent(failed[1])}`);
+} else if (token.get()) start().catch(() => signIn());
+// Signed in through single sign-on (a session cookie), or not signed in at all (then no "refused" message).
+else
+	void fetch("/api/whoami", { headers: { Accept: "application/json" } })
+		.then(res => (res.ok ? start() : signIn()))
+		.catch(() => signIn());

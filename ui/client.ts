@@ -1,7 +1,9 @@
 /**
  * The dashboard's way to the API: the token (sessionStorage, gone with the tab), JSON requests with the
  * Authorization header, Eve errors as exceptions, and the alert stream read with fetch() — EventSource
- * cannot send the header, and the token never goes into a URL.
+ * cannot send the header, and the token never goes into a URL. Signed in through single sign-on instead, there
+ * is no token here: the browser sends the http-only session cookie, and every write carries the CSRF token the
+ * readable `fleet_csrf` cookie holds (X-CSRF-Token).
  */
 
 const KEY = "fleet-ctl.token";
@@ -11,6 +13,21 @@ export interface Me {
 	name: string;
 	role: "viewer" | "operator" | "admin";
 	scope: { groups?: string[]; functions?: string[] } | null;
+	/** Signed in through single sign-on (a session cookie), not with a pasted token. */
+	session?: boolean;
+}
+
+/** The CSRF token of the signed-in session (the readable cookie the sign-in set), or "". */
+export function csrfToken(): string {
+	const m = /(?:^|;\s*)fleet_csrf=([^;]*)/.exec(document.cookie);
+	return m ? decodeURIComponent(m[1]) : "";
+}
+
+/** The headers that say who asks: the pasted token, or (signed in) the CSRF token a write needs with the cookie. */
+function who(method: string): Record<string, string> {
+	const t = token.get();
+	if (t) return { Authorization: `Bearer ${t}` };
+	return method === "GET" || method === "HEAD" ? {} : { "X-CSRF-Token": csrfToken() };
 }
 
 export class ApiError extends Error {
@@ -41,9 +58,7 @@ export function q(path: string, query: Record<string, unknown> = {}): string {
 }
 
 function send(method: string, path: string, accept: string, body?: unknown): Promise<Response> {
-	const headers: Record<string, string> = { Accept: accept };
-	const t = token.get();
-	if (t) headers.Authorization = `Bearer ${t}`;
+	const headers: Record<string, string> = { Accept: accept, ...who(method) };
 	if (body !== undefined) headers["Content-Type"] = "application/json";
 	return fetch(`/api/${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
 }
@@ -92,7 +107,7 @@ export function followAlerts(onAlert: (alert: any) => void, onState: (connected:
 		while (!stopped) {
 			controller = new AbortController();
 			try {
-				const res = await fetch("/api/alerts/stream", { headers: { Authorization: `Bearer ${token.get() ?? ""}`, Accept: "text/event-stream", ...(lastId ? { "Last-Event-ID": lastId } : {}) }, signal: controller.signal });
+				const res = await fetch("/api/alerts/stream", { headers: { ...who("GET"), Accept: "text/event-stream", ...(lastId ? { "Last-Event-ID": lastId } : {}) }, signal: controller.signal });
 				if (res.status === 401) {
 					window.dispatchEvent(new CustomEvent("fleet:unauthorized"));
 					return;
@@ -140,4 +155,21 @@ export function followAlerts(onAlert: (alert: any) => void, onState: (connected:
 			controller?.abort();
 		},
 	};
+}
+
+/** What the gateway offers for signing in (GET /auth/config). */
+export async function signInOptions(): Promise<{ oidc: boolean; name?: string }> {
+	try {
+		const res = await fetch("/auth/config", { headers: { Accept: "application/json" } });
+		return res.ok ? await res.json() : { oidc: false };
+	} catch {
+		return { oidc: false };
+	}
+}
+
+/** Ends the single sign-on session here, then goes where the gateway says (the provider's logout). */
+export async function signOutSession(): Promise<void> {
+	const res = await fetch("/auth/logout", { method: "POST", headers: { Accept: "application/json", "X-CSRF-Token": csrfToken() } });
+	const body = res.ok ? await res.json() : null;
+	location.href = body?.redirect ?? "/";
 }

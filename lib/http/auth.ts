@@ -22,6 +22,30 @@ export interface Caller {
 	name: string;
 	role: Role;
 	scope?: Scope;
+	/** The person the token was made for (`oidc:<sub>`: a signed-in session, or a token they made for themselves). */
+	subject?: string;
+	/** A signed-in browser session (cookie), not an API token: its writes need the CSRF header. */
+	session?: boolean;
+}
+
+/**
+ * Why `wanted` is not within `have` (a token a caller makes for themselves may not reach further than the caller),
+ * or null when it is: without a scope the caller may give any; with one, the new token needs one as narrow — its
+ * groups among the caller's, each of its function globs one of the caller's globs matches.
+ */
+export function scopeExceeds(have: Scope | undefined, wanted: Scope | undefined): string | null {
+	if (!have) return null;
+	if (have.groups) {
+		if (!wanted?.groups) return "your scope limits the groups: give scope.groups, among yours";
+		const outside = wanted.groups.filter(g => !have.groups!.includes(g));
+		if (outside.length) return `groups outside your scope: ${outside.join(", ")}`;
+	}
+	if (have.functions) {
+		if (!wanted?.functions) return "your scope limits the functions: give scope.functions, among yours";
+		const outside = wanted.functions.filter(f => !have.functions!.some(glob => globMatches(glob, f)));
+		if (outside.length) return `functions outside your scope: ${outside.join(", ")}`;
+	}
+	return null;
 }
 
 const TOKEN_PREFIX = "fct_";

@@ -205,6 +205,8 @@ export const ROUTES: RouteDef[] = [
 	{ path: "vpn_organizations/:id", methods: { ...readItem("vpn-organizations"), DELETE: none("vpn.deleteOrganization", "admin") } },
 
 	{ path: "tokens", methods: { ...read("tokens", "admin"), POST: json("tokens.create", "admin") } },
+	{ path: "tokens/mine", methods: { GET: { ...get("tokens.listMine"), summary: "Your own API tokens (the signed-in person's), never their secrets" }, POST: { ...json("tokens.createMine", "viewer"), summary: "An API token for yourself, for scripts: a role at most yours, a scope within yours, for up to a year; its secret is shown once", bodySchema: { name: { type: "string", min: 1, max: 200 }, role: { type: "string", optional: true }, scope: { type: "object", optional: true }, expires: { type: "string", optional: true } } } } },
+	{ path: "tokens/mine/:id", methods: { DELETE: { ...none("tokens.revokeMine", "viewer"), summary: "Revoke one of your own tokens" } } },
 	{ path: "tokens/:id", methods: { ...readItem("tokens", "admin"), DELETE: none("tokens.remove", "admin") } },
 
 	{ path: "audit", methods: read("audit", "admin") },

@@ -20,6 +20,7 @@ import { retryRejected } from "../../lib/runtime/resilience";
 import { aliasesFor } from "./aliases";
 import { notModified, type CachedResponse } from "./conditional";
 import { toEveError } from "./errors";
+import { CSRF_COOKIE, SESSION_COOKIE, csrfOf, parseCookies, signInFor, type AuthMeta, type SignIn } from "./sessions";
 import { MUTATING, discardBody, hasBody, isJson, parseJson, queryPairs, truncateForAudit, userAgent, type Req } from "./requests";
 
 type Meta = Record<string, any>;
@@ -31,11 +32,14 @@ interface ApiVars {
 	callers: ReadCache<(Caller & { expires?: Date }) | null>;
 	rateWindows: Map<string, number>;
 	rateWindowStart: number;
+	/** Single sign-on (OIDC_ISSUER), or null. */
+	signIn: SignIn | null;
 	/** moleculer-web's HTTP server. */
 	server: Server;
 }
 
 interface ApiMethods {
+	requireSignIn(): SignIn;
 	authenticate(ctx: Context<unknown, Meta>, req: Req): Promise<Caller>;
 	readBody(req: Req, res: ServerResponse): Promise<void>;
 	prepareParams(req: Req): void;
@@ -51,6 +55,9 @@ interface ApiMethods {
 type ApiThis = Service & ApiVars & ApiMethods;
 
 const GATEWAY_CACHE_ENTRIES = 500;
+
+/** The /auth route's actions (single sign-on), the only ones reached without a token. */
+const AUTH_ACTIONS = new Set(["api.authConfig", "api.authLogin", "api.authCallback", "api.authLogout"]);
 
 const config = loadConfig();
 
@@ -85,6 +92,25 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			? { origin: config.corsOrigins, methods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"], exposedHeaders: ["X-Total-Count", "Location"], maxAge: 21600 }
 			: undefined,
 		routes: [
+			{
+				// Single sign-on (services/api/sessions.ts): no token needed, cookies read.
+				path: "/auth",
+				mappingPolicy: "restrict",
+				autoAliases: false,
+				whitelist: [...AUTH_ACTIONS],
+				mergeParams: false,
+				bodyParsers: false,
+				aliases: { "GET config": "api.authConfig", "GET login": "api.authLogin", "GET callback": "api.authCallback", "POST logout": "api.authLogout" },
+				callOptions: { timeout: 30_000 },
+				onBeforeCall(ctx: Context<unknown, AuthMeta>, _route: unknown, req: Req) {
+					ctx.meta.cookies = parseCookies(req.headers.cookie);
+					ctx.meta.url = (req.originalUrl ?? req.url ?? "/").slice(0, 8192);
+					ctx.meta.source = req.socket.remoteAddress ?? "";
+					ctx.meta.agent = userAgent(req);
+					const csrf = req.headers["x-csrf-token"];
+					if (typeof csrf === "string") ctx.meta.csrfHeader = csrf;
+				},
+			},
 			{
 				path: "/api",
 				mappingPolicy: "restrict",
@@ -149,6 +175,37 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 		// of failures behind it (those have their own breakers, per endpoint).
 		rest: { circuitBreaker: { enabled: false } },
 
+		/** GET /auth/config: whether the dashboard offers single sign-on, and what its button says. */
+		authConfig: {
+			visibility: "published",
+			handler(this: ApiThis) {
+				return { oidc: this.signIn !== null, ...(this.signIn ? { name: this.signIn.name } : {}), cookies: { session: SESSION_COOKIE, csrf: CSRF_COOKIE } };
+			},
+		},
+		/** GET /auth/login: to the provider (services/api/sessions.ts). */
+		authLogin: {
+			visibility: "published",
+			async handler(this: ApiThis, ctx: Context<unknown, AuthMeta>) {
+				await this.requireSignIn().login(ctx.meta);
+				return null;
+			},
+		},
+		/** GET /auth/callback: back from the provider; the session opened, to the dashboard. */
+		authCallback: {
+			visibility: "published",
+			async handler(this: ApiThis, ctx: Context<unknown, AuthMeta>) {
+				await this.requireSignIn().callback(ctx, ctx.meta);
+				return null;
+			},
+		},
+		/** POST /auth/logout: the session revoked; answers where the browser goes next (the provider's logout). */
+		authLogout: {
+			visibility: "published",
+			handler(this: ApiThis, ctx: Context<unknown, AuthMeta>) {
+				return this.requireSignIn().logout(ctx, ctx.meta);
+			},
+		},
+
 		/** GET /api/: the collections, as Eve's home endpoint lists them. */
 		root: {
 			visibility: "published",
@@ -194,13 +251,23 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 		this.callers = new ReadCache<Caller | null>(READ_CACHE_MS, 10_000);
 		this.rateWindows = new Map<string, number>();
 		this.rateWindowStart = Date.now();
+		this.signIn = signInFor((what, why) => this.logger.warn(what, why));
 	},
 
 	methods: {
-		/** Bearer token -> caller (ctx.meta.user). Every /api route needs one. */
+		/** The sign-in flow, or a 404 when OIDC is not configured. */
+		requireSignIn(this: ApiThis): SignIn {
+			if (!this.signIn) throw new EveError(404, "single sign-on is not configured here (OIDC_ISSUER): use an API token");
+			return this.signIn;
+		},
+
+		/** Bearer token (or a session cookie) -> caller (ctx.meta.user). Every /api route needs one. */
 		async authenticate(this: ApiThis, ctx: Context<unknown, Record<string, any>>, req: Req): Promise<Caller> {
-			const token = bearerToken(req.headers.authorization);
-			if (!token) throw new EveError(401, "an API token is required: Authorization: Bearer <token>");
+			// An API token in the header; else a signed-in browser's session cookie (services/api/sessions.ts).
+			const header = req.headers.authorization;
+			const cookieSecret = header === undefined ? parseCookies(req.headers.cookie)[SESSION_COOKIE] : undefined;
+			const token = header !== undefined ? bearerToken(header) : cookieSecret && bearerToken(`Bearer ${cookieSecret}`);
+			if (!token) throw new EveError(401, this.signIn ? "sign in (GET /auth/login), or send an API token: Authorization: Bearer <token>" : "an API token is required: Authorization: Bearer <token>");
 			const hash = hashToken(token);
 			let caller: (Caller & { expires?: Date }) | null | undefined = this.callers.get(hash);
 			if (caller === undefined) {
@@ -211,9 +278,15 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			if (!caller || (caller.expires && new Date(caller.expires).getTime() <= Date.now())) {
 				throw new EveError(401, "the API token is invalid, expired or revoked");
 			}
-			const user: Caller = { id: caller.id, name: caller.name, role: caller.role, scope: caller.scope };
+			// A cookie carries only a session (never an API token), and a write made with it carries its CSRF token:
+			// another site can make the browser send the cookie, not read it.
+			if (cookieSecret !== undefined && !caller.session) throw new EveError(401, "the session cookie does not hold a session: sign in again");
+			const user: Caller = { id: caller.id, name: caller.name, role: caller.role, scope: caller.scope, ...(caller.subject ? { subject: caller.subject } : {}), ...(cookieSecret !== undefined ? { session: true } : {}) };
 			// Set before the rate limit, so that the audit record of a refused write says whose it was.
 			ctx.meta.user = user;
+			if (cookieSecret !== undefined && MUTATING.has(req.method as string) && req.headers["x-csrf-token"] !== csrfOf(cookieSecret)) {
+				throw new EveError(403, "the request lacks its CSRF token (X-CSRF-Token, the value of the fleet_csrf cookie)");
+			}
 			this.rateLimit(caller.id);
 			return user;
 		},
@@ -227,6 +300,8 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 		 */
 		async aliasHandler(this: ApiThis, req: Req, res: ServerResponse, alias: unknown) {
 			const ctx = req.$ctx as Context<unknown, Record<string, any>>;
+			// /auth (single sign-on: services/api/sessions.ts) is how one gets a session: no token asked for.
+			if (AUTH_ACTIONS.has(req.$alias?.action ?? "")) return gatewayMethods.aliasHandler.call(this, req, res, alias);
 			// The request's audit record id, made here for every audited request (refused ones too), so that the
 			// records of one gateway sort by _id in the order their requests arrived.
 			if (this.audited(req)) ctx.meta.auditId = newObjectId();

@@ -123,7 +123,7 @@ const MaintenanceWindowsService: EveServiceSchema<WindowsThis> = {
 					if (hosts && !hosts.has(ctx.params.id)) continue;
 					items.push({ ...this.openingView(w, now, count), ...(hosts ? {} : { error: "its target cannot be evaluated now: it refuses its functions on every host it may govern" }) });
 				}
-				return { host: ctx.params.id, at: now.toISOString(), _items: items };
+				return { host: ctx.params.id, _items: items };
 			},
 		},
 

@@ -2,7 +2,7 @@
  * lib/http/auth.ts: the run rule (`runDenial`), function globs, and the audit log's masking. Expectations are
  * literal, written from docs/security.md, never computed with the code under test.
  */
-import { FUNCTION_GLOB, ROLES, bearerToken, functionAllowed, globMatches, hashToken, newToken, redact, roleAllows, runDenial, type Role, type RunCall, type Scope } from "../../lib/http/auth";
+import { FUNCTION_GLOB, ROLES, bearerToken, functionAllowed, globMatches, hashToken, newToken, redact, roleAllows, runDenial, scopeExceeds, type Role, type RunCall, type Scope } from "../../lib/http/auth";
 
 const call = (over: Partial<RunCall> = {}): RunCall => ({ client: "local_async", fun: "test.ping", targets: ["web-1"], ...over });
 const hosts = (...names: string[]) => new Set(names);
@@ -251,5 +251,19 @@ describe("redact", () => {
 		let deep: unknown = 1;
 		for (let i = 0; i < 10_000; i++) deep = [deep];
 		expect(() => redact(deep)).not.toThrow();
+	});
+});
+
+describe("scopeExceeds: a token one makes for oneself reaches no further than one's own scope", () => {
+	it("lets a caller without a scope give any, and one with a scope only a narrower one, saying what reaches further", () => {
+		expect(scopeExceeds(undefined, { functions: ["cmd.run"] })).toBeNull();
+		expect(scopeExceeds(undefined, undefined)).toBeNull();
+		const mine: Scope = { groups: ["g1", "g2"], functions: ["test.*", "state.apply"] };
+		expect(scopeExceeds(mine, { groups: ["g1"], functions: ["test.ping", "test.*", "state.apply"] })).toBeNull();
+		expect(scopeExceeds(mine, { groups: ["g1", "g3"], functions: ["test.ping"] })).toBe("groups outside your scope: g3");
+		expect(scopeExceeds(mine, { groups: ["g1"], functions: ["cmd.run", "state.*"] })).toBe("functions outside your scope: cmd.run, state.*");
+		expect(scopeExceeds(mine, { functions: ["test.ping"] })).toMatch(/give scope.groups/);
+		expect(scopeExceeds(mine, { groups: ["g1"] })).toMatch(/give scope.functions/);
+		expect(scopeExceeds({ functions: ["test.*"] }, { functions: ["test.ping"] })).toBeNull();
 	});
 });

@@ -3,19 +3,22 @@
  * creates it; only its SHA-256 is stored. Tokens expire (`expires`) and are revoked by DELETE, which keeps
  * the record (revoked: true) so the audit log still names who acted.
  *
+ * People's tokens — the sessions a sign-in opens, the tokens a caller makes for themselves — are in personal.ts.
+ *
  * Also the one place that decides whether a token may run a complete Salt call on some hosts
  * (`tokens.authorizeRun`, the rule in lib/http/auth.ts `runDenial`): the cm-gateway asks it for every run it
  * starts, the tasks service for every task created or changed.
  */
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
-import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
-import { nowSeconds, parseHttpDate } from "../lib/eve/dates";
-import { EveError, type Issues } from "../lib/eve/errors";
-import { ROLES, FUNCTION_GLOB, hashToken, newToken, runDenial, type Caller, type RunCall, type Scope } from "../lib/http/auth";
-import { loadConfig } from "../lib/config";
-import { announceAdminToken } from "../lib/runtime/first-screen";
-import { DuplicateKeyError, type Doc } from "../lib/storage/store";
+import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
+import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
+import { nowSeconds, parseHttpDate } from "../../lib/eve/dates";
+import { EveError, type Issues } from "../../lib/eve/errors";
+import { ROLES, FUNCTION_GLOB, hashToken, newToken, runDenial, type Caller, type RunCall, type Scope } from "../../lib/http/auth";
+import { loadConfig } from "../../lib/config";
+import { announceAdminToken } from "../../lib/runtime/first-screen";
+import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
+import { personalActions } from "./personal";
 
 const BOOTSTRAP_NAME = "bootstrap-admin";
 
@@ -36,7 +39,7 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			resource: "tokens",
 			writes: ["create", "remove"],
 			idPattern: OBJECT_ID,
-			readOnlyFields: ["revoked", "prefix", "bootstrap"],
+			readOnlyFields: ["revoked", "prefix", "bootstrap", "session", "subject", "owner"],
 			schema: {
 				name: { type: "string", min: 1, max: 200 },
 				role: { type: "enum", values: [...ROLES] },
@@ -55,6 +58,8 @@ const TokensService: EveServiceSchema<TokensThis> = {
 	],
 
 	actions: {
+		...personalActions,
+
 		/** The caller a token hash belongs to, or null when it is unknown, revoked or expired (internal). */
 		verify: {
 			visibility: "public",
@@ -62,7 +67,7 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			async handler(this: TokensThis, ctx: Context<{ hash: string }>): Promise<(Caller & { expires?: Date }) | null> {
 				const doc = await this.store.findOne({ hash: ctx.params.hash });
 				if (!this.usable(doc)) return null;
-				return { id: String(doc!._id), name: doc!.name, role: doc!.role, scope: doc!.scope, expires: doc!.expires };
+				return { id: String(doc!._id), name: doc!.name, role: doc!.role, scope: doc!.scope, expires: doc!.expires, ...(doc!.subject ? { subject: doc!.subject } : {}), ...(doc!.session ? { session: true } : {}) };
 			},
 		},
 
@@ -90,7 +95,7 @@ const TokensService: EveServiceSchema<TokensThis> = {
 				const allowed = scope?.groups ? await this.scopeHosts(ctx, scope.groups) : null;
 				const denial = runDenial(doc.role, scope, ctx.params, allowed);
 				if (denial) throw new EveError(403, `the run is refused: ${denial}`);
-				return { id: String(doc._id), name: doc.name, role: doc.role, ...(scope ? { scope } : {}) };
+				return { id: String(doc._id), name: doc.name, role: doc.role, ...(scope ? { scope } : {}), ...(doc.subject ? { subject: doc.subject } : {}) };
 			},
 		},
 	},
@@ -193,6 +198,7 @@ const TokensService: EveServiceSchema<TokensThis> = {
 
 	async started(this: TokensThis) {
 		await this.store.ensureIndex("hash", { unique: true });
+		await this.store.ensureIndex("subject", { sparse: true });
 		await this.bootstrap();
 	},
 };

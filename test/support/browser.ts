@@ -1,0 +1,53 @@
+/**
+ * Debian's Chromium, headless, for the browser suites (driven by playwright-core): a fresh profile, the page's
+ * errors, console errors (but the 401/503 answers a page is shown on purpose) and any request to another origin
+ * (refused: a dashboard takes nothing from a CDN) noted in `problems`.
+ *
+ * Without /usr/bin/chromium (CI installs it: .ci/run) a suite fails, unless SKIP_BROWSER=1 says so.
+ */
+import fs from "node:fs";
+import os from "node:os";
+import path from "node:path";
+import { chromium, type BrowserContext, type Page } from "playwright-core";
+
+export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
+const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"];
+
+export const SKIP_BROWSER = process.env.SKIP_BROWSER === "1";
+/** `describe`, or `describe.skip` with SKIP_BROWSER=1. */
+export const describeBrowser = SKIP_BROWSER ? describe.skip : describe;
+
+export interface Browser {
+	context: BrowserContext;
+	page: Page;
+	/** What went wrong in the page, in the order it did. */
+	problems: string[];
+	close(): Promise<void>;
+}
+
+/** A browser with a fresh profile, at `viewport`, for pages served from 127.0.0.1. */
+export async function openBrowser(viewport: { width: number; height: number }): Promise<Browser> {
+	if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (or SKIP_BROWSER=1)`);
+	const profile = fs.mkdtempSync(path.join(os.tmpdir(), "fleet-ctl-chromium-"));
+	const problems: string[] = [];
+	const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: FLAGS, viewport });
+	const page = context.pages()[0] ?? (await context.newPage());
+	page.on("console", msg => {
+		if (msg.type() === "error" && !/status of (401|503)/.test(msg.text())) problems.push(`console: ${msg.text()}`);
+	});
+	page.on("pageerror", err => problems.push(`page error: ${err.message}`));
+	// Anything the page asks of another origin (a CDN) is refused and noted.
+	await context.route(/^(?!http:\/\/127\.0\.0\.1)/, route => {
+		problems.push(`request to another origin: ${route.request().url()}`);
+		return route.abort();
+	});
+	return {
+		context,
+		page,
+		problems,
+		close: async () => {
+			await context.close();
+			fs.rmSync(profile, { recursive: true, force: true });
+		},
+	};
+}
