@@ -28,11 +28,13 @@
  *                      rollouts (a rollout's overhead per batch at 10,000 minions, bench/rollouts.ts;
  *                      BENCH_ROLLOUT_MINIONS), conformity (checks of 10,000 hosts × 200 states: bytes stored
  *                      per check, the fleet view, bench/conformity.ts; BENCH_CONF_HOSTS, BENCH_CONF_STATES),
+ *                      governance (a run's cost of maintenance windows and approval policies, bench/governance.ts;
+ *                      BENCH_GOV_MINIONS, BENCH_GOV_RULES, BENCH_GOV_RUNS),
  *                      tasks (the scheduler, bench/tasks.ts; BENCH_TASKS; three replicas when MONGO_URI is
  *                      set), webhooks (deliveries next to hanging receivers, bench/webhooks.ts;
  *                      BENCH_ALERTS, BENCH_HANGING), vpn (the VPN sync against the Pritunl simulator, bench/vpn.ts);
  *                      stats (snapshots and the aggregated statistics over 30 days of history,
- *                      bench/stats.ts; BENCH_STATS_HOSTS, BENCH_STATS_DAYS, BENCH_STATS_CHANGE); default all eleven
+ *                      bench/stats.ts; BENCH_STATS_HOSTS, BENCH_STATS_DAYS, BENCH_STATS_CHANGE); default all thirteen
  *   BENCH_REQUESTS     comma list of requests to measure: list,item,filtered (default all three); `root`
  *                      (GET /api/, an action that does nothing) shows the floor of the gateway path
  *   BENCH_CACHES       comma list of read-cache settings to run each deployment with: on,off (default both)
@@ -58,6 +60,7 @@ import { benchGroups } from "./groups";
 import { benchJobs } from "./jobs";
 import { benchRollouts } from "./rollouts";
 import { benchConformity } from "./conformity";
+import { benchGovernance } from "./governance";
 import { benchTasks } from "./tasks";
 import { benchWebhooks } from "./webhooks";
 import { benchVpn } from "./vpn";
@@ -67,7 +70,7 @@ import { DIST, envInt, benchNats, benchNatsIfStarted, cleanup, stopProc, tempDir
 import { CONNECTIONS, DURATION, PROFILE_DIR, WARMUP, capture, findPidByName, load, paths, seed, startBare, startDeployment, type Cache, type Captured, type CpuUse, type Deployment, type RequestName, type SeedInfo } from "./reads";
 
 const HOSTS = envInt("BENCH_HOSTS", 10_000);
-const PARTS = ["inproc", "nats", "curve", "cm", "groups", "jobs", "rollouts", "conformity", "tasks", "webhooks", "vpn", "stats"];
+const PARTS = ["inproc", "nats", "curve", "cm", "groups", "jobs", "rollouts", "conformity", "governance", "tasks", "webhooks", "vpn", "stats"];
 const ONLY = (process.env.BENCH_ONLY || PARTS.join(",")).split(",").map(s => s.trim());
 const READ_DEPLOYMENTS = ONLY.filter(d => d === "inproc" || d === "nats") as Deployment[];
 const REQUESTS = (process.env.BENCH_REQUESTS || "list,item,filtered").split(",").map(s => s.trim());
@@ -266,6 +269,11 @@ async function main(): Promise<number> {
 		const conformity = await benchConformity(path.join(tmp, "conformity-data"), log);
 		process.stdout.write(`\nconformity bench — node ${process.version}, ${os.cpus().length} cpu\n\n${conformity.report}\n`);
 		valid &&= conformity.valid;
+	}
+	if (ONLY.includes("governance")) {
+		const governance = await benchGovernance(path.join(tmp, "governance-data"), log);
+		process.stdout.write(`\ngovernance bench — node ${process.version}, ${os.cpus().length} cpu, salt-api simulator in the bench process\n\n${governance.report}\n`);
+		valid &&= governance.valid;
 	}
 	if (ONLY.includes("tasks")) {
 		const tasks = await benchTasks(path.join(tmp, "tasks-data"), log);

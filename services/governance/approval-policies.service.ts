@@ -13,7 +13,7 @@ import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } 
 import { OBJECT_ID } from "../../lib/eve/ids";
 import type { Issues } from "../../lib/eve/errors";
 import type { Doc } from "../../lib/storage/store";
-import { DEFAULT_EXPIRY_S, FUNCTIONS_SCHEMA, ORIGINS, TARGETS_SCHEMA, governs, hostsOf, isDryRun, targetsIssues, type MatchedPolicy, type Origin, type Targets } from "./scope";
+import { DEFAULT_EXPIRY_S, FUNCTIONS_SCHEMA, ORIGINS, TARGETS_SCHEMA, governs, hostsOf, isDryRun, targetsIssues, type HostsMemo, type MatchedPolicy, type Origin, type Targets } from "./scope";
 
 const PoliciesService: EveServiceSchema = {
 	name: "approval-policies",
@@ -63,12 +63,13 @@ const PoliciesService: EveServiceSchema = {
 				const { fun, arg, kwarg, hosts, origin } = ctx.params;
 				if (isDryRun(fun, arg, kwarg)) return [];
 				const matched: MatchedPolicy[] = [];
+				const memo: HostsMemo = new Map();
 				for (const p of await this.store.find({ enabled: { $ne: false } }, { sort: [["_id", 1]] })) {
 					if (!governs(p.functions ?? [], fun)) continue;
 					if (p.origins && !p.origins.includes(origin)) continue;
 					let inScope = hosts.length;
 					if (p.targets) {
-						const governed = await hostsOf(ctx, p.targets as Targets).catch(() => null);
+						const governed = await hostsOf(ctx, p.targets as Targets, memo).catch(() => null);
 						inScope = governed ? hosts.filter(h => governed.has(h)).length : hosts.length;
 						if (governed && inScope === 0) continue;
 					}

@@ -15,7 +15,7 @@ import { QueryArgs } from "../../lib/eve/query";
 import { canonical } from "../../lib/eve/etag";
 import { PREVIEW_HORIZON_MS, compileWindow, isCompiled, nextOpenings, openingAt, type CompiledWindow, type Opening } from "../../lib/fleet/maintenance";
 import type { Doc } from "../../lib/storage/store";
-import { FUNCTIONS_SCHEMA, TARGETS_SCHEMA, governs, hostsOf, isDryRun, targetsIssues, type Targets } from "./scope";
+import { FUNCTIONS_SCHEMA, TARGETS_SCHEMA, governs, hostsOf, isDryRun, targetsIssues, type HostsMemo, type Targets } from "./scope";
 
 /** A window's next opening as answers show it. */
 export interface NextWindow {
@@ -82,10 +82,11 @@ const MaintenanceWindowsService: EveServiceSchema<WindowsThis> = {
 				// Per governed host: is one of its windows open?
 				const open = new Map<string, boolean>();
 				const closedWindows: Doc[] = [];
+				const memo: HostsMemo = new Map();
 				for (const w of windows) {
 					let hosts: Set<string>;
 					try {
-						hosts = await hostsOf(ctx, w.targets as Targets);
+						hosts = await hostsOf(ctx, w.targets as Targets, memo);
 					} catch (err) {
 						throw new EveError(409, `the maintenance window '${w.name}' (${w._id}) governs ${fun} but its target cannot be evaluated now (${(err as Error).message}); nothing it may govern runs until an admin mends it`);
 					}
@@ -118,8 +119,9 @@ const MaintenanceWindowsService: EveServiceSchema<WindowsThis> = {
 				if (!exists.includes(ctx.params.id)) throw notFound(`host '${ctx.params.id.slice(0, 200)}' not found`);
 				const now = new Date();
 				const items: Doc[] = [];
+				const memo: HostsMemo = new Map();
 				for (const w of await this.store.find({ enabled: { $ne: false } }, { sort: [["name", 1]] })) {
-					const hosts = await hostsOf(ctx, w.targets as Targets).catch(() => null);
+					const hosts = await hostsOf(ctx, w.targets as Targets, memo).catch(() => null);
 					if (hosts && !hosts.has(ctx.params.id)) continue;
 					items.push({ ...this.openingView(w, now, count), ...(hosts ? {} : { error: "its target cannot be evaluated now: it refuses its functions on every host it may govern" }) });
 				}

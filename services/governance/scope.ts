@@ -76,18 +76,34 @@ export async function targetsIssues(ctx: Context, targets: Targets | undefined, 
 	return null;
 }
 
-/** The live hosts `targets` name now: the hosts of its groups (a deleted group names none, as in a token's scope) and of its expression. */
-export async function hostsOf(ctx: Context, targets: Targets): Promise<Set<string>> {
+/** Hosts already resolved while one run is judged, by group (`g:<id>`) and expression (`t:<expr>`): rules often share targets. */
+export type HostsMemo = Map<string, Promise<string[]>>;
+
+/**
+ * The live hosts `targets` name now: the hosts of its groups (a deleted group names none, as in a token's scope) and
+ * of its expression, each group and expression resolved once per `memo`.
+ */
+export async function hostsOf(ctx: Context, targets: Targets, memo: HostsMemo = new Map()): Promise<Set<string>> {
+	const once = (key: string, resolve: () => Promise<string[]>): Promise<string[]> => {
+		let hit = memo.get(key);
+		if (!hit) memo.set(key, (hit = resolve()));
+		return hit;
+	};
 	const hosts = new Set<string>();
 	for (const group of targets.groups ?? []) {
-		try {
-			for (const h of await ctx.call<string[], { id: string }>("groups.hostnames", { id: group })) hosts.add(h);
-		} catch (err) {
-			if ((err as { code?: number }).code !== 404) throw err;
-		}
+		const names = await once(`g:${group}`, () =>
+			ctx.call<string[], { id: string }>("groups.hostnames", { id: group }).catch((err: { code?: number }) => {
+				if (err.code === 404) return [];
+				throw err;
+			}),
+		);
+		for (const h of names) hosts.add(h);
 	}
 	// An expression that no longer evaluates (a group it names was deleted) throws: the caller refuses the run
 	// rather than guess which hosts it governs.
-	if (targets.target !== undefined) for (const h of (await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target: targets.target })).hosts) hosts.add(h);
+	if (targets.target !== undefined) {
+		const expr = targets.target;
+		for (const h of await once(`t:${expr}`, async () => (await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target: expr })).hosts)) hosts.add(h);
+	}
 	return hosts;
 }

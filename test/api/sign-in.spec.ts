@@ -15,6 +15,7 @@ import { request } from "../support/http";
 import { freePort } from "../support/net";
 import { startOidcProvider, type TestProvider } from "../support/oidc-provider";
 import type { Store } from "../../lib/storage/store";
+import { FleetRepl } from "../../lib/repl/commands";
 
 declare const document: any;
 
@@ -148,6 +149,8 @@ describeBrowser(`single sign-on through a real OpenID provider, in Chromium${pro
 		const who = await request("GET", `${h.api}/whoami`, { token: aliceToken });
 		expect(who.body).toMatchObject({ name: "alice-ci", role: "admin", subject: "oidc:alice", session: false });
 		expect((await pageFetch("GET", "/api/tokens/mine")).body._items.map((t: { name: string }) => t.name)).toEqual(["alice-ci"]);
+		// …and the REPL, as any API token.
+		expect(await new FleetRepl({ url: h.api, token: aliceToken }).run("whoami")).toBe(`alice-ci (admin) at ${h.api}`);
 	});
 
 	it("signs out at fleet-ctl (the session revoked) and at the provider", async () => {
