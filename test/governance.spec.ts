@@ -7,7 +7,7 @@
  * salt-api simulator, whose job log says what really ran.
  */
 import { SaltApiSimulator } from "./simulators/salt-api";
-import { startEmbedded, type Harness } from "./support/harness";
+import { describeWithMongo, startEmbedded, uniqueMongoUri, type Harness } from "./support/harness";
 import { request, expectEveError, eventually, withQuery } from "./support/http";
 import { FleetRepl } from "../lib/repl/commands";
 import { REPL_AGENT } from "../lib/repl/api-client";
@@ -16,7 +16,8 @@ import type { Store } from "../lib/storage/store";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 
-describe("governance: maintenance windows and approvals, decided where a run starts", () => {
+/** The suite on one store: NeDB files (mongoUri undefined), or the MongoDB wire protocol (the CI's emulator leg). */
+function governanceSuite(mongoUri: string | undefined): void {
 	let sim: SaltApiSimulator;
 	let h: Harness;
 	let GOV: string, GOV2: string, FREE: string;
@@ -49,7 +50,9 @@ describe("governance: maintenance windows and approvals, decided where a run sta
 		sim = new SaltApiSimulator({ minions: 6, timeout: 1, gatherJobTimeout: 0, latencyMs: [1, 5], presenceEvents: false });
 		await sim.start();
 		h = await startEmbedded({
-			env: { ...sim.cmApiEnv, CM_SYNC_INTERVAL_MS: "3600000", CM_JOB_POLL_MS: "100", CM_JOB_TIMEOUT_MS: "3000", CM_ALL_STATUS_INTERVAL_MS: "300", TASK_MISFIRE_GRACE_MS: "60000", ROLLOUT_TICK_MS: "100" },
+			mongoUri,
+			// Webhooks' signing secrets are kept encrypted: with MongoDB the key comes from the environment.
+			env: { CTL_SECRET_KEY: "governance-suite-secret-key", ...sim.cmApiEnv, CM_SYNC_INTERVAL_MS: "3600000", CM_JOB_POLL_MS: "100", CM_JOB_TIMEOUT_MS: "3000", CM_ALL_STATUS_INTERVAL_MS: "300", TASK_MISFIRE_GRACE_MS: "60000", ROLLOUT_TICK_MS: "100" },
 		});
 		await eventually(async () => ((await request("GET", url("hosts", { max_results: 1 }))).body._meta?.total === sim.minionIds().length ? true : undefined), 10_000, "the inventory");
 		[GOV, GOV2, FREE] = sim.upMinions();
@@ -425,4 +428,7 @@ describe("governance: maintenance windows and approvals, decided where a run sta
 			expect(sim.jobs().slice(from).map(j => [j.fun, j.arg])).toEqual([["cmd.run", ["whoami"]]]);
 		});
 	});
-});
+}
+
+describe("governance: maintenance windows and approvals, decided where a run starts (NeDB)", () => governanceSuite(undefined));
+describeWithMongo("governance: maintenance windows and approvals, decided where a run starts (MongoDB wire protocol)", uri => governanceSuite(uniqueMongoUri(uri)));
