@@ -197,7 +197,8 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 
 		/**
 		 * POST /approvals/{id}/approve and /reject, `{"comment": "…"}`: a vote of the caller. Refused (403, saying
-		 * why) to the requester and to a role no matched policy lets approve; refused (409) once the request is
+		 * why) to the requester, to a role no matched policy lets approve, and to an approver whose own token could
+		 * not make the run (its scope); refused (409) once the request is
 		 * decided, expired, or voted on by the same person. The vote that completes the approvals of every policy
 		 * approves the request, and an ad-hoc request then runs at once, exactly once; a rejection ends it.
 		 */
@@ -221,6 +222,16 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 				if ((doc.votes as Doc[]).some(v => v.identity === identity)) throw new EveError(409, `${user.name} has already voted on this request`);
 				const counts = (doc.policies as MatchedPolicy[]).filter(p => p.roles.includes(user.role));
 				if (!counts.length) throw new EveError(403, `the role ${user.role} cannot decide this request: its policies take approvers of the roles ${[...new Set((doc.policies as MatchedPolicy[]).flatMap(p => p.roles))].join(", ")}`);
+				if (decision === "approved") {
+					// An approver vouches for the run: their own token must allow it (the complete call on those hosts).
+					try {
+						await ctx.call("tokens.authorizeRun", { token: user.id, client: doc.call.cm_client, fun: doc.call.fun, arg: doc.call.arg, kwarg: doc.call.kwarg, targets: doc.hosts });
+					} catch (err) {
+						const e = err as { code?: number; message: string };
+						if (e.code === 403) throw new EveError(403, `you may not approve a run you could not make yourself: ${e.message.replace(/^the run is refused: /, "")}`);
+						throw err;
+					}
+				}
 				const vote = { decision, token: user.id, name: user.name, role: user.role, identity, comment: (body.comment as string | undefined) ?? "", at: new Date() };
 				const votes = [...(doc.votes as Doc[]), vote];
 				// Every policy has its count of approvals from its roles.
