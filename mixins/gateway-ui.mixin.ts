@@ -43,7 +43,7 @@ export function securityHeaders(options: { meta?: Record<string, unknown> }, req
 /** The built dashboard (dist/ui, made by `npm run build`); from the sources (tests), the built one next to them. */
 export function uiFolder(): string {
 	const candidates = [path.resolve(__dirname, "..", "ui"), path.resolve(__dirname, "..", "dist", "ui")];
-	return candidates.find(dir => fs.existsSync(path.join(dir, "app.js"))) ?? candidates[0];
+	return candidates.find(dir => fs.existsSync(path.join(dir, "index.html")) && fs.existsSync(path.join(dir, "assets"))) ?? candidates[0];
 }
 
 /** The `assets` setting of the gateway: static files, never listing a directory, revalidated. */

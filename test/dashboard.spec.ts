@@ -60,7 +60,7 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 	};
 
 	beforeAll(async () => {
-		if (!fs.existsSync(path.join(ROOT, "dist", "ui", "app.js"))) throw new Error("dist/ui is missing: run `npm run build` first (npm test does)");
+		if (!fs.existsSync(path.join(ROOT, "dist", "ui", "index.html"))) throw new Error("dist/ui is missing: run `npm run build` first (npm test does)");
 		fs.mkdirSync(ARTIFACTS, { recursive: true });
 		// Returns take up to a few seconds, so that the page shows hosts still running before they answer.
 		sim = new SaltApiSimulator({ minions: 12, timeout: 6, gatherJobTimeout: 0, latencyMs: [1500, 4000], presenceEvents: false, downFraction: 0 });
@@ -406,6 +406,29 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		expect(await listed()).toEqual([]);
 	});
 
+	it("shows approval requests as they are made and lets an approver decide, with a comment (a Preact page)", async () => {
+		const policy = await request("POST", url("approval_policies"), { body: { name: "echo needs an admin", functions: ["test.echo"], approvers: { count: 1, roles: ["admin"] } } });
+		expect(policy.status).toBe(201);
+		await page.goto(`${base}/#/approvals`);
+		await page.waitForSelector("p.empty:has-text('No request waits for a decision')");
+		// An operator asks (through the API): held, and on the page without a reload.
+		const held = await request("POST", url(`hosts/${hosts[0]}`), { token: operatorToken, body: { fun: "test.echo", arg: ["hello from the dashboard"] } });
+		expect(held.status).toBe(202);
+		const id = held.body.approval._id;
+		const row = `#approvals tr[data-id="${id}"]`;
+		await page.waitForSelector(`${row}:has-text("test.echo hello from the dashboard")`);
+		expect(await page.textContent(row)).toContain("dash-operator");
+		await shot("12-approvals");
+		await page.fill(`${row} input`, "looks harmless");
+		await page.click(`${row} button:has-text("Approve")`);
+		await page.waitForSelector(row, { state: "detached" });
+		const done = (await request("GET", url(`approvals/${id}`))).body;
+		expect(done).toMatchObject({ status: "done", votes: [expect.objectContaining({ decision: "approved", comment: "looks harmless" })], run: { jid: expect.stringMatching(/^\d{20}$/) } });
+		await page.check("text=show decided requests too");
+		await page.waitForSelector(`${row} .pill.done`);
+		expect((await request("DELETE", url(`approval_policies/${policy.body._id}`))).status).toBe(204);
+	});
+
 	it("shows an operator the VPN identity with the otp_secret masked, and lets it download the profile", async () => {
 		await page.click("#signout");
 		await page.fill("#token", operatorToken);
@@ -424,6 +447,7 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.click("#signin button[type=submit]");
 		await page.waitForSelector("#hosts tbody tr");
 		expect(await page.locator('#nav a[href="#/webhooks"]').count()).toBe(0);
+		expect(await page.locator('#nav a[href="#/approvals"]').count()).toBe(0);
 		// The VPN identity with the otp_secret masked, and no profile to download.
 		await page.goto(`${base}/#/hosts/${hosts[0]}`);
 		await page.waitForSelector("#host-vpn dl");

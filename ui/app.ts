@@ -2,10 +2,11 @@
  * The fleet-ctl dashboard: one page, views chosen by the URL's hash, everything read and done through
  * /api with the signed-in token. What the token's role may not do is not offered (GET /api/whoami).
  */
-import { api, download, q, token, followAlerts, signInOptions, signOutSession, ApiError, type Me } from "./client.js";
-import { h, clear, pill, show, kv, table, toast } from "./dom.js";
-// The REPL's own words (lib/repl/words.ts, compiled into dist/ui/words.js by scripts/build-ui.js).
-import { parseRunArgs, splitWords } from "./words.js";
+import { api, download, q, token, followAlerts, signInOptions, signOutSession, ApiError, type Me } from "./client";
+import { h, clear, pill, show, kv, table, toast } from "./dom";
+import { approvalsView } from "./approvals";
+// The REPL's own words: one source for both (bundled by Vite).
+import { parseRunArgs, splitWords } from "../lib/repl/words";
 
 declare const echarts: any;
 
@@ -107,6 +108,7 @@ function buildNav(): void {
 		["#/actions", "Actions", "viewer"],
 		["#/tasks", "Tasks", "viewer"],
 		["#/jobs", "Jobs", "viewer"],
+		["#/approvals", "Approvals", "operator"],
 		["#/webhooks", "Webhooks", "admin"],
 	];
 	const here = location.hash.split("/").slice(0, 2).join("/");
@@ -802,6 +804,12 @@ async function route(): Promise<void> {
 			return jobsView();
 		case "webhooks":
 			return can("admin") ? (id ? deliveriesView(id) : webhooksView()) : hostsView();
+		case "approvals":
+			if (!can("operator")) return hostsView();
+			// A Preact page (ui/approvals.tsx), taken down when the view changes.
+			main.replaceChildren();
+			disposers.push(approvalsView(main, me));
+			return;
 		default:
 			return hostsView();
 	}

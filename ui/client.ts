@@ -92,22 +92,26 @@ export async function download(path: string): Promise<{ data: Blob; filename: st
 	return { data: await res.blob(), filename: named?.[1] ?? path.split("/").pop() ?? "download" };
 }
 
+/** One server-sent event: its name, its id (when it has one), its data. */
+interface SseEvent {
+	event: string;
+	id: string;
+	data: string;
+}
+
 /**
- * Reads GET /api/alerts/stream (server-sent events) and calls `onAlert` for each; reconnects after a
- * pause until `stop()` is called.
+ * Reads a server-sent event stream of the API (`path`) and calls `onEvent` for each event; `onState` when it is
+ * (re)connected (`ready`) or lost; `headers` are asked again at every connection (Last-Event-ID). Reconnects after a
+ * pause until `stop()`. fetch(), not EventSource: EventSource cannot send the Authorization header.
  */
-export function followAlerts(onAlert: (alert: any) => void, onState: (connected: boolean) => void): { stop(): void } {
+function followEvents(path: string, onEvent: (e: SseEvent) => void, onState: (connected: boolean) => void, headers: () => Record<string, string> = () => ({})): { stop(): void } {
 	let stopped = false;
 	let controller: AbortController | null = null;
-	// After a reconnection the server replays what was raised since the last alert seen (Last-Event-ID),
-	// starting from that alert's second: the ones already shown are recognised by their ids.
-	let lastId = "";
-	const seen = new Set<string>();
 	const loop = async () => {
 		while (!stopped) {
 			controller = new AbortController();
 			try {
-				const res = await fetch("/api/alerts/stream", { headers: { ...who("GET"), Accept: "text/event-stream", ...(lastId ? { "Last-Event-ID": lastId } : {}) }, signal: controller.signal });
+				const res = await fetch(`/api/${path}`, { headers: { ...who("GET"), Accept: "text/event-stream", ...headers() }, signal: controller.signal });
 				if (res.status === 401) {
 					window.dispatchEvent(new CustomEvent("fleet:unauthorized"));
 					return;
@@ -123,22 +127,16 @@ export function followAlerts(onAlert: (alert: any) => void, onState: (connected:
 					while ((cut = buffer.indexOf("\n\n")) >= 0) {
 						const block = buffer.slice(0, cut);
 						buffer = buffer.slice(cut + 2);
-						let event = "message";
-						let id = "";
+						const e: SseEvent = { event: "message", id: "", data: "" };
 						const data: string[] = [];
 						for (const line of block.split("\n")) {
-							if (line.startsWith("event:")) event = line.slice(6).trim();
-							else if (line.startsWith("id:")) id = line.slice(3).trim();
+							if (line.startsWith("event:")) e.event = line.slice(6).trim();
+							else if (line.startsWith("id:")) e.id = line.slice(3).trim();
 							else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
 						}
-						if (event === "ready") onState(true);
-						if (event !== "alert" || !data.length || (id && seen.has(id))) continue;
-						if (id) {
-							seen.add(id);
-							lastId = id;
-							if (seen.size > 1000) seen.delete(seen.values().next().value as string);
-						}
-						onAlert(JSON.parse(data.join("\n")));
+						e.data = data.join("\n");
+						if (e.event === "ready") onState(true);
+						else onEvent(e);
 					}
 				}
 			} catch {
@@ -155,6 +153,43 @@ export function followAlerts(onAlert: (alert: any) => void, onState: (connected:
 			controller?.abort();
 		},
 	};
+}
+
+/**
+ * Reads GET /api/alerts/stream and calls `onAlert` for each alert; after a reconnection the server replays what was
+ * raised since the last alert seen (Last-Event-ID), from that alert's second: the ones already shown are recognised
+ * by their ids.
+ */
+export function followAlerts(onAlert: (alert: any) => void, onState: (connected: boolean) => void): { stop(): void } {
+	let lastId = "";
+	const seen = new Set<string>();
+	return followEvents(
+		"alerts/stream",
+		({ event, id, data }) => {
+			if (event !== "alert" || !data || (id && seen.has(id))) return;
+			if (id) {
+				seen.add(id);
+				lastId = id;
+				if (seen.size > 1000) seen.delete(seen.values().next().value as string);
+			}
+			onAlert(JSON.parse(data));
+		},
+		onState,
+		(): Record<string, string> => (lastId ? { "Last-Event-ID": lastId } : {}),
+	);
+}
+
+/** Reads a stream of the API (`path`) and calls `onEvent` with each `event`'s data; `onOpen` at every (re)connection, so that a page reads again what it may have missed. */
+export function followStream(path: string, event: string, onEvent: (data: any) => void, onOpen: () => void): { stop(): void } {
+	return followEvents(
+		path,
+		e => {
+			if (e.event === event && e.data) onEvent(JSON.parse(e.data));
+		},
+		connected => {
+			if (connected) onOpen();
+		},
+	);
 }
 
 /** What the gateway offers for signing in (GET /auth/config). */

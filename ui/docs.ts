@@ -2,8 +2,8 @@
  * The browsable API documentation: GET /api/openapi.json (with the dashboard's token) rendered as one
  * section per tag, one card per operation (method, path, least role, parameters, body and answers).
  */
-import { api, token } from "./client.js";
-import { h, clear } from "./dom.js";
+import { api, token } from "./client";
+import { h, clear } from "./dom";
 
 const main = document.getElementById("main") as HTMLElement;
 

@@ -1,8 +1,7 @@
 /**
  * Command-line words, as the REPL and the dashboard's run form read them: a line split as a shell splits it,
- * and the words as a Salt call's `arg` and `kwarg`. One source for both: the dashboard gets these functions as
- * they are compiled here (scripts/build-ui.js writes them into dist/ui/words.js; ui/words.d.ts types them), so
- * they use nothing from outside themselves.
+ * and the words as a Salt call's `arg` and `kwarg`. One source for both: the dashboard's build (Vite) bundles this
+ * file, so it uses nothing from outside itself (no Node module).
  */
 
 /**

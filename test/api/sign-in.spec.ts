@@ -72,7 +72,7 @@ describeBrowser(`single sign-on through a real OpenID provider, in Chromium${pro
 	};
 
 	beforeAll(async () => {
-		if (!fs.existsSync(path.join(ROOT, "dist", "ui", "app.js"))) throw new Error("dist/ui is missing: run `npm run build` first (npm test does)");
+		if (!fs.existsSync(path.join(ROOT, "dist", "ui", "index.html"))) throw new Error("dist/ui is missing: run `npm run build` first (npm test does)");
 		fs.mkdirSync(ARTIFACTS, { recursive: true });
 		// fleet-ctl's address is the provider's redirect URI: chosen first.
 		const port = await freePort();

@@ -1,0 +1,188 @@
+/**
+ * The approvals page (docs/security.md, "Approvals"), the first page written with Preact (docs/dashboard.md): the
+ * requests waiting for approvers — the exact call, its hosts, who asked, what each policy takes, the votes so far, a
+ * dry run's predicted changes — with approve/reject and a comment for those who may decide, kept current by
+ * /api/approvals/stream without a reload. Everything is rendered as text (Preact escapes), never as HTML.
+ */
+import { render } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { api, followStream, q, type Me } from "./client";
+
+interface Policy {
+	policy: string;
+	name: string;
+	count: number;
+	roles: string[];
+}
+interface Vote {
+	decision: string;
+	name: string;
+	role: string;
+	comment: string;
+	at: string;
+}
+export interface Approval {
+	_id: string;
+	status: string;
+	origin: string;
+	call: { cm_client: string; fun: string; arg?: unknown[]; kwarg?: Record<string, unknown> };
+	hosts_count: number;
+	target?: string;
+	requester: { name: string; role: string; token: string };
+	definition?: { kind: string; id: string };
+	policies: Policy[];
+	votes: Vote[];
+	expires: string;
+	dry_run?: { state: string; predicted?: Array<{ host: string; state_id: string }>; predicted_total?: number; predicted_failures?: number; error?: string };
+	run?: { status: string; jid?: string | null; message?: string };
+	_created: string;
+}
+
+const callText = (a: Approval) => [a.call.fun, ...(a.call.arg ?? []).map(x => (typeof x === "string" ? x : JSON.stringify(x))), ...Object.entries(a.call.kwarg ?? {}).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)].join(" ");
+
+function DryRun({ a }: { a: Approval }) {
+	const d = a.dry_run;
+	if (!d) return <span class="muted">–</span>;
+	if (d.state === "running") return <span class="muted">dry run under way…</span>;
+	if (d.state === "failed") return <span class="error">dry run failed: {d.error}</span>;
+	return (
+		<span>
+			{d.predicted_total ?? 0} change(s) predicted{d.predicted_failures ? `, ${d.predicted_failures} failure(s)` : ""}
+		</span>
+	);
+}
+
+function Decide({ a, me, onDone }: { a: Approval; me: Me; onDone: (a: Approval) => void }) {
+	const [comment, setComment] = useState("");
+	const [busy, setBusy] = useState(false);
+	const [error, setError] = useState("");
+	const mayDecide = a.status === "pending" && a.requester.token !== me._id && a.policies.some(p => p.roles.includes(me.role)) && !a.votes.some(v => v.name === me.name);
+	if (!mayDecide) return null;
+	const vote = async (decision: "approve" | "reject") => {
+		setBusy(true);
+		setError("");
+		try {
+			onDone(await api<Approval>("POST", `approvals/${a._id}/${decision}`, comment ? { comment } : {}));
+		} catch (err) {
+			setError((err as Error).message);
+		} finally {
+			setBusy(false);
+		}
+	};
+	return (
+		<div class="decide">
+			<input aria-label={`Comment on request ${a._id}`} placeholder="comment" value={comment} onInput={e => setComment((e.target as HTMLInputElement).value)} />
+			<button type="button" disabled={busy} onClick={() => vote("approve")}>
+				Approve
+			</button>
+			<button type="button" class="secondary" disabled={busy} onClick={() => vote("reject")}>
+				Reject
+			</button>
+			{error && (
+				<p class="error" role="alert">
+					{error}
+				</p>
+			)}
+		</div>
+	);
+}
+
+function ApprovalsPage({ me }: { me: Me }) {
+	const [all, setAll] = useState(false);
+	const [items, setItems] = useState<Approval[] | null>(null);
+	const [error, setError] = useState("");
+	const load = async () => {
+		try {
+			const res = await api<{ _items: Approval[] }>("GET", q("approvals", { ...(all ? {} : { where: { status: "pending" } }), max_results: 50 }));
+			setItems(res._items);
+			setError("");
+		} catch (err) {
+			setError((err as Error).message);
+		}
+	};
+	useEffect(() => {
+		void load();
+		// A request made, voted on, decided or carried out anywhere: shown at once.
+		const stream = followStream(
+			"approvals/stream",
+			"approval",
+			(changed: Approval) =>
+				setItems(list => {
+					const rest = (list ?? []).filter(x => x._id !== changed._id);
+					if (!all && changed.status !== "pending") return rest;
+					return [changed, ...rest].sort((x, y) => (x._id < y._id ? 1 : -1));
+				}),
+			() => void load(),
+		);
+		return () => stream.stop();
+	}, [all]);
+	const replace = (a: Approval) => setItems(list => (list ?? []).map(x => (x._id === a._id ? a : x)).filter(x => all || x.status === "pending"));
+	return (
+		<section>
+			<h1>Approvals</h1>
+			<p>
+				<label>
+					<input type="checkbox" checked={all} onChange={e => setAll((e.target as HTMLInputElement).checked)} /> show decided requests too
+				</label>
+			</p>
+			{error && (
+				<p class="error" role="alert">
+					{error}
+				</p>
+			)}
+			{items === null ? (
+				<p class="muted">Loading…</p>
+			) : items.length === 0 ? (
+				<p class="empty">{all ? "No approval request yet." : "No request waits for a decision."} Runs that an approval policy matches (admins write them: POST /api/approval_policies) appear here as they are asked for.</p>
+			) : (
+				<table id="approvals">
+					<thead>
+						<tr>
+							<th>Requested</th>
+							<th>Call</th>
+							<th>Hosts</th>
+							<th>By</th>
+							<th>Needs</th>
+							<th>Votes</th>
+							<th>Dry run</th>
+							<th>Status</th>
+							<th />
+						</tr>
+					</thead>
+					<tbody>
+						{items.map(a => (
+							<tr key={a._id} data-id={a._id}>
+								<td>{a._created}</td>
+								<td class="mono">{callText(a)}</td>
+								<td>
+									{a.hosts_count} {a.target ? <span class="muted mono">{a.target}</span> : null}
+								</td>
+								<td>
+									{a.requester.name} <span class="muted">({a.origin}{a.definition ? ` ${a.definition.kind}` : ""})</span>
+								</td>
+								<td>{a.policies.map(p => `${p.name}: ${p.count} × ${p.roles.join("/")}`).join("; ")}</td>
+								<td>{a.votes.length ? a.votes.map(v => `${v.decision} by ${v.name}${v.comment ? ` (“${v.comment}”)` : ""}`).join("; ") : "–"}</td>
+								<td>
+									<DryRun a={a} />
+								</td>
+								<td>
+									<span class={`pill ${a.status}`}>{a.status}</span>
+									{a.run?.jid ? <span class="mono"> job {a.run.jid}</span> : a.run?.message ? <span class="error"> {a.run.message}</span> : null}
+								</td>
+								<td>
+									<Decide a={a} me={me} onDone={replace} />
+								</td>
+							</tr>
+						))}
+					</tbody>
+				</table>
+			)}
+		</section>
+	);
+}
+
+/** Renders the page into `root`; answers how to take it down when the view changes. */
+export function approvalsView(root: HTMLElement, me: Me): () => void {
+	render(<ApprovalsPage me={me} />, root);
+	return () => render(null, root);
+}
