@@ -429,6 +429,33 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		expect((await request("DELETE", url(`approval_policies/${policy.body._id}`))).status).toBe(204);
 	});
 
+	it("lists maintenance windows with their next opening, adds one through a form that shows the API's refusals by field, disables and deletes it (admin)", async () => {
+		await page.goto(`${base}/#/windows`);
+		await page.waitForSelector("p.empty:has-text('No maintenance window')");
+		await page.fill("#window-name", "web saturday nights");
+		await page.fill("#window-target", "web-*");
+		await page.fill("#window-rrule", "FREQ=SECONDLY");
+		await page.fill("#window-start", "2026-01-03T02:00");
+		await page.fill("#window-timezone", "Europe/Paris");
+		await page.click("#new-window button[type=submit]");
+		await page.waitForSelector("#new-window .error:has-text('at most hourly')");
+		expect(await page.getAttribute("#window-rrule", "aria-invalid")).toBe("true");
+		await page.fill("#window-rrule", "FREQ=WEEKLY;BYDAY=SA");
+		await page.click("#new-window button[type=submit]");
+		await page.waitForSelector("#windows tr:has-text('web saturday nights')");
+		const [w] = (await request("GET", url("maintenance_windows"))).body._items;
+		const next = (await request("GET", url(`maintenance_windows/${w._id}/preview?count=1`))).body;
+		const row = `#windows tr[data-id="${w._id}"]`;
+		expect(await page.textContent(row)).toContain(next.next[0].start);
+		expect(await page.textContent(row)).toContain(next.open ? "open until" : "closed");
+		await shot("13-windows");
+		await page.click(`${row} button:has-text("Disable")`);
+		await page.waitForSelector(`${row} .pill:has-text("disabled")`);
+		expect((await request("GET", url(`maintenance_windows/${w._id}`))).body.enabled).toBe(false);
+		await page.click(`${row} button:has-text("Delete")`);
+		await page.waitForSelector("p.empty:has-text('No maintenance window')");
+	});
+
 	it("shows an operator the VPN identity with the otp_secret masked, and lets it download the profile", async () => {
 		await page.click("#signout");
 		await page.fill("#token", operatorToken);
@@ -448,6 +475,9 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.waitForSelector("#hosts tbody tr");
 		expect(await page.locator('#nav a[href="#/webhooks"]').count()).toBe(0);
 		expect(await page.locator('#nav a[href="#/approvals"]').count()).toBe(0);
+		await page.goto(`${base}/#/windows`);
+		await page.waitForSelector("p.empty:has-text('Admins add them')");
+		expect(await page.locator("#new-window").count()).toBe(0);
 		// The VPN identity with the otp_secret masked, and no profile to download.
 		await page.goto(`${base}/#/hosts/${hosts[0]}`);
 		await page.waitForSelector("#host-vpn dl");

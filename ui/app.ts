@@ -5,6 +5,7 @@
 import { api, download, q, token, followAlerts, signInOptions, signOutSession, ApiError, type Me } from "./client";
 import { h, clear, pill, show, kv, table, toast } from "./dom";
 import { approvalsView } from "./approvals";
+import { windowsView } from "./windows";
 // The REPL's own words: one source for both (bundled by Vite).
 import { parseRunArgs, splitWords } from "../lib/repl/words";
 
@@ -109,6 +110,7 @@ function buildNav(): void {
 		["#/tasks", "Tasks", "viewer"],
 		["#/jobs", "Jobs", "viewer"],
 		["#/approvals", "Approvals", "operator"],
+		["#/windows", "Windows", "viewer"],
 		["#/webhooks", "Webhooks", "admin"],
 	];
 	const here = location.hash.split("/").slice(0, 2).join("/");
@@ -809,6 +811,10 @@ async function route(): Promise<void> {
 			// A Preact page (ui/approvals.tsx), taken down when the view changes.
 			main.replaceChildren();
 			disposers.push(approvalsView(main, me));
+			return;
+		case "windows":
+			main.replaceChildren();
+			disposers.push(windowsView(main, me));
 			return;
 		default:
 			return hostsView();

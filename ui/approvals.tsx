@@ -6,6 +6,7 @@
  */
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
+import { Problem } from "./parts";
 import { api, followStream, q, type Me } from "./client";
 
 interface Policy {
@@ -78,11 +79,7 @@ function Decide({ a, me, onDone }: { a: Approval; me: Me; onDone: (a: Approval) 
 			<button type="button" class="secondary" disabled={busy} onClick={() => vote("reject")}>
 				Reject
 			</button>
-			{error && (
-				<p class="error" role="alert">
-					{error}
-				</p>
-			)}
+			<Problem text={error} />
 		</div>
 	);
 }
@@ -125,11 +122,7 @@ function ApprovalsPage({ me }: { me: Me }) {
 					<input type="checkbox" checked={all} onChange={e => setAll((e.target as HTMLInputElement).checked)} /> show decided requests too
 				</label>
 			</p>
-			{error && (
-				<p class="error" role="alert">
-					{error}
-				</p>
-			)}
+			<Problem text={error} />
 			{items === null ? (
 				<p class="muted">Loading…</p>
 			) : items.length === 0 ? (

@@ -1,7 +1,7 @@
 /**
- * Debian's Chromium, headless, for the browser suites (driven by playwright-core): a fresh profile, the page's
- * errors, console errors (but the 401/503 answers a page is shown on purpose) and any request to another origin
- * (refused: a dashboard takes nothing from a CDN) noted in `problems`.
+ * Debian's Chromium, headless, for the browser suites (driven by playwright-core): a fresh profile; the page's
+ * errors, console errors (but the 401, 422 and 503 answers a page shows on purpose: a sign-in, a form's refusal)
+ * and any request to another origin (refused: a dashboard takes nothing from a CDN) noted in `problems`.
  *
  * Without /usr/bin/chromium (CI installs it: .ci/run) a suite fails, unless SKIP_BROWSER=1 says so.
  */
@@ -33,7 +33,7 @@ export async function openBrowser(viewport: { width: number; height: number }): 
 	const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: FLAGS, viewport });
 	const page = context.pages()[0] ?? (await context.newPage());
 	page.on("console", msg => {
-		if (msg.type() === "error" && !/status of (401|503)/.test(msg.text())) problems.push(`console: ${msg.text()}`);
+		if (msg.type() === "error" && !/status of (401|422|503)/.test(msg.text())) problems.push(`console: ${msg.text()}`);
 	});
 	page.on("pageerror", err => problems.push(`page error: ${err.message}`));
 	// Anything the page asks of another origin (a CDN) is refused and noted.
