@@ -456,6 +456,24 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.waitForSelector("p.empty:has-text('No maintenance window')");
 	});
 
+	it("makes an API token for oneself, shows its secret once, revokes it; an admin sees every token", async () => {
+		await page.goto(`${base}/#/tokens`);
+		await page.waitForSelector("p.empty:has-text('You have no API token')");
+		await page.fill("#my-token-name", "dash-script");
+		await page.selectOption("#my-token-role", "operator");
+		await page.click("#new-my-token button[type=submit]");
+		await page.waitForSelector("#new-token input");
+		const secret = await page.inputValue("#new-token input");
+		expect((await request("GET", url("whoami"), { token: secret })).body).toMatchObject({ name: "dash-script", role: "operator" });
+		const row = '#my-tokens tr:has-text("dash-script")';
+		await page.waitForSelector(`${row} .pill:has-text("active")`);
+		expect(await page.textContent("#all-tokens")).toContain("dash-viewer");
+		await shot("14-tokens");
+		await page.click(`${row} button:has-text("Revoke")`);
+		await page.waitForSelector(`${row} .pill:has-text("revoked")`);
+		expect((await request("GET", url("whoami"), { token: secret })).status).toBe(401);
+	});
+
 	it("shows an operator the VPN identity with the otp_secret masked, and lets it download the profile", async () => {
 		await page.click("#signout");
 		await page.fill("#token", operatorToken);

@@ -6,6 +6,7 @@ import { api, download, q, token, followAlerts, signInOptions, signOutSession, A
 import { h, clear, pill, show, kv, table, toast } from "./dom";
 import { approvalsView } from "./approvals";
 import { windowsView } from "./windows";
+import { tokensView } from "./tokens";
 // The REPL's own words: one source for both (bundled by Vite).
 import { parseRunArgs, splitWords } from "../lib/repl/words";
 
@@ -111,6 +112,7 @@ function buildNav(): void {
 		["#/jobs", "Jobs", "viewer"],
 		["#/approvals", "Approvals", "operator"],
 		["#/windows", "Windows", "viewer"],
+		["#/tokens", "Tokens", "viewer"],
 		["#/webhooks", "Webhooks", "admin"],
 	];
 	const here = location.hash.split("/").slice(0, 2).join("/");
@@ -815,6 +817,10 @@ async function route(): Promise<void> {
 		case "windows":
 			main.replaceChildren();
 			disposers.push(windowsView(main, me));
+			return;
+		case "tokens":
+			main.replaceChildren();
+			disposers.push(tokensView(main, me));
 			return;
 		default:
 			return hostsView();

@@ -1,0 +1,190 @@
+/**
+ * The tokens page, in Preact (docs/security.md, "Tokens" and "Single sign-on"): everyone's own API tokens for
+ * scripts (`/api/tokens/mine`: made with a role at most theirs, the secret shown once, revocable), and for admins
+ * every token and session with who it is, its role, scope and expiry, and revocation.
+ */
+import { render } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { api, q, type Me } from "./client";
+import { Problem } from "./parts";
+
+interface Token {
+	_id: string;
+	name: string;
+	role: string;
+	scope?: { groups?: string[]; functions?: string[] };
+	expires?: string;
+	revoked?: boolean;
+	session?: boolean;
+	subject?: string;
+	prefix?: string;
+	_created?: string;
+}
+
+const ROLES = ["viewer", "operator", "admin"] as const;
+const scopeText = (t: Token) => (t.scope ? [t.scope.groups ? `groups ${t.scope.groups.join(", ")}` : "", t.scope.functions ? `functions ${t.scope.functions.join(", ")}` : ""].filter(Boolean).join("; ") : "–");
+const state = (t: Token) => (t.revoked ? "revoked" : t.expires && new Date(t.expires).getTime() <= Date.now() ? "expired" : "active");
+
+/** Tokens as a table: name, (kind,) role, scope, expiry, state, and Revoke for the active ones. */
+function TokenTable({ id, items, kinds, onRevoke }: { id: string; items: Token[]; kinds: boolean; onRevoke: (t: Token) => void }) {
+	return (
+		<table id={id}>
+			<thead>
+				<tr>
+					<th>Name</th>
+					{kinds && <th>Kind</th>}
+					<th>Role</th>
+					<th>Scope</th>
+					<th>Expires</th>
+					<th>State</th>
+					<th />
+				</tr>
+			</thead>
+			<tbody>
+				{items.map(t => (
+					<tr key={t._id} data-id={t._id}>
+						<td>{t.name}</td>
+						{kinds && <td>{t.session ? "session" : t.subject ? "personal" : "API token"}</td>}
+						<td>{t.role}</td>
+						<td>{scopeText(t)}</td>
+						<td>{t.expires ?? "never"}</td>
+						<td>
+							<span class={`pill ${state(t)}`}>{state(t)}</span>
+						</td>
+						<td>
+							{state(t) === "active" && (
+								<button type="button" class="secondary" onClick={() => onRevoke(t)}>
+									Revoke
+								</button>
+							)}
+						</td>
+					</tr>
+				))}
+			</tbody>
+		</table>
+	);
+}
+
+function MyTokens({ me }: { me: Me }) {
+	const [items, setItems] = useState<Token[] | null>(null);
+	const [name, setName] = useState("");
+	const [role, setRole] = useState<string>(me.role);
+	const [made, setMade] = useState<{ name: string; token: string } | null>(null);
+	const [error, setError] = useState("");
+	const load = async () => {
+		try {
+			setItems((await api<{ _items: Token[] }>("GET", "tokens/mine"))._items);
+		} catch (err) {
+			setError((err as Error).message);
+		}
+	};
+	useEffect(() => void load(), []);
+	const create = async (ev: Event) => {
+		ev.preventDefault();
+		setError("");
+		try {
+			const res = await api<Token & { token: string }>("POST", "tokens/mine", { name, role });
+			setMade({ name: res.name, token: res.token });
+			setName("");
+			await load();
+		} catch (err) {
+			setError((err as Error).message);
+		}
+	};
+	const revoke = async (t: Token) => {
+		try {
+			await api("DELETE", `tokens/mine/${t._id}`);
+			await load();
+		} catch (err) {
+			setError((err as Error).message);
+		}
+	};
+	const allowed = ROLES.slice(0, ROLES.indexOf(me.role) + 1);
+	return (
+		<section>
+			<h2>Your API tokens</h2>
+			<p class="muted">For scripts and the REPL: a role at most yours ({me.role}){me.scope ? ", within your scope" : ""}, for 90 days. Sent as <code>Authorization: Bearer …</code>.</p>
+			<Problem text={error} />
+			{made && (
+				<div class="card" id="new-token" role="status">
+					<p>
+						The secret of <strong>{made.name}</strong>, shown this once:
+					</p>
+					<input class="mono" readOnly value={made.token} aria-label="The new token's secret" onFocus={e => (e.target as HTMLInputElement).select()} />
+				</div>
+			)}
+			{items === null ? (
+				<p class="muted">Loading…</p>
+			) : items.length === 0 ? (
+				<p class="empty">You have no API token. Make one below for a script.</p>
+			) : (
+				<TokenTable id="my-tokens" items={items} kinds={false} onRevoke={revoke} />
+			)}
+			<form class="card" id="new-my-token" onSubmit={create}>
+				<label class="field">
+					<span>Name</span>
+					<input id="my-token-name" required value={name} placeholder="backup script" onInput={e => setName((e.target as HTMLInputElement).value)} />
+				</label>
+				<label class="field">
+					<span>Role</span>
+					<select id="my-token-role" value={role} onChange={e => setRole((e.target as HTMLSelectElement).value)}>
+						{allowed.map(r => (
+							<option key={r} value={r}>
+								{r}
+							</option>
+						))}
+					</select>
+				</label>
+				<button type="submit">Make a token</button>
+			</form>
+		</section>
+	);
+}
+
+function AllTokens() {
+	const [items, setItems] = useState<Token[] | null>(null);
+	const [error, setError] = useState("");
+	const load = async () => {
+		try {
+			setItems((await api<{ _items: Token[] }>("GET", q("tokens", { sort: "-_created", max_results: 50 })))._items);
+		} catch (err) {
+			setError((err as Error).message);
+		}
+	};
+	useEffect(() => void load(), []);
+	const revoke = async (t: Token) => {
+		try {
+			await api("DELETE", `tokens/${t._id}`);
+			await load();
+		} catch (err) {
+			setError((err as Error).message);
+		}
+	};
+	return (
+		<section>
+			<h2>All tokens and sessions</h2>
+			<Problem text={error} />
+			{items === null ? (
+				<p class="muted">Loading…</p>
+			) : (
+				<TokenTable id="all-tokens" items={items} kinds={true} onRevoke={revoke} />
+			)}
+		</section>
+	);
+}
+
+function TokensPage({ me }: { me: Me }) {
+	return (
+		<section>
+			<h1>Tokens</h1>
+			<MyTokens me={me} />
+			{me.role === "admin" && <AllTokens />}
+		</section>
+	);
+}
+
+/** Renders the page into `root`; answers how to take it down when the view changes. */
+export function tokensView(root: HTMLElement, me: Me): () => void {
+	render(<TokensPage me={me} />, root);
+	return () => render(null, root);
+}
