@@ -421,8 +421,12 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await shot("12-approvals");
 		await page.fill(`${row} input`, "looks harmless");
 		await page.click(`${row} button:has-text("Approve")`);
+		// Gone from the pending list as soon as the stream says it is approved (then running, then done).
 		await page.waitForSelector(row, { state: "detached" });
-		const done = (await request("GET", url(`approvals/${id}`))).body;
+		const done = await eventually(async () => {
+			const a = (await request("GET", url(`approvals/${id}`))).body;
+			return a.status === "done" ? a : undefined;
+		}, 10_000, "the approved request carried out");
 		expect(done).toMatchObject({ status: "done", votes: [expect.objectContaining({ decision: "approved", comment: "looks harmless" })], run: { jid: expect.stringMatching(/^\d{20}$/) } });
 		await page.check("text=show decided requests too");
 		await page.waitForSelector(`${row} .pill.done`);
@@ -472,6 +476,21 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.click(`${row} button:has-text("Revoke")`);
 		await page.waitForSelector(`${row} .pill:has-text("revoked")`);
 		expect((await request("GET", url("whoami"), { token: secret })).status).toBe(401);
+	});
+
+	it("reads the audit log, filtered on the server, a record's call opened in place (admin)", async () => {
+		await page.goto(`${base}/#/audit`);
+		await page.waitForSelector("#audit tbody tr");
+		await page.selectOption("#audit-outcome", "held");
+		await page.waitForFunction(() => [...document.querySelectorAll("#audit tbody tr")].every((tr: any) => tr.textContent.includes("held")));
+		const row = '#audit tbody tr:has-text("dash-operator")';
+		expect(await page.textContent(row)).toContain(`POST /api/hosts/${hosts[0]}`);
+		await page.click(row);
+		expect(await page.textContent(`${row} pre`)).toContain("hello from the dashboard");
+		await page.fill("#audit-path", "/api/nothing-here");
+		await page.press("#audit-path", "Enter");
+		await page.waitForSelector("p.empty:has-text('No record matches')");
+		await shot("15-audit");
 	});
 
 	it("shows an operator the VPN identity with the otp_secret masked, and lets it download the profile", async () => {

@@ -7,6 +7,7 @@ import { h, clear, pill, show, kv, table, toast } from "./dom";
 import { approvalsView } from "./approvals";
 import { windowsView } from "./windows";
 import { tokensView } from "./tokens";
+import { auditView } from "./audit";
 // The REPL's own words: one source for both (bundled by Vite).
 import { parseRunArgs, splitWords } from "../lib/repl/words";
 
@@ -113,6 +114,7 @@ function buildNav(): void {
 		["#/approvals", "Approvals", "operator"],
 		["#/windows", "Windows", "viewer"],
 		["#/tokens", "Tokens", "viewer"],
+		["#/audit", "Audit", "admin"],
 		["#/webhooks", "Webhooks", "admin"],
 	];
 	const here = location.hash.split("/").slice(0, 2).join("/");
@@ -821,6 +823,11 @@ async function route(): Promise<void> {
 		case "tokens":
 			main.replaceChildren();
 			disposers.push(tokensView(main, me));
+			return;
+		case "audit":
+			if (!can("admin")) return hostsView();
+			main.replaceChildren();
+			disposers.push(auditView(main));
 			return;
 		default:
 			return hostsView();
