@@ -6,7 +6,7 @@
  */
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { Problem } from "./parts";
+import { Head, Problem } from "./parts";
 import { api, followStream, q, type Me } from "./client";
 
 interface Policy {
@@ -129,19 +129,7 @@ function ApprovalsPage({ me }: { me: Me }) {
 				<p class="empty">{all ? "No approval request yet." : "No request waits for a decision."} Runs that an approval policy matches (admins write them: POST /api/approval_policies) appear here as they are asked for.</p>
 			) : (
 				<table id="approvals">
-					<thead>
-						<tr>
-							<th>Requested</th>
-							<th>Call</th>
-							<th>Hosts</th>
-							<th>By</th>
-							<th>Needs</th>
-							<th>Votes</th>
-							<th>Dry run</th>
-							<th>Status</th>
-							<th />
-						</tr>
-					</thead>
+					<Head columns={["Requested", "Call", "Hosts", "By", "Needs", "Votes", "Dry run", "Status", ""]} />
 					<tbody>
 						{items.map(a => (
 							<tr key={a._id} data-id={a._id}>

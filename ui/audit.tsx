@@ -6,7 +6,7 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, q } from "./client";
-import { Problem } from "./parts";
+import { Head, Problem } from "./parts";
 
 interface Record {
 	_id: string;
@@ -87,15 +87,7 @@ function AuditPage() {
 				<p class="empty">No record matches these filters.</p>
 			) : (
 				<table id="audit">
-					<thead>
-						<tr>
-							<th>When</th>
-							<th>Who</th>
-							<th>Request</th>
-							<th>Run</th>
-							<th>Status</th>
-						</tr>
-					</thead>
+					<Head columns={["When", "Who", "Request", "Run", "Status"]} />
 					<tbody>
 						{data.items.map(r => (
 							<tr key={r._id} data-id={r._id} onClick={() => setOpen(open === r._id ? null : r._id)} class="clickable">

@@ -8,3 +8,16 @@ export function Problem({ text }: { text: string }) {
 		</p>
 	) : null;
 }
+
+/** A table's head: one column heading per name ("" for a column without one). */
+export function Head({ columns }: { columns: string[] }) {
+	return (
+		<thead>
+			<tr>
+				{columns.map((c, i) => (
+					<th key={i}>{c}</th>
+				))}
+			</tr>
+		</thead>
+	);
+}

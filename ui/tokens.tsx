@@ -6,7 +6,7 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, q, type Me } from "./client";
-import { Problem } from "./parts";
+import { Head, Problem } from "./parts";
 
 interface Token {
 	_id: string;
@@ -29,17 +29,7 @@ const state = (t: Token) => (t.revoked ? "revoked" : t.expires && new Date(t.exp
 function TokenTable({ id, items, kinds, onRevoke }: { id: string; items: Token[]; kinds: boolean; onRevoke: (t: Token) => void }) {
 	return (
 		<table id={id}>
-			<thead>
-				<tr>
-					<th>Name</th>
-					{kinds && <th>Kind</th>}
-					<th>Role</th>
-					<th>Scope</th>
-					<th>Expires</th>
-					<th>State</th>
-					<th />
-				</tr>
-			</thead>
+			<Head columns={["Name", ...(kinds ? ["Kind"] : []), "Role", "Scope", "Expires", "State", ""]} />
 			<tbody>
 				{items.map(t => (
 					<tr key={t._id} data-id={t._id}>

@@ -6,7 +6,7 @@
  */
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { Problem } from "./parts";
+import { Head, Problem } from "./parts";
 import { api, q, ApiError, type Me } from "./client";
 
 interface Window {
@@ -128,17 +128,7 @@ function WindowsPage({ me }: { me: Me }) {
 				<p class="empty">No maintenance window: every function runs at any time.{admin ? " Add one below." : " Admins add them."}</p>
 			) : (
 				<table id="windows">
-					<thead>
-						<tr>
-							<th>Name</th>
-							<th>Hosts</th>
-							<th>Functions</th>
-							<th>Recurs</th>
-							<th>Now</th>
-							<th>Next opening</th>
-							{admin && <th />}
-						</tr>
-					</thead>
+					<Head columns={["Name", "Hosts", "Functions", "Recurs", "Now", "Next opening", ...(admin ? [""] : [])]} />
 					<tbody>
 						{windows.map(w => {
 							const p = previews[w._id];
