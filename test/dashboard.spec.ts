@@ -493,6 +493,30 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await shot("15-audit");
 	});
 
+	it("starts a rollout from its form, follows its waves, pauses and resumes it until it finishes", async () => {
+		await page.goto(`${base}/#/rollouts`);
+		await page.waitForSelector("p.empty:has-text('No rollout yet')");
+		// A target that selects nothing is refused, saying so.
+		await page.fill("#rollout-name", "dash-rollout");
+		await page.fill("#rollout-target", "L@no-such-host");
+		await page.fill("#rollout-call", "test.ping");
+		await page.click("#new-rollout button[type=submit]");
+		await page.waitForSelector("#new-rollout .error");
+		await page.fill("#rollout-target", `L@${hosts.slice(0, 3).join(",")}`);
+		await page.fill("#rollout-batch", "1");
+		await page.fill("#rollout-wait_s", "1");
+		await page.click("#new-rollout button[type=submit]");
+		await page.waitForSelector('#rollout[data-status="running"]');
+		expect(await page.locator("#batches tbody tr").count()).toBe(3);
+		await page.click('#rollout button:has-text("Pause")');
+		await page.waitForSelector('#rollout[data-status="paused"]');
+		await shot("16-rollout-paused");
+		await page.click('#rollout button:has-text("Resume")');
+		await page.waitForSelector('#rollout[data-status="finished"]', { timeout: 45_000 });
+		expect(await page.locator('#batches .pill:has-text("finished")').count()).toBe(3);
+		expect(await page.textContent("#rollout")).toContain("3 of 3 host(s) done");
+	});
+
 	it("shows an operator the VPN identity with the otp_secret masked, and lets it download the profile", async () => {
 		await page.click("#signout");
 		await page.fill("#token", operatorToken);

@@ -8,6 +8,7 @@ import { approvalsView } from "./approvals";
 import { windowsView } from "./windows";
 import { tokensView } from "./tokens";
 import { auditView } from "./audit";
+import { rolloutsView } from "./rollouts";
 // The REPL's own words: one source for both (bundled by Vite).
 import { parseRunArgs, splitWords } from "../lib/repl/words";
 
@@ -111,6 +112,7 @@ function buildNav(): void {
 		["#/actions", "Actions", "viewer"],
 		["#/tasks", "Tasks", "viewer"],
 		["#/jobs", "Jobs", "viewer"],
+		["#/rollouts", "Rollouts", "viewer"],
 		["#/approvals", "Approvals", "operator"],
 		["#/windows", "Windows", "viewer"],
 		["#/tokens", "Tokens", "viewer"],
@@ -815,6 +817,10 @@ async function route(): Promise<void> {
 			// A Preact page (ui/approvals.tsx), taken down when the view changes.
 			main.replaceChildren();
 			disposers.push(approvalsView(main, me));
+			return;
+		case "rollouts":
+			main.replaceChildren();
+			disposers.push(rolloutsView(main, me, id));
 			return;
 		case "windows":
 			main.replaceChildren();
