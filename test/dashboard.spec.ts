@@ -407,10 +407,14 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 	});
 
 	it("shows approval requests as they are made and lets an approver decide, with a comment (a Preact page)", async () => {
-		const policy = await request("POST", url("approval_policies"), { body: { name: "echo needs an admin", functions: ["test.echo"], approvers: { count: 1, roles: ["admin"] } } });
-		expect(policy.status).toBe(201);
 		await page.goto(`${base}/#/approvals`);
 		await page.waitForSelector("p.empty:has-text('No request waits for a decision')");
+		// The policy, added through its form (admins).
+		await page.waitForSelector("p.empty:has-text('No approval policy')");
+		await page.fill("#policy-name", "echo needs an admin");
+		await page.fill("#policy-functions", "test.echo");
+		await page.click("#new-policy button[type=submit]");
+		await page.waitForSelector('#policies tr:has-text("echo needs an admin")');
 		// An operator asks (through the API): held, and on the page without a reload.
 		const held = await request("POST", url(`hosts/${hosts[0]}`), { token: operatorToken, body: { fun: "test.echo", arg: ["hello from the dashboard"] } });
 		expect(held.status).toBe(202);
@@ -430,7 +434,9 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		expect(done).toMatchObject({ status: "done", votes: [expect.objectContaining({ decision: "approved", comment: "looks harmless" })], run: { jid: expect.stringMatching(/^\d{20}$/) } });
 		await page.check("text=show decided requests too");
 		await page.waitForSelector(`${row} .pill.done`);
-		expect((await request("DELETE", url(`approval_policies/${policy.body._id}`))).status).toBe(204);
+		await page.click('#policies tr:has-text("echo needs an admin") button:has-text("Delete")');
+		await page.waitForSelector("p.empty:has-text('No approval policy')");
+		expect((await request("GET", url("approval_policies"))).body._items).toEqual([]);
 	});
 
 	it("lists maintenance windows with their next opening, adds one through a form that shows the API's refusals by field, disables and deletes it (admin)", async () => {
@@ -515,6 +521,27 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.waitForSelector('#rollout[data-status="finished"]', { timeout: 45_000 });
 		expect(await page.locator('#batches .pill:has-text("finished")').count()).toBe(3);
 		expect(await page.textContent("#rollout")).toContain("3 of 3 host(s) done");
+	});
+
+	it("lists groups by what they resolve to and makes one from its form, the rule's hosts previewed as it is typed (admin)", async () => {
+		await page.goto(`${base}/#/groups`);
+		// "web" lists two hosts and has a subgroup with a third: it resolves to three.
+		const webRow = `#groups tr[data-id="${web}"]`;
+		await page.waitForSelector(webRow);
+		await page.waitForFunction(sel => document.querySelector(sel)?.children[2]?.textContent === "3", webRow);
+		expect(await page.textContent(webRow)).toContain("static");
+		expect(await page.textContent(webRow)).toContain("web-edge");
+		await page.fill("#group-name", "dash-rule");
+		await page.fill("#group-target", `L@${hosts[0]},${hosts[1]},no-such-host`);
+		await page.waitForSelector("#group-preview:has-text('selects 2 host(s) now')");
+		expect(await page.textContent("#group-preview")).toContain("named but not in the fleet: no-such-host");
+		await page.click("#new-group button[type=submit]");
+		const made = '#groups tr:has-text("dash-rule")';
+		await page.waitForSelector(made);
+		expect(await page.textContent(made)).toContain("automatic (rule)");
+		await shot("17-groups");
+		await page.click(`${made} button:has-text("Delete")`);
+		await page.waitForSelector(made, { state: "detached" });
 	});
 
 	it("shows an operator the VPN identity with the otp_secret masked, and lets it download the profile", async () => {

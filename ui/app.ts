@@ -9,6 +9,7 @@ import { windowsView } from "./windows";
 import { tokensView } from "./tokens";
 import { auditView } from "./audit";
 import { rolloutsView } from "./rollouts";
+import { groupsView as groupsListView } from "./groups";
 // The REPL's own words: one source for both (bundled by Vite).
 import { parseRunArgs, splitWords } from "../lib/repl/words";
 
@@ -363,24 +364,6 @@ async function watchJob(jid: string, out: HTMLElement): Promise<void> {
 }
 
 // ------------------------------------------------------------------ groups and the graph
-
-async function groupsView(): Promise<void> {
-	clear(main, h("h1", {}, "Groups"), h("p", { class: "muted" }, "Loading…"));
-	try {
-		const res = await api("GET", q("groups", { sort: "name", max_results: 50 }));
-		clear(
-			main,
-			h("h1", {}, "Groups"),
-			table(
-				["Name", "Type", "Hosts", "Subgroups"],
-				res._items.map((g: any) => [h("a", { href: `#/groups/${g._id}` }, g.name), show(g.type), show((g.hosts ?? []).length), show((g.subgroups ?? []).length)]),
-				{ id: "groups" },
-			),
-		);
-	} catch (err) {
-		clear(main, h("h1", {}, "Groups"), problem(err));
-	}
-}
 
 async function groupView(id: string): Promise<void> {
 	clear(main, h("p", { class: "muted" }, "Loading…"));
@@ -799,7 +782,11 @@ async function route(): Promise<void> {
 		case "hosts":
 			return id ? hostView(id) : hostsView();
 		case "groups":
-			return id ? groupView(id) : groupsView();
+			if (id) return groupView(id);
+			// The list is a Preact page (ui/groups.tsx).
+			main.replaceChildren();
+			disposers.push(groupsListView(main, me));
+			return;
 		case "stats":
 			return statsView();
 		case "alerts":

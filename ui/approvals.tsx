@@ -6,7 +6,7 @@
  */
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { Head, Problem } from "./parts";
+import { Head, Problem, RuleActions, useGuard } from "./parts";
 import { api, followStream, q, type Me } from "./client";
 
 interface Policy {
@@ -84,6 +84,104 @@ function Decide({ a, me, onDone }: { a: Approval; me: Me; onDone: (a: Approval) 
 	);
 }
 
+interface PolicyRecord {
+	_id: string;
+	name: string;
+	functions: string[];
+	targets?: { groups?: string[]; target?: string };
+	more_than_hosts?: number;
+	origins?: string[];
+	approvers: { count: number; roles: string[] };
+	expires_after?: number;
+	enabled?: boolean;
+}
+
+/** The approval policies: which runs need approvers; admins add, disable and delete them. */
+function Policies({ me }: { me: Me }) {
+	const [items, setItems] = useState<PolicyRecord[] | null>(null);
+	const [form, setForm] = useState({ name: "", functions: "cmd.run", target: "", more_than_hosts: "0", count: "1", roles: "admin" });
+	const [error, guard] = useGuard();
+	const [refusal, setRefusal] = useState("");
+	const admin = me.role === "admin";
+	const load = () => guard(async () => setItems((await api<{ _items: PolicyRecord[] }>("GET", q("approval_policies", { sort: "name", max_results: 50 })))._items));
+	useEffect(() => void load(), []);
+	const change = (p: PolicyRecord, what: "toggle" | "delete") =>
+		guard(async () => {
+			if (what === "delete") await api("DELETE", `approval_policies/${p._id}`);
+			else await api("PATCH", `approval_policies/${p._id}`, { enabled: p.enabled === false });
+			await load();
+		});
+	const add = async (ev: Event) => {
+		ev.preventDefault();
+		setRefusal("");
+		try {
+			const list = (v: string) => v.split(",").map(x => x.trim()).filter(Boolean);
+			await api("POST", "approval_policies", {
+				name: form.name,
+				functions: list(form.functions),
+				...(form.target ? { targets: { target: form.target } } : {}),
+				more_than_hosts: Number(form.more_than_hosts),
+				approvers: { count: Number(form.count), roles: list(form.roles) },
+			});
+			setForm({ ...form, name: "" });
+			await load();
+		} catch (err) {
+			const issues = (err as { issues?: unknown }).issues;
+			setRefusal(`${(err as Error).message}${issues ? `: ${JSON.stringify(issues)}` : ""}`);
+		}
+	};
+	const input = (k: keyof typeof form, label: string) => (
+		<label class="field">
+			<span>{label}</span>
+			<input id={`policy-${k}`} value={form[k]} onInput={e => setForm({ ...form, [k]: (e.target as HTMLInputElement).value })} />
+		</label>
+	);
+	return (
+		<section>
+			<h2>Policies</h2>
+			<Problem text={error} />
+			{items === null ? null : items.length === 0 ? (
+				<p class="empty">No approval policy: every run goes as its token allows.{admin ? " Add one below." : " Admins add them."}</p>
+			) : (
+				<table id="policies">
+					<Head columns={["Name", "Functions", "Hosts", "More than", "From", "Approvers", "State", ...(admin ? [""] : [])]} />
+					<tbody>
+						{items.map(p => (
+							<tr key={p._id} data-id={p._id}>
+								<td>{p.name}</td>
+								<td class="mono">{p.functions.join(", ")}</td>
+								<td class="mono">{p.targets?.target ?? (p.targets?.groups?.length ? `${p.targets.groups.length} group(s)` : "any")}</td>
+								<td>{p.more_than_hosts ?? 0} host(s)</td>
+								<td>{p.origins?.join(", ") ?? "anywhere"}</td>
+								<td>
+									{p.approvers.count} × {p.approvers.roles.join("/")}
+								</td>
+								<td>
+									<span class={`pill ${p.enabled === false ? "paused" : "up"}`}>{p.enabled === false ? "disabled" : "enabled"}</span>
+								</td>
+								{admin && <RuleActions enabled={p.enabled !== false} onToggle={() => void change(p, "toggle")} onDelete={() => void change(p, "delete")} />}
+							</tr>
+						))}
+					</tbody>
+				</table>
+			)}
+			{admin && (
+				<form class="card" id="new-policy" onSubmit={add}>
+					<h3>New policy</h3>
+					{input("name", "Name")}
+					{input("functions", "Functions (globs, comma separated)")}
+					{input("target", "Only on (compound target; empty: any host)")}
+					{input("more_than_hosts", "When on more than … hosts")}
+					{input("count", "Approvers needed")}
+					{input("roles", "Of the roles (operator, admin)")}
+					<button type="submit">Add policy</button>
+					<Problem text={refusal} />
+				</form>
+			)}
+		</section>
+	);
+}
+
 function ApprovalsPage({ me }: { me: Me }) {
 	const [all, setAll] = useState(false);
 	const [items, setItems] = useState<Approval[] | null>(null);
@@ -158,6 +256,7 @@ function ApprovalsPage({ me }: { me: Me }) {
 					</tbody>
 				</table>
 			)}
+			<Policies me={me} />
 		</section>
 	);
 }

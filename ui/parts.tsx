@@ -1,4 +1,5 @@
 /** Small Preact pieces the pages share. */
+import { useState } from "preact/hooks";
 
 /** An error said in words, announced to screen readers; nothing when there is none. */
 export function Problem({ text }: { text: string }) {
@@ -19,5 +20,36 @@ export function Head({ columns }: { columns: string[] }) {
 				))}
 			</tr>
 		</thead>
+	);
+}
+
+/**
+ * An error state and `guard`, which runs an action and keeps its failure's message (clearing it on success): what
+ * every page does around its requests.
+ */
+export function useGuard(): [string, (action: () => Promise<unknown>) => Promise<void>] {
+	const [error, setError] = useState("");
+	const guard = async (action: () => Promise<unknown>) => {
+		try {
+			await action();
+			setError("");
+		} catch (err) {
+			setError((err as Error).message);
+		}
+	};
+	return [error, guard];
+}
+
+/** The admin's buttons of a rule that can be set aside: Enable or Disable, and Delete. */
+export function RuleActions({ enabled, onToggle, onDelete }: { enabled: boolean; onToggle: () => void; onDelete: () => void }) {
+	return (
+		<td>
+			<button type="button" class="secondary" onClick={onToggle}>
+				{enabled ? "Disable" : "Enable"}
+			</button>{" "}
+			<button type="button" class="secondary" onClick={onDelete}>
+				Delete
+			</button>
+		</td>
 	);
 }

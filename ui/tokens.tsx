@@ -6,7 +6,7 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, q, type Me } from "./client";
-import { Head, Problem } from "./parts";
+import { Head, Problem, useGuard } from "./parts";
 
 interface Token {
 	_id: string;
@@ -60,35 +60,23 @@ function MyTokens({ me }: { me: Me }) {
 	const [name, setName] = useState("");
 	const [role, setRole] = useState<string>(me.role);
 	const [made, setMade] = useState<{ name: string; token: string } | null>(null);
-	const [error, setError] = useState("");
-	const load = async () => {
-		try {
-			setItems((await api<{ _items: Token[] }>("GET", "tokens/mine"))._items);
-		} catch (err) {
-			setError((err as Error).message);
-		}
-	};
+	const [error, guard] = useGuard();
+	const load = () => guard(async () => setItems((await api<{ _items: Token[] }>("GET", "tokens/mine"))._items));
 	useEffect(() => void load(), []);
-	const create = async (ev: Event) => {
+	const create = (ev: Event) => {
 		ev.preventDefault();
-		setError("");
-		try {
+		return guard(async () => {
 			const res = await api<Token & { token: string }>("POST", "tokens/mine", { name, role });
 			setMade({ name: res.name, token: res.token });
 			setName("");
 			await load();
-		} catch (err) {
-			setError((err as Error).message);
-		}
+		});
 	};
-	const revoke = async (t: Token) => {
-		try {
+	const revoke = (t: Token) =>
+		guard(async () => {
 			await api("DELETE", `tokens/mine/${t._id}`);
 			await load();
-		} catch (err) {
-			setError((err as Error).message);
-		}
-	};
+		});
 	const allowed = ROLES.slice(0, ROLES.indexOf(me.role) + 1);
 	return (
 		<section>
@@ -133,23 +121,14 @@ function MyTokens({ me }: { me: Me }) {
 
 function AllTokens() {
 	const [items, setItems] = useState<Token[] | null>(null);
-	const [error, setError] = useState("");
-	const load = async () => {
-		try {
-			setItems((await api<{ _items: Token[] }>("GET", q("tokens", { sort: "-_created", max_results: 50 })))._items);
-		} catch (err) {
-			setError((err as Error).message);
-		}
-	};
+	const [error, guard] = useGuard();
+	const load = () => guard(async () => setItems((await api<{ _items: Token[] }>("GET", q("tokens", { sort: "-_created", max_results: 50 })))._items));
 	useEffect(() => void load(), []);
-	const revoke = async (t: Token) => {
-		try {
+	const revoke = (t: Token) =>
+		guard(async () => {
 			await api("DELETE", `tokens/${t._id}`);
 			await load();
-		} catch (err) {
-			setError((err as Error).message);
-		}
-	};
+		});
 	return (
 		<section>
 			<h2>All tokens and sessions</h2>

@@ -6,7 +6,7 @@
  */
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { Head, Problem } from "./parts";
+import { Head, Problem, RuleActions, useGuard } from "./parts";
 import { api, q, ApiError, type Me } from "./client";
 
 interface Window {
@@ -88,10 +88,10 @@ function WindowsPage({ me }: { me: Me }) {
 	const [windows, setWindows] = useState<Window[] | null>(null);
 	const [previews, setPreviews] = useState<Record<string, Preview>>({});
 	const [groups, setGroups] = useState<Record<string, string>>({});
-	const [error, setError] = useState("");
+	const [error, guard] = useGuard();
 	const admin = me.role === "admin";
-	const load = async () => {
-		try {
+	const load = () =>
+		guard(async () => {
 			const res = await api<{ _items: Window[] }>("GET", q("maintenance_windows", { sort: "name", max_results: 50 }));
 			setWindows(res._items);
 			const ids = [...new Set(res._items.flatMap(w => w.targets.groups ?? []))];
@@ -102,21 +102,14 @@ function WindowsPage({ me }: { me: Me }) {
 			const shown: Record<string, Preview> = {};
 			await Promise.all(res._items.map(async w => (shown[w._id] = await api<Preview>("GET", q(`maintenance_windows/${w._id}/preview`, { count: 1 })))));
 			setPreviews(shown);
-			setError("");
-		} catch (err) {
-			setError((err as Error).message);
-		}
-	};
+		});
 	useEffect(() => void load(), []);
-	const act = async (w: Window, what: "toggle" | "delete") => {
-		try {
+	const act = (w: Window, what: "toggle" | "delete") =>
+		guard(async () => {
 			if (what === "delete") await api("DELETE", `maintenance_windows/${w._id}`);
 			else await api("PATCH", `maintenance_windows/${w._id}`, { enabled: w.enabled === false });
 			await load();
-		} catch (err) {
-			setError((err as Error).message);
-		}
-	};
+		});
 	return (
 		<section>
 			<h1>Maintenance windows</h1>
@@ -142,16 +135,7 @@ function WindowsPage({ me }: { me: Me }) {
 									</td>
 									<td>{w.enabled === false ? <span class="pill paused">disabled</span> : p?.open ? <span class="pill up">open until {p.open.end}</span> : <span class="pill">closed</span>}</td>
 									<td>{p?.next[0] ? `${p.next[0].start} – ${p.next[0].end}` : "none within ten years"}</td>
-									{admin && (
-										<td>
-											<button type="button" class="secondary" onClick={() => act(w, "toggle")}>
-												{w.enabled === false ? "Enable" : "Disable"}
-											</button>{" "}
-											<button type="button" class="secondary" onClick={() => act(w, "delete")}>
-												Delete
-											</button>
-										</td>
-									)}
+									{admin && <RuleActions enabled={w.enabled !== false} onToggle={() => void act(w, "toggle")} onDelete={() => void act(w, "delete")} />}
 								</tr>
 							);
 						})}

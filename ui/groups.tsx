@@ -1,0 +1,158 @@
+/**
+ * The groups list, in Preact (docs/graph.md, docs/targeting.md): every group with what it is (static, automatic by
+ * rule, a graph's root), the hosts it resolves to now (its subgroups' and rules' too, not only the hosts listed) and
+ * its subgroups by name; for admins a form to make one — listed hosts, a compound target rule, subgroups — with the
+ * hosts it would select previewed as it is typed (POST /targets/preview), and Delete.
+ */
+import { render } from "preact";
+import { useEffect, useState } from "preact/hooks";
+import { api, q, ApiError, type Me } from "./client";
+import { Head, Problem, useGuard } from "./parts";
+
+interface Group {
+	_id: string;
+	name: string;
+	type?: number;
+	hosts?: string[];
+	subgroups?: string[];
+	info?: { regex?: string; grain?: Record<string, string>; target?: string };
+}
+
+/** What a group's `type` means (docs/graph.md). */
+export const GROUP_KINDS: Record<number, string> = { 0: "static", 1: "automatic (rule)", 2: "graph root", 3: "type 3", 4: "type 4" };
+
+/** How long typing pauses before the preview is asked for. */
+const PREVIEW_DELAY_MS = 300;
+
+function NewGroup({ groups, onMade }: { groups: Group[]; onMade: () => void }) {
+	const [name, setName] = useState("");
+	const [hosts, setHosts] = useState("");
+	const [target, setTarget] = useState("");
+	const [subgroups, setSubgroups] = useState<string[]>([]);
+	const [preview, setPreview] = useState<{ count: number; hosts: string[]; missing: string[] } | { error: string } | null>(null);
+	const [error, setError] = useState("");
+	useEffect(() => {
+		if (!target.trim()) return setPreview(null);
+		const t = setTimeout(() => {
+			api<{ count: number; hosts: string[]; missing: string[] }>("POST", "targets/preview", { target })
+				.then(setPreview)
+				.catch(err => setPreview({ error: (err as Error).message }));
+		}, PREVIEW_DELAY_MS);
+		return () => clearTimeout(t);
+	}, [target]);
+	const submit = async (ev: Event) => {
+		ev.preventDefault();
+		setError("");
+		try {
+			const listed = hosts.split(/[\s,]+/).filter(Boolean);
+			await api("POST", "groups", { name, type: target ? 1 : 0, ...(listed.length ? { hosts: listed } : {}), ...(subgroups.length ? { subgroups } : {}), ...(target ? { info: { target } } : {}) });
+			setName("");
+			setHosts("");
+			setTarget("");
+			setSubgroups([]);
+			onMade();
+		} catch (err) {
+			const issues = (err as ApiError).issues;
+			setError(`${(err as Error).message}${issues ? `: ${JSON.stringify(issues)}` : ""}`);
+		}
+	};
+	return (
+		<form class="card" id="new-group" onSubmit={submit}>
+			<h2>New group</h2>
+			<label class="field">
+				<span>Name</span>
+				<input id="group-name" required value={name} onInput={e => setName((e.target as HTMLInputElement).value)} />
+			</label>
+			<label class="field">
+				<span>Hosts (listed)</span>
+				<input id="group-hosts" value={hosts} placeholder="web-01, web-02" onInput={e => setHosts((e.target as HTMLInputElement).value)} />
+			</label>
+			<label class="field">
+				<span>Rule (compound target)</span>
+				<input id="group-target" value={target} placeholder="G@roles:web and not web-9*" onInput={e => setTarget((e.target as HTMLInputElement).value)} />
+			</label>
+			{preview && (
+				<p id="group-preview" class={"error" in preview ? "error" : "muted"} aria-live="polite">
+					{"error" in preview ? preview.error : `selects ${preview.count} host(s) now${preview.hosts.length ? `: ${preview.hosts.slice(0, 8).join(", ")}${preview.count > 8 ? ", …" : ""}` : ""}${preview.missing.length ? `; named but not in the fleet: ${preview.missing.join(", ")}` : ""}`}
+				</p>
+			)}
+			<label class="field">
+				<span>Subgroups</span>
+				<select id="group-subgroups" multiple size={Math.min(6, Math.max(2, groups.length))} onChange={e => setSubgroups([...(e.target as HTMLSelectElement).selectedOptions].map(o => o.value))}>
+					{groups.map(g => (
+						<option key={g._id} value={g._id} selected={subgroups.includes(g._id)}>
+							{g.name}
+						</option>
+					))}
+				</select>
+			</label>
+			<button type="submit">Add group</button>
+			<Problem text={error} />
+		</form>
+	);
+}
+
+function GroupsPage({ me }: { me: Me }) {
+	const [groups, setGroups] = useState<Group[] | null>(null);
+	const [counts, setCounts] = useState<Record<string, number>>({});
+	const [error, guard] = useGuard();
+	const admin = me.role === "admin";
+	const load = () =>
+		guard(async () => {
+			const res = await api<{ _items: Group[] }>("GET", q("groups", { sort: "name", max_results: 50 }));
+			setGroups(res._items);
+			// What each group resolves to now: its listed hosts, its subgroups' and its rule's.
+			const resolved: Record<string, number> = {};
+			await Promise.all(res._items.map(async g => (resolved[g._id] = (await api<string[]>("GET", `groups/${g._id}/hostnames`)).length)));
+			setCounts(resolved);
+		});
+	useEffect(() => void load(), []);
+	const names = Object.fromEntries((groups ?? []).map(g => [g._id, g.name]));
+	const remove = (g: Group) =>
+		guard(async () => {
+			await api("DELETE", `groups/${g._id}`);
+			await load();
+		});
+	return (
+		<section>
+			<h1>Groups</h1>
+			<Problem text={error} />
+			{groups === null ? (
+				<p class="muted">Loading…</p>
+			) : groups.length === 0 ? (
+				<p class="empty">No group yet: a group names hosts (listed, by a rule, or through its subgroups) to run on together.{admin ? " Add one below." : ""}</p>
+			) : (
+				<table id="groups">
+					<Head columns={["Name", "Kind", "Hosts", "Rule", "Subgroups", ...(admin ? [""] : [])]} />
+					<tbody>
+						{groups.map(g => (
+							<tr key={g._id} data-id={g._id}>
+								<td>
+									<a href={`#/groups/${g._id}`}>{g.name}</a>
+								</td>
+								<td>{GROUP_KINDS[g.type ?? 0] ?? `type ${g.type}`}</td>
+								<td>{counts[g._id] ?? "…"}</td>
+								<td class="mono">{g.info?.target ?? g.info?.regex ?? (g.info?.grain ? Object.entries(g.info.grain).map(([k, v]) => `${k}=${v}`).join(", ") : "–")}</td>
+								<td>{(g.subgroups ?? []).map(s => names[s] ?? s).join(", ") || "–"}</td>
+								{admin && (
+									<td>
+										<button type="button" class="secondary" onClick={() => remove(g)}>
+											Delete
+										</button>
+									</td>
+								)}
+							</tr>
+						))}
+					</tbody>
+				</table>
+			)}
+			{admin && groups !== null && <NewGroup groups={groups} onMade={() => void load()} />}
+		</section>
+	);
+}
+
+/** Renders the page into `root`; answers how to take it down when the view changes. */
+export function groupsView(root: HTMLElement, me: Me): () => void {
+	render(<GroupsPage me={me} />, root);
+	return () => render(null, root);
+}
