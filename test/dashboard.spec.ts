@@ -544,6 +544,25 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.waitForSelector(made, { state: "detached" });
 	});
 
+	it("shows the VPN managers and organizations by name, syncs one, and creates an organization in a manager (admin)", async () => {
+		await page.goto(`${base}/#/vpn`);
+		await page.waitForSelector('#vpn-managers tr:has-text("dash-vpn")');
+		// The manager's password is never shown back.
+		expect(await page.textContent("#vpn-managers")).not.toContain("Pw-dash-4c1e9b!");
+		const dashSite = '#vpn-organizations tr:has-text("dash-site")';
+		expect(await page.textContent(dashSite)).toContain("dash-vpn");
+		await page.click(`${dashSite} button:has-text("Sync")`);
+		await page.waitForSelector("p[role=status]:has-text('dash-site read again')");
+		await page.fill("#organization-name", "dash-made");
+		await page.click("#new-organization button[type=submit]");
+		await page.waitForSelector('#vpn-organizations tr:has-text("dash-made")');
+		expect(pritunl.orgList().map(o => o.name)).toContain("dash-made");
+		await shot("18-vpn");
+		await page.click('#vpn-organizations tr:has-text("dash-made") button:has-text("Delete")');
+		await page.waitForSelector('#vpn-organizations tr:has-text("dash-made")', { state: "detached" });
+		expect(pritunl.orgList().map(o => o.name)).not.toContain("dash-made");
+	});
+
 	it("shows an operator the VPN identity with the otp_secret masked, and lets it download the profile", async () => {
 		await page.click("#signout");
 		await page.fill("#token", operatorToken);

@@ -10,6 +10,7 @@ import { tokensView } from "./tokens";
 import { auditView } from "./audit";
 import { rolloutsView } from "./rollouts";
 import { groupsView as groupsListView } from "./groups";
+import { vpnView } from "./vpn";
 // The REPL's own words: one source for both (bundled by Vite).
 import { parseRunArgs, splitWords } from "../lib/repl/words";
 
@@ -116,6 +117,7 @@ function buildNav(): void {
 		["#/rollouts", "Rollouts", "viewer"],
 		["#/approvals", "Approvals", "operator"],
 		["#/windows", "Windows", "viewer"],
+		["#/vpn", "VPN", "viewer"],
 		["#/tokens", "Tokens", "viewer"],
 		["#/audit", "Audit", "admin"],
 		["#/webhooks", "Webhooks", "admin"],
@@ -808,6 +810,10 @@ async function route(): Promise<void> {
 		case "rollouts":
 			main.replaceChildren();
 			disposers.push(rolloutsView(main, me, id));
+			return;
+		case "vpn":
+			main.replaceChildren();
+			disposers.push(vpnView(main, me));
 			return;
 		case "windows":
 			main.replaceChildren();

@@ -7,7 +7,7 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, q, ApiError, type Me } from "./client";
-import { Head, Problem, useGuard } from "./parts";
+import { Button, Field, Head, Problem, useGuard } from "./parts";
 
 interface Group {
 	_id: string;
@@ -59,25 +59,21 @@ function NewGroup({ groups, onMade }: { groups: Group[]; onMade: () => void }) {
 	return (
 		<form class="card" id="new-group" onSubmit={submit}>
 			<h2>New group</h2>
-			<label class="field">
-				<span>Name</span>
+			<Field label="Name">
 				<input id="group-name" required value={name} onInput={e => setName((e.target as HTMLInputElement).value)} />
-			</label>
-			<label class="field">
-				<span>Hosts (listed)</span>
+			</Field>
+			<Field label="Hosts (listed)">
 				<input id="group-hosts" value={hosts} placeholder="web-01, web-02" onInput={e => setHosts((e.target as HTMLInputElement).value)} />
-			</label>
-			<label class="field">
-				<span>Rule (compound target)</span>
+			</Field>
+			<Field label="Rule (compound target)">
 				<input id="group-target" value={target} placeholder="G@roles:web and not web-9*" onInput={e => setTarget((e.target as HTMLInputElement).value)} />
-			</label>
+			</Field>
 			{preview && (
 				<p id="group-preview" class={"error" in preview ? "error" : "muted"} aria-live="polite">
 					{"error" in preview ? preview.error : `selects ${preview.count} host(s) now${preview.hosts.length ? `: ${preview.hosts.slice(0, 8).join(", ")}${preview.count > 8 ? ", …" : ""}` : ""}${preview.missing.length ? `; named but not in the fleet: ${preview.missing.join(", ")}` : ""}`}
 				</p>
 			)}
-			<label class="field">
-				<span>Subgroups</span>
+			<Field label="Subgroups">
 				<select id="group-subgroups" multiple size={Math.min(6, Math.max(2, groups.length))} onChange={e => setSubgroups([...(e.target as HTMLSelectElement).selectedOptions].map(o => o.value))}>
 					{groups.map(g => (
 						<option key={g._id} value={g._id} selected={subgroups.includes(g._id)}>
@@ -85,7 +81,7 @@ function NewGroup({ groups, onMade }: { groups: Group[]; onMade: () => void }) {
 						</option>
 					))}
 				</select>
-			</label>
+			</Field>
 			<button type="submit">Add group</button>
 			<Problem text={error} />
 		</form>
@@ -136,9 +132,7 @@ function GroupsPage({ me }: { me: Me }) {
 								<td>{(g.subgroups ?? []).map(s => names[s] ?? s).join(", ") || "–"}</td>
 								{admin && (
 									<td>
-										<button type="button" class="secondary" onClick={() => remove(g)}>
-											Delete
-										</button>
+										<Button label="Delete" onClick={() => remove(g)} />
 									</td>
 								)}
 							</tr>

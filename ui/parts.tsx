@@ -53,3 +53,22 @@ export function RuleActions({ enabled, onToggle, onDelete }: { enabled: boolean;
 		</td>
 	);
 }
+
+/** A secondary action's button (Delete, Sync, Revoke…). */
+export function Button({ label, onClick }: { label: string; onClick: () => unknown }) {
+	return (
+		<button type="button" class="secondary" onClick={() => void onClick()}>
+			{label}
+		</button>
+	);
+}
+
+/** A labelled form field: the label, then the control (and what is wrong with it) given as children. */
+export function Field({ label, children }: { label: string; children: preact.ComponentChildren }) {
+	return (
+		<label class="field">
+			<span>{label}</span>
+			{children}
+		</label>
+	);
+}

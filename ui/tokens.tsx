@@ -6,7 +6,7 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, q, type Me } from "./client";
-import { Head, Problem, useGuard } from "./parts";
+import { Button, Field, Head, Problem, useGuard } from "./parts";
 
 interface Token {
 	_id: string;
@@ -43,9 +43,7 @@ function TokenTable({ id, items, kinds, onRevoke }: { id: string; items: Token[]
 						</td>
 						<td>
 							{state(t) === "active" && (
-								<button type="button" class="secondary" onClick={() => onRevoke(t)}>
-									Revoke
-								</button>
+								<Button label="Revoke" onClick={() => onRevoke(t)} />
 							)}
 						</td>
 					</tr>
@@ -99,12 +97,10 @@ function MyTokens({ me }: { me: Me }) {
 				<TokenTable id="my-tokens" items={items} kinds={false} onRevoke={revoke} />
 			)}
 			<form class="card" id="new-my-token" onSubmit={create}>
-				<label class="field">
-					<span>Name</span>
+				<Field label="Name">
 					<input id="my-token-name" required value={name} placeholder="backup script" onInput={e => setName((e.target as HTMLInputElement).value)} />
-				</label>
-				<label class="field">
-					<span>Role</span>
+				</Field>
+				<Field label="Role">
 					<select id="my-token-role" value={role} onChange={e => setRole((e.target as HTMLSelectElement).value)}>
 						{allowed.map(r => (
 							<option key={r} value={r}>
@@ -112,7 +108,7 @@ function MyTokens({ me }: { me: Me }) {
 							</option>
 						))}
 					</select>
-				</label>
+				</Field>
 				<button type="submit">Make a token</button>
 			</form>
 		</section>
