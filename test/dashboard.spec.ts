@@ -607,6 +607,13 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.goto(`${base}/docs.html`);
 		await page.waitForSelector('[data-op="GET /hosts"]');
 		expect(await page.locator("details.op").count()).toBeGreaterThan(60);
+		// Summaries in words, not the internal action behind the route.
+		expect(await page.textContent('[data-op="PATCH /groups/{id}"] > summary')).toContain("Change a group");
+		// "Try it" on a read, as the signed-in caller (the viewer, here).
+		await page.click('[data-op="GET /whoami"] > summary');
+		await page.click('[data-op="GET /whoami"] button:has-text("Try it")');
+		await page.waitForSelector('[data-op="GET /whoami"] pre.try-answer:has-text("dash-viewer")');
+		expect(await page.locator('[data-op="POST /groups"] button:has-text("Try it")').count()).toBe(0);
 		await shot("11-api-docs");
 	});
 

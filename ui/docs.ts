@@ -1,6 +1,7 @@
 /**
- * The browsable API documentation: GET /api/openapi.json (with the dashboard's token) rendered as one
- * section per tag, one card per operation (method, path, least role, parameters, body and answers).
+ * The browsable API documentation: GET /api/openapi.json (with the dashboard's token, or its single sign-on session)
+ * rendered as one section per tag, one card per operation (method, path, least role, parameters, body and answers),
+ * and "Try it" for reads: the request made as the signed-in caller, its answer shown (never a write).
  */
 import { api, token } from "./client";
 import { h, clear } from "./dom";
@@ -34,14 +35,34 @@ function askToken(message?: string): void {
 	);
 }
 
+/** "Try it" for a read: its path parameters and query asked for, the request made, the answer shown. */
+function tryIt(path: string): HTMLElement {
+	const names = [...path.matchAll(/\{(\w+)\}/g)].map(m => m[1]);
+	const inputs = names.map(n => h("input", { placeholder: n, "aria-label": n, "data-param": n }));
+	const query = h("input", { placeholder: "query, e.g. max_results=5", "aria-label": "query", class: "try-query" });
+	const out = h("pre", { class: "mono try-answer" });
+	const run = async () => {
+		let url = path.replace(/^\//, "");
+		names.forEach((n, i) => (url = url.replace(`{${n}}`, encodeURIComponent((inputs[i] as HTMLInputElement).value))));
+		const q = (query as HTMLInputElement).value.trim();
+		try {
+			out.textContent = JSON.stringify(await api("GET", q ? `${url}?${q}` : url), null, 2).slice(0, 20_000);
+		} catch (err) {
+			out.textContent = `${(err as { status?: number }).status ?? ""} ${(err as Error).message}`;
+		}
+	};
+	return h("div", { class: "try" }, inputs, query, h("button", { type: "button", onclick: () => void run() }, "Try it"), out);
+}
+
 async function load(): Promise<void> {
-	if (!token.get()) return askToken();
 	let doc: any;
 	try {
 		doc = await api("GET", "openapi.json");
 	} catch (err) {
+		const had = token.get();
 		token.clear();
-		return askToken((err as Error).message);
+		// No token in this tab and no single sign-on session: ask for one (a refused token says why).
+		return askToken((err as { status?: number }).status === 401 && !had ? undefined : (err as Error).message);
 	}
 	(document.getElementById("raw") as HTMLElement).addEventListener("click", ev => {
 		ev.preventDefault();
@@ -77,6 +98,7 @@ async function load(): Promise<void> {
 						op.parameters?.length ? h("table", {}, h("tbody", {}, op.parameters.map((p: any) => h("tr", {}, h("td", {}, h("code", {}, p.name)), h("td", {}, p.in), h("td", {}, p.description ?? ""))))) : null,
 						op.requestBody ? h("details", {}, h("summary", {}, "Request body"), h("pre", { class: "mono" }, schemaText(op.requestBody.content))) : null,
 						h("p", { class: "muted" }, "Answers: ", Object.keys(op.responses).join(", ")),
+						method === "GET" && !op.responses["200"]?.content?.["text/event-stream"] ? tryIt(path) : null,
 					),
 				),
 			),

@@ -176,6 +176,22 @@ export function openApiPath(path: string): string {
 	return "/" + path.split("/").map(seg => (seg.startsWith(":") ? `{${seg.slice(1)}}` : seg)).join("/");
 }
 
+/** A collection's name as people say one of its records: `approval_policies` → "approval policy", `vpn_managers` → "VPN manager". */
+export function singular(resource: string): string {
+	const words = resource.replace(/_/g, " ").replace(/\bvpn\b/, "VPN");
+	if (words === "settings") return "settings record";
+	return words.replace(/ies$/, "y").replace(/s$/, "");
+}
+
+/** What a generic write of a collection does, in words (routes with their own `summary` say theirs). */
+function writeSummary(verb: string, path: string): string | undefined {
+	const one = singular(path.split("/")[0]);
+	const a = /^[aeiou]/i.test(one) ? "an" : "a";
+	if (verb === "patch") return `Change ${a} ${one} (the fields given; If-Match to change only the version read)`;
+	if (verb === "remove") return path.startsWith("tokens") ? "Revoke a token (its record stays, for the audit log)" : `Delete ${a} ${one}`;
+	return undefined;
+}
+
 function operation(method: string, path: string, def: RouteMethod, collections: Map<string, CollectionDescription>): JsonSchema {
 	const [service, verb] = def.action.split(".");
 	const coll = collections.get(service);
@@ -185,7 +201,7 @@ function operation(method: string, path: string, def: RouteMethod, collections: 
 		.map(seg => ({ name: seg.slice(1), in: "path", required: true, schema: { type: "string" } }));
 	const responses: Record<string, JsonSchema> = {};
 	const generic = { "application/json": { schema: { type: "object" } } };
-	let summary = def.summary ?? `${def.action}`;
+	let summary = def.summary ?? writeSummary(verb, path) ?? `${def.action}`;
 	if (verb === "list" && coll) {
 		summary = def.summary ?? `List ${coll.resource}`;
 		for (const p of LIST_PARAMS) params.push({ name: p.name, in: "query", required: false, description: p.description, schema: p.schema ?? { type: "string" } });

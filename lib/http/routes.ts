@@ -104,24 +104,24 @@ const STATS_WHERE: QueryParam = { name: "where", description: 'A filter on the e
 const statistic = (action: string, summary: string, extra: QueryParam[] = []): RouteMethod => ({ action, role: "viewer", summary, query: [RANGE, STATS_WHERE, ...extra] });
 
 export const ROUTES: RouteDef[] = [
-	{ path: "groups", methods: { ...read("groups"), POST: json("groups.create", "admin"), DELETE: none("groups.removeWhere", "admin") } },
-	{ path: "groups/:id/subgroups", methods: { GET: get("groups.subgroups") } },
-	{ path: "groups/:id/hostnames", methods: { GET: get("groups.hostnames") } },
+	{ path: "groups", methods: { ...read("groups"), POST: json("groups.create", "admin"), DELETE: { ...none("groups.removeWhere", "admin"), summary: "Delete the groups a `where` selects (by type, as the spec does)" } } },
+	{ path: "groups/:id/subgroups", methods: { GET: { ...get("groups.subgroups"), summary: "The group's subgroups, all the way down" } } },
+	{ path: "groups/:id/hostnames", methods: { GET: { ...get("groups.hostnames"), summary: "The hosts the group resolves to now: listed, by its rule, and through its subgroups" } } },
 	{
 		path: "groups/:id",
 		methods: {
 			...readItem("groups"),
-			POST: needsMaster(withBody(json("cm-gateway.runOnGroup", "operator", "group"), RUN_BODY)),
+			POST: { ...needsMaster(withBody(json("cm-gateway.runOnGroup", "operator", "group"), RUN_BODY)), summary: "Run a Salt function on every host the group resolves to (authorized and audited before it runs)" },
 			PATCH: json("groups.patch", "admin"),
 			DELETE: none("groups.remove", "admin"),
 		},
 	},
 
-	{ path: "graph", methods: { POST: withBody(json("graph.run", "admin"), GRAPH_RUN_BODY) } },
-	{ path: "graph/not-linked", methods: { GET: get("graph.notLinked") } },
-	{ path: "graph/:id/nodes", methods: { GET: { ...get("graph.nodes"), query: [{ name: "where", description: 'Only nodes of a type, as JSON: {"type": 1}' }] } } },
-	{ path: "graph/:id/edges", methods: { GET: get("graph.edges") } },
-	{ path: "graph/:id", methods: { GET: get("graph.tree") } },
+	{ path: "graph", methods: { POST: { ...withBody(json("graph.run", "admin"), GRAPH_RUN_BODY), summary: "Start a background job: build the group graph from the master's nodegroups, or resolve the hosts' IP addresses" } } },
+	{ path: "graph/not-linked", methods: { GET: { ...get("graph.notLinked"), summary: "The groups no graph reaches" } } },
+	{ path: "graph/:id/nodes", methods: { GET: { ...get("graph.nodes"), summary: "The nodes of the graph under a group", query: [{ name: "where", description: 'Only nodes of a type, as JSON: {"type": 1}' }] } } },
+	{ path: "graph/:id/edges", methods: { GET: { ...get("graph.edges"), summary: "The edges of the graph under a group" } } },
+	{ path: "graph/:id", methods: { GET: { ...get("graph.tree"), summary: "The graph under a group: its nodes and edges, as ECharts draws them" } } },
 	// The first name of `jobs`, kept for the clients of POST /graph.
 	{ path: "graph_jobs", methods: read("jobs") },
 	{ path: "graph_jobs/:id", methods: readItem("jobs") },
@@ -139,17 +139,17 @@ export const ROUTES: RouteDef[] = [
 	{ path: "hosts", methods: read("hosts") },
 	{ path: "run", methods: { POST: { ...needsMaster(withBody(json("cm-gateway.runOnTarget", "operator", "target"), RUN_TARGET_BODY)), summary: "Run a Salt function on the live hosts a compound target selects now (the list previewed is the list sent to Salt)" } } },
 	{ path: "targets/preview", methods: { POST: { ...withBody(json("hosts.previewTarget", "viewer"), TARGET_PREVIEW_BODY), computes: true, summary: "The live hosts a compound target selects (evaluated on the inventory, nothing is published), their count, and the hosts it names that do not exist" } } },
-	{ path: "hosts/:id/all_status", methods: { POST: needsMaster(withBody(json("cm-gateway.allStatus", "operator", "host"), ALL_STATUS_BODY)) } },
+	{ path: "hosts/:id/all_status", methods: { POST: { ...needsMaster(withBody(json("cm-gateway.allStatus", "operator", "host"), ALL_STATUS_BODY)), summary: "Start, extend or stop polling the host's status.all_status live" } } },
 	// The host's Pritunl profile archive (docs/vpn.md): it holds the host's VPN keys, so not for viewers.
 	{ path: "hosts/:id/conformity/fix", methods: { POST: { ...needsMaster(json("conformity.fixHost", "operator", "host")), summary: "Apply only the states the host's last check found drifted (state.sls_id each, as the caller, audited), then check it again" } } },
 	{ path: "hosts/:id/conformity", methods: { GET: { ...get("conformity.hostView"), summary: "How the host compares with its declared state: the states that differ with their predicted changes, since when, and its timeline" } } },
 	{ path: "hosts/:id/maintenance_windows", methods: { GET: { ...get("maintenance-windows.ofHost"), summary: "The maintenance windows that govern the host, whether each is open now, and their next openings", query: [COUNT] } } },
-	{ path: "hosts/:id/vpn_profile", methods: { GET: { action: "vpn.profile", role: "operator", audited: true } } },
+	{ path: "hosts/:id/vpn_profile", methods: { GET: { action: "vpn.profile", role: "operator", audited: true, summary: "The host's Pritunl profile archive (tar; it holds the host's VPN keys: audited)" } } },
 	{
 		path: "hosts/:id",
 		methods: {
 			...readItem("hosts"),
-			POST: needsMaster(withBody(json("cm-gateway.runOnHost", "operator", "host"), RUN_BODY)),
+			POST: { ...needsMaster(withBody(json("cm-gateway.runOnHost", "operator", "host"), RUN_BODY)), summary: "Run a Salt function on the host (authorized and audited before it runs)" },
 			PATCH: json("hosts.patch", "admin"),
 			DELETE: none("hosts.remove", "admin"),
 		},
@@ -159,9 +159,9 @@ export const ROUTES: RouteDef[] = [
 	{ path: "hosts_statistic", methods: read("stats") },
 	{ path: "hosts_statistic/:id", methods: readItem("stats") },
 
-	{ path: "tasks", methods: { ...read("tasks"), POST: json("tasks.create", "operator", "task"), PUT: json("tasks.replace", "operator", "task") } },
+	{ path: "tasks", methods: { ...read("tasks"), POST: json("tasks.create", "operator", "task"), PUT: { ...json("tasks.replace", "operator", "task"), summary: "Change a task, named by its _id in the body" } } },
 	{ path: "tasks/:id/preview", methods: { GET: { ...get("tasks.preview"), summary: "The task's next due times", query: [{ name: "count", description: "How many (1 to 1000, default 10)", schema: { type: "integer", minimum: 1, maximum: 1000 } }] } } },
-	{ path: "tasks/:id/:status", methods: { PATCH: none("tasks.setStatus", "operator") } },
+	{ path: "tasks/:id/:status", methods: { PATCH: { ...none("tasks.setStatus", "operator"), summary: "Pause (paused) or resume (scheduled) a task" } } },
 	{ path: "tasks/:id", methods: { ...readItem("tasks"), DELETE: none("tasks.remove", "operator") } },
 
 	{ path: "conformity_checks", methods: { ...read("conformity-checks"), POST: json("conformity-checks.create", "operator", "rollout") } },
@@ -183,7 +183,7 @@ export const ROUTES: RouteDef[] = [
 	{ path: "failed_patches", methods: read("failed-patches") },
 	{ path: "failed_patches/:id", methods: readItem("failed-patches") },
 
-	{ path: "updates", methods: { ...read("updates"), POST: needsMaster(none("cm-gateway.loadUpdates", "operator")) } },
+	{ path: "updates", methods: { ...read("updates"), POST: { ...needsMaster(none("cm-gateway.loadUpdates", "operator")), summary: "Read the patches on the master's file server into updates" } } },
 	{ path: "updates/:id", methods: { ...readItem("updates"), PATCH: json("updates.patch", "operator") } },
 
 	{ path: "alerts", methods: read("alerts", "viewer", MARK_AS_READ) },
@@ -193,16 +193,16 @@ export const ROUTES: RouteDef[] = [
 	{ path: "settings", methods: read("settings") },
 	{ path: "settings/:id", methods: { ...readItem("settings"), PATCH: json("settings.patch", "admin") } },
 
-	{ path: "files", methods: { ...read("files"), POST: { action: "files.upload", role: "admin", body: "stream" } } },
+	{ path: "files", methods: { ...read("files"), POST: { action: "files.upload", role: "admin", body: "stream", summary: "Upload a file (multipart/form-data)" } } },
 	{ path: "files/:id", methods: { ...readItem("files"), DELETE: none("files.remove", "admin") } },
-	{ path: "media/:id", methods: { GET: get("media.get") } },
+	{ path: "media/:id", methods: { GET: { ...get("media.get"), summary: "A file's content" } } },
 
 	{ path: "vpn_managers", methods: { ...read("vpn-managers"), POST: json("vpn-managers.create", "admin") } },
 	{ path: "vpn_managers/:id", methods: { ...readItem("vpn-managers"), DELETE: none("vpn-managers.remove", "admin") } },
 
-	{ path: "vpn_organizations", methods: { ...read("vpn-organizations"), POST: json("vpn.createOrganization", "admin") } },
-	{ path: "vpn_organizations/:id/sync", methods: { POST: none("vpn.syncOrganization", "operator") } },
-	{ path: "vpn_organizations/:id", methods: { ...readItem("vpn-organizations"), DELETE: none("vpn.deleteOrganization", "admin") } },
+	{ path: "vpn_organizations", methods: { ...read("vpn-organizations"), POST: { ...json("vpn.createOrganization", "admin"), summary: "Create an organization in a VPN manager's Pritunl" } } },
+	{ path: "vpn_organizations/:id/sync", methods: { POST: { ...none("vpn.syncOrganization", "operator"), summary: "Read an organization again from its Pritunl" } } },
+	{ path: "vpn_organizations/:id", methods: { ...readItem("vpn-organizations"), DELETE: { ...none("vpn.deleteOrganization", "admin"), summary: "Delete an organization, in its Pritunl too" } } },
 
 	{ path: "tokens", methods: { ...read("tokens", "admin"), POST: json("tokens.create", "admin") } },
 	{ path: "tokens/mine", methods: { GET: { ...get("tokens.listMine"), summary: "Your own API tokens (the signed-in person's), never their secrets" }, POST: { ...json("tokens.createMine", "viewer"), summary: "An API token for yourself, for scripts: a role at most yours, a scope within yours, for up to a year; its secret is shown once", bodySchema: { name: { type: "string", min: 1, max: 200 }, role: { type: "string", optional: true }, scope: { type: "object", optional: true }, expires: { type: "string", optional: true } } } } },
@@ -213,7 +213,7 @@ export const ROUTES: RouteDef[] = [
 	{ path: "audit/:id", methods: readItem("audit", "admin") },
 
 	{ path: "webhooks", methods: { ...read("webhooks", "admin"), POST: json("webhooks.create", "admin") } },
-	{ path: "webhooks/:id/deliveries", methods: { GET: { action: "webhook-deliveries.ofWebhook", role: "admin" } } },
+	{ path: "webhooks/:id/deliveries", methods: { GET: { action: "webhook-deliveries.ofWebhook", role: "admin", summary: "A webhook's deliveries, newest first" } } },
 	{ path: "webhooks/:id", methods: { ...readItem("webhooks", "admin"), PATCH: json("webhooks.patch", "admin"), DELETE: none("webhooks.remove", "admin") } },
 	{ path: "webhook_deliveries", methods: read("webhook-deliveries", "admin") },
 	{ path: "webhook_deliveries/:id", methods: readItem("webhook-deliveries", "admin") },

@@ -51,6 +51,19 @@ describe("OpenAPI document", () => {
 		for (const r of ROUTES) for (const [m, def] of Object.entries(r.methods)) expect(doc.paths[openApiPath(r.path)][m.toLowerCase()]["x-fleet-role"]).toBe(def!.role);
 	});
 
+	it("says what every operation does in words, never by the internal action behind it", () => {
+		const internal: string[] = [];
+		for (const [p, ops] of Object.entries<any>(doc.paths)) {
+			for (const [m, op] of Object.entries<any>(ops)) {
+				if (op.summary === op["x-fleet-action"] || /^[\w-]+\.\w+$/.test(op.summary)) internal.push(`${m.toUpperCase()} ${p}: ${op.summary}`);
+			}
+		}
+		expect(internal).toEqual([]);
+		expect(doc.paths["/approval_policies/{id}"].patch.summary).toBe("Change a approval policy (the fields given; If-Match to change only the version read)".replace("a approval", "an approval"));
+		expect(doc.paths["/vpn_managers/{id}"].delete.summary).toBe("Delete a VPN manager");
+		expect(doc.paths["/tokens/{id}"].delete.summary).toMatch(/^Revoke a token/);
+	});
+
 	it("every documented path and method exists on the gateway (OPTIONS lists exactly the documented methods)", async () => {
 		const wrong: string[] = [];
 		for (const [p, ops] of Object.entries<any>(doc.paths)) {
