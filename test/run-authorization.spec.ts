@@ -304,6 +304,28 @@ describe("runs: authorized where they start, audited before they start", () => {
 		});
 	});
 
+	describe("approvals", () => {
+		it("authorizes before it holds: out of scope is 403 and no request; in scope is held, and once approved runs exactly the hosts checked, as the requester", async () => {
+			const policy = (await request("POST", url("approval_policies"), { body: { name: "ra-echo", functions: ["test.echo"], approvers: { count: 1, roles: ["admin"] } } })).body._id;
+			try {
+				const before = sim.jobs().length;
+				expect(expectEveError(await as("op", "POST", "run", { target: `L@${IN},${OUT}`, fun: "test.echo", arg: ["ra"] }), 403)._error.message).toContain(OUT);
+				expect((await request("GET", url("approvals", { where: { "requester.token": tokens.op.id } }))).body._items).toEqual([]);
+				const held = await as("op", "POST", `groups/${scopeGroup}`, { fun: "test.echo", arg: ["ra"] });
+				expect(held.status).toBe(202);
+				expect(sim.jobs().length).toBe(before);
+				const done = await request("POST", url(`approvals/${held.body.approval._id}/approve`), { body: {} });
+				expect(done.body.status).toBe("done");
+				const ran = sim.jobs().slice(before);
+				expect(ran.map(j => [j.fun, [...j.minions].sort()])).toEqual([["test.echo", [IN, IN2].sort()]]);
+				const record = (await request("GET", url("audit", { where: { method: "APPROVAL", jid: ran[0].jid } }))).body._items;
+				expect(record).toEqual([expect.objectContaining({ token: tokens.op.id, outcome: "ok" })]);
+			} finally {
+				await request("DELETE", url(`approval_policies/${policy}`));
+			}
+		});
+	});
+
 	describe("conformity checks", () => {
 		it("refuses a check whose hosts or function the token's scope does not cover, and owns one it does", async () => {
 			await newToken("op-state", "operator", { groups: [scopeGroup], functions: ["state.*"] });

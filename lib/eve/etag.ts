@@ -121,3 +121,8 @@ export function ifNoneMatchHits(header: string | string[] | undefined, etagHeade
 	if (!current || current.any || current.tags.length !== 1) return false;
 	return condition.tags.includes(current.tags[0]);
 }
+
+/** A digest of a value by its canonical serialization: equal values, whatever their keys' order, digest alike. */
+export function canonicalDigest(value: unknown): string {
+	return createHash("sha256").update(canonical(value)).digest("hex");
+}

@@ -164,13 +164,13 @@ export class SignIn {
 		const rule = roleFor(this.oidc.roles, groups);
 		const subject = `oidc:${sub}`;
 		if (!rule) {
-			await this.audit(ctx, meta, { name, role: null, status: 403, outcome: "denied", message: `sign-in of ${subject} refused: the groups [${groups.join(", ").slice(0, 500)}] give no role (OIDC_ROLES)` });
+			await this.audit(ctx, meta, { method: "GET", name, role: null, status: 403, outcome: "denied", message: `sign-in of ${subject} refused: the groups [${groups.join(", ").slice(0, 500)}] give no role (OIDC_ROLES)` });
 			// What the person held before no longer applies either: their sessions and tokens are revoked.
 			await ctx.call("tokens.revokeSubject", { subject });
 			return fail(`your groups (${groups.join(", ") || "none"}) give no role in fleet-ctl`);
 		}
 		const session = await ctx.call<{ id: string; secret: string; revoked: number }, Record<string, unknown>>("tokens.openSession", { subject, name, role: rule.role, ...(rule.scope ? { scope: rule.scope } : {}), ttlS: this.oidc.sessionTtlS });
-		await this.audit(ctx, meta, { token: session.id, name: `${name} (session)`, role: rule.role, status: 200, outcome: "ok", message: `signed in as ${subject} through ${this.oidc.issuer}: role ${rule.role} (group ${rule.group})${session.revoked ? `; ${session.revoked} of their tokens that reached further were revoked` : ""}` });
+		await this.audit(ctx, meta, { method: "GET", token: session.id, name: `${name} (session)`, role: rule.role, status: 200, outcome: "ok", message: `signed in as ${subject} through ${this.oidc.issuer}: role ${rule.role} (group ${rule.group})${session.revoked ? `; ${session.revoked} of their tokens that reached further were revoked` : ""}` });
 		const ttl = this.oidc.sessionTtlS;
 		meta.$responseHeaders = {
 			"Set-Cookie": [
@@ -192,7 +192,7 @@ export class SignIn {
 		if (!secret) throw new EveError(401, "no session to sign out of");
 		if (meta.csrfHeader !== csrfOf(secret)) throw new EveError(403, "the request lacks its CSRF token (X-CSRF-Token, the value of the fleet_csrf cookie)");
 		await ctx.call("tokens.closeSession", { hash: hashToken(secret) });
-		await this.audit(ctx, meta, { name: null, role: null, status: 200, outcome: "ok", message: "signed out" });
+		await this.audit(ctx, meta, { method: "POST", name: null, role: null, status: 200, outcome: "ok", message: "signed out" });
 		const idToken = meta.cookies?.fleet_idt;
 		const clear = (name: string, path: string, httpOnly: boolean) => cookie(name, "", { maxAge: 0, httpOnly, path, sameSite: "Lax", secure: this.secure });
 		meta.$responseHeaders = { "Set-Cookie": [clear(SESSION_COOKIE, "/", true), clear(CSRF_COOKIE, "/", false), clear("fleet_idt", "/auth", true)], "Cache-Control": "no-store" };
@@ -206,10 +206,10 @@ export class SignIn {
 		return { redirect };
 	}
 
-	private async audit(ctx: Context, meta: AuthMeta, entry: { token?: string; name: string | null; role: string | null; status: number; outcome: string; message: string }) {
+	private async audit(ctx: Context, meta: AuthMeta, entry: { method: "GET" | "POST"; token?: string; name: string | null; role: string | null; status: number; outcome: string; message: string }) {
 		const path = (meta.url ?? "").split("?")[0].slice(0, 4096);
 		await ctx
-			.call("audit.record", { id: newObjectId(), entry: { token: entry.token ?? null, name: entry.name, role: entry.role, source: meta.source ?? "", ...(meta.agent ? { agent: meta.agent } : {}), method: path.endsWith("logout") ? "POST" : "GET", path, status: entry.status, outcome: entry.outcome, message: entry.message.slice(0, 2000) } })
+			.call("audit.record", { id: newObjectId(), entry: { token: entry.token ?? null, name: entry.name, role: entry.role, source: meta.source ?? "", ...(meta.agent ? { agent: meta.agent } : {}), method: entry.method, path, status: entry.status, outcome: entry.outcome, message: entry.message.slice(0, 2000) } })
 			.catch(err => this.log("Could not audit a sign-in:", (err as Error).message));
 	}
 }

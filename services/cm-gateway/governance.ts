@@ -10,10 +10,8 @@
  *
  * When either service cannot answer, the run fails (deny by default): nothing governed runs ungoverned.
  */
-import { createHash } from "node:crypto";
 import type { Context } from "moleculer";
 import { EveError } from "../../lib/eve/errors";
-import { canonical } from "../../lib/eve/etag";
 import { STATE_FUNCTIONS } from "../../lib/fleet/state-results";
 import type { Hold, Requester, RunRequest, TokenHolder } from "./run-door";
 import type { GatewayContext } from "./context";
@@ -26,11 +24,6 @@ interface WindowVerdict {
 
 /** What approvals.gate answers. */
 type GateAnswer = { pass: true } | { held: { _id: string } & Record<string, unknown>; created: boolean };
-
-/** The digest of a task's or a rollout's definition: what it runs, for approvals granted once per definition. */
-export function definitionDigest(fields: Record<string, unknown>): string {
-	return createHash("sha256").update(canonical(fields)).digest("hex");
-}
 
 /** A rollout's kwarg without the `test` its dry-run batches add: the dry run and the run are one definition. */
 export function withoutTest(kwarg: Record<string, unknown> | undefined): Record<string, unknown> {

@@ -13,7 +13,8 @@ import { RUN_BODY, RUN_TARGET_BODY } from "../../lib/http/bodies";
 import { NO_RETURN, verdictOf, type JobOrigin, type JobReturn, type Verdict } from "./job-tracker";
 import type { Lowstate } from "./salt-client";
 import { startRun as throughTheDoor, type DoorEffects, type Hold, type Requester, type RunBody, type RunRequest, type TokenHolder } from "./run-door";
-import { definitionDigest, withoutTest, type Governance } from "./governance";
+import { withoutTest, type Governance } from "./governance";
+import { canonicalDigest } from "../../lib/eve/etag";
 import { JID, isObject, strings, type GatewayContext } from "./context";
 import type { JobPoll } from "./job-poll";
 import type { Returns } from "./returns";
@@ -189,7 +190,7 @@ export class Runs {
 			if (!targets.length) throw new EveError(422, "none of the task's targets is a live host or a group with hosts");
 			// A task runs as its owner's token as that token is now (docs/security.md).
 			// Approved once per definition: what it runs (a change to it needs a new approval).
-			const definition = { kind: "task" as const, id: task, digest: definitionDigest({ cm_client, fun, kwarg: kwarg ?? {}, tgt, target: target ?? null }) };
+			const definition = { kind: "task" as const, id: task, digest: canonicalDigest({ cm_client, fun, kwarg: kwarg ?? {}, tgt, target: target ?? null }) };
 			const by: Requester = { token: owner ?? "", source: `scheduler@${this.gw.broker.nodeID}`.slice(0, 200), method: "TASK", path: `/api/tasks/${task}`, definition };
 			return this.start(ctx, by, targets, { cm_client, fun, kwarg }, { task, run }, expression);
 		});
@@ -208,7 +209,7 @@ export class Runs {
 			const live = await this.listedTargets(ctx, hosts);
 			if (!live.length) return { task_id: null, status: "no_minions", return: { return: [{}] } };
 			// Approved once per rollout (its call and target; a batch's dry run is never held), its threshold counting the whole rollout.
-			const definition = { kind: "rollout" as const, id: rollout, digest: definitionDigest({ fun, arg: arg ?? [], kwarg: withoutTest(kwarg), target }), ...(total ? { hosts: total } : {}) };
+			const definition = { kind: "rollout" as const, id: rollout, digest: canonicalDigest({ fun, arg: arg ?? [], kwarg: withoutTest(kwarg), target }), ...(total ? { hosts: total } : {}) };
 			const by: Requester = { token: owner ?? "", source: `rollout@${this.gw.broker.nodeID}`.slice(0, 200), method: "ROLLOUT", path: `/api/rollouts/${rollout}`, definition };
 			return this.start(ctx, by, live, body, { run }, target, { id: rollout, batch });
 		});

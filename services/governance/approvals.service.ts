@@ -12,12 +12,11 @@
  * Every change is announced (`approvals.changed`: the gateway's /api/approvals/stream) and raises alerts
  * (`approval.requested`, `approval.approved`, `approval.rejected`, `approval.expired`) that webhooks deliver.
  */
-import { createHash } from "node:crypto";
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { EveError, validationFailed } from "../../lib/eve/errors";
-import { canonical } from "../../lib/eve/etag";
+import { canonicalDigest } from "../../lib/eve/etag";
 import { redact } from "../../lib/http/auth";
 import type { RunBody } from "../../lib/http/bodies";
 import { readDryRun, type DryRunReturn } from "../../lib/fleet/state-results";
@@ -59,7 +58,6 @@ interface ApprovalsMembers {
 	render(doc: Doc): Doc;
 	announce(ctx: Context, docs: Doc[], alert?: string, level?: string): Promise<void>;
 	expire(ctx: Context): Promise<void>;
-	settled(doc: Doc): boolean;
 	runApproved(ctx: Context, doc: Doc): Promise<Doc>;
 	fillPredicted(ctx: Context, doc: Doc): Promise<void>;
 	sweepTimer?: NodeJS.Timeout;
@@ -69,7 +67,7 @@ type ApprovalsThis = EveThis & ApprovalsMembers;
 
 /** The digest of what a request runs: its call and hosts (ad hoc), or a definition's fields. */
 export function callDigest(call: HeldCall, hosts: string[], target?: string): string {
-	return createHash("sha256").update(canonical({ call, hosts: [...hosts].sort(), target: target ?? null })).digest("hex");
+	return canonicalDigest({ call, hosts: [...hosts].sort(), target: target ?? null });
 }
 
 const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
@@ -286,10 +284,6 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 			const ids = due.map(d => d._id);
 			await this.store.updateMany({ _id: { $in: ids }, status: "pending" }, { $set: { status: "expired", _updated: now } });
 			await this.announce(ctx, await this.store.find({ _id: { $in: ids }, status: "expired" }), "approval.expired", "warning");
-		},
-
-		settled(this: ApprovalsThis, doc: Doc) {
-			return ["rejected", "expired", "superseded", "done", "failed"].includes(doc.status);
 		},
 
 		/**
