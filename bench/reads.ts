@@ -191,12 +191,16 @@ export async function capture(base: string, request: RequestName, dir: string, l
 	return { request, path: url, status: res.status, headers, body: res.body, bodyFile };
 }
 
-export async function startBare(captured: Captured[], dir: string, label: string): Promise<{ base: string; proc: Proc }> {
-	const specFile = path.join(dir, `${label}-bare.json`);
+/**
+ * A server replaying the captured answers: `bare` (node:http alone, bench/bare-server.ts) or `floor` (Moleculer
+ * and moleculer-web with fleet-ctl's metrics settings and nothing of fleet-ctl, bench/floor-server.ts).
+ */
+export async function startBare(captured: Captured[], dir: string, label: string, kind: "bare" | "floor" = "bare"): Promise<{ base: string; proc: Proc }> {
+	const specFile = path.join(dir, `${label}-${kind}.json`);
 	const routes: Record<string, unknown> = {};
 	for (const c of captured) routes[c.path] = { status: c.status, headers: c.headers, body: c.body.toString("base64") };
 	fs.writeFileSync(specFile, JSON.stringify({ routes }));
-	const proc = spawnNode(`bare-${label}`, [path.join(__dirname, "bare-server.js"), specFile], { ...process.env, PORT: "0" }, profileFlags(`bare-${label}`));
+	const proc = spawnNode(`${kind}-${label}`, [path.join(__dirname, `${kind}-server.js`), specFile], { ...process.env, PORT: "0" }, profileFlags(`${kind}-${label}`));
 	const deadline = Date.now() + 15_000;
 	while (Date.now() < deadline) {
 		const m = /LISTENING (\d+)/.exec(proc.log.join(""));
@@ -204,14 +208,14 @@ export async function startBare(captured: Captured[], dir: string, label: string
 			const base = `http://127.0.0.1:${m[1]}`;
 			for (const c of captured) {
 				const res = await rawGet(base + c.path);
-				if (!res.body.equals(c.body) || res.headers["content-type"] !== c.headers["content-type"]) throw new Error(`bare server does not replay ${c.path} faithfully`);
+				if (!res.body.equals(c.body) || res.headers["content-type"] !== c.headers["content-type"]) throw new Error(`${kind} server does not replay ${c.path} faithfully`);
 			}
 			return { base, proc };
 		}
 		if (proc.child.exitCode !== null) break;
 		await sleep(50);
 	}
-	throw new Error(`bare server did not start\n${procLogs(proc)}`);
+	throw new Error(`${kind} server did not start\n${procLogs(proc)}`);
 }
 
 // ------------------------------------------------------------------ CPU accounting (Linux /proc)

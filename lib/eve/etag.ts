@@ -46,16 +46,29 @@ export function quoteEtag(etag: string): string {
  * booleans, null and dates.
  */
 export function canonical(value: unknown): string {
+	if (value === null || typeof value !== "object") return canonicalScalar(value);
 	if (value instanceof Date) return `{"$date":${JSON.stringify(Number.isNaN(value.getTime()) ? null : value.toISOString())}}`;
-	if (Array.isArray(value)) return `[${value.map(v => (v === undefined ? "null" : canonical(v))).join(",")}]`;
-	if (value !== null && typeof value === "object") {
-		if (Buffer.isBuffer(value)) return `{"$binary":${JSON.stringify(value.toString("base64"))}}`;
-		const record = value as Record<string, unknown>;
-		const keys = Object.keys(record)
-			.filter(k => record[k] !== undefined)
-			.sort();
-		return `{${keys.map(k => `${JSON.stringify(k)}:${canonical(record[k])}`).join(",")}}`;
+	if (Array.isArray(value)) {
+		let out = "[";
+		for (let i = 0; i < value.length; i++) out += (i ? "," : "") + (value[i] === undefined ? "null" : canonical(value[i]));
+		return out + "]";
 	}
+	if (Buffer.isBuffer(value)) return `{"$binary":${JSON.stringify(value.toString("base64"))}}`;
+	const record = value as Record<string, unknown>;
+	const keys = Object.keys(record).sort();
+	let out = "{";
+	let first = true;
+	for (const k of keys) {
+		const v = record[k];
+		if (v === undefined) continue;
+		out += (first ? "" : ",") + JSON.stringify(k) + ":" + canonical(v);
+		first = false;
+	}
+	return out + "}";
+}
+
+/** A value that is not an object: as JSON, with what JSON cannot say made explicit. */
+function canonicalScalar(value: unknown): string {
 	if (value === undefined || typeof value === "function" || typeof value === "symbol") return "null";
 	if (typeof value === "bigint") return value.toString();
 	return JSON.stringify(value);

@@ -55,8 +55,20 @@ export class BucketIndex {
 	readonly sparse = true;
 	/** Key -> the value it stands for and the records holding it. */
 	private readonly buckets = new Map<string, { value: unknown; docs: Set<Doc> }>();
+	/**
+	 * Records not in exactly one bucket: their value is missing, null, an object or a list. While there are
+	 * none, every record holds exactly one key, so the records holding a value are all records but those of
+	 * the other buckets (complementOf).
+	 */
+	private irregular = 0;
 
 	constructor(readonly fieldName: string) {}
+
+	/** Whether a record's value is not exactly one key (see `irregular`). */
+	private isIrregular(doc: Doc): boolean {
+		const value = model.getDotValue(doc, this.fieldName);
+		return Array.isArray(value) || bucketKey(value) === null;
+	}
 
 	/** The distinct keys of a record's value (an array's elements once each). */
 	private keysOf(doc: Doc): Array<[string, unknown]> {
@@ -75,6 +87,7 @@ export class BucketIndex {
 			for (const d of doc) this.insert(d);
 			return;
 		}
+		if (this.isIrregular(doc)) this.irregular++;
 		for (const [key, value] of this.keysOf(doc)) {
 			let bucket = this.buckets.get(key);
 			if (!bucket) this.buckets.set(key, (bucket = { value, docs: new Set() }));
@@ -87,6 +100,7 @@ export class BucketIndex {
 			for (const d of doc) this.remove(d);
 			return;
 		}
+		if (this.isIrregular(doc)) this.irregular--;
 		for (const [key] of this.keysOf(doc)) {
 			const bucket = this.buckets.get(key);
 			if (!bucket) continue;
@@ -113,6 +127,7 @@ export class BucketIndex {
 
 	reset(docs?: Doc | Doc[]): void {
 		this.buckets.clear();
+		this.irregular = 0;
 		if (docs) this.insert(docs);
 	}
 
@@ -146,6 +161,26 @@ export class BucketIndex {
 			return doc => only.has(doc);
 		}
 		return doc => sets.some(s => s.has(doc));
+	}
+
+	/** The set of records holding exactly this scalar value (not a copy: read it, never change it); null when none. */
+	holders(value: unknown): Set<Doc> | null {
+		const key = bucketKey(value);
+		return (key === null ? undefined : this.buckets.get(key)?.docs) ?? null;
+	}
+
+	/**
+	 * The records holding none of the values, as the sets of the other buckets (disjoint), when every record
+	 * holds exactly one key (else null: a record in no bucket, or in several, would be miscounted). What a
+	 * conjunct most records pass (a soft-delete flag, `status: up`) excludes: checking those few records
+	 * answers it for all the others.
+	 */
+	complementOf(values: unknown[]): Array<Set<Doc>> | null {
+		if (this.irregular !== 0) return null;
+		const keys = new Set(values.map(bucketKey));
+		const out: Array<Set<Doc>> = [];
+		for (const [key, bucket] of this.buckets) if (!keys.has(key)) out.push(bucket.docs);
+		return out;
 	}
 
 	/** How many records getMatching would list, without listing them (a list's values may share records: at most). */

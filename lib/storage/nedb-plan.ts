@@ -78,6 +78,8 @@ interface Source {
 	/** `size` is exactly how many records it lists. */
 	exact: boolean;
 	list(): Doc[];
+	/** The records it lists, as the bucket index keeps them (one value of a bucket index only). */
+	set?: Set<Doc>;
 	/** The conjunct it answers exactly (then no record is checked against it); -1 when none. */
 	answers: number;
 }
@@ -85,7 +87,7 @@ interface Source {
 function sourceFor(index: TreeIndex | BucketIndex, access: Access, at: number): Source {
 	if (index instanceof BucketIndex) {
 		// A bucket index compares values of one type the way NeDB's matcher does: every kind is exact.
-		if (access.kind === "eq") return { size: index.countMatching(access.value), exact: true, list: () => index.getMatching(access.value), answers: at };
+		if (access.kind === "eq") return { size: index.countMatching(access.value), exact: true, list: () => index.getMatching(access.value), set: index.holders(access.value) ?? new Set(), answers: at };
 		if (access.kind === "in") return { size: index.countMatching(access.values), exact: false, list: () => index.getMatching(access.values), answers: at };
 		return { size: index.countBetweenBounds(access.bounds), exact: false, list: () => index.getBetweenBounds(access.bounds), answers: at };
 	}
@@ -103,6 +105,13 @@ interface Plan {
 	check(doc: Doc): boolean;
 	/** Whether a record holds the conjunct the source answers (for records not listed by the source). */
 	inSource(doc: Doc): boolean;
+	/**
+	 * How many records of `set` pass the conjuncts left, and how many records that took to check, read from
+	 * the records those conjuncts exclude when that is cheaper than checking `set`; null when it is not
+	 * (a conjunct only NeDB's matcher checks, an index whose records are not one key each, more excluded
+	 * records than `set` holds).
+	 */
+	countExcluding(set: Set<Doc>): { count: number; checked: number } | null;
 }
 
 function plan(db: PlannedDatastore, filter: Filter): Plan {
@@ -129,12 +138,18 @@ function plan(db: PlannedDatastore, filter: Filter): Plan {
 	};
 	const lookups: Array<(doc: Doc) => boolean> = [];
 	const matched: Filter[] = [];
+	// The records each lookup excludes, as disjoint sets (null: cannot be told without reading the records).
+	let excluded: Array<Set<Doc>> | null = [];
 	conds.forEach((cond, at) => {
 		if (at === chosen?.answers) return;
 		const holds = lookup(at);
 		if (holds) lookups.push(holds);
 		else matched.push(cond);
+		const s = servable[at];
+		const complement = holds && s && s.index instanceof BucketIndex && s.access.kind !== "range" ? s.index.complementOf(s.access.kind === "eq" ? [s.access.value] : s.access.values) : null;
+		excluded = excluded && complement ? [...excluded, ...complement] : null;
 	});
+	const exclusions = excluded as Array<Set<Doc>> | null;
 	let inSource: (doc: Doc) => boolean = () => true;
 	if (chosen && chosen.answers >= 0) {
 		const sourceQuery = toNedbFilter(conds[chosen.answers]);
@@ -146,6 +161,15 @@ function plan(db: PlannedDatastore, filter: Filter): Plan {
 		rest: lookups.length + matched.length,
 		check: doc => lookups.every(holds => holds(doc)) && (query === null || model.match(doc, query)),
 		inSource,
+		countExcluding(set) {
+			if (!exclusions || matched.length) return null;
+			const cost = exclusions.reduce((n, s) => n + s.size, 0);
+			if (cost >= set.size) return null;
+			// |set| minus the records of set some conjunct excludes (each counted once: one record may fail several).
+			const failing = new Set<Doc>();
+			for (const s of exclusions) for (const doc of s) if (set.has(doc)) failing.add(doc);
+			return { count: set.size - failing.size, checked: cost };
+		},
 	};
 }
 
@@ -155,6 +179,16 @@ export function selectRecords(db: PlannedDatastore, filter: Filter): { records: 
 	const candidates = p.source ? p.source.list() : db.getAllData();
 	if (p.rest === 0) return { records: candidates, checked: 0 };
 	return { records: candidates.filter(p.check), checked: candidates.length };
+}
+
+/** How many records the filter matches, and how many were checked: from the indexes where they can tell. */
+export function countRecords(db: PlannedDatastore, filter: Filter): { count: number; checked: number } {
+	const p = plan(db, filter);
+	if (p.source?.exact && p.rest === 0) return { count: p.source.size, checked: 0 };
+	const excluding = p.source?.set && p.rest > 0 ? p.countExcluding(p.source.set) : null;
+	if (excluding) return excluding;
+	const { records, checked } = selectRecords(db, filter);
+	return { count: records.length, checked };
 }
 
 /** A node of NeDB's tree index: its records under one key, and the keys before and after it. */
@@ -210,7 +244,12 @@ export function selectPage(db: PlannedDatastore, filter: Filter, sort: SortSpec,
 		let total = source.size;
 		let checked = 0;
 		let records: Doc[] | null = null;
-		if (p.rest > 0 || !source.exact) {
+		const excluding = p.rest > 0 && source.set ? p.countExcluding(source.set) : null;
+		if (excluding) {
+			// Counted from the few records the other conjuncts exclude; the candidates are not read.
+			total = excluding.count;
+			checked = excluding.checked;
+		} else if (p.rest > 0 || !source.exact) {
 			const candidates = source.list();
 			records = p.rest > 0 ? candidates.filter(p.check) : candidates;
 			total = records.length;
@@ -220,6 +259,7 @@ export function selectPage(db: PlannedDatastore, filter: Filter, sort: SortSpec,
 		// The walk gives up past the cost of listing the candidates (a rare value: the list is cheaper).
 		const walk = total === 0 ? { records: [], walked: 0 } : walkIds(db, sort.length ? sort[0][1] : 1, skip + limit, source.size, keep);
 		if (walk) return { total, records: walk.records.slice(skip), checked: checked + walk.walked, ordered: 0 };
+		if (excluding) records = source.list().filter(p.check);
 		if (records) return { total, records: pageOf(records, sort, skip, limit), checked: checked + source.size, ordered: records.length };
 	}
 	const { records, checked } = selectRecords(db, filter);

@@ -6,7 +6,7 @@ import type { Doc, Filter, FindOptions, IndexOptions, Page, Store, Update } from
 import { DuplicateKeyError } from "./store";
 import { isPlain, toNedbFilter } from "./nedb-filter";
 import { BucketIndex } from "./nedb-index";
-import { pageOf, selectPage, selectRecords, type PlannedDatastore } from "./nedb-plan";
+import { countRecords, pageOf, selectPage, selectRecords, type PlannedDatastore } from "./nedb-plan";
 import { decodeKeys, encodeFilter, encodeKeys, encodePath, encodePaths, encodeSort, encodeUpdate } from "./store-keys";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -126,7 +126,11 @@ export class NedbStore implements Store {
 	}
 
 	count(filter: Filter): Promise<number> {
-		return this.select(filter, records => records.length);
+		return this.db.executor.pushAsync(async () => {
+			const { count, checked } = countRecords(this.db, encodeFilter(filter));
+			this.checked += checked;
+			return count;
+		});
 	}
 
 	async insertMany(docs: Doc[]): Promise<void> {

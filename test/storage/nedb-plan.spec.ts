@@ -103,6 +103,40 @@ describe("the embedded store's planner", () => {
 		expect(rarePage).toEqual(await plain.findPage(rare, { limit: 5 }));
 	});
 
+	it("counts a filter whose other conjuncts most records pass from the records they exclude, not from its candidates", async () => {
+		// Eve's list of the hosts in a state: the state's bucket gives 5,000 candidates, the soft-delete
+		// condition excludes the 104 deleted hosts; the total is 5,000 minus those among the candidates.
+		const filter = { $and: [{ status: "unknown" }, { _soft_deleted: false }] };
+		const want = docs.filter(d => d.status === "unknown" && !d._soft_deleted);
+		const deleted = docs.filter(d => d._soft_deleted).length;
+		const opts = { skip: 50, limit: 25 };
+		const walkBound = Math.ceil(((opts.skip + opts.limit) * HOSTS) / want.length) * 2;
+		const checked = await checkedBy(indexed, () => indexed.findPage(filter, opts));
+		expect(checked).toBeLessThanOrEqual(deleted + walkBound);
+		const page = await indexed.findPage(filter, opts);
+		expect(page.total).toBe(want.length);
+		expect(page.docs.map(d => d._id)).toEqual(want.map(d => d._id).slice(50, 75));
+		expect(await checkedBy(indexed, () => indexed.count(filter))).toBe(deleted);
+		expect(await indexed.count(filter)).toBe(want.length);
+		expect(await indexed.count({ $and: [{ status: { $in: ["up", "down"] } }, { _soft_deleted: false }] })).toBe(docs.filter(d => d.status !== "unknown" && !d._soft_deleted).length);
+	});
+
+	it("checks the candidates again once a record leaves the one-key-per-record shape an exclusion count needs", async () => {
+		const few = Array.from({ length: 400 }, (_, i) => host(i));
+		const store = await nedb(true, few);
+		const filter = { $and: [{ status: "unknown" }, { _soft_deleted: false }] };
+		const unknown = few.filter(d => d.status === "unknown");
+		const deleted = few.filter(d => d._soft_deleted).length;
+		expect(await checkedBy(store, () => store.count(filter))).toBe(deleted);
+		// One record without the flag: it matches neither `false` nor `true`, so excluding `true` would count it.
+		await store.updateMany({ _id: unknown[0]._id }, { $unset: { _soft_deleted: true } });
+		expect(await checkedBy(store, () => store.count(filter))).toBe(unknown.length);
+		expect(await store.count(filter)).toBe(unknown.filter(d => !d._soft_deleted).length - 1);
+		await store.updateMany({ _id: unknown[0]._id }, { $set: { _soft_deleted: false } });
+		expect(await checkedBy(store, () => store.count(filter))).toBe(deleted);
+		expect(await store.count(filter)).toBe(unknown.filter(d => !d._soft_deleted).length);
+	});
+
 	it("answers an unfiltered list from the indexes: its total counted by the index, its page read in _id order, O(page)", async () => {
 		const filter = { _soft_deleted: false };
 		const live = docs.filter(d => !d._soft_deleted).map(d => d._id);
@@ -141,7 +175,15 @@ describe("the embedded store's planner", () => {
 		const filterArb = fc.array(scalarCond, { maxLength: 3 }).map((conds): Filter => (conds.length === 0 ? {} : conds.length === 1 ? conds[0] : { $and: conds }));
 		const sortArb = fc.subarray(["name", "status", "_updated", "version"]).chain(fields => fc.tuple(...fields.map(f => fc.constantFrom<[string, 1 | -1]>([f, 1], [f, -1])))) as fc.Arbitrary<SortSpec>;
 		let clock = 20_000;
-		const writeArb = fc.record({ at: fc.integer({ min: 0, max: 299 }), status: fc.constantFrom(...STATUSES), group: fc.constantFrom(...GROUPS), remove: fc.boolean() });
+		// `flag`: a write may leave a record without its soft-delete flag, or with a list there: that index then no
+		// longer holds one key per record, and its conjunct must be checked on the records, not counted by exclusion.
+		const writeArb = fc.record({
+			at: fc.integer({ min: 0, max: 299 }),
+			status: fc.constantFrom(...STATUSES),
+			group: fc.constantFrom(...GROUPS),
+			remove: fc.boolean(),
+			flag: fc.constantFrom("keep", "keep", "keep", "keep", "unset", "list", "restore"),
+		});
 		await fc.assert(
 			fc.asyncProperty(filterArb, sortArb, fc.nat(40), fc.integer({ min: 1, max: 30 }), fc.array(writeArb, { maxLength: 3 }), async (filter, sort, skip, limit, writes) => {
 				for (const w of writes) {
@@ -150,6 +192,9 @@ describe("the embedded store's planner", () => {
 					for (const s of [a, b]) {
 						if (w.remove) await s.removeMany({ _id: id });
 						else await s.updateMany({ _id: id }, { $set: { status: w.status, _updated: now }, $addToSet: { groups: w.group } });
+						if (w.flag === "unset") await s.updateMany({ _id: id }, { $unset: { _soft_deleted: true } });
+						if (w.flag === "list") await s.updateMany({ _id: id }, { $set: { _soft_deleted: [false, true] } });
+						if (w.flag === "restore") await s.updateMany({}, { $set: { _soft_deleted: false } });
 					}
 				}
 				// The oracle: every match (NeDB's own matcher over the whole collection), sorted here, then the page.

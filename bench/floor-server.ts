@@ -1,0 +1,74 @@
+/**
+ * The stack's floor: Moleculer and moleculer-web as fleet-ctl configures its metrics, and nothing of fleet-ctl
+ * (no authentication, no caches, no Eve layer): one alias per recorded response, each answered by an action
+ * returning the recorded bytes and headers. Run by bench/run.ts next to the bare node:http server, with the
+ * same JSON file (bench/bare-server.ts); prints `LISTENING <port>` once it accepts connections.
+ *
+ * What fleet-ctl adds to a cached read is the distance from this floor; what no code on this stack can go
+ * under is the distance from the floor to the bare server.
+ */
+import fs from "node:fs";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { ServiceBroker, type Context } from "moleculer";
+import ApiGateway from "moleculer-web";
+import brokerConfig from "../moleculer.config";
+
+interface Recorded {
+	status: number;
+	headers: Record<string, string>;
+	body: string;
+}
+
+const spec = JSON.parse(fs.readFileSync(process.argv[2], "utf8")) as { routes: Record<string, Recorded> };
+const answers = Object.entries(spec.routes).map(([url, r]) => ({ url, headers: r.headers, body: Buffer.from(r.body, "base64") }));
+
+const broker = new ServiceBroker({ nodeID: `floor-${process.pid}`, logger: false, transporter: null, metrics: process.env.FLOOR_METRICS === "off" ? false : brokerConfig.metrics });
+
+broker.createService({
+	name: "floor",
+	actions: {
+		answer: {
+			visibility: "published",
+			handler(ctx: Context<{ at: number }, Record<string, unknown>>) {
+				const a = answers[ctx.params.at];
+				const { "content-type": type, ...headers } = a.headers;
+				ctx.meta.$responseType = type;
+				ctx.meta.$responseHeaders = headers;
+				return a.body;
+			},
+		},
+	},
+});
+
+// The query string is part of what was recorded: one alias per path, the recorded answer picked by the whole URL.
+const byUrl = new Map(answers.map((a, at) => [a.url, at]));
+broker.createService({
+	name: "api",
+	mixins: [ApiGateway as never],
+	settings: {
+		port: Number(process.env.PORT ?? 0),
+		ip: "127.0.0.1",
+		logRequest: null,
+		logResponse: null,
+		routes: [
+			{
+				path: "/",
+				mappingPolicy: "restrict",
+				bodyParsers: false,
+				aliases: Object.fromEntries([...new Set(answers.map(a => a.url.split("?")[0]))].map(p => [`GET ${p}`, "floor.answer"])),
+				onBeforeCall(ctx: Context<unknown, Record<string, unknown>>, _route: unknown, req: IncomingMessage & { $params: Record<string, unknown> }) {
+					req.$params = { at: byUrl.get(req.url ?? "") ?? -1 };
+				},
+			},
+		],
+	},
+	started(this: { server: { address(): { port: number } } }) {
+		process.stdout.write(`LISTENING ${this.server.address().port}\n`);
+	},
+} as never);
+
+void broker.start();
+const stop = () => void broker.stop().then(() => process.exit(0));
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);
+export type { ServerResponse };
