@@ -169,6 +169,48 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.waitForFunction(() => document.querySelector('#hosts th[data-field="_id"]')?.textContent?.includes("▲"));
 	});
 
+	it("filters hosts by group (by name) and key state, keeps the view in the URL and the columns chosen across a reload, says when nothing matches, and fits 390 px", async () => {
+		const inWeb = (await request("GET", `${url("hosts")}?where=${encodeURIComponent(JSON.stringify({ groups: web }))}&max_results=50`)).body;
+		expect(inWeb._meta.total).toBeGreaterThanOrEqual(2);
+		await page.evaluate(() => (location.hash = "#/hosts"));
+		await page.waitForSelector("#host-group option:has-text('web-edge')", { state: "attached" });
+		await page.selectOption("#host-group", { label: "web" });
+		await page.waitForFunction(n => document.querySelector("#host-page")?.textContent?.includes(`· ${n} hosts`), inWeb._meta.total);
+		expect(await page.evaluate(() => location.hash)).toContain(`group=${web}`);
+		// The Groups column, by name: chosen here, kept in this browser.
+		await page.click("details.columns summary");
+		await page.check("#host-columns label:has-text('Groups') input");
+		await page.waitForSelector('#hosts th[data-field="groups"]');
+		const cells = await page.locator("#hosts tbody tr td:nth-child(" + ((await page.locator("#hosts thead th").allTextContents()).findIndex(t => t.startsWith("Groups")) + 1) + ")").allTextContents();
+		expect(cells.every(c => c.split(", ").includes("web"))).toBe(true);
+		expect(cells.join(" ")).not.toContain(web);
+		await page.reload();
+		await page.waitForSelector('#hosts th[data-field="groups"]');
+		await page.waitForFunction(n => document.querySelector("#host-page")?.textContent?.includes(`· ${n} hosts`), inWeb._meta.total);
+		expect(await page.locator("#host-group").inputValue()).toBe(web);
+		// Nothing matches: the page says so, and what to do.
+		await page.selectOption("#host-key", "rejected");
+		await page.waitForSelector("#hosts-empty");
+		expect(await page.locator("#hosts-empty").textContent()).toContain("No host matches these filters");
+		await page.selectOption("#host-key", "");
+		await page.selectOption("#host-group", "");
+		await page.waitForSelector("#hosts tbody tr");
+		// At a phone's width the table scrolls inside its box: the page does not, and no host name breaks.
+		await page.setViewportSize({ width: 390, height: 800 });
+		await page.waitForTimeout(100);
+		const layout = await page.evaluate(() => {
+			const box = document.querySelector(".table-scroll");
+			const names = [...document.querySelectorAll("#hosts td.host-name a")];
+			return { page: document.documentElement.scrollWidth, box: box.scrollWidth > box.clientWidth, wrapped: names.filter((a: any) => a.getClientRects().length > 1).length };
+		});
+		expect(layout.page).toBeLessThanOrEqual(390);
+		expect(layout.box).toBe(true);
+		expect(layout.wrapped).toBe(0);
+		await shot("02b-hosts-390px");
+		await page.setViewportSize({ width: 1360, height: 900 });
+		await page.evaluate(() => localStorage.removeItem("fleet-ctl.hosts.columns"));
+	});
+
 	it("opens a host: identity, keys, VPN identity, grains, recent actions", async () => {
 		await page.click(`#hosts a[href="#/hosts/${hosts[0]}"]`);
 		await page.waitForSelector("#host-title");

@@ -11,6 +11,7 @@ import { auditView } from "./audit";
 import { rolloutsView } from "./rollouts";
 import { groupsView as groupsListView } from "./groups";
 import { vpnView } from "./vpn";
+import { hostsView as hostsListView } from "./hosts";
 // The REPL's own words: one source for both (bundled by Vite).
 import { parseRunArgs, splitWords } from "../lib/repl/words";
 
@@ -122,7 +123,7 @@ function buildNav(): void {
 		["#/audit", "Audit", "admin"],
 		["#/webhooks", "Webhooks", "admin"],
 	];
-	const here = location.hash.split("/").slice(0, 2).join("/");
+	const here = location.hash.split("?")[0].split("/").slice(0, 2).join("/");
 	clear(
 		nav,
 		items.filter(([, , role]) => can(role)).map(([href, label]) => h("a", { href, class: here === href ? "active" : "" }, label, href === "#/alerts" && unread > 0 ? h("span", { class: "badge", id: "unread" }, unread) : null)),
@@ -132,80 +133,12 @@ function buildNav(): void {
 
 // ------------------------------------------------------------------ hosts
 
-const HOST_COLUMNS: Array<[string, string]> = [
-	["_id", "Host"],
-	["status", "Status"],
-	["ip", "IP"],
-	["version", "Salt version"],
-	["key", "Key"],
-	["_updated", "Updated"],
-];
 
-async function hostsView(): Promise<void> {
-	const state = { prefix: "", status: "", sort: "_id", page: 1 };
-	const filter = h("input", { type: "search", id: "host-filter", placeholder: "Host name starts with…", "aria-label": "Filter hosts by name" });
-	const status = h("select", { id: "host-status", "aria-label": "Status" }, h("option", { value: "" }, "any status"), h("option", { value: "up" }, "up"), h("option", { value: "down" }, "down"));
-	const body = h("div", {});
-	const load = async () => {
-		const where: Record<string, unknown> = {};
-		if (state.prefix) where._id = { $gte: state.prefix, $lt: `${state.prefix}\uffff` };
-		if (state.status) where.status = state.status;
-		try {
-			const res = await api("GET", q("hosts", { where: Object.keys(where).length ? where : undefined, sort: state.sort, page: state.page, max_results: 25, projection: { grain: 0 } }));
-			const pages = Math.max(1, Math.ceil(res._meta.total / res._meta.max_results));
-			const head = h(
-				"tr",
-				{},
-				HOST_COLUMNS.map(([field, label]) =>
-					h(
-						"th",
-						{
-							class: "sortable",
-							"data-field": field,
-							onclick: () => {
-								state.sort = state.sort === field ? `-${field}` : field;
-								void load();
-							},
-						},
-						label,
-						state.sort === field ? " ▲" : state.sort === `-${field}` ? " ▼" : "",
-					),
-				),
-			);
-			const rows = res._items.map((host: any) =>
-				h("tr", { "data-host": host._id }, h("td", {}, h("a", { href: `#/hosts/${encodeURIComponent(host._id)}` }, host._id)), h("td", {}, pill(host.status)), h("td", { class: "mono" }, show(host.ip)), h("td", {}, show(host.version)), h("td", {}, show(host.key)), h("td", { class: "muted" }, show(host._updated))),
-			);
-			clear(
-				body,
-				h("table", { id: "hosts" }, h("thead", {}, head), h("tbody", {}, rows)),
-				h(
-					"div",
-					{ class: "bar" },
-					h("button", { class: "secondary", disabled: state.page <= 1, onclick: () => ((state.page -= 1), void load()) }, "‹ Previous"),
-					h("span", { id: "host-page" }, `page ${res._meta.page} of ${pages} · ${res._meta.total} hosts`),
-					h("button", { class: "secondary", disabled: state.page >= pages, onclick: () => ((state.page += 1), void load()) }, "Next ›"),
-				),
-			);
-		} catch (err) {
-			clear(body, problem(err));
-		}
-	};
-	let debounce: ReturnType<typeof setTimeout> | undefined;
-	filter.addEventListener("input", () => {
-		clearTimeout(debounce);
-		debounce = setTimeout(() => {
-			state.prefix = filter.value.trim();
-			state.page = 1;
-			void load();
-		}, 250);
-	});
-	status.addEventListener("change", () => {
-		state.status = status.value;
-		state.page = 1;
-		void load();
-	});
-	clear(main, h("h1", {}, "Hosts"), h("div", { class: "bar" }, filter, status), body);
-	await load();
+/** The hosts page is a Preact page (ui/hosts.tsx): filtered, sorted and paged by the server. */
+function hostsView(): void {
+	if (!me) return;
+	main.replaceChildren();
+	disposers.push(hostsListView(main, me));
 }
 
 async function hostView(id: string): Promise<void> {
@@ -779,7 +712,8 @@ async function route(): Promise<void> {
 	disposers = [];
 	if (!me) return;
 	buildNav();
-	const [, view, id] = location.hash.split("/").map(decodeURIComponent);
+	// A view's own state may follow its path (#/hosts?status=down).
+	const [, view, id] = location.hash.split("?")[0].split("/").map(decodeURIComponent);
 	switch (view) {
 		case "hosts":
 			return id ? hostView(id) : hostsView();
