@@ -18,6 +18,7 @@ import { request, eventually, withQuery } from "./support/http";
 // Run in the page by waitForFunction and evaluate (the test's own types have no DOM).
 declare const document: any;
 declare const echarts: any;
+declare const location: { hash: string };
 
 const ARTIFACTS = path.join(ROOT, "test-artifacts", "dashboard");
 const HTTP_DATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
