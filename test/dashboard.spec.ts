@@ -330,6 +330,46 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		expect((await request("GET", url(`tasks/${task}`))).body.status).toBe("scheduled");
 	});
 
+	it("makes a task from its form, its next runs previewed as the schedule is typed, then changes and deletes it", async () => {
+		await page.goto(`${base}/#/tasks`);
+		await page.click("#task-new");
+		await page.fill("#task-name", "dash patch window");
+		await page.fill("#task-fun", "test.ping");
+		await page.fill("#task-hosts", hosts[0]);
+		await page.selectOption("#task-groups", { label: "web" });
+		await page.fill("#task-start", "2031-03-01 02:00");
+		await page.selectOption("#task-every", "interval");
+		await page.fill("#task-interval", "5400");
+		await page.waitForFunction(() => /Sat, 01 Mar 2031 02:00:00 GMT · Sat, 01 Mar 2031 03:30:00 GMT/.test(document.querySelector("#task-next")?.textContent ?? ""));
+		// A schedule the server refuses says why, before anything is saved.
+		await page.selectOption("#task-every", "cron");
+		await page.fill("#task-cron", "61 * * * *");
+		await page.waitForSelector("#task-next .error");
+		expect(await page.locator("#task-next .error").textContent()).toContain("cron");
+		await page.selectOption("#task-every", "interval");
+		await page.waitForFunction(() => document.querySelector("#task-next")?.textContent?.includes("every 1 h 30 min"));
+		await shot("07b-task-form");
+		await page.click("#task-form button[type=submit]");
+		const row = page.locator("#tasks tbody tr", { hasText: "dash patch window" });
+		await row.waitFor();
+		expect(await row.textContent()).toContain("group web");
+		expect(await row.textContent()).toContain("every 1 h 30 min from Sat, 01 Mar 2031 02:00:00 GMT");
+		const made = (await request("GET", `${url("tasks")}?where=${encodeURIComponent(JSON.stringify({ name: "dash patch window" }))}`)).body._items[0];
+		expect(made).toMatchObject({ fun: "test.ping", tgt: [hosts[0], web], interval: 5400, start: "Sat, 01 Mar 2031 02:00:00 GMT", status: "scheduled" });
+		// Changed: hourly now, and on its group alone.
+		await row.locator("button:has-text('Edit')").click();
+		expect(await page.locator("#task-name").inputValue()).toBe("dash patch window");
+		await page.fill("#task-hosts", "");
+		await page.fill("#task-interval", "3600");
+		await page.waitForFunction(() => document.querySelector("#task-next")?.textContent?.includes("Sat, 01 Mar 2031 03:00:00 GMT"));
+		await page.click("#task-form button[type=submit]");
+		await page.waitForFunction(() => document.querySelector("#tasks tbody")?.textContent?.includes("every 1 h from Sat, 01 Mar 2031"));
+		expect((await request("GET", url(`tasks/${made._id}`))).body).toMatchObject({ tgt: [web], interval: 3600 });
+		await page.locator("#tasks tbody tr", { hasText: "dash patch window" }).locator("button:has-text('Delete')").click();
+		await page.waitForFunction(() => !document.querySelector("#tasks tbody")?.textContent?.includes("dash patch window"));
+		expect((await request("GET", url(`tasks/${made._id}`))).status).toBe(404);
+	});
+
 	it("charts the hosts up and down from the stats service's snapshots, for the range picked", async () => {
 		// Snapshots at chosen times (20 h, 50, 40 and 30 minutes ago), hosts changing between them; what each
 		// holds is what the hosts API says at that moment (`up`, and the others as down).

@@ -12,6 +12,7 @@ import { rolloutsView } from "./rollouts";
 import { groupsView as groupsListView } from "./groups";
 import { vpnView } from "./vpn";
 import { hostsView as hostsListView } from "./hosts";
+import { tasksView as tasksListView } from "./tasks";
 // The REPL's own words: one source for both (bundled by Vite).
 import { parseRunArgs, splitWords } from "../lib/repl/words";
 
@@ -528,50 +529,11 @@ async function actionsView(): Promise<void> {
 	}
 }
 
-async function tasksView(): Promise<void> {
-	const body = h("div", {});
-	const load = async () => {
-		try {
-			const res = await api("GET", q("tasks", { sort: "name", max_results: 50 }));
-			clear(
-				body,
-				table(
-					["Name", "Function", "Targets", "Status", "Next run", "Runs", ""],
-					res._items.map((t: any) => [
-						t.name,
-						h("span", { class: "mono" }, t.fun),
-						show(t.tgt),
-						pill(t.status),
-						show(t.next),
-						show(t.count_of_execution),
-						can("operator") && (t.status === "scheduled" || t.status === "paused")
-							? h(
-									"button",
-									{
-										class: "secondary",
-										"data-task": t._id,
-										onclick: async () => {
-											try {
-												await api("PATCH", `tasks/${t._id}/${t.status === "scheduled" ? "paused" : "scheduled"}`);
-											} catch (err) {
-												toast((err as Error).message);
-											}
-											void load();
-										},
-									},
-									t.status === "scheduled" ? "Pause" : "Resume",
-								)
-							: null,
-					]),
-					{ id: "tasks" },
-				),
-			);
-		} catch (err) {
-			clear(body, problem(err));
-		}
-	};
-	clear(main, h("h1", {}, "Tasks"), body);
-	await load();
+/** The tasks page is a Preact page (ui/tasks.tsx): the list, and the form that makes or changes one. */
+function tasksView(): void {
+	if (!me) return;
+	main.replaceChildren();
+	disposers.push(tasksListView(main, me));
 }
 
 async function jobsView(): Promise<void> {

@@ -7,7 +7,7 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, q, ApiError, type Me } from "./client";
-import { Button, Field, Head, Problem, useGuard } from "./parts";
+import { Button, Field, GroupPicker, Head, Problem, useGuard } from "./parts";
 
 interface Group {
 	_id: string;
@@ -74,13 +74,7 @@ function NewGroup({ groups, onMade }: { groups: Group[]; onMade: () => void }) {
 				</p>
 			)}
 			<Field label="Subgroups">
-				<select id="group-subgroups" multiple size={Math.min(6, Math.max(2, groups.length))} onChange={e => setSubgroups([...(e.target as HTMLSelectElement).selectedOptions].map(o => o.value))}>
-					{groups.map(g => (
-						<option key={g._id} value={g._id} selected={subgroups.includes(g._id)}>
-							{g.name}
-						</option>
-					))}
-				</select>
+				<GroupPicker id="group-subgroups" groups={groups} chosen={subgroups} onChange={setSubgroups} />
 			</Field>
 			<button type="submit">Add group</button>
 			<Problem text={error} />

@@ -72,3 +72,16 @@ export function Field({ label, children }: { label: string; children: preact.Com
 		</label>
 	);
 }
+
+/** A list of groups to pick several of, by name (their ids are what `onChange` gets). */
+export function GroupPicker({ id, groups, chosen, onChange, rows = 6 }: { id: string; groups: Array<{ _id: string; name: string }>; chosen: string[]; onChange: (ids: string[]) => void; rows?: number }) {
+	return (
+		<select id={id} multiple size={Math.min(rows, Math.max(2, groups.length))} onChange={e => onChange([...(e.target as HTMLSelectElement).selectedOptions].map(o => o.value))}>
+			{groups.map(g => (
+				<option key={g._id} value={g._id} selected={chosen.includes(g._id)}>
+					{g.name}
+				</option>
+			))}
+		</select>
+	);
+}

@@ -160,6 +160,7 @@ export const ROUTES: RouteDef[] = [
 	{ path: "hosts_statistic/:id", methods: readItem("stats") },
 
 	{ path: "tasks", methods: { ...read("tasks"), POST: json("tasks.create", "operator", "task"), PUT: { ...json("tasks.replace", "operator", "task"), summary: "Change a task, named by its _id in the body" } } },
+	{ path: "tasks/preview", methods: { POST: { ...json("tasks.previewSchedule", "viewer"), computes: true, summary: "The next due times of a schedule not saved yet (a task's start, end, interval, cron and timezone)", query: [{ name: "count", description: "How many (1 to 1000, default 10)", schema: { type: "integer", minimum: 1, maximum: 1000 } }] } } },
 	{ path: "tasks/:id/preview", methods: { GET: { ...get("tasks.preview"), summary: "The task's next due times", query: [{ name: "count", description: "How many (1 to 1000, default 10)", schema: { type: "integer", minimum: 1, maximum: 1000 } }] } } },
 	{ path: "tasks/:id/:status", methods: { PATCH: { ...none("tasks.setStatus", "operator"), summary: "Pause (paused) or resume (scheduled) a task" } } },
 	{ path: "tasks/:id", methods: { ...readItem("tasks"), DELETE: none("tasks.remove", "operator") } },

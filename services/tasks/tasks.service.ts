@@ -32,6 +32,17 @@ export const RUN_FIELDS = ["fun", "tgt", "target", "kwarg", "cm_client", "start"
 /** Which status a client may move a task to, from each status. */
 const MOVES: Record<string, string[]> = { scheduled: ["paused", "scheduled"], paused: ["scheduled", "paused"], finished: ["finished"] };
 
+/** The fields of a task's schedule (what POST /tasks/preview reads). */
+const SCHEDULE_FIELDS = ["start", "end", "interval", "cron", "timezone"];
+
+/** `?count=` of a preview: 1 to 1000, default 10. */
+function previewCount(query: unknown): number {
+	const raw = QueryArgs.from(query).get("count");
+	const count = raw === undefined ? 10 : Number(raw);
+	if (!Number.isInteger(count) || count < 1 || count > 1000) throw badRequest("`count` must be an integer from 1 to 1000");
+	return count;
+}
+
 const LOCAL_TIME = /^(\d{4})-(\d{2})-(\d{2})[ T](\d{2}):(\d{2})(?::(\d{2}))?$/;
 
 /** "YYYY-MM-DD HH:MM" (a wall time in `tz`, default UTC) or an HTTP-date; null when it is neither or names no real moment. */
@@ -97,9 +108,10 @@ const TasksService: EveServiceSchema<TasksThis> = {
 				end: { type: "date", optional: true },
 				status: { type: "enum", values: ["scheduled", "paused"], optional: true, default: "scheduled" },
 				// Required unless `target` is given (checkRules).
-				tgt: { type: "array", items: { type: "string", min: 1, max: 253 }, min: 1, max: 100_000, optional: true },
+				// null (a change through PUT) drops it: the task then runs on its `target` alone.
+				tgt: { type: "array", items: { type: "string", min: 1, max: 253 }, min: 1, max: 100_000, optional: true, nullable: true },
 				// Beyond the spec: a compound target (docs/targeting.md), resolved at each run like the groups of `tgt`.
-				target: { type: "string", min: 1, max: 10_000, optional: true },
+				target: { type: "string", min: 1, max: 10_000, optional: true, nullable: true },
 				interval: { type: "number", integer: true, min: 0, max: 366 * 24 * 3600, optional: true, default: 0 },
 				// Beyond the spec (docs/scheduling.md); absent means the default.
 				cron: { type: "string", min: 1, max: 200, optional: true, nullable: true },
@@ -139,13 +151,31 @@ const TasksService: EveServiceSchema<TasksThis> = {
 		preview: {
 			params: { id: "string", query: { type: "any", optional: true } },
 			async handler(this: TasksThis, ctx: Context<{ id: string; query?: unknown }>) {
-				const raw = QueryArgs.from(ctx.params.query).get("count");
-				const count = raw === undefined ? 10 : Number(raw);
-				if (!Number.isInteger(count) || count < 1 || count > 1000) throw badRequest("`count` must be an integer from 1 to 1000");
+				const count = previewCount(ctx.params.query);
 				const task = await this.visibleItem(ctx.params.id);
 				if (task.status === "finished") return { _id: task._id, next: [] };
 				const from = task.status === "scheduled" && task.next ? new Date(new Date(task.next).getTime() - 1) : new Date();
 				return { _id: task._id, next: preview(scheduleOf(task), from, count).map(formatHttpDate) };
+			},
+		},
+
+		/**
+		 * POST /tasks/preview?count=N: the next N due times of a schedule not saved yet (`start`, `end`, `interval`,
+		 * `cron`, `timezone` as a task takes them, checked as a new task's: the same 422s), from its start or from
+		 * now, whichever is later. The task form shows them as they are typed.
+		 */
+		previewSchedule: {
+			params: { body: { type: "any", optional: true }, query: { type: "any", optional: true } },
+			async handler(this: TasksThis, ctx: RestContext) {
+				const count = previewCount(ctx.params.query);
+				const body = ctx.params.body;
+				if (body === null || typeof body !== "object" || Array.isArray(body)) throw badRequest("a JSON object is required");
+				// Only the schedule is read; what saving needs besides it (a name, a function, targets) is stood in for.
+				const schedule = Object.fromEntries(Object.entries(body as Doc).filter(([k]) => SCHEDULE_FIELDS.includes(k)));
+				const { doc, issues } = await this.validateDoc(ctx, { name: "preview", fun: "test.ping", tgt: ["preview"], ...schedule }, { op: "create" });
+				if (issues || !doc) throw validationFailed(issues ?? {}, "the schedule contains errors");
+				const from = new Date(Math.max(doc.start.getTime() - 1, Date.now()));
+				return { next: preview(scheduleOf(doc), from, count).map(formatHttpDate) };
 			},
 		},
 

@@ -220,6 +220,19 @@ export default function tasks(h: () => Harness): void {
 	});
 
 	describe("PUT /tasks", () => {
+		it("drops the listed targets with tgt: null, keeping the compound target, and refuses a task left with neither", async () => {
+			const id = await create({ ...base, name: "tk-put-null" });
+			expect((await request("PUT", url("tasks"), { body: { _id: id, target: "tk-web-*", tgt: null } })).status).toBe(200);
+			const item = (await request("GET", url(`tasks/${id}`))).body;
+			expect(item.target).toBe("tk-web-*");
+			expect(item.tgt ?? null).toBeNull();
+			expect(expectEveError(await request("PUT", url("tasks"), { body: { _id: id, target: null } }), 422)._issues).toEqual({ tgt: "required field" });
+			expect((await request("PUT", url("tasks"), { body: { _id: id, tgt: ["tk-web-1"], target: null } })).status).toBe(200);
+			const after = (await request("GET", url(`tasks/${id}`))).body;
+			expect(after.tgt).toEqual(["tk-web-1"]);
+			expect(after.target ?? null).toBeNull();
+		});
+
 		it("replaces the fields given in the task named by _id, objects wholesale", async () => {
 			const id = await create({ ...base, name: "tk-put" });
 			const res = await request("PUT", url("tasks"), { body: { _id: id, tgt: ["tk-db-1"], kwarg: { mods: "patch-2" } } });
@@ -273,6 +286,29 @@ export default function tasks(h: () => Harness): void {
 			expectEveError(await request("PUT", url("tasks"), { body: { _id: "0123456789abcdef0123ffff", tgt: ["x"] } }), 404);
 			expectEveError(await request("PUT", url("tasks"), { body: { _id: "nope", tgt: ["x"] } }), 404);
 			expectEveError(await request("PUT", url("tasks"), { body: [{ tgt: ["x"] }] }), 400);
+		});
+	});
+
+	describe("POST /tasks/preview (a schedule not saved yet)", () => {
+		it("answers the next due times of the schedule as written, from its start, and saves nothing", async () => {
+			const before = (await request("GET", url("tasks", { max_results: 1 }))).body._meta.total;
+			const res = await request("POST", url("tasks/preview", { count: 3 }), { body: { start: "2030-01-02 03:04", interval: 5400 } });
+			expect(res.status).toBe(200);
+			expect(res.body).toEqual({ next: ["Wed, 02 Jan 2030 03:04:00 GMT", "Wed, 02 Jan 2030 04:34:00 GMT", "Wed, 02 Jan 2030 06:04:00 GMT"] });
+			// A cron schedule in a time zone: 09:00 in Paris is 08:00 UTC in winter.
+			const cron = await request("POST", url("tasks/preview", { count: 2 }), { body: { start: "2030-01-02 00:00", cron: "0 9 * * 1-5", timezone: "Europe/Paris" } });
+			expect(cron.body.next).toEqual(["Wed, 02 Jan 2030 08:00:00 GMT", "Thu, 03 Jan 2030 08:00:00 GMT"]);
+			// A one-shot task runs once; the fields saving needs besides the schedule are not asked for.
+			expect((await request("POST", url("tasks/preview"), { body: { start: "2030-01-02 03:04", name: "" } })).body).toEqual({ next: ["Wed, 02 Jan 2030 03:04:00 GMT"] });
+			expect((await request("GET", url("tasks", { max_results: 1 }))).body._meta.total).toBe(before);
+		});
+
+		it("refuses a schedule as creating the task would: the same 422 issues, and a bad count or body is a 400", async () => {
+			expect(expectEveError(await request("POST", url("tasks/preview"), { body: { start: "tomorrow" } }), 422)._issues).toEqual({ start: DATETIME_ISSUE });
+			expect(expectEveError(await request("POST", url("tasks/preview"), { body: { start: "2030-01-02 03:04", interval: 60, cron: "* * * * *" } }), 422)._issues).toEqual({ cron: "give either cron or interval, not both" });
+			expect(expectEveError(await request("POST", url("tasks/preview"), { body: { interval: 60 } }), 422)._issues).toEqual({ start: "required field" });
+			expectEveError(await request("POST", url("tasks/preview", { count: 0 }), { body: { start: "2030-01-02 03:04" } }), 400);
+			expectEveError(await request("POST", url("tasks/preview"), { body: [1] }), 400);
 		});
 	});
 
