@@ -212,6 +212,22 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.evaluate(() => localStorage.removeItem("fleet-ctl.hosts.columns"));
 	});
 
+	it("never takes the URL back to the hosts page once another page was asked for, however soon after", async () => {
+		for (const delay of [0, 1, 2, 4, 8, 16, 24, 32, 48, 64]) {
+			await page.evaluate(() => (location.hash = "#/tokens"));
+			await page.waitForSelector("h1:has-text('Tokens')");
+			await page.evaluate(ms => {
+				location.hash = "#/hosts";
+				setTimeout(() => (location.hash = "#/alerts"), ms);
+			}, delay);
+			await page.waitForSelector("#alerts");
+			await page.waitForTimeout(150);
+			expect({ delay, hash: await page.evaluate(() => location.hash), alerts: await page.locator("#alerts").count() }).toEqual({ delay, hash: "#/alerts", alerts: 1 });
+		}
+		await page.evaluate(() => (location.hash = "#/hosts"));
+		await page.waitForSelector("#hosts tbody tr");
+	});
+
 	it("opens a host: identity, keys, VPN identity, grains, recent actions", async () => {
 		await page.click(`#hosts a[href="#/hosts/${hosts[0]}"]`);
 		await page.waitForSelector("#host-title");

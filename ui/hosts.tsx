@@ -77,6 +77,9 @@ function writeView(v: View): void {
 	if (v.page > 1) query.set("page", String(v.page));
 	if (v.size !== PAGE_SIZES[0]) query.set("size", String(v.size));
 	const hash = `#/hosts${query.size ? `?${query}` : ""}`;
+	// Only while the hosts page is what the URL shows: a page being left must not take the URL back (its last
+	// request may end after the next page's navigation began).
+	if (location.hash.split("?")[0] !== "#/hosts") return;
 	// The same view: no new history entry (typing would make one per key).
 	if (location.hash !== hash) history.replaceState(null, "", hash);
 }
