@@ -55,6 +55,8 @@ const HEARTBEAT_MS = 15_000;
 const STREAM_BACKLOG_BYTES = 1024 * 1024;
 /** Open streams per gateway process; more are refused with 503 (each holds a connection and a buffer). */
 const STREAMS_MAX = 1000;
+/** A Salt job id. */
+const JID = /^\d{20}$/;
 
 function packageVersion(): string {
 	for (const p of [path.resolve(__dirname, "..", "package.json"), path.resolve(__dirname, "..", "..", "package.json")]) {
@@ -79,6 +81,8 @@ interface UiVars {
 	alertStreams: Set<PassThrough>;
 	/** The approval streams open on this gateway. */
 	approvalStreams: Set<PassThrough>;
+	/** The job-return streams open on this gateway, each with the job it follows (null: every job). */
+	returnStreams: Map<PassThrough, string | null>;
 	packageVersion: string;
 	heartbeat: NodeJS.Timeout;
 	/** moleculer-web's HTTP server (undefined before it listens). */
@@ -130,6 +134,25 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 		alertStream: {
 			async handler(this: UiThis, ctx: Context<{ query?: unknown }, Record<string, any>>) {
 				return this.openStream(ctx, this.alertStreams, "alert", stream => (ctx.meta.$lastEventId ? this.replayAlerts(ctx, stream, ctx.meta.$lastEventId) : Promise.resolve()));
+			},
+		},
+
+		/**
+		 * GET /api/actions/stream?jid=<jid>: server-sent events, one `returns` event `{"jid"}` each time returns of the
+		 * job (without `jid`: of any job) are recorded, so that a page showing a job reads its `actions` again then,
+		 * instead of polling. The returns themselves are read through GET /api/actions (they can be large).
+		 */
+		returnStream: {
+			async handler(this: UiThis, ctx: Context<{ query?: unknown }, Record<string, any>>) {
+				const jid = QueryArgs.from(ctx.params.query).get("jid");
+				if (jid !== undefined && !JID.test(jid)) throw new EveError(400, "jid must be a Salt job id (20 digits)");
+				if (this.returnStreams.size >= STREAMS_MAX) throw new EveError(503, `too many open job-return streams on this gateway (${STREAMS_MAX}); try again later`);
+				// openStream keeps its streams in a set; these are kept with the job each follows.
+				const stream = await this.openStream(ctx, new Set<PassThrough>(), "job-return");
+				if (stream.writableEnded) return stream;
+				this.returnStreams.set(stream, jid ?? null);
+				stream.once("close", () => this.returnStreams.delete(stream));
+				return stream;
 			},
 		},
 
@@ -206,6 +229,18 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 				this.pushToStreams(this.alertStreams, ctx.params.alerts.map(a => `id: ${a._id}\nevent: alert\ndata: ${JSON.stringify(renderAlert(a))}\n\n`).join(""));
 			},
 		},
+		/** Returns recorded on any node (services/cm-gateway/returns.ts): the jobs they belong to. */
+		"actions.returned": {
+			handler(this: UiThis, ctx: Context<{ jids: string[] }>) {
+				if (!this.returnStreams.size) return;
+				for (const [stream, jid] of this.returnStreams) {
+					const jids = jid === null ? ctx.params.jids : ctx.params.jids.filter(j => j === jid);
+					if (!jids.length) continue;
+					if (stream.writableLength > STREAM_BACKLOG_BYTES) stream.destroy();
+					else stream.write(jids.map(j => `event: returns\ndata: ${JSON.stringify({ jid: j })}\n\n`).join(""));
+				}
+			},
+		},
 		/** Approval requests made or changed on any node (services/governance/approvals.service.ts), as clients see them. */
 		"approvals.changed": {
 			handler(this: UiThis, ctx: Context<{ approvals: Array<Record<string, any>> }>) {
@@ -218,18 +253,20 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 	created(this: UiThis) {
 		this.alertStreams = new Set<PassThrough>();
 		this.approvalStreams = new Set<PassThrough>();
+		this.returnStreams = new Map<PassThrough, string | null>();
 		this.packageVersion = packageVersion();
 		this.heartbeat = setInterval(() => {
-			for (const stream of [...this.alertStreams, ...this.approvalStreams]) stream.write(": keep-alive\n\n");
+			for (const stream of [...this.alertStreams, ...this.approvalStreams, ...this.returnStreams.keys()]) stream.write(": keep-alive\n\n");
 		}, HEARTBEAT_MS);
 		this.heartbeat.unref?.();
 	},
 
 	stopped(this: UiThis) {
 		clearInterval(this.heartbeat);
-		for (const stream of [...this.alertStreams, ...this.approvalStreams]) stream.end();
+		for (const stream of [...this.alertStreams, ...this.approvalStreams, ...this.returnStreams.keys()]) stream.end();
 		this.alertStreams.clear();
 		this.approvalStreams.clear();
+		this.returnStreams.clear();
 		// server.close() (moleculer-web's stop, next) closes the connections idle when it is called; those whose
 		// answer ends afterwards (the streams just ended, a last request) would keep it waiting for the keep-alive
 		// timeout (HTTP_KEEPALIVE_MS, 65 s): each is closed as soon as it goes idle.

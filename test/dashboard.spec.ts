@@ -246,6 +246,17 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		expect(failedRow).toContain("patches.fix1");
 		expect(failedRow).toContain("apt-upgrade: Command failed — E: dpkg was interrupted");
 		expect(failedRow).not.toContain("apt-update");
+		// Grains found by name or value; the windows and conformity the host has (none yet) said in words.
+		const allGrains = await page.locator("#host-grains tbody tr").count();
+		await page.fill("#grain-filter", "kernel");
+		await page.waitForFunction(n => document.querySelectorAll("#host-grains tbody tr").length < n, allGrains);
+		const found = await page.locator("#host-grains tbody tr").allTextContents();
+		expect(found.length).toBeGreaterThan(0);
+		expect(found.every(r => r.toLowerCase().includes("kernel"))).toBe(true);
+		expect(await page.locator("#host-grains h2").textContent()).toBe(`Grains (${found.length} of ${allGrains})`);
+		await page.fill("#grain-filter", "");
+		await page.waitForSelector("#host-windows:has-text('No maintenance window governs this host')");
+		await page.waitForSelector("#host-conformity:has-text('Never checked')");
 		await shot("03-host");
 	});
 
@@ -270,8 +281,11 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 
 	it("runs test.ping on the group and shows the returns as they arrive", async () => {
 		await page.fill("#run-fun", "test.ping");
+		// The page follows the job's returns on the gateway's stream, not by polling.
+		const streamed = page.waitForRequest(r => /\/api\/actions\/stream\?jid=\d{20}$/.test(r.url()));
 		await page.click("#run-go");
 		await page.waitForSelector("#run-summary");
+		await streamed;
 		// Hosts appear running first, then answer one by one.
 		await page.waitForSelector("#run-returns .pill.running", { timeout: 10_000 });
 		await shot("05-group-run-running");
@@ -288,6 +302,26 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.waitForFunction(n => document.querySelector("#run-summary")?.textContent?.includes(`${n} of ${n} host(s) answered`) && document.querySelector("#run-returns")?.textContent?.includes("one two"), members, { timeout: 20_000 });
 		expect(await page.locator("#run-returns tbody").textContent()).toContain("a b");
 		await page.fill("#run-args", "");
+	});
+
+	it("lists the jobs run, newest first, filtered by the server, and opens one with its hosts' returns", async () => {
+		const latest = (await request("GET", `${url("salt_jobs")}?sort=-started&max_results=1`)).body._items[0];
+		expect(latest.fun).toBe("test.arg");
+		await page.goto(`${base}/#/history`);
+		await page.waitForSelector(`#history tbody tr[data-jid="${latest._id}"]`);
+		expect(await page.locator("#history tbody tr").first().getAttribute("data-jid")).toBe(latest._id);
+		await page.selectOption("#history-origin", "task");
+		await page.waitForSelector("#history-empty");
+		await page.selectOption("#history-origin", "");
+		await page.fill("#history-fun", "test.ping");
+		await page.waitForFunction(() => [...document.querySelectorAll("#history tbody tr td:nth-child(2)")].every((td: any) => td.textContent === "test.ping") && document.querySelectorAll("#history tbody tr").length > 0);
+		await page.fill("#history-fun", "");
+		await page.click(`#history tbody tr[data-jid="${latest._id}"] a`);
+		await page.waitForSelector("#job-counts");
+		expect(await page.locator("#job-counts").textContent()).toContain(`${latest.returned}/${latest.expected}`);
+		await page.waitForFunction(n => document.querySelectorAll("#run-returns tbody tr").length === n, latest.expected);
+		expect(await page.locator("#run-summary").textContent()).toContain(`${latest.expected} of ${latest.expected} host(s) answered`);
+		await shot("05b-job");
 	});
 
 	it("shows an alert live as it is raised, and marks it read", async () => {

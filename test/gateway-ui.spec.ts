@@ -59,6 +59,25 @@ describe("gateway: alert stream, whoami, dashboard files", () => {
 		}
 	});
 
+	it("tells a job-return stream when returns of its job are recorded (every job's without jid), and refuses a bad jid", async () => {
+		const A = "20261125040000000001";
+		const B = "20261125040000000002";
+		const open = (q: string) => fetch(`${h.api}/actions/stream${q}`, { headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}` } });
+		const [one, all] = await Promise.all([open(`?jid=${A}`), open("")]);
+		expect(one.status).toBe(200);
+		expect(one.headers.get("content-type")).toMatch(/^text\/event-stream/);
+		const [r1, r2] = [one, all].map(r => r.body!.pipeThrough(new TextDecoderStream()).getReader());
+		for (const r of [r1, r2]) expect((await r.read()).value).toContain("event: ready");
+		h.broker!.broadcast("actions.returned", { jids: [B] });
+		h.broker!.broadcast("actions.returned", { jids: [A, B] });
+		const events = (text: string) => [...text.matchAll(/^event: returns\ndata: (.*)$/gm)].map(m => JSON.parse(m[1]).jid);
+		expect(events(await readUntil(r2, t => events(t).length >= 3))).toEqual([B, A, B]);
+		expect(events(await readUntil(r1, t => events(t).length >= 1))).toEqual([A]);
+		expectEveError(await request("GET", `${h.api}/actions/stream?jid=nope`), 400);
+		expectEveError(await request("GET", `${h.api}/actions/stream`, { token: null }), 401);
+		expect((await request("GET", `${h.api}/actions/stream?timeout=0`)).status).toBe(200);
+	});
+
 	it("replays to a stream that reconnects with Last-Event-ID the alerts raised since that one", async () => {
 		await h.call("alerts.raise", { type: "sse.seen", level: "info", payload: {} });
 		const seen = (await request("GET", `${h.api}/alerts?where=${encodeURIComponent('{"type":"sse.seen"}')}`)).body._items[0]._id as string;

@@ -2,7 +2,7 @@
  * The fleet-ctl dashboard: one page, views chosen by the URL's hash, everything read and done through
  * /api with the signed-in token. What the token's role may not do is not offered (GET /api/whoami).
  */
-import { api, download, q, token, followAlerts, signInOptions, signOutSession, ApiError, type Me } from "./client";
+import { api, q, token, followAlerts, signInOptions, signOutSession, ApiError, type Me } from "./client";
 import { h, clear, pill, show, kv, table, toast } from "./dom";
 import { approvalsView } from "./approvals";
 import { windowsView } from "./windows";
@@ -13,8 +13,9 @@ import { groupsView as groupsListView } from "./groups";
 import { vpnView } from "./vpn";
 import { hostsView as hostsListView } from "./hosts";
 import { tasksView as tasksListView } from "./tasks";
-// The REPL's own words: one source for both (bundled by Vite).
-import { parseRunArgs, splitWords } from "../lib/repl/words";
+import { hostView as hostPageView } from "./host";
+import { mountRunPanel } from "./run";
+import { historyView } from "./history";
 
 declare const echarts: any;
 
@@ -115,6 +116,7 @@ function buildNav(): void {
 		["#/alerts", "Alerts", "viewer"],
 		["#/actions", "Actions", "viewer"],
 		["#/tasks", "Tasks", "viewer"],
+		["#/history", "Job history", "viewer"],
 		["#/jobs", "Jobs", "viewer"],
 		["#/rollouts", "Rollouts", "viewer"],
 		["#/approvals", "Approvals", "operator"],
@@ -142,161 +144,18 @@ function hostsView(): void {
 	disposers.push(hostsListView(main, me));
 }
 
-async function hostView(id: string): Promise<void> {
-	clear(main, h("h1", {}, id), h("p", { class: "muted" }, "Loading…"));
-	let host: any;
-	try {
-		host = await api("GET", `hosts/${encodeURIComponent(id)}`);
-	} catch (err) {
-		clear(main, h("h1", {}, id), problem(err));
-		return;
-	}
-	const actions = h("div", {}, h("p", { class: "muted" }, "Loading…"));
-	const failed = h("div", {}, h("p", { class: "muted" }, "Loading…"));
-	const grains = host.grain && typeof host.grain === "object" ? host.grain : {};
-	clear(
-		main,
-		h("p", {}, h("a", { href: "#/hosts" }, "‹ Hosts")),
-		h("h1", { id: "host-title" }, host._id, " ", pill(host.status)),
-		h(
-			"div",
-			{ class: "grid2" },
-			h("section", { class: "card", id: "host-identity" }, h("h2", {}, "Host"), kv(host, ["status", "ip", "version", "os", "heartbeat", "groups", "nodegroups", "identification_number", "last_action", "_updated"].filter(k => k in host))),
-			h("section", { class: "card", id: "host-keys" }, h("h2", {}, "Keys"), kv(host, ["key", "fingerprint", "fingerprint_history"].filter(k => k in host))),
-			vpnCard(host),
-		),
-		can("operator") ? runPanel("hosts", host._id) : null,
-		h("section", { class: "card" }, h("h2", {}, "Recent actions"), actions),
-		h("section", { class: "card" }, h("h2", {}, "Failed patches"), failed),
-		h("section", { class: "card", id: "host-grains" }, h("h2", {}, `Grains (${Object.keys(grains).length})`), table(["Grain", "Value"], Object.keys(grains).sort().map(k => [k, h("span", { class: "mono" }, show(grains[k]))]))),
-	);
-	if (Array.isArray(host.groups) && host.groups.length) {
-		try {
-			const res = await api("GET", q("groups", { where: { _id: { $in: host.groups.slice(0, 50) } }, projection: { name: 1 }, max_results: 50 }));
-			const dd = main.querySelector('#host-identity dd[data-key="groups"]');
-			if (dd) clear(dd, res._items.flatMap((g: any, i: number) => [i ? ", " : "", h("a", { href: `#/groups/${g._id}` }, g.name)]));
-		} catch {
-			// the ids stay
-		}
-	}
-	try {
-		const res = await api("GET", q("actions", { where: { host: id }, sort: "-_created", max_results: 10 }));
-		clear(actions, res._items.length ? table(["When", "Function", "State", "Return"], res._items.map((a: any) => [show(a._created), a.action, pill(a.state), h("span", { class: "mono" }, show(a.return))])) : h("p", { class: "muted" }, "No actions yet."));
-	} catch (err) {
-		clear(actions, problem(err));
-	}
-	try {
-		const res = await api("GET", q("failed_patches", { where: { host: id }, sort: "-_created", max_results: 10 }));
-		// Each record's `return` holds one entry per state step; the failed ones say why.
-		const failedSteps = (p: any) => (Array.isArray(p.return) ? p.return : []).filter((step: any) => step && step.result === false);
-		clear(
-			failed,
-			res._items.length
-				? table(
-						["When", "Patch", "Failed steps"],
-						res._items.map((p: any) => [
-							show(p._created),
-							show(p.patch ?? p.action),
-							h("span", { class: "mono" }, failedSteps(p).map((step: any) => `${step.__id__ ?? step.name ?? "step"}: ${step.comment ?? ""}${step.changes?.stderr ? ` — ${String(step.changes.stderr).slice(0, 200)}` : ""}`).join("\n") || "–"),
-						]),
-						{ id: "failed-patches" },
-					)
-				: h("p", { class: "muted" }, "No failed patches."),
-		);
-	} catch (err) {
-		clear(failed, problem(err));
-	}
+/** A host's page is a Preact page (ui/host.tsx). */
+function hostView(id: string): void {
+	if (!me) return;
+	main.replaceChildren();
+	disposers.push(hostPageView(main, me, id));
 }
 
-/**
- * The host's Pritunl identity as the API gives it (otp_secret masked for non-admins), and for operators
- * and admins its profile archive: fetched with the Authorization header (a plain link could not send it,
- * and the token never goes into a URL), then saved as a file.
- */
-function vpnCard(host: any): HTMLElement {
-	const vpn = host.vpn_representation;
-	const card = h("section", { class: "card", id: "host-vpn" }, h("h2", {}, "VPN identity"));
-	if (!vpn || typeof vpn !== "object" || !Object.keys(vpn).length) {
-		card.append(h("p", { class: "unavailable" }, "No VPN identity for this host (not available)."));
-		return card;
-	}
-	card.append(kv(vpn, ["name", "organization_name", "email", "type", "auth_type", "disabled", "hwtoken_id", "otp_secret", "pin", "groups", "dns_servers", "mac_addresses"].filter(k => k in vpn)));
-	if (!can("operator")) return card;
-	const out = h("span", { id: "vpn-profile-result", class: "muted" });
-	const button = h(
-		"button",
-		{
-			id: "vpn-profile",
-			class: "secondary",
-			onclick: async () => {
-				button.disabled = true;
-				clear(out, "Downloading…");
-				try {
-					const blob = await download(`hosts/${encodeURIComponent(host._id)}/vpn_profile`);
-					const a = h("a", { href: URL.createObjectURL(blob.data), download: blob.filename });
-					a.click();
-					setTimeout(() => URL.revokeObjectURL(a.href), 60_000);
-					clear(out, `Saved ${blob.filename} (${blob.data.size} bytes).`);
-				} catch (err) {
-					clear(out, problem(err));
-				} finally {
-					button.disabled = false;
-				}
-			},
-		},
-		"Download VPN profile",
-	);
-	card.append(h("div", { class: "bar" }, button, out));
-	return card;
-}
-
-// ------------------------------------------------------------------ running functions
-
+/** The run panel (ui/run.tsx) in a page not written in Preact yet, taken down with the view. */
 function runPanel(kind: "hosts" | "groups", id: string): HTMLElement {
-	const fun = h("input", { id: "run-fun", value: "test.ping", "aria-label": "Salt function", size: 18 });
-	const args = h("input", { id: "run-args", placeholder: "args and k=v …", "aria-label": "Arguments", size: 30 });
-	const out = h("div", { id: "run-result" });
-	const form = h(
-		"form",
-		{
-			class: "bar",
-			onsubmit: async (ev: Event) => {
-				ev.preventDefault();
-				clear(out, h("p", { class: "muted" }, "Starting…"));
-				try {
-					const { arg, kwarg } = parseRunArgs(splitWords(args.value));
-					const res = await api("POST", `${kind}/${encodeURIComponent(id)}`, { cm_client: "local_async", fun: fun.value.trim(), arg, kwarg });
-					if (!res.task_id) clear(out, h("p", { id: "run-summary" }, "No minion matched: nothing ran."));
-					else await watchJob(res.task_id, out);
-				} catch (err) {
-					clear(out, problem(err));
-				}
-			},
-		},
-		fun,
-		args,
-		h("button", { type: "submit", id: "run-go" }, `Run on ${kind === "hosts" ? "host" : "group"}`),
-	);
-	return h("section", { class: "card", id: "run" }, h("h2", {}, "Run a function"), form, out);
-}
-
-/** Shows a job's hosts as their returns arrive (actions records go from running to finished). */
-async function watchJob(jid: string, out: HTMLElement): Promise<void> {
-	const render = async (): Promise<boolean> => {
-		const res = await api("GET", q("actions", { where: { jid }, sort: "host", max_results: 50 }));
-		const running = res._items.filter((a: any) => a.state === "running").length;
-		clear(
-			out,
-			h("p", { id: "run-summary" }, `job ${jid}: ${res._meta.total - running} of ${res._meta.total} host(s) answered`),
-			table(["Host", "State", "Return"], res._items.map((a: any) => [a.host, pill(a.state), h("span", { class: "mono" }, show(a.return))]), { id: "run-returns" }),
-		);
-		return res._meta.total > 0 && running === 0;
-	};
-	const deadline = Date.now() + 120_000;
-	while (Date.now() < deadline && document.body.contains(out)) {
-		if (await render()) return;
-		await new Promise(r => setTimeout(r, 700));
-	}
+	const box = h("div", {});
+	disposers.push(mountRunPanel(box, kind, id));
+	return box;
 }
 
 // ------------------------------------------------------------------ groups and the graph
@@ -695,6 +554,10 @@ async function route(): Promise<void> {
 			return tasksView();
 		case "jobs":
 			return jobsView();
+		case "history":
+			main.replaceChildren();
+			disposers.push(historyView(main, me, id));
+			return;
 		case "webhooks":
 			return can("admin") ? (id ? deliveriesView(id) : webhooksView()) : hostsView();
 		case "approvals":

@@ -8,7 +8,7 @@
 import { render } from "preact";
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, q, type Me } from "./client";
-import { Problem } from "./parts";
+import { Pill, Problem } from "./parts";
 
 interface Host {
 	_id: string;
@@ -102,10 +102,6 @@ function whereOf(v: View): Record<string, unknown> | undefined {
 	if (v.key) where.key = v.key;
 	if (v.group) where.groups = v.group;
 	return Object.keys(where).length ? where : undefined;
-}
-
-function Pill({ value }: { value?: string }) {
-	return value ? <span class={`pill ${value}`}>{value}</span> : <span class="muted">–</span>;
 }
 
 function Cell({ host, column, groupNames }: { host: Host; column: Column; groupNames: Record<string, string> }) {

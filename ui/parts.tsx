@@ -85,3 +85,13 @@ export function GroupPicker({ id, groups, chosen, onChange, rows = 6 }: { id: st
 		</select>
 	);
 }
+
+/** A value as a cell shows it: "–" for nothing, JSON for a structure. */
+export function shown(v: unknown): string {
+	return v == null || v === "" ? "–" : typeof v === "object" ? JSON.stringify(v) : String(v);
+}
+
+/** A state as a coloured pill (its name is its class: up, down, running, finished, failed…); "–" for none. */
+export function Pill({ value }: { value?: string | null }) {
+	return value ? <span class={`pill ${value}`}>{value}</span> : <span class="muted">–</span>;
+}

@@ -176,6 +176,7 @@ export const ROUTES: RouteDef[] = [
 	{ path: "rollouts/:id/:action", methods: { PATCH: { ...none("rollouts.control", "operator"), summary: "pause, resume (the failures so far accepted) or abort a rollout" } } },
 	{ path: "rollouts/:id", methods: readItem("rollouts") },
 
+	{ path: "actions/stream", methods: { GET: { action: "api.returnStream", role: "viewer", events: true, summary: "The jobs whose returns were just recorded, as server-sent events (one `returns` event per job and batch), for pages that follow a job", query: [{ name: "jid", description: "Only this job's", schema: { type: "string", pattern: "^[0-9]{20}$" } }] } } },
 	{ path: "actions", methods: read("actions") },
 	{ path: "actions/:id", methods: readItem("actions") },
 

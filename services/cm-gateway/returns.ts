@@ -154,6 +154,9 @@ export class Returns {
 		for (const r of records) byState.set(r.state, (byState.get(r.state) ?? 0) + 1);
 		for (const [state, n] of byState) countMetric(broker, "fleet.job.returns.total", { state }, n);
 		for (const batch of batchesBySize(returns, UPSERT_BATCH)) await broker.call("actions.record", { returns: batch });
+		// Pages following a job read its returns again (GET /api/actions/stream).
+		const jobs = [...new Set(records.filter(r => !r.monitor).map(r => r.jid))];
+		if (jobs.length) broker.broadcast("actions.returned", { jids: jobs });
 		await this.tally([...new Set(records.filter(r => !r.monitor).map(r => r.jid))]);
 		const hosts = [...new Set(records.map(r => r.host))];
 		const known = new Set<string>(await broker.call<string[], { ids: string[] }>("hosts.exist", { ids: hosts }));

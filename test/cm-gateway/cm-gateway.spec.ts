@@ -102,6 +102,29 @@ describe("cm-gateway: remote execution against salt-api", () => {
 		expect(host._id).toBe(C);
 	});
 
+	it("tells every gateway which jobs' returns it just recorded (actions.returned), after they are readable", async () => {
+		// Each event: the jobs named, and whether this host's record of each could be read when it came.
+		const told: Array<{ jids: string[]; readable: Promise<boolean[]> }> = [];
+		const listener = h.broker!.createService({
+			name: `returns-listener-${Date.now()}`,
+			events: {
+				"actions.returned"(ctx: { params: { jids: string[] } }) {
+					const jids = ctx.params.jids;
+					told.push({ jids, readable: Promise.all(jids.map(async j => (await request("GET", url(`actions/${j}${C}`))).status === 200)) });
+				},
+			},
+		});
+		try {
+			const res = await run(`hosts/${C}`, { fun: "test.ping", kwarg: {} });
+			const jid = res.body.task_id as string;
+			const event = await eventually(async () => told.find(t => t.jids.includes(jid)));
+			expect(event.jids).toEqual([jid]);
+			expect(await event.readable).toEqual([true]);
+		} finally {
+			await h.broker!.destroyService(listener);
+		}
+	});
+
 	it("marks the hosts of a local_async job that never answer as timed out", async () => {
 		sim.setNeverReturns(B, true);
 		try {
