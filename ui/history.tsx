@@ -110,7 +110,7 @@ function HistoryList() {
 					{fun || origin || state ? "No job matches these filters." : "No job yet: runs from a host's or a group's page, tasks, rollouts and jobs started on the master itself are recorded here."}
 				</p>
 			) : (
-				<div class="table-scroll">
+				<div class="table-scroll" tabIndex={0}>
 					<table id="history">
 						<Head columns={["Started", "Function", "Target", "Origin", "By", "Answered", "State"]} />
 						<tbody>

@@ -145,7 +145,7 @@ function ConformityCard({ id, operator }: { id: string; operator: boolean }) {
 							{c.suppressed ? `, ${c.suppressed} suppressed` : ""}.
 						</p>
 						{c.states?.length > 0 && (
-							<div class="table-scroll">
+							<div class="table-scroll" tabIndex={0}>
 								<table id="conformity-states">
 									<Head columns={["State", "Function", "Result", "Would change"]} />
 									<tbody>
@@ -193,7 +193,7 @@ function Grains({ grains }: { grains: Doc }) {
 			{matching.length === 0 ? (
 				<p class="muted">{keys.length ? "No grain matches." : "No grains known yet (the inventory sync brings them)."}</p>
 			) : (
-				<div class="table-scroll">
+				<div class="table-scroll" tabIndex={0}>
 					<table>
 						<Head columns={["Grain", "Value"]} />
 						<tbody>
@@ -285,7 +285,7 @@ function HostPage({ id, me }: { id: string; me: Me }) {
 				<Problem text={actions.error ?? ""} />
 				{actions.value &&
 					(actions.value._items.length ? (
-						<div class="table-scroll">
+						<div class="table-scroll" tabIndex={0}>
 							<table id="host-actions">
 								<Head columns={["When", "Function", "State", "Return"]} />
 								<tbody>
@@ -311,7 +311,7 @@ function HostPage({ id, me }: { id: string; me: Me }) {
 				<Problem text={failed.error ?? ""} />
 				{failed.value &&
 					(failed.value._items.length ? (
-						<div class="table-scroll">
+						<div class="table-scroll" tabIndex={0}>
 							<table id="failed-patches">
 								<Head columns={["When", "Patch", "Failed steps"]} />
 								<tbody>

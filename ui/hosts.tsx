@@ -235,7 +235,7 @@ function HostsPage() {
 					{filtered ? "No host matches these filters: clear one to see more." : "No host yet: hosts appear here once the Salt master knows their minions (the inventory syncs every few minutes)."}
 				</p>
 			) : (
-				<div class="table-scroll" aria-busy={loading}>
+				<div class="table-scroll" tabIndex={0} aria-busy={loading}>
 					<table id="hosts">
 						<thead>
 							<tr>

@@ -76,7 +76,7 @@ export function JobReturns({ jid }: { jid: string }) {
 						job <span class="mono nowrap">{jid}</span>: {records.total - running} of {records.total} host(s) answered
 						{records.total > records.items.length ? ` (the first ${records.items.length} shown: the job history has them all)` : ""}
 					</p>
-					<div class="table-scroll">
+					<div class="table-scroll" tabIndex={0}>
 						<table id="run-returns">
 							<thead>
 								<tr>

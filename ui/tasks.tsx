@@ -218,7 +218,7 @@ function TasksPage({ me }: { me: Me }) {
 					No task yet: a task runs a Salt function on hosts or groups at the times it says (once, every so often, or on a cron schedule).{operator ? " Add one below." : ""}
 				</p>
 			) : (
-				<div class="table-scroll">
+				<div class="table-scroll" tabIndex={0}>
 					<table id="tasks">
 						<Head columns={["Name", "Function", "Targets", "Schedule", "Status", "Next run", "Runs", "Last run", ...(operator ? [""] : [])]} />
 						<tbody>
