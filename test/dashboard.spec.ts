@@ -420,16 +420,16 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		expect((await request("GET", url(`tasks/${made._id}`))).status).toBe(404);
 	});
 
-	it("charts the hosts up and down from the stats service's snapshots, for the range picked", async () => {
+	it("charts the hosts up, down and unknown from the stats service's snapshots, on an axis that is the range picked", async () => {
 		// Snapshots at chosen times (20 h, 50, 40 and 30 minutes ago), hosts changing between them; what each
-		// holds is what the hosts API says at that moment (`up`, and the others as down).
+		// holds is what the hosts API says at that moment: up, down, and the rest (unknown: never seen up).
 		const minute = 60_000;
 		const now = Math.floor(Date.now() / minute) * minute;
 		const count = async (where: Record<string, unknown>) => (await request("GET", withQuery(url("hosts"), { where, max_results: 1 }))).body._meta.total as number;
-		const held: Array<{ up: number; down: number }> = [];
+		const held: Array<{ up: number; down: number; unknown: number }> = [];
 		const snapshot = async (minutesAgo: number) => {
-			const [all, up] = [await count({}), await count({ status: "up" })];
-			held.push({ up, down: all - up });
+			const [all, up, down] = [await count({}), await count({ status: "up" }), await count({ status: "down" })];
+			held.push({ up, down, unknown: all - up - down });
 			expect(await h.call("stats.snapshot", { at: new Date(now - minutesAgo * minute) })).toMatchObject({ index: held.length - 1 });
 		};
 		const retired = (from: number, to: number, status: string) => h.call("hosts.upsertMany", { hosts: Array.from({ length: to - from }, (_, i) => ({ _id: `zz-retired-${String(from + i).padStart(2, "0")}.site-a.example`, status })) });
@@ -443,50 +443,64 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await retired(10, 20, "down");
 		await snapshot(30);
 		expect(new Set(held.map(x => x.up)).size).toBe(4);
+		// Hosts never seen up are there, and are not counted as down.
+		expect(held.every(x => x.unknown > 0)).toBe(true);
 
-		/** The page's own request for the chart, and what it drew: the chart's series, the table of points, the summary. */
+		type Api = Array<{ timestamp: string; hostnames: { up: number; down: number } }>;
+		/** The page's two requests for the chart (all hosts, hosts down), and what it drew. */
 		const drawn = async (pick: () => Promise<unknown>, interval: number) => {
-			const [response] = await Promise.all([page.waitForResponse(r => r.url().includes("/api/hosts/statistics/online")), pick()]);
+			const asked = (down: boolean) => page.waitForResponse(r => r.url().includes("/api/hosts/statistics/online") && r.url().includes("where") === down);
+			const [all, down] = await Promise.all([asked(false), asked(true), pick()]);
 			// The new chart (each range has its own interval), not the one it replaces.
 			await page.waitForSelector(`#online-chart[data-interval="${interval}"][data-drawn="1"] canvas`);
-			const asked = new URL(response.url());
-			const series = await page.evaluate(() => echarts.getInstanceByDom(document.querySelector("#online-chart")).getOption().series.map((x: any) => [x.name, x.data]));
+			const option = await page.evaluate(() => {
+				const o = echarts.getInstanceByDom(document.querySelector("#online-chart")).getOption();
+				return { series: o.series.map((x: any) => [x.name, x.data]), min: o.xAxis[0].min, max: o.xAxis[0].max };
+			});
 			const rows = await page.locator("#online-points tbody tr").evaluateAll(trs => trs.map((tr: any) => [...tr.querySelectorAll("td")].map((td: any) => td.textContent)));
-			return { response, asked, series, rows, summary: await page.locator("#online-summary").textContent(), answer: await response.json() };
+			return { all, down, option, rows, summary: await page.locator("#online-summary").textContent() };
 		};
-		/** The points must be the API's answer to the same query, drawn as they are. */
+		/** The points must be the API's answers to the same queries, drawn at their buckets' ends on an axis that is the range. */
 		const matchesApi = async (got: Awaited<ReturnType<typeof drawn>>, seconds: number) => {
 			const interval = Number(await page.locator("#online-chart").getAttribute("data-interval"));
-			expect(got.response.status()).toBe(200);
-			const range = got.asked.searchParams.getAll("range[]");
+			const asked = new URL(got.all.url());
+			const range = asked.searchParams.getAll("range[]");
 			expect(range).toHaveLength(2);
 			for (const r of range) expect(r).toMatch(HTTP_DATE);
-			expect(Date.parse(range[1]) - Date.parse(range[0])).toBe(seconds * 1000);
-			expect(Math.abs(Date.parse(range[1]) - Date.now())).toBeLessThan(60_000);
-			expect(got.asked.searchParams.get("interval")).toBe(String(interval));
-			expect(Math.floor(seconds / interval) + 1).toBeLessThanOrEqual(100_000);
-			const api = (await request("GET", `${url("hosts/statistics/online")}${got.asked.search}`)).body as Array<{ timestamp: string; hostnames: { up: number; down: number } }>;
-			expect(got.answer).toEqual(api);
-			expect(got.series).toEqual([
-				["up", api.map(p => [Date.parse(p.timestamp), p.hostnames.up])],
-				["down", api.map(p => [Date.parse(p.timestamp), p.hostnames.down])],
+			const [begin, end] = range.map(r => Date.parse(r));
+			expect(end - begin).toBe(seconds * 1000);
+			expect(Math.abs(end - Date.now())).toBeLessThan(60_000);
+			expect(asked.searchParams.get("interval")).toBe(String(interval));
+			expect(JSON.parse(new URL(got.down.url()).searchParams.get("where") as string)).toEqual({ status: "down" });
+			expect([got.option.min, got.option.max]).toEqual([begin, end]);
+			const all = (await request("GET", `${url("hosts/statistics/online")}${asked.search}`)).body as Api;
+			const down = (await request("GET", `${url("hosts/statistics/online")}${new URL(got.down.url()).search}`)).body as Api;
+			expect(await got.all.json()).toEqual(all);
+			const downAt = new Map(down.map(p => [p.timestamp, p.hostnames.down]));
+			const at = (p: Api[number]) => Math.min(Date.parse(p.timestamp) + interval * 1000, end);
+			expect(got.option.series).toEqual([
+				["up", all.map(p => [at(p), p.hostnames.up])],
+				["down", all.map(p => [at(p), downAt.get(p.timestamp) ?? 0])],
+				["unknown", all.map(p => [at(p), p.hostnames.down - (downAt.get(p.timestamp) ?? 0)])],
 			]);
-			expect(got.rows).toEqual(api.map(p => [p.timestamp, String(p.hostnames.up), String(p.hostnames.down)]));
-			return api;
+			// Nothing is drawn outside the range.
+			for (const [, data] of got.option.series) for (const [x] of data as Array<[number]>) expect(x >= begin && x <= end).toBe(true);
+			expect(got.rows).toEqual(all.map(p => [p.timestamp, new Date(at(p)).toUTCString(), String(p.hostnames.up), String(downAt.get(p.timestamp) ?? 0), String(p.hostnames.down - (downAt.get(p.timestamp) ?? 0))]));
+			return all.map(p => ({ timestamp: p.timestamp, counts: { up: p.hostnames.up, down: downAt.get(p.timestamp) ?? 0, unknown: p.hostnames.down - (downAt.get(p.timestamp) ?? 0) } }));
 		};
 
 		// Last 24 hours (the default): quarter-hour points; the first holds the old snapshot, the last the newest.
 		const day = await drawn(() => page.goto(`${base}/#/stats`), 900);
 		const dayPoints = await matchesApi(day, 86_400);
 		expect(dayPoints.length).toBeGreaterThanOrEqual(3);
-		expect(dayPoints[0].hostnames).toEqual(held[0]);
-		expect(dayPoints[dayPoints.length - 1].hostnames).toEqual(held[3]);
-		expect(day.summary).toContain(`Latest: ${held[3].up} up, ${held[3].down} down`);
+		expect(dayPoints[0].counts).toEqual(held[0]);
+		expect(dayPoints[dayPoints.length - 1].counts).toEqual(held[3]);
+		expect(day.summary).toContain(`${held[3].up} up, ${held[3].down} down, ${held[3].unknown} unknown`);
 		await shot("08-online-day");
 		// Last hour: one-minute points, one per snapshot of the hour, with exactly what each held.
 		const hour = await drawn(() => page.selectOption("#range", "0"), 60);
 		const hourPoints = await matchesApi(hour, 3600);
-		expect(hourPoints.map(p => p.hostnames)).toEqual(held.slice(1));
+		expect(hourPoints.map(p => p.counts)).toEqual(held.slice(1));
 		hourPoints.forEach((p, i) => {
 			const start = Date.parse(p.timestamp);
 			const taken = now - [50, 40, 30][i] * minute;
@@ -498,7 +512,7 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		// A week and a month: hours, and four hours, still the newest snapshot last.
 		for (const [pick, seconds, interval] of [["2", 7 * 86_400, 3600], ["3", 30 * 86_400, 4 * 3600]] as const) {
 			const points = await matchesApi(await drawn(() => page.selectOption("#range", pick), interval), seconds);
-			expect(points[points.length - 1].hostnames).toEqual(held[3]);
+			expect(points[points.length - 1].counts).toEqual(held[3]);
 		}
 		await h.call("hosts.upsertMany", { hosts: [{ _id: hosts[1], status: "up" }] });
 	});

@@ -16,6 +16,7 @@ import { tasksView as tasksListView } from "./tasks";
 import { hostView as hostPageView } from "./host";
 import { mountRunPanel } from "./run";
 import { historyView } from "./history";
+import { statsView as statsPageView } from "./stats";
 
 declare const echarts: any;
 
@@ -227,71 +228,10 @@ function drawGraph(el: HTMLElement, graph: { nodes: any[]; edges: any[] }): void
 
 // ------------------------------------------------------------------ statistics
 
-const RANGES: Array<[string, number]> = [
-	["last hour", 3600],
-	["last 24 hours", 86400],
-	["last 7 days", 7 * 86400],
-	["last 30 days", 30 * 86400],
-];
-
-/**
- * `interval` (seconds, required by the stats service, at most 100,000 points a range): the smallest of
- * these steps giving at most 200 points, so that a chart stays readable (a minute over an hour, a
- * quarter of an hour over a day, an hour over a week, four hours over a month).
- */
-const STEPS = [60, 300, 900, 3600, 4 * 3600, 86400];
-function pointInterval(seconds: number): number {
-	return STEPS.find(s => seconds / s <= 200) ?? Math.ceil(seconds / 200);
-}
-
-async function statsView(): Promise<void> {
-	const picker = h("select", { id: "range", "aria-label": "Range" }, RANGES.map(([label], i) => h("option", { value: String(i) }, label)));
-	picker.value = "1";
-	const area = h("div", {});
-	const load = async () => {
-		const [label, seconds] = RANGES[Number(picker.value)];
-		// HTTP-dates have whole seconds: the end is rounded up so that a snapshot taken this second is in.
-		const end = new Date(Math.ceil(Date.now() / 1000) * 1000);
-		const begin = new Date(end.getTime() - seconds * 1000);
-		const interval = pointInterval(seconds);
-		try {
-			const points: any[] = await api("GET", q("hosts/statistics/online", { "range[]": [begin.toUTCString(), end.toUTCString()], interval }));
-			for (const d of disposers.splice(0)) d();
-			const el = h("div", { class: "chart", id: "online-chart" });
-			const up = (p: any) => p.hostnames?.up ?? 0;
-			const down = (p: any) => p.hostnames?.down ?? 0;
-			const last = points[points.length - 1];
-			const step = interval >= 3600 ? `${interval / 3600} h` : `${interval / 60} min`;
-			const summary = h(
-				"p",
-				{ id: "online-summary" },
-				points.length ? `${label}: ${points.length} point(s), one per ${step} (the last snapshot in each). Latest: ${up(last)} up, ${down(last)} down (${last.timestamp}).` : `${label}: no snapshots in this range.`,
-			);
-			const rows = table(["From", "Up", "Down"], points.map(p => [p.timestamp, String(up(p)), String(down(p))]), { id: "online-points" });
-			clear(area, summary, el, h("details", {}, h("summary", {}, "The points"), rows));
-			const c = echarts.init(el);
-			disposers.push(() => c.dispose());
-			c.setOption({
-				tooltip: { trigger: "axis" },
-				legend: { data: ["up", "down"] },
-				xAxis: { type: "time" },
-				yAxis: { type: "value", minInterval: 1 },
-				series: [
-					{ name: "up", type: "line", showSymbol: points.length < 3, areaStyle: {}, data: points.map(p => [new Date(p.timestamp).getTime(), up(p)]) },
-					{ name: "down", type: "line", showSymbol: points.length < 3, data: points.map(p => [new Date(p.timestamp).getTime(), down(p)]) },
-				],
-			});
-			el.setAttribute("data-points", String(points.length));
-			el.setAttribute("data-interval", String(interval));
-			c.on("finished", () => el.setAttribute("data-drawn", "1"));
-		} catch (err) {
-			const e = err as ApiError;
-			clear(area, h("div", { class: "unavailable", id: "online-unavailable" }, e.status === 503 ? `Statistics are not available: ${e.message}` : `Could not load the statistics: ${e.message}`));
-		}
-	};
-	picker.addEventListener("change", () => void load());
-	clear(main, h("h1", {}, "Hosts online"), h("div", { class: "bar" }, h("label", {}, "Range ", picker)), area);
-	await load();
+/** The statistics page is a Preact page (ui/stats.tsx). */
+function statsView(): void {
+	main.replaceChildren();
+	disposers.push(statsPageView(main));
 }
 
 // ------------------------------------------------------------------ alerts
