@@ -50,8 +50,8 @@ const GroupsService: EveServiceSchema<GroupsThis> = {
 					props: {
 						regex: { type: "string", max: 1000, optional: true },
 						grain: { type: "record", key: { type: "string", min: 1, max: 200 }, value: { type: "string", max: 1000 }, optional: true },
-						// A compound target (docs/targeting.md), without F@.
-						target: { type: "string", min: 1, max: 10_000, optional: true },
+						// A compound target (docs/targeting.md), without F@; null (a PATCH) drops it.
+						target: { type: "string", min: 1, max: 10_000, optional: true, nullable: true },
 					},
 				},
 			},
@@ -84,7 +84,7 @@ const GroupsService: EveServiceSchema<GroupsThis> = {
 				const groups = await this.store.find({ _id: { $in: ids } });
 				const explicit = new Set<string>();
 				for (const g of groups) for (const h of g.hosts ?? []) explicit.add(h);
-				const rules = groups.map(g => g.info as Rule | undefined).filter((r): r is Rule => !!r && (r.regex !== undefined || r.target !== undefined || Object.keys(r.grain ?? {}).length > 0));
+				const rules = groups.map(g => g.info as Rule | undefined).filter((r): r is Rule => !!r && (r.regex !== undefined || typeof r.target === "string" || Object.keys(r.grain ?? {}).length > 0));
 				if (!explicit.size && !rules.length) return [];
 				return ctx.call("hosts.resolve", { explicit: [...explicit], rules });
 			},

@@ -276,6 +276,20 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.waitForSelector('#graph[data-drawn="1"] canvas', { timeout: 15_000 });
 		expect(await page.locator("#graph").getAttribute("data-nodes")).toBe("2");
 		expect(await page.locator("#graph").getAttribute("data-edges")).toBe("1");
+		// The hosts each group lists are in the graph too; each node's colour is its kind's in the legend.
+		expect(await page.locator("#graph").getAttribute("data-hosts")).toBe("3");
+		const drawnGraph = await page.evaluate(() => {
+			const o = echarts.getInstanceByDom(document.querySelector("#graph")).getOption();
+			const s = o.series[0];
+			return { legend: o.legend[0].data, categories: s.categories.map((c: any) => [c.name, c.itemStyle.color]), nodes: s.data.map((n: any) => [n.name, s.categories[n.category].name]), links: s.links.length };
+		});
+		expect(drawnGraph.legend).toEqual(drawnGraph.categories.map((c: string[]) => c[0]));
+		expect(Object.fromEntries(drawnGraph.nodes)).toEqual({ web: "static group", "web-edge": "static group", [hosts[0]]: "host", [hosts[1]]: "host", [hosts[2]]: "host" });
+		expect(drawnGraph.links).toBe(1 + 3);
+		// Kinds in words, subgroups and hosts by name, the hosts it resolves to listed whole.
+		expect(await page.locator('#group-facts dd[data-key="type"]').textContent()).toBe("static");
+		expect(await page.locator('#group-facts dd[data-key="subgroups"]').textContent()).toBe("web-edge");
+		expect((await page.locator("#group-hosts li").allTextContents()).sort()).toEqual(hosts.slice(0, 3).sort());
 		await shot("04-group-graph");
 	});
 
@@ -687,6 +701,24 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.waitForSelector(made);
 		expect(await page.textContent(made)).toContain("automatic (rule)");
 		await shot("17-groups");
+		// Changed on its page: another rule (previewed as it is typed), then no rule but a listed host.
+		const id = (await request("GET", `${url("groups")}?where=${encodeURIComponent(JSON.stringify({ name: "dash-rule" }))}`)).body._items[0]._id;
+		await page.click(`${made} a`);
+		await page.waitForSelector("#edit-group");
+		await page.fill("#edit-group-target", `L@${hosts[2]}`);
+		await page.waitForSelector("#edit-group-preview:has-text('selects 1 host(s) now')");
+		await page.click("#edit-group button[type=submit]");
+		await page.waitForFunction(h => [...document.querySelectorAll("#group-hosts li")].map((li: any) => li.textContent).join() === h, hosts[2]);
+		expect((await request("GET", url(`groups/${id}`))).body.info).toEqual({ target: `L@${hosts[2]}` });
+		await page.fill("#edit-group-target", "");
+		await page.fill("#edit-group-hosts", hosts[3]);
+		await page.click("#edit-group button[type=submit]");
+		await page.waitForFunction(() => document.querySelector('#group-facts dd[data-key="type"]')?.textContent === "static");
+		expect((await page.locator("#group-hosts li").allTextContents())).toEqual([hosts[3]]);
+		expect((await request("GET", url(`groups/${id}`))).body).toMatchObject({ type: 0, hosts: [hosts[3]], info: { target: null } });
+		await shot("17b-group-edited");
+		await page.goto(`${base}/#/groups`);
+		await page.waitForSelector(made);
 		await page.click(`${made} button:has-text("Delete")`);
 		await page.waitForSelector(made, { state: "detached" });
 	});

@@ -3,7 +3,7 @@
  * /api with the signed-in token. What the token's role may not do is not offered (GET /api/whoami).
  */
 import { api, q, token, followAlerts, signInOptions, signOutSession, ApiError, type Me } from "./client";
-import { h, clear, pill, show, kv, table, toast } from "./dom";
+import { h, clear, pill, show, table, toast } from "./dom";
 import { approvalsView } from "./approvals";
 import { windowsView } from "./windows";
 import { tokensView } from "./tokens";
@@ -14,11 +14,10 @@ import { vpnView } from "./vpn";
 import { hostsView as hostsListView } from "./hosts";
 import { tasksView as tasksListView } from "./tasks";
 import { hostView as hostPageView } from "./host";
-import { mountRunPanel } from "./run";
 import { historyView } from "./history";
 import { statsView as statsPageView } from "./stats";
+import { groupView as groupPageView } from "./group";
 
-declare const echarts: any;
 
 const main = document.getElementById("main") as HTMLElement;
 const nav = document.getElementById("nav") as HTMLElement;
@@ -152,78 +151,13 @@ function hostView(id: string): void {
 	disposers.push(hostPageView(main, me, id));
 }
 
-/** The run panel (ui/run.tsx) in a page not written in Preact yet, taken down with the view. */
-function runPanel(kind: "hosts" | "groups", id: string): HTMLElement {
-	const box = h("div", {});
-	disposers.push(mountRunPanel(box, kind, id));
-	return box;
-}
-
 // ------------------------------------------------------------------ groups and the graph
 
-async function groupView(id: string): Promise<void> {
-	clear(main, h("p", { class: "muted" }, "Loading…"));
-	let group: any;
-	try {
-		group = await api("GET", `groups/${encodeURIComponent(id)}`);
-	} catch (err) {
-		clear(main, problem(err));
-		return;
-	}
-	const chart = h("div", { class: "chart", id: "graph" });
-	const hostnames = h("div", {});
-	clear(
-		main,
-		h("p", {}, h("a", { href: "#/groups" }, "‹ Groups")),
-		h("h1", {}, group.name),
-		h("div", { class: "grid2" }, h("section", { class: "card" }, h("h2", {}, "Group"), kv(group, ["type", "info", "hosts", "subgroups", "_updated"].filter(k => k in group))), h("section", { class: "card" }, h("h2", {}, "Hosts it resolves to"), hostnames)),
-		can("operator") ? runPanel("groups", id) : null,
-		h("h2", {}, "Graph"),
-		chart,
-	);
-	try {
-		const names: string[] = await api("GET", `groups/${encodeURIComponent(id)}/hostnames`);
-		clear(hostnames, names.length ? h("p", { class: "mono" }, names.join(", ")) : h("p", { class: "muted" }, "none"));
-	} catch (err) {
-		clear(hostnames, problem(err));
-	}
-	try {
-		const graph = await api("GET", `graph/${encodeURIComponent(id)}`);
-		drawGraph(chart, graph);
-	} catch (err) {
-		clear(chart, problem(err));
-	}
-}
-
-/** /api/graph/{id} is already ECharts' graph format: nodes (id, name, value, itemStyle, symbolSize, category) and edges (source, target). */
-function drawGraph(el: HTMLElement, graph: { nodes: any[]; edges: any[] }): void {
-	const c = echarts.init(el);
-	disposers.push(() => c.dispose());
-	c.setOption({
-		tooltip: {},
-		legend: [{ data: ["group"] }],
-		series: [
-			{
-				type: "graph",
-				layout: "force",
-				roam: true,
-				draggable: true,
-				categories: [{ name: "group" }],
-				label: { show: true, position: "right" },
-				force: { repulsion: 220, edgeLength: 90 },
-				edgeSymbol: ["none", "arrow"],
-				data: graph.nodes.map(n => ({ ...n, symbolSize: Math.max(n.symbolSize, 14) })),
-				links: graph.edges,
-			},
-		],
-	});
-	el.setAttribute("data-nodes", String(graph.nodes.length));
-	el.setAttribute("data-edges", String(graph.edges.length));
-	c.on("finished", () => el.setAttribute("data-drawn", "1"));
-	// A node opens its group.
-	c.on("click", (p: { dataType?: string; data?: { id?: string } }) => {
-		if (p.dataType === "node" && p.data?.id) location.hash = `#/groups/${p.data.id}`;
-	});
+/** A group's page is a Preact page (ui/group.tsx). */
+function groupView(id: string): void {
+	if (!me) return;
+	main.replaceChildren();
+	disposers.push(groupPageView(main, me, id));
 }
 
 // ------------------------------------------------------------------ statistics

@@ -34,12 +34,6 @@ export function show(value: unknown): string {
 	return String(value);
 }
 
-export function kv(record: Record<string, unknown>, keys?: string[]): HTMLDListElement {
-	const dl = h("dl", { class: "kv" });
-	for (const k of keys ?? Object.keys(record)) dl.append(h("dt", {}, k), h("dd", { class: typeof record[k] === "object" ? "mono" : "", "data-key": k }, show(record[k])));
-	return dl;
-}
-
 export function table(columns: string[], rows: Array<Array<Child | Child[]>>, attrs: Attrs = {}): HTMLTableElement {
 	return h("table", attrs, h("thead", {}, h("tr", {}, columns.map(c => h("th", {}, c)))), h("tbody", {}, rows.map(r => h("tr", {}, r.map(c => h("td", {}, c))))));
 }

@@ -4,7 +4,6 @@
  * the job were recorded (GET /api/actions/stream?jid=), and every few seconds in case the stream was lost. A run
  * held for approval says so, with a link to the request.
  */
-import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, followStream, q } from "./client";
 import { Pill, Problem, shown } from "./parts";
@@ -152,10 +151,4 @@ export function RunPanel({ kind, id }: { kind: "hosts" | "groups"; id: string })
 			</div>
 		</section>
 	);
-}
-
-/** The run panel put into a page not written in Preact (the group page); answers how to take it down. */
-export function mountRunPanel(root: HTMLElement, kind: "hosts" | "groups", id: string): () => void {
-	render(<RunPanel kind={kind} id={id} />, root);
-	return () => render(null, root);
 }

@@ -87,6 +87,16 @@ export default function groupsResolution(h: () => Harness): void {
 			expect(res.body).toEqual(["gr-left-1", "gr-root-1", "gr-shared-1"]);
 		});
 
+		it("drops a group's compound-target rule with info.target null in a PATCH: it resolves to its listed hosts again", async () => {
+			const id = await create({ name: "gr-target-drop", type: 1, hosts: ["gr-root-1"], info: { target: "gr-left-* or gr-shared-*" } });
+			expect((await request("GET", url(`groups/${id}/hostnames`))).body).toEqual(["gr-left-1", "gr-root-1", "gr-shared-1"]);
+			const res = await request("PATCH", url(`groups/${id}`), { body: { type: 0, info: { target: null } } });
+			expect(res.status).toBe(200);
+			expect((await request("GET", url(`groups/${id}/hostnames`))).body).toEqual(["gr-root-1"]);
+			expect((await request("GET", url(`groups/${id}`))).body.info).toEqual({ target: null });
+			expect((await request("DELETE", url(`groups/${id}`))).status).toBe(204);
+		});
+
 		it("gives an empty array for a group without hosts below it", async () => {
 			const res = await request("GET", url(`groups/${ids.none}/hostnames`));
 			expect(res.status).toBe(200);
