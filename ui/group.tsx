@@ -8,7 +8,7 @@
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, q, ApiError, type Me } from "./client";
-import { Field, GroupPicker, Problem } from "./parts";
+import { Field, GroupPicker, Problem, TargetPreview, useTargetPreview } from "./parts";
 import { GROUP_KINDS } from "./groups";
 import { RunPanel } from "./run";
 
@@ -132,17 +132,8 @@ function EditGroup({ group, groups, onSaved }: { group: Group; groups: Group[]; 
 	const [hosts, setHosts] = useState((group.hosts ?? []).join(", "));
 	const [target, setTarget] = useState(group.info?.target ?? "");
 	const [subgroups, setSubgroups] = useState<string[]>(group.subgroups ?? []);
-	const [preview, setPreview] = useState<{ count: number; hosts: string[] } | { error: string } | null>(null);
+	const preview = useTargetPreview(target);
 	const [error, setError] = useState("");
-	useEffect(() => {
-		if (!target.trim()) return setPreview(null);
-		const t = setTimeout(() => {
-			api<{ count: number; hosts: string[] }>("POST", "targets/preview", { target })
-				.then(setPreview)
-				.catch(err => setPreview({ error: (err as Error).message }));
-		}, 300);
-		return () => clearTimeout(t);
-	}, [target]);
 	const otherRule = !!(group.info?.regex || (group.info?.grain && Object.keys(group.info.grain).length));
 	const submit = async (ev: Event) => {
 		ev.preventDefault();
@@ -168,11 +159,7 @@ function EditGroup({ group, groups, onSaved }: { group: Group; groups: Group[]; 
 			<Field label="Rule (compound target)">
 				<input id="edit-group-target" value={target} placeholder="G@roles:web and not web-9*" onInput={e => setTarget((e.target as HTMLInputElement).value)} />
 			</Field>
-			{preview && (
-				<p id="edit-group-preview" class={"error" in preview ? "error" : "muted"} aria-live="polite">
-					{"error" in preview ? preview.error : `selects ${preview.count} host(s) now${preview.hosts.length ? `: ${preview.hosts.slice(0, 8).join(", ")}${preview.count > 8 ? ", …" : ""}` : ""}`}
-				</p>
-			)}
+			<TargetPreview id="edit-group-preview" preview={preview} />
 			<Field label="Subgroups">
 				<GroupPicker id="edit-group-subgroups" groups={groups.filter(g => g._id !== group._id)} chosen={subgroups} onChange={setSubgroups} />
 			</Field>

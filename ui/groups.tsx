@@ -7,7 +7,7 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, q, ApiError, type Me } from "./client";
-import { Button, Field, GroupPicker, Head, Problem, useGuard } from "./parts";
+import { Button, Field, GroupPicker, Head, Problem, TargetPreview, useGuard, useTargetPreview } from "./parts";
 
 interface Group {
 	_id: string;
@@ -21,25 +21,13 @@ interface Group {
 /** What a group's `type` means (docs/graph.md). */
 export const GROUP_KINDS: Record<number, string> = { 0: "static", 1: "automatic (rule)", 2: "graph root", 3: "type 3", 4: "type 4" };
 
-/** How long typing pauses before the preview is asked for. */
-const PREVIEW_DELAY_MS = 300;
-
 function NewGroup({ groups, onMade }: { groups: Group[]; onMade: () => void }) {
 	const [name, setName] = useState("");
 	const [hosts, setHosts] = useState("");
 	const [target, setTarget] = useState("");
 	const [subgroups, setSubgroups] = useState<string[]>([]);
-	const [preview, setPreview] = useState<{ count: number; hosts: string[]; missing: string[] } | { error: string } | null>(null);
+	const preview = useTargetPreview(target);
 	const [error, setError] = useState("");
-	useEffect(() => {
-		if (!target.trim()) return setPreview(null);
-		const t = setTimeout(() => {
-			api<{ count: number; hosts: string[]; missing: string[] }>("POST", "targets/preview", { target })
-				.then(setPreview)
-				.catch(err => setPreview({ error: (err as Error).message }));
-		}, PREVIEW_DELAY_MS);
-		return () => clearTimeout(t);
-	}, [target]);
 	const submit = async (ev: Event) => {
 		ev.preventDefault();
 		setError("");
@@ -68,11 +56,7 @@ function NewGroup({ groups, onMade }: { groups: Group[]; onMade: () => void }) {
 			<Field label="Rule (compound target)">
 				<input id="group-target" value={target} placeholder="G@roles:web and not web-9*" onInput={e => setTarget((e.target as HTMLInputElement).value)} />
 			</Field>
-			{preview && (
-				<p id="group-preview" class={"error" in preview ? "error" : "muted"} aria-live="polite">
-					{"error" in preview ? preview.error : `selects ${preview.count} host(s) now${preview.hosts.length ? `: ${preview.hosts.slice(0, 8).join(", ")}${preview.count > 8 ? ", …" : ""}` : ""}${preview.missing.length ? `; named but not in the fleet: ${preview.missing.join(", ")}` : ""}`}
-				</p>
-			)}
+			<TargetPreview id="group-preview" preview={preview} />
 			<Field label="Subgroups">
 				<GroupPicker id="group-subgroups" groups={groups} chosen={subgroups} onChange={setSubgroups} />
 			</Field>

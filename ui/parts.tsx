@@ -1,5 +1,6 @@
 /** Small Preact pieces the pages share. */
-import { useState } from "preact/hooks";
+import { useEffect, useState } from "preact/hooks";
+import { api } from "./client";
 
 /** An error said in words, announced to screen readers; nothing when there is none. */
 export function Problem({ text }: { text: string }) {
@@ -94,4 +95,44 @@ export function shown(v: unknown): string {
 /** A state as a coloured pill (its name is its class: up, down, running, finished, failed…); "–" for none. */
 export function Pill({ value }: { value?: string | null }) {
 	return value ? <span class={`pill ${value}`}>{value}</span> : <span class="muted">–</span>;
+}
+
+/** What POST /api/targets/preview answers: the live hosts a compound target selects now, and the names it gives that no host has. */
+export type TargetPreviewAnswer = { count: number; hosts: string[]; missing: string[] } | { error: string };
+
+/** The hosts `target` selects, asked of the server once typing pauses; null while it is empty. */
+export function useTargetPreview(target: string, delayMs = 300): TargetPreviewAnswer | null {
+	const [preview, setPreview] = useState<TargetPreviewAnswer | null>(null);
+	useEffect(() => {
+		if (!target.trim()) return setPreview(null);
+		let current = true;
+		const t = setTimeout(() => {
+			api<TargetPreviewAnswer>("POST", "targets/preview", { target })
+				.then(p => current && setPreview(p))
+				.catch(err => current && setPreview({ error: (err as Error).message }));
+		}, delayMs);
+		return () => {
+			current = false;
+			clearTimeout(t);
+		};
+	}, [target]);
+	return preview;
+}
+
+/** A target preview in words: how many hosts, the first eight, the names no host has; or why it cannot be evaluated. */
+export function TargetPreview({ id, preview }: { id: string; preview: TargetPreviewAnswer | null }) {
+	if (!preview) return null;
+	if ("error" in preview)
+		return (
+			<p id={id} class="error" aria-live="polite">
+				{preview.error}
+			</p>
+		);
+	const first = preview.hosts.slice(0, 8).join(", ");
+	return (
+		<p id={id} class="muted" aria-live="polite">
+			selects {preview.count} host(s) now{first ? `: ${first}${preview.count > 8 ? ", …" : ""}` : ""}
+			{preview.missing.length ? `; named but not in the fleet: ${preview.missing.join(", ")}` : ""}
+		</p>
+	);
 }

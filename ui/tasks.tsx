@@ -7,7 +7,7 @@
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, q, ApiError, type Me } from "./client";
-import { Button, Field, GroupPicker, Head, Problem, useGuard } from "./parts";
+import { Button, Field, GroupPicker, Head, Problem, TargetPreview, useGuard, useTargetPreview } from "./parts";
 import { parseRunArgs, splitWords } from "../lib/repl/words";
 
 interface Task {
@@ -98,7 +98,7 @@ function TaskForm({ task, groups, onDone }: { task: Task | null; groups: Array<{
 	const [error, setError] = useState("");
 	const schedule = { start, ...(every === "interval" ? { interval: Number(interval) } : {}), ...(every === "cron" ? { cron } : {}), ...(timezone.trim() ? { timezone: timezone.trim() } : {}) };
 	const runs = usePreview(() => api<{ next: string[] }>("POST", q("tasks/preview", { count: 5 }), schedule), [start, every, interval, cron, timezone]);
-	const selects = usePreview(target.trim() ? () => api<{ count: number; hosts: string[] }>("POST", "targets/preview", { target }) : null, [target]);
+	const selects = useTargetPreview(target);
 
 	const submit = async (ev: Event) => {
 		ev.preventDefault();
@@ -138,11 +138,7 @@ function TaskForm({ task, groups, onDone }: { task: Task | null; groups: Array<{
 			<Field label="Compound target">
 				<input id="task-target" value={target} onInput={value(setTarget)} placeholder="G@os:Debian and not web-9*" />
 			</Field>
-			{selects && (
-				<p id="task-target-preview" class={selects.error ? "error" : "muted"} aria-live="polite">
-					{selects.error ?? `selects ${selects.value?.count} host(s) now${selects.value?.hosts.length ? `: ${selects.value.hosts.slice(0, 8).join(", ")}${(selects.value?.count ?? 0) > 8 ? ", …" : ""}` : ""}`}
-				</p>
-			)}
+			<TargetPreview id="task-target-preview" preview={selects} />
 			<Field label="Start (YYYY-MM-DD HH:MM)">
 				<input id="task-start" required value={start} onInput={value(setStart)} />
 			</Field>
