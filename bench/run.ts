@@ -38,7 +38,9 @@
  *                      set), webhooks (deliveries next to hanging receivers, bench/webhooks.ts;
  *                      BENCH_ALERTS, BENCH_HANGING), vpn (the VPN sync against the Pritunl simulator, bench/vpn.ts);
  *                      stats (snapshots and the aggregated statistics over 30 days of history,
- *                      bench/stats.ts; BENCH_STATS_HOSTS, BENCH_STATS_DAYS, BENCH_STATS_CHANGE); default all thirteen
+ *                      bench/stats.ts; BENCH_STATS_HOSTS, BENCH_STATS_DAYS, BENCH_STATS_CHANGE); ui (the hosts page at 50,000 hosts
+ *                      in Chromium: time to first rows and to a filtered page, bench/ui.ts; BENCH_UI_HOSTS, BENCH_UI_ROUNDS);
+ *                      default all fourteen
  *   BENCH_REQUESTS     comma list of requests to measure: list,item,filtered (default all three); `root`
  *                      (GET /api/, an action that does nothing) shows the floor of the gateway path
  *   BENCH_CACHES       comma list of read-cache settings to run each deployment with: on,off (default both)
@@ -70,11 +72,12 @@ import { benchWebhooks } from "./webhooks";
 import { benchVpn } from "./vpn";
 import { benchStats } from "./stats";
 import { benchCurve } from "./curve";
+import { benchUi } from "./ui";
 import { DIST, envInt, benchNats, benchNatsIfStarted, cleanup, stopProc, tempDirs, type Proc } from "./support";
 import { CONNECTIONS, DURATION, PROFILE_DIR, WARMUP, capture, findPidByName, load, paths, seed, startBare, startDeployment, type Cache, type Captured, type CpuUse, type Deployment, type RequestName, type SeedInfo } from "./reads";
 
 const HOSTS = envInt("BENCH_HOSTS", 10_000);
-const PARTS = ["inproc", "nats", "curve", "cm", "groups", "jobs", "rollouts", "conformity", "governance", "tasks", "webhooks", "vpn", "stats"];
+const PARTS = ["inproc", "nats", "curve", "cm", "groups", "jobs", "rollouts", "conformity", "governance", "tasks", "webhooks", "vpn", "stats", "ui"];
 const ONLY = (process.env.BENCH_ONLY || PARTS.join(",")).split(",").map(s => s.trim());
 const READ_DEPLOYMENTS = ONLY.filter(d => d === "inproc" || d === "nats") as Deployment[];
 const REQUESTS = (process.env.BENCH_REQUESTS || "list,item,filtered").split(",").map(s => s.trim());
@@ -316,6 +319,11 @@ async function main(): Promise<number> {
 		const stats = await benchStats(log);
 		process.stdout.write(`\nstatistics bench — node ${process.version}, ${os.cpus().length} cpu, stats service on NeDB in memory\n\n${stats.report}\n`);
 		valid &&= stats.valid;
+	}
+	if (ONLY.includes("ui")) {
+		const ui = await benchUi(path.join(tmp, "ui"), log);
+		process.stdout.write(`\nhosts page bench — node ${process.version}, ${os.cpus().length} cpu, the built dashboard in Chromium\n\n${ui.report}\n`);
+		valid &&= ui.valid;
 	}
 	await (await benchNatsIfStarted())?.stop();
 	return valid ? 0 : 1;

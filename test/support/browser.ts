@@ -15,7 +15,10 @@ const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", 
 
 export const SKIP_BROWSER = process.env.SKIP_BROWSER === "1";
 /** `describe`, or `describe.skip` with SKIP_BROWSER=1. */
-export const describeBrowser = SKIP_BROWSER ? describe.skip : describe;
+export function describeBrowser(name: string, body: () => void): void {
+	// Looked up when called: the module is also loaded outside jest (bench/ui.ts), where there is no `describe`.
+	(SKIP_BROWSER ? describe.skip : describe)(name, body);
+}
 
 export interface Browser {
 	context: BrowserContext;
