@@ -19,6 +19,8 @@ import { request, eventually, withQuery } from "./support/http";
 declare const document: any;
 declare const echarts: any;
 declare const location: { hash: string };
+declare const sessionStorage: { getItem(k: string): string | null };
+declare const localStorage: { removeItem(k: string): void };
 
 const ARTIFACTS = path.join(ROOT, "test-artifacts", "dashboard");
 const HTTP_DATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
@@ -794,6 +796,25 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.waitForSelector('[data-op="GET /whoami"] pre.try-answer:has-text("dash-viewer")');
 		expect(await page.locator('[data-op="POST /groups"] button:has-text("Try it")').count()).toBe(0);
 		await shot("11-api-docs");
+	});
+
+	it("opens the API page and the dashboard in new tabs signed in, with the token a signed-in tab lends (never stored beyond the tab)", async () => {
+		await page.goto(`${base}/#/hosts`);
+		await page.waitForSelector("#hosts tbody tr");
+		for (const [path, ready] of [["/docs.html", '[data-op="GET /hosts"]'], ["/#/hosts", "#hosts tbody tr"]]) {
+			const tab = await context.newPage();
+			try {
+				await tab.goto(`${base}${path}`);
+				await tab.waitForSelector(ready);
+				expect(await tab.locator("#token").count()).toBe(0);
+				// The viewer's token, now in that tab's own sessionStorage; nothing in localStorage or cookies.
+				expect(await tab.evaluate(() => sessionStorage.getItem("fleet-ctl.token"))).toBe(viewerToken);
+				expect(await tab.evaluate(() => JSON.stringify({ ...(localStorage as object) }))).not.toContain(viewerToken);
+				expect((await context.cookies()).map(c => c.value)).not.toContain(viewerToken);
+			} finally {
+				await tab.close();
+			}
+		}
 	});
 
 	it("had no script error, no CSP violation and no request to another origin", () => {

@@ -2,7 +2,7 @@
  * The fleet-ctl dashboard: one page, views chosen by the URL's hash, everything read and done through
  * /api with the signed-in token. What the token's role may not do is not offered (GET /api/whoami).
  */
-import { api, q, token, followAlerts, signInOptions, signOutSession, ApiError, type Me } from "./client";
+import { api, q, token, followAlerts, signInOptions, signOutSession, borrowToken, shareToken, ApiError, type Me } from "./client";
 import { h, clear, pill, show, table, toast } from "./dom";
 import { approvalsView } from "./approvals";
 import { windowsView } from "./windows";
@@ -83,8 +83,13 @@ function signIn(message?: string): void {
 	input.focus();
 }
 
+/** While signed in with a token, this tab lends it to the dashboard's other tabs that ask (ui/client.ts). */
+let lending: (() => void) | null = null;
+
 async function start(): Promise<void> {
 	me = await api<Me>("GET", "whoami");
+	lending?.();
+	lending = token.get() ? shareToken() : null;
 	(document.getElementById("top") as HTMLElement).hidden = false;
 	clear(document.getElementById("who") as HTMLElement, h("span", { class: "muted" }, `${me.name} · `), pill(me.role));
 	buildNav();
@@ -472,6 +477,8 @@ window.addEventListener("fleet:unauthorized", () => {
 	stream?.stop();
 	me = null;
 	token.clear();
+	lending?.();
+	lending = null;
 	// After the view that made the refused request has shown its error: the sign-in replaces it.
 	setTimeout(() => signIn(session ? "Your session ended (it expired or was revoked): sign in again." : "The token was refused (invalid, expired or revoked): sign in again."), 0);
 });
@@ -480,6 +487,8 @@ window.addEventListener("fleet:unauthorized", () => {
 	const session = me?.session === true;
 	me = null;
 	token.clear();
+	lending?.();
+	lending = null;
 	location.hash = "";
 	// A single sign-on session ends at the gateway (revoked) and then at the provider.
 	if (session) void signOutSession();
@@ -492,8 +501,15 @@ if (failed) {
 	history.replaceState(null, "", "/");
 	signIn(`Sign-in failed: ${decodeURIComponent(failed[1])}`);
 } else if (token.get()) start().catch(() => signIn());
-// Signed in through single sign-on (a session cookie), or not signed in at all (then no "refused" message).
+// A token lent by another signed-in tab; else signed in through single sign-on (a session cookie), or not signed in
+// at all (then no "refused" message).
 else
-	void fetch("/api/whoami", { headers: { Accept: "application/json" } })
-		.then(res => (res.ok ? start() : signIn()))
+	void borrowToken()
+		.then(lent => {
+			if (lent) {
+				token.set(lent);
+				return start();
+			}
+			return fetch("/api/whoami", { headers: { Accept: "application/json" } }).then(res => (res.ok ? start() : signIn()));
+		})
 		.catch(() => signIn());

@@ -46,6 +46,43 @@ export const token = {
 	clear: () => sessionStorage.removeItem(KEY),
 };
 
+/**
+ * Tabs of this dashboard share a signed-in token on request: a tab opened without one (the API page, a link opened
+ * in a new tab) asks the others over a BroadcastChannel (this origin's pages only), and a signed-in tab answers.
+ * The token stays in each tab's sessionStorage, gone when the tab closes; it is never written anywhere shared.
+ */
+const TABS = "fleet-ctl.tabs";
+
+/** Answers other tabs' requests for the token while this tab holds one; returns how to stop. */
+export function shareToken(): () => void {
+	if (typeof BroadcastChannel === "undefined") return () => undefined;
+	const channel = new BroadcastChannel(TABS);
+	channel.onmessage = (ev: MessageEvent<{ ask?: string }>) => {
+		const held = token.get();
+		if (ev.data?.ask && held) channel.postMessage({ answer: ev.data.ask, token: held });
+	};
+	return () => channel.close();
+}
+
+/** The token of another signed-in tab of this dashboard, or null when none answers within `waitMs`. */
+export function borrowToken(waitMs = 400): Promise<string | null> {
+	if (typeof BroadcastChannel === "undefined") return Promise.resolve(null);
+	return new Promise(resolve => {
+		const channel = new BroadcastChannel(TABS);
+		const ask = crypto.randomUUID();
+		const done = (t: string | null) => {
+			clearTimeout(timer);
+			channel.close();
+			resolve(t);
+		};
+		const timer = setTimeout(() => done(null), waitMs);
+		channel.onmessage = (ev: MessageEvent<{ answer?: string; token?: string }>) => {
+			if (ev.data?.answer === ask && typeof ev.data.token === "string") done(ev.data.token);
+		};
+		channel.postMessage({ ask });
+	});
+}
+
 /** `path?k=v` with objects as JSON and arrays as repeated `k[]`. */
 export function q(path: string, query: Record<string, unknown> = {}): string {
 	const parts: string[] = [];

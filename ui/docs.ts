@@ -3,7 +3,7 @@
  * rendered as one section per tag, one card per operation (method, path, least role, parameters, body and answers),
  * and "Try it" for reads: the request made as the signed-in caller, its answer shown (never a write).
  */
-import { api, token } from "./client";
+import { api, borrowToken, token } from "./client";
 import { h, clear } from "./dom";
 
 const main = document.getElementById("main") as HTMLElement;
@@ -57,6 +57,11 @@ function tryIt(path: string): HTMLElement {
 async function load(): Promise<void> {
 	let doc: any;
 	try {
+		// Opened in a new tab: a signed-in dashboard tab lends its token (no single sign-on session needs it).
+		if (!token.get()) {
+			const lent = await borrowToken();
+			if (lent) token.set(lent);
+		}
 		doc = await api("GET", "openapi.json");
 	} catch (err) {
 		const had = token.get();
