@@ -561,6 +561,29 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		expect(hook.secret).not.toBe(await page.locator("#wh-secret code").textContent()); // shown once, masked after
 		await page.waitForSelector(`#webhooks button[data-webhook="${hook._id}"][data-do="toggle"]:has-text("Pause")`);
 		await shot("10-webhooks");
+		// Changed through its form: other types, every level, a description.
+		await page.click(`#webhooks tr[data-id="${hook._id}"] button:has-text("Edit")`);
+		await page.waitForSelector("#wh-edit");
+		expect(await page.locator("#wh-edit-types").inputValue()).toBe("host.* patch.failed");
+		await page.fill("#wh-edit-types", "key.*");
+		for (const level of ["error", "critical"]) await page.uncheck(`#wh-edit input[data-level="${level}"]`);
+		await page.fill("#wh-edit-description", "the key desk");
+		await page.click("#wh-edit button[type=submit]");
+		await page.waitForSelector(`#webhooks tr[data-id="${hook._id}"]:has-text("the key desk")`);
+		expect((await listed())[0]).toMatchObject({ types: ["key.*"], levels: [], description: "the key desk", active: true });
+		// A refused change says why, by field.
+		await page.click(`#webhooks tr[data-id="${hook._id}"] button:has-text("Edit")`);
+		await page.fill("#wh-edit-types", "no spaces/allowed");
+		await page.click("#wh-edit button[type=submit]");
+		await page.waitForSelector("#wh-edit .error:has-text('types')");
+		await page.click("#wh-edit button:has-text('Cancel')");
+		// Its delivery log: an alert it listens to, delivered (or being retried: the receiver does not exist).
+		await h.call("alerts.raise", { type: "key.rejected", level: "warning", payload: { hostname: hosts[2] } });
+		await page.click(`#webhooks tr[data-id="${hook._id}"] a:has-text("log")`);
+		await page.waitForSelector("h1:has-text('Deliveries to https://hooks.example.com/dash')");
+		await page.waitForSelector("#deliveries tbody tr:has-text('key.rejected')");
+		await page.goto(`${base}/#/webhooks`);
+		await page.waitForSelector(`#webhooks tr[data-id="${hook._id}"]`);
 		await page.click(`#webhooks button[data-webhook="${hook._id}"][data-do="toggle"]`);
 		await page.waitForSelector(`#webhooks button[data-webhook="${hook._id}"][data-do="toggle"]:has-text("Activate")`);
 		expect((await listed())[0].active).toBe(false);

@@ -17,6 +17,7 @@ import { hostView as hostPageView } from "./host";
 import { historyView } from "./history";
 import { statsView as statsPageView } from "./stats";
 import { groupView as groupPageView } from "./group";
+import { webhooksView as webhooksPageView } from "./webhooks";
 
 
 const main = document.getElementById("main") as HTMLElement;
@@ -326,83 +327,10 @@ async function jobsView(): Promise<void> {
 }
 
 /** Alert levels, as the webhooks service takes them. */
-const LEVELS = ["debug", "info", "warning", "error", "critical"];
-
-async function webhooksView(): Promise<void> {
-	const body = h("div", {});
-	const url = h("input", { id: "wh-url", placeholder: "https://receiver.example/fleet", size: 40, "aria-label": "Receiver URL" });
-	const types = h("input", { id: "wh-types", placeholder: "alert types, e.g. host.* patch.failed", size: 30, value: "*", "aria-label": "Alert types" });
-	// No level ticked: every level.
-	const levels = LEVELS.map(level => h("input", { type: "checkbox", value: level, "data-level": level, "aria-label": `Level ${level}` }));
-	const out = h("div", {});
-	const act = async (work: () => Promise<unknown>) => {
-		try {
-			await work();
-		} catch (err) {
-			toast(problemText(err));
-		}
-		void load();
-	};
-	const load = async () => {
-		try {
-			const res = await api("GET", q("webhooks", { max_results: 50 }));
-			clear(
-				body,
-				table(
-					["URL", "Types", "Levels", "Active", "Deliveries", ""],
-					res._items.map((w: any) => [
-						h("span", { class: "mono" }, w.url),
-						show(w.types),
-						show(w.levels?.length ? w.levels : "all"),
-						show(w.active !== false),
-						h("a", { href: `#/webhooks/${w._id}` }, "log"),
-						[
-							h("button", { class: "secondary", "data-webhook": w._id, "data-do": "toggle", onclick: () => act(() => api("PATCH", `webhooks/${w._id}`, { active: w.active === false })) }, w.active === false ? "Activate" : "Pause"),
-							h("button", { class: "secondary", "data-webhook": w._id, "data-do": "delete", onclick: () => act(() => api("DELETE", `webhooks/${w._id}`)) }, "Delete"),
-						],
-					]),
-					{ id: "webhooks" },
-				),
-			);
-		} catch (err) {
-			clear(body, problem(err));
-		}
-	};
-	const form = h(
-		"form",
-		{
-			id: "wh-form",
-			class: "bar",
-			onsubmit: async (ev: Event) => {
-				ev.preventDefault();
-				try {
-					const chosen = levels.filter(l => l.checked).map(l => l.value);
-					const res = await api("POST", "webhooks", { url: url.value.trim(), types: types.value.split(/[\s,]+/).filter(Boolean), ...(chosen.length ? { levels: chosen } : {}) });
-					clear(out, h("p", { id: "wh-secret" }, "Signing secret (shown once, keep it): ", h("code", { class: "mono" }, res.secret)));
-					void load();
-				} catch (err) {
-					clear(out, problem(err));
-				}
-			},
-		},
-		url,
-		types,
-		h("span", { class: "muted" }, "levels:"),
-		levels.map(l => h("label", {}, l, l.value)),
-		h("button", { type: "submit" }, "Subscribe"),
-	);
-	clear(main, h("h1", {}, "Webhooks"), form, out, body);
-	await load();
-}
-
-async function deliveriesView(id: string): Promise<void> {
-	clear(main, h("p", {}, h("a", { href: "#/webhooks" }, "‹ Webhooks")), h("h1", {}, "Deliveries"));
-	try {
-		const res = await api("GET", q(`webhooks/${encodeURIComponent(id)}/deliveries`, { max_results: 50 }));
-		main.append(table(["When", "Alert", "Status", "Attempts", "Last answer", "Next attempt"], res._items.map((d: any) => [show(d._created), d.type, pill(d.status), show(d.attempts), show(d.last_error ?? d.last_status), show(d.next_attempt)])));
-	} catch (err) {
-		main.append(problem(err));
-	}
+/** Webhooks and their deliveries are Preact pages (ui/webhooks.tsx). */
+function webhooksView(id?: string): void {
+	main.replaceChildren();
+	disposers.push(webhooksPageView(main, id));
 }
 
 // ------------------------------------------------------------------ routing
@@ -438,7 +366,7 @@ async function route(): Promise<void> {
 			disposers.push(historyView(main, me, id));
 			return;
 		case "webhooks":
-			return can("admin") ? (id ? deliveriesView(id) : webhooksView()) : hostsView();
+			return can("admin") ? webhooksView(id) : hostsView();
 		case "approvals":
 			if (!can("operator")) return hostsView();
 			// A Preact page (ui/approvals.tsx), taken down when the view changes.
