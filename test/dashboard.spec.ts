@@ -184,7 +184,10 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.click("details.columns summary");
 		await page.check("#host-columns label:has-text('Groups') input");
 		await page.waitForSelector('#hosts th[data-field="groups"]');
-		const cells = await page.locator("#hosts tbody tr td:nth-child(" + ((await page.locator("#hosts thead th").allTextContents()).findIndex(t => t.startsWith("Groups")) + 1) + ")").allTextContents();
+		const column = (await page.locator("#hosts thead th").allTextContents()).findIndex(t => t.startsWith("Groups")) + 1;
+		// The rows asked for again with the new column: until they have come.
+		await page.waitForFunction(n => [...document.querySelectorAll(`#hosts tbody tr td:nth-child(${n})`)].every((td: any) => td.textContent !== "–"), column);
+		const cells = await page.locator(`#hosts tbody tr td:nth-child(${column})`).allTextContents();
 		expect(cells.every(c => c.split(", ").includes("web"))).toBe(true);
 		expect(cells.join(" ")).not.toContain(web);
 		await page.reload();

@@ -125,7 +125,8 @@ function StatsPage() {
 							? `${drawn.label}: ${drawn.points.length} point(s), one per ${step} (the last snapshot in each). Latest, as of ${when(last.at)}: ${last.up} up, ${last.down} down, ${last.unknown} unknown (never seen up: a key not accepted yet, or a minion that never answered).`
 							: `${drawn.label}: no snapshots in this range.`}
 					</p>
-					<Chart drawn={drawn} />
+					{/* A new element per drawing: the one it replaces may already say data-drawn. */}
+					<Chart key={`${drawn.interval}:${drawn.end}`} drawn={drawn} />
 					<details>
 						<summary>The points</summary>
 						<div class="table-scroll" tabIndex={0}>
