@@ -7,24 +7,15 @@
  */
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, q, ApiError, type Me } from "./client";
-import { Field, GroupPicker, Problem, TargetPreview, useTargetPreview } from "./parts";
-import { GROUP_KINDS } from "./groups";
+import { api, q, type Me } from "./client";
+import { Problem } from "./parts";
+import { GROUP_KINDS, GroupForm, type Group } from "./groups";
 import { RunPanel } from "./run";
 
 declare const echarts: {
 	init(el: HTMLElement): { setOption(o: unknown): void; dispose(): void; on(e: string, f: (p: any) => void): void };
 };
 
-interface Group {
-	_id: string;
-	name: string;
-	type?: number;
-	hosts?: string[];
-	subgroups?: string[];
-	info?: { regex?: string; grain?: Record<string, string>; target?: string | null };
-	_updated?: string;
-}
 
 interface GraphNode {
 	id: string;
@@ -127,48 +118,6 @@ function Graph({ group, groups }: { group: Group; groups: Group[] }) {
 	);
 }
 
-function EditGroup({ group, groups, onSaved }: { group: Group; groups: Group[]; onSaved: () => void }) {
-	const [name, setName] = useState(group.name);
-	const [hosts, setHosts] = useState((group.hosts ?? []).join(", "));
-	const [target, setTarget] = useState(group.info?.target ?? "");
-	const [subgroups, setSubgroups] = useState<string[]>(group.subgroups ?? []);
-	const preview = useTargetPreview(target);
-	const [error, setError] = useState("");
-	const otherRule = !!(group.info?.regex || (group.info?.grain && Object.keys(group.info.grain).length));
-	const submit = async (ev: Event) => {
-		ev.preventDefault();
-		setError("");
-		try {
-			const listed = hosts.split(/[\s,]+/).filter(Boolean);
-			await api("PATCH", `groups/${group._id}`, { name, hosts: listed, subgroups, info: { target: target.trim() || null }, type: target.trim() || otherRule ? 1 : 0 });
-			onSaved();
-		} catch (err) {
-			const issues = (err as ApiError).issues;
-			setError(`${(err as Error).message}${issues ? `: ${JSON.stringify(issues)}` : ""}`);
-		}
-	};
-	return (
-		<form class="card" id="edit-group" onSubmit={submit}>
-			<h2>Change the group</h2>
-			<Field label="Name">
-				<input id="edit-group-name" required value={name} onInput={e => setName((e.target as HTMLInputElement).value)} />
-			</Field>
-			<Field label="Hosts (listed)">
-				<input id="edit-group-hosts" value={hosts} onInput={e => setHosts((e.target as HTMLInputElement).value)} />
-			</Field>
-			<Field label="Rule (compound target)">
-				<input id="edit-group-target" value={target} placeholder="G@roles:web and not web-9*" onInput={e => setTarget((e.target as HTMLInputElement).value)} />
-			</Field>
-			<TargetPreview id="edit-group-preview" preview={preview} />
-			<Field label="Subgroups">
-				<GroupPicker id="edit-group-subgroups" groups={groups.filter(g => g._id !== group._id)} chosen={subgroups} onChange={setSubgroups} />
-			</Field>
-			<button type="submit">Save changes</button>
-			<Problem text={error} />
-		</form>
-	);
-}
-
 function GroupPage({ id, me }: { id: string; me: Me }) {
 	const [group, setGroup] = useState<Group | null>(null);
 	const [groups, setGroups] = useState<Group[]>([]);
@@ -259,7 +208,7 @@ function GroupPage({ id, me }: { id: string; me: Me }) {
 				</section>
 			</div>
 			{me.role !== "viewer" && <RunPanel kind="groups" id={group._id} />}
-			{me.role === "admin" && <EditGroup key={group._updated} group={group} groups={groups} onSaved={() => setTick(t => t + 1)} />}
+			{me.role === "admin" && <GroupForm key={group._updated} group={group} groups={groups} prefix="edit-group" onDone={() => setTick(t => t + 1)} />}
 			<Graph group={group} groups={groups} />
 		</section>
 	);

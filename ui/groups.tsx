@@ -9,58 +9,69 @@ import { useEffect, useState } from "preact/hooks";
 import { api, q, ApiError, type Me } from "./client";
 import { Button, Field, GroupPicker, Head, Problem, TargetPreview, useGuard, useTargetPreview } from "./parts";
 
-interface Group {
+export interface Group {
 	_id: string;
 	name: string;
 	type?: number;
 	hosts?: string[];
 	subgroups?: string[];
-	info?: { regex?: string; grain?: Record<string, string>; target?: string };
+	info?: { regex?: string; grain?: Record<string, string>; target?: string | null };
+	_updated?: string;
 }
 
 /** What a group's `type` means (docs/graph.md). */
 export const GROUP_KINDS: Record<number, string> = { 0: "static", 1: "automatic (rule)", 2: "graph root", 3: "type 3", 4: "type 4" };
 
-function NewGroup({ groups, onMade }: { groups: Group[]; onMade: () => void }) {
-	const [name, setName] = useState("");
-	const [hosts, setHosts] = useState("");
-	const [target, setTarget] = useState("");
-	const [subgroups, setSubgroups] = useState<string[]>([]);
+/**
+ * The form that makes a group (`group` absent) or changes one: name, listed hosts, a compound target rule (previewed
+ * as it is typed; emptied on a change, the rule is dropped) and subgroups. `prefix` names its elements.
+ */
+export function GroupForm({ group, groups, prefix, onDone }: { group?: Group; groups: Group[]; prefix: string; onDone: () => void }) {
+	const [name, setName] = useState(group?.name ?? "");
+	const [hosts, setHosts] = useState((group?.hosts ?? []).join(", "));
+	const [target, setTarget] = useState(group?.info?.target ?? "");
+	const [subgroups, setSubgroups] = useState<string[]>(group?.subgroups ?? []);
 	const preview = useTargetPreview(target);
 	const [error, setError] = useState("");
+	// A rule the form does not edit (a nodegroup's regex or grains) keeps the group automatic.
+	const otherRule = !!(group?.info?.regex || (group?.info?.grain && Object.keys(group.info.grain).length));
 	const submit = async (ev: Event) => {
 		ev.preventDefault();
 		setError("");
 		try {
 			const listed = hosts.split(/[\s,]+/).filter(Boolean);
-			await api("POST", "groups", { name, type: target ? 1 : 0, ...(listed.length ? { hosts: listed } : {}), ...(subgroups.length ? { subgroups } : {}), ...(target ? { info: { target } } : {}) });
-			setName("");
-			setHosts("");
-			setTarget("");
-			setSubgroups([]);
-			onMade();
+			const rule = target.trim();
+			if (group) await api("PATCH", `groups/${group._id}`, { name, hosts: listed, subgroups, info: { target: rule || null }, type: rule || otherRule ? 1 : 0 });
+			else {
+				await api("POST", "groups", { name, type: target ? 1 : 0, ...(listed.length ? { hosts: listed } : {}), ...(subgroups.length ? { subgroups } : {}), ...(target ? { info: { target } } : {}) });
+				setName("");
+				setHosts("");
+				setTarget("");
+				setSubgroups([]);
+			}
+			onDone();
 		} catch (err) {
 			const issues = (err as ApiError).issues;
 			setError(`${(err as Error).message}${issues ? `: ${JSON.stringify(issues)}` : ""}`);
 		}
 	};
 	return (
-		<form class="card" id="new-group" onSubmit={submit}>
-			<h2>New group</h2>
+		<form class="card" id={group ? "edit-group" : "new-group"} onSubmit={submit}>
+			<h2>{group ? "Change the group" : "New group"}</h2>
 			<Field label="Name">
-				<input id="group-name" required value={name} onInput={e => setName((e.target as HTMLInputElement).value)} />
+				<input id={`${prefix}-name`} required value={name} onInput={e => setName((e.target as HTMLInputElement).value)} />
 			</Field>
 			<Field label="Hosts (listed)">
-				<input id="group-hosts" value={hosts} placeholder="web-01, web-02" onInput={e => setHosts((e.target as HTMLInputElement).value)} />
+				<input id={`${prefix}-hosts`} value={hosts} placeholder="web-01, web-02" onInput={e => setHosts((e.target as HTMLInputElement).value)} />
 			</Field>
 			<Field label="Rule (compound target)">
-				<input id="group-target" value={target} placeholder="G@roles:web and not web-9*" onInput={e => setTarget((e.target as HTMLInputElement).value)} />
+				<input id={`${prefix}-target`} value={target} placeholder="G@roles:web and not web-9*" onInput={e => setTarget((e.target as HTMLInputElement).value)} />
 			</Field>
-			<TargetPreview id="group-preview" preview={preview} />
+			<TargetPreview id={`${prefix}-preview`} preview={preview} />
 			<Field label="Subgroups">
-				<GroupPicker id="group-subgroups" groups={groups} chosen={subgroups} onChange={setSubgroups} />
+				<GroupPicker id={`${prefix}-subgroups`} groups={group ? groups.filter(g => g._id !== group._id) : groups} chosen={subgroups} onChange={setSubgroups} />
 			</Field>
-			<button type="submit">Add group</button>
+			<button type="submit">{group ? "Save changes" : "Add group"}</button>
 			<Problem text={error} />
 		</form>
 	);
@@ -118,7 +129,7 @@ function GroupsPage({ me }: { me: Me }) {
 					</tbody>
 				</table>
 			)}
-			{admin && groups !== null && <NewGroup groups={groups} onMade={() => void load()} />}
+			{admin && groups !== null && <GroupForm groups={groups} prefix="group" onDone={() => void load()} />}
 		</section>
 	);
 }

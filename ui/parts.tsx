@@ -1,6 +1,6 @@
 /** Small Preact pieces the pages share. */
 import { useEffect, useState } from "preact/hooks";
-import { api } from "./client";
+import { api, ApiError } from "./client";
 
 /** An error said in words, announced to screen readers; nothing when there is none. */
 export function Problem({ text }: { text: string }) {
@@ -135,4 +135,10 @@ export function TargetPreview({ id, preview }: { id: string; preview: TargetPrev
 			{preview.missing.length ? `; named but not in the fleet: ${preview.missing.join(", ")}` : ""}
 		</p>
 	);
+}
+
+/** What a refused write says, with its fields' issues in words (`field message; …`). */
+export function refusal(err: unknown): string {
+	const issues = (err as ApiError).issues as Record<string, unknown> | undefined;
+	return `${(err as Error).message}${issues ? `: ${Object.entries(issues).map(([k, v]) => `${k} ${typeof v === "string" ? v : JSON.stringify(v)}`).join("; ")}` : ""}`;
 }

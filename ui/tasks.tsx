@@ -6,8 +6,8 @@
  */
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { api, q, ApiError, type Me } from "./client";
-import { Button, Field, GroupPicker, Head, Problem, TargetPreview, useGuard, useTargetPreview } from "./parts";
+import { api, q, type Me } from "./client";
+import { Button, Field, GroupPicker, Head, Problem, TargetPreview, useGuard, refusal, useTargetPreview } from "./parts";
 import { parseRunArgs, splitWords } from "../lib/repl/words";
 
 interface Task {
@@ -58,11 +58,6 @@ function wallTime(httpDate: string | undefined): string {
 	return Number.isNaN(d.getTime()) ? "" : d.toISOString().slice(0, 16).replace("T", " ");
 }
 
-/** What a refused write says, with its fields' issues in words. */
-function refusal(err: unknown): string {
-	const issues = (err as ApiError).issues;
-	return `${(err as Error).message}${issues ? `: ${Object.entries(issues).map(([k, v]) => `${k} ${typeof v === "string" ? v : JSON.stringify(v)}`).join("; ")}` : ""}`;
-}
 
 /** Asks `ask` once typing pauses (and again when `deps` change); its answer, or the reason it failed. */
 function usePreview<T>(ask: (() => Promise<T>) | null, deps: unknown[]): { value?: T; error?: string } | null {

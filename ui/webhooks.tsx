@@ -5,8 +5,8 @@
  */
 import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { api, q, ApiError } from "./client";
-import { Field, Head, Pill, Problem, shown, useGuard } from "./parts";
+import { api, q } from "./client";
+import { Field, Head, Pill, Problem, shown, refusal, useGuard } from "./parts";
 
 interface Webhook {
 	_id: string;
@@ -19,10 +19,6 @@ interface Webhook {
 
 const LEVELS = ["debug", "info", "warning", "error", "critical"];
 
-function refusal(err: unknown): string {
-	const issues = (err as ApiError).issues;
-	return `${(err as Error).message}${issues ? `: ${Object.entries(issues as Record<string, unknown>).map(([k, v]) => `${k} ${typeof v === "string" ? v : JSON.stringify(v)}`).join("; ")}` : ""}`;
-}
 
 /** Subscribes a webhook, or changes `hook`. */
 function WebhookForm({ hook, onDone }: { hook: Webhook | null; onDone: (secret?: string) => void }) {
