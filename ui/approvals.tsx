@@ -4,7 +4,6 @@
  * dry run's predicted changes — with approve/reject and a comment for those who may decide, kept current by
  * /api/approvals/stream without a reload. Everything is rendered as text (Preact escapes), never as HTML.
  */
-import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { Head, Problem, RuleActions, useGuard } from "./parts";
 import { api, followStream, q, type Me } from "./client";
@@ -182,7 +181,7 @@ function Policies({ me }: { me: Me }) {
 	);
 }
 
-function ApprovalsPage({ me }: { me: Me }) {
+export function ApprovalsPage({ me }: { me: Me }) {
 	const [all, setAll] = useState(false);
 	const [items, setItems] = useState<Approval[] | null>(null);
 	const [error, setError] = useState("");
@@ -259,10 +258,4 @@ function ApprovalsPage({ me }: { me: Me }) {
 			<Policies me={me} />
 		</section>
 	);
-}
-
-/** Renders the page into `root`; answers how to take it down when the view changes. */
-export function approvalsView(root: HTMLElement, me: Me): () => void {
-	render(<ApprovalsPage me={me} />, root);
-	return () => render(null, root);
 }

@@ -3,7 +3,6 @@
  * newest first, filtered on the server by outcome, method, who and path, a page at a time; a record's call and
  * arguments (secrets masked by the API) shown when opened.
  */
-import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, q } from "./client";
 import { Head, Problem } from "./parts";
@@ -31,7 +30,7 @@ interface Record {
 const PAGE = 25;
 const OUTCOMES = ["", "ok", "started", "held", "denied", "failed"];
 
-function AuditPage() {
+export function AuditPage() {
 	const [filter, setFilter] = useState({ outcome: "", method: "", name: "", path: "" });
 	const [page, setPage] = useState(1);
 	const [data, setData] = useState<{ items: Record[]; total: number } | null>(null);
@@ -124,10 +123,4 @@ function AuditPage() {
 			</p>
 		</section>
 	);
-}
-
-/** Renders the page into `root`; answers how to take it down when the view changes. */
-export function auditView(root: HTMLElement): () => void {
-	render(<AuditPage />, root);
-	return () => render(null, root);
 }

@@ -5,7 +5,6 @@
  * (GET /api/graph/{id}) and the hosts each lists or its rule selects, coloured by kind, with a legend that says which
  * colour is which.
  */
-import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, q, type Me } from "./client";
 import { Problem } from "./parts";
@@ -118,7 +117,7 @@ function Graph({ group, groups }: { group: Group; groups: Group[] }) {
 	);
 }
 
-function GroupPage({ id, me }: { id: string; me: Me }) {
+export function GroupPage({ id, me }: { id: string; me: Me }) {
 	const [group, setGroup] = useState<Group | null>(null);
 	const [groups, setGroups] = useState<Group[]>([]);
 	const [resolved, setResolved] = useState<string[] | null>(null);
@@ -212,10 +211,4 @@ function GroupPage({ id, me }: { id: string; me: Me }) {
 			<Graph group={group} groups={groups} />
 		</section>
 	);
-}
-
-/** Renders the page into `root`; answers how to take it down when the view changes. */
-export function groupView(root: HTMLElement, me: Me, id: string): () => void {
-	render(<GroupPage id={id} me={me} />, root);
-	return () => render(null, root);
 }

@@ -4,7 +4,6 @@
  * its subgroups by name; for admins a form to make one — listed hosts, a compound target rule, subgroups — with the
  * hosts it would select previewed as it is typed (POST /targets/preview), and Delete.
  */
-import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, q, ApiError, type Me } from "./client";
 import { Button, Field, GroupPicker, Head, Problem, TargetPreview, useGuard, useTargetPreview } from "./parts";
@@ -77,7 +76,7 @@ export function GroupForm({ group, groups, prefix, onDone }: { group?: Group; gr
 	);
 }
 
-function GroupsPage({ me }: { me: Me }) {
+export function GroupsPage({ me }: { me: Me }) {
 	const [groups, setGroups] = useState<Group[] | null>(null);
 	const [counts, setCounts] = useState<Record<string, number>>({});
 	const [error, guard] = useGuard();
@@ -132,10 +131,4 @@ function GroupsPage({ me }: { me: Me }) {
 			{admin && groups !== null && <GroupForm groups={groups} prefix="group" onDone={() => void load()} />}
 		</section>
 	);
-}
-
-/** Renders the page into `root`; answers how to take it down when the view changes. */
-export function groupsView(root: HTMLElement, me: Me): () => void {
-	render(<GroupsPage me={me} />, root);
-	return () => render(null, root);
 }

@@ -4,10 +4,9 @@
  * (GET /api/actions/stream); a job's page shows what ran where, who asked, its counts, and its hosts' returns as
  * they arrive.
  */
-import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
-import { api, followStream, q, type Me } from "./client";
-import { Head, Problem } from "./parts";
+import { api, followStream, q } from "./client";
+import { Choice, Head, Pager, Problem, startsWith } from "./parts";
 import { JobReturns } from "./run";
 
 interface SaltJob {
@@ -44,7 +43,7 @@ function Counts({ job }: { job: SaltJob }) {
 	);
 }
 
-function HistoryList() {
+export function HistoryList() {
 	const [fun, setFun] = useState("");
 	const [origin, setOrigin] = useState("");
 	const [state, setState] = useState("");
@@ -54,7 +53,7 @@ function HistoryList() {
 	const [tick, setTick] = useState(0);
 	useEffect(() => {
 		const where: Record<string, unknown> = {};
-		if (fun.trim()) where.fun = { $gte: fun.trim(), $lt: `${fun.trim()}\uffff` };
+		if (fun.trim()) where.fun = startsWith(fun.trim());
 		if (origin) where.origin = origin;
 		if (state) where.state = state;
 		let current = true;
@@ -82,20 +81,12 @@ function HistoryList() {
 			clearTimeout(pending);
 		};
 	}, []);
-	const pages = res ? Math.max(1, Math.ceil(res._meta.total / res._meta.max_results)) : 1;
 	return (
 		<section>
 			<h1>Job history</h1>
 			<div class="bar" role="search">
 				<input type="search" id="history-fun" placeholder="Function starts with…" aria-label="Function" value={fun} onInput={e => (setFun((e.target as HTMLInputElement).value), setPage(1))} />
-				<select id="history-origin" aria-label="Origin" value={origin} onChange={e => (setOrigin((e.target as HTMLSelectElement).value), setPage(1))}>
-					<option value="">any origin</option>
-					{ORIGINS.map(o => (
-						<option key={o} value={o}>
-							{o}
-						</option>
-					))}
-				</select>
+				<Choice id="history-origin" label="Origin" any="any origin" values={ORIGINS} value={origin} onChange={e => (setOrigin((e.target as HTMLSelectElement).value), setPage(1))} />
 				<select id="history-state" aria-label="State" value={state} onChange={e => (setState((e.target as HTMLSelectElement).value), setPage(1))}>
 					<option value="">running or finished</option>
 					<option value="running">running</option>
@@ -135,24 +126,12 @@ function HistoryList() {
 					</table>
 				</div>
 			)}
-			{res && res._items.length > 0 && (
-				<div class="bar pager">
-					<button type="button" class="secondary" disabled={page <= 1} onClick={() => setPage(p => p - 1)}>
-						‹ Newer
-					</button>
-					<span id="history-page">
-						page {page} of {pages} · {res._meta.total} jobs
-					</span>
-					<button type="button" class="secondary" disabled={page >= pages} onClick={() => setPage(p => p + 1)}>
-						Older ›
-					</button>
-				</div>
-			)}
+			{res && res._items.length > 0 && <Pager id="history-page" page={page} size={res._meta.max_results} total={res._meta.total} noun="jobs" onPage={setPage} />}
 		</section>
 	);
 }
 
-function JobPage({ jid }: { jid: string }) {
+export function JobPage({ jid }: { jid: string }) {
 	const [job, setJob] = useState<SaltJob | null>(null);
 	const [error, setError] = useState("");
 	useEffect(() => {
@@ -216,10 +195,4 @@ function JobPage({ jid }: { jid: string }) {
 			</section>
 		</section>
 	);
-}
-
-/** Renders the list, or one job's page, into `root`; answers how to take it down when the view changes. */
-export function historyView(root: HTMLElement, _me: Me, jid?: string): () => void {
-	render(jid ? <JobPage jid={jid} /> : <HistoryList />, root);
-	return () => render(null, root);
 }

@@ -4,7 +4,6 @@
  * how it compares with its declared state (and for operators the fix of what drifted), a form to run a function on
  * it, its recent actions and failed patches, and its grains, searchable by name or value.
  */
-import { render } from "preact";
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, download, q, type Me } from "./client";
 import { Head, Pill, Problem, shown } from "./parts";
@@ -217,7 +216,7 @@ function failedSteps(p: Doc): string {
 	return steps.map((step: Doc) => `${step.__id__ ?? step.name ?? "step"}: ${step.comment ?? ""}${step.changes?.stderr ? ` — ${String(step.changes.stderr).slice(0, 200)}` : ""}`).join("\n") || "–";
 }
 
-function HostPage({ id, me }: { id: string; me: Me }) {
+export function HostPage({ id, me }: { id: string; me: Me }) {
 	const host = useRead<Doc>(`hosts/${encodeURIComponent(id)}`, [id]);
 	const h = host.value;
 	const groupIds: string[] = Array.isArray(h?.groups) ? h.groups.slice(0, 50) : [];
@@ -332,10 +331,4 @@ function HostPage({ id, me }: { id: string; me: Me }) {
 			<Grains grains={h.grain && typeof h.grain === "object" ? h.grain : {}} />
 		</section>
 	);
-}
-
-/** Renders the page into `root`; answers how to take it down when the view changes. */
-export function hostView(root: HTMLElement, me: Me, id: string): () => void {
-	render(<HostPage id={id} me={me} />, root);
-	return () => render(null, root);
 }

@@ -5,9 +5,8 @@
  * in this browser. The filter, sort and page live in the URL (#/hosts?status=down&page=2): back and forward
  * work, and a view can be shared.
  */
-import { render } from "preact";
 import { useEffect, useMemo, useState } from "preact/hooks";
-import { api, q, type Me } from "./client";
+import { api, q } from "./client";
 import { Pill, Problem } from "./parts";
 
 interface Host {
@@ -136,7 +135,7 @@ function Cell({ host, column, groupNames }: { host: Host; column: Column; groupN
 	return <td class={column.mono ? "mono" : column.field === "_updated" ? "muted" : ""}>{value == null || value === "" ? "–" : String(value)}</td>;
 }
 
-function HostsPage() {
+export function HostsPage() {
 	const [view, setView] = useState<View>(readView);
 	const [prefix, setPrefix] = useState(view.prefix);
 	const [shown, setShown] = useState<string[]>(shownColumns);
@@ -287,10 +286,4 @@ function HostsPage() {
 			)}
 		</section>
 	);
-}
-
-/** Renders the page into `root`; answers how to take it down when the view changes. */
-export function hostsView(root: HTMLElement, _me: Me): () => void {
-	render(<HostsPage />, root);
-	return () => render(null, root);
 }

@@ -1,6 +1,6 @@
-/** Small Preact pieces the pages share. */
+/** Small Preact pieces the pages share: the props every page gets, errors, table heads, pagers, form fields, pills, target previews. */
 import { useEffect, useState } from "preact/hooks";
-import { api, ApiError } from "./client";
+import { api, ApiError, type Me } from "./client";
 
 /** An error said in words, announced to screen readers; nothing when there is none. */
 export function Problem({ text }: { text: string }) {
@@ -141,4 +141,47 @@ export function TargetPreview({ id, preview }: { id: string; preview: TargetPrev
 export function refusal(err: unknown): string {
 	const issues = (err as ApiError).issues as Record<string, unknown> | undefined;
 	return `${(err as Error).message}${issues ? `: ${Object.entries(issues).map(([k, v]) => `${k} ${typeof v === "string" ? v : JSON.stringify(v)}`).join("; ")}` : ""}`;
+}
+
+/** What the router gives every page: who is signed in, and the id the URL names after the page's own path (#/hosts/<id>). */
+export interface PageProps {
+	me: Me;
+	id?: string;
+}
+
+/** The server's filter for "starts with `prefix`" (the API takes no regular expression in `where`). */
+export function startsWith(prefix: string): { $gte: string; $lt: string } {
+	return { $gte: prefix, $lt: `${prefix}\uffff` };
+}
+
+/** Newer/older buttons around "page N of M · T <noun>", for a list the server pages. */
+export function Pager({ id, page, size, total, noun, onPage }: { id: string; page: number; size: number; total: number; noun: string; onPage: (page: number) => void }) {
+	const pages = Math.max(1, Math.ceil(total / size));
+	return (
+		<div class="bar pager">
+			<button type="button" class="secondary" disabled={page <= 1} onClick={() => onPage(page - 1)}>
+				‹ Newer
+			</button>
+			<span id={id}>
+				page {page} of {pages} · {total} {noun}
+			</span>
+			<button type="button" class="secondary" disabled={page >= pages} onClick={() => onPage(page + 1)}>
+				Older ›
+			</button>
+		</div>
+	);
+}
+
+/** A filter's list to choose from: "any …" (the empty value), then each value as itself. */
+export function Choice({ id, label, any, values, value, onChange }: { id: string; label: string; any: string; values: string[]; value: string; onChange: (e: Event) => void }) {
+	return (
+		<select id={id} aria-label={label} value={value} onChange={onChange}>
+			<option value="">{any}</option>
+			{values.map(v => (
+				<option key={v} value={v}>
+					{v}
+				</option>
+			))}
+		</select>
+	);
 }

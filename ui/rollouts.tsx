@@ -3,7 +3,6 @@
  * then each batch with its state, job, counts and a dry run's predicted changes — followed while it runs, with Pause,
  * Resume and Abort for operators; and a form to start one (the target resolved and authorized by the API).
  */
-import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, q, ApiError, type Me } from "./client";
 import { Head, Problem } from "./parts";
@@ -50,7 +49,7 @@ const CONTROLS: Record<string, string[]> = { running: ["pause", "abort"], paused
 const progress = (r: Rollout) => `${r.done} of ${r.total}`;
 const waitingText = (r: Rollout) => (r.waiting ? (r.waiting.for === "window" ? `waits for the window '${r.waiting.window}' (${r.waiting.until})` : `waits for approval ${r.waiting.approval}`) : "");
 
-function Detail({ id, me }: { id: string; me: Me }) {
+export function RolloutPage({ id, me }: { id: string; me: Me }) {
 	const [r, setR] = useState<Rollout | null>(null);
 	const [error, setError] = useState("");
 	const load = async () => {
@@ -164,7 +163,7 @@ function NewRollout() {
 	);
 }
 
-function RolloutsPage({ me }: { me: Me }) {
+export function RolloutsPage({ me }: { me: Me }) {
 	const [items, setItems] = useState<Rollout[] | null>(null);
 	const [error, setError] = useState("");
 	useEffect(() => {
@@ -211,10 +210,4 @@ function RolloutsPage({ me }: { me: Me }) {
 			{me.role !== "viewer" && <NewRollout />}
 		</section>
 	);
-}
-
-/** Renders the list, or one rollout (`id`), into `root`; answers how to take it down when the view changes. */
-export function rolloutsView(root: HTMLElement, me: Me, id?: string): () => void {
-	render(id ? <Detail id={id} me={me} /> : <RolloutsPage me={me} />, root);
-	return () => render(null, root);
 }

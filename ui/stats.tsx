@@ -6,7 +6,6 @@
  * `where={"status":"down"}` so that hosts down and hosts never seen up (`unknown`: a key not accepted yet, a minion
  * never answering) are told apart.
  */
-import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, q, ApiError } from "./client";
 
@@ -67,7 +66,7 @@ function Chart({ drawn }: { drawn: Drawn }) {
 	return <div class="chart" id="online-chart" ref={box} data-points={String(drawn.points.length)} data-interval={String(drawn.interval)} role="img" aria-label={`Hosts up, down and unknown, ${drawn.label}`} />;
 }
 
-function StatsPage() {
+export function StatsPage() {
 	const [range, setRange] = useState(1);
 	const [drawn, setDrawn] = useState<Drawn | null>(null);
 	const [error, setError] = useState<{ text: string; unavailable: boolean } | null>(null);
@@ -158,10 +157,4 @@ function StatsPage() {
 			)}
 		</section>
 	);
-}
-
-/** Renders the page into `root`; answers how to take it down when the view changes. */
-export function statsView(root: HTMLElement): () => void {
-	render(<StatsPage />, root);
-	return () => render(null, root);
 }

@@ -4,7 +4,6 @@
  * change it — the schedule's next runs previewed by the server as it is typed (POST /tasks/preview), the compound
  * target's hosts too (POST /targets/preview) — Pause/Resume and Delete.
  */
-import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, q, type Me } from "./client";
 import { Button, Field, GroupPicker, Head, Problem, TargetPreview, useGuard, refusal, useTargetPreview } from "./parts";
@@ -178,7 +177,7 @@ function TaskForm({ task, groups, onDone }: { task: Task | null; groups: Array<{
 	);
 }
 
-function TasksPage({ me }: { me: Me }) {
+export function TasksPage({ me }: { me: Me }) {
 	const [tasks, setTasks] = useState<Task[] | null>(null);
 	const [groups, setGroups] = useState<Array<{ _id: string; name: string }>>([]);
 	const [editing, setEditing] = useState<Task | "new" | null>(null);
@@ -262,10 +261,4 @@ function TasksPage({ me }: { me: Me }) {
 			)}
 		</section>
 	);
-}
-
-/** Renders the page into `root`; answers how to take it down when the view changes. */
-export function tasksView(root: HTMLElement, me: Me): () => void {
-	render(<TasksPage me={me} />, root);
-	return () => render(null, root);
 }

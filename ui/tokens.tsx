@@ -3,7 +3,6 @@
  * scripts (`/api/tokens/mine`: made with a role at most theirs, the secret shown once, revocable), and for admins
  * every token and session with who it is, its role, scope and expiry, and revocation.
  */
-import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, q, type Me } from "./client";
 import { Button, Field, Head, Problem, useGuard } from "./parts";
@@ -138,7 +137,7 @@ function AllTokens() {
 	);
 }
 
-function TokensPage({ me }: { me: Me }) {
+export function TokensPage({ me }: { me: Me }) {
 	return (
 		<section>
 			<h1>Tokens</h1>
@@ -146,10 +145,4 @@ function TokensPage({ me }: { me: Me }) {
 			{me.role === "admin" && <AllTokens />}
 		</section>
 	);
-}
-
-/** Renders the page into `root`; answers how to take it down when the view changes. */
-export function tokensView(root: HTMLElement, me: Me): () => void {
-	render(<TokensPage me={me} />, root);
-	return () => render(null, root);
 }

@@ -3,7 +3,6 @@
  * back) and their organizations, by name; for operators Sync (an organization read again from its Pritunl), for
  * admins a form to add a manager, a form to create an organization in one, and Delete.
  */
-import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, q, type Me } from "./client";
 import { Button, Field, Head, Problem, useGuard } from "./parts";
@@ -26,7 +25,7 @@ interface Organization {
 
 const NEW_MANAGER = { name: "", server_address: "", dashboard_address: "", username: "", password: "" };
 
-function VpnPage({ me }: { me: Me }) {
+export function VpnPage({ me }: { me: Me }) {
 	const [managers, setManagers] = useState<Manager[] | null>(null);
 	const [orgs, setOrgs] = useState<Organization[]>([]);
 	const [form, setForm] = useState({ ...NEW_MANAGER });
@@ -174,10 +173,4 @@ function VpnPage({ me }: { me: Me }) {
 			)}
 		</section>
 	);
-}
-
-/** Renders the page into `root`; answers how to take it down when the view changes. */
-export function vpnView(root: HTMLElement, me: Me): () => void {
-	render(<VpnPage me={me} />, root);
-	return () => render(null, root);
 }

@@ -3,10 +3,10 @@
  * whether it is active and how its deliveries went; a form that subscribes one (its signing secret shown once) or
  * changes one (receiver, types, levels, description); Pause/Activate and Delete; a webhook's delivery log.
  */
-import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { api, q } from "./client";
 import { Field, Head, Pill, Problem, shown, refusal, useGuard } from "./parts";
+import { LEVELS } from "./alerts";
 
 interface Webhook {
 	_id: string;
@@ -16,9 +16,6 @@ interface Webhook {
 	active?: boolean;
 	description?: string;
 }
-
-const LEVELS = ["debug", "info", "warning", "error", "critical"];
-
 
 /** Subscribes a webhook, or changes `hook`. */
 function WebhookForm({ hook, onDone }: { hook: Webhook | null; onDone: (secret?: string) => void }) {
@@ -75,7 +72,7 @@ function WebhookForm({ hook, onDone }: { hook: Webhook | null; onDone: (secret?:
 	);
 }
 
-function WebhooksPage() {
+export function WebhooksPage() {
 	const [hooks, setHooks] = useState<Webhook[] | null>(null);
 	const [editing, setEditing] = useState<Webhook | null>(null);
 	const [secret, setSecret] = useState("");
@@ -160,7 +157,7 @@ function WebhooksPage() {
 	);
 }
 
-function DeliveriesPage({ id }: { id: string }) {
+export function DeliveriesPage({ id }: { id: string }) {
 	const [rows, setRows] = useState<Array<Record<string, any>> | null>(null);
 	const [hook, setHook] = useState<Webhook | null>(null);
 	const [error, guard] = useGuard();
@@ -207,10 +204,4 @@ function DeliveriesPage({ id }: { id: string }) {
 			)}
 		</section>
 	);
-}
-
-/** Renders the list, or a webhook's deliveries, into `root`; answers how to take it down when the view changes. */
-export function webhooksView(root: HTMLElement, id?: string): () => void {
-	render(id ? <DeliveriesPage id={id} /> : <WebhooksPage />, root);
-	return () => render(null, root);
 }

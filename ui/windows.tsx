@@ -4,7 +4,6 @@
  * it opens next; for admins a form to add one (the API's refusals shown field by field), and enable, disable or
  * delete. Everyone may read it: operators need to know when their runs may go.
  */
-import { render } from "preact";
 import { useEffect, useState } from "preact/hooks";
 import { Head, Problem, RuleActions, useGuard } from "./parts";
 import { api, q, ApiError, type Me } from "./client";
@@ -84,7 +83,7 @@ function NewWindow({ onMade }: { onMade: () => void }) {
 	);
 }
 
-function WindowsPage({ me }: { me: Me }) {
+export function WindowsPage({ me }: { me: Me }) {
 	const [windows, setWindows] = useState<Window[] | null>(null);
 	const [previews, setPreviews] = useState<Record<string, Preview>>({});
 	const [groups, setGroups] = useState<Record<string, string>>({});
@@ -145,10 +144,4 @@ function WindowsPage({ me }: { me: Me }) {
 			{admin && <NewWindow onMade={() => void load()} />}
 		</section>
 	);
-}
-
-/** Renders the page into `root`; answers how to take it down when the view changes. */
-export function windowsView(root: HTMLElement, me: Me): () => void {
-	render(<WindowsPage me={me} />, root);
-	return () => render(null, root);
 }
