@@ -9,7 +9,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import type { BrowserContext, Page } from "playwright-core";
-import { describeBrowser, openBrowser, type Browser } from "./support/browser";
+import { describeBrowser, openBrowser, violations, type Browser } from "./support/browser";
 import { SaltApiSimulator } from "./simulators/salt-api";
 import { PritunlSimulator, untar } from "./simulators/pritunl";
 import { startEmbedded, ROOT, type Harness } from "./support/harness";
@@ -20,6 +20,7 @@ declare const document: any;
 declare const echarts: any;
 declare const location: { hash: string };
 declare const sessionStorage: { getItem(k: string): string | null };
+declare const history: { back(): void };
 declare const localStorage: { removeItem(k: string): void };
 
 const ARTIFACTS = path.join(ROOT, "test-artifacts", "dashboard");
@@ -343,6 +344,38 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await shot("05b-job");
 	});
 
+	it("lists each host's part of the jobs, filtered by host, function and state and paged by the server, hosts and jobs linked", async () => {
+		const all = (await request("GET", `${url("actions")}?max_results=1`)).body._meta.total;
+		await page.goto(`${base}/#/actions`);
+		await page.waitForSelector("#actions tbody tr");
+		expect(await page.locator("#actions-page").textContent()).toBe(`page 1 of ${Math.ceil(all / 25)} · ${all} actions`);
+		// The function and the host as prefixes, asked of the server: the page shows what the API counts.
+		const where = { action: { $gte: "test.arg", $lt: "test.arg\uffff" }, host: { $gte: hosts[0], $lt: `${hosts[0]}\uffff` } };
+		const expected = (await request("GET", withQuery(url("actions"), { where, max_results: 1 }))).body._meta.total;
+		expect(expected).toBe(1);
+		const asked = page.waitForRequest(r => r.url().includes("/api/actions?") && decodeURIComponent(r.url()).includes('"host":{"$gte"'));
+		await page.fill("#actions-fun", "test.arg");
+		await page.fill("#actions-host", hosts[0]);
+		await asked;
+		await page.waitForFunction(() => document.querySelector("#actions-page")?.textContent === "page 1 of 1 · 1 actions");
+		const row = page.locator("#actions tbody tr");
+		expect(await row.count()).toBe(1);
+		expect(await row.locator("td:nth-child(3)").textContent()).toBe("test.arg");
+		expect(await row.locator("td:nth-child(4)").textContent()).toBe("finished");
+		// Nothing timed out: the page says so, and what the filters do.
+		await page.selectOption("#actions-state", "timeout");
+		await page.waitForSelector("#actions-empty:has-text('No action matches these filters')");
+		await page.selectOption("#actions-state", "");
+		await row.waitFor();
+		// The host by name, the job by its id, each a link to its page.
+		const jid = (await request("GET", withQuery(url("actions"), { where, max_results: 1 }))).body._items[0].jid;
+		expect(await row.locator(`a[href="#/hosts/${hosts[0]}"]`).textContent()).toBe(hosts[0]);
+		await row.locator(`a[href="#/history/${jid}"]`).click();
+		await page.waitForSelector("#job-counts");
+		expect(await page.locator("h1").textContent()).toContain(jid);
+		await shot("05c-actions");
+	});
+
 	it("shows an alert live as it is raised, and marks it read", async () => {
 		await page.goto(`${base}/#/alerts`);
 		await page.waitForSelector("#alerts");
@@ -386,6 +419,42 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 			release();
 			await page.unroute(/\/api\/alerts\?/);
 		}
+	});
+
+	it("filters the alerts by level and read state on the server, pages them, and adds a live one only where the filters take it", async () => {
+		await page.goto(`${base}/#/hosts`);
+		await h.call("alerts.raiseMany", { alerts: [...Array.from({ length: 52 }, (_, i) => ({ type: "patch.failed", level: "info", payload: { hostname: hosts[i % 3] } })), ...Array.from({ length: 2 }, () => ({ type: "host.down", level: "critical", payload: { hostname: hosts[2] } }))] });
+		const total = (await request("GET", `${url("alerts")}?max_results=1`)).body._meta.total;
+		await page.goto(`${base}/#/alerts`);
+		await page.waitForSelector(`#alerts-page:has-text("page 1 of ${Math.ceil(total / 50)} · ${total} alerts")`);
+		expect(await page.locator("#alerts-body tr").count()).toBe(50);
+		await page.click("#alerts-page + button");
+		await page.waitForSelector("#alerts-page:has-text('page 2 of')");
+		expect(await page.locator("#alerts-body tr").count()).toBe(total - 50);
+		// Critical ones only, asked of the server.
+		await page.selectOption("#alerts-level", "critical");
+		await page.waitForSelector("#alerts-page:has-text('page 1 of 1 · 2 alerts')");
+		expect(await page.locator("#alerts-body td:nth-child(2)").allTextContents()).toEqual(["critical", "critical"]);
+		// Live: an info alert is not for this list, a critical one is (at its top).
+		await page.waitForFunction(() => document.body.getAttribute("data-live") === "on");
+		await h.call("alerts.raise", { type: "patch.failed", level: "info", payload: { hostname: hosts[0] } });
+		await h.call("alerts.raise", { type: "key.rejected", level: "critical", payload: { hostname: hosts[1] } });
+		await page.waitForSelector('#alerts-body tr:first-child:has-text("key.rejected")');
+		expect(await page.locator("#alerts-body td:nth-child(2)").allTextContents()).toEqual(["critical", "critical", "critical"]);
+		// The host in its details is a link by name.
+		expect(await page.locator(`#alerts-body tr:first-child a[href="#/hosts/${hosts[1]}"]`).textContent()).toBe(hosts[1]);
+		// Read ones, once all are read: the unread badge goes with them.
+		await page.selectOption("#alerts-level", "");
+		await page.selectOption("#alerts-read", "unread");
+		await page.waitForSelector("#alerts-body tr.unread");
+		await page.waitForSelector("#unread");
+		await page.click("#mark-all");
+		await page.waitForSelector("#alerts-empty:has-text('No alert matches these filters')");
+		await page.waitForSelector("#unread", { state: "detached" });
+		expect((await request("GET", `${url("alerts")}?where=${encodeURIComponent('{"read":false}')}&max_results=1`)).body._meta.total).toBe(0);
+		await page.selectOption("#alerts-read", "read");
+		await page.waitForSelector(`#alerts-page:has-text("· ${total + 2} alerts")`);
+		await shot("06b-alerts-filtered");
 	});
 
 	it("pauses and resumes a task", async () => {
@@ -686,6 +755,69 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.press("#audit-path", "Enter");
 		await page.waitForSelector("p.empty:has-text('No record matches')");
 		await shot("15-audit");
+	});
+
+	it("is driven from the keyboard: g then a letter goes to a page, / puts the cursor in its filter, ? shows the shortcuts in a dialog that Escape closes, the focus back where it was; nothing fires while typing", async () => {
+		await page.goto(`${base}/#/hosts`);
+		await page.waitForSelector("#hosts tbody tr");
+		await page.keyboard.press("g");
+		await page.keyboard.press("a");
+		await page.waitForSelector("main h1:has-text('Alerts')");
+		expect(await page.evaluate(() => location.hash)).toBe("#/alerts");
+		await page.keyboard.press("g");
+		await page.keyboard.press("j");
+		await page.waitForSelector("main h1:has-text('Job history')");
+		// Back works as after a click.
+		await page.evaluate(() => history.back());
+		await page.waitForSelector("main h1:has-text('Alerts')");
+		// "/" puts the cursor in the page's filter; typing there is typing, not shortcuts.
+		await page.keyboard.press("g");
+		await page.keyboard.press("x");
+		await page.waitForSelector("#actions-host");
+		await page.keyboard.press("/");
+		expect(await page.evaluate(() => document.activeElement?.id)).toBe("actions-host");
+		await page.keyboard.type("g?a/");
+		expect(await page.inputValue("#actions-host")).toBe("g?a/");
+		expect(await page.evaluate(() => location.hash)).toBe("#/actions");
+		expect(await page.locator("dialog").count()).toBe(0);
+		await page.fill("#actions-host", "");
+		await page.evaluate(() => document.activeElement.blur());
+		await page.keyboard.press("g");
+		await page.keyboard.press("h");
+		await page.waitForSelector("#hosts tbody tr");
+		await page.keyboard.press("/");
+		expect(await page.evaluate(() => document.activeElement?.id)).toBe("host-filter");
+		// A letter after "g" that names no page does nothing, nor does the next one alone.
+		await page.evaluate(() => document.activeElement.blur());
+		await page.keyboard.press("g");
+		await page.keyboard.press("z");
+		await page.keyboard.press("a");
+		expect(await page.evaluate(() => location.hash)).toMatch(/^#\/hosts/);
+		// "?" from a link of the menu: a modal dialog named by its heading, the focus in it; Escape closes it and
+		// gives the focus back to the link.
+		await page.focus('#nav a[href="#/tasks"]');
+		await page.keyboard.press("?");
+		const dialog = page.getByRole("dialog", { name: "Keyboard shortcuts" });
+		await dialog.waitFor();
+		expect(await page.evaluate(() => document.querySelector("#shortcuts-help").matches(":modal"))).toBe(true);
+		expect(await page.evaluate(() => !!document.activeElement?.closest("#shortcuts-help"))).toBe(true);
+		const help = await dialog.textContent();
+		for (const line of ["g then h", "Go to Hosts", "g then a", "Go to Alerts", "Go to Audit", "Go to Webhooks", "Put the cursor in the page's filter", "Close this help"]) expect(help).toContain(line);
+		expect(await violations(page)).toEqual([]);
+		await shot("19-shortcuts");
+		// While it is open, the page's shortcuts do not fire.
+		await page.keyboard.press("g");
+		await page.keyboard.press("t");
+		expect(await page.evaluate(() => location.hash)).toMatch(/^#\/hosts/);
+		await page.keyboard.press("Escape");
+		await dialog.waitFor({ state: "detached" });
+		expect(await page.evaluate(() => document.activeElement?.getAttribute("href"))).toBe("#/tasks");
+		// The header's button opens it too; its Close button gives the focus back to that button.
+		await page.click("#shortcuts");
+		await dialog.waitFor();
+		await dialog.locator("button:has-text('Close')").click();
+		await dialog.waitFor({ state: "detached" });
+		expect(await page.evaluate(() => document.activeElement?.id)).toBe("shortcuts");
 	});
 
 	it("starts a rollout from its form, follows its waves, pauses and resumes it until it finishes", async () => {

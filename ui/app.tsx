@@ -145,6 +145,9 @@ function Header({ me, here, unread, onHelp, onSignOut }: { me: Me; here: string;
 	);
 }
 
+/** How many toasts are shown at once. */
+const MAX_TOASTS = 4;
+
 interface Toast {
 	id: number;
 	text: string;
@@ -171,7 +174,8 @@ function App() {
 			.catch(() => setUnread(0));
 	const toast = (text: string) => {
 		const id = Date.now() + Math.random();
-		setToasts(ts => [...ts, { id, text }]);
+		// A burst of alerts shows its newest few (the Alerts page lists them all).
+		setToasts(ts => [...ts.slice(1 - MAX_TOASTS), { id, text }]);
 		setTimeout(() => setToasts(ts => ts.filter(t => t.id !== id)), 6000);
 	};
 	const stopAll = () => {

@@ -3,6 +3,8 @@
  * errors, console errors (but the 401, 422 and 503 answers a page shows on purpose: a sign-in, a form's refusal)
  * and any request to another origin (refused: a dashboard takes nothing from a CDN) noted in `problems`.
  *
+ * `violations(page)` runs axe-core in the page as it is and answers its serious and critical findings.
+ *
  * Without /usr/bin/chromium (CI installs it: .ci/run) a suite fails, unless SKIP_BROWSER=1 says so.
  */
 import fs from "node:fs";
@@ -53,4 +55,18 @@ export async function openBrowser(viewport: { width: number; height: number }): 
 			fs.rmSync(profile, { recursive: true, force: true });
 		},
 	};
+}
+
+// Run in the page (the test's own types have no DOM).
+declare const axe: { run(context: unknown, options: unknown): Promise<{ violations: Array<{ id: string; impact: string | null; help: string; nodes: Array<{ target: unknown[] }> }> }> };
+declare const document: unknown;
+let axeSource = "";
+
+/** The serious and critical accessibility violations axe-core (4.x) finds in the page as it is, one line each. */
+export async function violations(page: Page): Promise<string[]> {
+	axeSource ||= fs.readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
+	// Through the DevTools protocol: the page's CSP (script-src 'self') does not apply to what the test evaluates.
+	if (!(await page.evaluate(() => typeof (globalThis as { axe?: unknown }).axe !== "undefined"))) await page.evaluate(axeSource);
+	const result = await page.evaluate(() => axe.run(document, { resultTypes: ["violations"] }));
+	return result.violations.filter(v => v.impact === "serious" || v.impact === "critical").map(v => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map(n => JSON.stringify(n.target)).slice(0, 5).join(", ")}`);
 }
