@@ -70,15 +70,22 @@ function problemText(err: unknown): string {
 	return `${e.status ? `${e.status}: ` : ""}${e.message}`;
 }
 
+/**
+ * What the gateway offers for signing in (single sign-on or not), asked once as the dashboard loads: a sign-in form
+ * shown later (a session that ended) shows it at once.
+ */
+let signInOffer: { oidc: boolean; name?: string } | null = null;
+const signInOffered = signInOptions().then(o => (signInOffer = o));
+
 function SignIn({ message, onToken }: { message: string; onToken: (t: string) => Promise<void> }) {
 	const [value, setValue] = useState("");
 	const [error, setError] = useState(message);
-	const [sso, setSso] = useState<{ oidc: boolean; name?: string } | null>(null);
+	const [sso, setSso] = useState(signInOffer);
 	const input = useRef<HTMLInputElement>(null);
 	useEffect(() => {
 		input.current?.focus();
 		// Single sign-on, when the gateway offers it: a link (a navigation, not a form) to /auth/login.
-		void signInOptions().then(setSso);
+		void signInOffered.then(setSso);
 	}, []);
 	const submit = async (ev: Event) => {
 		ev.preventDefault();
