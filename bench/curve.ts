@@ -8,8 +8,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { hostId } from "./hosts";
-import { envInt, fmt, sleep, stopProc, type Proc } from "./support";
-import { capture, load, rssMiB, seed, startBare, startDeployment, type Running } from "./reads";
+import { envInt, fmt, sleep, stopProc } from "./support";
+import { capture, load, rssMiB, seed, startBare, startDeployment, type Replayer, type Running } from "./reads";
 import type { LoadResult } from "./load";
 
 const COUNTS = (process.env.BENCH_CURVE || "1000,10000,50000").split(",").map(s => Number(s.trim()));
@@ -77,7 +77,7 @@ export async function benchCurve(dir: string, log: (m: string) => void): Promise
 		const fileMiB = size(path.join(dataDir, "hosts.db")) / 2 ** 20;
 		log(`curve, ${hosts} hosts: starting (caches off) ...`);
 		const first = await start(dataDir, fixed, log);
-		let bare: { base: string; proc: Proc } | null = null;
+		let bare: Replayer | null = null;
 		let ours: LoadResult;
 		let b: LoadResult;
 		let rssAfterLoad: number;
@@ -85,11 +85,11 @@ export async function benchCurve(dir: string, log: (m: string) => void): Promise
 			const captured = await capture(first.running.base, "filtered1", dir, `curve-${hosts}`, seeded, fixed);
 			bare = await startBare([captured], dir, `curve-${hosts}`);
 			ours = await load(first.running.base + captured.path, captured.bodyFile, [first.running.servers[0].child.pid ?? 0], undefined, 1, DURATION);
-			b = await load(bare.base + captured.path, captured.bodyFile, [bare.proc.child.pid ?? 0], undefined, 1, DURATION);
+			b = await load(bare.base + captured.path, captured.bodyFile, bare.procs.map(p => p.child.pid ?? 0), undefined, 1, DURATION);
 			rssAfterLoad = rssMiB(first.running.servers[0].child.pid);
 			log(`  filtered list, 1 connection: p50 ${ours.p50} ms (bare ${b.p50} ms), RSS after ${rssAfterLoad.toFixed(0)} MiB`);
 		} finally {
-			await Promise.all([first.running.stop(), bare ? stopProc(bare.proc) : Promise.resolve()]);
+			await Promise.all([first.running.stop(), ...(bare?.procs ?? []).map(p => stopProc(p))]);
 		}
 		log(`curve, ${hosts} hosts: restarting on the same files ...`);
 		const again = await start(dataDir, fixed, log);

@@ -191,31 +191,56 @@ export async function capture(base: string, request: RequestName, dir: string, l
 	return { request, path: url, status: res.status, headers, body: res.body, bodyFile };
 }
 
+/** Waits until the process prints `pattern`'s line; its first group, or "" without one. */
+async function printed(proc: Proc, pattern: RegExp, what: string): Promise<string> {
+	const deadline = Date.now() + 30_000;
+	while (Date.now() < deadline) {
+		const m = pattern.exec(proc.log.join(""));
+		if (m) return m[1] ?? "";
+		if (proc.child.exitCode !== null) break;
+		await sleep(50);
+	}
+	throw new Error(`${what} did not start\n${procLogs(proc)}`);
+}
+
+/** A server replaying the captured answers, its processes (every one the CPU accounting must count). */
+export interface Replayer {
+	base: string;
+	procs: Proc[];
+}
+
 /**
- * A server replaying the captured answers: `bare` (node:http alone, bench/bare-server.ts) or `floor` (Moleculer
- * and moleculer-web with fleet-ctl's metrics settings and nothing of fleet-ctl, bench/floor-server.ts).
+ * A server replaying the captured answers: `bare` (node:http alone, bench/bare-server.ts), `floor` (Moleculer
+ * and moleculer-web with fleet-ctl's metrics settings and nothing of fleet-ctl, bench/floor-server.ts), or
+ * `floor-nats` (the same split in two processes over the NATS server at `natsUrl`, as fleet-ctl's split deployment).
  */
-export async function startBare(captured: Captured[], dir: string, label: string, kind: "bare" | "floor" = "bare"): Promise<{ base: string; proc: Proc }> {
+export async function startBare(captured: Captured[], dir: string, label: string, kind: "bare" | "floor" | "floor-nats" = "bare", natsUrl?: string): Promise<Replayer> {
 	const specFile = path.join(dir, `${label}-${kind}.json`);
 	const routes: Record<string, unknown> = {};
 	for (const c of captured) routes[c.path] = { status: c.status, headers: c.headers, body: c.body.toString("base64") };
 	fs.writeFileSync(specFile, JSON.stringify({ routes }));
-	const proc = spawnNode(`${kind}-${label}`, [path.join(__dirname, `${kind}-server.js`), specFile], { ...process.env, PORT: "0" }, profileFlags(`${kind}-${label}`));
-	const deadline = Date.now() + 15_000;
-	while (Date.now() < deadline) {
-		const m = /LISTENING (\d+)/.exec(proc.log.join(""));
-		if (m) {
-			const base = `http://127.0.0.1:${m[1]}`;
-			for (const c of captured) {
-				const res = await rawGet(base + c.path);
-				if (!res.body.equals(c.body) || res.headers["content-type"] !== c.headers["content-type"]) throw new Error(`${kind} server does not replay ${c.path} faithfully`);
-			}
-			return { base, proc };
-		}
-		if (proc.child.exitCode !== null) break;
-		await sleep(50);
+	const script = path.join(__dirname, `${kind === "bare" ? "bare" : "floor"}-server.js`);
+	const procs: Proc[] = [];
+	if (kind === "floor-nats") {
+		if (!natsUrl) throw new Error("floor-nats needs a NATS server");
+		const env = { ...process.env, PORT: "0", FLOOR_TRANSPORTER: natsUrl, FLOOR_NAMESPACE: `floor-${process.pid}-${Date.now().toString(36)}` };
+		procs.push(spawnNode(`${kind}-${label}-answer`, [script, specFile], { ...env, FLOOR_ROLE: "answer" }, profileFlags(`${kind}-${label}-answer`)));
+		await printed(procs[0], /ANSWERING/, "the floor's answering process");
+		procs.push(spawnNode(`${kind}-${label}-gateway`, [script, specFile], { ...env, FLOOR_ROLE: "gateway" }, profileFlags(`${kind}-${label}-gateway`)));
+	} else {
+		procs.push(spawnNode(`${kind}-${label}`, [script, specFile], { ...process.env, PORT: "0" }, profileFlags(`${kind}-${label}`)));
 	}
-	throw new Error(`${kind} server did not start\n${procLogs(proc)}`);
+	try {
+		const base = `http://127.0.0.1:${await printed(procs[procs.length - 1], /LISTENING (\d+)/, `${kind} server`)}`;
+		for (const c of captured) {
+			const res = await rawGet(base + c.path);
+			if (!res.body.equals(c.body) || res.headers["content-type"] !== c.headers["content-type"]) throw new Error(`${kind} server does not replay ${c.path} faithfully`);
+		}
+		return { base, procs };
+	} catch (err) {
+		await Promise.all(procs.map(p => stopProc(p)));
+		throw err;
+	}
 }
 
 // ------------------------------------------------------------------ CPU accounting (Linux /proc)

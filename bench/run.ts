@@ -13,9 +13,10 @@
  *                          caches off only (a `where` that misses every cache), BENCH_FILTER_CONNECTIONS
  *                          connections (default 32), then once more with one connection (its latency)
  *
- * The cached in-process reads are also measured on the stack's floor (bench/floor-server.ts: Moleculer and
- * moleculer-web with fleet-ctl's metrics settings, answering the same bytes with no fleet-ctl code), so that a
- * ratio target is read against what the fixed stack can reach on this machine.
+ * Every read is also measured on the stack's floor (bench/floor-server.ts: Moleculer and moleculer-web with
+ * fleet-ctl's metrics settings, answering the same bytes with no fleet-ctl code; over NATS from a second process
+ * for the NATS reads with the caches off), so that a ratio target is read against what the fixed stack can reach
+ * on this machine. Each line measures fleet-ctl, then the bare server, then the floor, in the same run.
  *
  * Storage: BENCH_HOSTS (default 10,000) realistic hosts in NeDB files in a fresh temp DATA_DIR, seeded
  * through hosts.upsertMany. The load generator (autocannon) runs in a child process of its own.
@@ -74,7 +75,10 @@ import { benchStats } from "./stats";
 import { benchCurve } from "./curve";
 import { benchUi } from "./ui";
 import { DIST, envInt, benchNats, benchNatsIfStarted, cleanup, stopProc, tempDirs, type Proc } from "./support";
-import { CONNECTIONS, DURATION, PROFILE_DIR, WARMUP, capture, findPidByName, load, paths, seed, startBare, startDeployment, type Cache, type Captured, type CpuUse, type Deployment, type RequestName, type SeedInfo } from "./reads";
+import { CONNECTIONS, DURATION, PROFILE_DIR, WARMUP, capture, findPidByName, load, paths, seed, startBare, startDeployment, type Cache, type Captured, type CpuUse, type Deployment, type Replayer, type RequestName, type SeedInfo } from "./reads";
+
+/** The pids of a replaying server's processes. */
+const pids = (r: Replayer) => r.procs.map(p => p.child.pid ?? 0);
 
 const HOSTS = envInt("BENCH_HOSTS", 10_000);
 const PARTS = ["inproc", "nats", "curve", "cm", "groups", "jobs", "rollouts", "conformity", "governance", "tasks", "webhooks", "vpn", "stats", "ui"];
@@ -106,8 +110,9 @@ interface Row {
 	bytes: number;
 	ours: LoadResult & { cpu: CpuUse };
 	bare: LoadResult & { cpu: CpuUse };
-	/** The stack's floor (bench/floor-server.ts), measured for the cached in-process reads. */
-	floor?: LoadResult & { cpu: CpuUse };
+	/** The stack's floor (bench/floor-server.ts) answering the same bytes: in the gateway, or over NATS (floor-nats). */
+	floor: LoadResult & { cpu: CpuUse };
+	floorKind: "floor" | "floor-nats";
 }
 
 const LABELS: Record<Deployment, string> = { inproc: "in-process", nats: "over NATS" };
@@ -205,31 +210,31 @@ function report(rows: Row[], seedInfo: SeedInfo): boolean {
 		if (t.minRatio !== undefined) checks.push([`ratio >= ${t.minRatio}`, r.ours.rps / r.bare.rps, r.ours.rps / r.bare.rps >= t.minRatio]);
 		if (t.maxP99 !== undefined) checks.push([`p99 < ${t.maxP99}`, r.ours.p99, r.ours.p99 < t.maxP99]);
 		if (t.maxP50 !== undefined) checks.push([`p50 <= ${t.maxP50}`, r.ours.p50, r.ours.p50 <= t.maxP50]);
-		const floor = r.floor && t.minRatio !== undefined ? `  (the stack's floor here: ${(r.floor.rps / r.bare.rps).toFixed(3)})` : "";
+		const floor = t.minRatio !== undefined ? `  (the stack's floor here: ${(r.floor.rps / r.bare.rps).toFixed(3)}${r.floor.rps / r.bare.rps < t.minRatio ? ", under the target: no code on this stack can meet it on this machine" : ""})` : "";
 		for (const [what, value, met] of checks) out.push(`  ${(label(t) + " " + what).padEnd(60)} ${value.toFixed(3)}  ${met ? "MET" : "NOT MET"}${what.startsWith("ratio") ? floor : ""}`);
 	}
-	const floors = rows.filter(r => r.floor);
-	if (floors.length) {
-		out.push("");
-		out.push("the stack's floor: Moleculer + moleculer-web with fleet-ctl's metrics settings and no fleet-ctl code, answering the same bytes (bench/floor-server.ts):");
-		out.push(
-			table(
-				["scenario", "floor req/s", "floor CPU µs/req", "floor ÷ bare", "fleet-ctl ÷ floor", "fleet-ctl CPU µs/req over the floor's"],
-				floors.map(r => {
-					const f = r.floor as LoadResult & { cpu: CpuUse };
-					return [label(r), fmtNum(f.rps), fmtNum((f.cpu.server / 100 / f.rps) * 1e6), (f.rps / r.bare.rps).toFixed(3), (r.ours.rps / f.rps).toFixed(3), fmtNum(((r.ours.cpu.server / 100 / r.ours.rps) - f.cpu.server / 100 / f.rps) * 1e6)];
-				}),
-			),
-		);
-		out.push("  A target above `floor ÷ bare` cannot be met by any code on this stack on this machine; `fleet-ctl ÷ floor` is what fleet-ctl's own code leaves of it.");
-	}
-	const bad = rows.filter(r => failures(r.ours) + failures(r.bare) + (r.floor ? failures(r.floor) : 0) > 0);
+	out.push("");
+	out.push("the stack's floor: Moleculer + moleculer-web with fleet-ctl's metrics settings and no fleet-ctl code, answering the same bytes (bench/floor-server.ts);");
+	out.push("in the gateway's process for cached and in-process reads, over NATS from an action in a second process for the NATS reads with the caches off:");
+	out.push(
+		table(
+			["scenario", "floor", "floor req/s", "floor CPU µs/req", "floor ÷ bare", "fleet-ctl ÷ floor", "fleet-ctl CPU µs/req over the floor's"],
+			rows.map(r => {
+				const f = r.floor;
+				const cpuPerReq = (x: LoadResult & { cpu: CpuUse }) => ((x.cpu.server + (Number.isFinite(x.cpu.nats) ? x.cpu.nats : 0)) / 100 / x.rps) * 1e6;
+				return [label(r), r.floorKind === "floor-nats" ? "over NATS" : "gateway", fmtNum(f.rps), fmtNum(cpuPerReq(f)), (f.rps / r.bare.rps).toFixed(3), (r.ours.rps / f.rps).toFixed(3), fmtNum(cpuPerReq(r.ours) - cpuPerReq(f))];
+			}),
+		),
+	);
+	out.push("  A target above `floor ÷ bare` cannot be met by any code on this stack on this machine; `fleet-ctl ÷ floor` is what fleet-ctl's own code leaves of it.");
+	out.push("  CPU per request here counts the NATS server too where there is one.");
+	const bad = rows.filter(r => failures(r.ours) + failures(r.bare) + failures(r.floor) > 0);
 	if (bad.length) {
 		out.push("");
 		out.push("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
 		out.push("!!! INVALID RUN: some requests failed; the figures above measure errors, not work.");
 		for (const r of bad) {
-			for (const [who, x] of [["ours", r.ours], ["bare", r.bare], ...(r.floor ? [["floor", r.floor] as const] : [])] as const) {
+			for (const [who, x] of [["ours", r.ours], ["bare", r.bare], ["floor", r.floor]] as const) {
 				if (!failures(x)) continue;
 				out.push(`!!! ${label(r)} (${who}): non-2xx ${x.non2xx} ${JSON.stringify(x.statusCodes)}, errors ${x.errors}, timeouts ${x.timeouts}, mismatches ${x.mismatches}`);
 				if (x.firstError) out.push(`!!!   first error: ${x.firstError}`);
@@ -352,15 +357,16 @@ async function benchReads(tmp: string, log: (msg: string) => void): Promise<bool
 			const namespace = `bench-${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
 			log(`${LABELS[deployment]}, caches ${cache}: starting (${deployment === "inproc" ? "one process, all services" : `gateway + data services over NATS, namespace ${namespace}`}) ...`);
 			const running = await startDeployment(deployment, cache, dataDir, namespace, nats, FIXED_HOST);
-			let bare: { base: string; proc: Proc } | null = null;
-			let floor: { base: string; proc: Proc } | null = null;
+			let bare: Replayer | null = null;
+			let floor: Replayer | null = null;
 			try {
 				const captured: Captured[] = [];
 				for (const request of requests) captured.push(await capture(running.base, request, tmp, `${deployment}-${cache}`, seedInfo, FIXED_HOST));
 				bare = await startBare(captured, tmp, `${deployment}-${cache}`);
-				// The floor answers what a cache would: measured where fleet-ctl answers from its caches in one process.
-				const floored = deployment === "inproc" && cache === "on" ? captured.filter(c => c.request === "list" || c.request === "item") : [];
-				if (floored.length) floor = await startBare(floored, tmp, `${deployment}-${cache}`, "floor");
+				// The floor answers what fleet-ctl answers, from the process fleet-ctl answers it from: the gateway for
+				// cached reads and in one process; over NATS with the caches off, an action in another process.
+				const floorKind = deployment === "nats" && cache === "off" ? "floor-nats" : "floor";
+				floor = await startBare(captured, tmp, `${deployment}-${cache}`, floorKind, nats?.url);
 				for (const c of captured) {
 					const connections = c.request === "filtered" ? FILTER_CONNECTIONS : c.request === "filtered1" ? 1 : CONNECTIONS;
 					const name = label({ deployment, cache, request: c.request });
@@ -370,18 +376,15 @@ async function benchReads(tmp: string, log: (msg: string) => void): Promise<bool
 					for (const s of running.servers) timeline.push({ process: s.name, label: `${name} (measured phase)`, fromMs: ours.measuredFrom - s.spawnedAt, toMs: ours.measuredTo - s.spawnedAt });
 					log(`  ${fmtNum(ours.rps)} req/s, p50 ${fmtNum(ours.p50, 2)} ms, p99 ${fmtNum(ours.p99, 2)} ms${failures(ours) ? `, ${failures(ours)} FAILURES` : ""}`);
 					log(`${name}: bare node:http ...`);
-					const b = await load(bare.base + c.path, c.bodyFile, [bare.proc.child.pid ?? 0], undefined, connections);
+					const b = await load(bare.base + c.path, c.bodyFile, pids(bare), undefined, connections);
 					log(`  ${fmtNum(b.rps)} req/s, p50 ${fmtNum(b.p50, 2)} ms, p99 ${fmtNum(b.p99, 2)} ms${failures(b) ? `, ${failures(b)} FAILURES` : ""}`);
-					let f: (LoadResult & { cpu: CpuUse }) | undefined;
-					if (floor && floored.includes(c)) {
-						log(`${name}: the stack's floor (moleculer-web, no fleet-ctl code) ...`);
-						f = await load(floor.base + c.path, c.bodyFile, [floor.proc.child.pid ?? 0], undefined, connections);
-						log(`  ${fmtNum(f.rps)} req/s, p50 ${fmtNum(f.p50, 2)} ms, p99 ${fmtNum(f.p99, 2)} ms${failures(f) ? `, ${failures(f)} FAILURES` : ""}`);
-					}
-					rows.push({ deployment, cache, connections, request: c.request, bytes: c.body.length, ours, bare: b, ...(f ? { floor: f } : {}) });
+					log(`${name}: the stack's floor (moleculer-web${floorKind === "floor-nats" ? " and an action over NATS" : ""}, no fleet-ctl code) ...`);
+					const f = await load(floor.base + c.path, c.bodyFile, pids(floor), floorKind === "floor-nats" ? natsPid : undefined, connections);
+					log(`  ${fmtNum(f.rps)} req/s, p50 ${fmtNum(f.p50, 2)} ms, p99 ${fmtNum(f.p99, 2)} ms${failures(f) ? `, ${failures(f)} FAILURES` : ""}`);
+					rows.push({ deployment, cache, connections, request: c.request, bytes: c.body.length, ours, bare: b, floor: f, floorKind });
 				}
 			} finally {
-				await Promise.all([running.stop(), bare ? stopProc(bare.proc) : Promise.resolve(), floor ? stopProc(floor.proc) : Promise.resolve()]);
+				await Promise.all([running.stop(), ...[bare, floor].flatMap(r => r?.procs ?? []).map(p => stopProc(p))]);
 			}
 		}
 	}

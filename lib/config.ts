@@ -161,6 +161,12 @@ export interface Config {
 	 */
 	readCacheMs: number;
 	/**
+	 * Stored record versions whose rendering (JSON as clients see it) the embedded store's hosts keep, the least
+	 * recently read dropped first (default 5000; 0: none). Keyed by the record's version, so never stale, and
+	 * independent of READ_CACHE_MS (lib/eve/render-cache.ts, docs/storage.md).
+	 */
+	renderCacheRecords: number;
+	/**
 	 * A host's `heartbeat` moves only when it would move by at least this much, in ms (default 300000): presence
 	 * readings and reconciliations of a fleet that did not change then write nothing (docs/storage.md).
 	 */
@@ -382,6 +388,7 @@ export function loadConfig(): Config {
 		vpnSyncIntervalMs: envInt("VPN_SYNC_INTERVAL_MS", 60_000),
 		pritunlTimeoutMs: envInt("PRITUNL_TIMEOUT_MS", 15_000, 1),
 		readCacheMs: envInt("READ_CACHE_MS", 5000, 0),
+		renderCacheRecords: envInt("RENDER_CACHE_RECORDS", 5000, 0),
 		heartbeatResolutionMs: envInt("HEARTBEAT_RESOLUTION_MS", 300_000, 0),
 		statsSnapshotIntervalS: envInt("STATS_SNAPSHOT_INTERVAL", 60, 1),
 		statsRetentionDays: envInt("STATS_RETENTION_DAYS", 90, 1),

@@ -16,6 +16,7 @@ import { QueryArgs } from "../lib/eve/query";
 import { compileSchema, partialSchema } from "../lib/eve/validation";
 import { itemTitle } from "../lib/eve/render";
 import { ReadCache } from "../lib/http/read-cache";
+import { RenderCache } from "../lib/eve/render-cache";
 import { describeCollection, type CollectionDescription } from "../lib/http/openapi";
 import type { EveCollectionOptions, EveServiceSchema, EveThis, RestContext } from "./eve-collection/types";
 import { READ_CACHE_ENTRIES } from "./eve-collection/types";
@@ -123,6 +124,7 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				pageSizeDefault: config.pageSizeDefault,
 				pageSizeLimit: config.pageSizeLimit,
 				reads: new ReadCache(config.readCacheMs, READ_CACHE_ENTRIES),
+				rendered: opts.renderCache && config.renderCacheRecords > 0 ? new RenderCache(config.renderCacheRecords) : null,
 			};
 		},
 

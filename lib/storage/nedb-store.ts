@@ -121,6 +121,19 @@ export class NedbStore implements Store {
 		});
 	}
 
+	findPageShared(filter: Filter, opts: FindOptions): Promise<Page> {
+		return this.db.executor.pushAsync(async () => {
+			const { total, records, checked, ordered } = selectPage(this.db, encodeFilter(filter), encodeSort(opts.sort ?? []), opts.skip, opts.limit);
+			this.checked += checked;
+			this.ordered += ordered;
+			return { total, docs: records.map(r => this.readableOf(r)) };
+		});
+	}
+
+	findOneShared(filter: Filter): Promise<Doc | null> {
+		return this.select(filter, records => (records.length ? this.readableOf(records[0]) : null));
+	}
+
 	findOne(filter: Filter): Promise<Doc | null> {
 		return this.select(filter, records => (records.length ? this.copies([records[0]], {})[0] : null));
 	}

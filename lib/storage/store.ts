@@ -80,6 +80,15 @@ export interface Store {
 	 * service builds itself from checked values, never for anything a client sent.
 	 */
 	aggregate?(pipeline: Doc[]): Promise<Doc[]>;
+	/**
+	 * The embedded store only (MongoDB: absent): findPage's answer with the store's own records instead of copies,
+	 * every field of them (`exclude` and `only` are not applied). Read them, never change one. A record stays the
+	 * same object while it is unchanged and any write replaces it, so what is derived from one alone can be kept
+	 * keyed by the object (lib/eve/render-cache.ts).
+	 */
+	findPageShared?(filter: Filter, opts: FindOptions): Promise<Page>;
+	/** The embedded store only: findOne's answer as the store's own record (read it, never change it), like findPageShared. */
+	findOneShared?(filter: Filter): Promise<Doc | null>;
 }
 
 export class DuplicateKeyError extends Error {
@@ -91,11 +100,11 @@ export class DuplicateKeyError extends Error {
 
 
 /** Operations a store was asked for, by kind, since it was made (the benchmarks' database load). */
-export type StoreOps = Record<"find" | "findPage" | "findOne" | "count" | "insertMany" | "updateMany" | "findOneAndUpdate" | "removeMany" | "scan" | "aggregate", number>;
+export type StoreOps = Record<"find" | "findPage" | "findPageShared" | "findOne" | "findOneShared" | "count" | "insertMany" | "updateMany" | "findOneAndUpdate" | "removeMany" | "scan" | "aggregate", number>;
 
 /** The store, counting the operations asked of it in `ops`. */
 export function countingStore(store: Store): Store & { ops: StoreOps } {
-	const ops: StoreOps = { find: 0, findPage: 0, findOne: 0, count: 0, insertMany: 0, updateMany: 0, findOneAndUpdate: 0, removeMany: 0, scan: 0, aggregate: 0 };
+	const ops: StoreOps = { find: 0, findPage: 0, findPageShared: 0, findOne: 0, findOneShared: 0, count: 0, insertMany: 0, updateMany: 0, findOneAndUpdate: 0, removeMany: 0, scan: 0, aggregate: 0 };
 	const wrapped = Object.create(store) as Store & { ops: StoreOps };
 	for (const name of Object.keys(ops) as Array<keyof StoreOps>) {
 		// A store without the operation (NeDB has no aggregate) keeps it absent: callers test for it.

@@ -8,6 +8,7 @@ import { quoteEtag } from "../../lib/eve/etag";
 import { renderDates, formatHttpDate } from "../../lib/eve/dates";
 import { QueryArgs, parseWhere, parseSort, parseProjection, parseEmbedded, parsePaging, linkQuery, filterMentions, filterTouches, pathsOverlap, queryFlag, type Filter, type Projection } from "../../lib/eve/query";
 import { HOME_LINK, itemTitle, project, MASK, type Link } from "../../lib/eve/render";
+import { RawJson, renderedText, toRendered, type RenderCache } from "../../lib/eve/render-cache";
 import { pageLinks, pageMeta, pageWindow } from "../../lib/eve/paging";
 import type { Doc } from "../../lib/storage/store";
 import type { EveThis, RestContext } from "./types";
@@ -33,7 +34,8 @@ export const readMethods = {
 			return hit.body;
 		}
 		const generation = this.eve.reads.generation;
-		const body = Buffer.from(JSON.stringify(await compute()));
+		const value = await compute();
+		const body = Buffer.from(value instanceof RawJson ? value.text : JSON.stringify(value));
 		if (cacheable && body.length <= READ_CACHE_MAX_BYTES) this.eve.reads.set(key, { body, headers: ctx.meta.$responseHeaders, conditional: ctx.meta.$conditional === true }, generation);
 		return body;
 	},
@@ -79,10 +81,23 @@ export const readMethods = {
 		const filter = this.listFilter(this.visibleFilter(where, show), args);
 
 		const exclude = [...(this.eve.opts.listHidden ?? []), ...(projection?.mode === "exclude" ? projection.fields.filter(f => !f.includes(".") && !this.eve.autoFields.has(f)) : [])];
-		// The total and the page in one pass (the embedded store), through the indexes.
-		const { total, docs } = await this.store.findPage(filter, { sort, ...pageWindow(paging), exclude });
-		await this.beforeRender(ctx, docs, args);
-		const items = await this.renderMany(ctx, docs, projection, embedded, false);
+		const rendered = this.renderedRecords(ctx, args, embedded);
+		const window = { sort, ...pageWindow(paging) };
+		// The total and the page in one pass (the embedded store), through the indexes; with rendered records kept,
+		// the store's own records (each version rendered once), else copies.
+		const { total, docs } = rendered && this.store.findPageShared ? await this.store.findPageShared(filter, window) : await this.store.findPage(filter, { ...window, exclude });
+		let items: Doc[] | string[];
+		if (rendered) {
+			const variant = `${this.readVariant(ctx)}\u0000${JSON.stringify(projection)}\u0000list`;
+			items = docs.map(doc => {
+				let r = rendered.get(doc, variant);
+				if (!r) rendered.set(doc, variant, (r = toRendered(this.renderOne(ctx, doc, projection, false))));
+				return renderedText(r);
+			});
+		} else {
+			await this.beforeRender(ctx, docs, args);
+			items = await this.renderMany(ctx, docs, projection, embedded, false);
+		}
 
 		const links = pageLinks(this.eve.opts.resource, args, paging, pageSizeDefault, total);
 		const headers: Record<string, string> = { "X-Total-Count": String(total) };
@@ -92,44 +107,80 @@ export const readMethods = {
 		// A list is never answered 304 (Eve ignores If-Modified-Since on collections): a member removed
 		// or changed need not move the page's Last-Modified, and a list has no ETag.
 		ctx.meta.$conditional = false;
-		return { _items: items, _links: links, _meta: pageMeta(paging, total) };
+		const meta = pageMeta(paging, total);
+		if (rendered) return new RawJson(`{"_items":[${(items as string[]).join(",")}],"_links":${JSON.stringify(links)},"_meta":${JSON.stringify(meta)}}`);
+		return { _items: items, _links: links, _meta: meta };
+	},
+
+	/**
+	 * The collection's rendered records, when this read may use them: the collection keeps them (renderCache) on a
+	 * store that shares its records, and the read embeds nothing and has no side effect. Else null.
+	 */
+	renderedRecords(this: EveThis, _ctx: RestContext, args: QueryArgs, embedded: string[]): RenderCache | null {
+		const rendered = this.eve.rendered;
+		if (!rendered || embedded.length > 0 || !this.store.findPageShared || !this.store.findOneShared || !this.readCacheable(args)) return null;
+		return rendered;
 	},
 
 	/** Finds one record by id (or the additional lookup field); null when absent. */
-	async findItem(this: EveThis, id: string): Promise<Doc | null> {
+	async findItem(this: EveThis, id: string, shared = false): Promise<Doc | null> {
 		if (!this.eve.opts.idPattern.test(id) && !this.eve.opts.lookupField) return null;
+		// `shared`: the store's own record (read it, never change it), where the store can give it.
+		const store = this.store;
+		const findOne = shared && store.findOneShared ? (f: Filter) => (store.findOneShared as (f: Filter) => Promise<Doc | null>)(f) : (f: Filter) => store.findOne(f);
 		if (this.eve.opts.idPattern.test(id)) {
-			const doc = await this.store.findOne({ _id: id });
+			const doc = await findOne({ _id: id });
 			if (doc || !this.eve.opts.lookupField) return doc;
 		}
-		return this.eve.opts.lookupField ? this.store.findOne({ [this.eve.opts.lookupField]: id }) : null;
+		return this.eve.opts.lookupField ? findOne({ [this.eve.opts.lookupField]: id }) : null;
 	},
 
 	/** A record that item routes may see: present, and not soft-deleted unless asked for. */
-	async visibleItem(this: EveThis, id: string, show = false): Promise<Doc> {
-		const doc = await this.findItem(id);
+	async visibleItem(this: EveThis, id: string, show = false, shared = false): Promise<Doc> {
+		const doc = await this.findItem(id, shared);
 		if (!doc || (this.eve.softFlag && doc[this.eve.softFlag] === true && !show)) throw notFound();
 		return doc;
 	},
 
 	async eveGet(this: EveThis, ctx: RestContext, id: string, args: QueryArgs) {
 		const show = this.eve.opts.softDelete ? queryFlag(args, this.eve.opts.softDelete.showParam) : false;
-		const doc = await this.visibleItem(id, show);
 		const projection = parseProjection(args.get("projection"));
 		const embedded = parseEmbedded(args.get("embedded"));
+		const rendered = this.renderedRecords(ctx, args, embedded);
+		if (rendered) return this.renderedItem(ctx, rendered, await this.visibleItem(id, show, true), projection, args);
+		const doc = await this.visibleItem(id, show);
 		await this.beforeRender(ctx, [doc], args);
 		// The ETag of the record as shown (after beforeRender: alerts marked read, snapshots rebuilt).
 		const etag = this.etagOf(ctx, doc);
 		const [item] = await this.renderMany(ctx, [doc], projection, embedded, true);
 		const links = item._links as Record<string, unknown>;
 		links.parent = HOME_LINK;
-		links.collection = { title: this.eve.opts.resource, href: this.eve.opts.resource + linkQuery(args, { page: 1, maxResults: this.eve.pageSizeDefault }, this.eve.pageSizeDefault, 1) };
-		const headers: Record<string, string> = { ETag: quoteEtag(etag) };
-		if (doc._updated instanceof Date) headers["Last-Modified"] = formatHttpDate(doc._updated);
-		ctx.meta.$responseHeaders = headers;
+		links.collection = this.collectionLink(args);
+		this.itemHeaders(ctx, doc, etag);
 		// Embedded records are other records: their changes do not change this ETag, so no 304 then.
 		ctx.meta.$conditional = !embedded.some(f => this.eve.opts.relations?.[f]?.embeddable === true);
 		return item;
+	},
+
+	/** An item read from the record's rendering kept for its version (renderedRecords): the same bytes as eveGet's. */
+	renderedItem(this: EveThis, ctx: RestContext, rendered: RenderCache, doc: Doc, projection: Projection | null, args: QueryArgs): RawJson {
+		const variant = `${this.readVariant(ctx)}\u0000${JSON.stringify(projection)}\u0000item`;
+		let r = rendered.get(doc, variant);
+		if (!r) rendered.set(doc, variant, (r = { ...toRendered(this.renderOne(ctx, doc, projection, true)), etag: this.etagOf(ctx, doc) }));
+		this.itemHeaders(ctx, doc, r.etag as string);
+		ctx.meta.$conditional = true;
+		return new RawJson(renderedText(r, `"parent":${JSON.stringify(HOME_LINK)},"collection":${JSON.stringify(this.collectionLink(args))}`));
+	},
+
+	/** An item's link to its collection, repeating the item read's query as Eve does. */
+	collectionLink(this: EveThis, args: QueryArgs): Link {
+		return { title: this.eve.opts.resource, href: this.eve.opts.resource + linkQuery(args, { page: 1, maxResults: this.eve.pageSizeDefault }, this.eve.pageSizeDefault, 1) };
+	},
+
+	itemHeaders(this: EveThis, ctx: RestContext, doc: Doc, etag: string): void {
+		const headers: Record<string, string> = { ETag: quoteEtag(etag) };
+		if (doc._updated instanceof Date) headers["Last-Modified"] = formatHttpDate(doc._updated);
+		ctx.meta.$responseHeaders = headers;
 	},
 
 	/** Hook: runs on the records about to be shown (alerts mark them read). */
@@ -173,15 +224,18 @@ export const readMethods = {
 		return Object.keys(related).length ? related : null;
 	},
 
+	/** A record as shown, with its own `_links` (self, related) last; nothing embedded. */
+	renderOne(this: EveThis, ctx: RestContext, doc: Doc, projection: Projection | null, single: boolean): Doc {
+		const out = this.outputFields(doc, projection, single, ctx);
+		const links: Record<string, unknown> = { self: this.selfLink(String(doc._id)) };
+		const related = this.relatedLinks(doc, out);
+		if (related) links.related = related;
+		out._links = links;
+		return out;
+	},
+
 	async renderMany(this: EveThis, ctx: RestContext, docs: Doc[], projection: Projection | null, embedded: string[], single: boolean): Promise<Doc[]> {
-		const items = docs.map(doc => {
-			const out = this.outputFields(doc, projection, single, ctx);
-			const links: Record<string, unknown> = { self: this.selfLink(String(doc._id)) };
-			const related = this.relatedLinks(doc, out);
-			if (related) links.related = related;
-			out._links = links;
-			return out;
-		});
+		const items = docs.map(doc => this.renderOne(ctx, doc, projection, single));
 		for (const field of embedded) {
 			const rel = this.eve.opts.relations?.[field];
 			if (!rel?.embeddable) continue;

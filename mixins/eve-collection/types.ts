@@ -11,6 +11,7 @@ import type { Filter, Projection, QueryArgs } from "../../lib/eve/query";
 import type { EveError, Issues } from "../../lib/eve/errors";
 import type { Link } from "../../lib/eve/render";
 import type { ReadCache } from "../../lib/http/read-cache";
+import type { RawJson, RenderCache } from "../../lib/eve/render-cache";
 
 export interface Relation {
 	/** Collection the reference points into (URL name, e.g. "groups"). */
@@ -64,6 +65,12 @@ export interface EveCollectionOptions {
 	indexes?: Record<string, IndexOptions>;
 	/** The order of a list whose client gave no `sort` (default: the store's, by `_id`). */
 	defaultSort?: SortSpec;
+	/**
+	 * Each record's rendering is a function of the stored record and `readVariant` alone (no `beforeRender`, a
+	 * `transformOutput` that reads nothing else, the default `findItem`): on the embedded store, reads without
+	 * `embedded` then serialize each record version once (lib/eve/render-cache.ts).
+	 */
+	renderCache?: boolean;
 	/** Which Eve writes the collection publishes (default all); read-only collections give []. */
 	writes?: Array<"create" | "patch" | "remove">;
 }
@@ -109,15 +116,20 @@ export interface EveMethods {
 	visibleFilter(filter: Filter, show: boolean): Filter;
 	listFilter(filter: Filter, args: QueryArgs): Filter;
 	eveList(ctx: RestContext, args: QueryArgs): Promise<unknown>;
-	findItem(id: string): Promise<Doc | null>;
-	visibleItem(id: string, show?: boolean): Promise<Doc>;
+	findItem(id: string, shared?: boolean): Promise<Doc | null>;
+	visibleItem(id: string, show?: boolean, shared?: boolean): Promise<Doc>;
 	eveGet(ctx: RestContext, id: string, args: QueryArgs): Promise<unknown>;
 	beforeRender(ctx: RestContext, docs: Doc[], args: QueryArgs): Promise<void>;
 	transformOutput(doc: Doc, single: boolean, ctx?: Context<unknown, object>): Doc;
 	outputFields(doc: Doc, projection: Projection | null, single: boolean, ctx?: RestContext): Doc;
 	selfLink(id: string): Link;
 	relatedLinks(doc: Doc, shown?: Doc): Record<string, Link | Link[]> | null;
+	renderOne(ctx: RestContext, doc: Doc, projection: Projection | null, single: boolean): Doc;
 	renderMany(ctx: RestContext, docs: Doc[], projection: Projection | null, embedded: string[], single: boolean): Promise<Doc[]>;
+	renderedRecords(ctx: RestContext, args: QueryArgs, embedded: string[]): RenderCache | null;
+	renderedItem(ctx: RestContext, rendered: RenderCache, doc: Doc, projection: Projection | null, args: QueryArgs): RawJson;
+	collectionLink(args: QueryArgs): Link;
+	itemHeaders(ctx: RestContext, doc: Doc, etag: string): void;
 	prepareInput(ctx: RestContext, doc: Doc, info: WriteInfo): Promise<{ doc: Doc; issues?: Issues }>;
 	checkRules(ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Issues | null>;
 	beforeStore(ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc>;
@@ -158,6 +170,8 @@ export interface EveState {
 	pageSizeDefault: number;
 	pageSizeLimit: number;
 	reads: ReadCache<CachedRead>;
+	/** Records rendered, by stored version: when the collection's `renderCache` is set and RENDER_CACHE_RECORDS > 0. */
+	rendered: RenderCache | null;
 }
 
 export interface CachedRead {

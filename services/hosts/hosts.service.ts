@@ -99,6 +99,8 @@ const HostsService: EveServiceSchema<HostsThis> = {
 			listHidden: ["grain"],
 			indexes: { status: {}, key: {}, nodegroups: {}, groups: {}, vpn_organization: {}, version: {}, ip: { ordered: true }, "conformity.state": { sparse: true } },
 			secretPaths: ["vpn_representation.otp_secret"],
+			// A host as shown depends on the record and the caller's role alone (transformOutput, readVariant).
+			renderCache: true,
 			relations: {
 				nodegroups: { resource: "nodegroups", service: "nodegroups", field: "name", many: true, validate: false },
 				groups: { resource: "groups", service: "groups", many: true, embeddable: true, validate: false },
