@@ -13,6 +13,11 @@ export class ReadCache<V> {
 		private readonly maxEntries: number,
 	) {}
 
+	/** False with a TTL of 0 (READ_CACHE_MS=0): nothing is ever kept. */
+	get enabled(): boolean {
+		return this.ttlMs > 0;
+	}
+
 	get generation(): number {
 		return this.gen;
 	}

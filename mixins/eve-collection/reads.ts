@@ -8,7 +8,11 @@ import { quoteEtag } from "../../lib/eve/etag";
 import { renderDates, formatHttpDate } from "../../lib/eve/dates";
 import { QueryArgs, parseWhere, parseSort, parseProjection, parseEmbedded, parsePaging, linkQuery, filterMentions, filterTouches, pathsOverlap, queryFlag, type Filter, type Projection } from "../../lib/eve/query";
 import { HOME_LINK, itemTitle, project, MASK, type Link } from "../../lib/eve/render";
-import { RawJson, renderedText, toRendered, type RenderCache } from "../../lib/eve/render-cache";
+import { RawJson, renderedChunks, toRendered, type RenderCache } from "../../lib/eve/render-cache";
+
+/** A list's body from kept renderings: its opening, and what separates two items. */
+const ITEMS_OPEN = Buffer.from('{"_items":[');
+const ITEM_SEPARATOR = Buffer.from(",");
 import { pageLinks, pageMeta, pageWindow } from "../../lib/eve/paging";
 import type { Doc } from "../../lib/storage/store";
 import type { EveThis, RestContext } from "./types";
@@ -23,11 +27,12 @@ export const readMethods = {
 	 */
 	async cachedRead(this: EveThis, ctx: RestContext, id: string, args: QueryArgs, compute: () => Promise<unknown>): Promise<Buffer> {
 		const cacheable = !args.has("embedded") && this.readCacheable(args);
-		const key = `${this.readVariant(ctx)}\u0000${id}\u0000${JSON.stringify(args.pairs)}`;
+		// The key only where something may be kept (READ_CACHE_MS=0 keeps nothing).
+		const key = cacheable && this.eve.reads.enabled ? `${this.readVariant(ctx)}\u0000${id}\u0000${JSON.stringify(args.pairs)}` : "";
 		ctx.meta.$responseType = JSON_TYPE;
 		// Tells the gateway whether it may keep the response too.
 		ctx.meta.$cacheable = cacheable;
-		const hit = cacheable ? this.eve.reads.get(key) : undefined;
+		const hit = key ? this.eve.reads.get(key) : undefined;
 		if (hit) {
 			if (hit.headers) ctx.meta.$responseHeaders = { ...hit.headers };
 			ctx.meta.$conditional = hit.conditional === true;
@@ -35,8 +40,8 @@ export const readMethods = {
 		}
 		const generation = this.eve.reads.generation;
 		const value = await compute();
-		const body = Buffer.from(value instanceof RawJson ? value.text : JSON.stringify(value));
-		if (cacheable && body.length <= READ_CACHE_MAX_BYTES) this.eve.reads.set(key, { body, headers: ctx.meta.$responseHeaders, conditional: ctx.meta.$conditional === true }, generation);
+		const body = value instanceof RawJson ? value.body : Buffer.from(JSON.stringify(value));
+		if (key && body.length <= READ_CACHE_MAX_BYTES) this.eve.reads.set(key, { body, headers: ctx.meta.$responseHeaders, conditional: ctx.meta.$conditional === true }, generation);
 		return body;
 	},
 
@@ -86,14 +91,16 @@ export const readMethods = {
 		// The total and the page in one pass (the embedded store), through the indexes; with rendered records kept,
 		// the store's own records (each version rendered once), else copies.
 		const { total, docs } = rendered && this.store.findPageShared ? await this.store.findPageShared(filter, window) : await this.store.findPage(filter, { ...window, exclude });
-		let items: Doc[] | string[];
+		let items: Doc[] = [];
+		const chunks: Buffer[] = [ITEMS_OPEN];
 		if (rendered) {
 			const variant = `${this.readVariant(ctx)}\u0000${JSON.stringify(projection)}\u0000list`;
-			items = docs.map(doc => {
-				let r = rendered.get(doc, variant);
-				if (!r) rendered.set(doc, variant, (r = toRendered(this.renderOne(ctx, doc, projection, false))));
-				return renderedText(r);
-			});
+			for (let i = 0; i < docs.length; i++) {
+				let r = rendered.get(docs[i], variant);
+				if (!r) rendered.set(docs[i], variant, (r = toRendered(this.renderOne(ctx, docs[i], projection, false))));
+				if (i > 0) chunks.push(ITEM_SEPARATOR);
+				chunks.push(...renderedChunks(r));
+			}
 		} else {
 			await this.beforeRender(ctx, docs, args);
 			items = await this.renderMany(ctx, docs, projection, embedded, false);
@@ -108,7 +115,10 @@ export const readMethods = {
 		// or changed need not move the page's Last-Modified, and a list has no ETag.
 		ctx.meta.$conditional = false;
 		const meta = pageMeta(paging, total);
-		if (rendered) return new RawJson(`{"_items":[${(items as string[]).join(",")}],"_links":${JSON.stringify(links)},"_meta":${JSON.stringify(meta)}}`);
+		if (rendered) {
+			chunks.push(Buffer.from(`],"_links":${JSON.stringify(links)},"_meta":${JSON.stringify(meta)}}`));
+			return new RawJson(chunks);
+		}
 		return { _items: items, _links: links, _meta: meta };
 	},
 
@@ -169,7 +179,7 @@ export const readMethods = {
 		if (!r) rendered.set(doc, variant, (r = { ...toRendered(this.renderOne(ctx, doc, projection, true)), etag: this.etagOf(ctx, doc) }));
 		this.itemHeaders(ctx, doc, r.etag as string);
 		ctx.meta.$conditional = true;
-		return new RawJson(renderedText(r, `"parent":${JSON.stringify(HOME_LINK)},"collection":${JSON.stringify(this.collectionLink(args))}`));
+		return new RawJson(renderedChunks(r, `"parent":${JSON.stringify(HOME_LINK)},"collection":${JSON.stringify(this.collectionLink(args))}`));
 	},
 
 	/** An item's link to its collection, repeating the item read's query as Eve does. */

@@ -18,6 +18,7 @@ import { newObjectId } from "../../lib/eve/ids";
 import { scopeRequests } from "../../lib/runtime/crash-guard";
 import { retryRejected } from "../../lib/runtime/resilience";
 import { aliasesFor } from "./aliases";
+import { AliasLookups } from "./alias-lookups";
 import { notModified, type CachedResponse } from "./conditional";
 import { toEveError } from "./errors";
 import { CSRF_COOKIE, SESSION_COOKIE, csrfOf, parseCookies, signInFor, type AuthMeta, type SignIn } from "./sessions";
@@ -36,6 +37,9 @@ interface ApiVars {
 	signIn: SignIn | null;
 	/** moleculer-web's HTTP server. */
 	server: Server;
+	/** moleculer-web's alias table (its routes' aliases, in order). */
+	aliases: readonly unknown[];
+	aliasLookups: AliasLookups;
 }
 
 interface ApiMethods {
@@ -55,6 +59,8 @@ interface ApiMethods {
 type ApiThis = Service & ApiVars & ApiMethods;
 
 const GATEWAY_CACHE_ENTRIES = 500;
+/** Methods and paths whose alias the gateway remembers (alias-lookups.ts). */
+const ALIAS_LOOKUPS = 2000;
 
 /** The /auth route's actions (single sign-on), the only ones reached without a token. */
 const AUTH_ACTIONS = new Set(["api.authConfig", "api.authLogin", "api.authCallback", "api.authLogout"]);
@@ -248,6 +254,7 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 
 	created(this: ApiThis) {
 		this.readCaches = new Map<string, ReadCache<CachedResponse>>();
+		this.aliasLookups = new AliasLookups(ALIAS_LOOKUPS);
 		this.callers = new ReadCache<Caller | null>(READ_CACHE_MS, 10_000);
 		this.rateWindows = new Map<string, number>();
 		this.rateWindowStart = Date.now();
@@ -463,8 +470,9 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 		},
 
 		/** A plain OPTIONS (no CORS preflight) must reach the "*" aliases that answer it, not the GET ones. */
-		resolveAlias(url: string, method?: string) {
-			return gatewayMethods.resolveAlias.call(this, url, method ?? "OPTIONS");
+		resolveAlias(this: ApiThis, url: string, method?: string) {
+			const m = method ?? "OPTIONS";
+			return this.aliasLookups.resolve(this.aliases, url, m, () => gatewayMethods.resolveAlias.call(this, url, m) as ReturnType<AliasLookups["resolve"]>);
 		},
 
 		parseQueryString(req: IncomingMessage) {
