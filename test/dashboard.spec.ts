@@ -20,7 +20,7 @@ declare const document: any;
 declare const echarts: any;
 declare const location: { hash: string };
 declare const sessionStorage: { getItem(k: string): string | null };
-declare const history: { back(): void };
+declare const history: { back(): void; forward(): void };
 declare const localStorage: { removeItem(k: string): void };
 
 const ARTIFACTS = path.join(ROOT, "test-artifacts", "dashboard");
@@ -218,18 +218,28 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.evaluate(() => localStorage.removeItem("fleet-ctl.hosts.columns"));
 	});
 
-	it("never takes the URL back to the hosts page once another page was asked for, however soon after", async () => {
-		for (const delay of [0, 1, 2, 4, 8, 16, 24, 32, 48, 64]) {
-			await page.evaluate(() => (location.hash = "#/tokens"));
-			await page.waitForSelector("h1:has-text('Tokens')");
-			await page.evaluate(ms => {
-				location.hash = "#/hosts";
-				setTimeout(() => (location.hash = "#/alerts"), ms);
-			}, delay);
-			await page.waitForSelector("#alerts");
-			await page.waitForTimeout(150);
-			expect({ delay, hash: await page.evaluate(() => location.hash), alerts: await page.locator("#alerts").count() }).toEqual({ delay, hash: "#/alerts", alerts: 1 });
-		}
+	it("never takes the URL back to a page that keeps its view in it (hosts, alerts, actions) once another page was asked for, however soon after", async () => {
+		// The page left, written as its view is not (so that it writes it), then where the user went and what shows it.
+		const races: Array<[string, string, string]> = [
+			["#/hosts", "#/alerts", "#alerts"],
+			["#/alerts?page=1", "#/jobs", "main h1:has-text('Jobs')"],
+			["#/actions?page=1", "#/jobs", "main h1:has-text('Jobs')"],
+		];
+		for (const [left, next, shown] of races)
+			for (const delay of [0, 1, 2, 4, 8, 16, 24, 32, 48, 64]) {
+				await page.evaluate(() => (location.hash = "#/tokens"));
+				await page.waitForSelector("h1:has-text('Tokens')");
+				await page.evaluate(
+					([from, to, ms]) => {
+						location.hash = from;
+						setTimeout(() => (location.hash = to), ms);
+					},
+					[left, next, delay] as const,
+				);
+				await page.waitForSelector(shown);
+				await page.waitForTimeout(150);
+				expect({ left, delay, hash: await page.evaluate(() => location.hash), shown: await page.locator(shown).count() }).toEqual({ left, delay, hash: next, shown: 1 });
+			}
 		await page.evaluate(() => (location.hash = "#/hosts"));
 		await page.waitForSelector("#hosts tbody tr");
 	});
@@ -376,6 +386,41 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await shot("05c-actions");
 	});
 
+	it("keeps the actions' filters in the URL: a shared link, back and forward come back to them", async () => {
+		const where = { host: { $gte: hosts[0], $lt: `${hosts[0]}\uffff` }, state: "finished" };
+		const expected = (await request("GET", withQuery(url("actions"), { where, max_results: 1 }))).body._meta.total;
+		expect(expected).toBeGreaterThanOrEqual(1);
+		// A shared link: the filters it names, asked of the server.
+		await page.goto(`${base}/#/actions?host=${encodeURIComponent(hosts[0])}&state=finished`);
+		await page.waitForSelector(`#actions-page:has-text("page 1 of 1 · ${expected} actions")`);
+		expect(await page.inputValue("#actions-host")).toBe(hosts[0]);
+		expect(await page.inputValue("#actions-state")).toBe("finished");
+		expect((await page.locator("#actions tbody td:nth-child(2)").allTextContents()).every(name => name.startsWith(hosts[0]))).toBe(true);
+		// A filter typed: in the URL as it is typed, no new history entry.
+		await page.fill("#actions-fun", "test.");
+		await page.waitForFunction(h => location.hash === `#/actions?host=${encodeURIComponent(h)}&fun=test.&state=finished`, hosts[0]);
+		const view = await page.evaluate(() => location.hash);
+		await page.waitForSelector("#actions tbody tr");
+		const rows = await page.locator("#actions tbody tr").count();
+		// Off to a job, and back: the same filters and rows; forward and back again.
+		await page.locator("#actions tbody tr:first-child a[href^='#/history/']").click();
+		await page.waitForSelector("#job-counts");
+		await page.evaluate(() => history.back());
+		await page.waitForSelector("#actions tbody tr");
+		expect(await page.evaluate(() => location.hash)).toBe(view);
+		expect([await page.inputValue("#actions-host"), await page.inputValue("#actions-fun"), await page.inputValue("#actions-state")]).toEqual([hosts[0], "test.", "finished"]);
+		await page.waitForFunction(n => document.querySelectorAll("#actions tbody tr").length === n, rows);
+		await page.evaluate(() => history.forward());
+		await page.waitForSelector("#job-counts");
+		await page.evaluate(() => history.back());
+		await page.waitForFunction(() => (document.querySelector("#actions-fun") as { value?: string } | null)?.value === "test.");
+		// Every filter cleared: the URL is the page's alone.
+		await page.fill("#actions-host", "");
+		await page.fill("#actions-fun", "");
+		await page.selectOption("#actions-state", "");
+		await page.waitForFunction(() => location.hash === "#/actions");
+	});
+
 	it("shows an alert live as it is raised, and marks it read", async () => {
 		await page.goto(`${base}/#/alerts`);
 		await page.waitForSelector("#alerts");
@@ -455,6 +500,39 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.selectOption("#alerts-read", "read");
 		await page.waitForSelector(`#alerts-page:has-text("· ${total + 2} alerts")`);
 		await shot("06b-alerts-filtered");
+	});
+
+	it("keeps the alerts' filters and page in the URL: a shared link, back and forward come back to them", async () => {
+		const info = (await request("GET", withQuery(url("alerts"), { where: { level: "info" }, max_results: 1 }))).body._meta.total;
+		expect(info).toBeGreaterThan(50);
+		const pages = Math.ceil(info / 50);
+		// A shared link: the level and the page it names.
+		await page.goto(`${base}/#/alerts?level=info&page=2`);
+		await page.waitForSelector(`#alerts-page:has-text("page 2 of ${pages} · ${info} alerts")`);
+		expect(await page.inputValue("#alerts-level")).toBe("info");
+		expect(await page.locator("#alerts-body tr").count()).toBe(Math.min(50, info - 50));
+		// Another filter: in the URL, and back to the first page; then the next page, in the URL too.
+		await page.selectOption("#alerts-read", "read");
+		await page.waitForFunction(() => location.hash === "#/alerts?level=info&read=read");
+		await page.waitForSelector(`#alerts-page:has-text("page 1 of ${pages}")`);
+		await page.click("#alerts-page + button");
+		await page.waitForFunction(() => location.hash === "#/alerts?level=info&read=read&page=2");
+		await page.waitForSelector(`#alerts-page:has-text("page 2 of ${pages}")`);
+		// Off to a host of the list, and back: the same filters and page; forward and back again.
+		await page.locator("#alerts-body tr:first-child a[href^='#/hosts/']").click();
+		await page.waitForSelector("#host-title");
+		await page.evaluate(() => history.back());
+		await page.waitForSelector(`#alerts-page:has-text("page 2 of ${pages} · ${info} alerts")`);
+		expect([await page.inputValue("#alerts-level"), await page.inputValue("#alerts-read")]).toEqual(["info", "read"]);
+		await page.evaluate(() => history.forward());
+		await page.waitForSelector("#host-title");
+		await page.evaluate(() => history.back());
+		await page.waitForSelector(`#alerts-page:has-text("page 2 of ${pages}")`);
+		expect(await page.evaluate(() => location.hash)).toBe("#/alerts?level=info&read=read&page=2");
+		// A link naming a level there is not: every level.
+		await page.goto(`${base}/#/alerts?level=loud`);
+		await page.waitForFunction(() => location.hash === "#/alerts");
+		expect(await page.inputValue("#alerts-level")).toBe("");
 	});
 
 	it("pauses and resumes a task", async () => {
@@ -778,7 +856,8 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		expect(await page.evaluate(() => document.activeElement?.id)).toBe("actions-host");
 		await page.keyboard.type("g?a/");
 		expect(await page.inputValue("#actions-host")).toBe("g?a/");
-		expect(await page.evaluate(() => location.hash)).toBe("#/actions");
+		// Still the actions page: the URL only holds what was typed (the page's view).
+		await page.waitForFunction(() => location.hash === "#/actions?host=g%3Fa%2F");
 		expect(await page.locator("dialog").count()).toBe(0);
 		await page.fill("#actions-host", "");
 		await page.evaluate(() => document.activeElement.blur());

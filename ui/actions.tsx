@@ -1,11 +1,12 @@
 /**
  * The actions page, in Preact (docs/dashboard.md, "Actions"): one row per host of every job fleet-ctl started, newest
- * first, filtered by the server (host name and function as prefixes, state) and paged by it; each host links to its
- * page, each job id to the job's page (#/history/<jid>), a long return folded.
+ * first, filtered by the server (host name and function as prefixes, state) and paged by it, the filters and page kept
+ * in the URL (#/actions?host=web&state=finished&page=2); each host links to its page, each job id to the job's page
+ * (#/history/<jid>), a long return folded.
  */
 import { useEffect, useState } from "preact/hooks";
 import { api, q } from "./client";
-import { Choice, Head, Pager, Pill, Problem, startsWith } from "./parts";
+import { Choice, Head, Pager, Pill, Problem, startsWith, useUrlView } from "./parts";
 
 interface Action {
 	_id: string;
@@ -36,9 +37,8 @@ function Return({ text }: { text?: string | null }) {
 }
 
 export function ActionsPage() {
-	const [filters, setFilters] = useState({ host: "", fun: "", state: "" });
-	const [page, setPage] = useState(1);
-	const [res, setRes] = useState<{ items: Action[]; total: number } | null>(null);
+	const { filters, page, setFilter, setPage } = useUrlView("actions", { host: "", fun: "", state: "" }, { state: STATES });
+	const [res, setRes] = useState<{ items: Action[]; total: number; page: number } | null>(null);
 	const [error, setError] = useState("");
 	useEffect(() => {
 		const where: Record<string, unknown> = {};
@@ -49,7 +49,7 @@ export function ActionsPage() {
 		const t = setTimeout(
 			() =>
 				api<{ _items: Action[]; _meta: { total: number } }>("GET", q("actions", { where: Object.keys(where).length ? where : undefined, sort: "-_created", page, max_results: PAGE }))
-					.then(r => current && (setRes({ items: r._items, total: r._meta.total }), setError("")))
+					.then(r => current && (setRes({ items: r._items, total: r._meta.total, page }), setError("")))
 					.catch(err => current && setError((err as Error).message)),
 			filters.host || filters.fun ? TYPING_MS : 0,
 		);
@@ -58,10 +58,7 @@ export function ActionsPage() {
 			clearTimeout(t);
 		};
 	}, [filters, page]);
-	const set = (k: keyof typeof filters) => (e: Event) => {
-		setPage(1);
-		setFilters({ ...filters, [k]: (e.target as HTMLInputElement).value });
-	};
+	const set = (k: keyof typeof filters) => (e: Event) => setFilter(k, (e.target as HTMLInputElement).value);
 	const filtered = !!(filters.host.trim() || filters.fun.trim() || filters.state);
 	return (
 		<section>
@@ -108,7 +105,7 @@ export function ActionsPage() {
 					</table>
 				</div>
 			)}
-			{res && res.total > 0 && <Pager id="actions-page" page={page} size={PAGE} total={res.total} noun="actions" onPage={setPage} />}
+			{res && res.total > 0 && <Pager id="actions-page" page={res.page} size={PAGE} total={res.total} noun="actions" onPage={setPage} />}
 		</section>
 	);
 }

@@ -1,12 +1,12 @@
 /**
  * The alerts page, in Preact (docs/dashboard.md, "Alerts"): alerts newest first, filtered by level and read state and
- * paged by the server; those raised while the page is open arrive live (the shell's `fleet:alert` window event, from
+ * paged by the server, the filters and page kept in the URL (#/alerts?level=critical&page=2); those raised while the page is open arrive live (the shell's `fleet:alert` window event, from
  * GET /api/alerts/stream) at the top of the first page; Mark read one by one, or Mark all read. After a change it tells
  * the shell (`fleet:alerts-read`), which counts the unread alerts again for the menu's badge.
  */
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, q } from "./client";
-import { Choice, Head, Pager, Pill, Problem, useGuard } from "./parts";
+import { Choice, Head, Pager, Pill, Problem, useGuard, useUrlView } from "./parts";
 
 export interface Alert {
 	_id: string;
@@ -20,15 +20,16 @@ export interface Alert {
 /** Alert levels, least to most severe (the alerts service's; webhooks listen to some of them). */
 export const LEVELS = ["debug", "info", "warning", "error", "critical"];
 const PAGE = 50;
+const READ = ["unread", "read"];
 
 /** Tells the shell that alerts were marked read (its unread badge is counted again). */
 export const ALERTS_READ = "fleet:alerts-read";
 
 /** What the server is asked for, as the filters say. */
-interface Filters {
+type Filters = {
 	level: string;
 	read: string;
-}
+};
 
 function whereOf(f: Filters): Record<string, unknown> | undefined {
 	const where: Record<string, unknown> = {};
@@ -58,9 +59,8 @@ function Details({ payload }: { payload?: Record<string, unknown> | null }) {
 }
 
 export function AlertsPage() {
-	const [filters, setFilters] = useState<Filters>({ level: "", read: "" });
-	const [page, setPage] = useState(1);
-	const [res, setRes] = useState<{ items: Alert[]; total: number } | null>(null);
+	const { filters, page, setFilter, setPage } = useUrlView<Filters>("alerts", { level: "", read: "" }, { level: LEVELS, read: READ });
+	const [res, setRes] = useState<{ items: Alert[]; total: number; page: number } | null>(null);
 	const [tick, setTick] = useState(0);
 	const [error, guard] = useGuard();
 	/**
@@ -78,7 +78,7 @@ export function AlertsPage() {
 			if (!current) return;
 			// What came before this read started, it has: no longer kept aside.
 			for (const [id, l] of live.current) if (l.seen < n) live.current.delete(id);
-			setRes({ items: r._items, total: r._meta.total });
+			setRes({ items: r._items, total: r._meta.total, page });
 		});
 		return () => {
 			current = false;
@@ -114,17 +114,14 @@ export function AlertsPage() {
 	const listed = new Set(res?.items.map(a => a._id));
 	const arrived = page === 1 ? [...live.current.values()].map(l => l.alert).filter(a => !listed.has(a._id) && matches(a, filters)).reverse() : [];
 	const rows = [...arrived, ...(res?.items ?? [])].slice(0, PAGE);
-	const set = (k: keyof Filters) => (e: Event) => {
-		setPage(1);
-		setFilters({ ...filters, [k]: (e.target as HTMLSelectElement).value });
-	};
+	const set = (k: keyof Filters) => (e: Event) => setFilter(k, (e.target as HTMLSelectElement).value);
 	const filtered = !!whereOf(filters);
 	return (
 		<section>
 			<h1>Alerts</h1>
 			<div class="bar" role="search">
 				<Choice id="alerts-level" label="Level" any="any level" values={LEVELS} value={filters.level} onChange={set("level")} />
-				<Choice id="alerts-read" label="Read or not" any="read or not" values={["unread", "read"]} value={filters.read} onChange={set("read")} />
+				<Choice id="alerts-read" label="Read or not" any="read or not" values={READ} value={filters.read} onChange={set("read")} />
 				<button type="button" id="mark-all" onClick={() => void markAll()}>
 					Mark all read
 				</button>
@@ -169,7 +166,7 @@ export function AlertsPage() {
 					</p>
 				)}
 			</div>
-			{res && res.total > 0 && <Pager id="alerts-page" page={page} size={PAGE} total={res.total} noun="alerts" onPage={setPage} />}
+			{res && res.total > 0 && <Pager id="alerts-page" page={res.page} size={PAGE} total={res.total} noun="alerts" onPage={setPage} />}
 		</section>
 	);
 }

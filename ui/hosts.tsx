@@ -7,7 +7,7 @@
  */
 import { useEffect, useMemo, useState } from "preact/hooks";
 import { api, q } from "./client";
-import { Pill, Problem } from "./parts";
+import { hashQuery, Pill, Problem, writeHashQuery } from "./parts";
 
 interface Host {
 	_id: string;
@@ -53,7 +53,7 @@ interface View {
 }
 
 function readView(): View {
-	const query = new URLSearchParams(location.hash.split("?")[1] ?? "");
+	const query = hashQuery();
 	const size = Number(query.get("size"));
 	return {
 		prefix: query.get("name") ?? "",
@@ -75,12 +75,7 @@ function writeView(v: View): void {
 	if (v.sort !== "_id") query.set("sort", v.sort);
 	if (v.page > 1) query.set("page", String(v.page));
 	if (v.size !== PAGE_SIZES[0]) query.set("size", String(v.size));
-	const hash = `#/hosts${query.size ? `?${query}` : ""}`;
-	// Only while the hosts page is what the URL shows: a page being left must not take the URL back (its last
-	// request may end after the next page's navigation began).
-	if (location.hash.split("?")[0] !== "#/hosts") return;
-	// The same view: no new history entry (typing would make one per key).
-	if (location.hash !== hash) history.replaceState(null, "", hash);
+	writeHashQuery("hosts", query);
 }
 
 function shownColumns(): string[] {

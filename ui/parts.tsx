@@ -1,4 +1,8 @@
-/** Small Preact pieces the pages share: the props every page gets, errors, table heads, pagers, form fields, pills, target previews. */
+/**
+ * Small Preact pieces the pages share: the props every page gets, errors, table heads, pagers, form fields, pills,
+ * target previews, and a page's view kept in the URL (#/<page>?<view>: filters and page, written only while the page
+ * is the one shown).
+ */
 import { useEffect, useState } from "preact/hooks";
 import { api, ApiError, type Me } from "./client";
 
@@ -184,4 +188,53 @@ export function Choice({ id, label, any, values, value, onChange }: { id: string
 			))}
 		</select>
 	);
+}
+
+/** The view the URL's hash holds after its page (#/<page>?<view>). */
+export function hashQuery(): URLSearchParams {
+	return new URLSearchParams(location.hash.split("?")[1] ?? "");
+}
+
+/**
+ * Writes a page's view into the URL (#/<path>?<query>), without a new history entry (typing would make one per key):
+ * back, forward and a shared link come back to it. Only while `path` is what the URL shows: a page being left must not
+ * take the URL back (its last request may end after the next page's navigation began).
+ */
+export function writeHashQuery(path: string, query: URLSearchParams): void {
+	const hash = `#/${path}${query.size ? `?${query}` : ""}`;
+	if (location.hash.split("?")[0] !== `#/${path}`) return;
+	if (location.hash !== hash) history.replaceState(null, "", hash);
+}
+
+/**
+ * A list page's filters (each a string, "" for none; those with `choices` only one of them) and its page number,
+ * read from the URL when the page is shown and written back at every change (writeHashQuery). Changing a filter goes
+ * back to the first page.
+ */
+export function useUrlView<F extends Record<string, string>>(
+	path: string,
+	blank: F,
+	choices: Partial<Record<keyof F, string[]>> = {},
+): { filters: F; page: number; setFilter: (k: keyof F, value: string) => void; setPage: (page: number) => void } {
+	const [view, setView] = useState(() => {
+		const query = hashQuery();
+		const filters = { ...blank };
+		for (const k of Object.keys(blank) as Array<keyof F & string>) {
+			const v = query.get(k);
+			if (v !== null && (choices[k]?.includes(v) ?? true)) filters[k] = v as F[typeof k];
+		}
+		return { filters, page: Math.max(1, Math.floor(Number(query.get("page"))) || 1) };
+	});
+	useEffect(() => {
+		const query = new URLSearchParams();
+		for (const [k, v] of Object.entries(view.filters)) if (v) query.set(k, v);
+		if (view.page > 1) query.set("page", String(view.page));
+		writeHashQuery(path, query);
+	}, [view]);
+	return {
+		filters: view.filters,
+		page: view.page,
+		setFilter: (k, value) => setView(v => ({ filters: { ...v.filters, [k]: value }, page: 1 })),
+		setPage: page => setView(v => ({ ...v, page })),
+	};
 }
