@@ -899,6 +899,63 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		expect(await page.evaluate(() => document.activeElement?.id)).toBe("shortcuts");
 	});
 
+	it("takes the focus to the new page's heading at each navigation, never from where the user moved it or is typing", async () => {
+		/** Whether the focus is on the main heading of the page shown, saying `text`. */
+		const onHeading = (text: string) =>
+			page.waitForFunction(t => {
+				const el = document.activeElement;
+				return !!el && el === document.querySelector("main h1") && el.textContent.trim() === t && el.getAttribute("tabindex") === "-1";
+			}, text);
+		await page.goto(`${base}/#/hosts`);
+		await page.waitForSelector("#hosts tbody tr");
+		// A click in the menu, a shortcut, Back.
+		await page.click('#nav a[href="#/alerts"]');
+		await onHeading("Alerts");
+		await page.keyboard.press("g");
+		await page.keyboard.press("x");
+		await onHeading("Actions");
+		await page.evaluate(() => history.back());
+		await onHeading("Alerts");
+		// A page whose heading is drawn again once its data came (a host's): the heading it ends with.
+		await page.evaluate(h => (location.hash = `#/hosts/${h}`), hosts[0]);
+		await page.waitForSelector("#host-title");
+		await page.waitForFunction(() => document.activeElement?.id === "host-title");
+		// The user moved on (to the menu) while the page was still loading: the focus stays where they put it.
+		let release: () => void = () => undefined;
+		const held = new Promise<void>(r => (release = r));
+		const hostRead = (u: URL) => u.pathname === `/api/hosts/${hosts[1]}`;
+		await page.route(hostRead, async route => {
+			await held;
+			await route.continue();
+		});
+		try {
+			await page.evaluate(h => (location.hash = `#/hosts/${h}`), hosts[1]);
+			await onHeading(hosts[1]);
+			await page.focus('#nav a[href="#/tasks"]');
+			release();
+			await page.waitForSelector(`#host-title:has-text("${hosts[1]}")`);
+			expect(await page.evaluate(() => document.activeElement?.getAttribute("href"))).toBe("#/tasks");
+		} finally {
+			release();
+			await page.unroute(hostRead);
+		}
+		// Typing in a filter that writes the URL as it goes (hosts, actions) is not a navigation: the cursor stays.
+		await page.click('#nav a[href="#/hosts"]');
+		await onHeading("Hosts");
+		await page.click("#host-filter");
+		await page.keyboard.type(hosts[1]);
+		await page.waitForFunction(() => document.querySelectorAll("#hosts tbody tr").length === 1 && location.hash.includes("name="));
+		expect(await page.evaluate(() => document.activeElement?.id)).toBe("host-filter");
+		await page.keyboard.press("Backspace");
+		expect(await page.inputValue("#host-filter")).toBe(hosts[1].slice(0, -1));
+		await page.goto(`${base}/#/actions`);
+		await onHeading("Actions");
+		await page.click("#actions-fun");
+		await page.keyboard.type("test.");
+		await page.waitForFunction(() => location.hash === "#/actions?fun=test.");
+		expect(await page.evaluate(() => document.activeElement?.id)).toBe("actions-fun");
+	});
+
 	it("starts a rollout from its form, follows its waves, pauses and resumes it until it finishes", async () => {
 		await page.goto(`${base}/#/rollouts`);
 		await page.waitForSelector("p.empty:has-text('No rollout yet')");

@@ -25,7 +25,7 @@ import { TokensPage } from "./tokens";
 import { VpnPage } from "./vpn";
 import { WebhooksPage, DeliveriesPage } from "./webhooks";
 import { WindowsPage } from "./windows";
-import { Shortcuts, useShortcuts } from "./keys";
+import { Shortcuts, useLandingFocus, useShortcuts } from "./keys";
 
 type Role = Me["role"];
 const RANK: Record<Role, number> = { viewer: 0, operator: 1, admin: 2 };
@@ -260,6 +260,8 @@ function App() {
 		document.title = me ? `${page.label} · fleet-ctl` : "fleet-ctl";
 	}, [me, page]);
 	useShortcuts(!!me && !help, pages, () => setHelp(true));
+	// Each page shown (signing in, then each change of the URL's hash) takes the focus to its heading.
+	useLandingFocus(me ? `${me._id} ${hash.n}` : null);
 
 	const signOut = () => {
 		const session = me?.session === true;

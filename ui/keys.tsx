@@ -2,6 +2,7 @@
  * The dashboard's keyboard shortcuts (docs/dashboard.md, "Keyboard"): `g` then a page's letter goes to that page, `/`
  * puts the cursor in the page's filter or search field, `?` opens the help dialog that lists them (a modal <dialog>:
  * Escape or its button closes it, and the focus goes back where it was). None fires while typing in a field.
+ * Also where the focus lands at each navigation: the new page's main heading (useLandingFocus).
  */
 import { useEffect, useRef } from "preact/hooks";
 
@@ -113,4 +114,41 @@ export function Shortcuts({ pages, onClose }: { pages: ShortcutPage[]; onClose: 
 			</p>
 		</dialog>
 	);
+}
+
+/**
+ * At each navigation (`navigation` changes; null: signed out), moves the focus to the new page's main heading (its
+ * h1, given tabindex=-1), so that a keyboard or a screen reader starts on the page it asked for. A page that draws its
+ * heading only once its data came (or draws another one then) is waited for, until the user moves the focus
+ * elsewhere: a field being typed in, or anything focused in the page, is never taken from. A page writing its view
+ * into the URL (history.replaceState, no hashchange) is not a navigation.
+ */
+export function useLandingFocus(navigation: string | null): void {
+	useEffect(() => {
+		const main = document.getElementById("main");
+		if (navigation === null || !main) return;
+		/** The heading the focus was put on. */
+		let landed: HTMLElement | null = null;
+		const land = () => {
+			const heading = main.querySelector<HTMLElement>("h1");
+			// None yet, or the one landed on is still there.
+			if (!heading || landed?.isConnected) return;
+			const active = document.activeElement;
+			if (active && active !== document.body && (typing(active) || main.contains(active))) return stop();
+			landed = heading;
+			heading.tabIndex = -1;
+			heading.focus();
+		};
+		// The user moved the focus: theirs from now on.
+		const moved = (e: FocusEvent) => e.target !== landed && stop();
+		const observer = new MutationObserver(land);
+		const stop = () => {
+			observer.disconnect();
+			document.removeEventListener("focusin", moved);
+		};
+		observer.observe(main, { childList: true, subtree: true });
+		document.addEventListener("focusin", moved);
+		land();
+		return stop;
+	}, [navigation]);
 }
