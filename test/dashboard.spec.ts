@@ -1038,6 +1038,31 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		expect(pritunl.orgList().map(o => o.name)).not.toContain("dash-made");
 	});
 
+	it("fits each list in a phone's width (390 px): a table wider than the screen scrolls in its own box, never the page (admin)", async () => {
+		await page.setViewportSize({ width: 390, height: 800 });
+		try {
+			for (const [path, table] of [
+				["groups", "#groups"],
+				["vpn", "#vpn-managers"],
+				["vpn", "#vpn-organizations"],
+				["tokens", "#all-tokens"],
+				["audit", "#audit"],
+				["rollouts", "#rollouts"],
+			]) {
+				await page.evaluate(p => (location.hash = `#/${p}`), path);
+				await page.waitForSelector(`${table} tbody tr`);
+				const layout = await page.evaluate(t => {
+					const box = document.querySelector(t).closest(".table-scroll");
+					return { fits: document.documentElement.scrollWidth <= document.documentElement.clientWidth, boxed: !!box && box.tabIndex === 0 };
+				}, table);
+				expect({ table, ...layout }).toEqual({ table, fits: true, boxed: true });
+				await shot(`23-${path}-390px`);
+			}
+		} finally {
+			await page.setViewportSize({ width: 1360, height: 900 });
+		}
+	});
+
 	it("shows an operator the VPN identity with the otp_secret masked, and lets it download the profile", async () => {
 		await page.click("#signout");
 		await page.fill("#token", operatorToken);

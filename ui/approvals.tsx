@@ -5,7 +5,7 @@
  * /api/approvals/stream without a reload. Everything is rendered as text (Preact escapes), never as HTML.
  */
 import { useEffect, useState } from "preact/hooks";
-import { Head, Problem, RuleActions, useGuard } from "./parts";
+import { Head, Problem, RuleActions, Scroll, useGuard } from "./parts";
 import { api, followStream, q, type Me } from "./client";
 
 interface Policy {
@@ -142,27 +142,29 @@ function Policies({ me }: { me: Me }) {
 			{items === null ? null : items.length === 0 ? (
 				<p class="empty">No approval policy: every run goes as its token allows.{admin ? " Add one below." : " Admins add them."}</p>
 			) : (
-				<table id="policies">
-					<Head columns={["Name", "Functions", "Hosts", "More than", "From", "Approvers", "State", ...(admin ? [""] : [])]} />
-					<tbody>
-						{items.map(p => (
-							<tr key={p._id} data-id={p._id}>
-								<td>{p.name}</td>
-								<td class="mono">{p.functions.join(", ")}</td>
-								<td class="mono">{p.targets?.target ?? (p.targets?.groups?.length ? `${p.targets.groups.length} group(s)` : "any")}</td>
-								<td>{p.more_than_hosts ?? 0} host(s)</td>
-								<td>{p.origins?.join(", ") ?? "anywhere"}</td>
-								<td>
-									{p.approvers.count} × {p.approvers.roles.join("/")}
-								</td>
-								<td>
-									<span class={`pill ${p.enabled === false ? "paused" : "up"}`}>{p.enabled === false ? "disabled" : "enabled"}</span>
-								</td>
-								{admin && <RuleActions enabled={p.enabled !== false} onToggle={() => void change(p, "toggle")} onDelete={() => void change(p, "delete")} />}
-							</tr>
-						))}
-					</tbody>
-				</table>
+				<Scroll>
+					<table id="policies">
+						<Head columns={["Name", "Functions", "Hosts", "More than", "From", "Approvers", "State", ...(admin ? [""] : [])]} />
+						<tbody>
+							{items.map(p => (
+								<tr key={p._id} data-id={p._id}>
+									<td>{p.name}</td>
+									<td class="mono">{p.functions.join(", ")}</td>
+									<td class="mono">{p.targets?.target ?? (p.targets?.groups?.length ? `${p.targets.groups.length} group(s)` : "any")}</td>
+									<td>{p.more_than_hosts ?? 0} host(s)</td>
+									<td>{p.origins?.join(", ") ?? "anywhere"}</td>
+									<td>
+										{p.approvers.count} × {p.approvers.roles.join("/")}
+									</td>
+									<td>
+										<span class={`pill ${p.enabled === false ? "paused" : "up"}`}>{p.enabled === false ? "disabled" : "enabled"}</span>
+									</td>
+									{admin && <RuleActions enabled={p.enabled !== false} onToggle={() => void change(p, "toggle")} onDelete={() => void change(p, "delete")} />}
+								</tr>
+							))}
+						</tbody>
+					</table>
+				</Scroll>
 			)}
 			{admin && (
 				<form class="card" id="new-policy" onSubmit={add}>
@@ -225,35 +227,37 @@ export function ApprovalsPage({ me }: { me: Me }) {
 			) : items.length === 0 ? (
 				<p class="empty">{all ? "No approval request yet." : "No request waits for a decision."} Runs that an approval policy matches (admins write them: POST /api/approval_policies) appear here as they are asked for.</p>
 			) : (
-				<table id="approvals">
-					<Head columns={["Requested", "Call", "Hosts", "By", "Needs", "Votes", "Dry run", "Status", ""]} />
-					<tbody>
-						{items.map(a => (
-							<tr key={a._id} data-id={a._id}>
-								<td>{a._created}</td>
-								<td class="mono">{callText(a)}</td>
-								<td>
-									{a.hosts_count} {a.target ? <span class="muted mono">{a.target}</span> : null}
-								</td>
-								<td>
-									{a.requester.name} <span class="muted">({a.origin}{a.definition ? ` ${a.definition.kind}` : ""})</span>
-								</td>
-								<td>{a.policies.map(p => `${p.name}: ${p.count} × ${p.roles.join("/")}`).join("; ")}</td>
-								<td>{a.votes.length ? a.votes.map(v => `${v.decision} by ${v.name}${v.comment ? ` (“${v.comment}”)` : ""}`).join("; ") : "–"}</td>
-								<td>
-									<DryRun a={a} />
-								</td>
-								<td>
-									<span class={`pill ${a.status}`}>{a.status}</span>
-									{a.run?.jid ? <span class="mono"> job {a.run.jid}</span> : a.run?.message ? <span class="error"> {a.run.message}</span> : null}
-								</td>
-								<td>
-									<Decide a={a} me={me} onDone={replace} />
-								</td>
-							</tr>
-						))}
-					</tbody>
-				</table>
+				<Scroll>
+					<table id="approvals">
+						<Head columns={["Requested", "Call", "Hosts", "By", "Needs", "Votes", "Dry run", "Status", ""]} />
+						<tbody>
+							{items.map(a => (
+								<tr key={a._id} data-id={a._id}>
+									<td>{a._created}</td>
+									<td class="mono">{callText(a)}</td>
+									<td>
+										{a.hosts_count} {a.target ? <span class="muted mono">{a.target}</span> : null}
+									</td>
+									<td>
+										{a.requester.name} <span class="muted">({a.origin}{a.definition ? ` ${a.definition.kind}` : ""})</span>
+									</td>
+									<td>{a.policies.map(p => `${p.name}: ${p.count} × ${p.roles.join("/")}`).join("; ")}</td>
+									<td>{a.votes.length ? a.votes.map(v => `${v.decision} by ${v.name}${v.comment ? ` (“${v.comment}”)` : ""}`).join("; ") : "–"}</td>
+									<td>
+										<DryRun a={a} />
+									</td>
+									<td>
+										<span class={`pill ${a.status}`}>{a.status}</span>
+										{a.run?.jid ? <span class="mono"> job {a.run.jid}</span> : a.run?.message ? <span class="error"> {a.run.message}</span> : null}
+									</td>
+									<td>
+										<Decide a={a} me={me} onDone={replace} />
+									</td>
+								</tr>
+							))}
+						</tbody>
+					</table>
+				</Scroll>
 			)}
 			<Policies me={me} />
 		</section>

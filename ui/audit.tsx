@@ -5,7 +5,7 @@
  */
 import { useEffect, useState } from "preact/hooks";
 import { api, q } from "./client";
-import { Head, Problem } from "./parts";
+import { Head, Problem, Scroll } from "./parts";
 
 interface Record {
 	_id: string;
@@ -85,32 +85,34 @@ export function AuditPage() {
 			) : data.items.length === 0 ? (
 				<p class="empty">No record matches these filters.</p>
 			) : (
-				<table id="audit">
-					<Head columns={["When", "Who", "Request", "Run", "Status"]} />
-					<tbody>
-						{data.items.map(r => (
-							<tr key={r._id} data-id={r._id} onClick={() => setOpen(open === r._id ? null : r._id)} class="clickable">
-								<td>{r._created}</td>
-								<td>
-									{r.name ?? "–"} <span class="muted">{r.role ?? ""}</span>
-								</td>
-								<td class="mono">
-									{r.method} {r.path}
-								</td>
-								<td>
-									{r.fun ? `${r.fun} on ${r.targets?.length ?? 0} host(s)` : "–"}
-									{r.break_glass ? <span class="pill warning"> break-glass</span> : null}
-									{open === r._id && (
-										<pre class="mono">{JSON.stringify({ args: r.args, targets: r.targets, jid: r.jid, message: r.message, break_glass: r.break_glass, approval: r.approval, agent: r.agent, source: r.source }, null, 2)}</pre>
-									)}
-								</td>
-								<td>
-									<span class={`pill ${r.outcome}`}>{r.outcome}</span> {r.status}
-								</td>
-							</tr>
-						))}
-					</tbody>
-				</table>
+				<Scroll>
+					<table id="audit">
+						<Head columns={["When", "Who", "Request", "Run", "Status"]} />
+						<tbody>
+							{data.items.map(r => (
+								<tr key={r._id} data-id={r._id} onClick={() => setOpen(open === r._id ? null : r._id)} class="clickable">
+									<td>{r._created}</td>
+									<td>
+										{r.name ?? "–"} <span class="muted">{r.role ?? ""}</span>
+									</td>
+									<td class="mono">
+										{r.method} {r.path}
+									</td>
+									<td>
+										{r.fun ? `${r.fun} on ${r.targets?.length ?? 0} host(s)` : "–"}
+										{r.break_glass ? <span class="pill warning"> break-glass</span> : null}
+										{open === r._id && (
+											<pre class="mono">{JSON.stringify({ args: r.args, targets: r.targets, jid: r.jid, message: r.message, break_glass: r.break_glass, approval: r.approval, agent: r.agent, source: r.source }, null, 2)}</pre>
+										)}
+									</td>
+									<td>
+										<span class={`pill ${r.outcome}`}>{r.outcome}</span> {r.status}
+									</td>
+								</tr>
+							))}
+						</tbody>
+					</table>
+				</Scroll>
 			)}
 			<p class="pager">
 				<button type="button" class="secondary" disabled={page <= 1} onClick={() => setPage(page - 1)}>

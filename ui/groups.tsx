@@ -6,7 +6,7 @@
  */
 import { useEffect, useState } from "preact/hooks";
 import { api, q, ApiError, type Me } from "./client";
-import { Button, Field, GroupPicker, Head, Problem, TargetPreview, useGuard, useTargetPreview } from "./parts";
+import { Button, Field, GroupPicker, Head, Problem, Scroll, TargetPreview, useGuard, useTargetPreview } from "./parts";
 
 export interface Group {
 	_id: string;
@@ -106,27 +106,29 @@ export function GroupsPage({ me }: { me: Me }) {
 			) : groups.length === 0 ? (
 				<p class="empty">No group yet: a group names hosts (listed, by a rule, or through its subgroups) to run on together.{admin ? " Add one below." : ""}</p>
 			) : (
-				<table id="groups">
-					<Head columns={["Name", "Kind", "Hosts", "Rule", "Subgroups", ...(admin ? [""] : [])]} />
-					<tbody>
-						{groups.map(g => (
-							<tr key={g._id} data-id={g._id}>
-								<td>
-									<a href={`#/groups/${g._id}`}>{g.name}</a>
-								</td>
-								<td>{GROUP_KINDS[g.type ?? 0] ?? `type ${g.type}`}</td>
-								<td>{counts[g._id] ?? "…"}</td>
-								<td class="mono">{g.info?.target ?? g.info?.regex ?? (g.info?.grain ? Object.entries(g.info.grain).map(([k, v]) => `${k}=${v}`).join(", ") : "–")}</td>
-								<td>{(g.subgroups ?? []).map(s => names[s] ?? s).join(", ") || "–"}</td>
-								{admin && (
+				<Scroll>
+					<table id="groups">
+						<Head columns={["Name", "Kind", "Hosts", "Rule", "Subgroups", ...(admin ? [""] : [])]} />
+						<tbody>
+							{groups.map(g => (
+								<tr key={g._id} data-id={g._id}>
 									<td>
-										<Button label="Delete" onClick={() => remove(g)} />
+										<a href={`#/groups/${g._id}`}>{g.name}</a>
 									</td>
-								)}
-							</tr>
-						))}
-					</tbody>
-				</table>
+									<td>{GROUP_KINDS[g.type ?? 0] ?? `type ${g.type}`}</td>
+									<td>{counts[g._id] ?? "…"}</td>
+									<td class="mono">{g.info?.target ?? g.info?.regex ?? (g.info?.grain ? Object.entries(g.info.grain).map(([k, v]) => `${k}=${v}`).join(", ") : "–")}</td>
+									<td>{(g.subgroups ?? []).map(s => names[s] ?? s).join(", ") || "–"}</td>
+									{admin && (
+										<td>
+											<Button label="Delete" onClick={() => remove(g)} />
+										</td>
+									)}
+								</tr>
+							))}
+						</tbody>
+					</table>
+				</Scroll>
 			)}
 			{admin && groups !== null && <GroupForm groups={groups} prefix="group" onDone={() => void load()} />}
 		</section>

@@ -15,6 +15,18 @@ export function Problem({ text }: { text: string }) {
 	) : null;
 }
 
+/**
+ * A table in a box that scrolls sideways when the table is wider than the screen (a phone's 390 px), instead of the
+ * page; focusable, so that a keyboard can scroll it too.
+ */
+export function Scroll({ children }: { children: preact.ComponentChildren }) {
+	return (
+		<div class="table-scroll" tabIndex={0}>
+			{children}
+		</div>
+	);
+}
+
 /** A table's head: one column heading per name ("" for a column without one). */
 export function Head({ columns }: { columns: string[] }) {
 	return (

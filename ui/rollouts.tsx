@@ -5,7 +5,7 @@
  */
 import { useEffect, useState } from "preact/hooks";
 import { api, q, ApiError, type Me } from "./client";
-import { Head, Problem } from "./parts";
+import { Head, Problem, Scroll } from "./parts";
 import { parseRunArgs, splitWords } from "../lib/repl/words";
 
 interface Batch {
@@ -91,26 +91,28 @@ export function RolloutPage({ id, me }: { id: string; me: Me }) {
 					</button>
 				))}
 			<Problem text={error || r.last_error || ""} />
-			<table id="batches">
-				<Head columns={["Wave", "Hosts", "State", "Job", "Succeeded", "Failed", "Timed out", "Unreached", "Predicted changes"]} />
-				<tbody>
-					{(r.batches ?? []).map(b => (
-						<tr key={b.index} data-batch={b.index}>
-							<td>{b.canary ? "canary" : `batch ${b.index}`}</td>
-							<td>{b.to - b.from}</td>
-							<td>
-								<span class={`pill ${b.state}`}>{b.state}</span>
-							</td>
-							<td class="mono">{b.jid ? <a href={`#/jobs`}>{b.jid}</a> : "–"}</td>
-							<td>{b.succeeded ?? "–"}</td>
-							<td>{b.failed ?? "–"}</td>
-							<td>{b.timed_out ?? "–"}</td>
-							<td>{b.unreached ?? "–"}</td>
-							<td>{b.predicted_total === undefined ? "–" : `${b.predicted_total}${b.predicted_failures ? ` (${b.predicted_failures} failing)` : ""}`}</td>
-						</tr>
-					))}
-				</tbody>
-			</table>
+			<Scroll>
+				<table id="batches">
+					<Head columns={["Wave", "Hosts", "State", "Job", "Succeeded", "Failed", "Timed out", "Unreached", "Predicted changes"]} />
+					<tbody>
+						{(r.batches ?? []).map(b => (
+							<tr key={b.index} data-batch={b.index}>
+								<td>{b.canary ? "canary" : `batch ${b.index}`}</td>
+								<td>{b.to - b.from}</td>
+								<td>
+									<span class={`pill ${b.state}`}>{b.state}</span>
+								</td>
+								<td class="mono">{b.jid ? <a href={`#/jobs`}>{b.jid}</a> : "–"}</td>
+								<td>{b.succeeded ?? "–"}</td>
+								<td>{b.failed ?? "–"}</td>
+								<td>{b.timed_out ?? "–"}</td>
+								<td>{b.unreached ?? "–"}</td>
+								<td>{b.predicted_total === undefined ? "–" : `${b.predicted_total}${b.predicted_failures ? ` (${b.predicted_failures} failing)` : ""}`}</td>
+							</tr>
+						))}
+					</tbody>
+				</table>
+			</Scroll>
 		</section>
 	);
 }
@@ -184,28 +186,30 @@ export function RolloutsPage({ me }: { me: Me }) {
 			) : items.length === 0 ? (
 				<p class="empty">No rollout yet: a change in waves (a canary, then batches, paused past its failure budget).{me.role === "viewer" ? "" : " Start one below."}</p>
 			) : (
-				<table id="rollouts">
-					<Head columns={["Name", "Call", "Target", "Status", "Progress", "Failures", "Started"]} />
-					<tbody>
-						{items.map(r => (
-							<tr key={r._id} data-id={r._id}>
-								<td>
-									<a href={`#/rollouts/${r._id}`}>{r.name}</a>
-								</td>
-								<td class="mono">{r.fun}</td>
-								<td class="mono">{r.target}</td>
-								<td>
-									<span class={`pill ${r.status}`}>{r.status}</span> <span class="muted">{waitingText(r)}</span>
-								</td>
-								<td>{progress(r)}</td>
-								<td>
-									{r.failed + r.timed_out + r.unreached} / {r.budget}
-								</td>
-								<td>{r._created}</td>
-							</tr>
-						))}
-					</tbody>
-				</table>
+				<Scroll>
+					<table id="rollouts">
+						<Head columns={["Name", "Call", "Target", "Status", "Progress", "Failures", "Started"]} />
+						<tbody>
+							{items.map(r => (
+								<tr key={r._id} data-id={r._id}>
+									<td>
+										<a href={`#/rollouts/${r._id}`}>{r.name}</a>
+									</td>
+									<td class="mono">{r.fun}</td>
+									<td class="mono">{r.target}</td>
+									<td>
+										<span class={`pill ${r.status}`}>{r.status}</span> <span class="muted">{waitingText(r)}</span>
+									</td>
+									<td>{progress(r)}</td>
+									<td>
+										{r.failed + r.timed_out + r.unreached} / {r.budget}
+									</td>
+									<td>{r._created}</td>
+								</tr>
+							))}
+						</tbody>
+					</table>
+				</Scroll>
 			)}
 			{me.role !== "viewer" && <NewRollout />}
 		</section>

@@ -5,7 +5,7 @@
  */
 import { useEffect, useState } from "preact/hooks";
 import { api, q, type Me } from "./client";
-import { Button, Field, Head, Problem, useGuard } from "./parts";
+import { Button, Field, Head, Problem, Scroll, useGuard } from "./parts";
 
 interface Token {
 	_id: string;
@@ -27,28 +27,30 @@ const state = (t: Token) => (t.revoked ? "revoked" : t.expires && new Date(t.exp
 /** Tokens as a table: name, (kind,) role, scope, expiry, state, and Revoke for the active ones. */
 function TokenTable({ id, items, kinds, onRevoke }: { id: string; items: Token[]; kinds: boolean; onRevoke: (t: Token) => void }) {
 	return (
-		<table id={id}>
-			<Head columns={["Name", ...(kinds ? ["Kind"] : []), "Role", "Scope", "Expires", "State", ""]} />
-			<tbody>
-				{items.map(t => (
-					<tr key={t._id} data-id={t._id}>
-						<td>{t.name}</td>
-						{kinds && <td>{t.session ? "session" : t.subject ? "personal" : "API token"}</td>}
-						<td>{t.role}</td>
-						<td>{scopeText(t)}</td>
-						<td>{t.expires ?? "never"}</td>
-						<td>
-							<span class={`pill ${state(t)}`}>{state(t)}</span>
-						</td>
-						<td>
-							{state(t) === "active" && (
-								<Button label="Revoke" onClick={() => onRevoke(t)} />
-							)}
-						</td>
-					</tr>
-				))}
-			</tbody>
-		</table>
+		<Scroll>
+			<table id={id}>
+				<Head columns={["Name", ...(kinds ? ["Kind"] : []), "Role", "Scope", "Expires", "State", ""]} />
+				<tbody>
+					{items.map(t => (
+						<tr key={t._id} data-id={t._id}>
+							<td>{t.name}</td>
+							{kinds && <td>{t.session ? "session" : t.subject ? "personal" : "API token"}</td>}
+							<td>{t.role}</td>
+							<td>{scopeText(t)}</td>
+							<td>{t.expires ?? "never"}</td>
+							<td>
+								<span class={`pill ${state(t)}`}>{state(t)}</span>
+							</td>
+							<td>
+								{state(t) === "active" && (
+									<Button label="Revoke" onClick={() => onRevoke(t)} />
+								)}
+							</td>
+						</tr>
+					))}
+				</tbody>
+			</table>
+		</Scroll>
 	);
 }
 

@@ -5,7 +5,7 @@
  */
 import { useEffect, useState } from "preact/hooks";
 import { api, q, type Me } from "./client";
-import { Button, Field, Head, Problem, useGuard } from "./parts";
+import { Button, Field, Head, Problem, Scroll, useGuard } from "./parts";
 
 interface Manager {
 	_id: string;
@@ -92,53 +92,57 @@ export function VpnPage({ me }: { me: Me }) {
 			) : managers.length === 0 ? (
 				<p class="empty">No VPN manager: hosts have no VPN identity until an admin adds the Pritunl server that keeps them.</p>
 			) : (
-				<table id="vpn-managers">
-					<Head columns={["Name", "API", "Dashboard", "User", ...(admin ? [""] : [])]} />
-					<tbody>
-						{managers.map(m => (
-							<tr key={m._id} data-id={m._id}>
-								<td>{m.name}</td>
-								<td class="mono">{m.server_address}</td>
-								<td>
-									<a href={m.dashboard_address} rel="noreferrer noopener" target="_blank">
-										{m.dashboard_address}
-									</a>
-								</td>
-								<td>{m.username}</td>
-								{admin && (
+				<Scroll>
+					<table id="vpn-managers">
+						<Head columns={["Name", "API", "Dashboard", "User", ...(admin ? [""] : [])]} />
+						<tbody>
+							{managers.map(m => (
+								<tr key={m._id} data-id={m._id}>
+									<td>{m.name}</td>
+									<td class="mono">{m.server_address}</td>
 									<td>
-										<Button label="Delete" onClick={() => remove(`vpn_managers/${m._id}`)} />
+										<a href={m.dashboard_address} rel="noreferrer noopener" target="_blank">
+											{m.dashboard_address}
+										</a>
 									</td>
-								)}
-							</tr>
-						))}
-					</tbody>
-				</table>
+									<td>{m.username}</td>
+									{admin && (
+										<td>
+											<Button label="Delete" onClick={() => remove(`vpn_managers/${m._id}`)} />
+										</td>
+									)}
+								</tr>
+							))}
+						</tbody>
+					</table>
+				</Scroll>
 			)}
 			<h2>Organizations</h2>
 			{orgs.length === 0 ? (
 				<p class="empty">No organization yet.{admin ? " Create one in a manager below." : ""}</p>
 			) : (
-				<table id="vpn-organizations">
-					<Head columns={["Name", "Manager", "Updated", ""]} />
-					<tbody>
-						{orgs.map(o => (
-							<tr key={o._id} data-id={o._id}>
-								<td>{o.name}</td>
-								<td>{names[o.vpn_manager] ?? o.vpn_manager}</td>
-								<td>{o._updated ?? "–"}</td>
-								<td>
-									{me.role !== "viewer" && (
-										<Button label="Sync" onClick={() => sync(o)} />
-									)}{" "}
-									{admin && (
-										<Button label="Delete" onClick={() => remove(`vpn_organizations/${o._id}`)} />
-									)}
-								</td>
-							</tr>
-						))}
-					</tbody>
-				</table>
+				<Scroll>
+					<table id="vpn-organizations">
+						<Head columns={["Name", "Manager", "Updated", ""]} />
+						<tbody>
+							{orgs.map(o => (
+								<tr key={o._id} data-id={o._id}>
+									<td>{o.name}</td>
+									<td>{names[o.vpn_manager] ?? o.vpn_manager}</td>
+									<td>{o._updated ?? "–"}</td>
+									<td>
+										{me.role !== "viewer" && (
+											<Button label="Sync" onClick={() => sync(o)} />
+										)}{" "}
+										{admin && (
+											<Button label="Delete" onClick={() => remove(`vpn_organizations/${o._id}`)} />
+										)}
+									</td>
+								</tr>
+							))}
+						</tbody>
+					</table>
+				</Scroll>
 			)}
 			{admin && (
 				<>

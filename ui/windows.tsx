@@ -5,7 +5,7 @@
  * delete. Everyone may read it: operators need to know when their runs may go.
  */
 import { useEffect, useState } from "preact/hooks";
-import { Head, Problem, RuleActions, useGuard } from "./parts";
+import { Head, Problem, RuleActions, Scroll, useGuard } from "./parts";
 import { api, q, ApiError, type Me } from "./client";
 
 interface Window {
@@ -119,27 +119,29 @@ export function WindowsPage({ me }: { me: Me }) {
 			) : windows.length === 0 ? (
 				<p class="empty">No maintenance window: every function runs at any time.{admin ? " Add one below." : " Admins add them."}</p>
 			) : (
-				<table id="windows">
-					<Head columns={["Name", "Hosts", "Functions", "Recurs", "Now", "Next opening", ...(admin ? [""] : [])]} />
-					<tbody>
-						{windows.map(w => {
-							const p = previews[w._id];
-							return (
-								<tr key={w._id} data-id={w._id}>
-									<td>{w.name}</td>
-									<td>{[...(w.targets.groups ?? []).map(g => `group ${groups[g] ?? g}`), ...(w.targets.target ? [w.targets.target] : [])].join(" or ")}</td>
-									<td class="mono">{w.functions.join(", ")}</td>
-									<td>
-										<span class="mono">{w.rrule}</span> from {w.start} ({w.timezone}), {w.duration}
-									</td>
-									<td>{w.enabled === false ? <span class="pill paused">disabled</span> : p?.open ? <span class="pill up">open until {p.open.end}</span> : <span class="pill">closed</span>}</td>
-									<td>{p?.next[0] ? `${p.next[0].start} – ${p.next[0].end}` : "none within ten years"}</td>
-									{admin && <RuleActions enabled={w.enabled !== false} onToggle={() => void act(w, "toggle")} onDelete={() => void act(w, "delete")} />}
-								</tr>
-							);
-						})}
-					</tbody>
-				</table>
+				<Scroll>
+					<table id="windows">
+						<Head columns={["Name", "Hosts", "Functions", "Recurs", "Now", "Next opening", ...(admin ? [""] : [])]} />
+						<tbody>
+							{windows.map(w => {
+								const p = previews[w._id];
+								return (
+									<tr key={w._id} data-id={w._id}>
+										<td>{w.name}</td>
+										<td>{[...(w.targets.groups ?? []).map(g => `group ${groups[g] ?? g}`), ...(w.targets.target ? [w.targets.target] : [])].join(" or ")}</td>
+										<td class="mono">{w.functions.join(", ")}</td>
+										<td>
+											<span class="mono">{w.rrule}</span> from {w.start} ({w.timezone}), {w.duration}
+										</td>
+										<td>{w.enabled === false ? <span class="pill paused">disabled</span> : p?.open ? <span class="pill up">open until {p.open.end}</span> : <span class="pill">closed</span>}</td>
+										<td>{p?.next[0] ? `${p.next[0].start} – ${p.next[0].end}` : "none within ten years"}</td>
+										{admin && <RuleActions enabled={w.enabled !== false} onToggle={() => void act(w, "toggle")} onDelete={() => void act(w, "delete")} />}
+									</tr>
+								);
+							})}
+						</tbody>
+					</table>
+				</Scroll>
 			)}
 			{admin && <NewWindow onMade={() => void load()} />}
 		</section>
