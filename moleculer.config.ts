@@ -6,6 +6,7 @@
  *   TRANSPORTER=nats://h:4222  -> services split over NATS (credentials in the URL: nats://user:pass@h:4222)
  *   SERVICES=api,hosts         -> which services this process runs (default: all of them)
  */
+import "./lib/runtime/compile-cache";
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";

@@ -48,6 +48,18 @@ const DATE_KEY = "$$date";
 const SHARED_STRING_MAX = 64;
 
 /**
+ * Records read from a file none of whose keys is in its encoded form (lib/storage/store-keys.ts: every encoded
+ * key holds a `%`, so a line without one has none): the store shows them as they are without walking them
+ * again (nedb-store.ts readableOf). A record written later is not here and is walked once when first read.
+ */
+const plainRecords = new WeakSet<object>();
+
+/** Whether the record was read from its file with no encoded key (see plainRecords). */
+export function readPlain(record: object): boolean {
+	return plainRecords.has(record);
+}
+
+/**
  * Makes a parsed line a record, in place, in one walk with its own stack (no nesting can overflow it):
  * NeDB's date objects become Dates, and every short string value is replaced by the first equal one seen
  * in this file (`shared`). JSON.parse makes a string per occurrence: a fleet's grains repeat the same
@@ -99,6 +111,7 @@ function readLines(db: NedbFileDatastore, stream: NodeJS.ReadableStream): Promis
 				const doc = JSON.parse(text) as Doc;
 				if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new Error("not a record");
 				settle(doc, shared);
+				if (!text.includes("%")) plainRecords.add(doc);
 				if (doc._id) {
 					if (doc.$$deleted === true) byId.delete(doc._id);
 					else byId.set(doc._id, doc);

@@ -6,6 +6,7 @@ import type { Doc, Filter, FindOptions, IndexOptions, Page, Store, Update } from
 import { DuplicateKeyError } from "./store";
 import { isPlain, toNedbFilter } from "./nedb-filter";
 import { BucketIndex } from "./nedb-index";
+import { readPlain } from "./nedb-file";
 import { countRecords, pageOf, selectPage, selectRecords, type PlannedDatastore } from "./nedb-plan";
 import { decodeKeys, encodeFilter, encodeKeys, encodePath, encodePaths, encodeSort, encodeUpdate } from "./store-keys";
 
@@ -68,6 +69,7 @@ export class NedbStore implements Store {
 	constructor(private readonly db: NedbDatastore) {}
 
 	private readableOf(record: Doc): Doc {
+		if (readPlain(record)) return record;
 		let doc = this.readable.get(record);
 		if (doc === undefined) this.readable.set(record, (doc = decodeKeys(record)));
 		return doc;

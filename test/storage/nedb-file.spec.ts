@@ -6,6 +6,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { manageNedbFile, COMPACT_MIN_GROWTH, type NedbFileDatastore } from "../../lib/storage/nedb-file";
+import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
 import { tempDir } from "../support/harness";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -61,6 +62,26 @@ describe("the embedded datastore's file", () => {
 		// The unique index defined in the file holds after our load.
 		await expect(ours.db.insertAsync({ _id: "dup", n: 333 })).rejects.toThrow(/unique/i);
 		ours.stop();
+	});
+
+	it("shows keys stored encoded as they were sent after a load, whichever read it is; records without one are read as they are", async () => {
+		const file = path.join(tempDir("nedb-file"), "keys.db");
+		const sent = { _id: "k-1", kwarg: { "$x": 1, "a.b": { "50%": [{ __proto__: 2, "\u0000": 3 }] } }, plain: "p%" };
+		Object.defineProperty(sent.kwarg["a.b"]["50%"][0], "__proto__", { value: 2, enumerable: true, configurable: true, writable: true });
+		const writer = await open(file, true);
+		const before = new NedbStore(writer.db as unknown as NedbDatastore);
+		await before.insertMany([JSON.parse(JSON.stringify(sent)), { _id: "k-2", kwarg: { x: 1 }, plain: "%" }]);
+		writer.stop();
+		const reader = await open(file, true);
+		const store = new NedbStore(reader.db as unknown as NedbDatastore);
+		const expected = JSON.parse(JSON.stringify(sent));
+		expect(JSON.stringify(await store.findOneShared({ _id: "k-1" }))).toBe(JSON.stringify(expected));
+		expect(JSON.stringify(await store.findOne({ _id: "k-1" }))).toBe(JSON.stringify(expected));
+		expect(JSON.stringify((await store.findPageShared({}, { limit: 5 })).docs)).toBe(JSON.stringify([expected, { _id: "k-2", kwarg: { x: 1 }, plain: "%" }]));
+		// A record with no encoded key is the store's own record (not walked or copied to be shown).
+		const raw = reader.db.getAllData().find(d => d._id === "k-2");
+		expect(await store.findOneShared({ _id: "k-2" })).toBe(raw);
+		reader.stop();
 	});
 
 	it("rewrites the file at a load only when it holds superseded lines; a compact file is left as it is", async () => {
