@@ -1,11 +1,12 @@
 /**
  * The audit log page, in Preact (admins; docs/security.md, "Audit log"): every mutating request and every run,
  * newest first, filtered on the server by outcome, method, who and path, a page at a time; a record's call and
- * arguments (secrets masked by the API) shown when opened.
+ * arguments (secrets masked by the API) shown when opened. A path naming a record by its id (/api/tasks/<id>/paused)
+ * says what it names too (the task's, group's, webhook's… name, read from its collection), the exact path kept.
  */
 import { useEffect, useState } from "preact/hooks";
 import { api, q } from "./client";
-import { Head, Problem, Scroll } from "./parts";
+import { Head, OBJECT_ID, Problem, Scroll, useNames } from "./parts";
 
 interface Record {
 	_id: string;
@@ -28,6 +29,35 @@ interface Record {
 }
 
 const PAGE = 25;
+/** What a record of each collection is called in words (only these collections are asked for names). */
+const NOUNS: { [collection: string]: string } = {
+	tasks: "task",
+	groups: "group",
+	webhooks: "webhook",
+	rollouts: "rollout",
+	tokens: "token",
+	vpn_managers: "VPN manager",
+	vpn_organizations: "VPN organization",
+	maintenance_windows: "maintenance window",
+	approval_policies: "approval policy",
+	conformity_rules: "conformity rule",
+};
+
+/** The record a path names by its id (/api/<collection>/<id>…), if it does. */
+function named(path: string): { collection: string; id: string } | null {
+	const [, api, collection, id] = path.split("?")[0].split("/");
+	return api === "api" && collection && id && OBJECT_ID.test(id) ? { collection, id } : null;
+}
+
+/** The name of the record a path names, in words ("task “nightly ping”"); nothing when unknown. */
+function PathName({ path, names }: { path: string; names: { [key: string]: string | null } }) {
+	const ref = named(path);
+	if (!ref || !NOUNS[ref.collection]) return null;
+	const name = names[`${ref.collection}/${ref.id}`];
+	if (name === undefined) return null;
+	const noun = NOUNS[ref.collection];
+	return <div class="path-name">{name === null ? `a ${noun} no longer there` : `${noun} “${name}”`}</div>;
+}
 const OUTCOMES = ["", "ok", "started", "held", "denied", "failed"];
 
 export function AuditPage() {
@@ -54,6 +84,12 @@ export function AuditPage() {
 		setPage(1);
 		setFilter({ ...filter, [k]: (e.target as HTMLInputElement).value });
 	};
+	const wanted: { [collection: string]: string[] } = {};
+	for (const r of data?.items ?? []) {
+		const ref = named(r.path);
+		if (ref && NOUNS[ref.collection]) (wanted[ref.collection] ??= []).push(ref.id);
+	}
+	const names = useNames(wanted);
 	const pages = data ? Math.max(1, Math.ceil(data.total / PAGE)) : 1;
 	return (
 		<section>
@@ -95,8 +131,11 @@ export function AuditPage() {
 									<td>
 										{r.name ?? "–"} <span class="muted">{r.role ?? ""}</span>
 									</td>
-									<td class="mono">
-										{r.method} {r.path}
+									<td>
+										<PathName path={r.path} names={names} />
+										<span class="mono">
+											{r.method} {r.path}
+										</span>
 									</td>
 									<td>
 										{r.fun ? `${r.fun} on ${r.targets?.length ?? 0} host(s)` : "–"}

@@ -1,12 +1,14 @@
 /**
  * The job history, in Preact (docs/jobs.md): every Salt job fleet-ctl started or saw on the master, newest first,
- * filtered by the server (function, origin, state, who), read again as returns are recorded
- * (GET /api/actions/stream); a job's page shows what ran where, who asked, its counts, and its hosts' returns as
- * they arrive.
+ * filtered by the server (function, origin, state), the filters and page kept in the URL (#/history?origin=task),
+ * read again as returns are recorded (GET /api/actions/stream); a job's page shows what ran where, who asked, its
+ * counts, and its hosts' returns as they arrive. A job's target is shown in names: its groups' ids (F@<id>, ids in an
+ * L@ list) as the groups' names, linked, its L@ hosts by name (the first few, then how many more); the expression as
+ * recorded stays in the title, and on the job's page in a details element.
  */
 import { useEffect, useState } from "preact/hooks";
 import { api, followStream, q } from "./client";
-import { Choice, Head, Pager, Problem, startsWith } from "./parts";
+import { Choice, Head, OBJECT_ID, Pager, Problem, startsWith, useNames, useUrlView } from "./parts";
 import { JobReturns } from "./run";
 
 interface SaltJob {
@@ -30,6 +32,9 @@ interface SaltJob {
 }
 
 const ORIGINS = ["api", "repl", "task", "rollout", "external"];
+const STATES = ["running", "finished"];
+/** The hosts of an L@ list named before "and N more". */
+const HOSTS_SHOWN = 3;
 /** Several batches of returns in a burst make one read of the list. */
 const RELIST_MS = 1000;
 
@@ -43,11 +48,75 @@ function Counts({ job }: { job: SaltJob }) {
 	);
 }
 
+/** The group ids a target names: F@<id> terms, and ids in L@ lists (a task's `tgt` lists hosts and groups). */
+function targetGroups(target: string | undefined): string[] {
+	const ids: string[] = [];
+	for (const term of (target ?? "").split(/[\s()]+/)) {
+		if (term.startsWith("F@")) ids.push(term.slice(2));
+		else if (term.startsWith("L@")) ids.push(...term.slice(2).split(","));
+	}
+	return ids.filter(id => OBJECT_ID.test(id));
+}
+
+/** A group a target names: its name linked to its page, or that it is no longer there (the id in the title). */
+function GroupRef({ id, names }: { id: string; names: Record<string, string | null> }) {
+	if (!OBJECT_ID.test(id)) return <>group {id}</>;
+	const name = names[`groups/${id}`];
+	if (name === null)
+		return (
+			<span class="muted" title={id}>
+				a group no longer there
+			</span>
+		);
+	return (
+		<>
+			group <a href={`#/groups/${id}`}>{name ?? "…"}</a>
+		</>
+	);
+}
+
+/** One term of a target in words: an L@ list as its hosts (the first few) and groups, F@ as the group, others as written. */
+function Term({ term, names, shown }: { term: string; names: Record<string, string | null>; shown: number }) {
+	if (term.startsWith("F@")) return <GroupRef id={term.slice(2)} names={names} />;
+	if (!term.startsWith("L@")) return /^[\s()]+$/.test(term) || /^(and|or|not)$/.test(term) ? <>{term}</> : <span class="mono">{term}</span>;
+	const members = term.slice(2).split(",").filter(Boolean);
+	const hosts = members.filter(m => !OBJECT_ID.test(m));
+	const groups = members.filter(m => OBJECT_ID.test(m));
+	// Groups first, then the hosts: "group web, web-01, web-02, web-03 and 9 more".
+	const items = [
+		...groups.map(g => <GroupRef key={g} id={g} names={names} />),
+		...hosts.slice(0, shown).map(h => (
+			<a key={h} class="nowrap" href={`#/hosts/${encodeURIComponent(h)}`}>
+				{h}
+			</a>
+		)),
+	];
+	return (
+		<>
+			{items.map((item, i) => [i ? ", " : "", item])}
+			{hosts.length > shown ? ` and ${hosts.length - shown} more` : ""}
+		</>
+	);
+}
+
+/** A job's target in names (the recorded expression in its title). */
+function Target({ target, names, shown = HOSTS_SHOWN }: { target?: string; names: Record<string, string | null>; shown?: number }) {
+	if (!target) return <>–</>;
+	return (
+		<span class="target" title={target}>
+			{target
+				.split(/(\s+|[()])/)
+				.filter(Boolean)
+				.map((term, i) => (
+					<Term key={i} term={term} names={names} shown={shown} />
+				))}
+		</span>
+	);
+}
+
 export function HistoryList() {
-	const [fun, setFun] = useState("");
-	const [origin, setOrigin] = useState("");
-	const [state, setState] = useState("");
-	const [page, setPage] = useState(1);
+	const { filters, page, setFilter, setPage } = useUrlView("history", { fun: "", origin: "", state: "" }, { origin: ORIGINS, state: STATES });
+	const { fun, origin, state } = filters;
 	const [res, setRes] = useState<{ _items: SaltJob[]; _meta: { total: number; max_results: number } } | null>(null);
 	const [error, setError] = useState("");
 	const [tick, setTick] = useState(0);
@@ -81,17 +150,15 @@ export function HistoryList() {
 			clearTimeout(pending);
 		};
 	}, []);
+	const names = useNames({ groups: (res?._items ?? []).flatMap(j => targetGroups(j.target)) });
+	const set = (k: keyof typeof filters) => (e: Event) => setFilter(k, (e.target as HTMLInputElement).value);
 	return (
 		<section>
 			<h1>Job history</h1>
 			<div class="bar" role="search">
-				<input type="search" id="history-fun" placeholder="Function starts with…" aria-label="Function" value={fun} onInput={e => (setFun((e.target as HTMLInputElement).value), setPage(1))} />
-				<Choice id="history-origin" label="Origin" any="any origin" values={ORIGINS} value={origin} onChange={e => (setOrigin((e.target as HTMLSelectElement).value), setPage(1))} />
-				<select id="history-state" aria-label="State" value={state} onChange={e => (setState((e.target as HTMLSelectElement).value), setPage(1))}>
-					<option value="">running or finished</option>
-					<option value="running">running</option>
-					<option value="finished">finished</option>
-				</select>
+				<input type="search" id="history-fun" placeholder="Function starts with…" aria-label="Function" value={fun} onInput={set("fun")} />
+				<Choice id="history-origin" label="Origin" any="any origin" values={ORIGINS} value={origin} onChange={set("origin")} />
+				<Choice id="history-state" label="State" any="running or finished" values={STATES} value={state} onChange={set("state")} />
 			</div>
 			<Problem text={error} />
 			{res === null ? (
@@ -111,7 +178,9 @@ export function HistoryList() {
 										<a href={`#/history/${j._id}`}>{j.started ?? j._id}</a>
 									</td>
 									<td class="mono">{j.fun}</td>
-									<td class="mono">{j.target ?? "–"}</td>
+									<td class="job-target">
+										<Target target={j.target} names={names} />
+									</td>
 									<td>{j.origin ?? "–"}</td>
 									<td>{j.user ?? "–"}</td>
 									<td class="nowrap">
@@ -134,6 +203,7 @@ export function HistoryList() {
 export function JobPage({ jid }: { jid: string }) {
 	const [job, setJob] = useState<SaltJob | null>(null);
 	const [error, setError] = useState("");
+	const names = useNames({ groups: targetGroups(job?.target) });
 	useEffect(() => {
 		const read = () =>
 			api<SaltJob>("GET", `salt_jobs/${encodeURIComponent(jid)}`)
@@ -161,7 +231,15 @@ export function JobPage({ jid }: { jid: string }) {
 						<dt>arguments</dt>
 						<dd class="mono">{job.args?.length ? JSON.stringify(job.args) : "–"}</dd>
 						<dt>target</dt>
-						<dd class="mono">{job.target ?? "–"}</dd>
+						<dd id="job-target">
+							<Target target={job.target} names={names} shown={10} />
+							{job.target && (
+								<details>
+									<summary>as recorded</summary>
+									<code class="mono">{job.target}</code>
+								</details>
+							)}
+						</dd>
 						<dt>by</dt>
 						<dd>
 							{job.user ?? "–"} ({job.origin ?? "?"}

@@ -1,10 +1,10 @@
 /**
  * Small Preact pieces the pages share: the props every page gets, errors, table heads, pagers, form fields, pills,
- * target previews, and a page's view kept in the URL (#/<page>?<view>: filters and page, written only while the page
- * is the one shown).
+ * target previews, records' names read by their ids (useNames), and a page's view kept in the URL (#/<page>?<view>:
+ * filters and page, written only while the page is the one shown).
  */
 import { useEffect, useState } from "preact/hooks";
-import { api, ApiError, type Me } from "./client";
+import { api, ApiError, q, type Me } from "./client";
 
 /** An error said in words, announced to screen readers; nothing when there is none. */
 export function Problem({ text }: { text: string }) {
@@ -157,6 +157,40 @@ export function TargetPreview({ id, preview }: { id: string; preview: TargetPrev
 export function refusal(err: unknown): string {
 	const issues = (err as ApiError).issues as Record<string, unknown> | undefined;
 	return `${(err as Error).message}${issues ? `: ${Object.entries(issues).map(([k, v]) => `${k} ${typeof v === "string" ? v : JSON.stringify(v)}`).join("; ")}` : ""}`;
+}
+
+/** A record's id as the API makes it (a MongoDB ObjectId): what a page shows a name instead of. */
+export const OBJECT_ID = /^[a-f0-9]{24}$/;
+
+/**
+ * Names of records, by collection and id (`groups/<id>` → its name; null when its collection has no such record, for
+ * example one deleted since): one read per collection (`where` on `_id` `$in`, the names alone), asked again when the
+ * ids change. A collection that cannot be read, or whose records have no name, gives none.
+ */
+export function useNames(wanted: Record<string, string[]>): Record<string, string | null> {
+	const [names, setNames] = useState<Record<string, string | null>>({});
+	const asked = Object.entries(wanted)
+		.map(([collection, ids]) => [collection, [...new Set(ids)].filter(id => OBJECT_ID.test(id)).sort().slice(0, 50)] as const)
+		.filter(([, ids]) => ids.length > 0);
+	const key = JSON.stringify(asked);
+	useEffect(() => {
+		let current = true;
+		for (const [collection, ids] of asked)
+			api<{ _items: Array<{ _id: string; name?: unknown }> }>("GET", q(collection, { where: { _id: { $in: ids } }, projection: { name: 1 }, max_results: ids.length }))
+				.then(res => {
+					if (!current) return;
+					const found: Record<string, string | null> = Object.fromEntries(ids.map(id => [`${collection}/${id}`, null]));
+					for (const r of res._items) found[`${collection}/${r._id}`] = typeof r.name === "string" ? r.name : null;
+					// Records without a name (a collection that has none) say nothing rather than "no longer there".
+					if (res._items.length > 0 && res._items.every(r => typeof r.name !== "string")) return;
+					setNames(n => ({ ...n, ...found }));
+				})
+				.catch(() => undefined);
+		return () => {
+			current = false;
+		};
+	}, [key]);
+	return names;
 }
 
 /** What the router gives every page: who is signed in, and the id the URL names after the page's own path (#/hosts/<id>). */
