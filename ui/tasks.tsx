@@ -6,7 +6,7 @@
  */
 import { useEffect, useState } from "preact/hooks";
 import { api, q, type Me } from "./client";
-import { Button, Field, GroupPicker, Head, Problem, TargetPreview, useGuard, refusal, useTargetPreview } from "./parts";
+import { Button, Field, GroupPicker, Head, OBJECT_ID, Problem, TargetPreview, useGuard, refusal, useTargetPreview } from "./parts";
 import { parseRunArgs, splitWords } from "../lib/repl/words";
 
 interface Task {
@@ -28,7 +28,6 @@ interface Task {
 	window_wait?: unknown;
 }
 
-const OBJECT_ID = /^[a-f0-9]{24}$/;
 /** How long typing pauses before the server is asked for a preview. */
 const PREVIEW_DELAY_MS = 300;
 
@@ -209,19 +208,19 @@ export function TasksPage({ me }: { me: Me }) {
 				</p>
 			) : (
 				<div class="table-scroll" tabIndex={0}>
-					<table id="tasks">
+					<table id="tasks" class="fits">
 						<Head columns={["Name", "Function", "Targets", "Schedule", "Status", "Next run", "Runs", "Last run", ...(operator ? [""] : [])]} />
 						<tbody>
 							{tasks.map(t => (
 								<tr key={t._id} data-id={t._id}>
-									<td class="nowrap">{t.name}</td>
-									<td class="mono">{t.fun}</td>
-									<td>{targets(t) || "–"}</td>
+									<td>{t.name}</td>
+									<td class="mono nowrap">{t.fun}</td>
+									<td class="wrap">{targets(t) || "–"}</td>
 									<td>{scheduleWords(t)}</td>
 									<td>
 										<span class={`pill ${t.status}`}>{t.status}</span>
 									</td>
-									<td class="nowrap">{t.next ?? "–"}</td>
+									<td>{t.next ?? "–"}</td>
 									<td>{t.count_of_execution ?? 0}</td>
 									<td>{t.last_run?.state ? <span class={`pill ${t.last_run.state}`}>{t.last_run.state}</span> : "–"}</td>
 									{operator && (
