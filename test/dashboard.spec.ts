@@ -63,6 +63,26 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.waitForSelector(`#vpn-profile-result:has-text("Saved ${hosts[0]}.tar")`);
 	};
 
+	/**
+	 * On a list that keeps its view in the URL: off to the first row's job and back, then forward and back again; the
+	 * URL's view and the number of rows are as they were.
+	 */
+	const toAJobAndBack = async (list: string) => {
+		await page.waitForSelector(`${list} tbody tr`);
+		const view = await page.evaluate(() => location.hash);
+		const rows = await page.locator(`${list} tbody tr`).count();
+		await page.locator(`${list} tbody tr:first-child a[href^='#/history/']`).click();
+		await page.waitForSelector("#job-counts");
+		await page.evaluate(() => history.back());
+		await page.waitForFunction(([l, n]) => document.querySelectorAll(`${l} tbody tr`).length === n, [list, rows] as const);
+		expect(await page.evaluate(() => location.hash)).toBe(view);
+		await page.evaluate(() => history.forward());
+		await page.waitForSelector("#job-counts");
+		await page.evaluate(() => history.back());
+		await page.waitForFunction(([l, n]) => document.querySelectorAll(`${l} tbody tr`).length === n, [list, rows] as const);
+		expect(await page.evaluate(() => location.hash)).toBe(view);
+	};
+
 	beforeAll(async () => {
 		if (!fs.existsSync(path.join(ROOT, "dist", "ui", "index.html"))) throw new Error("dist/ui is missing: run `npm run build` first (npm test does)");
 		fs.mkdirSync(ARTIFACTS, { recursive: true });
@@ -354,6 +374,51 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await shot("05b-job");
 	});
 
+	it("shows a job's target in names: a group's id as its name (linked), an L@ list's hosts by name, the first three then how many more, the expression as recorded kept", async () => {
+		const listed = hosts.slice(0, 5);
+		const target = `L@${listed.join(",")} or F@${web}`;
+		const run = await request("POST", url("run"), { body: { target, fun: "test.ping", cm_client: "local_async" } });
+		expect(run.status).toBe(200);
+		const jobOf = (t: string) => eventually(async () => (await request("GET", withQuery(url("salt_jobs"), { where: { target: t }, max_results: 1 }))).body._items[0] as { _id: string } | undefined, 10_000, `a job on ${t}`);
+		const [job, onGroup] = [await jobOf(target), await jobOf(`F@${web}`)];
+		await page.goto(`${base}/#/history`);
+		const cell = (jid: string) => `#history tbody tr[data-jid="${jid}"] td:nth-child(3)`;
+		await page.waitForSelector(`${cell(job._id)} a[href="#/groups/${web}"]:has-text("web")`);
+		expect(await page.textContent(cell(job._id))).toBe(`${listed.slice(0, 3).join(", ")} and 2 more or group web`);
+		expect(await page.getAttribute(`${cell(job._id)} .target`, "title")).toBe(target);
+		expect(await page.locator(`${cell(job._id)} a[href^="#/hosts/"]`).allTextContents()).toEqual(listed.slice(0, 3));
+		await page.waitForSelector(`${cell(onGroup._id)} a[href="#/groups/${web}"]`);
+		expect(await page.textContent(cell(onGroup._id))).toBe("group web");
+		// No id on screen in the targets, only in what was recorded.
+		expect(await page.locator("#history tbody td:nth-child(3)").allTextContents()).not.toContainEqual(expect.stringContaining(web));
+		// A job's page: every host of a short list, the expression as recorded in a details element.
+		await page.goto(`${base}/#/history/${job._id}`);
+		await page.waitForSelector(`#job-target a[href="#/groups/${web}"]:has-text("web")`);
+		expect(await page.textContent("#job-target .target")).toBe(`${listed.join(", ")} or group web`);
+		expect(await page.textContent("#job-target details code")).toBe(target);
+		await shot("05d-job-target");
+	});
+
+	it("keeps the job history's filters and page in the URL: a shared link, back and forward come back to them", async () => {
+		const where = { fun: { $gte: "test.ping", $lt: "test.ping\uffff" }, origin: "api" };
+		const expected = (await request("GET", withQuery(url("salt_jobs"), { where, max_results: 1 }))).body._meta.total;
+		expect(expected).toBeGreaterThanOrEqual(1);
+		// A shared link: the filters it names, asked of the server.
+		await page.goto(`${base}/#/history?fun=test.ping&origin=api`);
+		await page.waitForSelector(`#history-page:has-text("page 1 of 1 · ${expected} jobs")`);
+		expect([await page.inputValue("#history-fun"), await page.inputValue("#history-origin"), await page.inputValue("#history-state")]).toEqual(["test.ping", "api", ""]);
+		expect(new Set(await page.locator("#history tbody td:nth-child(2)").allTextContents())).toEqual(new Set(["test.ping"]));
+		// Another filter: in the URL, no new history entry.
+		await page.selectOption("#history-state", "finished");
+		await page.waitForFunction(() => location.hash === "#/history?fun=test.ping&origin=api&state=finished");
+		await toAJobAndBack("#history");
+		expect([await page.inputValue("#history-fun"), await page.inputValue("#history-origin"), await page.inputValue("#history-state")]).toEqual(["test.ping", "api", "finished"]);
+		// A link naming an origin there is not: every origin.
+		await page.goto(`${base}/#/history?origin=loud`);
+		await page.waitForFunction(() => location.hash === "#/history");
+		expect(await page.inputValue("#history-origin")).toBe("");
+	});
+
 	it("lists each host's part of the jobs, filtered by host, function and state and paged by the server, hosts and jobs linked", async () => {
 		const all = (await request("GET", `${url("actions")}?max_results=1`)).body._meta.total;
 		await page.goto(`${base}/#/actions`);
@@ -399,21 +464,8 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		// A filter typed: in the URL as it is typed, no new history entry.
 		await page.fill("#actions-fun", "test.");
 		await page.waitForFunction(h => location.hash === `#/actions?host=${encodeURIComponent(h)}&fun=test.&state=finished`, hosts[0]);
-		const view = await page.evaluate(() => location.hash);
-		await page.waitForSelector("#actions tbody tr");
-		const rows = await page.locator("#actions tbody tr").count();
-		// Off to a job, and back: the same filters and rows; forward and back again.
-		await page.locator("#actions tbody tr:first-child a[href^='#/history/']").click();
-		await page.waitForSelector("#job-counts");
-		await page.evaluate(() => history.back());
-		await page.waitForSelector("#actions tbody tr");
-		expect(await page.evaluate(() => location.hash)).toBe(view);
+		await toAJobAndBack("#actions");
 		expect([await page.inputValue("#actions-host"), await page.inputValue("#actions-fun"), await page.inputValue("#actions-state")]).toEqual([hosts[0], "test.", "finished"]);
-		await page.waitForFunction(n => document.querySelectorAll("#actions tbody tr").length === n, rows);
-		await page.evaluate(() => history.forward());
-		await page.waitForSelector("#job-counts");
-		await page.evaluate(() => history.back());
-		await page.waitForFunction(() => (document.querySelector("#actions-fun") as { value?: string } | null)?.value === "test.");
 		// Every filter cleared: the URL is the page's alone.
 		await page.fill("#actions-host", "");
 		await page.fill("#actions-fun", "");
@@ -584,6 +636,33 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.locator("#tasks tbody tr", { hasText: "dash patch window" }).locator("button:has-text('Delete')").click();
 		await page.waitForFunction(() => !document.querySelector("#tasks tbody")?.textContent?.includes("dash patch window"));
 		expect((await request("GET", url(`tasks/${made._id}`))).status).toBe(404);
+	});
+
+	it("fits the tasks' table in a 1400 px window, its buttons in view, and scrolls it in its own box at 390 px", async () => {
+		const long = await request("POST", url("tasks"), { body: { name: "dash weekly patch of the edge and web fleet", fun: "state.apply", kwarg: { mods: "patches.weekly" }, tgt: [...hosts.slice(0, 6), web], target: `${hosts[6]} or ${hosts[7]}`, start: "2030-01-01 00:00", cron: "0 3 * * 1", timezone: "Europe/Paris" } });
+		expect(long.status).toBe(201);
+		const layout = () =>
+			page.evaluate(() => {
+				const box = document.querySelector("#tasks").closest(".table-scroll");
+				const right = box.getBoundingClientRect().right;
+				const buttons = [...document.querySelectorAll("#tasks tbody button")];
+				return { scrolls: box.scrollWidth > box.clientWidth, outside: buttons.filter((b: any) => b.getBoundingClientRect().right > right + 0.5).map((b: any) => b.textContent), pageFits: document.documentElement.scrollWidth <= document.documentElement.clientWidth, boxed: box.tabIndex === 0 };
+			});
+		try {
+			await page.setViewportSize({ width: 1400, height: 900 });
+			// From another page: the tasks page, shown afresh, reads the new task.
+			await page.goto(`${base}/#/hosts`);
+			await page.goto(`${base}/#/tasks`);
+			await page.waitForSelector(`#tasks tbody tr[data-id="${long.body._id}"] button:has-text("Delete")`);
+			expect(await layout()).toEqual({ scrolls: false, outside: [], pageFits: true, boxed: true });
+			await shot("07c-tasks-1400px");
+			await page.setViewportSize({ width: 390, height: 800 });
+			expect(await layout()).toMatchObject({ scrolls: true, pageFits: true, boxed: true });
+			await shot("07c-tasks-390px");
+		} finally {
+			await page.setViewportSize({ width: 1360, height: 900 });
+			expect((await request("DELETE", url(`tasks/${long.body._id}`))).status).toBe(204);
+		}
 	});
 
 	it("charts the hosts up, down and unknown from the stats service's snapshots, on an axis that is the range picked", async () => {
@@ -833,6 +912,31 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.press("#audit-path", "Enter");
 		await page.waitForSelector("p.empty:has-text('No record matches')");
 		await shot("15-audit");
+	});
+
+	it("says what an audit record's path names by its id: the task's or the group's name, or that it is gone, the exact path kept (admin)", async () => {
+		await page.goto(`${base}/#/audit`);
+		await page.waitForSelector("#audit-path");
+		await page.selectOption("#audit-outcome", "");
+		await page.fill("#audit-path", `/api/tasks/${task}`);
+		await page.press("#audit-path", "Enter");
+		const paused = `#audit tbody tr:has-text("PATCH /api/tasks/${task}/paused")`;
+		await page.waitForSelector(`${paused} .path-name`);
+		expect(await page.textContent(`${paused} .path-name`)).toBe("task “nightly ping”");
+		expect(await page.textContent(`${paused} td:nth-child(3) .mono`)).toBe(`PATCH /api/tasks/${task}/paused`);
+		// The task the form made, then deleted: its name is gone with it.
+		await page.fill("#audit-path", "/api/tasks/");
+		await page.press("#audit-path", "Enter");
+		const deleted = '#audit tbody tr:has-text("DELETE /api/tasks/")';
+		await page.waitForSelector(`${deleted} .path-name`);
+		expect(await page.locator(`${deleted} .path-name`).allTextContents()).toContain("a task no longer there");
+		// The group run on the group's page: the group by name.
+		await page.fill("#audit-path", `/api/groups/${web}`);
+		await page.press("#audit-path", "Enter");
+		const run = `#audit tbody tr:has-text("POST /api/groups/${web}")`;
+		await page.waitForSelector(`${run} .path-name`);
+		expect(await page.textContent(`${run} .path-name`)).toBe("group “web”");
+		await shot("15b-audit-names");
 	});
 
 	it("is driven from the keyboard: g then a letter goes to a page, / puts the cursor in its filter, ? shows the shortcuts in a dialog that Escape closes, the focus back where it was; nothing fires while typing", async () => {
