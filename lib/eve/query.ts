@@ -396,12 +396,15 @@ export interface Projection {
 
 function parseJsonObject(raw: string, name: string): Record<string, unknown> {
 	let parsed: unknown;
+	let protoKey: string | null;
 	try {
-		parsed = JSON.parse(raw, rejectProtoKeys);
+		parsed = JSON.parse(raw);
+		// In the try: a value nested past the call stack is refused like any other bad value.
+		protoKey = protoKeyIn(parsed);
 	} catch {
 		throw badRequest(`Unable to parse \`${name}\` clause`);
 	}
-	if (!isPlainObject(parsed)) throw badRequest(`Unable to parse \`${name}\` clause`);
+	if (!isPlainObject(parsed) || protoKey !== null) throw badRequest(`Unable to parse \`${name}\` clause`);
 	return parsed;
 }
 

@@ -493,7 +493,10 @@ describe("projection and embedded", () => {
 
 	it("projection: values 0 or 1, an object, plain field names", () => {
 		for (const bad of ["2", '"1"', "null", "-1", "[1]", "{}", "0.5"]) expect(refusal(() => parseProjection(`{"a":${bad}}`))).toBe("`projection` values must be 0 or 1");
-		for (const bad of ["[1]", "1", '"a"', "null", "{", "a:1", '{"__proto__":1}', '{"a":{"constructor":1}}']) expect(refusal(() => parseProjection(bad))).toBe("Unable to parse `projection` clause");
+		for (const bad of ["[1]", "1", '"a"', "null", "{", "a:1", '{"__proto__":1}', '{"a":{"constructor":1}}', '{"a":[{"b":{"prototype":1}}]}']) expect(refusal(() => parseProjection(bad))).toBe("Unable to parse `projection` clause");
+		// Nested past any call stack: refused, not a crash.
+		const deep = `{"a":${"[".repeat(200_000)}${"]".repeat(200_000)}}`;
+		expect(refusal(() => parseProjection(deep))).toBe("Unable to parse `projection` clause");
 		expect(refusal(() => parseProjection('{"a b":1}'))).toBe("invalid projection field name 'a b'");
 		expect(refusal(() => parseProjection('{"a":1,"$x":1}'))).toBe("invalid projection field name '$x'");
 		expect(refusal(() => parseProjection('{"a.prototype":1}'))).toBe("invalid projection field name 'a.prototype'");
