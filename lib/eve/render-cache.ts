@@ -38,9 +38,12 @@ function own(text: string): Buffer {
 	return bytes;
 }
 
-/** The pieces of a rendered record with its `_links`, and more links after its own (`"name":{...}` members' text). */
-export function renderedChunks(r: Rendered, moreLinks = ""): Buffer[] {
-	const out = [r.fields];
+/**
+ * The pieces of a rendered record with its `_links`, and more links after its own (`"name":{...}` members' text),
+ * appended to `out` (a list's pieces: no array per record).
+ */
+export function renderedChunks(r: Rendered, moreLinks = "", out: Buffer[] = []): Buffer[] {
+	out.push(r.fields);
 	if (r.fields.length > 1) out.push(COMMA);
 	out.push(LINKS, r.links);
 	if (moreLinks) {

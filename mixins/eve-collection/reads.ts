@@ -99,7 +99,7 @@ export const readMethods = {
 				let r = rendered.get(docs[i], variant);
 				if (!r) rendered.set(docs[i], variant, (r = toRendered(this.renderOne(ctx, docs[i], projection, false))));
 				if (i > 0) chunks.push(ITEM_SEPARATOR);
-				chunks.push(...renderedChunks(r));
+				renderedChunks(r, "", chunks);
 			}
 		} else {
 			await this.beforeRender(ctx, docs, args);
