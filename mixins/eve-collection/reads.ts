@@ -9,14 +9,14 @@ import { renderDates, formatHttpDate } from "../../lib/eve/dates";
 import { QueryArgs, parseWhere, parseSort, parseProjection, parseEmbedded, parsePaging, linkQuery, filterMentions, filterTouches, pathsOverlap, queryFlag, type Filter, type Projection } from "../../lib/eve/query";
 import { HOME_LINK, itemTitle, project, MASK, type Link } from "../../lib/eve/render";
 import { RawJson, renderedChunks, toRendered, type RenderCache } from "../../lib/eve/render-cache";
-
-/** A list's body from kept renderings: its opening, and what separates two items. */
-const ITEMS_OPEN = Buffer.from('{"_items":[');
-const ITEM_SEPARATOR = Buffer.from(",");
 import { pageLinks, pageMeta, pageWindow } from "../../lib/eve/paging";
 import type { Doc } from "../../lib/storage/store";
 import type { EveThis, RestContext } from "./types";
 import { JSON_TYPE, READ_CACHE_MAX_BYTES } from "./types";
+
+/** A list's body from kept renderings: its opening, and what separates two items. */
+const ITEMS_OPEN = Buffer.from('{"_items":[');
+const ITEM_SEPARATOR = Buffer.from(",");
 
 export const readMethods = {
 	/**
@@ -86,14 +86,15 @@ export const readMethods = {
 		const filter = this.listFilter(this.visibleFilter(where, show), args);
 
 		const exclude = [...(this.eve.opts.listHidden ?? []), ...(projection?.mode === "exclude" ? projection.fields.filter(f => !f.includes(".") && !this.eve.autoFields.has(f)) : [])];
-		const rendered = this.renderedRecords(ctx, args, embedded);
+		const rendered = this.renderedRecords(args, embedded);
 		const window = { sort, ...pageWindow(paging) };
 		// The total and the page in one pass (the embedded store), through the indexes; with rendered records kept,
 		// the store's own records (each version rendered once), else copies.
 		const { total, docs } = rendered && this.store.findPageShared ? await this.store.findPageShared(filter, window) : await this.store.findPage(filter, { ...window, exclude });
 		let items: Doc[] = [];
-		const chunks: Buffer[] = [ITEMS_OPEN];
+		let chunks: Buffer[] | null = null;
 		if (rendered) {
+			chunks = [ITEMS_OPEN];
 			const variant = `${this.readVariant(ctx)}\u0000${JSON.stringify(projection)}\u0000list`;
 			for (let i = 0; i < docs.length; i++) {
 				let r = rendered.get(docs[i], variant);
@@ -115,7 +116,7 @@ export const readMethods = {
 		// or changed need not move the page's Last-Modified, and a list has no ETag.
 		ctx.meta.$conditional = false;
 		const meta = pageMeta(paging, total);
-		if (rendered) {
+		if (chunks) {
 			chunks.push(Buffer.from(`],"_links":${JSON.stringify(links)},"_meta":${JSON.stringify(meta)}}`));
 			return new RawJson(chunks);
 		}
@@ -126,7 +127,7 @@ export const readMethods = {
 	 * The collection's rendered records, when this read may use them: the collection keeps them (renderCache) on a
 	 * store that shares its records, and the read embeds nothing and has no side effect. Else null.
 	 */
-	renderedRecords(this: EveThis, _ctx: RestContext, args: QueryArgs, embedded: string[]): RenderCache | null {
+	renderedRecords(this: EveThis, args: QueryArgs, embedded: string[]): RenderCache | null {
 		const rendered = this.eve.rendered;
 		if (!rendered || embedded.length > 0 || !this.store.findPageShared || !this.store.findOneShared || !this.readCacheable(args)) return null;
 		return rendered;
@@ -137,7 +138,7 @@ export const readMethods = {
 		if (!this.eve.opts.idPattern.test(id) && !this.eve.opts.lookupField) return null;
 		// `shared`: the store's own record (read it, never change it), where the store can give it.
 		const store = this.store;
-		const findOne = shared && store.findOneShared ? (f: Filter) => (store.findOneShared as (f: Filter) => Promise<Doc | null>)(f) : (f: Filter) => store.findOne(f);
+		const findOne = (f: Filter) => (shared && store.findOneShared ? store.findOneShared(f) : store.findOne(f));
 		if (this.eve.opts.idPattern.test(id)) {
 			const doc = await findOne({ _id: id });
 			if (doc || !this.eve.opts.lookupField) return doc;
@@ -156,7 +157,7 @@ export const readMethods = {
 		const show = this.eve.opts.softDelete ? queryFlag(args, this.eve.opts.softDelete.showParam) : false;
 		const projection = parseProjection(args.get("projection"));
 		const embedded = parseEmbedded(args.get("embedded"));
-		const rendered = this.renderedRecords(ctx, args, embedded);
+		const rendered = this.renderedRecords(args, embedded);
 		if (rendered) return this.renderedItem(ctx, rendered, await this.visibleItem(id, show, true), projection, args);
 		const doc = await this.visibleItem(id, show);
 		await this.beforeRender(ctx, [doc], args);

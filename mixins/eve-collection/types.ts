@@ -126,7 +126,7 @@ export interface EveMethods {
 	relatedLinks(doc: Doc, shown?: Doc): Record<string, Link | Link[]> | null;
 	renderOne(ctx: RestContext, doc: Doc, projection: Projection | null, single: boolean): Doc;
 	renderMany(ctx: RestContext, docs: Doc[], projection: Projection | null, embedded: string[], single: boolean): Promise<Doc[]>;
-	renderedRecords(ctx: RestContext, args: QueryArgs, embedded: string[]): RenderCache | null;
+	renderedRecords(args: QueryArgs, embedded: string[]): RenderCache | null;
 	renderedItem(ctx: RestContext, rendered: RenderCache, doc: Doc, projection: Projection | null, args: QueryArgs): RawJson;
 	collectionLink(args: QueryArgs): Link;
 	itemHeaders(ctx: RestContext, doc: Doc, etag: string): void;
