@@ -73,12 +73,18 @@ export function AuditPage() {
 		if (filter.name) where.name = filter.name;
 		// A path prefix, as a range (the API takes no regular expression in `where`).
 		if (filter.path) where.path = { $gte: filter.path, $lt: `${filter.path}\uffff` };
+		// Only the answer to the filters now shown: a slower answer to earlier ones must not replace it.
+		let current = true;
 		api<{ _items: Record[]; _meta: { total: number } }>("GET", q("audit", { where, sort: "-_id", max_results: PAGE, page }))
 			.then(res => {
+				if (!current) return;
 				setData({ items: res._items, total: res._meta.total });
 				setError("");
 			})
-			.catch(err => setError((err as Error).message));
+			.catch(err => current && setError((err as Error).message));
+		return () => {
+			current = false;
+		};
 	}, [filter, page]);
 	const set = (k: keyof typeof filter) => (e: Event) => {
 		setPage(1);

@@ -175,8 +175,9 @@ export function useNames(wanted: Record<string, string[]>): Record<string, strin
 	const key = JSON.stringify(asked);
 	useEffect(() => {
 		let current = true;
-		for (const [collection, ids] of asked)
-			api<{ _items: Array<{ _id: string; name?: unknown }> }>("GET", q(collection, { where: { _id: { $in: ids } }, projection: { name: 1 }, max_results: ids.length }))
+		// A lookup that failed (the gateway busy, a rate limit) is asked again a few times while the page shows these rows.
+		const look = (collection: string, ids: string[], tries: number): void =>
+			void api<{ _items: Array<{ _id: string; name?: unknown }> }>("GET", q(collection, { where: { _id: { $in: ids } }, projection: { name: 1 }, max_results: ids.length }))
 				.then(res => {
 					if (!current) return;
 					const found: Record<string, string | null> = Object.fromEntries(ids.map(id => [`${collection}/${id}`, null]));
@@ -185,7 +186,10 @@ export function useNames(wanted: Record<string, string[]>): Record<string, strin
 					if (res._items.length > 0 && res._items.every(r => typeof r.name !== "string")) return;
 					setNames(n => ({ ...n, ...found }));
 				})
-				.catch(() => undefined);
+				.catch(() => {
+					if (current && tries > 1) setTimeout(() => current && look(collection, ids, tries - 1), 1000);
+				});
+		for (const [collection, ids] of asked) look(collection, [...ids], 5);
 		return () => {
 			current = false;
 		};
