@@ -939,6 +939,41 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await shot("15b-audit-names");
 	});
 
+	it("keeps what one types in an audit filter while the answer to another filter arrives, and applies it on Enter (admin)", async () => {
+		// A fresh page: out and back in.
+		await page.goto(`${base}/#/hosts`);
+		await page.goto(`${base}/#/audit`);
+		await page.waitForSelector("#audit tbody tr");
+		// The answer to the outcome chosen is held until the path has been typed, then let through.
+		let release = () => {};
+		const held = new Promise<void>(resolve => (release = resolve));
+		const list = /\/api\/audit\?/;
+		await page.route(list, async route => {
+			await held;
+			await route.continue();
+		});
+		try {
+			await page.selectOption("#audit-outcome", "held");
+			await page.fill("#audit-path", `/api/tasks/${task}`);
+			release();
+			await page.waitForFunction(() => {
+				const rows = [...document.querySelectorAll("#audit tbody tr")];
+				return rows.length > 0 && rows.every(tr => tr.textContent?.includes("held"));
+			});
+		} finally {
+			release();
+			await page.unroute(list);
+		}
+		// The page showed the held records; what was typed is still there, not yet applied.
+		expect(await page.inputValue("#audit-path")).toBe(`/api/tasks/${task}`);
+		await page.selectOption("#audit-outcome", "");
+		await page.press("#audit-path", "Enter");
+		await page.waitForSelector(`#audit tbody tr:has-text("PATCH /api/tasks/${task}/paused")`);
+		const paths = await page.locator("#audit tbody tr td:nth-child(3) .mono").allTextContents();
+		expect(paths.length).toBeGreaterThan(0);
+		for (const p of paths) expect(p).toContain(`/api/tasks/${task}`);
+	});
+
 	it("is driven from the keyboard: g then a letter goes to a page, / puts the cursor in its filter, ? shows the shortcuts in a dialog that Escape closes, the focus back where it was; nothing fires while typing", async () => {
 		await page.goto(`${base}/#/hosts`);
 		await page.waitForSelector("#hosts tbody tr");

@@ -86,9 +86,17 @@ export function AuditPage() {
 			current = false;
 		};
 	}, [filter, page]);
+	// What is typed is kept apart from the filters applied (on Enter or on leaving the field): an answer arriving
+	// while one types re-renders the page, and must not put the applied value back into the field.
+	const [draft, setDraft] = useState({ method: "", name: "", path: "" });
 	const set = (k: keyof typeof filter) => (e: Event) => {
+		const value = (e.target as HTMLInputElement).value;
 		setPage(1);
-		setFilter({ ...filter, [k]: (e.target as HTMLInputElement).value });
+		setFilter(f => (f[k] === value ? f : { ...f, [k]: value }));
+	};
+	const type = (k: keyof typeof draft) => (e: Event) => {
+		const value = (e.target as HTMLInputElement).value;
+		setDraft(d => ({ ...d, [k]: value }));
 	};
 	const wanted: { [collection: string]: string[] } = {};
 	for (const r of data?.items ?? []) {
@@ -112,13 +120,13 @@ export function AuditPage() {
 					</select>
 				</label>
 				<label>
-					Method <input id="audit-method" size={8} value={filter.method} placeholder="POST, TASK…" onChange={set("method")} />
+					Method <input id="audit-method" size={8} value={draft.method} placeholder="POST, TASK…" onInput={type("method")} onChange={set("method")} />
 				</label>
 				<label>
-					Who <input id="audit-name" value={filter.name} placeholder="token name" onChange={set("name")} />
+					Who <input id="audit-name" value={draft.name} placeholder="token name" onInput={type("name")} onChange={set("name")} />
 				</label>
 				<label>
-					Path <input id="audit-path" value={filter.path} placeholder="/api/hosts" onChange={set("path")} />
+					Path <input id="audit-path" value={draft.path} placeholder="/api/hosts" onInput={type("path")} onChange={set("path")} />
 				</label>
 			</form>
 			<Problem text={error} />
