@@ -381,6 +381,10 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		expect(run.status).toBe(200);
 		const jobOf = (t: string) => eventually(async () => (await request("GET", withQuery(url("salt_jobs"), { where: { target: t }, max_results: 1 }))).body._items[0] as { _id: string } | undefined, 10_000, `a job on ${t}`);
 		const [job, onGroup] = [await jobOf(target), await jobOf(`F@${web}`)];
+		// A group named by its name (F@web-edge): linked to that group's page as well.
+		expect((await request("POST", url("run"), { body: { target: "F@web-edge", fun: "test.ping", cm_client: "local_async" } })).status).toBe(200);
+		const byName = await jobOf("F@web-edge");
+		const edge = (await request("GET", withQuery(url("groups"), { where: { name: "web-edge" } }))).body._items[0]._id as string;
 		await page.goto(`${base}/#/history`);
 		const cell = (jid: string) => `#history tbody tr[data-jid="${jid}"] td:nth-child(3)`;
 		await page.waitForSelector(`${cell(job._id)} a[href="#/groups/${web}"]:has-text("web")`);
@@ -389,6 +393,8 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		expect(await page.locator(`${cell(job._id)} a[href^="#/hosts/"]`).allTextContents()).toEqual(listed.slice(0, 3));
 		await page.waitForSelector(`${cell(onGroup._id)} a[href="#/groups/${web}"]`);
 		expect(await page.textContent(cell(onGroup._id))).toBe("group web");
+		await page.waitForSelector(`${cell(byName._id)} a[href="#/groups/${edge}"]:has-text("web-edge")`);
+		expect(await page.textContent(cell(byName._id))).toBe("group web-edge");
 		// No id on screen in the targets, only in what was recorded.
 		expect(await page.locator("#history tbody td:nth-child(3)").allTextContents()).not.toContainEqual(expect.stringContaining(web));
 		// A job's page: every host of a short list, the expression as recorded in a details element.
@@ -924,12 +930,16 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.waitForSelector(`${paused} .path-name`);
 		expect(await page.textContent(`${paused} .path-name`)).toBe("task “nightly ping”");
 		expect(await page.textContent(`${paused} td:nth-child(3) .mono`)).toBe(`PATCH /api/tasks/${task}/paused`);
+		// A task has no page of its own: its name links to the tasks' page.
+		expect(await page.getAttribute(`${paused} .path-name a`, "href")).toBe("#/tasks");
 		// The task the form made, then deleted: its name is gone with it.
 		await page.fill("#audit-path", "/api/tasks/");
 		await page.press("#audit-path", "Enter");
 		const deleted = '#audit tbody tr:has-text("DELETE /api/tasks/")';
 		await page.waitForSelector(`${deleted} .path-name`);
 		expect(await page.locator(`${deleted} .path-name`).allTextContents()).toContain("a task no longer there");
+		// A record no longer there links nowhere.
+		expect(await page.locator(`${deleted} .path-name:has-text("no longer there") a`).count()).toBe(0);
 		// The group run on the group's page: the group by name.
 		await page.fill("#audit-path", `/api/groups/${web}`);
 		await page.press("#audit-path", "Enter");
@@ -937,6 +947,11 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.waitForSelector(`${run} .path-name`);
 		expect(await page.textContent(`${run} .path-name`)).toBe("group “web”");
 		await shot("15b-audit-names");
+		// Each name links to where the dashboard shows the record: here the group's own page.
+		expect(await page.getAttribute(`${run} .path-name a`, "href")).toBe(`#/groups/${web}`);
+		await page.click(`${run} .path-name a`);
+		await page.waitForSelector("#group-title:has-text('web')");
+		expect(await page.evaluate(() => location.hash)).toBe(`#/groups/${web}`);
 	});
 
 	it("keeps what one types in an audit filter while the answer to another filter arrives, and applies it on Enter (admin)", async () => {

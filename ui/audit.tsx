@@ -49,14 +49,36 @@ function named(path: string): { collection: string; id: string } | null {
 	return api === "api" && collection && id && OBJECT_ID.test(id) ? { collection, id } : null;
 }
 
-/** The name of the record a path names, in words ("task “nightly ping”"); nothing when unknown. */
+/** Where the dashboard shows a record of each collection: its own page, else the page that lists it. */
+const PAGES: { [collection: string]: (id: string) => string } = {
+	groups: id => `#/groups/${id}`,
+	rollouts: id => `#/rollouts/${id}`,
+	webhooks: id => `#/webhooks/${id}`,
+	tasks: () => "#/tasks",
+	tokens: () => "#/tokens",
+	vpn_managers: () => "#/vpn",
+	vpn_organizations: () => "#/vpn",
+	maintenance_windows: () => "#/windows",
+	approval_policies: () => "#/approvals",
+};
+
+/**
+ * The name of the record a path names, in words ("task “nightly ping”"), linked to where the dashboard shows it;
+ * nothing when unknown.
+ */
 function PathName({ path, names }: { path: string; names: { [key: string]: string | null } }) {
 	const ref = named(path);
 	if (!ref || !NOUNS[ref.collection]) return null;
 	const name = names[`${ref.collection}/${ref.id}`];
 	if (name === undefined) return null;
 	const noun = NOUNS[ref.collection];
-	return <div class="path-name">{name === null ? `a ${noun} no longer there` : `${noun} “${name}”`}</div>;
+	if (name === null) return <div class="path-name">{`a ${noun} no longer there`}</div>;
+	const page = PAGES[ref.collection];
+	return (
+		<div class="path-name">
+			{noun} {page ? <a href={page(ref.id)} onClick={e => e.stopPropagation()}>{`“${name}”`}</a> : `“${name}”`}
+		</div>
+	);
 }
 const OUTCOMES = ["", "ok", "started", "held", "denied", "failed"];
 

@@ -3,7 +3,7 @@
  * filtered by the server (function, origin, state), the filters and page kept in the URL (#/history?origin=task),
  * read again as returns are recorded (GET /api/actions/stream); a job's page shows what ran where, who asked, its
  * counts, and its hosts' returns as they arrive. A job's target is shown in names: its groups' ids (F@<id>, ids in an
- * L@ list) as the groups' names, linked, its L@ hosts by name (the first few, then how many more); the expression as
+ * L@ list) as the groups' names, linked (F@<name> linked too, when a group has that name), its L@ hosts by name (the first few, then how many more); the expression as
  * recorded stays in the title, and on the job's page in a details element.
  */
 import { useEffect, useState } from "preact/hooks";
@@ -58,9 +58,55 @@ function targetGroups(target: string | undefined): string[] {
 	return ids.filter(id => OBJECT_ID.test(id));
 }
 
-/** A group a target names: its name linked to its page, or that it is no longer there (the id in the title). */
+/** The group names a target's F@ terms give instead of ids (F@web). */
+function targetGroupNames(target: string | undefined): string[] {
+	const out: string[] = [];
+	for (const term of (target ?? "").split(/[\s()]+/)) if (term.startsWith("F@") && term.length > 2 && !OBJECT_ID.test(term.slice(2))) out.push(term.slice(2));
+	return out;
+}
+
+/**
+ * The names of the groups the targets name, as useNames gives them (`groups/<id>` → name), and the id of each
+ * group an F@ term names by its name (`group-named/<name>` → id, null when no group has that name; at most 50).
+ */
+function useTargetNames(targets: Array<string | undefined>): Record<string, string | null> {
+	const names = useNames({ groups: targets.flatMap(targetGroups) });
+	const [ids, setIds] = useState<Record<string, string | null>>({});
+	const asked = [...new Set(targets.flatMap(targetGroupNames))].sort().slice(0, 50);
+	const key = JSON.stringify(asked);
+	useEffect(() => {
+		if (asked.length === 0) return;
+		let current = true;
+		api<{ _items: Array<{ _id: string; name?: unknown }> }>("GET", q("groups", { where: { name: { $in: asked } }, projection: { name: 1 }, max_results: asked.length }))
+			.then(res => {
+				if (!current) return;
+				const found: Record<string, string | null> = Object.fromEntries(asked.map(n => [`group-named/${n}`, null]));
+				for (const g of res._items) if (typeof g.name === "string") found[`group-named/${g.name}`] = g._id;
+				setIds(found);
+			})
+			.catch(() => undefined);
+		return () => {
+			current = false;
+		};
+	}, [key]);
+	return { ...names, ...ids };
+}
+
+/**
+ * A group a target names: its name linked to its page, or that it is no longer there (the id in the title). An
+ * F@ term naming the group by its name links to it when a group has that name.
+ */
 function GroupRef({ id, names }: { id: string; names: Record<string, string | null> }) {
-	if (!OBJECT_ID.test(id)) return <>group {id}</>;
+	if (!OBJECT_ID.test(id)) {
+		const found = names[`group-named/${id}`];
+		return found ? (
+			<>
+				group <a href={`#/groups/${found}`}>{id}</a>
+			</>
+		) : (
+			<>group {id}</>
+		);
+	}
 	const name = names[`groups/${id}`];
 	if (name === null)
 		return (
@@ -150,7 +196,7 @@ export function HistoryList() {
 			clearTimeout(pending);
 		};
 	}, []);
-	const names = useNames({ groups: (res?._items ?? []).flatMap(j => targetGroups(j.target)) });
+	const names = useTargetNames((res?._items ?? []).map(j => j.target));
 	const set = (k: keyof typeof filters) => (e: Event) => setFilter(k, (e.target as HTMLInputElement).value);
 	return (
 		<section>
@@ -203,7 +249,7 @@ export function HistoryList() {
 export function JobPage({ jid }: { jid: string }) {
 	const [job, setJob] = useState<SaltJob | null>(null);
 	const [error, setError] = useState("");
-	const names = useNames({ groups: targetGroups(job?.target) });
+	const names = useTargetNames([job?.target]);
 	useEffect(() => {
 		const read = () =>
 			api<SaltJob>("GET", `salt_jobs/${encodeURIComponent(jid)}`)
