@@ -142,12 +142,15 @@ function plan(db: PlannedDatastore, filter: Filter): Plan {
 	let excluded: Array<Set<Doc>> | null = [];
 	conds.forEach((cond, at) => {
 		if (at === chosen?.answers) return;
+		const s = servable[at];
+		const complement = s && s.index instanceof BucketIndex && s.access.kind !== "range" ? s.index.complementOf(s.access.kind === "eq" ? [s.access.value] : s.access.values) : null;
+		excluded = excluded && complement ? [...excluded, ...complement] : null;
+		// Every record holds the value (each holds one key, and no other key is held): nothing to check. An Eve
+		// list's soft-delete condition while no record is deleted.
+		if (complement && complement.every(set => set.size === 0)) return;
 		const holds = lookup(at);
 		if (holds) lookups.push(holds);
 		else matched.push(cond);
-		const s = servable[at];
-		const complement = holds && s && s.index instanceof BucketIndex && s.access.kind !== "range" ? s.index.complementOf(s.access.kind === "eq" ? [s.access.value] : s.access.values) : null;
-		excluded = excluded && complement ? [...excluded, ...complement] : null;
 	});
 	const exclusions = excluded as Array<Set<Doc>> | null;
 	let inSource: (doc: Doc) => boolean = () => true;

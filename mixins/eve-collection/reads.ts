@@ -95,7 +95,8 @@ export const readMethods = {
 		let chunks: Buffer[] | null = null;
 		if (rendered) {
 			chunks = [ITEMS_OPEN];
-			const variant = `${this.readVariant(ctx)}\u0000${JSON.stringify(projection)}\u0000list`;
+			// The projection as sent: the same text is the same projection (parsed and checked above).
+			const variant = `${this.readVariant(ctx)}\u0000${args.get("projection") ?? ""}\u0000list`;
 			for (let i = 0; i < docs.length; i++) {
 				let r = rendered.get(docs[i], variant);
 				if (!r) rendered.set(docs[i], variant, (r = toRendered(this.renderOne(ctx, docs[i], projection, false))));
@@ -109,7 +110,9 @@ export const readMethods = {
 
 		const links = pageLinks(this.eve.opts.resource, args, paging, pageSizeDefault, total);
 		const headers: Record<string, string> = { "X-Total-Count": String(total) };
-		const newest = docs.reduce<Date | null>((acc, d) => (d._updated instanceof Date && (!acc || d._updated > acc) ? d._updated : acc), null);
+		// The newest `_updated` of the page (compared as numbers: comparing Dates converts each to a primitive).
+		let newest: Date | null = null;
+		for (const d of docs) if (d._updated instanceof Date && (newest === null || d._updated.getTime() > newest.getTime())) newest = d._updated;
 		if (newest) headers["Last-Modified"] = formatHttpDate(newest);
 		ctx.meta.$responseHeaders = headers;
 		// A list is never answered 304 (Eve ignores If-Modified-Since on collections): a member removed
@@ -175,7 +178,7 @@ export const readMethods = {
 
 	/** An item read from the record's rendering kept for its version (renderedRecords): the same bytes as eveGet's. */
 	renderedItem(this: EveThis, ctx: RestContext, rendered: RenderCache, doc: Doc, projection: Projection | null, args: QueryArgs): RawJson {
-		const variant = `${this.readVariant(ctx)}\u0000${JSON.stringify(projection)}\u0000item`;
+		const variant = `${this.readVariant(ctx)}\u0000${args.get("projection") ?? ""}\u0000item`;
 		let r = rendered.get(doc, variant);
 		if (!r) rendered.set(doc, variant, (r = { ...toRendered(this.renderOne(ctx, doc, projection, true)), etag: this.etagOf(ctx, doc) }));
 		this.itemHeaders(ctx, doc, r.etag as string);

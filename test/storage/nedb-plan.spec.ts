@@ -7,6 +7,7 @@ import Datastore from "@seald-io/nedb";
 import fc from "fast-check";
 import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
 import type { Doc, Filter, SortSpec } from "../../lib/storage/store";
+import { BucketIndex } from "../../lib/storage/nedb-index";
 
 const STATUSES = ["up", "down", "unknown"];
 const GROUPS = ["g0", "g1", "g2", "g3"];
@@ -119,6 +120,33 @@ describe("the embedded store's planner", () => {
 		expect(await checkedBy(indexed, () => indexed.count(filter))).toBe(deleted);
 		expect(await indexed.count(filter)).toBe(want.length);
 		expect(await indexed.count({ $and: [{ status: { $in: ["up", "down"] } }, { _soft_deleted: false }] })).toBe(docs.filter(d => d.status !== "unknown" && !d._soft_deleted).length);
+	});
+
+	it("checks no record against a condition every record holds (the soft-delete flag while nothing is deleted), and checks it again once one is deleted", async () => {
+		const few = Array.from({ length: 400 }, (_, i) => ({ ...host(i), _soft_deleted: false }));
+		const store = await nedb(true, few);
+		const filter = { $and: [{ status: "unknown" }, { _soft_deleted: false }] };
+		const unknown = few.filter(d => d.status === "unknown");
+		const holder = jest.spyOn(BucketIndex.prototype, "holder");
+		try {
+			// Which fields a read tested records against, one by one.
+			const tested = async (op: () => Promise<unknown>) => {
+				holder.mockClear();
+				await op();
+				return holder.mock.contexts.map(index => (index as BucketIndex).fieldName);
+			};
+			expect(await tested(() => store.findPage(filter, { limit: 25 }))).not.toContain("_soft_deleted");
+			const page = await store.findPage(filter, { limit: 25 });
+			expect(page.total).toBe(unknown.length);
+			expect(page.docs.map(d => d._id)).toEqual(unknown.map(d => d._id).sort().slice(0, 25));
+			await store.updateMany({ _id: unknown[1]._id }, { $set: { _soft_deleted: true } });
+			expect(await tested(() => store.findPage(filter, { limit: 25 }))).toContain("_soft_deleted");
+			const after = await store.findPage(filter, { limit: 25 });
+			expect(after.total).toBe(unknown.length - 1);
+			expect(after.docs.map(d => d._id)).toEqual(unknown.filter((_, i) => i !== 1).map(d => d._id).sort().slice(0, 25));
+		} finally {
+			holder.mockRestore();
+		}
 	});
 
 	it("checks the candidates again once a record leaves the one-key-per-record shape an exclusion count needs", async () => {
