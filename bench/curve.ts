@@ -161,7 +161,7 @@ export async function benchCurve(dir: string, log: (m: string) => void): Promise
 		if (goal !== undefined) out.push(`  ${fmt(p.hosts)} hosts: filtered list p50 <= ${goal} ms: ${ms(p.ours.p50)} ${p.ours.p50 <= goal ? "MET" : "NOT MET"}`);
 		// Per 1k hosts added (the smallest fleet has nothing to compare with: its figure is mostly the process itself).
 		const perK = marginal(i);
-		if (perK !== null) out.push(`  ${fmt(points[i - 1].hosts)} -> ${fmt(p.hosts)} hosts: RSS at ready <= ${RSS_PER_1K_GOAL} MiB per 1k hosts added: ${perK.toFixed(1)} ${perK <= RSS_PER_1K_GOAL ? "MET" : "NOT MET"}`);
+		if (perK !== null) out.push(`  ${fmt(points[i - 1].hosts)} -> ${fmt(p.hosts)} hosts: RSS at ready <= ${RSS_PER_1K_GOAL} MiB per 1k hosts added: ${perK.toFixed(2)} ${perK <= RSS_PER_1K_GOAL ? "MET" : "NOT MET"}`);
 		out.push(`  ${fmt(p.hosts)} hosts: a restart with nothing changed writes nothing: ${fmt(p.restart.written)} B ${p.restart.written === 0 ? "MET" : "NOT MET"}`);
 		if (p.hosts === 50_000) {
 			out.push(`  50,000 hosts: RSS < ${RSS_50K_GOAL} MiB: ${p.rssAfterLoad.toFixed(0)} ${Math.max(p.first.rssReady, p.rssAfterLoad) < RSS_50K_GOAL ? "MET" : "NOT MET"}`);

@@ -64,9 +64,13 @@ export function readPlain(record: object): boolean {
  * NeDB's date objects become Dates, and every short string value is replaced by the first equal one seen
  * in this file (`shared`). JSON.parse makes a string per occurrence: a fleet's grains repeat the same
  * values (an OS, a kernel, a hundred CPU flags) on every host, and at 50,000 hosts sharing them took the
- * records from 265 to 49 MiB of heap.
+ * records from 265 to 49 MiB of heap. Dates of the same instant are one Date too (`dates`): a Date takes
+ * about 90 bytes, and a host holds seven, most of them shared with other hosts (the `_created` and `_updated`
+ * of the batch that wrote it) or within itself (a grain's `ctl.last_stateapply` is the host's
+ * `last_stateapply`): 0.36 MiB less per 1,000 hosts. A stored record is never changed in place (NeDB writes a
+ * new one, and no code of fleet-ctl calls a Date's setters), so a shared Date is never changed under another.
  */
-function settle(doc: Doc, shared: Map<string, string>): void {
+function settle(doc: Doc, shared: Map<string, string>, dates: Map<unknown, Date>): void {
 	const stack: Array<Doc | unknown[]> = [doc];
 	const fix = (holder: Record<string | number, unknown>, key: string | number, value: unknown) => {
 		if (typeof value === "string") {
@@ -75,8 +79,12 @@ function settle(doc: Doc, shared: Map<string, string>): void {
 			if (same === undefined) shared.set(value, value);
 			else holder[key] = same;
 		} else if (value !== null && typeof value === "object") {
-			if (!Array.isArray(value) && Object.prototype.hasOwnProperty.call(value, DATE_KEY)) holder[key] = new Date((value as Doc)[DATE_KEY] as number);
-			else stack.push(value as Doc | unknown[]);
+			if (!Array.isArray(value) && Object.prototype.hasOwnProperty.call(value, DATE_KEY)) {
+				const at = (value as Doc)[DATE_KEY];
+				let date = dates.get(at);
+				if (date === undefined) dates.set(at, (date = new Date(at as number)));
+				holder[key] = date;
+			} else stack.push(value as Doc | unknown[]);
 		}
 	};
 	while (stack.length) {
@@ -97,6 +105,7 @@ function readLines(db: NedbFileDatastore, stream: NodeJS.ReadableStream): Promis
 	return new Promise((resolve, reject) => {
 		const byId = new Map<unknown, Doc>();
 		const shared = new Map<string, string>();
+		const dates = new Map<unknown, Date>();
 		const indexes: Record<string, Doc> = {};
 		let lines = 0;
 		let corrupt = 0;
@@ -110,7 +119,7 @@ function readLines(db: NedbFileDatastore, stream: NodeJS.ReadableStream): Promis
 				const text = db.persistence.beforeDeserialization(line);
 				const doc = JSON.parse(text) as Doc;
 				if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new Error("not a record");
-				settle(doc, shared);
+				settle(doc, shared, dates);
 				if (!text.includes("%")) plainRecords.add(doc);
 				if (doc._id) {
 					if (doc.$$deleted === true) byId.delete(doc._id);

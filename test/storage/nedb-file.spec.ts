@@ -64,6 +64,32 @@ describe("the embedded datastore's file", () => {
 		ours.stop();
 	});
 
+	it("loads one Date per instant, shared by the records and fields that hold it, and a write to one record leaves the others' as they were", async () => {
+		const file = path.join(tempDir("nedb-file"), "dates.db");
+		const writer = await open(file, false);
+		const batch = new Date(Date.UTC(2026, 10, 27, 12, 0, 0));
+		for (let i = 0; i < 3; i++) await writer.db.insertAsync({ _id: `d-${i}`, _created: batch, _updated: batch, applied: new Date(1000 + i), grain: { ctl: { applied: new Date(1000 + i) } } });
+		const ours = await open(file, true);
+		const docs = byId(ours.db.getAllData());
+		expect(docs.map(d => (d._created as Date).getTime())).toEqual([batch.getTime(), batch.getTime(), batch.getTime()]);
+		// One object for the batch's instant, across records and fields; one per record for its own instant, in both its places.
+		for (const d of docs) {
+			expect(d._created).toBe(docs[0]._created);
+			expect(d._updated).toBe(docs[0]._created);
+			expect((d.grain as { ctl: { applied: Date } }).ctl.applied).toBe(d.applied);
+		}
+		expect(docs[1].applied).not.toBe(docs[0].applied);
+		expect(docs.map(d => (d.applied as Date).getTime())).toEqual([1000, 1001, 1002]);
+		// A write replaces the record it changes: the others keep the shared instant.
+		const store = new NedbStore(ours.db as unknown as NedbDatastore);
+		await store.updateMany({ _id: "d-1" }, { $set: { _updated: new Date(5) } });
+		const after = byId(ours.db.getAllData());
+		expect((after[1]._updated as Date).getTime()).toBe(5);
+		expect([after[0]._updated, after[2]._updated].map(d => (d as Date).getTime())).toEqual([batch.getTime(), batch.getTime()]);
+		expect((after[1]._created as Date).getTime()).toBe(batch.getTime());
+		ours.stop();
+	});
+
 	it("shows keys stored encoded as they were sent after a load, whichever read it is; records without one are read as they are", async () => {
 		const file = path.join(tempDir("nedb-file"), "keys.db");
 		const sent = { _id: "k-1", kwarg: { "$x": 1, "a.b": { "50%": [{ __proto__: 2, "\u0000": 3 }] } }, plain: "p%" };

@@ -123,7 +123,7 @@ describe("the embedded store's planner", () => {
 	});
 
 	it("checks no record against a condition every record holds (the soft-delete flag while nothing is deleted), and checks it again once one is deleted", async () => {
-		const few = Array.from({ length: 400 }, (_, i) => ({ ...host(i), _soft_deleted: false }));
+		const few: Doc[] = Array.from({ length: 400 }, (_, i) => ({ ...host(i), _soft_deleted: false }));
 		const store = await nedb(true, few);
 		const filter = { $and: [{ status: "unknown" }, { _soft_deleted: false }] };
 		const unknown = few.filter(d => d.status === "unknown");
