@@ -3,8 +3,9 @@
  * filtered by the server (function, origin, state), the filters and page kept in the URL (#/history?origin=task),
  * read again as returns are recorded (GET /api/actions/stream); a job's page shows what ran where, who asked, its
  * counts, and its hosts' returns as they arrive. A job's target is shown in names: its groups' ids (F@<id>, ids in an
- * L@ list) as the groups' names, linked (F@<name> linked too, when a group has that name), its L@ hosts by name (the first few, then how many more); the expression as
- * recorded stays in the title, and on the job's page in a details element.
+ * L@ list) as the groups' names, linked (F@<name> linked too, when a group has that name), its L@ hosts by name (the
+ * first few, then how many more); the expression as recorded stays in the title, and on the job's page in a details
+ * element.
  */
 import { useEffect, useState } from "preact/hooks";
 import { api, followStream, q } from "./client";
