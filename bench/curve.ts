@@ -101,8 +101,8 @@ export async function benchCurve(dir: string, log: (m: string) => void): Promise
 		// starts, or the start and RSS measured are partly this process's work on the same two cores.
 		(globalThis as { gc?: () => void }).gc?.();
 		await sleep(SETTLE_MS);
-		const fileMiB = size(path.join(dataDir, "hosts.db")) / 2 ** 20;
 		const hostsFile = path.join(dataDir, "hosts.db");
+		const fileMiB = size(hostsFile) / 2 ** 20;
 		const floorBefore = await startFloor(hostsFile, hosts);
 		log(`  the start's floor (a bare Node process parsing the file): ${floorBefore.seconds.toFixed(1)} s, of which the parse ${floorBefore.parseSeconds.toFixed(1)} s`);
 		log(`curve, ${hosts} hosts: starting (caches off) ...`);

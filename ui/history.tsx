@@ -72,25 +72,9 @@ function targetGroupNames(target: string | undefined): string[] {
  */
 function useTargetNames(targets: Array<string | undefined>): Record<string, string | null> {
 	const names = useNames({ groups: targets.flatMap(targetGroups) });
-	const [ids, setIds] = useState<Record<string, string | null>>({});
-	const asked = [...new Set(targets.flatMap(targetGroupNames))].sort().slice(0, 50);
-	const key = JSON.stringify(asked);
-	useEffect(() => {
-		if (asked.length === 0) return;
-		let current = true;
-		api<{ _items: Array<{ _id: string; name?: unknown }> }>("GET", q("groups", { where: { name: { $in: asked } }, projection: { name: 1 }, max_results: asked.length }))
-			.then(res => {
-				if (!current) return;
-				const found: Record<string, string | null> = Object.fromEntries(asked.map(n => [`group-named/${n}`, null]));
-				for (const g of res._items) if (typeof g.name === "string") found[`group-named/${g.name}`] = g._id;
-				setIds(found);
-			})
-			.catch(() => undefined);
-		return () => {
-			current = false;
-		};
-	}, [key]);
-	return { ...names, ...ids };
+	const ids = useNames({ groups: targets.flatMap(targetGroupNames) }, "name");
+	const byName = Object.fromEntries(Object.entries(ids).map(([k, id]) => [`group-named/${k.slice("groups/".length)}`, id]));
+	return { ...names, ...byName };
 }
 
 /**

@@ -165,31 +165,37 @@ export const OBJECT_ID = /^[a-f0-9]{24}$/;
 /**
  * Names of records, by collection and id (`groups/<id>` → its name; null when its collection has no such record, for
  * example one deleted since): one read per collection (`where` on `_id` `$in`, the names alone), asked again when the
- * ids change. A collection that cannot be read, or whose records have no name, gives none.
+ * ids change. A collection that cannot be read, or whose records have no name, gives none. With `by` "name", the other
+ * way round: records' ids by their names (`groups/<name>` → its id; null when no record has that name).
  */
-export function useNames(wanted: Record<string, string[]>): Record<string, string | null> {
+export function useNames(wanted: Record<string, string[]>, by: "_id" | "name" = "_id"): Record<string, string | null> {
 	const [names, setNames] = useState<Record<string, string | null>>({});
+	const usable = (v: string) => (by === "_id" ? OBJECT_ID.test(v) : v !== "");
 	const asked = Object.entries(wanted)
-		.map(([collection, ids]) => [collection, [...new Set(ids)].filter(id => OBJECT_ID.test(id)).sort().slice(0, 50)] as const)
-		.filter(([, ids]) => ids.length > 0);
+		.map(([collection, values]) => [collection, [...new Set(values)].filter(usable).sort().slice(0, 50)] as const)
+		.filter(([, values]) => values.length > 0);
 	const key = JSON.stringify(asked);
 	useEffect(() => {
 		let current = true;
 		// A lookup that failed (the gateway busy, a rate limit) is asked again a few times while the page shows these rows.
-		const look = (collection: string, ids: string[], tries: number): void =>
-			void api<{ _items: Array<{ _id: string; name?: unknown }> }>("GET", q(collection, { where: { _id: { $in: ids } }, projection: { name: 1 }, max_results: ids.length }))
+		const look = (collection: string, values: string[], tries: number): void =>
+			void api<{ _items: Array<{ _id: string; name?: unknown }> }>("GET", q(collection, { where: { [by]: { $in: values } }, projection: { name: 1 }, max_results: values.length }))
 				.then(res => {
 					if (!current) return;
-					const found: Record<string, string | null> = Object.fromEntries(ids.map(id => [`${collection}/${id}`, null]));
-					for (const r of res._items) found[`${collection}/${r._id}`] = typeof r.name === "string" ? r.name : null;
-					// Records without a name (a collection that has none) say nothing rather than "no longer there".
-					if (res._items.length > 0 && res._items.every(r => typeof r.name !== "string")) return;
+					const found: Record<string, string | null> = Object.fromEntries(values.map(v => [`${collection}/${v}`, null]));
+					if (by === "name") {
+						for (const r of res._items) if (typeof r.name === "string") found[`${collection}/${r.name}`] = r._id;
+					} else {
+						for (const r of res._items) found[`${collection}/${r._id}`] = typeof r.name === "string" ? r.name : null;
+						// Records without a name (a collection that has none) say nothing rather than "no longer there".
+						if (res._items.length > 0 && res._items.every(r => typeof r.name !== "string")) return;
+					}
 					setNames(n => ({ ...n, ...found }));
 				})
 				.catch(() => {
-					if (current && tries > 1) setTimeout(() => current && look(collection, ids, tries - 1), 1000);
+					if (current && tries > 1) setTimeout(() => current && look(collection, values, tries - 1), 1000);
 				});
-		for (const [collection, ids] of asked) look(collection, [...ids], 5);
+		for (const [collection, values] of asked) look(collection, [...values], 5);
 		return () => {
 			current = false;
 		};
