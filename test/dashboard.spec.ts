@@ -983,6 +983,11 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		expect(await page.inputValue("#audit-path")).toBe(`/api/tasks/${task}`);
 		await page.selectOption("#audit-outcome", "");
 		await page.press("#audit-path", "Enter");
+		// The answer to the path applied: every row names the task (the list shown before may hold one such row too).
+		await page.waitForFunction(t => {
+			const rows = [...document.querySelectorAll("#audit tbody tr td:nth-child(3) .mono")];
+			return rows.length > 0 && rows.every(td => td.textContent?.includes(`/api/tasks/${t}`));
+		}, task);
 		await page.waitForSelector(`#audit tbody tr:has-text("PATCH /api/tasks/${task}/paused")`);
 		const paths = await page.locator("#audit tbody tr td:nth-child(3) .mono").allTextContents();
 		expect(paths.length).toBeGreaterThan(0);
