@@ -101,6 +101,8 @@ export interface Config {
 	taskMisfireGraceMs: number;
 	/** Turn the scheduler off in this process (the tasks API keeps working); default on. */
 	taskScheduler: boolean;
+	/** Runs one tasks replica hands to the cm-gateway at once; due runs beyond it are left for a replica with room. */
+	taskHandovers: number;
 	/** How long one request to the IP resolver (POST /graph request_ips) may take, in ms. */
 	ipResolverTimeoutMs: number;
 	/** The most of one host's return an `actions` record keeps (and of each step's output in a failed patch), in bytes. */
@@ -371,6 +373,7 @@ export function loadConfig(): Config {
 		taskLeaseMs: envInt("TASK_LEASE_MS", 30_000, 100),
 		taskMisfireGraceMs: envInt("TASK_MISFIRE_GRACE_MS", 60_000, 0),
 		taskScheduler: bool("TASK_SCHEDULER", true),
+		taskHandovers: envInt("TASK_HANDOVERS", 32, 1),
 		cmPatchPrefix: patchPrefix(str("CM_PATCH_PREFIX", "patches/")),
 		cmSyncIntervalMs: envInt("CM_SYNC_INTERVAL_MS", 300_000),
 		cmPresenceMaxLossPercent: Math.min(envInt("CM_PRESENCE_MAX_LOSS_PERCENT", 50, 0), 100),

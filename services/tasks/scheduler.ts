@@ -2,7 +2,8 @@
  * The scheduler (docs/scheduling.md): a pass whenever the soonest task falls due (and soon after a task
  * changes), taking over the runs of replicas that died (their lease lapsed), claiming each due run once across
  * replicas (task-claims.ts), handing it to the cm-gateway (retried while no cm-gateway can take it), and
- * recording what became of it.
+ * recording what became of it. A replica hands over at most TASK_HANDOVERS runs at once: it claims (or takes
+ * over) only while it has room, and due runs beyond that stay unclaimed for a replica with room.
  */
 import type { Context } from "moleculer";
 import type { EveThis, RestContext } from "../../mixins/eve-collection.mixin";
@@ -23,12 +24,17 @@ export interface TasksMembers {
 	tickTimer?: NodeJS.Timeout | null;
 	tickAt?: number;
 	lastTakeoverScan?: number;
+	/** Runs being handed to the cm-gateway now (claimed or taken over, not recorded yet). */
+	handovers?: number;
+	/** A pass left due work for lack of room: the next hand-over to end asks for a pass. */
+	roomWanted?: boolean;
 	changedIds?: Set<string>;
 	changedTimer?: NodeJS.Timeout | null;
 	kickScheduler(delayMs?: number): void;
 	schedulerTick(): Promise<number>;
 	claimRun(t: Doc): Promise<unknown>;
 	executeRun(t: Doc, takeover?: boolean): Promise<unknown>;
+	handOver(t: Doc, takeover?: boolean): Promise<void>;
 	noteChanged(id: string): void;
 	authorizeTask(ctx: RestContext, task: Doc): Promise<string>;
 	taskTargetsNow(ctx: RestContext, task: Doc): Promise<string[]>;
@@ -45,13 +51,21 @@ export function scheduleOf(t: Doc): Schedule {
 const RETRY_DELAYS_MS = [1000, 4000, 15000];
 /** Due runs claimed at once by one replica. */
 const CLAIM_CONCURRENCY = 16;
+
+/**
+ * Whether a failed hand-over proves that nothing ran, so that the run may be tried again: no cm-gateway, salt-api
+ * unreachable, or a bulkhead's queue full (the call was refused before it started).
+ */
+export function nothingRan(e: { code?: number; type?: string; name?: string; message: string }): boolean {
+	return e.code === 503 || e.type === "SERVICE_NOT_FOUND" || e.type === "SERVICE_NOT_AVAILABLE" || e.type === "QUEUE_FULL" || e.name === "QueueIsFullError" || (e.code === 502 && /unreachable/.test(e.message));
+}
 /**
  * The configuration, read once per environment: the test harness starts services with different
  * environments in one process, and the scheduler asks for it on every claim.
  */
 let cached: { key: string; config: Config } | null = null;
 export function cfg(): Config {
-	const key = `${process.env.TASK_TIMEZONE}|${process.env.TASK_LEASE_MS}|${process.env.TASK_MISFIRE_GRACE_MS}|${process.env.TASK_SCHEDULER}`;
+	const key = `${process.env.TASK_TIMEZONE}|${process.env.TASK_LEASE_MS}|${process.env.TASK_MISFIRE_GRACE_MS}|${process.env.TASK_SCHEDULER}|${process.env.TASK_HANDOVERS}`;
 	if (!cached || cached.key !== key) cached = { key, config: loadConfig() };
 	return cached.config;
 }
@@ -87,26 +101,47 @@ export const schedulerMethods = {
 		this.tickTimer.unref?.();
 	},
 
-	/** One pass: take over dead runs, claim and start due runs; answers how long to wait for the next. */
+	/** One pass: take over dead runs, claim and start due runs (while there is room); answers how long to wait for the next. */
 	async schedulerTick(this: TasksThis): Promise<number> {
 		const now = new Date();
+		const room = () => cfg().taskHandovers - (this.handovers ?? 0);
 		// Dead runs are rare and the search is not indexed: looked for a few times per lease, not every pass.
 		const takeoverDue = now.getTime() - (this.lastTakeoverScan ?? 0) >= Math.max(250, cfg().taskLeaseMs / 4);
 		if (takeoverDue) this.lastTakeoverScan = now.getTime();
 		for (const t of takeoverDue ? await findExpired(this.store, now) : []) {
+			// No room: the rest stay with their lease passed, for this replica's next look or another replica's.
+			if (room() <= 0) {
+				this.roomWanted = true;
+				this.lastTakeoverScan = 0;
+				break;
+			}
 			const taken = await takeOverRun(this.store, { _id: t._id, pending: t.pending }, this.broker.nodeID, new Date(), cfg().taskLeaseMs);
 			if (taken) {
 				this.logger.warn(`Task '${t._id}': taking over run ${t.pending.run} (due ${new Date(t.pending.due).toISOString()}) from ${t.pending.by}, whose lease passed`);
-				void this.executeRun(taken, true);
+				void this.handOver(taken, true);
 			}
 		}
 		// A task whose previous run is still being handed over waits for it (see claimRun).
-		const due = await findDue(this.store, now);
-		// Claims are independent (each is one conditional update): a few at a time, earliest first.
+		const due = room() > 0 ? await findDue(this.store, now) : [];
+		if (room() <= 0) this.roomWanted = true;
+		// Claims are independent (each is one conditional update): a few at a time, earliest first, never more
+		// runs than there is room to hand over.
 		let next = 0;
 		await Promise.all(
 			Array.from({ length: Math.min(CLAIM_CONCURRENCY, due.length) }, async () => {
-				while (next < due.length) await this.claimRun(due[next++]);
+				while (next < due.length) {
+					if (room() <= 0) {
+						this.roomWanted = true;
+						return;
+					}
+					// The room is held from before the claim (a run claimed is handed over at once, in a room of its own).
+					this.handovers = (this.handovers ?? 0) + 1;
+					try {
+						await this.claimRun(due[next++]);
+					} finally {
+						this.handovers--;
+					}
+				}
 			}),
 		);
 		// Only the coming second matters: the scheduler looks again at least once a second anyway.
@@ -131,12 +166,28 @@ export const schedulerMethods = {
 		observeMetric(this.broker, "fleet.task.lateness_seconds", Math.max(0, now.getTime() - due.getTime()) / 1000);
 		if (skipped) countMetric(this.broker, "fleet.task.runs.total", { outcome: "skipped" });
 		this.noteChanged(t._id);
-		if (!skipped) void this.executeRun(claimed);
+		if (!skipped) void this.handOver(claimed);
+	},
+
+	/** Hands a run over in the room it holds; once done, a pass that left due work for lack of room is asked for. */
+	async handOver(this: TasksThis, t: Doc, takeover = false) {
+		this.handovers = (this.handovers ?? 0) + 1;
+		try {
+			await this.executeRun(t, takeover);
+		} catch (err) {
+			this.logger.warn(`Task '${t._id}': handing run ${t.pending?.run} over failed:`, (err as Error).message);
+		} finally {
+			this.handovers--;
+			if (this.roomWanted) {
+				this.roomWanted = false;
+				this.kickScheduler(0);
+			}
+		}
 	},
 
 	/**
 	 * Sends a claimed run to the cm-gateway. Failures that prove nothing ran (no cm-gateway, salt-api
-	 * unreachable) are tried again for a bounded time; then, or at once for any other failure (a run must
+	 * unreachable, its bulkhead full) are tried again for a bounded time; then, or at once for any other failure (a run must
 	 * never be sent twice blindly), the run is recorded as failed with a `task.failed` alert.
 	 */
 	async executeRun(this: TasksThis, t: Doc, takeover = false) {
@@ -166,7 +217,7 @@ export const schedulerMethods = {
 				result = { due: pending.due, at: new Date(), status: res.task_id ? "started" : "no_minions", jid: res.task_id };
 				break;
 			} catch (err) {
-				const e = err as { code?: number; type?: string; message: string; data?: { kind?: string; window?: { start: string; name: string } } };
+				const e = err as { code?: number; type?: string; name?: string; message: string; data?: { kind?: string; window?: { start: string; name: string } } };
 				if (e.code === 409 && e.data?.window) {
 					// Outside a maintenance window: the run waits for the window to open (the misfire policy decides then).
 					const until = new Date(e.data.window.start);
@@ -175,7 +226,7 @@ export const schedulerMethods = {
 					if (await deferRun(this.store, t, pending.run, waiting, until, new Date())) this.noteChanged(t._id);
 					return;
 				}
-				const retryable = (e.code === 503 || e.type === "SERVICE_NOT_FOUND" || e.type === "SERVICE_NOT_AVAILABLE" || (e.code === 502 && /unreachable/.test(e.message))) && attempt < RETRY_DELAYS_MS.length;
+				const retryable = nothingRan(e) && attempt < RETRY_DELAYS_MS.length;
 				if (!retryable) {
 					result = { due: pending.due, at: new Date(), status: "failed", message: e.message.slice(0, 500) };
 					await this.broker.call("alerts.raise", { type: "task.failed", level: "error", payload: { task: t._id, name: t.name, due: new Date(pending.due).toISOString(), message: e.message.slice(0, 500) } }).catch(() => undefined);

@@ -3,7 +3,8 @@
  * shared storage (MONGO_URI: in CI the wire-protocol emulator, not MongoDB), next to the cm-gateway and
  * the other services in a fourth and the API gateway in a fifth. 300 tasks fall due within three
  * seconds; one tasks replica is killed with SIGKILL in the middle. Every task must run exactly once,
- * counted at the salt-api simulator.
+ * counted at the salt-api simulator, and each task's record must say its run started (none refused by a
+ * busy cm-gateway and recorded as failed).
  */
 import { SaltApiSimulator } from "../simulators/salt-api";
 import { ALL_SERVICES, apiOf, ensureNats, runServices, stopProcs, uniqueMongoUri, type Nats, type Proc } from "../support/harness";
@@ -59,6 +60,17 @@ const TASKS = 300;
 		// Until the cluster notices the killed node (heartbeats), a read balanced to it times out: such polls just count as "not yet".
 		const finished = async () => (await request("GET", `${api}/tasks?where=${encodeURIComponent('{"status":"finished"}')}&max_results=1`)).body?._meta?.total as number | undefined;
 		await eventually(async () => ((await finished()) === TASKS ? true : undefined), 60_000, `all ${TASKS} tasks to finish`);
+		// A one-shot task is finished once its run is claimed; the run is done once its result is recorded (none pending).
+		const total = async (where: object) => (await request("GET", `${api}/tasks?where=${encodeURIComponent(JSON.stringify(where))}&max_results=1`)).body?._meta?.total as number | undefined;
+		await eventually(async () => ((await total({ pending: { $exists: true } })) === 0 ? true : undefined), 60_000, "every run recorded (none pending)");
+		// Each run started: none failed because the cm-gateway was busy (its bulkhead refuses beyond 32 + 256 calls).
+		const outcomes: Record<string, number> = {};
+		for (const status of ["started", "no_minions", "failed", "skipped", "waiting", "awaiting_approval"]) {
+			const n = (await total({ "last_run.status": status })) ?? 0;
+			if (n) outcomes[status] = n;
+		}
+		if (process.env.TEST_LOG) console.log("failed:", JSON.stringify((await request("GET", `${api}/tasks?where=${encodeURIComponent('{"last_run.status":"failed"}')}&max_results=3`)).body?._items?.map((t: { last_run: unknown }) => t.last_run)));
+		expect(outcomes).toEqual({ started: TASKS });
 		await eventually(async () => (sim.executions().length >= TASKS ? true : undefined), 10_000, "every execution at the simulator");
 
 		const runs = new Map<number, number>();
