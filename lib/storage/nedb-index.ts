@@ -17,7 +17,27 @@
 import type { Doc } from "./store";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const model = require("@seald-io/nedb/lib/model.js") as { getDotValue(doc: Doc, field: string): unknown };
+const model = require("@seald-io/nedb/lib/model.js") as { getDotValue(doc: Doc, field: string): unknown; compareThings(a: unknown, b: unknown): number };
+
+/** Two records in the order of NeDB's _id index (strings, as most ids are, compared directly). */
+function byId(a: Doc, b: Doc): number {
+	const x = a._id;
+	const y = b._id;
+	if (typeof x === "string" && typeof y === "string") return x < y ? -1 : x > y ? 1 : 0;
+	return model.compareThings(x, y);
+}
+
+/** Where a record goes in a list in _id order: the first position whose record does not come before it. */
+function positionById(list: Doc[], doc: Doc): number {
+	let lo = 0;
+	let hi = list.length;
+	while (lo < hi) {
+		const mid = (lo + hi) >>> 1;
+		if (byId(list[mid], doc) < 0) lo = mid + 1;
+		else hi = mid;
+	}
+	return lo;
+}
 
 /** A scalar as a map key, its type first: "s:up", "n:3", "b:true", "d:1700000000000"; null for what is not kept. */
 export function bucketKey(value: unknown): string | null {
@@ -53,8 +73,13 @@ function inBounds(value: unknown, bounds: Bounds): boolean {
 export class BucketIndex {
 	readonly unique = false;
 	readonly sparse = true;
-	/** Key -> the value it stands for and the records holding it. */
-	private readonly buckets = new Map<string, { value: unknown; docs: Set<Doc> }>();
+	/**
+	 * Key -> the value it stands for and the records holding it; `byId`, once asked for (inIdOrder), the same
+	 * records in _id order, kept in order on every write after (a binary search and a splice).
+	 */
+	private readonly buckets = new Map<string, { value: unknown; docs: Set<Doc>; byId?: Doc[] }>();
+	/** The records this index holds (NeDB gives every record to every index, those without a kept value too). */
+	private records = 0;
 	/**
 	 * Records not in exactly one bucket: their value is missing, null, an object or a list. While there are
 	 * none, every record holds exactly one key, so the records holding a value are all records but those of
@@ -87,11 +112,17 @@ export class BucketIndex {
 			for (const d of doc) this.insert(d);
 			return;
 		}
+		this.records++;
 		if (this.isIrregular(doc)) this.irregular++;
 		for (const [key, value] of this.keysOf(doc)) {
 			let bucket = this.buckets.get(key);
 			if (!bucket) this.buckets.set(key, (bucket = { value, docs: new Set() }));
 			bucket.docs.add(doc);
+			if (bucket.byId) {
+				// Kept in order while the value stays rare; past half of the records a walk of the _id index is as cheap.
+				if (bucket.docs.size * 2 > this.records) delete bucket.byId;
+				else bucket.byId.splice(positionById(bucket.byId, doc), 0, doc);
+			}
 		}
 	}
 
@@ -100,12 +131,18 @@ export class BucketIndex {
 			for (const d of doc) this.remove(d);
 			return;
 		}
+		this.records--;
 		if (this.isIrregular(doc)) this.irregular--;
 		for (const [key] of this.keysOf(doc)) {
 			const bucket = this.buckets.get(key);
 			if (!bucket) continue;
 			bucket.docs.delete(doc);
 			if (bucket.docs.size === 0) this.buckets.delete(key);
+			else if (bucket.byId) {
+				const at = positionById(bucket.byId, doc);
+				if (bucket.byId[at] === doc) bucket.byId.splice(at, 1);
+				else delete bucket.byId; // not where it belongs (an _id changed in place): ordered afresh when asked
+			}
 		}
 	}
 
@@ -128,6 +165,7 @@ export class BucketIndex {
 	reset(docs?: Doc | Doc[]): void {
 		this.buckets.clear();
 		this.irregular = 0;
+		this.records = 0;
 		if (docs) this.insert(docs);
 	}
 
@@ -181,6 +219,22 @@ export class BucketIndex {
 		const out: Array<Set<Doc>> = [];
 		for (const [key, bucket] of this.buckets) if (!keys.has(key)) out.push(bucket.docs);
 		return out;
+	}
+
+	/** The share of this index's records holding exactly this scalar value, from 0 to 1. */
+	share(value: unknown): number {
+		return this.records > 0 ? this.countMatching(value) / this.records : 0;
+	}
+
+	/**
+	 * The records holding exactly this scalar value, in the order of NeDB's _id index (not a copy: read it, never
+	 * change it). Ordered once when first asked for, then kept in order as records come and go.
+	 */
+	inIdOrder(value: unknown): Doc[] {
+		const key = bucketKey(value);
+		const bucket = key === null ? undefined : this.buckets.get(key);
+		if (!bucket) return [];
+		return (bucket.byId ??= [...bucket.docs].sort(byId));
 	}
 
 	/** How many records getMatching would list, without listing them (a list's values may share records: at most). */

@@ -82,12 +82,23 @@ interface Source {
 	set?: Set<Doc>;
 	/** The conjunct it answers exactly (then no record is checked against it); -1 when none. */
 	answers: number;
+	/** Its records in _id order, where they are few enough to be worth keeping so (a rare value of a bucket index). */
+	inIdOrder?: () => Doc[];
 }
+
+/**
+ * A value held by less than this share of the records is paged from its records kept in _id order: walking the
+ * _id index for it would pass about (skip + limit) ÷ share records, most of them not holding it.
+ */
+const ORDERED_SHARE = 0.25;
 
 function sourceFor(index: TreeIndex | BucketIndex, access: Access, at: number): Source {
 	if (index instanceof BucketIndex) {
 		// A bucket index compares values of one type the way NeDB's matcher does: every kind is exact.
-		if (access.kind === "eq") return { size: index.countMatching(access.value), exact: true, list: () => index.getMatching(access.value), set: index.holders(access.value) ?? new Set(), answers: at };
+		if (access.kind === "eq") {
+			const ordered = index.share(access.value) < ORDERED_SHARE ? () => index.inIdOrder(access.value) : undefined;
+			return { size: index.countMatching(access.value), exact: true, list: () => index.getMatching(access.value), set: index.holders(access.value) ?? new Set(), answers: at, ...(ordered ? { inIdOrder: ordered } : {}) };
+		}
 		if (access.kind === "in") return { size: index.countMatching(access.values), exact: false, list: () => index.getMatching(access.values), answers: at };
 		return { size: index.countBetweenBounds(access.bounds), exact: false, list: () => index.getBetweenBounds(access.bounds), answers: at };
 	}
@@ -231,12 +242,31 @@ function walkIds(db: PlannedDatastore, dir: 1 | -1, want: number, budget: number
 }
 
 /**
+ * Up to `want` records of a list in _id order (`dir` -1: from the last), each passing `keep` when given, and how
+ * many were read.
+ */
+function takeInOrder(list: Doc[], dir: 1 | -1, want: number, keep: ((doc: Doc) => boolean) | null): { records: Doc[]; walked: number } {
+	if (!keep) {
+		const records = dir === 1 ? list.slice(0, want) : list.slice(Math.max(0, list.length - want)).reverse();
+		return { records, walked: records.length };
+	}
+	const out: Doc[] = [];
+	let walked = 0;
+	for (let i = dir === 1 ? 0 : list.length - 1; i >= 0 && i < list.length && out.length < want; i += dir) {
+		walked++;
+		if (keep(list[i])) out.push(list[i]);
+	}
+	return { records: out, walked };
+}
+
+/**
  * The page and the total of a list. Where the order is `_id`'s and an index gives the candidates, the page
- * is read in order from the _id index, each record checked until the page is full, and the total is the
- * index's count (its one conjunct is the filter: an Eve list's soft-delete condition alone) or the
- * candidates that pass the other conjuncts, counted without ordering them: O(page + candidates), not
- * O(collection) and no heap. A walk that would pass more records than the candidates (a rare value) gives
- * up for the candidates' page (pageOf). Otherwise every match, then the page.
+ * is read in order — from the value's records as the bucket index keeps them in _id order where the value is
+ * rare (under a quarter of the records: `status: down`), else from the _id index — each record checked until
+ * the page is full, and the total is the index's count (its one conjunct is the filter: an Eve list's
+ * soft-delete condition alone) or the candidates that pass the other conjuncts, counted without ordering
+ * them: O(page + candidates), not O(collection) and no heap. A walk of the _id index that would pass more
+ * records than the candidates gives up for the candidates' page (pageOf). Otherwise every match, then the page.
  */
 export function selectPage(db: PlannedDatastore, filter: Filter, sort: SortSpec, skip = 0, limit?: number): { total: number; records: Doc[]; checked: number; ordered: number } {
 	const p = plan(db, filter);
@@ -260,7 +290,10 @@ export function selectPage(db: PlannedDatastore, filter: Filter, sort: SortSpec,
 		}
 		const keep = p.rest > 0 ? (doc: Doc) => p.inSource(doc) && p.check(doc) : (doc: Doc) => p.inSource(doc);
 		// The walk gives up past the cost of listing the candidates (a rare value: the list is cheaper).
-		const walk = total === 0 ? { records: [], walked: 0 } : walkIds(db, sort.length ? sort[0][1] : 1, skip + limit, source.size, keep);
+		const dir = sort.length ? sort[0][1] : 1;
+		// A rare value's records are read in order from the index; otherwise the _id index is walked.
+		const walk =
+			total === 0 ? { records: [], walked: 0 } : source.inIdOrder ? takeInOrder(source.inIdOrder(), dir, skip + limit, p.rest > 0 ? p.check : null) : walkIds(db, dir, skip + limit, source.size, keep);
 		if (walk) return { total, records: walk.records.slice(skip), checked: checked + walk.walked, ordered: 0 };
 		if (excluding) records = source.list().filter(p.check);
 		if (records) return { total, records: pageOf(records, sort, skip, limit), checked: checked + source.size, ordered: records.length };
