@@ -7,7 +7,7 @@ import { DuplicateKeyError } from "./store";
 import { isPlain, toNedbFilter } from "./nedb-filter";
 import { BucketIndex } from "./nedb-index";
 import { readPlain } from "./nedb-file";
-import { countRecords, pageOf, selectPage, selectRecords, type PlannedDatastore } from "./nedb-plan";
+import { countRecords, pageOf, selectInIdOrder, selectPage, selectRecords, type PlannedDatastore } from "./nedb-plan";
 import { decodeKeys, encodeFilter, encodeKeys, encodePath, encodePaths, encodeSort, encodeUpdate } from "./store-keys";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -108,6 +108,24 @@ export class NedbStore implements Store {
 	}
 
 	find(filter: Filter, opts: FindOptions = {}): Promise<Doc[]> {
+		const sort = opts.sort ?? [];
+		if (opts.limit !== undefined && (sort.length === 0 || (sort.length === 1 && sort[0][0] === "_id"))) {
+			// A page in _id order after (or before) an _id: read from the _id index at that id (nedb-plan.ts).
+			const dir = sort.length ? sort[0][1] : 1;
+			const limit = opts.limit;
+			return this.db.executor.pushAsync(async () => {
+				const encoded = encodeFilter(filter);
+				const page = selectInIdOrder(this.db, encoded, dir, opts.skip ?? 0, limit);
+				if (page) {
+					this.checked += page.checked;
+					this.ordered += page.ordered;
+					return this.copies(page.records, opts);
+				}
+				const { records, checked } = selectRecords(this.db, encoded);
+				this.checked += checked;
+				return this.copies(pageOf(records, encodeSort(sort), opts.skip, limit), opts);
+			});
+		}
 		return this.select(filter, records => {
 			const ordered = opts.sort?.length || opts.skip || opts.limit ? pageOf(records, encodeSort(opts.sort ?? []), opts.skip, opts.limit) : records;
 			return this.copies(ordered, opts);

@@ -216,6 +216,53 @@ describe("the embedded store's planner", () => {
 		expect(await indexed.count(filter)).toBe(docs.filter(d => d._updated >= since && d.groups.some((g: string) => g === "g1" || g === "g2")).length);
 	});
 
+	it("pages in _id order from an _id (a sweep's `_id > last seen`) by reading the _id index from there: a page's worth, not the rest of the collection", async () => {
+		const ids = docs.map(d => d._id as string).sort();
+		const after = ids[5_000];
+		const page = await checkedBy(indexed, async () => expect((await indexed.find({ _id: { $gt: after } }, { sort: [["_id", 1]], limit: 100, only: ["_id"] })).map(d => d._id)).toEqual(ids.slice(5_001, 5_101)));
+		// Every record read is on the page: not the 4,999 past the id, and no record put in order.
+		expect(page).toBe(100);
+		// The sweep's first page, with no id yet: the first records of the index, not the whole collection.
+		expect(await checkedBy(indexed, async () => expect((await indexed.find({}, { sort: [["_id", 1]], limit: 100, only: ["_id"] })).map(d => d._id)).toEqual(ids.slice(0, 100)))).toBe(100);
+		// Walking down from an id, with other conditions (each record read is checked), and an end to the range.
+		const up = docs.filter(d => d.status === "up" && (d._id as string) < after).map(d => d._id as string).sort().reverse();
+		expect((await indexed.find({ $and: [{ _id: { $lt: after } }, { status: "up" }] }, { sort: [["_id", -1]], skip: 3, limit: 10, only: ["_id"] })).map(d => d._id)).toEqual(up.slice(3, 13));
+		const between = await checkedBy(indexed, async () => expect((await indexed.find({ _id: { $gte: ids[100], $lt: ids[110] } }, { limit: 50, only: ["_id"] })).map(d => d._id)).toEqual(ids.slice(100, 110)));
+		expect(between).toBeLessThanOrEqual(11);
+		// A rare value beside the range: its few records are checked instead of walking past the others.
+		const down = docs.filter(d => d.status === "down" && (d._id as string) > ids[10]).map(d => d._id as string).sort();
+		const rare = await checkedBy(indexed, async () => expect((await indexed.find({ $and: [{ status: "down" }, { _id: { $gt: ids[10] } }] }, { limit: 10, only: ["_id"] })).map(d => d._id)).toEqual(down.slice(0, 10)));
+		expect(rare).toBe(docs.filter(d => d.status === "down").length);
+	});
+
+	it("pages in _id order from an _id as a full scan does, for any bound, direction, condition and page, across writes", async () => {
+		const small = Array.from({ length: 300 }, (_, i) => host(i * 31));
+		const a = await nedb(true, small);
+		const ids = small.map(d => d._id as string);
+		const idArb = fc.oneof(fc.constantFrom(...ids), fc.constantFrom("", "h", "h0", "h1", "h5", "zz"));
+		const rangeArb = fc.record({ lower: fc.option(fc.record({ op: fc.constantFrom("$gt", "$gte"), id: idArb }), { nil: undefined }), upper: fc.option(fc.record({ op: fc.constantFrom("$lt", "$lte"), id: idArb }), { nil: undefined }) });
+		const otherArb = fc.option(fc.oneof(fc.record({ status: fc.constantFrom(...STATUSES) }), fc.record({ groups: fc.constantFrom(...GROUPS) }), fc.record({ name: fc.record({ $gt: fc.constantFrom("host-3", "host-6") }) })), { nil: undefined });
+		const writeArb = fc.record({ at: fc.integer({ min: 0, max: 299 }), status: fc.constantFrom(...STATUSES), remove: fc.boolean() });
+		await fc.assert(
+			fc.asyncProperty(rangeArb, otherArb, fc.constantFrom<1 | -1>(1, -1), fc.nat(20), fc.integer({ min: 1, max: 40 }), fc.array(writeArb, { maxLength: 3 }), async (range, other, dir, skip, limit, writes) => {
+				for (const w of writes) {
+					if (w.remove) await a.removeMany({ _id: ids[w.at] });
+					else await a.updateMany({ _id: ids[w.at] }, { $set: { status: w.status } });
+				}
+				const idCond: Record<string, string> = {};
+				if (range.lower) idCond[range.lower.op] = range.lower.id;
+				if (range.upper) idCond[range.upper.op] = range.upper.id;
+				const conds: Filter[] = [...(Object.keys(idCond).length ? [{ _id: idCond }] : []), ...(other ? [other] : [])];
+				const filter: Filter = conds.length === 0 ? {} : conds.length === 1 ? conds[0] : { $and: conds };
+				// The oracle: every match by NeDB's matcher over the whole collection, ordered here.
+				const all = (await a.find(filter)).map(d => d._id as string).sort();
+				if (dir === -1) all.reverse();
+				expect((await a.find(filter, { sort: [["_id", dir]], skip, limit })).map(d => d._id)).toEqual(all.slice(skip, skip + limit));
+			}),
+			{ numRuns: 200 },
+		);
+	});
+
 	it("counts and pages the same as a full scan for any filter, sort and page, across writes", async () => {
 		const small = Array.from({ length: 300 }, (_, i) => host(i * 31));
 		const a = await nedb(true, small);
