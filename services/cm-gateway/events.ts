@@ -58,6 +58,7 @@ export class EventFollower {
 				setMetric(broker, "fleet.salt.events.connected", 0);
 				logger.warn(`Salt event stream lost (${reason}); reconnecting`);
 			},
+			onDropped: (tag, chars) => logger.warn(`Salt event ${tag ?? "(no tag)"} skipped: ${chars} characters, longer than an event is kept`),
 		});
 	}
 

@@ -7,6 +7,7 @@ import https from "node:https";
 import type { AddressInfo } from "node:net";
 import { SaltApiSimulator } from "../simulators/salt-api";
 import { SaltClient, SaltApiError } from "../../services/cm-gateway/salt-client";
+import fc from "fast-check";
 import { SseParser, type SaltEvent } from "../../services/cm-gateway/salt-events";
 import { opensslAvailable, selfSignedCert } from "../support/tls";
 
@@ -164,6 +165,46 @@ describe("salt-api client", () => {
 			]);
 			parser.push("tial}\n\n");
 			expect(got[2]).toEqual({ tag: "salt/c", data: "partial}" });
+		});
+
+		it("parses a record of megabytes arriving in thousands of chunks, and the same records however the stream is cut", () => {
+			const got: Array<{ tag?: string; data: string }> = [];
+			const parser = new SseParser(r => got.push(r));
+			// The shape of a runner's return over a fleet: one event, one data line of 6 MB.
+			const big = JSON.stringify({ tag: "salt/run/1/ret", data: { return: Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`m${i}.example`, { os: "Debian", n: "x".repeat(260) }])) } });
+			const text = `tag: salt/run/1/ret\ndata: ${big}\n\ntag: salt/b\ndata: {"n":2}\n\n`;
+			for (let i = 0; i < text.length; i += 4096) parser.push(text.slice(i, i + 4096));
+			expect(got.map(r => r.tag)).toEqual(["salt/run/1/ret", "salt/b"]);
+			expect(got[0].data).toBe(big);
+			// Cut at random places (a CRLF split between chunks too): the same records as pushed whole.
+			const small = 'retry: 400\r\ntag: a\r\ndata: {"x":1}\r\n\r\n: note\n\ntag: b\ndata: l1\ndata: l2\n\n';
+			const whole: Array<{ tag?: string; data: string }> = [];
+			new SseParser(r => whole.push(r)).push(small);
+			expect(whole).toEqual([{ tag: "a", data: '{"x":1}' }, { tag: "b", data: "l1\nl2" }]);
+			fc.assert(
+				fc.property(fc.uniqueArray(fc.integer({ min: 1, max: small.length - 1 }), { maxLength: 12 }), cuts => {
+					const parts: Array<{ tag?: string; data: string }> = [];
+					const p = new SseParser(r => parts.push(r));
+					let at = 0;
+					for (const cut of [...cuts].sort((x, y) => x - y)) {
+						p.push(small.slice(at, cut));
+						at = cut;
+					}
+					p.push(small.slice(at));
+					expect(parts).toEqual(whole);
+				}),
+			);
+		});
+
+		it("skips an event longer than it keeps, says so, and delivers the events after it", () => {
+			const got: Array<{ tag?: string; data: string }> = [];
+			const dropped: Array<[string | undefined, number]> = [];
+			const parser = new SseParser(r => got.push(r), { maxRecordChars: 1000, onDropped: (tag, chars) => dropped.push([tag, chars]) });
+			const text = `tag: a\ndata: {"n":1}\n\ntag: huge\ndata: ${"y".repeat(5000)}\ndata: more\n\ntag: many\n${"data: zzzzzzzzzz\n".repeat(200)}\ntag: c\ndata: {"n":3}\n\n`;
+			for (let i = 0; i < text.length; i += 300) parser.push(text.slice(i, i + 300));
+			expect(got).toEqual([{ tag: "a", data: '{"n":1}' }, { tag: "c", data: '{"n":3}' }]);
+			expect(dropped.map(([tag]) => tag)).toEqual(["huge", "many"]);
+			expect(dropped[0][1]).toBeGreaterThan(5000);
 		});
 
 		it("delivers the master's events, and reconnects by itself when the stream ends or the session expires", async () => {
