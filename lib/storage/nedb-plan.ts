@@ -291,25 +291,33 @@ function idBoundOf(conds: Filter[], dir: 1 | -1): { bound: IdBound; end?: IdBoun
  * how internal sweeps page through a collection (`_id > the last one seen`). The _id index is walked — from the
  * bound where the filter bounds `_id` in the walk's direction, to its other end if it has one — each record
  * checked until the page is full: O(page) for a sweep's page, where listing the range read every record past the
- * bound on every page (the statistics' snapshot paged through 50,000 hosts so: quadratic). Unless another
- * condition's index selects few records: those are checked and ordered instead. Null when there is no _id index.
+ * bound on every page (the statistics' snapshot paged through 50,000 hosts so: quadratic). Where another
+ * condition has an index, the walk tests it by its bucket (and gives up past the cost of its candidates), or its
+ * candidates are checked and ordered. Null when there is no _id index.
  */
 export function selectInIdOrder(db: PlannedDatastore, filter: Filter, dir: 1 | -1, skip: number, limit: number): { records: Doc[]; checked: number; ordered: number } | null {
 	const conds = conjuncts(filter);
 	const found = idBoundOf(conds, dir);
 	const want = skip + limit;
-	const query = toNedbFilter(filter);
-	const matches = (doc: Doc) => model.match(doc, query);
+	const rangeQuery = found ? toNedbFilter(conds[found.at]) : null;
+	const inRange = rangeQuery ? (doc: Doc) => model.match(doc, rangeQuery) : () => true;
 	// The other conditions planned without the range (pricing it would list it).
 	const others = found ? conds.filter((_, at) => at !== found.at) : conds;
 	const p = others.length ? plan(db, others.length === 1 ? others[0] : { $and: others }) : null;
-	if (p?.source && p.source.size <= want * 4) {
-		const candidates = p.source.list();
-		const records = candidates.filter(matches);
-		return { records: pageOf(records, [["_id", dir]], skip, limit), checked: candidates.length, ordered: records.length };
+	const source = p?.source;
+	if (!p || !source) {
+		// No index among the other conditions: each record is checked wherever it is read, and the walk reads fewest.
+		const walk = walkIds(db, dir, want, Infinity, p ? doc => inRange(doc) && p.check(doc) : inRange, found?.bound, found?.end);
+		return walk ? { records: walk.records.slice(skip), checked: walk.walked, ordered: 0 } : null;
 	}
-	const walk = walkIds(db, dir, want, Infinity, matches, found?.bound, found?.end);
-	return walk ? { records: walk.records.slice(skip), checked: walk.walked, ordered: 0 } : null;
+	if (source.set && source.size > want * 4) {
+		// A value many records hold: told by its bucket while walking, up to as many records as it holds.
+		const walk = walkIds(db, dir, want, source.size, doc => p.inSource(doc) && inRange(doc) && p.check(doc), found?.bound, found?.end);
+		if (walk) return { records: walk.records.slice(skip), checked: walk.walked, ordered: 0 };
+	}
+	const candidates = source.list();
+	const records = candidates.filter(doc => inRange(doc) && p.check(doc));
+	return { records: pageOf(records, [["_id", dir]], skip, limit), checked: candidates.length, ordered: records.length };
 }
 
 /**
