@@ -11,7 +11,7 @@ import { countRecords, pageOf, selectInIdOrder, selectPage, selectRecords, type 
 import { decodeKeys, encodeFilter, encodeKeys, encodePath, encodePaths, encodeSort, encodeUpdate } from "./store-keys";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
-const model = require("@seald-io/nedb/lib/model.js") as { deepCopy<T>(value: T): T };
+const model = require("@seald-io/nedb/lib/model.js") as { deepCopy<T>(value: T): T; modify(doc: Doc, update: Update): Doc };
 
 /** The part of a NeDB datastore the store uses: writes, index definitions, and for reads its records and indexes. */
 export interface NedbDatastore extends PlannedDatastore {
@@ -22,6 +22,9 @@ export interface NedbDatastore extends PlannedDatastore {
 	removeIndexAsync(fieldName: string): Promise<void>;
 	/** NeDB's queue of operations: each runs after those pushed before it (and after the file is loaded). */
 	executor: { pushAsync<T>(task: () => Promise<T>): Promise<T> };
+	/** NeDB's own steps of an update (what updateAsync does): the indexes changed, all or none; the new records appended. */
+	_updateIndexes(modifications: Array<{ oldDoc: Doc; newDoc: Doc }>): void;
+	persistence: { persistNewStateAsync(docs: Doc[]): Promise<void> };
 }
 
 
@@ -175,6 +178,30 @@ export class NedbStore implements Store {
 		const stored = encodeUpdate(update);
 		const counts = await this.perQuery(encodeFilter(filter), async q => (await this.db.updateAsync(q, stored, { multi: true }).catch(nedbDuplicate)).numAffected);
 		return counts.reduce((a, b) => a + b, 0);
+	}
+
+	/**
+	 * NeDB's update, done for many records at once: each record's new version made by NeDB (`modify`), the indexes
+	 * changed together (NeDB puts them all back if one refuses, a duplicate key), then one append of every new
+	 * version, in NeDB's queue as its own updates are.
+	 */
+	updateEach(updates: Array<[string, Update]>): Promise<number> {
+		if (updates.length === 0) return Promise.resolve(0);
+		return this.db.executor.pushAsync(async () => {
+			const ids = this.db.indexes._id as unknown as { getMatching(value: unknown): Doc[] };
+			const modifications: Array<{ oldDoc: Doc; newDoc: Doc }> = [];
+			for (const [id, update] of updates) {
+				const [oldDoc] = ids.getMatching(id);
+				if (oldDoc) modifications.push({ oldDoc, newDoc: model.modify(oldDoc, encodeUpdate(update)) });
+			}
+			try {
+				this.db._updateIndexes(modifications);
+			} catch (err) {
+				nedbDuplicate(err);
+			}
+			await this.db.persistence.persistNewStateAsync(modifications.map(m => m.newDoc));
+			return modifications.length;
+		});
 	}
 
 	async findOneAndUpdate(filter: Filter, update: Update): Promise<Doc | null> {

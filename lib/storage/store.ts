@@ -89,6 +89,12 @@ export interface Store {
 	findPageShared?(filter: Filter, opts: FindOptions): Promise<Page>;
 	/** The embedded store only: findOne's answer as the store's own record (read it, never change it), like findPageShared. */
 	findOneShared?(filter: Filter): Promise<Doc | null>;
+	/**
+	 * The embedded store only: a different update for each record, by id, all or none, written to the file in one
+	 * append (one updateMany each would open and append to the file once per record). Answers how many records
+	 * were found and updated; a record not found is skipped.
+	 */
+	updateEach?(updates: Array<[string, Update]>): Promise<number>;
 }
 
 export class DuplicateKeyError extends Error {

@@ -11,7 +11,7 @@ import { nowSeconds } from "../../lib/eve/dates";
 import { EveError } from "../../lib/eve/errors";
 import { MASK } from "../../lib/eve/render";
 import { compileSchema } from "../../lib/eve/validation";
-import type { Doc } from "../../lib/storage/store";
+import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
 import { batchEnd } from "../../lib/fleet/batches";
 import { loadConfig } from "../../lib/config";
 import { setMetric } from "../../lib/runtime/metrics";
@@ -26,6 +26,8 @@ import { vpnActions } from "./vpn-identity";
 import { conformityActions } from "./conformity";
 import { metricMethods } from "./fleet-metric";
 
+/** Host updates written together (updateEach): about 200 KB of hosts appended per write. */
+const UPDATE_EACH_BATCH = 50;
 
 /** Field order of a host record as the spec lists it (Eve shows fields in stored order). */
 const HOST_FIELDS = [
@@ -141,10 +143,14 @@ const HostsService: EveServiceSchema<HostsThis> = {
 					const update = inventoryUpdate(stored, fields, now, resolution);
 					if (update) updates.push([_id, update]);
 				});
-				const changed: string[] = [];
-				for (const [_id, update] of updates) {
-					await this.store.updateMany({ _id }, update);
-					changed.push(_id);
+				const changed = updates.map(([_id]) => _id);
+				// A few hundred per write where the store can (a job's returns update thousands of hosts' last_action,
+				// each its own value; a write holds the store's queue, so reads wait for no more than a few hundred); one
+				// by one where it cannot, or where one of them was refused (the others still written).
+				for (let from = 0; from < updates.length; from += UPDATE_EACH_BATCH) {
+					const batch = updates.slice(from, from + UPDATE_EACH_BATCH);
+					const each = this.store.updateEach ? await this.store.updateEach(batch).then(() => true, (err: unknown) => (err instanceof DuplicateKeyError ? false : Promise.reject(err))) : false;
+					if (!each) for (const [_id, update] of batch) await this.store.updateMany({ _id }, update);
 				}
 				const fresh = [...incoming.values()].filter(h => !existing.has(h._id)).map(h => this.newHost(h, now));
 				await this.store.insertMany(fresh);

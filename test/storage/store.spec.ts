@@ -202,6 +202,34 @@ describe("NeDB store", () => {
 		});
 	}
 
+	it("applies a different update to each record in one write to its file, all or none, and reads them back after a restart", async () => {
+		const file = path.join(tempDir("each"), "hosts.db");
+		const db = new Datastore({ filename: file });
+		await db.loadDatabaseAsync();
+		const store = new NedbStore(db as unknown as NedbDatastore);
+		await store.ensureIndex("serial", { unique: true });
+		await store.insertMany(Array.from({ length: 50 }, (_, i) => ({ _id: `h${i}`, serial: `s${i}`, status: "up", "odd.key%": i })));
+		const appends = jest.spyOn((db as unknown as { persistence: { persistNewStateAsync(docs: Doc[]): Promise<void> } }).persistence, "persistNewStateAsync");
+		const updates: Array<[string, { $set: Doc }]> = Array.from({ length: 50 }, (_, i) => [`h${i}`, { $set: { last_action: `j${i}h${i}`, "info.n": i } }]);
+		expect(await store.updateEach([...updates, ["gone", { $set: { status: "down" } }]])).toBe(50);
+		// One append for the fifty new versions (one updateMany each: fifty).
+		expect(appends).toHaveBeenCalledTimes(1);
+		expect(appends.mock.calls[0][0]).toHaveLength(50);
+		expect(await store.findOne({ _id: "h7" })).toEqual({ _id: "h7", serial: "s7", status: "up", "odd.key%": 7, last_action: "j7h7", info: { n: 7 } });
+		// A duplicate key in one of them: none is applied, in memory or in the file.
+		await expect(store.updateEach([["h1", { $set: { status: "down" } }], ["h2", { $set: { serial: "s3" } }]])).rejects.toBeInstanceOf(DuplicateKeyError);
+		expect((await store.findOne({ _id: "h1" }))?.status).toBe("up");
+		expect(await store.count({ serial: "s3" })).toBe(1);
+		const again = new Datastore({ filename: file });
+		await again.loadDatabaseAsync();
+		const reread = new NedbStore(again as unknown as NedbDatastore);
+		expect((await reread.find({}, { sort: [["_id", 1]] })).map(d => [d._id, d.last_action, d.status])).toEqual(
+			Array.from({ length: 50 }, (_, i) => `h${i}`)
+				.sort()
+				.map(id => [id, `j${id.slice(1)}${id}`, "up"]),
+		);
+	});
+
 	it("drops an index an earlier version made, and nothing when there is none", async () => {
 		const db = new Datastore({ inMemoryOnly: true });
 		await db.loadDatabaseAsync();
