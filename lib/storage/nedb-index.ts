@@ -221,9 +221,9 @@ export class BucketIndex {
 		return out;
 	}
 
-	/** The share of this index's records holding exactly this scalar value, from 0 to 1. */
-	share(value: unknown): number {
-		return this.records > 0 ? this.countMatching(value) / this.records : 0;
+	/** How many records this index holds (every record of the collection). */
+	get recordCount(): number {
+		return this.records;
 	}
 
 	/**

@@ -96,8 +96,9 @@ function sourceFor(index: TreeIndex | BucketIndex, access: Access, at: number): 
 	if (index instanceof BucketIndex) {
 		// A bucket index compares values of one type the way NeDB's matcher does: every kind is exact.
 		if (access.kind === "eq") {
-			const ordered = index.share(access.value) < ORDERED_SHARE ? () => index.inIdOrder(access.value) : undefined;
-			return { size: index.countMatching(access.value), exact: true, list: () => index.getMatching(access.value), set: index.holders(access.value) ?? new Set(), answers: at, ...(ordered ? { inIdOrder: ordered } : {}) };
+			const size = index.countMatching(access.value);
+			const ordered = size < ORDERED_SHARE * index.recordCount ? () => index.inIdOrder(access.value) : undefined;
+			return { size, exact: true, list: () => index.getMatching(access.value), set: index.holders(access.value) ?? new Set(), answers: at, ...(ordered ? { inIdOrder: ordered } : {}) };
 		}
 		if (access.kind === "in") return { size: index.countMatching(access.values), exact: false, list: () => index.getMatching(access.values), answers: at };
 		return { size: index.countBetweenBounds(access.bounds), exact: false, list: () => index.getBetweenBounds(access.bounds), answers: at };

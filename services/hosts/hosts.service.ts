@@ -144,8 +144,8 @@ const HostsService: EveServiceSchema<HostsThis> = {
 					if (update) updates.push([_id, update]);
 				});
 				const changed = updates.map(([_id]) => _id);
-				// A few hundred per write where the store can (a job's returns update thousands of hosts' last_action,
-				// each its own value; a write holds the store's queue, so reads wait for no more than a few hundred); one
+				// UPDATE_EACH_BATCH per write where the store can (a job's returns update thousands of hosts' last_action,
+				// each its own value; a write holds the store's queue, so reads wait behind no more than one batch); one
 				// by one where it cannot, or where one of them was refused (the others still written).
 				for (let from = 0; from < updates.length; from += UPDATE_EACH_BATCH) {
 					const batch = updates.slice(from, from + UPDATE_EACH_BATCH);

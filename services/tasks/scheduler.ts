@@ -104,14 +104,18 @@ export const schedulerMethods = {
 	/** One pass: take over dead runs, claim and start due runs (while there is room); answers how long to wait for the next. */
 	async schedulerTick(this: TasksThis): Promise<number> {
 		const now = new Date();
-		const room = () => cfg().taskHandovers - (this.handovers ?? 0);
+		// Whether this replica has no room for another hand-over; if so, the next hand-over to end asks for a pass.
+		const full = () => {
+			if (cfg().taskHandovers - (this.handovers ?? 0) > 0) return false;
+			this.roomWanted = true;
+			return true;
+		};
 		// Dead runs are rare and the search is not indexed: looked for a few times per lease, not every pass.
 		const takeoverDue = now.getTime() - (this.lastTakeoverScan ?? 0) >= Math.max(250, cfg().taskLeaseMs / 4);
 		if (takeoverDue) this.lastTakeoverScan = now.getTime();
 		for (const t of takeoverDue ? await findExpired(this.store, now) : []) {
 			// No room: the rest stay with their lease passed, for this replica's next look or another replica's.
-			if (room() <= 0) {
-				this.roomWanted = true;
+			if (full()) {
 				this.lastTakeoverScan = 0;
 				break;
 			}
@@ -122,18 +126,14 @@ export const schedulerMethods = {
 			}
 		}
 		// A task whose previous run is still being handed over waits for it (see claimRun).
-		const due = room() > 0 ? await findDue(this.store, now) : [];
-		if (room() <= 0) this.roomWanted = true;
+		const due = full() ? [] : await findDue(this.store, now);
 		// Claims are independent (each is one conditional update): a few at a time, earliest first, never more
 		// runs than there is room to hand over.
 		let next = 0;
 		await Promise.all(
 			Array.from({ length: Math.min(CLAIM_CONCURRENCY, due.length) }, async () => {
 				while (next < due.length) {
-					if (room() <= 0) {
-						this.roomWanted = true;
-						return;
-					}
+					if (full()) return;
 					// The room is held from before the claim (a run claimed is handed over at once, in a room of its own).
 					this.handovers = (this.handovers ?? 0) + 1;
 					try {
