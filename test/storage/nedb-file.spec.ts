@@ -148,6 +148,37 @@ describe("the embedded datastore's file", () => {
 		expect(lines(many)).toHaveLength(8);
 	});
 
+	it("reads every line whatever the reads cut: records longer than a read, multi-byte characters across a cut, CRLF, no last newline", async () => {
+		const dir = tempDir("nedb-file");
+		// Records of several MiB (a read is 1 MiB) of two-, three- and four-byte characters: some cut falls inside one.
+		const wide = (i: number, ch: string) => ({ _id: `w${i}`, text: ch.repeat(700_000 + i), _created: { $$date: 1_000 * i } });
+		const docs = [
+			{ _id: "a", n: 1 },
+			wide(1, "é"),
+			{ _id: "b", n: 2, s: "ü€😀" },
+			wide(2, "€"),
+			wide(3, "😀"),
+			{ _id: "c", n: 3 },
+		];
+		const text = docs.map(d => JSON.stringify(d)).join("\n");
+		const lf = path.join(dir, "lf.db");
+		fs.writeFileSync(lf, text); // no newline after the last line
+		const ours = await open(lf, true);
+		const theirs = await open(lf, false);
+		expect(byId(ours.db.getAllData())).toEqual(byId(theirs.db.getAllData()));
+		const w3 = ours.db.getAllData().find(d => d._id === "w3")!;
+		expect(w3.text).toBe("😀".repeat(700_003));
+		expect(w3._created).toEqual(new Date(3_000));
+		expect(ours.db.getAllData()).toHaveLength(6);
+		ours.stop();
+		// The same lines ended by CRLF load the same records.
+		const crlf = path.join(dir, "crlf.db");
+		fs.writeFileSync(crlf, docs.map(d => JSON.stringify(d)).join("\r\n") + "\r\n");
+		const fromCrlf = await open(crlf, true);
+		expect(byId(fromCrlf.db.getAllData())).toEqual(byId(theirs.db.getAllData()));
+		fromCrlf.stop();
+	});
+
 	it("compacts a file that grew by half since it was compact, not before", async () => {
 		const file = path.join(tempDir("nedb-file"), "c.db");
 		// Records large enough that their rewrites pass the minimum growth quickly.
