@@ -211,11 +211,11 @@ async function readLines(db: NedbFileDatastore, file: string): Promise<Read> {
 	};
 	// Two buffers in turn: the next read runs in the thread pool while this one's lines are parsed.
 	const handle = await fs.promises.open(file, "r");
+	const buffers = [Buffer.allocUnsafe(READ_CHUNK), Buffer.allocUnsafe(READ_CHUNK)];
+	let next = handle.read(buffers[0], 0, READ_CHUNK, 0);
 	try {
-		const buffers = [Buffer.allocUnsafe(READ_CHUNK), Buffer.allocUnsafe(READ_CHUNK)];
 		let position = 0;
 		let turn = 0;
-		let next = handle.read(buffers[0], 0, READ_CHUNK, position);
 		for (;;) {
 			const { bytesRead, buffer } = await next;
 			if (bytesRead === 0) break;
@@ -225,6 +225,8 @@ async function readLines(db: NedbFileDatastore, file: string): Promise<Read> {
 			cut(buffer.subarray(0, bytesRead));
 		}
 	} finally {
+		// A read still under way (cutting threw) ends before the file is closed, its failure with it.
+		await next.catch(() => undefined);
 		await handle.close();
 	}
 	const last = Buffer.concat(rest);
