@@ -13,6 +13,8 @@
  *   - the records go into NeDB's tree indexes sorted, each tree built in one pass (nedb-tree.ts);
  *   - the file is rewritten at load only when it holds more lines than the compact form would (superseded
  *     or deleted records, repeated index definitions, unparsable lines);
+ *   - records are written (appended, or the file rewritten) by JSON.stringify without NeDB's replacer
+ *     (serializeRecord), in NeDB's format;
  *   - afterwards it is rewritten when it has grown by half since it was last compact (and by at least
  *     COMPACT_MIN_GROWTH bytes), checked every COMPACT_CHECK_MS: appends that supersede records
  *     pile up until then, never a rewrite for nothing.
@@ -22,6 +24,11 @@
  */
 import fs from "node:fs";
 import { isTreeIndex, resetTree } from "./nedb-tree";
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const storage = require("@seald-io/nedb/lib/storage.js") as {
+	crashSafeWriteFileLinesAsync(file: string, lines: string[], modes: { fileMode: number; dirMode: number }): Promise<void>;
+};
 
 type Doc = Record<string, unknown>;
 
@@ -34,9 +41,13 @@ export interface NedbFileDatastore {
 	/** Empties every index and, given records, fills it with them (NeDB calls it at load). */
 	_resetIndexes(data?: Doc[]): void;
 	compactDatafileAsync(): Promise<void>;
+	emit(event: string): boolean;
 	persistence: {
 		corruptAlertThreshold: number;
+		modes: { fileMode: number; dirMode: number };
 		beforeDeserialization(line: string): string;
+		afterSerialization(line: string): string;
+		persistNewStateAsync(docs: Doc[]): Promise<void>;
 		treatRawStreamAsync(stream: NodeJS.ReadableStream): Promise<{ data: Doc[]; indexes: Record<string, Doc> }>;
 		persistCachedDatabaseAsync(): Promise<void>;
 	};
@@ -141,6 +152,42 @@ function dateOf(value: object, dates: Map<unknown, Date>): Date | undefined {
 	return date;
 }
 
+/**
+ * A record as NeDB's own serialize writes it (a Date as `{"$$date": ms}`), by JSON.stringify without a replacer:
+ * NeDB's calls a replacer for every key and value (a host has some 300): appending 5,000 hosts took 180-380 ms
+ * (now 100), and rewriting 50,000 held the process 1.6 s at once (now 0.7; docs/storage.md). Only the
+ * objects and lists on the way to a Date are copied. NeDB's replacer also checks every key, which NeDB's insert
+ * and update already did for every record they take. `test/storage/nedb-file.spec.ts` holds it to NeDB's.
+ */
+export function serializeRecord(doc: Doc): string {
+	return JSON.stringify(withNedbDates(doc));
+}
+
+/** `value`, or a copy of it where it holds a Date at any depth, with each Date as NeDB writes it. */
+function withNedbDates(value: unknown): unknown {
+	if (value instanceof Date) return { [DATE_KEY]: value.getTime() };
+	if (value === null || typeof value !== "object") return value;
+	if (Array.isArray(value)) {
+		let copy: unknown[] | null = null;
+		for (let i = 0; i < value.length; i++) {
+			const item: unknown = value[i];
+			if (item === null || typeof item !== "object") continue;
+			const written = withNedbDates(item);
+			if (written !== item) (copy ??= value.slice())[i] = written;
+		}
+		return copy ?? value;
+	}
+	let copy: Doc | null = null;
+	for (const key of Object.keys(value)) {
+		const item = (value as Doc)[key];
+		if (item === null || typeof item !== "object") continue;
+		const written = withNedbDates(item);
+		// defineProperty: a key `__proto__` stays a key (an assignment would set the copy's prototype).
+		if (written !== item) Object.defineProperty((copy ??= { ...(value as Doc) }), key, { value: written, enumerable: true, writable: true, configurable: true });
+	}
+	return copy ?? value;
+}
+
 /** What a file held: its records and index definitions, and whether its lines are exactly their compact form. */
 interface Read {
 	data: Doc[];
@@ -211,22 +258,25 @@ async function readLines(db: NedbFileDatastore, file: string): Promise<Read> {
 	};
 	// Two buffers in turn: the next read runs in the thread pool while this one's lines are parsed.
 	const handle = await fs.promises.open(file, "r");
-	const buffers = [Buffer.allocUnsafe(READ_CHUNK), Buffer.allocUnsafe(READ_CHUNK)];
-	let next = handle.read(buffers[0], 0, READ_CHUNK, 0);
+	let next: Promise<{ bytesRead: number; buffer: Buffer }> | null = null;
 	try {
+		// No larger than the file (a fleet-ctl process opens some thirty files, most of them small).
+		const size = Math.max(1, Math.min(READ_CHUNK, (await handle.stat()).size));
+		const buffers = [Buffer.allocUnsafe(size), Buffer.allocUnsafe(size)];
 		let position = 0;
 		let turn = 0;
+		next = handle.read(buffers[0], 0, size, 0);
 		for (;;) {
 			const { bytesRead, buffer } = await next;
 			if (bytesRead === 0) break;
 			position += bytesRead;
 			turn ^= 1;
-			next = handle.read(buffers[turn], 0, READ_CHUNK, position);
+			next = handle.read(buffers[turn], 0, size, position);
 			cut(buffer.subarray(0, bytesRead));
 		}
 	} finally {
 		// A read still under way (cutting threw) ends before the file is closed, its failure with it.
-		await next.catch(() => undefined);
+		await next?.catch(() => undefined);
 		await handle.close();
 	}
 	const last = Buffer.concat(rest);
@@ -255,7 +305,24 @@ export function manageNedbFile(db: NedbFileDatastore, onCompact: () => void = ()
 	if (db.inMemoryOnly || !db.filename) return { checkGrowth: async () => false, stop: () => undefined };
 	const file = db.filename;
 	const persistence = db.persistence;
-	const rewrite = persistence.persistCachedDatabaseAsync.bind(persistence);
+	const line = (doc: Doc) => persistence.afterSerialization(serializeRecord(doc));
+	// NeDB's rewrite (its persistCachedDatabaseAsync) with the records serialized by serializeRecord: its
+	// crash-safe write of every record and of every index's definition but _id's.
+	const rewrite = async () => {
+		const lines = db.getAllData().map(line);
+		for (const [fieldName, index] of Object.entries(db.indexes as Record<string, { unique: boolean; sparse: boolean }>)) {
+			if (fieldName !== "_id") lines.push(line({ $$indexCreated: { fieldName, unique: index.unique, sparse: index.sparse } }));
+		}
+		await storage.crashSafeWriteFileLinesAsync(file, lines, persistence.modes);
+		db.emit("compaction.done");
+	};
+	// NeDB's append of written records (its persistNewStateAsync), serialized by serializeRecord.
+	persistence.persistNewStateAsync = async docs => {
+		let text = "";
+		for (const doc of docs) text += line(doc) + "\n";
+		if (text.length === 0) return;
+		await fs.promises.appendFile(file, text, { encoding: "utf8", mode: persistence.modes.fileMode });
+	};
 	let compactSize = 0;
 	let skipNextRewrite = false;
 	const sizeNow = () => {

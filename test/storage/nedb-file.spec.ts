@@ -5,12 +5,15 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { manageNedbFile, COMPACT_MIN_GROWTH, type NedbFileDatastore } from "../../lib/storage/nedb-file";
+import fc from "fast-check";
+import { manageNedbFile, serializeRecord, COMPACT_MIN_GROWTH, type NedbFileDatastore } from "../../lib/storage/nedb-file";
 import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
 import { tempDir } from "../support/harness";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const Datastore = require("@seald-io/nedb");
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const model = require("@seald-io/nedb/lib/model.js") as { serialize(doc: unknown): string };
 
 type Db = NedbFileDatastore & {
 	loadDatabaseAsync(): Promise<void>;
@@ -200,5 +203,43 @@ describe("the embedded datastore's file", () => {
 		expect(lines(file)).toHaveLength(500);
 		expect(await store.checkGrowth()).toBe(false);
 		store.stop();
+	});
+
+	it("writes records exactly as NeDB's serialize does, Dates at any depth included", () => {
+		// Keys as NeDB takes them (no leading $, no dot); values of every JSON kind, Dates, and undefined.
+		const key = fc.string({ maxLength: 6 }).filter(k => !k.startsWith("$") && !k.includes("."));
+		const leaf = fc.oneof(fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.string(), fc.boolean(), fc.constant(null), fc.constant(undefined), fc.date({ noInvalidDate: true }));
+		const { value } = fc.letrec(tie => ({
+			value: fc.oneof({ depthSize: "small" }, leaf, fc.array(tie("value"), { maxLength: 4 }), fc.dictionary(key, tie("value"), { maxKeys: 4 })),
+		}));
+		fc.assert(
+			fc.property(fc.dictionary(key, value, { maxKeys: 6 }), fc.date({ noInvalidDate: true }), (doc, at) => {
+				const record = { ...doc, _id: "x", at };
+				expect(serializeRecord(record)).toBe(model.serialize(record));
+			}),
+			{ numRuns: 500 },
+		);
+		// A key `__proto__` holding a Date stays a key.
+		const odd = JSON.parse('{"_id":"p","__proto__":{"when":1}}');
+		odd.__proto__.when = new Date(7);
+		expect(serializeRecord(odd)).toBe('{"_id":"p","__proto__":{"when":{"$$date":7}}}');
+	});
+
+	it("writes what NeDB's own loader reads back: appends, removals, index definitions and a rewrite", async () => {
+		const file = path.join(tempDir("nedb-file"), "w.db");
+		const ours = await open(file, true);
+		for (let i = 0; i < 20; i++) await ours.db.insertAsync(doc(i));
+		await ours.db.updateAsync({ _id: "h-003" }, { $set: { n: 333, at: new Date(5), "grain.when": new Date(6) } });
+		await ours.db.removeAsync({ _id: "h-004" });
+		await ours.db.ensureIndexAsync({ fieldName: "n", unique: true });
+		const appended = await open(file, false);
+		expect(byId(appended.db.getAllData())).toEqual(byId(ours.db.getAllData()));
+		await expect(appended.db.insertAsync({ _id: "dup", n: 333 })).rejects.toThrow(/unique/i);
+		await ours.db.compactDatafileAsync();
+		expect(lines(file)).toHaveLength(19 + 1);
+		const rewritten = await open(file, false);
+		expect(byId(rewritten.db.getAllData())).toEqual(byId(ours.db.getAllData()));
+		expect((rewritten.db.getAllData().find(d => d._id === "h-003")!.grain as Record<string, unknown>).when).toEqual(new Date(6));
+		ours.stop();
 	});
 });
