@@ -72,6 +72,10 @@ const SHARED_STRING_MAX = 64;
  * processor's caches (0.18 s less to load 50,000 hosts), and no table of 30 MB is left as garbage when the load ends.
  */
 const SHARE_EPOCH = 5000;
+/** Lists of strings at least this long are shared whole between the records that hold them (shareLists). */
+const SHARED_LIST_MIN = 16;
+/** Lists of one length kept for sharing at most (a fleet has a few CPU models; a list unique to each record is not kept). */
+const LIST_CANDIDATES = 8;
 /**
  * Strings shorter than this come out of JSON.parse already shared: V8 internalizes a parsed string value of up
  * to 9 characters (measured on Node 22: 200,000 equal 9-character values take no memory of their own, 10-character
@@ -96,20 +100,24 @@ export function readPlain(record: object): boolean {
  * NeDB's date objects become Dates, and every short string value is replaced by the first equal one seen
  * in this file (`shared`). JSON.parse makes a string per occurrence: a fleet's grains repeat the same
  * values (an OS, a kernel, a hundred CPU flags) on every host, and at 50,000 hosts sharing them took the
- * records from 265 to 49 MiB of heap. Dates of the same instant are one Date too (`dates`): a Date takes
+ * records from 269 to 203 MiB of heap (measured 2026-11-28; long lists of strings are then shared whole,
+ * shareLists). Dates of the same instant are one Date too (`dates`): a Date takes
  * about 90 bytes, and a host holds seven, most of them shared with other hosts (the `_created` and `_updated`
  * of the batch that wrote it) or within itself (a grain's `ctl.last_stateapply` is the host's
  * `last_stateapply`): 0.36 MiB less per 1,000 hosts. A stored record is never changed in place (NeDB writes a
  * new one, and no code of fleet-ctl calls a Date's setters), so a shared Date is never changed under another.
  */
-function settle(doc: Doc, shared: Map<string, string>, dates: Map<unknown, Date>): void {
+function settle(doc: Doc, shared: Shared): void {
+	const { dates } = shared;
 	const stack: Array<Doc | unknown[]> = [doc];
+	// Long lists held by an object, as [holder, key] pairs: shared whole once their strings are (shareLists).
+	const lists: Array<Doc | string> = [];
 	while (stack.length) {
 		const node = stack.pop()!;
 		if (Array.isArray(node)) {
 			for (let i = 0; i < node.length; i++) {
 				const value = node[i];
-				if (typeof value === "string") node[i] = sharedString(value, shared);
+				if (typeof value === "string") node[i] = sharedString(value, shared.strings);
 				else if (value !== null && typeof value === "object") {
 					const date = dateOf(value, dates);
 					if (date === undefined) stack.push(value as Doc | unknown[]);
@@ -119,15 +127,58 @@ function settle(doc: Doc, shared: Map<string, string>, dates: Map<unknown, Date>
 		} else {
 			for (const key in node) {
 				const value = node[key];
-				if (typeof value === "string") node[key] = sharedString(value, shared);
+				if (typeof value === "string") node[key] = sharedString(value, shared.strings);
 				else if (value !== null && typeof value === "object") {
 					const date = dateOf(value, dates);
-					if (date === undefined) stack.push(value as Doc | unknown[]);
-					else node[key] = date;
+					if (date !== undefined) node[key] = date;
+					else {
+						stack.push(value as Doc | unknown[]);
+						if (Array.isArray(value) && value.length >= SHARED_LIST_MIN) lists.push(node, key);
+					}
 				}
 			}
 		}
 	}
+	if (lists.length) shareLists(lists, shared.lists);
+}
+
+/**
+ * Lists of SHARED_LIST_MIN strings or more, each replaced by an equal one kept earlier in the file, frozen. A host's
+ * `cpu_flags` (70 to 150 flags) is the same list on every host of a CPU model: 0.6 KB per host, 6 MiB at 10,000
+ * hosts and 30 MiB at 50,000. Frozen, because one list then stands for many records: a stored record is never
+ * changed in place (see settle), and were code ever to try, it would fail loudly rather than change every host.
+ */
+function shareLists(lists: Array<Doc | string>, seen: Map<number, Array<readonly unknown[]>>): void {
+	for (let i = 0; i < lists.length; i += 2) {
+		const holder = lists[i] as Doc;
+		const key = lists[i + 1] as string;
+		// A key `__proto__` (never written by fleet-ctl, whose keys are encoded) is left as it is: assigning it would set the prototype.
+		if (key === "__proto__") continue;
+		const list = holder[key] as unknown[];
+		// The lists kept for this length are compared element by element (equal strings are mostly one string
+		// by now, so most comparisons are of pointers); a record's own list becomes one of them if there is room.
+		const candidates = seen.get(list.length);
+		const same = candidates?.find(kept => sameItems(kept, list));
+		if (same !== undefined) holder[key] = same;
+		else if (list.every(v => typeof v === "string")) {
+			if (candidates === undefined) seen.set(list.length, [Object.freeze(list)]);
+			else if (candidates.length < LIST_CANDIDATES) candidates.push(Object.freeze(list));
+		}
+	}
+}
+
+/** Whether two lists of one length hold the same items in the same order. */
+function sameItems(a: readonly unknown[], b: readonly unknown[]): boolean {
+	for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+	return true;
+}
+
+/** What a file's records share (settle): strings, Dates of one instant, long lists of strings. */
+interface Shared {
+	strings: Map<string, string>;
+	dates: Map<unknown, Date>;
+	/** Lists kept for sharing, by length (at most LIST_CANDIDATES each). */
+	lists: Map<number, Array<readonly unknown[]>>;
 }
 
 /**
@@ -201,8 +252,7 @@ interface Read {
  */
 async function readLines(db: NedbFileDatastore, file: string): Promise<Read> {
 	const byId = new Map<unknown, Doc>();
-	const shared = new Map<string, string>();
-	const dates = new Map<unknown, Date>();
+	const shared: Shared = { strings: new Map(), dates: new Map(), lists: new Map() };
 	const indexes: Record<string, Doc> = {};
 	let lines = 0;
 	let corrupt = 0;
@@ -219,8 +269,11 @@ async function readLines(db: NedbFileDatastore, file: string): Promise<Read> {
 			const text = db.persistence.beforeDeserialization(bytes.toString("utf8", from, to));
 			const doc = JSON.parse(text) as Doc;
 			if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new Error("not a record");
-			if (++settled % SHARE_EPOCH === 0) shared.clear();
-			settle(doc, shared, dates);
+			if (++settled % SHARE_EPOCH === 0) {
+				shared.strings.clear();
+				shared.lists.clear();
+			}
+			settle(doc, shared);
 			if (!text.includes("%")) plainRecords.add(doc);
 			if (doc._id) {
 				if (doc.$$deleted === true) byId.delete(doc._id);

@@ -93,6 +93,37 @@ describe("the embedded datastore's file", () => {
 		ours.stop();
 	});
 
+	it("loads one list for equal long lists of strings (a CPU model's flags), frozen; a write to one record changes only that record", async () => {
+		const file = path.join(tempDir("nedb-file"), "lists.db");
+		const flags = Array.from({ length: 20 }, (_, i) => `flag_number_${i}`);
+		const writer = await open(file, false);
+		for (let i = 0; i < 3; i++) await writer.db.insertAsync({ _id: `l-${i}`, grain: { cpu_flags: [...flags], short: ["a", "b"] } });
+		await writer.db.insertAsync({ _id: "l-other", grain: { cpu_flags: [...flags.slice(1), "another"] } });
+		await writer.db.insertAsync({ _id: "l-mixed", grain: { cpu_flags: [...flags.slice(1), 7] } });
+		const ours = await open(file, true);
+		const flagsOf = (id: string) => (ours.db.getAllData().find(d => d._id === id)!.grain as { cpu_flags: unknown[]; short?: unknown[] });
+		expect(flagsOf("l-1").cpu_flags).toBe(flagsOf("l-0").cpu_flags);
+		expect(flagsOf("l-2").cpu_flags).toBe(flagsOf("l-0").cpu_flags);
+		expect(flagsOf("l-0").cpu_flags).toEqual(flags);
+		expect(Object.isFrozen(flagsOf("l-0").cpu_flags)).toBe(true);
+		// Different content, a list that is not all strings, a short list: each its own.
+		expect(flagsOf("l-other").cpu_flags).not.toBe(flagsOf("l-0").cpu_flags);
+		expect(Object.isFrozen(flagsOf("l-mixed").cpu_flags)).toBe(false);
+		expect(flagsOf("l-1").short).not.toBe(flagsOf("l-0").short);
+		// A write changes its record alone, and is read back after a restart.
+		const store = new NedbStore(ours.db as unknown as NedbDatastore);
+		await store.updateMany({ _id: "l-1" }, { $push: { "grain.cpu_flags": "new_flag" } });
+		expect(flagsOf("l-1").cpu_flags).toEqual([...flags, "new_flag"]);
+		expect(flagsOf("l-0").cpu_flags).toEqual(flags);
+		expect(flagsOf("l-2").cpu_flags).toEqual(flags);
+		ours.stop();
+		const again = await open(file, true);
+		const reread = (id: string) => (again.db.getAllData().find(d => d._id === id)!.grain as { cpu_flags: unknown[] }).cpu_flags;
+		expect(reread("l-1")).toEqual([...flags, "new_flag"]);
+		expect(reread("l-2")).toBe(reread("l-0"));
+		again.stop();
+	});
+
 	it("shows keys stored encoded as they were sent after a load, whichever read it is; records without one are read as they are", async () => {
 		const file = path.join(tempDir("nedb-file"), "keys.db");
 		const sent = { _id: "k-1", kwarg: { "$x": 1, "a.b": { "50%": [{ __proto__: 2, "\u0000": 3 }] } }, plain: "p%" };
