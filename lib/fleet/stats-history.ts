@@ -14,7 +14,7 @@ import type { Doc } from "../storage/store";
 import type { Filter } from "../eve/query";
 import { toNedbFilter } from "../storage/nedb-filter";
 import { badRequest } from "../eve/errors";
-import { parseHttpDate } from "../eve/dates";
+import { formatHttpDate, parseHttpDate } from "../eve/dates";
 import { filterMentions } from "../eve/query";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
@@ -451,20 +451,93 @@ export interface Snap {
 }
 
 export interface OnlinePoint {
-	timestamp: Date;
+	/** The bucket's start as an HTTP-date: made here, a point is not copied again to render a Date (43,200 of them a month at one minute). */
+	timestamp: string;
 	_id: null;
 	hostnames: { up: number; down: number };
 }
 
 /**
- * `online`: one point per bucket of `interval` seconds from the range's start that holds a snapshot, the
- * counts of its last snapshot (up: entries with status "up"; down: the others). `snaps` are the range's
- * snapshots in index order, `docs` every stored document from the keyframe at or before the first to the last.
+ * The snapshot each point of `online` shows: of the range's complete snapshots in a bucket of `interval`
+ * seconds from the range's start, the one of highest index — what onlinePipeline keeps on MongoDB (`$last`
+ * after sorting by index) — with the up and down counts the point shows (the header's stored ones, until a
+ * filter's are set). Fed the headers in any order; one slot per bucket in typed arrays (at most MAX_POINTS),
+ * so a month of one-minute snapshots is read without an object per snapshot.
  */
-export function online(docs: Iterable<ChangeDoc>, snaps: Snap[], range: Range, interval: number, test: EntryTest): OnlinePoint[] {
-	if (!snaps.length) return [];
-	// The last snapshot of each bucket is the one whose counts the point shows.
-	const wanted = lastOfBuckets(snaps, range, interval);
+export class BucketLasts {
+	private readonly start: number;
+	private readonly width: number;
+	private readonly index: Float64Array;
+	private readonly up: Float64Array;
+	private readonly down: Float64Array;
+	/** How many buckets hold a snapshot. */
+	size = 0;
+
+	constructor(range: Range, interval: number) {
+		this.start = range.start.getTime();
+		this.width = interval * 1000;
+		const buckets = Math.floor((range.end.getTime() - this.start) / this.width) + 1;
+		this.index = new Float64Array(buckets).fill(-1);
+		this.up = new Float64Array(buckets);
+		this.down = new Float64Array(buckets);
+	}
+
+	/** A complete snapshot of the range: shown if it is the latest of its bucket so far. */
+	offer(index: number, timestamp: number, up: number, down: number): void {
+		const b = Math.floor((timestamp - this.start) / this.width);
+		if (!(b >= 0 && b < this.index.length) || index <= this.index[b]) return;
+		if (this.index[b] < 0) this.size++;
+		this.index[b] = index;
+		this.up[b] = up;
+		this.down[b] = down;
+	}
+
+	/** The shown snapshots' indexes, in bucket order. */
+	indexes(): number[] {
+		const out: number[] = [];
+		for (let b = 0; b < this.index.length; b++) if (this.index[b] >= 0) out.push(this.index[b]);
+		return out;
+	}
+
+	/**
+	 * Sets each shown snapshot's counts to those `count` gives for it. Where it gives none: with "stop", false at
+	 * once (the counts are then partly set); with "drop", that bucket shows no point.
+	 */
+	recount(count: (index: number) => { up: number; down: number } | null | undefined, missing: "stop" | "drop"): boolean {
+		for (let b = 0; b < this.index.length; b++) {
+			if (this.index[b] < 0) continue;
+			const c = count(this.index[b]);
+			if (c) {
+				this.up[b] = c.up;
+				this.down[b] = c.down;
+			} else if (missing === "stop") return false;
+			else {
+				this.index[b] = -1;
+				this.size--;
+			}
+		}
+		return true;
+	}
+
+	/** The points in bucket order: each bucket's start as an HTTP-date (made here: no Date to render later) and its counts. */
+	points(): OnlinePoint[] {
+		const out: OnlinePoint[] = [];
+		for (let b = 0; b < this.index.length; b++) {
+			if (this.index[b] < 0) continue;
+			out.push({ timestamp: formatHttpDate(new Date(this.start + b * this.width)), _id: null, hostnames: { up: this.up[b], down: this.down[b] } });
+		}
+		return out;
+	}
+
+}
+
+/**
+ * `online` by replaying the changes: each shown snapshot's counts become those of the entries `test` selects
+ * (up: status "up"; down: the others). `docs` are every stored document from the keyframe at or before the
+ * first shown snapshot to the last.
+ */
+export function online(docs: Iterable<ChangeDoc>, lasts: BucketLasts, test: EntryTest): OnlinePoint[] {
+	if (!lasts.size) return [];
 	let up = 0;
 	let down = 0;
 	const cache = cachedTest(test);
@@ -472,7 +545,8 @@ export function online(docs: Iterable<ChangeDoc>, snaps: Snap[], range: Range, i
 		if (e.status === "up") up += sign;
 		else down += sign;
 	};
-	const points: OnlinePoint[] = [];
+	const shown = new Set(lasts.indexes());
+	const counted = new Map<number, { up: number; down: number }>();
 	new FleetState({
 		// Before the change: whether the entry counted is what the cache says of it.
 		leave: e => {
@@ -482,58 +556,16 @@ export function online(docs: Iterable<ChangeDoc>, snaps: Snap[], range: Range, i
 			if (cache.matches(e, change)) count(e, 1);
 		},
 		done: index => {
-			const b = wanted.get(index);
-			if (b !== undefined) points.push(countsPoint(range, interval, b, up, down));
+			if (shown.has(index)) counted.set(index, { up, down });
 		},
 	}).applyAll(docs);
-	return points;
-}
-
-/** The point of bucket `b` (its start) with the counts of the bucket's last snapshot. */
-function countsPoint(range: Range, interval: number, b: number, up: number, down: number): OnlinePoint {
-	return { timestamp: new Date(range.start.getTime() + b * interval * 1000), _id: null, hostnames: { up, down } };
-}
-
-/** `online` from the counts stored in the headers (no `where`): the same points without a replay. */
-export function onlineFromCounts(snaps: Array<Snap & { up: number; down: number }>, range: Range, interval: number): OnlinePoint[] {
-	const out: OnlinePoint[] = [];
-	const last = lastOfBuckets(snaps, range, interval);
-	for (const s of snaps) {
-		const b = last.get(s.index);
-		if (b !== undefined) out.push(countsPoint(range, interval, b, s.up, s.down));
-	}
-	return out;
-}
-
-/** The snapshots whose counts `online` shows: the last of each bucket holding one (index → bucket number). */
-export function lastOfBuckets(snaps: Snap[], range: Range, interval: number): Map<number, number> {
-	const out = new Map<number, number>();
-	const bucketOf = (t: number) => Math.floor((t - range.start.getTime()) / (interval * 1000));
-	for (let i = 0; i < snaps.length; i++) {
-		const b = bucketOf(snaps[i].timestamp);
-		if (i + 1 === snaps.length || bucketOf(snaps[i + 1].timestamp) !== b) out.set(snaps[i].index, b);
-	}
-	return out;
+	// A snapshot the documents do not reach shows no point.
+	lasts.recount(index => counted.get(index), "drop");
+	return lasts.points();
 }
 
 /**
- * Filtered `online` from the stored counts of the buckets' last snapshots (`rows` by index), read by a
- * countsReader; null when one of those snapshots has no counts (taken before they were stored, or past
- * MAX_COUNT_ROWS): then the range is replayed.
- */
-export function onlineFromTallies(last: Map<number, number>, rows: Map<number, Array<string | number> | null>, read: CountsReader, range: Range, interval: number): OnlinePoint[] | null {
-	const out: OnlinePoint[] = [];
-	for (const [index, b] of last) {
-		const r = rows.get(index);
-		if (!r) return null;
-		const { up, down } = read(r);
-		out.push(countsPoint(range, interval, b, up, down));
-	}
-	return out;
-}
-
-/**
- * The same as onlineFromCounts as a MongoDB aggregation pipeline over the headers: the range's complete
+ * The same as BucketLasts from the stored counts, as a MongoDB aggregation pipeline over the headers: the range's complete
  * headers in index order, grouped by bucket number (⌊(timestamp − start) / interval⌋, the date difference
  * being milliseconds) keeping the last one's counts, in bucket order. Built only from the checked range and
  * interval. Its operators ($subtract of dates, $divide, $floor, $last after $sort) are in MongoDB since 3.2.
@@ -551,7 +583,8 @@ export function onlinePipeline(range: Range, interval: number): Doc[] {
 
 /** The points from onlinePipeline's answer (`_id` the bucket number). */
 export function onlineFromBuckets(buckets: Doc[], range: Range, interval: number): OnlinePoint[] {
-	return buckets.map(b => countsPoint(range, interval, Number(b._id), Number(b.up), Number(b.down)));
+	const start = range.start.getTime();
+	return buckets.map(b => ({ timestamp: formatHttpDate(new Date(start + Number(b._id) * interval * 1000)), _id: null, hostnames: { up: Number(b.up), down: Number(b.down) } }));
 }
 
 /**

@@ -4,7 +4,7 @@
  */
 import type { EveThis } from "../../mixins/eve-collection.mixin";
 import type { Store } from "../../lib/storage/store";
-import type { ChangeDoc, EntryTest, FleetState, PeriodSummary, Range, Snap } from "../../lib/fleet/stats-history";
+import type { BucketLasts, ChangeDoc, EntryTest, FleetState, PeriodSummary, Range, Snap } from "../../lib/fleet/stats-history";
 import { loadConfig } from "../../lib/config";
 import { type Doc } from "../../lib/storage/store";
 import { summarize, type Entry } from "../../lib/fleet/stats-history";
@@ -46,7 +46,8 @@ export interface StatsMembers {
 	keyframeFor(index: number): Promise<Header | null>;
 	loadDocs(from: number, to: number): Promise<ChangeDoc[]>;
 	stateAt(index: number, id: string): Promise<FleetState>;
-	countsOf(indexes: number[]): Promise<Map<number, Array<string | number> | null>>;
+	countsOf(indexes: number[]): Promise<(index: number) => Array<string | number> | null | undefined>;
+	bucketLasts(range: Range, interval: number): Promise<BucketLasts>;
 	snapsIn(range: Range): Promise<Array<Snap & { up: number; down: number }>>;
 	statistic(kind: string, query: unknown): Promise<unknown>;
 	replayUnique(first: number, last: number, test: EntryTest, hit: (e: Entry) => boolean): Promise<{ all: Set<string>; hits: Set<string> }>;

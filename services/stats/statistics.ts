@@ -4,11 +4,14 @@
  * summaries in the database.
  */
 import { QueryArgs, parseWhere } from "../../lib/eve/query";
-import { DuplicateKeyError, type Store } from "../../lib/storage/store";
-import { FIRST, FleetState, entryTest, happenedIn, online, onlineFromCounts, onlineFromBuckets, onlinePipeline, countsReader, lastOfBuckets, onlineFromTallies, parseInterval, parseRange, uniqueHosts, summarize, currentSummary, summaryHits, summaryUnionPipeline, SUMMARY_FIELD, SUMMARY_FORM, type PeriodSummary, type ChangeDoc, type Entry, type EntryTest, type Range, type Snap } from "../../lib/fleet/stats-history";
+import { DuplicateKeyError, type Doc, type Store } from "../../lib/storage/store";
+import { BucketLasts, FIRST, FleetState, entryTest, happenedIn, online, onlineFromBuckets, onlinePipeline, countsReader, parseInterval, parseRange, uniqueHosts, summarize, currentSummary, summaryHits, summaryUnionPipeline, SUMMARY_FIELD, SUMMARY_FORM, type PeriodSummary, type ChangeDoc, type Entry, type EntryTest, type Range, type Snap } from "../../lib/fleet/stats-history";
 import { COUNTS, PERIODS } from "./history";
 import type { StatsThis } from "./history";
 import type { Header } from "./history";
+
+/** Counts wanted for at least one snapshot in this many of a run are read as the run's range. */
+const DENSE_SHARE = 4;
 
 export const statisticMethods = {
 	async keyframeFor(this: StatsThis, index: number): Promise<Header | null> {
@@ -37,14 +40,41 @@ export const statisticMethods = {
 		return state;
 	},
 
-	/** The stored counts of these snapshots (by index; null where a snapshot stored none). */
-	async countsOf(this: StatsThis, indexes: number[]): Promise<Map<number, Array<string | number> | null>> {
-		const out = new Map<number, Array<string | number> | null>();
-		// In chunks: a month of one-minute snapshots at a one-minute interval is 43,200 of them.
-		for (let i = 0; i < indexes.length; i += 5000) {
-			await this.stores[COUNTS].scan({ index: { $in: indexes.slice(i, i + 5000) } }, ["index", "counts"], d => out.set(d.index, Array.isArray(d.counts) ? d.counts : null));
+	/**
+	 * The stored counts of these snapshots, by index (null where a snapshot stored none; undefined where it is
+	 * not found). Dense indexes are read as one range, into a list by offset: no map of 43,200 entries.
+	 */
+	async countsOf(this: StatsThis, indexes: number[]): Promise<(index: number) => Array<string | number> | null | undefined> {
+		const rowsOf = (d: Doc) => (Array.isArray(d.counts) ? (d.counts as Array<string | number>) : null);
+		if (!indexes.length) return () => undefined;
+		let low = indexes[0];
+		let high = indexes[0];
+		for (const i of indexes) {
+			if (i < low) low = i;
+			if (i > high) high = i;
 		}
-		return out;
+		if (indexes.length * DENSE_SHARE >= high - low + 1) {
+			// Most of a run of snapshots (a one-minute interval over one-minute snapshots: all of them): one range
+			// read, not a lookup per index. The counts of those between them come too (at most three in four).
+			const at: Array<Array<string | number> | null | undefined> = new Array(high - low + 1);
+			await this.stores[COUNTS].scan({ index: { $gte: low, $lte: high } }, ["index", "counts"], d => {
+				at[d.index - low] = rowsOf(d);
+			});
+			return index => at[index - low];
+		}
+		const out = new Map<number, Array<string | number> | null>();
+		// In chunks: a month of one-minute snapshots at a five-minute interval is 8,640 of them.
+		for (let i = 0; i < indexes.length; i += 5000) await this.stores[COUNTS].scan({ index: { $in: indexes.slice(i, i + 5000) } }, ["index", "counts"], d => out.set(d.index, rowsOf(d)));
+		return index => out.get(index);
+	},
+
+	/** Each bucket's latest complete snapshot of the range, with the counts its header stores. */
+	async bucketLasts(this: StatsThis, range: Range, interval: number): Promise<BucketLasts> {
+		const lasts = new BucketLasts(range, interval);
+		await this.store.scan({ complete: true, timestamp: { $gte: range.start, $lte: range.end } }, ["index", "timestamp", "up", "down"], d => {
+			lasts.offer(d.index, d.timestamp instanceof Date ? d.timestamp.getTime() : Date.parse(d.timestamp), d.up, d.down);
+		});
+		return lasts;
 	},
 
 	/** The complete snapshots whose timestamp lies in the range, in index order. */
@@ -62,25 +92,30 @@ export const statisticMethods = {
 		const range = parseRange([...args.all("range[]"), ...args.all("range")]);
 		const where = parseWhere(args.get("where"));
 		const interval = kind === "online" ? parseInterval(args.get("interval"), range) : 0;
-		if (kind === "online" && Object.keys(where).length === 0) {
-			// The headers' stored counts: on MongoDB bucketed in the database, on NeDB here (the same points).
-			if (this.store.aggregate) return onlineFromBuckets(await this.store.aggregate(onlinePipeline(range, interval)), range, interval);
-			return onlineFromCounts(await this.snapsIn(range), range, interval);
+		if (kind === "online") {
+			const filtered = Object.keys(where).length > 0;
+			// No filter: the headers' stored counts, on MongoDB bucketed in the database.
+			if (!filtered && this.store.aggregate) return onlineFromBuckets(await this.store.aggregate(onlinePipeline(range, interval)), range, interval);
+			const lasts = await this.bucketLasts(range, interval);
+			if (!filtered || !lasts.size) return lasts.points();
+			// A filter the stored counts answer reads those of the shown snapshots, not the changes.
+			const shown = lasts.indexes();
+			const reader = countsReader(where);
+			if (reader) {
+				const rows = await this.countsOf(shown);
+				const counts = (index: number) => {
+					const r = rows(index);
+					return r ? reader(r) : null;
+				};
+				if (lasts.recount(counts, "stop")) return lasts.points();
+			}
+			// Otherwise the changes are replayed from the keyframe before the first shown snapshot to the last.
+			const [first, last] = shown.reduce(([lo, hi], i) => [Math.min(lo, i), Math.max(hi, i)], [Infinity, -Infinity]);
+			const kf = await this.keyframeFor(first);
+			return online(kf ? await this.loadDocs(kf.index, last) : [], lasts, entryTest(where));
 		}
 		const snaps = await this.snapsIn(range);
 		const test = entryTest(where);
-		if (kind === "online") {
-			if (!snaps.length) return [];
-			// A filter the stored counts answer reads those of each bucket's last snapshot, not the changes.
-			const reader = countsReader(where);
-			if (reader) {
-				const last = lastOfBuckets(snaps, range, interval);
-				const points = onlineFromTallies(last, await this.countsOf([...last.keys()]), reader, range, interval);
-				if (points) return points;
-			}
-			const kf = await this.keyframeFor(snaps[0].index);
-			return online(kf ? await this.loadDocs(kf.index, snaps[snaps.length - 1].index) : [], snaps, range, interval, test);
-		}
 		const first = snaps[0]?.index ?? 0;
 		const last = snaps[snaps.length - 1]?.index ?? -1;
 		const hit: (e: Entry) => boolean = {

@@ -24,7 +24,6 @@ import {
 	entryTest,
 	happenedIn,
 	online,
-	onlineFromCounts,
 	onlineFromBuckets,
 	onlinePipeline,
 	parseInterval,

@@ -8,6 +8,11 @@ import fc from "fast-check";
 import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
 import type { Doc, Filter, SortSpec } from "../../lib/storage/store";
 import { BucketIndex } from "../../lib/storage/nedb-index";
+import { quickCheck, treeBetween } from "../../lib/storage/nedb-plan";
+import { toNedbFilter } from "../../lib/storage/nedb-filter";
+
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const nedbModel = require("@seald-io/nedb/lib/model.js") as { match(doc: Doc, query: Filter): boolean };
 
 const STATUSES = ["up", "down", "unknown"];
 const GROUPS = ["g0", "g1", "g2", "g3"];
@@ -319,6 +324,62 @@ describe("the embedded store's planner", () => {
 				expect(await a.count(filter)).toBe(want.total);
 			}),
 			{ numRuns: 150 },
+		);
+	});
+
+	it("checks an equality or a range on a field as NeDB's matcher does, whatever the record holds there", () => {
+		const D = (s: number) => new Date(T0 + s * 1000);
+		// Values of every kind a record can hold, the condition's own type among them.
+		const scalar = fc.oneof(fc.constantFrom("a", "b", "c", "", "B"), fc.integer({ min: -3, max: 3 }), fc.constantFrom(0.5, -0, NaN), fc.boolean(), fc.integer({ min: -2, max: 2 }).map(D), fc.constant(null), fc.constant(new Date(NaN)));
+		const value = fc.oneof(scalar, fc.array(scalar, { maxLength: 3 }), fc.record({ x: scalar }).map(r => ({ ...r })), fc.constant(undefined));
+		const bound = fc.oneof(fc.constantFrom("a", "b", "B"), fc.integer({ min: -3, max: 3 }), fc.integer({ min: -2, max: 2 }).map(D));
+		const ops = fc.subarray(["$gt", "$gte", "$lt", "$lte"], { minLength: 1 });
+		const cond = fc.oneof(
+			fc.oneof(fc.constantFrom("a", "b", ""), fc.integer({ min: -3, max: 3 }), fc.boolean()).map(v => ({ f: v }) as Filter),
+			fc.tuple(ops, bound).chain(([os, b]) => fc.tuple(...os.map(() => (typeof b === "string" ? fc.constantFrom("a", "b", "B", "") : typeof b === "number" ? fc.integer({ min: -3, max: 3 }) : fc.integer({ min: -2, max: 2 }).map(D))))).map(bs => bs),
+		);
+		let checked = 0;
+		fc.assert(
+			fc.property(cond, fc.subarray(["$gt", "$gte", "$lt", "$lte"], { minLength: 1 }), value, (c, os, v) => {
+				const filter: Filter = Array.isArray(c) ? { f: Object.fromEntries(os.slice(0, c.length).map((op, i) => [op, c[i]])) } : c;
+				if (Array.isArray(c) && Object.keys(filter.f as object).length === 0) return;
+				const check = quickCheck(filter);
+				expect(check).not.toBeNull();
+				const doc: Doc = v === undefined ? { _id: "x" } : { _id: "x", f: v };
+				expect(check!(doc)).toBe(nedbModel.match(doc, toNedbFilter(filter)));
+				checked++;
+			}),
+			{ numRuns: 3000 },
+		);
+		expect(checked).toBeGreaterThan(2000);
+		// Conditions it leaves to the matcher: a path, an operator other than a bound, bounds of two types, null.
+		for (const f of [{ "a.b": 1 }, { f: { $ne: 1 } }, { f: { $gt: 1, $lt: "z" } }, { f: null }, { f: { $gt: new Date(NaN) } }, { $or: [{ f: 1 }] }] as Filter[]) expect(quickCheck(f)).toBeNull();
+	});
+
+	it("lists a range of a tree index as NeDB's getBetweenBounds does: the same records in the same order, whatever the keys and bounds", () => {
+		// eslint-disable-next-line @typescript-eslint/no-require-imports
+		const Index = require("@seald-io/nedb/lib/indexes.js") as new (o: { fieldName: string; sparse?: boolean }) => {
+			insert(d: unknown): void;
+			remove(d: unknown): void;
+			getBetweenBounds(q: Record<string, unknown>): Doc[];
+			getMatching(v: unknown): Doc[];
+		};
+		const D = (n: number) => new Date(Date.UTC(2026, 0, 1 + n));
+		// Keys of every kind NeDB's tree orders, lists among them (a record under each of its values), and none.
+		const key = fc.oneof(fc.integer({ min: -5, max: 5 }), fc.constantFrom("a", "b", "c", "ab", "Z"), fc.integer({ min: 0, max: 4 }).map(D), fc.boolean(), fc.constant(null), fc.constant(undefined));
+		const keys = fc.array(fc.oneof(key, fc.array(key, { maxLength: 3 })), { maxLength: 120 });
+		const bound = fc.oneof(fc.integer({ min: -6, max: 6 }), fc.constantFrom("a", "ab", "b", "c", "d"), fc.integer({ min: -1, max: 5 }).map(D), fc.boolean(), fc.constant(null));
+		const bounds = fc.record({ $gt: bound, $gte: bound, $lt: bound, $lte: bound }, { requiredKeys: [] }).map(b => ({ ...b }));
+		fc.assert(
+			fc.property(keys, fc.array(bounds, { minLength: 1, maxLength: 6 }), fc.boolean(), fc.nat(40), (ks, qs, sparse, drop) => {
+				const index = new Index({ fieldName: "k", sparse });
+				const recs = ks.map((k, i): Doc => (k === undefined ? { _id: `r${i}` } : { _id: `r${i}`, k }));
+				for (const r of recs) index.insert(r);
+				// Removals leave the tree rebalanced, not as it was built.
+				for (const r of recs.slice(0, drop % (recs.length + 1))) index.remove(r);
+				for (const q of qs) expect(treeBetween(index, q)).toEqual(index.getBetweenBounds(q));
+			}),
+			{ numRuns: 400 },
 		);
 	});
 });
