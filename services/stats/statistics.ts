@@ -13,6 +13,17 @@ import type { Header } from "./history";
 /** Counts wanted for at least one snapshot in this many of a run are read as the run's range. */
 const DENSE_SHARE = 4;
 
+/** The lowest and the highest of a non-empty list of snapshot indexes. */
+function spanOf(indexes: number[]): [number, number] {
+	let low = indexes[0];
+	let high = indexes[0];
+	for (const i of indexes) {
+		if (i < low) low = i;
+		if (i > high) high = i;
+	}
+	return [low, high];
+}
+
 export const statisticMethods = {
 	async keyframeFor(this: StatsThis, index: number): Promise<Header | null> {
 		const [kf] = await this.store.find({ keyframe: true, complete: true, index: { $lte: index } }, { sort: [["index", -1]], limit: 1, only: ["index"] });
@@ -47,12 +58,7 @@ export const statisticMethods = {
 	async countsOf(this: StatsThis, indexes: number[]): Promise<(index: number) => Array<string | number> | null | undefined> {
 		const rowsOf = (d: Doc) => (Array.isArray(d.counts) ? (d.counts as Array<string | number>) : null);
 		if (!indexes.length) return () => undefined;
-		let low = indexes[0];
-		let high = indexes[0];
-		for (const i of indexes) {
-			if (i < low) low = i;
-			if (i > high) high = i;
-		}
+		const [low, high] = spanOf(indexes);
 		if (indexes.length * DENSE_SHARE >= high - low + 1) {
 			// Most of a run of snapshots (a one-minute interval over one-minute snapshots: all of them): one range
 			// read, not a lookup per index. The counts of those between them come too (at most three in four).
@@ -110,7 +116,7 @@ export const statisticMethods = {
 				if (lasts.recount(counts, "stop")) return lasts.points();
 			}
 			// Otherwise the changes are replayed from the keyframe before the first shown snapshot to the last.
-			const [first, last] = shown.reduce(([lo, hi], i) => [Math.min(lo, i), Math.max(hi, i)], [Infinity, -Infinity]);
+			const [first, last] = spanOf(shown);
 			const kf = await this.keyframeFor(first);
 			return online(kf ? await this.loadDocs(kf.index, last) : [], lasts, entryTest(where));
 		}
