@@ -466,6 +466,7 @@ export interface OnlinePoint {
  */
 export class BucketLasts {
 	private readonly start: number;
+	private readonly end: number;
 	private readonly width: number;
 	private readonly index: Float64Array;
 	private readonly up: Float64Array;
@@ -475,17 +476,19 @@ export class BucketLasts {
 
 	constructor(range: Range, interval: number) {
 		this.start = range.start.getTime();
+		this.end = range.end.getTime();
 		this.width = interval * 1000;
-		const buckets = Math.floor((range.end.getTime() - this.start) / this.width) + 1;
+		const buckets = Math.floor((this.end - this.start) / this.width) + 1;
 		this.index = new Float64Array(buckets).fill(-1);
 		this.up = new Float64Array(buckets);
 		this.down = new Float64Array(buckets);
 	}
 
-	/** A complete snapshot of the range: shown if it is the latest of its bucket so far. */
+	/** A complete snapshot: shown if it lies in the range and is the latest of its bucket so far. */
 	offer(index: number, timestamp: number, up: number, down: number): void {
+		if (!(timestamp >= this.start && timestamp <= this.end)) return;
 		const b = Math.floor((timestamp - this.start) / this.width);
-		if (!(b >= 0 && b < this.index.length) || index <= this.index[b]) return;
+		if (index <= this.index[b]) return;
 		if (this.index[b] < 0) this.size++;
 		this.index[b] = index;
 		this.up[b] = up;
