@@ -159,28 +159,12 @@ export function treeBetween(index: TreeIndex, bounds: Record<string, unknown>): 
 	const root = (index as unknown as { tree?: { tree?: TreeNode } }).tree?.tree;
 	if (!root) return index.getBetweenBounds(bounds);
 	const has = (op: string) => Object.prototype.hasOwnProperty.call(bounds, op);
-	// Each bound given holds (of $gt and $gte both given, the stricter decides, as in NeDB's tree).
-	const aboveLow = (key: unknown) => (!has("$gt") || compareValues(key, bounds.$gt) > 0) && (!has("$gte") || compareValues(key, bounds.$gte) >= 0);
-	const belowHigh = (key: unknown) => (!has("$lt") || compareValues(key, bounds.$lt) < 0) && (!has("$lte") || compareValues(key, bounds.$lte) <= 0);
-	const out: Doc[] = [];
-	if (!Object.prototype.hasOwnProperty.call(root, "key")) return out; // an empty tree (a key may be undefined)
-	// The path to the lower bound: each node above it is stacked, to be read after the keys on its left.
-	const stack: TreeNode[] = [];
-	let node: TreeNode | null = root;
-	while (node) {
-		if (aboveLow(node.key)) {
-			stack.push(node);
-			node = node.left;
-		} else node = node.right;
-	}
-	while (stack.length) {
-		const current = stack.pop() as TreeNode;
-		if (!belowHigh(current.key)) break;
-		for (const doc of current.data) out.push(doc);
-		// Everything right of a node above the bound is above it too.
-		for (node = current.right; node; node = node.left) stack.push(node);
-	}
-	return out;
+	// Of $gt and $gte both given, the stricter bound decides, as in NeDB's tree (the same for $lt and $lte).
+	const bound = (strict: string, loose: string, looser: number): TreeBound | undefined => {
+		if (has(strict) && has(loose)) return looser * compareValues(bounds[loose], bounds[strict]) > 0 ? { value: bounds[loose], strict: false } : { value: bounds[strict], strict: true };
+		return has(strict) ? { value: bounds[strict], strict: true } : has(loose) ? { value: bounds[loose], strict: false } : undefined;
+	};
+	return walkTree(root, 1, Infinity, Infinity, () => true, bound("$gt", "$gte", 1), bound("$lt", "$lte", -1))!.records;
 }
 
 /** How a filter is read: the cheapest source of candidates and a check of the conjuncts it leaves. */
@@ -288,21 +272,28 @@ interface TreeNode {
 	data: Doc[];
 }
 
-/** Where a walk of the _id index starts: the first key past `value` in its direction (`strict`), or from it. */
-interface IdBound {
+/** Where a walk of a tree index starts: the first key past `value` in its direction (`strict`), or from it; or where it ends. */
+interface TreeBound {
 	value: unknown;
 	strict: boolean;
 }
 
-/**
- * Up to `want` records of the _id index in order (`dir` -1: from the last), each passing `keep`, walking no
- * more than `budget` records; null when the budget runs out first. With `from`, the walk starts at that key:
- * the keys before it (in the walk's direction) are skipped by descending the tree, not walked.
- */
-function walkIds(db: PlannedDatastore, dir: 1 | -1, want: number, budget: number, keep: (doc: Doc) => boolean, from?: IdBound, to?: IdBound): { records: Doc[]; walked: number } | null {
+/** Up to `want` records of the _id index in order; see walkTree. Null when there is no _id index or the budget runs out. */
+function walkIds(db: PlannedDatastore, dir: 1 | -1, want: number, budget: number, keep: (doc: Doc) => boolean, from?: TreeBound, to?: TreeBound): { records: Doc[]; walked: number } | null {
 	const root = (db.indexes._id as unknown as { tree?: { tree?: TreeNode } } | undefined)?.tree?.tree;
-	if (!root) return null;
+	return root ? walkTree(root, dir, want, budget, keep, from, to) : null;
+}
+
+/**
+ * Up to `want` records of a tree index in key order (`dir` -1: from the last), each passing `keep`, walking no
+ * more than `budget` records; null when the budget runs out first. With `from`, the walk starts at that key:
+ * the keys before it (in the walk's direction) are skipped by descending the tree, not walked; with `to`, it
+ * stops past that key.
+ */
+function walkTree(root: TreeNode, dir: 1 | -1, want: number, budget: number, keep: (doc: Doc) => boolean, from?: TreeBound, to?: TreeBound): { records: Doc[]; walked: number } | null {
 	const out: Doc[] = [];
+	// An empty tree's root holds no key (a key may be undefined: a record without the field, in a non-sparse index).
+	if (!Object.prototype.hasOwnProperty.call(root, "key")) return { records: out, walked: 0 };
 	const stack: TreeNode[] = [];
 	let node: TreeNode | null = root;
 	let walked = 0;
@@ -311,10 +302,6 @@ function walkIds(db: PlannedDatastore, dir: 1 | -1, want: number, budget: number
 	if (from) {
 		// The path to the bound: each node at or past it is stacked (its own records come after those before it).
 		while (node) {
-			if (node.key === undefined) {
-				node = null; // an empty tree
-				break;
-			}
 			const past = dir * compareValues(node.key, from.value);
 			if (past > 0 || (past === 0 && !from.strict)) {
 				stack.push(node);
@@ -328,7 +315,7 @@ function walkIds(db: PlannedDatastore, dir: 1 | -1, want: number, budget: number
 			node = node[first];
 		}
 		const current = stack.pop() as TreeNode;
-		if (to && current.key !== undefined) {
+		if (to) {
 			// Past the far bound: no record further on can match.
 			const past = dir * compareValues(current.key, to.value);
 			if (past > 0 || (past === 0 && to.strict)) return { records: out, walked };
@@ -347,8 +334,8 @@ function walkIds(db: PlannedDatastore, dir: 1 | -1, want: number, budget: number
  * The bounds an `_id` range conjunct sets on a walk in direction `dir`: where it starts (`$gt`/`$gte` walking up,
  * `$lt`/`$lte` walking down) and, if the same conjunct says, where it ends; null when no conjunct sets a start.
  */
-function idBoundOf(conds: Filter[], dir: 1 | -1): { bound: IdBound; end?: IdBound; at: number } | null {
-	const boundOf = (cond: Filter, strictOp: string, op: string): IdBound | undefined =>
+function idBoundOf(conds: Filter[], dir: 1 | -1): { bound: TreeBound; end?: TreeBound; at: number } | null {
+	const boundOf = (cond: Filter, strictOp: string, op: string): TreeBound | undefined =>
 		isScalar(cond[strictOp]) ? { value: cond[strictOp], strict: true } : isScalar(cond[op]) ? { value: cond[op], strict: false } : undefined;
 	for (let at = 0; at < conds.length; at++) {
 		const cond = conds[at]._id;
