@@ -256,6 +256,23 @@ describe("the embedded datastore's file", () => {
 		expect(serializeRecord(odd)).toBe('{"_id":"p","__proto__":{"when":{"$$date":7}}}');
 	});
 
+	it("appends a write at once, not through libuv's thread pool: the line is in the file when the append returns; a failed append fails the write", async () => {
+		const dir = tempDir("nedb-file");
+		const file = path.join(dir, "a.db");
+		const ours = await open(file, true);
+		const before = lines(file).length;
+		// Not awaited: an append handed to the thread pool (fs.promises) would not be in the file yet.
+		const pending = ours.db.persistence.persistNewStateAsync([doc(1), doc(2)]);
+		expect(lines(file).slice(before).map(l => JSON.parse(l)._id)).toEqual(["h-001", "h-002"]);
+		await pending;
+		await ours.db.insertAsync(doc(3));
+		expect((await open(file, false)).db.getAllData().map(d => d._id)).toEqual(expect.arrayContaining(["h-001", "h-002", "h-003"]));
+		// The folder gone under the store: the write is refused with the system's error, the process goes on.
+		fs.rmSync(dir, { recursive: true, force: true });
+		await expect(ours.db.insertAsync(doc(4))).rejects.toThrow(/ENOENT/);
+		ours.stop();
+	});
+
 	it("writes what NeDB's own loader reads back: appends, removals, index definitions and a rewrite", async () => {
 		const file = path.join(tempDir("nedb-file"), "w.db");
 		const ours = await open(file, true);
