@@ -7,6 +7,7 @@ import { DuplicateKeyError } from "./store";
 import { isPlain, toNedbFilter } from "./nedb-filter";
 import { BucketIndex } from "./nedb-index";
 import { readPlain } from "./nedb-file";
+import { isTreeIndex, quickRemovals } from "./nedb-tree";
 import { countRecords, pageOf, selectInIdOrder, selectPage, selectRecords, type PlannedDatastore } from "./nedb-plan";
 import { decodeKeys, encodeFilter, encodeKeys, encodePath, encodePaths, encodeSort, encodeUpdate } from "./store-keys";
 
@@ -221,7 +222,10 @@ export class NedbStore implements Store {
 		const stored = encodePath(field);
 		if (opts.unique || opts.ordered) {
 			if (this.db.indexes[stored] instanceof BucketIndex) await this.db.removeIndexAsync(stored);
-			return this.db.ensureIndexAsync({ fieldName: stored, unique: opts.unique ?? false, sparse: opts.sparse ?? false });
+			await this.db.ensureIndexAsync({ fieldName: stored, unique: opts.unique ?? false, sparse: opts.sparse ?? false });
+			const index = this.db.indexes[stored];
+			if (isTreeIndex(index)) quickRemovals(index);
+			return;
 		}
 		if (this.db.indexes[stored] instanceof BucketIndex) return;
 		// In NeDB's queue, so that no write is half done when it is built; NeDB may have made its own for the

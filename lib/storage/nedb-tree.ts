@@ -9,6 +9,10 @@
  * Whatever this pass does not make exactly as NeDB would is left to NeDB: a record whose key is a list (a
  * key per element), and a unique index with a repeated key (NeDB's own insert throws its own error, and the
  * load fails as NeDB's does).
+ *
+ * And the removal of one record from a key many records share (`quickRemovals`), which every update of a record
+ * makes in every index of its collection: NeDB copies the key's whole list of records but that one into a new
+ * list; here the record is spliced out of the list in place (tasks that ran: thousands under `next: null`).
  */
 import type { Doc } from "./store";
 
@@ -24,9 +28,10 @@ export interface TreeNode {
 	parent: TreeNode | null;
 	height?: number;
 	createSimilar(options: { key?: unknown; parent?: TreeNode | null }): TreeNode;
+	compareKeys(a: unknown, b: unknown): number;
 }
 
-/** The parts of NeDB's Index this pass uses. */
+/** The parts of NeDB's Index this module uses. */
 export interface TreeIndex {
 	fieldName: string;
 	unique: boolean;
@@ -34,6 +39,7 @@ export interface TreeIndex {
 	/** The AVL tree: `tree.tree` is its root node (an empty node, with no key, when the tree is empty). */
 	tree: { tree: TreeNode };
 	reset(docs?: Doc[]): void;
+	remove(doc: Doc | Doc[]): void;
 }
 
 /** Whether `index` is one of NeDB's tree indexes (not a bucket index, which has no tree). */
@@ -94,4 +100,45 @@ export function resetTree(index: TreeIndex, docs: Doc[]): void {
 		return node;
 	};
 	index.tree.tree = build(0, runs.length - 1, null) as TreeNode;
+}
+
+const quick = new WeakSet<TreeIndex>();
+
+/**
+ * Makes `index` remove a record from a key other records share by splicing it out of the key's list, where NeDB's
+ * tree builds a new list of all the others (@seald-io/binary-search-tree `delete(key, value)`): at thousands of
+ * records under one key (every one-shot task that ran holds `next: null`), each update of one of them cost a copy of
+ * the thousands. The result is NeDB's, list order included: the record's every occurrence (it has one) leaves the
+ * list, the others keep their order, and a key left with no record keeps its node, as NeDB's leaves it. Everything
+ * else (a key with one record, which removes the node; a key that is a list; a sparse index's missing key) is
+ * NeDB's own removal. Idempotent.
+ */
+export function quickRemovals(index: TreeIndex): void {
+	if (quick.has(index)) return;
+	quick.add(index);
+	const removeOne = index.remove.bind(index);
+	index.remove = (doc: Doc | Doc[]) => {
+		if (Array.isArray(doc)) {
+			for (const d of doc) index.remove(d);
+			return;
+		}
+		const key = model.getDotValue(doc, index.fieldName);
+		if (Array.isArray(key) || (key === undefined && index.sparse)) return removeOne(doc);
+		const node = nodeOf(index.tree.tree, key);
+		if (node === null || node.data.length <= 1) return removeOne(doc);
+		// NeDB's trees compare records by identity (indexes.js checkValueEquality: a === b), as indexOf does.
+		for (let at = node.data.indexOf(doc); at >= 0; at = node.data.indexOf(doc, at)) node.data.splice(at, 1);
+	};
+}
+
+/** The node holding `key`, found as NeDB's tree finds it (its own comparison); null when no node holds it. */
+function nodeOf(root: TreeNode, key: unknown): TreeNode | null {
+	if (!Object.prototype.hasOwnProperty.call(root, "key")) return null;
+	let node: TreeNode | null = root;
+	while (node !== null) {
+		const c = node.compareKeys(key, node.key);
+		if (c === 0) return node;
+		node = c < 0 ? node.left : node.right;
+	}
+	return null;
 }
