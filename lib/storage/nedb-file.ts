@@ -374,12 +374,15 @@ export function manageNedbFile(db: NedbFileDatastore, onCompact: () => void = ()
 	// not through libuv's thread pool: NeDB runs one operation at a time and waits for the append, and an open, a
 	// write and a close each handed to the pool and back cost 110-140 µs of processor per write on the 2-core machine,
 	// against 8 µs for the same three calls made here (docs/storage.md). Neither syncs the disk: a record is in the
-	// page cache when the write is acknowledged, as with NeDB's own append.
+	// page cache when the write is acknowledged, as with NeDB's own append. Then the event loop gets its turn before
+	// the write is acknowledged: NeDB starts the next queued operation as soon as this one resolves, and with nothing
+	// to wait for, a queue of writes (a job's 5,000 returns) would run to its end before any request or timer.
 	persistence.persistNewStateAsync = async docs => {
 		let text = "";
 		for (const doc of docs) text += line(doc) + "\n";
 		if (text.length === 0) return;
 		fs.appendFileSync(file, text, { encoding: "utf8", mode: persistence.modes.fileMode });
+		await new Promise<void>(resolve => setImmediate(resolve));
 	};
 	let compactSize = 0;
 	let skipNextRewrite = false;

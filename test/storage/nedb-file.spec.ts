@@ -273,6 +273,20 @@ describe("the embedded datastore's file", () => {
 		ours.stop();
 	});
 
+	it("lets the event loop in between queued writes: a request or a timer does not wait for a queue of writes to drain", async () => {
+		const file = path.join(tempDir("nedb-file"), "q.db");
+		const ours = await open(file, true);
+		let done = 0;
+		const writes = Array.from({ length: 200 }, (_, i) => ours.db.insertAsync(doc(i)).then(() => done++));
+		// An I/O callback or a timer comes due once the writes are queued: it runs after a few of them, not after all.
+		const seen = await new Promise<number>(resolve => setImmediate(() => resolve(done)));
+		await Promise.all(writes);
+		expect(seen).toBeLessThan(10);
+		expect(done).toBe(200);
+		expect(lines(file)).toHaveLength(200);
+		ours.stop();
+	});
+
 	it("writes what NeDB's own loader reads back: appends, removals, index definitions and a rewrite", async () => {
 		const file = path.join(tempDir("nedb-file"), "w.db");
 		const ours = await open(file, true);
