@@ -120,6 +120,11 @@ export interface Config {
 	 */
 	cmSyncIntervalMs: number;
 	/**
+	 * After a reconciliation that failed (the master down or too slow), the next one comes this many ms later
+	 * (default 5000), doubling after each further failure up to `cmSyncIntervalMs`; a success resets it.
+	 */
+	cmSyncRetryMs: number;
+	/**
 	 * The presence guard (services/cm-gateway/presence-guard.ts, docs/salt.md "Presence"): a reading of the master's presence
 	 * that would take down more than this percentage of the hosts up (and at least two) is held until a
 	 * reading at least `cmPresenceConfirmMs` later confirms it. 100 turns the share rule off.
@@ -376,6 +381,7 @@ export function loadConfig(): Config {
 		taskHandovers: envInt("TASK_HANDOVERS", 32, 1),
 		cmPatchPrefix: patchPrefix(str("CM_PATCH_PREFIX", "patches/")),
 		cmSyncIntervalMs: envInt("CM_SYNC_INTERVAL_MS", 300_000),
+		cmSyncRetryMs: envInt("CM_SYNC_RETRY_MS", 5000, 1),
 		cmPresenceMaxLossPercent: Math.min(envInt("CM_PRESENCE_MAX_LOSS_PERCENT", 50, 0), 100),
 		cmPresenceConfirmMs: envInt("CM_PRESENCE_CONFIRM_MS", 10_000, 0),
 		webhookTimeoutMs: envInt("WEBHOOK_TIMEOUT_MS", 5000, 100),

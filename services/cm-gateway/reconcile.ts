@@ -21,17 +21,32 @@ export interface SyncResult extends ViewCounts {
 	hosts: number;
 }
 
+/**
+ * When the next scheduled reconciliation comes after `failures` failed ones in a row: the interval after a
+ * success, else `retryMs` doubled per further failure, never later than the interval.
+ */
+export function nextSyncDelay(failures: number, retryMs: number, intervalMs: number): number {
+	if (failures <= 0) return intervalMs;
+	return Math.min(intervalMs, retryMs * 2 ** Math.min(failures - 1, 30));
+}
+
 export class Reconciliation {
 	private timer: NodeJS.Timeout | null = null;
 	private running: Promise<SyncResult> | null = null;
+	/** Scheduled reconciliations that failed in a row (0 after a success). */
+	private failures = 0;
 
 	constructor(
 		private readonly gw: GatewayContext,
 		private readonly inventory: Inventory,
 	) {}
 
-	/** The next reconciliation in `delay` ms (0: now, replacing a later one); then every CM_SYNC_INTERVAL_MS. */
-	schedule(delay = this.gw.config.cmSyncIntervalMs): void {
+	/**
+	 * The next reconciliation in `delay` ms (0: now, replacing a later one); then every CM_SYNC_INTERVAL_MS,
+	 * or sooner after a failure (CM_SYNC_RETRY_MS, doubling): a start reconciliation that met the master down
+	 * must not leave the inventory as it was for a whole interval.
+	 */
+	schedule(delay = nextSyncDelay(this.failures, this.gw.config.cmSyncRetryMs, this.gw.config.cmSyncIntervalMs)): void {
 		if (this.gw.stopping()) return;
 		if (this.timer) {
 			if (delay !== 0) return;
@@ -40,7 +55,14 @@ export class Reconciliation {
 		this.timer = setTimeout(() => {
 			this.timer = null;
 			void this.sync()
-				.catch((err: Error) => this.gw.logger.warn("Inventory reconciliation failed; the hosts are left as they were:", err.message))
+				.then(() => {
+					this.failures = 0;
+				})
+				.catch((err: Error) => {
+					this.failures++;
+					const retry = nextSyncDelay(this.failures, this.gw.config.cmSyncRetryMs, this.gw.config.cmSyncIntervalMs);
+					this.gw.logger.warn(`Inventory reconciliation failed; the hosts are left as they were, next try in ${retry} ms:`, err.message);
+				})
 				.finally(() => this.schedule());
 		}, delay);
 		this.timer.unref?.();

@@ -565,6 +565,41 @@ describe("cm-gateway: periodic inventory reconciliation (CM_SYNC_INTERVAL_MS)", 
 	});
 });
 
+describe("cm-gateway: a failed reconciliation is tried again soon (CM_SYNC_RETRY_MS)", () => {
+	let sim: SaltApiSimulator;
+	let h: Harness;
+	const posts = () => sim.requests().filter(r => r.method === "POST" && r.path === "/");
+	beforeAll(async () => {
+		sim = new SaltApiSimulator({ minions: 5, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceEvents: false, ...FAST_OUTAGES });
+		await sim.start();
+		// The start reconciliation and the next two fail (salt-api's 500 is a master down: not tried again by the client).
+		sim.failNext(3, 500, { filter: { method: "POST", path: "/" } });
+		h = await startEmbedded({ env: { ...sim.cmApiEnv, CM_API_TIMEOUT_MS: "2000", CM_SYNC_INTERVAL_MS: "3600000", CM_SYNC_RETRY_MS: "300", CM_EVENTS: "false" } });
+	});
+	afterAll(async () => {
+		await h?.stop();
+		await sim?.stop();
+	});
+
+	it("fills the inventory once the master answers, not an interval later, then waits the interval again", async () => {
+		const ids = async () => ((await request("GET", `${h.api}/hosts?max_results=50`)).body._items as any[]).map(x => x._id).sort();
+		await eventually(async () => ((await ids()).length === sim.minionIds().length ? true : undefined), 15_000, "the hosts after the failed reconciliations");
+		expect(await ids()).toEqual(sim.minionIds().sort());
+		const failed = posts().filter(r => r.status === 500);
+		expect(failed).toHaveLength(3);
+		// 300 ms after the first failure, then twice as long (timers never fire early; under load they are late).
+		expect(failed[1].atMs - failed[0].atMs).toBeGreaterThanOrEqual(300);
+		expect(failed[2].atMs - failed[1].atMs).toBeGreaterThanOrEqual(600);
+		const job = (await request("GET", `${h.api}/jobs/inventory_sync`)).body;
+		expect(job.status).toBe("finished");
+		// A success resets the delay to the interval: no reconciliation in the next 1.5 s (without the reset, the next would come 1.2 s later).
+		await eventually(async () => ((await request("GET", `${h.api}/jobs/inventory_sync`)).body.status === "finished" ? true : undefined));
+		const after = posts().length;
+		await new Promise(r => setTimeout(r, 1500));
+		expect(posts().length).toBe(after);
+	});
+});
+
 describe("cm-gateway without a configured master", () => {
 	let h: Harness;
 	beforeAll(async () => {
