@@ -65,7 +65,13 @@ describeBrowser(`every page as each role, axe-core and screenshots${process.env.
 		await page.evaluate(t => sessionStorage.setItem("fleet-ctl.token", t), tokens[role]);
 		await page.goto(`${base}/#/hosts`);
 		await page.reload();
-		await page.waitForSelector("#hosts tbody tr");
+		try {
+			await page.waitForSelector("#hosts tbody tr");
+		} catch (err) {
+			// What the page showed instead, for the log of a run that fails here.
+			const shown = await page.evaluate(() => `${location.hash}: ${(document.querySelector("main")?.textContent ?? "(no main)").replace(/\s+/g, " ").slice(0, 600)}`);
+			throw new Error(`${(err as Error).message}\nthe page: ${shown}\nbrowser problems: ${browser.problems.join("; ") || "none"}`);
+		}
 		expect(await page.locator("#who").textContent()).toContain(role);
 	};
 	/** Fills a form's fields, each `#<prefix>-<name>`. */
