@@ -291,7 +291,16 @@ export async function startSplit(opts: SplitOptions = {}): Promise<Harness> {
 			throw new Error(`${(err as Error).message}\n--- process output ---\n${procs.map(p => p.log.join("")).join("\n---\n")}`);
 		}
 	};
-	await start();
+	try {
+		await start();
+	} catch (err) {
+		// Nothing is left running after a start that failed: no test gets a harness to stop, and a process or the
+		// client's NATS connection left open would keep jest from exiting (CI would wait for its time limit).
+		await stopProcs(procs);
+		await client.stop();
+		await nats.stop();
+		throw err;
+	}
 	return {
 		get api() {
 			return api;
