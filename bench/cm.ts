@@ -21,7 +21,7 @@ import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { SaltApiSimulator } from "../test/simulators/salt-api";
 import { SaltClient } from "../services/cm-gateway/salt-client";
 import type { SaltEvent } from "../services/cm-gateway/salt-events";
-import { apiJson, benchCluster, envInt, fmt, quantile, rawGet, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200 } from "./support";
+import { apiJson, benchCluster, envInt, fmt, quantile, rawGet, recordedReturns, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200 } from "./support";
 
 
 const MINIONS = envInt("BENCH_MINIONS", 10_000);
@@ -207,7 +207,6 @@ export async function benchCm(dataDir: string, log: (msg: string) => void): Prom
 		if (targets.length < GROUP_SIZE) throw new Error(`only ${targets.length} minions are up; BENCH_MINIONS must give ${GROUP_SIZE}`);
 		const group = await apiJson(base, "POST", "/api/groups", { name: "bench-5000", type: 0, hosts: targets });
 		if (group.status !== 201) throw new Error(`POST /api/groups answered ${group.status}`);
-		const recorded = async (jid: string) => (await apiJson(base, "GET", `/api/actions?where=${encodeURIComponent(JSON.stringify({ jid, state: "finished" }))}&max_results=1`)).body._meta.total as number;
 		log(`cm exec: POST /api/groups/{id} on ${GROUP_SIZE} hosts, ${EXEC_RUNS} runs, each next to the same lowstate sent straight to salt-api ...`);
 		const viaApi: number[] = [];
 		const viaSalt: number[] = [];
@@ -217,7 +216,7 @@ export async function benchCm(dataDir: string, log: (msg: string) => void): Prom
 			const ours = await timed(() => apiJson(base, "POST", `/api/groups/${group.body._id}`, { cm_client: "local_async", fun: "test.ping" }));
 			if (ours.value.status !== 200 || ours.value.body.return.return[0].minions.length !== GROUP_SIZE) throw new Error(`POST /api/groups/{id} answered ${ours.value.status}`);
 			const jid = ours.value.body.task_id as string;
-			while ((await recorded(jid)) < GROUP_SIZE) {
+			while ((await recordedReturns(base, jid)) < GROUP_SIZE) {
 				if (performance.now() - t0 > 120_000) throw new Error(`the returns of job ${jid} were not all recorded within 120 s`);
 				await sleep(20);
 			}

@@ -15,7 +15,7 @@
  * recorded within 120 s: anything else (a 409, a 202) makes the figures worthless and the part invalid.
  */
 import { SaltApiSimulator } from "../test/simulators/salt-api";
-import { apiJson, benchCluster, envInt, fmt, quantile, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
+import { apiJson, benchCluster, envInt, fmt, quantile, recordedReturns, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
 
 const MINIONS = envInt("BENCH_GOV_MINIONS", 2000);
 const RULES = envInt("BENCH_GOV_RULES", 20);
@@ -49,7 +49,6 @@ export async function benchGovernance(dataDir: string, log: (msg: string) => voi
 			for (const w of windows) await apiJson(base, "PATCH", `/api/maintenance_windows/${w}`, { enabled });
 			for (const p of policies) await apiJson(base, "PATCH", `/api/approval_policies/${p}`, { enabled });
 		};
-		const recorded = async (jid: string) => (await apiJson(base, "GET", `/api/actions?where=${encodeURIComponent(JSON.stringify({ jid, state: "finished" }))}&max_results=1`)).body._meta.total as number;
 		const run = async (): Promise<number> => {
 			const t0 = performance.now();
 			const res = await apiJson(base, "POST", `/api/groups/${id}`, { fun: "test.ping" });
@@ -62,7 +61,7 @@ export async function benchGovernance(dataDir: string, log: (msg: string) => voi
 			// The next run starts once this one's returns are all recorded: each run is measured on a quiet process,
 			// not against the previous run's returns (with them, the same build's governance step measured -7 to 59 ms).
 			const jid = res.body.task_id as string;
-			while ((await recorded(jid)) < hosts.length) {
+			while ((await recordedReturns(base, jid)) < hosts.length) {
 				if (performance.now() - t0 > 120_000) {
 					valid = false;
 					log(`governance: INVALID: the returns of job ${jid} were not all recorded within 120 s`);

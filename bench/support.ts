@@ -208,6 +208,11 @@ export function benchNatsIfStarted(): Promise<Nats> | null {
 	return natsShared;
 }
 
+/** How many of a job's returns are `actions` records by now (GET /api/actions with a `where` on the jid). */
+export async function recordedReturns(base: string, jid: string): Promise<number> {
+	return (await apiJson(base, "GET", `/api/actions?where=${encodeURIComponent(JSON.stringify({ jid, state: "finished" }))}&max_results=1`)).body._meta.total as number;
+}
+
 /**
  * One JSON request to the API with the bench token, on a connection of its own (no keep-alive: a
  * reused socket the server is closing makes a failure that is not the service's).

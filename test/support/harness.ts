@@ -291,14 +291,17 @@ export async function startSplit(opts: SplitOptions = {}): Promise<Harness> {
 			throw new Error(`${(err as Error).message}\n--- process output ---\n${procs.map(p => p.log.join("")).join("\n---\n")}`);
 		}
 	};
+	const stopAll = async () => {
+		await stopProcs(procs);
+		await client.stop();
+		await nats.stop();
+	};
 	try {
 		await start();
 	} catch (err) {
 		// Nothing is left running after a start that failed: no test gets a harness to stop, and a process or the
 		// client's NATS connection left open would keep jest from exiting (CI would wait for its time limit).
-		await stopProcs(procs);
-		await client.stop();
-		await nats.stop();
+		await stopAll();
 		throw err;
 	}
 	return {
@@ -313,11 +316,7 @@ export async function startSplit(opts: SplitOptions = {}): Promise<Harness> {
 			await start();
 		},
 		logs: () => [...earlierLogs, ...procs.map(p => p.log.join(""))].join("\n"),
-		async stop() {
-			await Promise.all(procs.map(p => stopProc(p)));
-			await client.stop();
-			await nats.stop();
-		},
+		stop: stopAll,
 	};
 }
 
