@@ -36,6 +36,8 @@ describe("REPL commands", () => {
 		const sub = await post("groups", { name: "repl-sub", hosts: [hosts[2]] });
 		group = (await post("groups", { name: "repl-web", hosts: hosts.slice(0, 2), subgroups: [sub._id] }))._id;
 		const outside = (await post("groups", { name: "repl-outside", hosts: [hosts[3]] }))._id;
+		// Memberships follow a group change within one pass over the hosts (docs/graph.md), not before POST /groups answers.
+		await eventually(async () => (((await request("GET", url(`hosts/${hosts[0]}`))).body.groups ?? []).includes(group) ? true : undefined), 10_000, "the new group in its hosts' memberships");
 		task = (await post("tasks", { name: "repl-task", fun: "test.ping", tgt: [hosts[0]], start: "2030-01-01 00:00", interval: 60 }))._id;
 		for (const [name, body] of Object.entries({ operator: { role: "operator" }, viewer: { role: "viewer" }, scoped: { role: "operator", scope: { groups: [outside], functions: ["test.*"] } } })) {
 			const res = await post("tokens", { name: `repl-${name}`, ...body });
