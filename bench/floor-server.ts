@@ -8,8 +8,9 @@
  * service alone, FLOOR_ROLE=gateway the gateway alone, both on that transporter with fleet-ctl's serializer
  * (lib/runtime/serializer.ts) in FLOOR_NAMESPACE; every request then crosses NATS to the other process and back.
  *
- * What fleet-ctl adds to a read is the distance from this floor; what no code on this stack can go under is the
- * distance from the floor to the bare server.
+ * What fleet-ctl adds to a routed read is the distance from this floor; what no routed read on this stack can go
+ * under is the distance from the floor to the bare server. A read whose answer fleet-ctl's gateway keeps is sent
+ * before routing (services/api/kept-reads.ts), so it can beat this floor.
  */
 import fs from "node:fs";
 import type { IncomingMessage, ServerResponse } from "node:http";

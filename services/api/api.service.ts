@@ -11,7 +11,7 @@ import { loadConfig } from "../../lib/config";
 import { COLLECTIONS, PUBLISHED_ACTIONS, type BodyKind } from "../../lib/http/routes";
 import { EveError } from "../../lib/eve/errors";
 import { ReadCache, READ_CACHE_MS } from "../../lib/http/read-cache";
-import { bearerToken, hashToken, redact, roleAllows, type Caller } from "../../lib/http/auth";
+import { hashToken, redact, roleAllows, type Caller } from "../../lib/http/auth";
 import { GatewayUi, UI_ASSETS, securityHeaders } from "../../mixins/gateway-ui.mixin";
 import { acceptedRequestId } from "../../lib/runtime/logging";
 import { newObjectId } from "../../lib/eve/ids";
@@ -20,6 +20,8 @@ import { retryRejected } from "../../lib/runtime/resilience";
 import { aliasesFor } from "./aliases";
 import { AliasLookups } from "./alias-lookups";
 import { notModified, type CachedResponse } from "./conditional";
+import { callerRefusal, credentialOf, type KnownCaller } from "./credentials";
+import { keptKey, serveKept } from "./kept-reads";
 import { toEveError } from "./errors";
 import { CSRF_COOKIE, SESSION_COOKIE, csrfOf, parseCookies, signInFor, type AuthMeta, type SignIn } from "./sessions";
 import { MUTATING, discardBody, hasBody, isJson, parseJson, queryPairs, truncateForAudit, userAgent, type Req } from "./requests";
@@ -30,7 +32,10 @@ type Meta = Record<string, any>;
 interface ApiVars {
 	readCaches: Map<string, ReadCache<CachedResponse>>;
 	/** Callers by token hash: who a token is, kept until `tokens` changes. */
-	callers: ReadCache<(Caller & { expires?: Date }) | null>;
+	callers: ReadCache<KnownCaller | null>;
+	/** Whether CORS is configured, and whether requests are logged (kept-reads.ts leaves both to moleculer-web). */
+	corsOn: boolean;
+	logsRequests: boolean;
 	rateWindows: Map<string, number>;
 	rateWindowStart: number;
 	/** Single sign-on (OIDC_ISSUER), or null. */
@@ -49,11 +54,15 @@ interface ApiMethods {
 	prepareParams(req: Req): void;
 	authorizeRole(ctx: Context<unknown, Meta>, req: Req): void;
 	rateLimit(key: string): void;
+	rateRoom(key: string): boolean;
+	rateCount(key: string, take: boolean): number;
 	audited(req: Req): boolean;
 	audit(req: Req, status: number, message: string | null, data: unknown): Promise<void>;
 	cacheKey(req: Req): string;
 	readCache(service: string | undefined): ReadCache<CachedResponse>;
 	sendResponse(req: Req, res: ServerResponse, data: unknown, action?: { name?: string }): void;
+	httpHandler(req: Req, res: ServerResponse, next?: unknown): unknown;
+	resolveAlias(url: string, method?: string): ReturnType<AliasLookups["resolve"]>;
 }
 
 type ApiThis = Service & ApiVars & ApiMethods;
@@ -66,9 +75,11 @@ const ALIAS_LOOKUPS = 2000;
 const AUTH_ACTIONS = new Set(["api.authConfig", "api.authLogin", "api.authCallback", "api.authLogout"]);
 
 const config = loadConfig();
+/** Request logging builds strings on every request; LOGLEVEL=debug turns it on. */
+const LOG_REQUESTS = process.env.LOGLEVEL === "debug";
 
 /** moleculer-web's own methods, which the ones below wrap. */
-const gatewayMethods = (ApiGateway as unknown as { methods: Record<"sendResponse" | "aliasHandler" | "callAction" | "resolveAlias", (this: unknown, ...args: unknown[]) => unknown> }).methods;
+const gatewayMethods = (ApiGateway as unknown as { methods: Record<"httpHandler" | "sendResponse" | "aliasHandler" | "callAction" | "resolveAlias", (this: unknown, ...args: unknown[]) => unknown> }).methods;
 
 const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, Record<string, never>, ApiVars, ApiThis> = {
 	name: "api",
@@ -89,9 +100,8 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			securityHeaders(options, req, res);
 			options.requestID = acceptedRequestId(req.headers["x-correlation-id"] ?? req.headers["x-request-id"]);
 		},
-		// Request logging builds strings on every request; LOGLEVEL=debug turns it on.
-		logRequest: process.env.LOGLEVEL === "debug" ? "debug" : null,
-		logResponse: process.env.LOGLEVEL === "debug" ? "debug" : null,
+		logRequest: LOG_REQUESTS ? "debug" : null,
+		logResponse: LOG_REQUESTS ? "debug" : null,
 		logRequestParams: null,
 		logResponseData: null,
 		cors: config.corsOrigins.length
@@ -255,7 +265,9 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 	created(this: ApiThis) {
 		this.readCaches = new Map<string, ReadCache<CachedResponse>>();
 		this.aliasLookups = new AliasLookups(ALIAS_LOOKUPS);
-		this.callers = new ReadCache<Caller | null>(READ_CACHE_MS, 10_000);
+		this.callers = new ReadCache<KnownCaller | null>(READ_CACHE_MS, 10_000);
+		this.corsOn = config.corsOrigins.length > 0;
+		this.logsRequests = LOG_REQUESTS;
 		this.rateWindows = new Map<string, number>();
 		this.rateWindowStart = Date.now();
 		this.signIn = signInFor((what, why) => this.logger.warn(what, why));
@@ -271,23 +283,17 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 		/** Bearer token (or a session cookie) -> caller (ctx.meta.user). Every /api route needs one. */
 		async authenticate(this: ApiThis, ctx: Context<unknown, Record<string, any>>, req: Req): Promise<Caller> {
 			// An API token in the header; else a signed-in browser's session cookie (services/api/sessions.ts).
-			const header = req.headers.authorization;
-			const cookieSecret = header === undefined ? parseCookies(req.headers.cookie)[SESSION_COOKIE] : undefined;
-			const token = header !== undefined ? bearerToken(header) : cookieSecret && bearerToken(`Bearer ${cookieSecret}`);
+			const { token, cookieSecret } = credentialOf(req.headers);
 			if (!token) throw new EveError(401, this.signIn ? "sign in (GET /auth/login), or send an API token: Authorization: Bearer <token>" : "an API token is required: Authorization: Bearer <token>");
 			const hash = hashToken(token);
-			let caller: (Caller & { expires?: Date }) | null | undefined = this.callers.get(hash);
+			let caller: KnownCaller | null | undefined = this.callers.get(hash);
 			if (caller === undefined) {
 				const generation = this.callers.generation;
 				caller = await retryRejected(() => ctx.call<Caller | null, { hash: string }>("tokens.verify", { hash }));
 				this.callers.set(hash, caller, generation);
 			}
-			if (!caller || (caller.expires && new Date(caller.expires).getTime() <= Date.now())) {
-				throw new EveError(401, "the API token is invalid, expired or revoked");
-			}
-			// A cookie carries only a session (never an API token), and a write made with it carries its CSRF token:
-			// another site can make the browser send the cookie, not read it.
-			if (cookieSecret !== undefined && !caller.session) throw new EveError(401, "the session cookie does not hold a session: sign in again");
+			const refused = callerRefusal(caller, cookieSecret !== undefined);
+			if (refused !== null || !caller) throw new EveError(401, refused ?? "");
 			const user: Caller = { id: caller.id, name: caller.name, role: caller.role, scope: caller.scope, ...(caller.subject ? { subject: caller.subject } : {}), ...(cookieSecret !== undefined ? { session: true } : {}) };
 			// Set before the rate limit, so that the audit record of a refused write says whose it was.
 			ctx.meta.user = user;
@@ -361,20 +367,34 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			if (need && !roleAllows(caller.role, need)) throw new EveError(403, `the ${caller.role} role may not ${req.method} ${req.originalUrl?.split("?")[0]}`);
 		},
 
-		/** A fixed one-minute window per token; RATE_LIMIT_PER_MINUTE=0 turns it off. */
+		/** A fixed one-minute window per token; RATE_LIMIT_PER_MINUTE=0 turns it off. A request over the limit is counted too. */
 		rateLimit(this: ApiThis, key: string) {
 			const limit = config.rateLimitPerMinute;
-			if (!limit) return;
+			if (limit && this.rateCount(key, true) > limit) {
+				throw new EveError(429, "Rate limit exceeded", { retryAfter: Math.max(1, Math.ceil((this.rateWindowStart + 60_000 - Date.now()) / 1000)) } as never);
+			}
+		},
+
+		/** Counts a request of `key` when the limit has room for it (kept-reads.ts); false, counting nothing, when not. */
+		rateRoom(this: ApiThis, key: string): boolean {
+			const limit = config.rateLimitPerMinute;
+			if (!limit) return true;
+			if (this.rateCount(key, false) >= limit) return false;
+			this.rateCount(key, true);
+			return true;
+		},
+
+		/** The requests of `key` in the current window, this one counted when `take`. */
+		rateCount(this: ApiThis, key: string, take: boolean): number {
+			if (!config.rateLimitPerMinute) return 0;
 			const now = Date.now();
 			if (now - this.rateWindowStart >= 60_000) {
 				this.rateWindowStart = now;
 				this.rateWindows.clear();
 			}
-			const count = (this.rateWindows.get(key) ?? 0) + 1;
-			this.rateWindows.set(key, count);
-			if (count > limit) {
-				throw new EveError(429, "Rate limit exceeded", { retryAfter: Math.max(1, Math.ceil((this.rateWindowStart + 60_000 - now) / 1000)) } as never);
-			}
+			const count = (this.rateWindows.get(key) ?? 0) + (take ? 1 : 0);
+			if (take) this.rateWindows.set(key, count);
+			return count;
 		},
 
 		/**
@@ -423,7 +443,13 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 
 		/** A kept read is served to callers of the same role only: what a read shows may depend on it (hosts' otp_secret). */
 		cacheKey(this: ApiThis, req: Req): string {
-			return `${(req.$ctx?.meta.user as Caller | undefined)?.role ?? ""}\u0000${req.originalUrl}`;
+			return keptKey((req.$ctx?.meta.user as Caller | undefined)?.role ?? "", req.originalUrl ?? "");
+		},
+
+		/** A read whose answer is kept here is sent at once (kept-reads.ts); everything else is routed by moleculer-web. */
+		httpHandler(this: ApiThis, req: Req, res: ServerResponse, next?: unknown) {
+			if (serveKept(this, req, res)) return;
+			return gatewayMethods.httpHandler.call(this, req, res, next);
 		},
 
 		readCache(this: ApiThis, service: string): ReadCache<CachedResponse> {
