@@ -18,6 +18,11 @@ export class ReadCache<V> {
 		return this.ttlMs > 0;
 	}
 
+	/** How many answers are kept (some may have expired and not been dropped yet). */
+	get size(): number {
+		return this.entries.size;
+	}
+
 	get generation(): number {
 		return this.gen;
 	}

@@ -83,7 +83,8 @@ export function serveKept(gw: KeptReadGateway, req: Req, res: ServerResponse): b
 	const alias = found ? (found.alias as KeptAlias) : undefined;
 	if (!alias?.action || !alias.cachedBy || alias.audited || alias.route?.path !== "/api") return false;
 	const kept = gw.readCaches.get(alias.cachedBy);
-	if (!kept) return false;
+	// Nothing kept for this collection yet, or nothing ever (READ_CACHE_MS=0): the token is not even hashed.
+	if (!kept?.enabled || kept.size === 0) return false;
 
 	const { token, cookieSecret } = credentialOf(req.headers);
 	if (!token) return false;
