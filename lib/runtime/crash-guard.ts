@@ -3,7 +3,7 @@
  * nobody awaited) is logged and, when it happened while an HTTP request was being handled, that request
  * is answered 500 in Eve's shape. The HTTP server runs each request inside `requestScope`, so the
  * process-wide handlers know which request an escaped error belongs to (AsyncLocalStorage follows timers
- * and promises started by the request).
+ * and promises started by the request); an exception a request listener throws itself is caught there.
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
@@ -56,7 +56,14 @@ export function scopeRequests(server: Server): void {
 	server.removeAllListeners("request");
 	server.on("request", (req: IncomingMessage, res: ServerResponse) => {
 		requestScope.run({ req, res }, () => {
-			for (const listener of listeners) listener.call(server, req, res);
+			try {
+				for (const listener of listeners) listener.call(server, req, res);
+			} catch (err) {
+				// Thrown by a listener itself: by the time "uncaughtException" fired, the scope would be gone and the
+				// request left unanswered, so it is answered here.
+				(installed ?? console).error("An exception nothing caught (the process goes on):", err);
+				failRequest({ req, res });
+			}
 		});
 	});
 }

@@ -1,6 +1,7 @@
 /**
  * lib/runtime/crash-guard.ts in a process of its own (as the services run it): an exception thrown in a timer
- * while a request is handled, and a promise rejection nobody handles, each answer that request 500 in
+ * while a request is handled, one thrown by the request handler itself, and a promise rejection nobody
+ * handles, each answer that request 500 in
  * Eve's shape; the process stays up and serves the next request. Without the guard, Node exits.
  */
 import { spawn, type ChildProcess } from "node:child_process";
@@ -13,6 +14,7 @@ const guard = require(${JSON.stringify(path.join(DIST, "lib/runtime/crash-guard.
 ${guarded ? 'guard.installCrashGuard({ error: (...a) => process.stderr.write("logged: " + a.map(String).join(" ") + "\\n") });' : ""}
 const server = http.createServer((req, res) => {
 	if (req.url === "/throw") setTimeout(() => { throw new Error("escaped from a timer"); }, 5);
+	else if (req.url === "/throw-now") throw new Error("thrown by the request handler itself");
 	else if (req.url === "/reject") Promise.reject(new Error("nobody awaits this"));
 	else res.end("alive");
 });
@@ -39,8 +41,8 @@ describe("the crash guard", () => {
 	it("answers 500 in Eve's shape for the request an error escaped from, and the process goes on", async () => {
 		const { child, port, stderr } = await start(true);
 		try {
-			for (const path of ["/throw", "/reject"]) {
-				const res = await fetch(`http://127.0.0.1:${port}${path}`);
+			for (const path of ["/throw", "/reject", "/throw-now"]) {
+				const res = await fetch(`http://127.0.0.1:${port}${path}`, { signal: AbortSignal.timeout(5000) });
 				expect(res.status).toBe(500);
 				expect(await res.json()).toEqual({ _status: "ERR", _error: { code: 500, message: expect.any(String) } });
 			}
@@ -48,6 +50,7 @@ describe("the crash guard", () => {
 			expect(child.exitCode).toBeNull();
 			expect(stderr.join("")).toMatch(/logged: .*escaped from a timer/);
 			expect(stderr.join("")).toMatch(/logged: .*nobody awaits this/);
+			expect(stderr.join("")).toMatch(/logged: .*thrown by the request handler itself/);
 		} finally {
 			child.kill("SIGKILL");
 		}
