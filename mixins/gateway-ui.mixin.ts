@@ -32,6 +32,11 @@ const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 's
 export function securityHeaders(options: { meta?: Record<string, unknown> }, req: IncomingMessage, res: ServerResponse): void {
 	const lastEventId = req.headers["last-event-id"];
 	options.meta = { ...options.meta, $method: req.method, ...(typeof lastEventId === "string" && OBJECT_ID.test(lastEventId) ? { $lastEventId: lastEventId } : {}) };
+	setSecurityHeaders(res);
+}
+
+/** The security headers every response carries (routed or not: services/api/kept-reads.ts). */
+export function setSecurityHeaders(res: ServerResponse): void {
 	res.setHeader("Content-Security-Policy", CSP);
 	res.setHeader("X-Content-Type-Options", "nosniff");
 	res.setHeader("X-Frame-Options", "DENY");

@@ -12,7 +12,7 @@ import type { ServiceBroker } from "moleculer";
 import { hashToken, roleAllows, type Role } from "../../lib/http/auth";
 import type { ReadCache } from "../../lib/http/read-cache";
 import { acceptedRequestId } from "../../lib/runtime/logging";
-import { securityHeaders } from "../../mixins/gateway-ui.mixin";
+import { setSecurityHeaders } from "../../mixins/gateway-ui.mixin";
 import type { CachedResponse } from "./conditional";
 import { callerRefusal, credentialOf, type KnownCaller } from "./credentials";
 import { hasBody, type Req } from "./requests";
@@ -101,7 +101,7 @@ export function serveKept(gw: KeptReadGateway, req: Req, res: ServerResponse): b
 	if (!gw.rateRoom(caller.id)) return false;
 
 	const done = countRequest(gw.broker, gw.fullName);
-	securityHeaders({}, req, res);
+	setSecurityHeaders(res);
 	res.setHeader("X-Request-ID", acceptedRequestId(req.headers["x-correlation-id"] ?? req.headers["x-request-id"]) ?? gw.broker.generateUid());
 	req.originalUrl ??= url;
 	// What sendResponse reads of the routed request: the kept answer's type and headers, and the route (its ETag setting).
