@@ -1,6 +1,7 @@
 /** @type {import('jest').Config} */
 module.exports = {
-	testEnvironment: "node",
+	// Node's environment, and a suite that leaves a timer running fails (test/support/leak-environment.ts).
+	testEnvironment: "<rootDir>/test/support/leak-environment.ts",
 	roots: ["<rootDir>/test"],
 	testMatch: ["**/*.spec.ts"],
 	transform: {

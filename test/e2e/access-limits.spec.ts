@@ -252,11 +252,13 @@ describe("NATS credentials", () => {
 	it("takes a NATS token in TRANSPORTER (nats://<token>@host:port) in the production command", async () => {
 		const TOKEN = `natsTok${randomBytes(8).toString("hex")}`;
 		const { child: tokenServer, port: tokenPort } = await spawnNats(natsBin(), null, ["--auth", TOKEN]);
+		const onTokenServer: ServiceBroker[] = [];
 		try {
 			const env = { DATA_DIR: tempDir("creds-token"), PORT: "0", TRANSPORTER: `nats://${TOKEN}@127.0.0.1:${tokenPort}`, NAMESPACE: "creds", LOGLEVEL: "debug" };
 			const proc = runServices(["settings"], env);
 			procs.push(proc);
 			const client = broker(`nats://127.0.0.1:${tokenPort}`, []);
+			onTokenServer.push(client);
 			(client.transit?.tx as unknown as { opts: Record<string, unknown> }).opts.token = TOKEN;
 			await client.start();
 			await client.waitForServices(["settings"], 15_000);
@@ -264,6 +266,7 @@ describe("NATS credentials", () => {
 			// With a wrong token: refused.
 			const log: string[] = [];
 			const refused = broker(`nats://wrong${TOKEN}@127.0.0.1:${tokenPort}`, log);
+			onTokenServer.push(refused);
 			void refused.start();
 			await until("the refusal", () => (/Authorization Violation/i.test(log.join("\n")) ? true : undefined), 10_000);
 			expect(refused.transit?.connected).toBe(false);
@@ -271,6 +274,9 @@ describe("NATS credentials", () => {
 			expect(proc.log.join("")).toMatch(/NATS client is connected/);
 			expect(proc.log.join("")).not.toContain(TOKEN);
 		} finally {
+			// Its brokers leave before the server goes: a NATS client that loses its server keeps reconnecting,
+			// and its timers kept jest's worker from exiting at the end of the run.
+			for (const b of onTokenServer) await b.stop().catch(() => undefined);
 			tokenServer.kill("SIGTERM");
 		}
 	});
