@@ -13,7 +13,7 @@ import NodeEnvironment from "jest-environment-node";
 
 /** A one-shot timer due within this long at teardown is let run out. */
 const LEAK_GRACE_MS = 1000;
-/** Fired and cleared timers are forgotten once this many are tracked (so a suite's timers are not all kept alive). */
+/** Fired and cleared timers are forgotten once this many are tracked (so a suite's timers are not all kept alive), then at twice the live ones. */
 const PRUNE_AT = 10_000;
 
 interface Tracked {
@@ -30,16 +30,22 @@ interface NodeTimer {
 
 export default class LeakCheckingEnvironment extends NodeEnvironment {
 	private readonly tracked = new Map<NodeTimer, Tracked>();
+	/** The size at which fired and cleared timers are next forgotten. */
+	private pruneAt = PRUNE_AT;
 
 	constructor(...args: ConstructorParameters<typeof NodeEnvironment>) {
 		super(...args);
 		const global = this.global as unknown as Record<"setTimeout" | "setInterval", (fn: unknown, ms?: number, ...rest: unknown[]) => NodeTimer>;
 		for (const kind of ["setTimeout", "setInterval"] as const) {
 			const original = global[kind];
-			const tracked = this.tracked;
-			const wrapper = function (this: unknown, fn: unknown, ms?: number, ...rest: unknown[]): NodeTimer {
-				const timer = original.call(this, fn, ms, ...rest);
-				if (tracked.size >= PRUNE_AT) for (const t of tracked.keys()) if (t._destroyed) tracked.delete(t);
+			const wrapper = (fn: unknown, ms?: number, ...rest: unknown[]): NodeTimer => {
+				const timer = original(fn, ms, ...rest);
+				const tracked = this.tracked;
+				if (tracked.size >= this.pruneAt) {
+					for (const t of tracked.keys()) if (t._destroyed) tracked.delete(t);
+					// Many timers still live: the next look is further off, so a timer set is never a walk over them all.
+					this.pruneAt = Math.max(PRUNE_AT, tracked.size * 2);
+				}
 				const site: { stack?: string } = {};
 				Error.captureStackTrace(site, wrapper);
 				tracked.set(timer, { kind, due: Date.now() + Math.max(1, Number(ms) || 1), stack: site.stack ?? "" });
