@@ -504,13 +504,21 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		const before = (await request("GET", `${url("alerts")}?sort=-_created&max_results=50`)).text;
 		let release: () => void = () => undefined;
 		const held = new Promise<void>(r => (release = r));
-		await page.route(/\/api\/alerts\?/, async route => {
+		// The alert is raised once the page's list read has left: the page listens for live alerts from then on.
+		// Raised before it (the page not yet drawn), no page would have been there to show it live.
+		let asked: () => void = () => undefined;
+		const readStarted = new Promise<void>(r => (asked = r));
+		const listRead = (u: URL) => u.pathname === "/api/alerts" && u.searchParams.has("sort");
+		await page.route(listRead, async route => {
+			asked();
 			await held;
-			await route.fulfill({ status: 200, contentType: "application/json", body: before });
+			// The page may have gone (the test failed): nothing left to answer.
+			await route.fulfill({ status: 200, contentType: "application/json", body: before }).catch(() => undefined);
 		});
 		try {
 			await page.goto(`${base}/#/hosts`);
 			await page.goto(`${base}/#/alerts`);
+			await readStarted;
 			await page.waitForFunction(() => document.body.getAttribute("data-live") === "on");
 			await h.call("alerts.raise", { type: "key.conflict", level: "warning", payload: { hostname: hosts[1] } });
 			await page.waitForSelector(`#alerts-body tr:has-text("key.conflict")`, { timeout: 10_000 });
@@ -520,7 +528,7 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 			expect(await page.locator(`#alerts-body tr:has-text("key.conflict")`).count()).toBe(1);
 		} finally {
 			release();
-			await page.unroute(/\/api\/alerts\?/);
+			await page.unroute(listRead);
 		}
 	});
 
