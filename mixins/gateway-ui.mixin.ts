@@ -11,6 +11,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
+import type { Socket } from "node:net";
 import { PassThrough } from "node:stream";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { ROUTES, type RouteMethod } from "../lib/http/routes";
@@ -92,6 +93,8 @@ interface UiVars {
 	heartbeat: NodeJS.Timeout;
 	/** moleculer-web's HTTP server (undefined before it listens). */
 	server?: Server;
+	/** The server's open connections (for the stop: those no request ever came on are closed, closeIdleConnections leaves them). */
+	connections?: Set<Socket>;
 }
 
 type UiThis = Service &
@@ -266,6 +269,16 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 		this.heartbeat.unref?.();
 	},
 
+	/** Before moleculer-web's `started` listens (its `created` made the server, kept across restarts). */
+	started(this: UiThis) {
+		if (this.connections || !this.server) return;
+		const connections = (this.connections = new Set<Socket>());
+		this.server.on("connection", (socket: Socket) => {
+			connections.add(socket);
+			socket.once("close", () => connections.delete(socket));
+		});
+	},
+
 	stopped(this: UiThis) {
 		clearInterval(this.heartbeat);
 		for (const stream of [...this.alertStreams, ...this.approvalStreams, ...this.returnStreams.keys()]) stream.end();
@@ -274,10 +287,17 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 		this.returnStreams.clear();
 		// server.close() (moleculer-web's stop, next) closes the connections idle when it is called; those whose
 		// answer ends afterwards (the streams just ended, a last request) would keep it waiting for the keep-alive
-		// timeout (HTTP_KEEPALIVE_MS, 65 s): each is closed as soon as it goes idle.
+		// timeout (HTTP_KEEPALIVE_MS, 65 s): each is closed as soon as it goes idle. closeIdleConnections leaves a
+		// connection no request ever came on (a browser's speculative connection, a client that connected and said
+		// nothing): close() would wait for it until the client gives up, a minute or more, past the pod's grace period.
 		const server = this.server;
 		if (server?.listening) {
-			const closer = setInterval(() => server.closeIdleConnections(), 100);
+			const closeUnused = () => {
+				server.closeIdleConnections();
+				for (const socket of this.connections ?? []) if (socket.bytesRead === 0) socket.destroy();
+			};
+			closeUnused();
+			const closer = setInterval(closeUnused, 100);
 			closer.unref?.();
 			server.once("close", () => clearInterval(closer));
 		}

@@ -4,6 +4,7 @@
  * headers, and the jobs collection the long work reports into.
  */
 import http from "node:http";
+import net from "node:net";
 import type { AddressInfo } from "node:net";
 import { startEmbedded, startSplit, type Harness } from "./support/harness";
 import { request, expectEveError, eventually } from "./support/http";
@@ -150,6 +151,37 @@ describe("gateway: alert stream, whoami, dashboard files", () => {
 		for (let r = await reader.read().catch(() => ({ done: true })); !r.done; r = await reader.read().catch(() => ({ done: true }))) {
 			// drain what was still buffered
 		}
+		expect((await request("GET", `${h.api}/whoami`)).status).toBe(200);
+	}, 30_000);
+
+	it("stops promptly while a client holds a connection it sent nothing on, and still answers a request half sent", async () => {
+		const port = Number(new URL(h.api).port);
+		const connect = async () => {
+			const socket = net.connect(port, "127.0.0.1");
+			await new Promise(r => socket.once("connect", r));
+			return socket;
+		};
+		// A browser's speculative connection, or a client that connected and said nothing (yet).
+		const silent = await connect();
+		const silentClosed = new Promise(r => silent.once("close", r));
+		// A request whose headers are on their way when the stop begins.
+		const half = await connect();
+		let answer = "";
+		half.on("data", d => (answer += d));
+		const halfEnded = new Promise(r => half.once("close", r));
+		half.write(`GET /api/whoami HTTP/1.1\r\nHost: fleet\r\nAuthorization: Bearer ${process.env.FLEET_TEST_TOKEN}\r\n`);
+		const started = Date.now();
+		const restarting = h.restart();
+		// The silent one is closed by the gateway (before, the stop waited for the client to give up: a minute).
+		await silentClosed;
+		half.write("\r\n");
+		await restarting;
+		expect(Date.now() - started).toBeLessThan(10_000);
+		await halfEnded;
+		// The half-sent request was answered in full, and its connection closed (the gateway was stopping).
+		expect(answer).toMatch(/^HTTP\/1\.1 200 /);
+		expect(answer).toMatch(/^connection: close\r$/im);
+		expect(answer).toContain('"role":"admin"');
 		expect((await request("GET", `${h.api}/whoami`)).status).toBe(200);
 	}, 30_000);
 });
