@@ -106,6 +106,8 @@ export interface RequestRecord {
 	path: string;
 	status: number;
 	atMs: number;
+	/** The session the request carried (X-Auth-Token or cookie); for a login, the session it issued. */
+	session?: string;
 }
 
 type Mode = "up" | "refuse" | "hang" | "master-down";
@@ -299,7 +301,8 @@ export class SaltApiServer {
 		}
 		const ctx: Ctx = { req, res, method, path, query: new URLSearchParams(q < 0 ? "" : target.slice(q + 1)), headers: this.baseHeaders(req), status: 200 };
 		res.on("finish", () => {
-			this.log.push({ method, path, status: res.statusCode, atMs: Date.now() });
+			const session = ctx.headers["X-Auth-Token"] ?? ctx.sid;
+			this.log.push({ method, path, status: res.statusCode, atMs: Date.now(), ...(session ? { session } : {}) });
 			if (this.log.length > 5000) this.log.splice(0, 2500);
 		});
 		if (this.mode === "hang") {
