@@ -163,6 +163,27 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await shot("01-hosts");
 	});
 
+	it("keeps the token through a load the gateway does not answer (503), says so and tries again", async () => {
+		// Twice refused as the gateway does while it starts; then let through.
+		let refused = 0;
+		const whoami = (u: URL) => u.pathname === "/api/whoami";
+		await page.route(whoami, async route => {
+			if (refused++ < 2) await route.fulfill({ status: 503, contentType: "application/json", body: '{"_status":"ERR","_error":{"code":503,"message":"not ready"}}' }).catch(() => undefined);
+			else await route.continue().catch(() => undefined);
+		});
+		try {
+			await page.goto(`${base}/#/hosts`);
+			await page.reload();
+			await page.waitForSelector('#loading:has-text("fleet-ctl did not answer (not ready): trying again in")');
+			expect(await page.evaluate(() => sessionStorage.getItem("fleet-ctl.token"))).toBe(process.env.FLEET_TEST_TOKEN);
+			await page.waitForSelector("#hosts tbody tr", { timeout: 15_000 });
+			expect(refused).toBeGreaterThanOrEqual(3);
+			expect(await page.locator("#who").textContent()).toContain("admin");
+		} finally {
+			await page.unroute(whoami);
+		}
+	});
+
 	it("filters, sorts and pages the hosts through the API", async () => {
 		const total = await page.locator("#hosts tbody tr").count();
 		expect(total).toBe(25);

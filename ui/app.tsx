@@ -164,6 +164,8 @@ function App() {
 	/** Signing in, the sign-in form (with why), or signed in as `me`. */
 	const [me, setMe] = useState<Me | null>(null);
 	const [signIn, setSignIn] = useState<string | null>(null);
+	/** Why signing in with the kept token has not worked yet (it is tried again). */
+	const [problem, setProblem] = useState("");
 	const [unread, setUnread] = useState(0);
 	const [toasts, setToasts] = useState<Toast[]>([]);
 	const [hash, setHash] = useState({ value: location.hash, n: 0 });
@@ -209,6 +211,20 @@ function App() {
 		void countUnread();
 		if (!location.hash || location.hash === "#/") location.hash = "#/hosts";
 	};
+	/**
+	 * Signs in with the token this tab keeps. A refusal (401) signs out, with the reason (fleet:unauthorized); any other
+	 * failure (the gateway starting, a rate limit, the network) keeps the token, says what failed and tries again.
+	 */
+	const boot = (attempt: number) =>
+		start()
+			.then(() => setProblem(""))
+			.catch((err: unknown) => {
+				if (err instanceof ApiError && err.status === 401) return;
+				if (!token.get()) return;
+				const wait = Math.min(15, 2 ** (attempt - 1));
+				setProblem(`fleet-ctl did not answer (${err instanceof Error ? err.message : String(err)}): trying again in ${wait} s.`);
+				setTimeout(() => void boot(attempt + 1), wait * 1000);
+			});
 	const signedOut = (message = "") => {
 		stopAll();
 		setMe(null);
@@ -232,7 +248,7 @@ function App() {
 		if (failed) {
 			history.replaceState(null, "", "/");
 			setSignIn(`Sign-in failed: ${decodeURIComponent(failed[1])}`);
-		} else if (token.get()) start().catch(() => signedOut());
+		} else if (token.get()) boot(1);
 		// A token lent by another signed-in tab; else signed in through single sign-on (a session cookie), or not
 		// signed in at all (then no "refused" message).
 		else
@@ -295,7 +311,9 @@ function App() {
 						}}
 					/>
 				) : (
-					<p class="muted">Loading…</p>
+					<p class="muted" id="loading" role="status">
+						{problem || "Loading…"}
+					</p>
 				)}
 			</main>
 			<div id="toasts" aria-live="polite">
