@@ -38,6 +38,8 @@ export interface ExchangeRequest {
 	lookup?: http.RequestOptions["lookup"];
 	/** Errors of the request the caller words itself (the address guard's refusals): rejected as they are. */
 	ownError?: (err: Error) => boolean;
+	/** Aborts the request (its client closed): it fails at once rather than at its timeout. */
+	signal?: AbortSignal;
 }
 
 export interface ExchangeResponse {
@@ -87,7 +89,7 @@ export function exchange(r: ExchangeRequest): Promise<ExchangeResponse> {
 			res.on("aborted", cut);
 		};
 		try {
-			req = r.transport.request(r.url, { method: r.method, headers: r.headers, agent: r.agent, ...(r.lookup ? { lookup: r.lookup } : {}) }, onResponse);
+			req = r.transport.request(r.url, { method: r.method, headers: r.headers, agent: r.agent, ...(r.lookup ? { lookup: r.lookup } : {}), ...(r.signal ? { signal: r.signal } : {}) }, onResponse);
 		} catch (err) {
 			// Options Node refuses before connecting (an unusable CA).
 			return finish(new ExchangeError("setup", err as NodeJS.ErrnoException));

@@ -158,6 +158,7 @@ export class SaltClient {
 	private tokenUntil = 0;
 	private loggingIn: Promise<string> | null = null;
 	private closed = false;
+	private readonly closing = new AbortController();
 
 	constructor(private readonly opts: SaltClientOptions) {
 		this.base = new URL(opts.url.endsWith("/") ? opts.url : `${opts.url}/`);
@@ -181,6 +182,8 @@ export class SaltClient {
 	/** Closes the kept-alive connections; later calls fail. */
 	close(): void {
 		this.closed = true;
+		// Calls in flight, and those that were waiting for their turn, fail now rather than at their timeout.
+		this.closing.abort();
 		this.agent.destroy();
 		this.streamAgent.destroy();
 	}
@@ -325,6 +328,7 @@ export class SaltClient {
 		if (this.closed) throw new SaltApiError(502, "unreachable", "the salt-api client is closed");
 		const release = await this.semaphore.acquire();
 		try {
+			if (this.closed) throw new SaltApiError(502, "unreachable", "the salt-api client is closed");
 			return await this.exchange(method, path, payload, token, timeoutMs);
 		} catch (err) {
 			if (err instanceof AttemptError) throw new SaltApiError(err.kind === "timeout" ? 504 : 502, err.kind, err.message);
@@ -344,7 +348,7 @@ export class SaltClient {
 		}
 		if (token) headers["X-Auth-Token"] = token;
 		try {
-			const res = await exchange({ transport: this.transport, url, method, headers, agent: this.agent, body, timeoutMs });
+			const res = await exchange({ transport: this.transport, url, method, headers, agent: this.agent, body, timeoutMs, signal: this.closing.signal });
 			return { status: res.status, text: res.body.toString("utf8") };
 		} catch (err) {
 			if (!(err instanceof ExchangeError)) throw err;

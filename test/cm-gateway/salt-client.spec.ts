@@ -11,6 +11,38 @@ import fc from "fast-check";
 import { SseParser, type SaltEvent } from "../../services/cm-gateway/salt-events";
 import { opensslAvailable, selfSignedCert } from "../support/tls";
 
+describe("salt-api client, closed while calls wait", () => {
+	it("fails every call in flight or waiting for its turn when closed, at once rather than at its timeout", async () => {
+		// A salt-api that lets one log in, then takes calls and never answers them.
+		const held: http.ServerResponse[] = [];
+		const silent = http.createServer((req, res) => {
+			if (req.url !== "/login") return void held.push(res);
+			res.writeHead(200, { "Content-Type": "application/json" });
+			res.end(JSON.stringify({ return: [{ token: "t", start: Date.now() / 1000, expire: Date.now() / 1000 + 3600, user: "u", eauth: "pam", perms: [".*"] }] }));
+		});
+		await new Promise<void>(r => silent.listen(0, "127.0.0.1", () => r()));
+		const c = new SaltClient({ url: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`, username: "u", password: "p", timeoutMs: 20_000, concurrency: 1, attempts: 1 });
+		try {
+			const calls = [1, 2, 3].map(() => c.lowstate({ client: "local", tgt: "*", fun: "test.ping" }).then(() => "answered", (e: unknown) => e));
+			// One call in flight, two waiting for their turn.
+			for (let i = 0; i < 50 && held.length === 0; i++) await new Promise(r => setTimeout(r, 20));
+			expect(held).toHaveLength(1);
+			const closedAt = Date.now();
+			c.close();
+			const outcomes = await Promise.all(calls);
+			expect(Date.now() - closedAt).toBeLessThan(5_000);
+			for (const e of outcomes) {
+				expect(e).toBeInstanceOf(SaltApiError);
+				expect((e as SaltApiError).kind).toBe("unreachable");
+			}
+		} finally {
+			c.close();
+			silent.closeAllConnections();
+			await new Promise<void>(r => silent.close(() => r()));
+		}
+	}, 30_000);
+});
+
 describe("salt-api client", () => {
 	let sim: SaltApiSimulator;
 	let client: SaltClient;
