@@ -69,6 +69,18 @@ export function observeMetric(broker: ServiceBroker, name: FleetMetricName, valu
 	if (ensure(broker, name)) broker.metrics.observe(name, value, labels);
 }
 
+/** What must reach a registry before it is read (figures added up elsewhere: services/api/kept-metrics.ts). */
+const beforeReads = new WeakMap<object, Set<() => void>>();
+
+/** Runs `flush` before every scrape of `broker`'s metrics; the function returned stops it. */
+export function beforeScrape(broker: ServiceBroker, flush: () => void): () => void {
+	const registry = broker.metrics as unknown as object;
+	let hooks = beforeReads.get(registry);
+	if (!hooks) beforeReads.set(registry, (hooks = new Set()));
+	hooks.add(flush);
+	return () => void hooks.delete(flush);
+}
+
 /**
  * Moleculer's Prometheus reporter without its own HTTP listener: the health listener serves its text,
  * so that one port per pod carries the probes and the scrape.
@@ -87,6 +99,7 @@ export class ScrapedPrometheusReporter extends (MetricReporters.Prometheus as un
 
 	/** The registry's metrics in Prometheus' text format. */
 	text(): string {
+		for (const flush of beforeReads.get(this.registry as object) ?? []) flush();
 		return this.generatePrometheusResponse();
 	}
 }

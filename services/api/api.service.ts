@@ -21,6 +21,7 @@ import { aliasesFor } from "./aliases";
 import { AliasLookups } from "./alias-lookups";
 import { notModified, type CachedResponse } from "./conditional";
 import { callerRefusal, credentialOf, type KnownCaller } from "./credentials";
+import { KeptReadMetrics } from "./kept-metrics";
 import { keptKey, serveKept } from "./kept-reads";
 import { toEveError } from "./errors";
 import { CSRF_COOKIE, SESSION_COOKIE, csrfOf, parseCookies, signInFor, type AuthMeta, type SignIn } from "./sessions";
@@ -45,6 +46,8 @@ interface ApiVars {
 	/** moleculer-web's alias table (its routes' aliases, in order). */
 	aliases: readonly unknown[];
 	aliasLookups: AliasLookups;
+	/** Kept reads counted in the request metrics (kept-metrics.ts); null when metrics are off. */
+	keptMetrics: KeptReadMetrics | null;
 }
 
 interface ApiMethods {
@@ -232,6 +235,8 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 	},
 
 	started(this: ApiThis) {
+		// A kept read is counted as the `rest` action's request, as a routed one is (kept-reads.ts).
+		this.keptMetrics = this.broker.isMetricsEnabled() ? new KeptReadMetrics(this.broker, this.fullName) : null;
 		// Longer than the idle timeout of the proxies in front (ingress-nginx keeps upstream connections 60 s):
 		// a proxy must never send a request on a connection this server is closing.
 		this.server.keepAliveTimeout = config.httpKeepAliveMs;
@@ -262,7 +267,13 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 		scopeRequests(this.server);
 	},
 
+	stopped(this: ApiThis) {
+		this.keptMetrics?.stop();
+		this.keptMetrics = null;
+	},
+
 	created(this: ApiThis) {
+		this.keptMetrics = null;
 		this.readCaches = new Map<string, ReadCache<CachedResponse>>();
 		this.aliasLookups = new AliasLookups(ALIAS_LOOKUPS);
 		this.callers = new ReadCache<KnownCaller | null>(READ_CACHE_MS, 10_000);

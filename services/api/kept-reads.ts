@@ -4,8 +4,10 @@
  * the routed path would check holds: the caller known and let in (credentials.ts), the route's role, the rate
  * limit, the action's service available, no body, no CORS to answer, no debug logging. Anything else, a miss
  * included, takes the routed path, which decides it (and answers every refusal). Both paths write the answer
- * with the same sendResponse, so status, headers and body are the same (test/api/kept-reads.spec.ts), and the
- * request is counted in Moleculer's request metrics as the `rest` action, as a routed one is.
+ * with the same sendResponse, so status, headers and body are the same (test/api/kept-reads.spec.ts); a plain
+ * GET of an answer sent before is written in one call with the head sendResponse gave it then (its own
+ * request id put in). The request is counted in Moleculer's request metrics as the `rest` action, as a routed
+ * one is (kept-metrics.ts).
  */
 import type { ServerResponse } from "node:http";
 import type { ServiceBroker } from "moleculer";
@@ -14,6 +16,7 @@ import type { ReadCache } from "../../lib/http/read-cache";
 import { acceptedRequestId } from "../../lib/runtime/logging";
 import { setSecurityHeaders } from "../../mixins/gateway-ui.mixin";
 import type { CachedResponse } from "./conditional";
+import type { KeptReadMetrics } from "./kept-metrics";
 import { callerRefusal, credentialOf, type KnownCaller } from "./credentials";
 import { hasBody, type Req } from "./requests";
 
@@ -29,8 +32,6 @@ interface KeptAlias {
 /** What a kept read needs of the gateway service. */
 export interface KeptReadGateway {
 	broker: ServiceBroker;
-	/** The gateway service's full name (its `rest` action is what a request is counted as). */
-	fullName: string;
 	readCaches: Map<string, ReadCache<CachedResponse>>;
 	callers: ReadCache<KnownCaller | null>;
 	/** Whether CORS is configured (a request with an Origin then takes the routed path, which answers it). */
@@ -40,6 +41,8 @@ export interface KeptReadGateway {
 	resolveAlias(url: string, method: string): { alias: unknown } | false;
 	/** Counts a request of `key` when it is within the rate limit; false (counting nothing) when it is not. */
 	rateRoom(key: string): boolean;
+	/** Where kept reads are counted in the request metrics; none when metrics are off. */
+	keptMetrics: KeptReadMetrics | null;
 	sendResponse(req: Req, res: ServerResponse, data: unknown, action?: { name?: string }): void;
 }
 
@@ -53,15 +56,29 @@ interface EndpointList {
 	getFirst(): { action: { name: string; visibility?: string } } | null;
 }
 
-/** Moleculer's request metrics for the gateway's `rest` action, as its metrics middleware records a local call. */
-function countRequest(broker: ServiceBroker, service: string): () => void {
-	if (!broker.isMetricsEnabled()) return () => undefined;
-	const metrics = broker.metrics;
-	const labels = { service, action: `${service}.rest`, caller: null, type: "local" };
-	metrics.increment("moleculer.request.total", labels);
-	metrics.increment("moleculer.request.levels", { service, action: labels.action, caller: null, level: 1 });
-	const timeEnd = metrics.timer("moleculer.request.time", labels);
-	return () => void timeEnd();
+/**
+ * The head of a kept answer as sendResponse wrote it to a plain GET (every header in its order, the request id's
+ * value left to fill), so that the next ones are written in one call with the same bytes.
+ */
+interface KeptHead {
+	headers: string[];
+	/** Where the X-Request-ID value goes in `headers`. */
+	idAt: number;
+}
+const heads = new WeakMap<CachedResponse, KeptHead>();
+
+/** The head `res` was answered with, to write again; none when it had no X-Request-ID (never, from serveKept). */
+function headOf(res: ServerResponse): KeptHead | undefined {
+	const headers: string[] = [];
+	let idAt = -1;
+	// getRawHeaderNames (Node ≥ 15.13): the names as set, in order; @types/node does not list it.
+	for (const name of (res as ServerResponse & { getRawHeaderNames(): string[] }).getRawHeaderNames()) {
+		const value = res.getHeader(name);
+		if (Array.isArray(value)) return undefined;
+		headers.push(name, String(value));
+		if (name.toLowerCase() === "x-request-id") idAt = headers.length - 1;
+	}
+	return idAt < 0 ? undefined : { headers, idAt };
 }
 
 /** Answers `req` from the kept answers when it may be (true), or leaves it untouched for the routed path (false). */
@@ -100,14 +117,29 @@ export function serveKept(gw: KeptReadGateway, req: Req, res: ServerResponse): b
 	// Last, as it counts the request: from here on it is answered.
 	if (!gw.rateRoom(caller.id)) return false;
 
-	const done = countRequest(gw.broker, gw.fullName);
-	setSecurityHeaders(res);
-	res.setHeader("X-Request-ID", acceptedRequestId(req.headers["x-correlation-id"] ?? req.headers["x-request-id"]) ?? gw.broker.generateUid());
-	req.originalUrl ??= url;
-	// What sendResponse reads of the routed request: the kept answer's type and headers, and the route (its ETag setting).
-	req.$ctx = { meta: { $responseType: hit.type, $responseHeaders: { ...hit.headers }, $conditional: hit.conditional } } as unknown as Req["$ctx"];
-	(req as Req & { $route?: unknown }).$route = alias.route;
-	gw.sendResponse(req, res, hit.body, action);
-	done();
+	const startedAt = performance.now();
+	const requestId = acceptedRequestId(req.headers["x-correlation-id"] ?? req.headers["x-request-id"]) ?? gw.broker.generateUid();
+	// A plain GET (no validator to weigh, nothing set on the response yet) of an answer sent before: its head again.
+	const plain = method === "GET" && req.headers["if-none-match"] === undefined && req.headers["if-modified-since"] === undefined && res.getHeaderNames().length === 0;
+	const head = plain ? heads.get(hit) : undefined;
+	if (head) {
+		const headers = head.headers.slice();
+		headers[head.idAt] = requestId;
+		res.writeHead(200, headers);
+		res.end(hit.body);
+	} else {
+		setSecurityHeaders(res);
+		res.setHeader("X-Request-ID", requestId);
+		req.originalUrl ??= url;
+		// What sendResponse reads of the routed request: the kept answer's type and headers, and the route (its ETag setting).
+		req.$ctx = { meta: { $responseType: hit.type, $responseHeaders: { ...hit.headers }, $conditional: hit.conditional } } as unknown as Req["$ctx"];
+		(req as Req & { $route?: unknown }).$route = alias.route;
+		gw.sendResponse(req, res, hit.body, action);
+		if (plain && res.statusCode === 200) {
+			const sent = headOf(res);
+			if (sent) heads.set(hit, sent);
+		}
+	}
+	gw.keptMetrics?.record(performance.now() - startedAt);
 	return true;
 }

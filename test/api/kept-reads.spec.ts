@@ -52,7 +52,14 @@ describe("kept reads", () => {
 			expect([method, url, first.status]).toEqual([method, url, extra["if-none-match"] ? 304 : 200]);
 			const before = routed.count();
 			const kept = await raw(method, url, headers);
+			// Sent again, a plain GET's kept answer is written from the head the first one was sent with.
+			const again = await raw(method, url, headers);
 			expect(routed.count()).toBe(before);
+			expect([method, url, again]).toEqual([method, url, first]);
+			// With the request's own id.
+			const otherId = await raw(method, url, { ...headers, "x-request-id": `kept-case-${i}-other` });
+			expect(otherId.headers).toEqual(first.headers.map(([k, v]) => [k, k === "X-Request-ID" ? `kept-case-${i}-other` : v]));
+			expect(otherId.body).toBe(first.body);
 			// The same request with a body (which the gateway reads and drops) takes the routed path to the same kept answer.
 			const routedHit = await raw(method, url, headers, "{}");
 			expect(routed.count()).toBe(before + 1);
@@ -81,6 +88,9 @@ describe("kept reads", () => {
 		expect(after.filter(s => s.name === rest.name && s.labels.action === "api.rest").map(s => JSON.stringify(s.labels))).toEqual(series);
 		const observed = (s: typeof after) => total(s, "moleculer_request_time_bucket", { action: "api.rest", le: "+Inf" });
 		expect(observed(after) - observed(before)).toBe(3);
+		// In their buckets too (each took well under a second), as the routed ones are.
+		const underASecond = (s: typeof after) => total(s, "moleculer_request_time_bucket", { action: "api.rest", le: "1000" });
+		expect(underASecond(after) - underASecond(before)).toBe(3);
 	});
 
 	it("refuses what the routed path refuses: a revoked token, an expired one, another role's answer", async () => {
