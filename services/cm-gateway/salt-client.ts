@@ -325,10 +325,14 @@ export class SaltClient {
 
 	/** One HTTP exchange, under the semaphore, with a timeout. */
 	private async send(method: string, path: string, payload: unknown, token: string | undefined, timeoutMs: number): Promise<RawResponse> {
-		if (this.closed) throw new SaltApiError(502, "unreachable", "the salt-api client is closed");
+		const refuseWhenClosed = () => {
+			if (this.closed) throw new SaltApiError(502, "unreachable", "the salt-api client is closed");
+		};
+		refuseWhenClosed();
 		const release = await this.semaphore.acquire();
 		try {
-			if (this.closed) throw new SaltApiError(502, "unreachable", "the salt-api client is closed");
+			// Again once its turn came: the client may have been closed meanwhile.
+			refuseWhenClosed();
 			return await this.exchange(method, path, payload, token, timeoutMs);
 		} catch (err) {
 			if (err instanceof AttemptError) throw new SaltApiError(err.kind === "timeout" ? 504 : 502, err.kind, err.message);
