@@ -906,9 +906,36 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		const [w] = (await request("GET", url("maintenance_windows"))).body._items;
 		const next = (await request("GET", url(`maintenance_windows/${w._id}/preview?count=1`))).body;
 		const row = `#windows tr[data-id="${w._id}"]`;
+		// The row comes with the list and its state with the window's preview, read after it: never a guess meanwhile.
+		await page.waitForSelector(`${row}:has-text("${next.next[0].start}")`);
 		expect(await page.textContent(row)).toContain(next.next[0].start);
 		expect(await page.textContent(row)).toContain(next.open ? "open until" : "closed");
 		await shot("13-windows");
+		// While the preview is on its way the row says it does not know yet, not "closed" or "none within ten years".
+		let release: () => void = () => undefined;
+		const held = new Promise<void>(r => (release = r));
+		let asked: () => void = () => undefined;
+		const previewAsked = new Promise<void>(r => (asked = r));
+		const preview = (u: URL) => u.pathname === `/api/maintenance_windows/${w._id}/preview`;
+		await page.route(preview, async route => {
+			asked();
+			await held;
+			await route.continue().catch(() => undefined);
+		});
+		try {
+			await page.reload();
+			await previewAsked;
+			await page.waitForSelector(row);
+			const waiting = await page.textContent(row);
+			expect(waiting).toContain("…");
+			expect(waiting).not.toContain("closed");
+			expect(waiting).not.toContain("none within ten years");
+			release();
+			await page.waitForSelector(`${row}:has-text("${next.next[0].start}")`);
+		} finally {
+			release();
+			await page.unroute(preview);
+		}
 		await page.click(`${row} button:has-text("Disable")`);
 		await page.waitForSelector(`${row} .pill:has-text("disabled")`);
 		expect((await request("GET", url(`maintenance_windows/${w._id}`))).body.enabled).toBe(false);

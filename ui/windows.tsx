@@ -133,8 +133,9 @@ export function WindowsPage({ me }: { me: Me }) {
 										<td>
 											<span class="mono">{w.rrule}</span> from {w.start} ({w.timezone}), {w.duration}
 										</td>
-										<td>{w.enabled === false ? <span class="pill paused">disabled</span> : p?.open ? <span class="pill up">open until {p.open.end}</span> : <span class="pill">closed</span>}</td>
-										<td>{p?.next[0] ? `${p.next[0].start} – ${p.next[0].end}` : "none within ten years"}</td>
+										{/* Until its preview has come, a window's state and next opening are not known: not "closed", not "none". */}
+										<td>{w.enabled === false ? <span class="pill paused">disabled</span> : !p ? <span class="muted">…</span> : p.open ? <span class="pill up">open until {p.open.end}</span> : <span class="pill">closed</span>}</td>
+										<td>{!p ? <span class="muted">…</span> : p.next[0] ? `${p.next[0].start} – ${p.next[0].end}` : "none within ten years"}</td>
 										{admin && <RuleActions enabled={w.enabled !== false} onToggle={() => void act(w, "toggle")} onDelete={() => void act(w, "delete")} />}
 									</tr>
 								);
