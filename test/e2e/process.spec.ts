@@ -3,7 +3,9 @@
  * data directory, exits cleanly on SIGTERM without losing acknowledged writes, and names its node after
  * the host and the process.
  */
+import fs from "node:fs";
 import os from "node:os";
+import path from "node:path";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { ADMIN_TOKEN, ALL_SERVICES, apiOf, ensureNats, freePort, runServices, tempDir, uniqueMongoUri, waitForApi, type Nats, type Proc } from "../support/harness";
 import { request } from "../support/http";
@@ -27,6 +29,8 @@ describe("the production command", () => {
 		await waitForApi(api, proc);
 		const created = await request("POST", `${api}/groups`, { body: { name: "kept-across-sigterm" } });
 		expect(created.status).toBe(201);
+		// In the files of its DATA_DIR (the embedded default), whatever MONGO_URI the test run itself was given.
+		expect(fs.readFileSync(path.join(env.DATA_DIR, "groups.db"), "utf8")).toContain("kept-across-sigterm");
 
 		const stopped = await sigterm(proc);
 		expect(stopped.code).toBe(0);

@@ -161,13 +161,16 @@ export interface Proc {
 
 /**
  * Runs the production command (moleculer-runner on the build) with the given services. PORT and HEALTH_PORT
- * default to 0: the process binds ports the kernel picks, and the test reads them back (boundPorts).
+ * default to 0: the process binds ports the kernel picks, and the test reads them back (boundPorts). Storage is
+ * NeDB files under the test's DATA_DIR unless the test names a MongoDB (MONGO_URI): CI sets MONGO_URI for the
+ * whole run (the Mongo leg), and inherited it would put every such process of every suite in one database,
+ * where a suite running alongside changed another's tokens and records.
  */
 export function runServices(services: string[], env: Record<string, string>): Proc {
 	const runner = path.join(ROOT, "node_modules/moleculer/bin/moleculer-runner.js");
 	const child = spawn(process.execPath, [runner, "--config", path.join(DIST, "moleculer.config.js")], {
 		cwd: ROOT,
-		env: { ...process.env, ...AUTH_ENV, ...OUTBOUND_ENV, SERVICES: services.join(","), SERVICEDIR: path.join(DIST, "services"), LOGLEVEL: "warn", PORT: "0", HEALTH_PORT: "0", ...env },
+		env: { ...process.env, ...AUTH_ENV, ...OUTBOUND_ENV, MONGO_URI: "", SERVICES: services.join(","), SERVICEDIR: path.join(DIST, "services"), LOGLEVEL: "warn", PORT: "0", HEALTH_PORT: "0", ...env },
 		stdio: ["ignore", "pipe", "pipe"],
 	});
 	const log: string[] = [];
