@@ -16,9 +16,4 @@ module.exports = {
 	setupFilesAfterEnv: ["<rootDir>/test/support/assertions.ts"],
 	// The split legs start several processes; two workers keep a 2-core machine responsive.
 	maxWorkers: 2,
-	// A worker whose heap has grown past this after a suite is replaced by a fresh one. At the end of a run jest gives a
-	// worker 500 ms to exit; one that had run half the suites exited its event loop within 55 ms but took longer than
-	// that to free its heap (Node's teardown: about 250 ms per GB here), and jest printed "a worker process has failed
-	// to exit gracefully" and killed it (docs/testing.md).
-	workerIdleMemoryLimit: "768MB",
 };
