@@ -62,6 +62,9 @@ describeBrowser(`every page as each role, axe-core and screenshots${process.env.
 	const signInAs = async (role: Role) => {
 		await page.setViewportSize({ width: WIDTHS[0], height: 900 });
 		await page.goto(`${base}/`);
+		// Once the page has settled (signed in with the token it had, or on its sign-in): a page still booting without a
+		// token ends by clearing the tab's token, which would drop the one set below (a loaded run failed that way).
+		await page.waitForSelector("#signin, #who");
 		await page.evaluate(t => sessionStorage.setItem("fleet-ctl.token", t), tokens[role]);
 		await page.goto(`${base}/#/hosts`);
 		await page.reload();
