@@ -9,7 +9,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import type { BrowserContext, Page } from "playwright-core";
-import { describeBrowser, openBrowser, violations, type Browser } from "./support/browser";
+import { describeBrowser, holdRequests, openBrowser, violations, type Browser } from "./support/browser";
 import { SaltApiSimulator } from "./simulators/salt-api";
 import { PritunlSimulator, untar } from "./simulators/pritunl";
 import { startEmbedded, ROOT, type Harness } from "./support/harness";
@@ -523,33 +523,26 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		// The page's list read is answered with the list as it was before the alert (a slow read, or a cached one),
 		// and only once the alert has come on the stream.
 		const before = (await request("GET", `${url("alerts")}?sort=-_created&max_results=50`)).text;
-		let release: () => void = () => undefined;
-		const held = new Promise<void>(r => (release = r));
 		// The alert is raised once the page's list read has left: the page listens for live alerts from then on.
 		// Raised before it (the page not yet drawn), no page would have been there to show it live.
-		let asked: () => void = () => undefined;
-		const readStarted = new Promise<void>(r => (asked = r));
-		const listRead = (u: URL) => u.pathname === "/api/alerts" && u.searchParams.has("sort");
-		await page.route(listRead, async route => {
-			asked();
-			await held;
-			// The page may have gone (the test failed): nothing left to answer.
-			await route.fulfill({ status: 200, contentType: "application/json", body: before }).catch(() => undefined);
-		});
+		const listRead = await holdRequests(
+			page,
+			(u: URL) => u.pathname === "/api/alerts" && u.searchParams.has("sort"),
+			route => route.fulfill({ status: 200, contentType: "application/json", body: before }),
+		);
 		try {
 			await page.goto(`${base}/#/hosts`);
 			await page.goto(`${base}/#/alerts`);
-			await readStarted;
+			await listRead.asked;
 			await page.waitForFunction(() => document.body.getAttribute("data-live") === "on");
 			await h.call("alerts.raise", { type: "key.conflict", level: "warning", payload: { hostname: hosts[1] } });
 			await page.waitForSelector(`#alerts-body tr:has-text("key.conflict")`, { timeout: 10_000 });
-			release();
+			listRead.release();
 			// The stale answer has landed and been rendered: the live row is still there.
 			await page.waitForFunction(n => document.querySelectorAll("#alerts-body tr").length >= n, JSON.parse(before)._items.length + 1);
 			expect(await page.locator(`#alerts-body tr:has-text("key.conflict")`).count()).toBe(1);
 		} finally {
-			release();
-			await page.unroute(listRead);
+			await listRead.stop();
 		}
 	});
 
@@ -912,29 +905,19 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		expect(await page.textContent(row)).toContain(next.open ? "open until" : "closed");
 		await shot("13-windows");
 		// While the preview is on its way the row says it does not know yet, not "closed" or "none within ten years".
-		let release: () => void = () => undefined;
-		const held = new Promise<void>(r => (release = r));
-		let asked: () => void = () => undefined;
-		const previewAsked = new Promise<void>(r => (asked = r));
-		const preview = (u: URL) => u.pathname === `/api/maintenance_windows/${w._id}/preview`;
-		await page.route(preview, async route => {
-			asked();
-			await held;
-			await route.continue().catch(() => undefined);
-		});
+		const preview = await holdRequests(page, (u: URL) => u.pathname === `/api/maintenance_windows/${w._id}/preview`);
 		try {
 			await page.reload();
-			await previewAsked;
+			await preview.asked;
 			await page.waitForSelector(row);
 			const waiting = await page.textContent(row);
 			expect(waiting).toContain("…");
 			expect(waiting).not.toContain("closed");
 			expect(waiting).not.toContain("none within ten years");
-			release();
+			preview.release();
 			await page.waitForSelector(`${row}:has-text("${next.next[0].start}")`);
 		} finally {
-			release();
-			await page.unroute(preview);
+			await preview.stop();
 		}
 		await page.click(`${row} button:has-text("Disable")`);
 		await page.waitForSelector(`${row} .pill:has-text("disabled")`);
@@ -1016,24 +999,17 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.goto(`${base}/#/audit`);
 		await page.waitForSelector("#audit tbody tr");
 		// The answer to the outcome chosen is held until the path has been typed, then let through.
-		let release = () => {};
-		const held = new Promise<void>(resolve => (release = resolve));
-		const list = /\/api\/audit\?/;
-		await page.route(list, async route => {
-			await held;
-			await route.continue();
-		});
+		const list = await holdRequests(page, /\/api\/audit\?/);
 		try {
 			await page.selectOption("#audit-outcome", "held");
 			await page.fill("#audit-path", `/api/tasks/${task}`);
-			release();
+			list.release();
 			await page.waitForFunction(() => {
 				const rows = [...document.querySelectorAll("#audit tbody tr")];
 				return rows.length > 0 && rows.every(tr => tr.textContent?.includes("held"));
 			});
 		} finally {
-			release();
-			await page.unroute(list);
+			await list.stop();
 		}
 		// The page showed the held records; what was typed is still there, not yet applied.
 		expect(await page.inputValue("#audit-path")).toBe(`/api/tasks/${task}`);
@@ -1136,23 +1112,16 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.waitForSelector("#host-title");
 		await page.waitForFunction(() => document.activeElement?.id === "host-title");
 		// The user moved on (to the menu) while the page was still loading: the focus stays where they put it.
-		let release: () => void = () => undefined;
-		const held = new Promise<void>(r => (release = r));
-		const hostRead = (u: URL) => u.pathname === `/api/hosts/${hosts[1]}`;
-		await page.route(hostRead, async route => {
-			await held;
-			await route.continue();
-		});
+		const hostRead = await holdRequests(page, (u: URL) => u.pathname === `/api/hosts/${hosts[1]}`);
 		try {
 			await page.evaluate(h => (location.hash = `#/hosts/${h}`), hosts[1]);
 			await onHeading(hosts[1]);
 			await page.focus('#nav a[href="#/tasks"]');
-			release();
+			hostRead.release();
 			await page.waitForSelector(`#host-title:has-text("${hosts[1]}")`);
 			expect(await page.evaluate(() => document.activeElement?.getAttribute("href"))).toBe("#/tasks");
 		} finally {
-			release();
-			await page.unroute(hostRead);
+			await hostRead.stop();
 		}
 		// Typing in a filter that writes the URL as it goes (hosts, actions) is not a navigation: the cursor stays.
 		await page.click('#nav a[href="#/hosts"]');

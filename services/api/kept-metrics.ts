@@ -9,7 +9,7 @@
 import type { ServiceBroker } from "moleculer";
 import { beforeScrape } from "../../lib/runtime/metrics";
 
-/** What this module relies on of Moleculer 0.15's histogram (types/histogram.js): checked when it starts. */
+/** What this module relies on of Moleculer 0.15's histogram (types/histogram.js): `observe` answers the item it counted in, with these fields. */
 interface HistogramItem {
 	count: number;
 	sum: number;

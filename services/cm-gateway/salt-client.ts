@@ -323,16 +323,17 @@ export class SaltClient {
 		throw new SaltApiError(502, "refused", `salt-api refused the request with status ${res.status}${detail ? `: ${detail}` : ""}`);
 	}
 
+	private refuseWhenClosed(): void {
+		if (this.closed) throw new SaltApiError(502, "unreachable", "the salt-api client is closed");
+	}
+
 	/** One HTTP exchange, under the semaphore, with a timeout. */
 	private async send(method: string, path: string, payload: unknown, token: string | undefined, timeoutMs: number): Promise<RawResponse> {
-		const refuseWhenClosed = () => {
-			if (this.closed) throw new SaltApiError(502, "unreachable", "the salt-api client is closed");
-		};
-		refuseWhenClosed();
+		this.refuseWhenClosed();
 		const release = await this.semaphore.acquire();
 		try {
 			// Again once its turn came: the client may have been closed meanwhile.
-			refuseWhenClosed();
+			this.refuseWhenClosed();
 			return await this.exchange(method, path, payload, token, timeoutMs);
 		} catch (err) {
 			if (err instanceof AttemptError) throw new SaltApiError(err.kind === "timeout" ? 504 : 502, err.kind, err.message);

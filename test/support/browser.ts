@@ -10,7 +10,7 @@
 import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
-import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { chromium, type BrowserContext, type Page, type Route } from "playwright-core";
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
 const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"];
@@ -53,6 +53,38 @@ export async function openBrowser(viewport: { width: number; height: number }): 
 		close: async () => {
 			await context.close();
 			fs.rmSync(profile, { recursive: true, force: true });
+		},
+	};
+}
+
+/** Requests a test holds (holdRequests): `asked` once the first has left the page, `release()` lets them go. */
+export interface Held {
+	asked: Promise<void>;
+	release(): void;
+	/** Lets them go and stops holding. */
+	stop(): Promise<void>;
+}
+
+/**
+ * Holds the requests of `page` that `match` takes until `release()`, then answers each with `answer` (default: on
+ * to the server). An answer to a page that has gone meanwhile (a failed test) is dropped quietly.
+ */
+export async function holdRequests(page: Page, match: string | RegExp | ((u: URL) => boolean), answer: (route: Route) => Promise<void> = route => route.continue()): Promise<Held> {
+	let release: () => void = () => undefined;
+	const held = new Promise<void>(r => (release = r));
+	let asked: () => void = () => undefined;
+	const first = new Promise<void>(r => (asked = r));
+	await page.route(match, async route => {
+		asked();
+		await held;
+		await answer(route).catch(() => undefined);
+	});
+	return {
+		asked: first,
+		release: () => release(),
+		stop: async () => {
+			release();
+			await page.unroute(match);
 		},
 	};
 }
