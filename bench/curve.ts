@@ -28,6 +28,10 @@ const START_50K_GOAL = 3;
 interface Start {
 	seconds: number;
 	rssReady: number;
+	/** Spawn to every host's grain read from the file (lib/storage/nedb-deferred.ts: read after ready, in the background). */
+	grainsSeconds: number;
+	/** RSS once the grains are read and SETTLE_MS have passed since ready: the memory the fleet holds from then on. */
+	rssSettled: number;
 	/** Bytes the start wrote to hosts.db: from ready to SETTLE_MS later (NeDB compacts the file as it loads). */
 	written: number;
 }
@@ -63,11 +67,37 @@ async function start(dataDir: string, fixed: string, log: (m: string) => void): 
 	const seconds = (performance.now() - t0) / 1000;
 	const pid = running.servers[0].child.pid;
 	const rssReady = rssMiB(pid);
-	await sleep(SETTLE_MS);
+	const settleAt = Date.now() + SETTLE_MS;
+	const grainsSeconds = await grainsRead(running, t0);
+	await sleep(Math.max(0, settleAt - Date.now()));
+	const rssSettled = rssMiB(pid);
 	const after = fs.statSync(file);
 	const written = after.ino !== before.ino || after.mtimeMs !== before.mtimeMs ? (after.ino !== before.ino ? after.size : Math.max(after.size - before.size, 1)) : 0;
-	log(`  ready in ${seconds.toFixed(1)} s, RSS ${rssReady.toFixed(0)} MiB, wrote ${written} B (from the start to ${SETTLE_MS / 1000} s after ready; a rewrite counts whole)`);
-	return { running, start: { seconds, rssReady, written } };
+	log(`  ready in ${seconds.toFixed(1)} s, RSS ${rssReady.toFixed(0)} MiB; every grain read at ${grainsSeconds.toFixed(1)} s, RSS then ${rssSettled.toFixed(0)} MiB; wrote ${written} B (from the start to ${SETTLE_MS / 1000} s after ready; a rewrite counts whole)`);
+	return { running, start: { seconds, rssReady, grainsSeconds, rssSettled, written } };
+}
+
+/**
+ * Seconds from `t0` until the deployment has read every host's grain from its file: its gauge
+ * `fleet_store_deferred_pending{collection="hosts"}` at 0. Throws when the gauge never shows (the memory figures
+ * would then be taken before the fleet is all in memory).
+ */
+async function grainsRead(running: Running, t0: number): Promise<number> {
+	if (!running.health) throw new Error("the curve needs the in-process deployment's health listener");
+	const deadline = Date.now() + 120_000;
+	let last = "";
+	while (Date.now() < deadline) {
+		try {
+			const text = await (await fetch(`${running.health}/metrics`)).text();
+			const m = /^fleet_store_deferred_pending\{[^}]*collection="hosts"[^}]*\} (\d+)/m.exec(text);
+			last = m ? `${m[1]} pending` : "no gauge";
+			if (m && m[1] === "0") return (performance.now() - t0) / 1000;
+		} catch (err) {
+			last = (err as Error).message;
+		}
+		await sleep(50);
+	}
+	throw new Error(`the hosts' grains were not all read within 120 s of the start (${last})`);
 }
 
 /** The start's floor on `file` (bench/start-floor.ts), timed from spawn to exit. */
@@ -132,8 +162,9 @@ export async function benchCurve(dir: string, log: (m: string) => void): Promise
 		fs.rmSync(seeded.dir, { recursive: true, force: true });
 	}
 
-	// RSS per 1k hosts added since the smaller fleet: the process's own ~140 MiB (Node, the services) left out.
-	const marginal = (i: number) => (i === 0 ? null : ((points[i].first.rssReady - points[i - 1].first.rssReady) / (points[i].hosts - points[i - 1].hosts)) * 1000);
+	// RSS per 1k hosts added since the smaller fleet: the process's own ~140 MiB (Node, the services) left out. Taken once
+	// every grain is read (at ready they are still in the file: RSS at ready is lower than what the fleet holds after).
+	const marginal = (i: number) => (i === 0 ? null : ((points[i].first.rssSettled - points[i - 1].first.rssSettled) / (points[i].hosts - points[i - 1].hosts)) * 1000);
 	const ms = (v: number) => v.toFixed(2);
 	const rows = points.map((p, i) => [
 		fmt(p.hosts),
@@ -141,8 +172,10 @@ export async function benchCurve(dir: string, log: (m: string) => void): Promise
 		p.first.seconds.toFixed(1),
 		p.restart.seconds.toFixed(1),
 		`${p.floor.seconds.toFixed(1)} / ${p.floor.parseSeconds.toFixed(1)}`,
+		`${p.first.grainsSeconds.toFixed(1)} / ${p.restart.grainsSeconds.toFixed(1)}`,
 		p.first.rssReady.toFixed(0),
-		((p.first.rssReady / p.hosts) * 1000).toFixed(1),
+		p.first.rssSettled.toFixed(0),
+		((p.first.rssSettled / p.hosts) * 1000).toFixed(1),
 		marginal(i)?.toFixed(1) ?? "–",
 		p.rssAfterLoad.toFixed(0),
 		`${fmt(p.first.written)} / ${fmt(p.restart.written)}`,
@@ -150,21 +183,23 @@ export async function benchCurve(dir: string, log: (m: string) => void): Promise
 		`${ms(p.bare.p50)} / ${ms(p.bare.p99)}`,
 		`${p.ours.non2xx + p.ours.errors + p.ours.timeouts + p.ours.mismatches} / ${p.bare.non2xx + p.bare.errors + p.bare.timeouts + p.bare.mismatches}`,
 	]);
-	const header = ["hosts", "file MiB", "start s", "restart s", "floor s / parse s", "RSS ready MiB", "MiB per 1k", "MiB per 1k added", "RSS after load", "B written at start / restart", "filtered p50 / p99 ms", "bare p50 / p99 ms", "failures"];
+	const header = ["hosts", "file MiB", "start s", "restart s", "floor s / parse s", "grains read s", "RSS ready MiB", "RSS grains read", "MiB per 1k", "MiB per 1k added", "RSS after load", "B written at start / restart", "filtered p50 / p99 ms", "bare p50 / p99 ms", "failures"];
 	const widths = header.map((h, i) => Math.max(h.length, ...rows.map(r => r[i].length)));
 	const line = (cells: string[]) => cells.map((c, i) => c.padStart(widths[i])).join("  ");
 	const out = [line(header), widths.map(w => "-".repeat(w)).join("  "), ...rows.map(line)];
-	out.push("  floor: a bare Node process reading the same hosts file and JSON.parse'ing each line (bench/start-floor.ts), spawn to exit / the parse alone; the faster of a run before the first start and one after the restart.", "");
+	out.push("  floor: a bare Node process reading the same hosts file and JSON.parse'ing each line (bench/start-floor.ts), spawn to exit / the parse alone; the faster of a run before the first start and one after the restart.");
+	out.push("  start: spawn to the first answers (item and list); grains read: spawn to every host's grain read from the file after ready, first start / restart (docs/storage.md); memory per 1k from RSS once the grains are read.", "");
 	out.push("goals:");
 	for (const [i, p] of points.entries()) {
 		const goal = P50_GOAL[p.hosts];
 		if (goal !== undefined) out.push(`  ${fmt(p.hosts)} hosts: filtered list p50 <= ${goal} ms: ${ms(p.ours.p50)} ${p.ours.p50 <= goal ? "MET" : "NOT MET"}`);
 		// Per 1k hosts added (the smallest fleet has nothing to compare with: its figure is mostly the process itself).
 		const perK = marginal(i);
-		if (perK !== null) out.push(`  ${fmt(points[i - 1].hosts)} -> ${fmt(p.hosts)} hosts: RSS at ready <= ${RSS_PER_1K_GOAL} MiB per 1k hosts added: ${perK.toFixed(2)} ${perK <= RSS_PER_1K_GOAL ? "MET" : "NOT MET"}`);
+		if (perK !== null) out.push(`  ${fmt(points[i - 1].hosts)} -> ${fmt(p.hosts)} hosts: RSS (grains read) <= ${RSS_PER_1K_GOAL} MiB per 1k hosts added: ${perK.toFixed(2)} ${perK <= RSS_PER_1K_GOAL ? "MET" : "NOT MET"}`);
 		out.push(`  ${fmt(p.hosts)} hosts: a restart with nothing changed writes nothing: ${fmt(p.restart.written)} B ${p.restart.written === 0 ? "MET" : "NOT MET"}`);
 		if (p.hosts === 50_000) {
-			out.push(`  50,000 hosts: RSS < ${RSS_50K_GOAL} MiB: ${p.rssAfterLoad.toFixed(0)} ${Math.max(p.first.rssReady, p.rssAfterLoad) < RSS_50K_GOAL ? "MET" : "NOT MET"}`);
+			const peak = Math.max(p.first.rssReady, p.first.rssSettled, p.rssAfterLoad);
+			out.push(`  50,000 hosts: RSS < ${RSS_50K_GOAL} MiB: ${peak.toFixed(0)} (the largest of ready, grains read, after load) ${peak < RSS_50K_GOAL ? "MET" : "NOT MET"}`);
 			const floorNote = `(the start's floor on this machine: ${p.floor.seconds.toFixed(1)} s for a bare Node process to parse the file, ${p.floor.parseSeconds.toFixed(1)} s of it the parse)`;
 			out.push(`  50,000 hosts: start < ${START_50K_GOAL} s: ${p.first.seconds.toFixed(1)} ${p.first.seconds < START_50K_GOAL ? "MET" : "NOT MET"} ${floorNote}`);
 		}

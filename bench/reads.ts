@@ -112,6 +112,8 @@ export interface Running {
 	cache: Cache;
 	base: string;
 	servers: Proc[];
+	/** The health listener of the in-process deployment (its /metrics), null when split. */
+	health: string | null;
 	stop(): Promise<void>;
 }
 
@@ -131,14 +133,17 @@ export async function startDeployment(deployment: Deployment, cache: Cache, data
 	const base = `http://127.0.0.1:${port}`;
 	const common = { PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, NAMESPACE: namespace, ...(cache === "off" ? { READ_CACHE_MS: "0" } : {}) };
 	let servers: Proc[];
+	let health: string | null = null;
 	if (deployment === "inproc") {
-		servers = [runServices("inproc-all", serviceNames(), common)];
+		const healthPort = await freePort();
+		health = `http://127.0.0.1:${healthPort}`;
+		servers = [runServices("inproc-all", serviceNames(), { ...common, HEALTH_PORT: String(healthPort) })];
 	} else {
 		if (!nats) throw new Error("no NATS server");
 		const env = { ...common, TRANSPORTER: nats.url };
 		servers = [runServices("nats-data", serviceNames().filter(s => s !== "api"), env), runServices("nats-api", ["api"], env)];
 	}
-	const running: Running = { deployment, cache, base, servers, stop: () => Promise.all(servers.map(p => stopProc(p))).then(() => undefined) };
+	const running: Running = { deployment, cache, base, servers, health, stop: () => Promise.all(servers.map(p => stopProc(p))).then(() => undefined) };
 	try {
 		await waitForHttp200(base + paths(fixedHost).item, 300_000, servers);
 		await waitForHttp200(base + paths(fixedHost).list, 30_000, servers);

@@ -40,7 +40,7 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 	const writes = new Set(opts.writes ?? ["create", "patch", "remove"]);
 
 	return {
-		mixins: [Storage(opts.resource, opts.extraCollections)],
+		mixins: [Storage(opts.resource, opts.extraCollections, opts.deferred)],
 
 		actions: {
 			list: {

@@ -9,16 +9,25 @@
 import fs from "node:fs";
 import path from "node:path";
 import DbService from "moleculer-db";
-import type { ServiceSchema } from "moleculer";
+import type { ServiceBroker, ServiceSchema } from "moleculer";
+import { beforeScrape, setMetric } from "../lib/runtime/metrics";
 import { loadConfig } from "../lib/config";
 import { countingStore, type Store, type StoreOps } from "../lib/storage/store";
 import { NedbStore, type NedbDatastore } from "../lib/storage/nedb-store";
 import { manageNedbFile, type ManagedFile, type NedbFileDatastore } from "../lib/storage/nedb-file";
+import { encodePath } from "../lib/storage/store-keys";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const Datastore = require("@seald-io/nedb") as new (opts: Record<string, unknown>) => NedbDatastore & NedbFileDatastore & { loadDatabaseAsync(): Promise<void> };
 import { MongoStore } from "../lib/storage/mongo-store";
 import { MongoAdapter } from "../lib/storage/mongo-adapter";
+
+/** What the mixin keeps of an embedded store's files. */
+interface NedbParts {
+	nedb?: { managed?: ManagedFile };
+	extraNedb?: Array<{ managed?: ManagedFile }>;
+	stopGauge?: () => void;
+}
 
 export interface StorageThis {
 	store: Store;
@@ -27,22 +36,25 @@ export interface StorageThis {
 	adapter: MongoAdapter | { db?: unknown };
 }
 
-function createAdapter(collection: string): unknown {
+function createAdapter(collection: string, deferred?: string): unknown {
 	const config = loadConfig();
 	if (config.mongoUri) {
 		return new MongoAdapter(config.mongoUri, { serverSelectionTimeoutMS: 5000 });
 	}
 	// The adapter is handed a datastore whose file this project loads and compacts (lib/storage/nedb-file.ts).
-	return new DbService.MemoryAdapter(nedbDatastore(collection));
+	return new DbService.MemoryAdapter(nedbDatastore(collection, deferred));
 }
 
-/** A NeDB datastore for `collection`: in memory (DATA_DIR=":memory:"), or in its file under DATA_DIR, managed. */
-function nedbDatastore(collection: string): NedbDatastore & NedbFileDatastore & { managed: ManagedFile; loadDatabaseAsync(): Promise<void> } {
+/**
+ * A NeDB datastore for `collection`: in memory (DATA_DIR=":memory:"), or in its file under DATA_DIR, managed, with
+ * its `deferred` field kept as bytes at a load (lib/storage/nedb-deferred.ts).
+ */
+function nedbDatastore(collection: string, deferred?: string): NedbDatastore & NedbFileDatastore & { managed: ManagedFile; loadDatabaseAsync(): Promise<void> } {
 	const config = loadConfig();
 	const opts = config.dataDir === ":memory:" ? { inMemoryOnly: true } : { filename: path.join(config.dataDir, `${collection}.db`) };
 	if (config.dataDir !== ":memory:") fs.mkdirSync(config.dataDir, { recursive: true });
 	const db = new Datastore(opts);
-	return Object.assign(db, { managed: manageNedbFile(db) });
+	return Object.assign(db, { managed: manageNedbFile(db, undefined, deferred === undefined ? undefined : encodePath(deferred)) });
 }
 
 /** A NeDB datastore of its own for a service's second collection, loaded as the adapter loads the first. */
@@ -54,9 +66,10 @@ async function openNedb(collection: string): Promise<NedbDatastore & { managed: 
 
 /**
  * Storage for `collection` (the Eve collection) and, for a service that keeps more than one, the `extra`
- * collections (`this.stores[name]`) in the same database or directory.
+ * collections (`this.stores[name]`) in the same database or directory. `deferred`: the collection's large field
+ * that lists never show, parsed when first read on the embedded store.
  */
-export function Storage(collection: string, extra: string[] = []): Partial<ServiceSchema> {
+export function Storage(collection: string, extra: string[] = [], deferred?: string): Partial<ServiceSchema> {
 	return {
 		mixins: [DbService as unknown as Partial<ServiceSchema>],
 		collection,
@@ -80,10 +93,10 @@ export function Storage(collection: string, extra: string[] = []): Partial<Servi
 		},
 
 		merged(schema: ServiceSchema & { adapter?: unknown }) {
-			schema.adapter = createAdapter(collection);
+			schema.adapter = createAdapter(collection, deferred);
 		},
 
-		async afterConnected(this: StorageThis & { nedb?: { managed?: ManagedFile }; extraNedb?: Array<{ managed?: ManagedFile }> }) {
+		async afterConnected(this: StorageThis & NedbParts & { broker: ServiceBroker }) {
 			const { adapter } = this;
 			this.stores = {};
 			if (adapter instanceof MongoAdapter) {
@@ -100,12 +113,24 @@ export function Storage(collection: string, extra: string[] = []): Partial<Servi
 				this.stores[name] = countingStore(new NedbStore(db));
 				this.extraNedb.push(db);
 			}
+			const managed = this.nedb.managed;
+			if (managed?.deferred) {
+				// The deferred field (nedb-deferred.ts) is read from the file in the background once every service of
+				// the process has started, not while the others still start; the gauge says how many are left.
+				const { broker } = this;
+				const hydrate = () => managed.hydrateInBackground?.();
+				if (broker.started) hydrate();
+				else broker.localBus.once("$broker.started", hydrate);
+				const deferredField = managed.deferred;
+				this.stopGauge = beforeScrape(broker, () => setMetric(broker, "fleet.store.deferred.pending", deferredField.unread, { collection }));
+			}
 		},
 
-		async stopped(this: { nedb?: { managed?: ManagedFile }; extraNedb?: Array<{ managed?: ManagedFile }> }) {
+		async stopped(this: NedbParts) {
 			// moleculer-db's own `stopped` disconnects the adapter (and waits for the Mongo client to close).
 			this.nedb?.managed?.stop();
 			for (const db of this.extraNedb ?? []) db.managed?.stop();
+			this.stopGauge?.();
 		},
 	} as unknown as Partial<ServiceSchema>;
 }

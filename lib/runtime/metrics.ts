@@ -39,6 +39,8 @@ export const FLEET_METRICS = {
 	"fleet.inventory.sync.failures.total": { type: "counter", description: "Inventory reconciliations that failed" },
 	/** cm-gateway: is salt-api's event stream open (1) or not (0). */
 	"fleet.salt.events.connected": { type: "gauge", description: "salt-api event stream open (1) or not (0)" },
+	/** every process with an embedded store: records whose deferred field (a host's grain) is still to be read from its file. */
+	"fleet.store.deferred.pending": { type: "gauge", description: "Records whose deferred field is still to be read from its file since the start", labelNames: ["collection"] },
 	/** every process: event loop delay over the last interval. */
 	"process.eventloop.lag.p50_seconds": { type: "gauge", description: "Event loop delay, median over the last 10 s", unit: "seconds" },
 	"process.eventloop.lag.p99_seconds": { type: "gauge", description: "Event loop delay, 99th percentile over the last 10 s", unit: "seconds" },

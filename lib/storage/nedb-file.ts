@@ -24,6 +24,7 @@
  */
 import fs from "node:fs";
 import { isTreeIndex, resetTree } from "./nedb-tree";
+import { DEFERRED_MARKER, DeferredField, serializeDeferred } from "./nedb-deferred";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const storage = require("@seald-io/nedb/lib/storage.js") as {
@@ -142,6 +143,22 @@ function settle(doc: Doc, shared: Shared): void {
 	if (lists.length) shareLists(lists, shared.lists);
 }
 
+/** Empties what a walk shares. */
+function forget(shared: Shared): void {
+	shared.strings.clear();
+	shared.dates.clear();
+	shared.lists.clear();
+}
+
+/** A value parsed apart from its record (a deferred field, nedb-deferred.ts) made as `settle` makes a record's values. */
+function settleValue(value: unknown, shared: Shared): unknown {
+	if (value === null || typeof value !== "object") return typeof value === "string" ? sharedString(value, shared.strings) : value;
+	if (shared.strings.size >= SHARE_EPOCH * 10 || shared.dates.size >= SHARE_EPOCH) forget(shared);
+	const holder: Doc = { value };
+	settle(holder, shared);
+	return holder.value;
+}
+
 /**
  * Lists of SHARED_LIST_MIN strings or more, each replaced by an equal one kept earlier in the file, frozen. A host's
  * `cpu_flags` (70 to 150 flags) is the same list on every host of a CPU model: 0.6 KB per host, 6 MiB at 10,000
@@ -210,7 +227,8 @@ function dateOf(value: object, dates: Map<unknown, Date>): Date | undefined {
  * objects and lists on the way to a Date are copied. NeDB's replacer also checks every key, which NeDB's insert
  * and update already did for every record they take. `test/storage/nedb-file.spec.ts` holds it to NeDB's.
  */
-export function serializeRecord(doc: Doc): string {
+export function serializeRecord(doc: Doc, deferred?: DeferredField): string {
+	if (deferred) return serializeDeferred(doc, deferred, rest => JSON.stringify(withNedbDates(rest)), value => JSON.stringify(withNedbDates(value)));
 	return JSON.stringify(withNedbDates(doc));
 }
 
@@ -251,7 +269,7 @@ interface Read {
  * allocates a buffer per read, and at 1 MiB a read those buffers held 50-80 MiB of memory outside the heap at
  * ready, until collected.
  */
-async function readLines(db: NedbFileDatastore, file: string): Promise<Read> {
+async function readLines(db: NedbFileDatastore, file: string, deferred?: DeferredField): Promise<Read> {
 	const byId = new Map<unknown, Doc>();
 	const shared: Shared = { strings: new Map(), dates: new Map(), lists: new Map() };
 	const indexes: Record<string, Doc> = {};
@@ -259,23 +277,39 @@ async function readLines(db: NedbFileDatastore, file: string): Promise<Read> {
 	let corrupt = 0;
 	let indexLines = 0;
 	let settled = 0;
+	// Whether the file's first line is the marker of the deferred field: the lines after it are cut (nedb-deferred.ts).
+	let marked = false;
+	let markers = 0;
 	// The start of a line whose end has not come yet: the chunks read since the last line ended.
 	let rest: Buffer[] = [];
 	// A line's bytes, decoded here (inside the try: a line too long to be a string is one corrupt line).
-	const take = (bytes: Buffer, from: number, to: number) => {
+	// `offset`: where bytes[from] is in the file (a deferred field is read from there later).
+	const take = (bytes: Buffer, from: number, to: number, offset: number) => {
 		if (to > from && bytes[to - 1] === 0x0d) to--;
 		if (to === from) return;
 		lines++;
 		try {
-			const text = db.persistence.beforeDeserialization(bytes.toString("utf8", from, to));
-			const doc = JSON.parse(text) as Doc;
-			if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new Error("not a record");
+			let doc: Doc | undefined;
+			let plain: boolean;
+			// A line of a marked file with its deferred field last: the record without it is parsed, the field kept as bytes.
+			const at = marked ? bytes.subarray(from, to).indexOf(deferred!.key) : -1;
+			const parts = at > 0 && bytes[to - 1] === 0x7d ? deferred!.cut(bytes, from, from + at, to, offset) : null;
+			if (parts) {
+				doc = parts.doc;
+				plain = !parts.rest.includes("%") && bytes.subarray(from + at, to).indexOf(0x25) < 0;
+			} else {
+				const text = db.persistence.beforeDeserialization(bytes.toString("utf8", from, to));
+				doc = JSON.parse(text) as Doc;
+				if (doc === null || typeof doc !== "object" || Array.isArray(doc)) throw new Error("not a record");
+				plain = !text.includes("%");
+			}
 			if (++settled % SHARE_EPOCH === 0) {
 				shared.strings.clear();
 				shared.lists.clear();
 			}
 			settle(doc, shared);
-			if (!text.includes("%")) plainRecords.add(doc);
+			if (parts) deferred!.attach(doc, parts.field);
+			if (plain) plainRecords.add(doc);
 			if (doc._id) {
 				if (doc.$$deleted === true) byId.delete(doc._id);
 				else byId.set(doc._id, doc);
@@ -285,6 +319,9 @@ async function readLines(db: NedbFileDatastore, file: string): Promise<Read> {
 			} else if (typeof doc.$$indexRemoved === "string") {
 				delete indexes[doc.$$indexRemoved];
 				indexLines++;
+			} else if (doc[DEFERRED_MARKER] !== undefined) {
+				markers++;
+				if (lines === 1 && deferred && doc[DEFERRED_MARKER] === deferred.field) marked = true;
 			}
 		} catch {
 			corrupt++;
@@ -293,22 +330,27 @@ async function readLines(db: NedbFileDatastore, file: string): Promise<Read> {
 	// Lines are cut on the bytes, then each decoded: a newline byte is never part of a longer UTF-8 character,
 	// and this spares decoding every chunk into a string and cutting that again. `chunk` is a read buffer used
 	// again for the next reads: what is kept of it is copied.
-	const cut = (chunk: Buffer) => {
+	// Where the file's bytes not yet cut into lines start (the first of `rest`, or the next chunk).
+	let lineOffset = 0;
+	const cut = (chunk: Buffer, position: number) => {
 		let from = 0;
 		let end = chunk.indexOf(0x0a);
 		if (end >= 0 && rest.length > 0) {
 			const line = Buffer.concat([...rest, chunk.subarray(0, end)]);
 			rest = [];
-			take(line, 0, line.length);
+			take(line, 0, line.length, lineOffset);
 			from = end + 1;
 			end = chunk.indexOf(0x0a, from);
 		}
 		while (end >= 0) {
-			take(chunk, from, end);
+			take(chunk, from, end, position + from);
 			from = end + 1;
 			end = chunk.indexOf(0x0a, from);
 		}
-		if (from < chunk.length) rest.push(Buffer.from(chunk.subarray(from)));
+		if (from < chunk.length) {
+			if (rest.length === 0) lineOffset = position + from;
+			rest.push(Buffer.from(chunk.subarray(from)));
+		}
 	};
 	// Two buffers in turn: the next read runs in the thread pool while this one's lines are parsed.
 	const handle = await fs.promises.open(file, "r");
@@ -323,10 +365,11 @@ async function readLines(db: NedbFileDatastore, file: string): Promise<Read> {
 		for (;;) {
 			const { bytesRead, buffer } = await next;
 			if (bytesRead === 0) break;
+			const at = position;
 			position += bytesRead;
 			turn ^= 1;
 			next = handle.read(buffers[turn], 0, size, position);
-			cut(buffer.subarray(0, bytesRead));
+			cut(buffer.subarray(0, bytesRead), at);
 		}
 	} finally {
 		// A read still under way (cutting threw) ends before the file is closed, its failure with it.
@@ -334,7 +377,7 @@ async function readLines(db: NedbFileDatastore, file: string): Promise<Read> {
 		await handle.close();
 	}
 	const last = Buffer.concat(rest);
-	take(last, 0, last.length);
+	take(last, 0, last.length, lineOffset);
 	if (lines > 0 && corrupt / lines > db.persistence.corruptAlertThreshold) {
 		const rate = corrupt / lines;
 		throw Object.assign(new Error(`${Math.floor(100 * rate)}% of the data file is corrupt, more than given corruptAlertThreshold (${Math.floor(100 * db.persistence.corruptAlertThreshold)}%). Cautiously refusing to start NeDB to prevent dataloss.`), { corruptionRate: rate, corruptItems: corrupt, dataLength: lines });
@@ -342,28 +385,44 @@ async function readLines(db: NedbFileDatastore, file: string): Promise<Read> {
 	const data = [...byId.values()];
 	// The compact form: one line per record, one per index definition (none for _id).
 	const definitions = Object.keys(indexes).filter(f => f !== "_id").length;
-	return { data, indexes, compact: corrupt === 0 && lines === data.length + definitions && indexLines === definitions };
+	// A collection with a deferred field: its marker first, once; without one: no marker.
+	const markerRight = deferred ? marked && markers === 1 : markers === 0;
+	return { data, indexes, compact: markerRight && corrupt === 0 && lines === data.length + definitions + markers && indexLines === definitions };
 }
 
-/** A managed file: `checkGrowth` compacts it if it grew enough (the timer's check, callable), `stop` ends the checks. */
+/**
+ * A managed file: `checkGrowth` compacts it if it grew enough (the timer's check, callable), `stop` ends the checks
+ * and the background parse of deferred fields; `deferred` is the collection's deferred field, if it has one.
+ */
 export interface ManagedFile {
 	checkGrowth(): Promise<boolean>;
 	stop(): void;
+	deferred?: DeferredField;
+	/** Parses the deferred fields the load left in the file, a slice per turn of the event loop, until none is left. */
+	hydrateInBackground?(): void;
 }
+
+/** How long a turn of the event loop parses deferred fields in the background after a load (nedb-deferred.ts). */
+const HYDRATE_SLICE_MS = 4;
 
 /**
  * Takes over the load and the compaction of a file-backed datastore (call before loading it). `onCompact`
  * hears of every rewrite (tests, logs).
  */
-export function manageNedbFile(db: NedbFileDatastore, onCompact: () => void = () => undefined): ManagedFile {
+export function manageNedbFile(db: NedbFileDatastore, onCompact: () => void = () => undefined, deferredField?: string): ManagedFile {
 	if (db.inMemoryOnly || !db.filename) return { checkGrowth: async () => false, stop: () => undefined };
 	const file = db.filename;
 	const persistence = db.persistence;
-	const line = (doc: Doc) => persistence.afterSerialization(serializeRecord(doc));
+	// A field is deferred only where lines are written as JSON.stringify makes them (no serialization hooks).
+	const hooked = persistence.afterSerialization("{}") !== "{}" || persistence.beforeDeserialization("{}") !== "{}";
+	const deferredShared: Shared = { strings: new Map(), dates: new Map(), lists: new Map() };
+	const deferred = deferredField && !hooked ? new DeferredField(deferredField, value => settleValue(value, deferredShared)) : undefined;
+	const line = (doc: Doc) => persistence.afterSerialization(serializeRecord(doc, deferred));
 	// NeDB's rewrite (its persistCachedDatabaseAsync) with the records serialized by serializeRecord: its
 	// crash-safe write of every record and of every index's definition but _id's.
 	const rewrite = async () => {
-		const lines = db.getAllData().map(line);
+		const lines = deferred ? [line({ [DEFERRED_MARKER]: deferred.field })] : [];
+		for (const doc of db.getAllData()) lines.push(line(doc));
 		for (const [fieldName, index] of Object.entries(db.indexes as Record<string, { unique: boolean; sparse: boolean }>)) {
 			if (fieldName !== "_id") lines.push(line({ $$indexCreated: { fieldName, unique: index.unique, sparse: index.sparse } }));
 		}
@@ -397,7 +456,15 @@ export function manageNedbFile(db: NedbFileDatastore, onCompact: () => void = ()
 		// NeDB's stream reads 64 KiB at a time into a new buffer each, and waits for each read: at 50,000 hosts
 		// (190 MB) that waiting was 0.3 s of the start with nothing to do. The file is read by readLines instead.
 		(stream as NodeJS.ReadableStream & { destroy(): void }).destroy();
-		const read = await readLines(db, file);
+		deferred?.open(file);
+		let read: Read;
+		try {
+			read = await readLines(db, file, deferred);
+		} catch (err) {
+			deferred?.loaded();
+			throw err;
+		}
+		deferred?.loaded(read.data);
 		// NeDB rewrites the file right after it loads it: not when the file is already its compact form.
 		skipNextRewrite = read.compact;
 		return { data: read.data, indexes: read.indexes };
@@ -408,6 +475,17 @@ export function manageNedbFile(db: NedbFileDatastore, onCompact: () => void = ()
 			if (data && isTreeIndex(index)) resetTree(index, data);
 			else (index as { reset(docs?: Doc[]): void }).reset(data);
 		}
+	};
+	// The deferred fields a load left in the file, parsed a slice at a time, a turn of the event loop each.
+	let hydrating: NodeJS.Immediate | null = null;
+	let stopped = false;
+	const hydrateInBackground = () => {
+		if (!deferred?.waiting || hydrating || stopped) return;
+		hydrating = setImmediate(() => {
+			hydrating = null;
+			if (deferred.hydrateSome(HYDRATE_SLICE_MS)) hydrateInBackground();
+			else forget(deferredShared);
+		});
 	};
 	persistence.persistCachedDatabaseAsync = async () => {
 		if (skipNextRewrite) {
@@ -426,5 +504,11 @@ export function manageNedbFile(db: NedbFileDatastore, onCompact: () => void = ()
 	};
 	const timer = setInterval(() => void checkGrowth().catch(() => undefined), COMPACT_CHECK_MS);
 	timer.unref();
-	return { checkGrowth, stop: () => clearInterval(timer) };
+	const stop = () => {
+		stopped = true;
+		clearInterval(timer);
+		if (hydrating) clearImmediate(hydrating);
+		hydrating = null;
+	};
+	return { checkGrowth, stop, deferred, hydrateInBackground };
 }

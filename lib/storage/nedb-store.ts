@@ -98,7 +98,8 @@ export class NedbStore implements Store {
 		return records.map(record => {
 			const copy: Doc = {};
 			for (const key of Object.keys(record)) if (keep ? keep.has(key) : !drop?.has(key)) copy[key] = model.deepCopy(record[key]);
-			return this.readableOf(record) === record ? copy : decodeKeys(copy);
+			// Decided without readableOf, which would walk the whole record (a deferred field included: nedb-deferred.ts).
+			return readPlain(record) || this.readable.get(record) === record ? copy : decodeKeys(copy);
 		});
 	}
 

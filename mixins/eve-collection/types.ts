@@ -59,6 +59,11 @@ export interface EveCollectionOptions {
 	/** Other collections the service keeps besides this one (`this.stores[name]`). */
 	extraCollections?: string[];
 	/**
+	 * A large field lists never show (one of `listHidden`): on the embedded store it is kept as its file's bytes at
+	 * a load and parsed when first read (lib/storage/nedb-deferred.ts), so a start parses records without it.
+	 */
+	deferred?: string;
+	/**
 	 * Fields operators filter and sort on, indexed on both stores (every collection also indexes `_updated`
 	 * and its soft-delete flag): lists filtered on them read only the matching records (docs/storage.md).
 	 */

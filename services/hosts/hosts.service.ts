@@ -99,6 +99,8 @@ const HostsService: EveServiceSchema<HostsThis> = {
 			patchSchema: { identification_number: { type: "string", max: 200 } },
 			softDelete: { flag: "_soft_deleted", showParam: "show_soft_deleted" },
 			listHidden: ["grain"],
+			// Three quarters of a host's record: parsed when first read, not at a start (docs/storage.md).
+			deferred: "grain",
 			indexes: { status: {}, key: {}, nodegroups: {}, groups: {}, vpn_organization: {}, version: {}, ip: { ordered: true }, "conformity.state": { sparse: true } },
 			secretPaths: ["vpn_representation.otp_secret"],
 			// A host as shown depends on the record and the caller's role alone (transformOutput, readVariant).

@@ -47,7 +47,14 @@ export const membershipMethods = {
 		await this.store.scan(ids ? { _id: { $in: ids } } : {}, index.usesGrains ? ["grain", "groups", "nodegroups"] : ["groups", "nodegroups"], d => {
 			// Nodegroups first: a group's compound rule may read them (N@).
 			const nodegroups = index.nodegroupsOf(d as HostFacts);
-			const groups = index.groupsOf({ ...(d as HostFacts), nodegroups });
+			// Not a spread of the record: that would read its grain, parsed only when a rule reads it (lib/storage/nedb-deferred.ts).
+			const groups = index.groupsOf({
+				_id: d._id as string,
+				get grain() {
+					return d.grain;
+				},
+				nodegroups,
+			});
 			if (sameList(groups, d.groups) && sameList(nodegroups, d.nodegroups)) return;
 			const key = JSON.stringify([groups, nodegroups]);
 			const entry = changes.get(key) ?? { groups, nodegroups, ids: [] };

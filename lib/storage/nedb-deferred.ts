@@ -1,0 +1,255 @@
+/**
+ * A deferred field of an embedded (NeDB) collection: the one large field its lists never show (a host's grains,
+ * three quarters of its line), kept as its file's bytes at load and parsed the first time it is read. The load
+ * then parses each record without it (at 50,000 hosts: 2.3 s of parsing down to 0.8 s in a bare process), and a
+ * page of a list, which never reads it, costs what it did.
+ *
+ * How a line is cut without parsing it: the writer puts the deferred field last (serializeDeferred), so a line is
+ * `{...rest,"grain":VALUE}`. At load, the first `,"grain":` of the line is where the rest ends if `{...rest}`
+ * parses: JSON.stringify escapes every `"` inside a string, so the sequence never occurs inside one, and a key
+ * `"grain"` nested deeper than the record's own would leave `{...rest}` with an unclosed object or list, which
+ * does not parse; the line is then parsed whole. Lines written before the field was deferred hold it anywhere:
+ * the writer puts a marker line first when it rewrites a file (DEFERRED_MARKER, a line NeDB's own loader ignores),
+ * and only the lines of a file with the marker are cut. A file without it is parsed whole and rewritten once.
+ *
+ * A loaded record holds the field as an accessor (one getter and setter for every record, so records keep one
+ * hidden class): reading it parses the bytes once, revives NeDB's dates and shares strings as a load does (the
+ * caller's `settle`), and keeps the value; assigning it makes it a plain field. NeDB's copies (`for...in`),
+ * JSON.stringify and the matcher read it through the getter, so every read means what it meant. After a load the
+ * records are parsed in the background (`hydrateSome`, a few milliseconds at a time), so the process soon holds
+ * what it held before and the bytes are let go.
+ */
+
+import fs from "node:fs";
+
+/** The first line of a file whose deferred field is written last on every line: `{"$$deferred":"<field>"}`. */
+export const DEFERRED_MARKER = "$$deferred";
+
+/** The file a load read, kept open while records loaded from it hold their field as its bytes. */
+class Source {
+	/** Records of this load still pending. */
+	waiting = 0;
+	constructor(readonly fd: number) {}
+	read(start: number, end: number, into?: Buffer): Buffer {
+		const bytes = into && into.length >= end - start ? into.subarray(0, end - start) : Buffer.allocUnsafe(end - start);
+		let done = 0;
+		while (done < bytes.length) {
+			const n = fs.readSync(this.fd, bytes, done, bytes.length - done, start + done);
+			if (n === 0) throw new Error("the file ended before the field's bytes");
+			done += n;
+		}
+		return bytes;
+	}
+	/** One record of the load was parsed: the file is closed after the last. */
+	settled(): void {
+		if (--this.waiting === 0) fs.closeSync(this.fd);
+	}
+}
+
+/** A record's field still in its file: bytes [start, end) of the source. */
+export class Pending {
+	constructor(
+		readonly source: Source,
+		readonly start: number,
+		readonly end: number,
+	) {}
+	text(): string {
+		return this.source.read(this.start, this.end).toString("utf8");
+	}
+}
+
+/** Where a record keeps its deferred field: the Pending bytes, then the parsed value. Not enumerable, so never copied or written. */
+const SLOT = Symbol("deferred field");
+
+type Doc = Record<string, unknown>;
+type Slotted = Doc & { [SLOT]?: unknown };
+
+/** How much of the file the background pass reads at once. */
+const BATCH_BYTES = 1 << 20;
+
+export class DeferredField {
+	/** The field as the line holds it: `,"<field>":`. */
+	readonly key: Buffer;
+	/** Records parsed from their bytes so far (tests, the benchmark). */
+	hydrated = 0;
+	/** Loaded records whose field is still in the file (the gauge `fleet_store_deferred_pending`). */
+	unread = 0;
+	/** Records whose bytes did not parse (the value is then null; a disk's corruption, never a write of fleet-ctl). */
+	unreadable = 0;
+	private source: Source | null = null;
+	/** Records loaded with their field pending, in file order, for the background pass. */
+	private pending: Slotted[] = [];
+	private next = 0;
+	private readonly accessor: PropertyDescriptor;
+
+	constructor(
+		readonly field: string,
+		/** Makes a parsed value as a loaded record holds it (NeDB's dates revived, strings shared). */
+		private readonly settle: (value: unknown) => unknown,
+	) {
+		this.key = Buffer.from(`,${JSON.stringify(field)}:`);
+		const self = this;
+		this.accessor = {
+			enumerable: true,
+			configurable: true,
+			get(this: Slotted) {
+				const slot = this[SLOT];
+				return slot instanceof Pending ? self.hydrate(this, slot, slot.text()) : slot;
+			},
+			set(this: Slotted, value: unknown) {
+				const slot = this[SLOT];
+				Object.defineProperty(this, SLOT, { value: undefined });
+				if (slot instanceof Pending) {
+					self.unread--;
+					slot.source.settled();
+				}
+				Object.defineProperty(this, field, { value, writable: true, enumerable: true, configurable: true });
+			},
+		};
+	}
+
+	/**
+	 * A load of `file` starts: lines cut from now on keep their field in it. Fields a previous load left pending
+	 * are parsed first (their file stays open until then).
+	 */
+	open(file: string): void {
+		this.hydrateSome(Infinity);
+		this.source = new Source(fs.openSync(file, "r"));
+		this.source.waiting = 1;
+	}
+
+	/**
+	 * The load has ended with these records (its file is closed once no record of it is pending): records of its
+	 * lines that later lines superseded or deleted are not pending any more.
+	 */
+	loaded(records: Doc[] = []): void {
+		const source = this.source;
+		this.source = null;
+		if (!source) return;
+		const loadedHere = (records as Slotted[]).filter(r => {
+			const slot = r[SLOT];
+			return slot instanceof Pending && slot.source === source;
+		});
+		const attached = this.pending.length;
+		source.waiting -= attached - loadedHere.length;
+		this.unread -= attached - loadedHere.length;
+		this.pending = loadedHere;
+		this.next = 0;
+		source.settled();
+	}
+
+	/**
+	 * The line `bytes[from, to)`, which starts at `offset` in the file, whose field's key starts at `at`, cut: its
+	 * record without the field (`doc`, `rest` its text) and where the field is in the file (`field`, for `attach`);
+	 * null when the rest does not parse alone (the line is then parsed whole by the caller).
+	 */
+	cut(bytes: Buffer, from: number, at: number, to: number, offset: number): { doc: Doc; rest: string; field: Pending } | null {
+		if (!this.source) return null;
+		const rest = bytes.toString("utf8", from, at) + "}";
+		let doc: unknown;
+		try {
+			doc = JSON.parse(rest);
+		} catch {
+			return null;
+		}
+		if (doc === null || typeof doc !== "object" || Array.isArray(doc)) return null;
+		const start = offset + (at - from) + this.key.length;
+		return { doc: doc as Doc, rest, field: new Pending(this.source, start, offset + (to - 1 - from)) };
+	}
+
+	/** Gives a cut record its field back, still in the file (read through the accessor: see the header). */
+	attach(doc: Doc, field: Pending): void {
+		const record = doc as Slotted;
+		Object.defineProperty(record, SLOT, { value: field, writable: true });
+		Object.defineProperty(record, this.field, this.accessor);
+		field.source.waiting++;
+		this.unread++;
+		this.pending.push(record);
+	}
+
+	/** The field's JSON as the file holds it when it is still pending (a rewrite copies it as it is); undefined otherwise. */
+	pendingText(record: Doc): string | undefined {
+		const slot = (record as Slotted)[SLOT];
+		return slot instanceof Pending ? slot.text() : undefined;
+	}
+
+	/** Whether any loaded record still holds its field in the file. */
+	get waiting(): boolean {
+		return this.next < this.pending.length;
+	}
+
+	/**
+	 * Parses the pending fields of the next records, in file order, for about `budgetMs` (the bytes of many records
+	 * read at once); answers whether any are left.
+	 */
+	hydrateSome(budgetMs: number): boolean {
+		const until = performance.now() + budgetMs;
+		let buffer: Buffer | undefined;
+		while (this.next < this.pending.length) {
+			// The next records still pending whose bytes lie within BATCH_BYTES of the first's, read at once.
+			const first = this.pending[this.next][SLOT];
+			if (!(first instanceof Pending)) {
+				this.next++;
+				continue;
+			}
+			let last = this.next;
+			while (last + 1 < this.pending.length) {
+				const slot = this.pending[last + 1][SLOT];
+				if (slot instanceof Pending && (slot.source !== first.source || slot.end - first.start > BATCH_BYTES)) break;
+				last++;
+			}
+			let end = first.end;
+			for (let i = this.next; i <= last; i++) {
+				const slot = this.pending[i][SLOT];
+				if (slot instanceof Pending && slot.end > end) end = slot.end;
+			}
+			buffer ??= Buffer.allocUnsafe(BATCH_BYTES);
+			const bytes = first.source.read(first.start, end, buffer);
+			for (; this.next <= last; this.next++) {
+				const record = this.pending[this.next];
+				const slot = record[SLOT];
+				if (slot instanceof Pending) this.hydrate(record, slot, bytes.toString("utf8", slot.start - first.start, slot.end - first.start));
+			}
+			if (performance.now() >= until) break;
+		}
+		if (this.next < this.pending.length) return true;
+		this.pending = [];
+		this.next = 0;
+		return false;
+	}
+
+	private hydrate(record: Slotted, slot: Pending, text: string): unknown {
+		let value: unknown = null;
+		try {
+			value = this.settle(JSON.parse(text));
+		} catch {
+			this.unreadable++;
+		}
+		this.hydrated++;
+		this.unread--;
+		Object.defineProperty(record, SLOT, { value });
+		slot.source.settled();
+		return value;
+	}
+}
+
+/**
+ * `doc`'s line with its deferred `field` written last (see the header): `rest` writes a record without it, `value`
+ * the field's value; a field still pending is copied as the file held it, never parsed to be written again.
+ */
+export function serializeDeferred(doc: Doc, deferred: DeferredField, rest: (doc: Doc) => string, value: (v: unknown) => string | undefined): string {
+	const field = deferred.field;
+	if (!Object.prototype.hasOwnProperty.call(doc, field)) return rest(doc);
+	const others: Doc = {};
+	for (const key of Object.keys(doc)) {
+		if (key === field) continue;
+		// defineProperty: a key `__proto__` stays a key (an assignment would set the copy's prototype).
+		if (key === "__proto__") Object.defineProperty(others, key, { value: doc[key], enumerable: true, writable: true, configurable: true });
+		else others[key] = doc[key];
+	}
+	const head = rest(others);
+	const text = deferred.pendingText(doc) ?? value(doc[field]);
+	// A value JSON cannot write (undefined, a function) is left out, as JSON.stringify leaves it out of a record.
+	if (text === undefined) return head;
+	return `${head.slice(0, -1)}${head.length > 2 ? "," : ""}${JSON.stringify(field)}:${text}}`;
+}
