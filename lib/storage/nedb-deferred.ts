@@ -1,8 +1,8 @@
 /**
- * A deferred field of an embedded (NeDB) collection: the one large field its lists never show (a host's grains,
- * three quarters of its line), kept as its file's bytes at load and parsed the first time it is read. The load
- * then parses each record without it (at 50,000 hosts: 2.3 s of parsing down to 0.8 s in a bare process), and a
- * page of a list, which never reads it, costs what it did.
+ * A deferred field of an embedded (NeDB) collection: the one large field its lists never show (a host's grain,
+ * three quarters of its line), left in the file at a load and parsed the first time it is read. The load then
+ * parses each record without it (at 50,000 hosts, in a bare process: 2.3 s of parsing down to 0.8 s), and a page
+ * of a list, which never reads it, costs what it did.
  *
  * How a line is cut without parsing it: the writer puts the deferred field last (serializeDeferred), so a line is
  * `{...rest,"grain":VALUE}`. At load, the first `,"grain":` of the line is where the rest ends if `{...rest}`
@@ -12,12 +12,16 @@
  * the writer puts a marker line first when it rewrites a file (DEFERRED_MARKER, a line NeDB's own loader ignores),
  * and only the lines of a file with the marker are cut. A file without it is parsed whole and rewritten once.
  *
+ * Where the field lies is kept (its offsets in the file), not its bytes: the file stays open until every field
+ * loaded from it is read. NeDB never changes a file in place (it appends, and a rewrite renames a new file over
+ * it), so the open file keeps the bytes of the load even after a rewrite.
+ *
  * A loaded record holds the field as an accessor (one getter and setter for every record, so records keep one
- * hidden class): reading it parses the bytes once, revives NeDB's dates and shares strings as a load does (the
- * caller's `settle`), and keeps the value; assigning it makes it a plain field. NeDB's copies (`for...in`),
- * JSON.stringify and the matcher read it through the getter, so every read means what it meant. After a load the
- * records are parsed in the background (`hydrateSome`, a few milliseconds at a time), so the process soon holds
- * what it held before and the bytes are let go.
+ * hidden class): reading it reads and parses the bytes once, revives NeDB's dates and shares strings as a load does
+ * (the caller's `settle`), and keeps the value; assigning it makes it a plain field. NeDB's copies (`for...in`),
+ * JSON.stringify and the matcher read it through the getter, so every read means what it meant. Once the process
+ * has started, the rest are read in the background (`hydrateSome`, a few milliseconds per turn of the event loop),
+ * so the process soon holds what it held when the load parsed everything, and the file is closed.
  */
 
 import fs from "node:fs";
@@ -74,7 +78,7 @@ export class DeferredField {
 	hydrated = 0;
 	/** Loaded records whose field is still in the file (the gauge `fleet_store_deferred_pending`). */
 	unread = 0;
-	/** Records whose bytes did not parse (the value is then null; a disk's corruption, never a write of fleet-ctl). */
+	/** Records whose bytes could not be read or parsed (the value is then null; a disk's fault, never a write of fleet-ctl). */
 	unreadable = 0;
 	private source: Source | null = null;
 	/** Records loaded with their field pending, in file order, for the background pass. */
@@ -94,7 +98,7 @@ export class DeferredField {
 			configurable: true,
 			get(this: Slotted) {
 				const slot = this[SLOT];
-				return slot instanceof Pending ? self.hydrate(this, slot, slot.text()) : slot;
+				return slot instanceof Pending ? self.hydrate(this, slot) : slot;
 			},
 			set(this: Slotted, value: unknown) {
 				const slot = this[SLOT];
@@ -218,10 +222,11 @@ export class DeferredField {
 		return false;
 	}
 
-	private hydrate(record: Slotted, slot: Pending, text: string): unknown {
+	/** Parses a record's field (`text`, or read from the file now) and keeps it; null if it cannot be read or parsed. */
+	private hydrate(record: Slotted, slot: Pending, text?: string): unknown {
 		let value: unknown = null;
 		try {
-			value = this.settle(JSON.parse(text));
+			value = this.settle(JSON.parse(text ?? slot.text()));
 		} catch {
 			this.unreadable++;
 		}

@@ -95,5 +95,11 @@ describe("hosts written from the master's view", () => {
 		await new Promise(r => setTimeout(r, 500));
 		expect(stat()).toEqual(compact);
 		expect(await stored()).toEqual(before);
+		// The grains, left in the file at the load and read when needed (lib/storage/nedb-deferred.ts), are as inventoried:
+		// an item shows its host's, and a filter on a grain finds the host whose grain changed.
+		const get = async (url: string) => (await fetch(`${h.api}${url}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json() as Promise<Record<string, unknown>>;
+		expect((await get(`/hosts/${IDS[3]}`)).grain).toEqual({ id: IDS[3], os: "ALT", osrelease: "p12" });
+		const where = encodeURIComponent(JSON.stringify({ "grain.osrelease": "p12" }));
+		expect(((await get(`/hosts?where=${where}&projection={"grain":0}`))._items as Array<{ _id: string }>).map(i => i._id)).toEqual([IDS[3]]);
 	});
 });
