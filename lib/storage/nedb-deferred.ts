@@ -89,7 +89,7 @@ export class DeferredField {
 	constructor(
 		readonly field: string,
 		/** Makes a parsed value as a loaded record holds it (NeDB's dates revived, strings shared). */
-		private readonly settle: (value: unknown) => unknown,
+		private readonly settle: (value: unknown, record: Doc) => unknown,
 	) {
 		this.key = Buffer.from(`,${JSON.stringify(field)}:`);
 		const self = this;
@@ -226,7 +226,7 @@ export class DeferredField {
 	private hydrate(record: Slotted, slot: Pending, text?: string): unknown {
 		let value: unknown = null;
 		try {
-			value = this.settle(JSON.parse(text ?? slot.text()));
+			value = this.settle(JSON.parse(text ?? slot.text()), record);
 		} catch {
 			this.unreadable++;
 		}
