@@ -69,7 +69,7 @@ type Doc = Record<string, unknown>;
 type Slotted = Doc & { [SLOT]?: unknown };
 
 /** How much of the file the background pass reads at once. */
-const BATCH_BYTES = 1 << 20;
+const BATCH_BYTES = 1 << 18;
 
 export class DeferredField {
 	/** The field as the line holds it: `,"<field>":`. */
