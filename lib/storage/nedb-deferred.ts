@@ -208,11 +208,16 @@ export class DeferredField {
 				if (slot instanceof Pending && slot.end > end) end = slot.end;
 			}
 			buffer ??= Buffer.allocUnsafe(BATCH_BYTES);
-			const bytes = first.source.read(first.start, end, buffer);
+			let bytes: Buffer | null = null;
+			try {
+				bytes = first.source.read(first.start, end, buffer);
+			} catch {
+				// Read one by one instead: a record whose bytes cannot be read is then null (hydrate), the others as they are.
+			}
 			for (; this.next <= last; this.next++) {
 				const record = this.pending[this.next];
 				const slot = record[SLOT];
-				if (slot instanceof Pending) this.hydrate(record, slot, bytes.toString("utf8", slot.start - first.start, slot.end - first.start));
+				if (slot instanceof Pending) this.hydrate(record, slot, bytes?.toString("utf8", slot.start - first.start, slot.end - first.start));
 			}
 			if (performance.now() >= until) break;
 		}
