@@ -6,6 +6,8 @@
  * written again at every start and every ten minutes, whether anything changed or not. Here:
  *
  *   - the file is read in large reads, cut into lines on its bytes (readLines);
+ *   - a collection's deferred field (a host's grain) is left in the file, read when first needed or by a pass in the
+ *     background once the process has started (nedb-deferred.ts), in files whose lines the writer made for it;
  *   - each line is parsed by JSON.parse alone, then one walk revives NeDB's dates (`{"$$date": ms}`) and
  *     shares the short strings records repeat (settle); records, deletions and index definitions are
  *     read as NeDB reads them (the last line of an id wins, `$$deleted` removes it, lines NeDB cannot
