@@ -47,7 +47,7 @@ function createAdapter(collection: string, deferred?: string): unknown {
 
 /**
  * A NeDB datastore for `collection`: in memory (DATA_DIR=":memory:"), or in its file under DATA_DIR, managed, with
- * its `deferred` field kept as bytes at a load (lib/storage/nedb-deferred.ts).
+ * its `deferred` field left in the file at a load, read when first needed (lib/storage/nedb-deferred.ts).
  */
 function nedbDatastore(collection: string, deferred?: string): NedbDatastore & NedbFileDatastore & { managed: ManagedFile; loadDatabaseAsync(): Promise<void> } {
 	const config = loadConfig();

@@ -171,10 +171,18 @@ export class DeferredField {
 		this.pending.push(record);
 	}
 
-	/** The field's JSON as the file holds it when it is still pending (a rewrite copies it as it is); undefined otherwise. */
+	/**
+	 * The field's JSON as the file holds it when it is still pending (a rewrite copies it as it is); undefined otherwise,
+	 * and when its bytes cannot be read (the writer then reads the field, which is null).
+	 */
 	pendingText(record: Doc): string | undefined {
 		const slot = (record as Slotted)[SLOT];
-		return slot instanceof Pending ? slot.text() : undefined;
+		if (!(slot instanceof Pending)) return undefined;
+		try {
+			return slot.text();
+		} catch {
+			return undefined;
+		}
 	}
 
 	/** Whether any loaded record still holds its field in the file. */

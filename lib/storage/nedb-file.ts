@@ -308,7 +308,7 @@ async function readLines(db: NedbFileDatastore, file: string, deferred?: Deferre
 		try {
 			let doc: Doc | undefined;
 			let plain: boolean;
-			// A line of a marked file with its deferred field last: the record without it is parsed, the field kept as bytes.
+			// A line of a marked file with its deferred field last: the record without it is parsed, the field left in the file.
 			const at = marked ? bytes.subarray(from, to).indexOf(deferred!.key) : -1;
 			const parts = at > 0 && bytes[to - 1] === 0x7d ? deferred!.cut(bytes, from, from + at, to, offset) : null;
 			if (parts) {

@@ -59,7 +59,7 @@ export interface EveCollectionOptions {
 	/** Other collections the service keeps besides this one (`this.stores[name]`). */
 	extraCollections?: string[];
 	/**
-	 * A large field lists never show (one of `listHidden`): on the embedded store it is kept as its file's bytes at
+	 * A large field lists never show (one of `listHidden`): on the embedded store it is left in its file at
 	 * a load and parsed when first read (lib/storage/nedb-deferred.ts), so a start parses records without it.
 	 */
 	deferred?: string;
