@@ -31,8 +31,8 @@ export const DEFERRED_MARKER = "$$deferred";
 
 /** The file a load read, kept open while records loaded from it hold their field as its bytes. */
 class Source {
-	/** Records of this load still pending. */
-	waiting = 0;
+	/** Records of this load still pending, and the load itself until it ends. */
+	waiting = 1;
 	constructor(readonly fd: number) {}
 	read(start: number, end: number, into?: Buffer): Buffer {
 		const bytes = into && into.length >= end - start ? into.subarray(0, end - start) : Buffer.allocUnsafe(end - start);
@@ -119,7 +119,6 @@ export class DeferredField {
 	open(file: string): void {
 		this.hydrateSome(Infinity);
 		this.source = new Source(fs.openSync(file, "r"));
-		this.source.waiting = 1;
 	}
 
 	/**
@@ -144,10 +143,10 @@ export class DeferredField {
 
 	/**
 	 * The line `bytes[from, to)`, which starts at `offset` in the file, whose field's key starts at `at`, cut: its
-	 * record without the field (`doc`, `rest` its text) and where the field is in the file (`field`, for `attach`);
-	 * null when the rest does not parse alone (the line is then parsed whole by the caller).
+	 * record without the field (`doc`) and where the field is in the file (`field`, for `attach`); null when the rest
+	 * does not parse alone (the line is then parsed whole by the caller).
 	 */
-	cut(bytes: Buffer, from: number, at: number, to: number, offset: number): { doc: Doc; rest: string; field: Pending } | null {
+	cut(bytes: Buffer, from: number, at: number, to: number, offset: number): { doc: Doc; field: Pending } | null {
 		if (!this.source) return null;
 		const rest = bytes.toString("utf8", from, at) + "}";
 		let doc: unknown;
@@ -158,7 +157,7 @@ export class DeferredField {
 		}
 		if (doc === null || typeof doc !== "object" || Array.isArray(doc)) return null;
 		const start = offset + (at - from) + this.key.length;
-		return { doc: doc as Doc, rest, field: new Pending(this.source, start, offset + (to - 1 - from)) };
+		return { doc: doc as Doc, field: new Pending(this.source, start, offset + (to - 1 - from)) };
 	}
 
 	/** Gives a cut record its field back, still in the file (read through the accessor: see the header). */
@@ -205,15 +204,14 @@ export class DeferredField {
 				continue;
 			}
 			let last = this.next;
+			let end = first.end;
 			while (last + 1 < this.pending.length) {
 				const slot = this.pending[last + 1][SLOT];
-				if (slot instanceof Pending && (slot.source !== first.source || slot.end - first.start > BATCH_BYTES)) break;
+				if (slot instanceof Pending) {
+					if (slot.source !== first.source || slot.end - first.start > BATCH_BYTES) break;
+					end = Math.max(end, slot.end);
+				}
 				last++;
-			}
-			let end = first.end;
-			for (let i = this.next; i <= last; i++) {
-				const slot = this.pending[i][SLOT];
-				if (slot instanceof Pending && slot.end > end) end = slot.end;
 			}
 			buffer ??= Buffer.allocUnsafe(BATCH_BYTES);
 			let bytes: Buffer | null = null;
@@ -252,12 +250,12 @@ export class DeferredField {
 }
 
 /**
- * `doc`'s line with its deferred `field` written last (see the header): `rest` writes a record without it, `value`
- * the field's value; a field still pending is copied as the file held it, never parsed to be written again.
+ * `doc`'s line with its deferred `field` written last (see the header), each part written by `write` (JSON.stringify
+ * with NeDB's dates); a field still pending is copied as the file held it, never parsed to be written again.
  */
-export function serializeDeferred(doc: Doc, deferred: DeferredField, rest: (doc: Doc) => string, value: (v: unknown) => string | undefined): string {
+export function serializeDeferred(doc: Doc, deferred: DeferredField, write: (value: unknown) => string | undefined): string {
 	const field = deferred.field;
-	if (!Object.prototype.hasOwnProperty.call(doc, field)) return rest(doc);
+	if (!Object.prototype.hasOwnProperty.call(doc, field)) return write(doc) as string;
 	const others: Doc = {};
 	for (const key of Object.keys(doc)) {
 		if (key === field) continue;
@@ -265,8 +263,8 @@ export function serializeDeferred(doc: Doc, deferred: DeferredField, rest: (doc:
 		if (key === "__proto__") Object.defineProperty(others, key, { value: doc[key], enumerable: true, writable: true, configurable: true });
 		else others[key] = doc[key];
 	}
-	const head = rest(others);
-	const text = deferred.pendingText(doc) ?? value(doc[field]);
+	const head = write(others) as string;
+	const text = deferred.pendingText(doc) ?? write(doc[field]);
 	// A value JSON cannot write (undefined, a function) is left out, as JSON.stringify leaves it out of a record.
 	if (text === undefined) return head;
 	return `${head.slice(0, -1)}${head.length > 2 ? "," : ""}${JSON.stringify(field)}:${text}}`;

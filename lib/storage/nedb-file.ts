@@ -245,7 +245,7 @@ function dateOf(value: object, dates: Map<unknown, Date>): Date | undefined {
  * and update already did for every record they take. `test/storage/nedb-file.spec.ts` holds it to NeDB's.
  */
 export function serializeRecord(doc: Doc, deferred?: DeferredField): string {
-	if (deferred) return serializeDeferred(doc, deferred, rest => JSON.stringify(withNedbDates(rest)), value => JSON.stringify(withNedbDates(value)));
+	if (deferred) return serializeDeferred(doc, deferred, value => JSON.stringify(withNedbDates(value)));
 	return JSON.stringify(withNedbDates(doc));
 }
 
@@ -309,11 +309,13 @@ async function readLines(db: NedbFileDatastore, file: string, deferred?: Deferre
 			let doc: Doc | undefined;
 			let plain: boolean;
 			// A line of a marked file with its deferred field last: the record without it is parsed, the field left in the file.
-			const at = marked ? bytes.subarray(from, to).indexOf(deferred!.key) : -1;
+			const line = marked ? bytes.subarray(from, to) : null;
+			const at = line ? line.indexOf(deferred!.key) : -1;
 			const parts = at > 0 && bytes[to - 1] === 0x7d ? deferred!.cut(bytes, from, from + at, to, offset) : null;
 			if (parts) {
 				doc = parts.doc;
-				plain = !parts.rest.includes("%") && bytes.subarray(from + at, to).indexOf(0x25) < 0;
+				// No `%` in the line: no encoded key in the record, its field included.
+				plain = line!.indexOf(0x25) < 0;
 			} else {
 				const text = db.persistence.beforeDeserialization(bytes.toString("utf8", from, to));
 				doc = JSON.parse(text) as Doc;
