@@ -38,6 +38,7 @@ export interface TasksMembers {
 	noteChanged(id: string): void;
 	authorizeTask(ctx: RestContext, task: Doc): Promise<string>;
 	taskTargetsNow(ctx: RestContext, task: Doc): Promise<string[]>;
+	taskInScope(ctx: RestContext, task: Doc, action: string): Promise<void>;
 }
 
 export type TasksThis = EveThis & TasksMembers;
