@@ -127,7 +127,7 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 					if (doc?.status === "running" && doc.digest === callDigest(call, hosts, doc.target) && doc.requester?.token === requester.token) return { pass: true };
 					throw new EveError(403, `the run is refused: approval ${grant.slice(0, 24)} does not cover it (it is not being carried out, or its call, hosts or requester differ)`);
 				}
-				const policies = await ctx.call<MatchedPolicy[], Doc>("approval-policies.matching", { fun: call.fun, arg: call.arg, kwarg: call.kwarg, hosts, origin, scale: definition?.hosts });
+				const policies = await ctx.call<MatchedPolicy[], Doc>("approval-policies.matching", { fun: call.fun, arg: call.arg, kwarg: call.kwarg, hosts, origin, scale: definition?.hosts, principal: requester.identity });
 				if (!policies.length) return { pass: true };
 				const digest = definition ? definition.digest : callDigest(call, hosts, target);
 				if (definition) {

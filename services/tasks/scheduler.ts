@@ -48,6 +48,12 @@ export function scheduleOf(t: Doc): Schedule {
 	return { start: new Date(t.start), end: t.end ? new Date(t.end) : null, interval: t.interval ?? 0, cron: t.cron ?? null, timezone: t.timezone ?? cfg().taskTimezone };
 }
 
+/** The task's schedule as its definition's approval covers it (cm-gateway governance.ts, TaskSchedule). */
+function definitionSchedule(t: Doc) {
+	const iso = (d: unknown) => (d ? new Date(d as string).toISOString() : null);
+	return { start: iso(t.start), end: iso(t.end), interval: t.interval ?? 0, cron: t.cron ?? null, timezone: t.timezone ?? null, misfire: t.misfire ?? null, overlap: t.overlap ?? null };
+}
+
 /** Waits between attempts to hand a run to a cm-gateway that is not there or cannot reach salt-api. */
 const RETRY_DELAYS_MS = [1000, 4000, 15000];
 /** Due runs claimed at once by one replica. */
@@ -206,6 +212,7 @@ export const schedulerMethods = {
 					kwarg: t.kwarg ?? {},
 					tgt: t.tgt ?? [],
 					...(typeof t.target === "string" ? { target: t.target } : {}),
+					schedule: definitionSchedule(t),
 				});
 				if (res.status === "pending_approval" && res.approval) {
 					// Held: nothing ran. Its runs pass once the task's definition is approved (docs/security.md).
