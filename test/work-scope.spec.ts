@@ -30,7 +30,8 @@ describe("work scope: scoped tokens act on work inside their scope; approvals co
 		await sim.start();
 		h = await startEmbedded({ env: { ...sim.cmApiEnv, CM_SYNC_INTERVAL_MS: "3600000", CM_JOB_POLL_MS: "100", CM_JOB_TIMEOUT_MS: "3000", TASK_MISFIRE_GRACE_MS: "60000", ROLLOUT_TICK_MS: "100" } });
 		await eventually(async () => ((await request("GET", url("hosts", { max_results: 1 }))).body._meta?.total === sim.minionIds().length ? true : undefined), 10_000, "the inventory");
-		[IN, IN2, OUT, OUT2] = sim.upMinions();
+		// Sorted: a rollout's first batch is its first host, IN.
+		[IN, IN2, OUT, OUT2] = sim.upMinions().sort();
 		group = await created("admin", "groups", { name: "scoped-hosts", hosts: [IN, IN2] });
 		await newToken("scoped", "operator", { groups: [group] });
 		await newToken("op", "operator");
@@ -110,6 +111,23 @@ describe("work scope: scoped tokens act on work inside their scope; approvals co
 			expect(refused(await as("scoped", "POST", `approvals/${id}/reject`, { comment: "no" }))).toMatch(/may not reject this request: it is not wholly inside the token's scope/);
 			expect((await as("op2", "GET", `approvals/${id}`)).body).toMatchObject({ status: "pending", votes: [] });
 			expect((await as("op2", "POST", `approvals/${id}/reject`, { comment: "no" })).body.status).toBe("rejected");
+			expect((await as("admin", "DELETE", `approval_policies/${policy}`)).status).toBe(204);
+		});
+
+		it("may not approve a rollout's request for hosts beyond its scope, though the batch held is inside it", async () => {
+			const policy = await created("admin", "approval_policies", { name: "rollouts by an operator", functions: ["test.version"], origins: ["rollout"], approvers: { count: 1, roles: ["operator"] } });
+			const rollout = await created("op", "rollouts", { name: "straddling", target: `L@${IN},${OUT}`, fun: "test.version", canary: 0, batch: 1 });
+			const waiting = await eventually(async () => {
+				const r = (await request("GET", url(`rollouts/${rollout}`))).body;
+				return r.waiting?.for === "approval" ? r : undefined;
+			}, 15_000, "the rollout held for approval");
+			const a = (await request("GET", url(`approvals/${waiting.waiting.approval}`))).body;
+			// The batch held is one host inside the scope; approving approves the rollout, which reaches beyond it.
+			expect(a).toMatchObject({ definition: { kind: "rollout", id: rollout }, hosts: [IN] });
+			expect(refused(await as("scoped", "POST", `approvals/${a._id}/approve`, {}))).toMatch(/may not approve this request: it is not wholly inside the token's scope \(.*targets outside the token's scope: /);
+			expect((await request("GET", url(`approvals/${a._id}`))).body).toMatchObject({ status: "pending", votes: [] });
+			expect((await as("op2", "POST", `approvals/${a._id}/approve`, {})).body.status).toBe("approved");
+			expect((await as("op", "PATCH", `rollouts/${rollout}/abort`)).status).toBe(200);
 			expect((await as("admin", "DELETE", `approval_policies/${policy}`)).status).toBe(204);
 		});
 	});

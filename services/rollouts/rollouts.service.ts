@@ -144,6 +144,14 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 				return Object.fromEntries(docs.map(d => [String(d._id), String(d.status)]));
 			},
 		},
+		/** Every host the rollout was made with (internal: the approvals service judges a scoped approver on them all). */
+		frozenHosts: {
+			visibility: "public",
+			params: { id: "string" },
+			async handler(this: RolloutsThis, ctx: Context<{ id: string }>): Promise<string[]> {
+				return this.rolloutHosts(ctx.params.id);
+			},
+		},
 		/** The conformity check each of these rollouts is a pass of, if any (internal: the conformity service). */
 		checksOf: {
 			visibility: "public",
