@@ -6,12 +6,13 @@
  * API, against the salt-api simulator, whose job log says what really ran.
  */
 import { SaltApiSimulator } from "./simulators/salt-api";
-import { startEmbedded, type Harness } from "./support/harness";
+import { describeWithMongo, startEmbedded, uniqueMongoUri, type Harness } from "./support/harness";
 import { request, expectEveError, eventually } from "./support/http";
 import { callers } from "./support/callers";
 import { formatHttpDate } from "../lib/eve/dates";
 
-describe("work scope: scoped tokens act on work inside their scope; approvals cover what they approved", () => {
+/** The suite on one store: NeDB files (mongoUri undefined), or the MongoDB wire protocol (the CI's emulator leg). */
+function workScopeSuite(mongoUri: string | undefined): void {
 	let sim: SaltApiSimulator;
 	let h: Harness;
 	let IN: string, IN2: string, OUT: string, OUT2: string;
@@ -23,12 +24,13 @@ describe("work scope: scoped tokens act on work inside their scope; approvals co
 		return res.body._id;
 	};
 	const inSeconds = (s: number) => formatHttpDate(new Date(Math.ceil(Date.now() / 1000) * 1000 + s * 1000));
+	const ENV = () => ({ ...sim.cmApiEnv, CM_SYNC_INTERVAL_MS: "3600000", CM_JOB_POLL_MS: "100", CM_JOB_TIMEOUT_MS: "3000", TASK_MISFIRE_GRACE_MS: "60000", ROLLOUT_TICK_MS: "100" });
 	const refused = (res: Awaited<ReturnType<typeof request>>) => expectEveError(res, 403)._error.message as string;
 
 	beforeAll(async () => {
 		sim = new SaltApiSimulator({ minions: 6, timeout: 1, gatherJobTimeout: 0, latencyMs: [1, 5], presenceEvents: false });
 		await sim.start();
-		h = await startEmbedded({ env: { ...sim.cmApiEnv, CM_SYNC_INTERVAL_MS: "3600000", CM_JOB_POLL_MS: "100", CM_JOB_TIMEOUT_MS: "3000", TASK_MISFIRE_GRACE_MS: "60000", ROLLOUT_TICK_MS: "100" } });
+		h = await startEmbedded({ mongoUri, env: ENV() });
 		await eventually(async () => ((await request("GET", url("hosts", { max_results: 1 }))).body._meta?.total === sim.minionIds().length ? true : undefined), 10_000, "the inventory");
 		// Sorted: a rollout's first batch is its first host, IN.
 		[IN, IN2, OUT, OUT2] = sim.upMinions().sort();
@@ -186,6 +188,10 @@ describe("work scope: scoped tokens act on work inside their scope; approvals co
 			expect((await run("op", OUT, { arg: ["uptime"] })).status).toBe(200);
 			expect((await run("op2", IN2, { arg: ["hostname"] })).status).toBe(200);
 			expect(sim.jobs().slice(from).map(j => [j.fun, j.minions])).toEqual([["cmd.run", [IN]], ["cmd.run", [IN]], ["cmd.run", [OUT]], ["cmd.run", [IN2]]]);
+			// The asks are in the store, not in a process: after a restart the next host is still the second.
+			expect((await run("op", IN, { arg: ["hostid"] })).status).toBe(200);
+			await h.restart();
+			expect((await run("op", IN2, { arg: ["hostid"] })).status).toBe(202);
 			expect((await as("admin", "DELETE", `approval_policies/${policy}`)).status).toBe(204);
 
 			// A window of 1 s: an ask older than that no longer counts.
@@ -197,5 +203,23 @@ describe("work scope: scoped tokens act on work inside their scope; approvals co
 			expectEveError(await as("admin", "POST", "approval_policies", { name: "bad", functions: ["cmd.run"], more_than_hosts: 1, window: -1, approvers: { count: 1, roles: ["admin"] } }), 422);
 			expect((await as("admin", "DELETE", `approval_policies/${short}`)).status).toBe(204);
 		});
+
+		// Two replicas need a shared store: the MongoDB leg's second process stands in as another broker on the same database.
+		(mongoUri ? it : it.skip)("counts the asks one principal sends to two replicas as one", async () => {
+			const policy = await created("admin", "approval_policies", { name: "cmd.run on more than one host", functions: ["cmd.run"], more_than_hosts: 1, approvers: { count: 1, roles: ["admin"] } });
+			const other = await startEmbedded({ mongoUri, env: ENV() });
+			try {
+				const body = { cm_client: "local", fun: "cmd.run", arg: ["replicas"] };
+				expect((await as("op", "POST", `hosts/${IN}`, body)).status).toBe(200);
+				const there = await request("POST", `${other.api}/hosts/${IN2}`, { token: tokens.op.secret, body });
+				expect([there.status, there.body.approval?.hosts]).toEqual([202, [IN2]]);
+			} finally {
+				await other.stop();
+			}
+			expect((await as("admin", "DELETE", `approval_policies/${policy}`)).status).toBe(204);
+		});
 	});
-});
+}
+
+describe("work scope: scoped tokens act on work inside their scope; approvals cover what they approved (NeDB)", () => workScopeSuite(undefined));
+describeWithMongo("work scope: scoped tokens act on work inside their scope; approvals cover what they approved (MongoDB wire protocol)", uri => workScopeSuite(uri ? uniqueMongoUri(uri) : undefined));
