@@ -8,7 +8,8 @@
  */
 import { SaltApiSimulator } from "./simulators/salt-api";
 import { describeWithMongo, startEmbedded, uniqueMongoUri, type Harness } from "./support/harness";
-import { request, expectEveError, eventually, withQuery } from "./support/http";
+import { request, expectEveError, eventually } from "./support/http";
+import { callers } from "./support/callers";
 import { FleetRepl } from "../lib/repl/commands";
 import { REPL_AGENT } from "../lib/repl/api-client";
 import { formatHttpDate } from "../lib/eve/dates";
@@ -22,15 +23,7 @@ function governanceSuite(mongoUri: string | undefined): void {
 	let h: Harness;
 	let GOV: string, GOV2: string, FREE: string;
 	let govGroup = "";
-	const tokens: Record<string, { id: string; secret: string }> = {};
-
-	const url = (path: string, query: Record<string, unknown> = {}) => withQuery(`${h.api}/${path}`, query);
-	const as = (who: string, method: string, path: string, body?: unknown) => request(method, url(path), { token: who === "admin" ? undefined : tokens[who].secret, body });
-	const newToken = async (name: string, role: string, scope?: Record<string, unknown>) => {
-		const res = await request("POST", url("tokens"), { body: { name, role, ...(scope ? { scope } : {}) } });
-		if (res.status !== 201) throw new Error(`token: ${res.status} ${res.text}`);
-		tokens[name] = { id: res.body._id, secret: res.body.token };
-	};
+	const { tokens, url, as, newToken } = callers(() => h.api);
 	const created = async (path: string, body: unknown): Promise<string> => {
 		const res = await request("POST", url(path), { body });
 		if (res.status !== 201) throw new Error(`${path}: ${res.status} ${res.text}`);

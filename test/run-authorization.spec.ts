@@ -191,23 +191,28 @@ describe("runs: authorized where they start, audited before they start", () => {
 			expect(after).toEqual(before);
 		});
 
-		it("lets an operator rename a task (nothing about the run changes) without taking it over", async () => {
-			expect((await as("op", "PUT", "tasks", { _id: adminTask, name: "ra-admin-cmd-renamed" })).status).toBe(200);
-			expect((await request("GET", url(`tasks/${adminTask}`))).body).toMatchObject({ name: "ra-admin-cmd-renamed", owner: expect.not.stringMatching(tokens.op.id) });
+		it("lets an operator rename a task (nothing about the run changes) without taking it over; a scoped one only inside its scope", async () => {
+			expect(expectEveError(await as("op", "PUT", "tasks", { _id: adminTask, name: "ra-admin-cmd-renamed" }), 403)._error.message).toMatch(/may not change this task: it is not wholly inside the token's scope/);
+			expect((await as("op-any", "PUT", "tasks", { _id: adminTask, name: "ra-admin-cmd-renamed" })).status).toBe(200);
+			expect((await request("GET", url(`tasks/${adminTask}`))).body).toMatchObject({ name: "ra-admin-cmd-renamed", owner: expect.not.stringMatching(tokens["op-any"].id) });
 		});
 
-		it("makes the changer the owner when its scope covers the whole resulting task", async () => {
-			const id = (await as("op-cmd", "POST", "tasks", { name: "ra-owned", fun: "cmd.run", kwarg: { cmd: "uptime" }, tgt: [scopeGroup], start: "2031-01-01 00:00" })).body._id;
-			expect((await request("GET", url(`tasks/${id}`))).body.owner).toBe(tokens["op-cmd"].id);
-			// op may not run cmd.run: changing only the start of a cmd.run task is refused.
+		it("makes the changer the owner when its scope covers the task before and after", async () => {
+			const id = (await as("op", "POST", "tasks", { name: "ra-owned", fun: "test.ping", tgt: [scopeGroup], start: "2031-01-01 00:00" })).body._id;
+			expect((await request("GET", url(`tasks/${id}`))).body.owner).toBe(tokens.op.id);
+			// Making it a cmd.run is within op-cmd's scope: op-cmd owns it from now on.
+			expect((await as("op-cmd", "PUT", "tasks", { _id: id, fun: "cmd.run", kwarg: { cmd: "uptime" } })).status).toBe(200);
+			expect((await request("GET", url(`tasks/${id}`))).body).toMatchObject({ owner: tokens["op-cmd"].id, fun: "cmd.run" });
+			// op may not run cmd.run: changing the start of the cmd.run task, or making it a test.ping again, is refused.
 			expectEveError(await as("op", "PUT", "tasks", { _id: id, start: "2031-03-01 00:00" }), 403);
-			// Making it a test.ping is within op's scope: op owns it from now on.
-			expect((await as("op", "PUT", "tasks", { _id: id, fun: "test.ping", kwarg: {} })).status).toBe(200);
-			expect((await request("GET", url(`tasks/${id}`))).body).toMatchObject({ owner: tokens.op.id, fun: "test.ping" });
+			expectEveError(await as("op", "PUT", "tasks", { _id: id, fun: "test.ping", kwarg: {} }), 403);
+			expect((await request("GET", url(`tasks/${id}`))).body).toMatchObject({ owner: tokens["op-cmd"].id, fun: "cmd.run" });
 		});
 
-		it("lets anyone with the role pause, but resuming needs a scope covering the task", async () => {
-			expect((await as("op", "PATCH", `tasks/${adminTask}/paused`)).status).toBe(200);
+		it("lets an unscoped operator pause, a scoped one only inside its scope, and resuming needs a scope covering the task", async () => {
+			expectEveError(await as("op", "PATCH", `tasks/${adminTask}/paused`), 403);
+			expect((await request("GET", url(`tasks/${adminTask}`))).body.status).toBe("scheduled");
+			expect((await as("op-any", "PATCH", `tasks/${adminTask}/paused`)).status).toBe(200);
 			expectEveError(await as("op", "PATCH", `tasks/${adminTask}/scheduled`), 403);
 			expect((await request("GET", url(`tasks/${adminTask}`))).body.status).toBe("paused");
 			expect((await as("op-any", "PATCH", `tasks/${adminTask}/scheduled`)).status).toBe(200);
@@ -353,10 +358,11 @@ describe("runs: authorized where they start, audited before they start", () => {
 			expect(await repl.run(`exec ${IN} test.ping`)).toMatch(/1 of 1 host\(s\) answered/);
 		});
 
-		it("pauses any task, but resumes only one its scope covers, as the API does", async () => {
+		it("pauses and resumes only a task its scope covers, as the API does", async () => {
 			const id = (await request("POST", url("tasks"), { body: { name: "ra-repl-cmd", fun: "cmd.run", kwarg: { cmd: "uptime" }, tgt: [OUT], start: "2031-01-01 00:00" } })).body._id;
 			const repl = new FleetRepl({ url: h.api, token: tokens.op.secret });
-			expect(await repl.run(`task pause ${id}`)).toMatch(/paused/);
+			expect(await repl.run(`task pause ${id}`)).toMatch(/^error 403: your token may not change this task/);
+			expect(await new FleetRepl({ url: h.api, token: tokens["op-any"].secret }).run(`task pause ${id}`)).toMatch(/paused/);
 			expect(await repl.run(`task resume ${id}`)).toMatch(/^error 403: the run is refused: function 'cmd.run'/);
 			expect((await request("GET", url(`tasks/${id}`))).body.status).toBe("paused");
 			// The REPL's request is the API's, audited as such, its User-Agent saying it came from the REPL.

@@ -122,6 +122,7 @@ export default function CmGatewayService(): ServiceSchema<ServiceSettingSchema, 
 							kwarg: { type: "object", optional: true },
 							tgt: { type: "array", items: "string", max: 100_000 },
 							target: { type: "string", min: 1, max: 10_000, optional: true },
+							schedule: { type: "object", optional: true },
 						},
 						handler(ctx: Context<TaskRun>) {
 							return parts(this).runs.ofTask(ctx);

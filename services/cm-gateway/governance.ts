@@ -13,6 +13,7 @@
 import type { Context } from "moleculer";
 import { EveError } from "../../lib/eve/errors";
 import { STATE_FUNCTIONS } from "../../lib/fleet/state-results";
+import { canonicalDigest } from "../../lib/eve/etag";
 import type { Hold, Requester, RunRequest, TokenHolder } from "./run-door";
 import type { GatewayContext } from "./context";
 
@@ -29,6 +30,25 @@ type GateAnswer = { pass: true } | { held: { _id: string } & Record<string, unkn
 export function withoutTest(kwarg: Record<string, unknown> | undefined): Record<string, unknown> {
 	const { test: _test, ...rest } = kwarg ?? {};
 	return rest;
+}
+
+/** When a task runs, as its definition's approval covers it (dates as ISO strings: the digest is the same on every replica). */
+export interface TaskSchedule {
+	start: string;
+	end: string | null;
+	interval: number;
+	cron: string | null;
+	timezone: string | null;
+	misfire: string | null;
+	overlap: string | null;
+}
+
+/**
+ * The digest a task's definition is approved under: what it runs (client, function, arguments, targets), when
+ * (its whole schedule) and as whom (its owner token). A change to any of them makes the next run ask again.
+ */
+export function taskDefinitionDigest(d: { cm_client: string; fun: string; kwarg?: Record<string, unknown>; tgt: string[]; target?: string; owner?: string | null; schedule?: TaskSchedule }): string {
+	return canonicalDigest({ cm_client: d.cm_client, fun: d.fun, kwarg: d.kwarg ?? {}, tgt: d.tgt, target: d.target ?? null, owner: d.owner ?? null, schedule: d.schedule ?? null });
 }
 
 /** Where a run comes from, as approval policies name it. */
@@ -62,7 +82,7 @@ export class Governance {
 				.catch((err: Error) => this.gw.logger.error("Could not raise the break-glass alert:", err.message));
 		}
 		const gate = await ctx.call<GateAnswer, Record<string, unknown>>("approvals.gate", {
-			requester: { token: holder.id, name: holder.name, role: holder.role, identity: holder.subject ?? holder.id },
+			requester: { token: holder.id, name: holder.name, role: holder.role, identity: holder.principal ?? holder.subject ?? holder.id },
 			origin: originOf(by),
 			call: { cm_client: body.cm_client, fun: body.fun, ...(body.arg ? { arg: body.arg } : {}), ...(body.kwarg ? { kwarg: body.kwarg } : {}) },
 			hosts: targets,

@@ -63,6 +63,7 @@ export interface TokenHolder {
 	role: string;
 	/** The signed-in person the token was made for, when one was (docs/security.md, single sign-on). */
 	subject?: string;
+	principal?: string;
 }
 
 /** Who, from where, what: the part of a run's audit record written before it runs. */

@@ -13,7 +13,7 @@ import { RUN_BODY, RUN_TARGET_BODY } from "../../lib/http/bodies";
 import { NO_RETURN, verdictOf, type JobOrigin, type JobReturn, type Verdict } from "./job-tracker";
 import type { Lowstate } from "./salt-client";
 import { startRun as throughTheDoor, type DoorEffects, type Hold, type Requester, type RunBody, type RunRequest, type TokenHolder } from "./run-door";
-import { withoutTest, type Governance } from "./governance";
+import { taskDefinitionDigest, withoutTest, type Governance, type TaskSchedule } from "./governance";
 import { canonicalDigest } from "../../lib/eve/etag";
 import { JID, isObject, strings, type GatewayContext } from "./context";
 import type { JobPoll } from "./job-poll";
@@ -39,6 +39,8 @@ export interface TaskRun {
 	tgt: string[];
 	/** A compound target (docs/targeting.md), resolved now with the hosts of `tgt`. */
 	target?: string;
+	/** When the task runs: part of the definition an approval covers. */
+	schedule?: TaskSchedule;
 }
 
 /** A rollout's batch, as the rollouts service hands it over (cm-gateway.runRolloutBatch). */
@@ -182,15 +184,15 @@ export class Runs {
 	 * is started once.
 	 */
 	async ofTask(ctx: Context<TaskRun>): Promise<RunAnswer> {
-		const { task, run, takeover, owner, cm_client, fun, kwarg, tgt, target } = ctx.params;
+		const { task, run, takeover, owner, cm_client, fun, kwarg, tgt, target, schedule } = ctx.params;
 		const expression = taskTargetExpression(tgt, target);
 		const origin: JobOrigin = { task, run, history: { target: expression, user: null, origin: "task" } };
 		return this.once(ctx, run, takeover, fun, funArgs({ cm_client, fun, kwarg }), origin, async () => {
 			const targets = await this.taskTargets(ctx, tgt, target);
 			if (!targets.length) throw new EveError(422, "none of the task's targets is a live host or a group with hosts");
 			// A task runs as its owner's token as that token is now (docs/security.md).
-			// Approved once per definition: what it runs (a change to it needs a new approval).
-			const definition = { kind: "task" as const, id: task, digest: canonicalDigest({ cm_client, fun, kwarg: kwarg ?? {}, tgt, target: target ?? null }) };
+			// Approved once per definition: what it runs, when and as whom (a change to any needs a new approval).
+			const definition = { kind: "task" as const, id: task, digest: taskDefinitionDigest(ctx.params), ...(schedule ? { schedule } : {}) };
 			const by: Requester = { token: owner ?? "", source: `scheduler@${this.gw.broker.nodeID}`.slice(0, 200), method: "TASK", path: `/api/tasks/${task}`, definition };
 			return this.start(ctx, by, targets, { cm_client, fun, kwarg }, { task, run }, expression);
 		});

@@ -19,6 +19,8 @@ import { EveError, validationFailed, type Issues } from "../../lib/eve/errors";
 import { loadConfig } from "../../lib/config";
 import { CronError, nextDue, parseCron, type Schedule } from "../../lib/fleet/schedule";
 import type { Doc } from "../../lib/storage/store";
+import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
+import { writeMethods } from "../../mixins/eve-collection/writes";
 
 const SHARE = /^(\d{1,3})%$/;
 const share = { type: "string", pattern: SHARE } as const;
@@ -34,6 +36,7 @@ type ChecksThis = EveThis & {
 	tick(): Promise<void>;
 	startPass(check: Doc): Promise<void>;
 	authorizeCheck(ctx: RestContext, check: Doc): Promise<string>;
+	checkInScope(ctx: RestContext, check: Doc, action: string): Promise<void>;
 };
 
 /** The pass of `check` due at `due`: the same 24-hex id on every replica (the rollout's id). */
@@ -97,7 +100,26 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 			return user.id;
 		},
 
+		/** A scoped caller changes or deletes a check only when its call on the hosts it selects now is inside the scope (403). */
+		async checkInScope(this: ChecksThis, ctx: RestContext, check: Doc, action: string): Promise<void> {
+			if (!scopedCaller(ctx)) return;
+			let hosts: string[];
+			try {
+				hosts = (await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target: check.target })).hosts;
+			} catch (err) {
+				if ((err as { code?: number }).code !== 422) throw err;
+				throw new EveError(403, `your token may not ${action} this check: its target cannot be evaluated now, so nothing shows it lies inside the token's scope`);
+			}
+			await authorizeScopedWork(ctx, action, "this check", { client: "local_async", fun: "state.apply", kwarg: kwargOf(check), hosts });
+		},
+
+		async removeDocs(this: ChecksThis, ctx: RestContext, docs: Doc[]) {
+			for (const doc of docs) await this.checkInScope(ctx, doc, "delete");
+			await writeMethods.removeDocs.call(this, ctx, docs);
+		},
+
 		async beforeStore(this: ChecksThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc> {
+			if (info.existing) await this.checkInScope(ctx, info.existing, "change");
 			const merged = { ...(info.existing ?? {}), ...doc };
 			const out: Doc = { ...doc };
 			// Creating, or changing what runs or where, needs the writer to be allowed it; the writer owns it then.

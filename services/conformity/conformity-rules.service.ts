@@ -1,13 +1,16 @@
 /**
  * Owns the `conformity_rules` collection (docs/conformity.md, "Suppressing noisy states"): rules that make known-noisy
  * states count for nothing in conformity checks — `{sls?, state_id?, reason}`, at least one of the first two; a state
- * matches when every field the rule gives is equal. Operators write them; every write is audited like any other.
+ * matches when every field the rule gives is equal. Operators write them (not scoped tokens: a rule weighs on every
+ * host's checks); every write is audited like any other.
  * A rule applies from the next check on (a judgement already made is not redone).
  */
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import type { Issues } from "../../lib/eve/errors";
 import type { Doc } from "../../lib/storage/store";
+import { refuseFleetWideToScoped } from "../../lib/http/work-scope";
+import { writeMethods } from "../../mixins/eve-collection/writes";
 
 const ConformityRulesService: EveServiceSchema = {
 	name: "conformity-rules",
@@ -33,6 +36,15 @@ const ConformityRulesService: EveServiceSchema = {
 		},
 	},
 	methods: {
+		/** A rule weighs on every host's checks: fleet-wide, so no scoped token writes one (docs/security.md). */
+		async beforeStore(this: EveThis, ctx: RestContext, doc: Doc, info: { op: string }): Promise<Doc> {
+			refuseFleetWideToScoped(ctx, info.op === "create" ? "create" : "change", "a suppression rule");
+			return doc;
+		},
+		async removeDocs(this: EveThis, ctx: RestContext, docs: Doc[]) {
+			refuseFleetWideToScoped(ctx, "delete", "a suppression rule");
+			await writeMethods.removeDocs.call(this, ctx, docs);
+		},
 		async checkRules(this: EveThis, _ctx: RestContext, doc: Doc, info: { op: string; existing?: Doc }): Promise<Issues | null> {
 			const merged = { ...(info.existing ?? {}), ...doc };
 			if (merged.sls === undefined && merged.state_id === undefined) return { sls: "give sls, state_id or both: a rule naming neither would suppress every state" };

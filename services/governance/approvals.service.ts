@@ -18,6 +18,7 @@ import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { EveError, validationFailed } from "../../lib/eve/errors";
 import { canonicalDigest } from "../../lib/eve/etag";
 import { redact } from "../../lib/http/auth";
+import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
 import type { RunBody } from "../../lib/http/bodies";
 import { readDryRun, type DryRunReturn } from "../../lib/fleet/state-results";
 import type { Doc } from "../../lib/storage/store";
@@ -126,7 +127,7 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 					if (doc?.status === "running" && doc.digest === callDigest(call, hosts, doc.target) && doc.requester?.token === requester.token) return { pass: true };
 					throw new EveError(403, `the run is refused: approval ${grant.slice(0, 24)} does not cover it (it is not being carried out, or its call, hosts or requester differ)`);
 				}
-				const policies = await ctx.call<MatchedPolicy[], Doc>("approval-policies.matching", { fun: call.fun, arg: call.arg, kwarg: call.kwarg, hosts, origin, scale: definition?.hosts });
+				const policies = await ctx.call<MatchedPolicy[], Doc>("approval-policies.matching", { fun: call.fun, arg: call.arg, kwarg: call.kwarg, hosts, origin, scale: definition?.hosts, principal: requester.identity });
 				if (!policies.length) return { pass: true };
 				const digest = definition ? definition.digest : callDigest(call, hosts, target);
 				if (definition) {
@@ -229,6 +230,11 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 						if (e.code === 403) throw new EveError(403, `you may not approve a run you could not make yourself: ${e.message.replace(/^the run is refused: /, "")}`);
 						throw err;
 					}
+				}
+				if (scopedCaller(ctx)) {
+					// A scoped token decides only work wholly inside its scope (a rejection too); a rollout's request is for all its hosts, not the batch held.
+					const hosts = doc.definition?.kind === "rollout" ? await ctx.call<string[], { id: string }>("rollouts.frozenHosts", { id: doc.definition.id }) : doc.hosts;
+					await authorizeScopedWork(ctx, decision === "approved" ? "approve" : "reject", "this request", { client: doc.call.cm_client, fun: doc.call.fun, arg: doc.call.arg, kwarg: doc.call.kwarg, hosts });
 				}
 				const vote = { decision, token: user.id, name: user.name, role: user.role, identity, comment: (body.comment as string | undefined) ?? "", at: new Date() };
 				const votes = [...(doc.votes as Doc[]), vote];

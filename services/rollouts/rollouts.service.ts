@@ -12,6 +12,7 @@ import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
 import { EveError, validationFailed, type Issues } from "../../lib/eve/errors";
 import { SALT_FUN } from "../../lib/http/bodies";
+import { authorizeScopedWork } from "../../lib/http/work-scope";
 import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
 import { SHARE, hostsOf, planBatches, type Batch } from "./plan";
 import { STATE_FUNCTIONS } from "../../lib/fleet/state-results";
@@ -66,6 +67,8 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 				const move = CONTROLS[ctx.params.action];
 				if (!move) throw validationFailed({ action: `unallowed value '${ctx.params.action.slice(0, 50)}' (one of: pause, resume, abort)` }, "Update failure: the document contains errors");
 				if (!move.from.includes(rollout.status)) throw validationFailed({ status: `a ${rollout.status} rollout cannot be ${ctx.params.action}d` }, "Update failure: the document contains errors");
+				// A scoped token moves only a rollout wholly inside its scope: its call on every host it was frozen with.
+				await authorizeScopedWork(ctx, ctx.params.action, "this rollout", { client: "local_async", fun: rollout.fun, arg: rollout.arg, kwarg: rollout.kwarg, hosts: await this.rolloutHosts(String(rollout._id)) });
 				const who = (ctx.meta as { user?: { name?: string } }).user?.name ?? "an operator";
 				let set: Doc = { status: move.to, reason: `${move.to} by ${who}` };
 				if (ctx.params.action === "resume") {
@@ -139,6 +142,14 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 			async handler(this: RolloutsThis, ctx: Context<{ ids: string[] }>) {
 				const docs = await this.store.find({ _id: { $in: ctx.params.ids } }, { only: ["status"] });
 				return Object.fromEntries(docs.map(d => [String(d._id), String(d.status)]));
+			},
+		},
+		/** Every host the rollout was made with (internal: the approvals service judges a scoped approver on them all). */
+		frozenHosts: {
+			visibility: "public",
+			params: { id: "string" },
+			async handler(this: RolloutsThis, ctx: Context<{ id: string }>): Promise<string[]> {
+				return this.rolloutHosts(ctx.params.id);
 			},
 		},
 		/** The conformity check each of these rollouts is a pass of, if any (internal: the conformity service). */

@@ -38,6 +38,7 @@ export interface TasksMembers {
 	noteChanged(id: string): void;
 	authorizeTask(ctx: RestContext, task: Doc): Promise<string>;
 	taskTargetsNow(ctx: RestContext, task: Doc): Promise<string[]>;
+	taskInScope(ctx: RestContext, task: Doc, action: string): Promise<void>;
 }
 
 export type TasksThis = EveThis & TasksMembers;
@@ -45,6 +46,12 @@ export type TasksThis = EveThis & TasksMembers;
 /** The schedule a task describes. */
 export function scheduleOf(t: Doc): Schedule {
 	return { start: new Date(t.start), end: t.end ? new Date(t.end) : null, interval: t.interval ?? 0, cron: t.cron ?? null, timezone: t.timezone ?? cfg().taskTimezone };
+}
+
+/** The task's schedule as its definition's approval covers it (cm-gateway governance.ts, TaskSchedule). */
+function definitionSchedule(t: Doc) {
+	const iso = (d: unknown) => (d ? new Date(d as string).toISOString() : null);
+	return { start: iso(t.start), end: iso(t.end), interval: t.interval ?? 0, cron: t.cron ?? null, timezone: t.timezone ?? null, misfire: t.misfire ?? null, overlap: t.overlap ?? null };
 }
 
 /** Waits between attempts to hand a run to a cm-gateway that is not there or cannot reach salt-api. */
@@ -205,6 +212,7 @@ export const schedulerMethods = {
 					kwarg: t.kwarg ?? {},
 					tgt: t.tgt ?? [],
 					...(typeof t.target === "string" ? { target: t.target } : {}),
+					schedule: definitionSchedule(t),
 				});
 				if (res.status === "pending_approval" && res.approval) {
 					// Held: nothing ran. Its runs pass once the task's definition is approved (docs/security.md).

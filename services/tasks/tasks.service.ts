@@ -12,6 +12,7 @@
  * over. The database is the only truth: timers only decide when to look again.
  */
 import type { Context } from "moleculer";
+import { writeMethods } from "../../mixins/eve-collection/writes";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { loadConfig, type Config } from "../../lib/config";
@@ -22,6 +23,7 @@ import { EveError, badRequest, notFound, validationFailed, type Issues } from ".
 import type { Doc } from "../../lib/storage/store";
 import { countMetric, observeMetric } from "../../lib/runtime/metrics";
 import { SALT_FUN } from "../../lib/http/bodies";
+import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
 import { claimRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";
 
 import { cfg, scheduleOf, schedulerMethods, type TasksThis } from "./scheduler";
@@ -266,7 +268,30 @@ const TasksService: EveServiceSchema<TasksThis> = {
 			return [...new Set([...named, ...resolved.hosts])];
 		},
 
+		/**
+		 * A scoped caller may touch (change, pause, resume, rename, delete) an existing task only when it lies wholly
+		 * inside the caller's scope: its call on its hosts resolved now (403 otherwise; docs/security.md).
+		 */
+		async taskInScope(this: TasksThis, ctx: RestContext, task: Doc, action: string): Promise<void> {
+			if (!scopedCaller(ctx)) return;
+			let hosts: string[];
+			try {
+				hosts = await this.taskTargetsNow(ctx, task);
+			} catch (err) {
+				// A target that no longer evaluates bounds nothing: not shown to be inside the scope.
+				if ((err as { code?: number }).code !== 422) throw err;
+				throw new EveError(403, `your token may not ${action} this task: its target cannot be evaluated now, so nothing shows it lies inside the token's scope`);
+			}
+			await authorizeScopedWork(ctx, action, "this task", { client: task.cm_client ?? "local_async", fun: task.fun, kwarg: task.kwarg ?? {}, hosts });
+		},
+
+		async removeDocs(this: TasksThis, ctx: RestContext, docs: Doc[]) {
+			for (const doc of docs) await this.taskInScope(ctx, doc, "delete");
+			await writeMethods.removeDocs.call(this, ctx, docs);
+		},
+
 		async beforeStore(this: TasksThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc> {
+			if (info.existing) await this.taskInScope(ctx, info.existing, "change");
 			if (info.op === "create") {
 				const owner = await this.authorizeTask(ctx, doc);
 				const next = nextDue(scheduleOf(doc), new Date(doc.start.getTime() - 1));
