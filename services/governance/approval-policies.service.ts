@@ -21,6 +21,7 @@ import type { Issues } from "../../lib/eve/errors";
 import { canonicalDigest } from "../../lib/eve/etag";
 import type { Doc } from "../../lib/storage/store";
 import { DEFAULT_EXPIRY_S, FUNCTIONS_SCHEMA, ORIGINS, TARGETS_SCHEMA, governs, hostsOf, isDryRun, targetsIssues, type HostsMemo, type MatchedPolicy, type Origin, type Targets } from "./scope";
+import { effectiveCall, Structured } from "../../lib/security/effective-call";
 
 /** A threshold counts the hosts of this many seconds of a principal's asks, unless the policy says otherwise. */
 export const DEFAULT_WINDOW_S = 3600;
@@ -28,32 +29,14 @@ export const DEFAULT_WINDOW_S = 3600;
 const MAX_WINDOW_S = 30 * 86_400;
 /** Tallies past every window are dropped at most this often per replica. */
 const PRUNE_MS = 60_000;
-/** `key=value`, as Salt's parse_input reads an argument word as a keyword. */
-const KEYWORD_WORD = /^([A-Za-z_][\w.-]*)=(?!=)([\s\S]*)$/;
-
-/** A `key=value` word's value as Salt's YAML reading gives it, for the few scalars that matter to equality. */
-function wordValue(v: string): unknown {
-	if (/^(true|false)$/i.test(v)) return v.toLowerCase() === "true";
-	if (/^-?\d{1,15}$/.test(v)) return Number(v);
-	return v;
-}
-
 /**
- * What one definition of a call is, as thresholds count it: the function with its positional arguments and its
- * keywords as the minion takes them — `key=value` words and `__kwarg__` dicts among the arguments folded into the
- * keywords, the keyword dict winning, Salt's `__pub_*` left out.
+ * What one definition of a call is, as thresholds count it: the function with its arguments as the minion takes
+ * them (lib/security/effective-call.ts), Salt's `__pub_*` left out.
  */
 export function definitionKey(fun: string, arg: unknown[] = [], kwarg: Record<string, unknown> = {}): string {
-	const positional: unknown[] = [];
-	const keywords: Record<string, unknown> = {};
-	for (const a of arg) {
-		const m = typeof a === "string" ? KEYWORD_WORD.exec(a) : null;
-		if (m) keywords[m[1]] = wordValue(m[2]);
-		else if (a && typeof a === "object" && !Array.isArray(a) && (a as Record<string, unknown>).__kwarg__ === true) Object.assign(keywords, a);
-		else positional.push(a);
-	}
-	Object.assign(keywords, kwarg);
-	for (const k of Object.keys(keywords)) if (k === "__kwarg__" || k.startsWith("__pub_")) delete keywords[k];
+	const call = effectiveCall(fun, arg, kwarg);
+	const keywords = Object.fromEntries(Object.entries(call.kwargs).filter(([k]) => !k.startsWith("__pub_")).map(([k, v]) => [k, v instanceof Structured ? v.text : v]));
+	const positional = call.args.map(v => (v instanceof Structured ? v.text : v));
 	return canonicalDigest({ fun, arg: positional, kwarg: keywords });
 }
 
