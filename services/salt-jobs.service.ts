@@ -19,7 +19,7 @@ import { DuplicateKeyError, type Doc } from "../lib/storage/store";
 import { noCounts, type JobCounts } from "../lib/fleet/job-counts";
 
 /** Where a job came from (docs/jobs.md). */
-export const JOB_ORIGINS = ["api", "task", "rollout", "repl", "external"] as const;
+export const JOB_ORIGINS = ["api", "task", "rollout", "approval", "repl", "external"] as const;
 export const JOB_ID = /^\d{20}(_\d+)?$/;
 /** How often the retention sweep runs. */
 const PRUNE_EVERY_MS = 3_600_000;

@@ -15,6 +15,7 @@ import { EveError } from "../../lib/eve/errors";
 import { STATE_FUNCTIONS } from "../../lib/fleet/state-results";
 import type { Hold, Requester, RunRequest, TokenHolder } from "./run-door";
 import type { GatewayContext } from "./context";
+import { originOf } from "./history";
 
 /** What maintenance-windows.check answers. */
 interface WindowVerdict {
@@ -31,12 +32,13 @@ export function withoutTest(kwarg: Record<string, unknown> | undefined): Record<
 	return rest;
 }
 
-/** Where a run comes from, as approval policies name it. */
-export function originOf(by: Requester): "api" | "task" | "rollout" | "repl" {
-	if (by.method === "TASK") return "task";
-	if (by.method === "ROLLOUT") return "rollout";
-	if (by.agent?.startsWith("fleet-ctl-repl")) return "repl";
-	return "api";
+/**
+ * Where a run comes from, as approval policies name it: decided on the server's side (history.ts), never by the
+ * client's User-Agent. An approved request passes by its grant whatever its origin; it is interactive (`api`) here.
+ */
+export function policyOrigin(by: Requester): "api" | "task" | "rollout" {
+	const origin = originOf(by);
+	return origin === "task" || origin === "rollout" ? origin : "api";
 }
 
 /** How many refused hosts a 409 names. */
@@ -63,7 +65,7 @@ export class Governance {
 		}
 		const gate = await ctx.call<GateAnswer, Record<string, unknown>>("approvals.gate", {
 			requester: { token: holder.id, name: holder.name, role: holder.role, identity: holder.subject ?? holder.id },
-			origin: originOf(by),
+			origin: policyOrigin(by),
 			call: { cm_client: body.cm_client, fun: body.fun, ...(body.arg ? { arg: body.arg } : {}), ...(body.kwarg ? { kwarg: body.kwarg } : {}) },
 			hosts: targets,
 			...(req.target !== undefined ? { target: req.target } : {}),

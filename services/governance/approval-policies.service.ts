@@ -2,7 +2,7 @@
  * Owns the `approval_policies` collection (docs/security.md, "Approvals"): which runs need approvers before they
  * run. A policy is `{name, functions: [globs], targets?: {groups?, target?}, more_than_hosts?, origins?, approvers:
  * {count, roles}, expires_after?, enabled?}`; admins write them. A run matches a policy when its function matches
- * a glob, it comes from one of the policy's origins (api, task, rollout, repl; all when none is given), and more
+ * a glob, it comes from one of the policy's origins (api, task, rollout; `repl` is an alias of api; all when none is given), and more
  * than `more_than_hosts` (default 0) of its hosts are among the policy's targets (every host when none are given).
  * Dry runs never match (they change nothing).
  *
@@ -13,7 +13,7 @@ import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } 
 import { OBJECT_ID } from "../../lib/eve/ids";
 import type { Issues } from "../../lib/eve/errors";
 import type { Doc } from "../../lib/storage/store";
-import { DEFAULT_EXPIRY_S, FUNCTIONS_SCHEMA, ORIGINS, TARGETS_SCHEMA, governs, hostsOf, isDryRun, targetsIssues, type HostsMemo, type MatchedPolicy, type Origin, type Targets } from "./scope";
+import { DEFAULT_EXPIRY_S, FUNCTIONS_SCHEMA, ORIGINS, TARGETS_SCHEMA, governs, hostsOf, originCovered, isDryRun, targetsIssues, type HostsMemo, type MatchedPolicy, type Origin, type Targets } from "./scope";
 
 const PoliciesService: EveServiceSchema = {
 	name: "approval-policies",
@@ -66,7 +66,7 @@ const PoliciesService: EveServiceSchema = {
 				const memo: HostsMemo = new Map();
 				for (const p of await this.store.find({ enabled: { $ne: false } }, { sort: [["_id", 1]] })) {
 					if (!governs(p.functions ?? [], fun)) continue;
-					if (p.origins && !p.origins.includes(origin)) continue;
+					if (p.origins && !originCovered(p.origins, origin)) continue;
 					let inScope = hosts.length;
 					if (p.targets) {
 						const governed = await hostsOf(ctx, p.targets as Targets, memo).catch(() => null);
