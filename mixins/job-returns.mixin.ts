@@ -9,6 +9,7 @@ import { EveCollection, type EveServiceSchema, type EveThis } from "./eve-collec
 import { JOB_RETURN_ID } from "../lib/eve/ids";
 import { EveError } from "../lib/eve/errors";
 import { nowSeconds } from "../lib/eve/dates";
+import { maskSecrets } from "../lib/security/masking";
 import type { Doc } from "../lib/storage/store";
 
 const jobReturnSchema = {
@@ -46,7 +47,8 @@ export function JobReturns(resource: string, fields: ValidationSchema): Partial<
 						const issues = this.eve.createCheck(r);
 						if (issues || !JOB_RETURN_ID.test(_id)) throw new EveError(422, `job return ${_id} is invalid`, { issues: issues ?? { _id: "invalid" } });
 						byId.delete(_id);
-						byId.set(_id, { ...r, _id });
+						// A run's arguments are stored masked (lib/security/masking.ts): no secret in the job history.
+						byId.set(_id, { ...r, _id, ...(r.args !== undefined ? { args: maskSecrets(r.args) } : {}) });
 					}
 					const docs = [...byId.values()];
 					const ids = docs.map(d => d._id);

@@ -1,17 +1,21 @@
 /**
  * Owns the `actions` collection: one record per host of every job fleet-ctl started (`_id` = jid +
  * hostname, `args` with Salt's `__kwarg__`, `return` as text; `state` "running" until the host returns,
- * then "finished", or "timeout"; `retcode` and `success` as Salt sent them). Read-only over the API. Each record
+ * then "finished", or "timeout"; `retcode` and `success` as Salt sent them). Read-only over the API. `args` are
+ * stored with their secrets masked, shown masked to operators and admins and withheld from viewers. Each record
  * links to its job in `salt_jobs`, whose counts are recounted from these records (`jobCounts`).
  */
 import type { Context } from "moleculer";
 import type { EveServiceSchema, EveThis } from "../mixins/eve-collection.mixin";
 import { JobReturns } from "../mixins/job-returns.mixin";
 import { countReturn, noCounts, type JobCounts } from "../lib/fleet/job-counts";
+import { RunArgs } from "../mixins/run-args.mixin";
 
 const ActionsService: EveServiceSchema = {
 	name: "actions",
 	mixins: [
+		// Arguments shown masked, or withheld from viewers (stored masked by JobReturns).
+		RunArgs,
 		JobReturns("actions", {
 			args: { type: "array", optional: true },
 			return: { type: "string", optional: true },

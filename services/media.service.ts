@@ -1,7 +1,7 @@
 /**
  * Owns the `media` collection: the bytes of uploaded files, in chunks (like GridFS), so that any
  * storage backend holds them and no message exceeds the transporter's payload limit.
- * GET /api/media/<id> streams them back with their content type.
+ * GET /api/media/<id> streams them back with their content type, as a download (attachment, a sandbox CSP, nosniff).
  */
 import { Readable } from "node:stream";
 import type { Context, ServiceSchema, ServiceSettingSchema } from "moleculer";
@@ -13,6 +13,24 @@ import type { HttpMeta } from "../mixins/eve-collection.mixin";
 import type { Store } from "../lib/storage/store";
 
 const CHUNK_BYTES = 255 * 1024;
+
+/**
+ * An upload is served as a download, never as a page of the dashboard's origin (docs/security.md, "Uploaded
+ * files"): an uploaded HTML page would otherwise run its uploaded scripts (they pass `script-src 'self'`) with the
+ * reader's cookies. `attachment` makes the browser save it; `sandbox` (no `allow-*`) gives anything that renders it
+ * anyway an opaque origin with no script, no form, no cookie; nosniff keeps the uploaded type from being guessed at.
+ */
+const DOWNLOAD_HEADERS = { "Content-Security-Policy": "sandbox; default-src 'none'", "X-Content-Type-Options": "nosniff" };
+
+/**
+ * `Content-Disposition: attachment` with a safe filename: an ASCII fallback with nothing but `[A-Za-z0-9._-]` (no
+ * quote, no path, no control character), and the exact name percent-encoded as RFC 6266's `filename*`.
+ */
+function attachment(name: string): string {
+	const base = name.split(/[\\/]/).pop() || "download";
+	const ascii = base.replace(/[^A-Za-z0-9._-]+/g, "_").replace(/^[._]+/, "").slice(0, 200) || "download";
+	return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(base).replace(/['()*]/g, c => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)}`;
+}
 
 interface MediaThis {
 	store: Store;
@@ -74,12 +92,7 @@ const MediaService: ServiceSchema<ServiceSettingSchema, Record<string, any>, Med
 				const head = await this.store.findOne({ _id: ctx.params.id });
 				if (!head) throw notFound();
 				ctx.meta.$responseType = head.content_type || "application/octet-stream";
-				ctx.meta.$responseHeaders = {
-					"Content-Length": String(head.length),
-					"Last-Modified": formatHttpDate(head._created),
-					"Content-Disposition": `inline; filename*=UTF-8''${encodeURIComponent(head.filename || ctx.params.id)}`,
-					"X-Content-Type-Options": "nosniff",
-				};
+				ctx.meta.$responseHeaders = { "Content-Length": String(head.length), "Last-Modified": formatHttpDate(head._created), ...DOWNLOAD_HEADERS, "Content-Disposition": attachment(head.filename || ctx.params.id) };
 				const store = this.store;
 				const mediaId = head._id;
 				const total = head.chunks as number;

@@ -3,7 +3,7 @@
  * master's event bus (`_id` = jid). A record holds what was run (`fun`, `args`), on what (`target` as given,
  * `minions` the frozen list it was sent to), who and from where (`user`, `origin`, `task`/`run`/`rollout`),
  * when (`started`, `finished`), and how it went (`expected`, `returned`, `succeeded`, `failed`, `timed_out`,
- * `state`). Read-only over the API; newest first unless sorted otherwise; the hosts' returns stay in `actions`
+ * `state`). `args` are stored with their secrets masked and withheld from viewers (mixins/run-args.mixin.ts). Read-only over the API; newest first unless sorted otherwise; the hosts' returns stay in `actions`
  * (each record links to them, each of them links back through `jid`).
  *
  * Written only by the cm-gateway: `open` when a job starts (or is seen), `tally` after each batch of returns
@@ -17,9 +17,11 @@ import type { Link } from "../lib/eve/render";
 import { loadConfig } from "../lib/config";
 import { DuplicateKeyError, type Doc } from "../lib/storage/store";
 import { noCounts, type JobCounts } from "../lib/fleet/job-counts";
+import { maskSecrets } from "../lib/security/masking";
+import { RunArgs } from "../mixins/run-args.mixin";
 
 /** Where a job came from (docs/jobs.md). */
-export const JOB_ORIGINS = ["api", "task", "rollout", "repl", "external"] as const;
+export const JOB_ORIGINS = ["api", "task", "rollout", "approval", "repl", "external"] as const;
 export const JOB_ID = /^\d{20}(_\d+)?$/;
 /** How often the retention sweep runs. */
 const PRUNE_EVERY_MS = 3_600_000;
@@ -48,6 +50,8 @@ const count = { type: "number", integer: true, min: 0 } as const;
 const SaltJobsService: EveServiceSchema = {
 	name: "salt-jobs",
 	mixins: [
+		// Arguments shown masked, or withheld from viewers.
+		RunArgs,
 		EveCollection({
 			resource: "salt_jobs",
 			writes: [],
@@ -100,7 +104,8 @@ const SaltJobsService: EveServiceSchema = {
 			async handler(this: EveThis, ctx: Context<{ job: JobOpening }>) {
 				const j = ctx.params.job;
 				const started = j.started ? new Date(j.started) : new Date();
-				const about: Doc = { fun: j.fun, args: j.args ?? [], target: j.target, user: j.user, origin: j.origin, ...(j.task ? { task: j.task } : {}), ...(j.run ? { run: j.run } : {}), ...(j.rollout ? { rollout: j.rollout } : {}), ...(j.batch !== undefined ? { batch: j.batch } : {}) };
+				// Stored masked (lib/security/masking.ts): the history never holds a run's secrets, whoever reads or filters it.
+				const about: Doc = { fun: j.fun, args: maskSecrets(j.args ?? []), target: j.target, user: j.user, origin: j.origin, ...(j.task ? { task: j.task } : {}), ...(j.run ? { run: j.run } : {}), ...(j.rollout ? { rollout: j.rollout } : {}), ...(j.batch !== undefined ? { batch: j.batch } : {}) };
 				const now = new Date();
 				const record: Doc = { ...about, minions: j.minions, expected: j.minions.length, returned: 0, succeeded: 0, failed: 0, timed_out: 0, started, finished: j.minions.length ? null : started, state: j.minions.length ? "running" : "finished" };
 				const issues = this.eve.createCheck(record);

@@ -416,7 +416,8 @@ function governanceSuite(mongoUri: string | undefined): void {
 			const said = await op.run(`exec gov-hosts cmd.run whoami`);
 			const id = /held for approval ([0-9a-f]{24}) \(cmd\.run on more than one host\)/.exec(said)?.[1];
 			expect(id).toBeDefined();
-			expect((await request("GET", url(`approvals/${id}`))).body.origin).toBe("repl");
+			// The REPL is an API client: its runs are interactive (`api`), whatever User-Agent it sends.
+			expect((await request("GET", url(`approvals/${id}`))).body.origin).toBe("api");
 			expect(await op.run("approvals")).toContain(id);
 			expect(await op.run(`approve ${id}`)).toMatch(/^error 403: the requester/);
 			const admin = new FleetRepl({ url: h.api, token: tokens.admin2.secret });

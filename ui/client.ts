@@ -2,8 +2,8 @@
  * The dashboard's way to the API: the token (sessionStorage, gone with the tab), JSON requests with the
  * Authorization header, Eve errors as exceptions, and the alert stream read with fetch() — EventSource
  * cannot send the header, and the token never goes into a URL. Signed in through single sign-on instead, there
- * is no token here: the browser sends the http-only session cookie, and every write carries the CSRF token the
- * readable `fleet_csrf` cookie holds (X-CSRF-Token).
+ * is no token here: the browser sends the http-only session cookie, and every request carries the CSRF token the
+ * readable `fleet_csrf` cookie holds (X-CSRF-Token): writes and reads that mark alerts read need it.
  */
 
 const KEY = "fleet-ctl.token";
@@ -23,11 +23,14 @@ export function csrfToken(): string {
 	return m ? decodeURIComponent(m[1]) : "";
 }
 
-/** The headers that say who asks: the pasted token, or (signed in) the CSRF token a write needs with the cookie. */
-function who(method: string): Record<string, string> {
+/**
+ * The headers that say who asks: the pasted token, or (signed in) the CSRF token. A write needs it with the cookie,
+ * and so does a read that changes state (`mark_as_read`): every request carries it, so no read can be forgotten.
+ */
+function who(): Record<string, string> {
 	const t = token.get();
 	if (t) return { Authorization: `Bearer ${t}` };
-	return method === "GET" || method === "HEAD" ? {} : { "X-CSRF-Token": csrfToken() };
+	return { "X-CSRF-Token": csrfToken() };
 }
 
 export class ApiError extends Error {
@@ -95,7 +98,7 @@ export function q(path: string, query: Record<string, unknown> = {}): string {
 }
 
 function send(method: string, path: string, accept: string, body?: unknown): Promise<Response> {
-	const headers: Record<string, string> = { Accept: accept, ...who(method) };
+	const headers: Record<string, string> = { Accept: accept, ...who() };
 	if (body !== undefined) headers["Content-Type"] = "application/json";
 	return fetch(`/api/${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
 }
@@ -148,7 +151,7 @@ function followEvents(path: string, onEvent: (e: SseEvent) => void, onState: (co
 		while (!stopped) {
 			controller = new AbortController();
 			try {
-				const res = await fetch(`/api/${path}`, { headers: { ...who("GET"), Accept: "text/event-stream", ...headers() }, signal: controller.signal });
+				const res = await fetch(`/api/${path}`, { headers: { ...who(), Accept: "text/event-stream", ...headers() }, signal: controller.signal });
 				if (res.status === 401) {
 					window.dispatchEvent(new CustomEvent("fleet:unauthorized"));
 					return;

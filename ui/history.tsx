@@ -32,7 +32,7 @@ interface SaltJob {
 	state?: string;
 }
 
-const ORIGINS = ["api", "repl", "task", "rollout", "external"];
+const ORIGINS = ["api", "task", "rollout", "approval", "external"];
 const STATES = ["running", "finished"];
 /** The hosts of an L@ list named before "and N more". */
 const HOSTS_SHOWN = 3;

@@ -136,20 +136,8 @@ export function functionAllowed(scope: Scope | undefined, fun: string): boolean 
 	return scope.functions.some(glob => globMatches(glob, fun));
 }
 
-const SECRET_KEY = /pass(word)?|secret|token|otp|private|credential|^key$|_key$/i;
-const MASK = "********";
-/** Deeper than this, redact cuts: request bodies are refused beyond 64 levels (lib/eve/json-depth.ts) long before. */
-const REDACT_DEPTH = 100;
-
 /**
- * A copy with every value under a secret-looking key masked, at any depth (for the audit log). Keys are
- * copied as own properties whatever they are (`__proto__` included), and the walk is bounded.
+ * A copy with every secret masked, at any depth (the audit log, approvals): the one rule of lib/security/masking.ts,
+ * which also masks `key=value` strings as Salt splits them.
  */
-export function redact(value: unknown, depth = 0): unknown {
-	if (depth > REDACT_DEPTH) return "…";
-	if (Array.isArray(value)) return value.map(v => redact(v, depth + 1));
-	if (value !== null && typeof value === "object" && !(value instanceof Date) && !Buffer.isBuffer(value)) {
-		return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, SECRET_KEY.test(k) && v != null ? MASK : redact(v, depth + 1)]));
-	}
-	return value;
-}
+export { maskSecrets as redact } from "../security/masking";

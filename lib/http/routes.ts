@@ -38,6 +38,8 @@ export interface RouteMethod {
 	bodySchema?: Record<string, unknown>;
 	/** Query parameters beyond a collection's (where, sort, …), for the OpenAPI document. */
 	query?: QueryParam[];
+	/** A read that changes state when this query parameter is given: with a session cookie it needs the CSRF header, as a write. */
+	writesWith?: string;
 }
 
 export interface QueryParam {
@@ -188,9 +190,9 @@ export const ROUTES: RouteDef[] = [
 	{ path: "updates", methods: { ...read("updates"), POST: { ...needsMaster(none("cm-gateway.loadUpdates", "operator")), summary: "Read the patches on the master's file server into updates" } } },
 	{ path: "updates/:id", methods: { ...readItem("updates"), PATCH: json("updates.patch", "operator") } },
 
-	{ path: "alerts", methods: read("alerts", "viewer", MARK_AS_READ) },
+	{ path: "alerts", methods: { GET: { ...read("alerts", "viewer", MARK_AS_READ).GET, writesWith: "mark_as_read" } } },
 	{ path: "alerts/stream", methods: { GET: { action: "api.alertStream", role: "viewer", events: true, summary: "New alerts as server-sent events, pushed as they are raised" } } },
-	{ path: "alerts/:id", methods: readItem("alerts", "viewer", MARK_AS_READ) },
+	{ path: "alerts/:id", methods: { GET: { ...readItem("alerts", "viewer", MARK_AS_READ).GET, writesWith: "mark_as_read" } } },
 
 	{ path: "settings", methods: read("settings") },
 	{ path: "settings/:id", methods: { ...readItem("settings"), PATCH: json("settings.patch", "admin") } },

@@ -14,7 +14,7 @@ export function aliasesFor(): Record<string, unknown> {
 		const allowed = Object.keys(route.methods);
 		for (const [method, def] of Object.entries(route.methods) as Array<[string, RouteMethod]>) {
 			// An object alias takes its type from `type`; a "stream:" prefix would stay in the action name.
-			const common = { action: def.action, role: def.role, cachedBy: def.cachedBy, unavailable: def.unavailable, audited: def.audited, computes: def.computes };
+			const common = { action: def.action, role: def.role, cachedBy: def.cachedBy, unavailable: def.unavailable, audited: def.audited, computes: def.computes, writesWith: def.writesWith };
 			aliases[`${method} /${route.path}`] = { ...common, type: def.body === "stream" ? "stream" : "call", bodyKind: def.body ?? "none" };
 			if (method === "GET") aliases[`HEAD /${route.path}`] = { ...common, bodyKind: "none" };
 		}

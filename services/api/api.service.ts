@@ -25,7 +25,7 @@ import { KeptReadMetrics } from "./kept-metrics";
 import { keptKey, serveKept } from "./kept-reads";
 import { toEveError } from "./errors";
 import { CSRF_COOKIE, SESSION_COOKIE, csrfOf, parseCookies, signInFor, type AuthMeta, type SignIn } from "./sessions";
-import { MUTATING, discardBody, hasBody, isJson, parseJson, queryPairs, truncateForAudit, userAgent, type Req } from "./requests";
+import { MUTATING, changesState, discardBody, hasBody, isJson, parseJson, queryPairs, truncateForAudit, userAgent, type Req } from "./requests";
 
 type Meta = Record<string, any>;
 
@@ -308,7 +308,8 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			const user: Caller = { id: caller.id, name: caller.name, role: caller.role, scope: caller.scope, ...(caller.subject ? { subject: caller.subject } : {}), ...(cookieSecret !== undefined ? { session: true } : {}) };
 			// Set before the rate limit, so that the audit record of a refused write says whose it was.
 			ctx.meta.user = user;
-			if (cookieSecret !== undefined && MUTATING.has(req.method as string) && req.headers["x-csrf-token"] !== csrfOf(cookieSecret)) {
+			// Another site can make the browser send the cookie, not read the CSRF token: no state changes without it (a GET with mark_as_read included).
+			if (cookieSecret !== undefined && changesState(req) && req.headers["x-csrf-token"] !== csrfOf(cookieSecret)) {
 				throw new EveError(403, "the request lacks its CSRF token (X-CSRF-Token, the value of the fleet_csrf cookie)");
 			}
 			this.rateLimit(caller.id);

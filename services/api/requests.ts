@@ -17,7 +17,7 @@ const config = loadConfig();
 
 export type Req = IncomingMessage & {
 	$params: Record<string, any>;
-	$alias?: { action?: string; unavailable?: string; bodyKind?: BodyKind; cachedBy?: string; role?: Role; audited?: boolean; computes?: boolean };
+	$alias?: { action?: string; unavailable?: string; bodyKind?: BodyKind; cachedBy?: string; role?: Role; audited?: boolean; computes?: boolean; writesWith?: string };
 	$endpoint?: { action: unknown };
 	$cacheGeneration?: number;
 	/** Bytes of the JSON body as received (0 for an empty body), set while it is read. */
@@ -71,6 +71,18 @@ function decode(s: string): string {
 	} catch {
 		throw new EveError(400, "malformed percent-encoding in the query string");
 	}
+}
+
+/**
+ * Whether a request may change state: a write, or a read whose route changes state with a query parameter it names
+ * (alerts' `mark_as_read`), whatever that parameter's value. A session cookie's such requests need the CSRF header.
+ */
+export function changesState(req: Req): boolean {
+	if (MUTATING.has(req.method as string)) return true;
+	const param = req.$alias?.writesWith;
+	const url = req.originalUrl ?? req.url ?? "";
+	const at = url.indexOf("?");
+	return param !== undefined && at >= 0 && queryPairs(url.slice(at + 1)).some(([k]) => k === param);
 }
 
 /** The client's User-Agent for the audit record (at most 200 characters), undefined when it sent none. */

@@ -16,6 +16,7 @@ import { STATE_FUNCTIONS } from "../../lib/fleet/state-results";
 import { canonicalDigest } from "../../lib/eve/etag";
 import type { Hold, Requester, RunRequest, TokenHolder } from "./run-door";
 import type { GatewayContext } from "./context";
+import { originOf } from "./history";
 
 /** What maintenance-windows.check answers. */
 interface WindowVerdict {
@@ -51,12 +52,13 @@ export function taskDefinitionDigest(d: { cm_client: string; fun: string; kwarg?
 	return canonicalDigest({ cm_client: d.cm_client, fun: d.fun, kwarg: d.kwarg ?? {}, tgt: d.tgt, target: d.target ?? null, owner: d.owner ?? null, schedule: d.schedule ?? null });
 }
 
-/** Where a run comes from, as approval policies name it. */
-export function originOf(by: Requester): "api" | "task" | "rollout" | "repl" {
-	if (by.method === "TASK") return "task";
-	if (by.method === "ROLLOUT") return "rollout";
-	if (by.agent?.startsWith("fleet-ctl-repl")) return "repl";
-	return "api";
+/**
+ * Where a run comes from, as approval policies name it: decided on the server's side (history.ts), never by the
+ * client's User-Agent. An approved request passes by its grant whatever its origin; it is interactive (`api`) here.
+ */
+export function policyOrigin(by: Requester): "api" | "task" | "rollout" {
+	const origin = originOf(by);
+	return origin === "task" || origin === "rollout" ? origin : "api";
 }
 
 /** How many refused hosts a 409 names. */
@@ -83,7 +85,7 @@ export class Governance {
 		}
 		const gate = await ctx.call<GateAnswer, Record<string, unknown>>("approvals.gate", {
 			requester: { token: holder.id, name: holder.name, role: holder.role, identity: holder.principal ?? holder.subject ?? holder.id },
-			origin: originOf(by),
+			origin: policyOrigin(by),
 			call: { cm_client: body.cm_client, fun: body.fun, ...(body.arg ? { arg: body.arg } : {}), ...(body.kwarg ? { kwarg: body.kwarg } : {}) },
 			hosts: targets,
 			...(req.target !== undefined ? { target: req.target } : {}),

@@ -14,7 +14,12 @@ import { JID, strings, type GatewayContext } from "./context";
 import type { JobPoll } from "./job-poll";
 import type { Returns } from "./returns";
 
-export type JobOriginKind = "api" | "task" | "rollout" | "repl" | "external";
+/**
+ * Where a job came from, as the server knows it: `api` (an interactive request, the REPL's included), `task`,
+ * `rollout`, `approval` (an approved request carried out), `external` (seen on the master's bus). `repl` is no
+ * longer written (it was the client's User-Agent); records that have it keep it.
+ */
+export type JobOriginKind = "api" | "task" | "rollout" | "approval" | "repl" | "external";
 
 /** What the job history says of a job besides what Salt ran: the target as given, who, from where. */
 export interface HistoryEntry {
@@ -25,8 +30,6 @@ export interface HistoryEntry {
 	batch?: number;
 }
 
-/** The User-Agent the REPL's requests carry starts with this (lib/repl/api-client.ts). */
-const REPL_AGENT_PREFIX = "fleet-ctl-repl";
 /** Salt's target types as compound engines (docs/targeting.md): an external job's target reads as one expression. */
 const ENGINES: Record<string, string> = { grain: "G@", grain_pcre: "P@", pcre: "E@", list: "L@", ipcidr: "S@", nodegroup: "N@", pillar: "I@", pillar_pcre: "J@", pillar_exact: "I@", range: "R@", data: "" };
 /** How long a job's own jids are remembered (a bus event later than this is not expected). */
@@ -35,17 +38,27 @@ const OWN_KEEP_MS = 600_000;
 const OWN_MAX = 100_000;
 const WAITING_MAX = 10_000;
 
-/** Where a run came from, for its history record. */
-export function originOf(by: Requester, rollout?: string): JobOriginKind {
-	if (rollout) return "rollout";
-	if (by.method === "TASK") return "task";
-	if (by.agent?.startsWith(REPL_AGENT_PREFIX)) return "repl";
-	return "api";
+/**
+ * Where a run came from, from what started it on the server's side (the run door's requester, which the task,
+ * rollout and approval paths build themselves). The client's User-Agent (`by.agent`) is recorded, never trusted:
+ * any client can send the REPL's.
+ */
+export function originOf(by: Requester): Exclude<JobOriginKind, "repl" | "external"> {
+	switch (by.method) {
+		case "TASK":
+			return "task";
+		case "ROLLOUT":
+			return "rollout";
+		case "APPROVAL":
+			return "approval";
+		default:
+			return "api";
+	}
 }
 
 /** A run's history entry: the target as given, the name of the token that authorized it. */
 export function historyEntry(by: Requester, holder: TokenHolder, target: string, rollout?: { id: string; batch?: number }): HistoryEntry {
-	return { target, user: holder.name ?? by.name ?? null, origin: originOf(by, rollout?.id), ...(rollout ? { rollout: rollout.id, ...(rollout.batch !== undefined ? { batch: rollout.batch } : {}) } : {}) };
+	return { target, user: holder.name ?? by.name ?? null, origin: originOf(by), ...(rollout ? { rollout: rollout.id, ...(rollout.batch !== undefined ? { batch: rollout.batch } : {}) } : {}) };
 }
 
 /** An external job's target as a compound expression: `*`, `G@os:Debian`, `L@web-01,db-01`, … */

@@ -2,7 +2,7 @@
  * Owns the `approval_policies` collection (docs/security.md, "Approvals"): which runs need approvers before they
  * run. A policy is `{name, functions: [globs], targets?: {groups?, target?}, more_than_hosts?, origins?, approvers:
  * {count, roles}, expires_after?, enabled?}`; admins write them. A run matches a policy when its function matches
- * a glob, it comes from one of the policy's origins (api, task, rollout, repl; all when none is given), and more
+ * a glob, it comes from one of the policy's origins (api, task, rollout; `repl` is an alias of api; all when none is given), and more
  * than `more_than_hosts` (default 0) of its hosts are among the policy's targets (every host when none are given).
  * Dry runs never match (they change nothing).
  *
@@ -20,7 +20,7 @@ import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import type { Issues } from "../../lib/eve/errors";
 import { canonicalDigest } from "../../lib/eve/etag";
 import type { Doc } from "../../lib/storage/store";
-import { DEFAULT_EXPIRY_S, FUNCTIONS_SCHEMA, ORIGINS, TARGETS_SCHEMA, governs, hostsOf, isDryRun, targetsIssues, type HostsMemo, type MatchedPolicy, type Origin, type Targets } from "./scope";
+import { DEFAULT_EXPIRY_S, FUNCTIONS_SCHEMA, ORIGINS, TARGETS_SCHEMA, governs, hostsOf, originCovered, isDryRun, targetsIssues, type HostsMemo, type MatchedPolicy, type Origin, type Targets } from "./scope";
 import { effectiveCall, Structured } from "../../lib/security/effective-call";
 
 /** A threshold counts the hosts of this many seconds of a principal's asks, unless the policy says otherwise. */
@@ -94,7 +94,7 @@ const PoliciesService: EveServiceSchema<PoliciesThis> = {
 			async handler(this: PoliciesThis, ctx: Context<{ fun: string; arg?: unknown[]; kwarg?: Record<string, unknown>; hosts: string[]; scale?: number; origin: Origin; principal?: string }>): Promise<MatchedPolicy[]> {
 				const { fun, arg, kwarg, hosts, origin, principal } = ctx.params;
 				if (isDryRun(fun, arg, kwarg)) return [];
-				const policies = (await this.store.find({ enabled: { $ne: false } }, { sort: [["_id", 1]] })).filter(p => governs(p.functions ?? [], fun) && (!p.origins || p.origins.includes(origin)));
+				const policies = (await this.store.find({ enabled: { $ne: false } }, { sort: [["_id", 1]] })).filter(p => governs(p.functions ?? [], fun) && (!p.origins || originCovered(p.origins, origin)));
 				// The principal's asks of this definition within the longest window a watching threshold gives, this one recorded first.
 				const windows = policies.filter(p => (p.more_than_hosts ?? 0) > 0).map(p => p.window ?? DEFAULT_WINDOW_S);
 				const longest = Math.max(0, ...windows);

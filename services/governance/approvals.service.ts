@@ -17,8 +17,8 @@ import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } 
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { EveError, validationFailed } from "../../lib/eve/errors";
 import { canonicalDigest } from "../../lib/eve/etag";
-import { redact } from "../../lib/http/auth";
 import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
+import { maskSecrets } from "../../lib/security/masking";
 import type { RunBody } from "../../lib/http/bodies";
 import { readDryRun, type DryRunReturn } from "../../lib/fleet/state-results";
 import type { Doc } from "../../lib/storage/store";
@@ -259,11 +259,11 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 	},
 
 	methods: {
-		/** A request as clients see it: its call's arguments masked where they look secret (as in the audit log). */
+		/** A request as clients see it (and its stream, and the REPL): its call's secrets masked by the one rule (lib/security/masking.ts); kept whole to run. */
 		transformOutput(this: ApprovalsThis, doc: Doc): Doc {
 			if (!doc.call) return doc;
 			const { digest: _digest, ...rest } = doc;
-			return { ...rest, call: { ...doc.call, ...(doc.call.arg ? { arg: redact(doc.call.arg) } : {}), ...(doc.call.kwarg ? { kwarg: redact(doc.call.kwarg) } : {}) }, requester: { name: doc.requester?.name, role: doc.requester?.role, token: doc.requester?.token } };
+			return { ...rest, call: { ...doc.call, ...(doc.call.arg ? { arg: maskSecrets(doc.call.arg) } : {}), ...(doc.call.kwarg ? { kwarg: maskSecrets(doc.call.kwarg) } : {}) }, requester: { name: doc.requester?.name, role: doc.requester?.role, token: doc.requester?.token } };
 		},
 
 		render(this: ApprovalsThis, doc: Doc): Doc {

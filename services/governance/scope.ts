@@ -11,6 +11,14 @@ import type { Issues } from "../../lib/eve/errors";
 export const ORIGINS = ["api", "task", "rollout", "repl"] as const;
 export type Origin = (typeof ORIGINS)[number];
 
+/**
+ * Whether a policy's `origins` cover a run's origin. The REPL is an HTTP client like any other (the server cannot
+ * tell it apart), so runs are never `repl`: a policy naming `repl` covers interactive runs (`api`), as it meant to.
+ */
+export function originCovered(origins: readonly Origin[], origin: Origin): boolean {
+	return origins.some(o => o === origin || (o === "repl" && origin === "api"));
+}
+
 /** A matched policy as an approval request keeps it: what it takes to approve. */
 export interface MatchedPolicy {
 	policy: string;

@@ -15,6 +15,7 @@ import { ADMIN_TOKEN } from "../../support/harness";
 import { request as send, withQuery, expectEveError, type Reply, type RequestOptions } from "../../support/http";
 import { ROUTES, type RouteMethod } from "../../../lib/http/routes";
 import type { Role } from "../../../lib/http/auth";
+import { withholdArgs } from "../../../lib/security/masking";
 import { VPN_SECRETS } from "./vpn";
 import { PritunlSimulator } from "../../simulators/pritunl";
 
@@ -452,7 +453,17 @@ export default function access(h: () => Harness): void {
 			});
 		}
 
-		it("lets a viewer read every route an admin reads, except tokens, audit, webhooks and VPN profiles (403), and hosts' otp_secret", async () => {
+		/** What a viewer is shown of an admin's answer: hosts' otp_secret masked, runs' arguments withheld (docs/security.md, "What is masked"). */
+		const asViewer = (path: string, adminText: string): string => {
+			const text = adminText.replace(/"otp_secret":"[^"]*"/g, `"otp_secret":"${MASK}"`);
+			// Their records, not their event streams.
+			if (!/^(actions|salt_jobs)\b/.test(path) || !text.startsWith("{")) return text;
+			const withheld = (d: Record<string, unknown>) => ("args" in d ? { ...d, args: withholdArgs(d.args) } : d);
+			const body = JSON.parse(text);
+			return JSON.stringify(Array.isArray(body._items) ? { ...body, _items: body._items.map(withheld) } : withheld(body));
+		};
+
+		it("lets a viewer read every route an admin reads, except tokens, audit, webhooks and VPN profiles (403), hosts' otp_secret and runs' arguments", async () => {
 			const table = probes();
 			const wrong: string[] = [];
 			for (const { method, path } of routeMethods().filter(r => r.method === "GET")) {
@@ -461,9 +472,8 @@ export default function access(h: () => Harness): void {
 				const admin = await send("GET", url(probe.path));
 				const want = ROLES_FROM[LEAST_ROLE[`${method} ${path}`]].includes("viewer") ? admin.status : 403;
 				if (viewer.status !== want) wrong.push(`GET /${probe.path}: viewer ${viewer.status}, admin ${admin.status}`);
-				// Admins alone see hosts' otp_secret in clear; whoami answers who asks.
-				const masked = admin.text.replace(/"otp_secret":"[^"]*"/g, `"otp_secret":"${MASK}"`);
-				if (want === 200 && viewer.text !== masked && path !== "whoami") wrong.push(`GET /${probe.path}: the viewer sees something else`);
+				// Admins alone see hosts' otp_secret in clear, operators and admins runs' arguments; whoami answers who asks.
+				if (want === 200 && path !== "whoami" && viewer.text !== (admin.status === 200 ? asViewer(probe.path, admin.text) : admin.text)) wrong.push(`GET /${probe.path}: the viewer sees something else`);
 			}
 			expect(wrong).toEqual([]);
 		});

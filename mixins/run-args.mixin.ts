@@ -1,0 +1,37 @@
+/**
+ * How a collection that keeps a run's arguments (`args`: `salt_jobs`, `actions`) shows them (docs/security.md,
+ * "What is masked"): operators and admins see them with every secret masked (lib/security/masking.ts; they are
+ * stored masked too, this covers records stored before), viewers see them withheld with their shape kept (what
+ * ran and where, never with what), and a viewer's `where` or `sort` may not name them (a filter would reveal them a
+ * comparison at a time). Embedded records are rendered without the caller: withheld, as for a viewer.
+ */
+import type { Context, ServiceSchema } from "moleculer";
+import type { EveThis, RestContext } from "./eve-collection.mixin";
+import { readMethods } from "./eve-collection/reads";
+import { EveError } from "../lib/eve/errors";
+import { filterTouches, parseSort, parseWhere, pathsOverlap, type QueryArgs } from "../lib/eve/query";
+import { argsAsShown, seesRunArgs } from "../lib/security/masking";
+import type { Doc } from "../lib/storage/store";
+
+type UserMeta = { user?: { role?: string } };
+
+export const RunArgs: Partial<ServiceSchema> = {
+	methods: {
+		transformOutput(this: EveThis, doc: Doc, _single: boolean, ctx?: Context<unknown, UserMeta>): Doc {
+			return doc.args === undefined ? doc : { ...doc, args: argsAsShown(doc.args, ctx?.meta.user?.role) };
+		},
+
+		/** Viewers read these records differently (arguments withheld): their reads are cached apart. */
+		readVariant(this: EveThis, ctx: Context<unknown, UserMeta>): string {
+			return seesRunArgs(ctx.meta.user?.role) ? "args" : "";
+		},
+
+		eveList(this: EveThis, ctx: RestContext & Context<unknown, UserMeta>, args: QueryArgs) {
+			if (!seesRunArgs(ctx.meta.user?.role)) {
+				const touched = filterTouches(parseWhere(args.get("where")), ["args"]) ?? parseSort(args.get("sort")).find(([f]) => pathsOverlap(f, "args"))?.[0];
+				if (touched) throw new EveError(403, `'${touched}' is a run's arguments, which a ${ctx.meta.user?.role ?? "caller"} is not shown: it cannot be filtered or sorted on`);
+			}
+			return readMethods.eveList.call(this, ctx, args);
+		},
+	},
+};
