@@ -54,6 +54,8 @@ describe("the function catalogue", () => {
 			cmd: ["cmdmod"], pkg: ["aptpkg", "yumpkg"], service: ["systemd_service"], sys: ["sysmod"], user: ["useradd"],
 			group: ["groupadd"], sysctl: ["linux_sysctl"], locale: ["localemod"], virtualenv: ["virtualenv_mod"],
 			shadow: ["linux_shadow"], debconf: ["debconfmod"], lowpkg: ["dpkg_lowpkg"], random: ["mod_random"], ip: ["linux_ip"],
+			acl: ["linux_acl"], lvm: ["linux_lvm"], partition: ["parted_partition"], raid: ["mdadm_raid"], ini: ["ini_manage"],
+			augeas: ["augeas_cfg"], kernelpkg: ["kernelpkg_linux_apt"],
 		};
 		const odd = Object.entries(CATALOGUE).filter(([fun, e]) => {
 			const mod = fun.split(".")[0];
