@@ -36,7 +36,7 @@ export const CATALOGUE_DATA: Readonly<Record<string, CatalogueEntry>> = {
 	"archive.gunzip": { class: "arbitrary", source: "salt/modules/archive.py:604", note: "`template` renders the arguments (Jinja salt[...])" },
 	"archive.gzip": { class: "arbitrary", source: "salt/modules/archive.py:565", note: "extracts or writes to any path; `template` renders the arguments (Jinja salt[...]); `options` reach the tool" },
 	"archive.is_encrypted": { class: "read", source: "salt/modules/archive.py:1136" },
-	"archive.list": { class: "arbitrary", source: "salt/modules/archive.py:49", note: "`options` for tar is a decompression command the minion runs" },
+	"archive.list": { class: "arbitrary", source: "salt/modules/archive.py:49", note: "for a tar Python cannot read, `options` is the decompression command the minion runs (any program)" },
 	"archive.rar": { class: "arbitrary", source: "salt/modules/archive.py:1223", note: "extracts or writes to any path; `template` renders the arguments (Jinja salt[...]); `options` reach the tool" },
 	"archive.tar": { class: "arbitrary", source: "salt/modules/archive.py:480", note: "tar options (--checkpoint-action=exec, --to-command) run commands; extracts to any path" },
 	"archive.unrar": { class: "arbitrary", source: "salt/modules/archive.py:1272", note: "extracts or writes to any path; `template` renders the arguments (Jinja salt[...]); `options` reach the tool" },
