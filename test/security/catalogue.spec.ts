@@ -49,13 +49,14 @@ describe("the function catalogue", () => {
 	});
 
 	it("takes each module's functions from the file that loads under that name on a Debian, Ubuntu or RHEL minion", () => {
-		// Salt's virtual names whose file is named otherwise (`__virtualname__`); pkg is aptpkg, or yumpkg for RHEL only.
+		// Salt's virtual names whose file is named otherwise (`__virtualname__`): the Debian file, and the RHEL one for the
+		// functions only it has (yumpkg, rpm_lowpkg); deb_apache adds to apache on Debian.
 		const files: Record<string, string[]> = {
 			cmd: ["cmdmod"], pkg: ["aptpkg", "yumpkg"], service: ["systemd_service"], sys: ["sysmod"], user: ["useradd"],
 			group: ["groupadd"], sysctl: ["linux_sysctl"], locale: ["localemod"], virtualenv: ["virtualenv_mod"],
-			shadow: ["linux_shadow"], debconf: ["debconfmod"], lowpkg: ["dpkg_lowpkg"], random: ["mod_random"], ip: ["linux_ip"],
+			shadow: ["linux_shadow"], debconf: ["debconfmod"], lowpkg: ["dpkg_lowpkg", "rpm_lowpkg"], random: ["mod_random"], ip: ["debian_ip"],
 			acl: ["linux_acl"], lvm: ["linux_lvm"], partition: ["parted_partition"], raid: ["mdadm_raid"], ini: ["ini_manage"],
-			augeas: ["augeas_cfg"], kernelpkg: ["kernelpkg_linux_apt"],
+			augeas: ["augeas_cfg"], kernelpkg: ["kernelpkg_linux_apt"], apache: ["apache", "deb_apache"],
 		};
 		const odd = Object.entries(CATALOGUE).filter(([fun, e]) => {
 			const mod = fun.split(".")[0];
