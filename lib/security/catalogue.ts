@@ -10,6 +10,7 @@
  *  - `arbitrary`: runs arbitrary code — calls another function by name, renders a template or code, or writes files or
  *    configuration that run later.
  */
+import { CATALOGUE_DATA } from "./catalogue-data";
 
 export const FUNCTION_CLASSES = ["read", "change", "secrets", "arbitrary"] as const;
 export type FunctionClass = (typeof FUNCTION_CLASSES)[number];
@@ -24,20 +25,26 @@ export interface CatalogueEntry {
 	 * For a function that runs other functions: the keyword (or positional index) that names the function it runs,
 	 * so that scopes and governance can look at that one too.
 	 */
-	inner?: { kwarg?: string; index?: number };
+	inner?: {
+		kwarg?: string;
+		index?: number;
+		/** A keyword that, when given, names the function instead (`mine.send`'s `mine_function` over `name`). */
+		override?: string;
+	};
 	/** The function's `test=True` is known to change nothing (only `state.apply`, `state.sls`, `state.highstate`). */
 	dryRun?: boolean;
 }
 
-/** The catalogue: data only (filled from Salt's source; a test checks every function the simulator knows is here). */
-export const CATALOGUE: Readonly<Record<string, CatalogueEntry>> = Object.freeze({
-	"test.ping": { class: "read", source: "salt/modules/test.py:102" },
-	"state.apply": { class: "change", source: "salt/modules/state.py:695", dryRun: true },
-	"state.sls": { class: "change", source: "salt/modules/state.py:1079", dryRun: true },
-	"state.highstate": { class: "change", source: "salt/modules/state.py:938", dryRun: true },
-	"test.try": { class: "arbitrary", source: "salt/modules/test.py:636", note: "runs __salt__[module](**kwargs)", inner: { kwarg: "module", index: 0 } },
-	"cmd.run": { class: "arbitrary", source: "salt/modules/cmd.py:1024", note: "runs a shell command" },
-} satisfies Record<string, CatalogueEntry>);
+/** The catalogue (its data is catalogue-data.ts; a test checks every function the simulator knows is there). */
+export const CATALOGUE: Readonly<Record<string, CatalogueEntry>> = deepFreeze(CATALOGUE_DATA);
+
+function deepFreeze<T>(o: T): T {
+	if (o !== null && typeof o === "object" && !Object.isFrozen(o)) {
+		for (const v of Object.values(o)) deepFreeze(v);
+		Object.freeze(o);
+	}
+	return o;
+}
 
 const RANK: Record<FunctionClass | "unknown", number> = { read: 0, change: 1, secrets: 2, arbitrary: 3, unknown: 4 };
 
