@@ -25,10 +25,24 @@
  */
 import { BlockList, isIP } from "node:net";
 import { RE2JS } from "re2js";
+import { subdictMatcher, type PatternCompiler } from "./subdict-match";
 
-/** The longest expression evaluated, and the deepest nesting of parentheses and `not`. */
+/**
+ * What one expression may ask of the evaluator (issue 43: every host of a preview, a run, a task, a rollout,
+ * a window, a policy or a group's rule is evaluated with it). Constants, not configuration: they bound the
+ * work a client can make one request cost, and are far above what a person or a tool writes (Salt's own
+ * examples use a handful of terms and grain paths of two or three parts).
+ */
+/** The longest expression, in characters (the request bodies' `target` has the same maximum). */
 export const MAX_TARGET_LENGTH = 10_000;
+/** The deepest nesting of parentheses and `not`. */
 export const MAX_TARGET_DEPTH = 64;
+/** The most terms (words other than `and`, `or`, `not` and parentheses); an `L@` list is one term. */
+export const MAX_TARGET_TERMS = 100;
+/** The longest `G@`/`P@` term, engine included. */
+export const MAX_GRAIN_TERM_LENGTH = 1_000;
+/** The most parts of a `G@`/`P@` term, path and pattern together, split at its delimiter or at ':'. */
+export const MAX_GRAIN_PATH_PARTS = 32;
 
 /** An expression fleet-ctl cannot evaluate, and why (a 400 at the API). */
 export class TargetError extends Error {}
@@ -85,85 +99,6 @@ export function globPattern(glob: string): string {
 	return `^(?s:${out})$`;
 }
 
-/** Python's str() of a grain value, as subdict_match compares it (before lowercasing). */
-function pyText(v: unknown): string {
-	if (typeof v === "string") return v;
-	if (typeof v === "boolean") return v ? "True" : "False";
-	if (v === null || v === undefined) return "None";
-	if (typeof v === "number") return String(v);
-	return JSON.stringify(v);
-}
-
-/** salt.utils.data.traverse_dict_and_list: a path through dicts and lists (numeric parts index, others look into embedded dicts). */
-function traverse(data: unknown, key: string, delimiter: string): unknown {
-	let ptr: unknown = data;
-	for (const part of key.split(delimiter)) {
-		if (Array.isArray(ptr)) {
-			if (/^-?\d+$/.test(part)) {
-				const i = Number(part);
-				const at = i < 0 ? ptr.length + i : i;
-				if (at < 0 || at >= ptr.length) return undefined;
-				ptr = ptr[at];
-			} else {
-				const holder = ptr.find(x => x !== null && typeof x === "object" && !Array.isArray(x) && Object.hasOwn(x, part)) as Record<string, unknown> | undefined;
-				if (!holder) return undefined;
-				ptr = holder[part];
-			}
-		} else if (ptr !== null && typeof ptr === "object" && Object.hasOwn(ptr, part)) {
-			ptr = (ptr as Record<string, unknown>)[part];
-		} else return undefined;
-	}
-	return ptr;
-}
-
-const isDict = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
-
-/**
- * salt.utils.data.subdict_match: does `expr` (`path<d>pattern`, the split tried from the deepest) match
- * the grains? `match` compares one lowercased value with the lowercased pattern. `depth` bounds the
- * recursion into dicts (grains are the master's data, but deep nesting must not overflow the stack).
- */
-function subdictMatch(data: unknown, expr: string, delimiter: string, match: (value: string, pattern: string) => boolean, depth = 0): boolean {
-	if (depth > MAX_TARGET_DEPTH) return false;
-	const one = (target: unknown, pattern: string) => match(pyText(target).toLowerCase(), pattern.toLowerCase());
-	const dictMatch = (target: Record<string, unknown>, pattern: string): boolean => {
-		const wildcard = pattern.startsWith("*:");
-		const p = wildcard ? pattern.slice(2) : pattern;
-		if (p === "*" || Object.hasOwn(target, p)) return true;
-		if (subdictMatch(target, p, delimiter, match, depth + 1)) return true;
-		if (!wildcard) return false;
-		for (const value of Object.values(target)) {
-			if (isDict(value)) {
-				if (dictMatch(value, p)) return true;
-			} else if (Array.isArray(value)) {
-				if (value.some(item => one(item, p))) return true;
-			} else if (one(value, p)) return true;
-		}
-		return false;
-	};
-	const splits = expr.split(delimiter);
-	if (splits.length === 1) return false;
-	for (let idx = splits.length - 1; idx > 0; idx--) {
-		const key = splits.slice(0, idx).join(delimiter);
-		const matchstr = key === "*" ? expr : splits.slice(idx).join(delimiter);
-		const found = key === "*" ? data : traverse(data, key, delimiter);
-		if (found === undefined || (isDict(found) && Object.keys(found).length === 0)) continue;
-		if (isDict(found)) {
-			if (dictMatch(found, matchstr)) return true;
-			continue;
-		}
-		if (Array.isArray(found)) {
-			for (const member of found) {
-				if (isDict(member) && dictMatch(member, matchstr)) return true;
-				if (one(member, matchstr)) return true;
-			}
-			continue;
-		}
-		if (one(found, matchstr)) return true;
-	}
-	return false;
-}
-
 function compileRegex(pattern: string, word: string): RE2JS {
 	try {
 		return RE2JS.compile(pattern);
@@ -183,32 +118,25 @@ function tryCompile(pattern: string): RE2JS | null {
 
 /**
  * The per-value comparison of `G@` (a glob: Python's fnmatch, the whole value) or `P@` (a regex from the start:
- * Python's re.match), each pattern compiled once (subdict_match builds them per split). A pattern RE2 cannot
- * compile matches nothing, as Salt's matcher logs and answers False for it (a split of `path:pattern` may leave
- * part of the path in the pattern); a term none of whose splits compiles is refused when compiled.
+ * Python's re.match). A pattern RE2 cannot compile matches nothing, as Salt's matcher logs and answers False for
+ * it (a split of `path:pattern` may leave part of the path in the pattern); a term none of whose splits compiles
+ * is refused when compiled.
  */
-function valueMatcher(kind: "glob" | "regex"): { source(pattern: string): string; match(value: string, pattern: string): boolean } {
-	const source = kind === "glob" ? globPattern : (pattern: string) => pattern;
-	const cache = new Map<string, RE2JS | null>();
-	return {
-		source,
-		match(value, pattern) {
-			let re = cache.get(pattern);
-			if (re === undefined) {
-				if (cache.size > 1000) cache.clear();
-				cache.set(pattern, (re = tryCompile(source(pattern))));
-			}
-			return re !== null && (kind === "glob" ? re.matches(value) : re.matcher(value).lookingAt());
-		},
+function valueCompiler(kind: "glob" | "regex"): PatternCompiler {
+	return pattern => {
+		const re = tryCompile(kind === "glob" ? globPattern(pattern) : pattern);
+		if (re === null) return null;
+		return kind === "glob" ? value => re.matches(value) : value => re.matcher(value).lookingAt();
 	};
 }
 
 /** The addresses a host's grains give it (`ipv4`, `ipv6`). */
 function addresses(h: TargetHost): string[] {
-	if (!isDict(h.grain)) return [];
+	if (h.grain === null || typeof h.grain !== "object" || Array.isArray(h.grain)) return [];
+	const grain = h.grain as Record<string, unknown>;
 	const out: string[] = [];
 	for (const key of ["ipv4", "ipv6"]) {
-		const v = h.grain[key];
+		const v = grain[key];
 		if (Array.isArray(v)) for (const a of v) if (typeof a === "string") out.push(a);
 	}
 	return out;
@@ -223,6 +151,11 @@ function subnetTest(pattern: string, word: string): Test {
 	const list = new BlockList();
 	list.addSubnet(m[1], bits, family === 4 ? "ipv4" : "ipv6");
 	return h => addresses(h).some(a => isIP(a) === family && list.check(a, family === 4 ? "ipv4" : "ipv6"));
+}
+
+/** A word for a message: quoted, and cut short when long (a term may be a thousand characters). */
+function shown(word: string): string {
+	return word.length > 60 ? `'${word.slice(0, 60)}…'` : `'${word}'`;
 }
 
 /** One word of an expression as a test. */
@@ -255,14 +188,21 @@ function compileTerm(word: string, ctx: TargetContext, named: string[], flags: {
 			flags.grains = true;
 			const d = delimiter || ":";
 			if (!pattern.includes(d)) throw new TargetError(`'${word}': ${engine}@ takes a grain path and a ${engine === "G" ? "glob" : "regex"}, separated by '${d}' (G@os:Debian)`);
-			const matcher = valueMatcher(engine === "G" ? "glob" : "regex");
+			if (word.length > MAX_GRAIN_TERM_LENGTH) throw new TargetError(`${shown(word)}: a ${engine}@ term is longer than ${MAX_GRAIN_TERM_LENGTH} characters (the limit of a grain term)`);
+			// Salt splits at the term's delimiter, and inside dicts at ':' whatever the delimiter: both bounded.
+			for (const cut of new Set([d, ":"])) {
+				const parts = pattern.split(cut).length;
+				if (parts > MAX_GRAIN_PATH_PARTS) throw new TargetError(`${shown(word)}: a ${engine}@ term has ${parts} parts separated by '${cut}', more than the limit of ${MAX_GRAIN_PATH_PARTS}`);
+			}
+			const compile = valueCompiler(engine === "G" ? "glob" : "regex");
 			const splits = pattern.split(d);
 			const candidates = splits.slice(1).map((_, i) => splits.slice(i + 1).join(d).toLowerCase());
-			if (!candidates.some(c => tryCompile(matcher.source(c)))) {
+			if (!candidates.some(c => compile(c))) {
 				if (engine === "P") compileRegex(candidates[candidates.length - 1], word);
 				throw new TargetError(`'${word}': invalid glob`);
 			}
-			return h => subdictMatch(h.grain, pattern, d, matcher.match);
+			const matches = subdictMatcher(pattern, d, compile);
+			return h => matches(h.grain);
 		}
 		case "S":
 			flags.grains = true;
@@ -307,8 +247,9 @@ export function groupRefs(expression: string): string[] {
  */
 export function compileTarget(expression: string, ctx: TargetContext): CompiledTarget {
 	if (typeof expression !== "string" || expression.trim() === "") throw new TargetError("the target is empty");
-	if (expression.length > MAX_TARGET_LENGTH) throw new TargetError(`the target is longer than ${MAX_TARGET_LENGTH} characters`);
+	if (expression.length > MAX_TARGET_LENGTH) throw new TargetError(`the target is longer than the limit of ${MAX_TARGET_LENGTH} characters (${expression.length})`);
 	const tokens: string[] = [];
+	let terms = 0;
 	for (const word of expression.split(/\s+/).filter(Boolean)) {
 		if (OPERATORS.has(word)) {
 			const last = tokens[tokens.length - 1];
@@ -321,6 +262,8 @@ export function compileTarget(expression: string, ctx: TargetContext): CompiledT
 			}
 		} else if (word.length > 1 && (word.startsWith("(") || word.endsWith(")")) && !ENGINE.test(word)) {
 			throw new TargetError(`'${word}': parentheses must stand alone, separated by spaces (as Salt reads them): ( ${word.replace(/^\(|\)$/g, "")} )`);
+		} else if (++terms > MAX_TARGET_TERMS) {
+			throw new TargetError(`the target has more than the limit of ${MAX_TARGET_TERMS} terms (an L@ list is one term: L@a,b,c)`);
 		}
 		tokens.push(word);
 	}
@@ -329,7 +272,7 @@ export function compileTarget(expression: string, ctx: TargetContext): CompiledT
 	let at = 0;
 	const peek = () => tokens[at];
 	const expectTerm = (depth: number): Test => {
-		if (depth > MAX_TARGET_DEPTH) throw new TargetError(`the target nests deeper than ${MAX_TARGET_DEPTH} levels`);
+		if (depth > MAX_TARGET_DEPTH) throw new TargetError(`the target nests parentheses and 'not' deeper than the limit of ${MAX_TARGET_DEPTH} levels`);
 		const word = tokens[at++];
 		if (word === undefined) throw new TargetError("the target ends where a term is expected");
 		if (word === "not") {

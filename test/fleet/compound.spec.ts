@@ -3,7 +3,7 @@
  * evaluated on fleet-ctl's inventory: each case is what Salt selects among these hosts, and what fleet-ctl
  * refuses (with the reason) where Salt would select nothing because the expression is malformed.
  */
-import { compileTarget, TargetError, MAX_TARGET_DEPTH, type TargetHost } from "../../lib/fleet/compound";
+import { compileTarget, TargetError, MAX_GRAIN_PATH_PARTS, MAX_GRAIN_TERM_LENGTH, MAX_TARGET_DEPTH, MAX_TARGET_LENGTH, MAX_TARGET_TERMS, type TargetHost } from "../../lib/fleet/compound";
 
 const HOSTS: TargetHost[] = [
 	{
@@ -69,6 +69,9 @@ describe("compound targets", () => {
 		["S@10.0.1.0/24", ["web-01", "web-02"]],
 		["S@10.0.2.7", ["db-01"]],
 		["S@fd00::/8", ["web-01"]],
+		// the longest prefixes: one address
+		["S@10.0.2.7/32", ["db-01"]],
+		["S@fd00::5/128", ["web-01"]],
 		// N@: the nodegroup's members; F@: a fleet-ctl group by name or id
 		["N@web", ["web-01", "web-02"]],
 		["F@front", ["web-01", "db-01"]],
@@ -77,6 +80,9 @@ describe("compound targets", () => {
 		["web-* and not G@os:Ubuntu", ["web-01"]],
 		["web-* not G@os:Ubuntu", ["web-01"]],
 		["not web-*", ["db-01", "old-web-01", "mail.example.com"]],
+		// `not` binds its term only: (not web-*) and G@os:Debian
+		["not web-* and G@os:Debian", ["db-01", "mail.example.com"]],
+		["not web-* or G@os:Ubuntu", ["web-02", "db-01", "old-web-01", "mail.example.com"]],
 		["db-* or web-* and G@os:Ubuntu", ["web-02", "db-01"]],
 		["( db-* or web-* ) and G@os:Debian", ["web-01", "db-01"]],
 		["G@os:Debian and ( N@web or N@db ) and not S@10.0.2.0/24", ["web-01"]],
@@ -119,13 +125,38 @@ describe("compound targets", () => {
 		expect(refuse(expr)).toMatch(why);
 	});
 
-	it("bounds the nesting and the length of an expression", () => {
+	it("bounds the nesting, the length and the terms of an expression, each refusal naming its limit", () => {
 		const deep = `${"( ".repeat(MAX_TARGET_DEPTH + 1)}web-01${" )".repeat(MAX_TARGET_DEPTH + 1)}`;
-		expect(refuse(deep)).toMatch(/nests deeper than/);
-		expect(refuse(`${"not ( ".repeat(MAX_TARGET_DEPTH)}web-01${" )".repeat(MAX_TARGET_DEPTH)}`)).toMatch(/nests deeper than/);
+		expect(refuse(deep)).toBe("the target nests parentheses and 'not' deeper than the limit of 64 levels");
+		expect(refuse(`${"not ( ".repeat(MAX_TARGET_DEPTH)}web-01${" )".repeat(MAX_TARGET_DEPTH)}`)).toMatch(/deeper than the limit of 64 levels/);
 		const ok = `${"( ".repeat(MAX_TARGET_DEPTH - 1)}web-01${" )".repeat(MAX_TARGET_DEPTH - 1)}`;
 		expect(select(ok)).toEqual(["web-01"]);
-		expect(refuse(`web-01 or ${"x ".repeat(6000)}`)).toMatch(/longer than/);
+		expect(refuse(`web-01 or ${"x ".repeat(6000)}`)).toBe("the target is longer than the limit of 10000 characters (12010)");
+		expect(MAX_TARGET_LENGTH).toBe(10_000);
+		// Terms: words other than operators; 100 are evaluated, 101 are not.
+		const terms = (n: number) => Array.from({ length: n }, (_, i) => `web-${i}`).join(" or ");
+		expect(select(terms(MAX_TARGET_TERMS))).toEqual([]);
+		expect(MAX_TARGET_TERMS).toBe(100);
+		expect(refuse(terms(MAX_TARGET_TERMS + 1))).toBe("the target has more than the limit of 100 terms (an L@ list is one term: L@a,b,c)");
+		expect(select(`L@${Array.from({ length: 1000 }, (_, i) => `web-${i}`).join(",")},web-01`)).toEqual(["web-01"]);
+	});
+
+	it("bounds a grain term's length and its parts (separated by its delimiter, or ':' where Salt splits at it inside dicts)", () => {
+		// 32 parts: evaluated; 33: refused, by either separator.
+		expect(select(`G@${"a:".repeat(MAX_GRAIN_PATH_PARTS - 1)}x`)).toEqual([]);
+		expect(MAX_GRAIN_PATH_PARTS).toBe(32);
+		expect(refuse(`G@${"a:".repeat(MAX_GRAIN_PATH_PARTS)}x`)).toMatch(/^'G@a:a:.*…': a G@ term has 33 parts separated by ':', more than the limit of 32$/);
+		expect(refuse(`P|@${"a|".repeat(MAX_GRAIN_PATH_PARTS)}x`)).toMatch(/a P@ term has 33 parts separated by '\|', more than the limit of 32$/);
+		expect(refuse(`G|@os|${"a:".repeat(MAX_GRAIN_PATH_PARTS)}x`)).toMatch(/a G@ term has 33 parts separated by ':', more than the limit of 32$/);
+		// The finding of issue 43: refused at once, before any host is read.
+		const started = Date.now();
+		expect(refuse(`G@${"a:".repeat(4998)}b`)).toMatch(/: a G@ term is longer than 1000 characters \(the limit of a grain term\)$/);
+		expect(Date.now() - started).toBeLessThan(500);
+		expect(MAX_GRAIN_TERM_LENGTH).toBe(1000);
+		const longest = `G@os:${"x".repeat(MAX_GRAIN_TERM_LENGTH - 5)}`;
+		expect(longest).toHaveLength(MAX_GRAIN_TERM_LENGTH);
+		expect(select(longest)).toEqual([]);
+		expect(refuse(`${longest}x`)).toMatch(/longer than 1000 characters/);
 	});
 
 	it("compares a split whose glob or regex RE2 cannot compile as no match, as Salt does, instead of failing the evaluation", () => {
