@@ -43,9 +43,58 @@ export const MAX_TARGET_TERMS = 100;
 export const MAX_GRAIN_TERM_LENGTH = 1_000;
 /** The most parts of a `G@`/`P@` term, path and pattern together, split at its delimiter or at ':'. */
 export const MAX_GRAIN_PATH_PARTS = 32;
+/**
+ * The most steps the evaluation of one expression may take on one host. A step is one grain looked at (a path
+ * part followed, a value or list member visited); a pattern compared with a value costs COMPARE_STEPS and one
+ * step for each character of the value times the pattern's width (how many ways RE2 may follow at once:
+ * patternWidth); a grain pattern compiled when a host first needs it costs COMPILE_STEPS_PER_CHARACTER a
+ * character. Grains are the master's data, of any size: the limits above bound the expression, this bounds
+ * what it may cost on them. At the limit a host takes a few milliseconds on the development machine
+ * (docs/targeting.md); ordinary targets take a few hundred to a few thousand steps.
+ */
+export const MAX_TARGET_STEPS_PER_HOST = 100_000;
+/** What compiling a pattern costs in steps, per character (RE2 compiles a character in about the time of 20 steps). */
+const COMPILE_STEPS_PER_CHARACTER = 20;
+/** What one comparison costs in steps beyond its characters (the call into RE2's matcher). */
+const COMPARE_STEPS = 20;
+
+/**
+ * How many threads RE2's matcher may run at once for a pattern, at most (its cost per character of a value):
+ * one, and one more for each operator that can leave a choice open (`*`, `?`, `[` in a glob; `*`, `+`, `?`, `|`
+ * in a regex, and a counted repetition's largest count, which RE2 unrolls).
+ */
+export function patternWidth(pattern: string, kind: "glob" | "regex"): number {
+	let width = 1;
+	for (const c of pattern) if ((kind === "glob" ? "*?[" : "*+?|").includes(c)) width++;
+	if (kind === "regex") for (const [, counts] of pattern.matchAll(/\{(\d+(?:,\d*)?)\}/g)) width += Math.max(...counts.split(",").map(n => Number(n) || 0));
+	return width;
+}
 
 /** An expression fleet-ctl cannot evaluate, and why (a 400 at the API). */
 export class TargetError extends Error {}
+
+/** Counts the steps of one host's evaluation (MAX_TARGET_STEPS_PER_HOST). */
+class Meter {
+	private left = 0;
+	private host = "";
+
+	start(host: string): void {
+		this.left = MAX_TARGET_STEPS_PER_HOST;
+		this.host = host;
+	}
+
+	readonly charge = (steps: number): void => {
+		this.left -= steps;
+		if (this.left < 0) {
+			throw new TargetError(`evaluating the target on '${this.host}' takes more than the limit of ${MAX_TARGET_STEPS_PER_HOST} steps per host (grains looked at, and characters of values times characters of the patterns they are compared with): use fewer or shorter patterns, or fewer '*' parts in grain paths`);
+		}
+	};
+
+	/** Charges a match of `value` with a pattern of this width (patternWidth). */
+	compare(value: string, width: number): void {
+		this.charge(COMPARE_STEPS + (value.length + 1) * width);
+	}
+}
 
 /** What the evaluator knows of a host. */
 export interface TargetHost {
@@ -63,6 +112,7 @@ type Test = (h: TargetHost) => boolean;
 
 /** A compiled expression: the test, and the ids it names literally (`L@` members, globs without a wildcard). */
 export interface CompiledTarget {
+	/** Whether the host is selected; throws a TargetError when it would take more than MAX_TARGET_STEPS_PER_HOST. */
 	test: Test;
 	named: string[];
 	/** Whether a test reads grains (a host must then be given with them). */
@@ -116,17 +166,25 @@ function tryCompile(pattern: string): RE2JS | null {
 	}
 }
 
+/** What RE2 compiles for a grain pattern: a glob as its regex, a regex as it is. */
+const patternSource = (kind: "glob" | "regex", pattern: string): string => (kind === "glob" ? globPattern(pattern) : pattern);
+
 /**
  * The per-value comparison of `G@` (a glob: Python's fnmatch, the whole value) or `P@` (a regex from the start:
  * Python's re.match). A pattern RE2 cannot compile matches nothing, as Salt's matcher logs and answers False for
  * it (a split of `path:pattern` may leave part of the path in the pattern); a term none of whose splits compiles
  * is refused when compiled.
  */
-function valueCompiler(kind: "glob" | "regex"): PatternCompiler {
+function valueCompiler(kind: "glob" | "regex", meter: Meter): PatternCompiler {
 	return pattern => {
-		const re = tryCompile(kind === "glob" ? globPattern(pattern) : pattern);
+		meter.charge(pattern.length * COMPILE_STEPS_PER_CHARACTER);
+		const re = tryCompile(patternSource(kind, pattern));
 		if (re === null) return null;
-		return kind === "glob" ? value => re.matches(value) : value => re.matcher(value).lookingAt();
+		const width = patternWidth(pattern, kind);
+		return value => {
+			meter.compare(value, width);
+			return kind === "glob" ? re.matches(value) : re.matcher(value).lookingAt();
+		};
 	};
 }
 
@@ -159,7 +217,7 @@ function shown(word: string): string {
 }
 
 /** One word of an expression as a test. */
-function compileTerm(word: string, ctx: TargetContext, named: string[], flags: { grains: boolean; nodegroups: boolean }): Test {
+function compileTerm(word: string, ctx: TargetContext, named: string[], flags: { grains: boolean; nodegroups: boolean }, meter: Meter): Test {
 	const m = ENGINE.exec(word);
 	if (!m) {
 		if (!GLOB_CHARS.test(word)) {
@@ -167,7 +225,11 @@ function compileTerm(word: string, ctx: TargetContext, named: string[], flags: {
 			return h => h._id === word;
 		}
 		const re = compileRegex(globPattern(word), word);
-		return h => re.matches(h._id);
+		const width = patternWidth(word, "glob");
+		return h => {
+			meter.compare(h._id, width);
+			return re.matches(h._id);
+		};
 	}
 	const [, engine, delimiter, pattern] = m;
 	if (delimiter && !"GPIJ".includes(engine)) throw new TargetError(`'${word}': only G@, P@, I@ and J@ take a delimiter`);
@@ -175,7 +237,11 @@ function compileTerm(word: string, ctx: TargetContext, named: string[], flags: {
 	switch (engine) {
 		case "E": {
 			const re = compileRegex(pattern, word);
-			return h => re.matcher(h._id).lookingAt();
+			const width = patternWidth(pattern, "regex");
+			return h => {
+				meter.compare(h._id, width);
+				return re.matcher(h._id).lookingAt();
+			};
 		}
 		case "L": {
 			const ids = pattern.split(",");
@@ -194,14 +260,14 @@ function compileTerm(word: string, ctx: TargetContext, named: string[], flags: {
 				const parts = pattern.split(cut).length;
 				if (parts > MAX_GRAIN_PATH_PARTS) throw new TargetError(`${shown(word)}: a ${engine}@ term has ${parts} parts separated by '${cut}', more than the limit of ${MAX_GRAIN_PATH_PARTS}`);
 			}
-			const compile = valueCompiler(engine === "G" ? "glob" : "regex");
+			const kind = engine === "G" ? "glob" : "regex";
 			const splits = pattern.split(d);
 			const candidates = splits.slice(1).map((_, i) => splits.slice(i + 1).join(d).toLowerCase());
-			if (!candidates.some(c => compile(c))) {
+			if (!candidates.some(c => tryCompile(patternSource(kind, c)))) {
 				if (engine === "P") compileRegex(candidates[candidates.length - 1], word);
 				throw new TargetError(`'${word}': invalid glob`);
 			}
-			const matches = subdictMatcher(pattern, d, compile);
+			const matches = subdictMatcher(pattern, d, valueCompiler(kind, meter), meter.charge);
 			return h => matches(h.grain);
 		}
 		case "S":
@@ -269,6 +335,7 @@ export function compileTarget(expression: string, ctx: TargetContext): CompiledT
 	}
 	const named: string[] = [];
 	const flags = { grains: false, nodegroups: false };
+	const meter = new Meter();
 	let at = 0;
 	const peek = () => tokens[at];
 	const expectTerm = (depth: number): Test => {
@@ -285,7 +352,7 @@ export function compileTarget(expression: string, ctx: TargetContext): CompiledT
 			return inner;
 		}
 		if (OPERATORS.has(word)) throw new TargetError(`'${word}' where a term is expected`);
-		return compileTerm(word, ctx, named, flags);
+		return compileTerm(word, ctx, named, flags, meter);
 	};
 	/** Terms joined by one operator: `and` (every one holds) over `not`/terms, `or` (one holds) over `and`s. */
 	const joined = (op: "and" | "or", next: (depth: number) => Test) => (depth: number): Test => {
@@ -299,10 +366,14 @@ export function compileTarget(expression: string, ctx: TargetContext): CompiledT
 	};
 	const andExpr = joined("and", expectTerm);
 	const orExpr: (depth: number) => Test = joined("or", andExpr);
-	const test = orExpr(0);
+	const evaluate = orExpr(0);
 	if (at < tokens.length) {
 		const next = tokens[at];
 		throw new TargetError(next === ")" ? "a ')' closes nothing" : `'${next}' follows a term without 'and' or 'or'`);
 	}
+	const test: Test = h => {
+		meter.start(h._id);
+		return evaluate(h);
+	};
 	return { test, named: [...new Set(named)], usesGrains: flags.grains, usesNodegroups: flags.nodegroups };
 }

@@ -31,6 +31,8 @@ const DEFAULT_DELIMITER = ":";
 type Dict = Record<string, unknown>;
 const isDict = (v: unknown): v is Dict => v !== null && typeof v === "object" && !Array.isArray(v);
 const INDEX = /^-?\d+$/;
+/** What answering one (dict, suffix) question costs in steps, beyond the values it looks at (its bookkeeping). */
+const QUESTION_STEPS = 20;
 
 /** Python's str() of a grain value, as subdict_match compares it (before lowercasing). */
 function pyText(v: unknown): string {
@@ -77,8 +79,11 @@ function firstAtOrAfter(sorted: number[], from: number): number {
 /**
  * A `G@`/`P@` term's expression (`path<delimiter>pattern`) compiled: a test of a host's grains. `compile`
  * turns a lowercased pattern into its value test; it is called at most once per split of the expression.
+ * `charge` is told of every step taken through the grains (a path part followed, a value or member looked
+ * at, QUESTION_STEPS for each dict and suffix answered), so that the caller can bound them; the value tests
+ * count their own.
  */
-export function subdictMatcher(expr: string, delimiter: string, compile: PatternCompiler): (grains: unknown) => boolean {
+export function subdictMatcher(expr: string, delimiter: string, compile: PatternCompiler, charge: (steps: number) => void = () => {}): (grains: unknown) => boolean {
 	const lowered = expr.toLowerCase();
 	const tests = new Map<number, ValueTest | null>();
 	/** The value test of the pattern that starts at `at`. */
@@ -110,7 +115,10 @@ export function subdictMatcher(expr: string, delimiter: string, compile: Pattern
 			let byAt = answers.get(node);
 			if (!byAt) answers.set(node, (byAt = new Map()));
 			let known = byAt.get(at);
-			if (known === undefined) byAt.set(at, (known = answer()));
+			if (known === undefined) {
+				charge(QUESTION_STEPS);
+				byAt.set(at, (known = answer()));
+			}
 			return known;
 		};
 
@@ -123,10 +131,13 @@ export function subdictMatcher(expr: string, delimiter: string, compile: Pattern
 				if (Object.hasOwn(target, expr.slice(p))) return true;
 				if (memo(innerAnswers, target, p, () => splitMatch(target, p, DEFAULT_DELIMITER))) return true;
 				if (!wildcard) return false;
-				for (const value of Object.values(target)) {
+				const values = Object.values(target);
+				charge(values.length);
+				for (const value of values) {
 					if (isDict(value)) {
 						if (dictMatch(value, p)) return true;
 					} else if (Array.isArray(value)) {
+						charge(value.length);
 						if (value.some(item => one(item, p))) return true;
 					} else if (one(value, p)) return true;
 				}
@@ -147,6 +158,7 @@ export function subdictMatcher(expr: string, delimiter: string, compile: Pattern
 			for (let i = first; i < cuts.length; i++) {
 				const part = expr.slice(start, cuts[i]);
 				const pattern = cuts[i] + 1;
+				charge(1);
 				if (i === first && part === "*") found.push({ value: data, at: from });
 				else {
 					ptr = step(ptr, part);
@@ -164,6 +176,7 @@ export function subdictMatcher(expr: string, delimiter: string, compile: Pattern
 				if (isDict(value)) {
 					if (Object.keys(value).length && dictMatch(value, at)) return true;
 				} else if (Array.isArray(value)) {
+					charge(value.length);
 					for (const member of value) if ((isDict(member) && dictMatch(member, at)) || one(member, at)) return true;
 				} else if (one(value, at)) return true;
 			}

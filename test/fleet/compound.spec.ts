@@ -3,7 +3,7 @@
  * evaluated on fleet-ctl's inventory: each case is what Salt selects among these hosts, and what fleet-ctl
  * refuses (with the reason) where Salt would select nothing because the expression is malformed.
  */
-import { compileTarget, TargetError, MAX_GRAIN_PATH_PARTS, MAX_GRAIN_TERM_LENGTH, MAX_TARGET_DEPTH, MAX_TARGET_LENGTH, MAX_TARGET_TERMS, type TargetHost } from "../../lib/fleet/compound";
+import { compileTarget, TargetError, MAX_GRAIN_PATH_PARTS, MAX_GRAIN_TERM_LENGTH, MAX_TARGET_DEPTH, MAX_TARGET_LENGTH, MAX_TARGET_STEPS_PER_HOST, MAX_TARGET_TERMS, type TargetHost } from "../../lib/fleet/compound";
 
 const HOSTS: TargetHost[] = [
 	{
@@ -157,6 +157,25 @@ describe("compound targets", () => {
 		expect(longest).toHaveLength(MAX_GRAIN_TERM_LENGTH);
 		expect(select(longest)).toEqual([]);
 		expect(refuse(`${longest}x`)).toMatch(/longer than 1000 characters/);
+	});
+
+	it("bounds the work of one host's evaluation, whatever the size of its grains, and says which host and limit", () => {
+		expect(MAX_TARGET_STEPS_PER_HOST).toBe(100_000);
+		// 2,000 flags: a term compares each (steps: their characters times the pattern's), 20 such terms too many.
+		const big: TargetHost = { _id: "big-01", grain: { os: "Debian", flags: Array.from({ length: 2000 }, (_, i) => `flag${i}`), notes: "y".repeat(5000) } };
+		const terms = (n: number) => Array.from({ length: n }, (_, i) => `G@flags:nope${i}`).join(" or ");
+		expect(compileTarget(terms(1), ctx).test(big)).toBe(false);
+		expect(compileTarget("G@flags:flag1999 and G@os:debian", ctx).test(big)).toBe(true);
+		const refusal = "evaluating the target on 'big-01' takes more than the limit of 100000 steps per host (grains looked at, and characters of values times characters of the patterns they are compared with): use fewer or shorter patterns, or fewer '*' parts in grain paths";
+		expect(() => compileTarget(terms(20), ctx).test(big)).toThrow(new TargetError(refusal));
+		// A regex RE2 matches in time proportional to the value times the pattern: long ones on long values.
+		expect(compileTarget("P@notes:(y|yy)*z", ctx).test(big)).toBe(false);
+		expect(() => compileTarget(`P@notes:${"(y|yy)*".repeat(20)}z`, ctx).test(big)).toThrow(TargetError);
+		// Every '*' part of a grain path is a pass over a level of the grains, once per later part.
+		expect(() => compileTarget(`G@${"*:".repeat(20)}nope`, ctx).test(big)).toThrow(TargetError);
+		// Each host has its own allowance: the small hosts are evaluated after the big one as before.
+		const compiled = compileTarget("G@flags:flag7 or G@os:ubuntu", ctx);
+		expect([big, ...HOSTS].filter(compiled.test).map(h => h._id)).toEqual(["big-01", "web-02"]);
 	});
 
 	it("compares a split whose glob or regex RE2 cannot compile as no match, as Salt does, instead of failing the evaluation", () => {

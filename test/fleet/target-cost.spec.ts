@@ -2,7 +2,8 @@
  * What a compound target can cost, through the HTTP API (issue 43): the preview that took 23 s and stalled the
  * gateway answers at once, the worst a target within the limits can ask answers quickly while other requests are
  * answered, each limit is a 400 in Eve's shape naming itself at POST /api/targets/preview and POST /api/run (nothing
- * runs), and previews count against the caller's rate limit as runs do.
+ * runs), the work a target may take on one host's grains too, and previews count against the caller's rate limit
+ * as runs do.
  */
 import { SaltApiSimulator } from "../simulators/salt-api";
 import { startEmbedded, type Harness } from "../support/harness";
@@ -36,7 +37,7 @@ describe("the cost of a compound target", () => {
 		sim = new SaltApiSimulator({ minions: 3, timeout: 1, gatherJobTimeout: 0, presenceEvents: false });
 		await sim.start();
 		h = await startEmbedded({ env: { ...sim.cmApiEnv, CM_SYNC_INTERVAL_MS: "0", RATE_LIMIT_PER_MINUTE: String(RATE_LIMIT) } });
-		const hosts = Array.from({ length: HOSTS }, (_, i) => ({ _id: `tc-${String(i).padStart(2, "0")}`, status: "up", key: "accepted", grain: { os: "Debian", a: chain(CHAIN) } }));
+		const hosts = Array.from({ length: HOSTS }, (_, i) => ({ _id: `tc-${String(i).padStart(2, "0")}`, status: "up", key: "accepted", grain: { os: "Debian", a: chain(CHAIN), notes: "y".repeat(5000) } }));
 		await h.call("hosts.upsertMany", { hosts: [...hosts, ...sim.upMinions().map(_id => ({ _id, status: "up", key: "accepted" }))] });
 	});
 	afterAll(async () => {
@@ -97,6 +98,24 @@ describe("the cost of a compound target", () => {
 		const ok = await request("POST", url("run"), { body: { target: terms(100), cm_client: "local", fun: "test.ping" }, token: operator });
 		expect(ok.status).toBe(200);
 		expect(sim.executionCount(minion)).toBe(1);
+	});
+
+	it("refuses, at once, a target that would take more work than a host is allowed on its grains", async () => {
+		const viewer = await tokenOf("tc-viewer-6", "viewer");
+		const operator = await tokenOf("tc-operator-2", "operator");
+		// RE2 takes time in proportion to the value times the pattern: a 5,000-character grain and a 980-character
+		// regex took the old evaluator 0.3 s per host (10 s here).
+		const target = `P@notes:${"(y|yy)*".repeat(140)}z or L@${sim.upMinions()[0]}`;
+		const message = /^target: evaluating the target on 'tc-\d\d' takes more than the limit of 100000 steps per host \(.*\): use fewer or shorter patterns, or fewer '\*' parts in grain paths$/;
+		const { res, ms } = await timed(() => preview(target, viewer));
+		expect(expectEveError(res, 400)._error.message).toMatch(message);
+		expect(ms).toBeLessThan(2000);
+		sim.resetExecutions();
+		const run = await request("POST", url("run"), { body: { target, cm_client: "local", fun: "test.ping" }, token: operator });
+		expect(expectEveError(run, 400)._error.message).toMatch(message);
+		expect(sim.executionCount(sim.upMinions()[0])).toBe(0);
+		// The same regex, shorter, is evaluated on every host.
+		expect((await preview(`P@notes:${"(y|yy)*".repeat(4)}z or tc-0*`, viewer)).body.count).toBe(10);
 	});
 
 	it("counts previews against the caller's rate limit, as it counts runs: 429 past it, other callers unaffected", async () => {
