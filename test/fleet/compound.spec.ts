@@ -52,6 +52,7 @@ describe("compound targets", () => {
 		["G@os:Deb*", ["web-01", "db-01", "mail.example.com"]],
 		["G@roles:web", ["web-01", "web-02", "old-web-01"]],
 		["G@ip_interfaces:eth0:10.0.1.*", ["web-01"]],
+		["G@ip_interfaces:*:10.0.1.*", ["web-01"]],
 		["G@pkg:nginx", ["web-01"]],
 		["G@pkg:*", ["web-01"]],
 		["G@selinux:enabled:False", ["web-01"]],
