@@ -188,27 +188,66 @@ function valueCompiler(kind: "glob" | "regex", meter: Meter): PatternCompiler {
 	};
 }
 
-/** The addresses a host's grains give it (`ipv4`, `ipv6`). */
-function addresses(h: TargetHost): string[] {
+/** The addresses of one family a host's grains give it (`ipv4` or `ipv6`, as Salt's ipcidr matcher reads them). */
+function addresses(h: TargetHost, family: 4 | 6): string[] {
 	if (h.grain === null || typeof h.grain !== "object" || Array.isArray(h.grain)) return [];
-	const grain = h.grain as Record<string, unknown>;
-	const out: string[] = [];
-	for (const key of ["ipv4", "ipv6"]) {
-		const v = grain[key];
-		if (Array.isArray(v)) for (const a of v) if (typeof a === "string") out.push(a);
+	const v = (h.grain as Record<string, unknown>)[`ipv${family}`];
+	return Array.isArray(v) ? v.filter((a): a is string => typeof a === "string") : [];
+}
+
+/** An IPv4 address as a number. */
+const ipv4Number = (address: string): number => address.split(".").reduce((n, octet) => n * 256 + Number(octet), 0);
+
+/** An address (isIP gave its family) as its bits. */
+function addressBits(address: string, family: 4 | 6): bigint {
+	if (family === 4) return BigInt(ipv4Number(address));
+	const groups = (part: string | undefined): string[] =>
+		(part ? part.split(":") : []).flatMap(g => (g.includes(".") ? [(ipv4Number(g) >>> 16).toString(16), (ipv4Number(g) & 0xffff).toString(16)] : [g]));
+	const [head, tail] = address.split("%")[0].split("::");
+	const left = groups(head);
+	const right = groups(tail);
+	const all = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill("0"), ...right];
+	return all.reduce((n, g) => (n << 16n) | BigInt(parseInt(g, 16)), 0n);
+}
+
+/** An address as Python's str() of it (Salt compares that with the grains): IPv6 compressed as RFC 5952 says. */
+function canonical(address: string, family: 4 | 6): string {
+	return family === 4 ? address : new URL(`http://[${address}]`).hostname.slice(1, -1);
+}
+
+/**
+ * The prefix length after a subnet's `/`, as Python's ipaddress reads it: digits, or (IPv4 only) a netmask
+ * (255.255.255.0) or a hostmask (0.0.0.255); null for anything else.
+ */
+function prefixLength(suffix: string, family: 4 | 6): number | null {
+	const width = family === 4 ? 32 : 128;
+	if (/^\d+$/.test(suffix)) return Number(suffix) <= width ? Number(suffix) : null;
+	if (family !== 4 || isIP(suffix) !== 4) return null;
+	const mask = ipv4Number(suffix);
+	for (const candidate of [mask, 2 ** 32 - 1 - mask]) {
+		for (let bits = 0; bits <= 32; bits++) if (candidate === 2 ** 32 - 2 ** (32 - bits)) return bits;
 	}
-	return out;
+	return null;
 }
 
 function subnetTest(pattern: string, word: string): Test {
-	if (isIP(pattern)) return h => addresses(h).includes(pattern);
-	const m = /^(.+)\/(\d{1,3})$/.exec(pattern);
-	const family = m ? isIP(m[1]) : 0;
-	const bits = m ? Number(m[2]) : -1;
-	if (!m || !family || bits > (family === 4 ? 32 : 128)) throw new TargetError(`'${word}': S@ takes an IP address or a subnet in CIDR notation (10.0.0.0/8)`);
+	const single = isIP(pattern);
+	if (single === 4 || single === 6) {
+		const address = canonical(pattern, single);
+		return h => addresses(h, single).includes(address);
+	}
+	const slash = pattern.lastIndexOf("/");
+	const family = slash > 0 ? isIP(pattern.slice(0, slash)) : 0;
+	const network = pattern.slice(0, slash);
+	const bits = family === 4 || family === 6 ? prefixLength(pattern.slice(slash + 1), family) : null;
+	if (bits === null || !(family === 4 || family === 6)) throw new TargetError(`'${word}': S@ takes an IP address or a subnet in CIDR notation (10.0.0.0/8, or 10.0.0.0/255.0.0.0)`);
+	// Python's ip_network is strict: Salt logs "Invalid IP/CIDR target" and selects nothing; here, the reason.
+	const hostBits = (1n << BigInt((family === 4 ? 32 : 128) - bits)) - 1n;
+	if ((addressBits(network, family) & hostBits) !== 0n) throw new TargetError(`'${word}': ${network}/${bits} has host bits set, which Salt refuses (it selects nothing): give the network's address`);
 	const list = new BlockList();
-	list.addSubnet(m[1], bits, family === 4 ? "ipv4" : "ipv6");
-	return h => addresses(h).some(a => isIP(a) === family && list.check(a, family === 4 ? "ipv4" : "ipv6"));
+	const type = family === 4 ? "ipv4" : "ipv6";
+	list.addSubnet(network, bits, type);
+	return h => addresses(h, family).some(a => isIP(a) === family && list.check(a, type));
 }
 
 /** A word for a message: quoted, and cut short when long (a term may be a thousand characters). */

@@ -73,6 +73,16 @@ describe("compound targets", () => {
 		// the longest prefixes: one address
 		["S@10.0.2.7/32", ["db-01"]],
 		["S@fd00::5/128", ["web-01"]],
+		// Python's ipaddress (Salt's ipcidr matcher): a netmask or a hostmask for IPv4, leading zeros in a prefix,
+		// an address compared as str() of it (IPv6 compressed)
+		["S@10.0.2.7/255.255.255.255", ["db-01"]],
+		["S@10.0.0.0/255.255.0.0", ["web-01", "web-02", "db-01"]],
+		["S@10.0.1.0/0.0.0.255", ["web-01", "web-02"]],
+		["S@10.0.0.0/016", ["web-01", "web-02", "db-01"]],
+		["S@fd00:0:0:0:0:0:0:5", ["web-01"]],
+		["S@0.0.0.0/0", ["web-01", "web-02", "db-01", "old-web-01"]],
+		["S@::ffff:10.0.1.0/120", []],
+		["S@fd00::/8 and S@10.0.1.0/24", ["web-01"]],
 		// N@: the nodegroup's members; F@: a fleet-ctl group by name or id
 		["N@web", ["web-01", "web-02"]],
 		["F@front", ["web-01", "db-01"]],
@@ -118,6 +128,14 @@ describe("compound targets", () => {
 		["G@os:[z-a]", /invalid glob/],
 		["G@os", /grain path and a glob/],
 		["S@10.0.0.0/33", /CIDR/],
+		["S@fd00::/129", /CIDR/],
+		["S@10.0.0.0/255.0.255.0", /CIDR/],
+		["S@fd00::/ffff::", /CIDR/],
+		// Salt refuses a subnet with host bits set (and selects nothing): issue 46
+		["S@10.0.1.5/24", /^'S@10.0.1.5\/24': 10.0.1.5\/24 has host bits set, which Salt refuses \(it selects nothing\): give the network's address$/],
+		["S@10.0.2.7/255.255.255.0", /10.0.2.7\/24 has host bits set/],
+		["S@fd00::5/64", /fd00::5\/64 has host bits set/],
+		["S@::ffff:10.0.1.5/120", /has host bits set/],
 		["S@not-an-ip", /CIDR/],
 		["F@nope", /no group has the id or name 'nope'/],
 		["L|@a,b", /only G@, P@, I@ and J@ take a delimiter/],
