@@ -12,16 +12,18 @@
  *   - `L@a,b,c`: the id is one of the list;
  *   - `G@path:glob` and `P@path:regex`: a grain at a `:`-delimited path (or `G<d>@` with the delimiter
  *     `<d>`), tried at every split of the expression from the deepest, lists matched member by member,
- *     dicts by key, both sides lowercased (salt.utils.data.subdict_match);
- *   - `S@cidr` or `S@address`: one of the host's `ipv4`/`ipv6` grains in the subnet, or equal;
+ *     dicts by key, both sides lowercased (salt.utils.data.subdict_match: ./subdict-match.ts);
+ *   - `S@cidr` or `S@address`: one of the host's `ipv4`/`ipv6` grains in the subnet, or equal (Python's
+ *     ipaddress: a netmask for IPv4, no host bits set);
  *   - `N@name`: the nodegroup's members (fleet-ctl keeps them per host);
  *   - `F@group`: beyond Salt, the hosts a fleet-ctl group resolves to (by id or name), as `POST /groups/{id}`
  *     runs on them (the caller resolves them before compiling: TargetContext.group).
  *
  * Pillar (`I@`, `J@`), range (`R@`) and the proxy engines (`T@`, `M@`) need data fleet-ctl does not
  * hold: they are refused with a message, as is any expression Salt would not evaluate (Salt answers
- * "no minion" to those; a preview says why). Regexes compile with RE2 (linear time). The expression's
- * length and nesting are bounded.
+ * "no minion" to those; a preview says why). Regexes compile with RE2 (linear time). What an expression
+ * may cost is bounded (issue 43): its length, terms, nesting, grain terms' length and parts when it is
+ * compiled, and the steps its evaluation takes on each host.
  */
 import { BlockList, isIP } from "node:net";
 import { RE2JS } from "re2js";
