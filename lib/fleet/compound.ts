@@ -12,26 +12,91 @@
  *   - `L@a,b,c`: the id is one of the list;
  *   - `G@path:glob` and `P@path:regex`: a grain at a `:`-delimited path (or `G<d>@` with the delimiter
  *     `<d>`), tried at every split of the expression from the deepest, lists matched member by member,
- *     dicts by key, both sides lowercased (salt.utils.data.subdict_match);
- *   - `S@cidr` or `S@address`: one of the host's `ipv4`/`ipv6` grains in the subnet, or equal;
+ *     dicts by key, both sides lowercased (salt.utils.data.subdict_match: ./subdict-match.ts);
+ *   - `S@cidr` or `S@address`: one of the host's `ipv4`/`ipv6` grains in the subnet, or equal (Python's
+ *     ipaddress: a netmask for IPv4, no host bits set);
  *   - `N@name`: the nodegroup's members (fleet-ctl keeps them per host);
  *   - `F@group`: beyond Salt, the hosts a fleet-ctl group resolves to (by id or name), as `POST /groups/{id}`
  *     runs on them (the caller resolves them before compiling: TargetContext.group).
  *
  * Pillar (`I@`, `J@`), range (`R@`) and the proxy engines (`T@`, `M@`) need data fleet-ctl does not
  * hold: they are refused with a message, as is any expression Salt would not evaluate (Salt answers
- * "no minion" to those; a preview says why). Regexes compile with RE2 (linear time). The expression's
- * length and nesting are bounded.
+ * "no minion" to those; a preview says why). Regexes compile with RE2 (linear time). What an expression
+ * may cost is bounded (issue 43): its length, terms, nesting, grain terms' length and parts when it is
+ * compiled, and the steps its evaluation takes on each host.
  */
 import { BlockList, isIP } from "node:net";
 import { RE2JS } from "re2js";
+import { subdictMatcher, type PatternCompiler } from "./subdict-match";
 
-/** The longest expression evaluated, and the deepest nesting of parentheses and `not`. */
+/**
+ * What one expression may ask of the evaluator (issue 43: every host of a preview, a run, a task, a rollout,
+ * a window, a policy or a group's rule is evaluated with it). Constants, not configuration: they bound the
+ * work a client can make one request cost, and are far above what a person or a tool writes (Salt's own
+ * examples use a handful of terms and grain paths of two or three parts).
+ */
+/** The longest expression, in characters (the request bodies' `target` has the same maximum). */
 export const MAX_TARGET_LENGTH = 10_000;
+/** The deepest nesting of parentheses and `not`. */
 export const MAX_TARGET_DEPTH = 64;
+/** The most terms (words other than `and`, `or`, `not` and parentheses); an `L@` list is one term. */
+export const MAX_TARGET_TERMS = 100;
+/** The longest `G@`/`P@` term, engine included. */
+export const MAX_GRAIN_TERM_LENGTH = 1_000;
+/** The most parts of a `G@`/`P@` term, path and pattern together, split at its delimiter or at ':'. */
+export const MAX_GRAIN_PATH_PARTS = 32;
+/**
+ * The most steps the evaluation of one expression may take on one host. A step is one grain looked at (a path
+ * part followed, a value or list member visited); a pattern compared with a value costs COMPARE_STEPS and one
+ * step for each character of the value times the pattern's width (how many ways RE2 may follow at once:
+ * patternWidth); a grain pattern compiled when a host first needs it costs COMPILE_STEPS_PER_CHARACTER a
+ * character. Grains are the master's data, of any size: the limits above bound the expression, this bounds
+ * what it may cost on them. At the limit a host takes a few milliseconds on the development machine
+ * (docs/targeting.md); ordinary targets take a few hundred to a few thousand steps.
+ */
+export const MAX_TARGET_STEPS_PER_HOST = 100_000;
+/** What compiling a pattern costs in steps, per character (RE2 compiles a character in about the time of 20 steps). */
+const COMPILE_STEPS_PER_CHARACTER = 20;
+/** What one comparison costs in steps beyond its characters (the call into RE2's matcher). */
+const COMPARE_STEPS = 20;
+
+/**
+ * How many threads RE2's matcher may run at once for a pattern, at most (its cost per character of a value):
+ * one, and one more for each operator that can leave a choice open (`*`, `?`, `[` in a glob; `*`, `+`, `?`, `|`
+ * in a regex, and a counted repetition's largest count, which RE2 unrolls).
+ */
+export function patternWidth(pattern: string, kind: "glob" | "regex"): number {
+	let width = 1;
+	for (const c of pattern) if ((kind === "glob" ? "*?[" : "*+?|").includes(c)) width++;
+	if (kind === "regex") for (const [, counts] of pattern.matchAll(/\{(\d+(?:,\d*)?)\}/g)) width += Math.max(...counts.split(",").map(n => Number(n) || 0));
+	return width;
+}
 
 /** An expression fleet-ctl cannot evaluate, and why (a 400 at the API). */
 export class TargetError extends Error {}
+
+/** Counts the steps of one host's evaluation (MAX_TARGET_STEPS_PER_HOST). */
+class Meter {
+	private left = 0;
+	private host = "";
+
+	start(host: string): void {
+		this.left = MAX_TARGET_STEPS_PER_HOST;
+		this.host = host;
+	}
+
+	readonly charge = (steps: number): void => {
+		this.left -= steps;
+		if (this.left < 0) {
+			throw new TargetError(`evaluating the target on '${this.host}' takes more than the limit of ${MAX_TARGET_STEPS_PER_HOST} steps per host (grains looked at, and characters of values times characters of the patterns they are compared with): use fewer or shorter patterns, or fewer '*' parts in grain paths`);
+		}
+	};
+
+	/** Charges a match of `value` with a pattern of this width (patternWidth). */
+	compare(value: string, width: number): void {
+		this.charge(COMPARE_STEPS + (value.length + 1) * width);
+	}
+}
 
 /** What the evaluator knows of a host. */
 export interface TargetHost {
@@ -49,6 +114,7 @@ type Test = (h: TargetHost) => boolean;
 
 /** A compiled expression: the test, and the ids it names literally (`L@` members, globs without a wildcard). */
 export interface CompiledTarget {
+	/** Whether the host is selected; throws a TargetError when it would take more than MAX_TARGET_STEPS_PER_HOST. */
 	test: Test;
 	named: string[];
 	/** Whether a test reads grains (a host must then be given with them). */
@@ -85,85 +151,6 @@ export function globPattern(glob: string): string {
 	return `^(?s:${out})$`;
 }
 
-/** Python's str() of a grain value, as subdict_match compares it (before lowercasing). */
-function pyText(v: unknown): string {
-	if (typeof v === "string") return v;
-	if (typeof v === "boolean") return v ? "True" : "False";
-	if (v === null || v === undefined) return "None";
-	if (typeof v === "number") return String(v);
-	return JSON.stringify(v);
-}
-
-/** salt.utils.data.traverse_dict_and_list: a path through dicts and lists (numeric parts index, others look into embedded dicts). */
-function traverse(data: unknown, key: string, delimiter: string): unknown {
-	let ptr: unknown = data;
-	for (const part of key.split(delimiter)) {
-		if (Array.isArray(ptr)) {
-			if (/^-?\d+$/.test(part)) {
-				const i = Number(part);
-				const at = i < 0 ? ptr.length + i : i;
-				if (at < 0 || at >= ptr.length) return undefined;
-				ptr = ptr[at];
-			} else {
-				const holder = ptr.find(x => x !== null && typeof x === "object" && !Array.isArray(x) && Object.hasOwn(x, part)) as Record<string, unknown> | undefined;
-				if (!holder) return undefined;
-				ptr = holder[part];
-			}
-		} else if (ptr !== null && typeof ptr === "object" && Object.hasOwn(ptr, part)) {
-			ptr = (ptr as Record<string, unknown>)[part];
-		} else return undefined;
-	}
-	return ptr;
-}
-
-const isDict = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
-
-/**
- * salt.utils.data.subdict_match: does `expr` (`path<d>pattern`, the split tried from the deepest) match
- * the grains? `match` compares one lowercased value with the lowercased pattern. `depth` bounds the
- * recursion into dicts (grains are the master's data, but deep nesting must not overflow the stack).
- */
-function subdictMatch(data: unknown, expr: string, delimiter: string, match: (value: string, pattern: string) => boolean, depth = 0): boolean {
-	if (depth > MAX_TARGET_DEPTH) return false;
-	const one = (target: unknown, pattern: string) => match(pyText(target).toLowerCase(), pattern.toLowerCase());
-	const dictMatch = (target: Record<string, unknown>, pattern: string): boolean => {
-		const wildcard = pattern.startsWith("*:");
-		const p = wildcard ? pattern.slice(2) : pattern;
-		if (p === "*" || Object.hasOwn(target, p)) return true;
-		if (subdictMatch(target, p, delimiter, match, depth + 1)) return true;
-		if (!wildcard) return false;
-		for (const value of Object.values(target)) {
-			if (isDict(value)) {
-				if (dictMatch(value, p)) return true;
-			} else if (Array.isArray(value)) {
-				if (value.some(item => one(item, p))) return true;
-			} else if (one(value, p)) return true;
-		}
-		return false;
-	};
-	const splits = expr.split(delimiter);
-	if (splits.length === 1) return false;
-	for (let idx = splits.length - 1; idx > 0; idx--) {
-		const key = splits.slice(0, idx).join(delimiter);
-		const matchstr = key === "*" ? expr : splits.slice(idx).join(delimiter);
-		const found = key === "*" ? data : traverse(data, key, delimiter);
-		if (found === undefined || (isDict(found) && Object.keys(found).length === 0)) continue;
-		if (isDict(found)) {
-			if (dictMatch(found, matchstr)) return true;
-			continue;
-		}
-		if (Array.isArray(found)) {
-			for (const member of found) {
-				if (isDict(member) && dictMatch(member, matchstr)) return true;
-				if (one(member, matchstr)) return true;
-			}
-			continue;
-		}
-		if (one(found, matchstr)) return true;
-	}
-	return false;
-}
-
 function compileRegex(pattern: string, word: string): RE2JS {
 	try {
 		return RE2JS.compile(pattern);
@@ -181,52 +168,97 @@ function tryCompile(pattern: string): RE2JS | null {
 	}
 }
 
+/** What RE2 compiles for a grain pattern: a glob as its regex, a regex as it is. */
+const patternSource = (kind: "glob" | "regex", pattern: string): string => (kind === "glob" ? globPattern(pattern) : pattern);
+
 /**
  * The per-value comparison of `G@` (a glob: Python's fnmatch, the whole value) or `P@` (a regex from the start:
- * Python's re.match), each pattern compiled once (subdict_match builds them per split). A pattern RE2 cannot
- * compile matches nothing, as Salt's matcher logs and answers False for it (a split of `path:pattern` may leave
- * part of the path in the pattern); a term none of whose splits compiles is refused when compiled.
+ * Python's re.match). A pattern RE2 cannot compile matches nothing, as Salt's matcher logs and answers False for
+ * it (a split of `path:pattern` may leave part of the path in the pattern); a term none of whose splits compiles
+ * is refused when compiled.
  */
-function valueMatcher(kind: "glob" | "regex"): { source(pattern: string): string; match(value: string, pattern: string): boolean } {
-	const source = kind === "glob" ? globPattern : (pattern: string) => pattern;
-	const cache = new Map<string, RE2JS | null>();
-	return {
-		source,
-		match(value, pattern) {
-			let re = cache.get(pattern);
-			if (re === undefined) {
-				if (cache.size > 1000) cache.clear();
-				cache.set(pattern, (re = tryCompile(source(pattern))));
-			}
-			return re !== null && (kind === "glob" ? re.matches(value) : re.matcher(value).lookingAt());
-		},
+function valueCompiler(kind: "glob" | "regex", meter: Meter): PatternCompiler {
+	return pattern => {
+		meter.charge(pattern.length * COMPILE_STEPS_PER_CHARACTER);
+		const re = tryCompile(patternSource(kind, pattern));
+		if (re === null) return null;
+		const width = patternWidth(pattern, kind);
+		return value => {
+			meter.compare(value, width);
+			return kind === "glob" ? re.matches(value) : re.matcher(value).lookingAt();
+		};
 	};
 }
 
-/** The addresses a host's grains give it (`ipv4`, `ipv6`). */
-function addresses(h: TargetHost): string[] {
-	if (!isDict(h.grain)) return [];
-	const out: string[] = [];
-	for (const key of ["ipv4", "ipv6"]) {
-		const v = h.grain[key];
-		if (Array.isArray(v)) for (const a of v) if (typeof a === "string") out.push(a);
+/** The addresses of one family a host's grains give it (`ipv4` or `ipv6`, as Salt's ipcidr matcher reads them). */
+function addresses(h: TargetHost, family: 4 | 6): string[] {
+	if (h.grain === null || typeof h.grain !== "object" || Array.isArray(h.grain)) return [];
+	const v = (h.grain as Record<string, unknown>)[`ipv${family}`];
+	return Array.isArray(v) ? v.filter((a): a is string => typeof a === "string") : [];
+}
+
+/** An IPv4 address as a number. */
+const ipv4Number = (address: string): number => address.split(".").reduce((n, octet) => n * 256 + Number(octet), 0);
+
+/** An address (isIP gave its family) as its bits. */
+function addressBits(address: string, family: 4 | 6): bigint {
+	if (family === 4) return BigInt(ipv4Number(address));
+	const groups = (part: string | undefined): string[] =>
+		(part ? part.split(":") : []).flatMap(g => (g.includes(".") ? [(ipv4Number(g) >>> 16).toString(16), (ipv4Number(g) & 0xffff).toString(16)] : [g]));
+	const [head, tail] = address.split("%")[0].split("::");
+	const left = groups(head);
+	const right = groups(tail);
+	const all = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill("0"), ...right];
+	return all.reduce((n, g) => (n << 16n) | BigInt(parseInt(g, 16)), 0n);
+}
+
+/** An address as Python's str() of it (Salt compares that with the grains): IPv6 compressed as RFC 5952 says. */
+function canonical(address: string, family: 4 | 6): string {
+	return family === 4 ? address : new URL(`http://[${address}]`).hostname.slice(1, -1);
+}
+
+/**
+ * The prefix length after a subnet's `/`, as Python's ipaddress reads it: digits, or (IPv4 only) a netmask
+ * (255.255.255.0) or a hostmask (0.0.0.255); null for anything else.
+ */
+function prefixLength(suffix: string, family: 4 | 6): number | null {
+	const width = family === 4 ? 32 : 128;
+	if (/^\d+$/.test(suffix)) return Number(suffix) <= width ? Number(suffix) : null;
+	if (family !== 4 || isIP(suffix) !== 4) return null;
+	const mask = ipv4Number(suffix);
+	for (const candidate of [mask, 2 ** 32 - 1 - mask]) {
+		for (let bits = 0; bits <= 32; bits++) if (candidate === 2 ** 32 - 2 ** (32 - bits)) return bits;
 	}
-	return out;
+	return null;
 }
 
 function subnetTest(pattern: string, word: string): Test {
-	if (isIP(pattern)) return h => addresses(h).includes(pattern);
-	const m = /^(.+)\/(\d{1,3})$/.exec(pattern);
-	const family = m ? isIP(m[1]) : 0;
-	const bits = m ? Number(m[2]) : -1;
-	if (!m || !family || bits > (family === 4 ? 32 : 128)) throw new TargetError(`'${word}': S@ takes an IP address or a subnet in CIDR notation (10.0.0.0/8)`);
+	const single = isIP(pattern);
+	if (single === 4 || single === 6) {
+		const address = canonical(pattern, single);
+		return h => addresses(h, single).includes(address);
+	}
+	const slash = pattern.lastIndexOf("/");
+	const family = slash > 0 ? isIP(pattern.slice(0, slash)) : 0;
+	const network = pattern.slice(0, slash);
+	const bits = family === 4 || family === 6 ? prefixLength(pattern.slice(slash + 1), family) : null;
+	if (bits === null || !(family === 4 || family === 6)) throw new TargetError(`'${word}': S@ takes an IP address or a subnet in CIDR notation (10.0.0.0/8, or 10.0.0.0/255.0.0.0)`);
+	// Python's ip_network is strict: Salt logs "Invalid IP/CIDR target" and selects nothing; here, the reason.
+	const hostBits = (1n << BigInt((family === 4 ? 32 : 128) - bits)) - 1n;
+	if ((addressBits(network, family) & hostBits) !== 0n) throw new TargetError(`'${word}': ${network}/${bits} has host bits set, which Salt refuses (it selects nothing): give the network's address`);
 	const list = new BlockList();
-	list.addSubnet(m[1], bits, family === 4 ? "ipv4" : "ipv6");
-	return h => addresses(h).some(a => isIP(a) === family && list.check(a, family === 4 ? "ipv4" : "ipv6"));
+	const type = family === 4 ? "ipv4" : "ipv6";
+	list.addSubnet(network, bits, type);
+	return h => addresses(h, family).some(a => isIP(a) === family && list.check(a, type));
+}
+
+/** A word for a message: quoted, and cut short when long (a term may be a thousand characters). */
+function shown(word: string): string {
+	return word.length > 60 ? `'${word.slice(0, 60)}…'` : `'${word}'`;
 }
 
 /** One word of an expression as a test. */
-function compileTerm(word: string, ctx: TargetContext, named: string[], flags: { grains: boolean; nodegroups: boolean }): Test {
+function compileTerm(word: string, ctx: TargetContext, named: string[], flags: { grains: boolean; nodegroups: boolean }, meter: Meter): Test {
 	const m = ENGINE.exec(word);
 	if (!m) {
 		if (!GLOB_CHARS.test(word)) {
@@ -234,7 +266,11 @@ function compileTerm(word: string, ctx: TargetContext, named: string[], flags: {
 			return h => h._id === word;
 		}
 		const re = compileRegex(globPattern(word), word);
-		return h => re.matches(h._id);
+		const width = patternWidth(word, "glob");
+		return h => {
+			meter.compare(h._id, width);
+			return re.matches(h._id);
+		};
 	}
 	const [, engine, delimiter, pattern] = m;
 	if (delimiter && !"GPIJ".includes(engine)) throw new TargetError(`'${word}': only G@, P@, I@ and J@ take a delimiter`);
@@ -242,7 +278,11 @@ function compileTerm(word: string, ctx: TargetContext, named: string[], flags: {
 	switch (engine) {
 		case "E": {
 			const re = compileRegex(pattern, word);
-			return h => re.matcher(h._id).lookingAt();
+			const width = patternWidth(pattern, "regex");
+			return h => {
+				meter.compare(h._id, width);
+				return re.matcher(h._id).lookingAt();
+			};
 		}
 		case "L": {
 			const ids = pattern.split(",");
@@ -255,14 +295,21 @@ function compileTerm(word: string, ctx: TargetContext, named: string[], flags: {
 			flags.grains = true;
 			const d = delimiter || ":";
 			if (!pattern.includes(d)) throw new TargetError(`'${word}': ${engine}@ takes a grain path and a ${engine === "G" ? "glob" : "regex"}, separated by '${d}' (G@os:Debian)`);
-			const matcher = valueMatcher(engine === "G" ? "glob" : "regex");
+			if (word.length > MAX_GRAIN_TERM_LENGTH) throw new TargetError(`${shown(word)}: a ${engine}@ term is longer than ${MAX_GRAIN_TERM_LENGTH} characters (the limit of a grain term)`);
+			// Salt splits at the term's delimiter, and inside dicts at ':' whatever the delimiter: both bounded.
+			for (const cut of new Set([d, ":"])) {
+				const parts = pattern.split(cut).length;
+				if (parts > MAX_GRAIN_PATH_PARTS) throw new TargetError(`${shown(word)}: a ${engine}@ term has ${parts} parts separated by '${cut}', more than the limit of ${MAX_GRAIN_PATH_PARTS}`);
+			}
+			const kind = engine === "G" ? "glob" : "regex";
 			const splits = pattern.split(d);
 			const candidates = splits.slice(1).map((_, i) => splits.slice(i + 1).join(d).toLowerCase());
-			if (!candidates.some(c => tryCompile(matcher.source(c)))) {
+			if (!candidates.some(c => tryCompile(patternSource(kind, c)))) {
 				if (engine === "P") compileRegex(candidates[candidates.length - 1], word);
 				throw new TargetError(`'${word}': invalid glob`);
 			}
-			return h => subdictMatch(h.grain, pattern, d, matcher.match);
+			const matches = subdictMatcher(pattern, d, valueCompiler(kind, meter), meter.charge);
+			return h => matches(h.grain);
 		}
 		case "S":
 			flags.grains = true;
@@ -307,8 +354,9 @@ export function groupRefs(expression: string): string[] {
  */
 export function compileTarget(expression: string, ctx: TargetContext): CompiledTarget {
 	if (typeof expression !== "string" || expression.trim() === "") throw new TargetError("the target is empty");
-	if (expression.length > MAX_TARGET_LENGTH) throw new TargetError(`the target is longer than ${MAX_TARGET_LENGTH} characters`);
+	if (expression.length > MAX_TARGET_LENGTH) throw new TargetError(`the target is longer than the limit of ${MAX_TARGET_LENGTH} characters (${expression.length})`);
 	const tokens: string[] = [];
+	let terms = 0;
 	for (const word of expression.split(/\s+/).filter(Boolean)) {
 		if (OPERATORS.has(word)) {
 			const last = tokens[tokens.length - 1];
@@ -321,15 +369,18 @@ export function compileTarget(expression: string, ctx: TargetContext): CompiledT
 			}
 		} else if (word.length > 1 && (word.startsWith("(") || word.endsWith(")")) && !ENGINE.test(word)) {
 			throw new TargetError(`'${word}': parentheses must stand alone, separated by spaces (as Salt reads them): ( ${word.replace(/^\(|\)$/g, "")} )`);
+		} else if (++terms > MAX_TARGET_TERMS) {
+			throw new TargetError(`the target has more than the limit of ${MAX_TARGET_TERMS} terms (an L@ list is one term: L@a,b,c)`);
 		}
 		tokens.push(word);
 	}
 	const named: string[] = [];
 	const flags = { grains: false, nodegroups: false };
+	const meter = new Meter();
 	let at = 0;
 	const peek = () => tokens[at];
 	const expectTerm = (depth: number): Test => {
-		if (depth > MAX_TARGET_DEPTH) throw new TargetError(`the target nests deeper than ${MAX_TARGET_DEPTH} levels`);
+		if (depth > MAX_TARGET_DEPTH) throw new TargetError(`the target nests parentheses and 'not' deeper than the limit of ${MAX_TARGET_DEPTH} levels`);
 		const word = tokens[at++];
 		if (word === undefined) throw new TargetError("the target ends where a term is expected");
 		if (word === "not") {
@@ -342,7 +393,7 @@ export function compileTarget(expression: string, ctx: TargetContext): CompiledT
 			return inner;
 		}
 		if (OPERATORS.has(word)) throw new TargetError(`'${word}' where a term is expected`);
-		return compileTerm(word, ctx, named, flags);
+		return compileTerm(word, ctx, named, flags, meter);
 	};
 	/** Terms joined by one operator: `and` (every one holds) over `not`/terms, `or` (one holds) over `and`s. */
 	const joined = (op: "and" | "or", next: (depth: number) => Test) => (depth: number): Test => {
@@ -356,10 +407,14 @@ export function compileTarget(expression: string, ctx: TargetContext): CompiledT
 	};
 	const andExpr = joined("and", expectTerm);
 	const orExpr: (depth: number) => Test = joined("or", andExpr);
-	const test = orExpr(0);
+	const evaluate = orExpr(0);
 	if (at < tokens.length) {
 		const next = tokens[at];
 		throw new TargetError(next === ")" ? "a ')' closes nothing" : `'${next}' follows a term without 'and' or 'or'`);
 	}
+	const test: Test = h => {
+		meter.start(h._id);
+		return evaluate(h);
+	};
 	return { test, named: [...new Set(named)], usesGrains: flags.grains, usesNodegroups: flags.nodegroups };
 }

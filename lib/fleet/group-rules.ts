@@ -133,7 +133,16 @@ export function compileRule(rule: Rule | undefined): ((host: HostFacts) => boole
 	}
 	if (typeof rule.target === "string") {
 		const compiled = compileRuleTarget(rule.target);
-		tests.push(h => compiled.test(h));
+		tests.push(h => {
+			try {
+				return compiled.test(h);
+			} catch (err) {
+				// More work on this host's grains than a target may take (docs/targeting.md): not selected, as Salt
+				// selects nothing where its matcher fails; rules are evaluated host by host, with no one to answer.
+				if (err instanceof TargetError) return false;
+				throw err;
+			}
+		});
 	}
 	if (!tests.length) return null;
 	return h => tests.every(t => t(h));

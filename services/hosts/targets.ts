@@ -59,10 +59,16 @@ export const targetMethods = {
 		const live = new Set<string>();
 		const fields = compiled.usesGrains ? ["nodegroups", "grain"] : ["nodegroups"];
 		// The flag is always stored: an equality its index answers, no record matched against a filter.
-		await this.store.scan({ _soft_deleted: false }, fields, d => {
-			live.add(d._id);
-			if (compiled.test(d as TargetHost)) hosts.push(d._id);
-		});
+		try {
+			await this.store.scan({ _soft_deleted: false }, fields, d => {
+				live.add(d._id);
+				if (compiled.test(d as TargetHost)) hosts.push(d._id);
+			});
+		} catch (err) {
+			// A target that would take more than its share of work on a host's grains (MAX_TARGET_STEPS_PER_HOST).
+			if (err instanceof TargetError) throw badRequest(`target: ${err.message}`);
+			throw err;
+		}
 		return { hosts: hosts.sort(), missing: compiled.named.filter(id => !live.has(id)).sort() };
 	},
 };

@@ -3,7 +3,7 @@
  * evaluated on fleet-ctl's inventory: each case is what Salt selects among these hosts, and what fleet-ctl
  * refuses (with the reason) where Salt would select nothing because the expression is malformed.
  */
-import { compileTarget, TargetError, MAX_TARGET_DEPTH, type TargetHost } from "../../lib/fleet/compound";
+import { compileTarget, TargetError, MAX_GRAIN_PATH_PARTS, MAX_GRAIN_TERM_LENGTH, MAX_TARGET_DEPTH, MAX_TARGET_LENGTH, MAX_TARGET_STEPS_PER_HOST, MAX_TARGET_TERMS, type TargetHost } from "../../lib/fleet/compound";
 
 const HOSTS: TargetHost[] = [
 	{
@@ -52,6 +52,7 @@ describe("compound targets", () => {
 		["G@os:Deb*", ["web-01", "db-01", "mail.example.com"]],
 		["G@roles:web", ["web-01", "web-02", "old-web-01"]],
 		["G@ip_interfaces:eth0:10.0.1.*", ["web-01"]],
+		["G@ip_interfaces:*:10.0.1.*", ["web-01"]],
 		["G@pkg:nginx", ["web-01"]],
 		["G@pkg:*", ["web-01"]],
 		["G@selinux:enabled:False", ["web-01"]],
@@ -69,6 +70,19 @@ describe("compound targets", () => {
 		["S@10.0.1.0/24", ["web-01", "web-02"]],
 		["S@10.0.2.7", ["db-01"]],
 		["S@fd00::/8", ["web-01"]],
+		// the longest prefixes: one address
+		["S@10.0.2.7/32", ["db-01"]],
+		["S@fd00::5/128", ["web-01"]],
+		// Python's ipaddress (Salt's ipcidr matcher): a netmask or a hostmask for IPv4, leading zeros in a prefix,
+		// an address compared as str() of it (IPv6 compressed)
+		["S@10.0.2.7/255.255.255.255", ["db-01"]],
+		["S@10.0.0.0/255.255.0.0", ["web-01", "web-02", "db-01"]],
+		["S@10.0.1.0/0.0.0.255", ["web-01", "web-02"]],
+		["S@10.0.0.0/016", ["web-01", "web-02", "db-01"]],
+		["S@fd00:0:0:0:0:0:0:5", ["web-01"]],
+		["S@0.0.0.0/0", ["web-01", "web-02", "db-01", "old-web-01"]],
+		["S@::ffff:10.0.1.0/120", []],
+		["S@fd00::/8 and S@10.0.1.0/24", ["web-01"]],
 		// N@: the nodegroup's members; F@: a fleet-ctl group by name or id
 		["N@web", ["web-01", "web-02"]],
 		["F@front", ["web-01", "db-01"]],
@@ -77,6 +91,9 @@ describe("compound targets", () => {
 		["web-* and not G@os:Ubuntu", ["web-01"]],
 		["web-* not G@os:Ubuntu", ["web-01"]],
 		["not web-*", ["db-01", "old-web-01", "mail.example.com"]],
+		// `not` binds its term only: (not web-*) and G@os:Debian
+		["not web-* and G@os:Debian", ["db-01", "mail.example.com"]],
+		["not web-* or G@os:Ubuntu", ["web-02", "db-01", "old-web-01", "mail.example.com"]],
 		["db-* or web-* and G@os:Ubuntu", ["web-02", "db-01"]],
 		["( db-* or web-* ) and G@os:Debian", ["web-01", "db-01"]],
 		["G@os:Debian and ( N@web or N@db ) and not S@10.0.2.0/24", ["web-01"]],
@@ -111,6 +128,14 @@ describe("compound targets", () => {
 		["G@os:[z-a]", /invalid glob/],
 		["G@os", /grain path and a glob/],
 		["S@10.0.0.0/33", /CIDR/],
+		["S@fd00::/129", /CIDR/],
+		["S@10.0.0.0/255.0.255.0", /CIDR/],
+		["S@fd00::/ffff::", /CIDR/],
+		// Salt refuses a subnet with host bits set (and selects nothing): issue 46
+		["S@10.0.1.5/24", /^'S@10.0.1.5\/24': 10.0.1.5\/24 has host bits set, which Salt refuses \(it selects nothing\): give the network's address$/],
+		["S@10.0.2.7/255.255.255.0", /10.0.2.7\/24 has host bits set/],
+		["S@fd00::5/64", /fd00::5\/64 has host bits set/],
+		["S@::ffff:10.0.1.5/120", /has host bits set/],
 		["S@not-an-ip", /CIDR/],
 		["F@nope", /no group has the id or name 'nope'/],
 		["L|@a,b", /only G@, P@, I@ and J@ take a delimiter/],
@@ -119,13 +144,57 @@ describe("compound targets", () => {
 		expect(refuse(expr)).toMatch(why);
 	});
 
-	it("bounds the nesting and the length of an expression", () => {
+	it("bounds the nesting, the length and the terms of an expression, each refusal naming its limit", () => {
 		const deep = `${"( ".repeat(MAX_TARGET_DEPTH + 1)}web-01${" )".repeat(MAX_TARGET_DEPTH + 1)}`;
-		expect(refuse(deep)).toMatch(/nests deeper than/);
-		expect(refuse(`${"not ( ".repeat(MAX_TARGET_DEPTH)}web-01${" )".repeat(MAX_TARGET_DEPTH)}`)).toMatch(/nests deeper than/);
+		expect(refuse(deep)).toBe("the target nests parentheses and 'not' deeper than the limit of 64 levels");
+		expect(refuse(`${"not ( ".repeat(MAX_TARGET_DEPTH)}web-01${" )".repeat(MAX_TARGET_DEPTH)}`)).toMatch(/deeper than the limit of 64 levels/);
 		const ok = `${"( ".repeat(MAX_TARGET_DEPTH - 1)}web-01${" )".repeat(MAX_TARGET_DEPTH - 1)}`;
 		expect(select(ok)).toEqual(["web-01"]);
-		expect(refuse(`web-01 or ${"x ".repeat(6000)}`)).toMatch(/longer than/);
+		expect(refuse(`web-01 or ${"x ".repeat(6000)}`)).toBe("the target is longer than the limit of 10000 characters (12010)");
+		expect(MAX_TARGET_LENGTH).toBe(10_000);
+		// Terms: words other than operators; 100 are evaluated, 101 are not.
+		const terms = (n: number) => Array.from({ length: n }, (_, i) => `web-${i}`).join(" or ");
+		expect(select(terms(MAX_TARGET_TERMS))).toEqual([]);
+		expect(MAX_TARGET_TERMS).toBe(100);
+		expect(refuse(terms(MAX_TARGET_TERMS + 1))).toBe("the target has more than the limit of 100 terms (an L@ list is one term: L@a,b,c)");
+		expect(select(`L@${Array.from({ length: 1000 }, (_, i) => `web-${i}`).join(",")},web-01`)).toEqual(["web-01"]);
+	});
+
+	it("bounds a grain term's length and its parts (separated by its delimiter, or ':' where Salt splits at it inside dicts)", () => {
+		// 32 parts: evaluated; 33: refused, by either separator.
+		expect(select(`G@${"a:".repeat(MAX_GRAIN_PATH_PARTS - 1)}x`)).toEqual([]);
+		expect(MAX_GRAIN_PATH_PARTS).toBe(32);
+		expect(refuse(`G@${"a:".repeat(MAX_GRAIN_PATH_PARTS)}x`)).toMatch(/^'G@a:a:.*…': a G@ term has 33 parts separated by ':', more than the limit of 32$/);
+		expect(refuse(`P|@${"a|".repeat(MAX_GRAIN_PATH_PARTS)}x`)).toMatch(/a P@ term has 33 parts separated by '\|', more than the limit of 32$/);
+		expect(refuse(`G|@os|${"a:".repeat(MAX_GRAIN_PATH_PARTS)}x`)).toMatch(/a G@ term has 33 parts separated by ':', more than the limit of 32$/);
+		// The finding of issue 43: refused at once, before any host is read.
+		const started = Date.now();
+		expect(refuse(`G@${"a:".repeat(4998)}b`)).toMatch(/: a G@ term is longer than 1000 characters \(the limit of a grain term\)$/);
+		expect(Date.now() - started).toBeLessThan(500);
+		expect(MAX_GRAIN_TERM_LENGTH).toBe(1000);
+		const longest = `G@os:${"x".repeat(MAX_GRAIN_TERM_LENGTH - 5)}`;
+		expect(longest).toHaveLength(MAX_GRAIN_TERM_LENGTH);
+		expect(select(longest)).toEqual([]);
+		expect(refuse(`${longest}x`)).toMatch(/longer than 1000 characters/);
+	});
+
+	it("bounds the work of one host's evaluation, whatever the size of its grains, and says which host and limit", () => {
+		expect(MAX_TARGET_STEPS_PER_HOST).toBe(100_000);
+		// 2,000 flags: a term compares each (steps: their characters times the pattern's), 20 such terms too many.
+		const big: TargetHost = { _id: "big-01", grain: { os: "Debian", flags: Array.from({ length: 2000 }, (_, i) => `flag${i}`), notes: "y".repeat(5000) } };
+		const terms = (n: number) => Array.from({ length: n }, (_, i) => `G@flags:nope${i}`).join(" or ");
+		expect(compileTarget(terms(1), ctx).test(big)).toBe(false);
+		expect(compileTarget("G@flags:flag1999 and G@os:debian", ctx).test(big)).toBe(true);
+		const refusal = "evaluating the target on 'big-01' takes more than the limit of 100000 steps per host (grains looked at, and characters of values times characters of the patterns they are compared with): use fewer or shorter patterns, or fewer '*' parts in grain paths";
+		expect(() => compileTarget(terms(20), ctx).test(big)).toThrow(new TargetError(refusal));
+		// A regex RE2 matches in time proportional to the value times the pattern: long ones on long values.
+		expect(compileTarget("P@notes:(y|yy)*z", ctx).test(big)).toBe(false);
+		expect(() => compileTarget(`P@notes:${"(y|yy)*".repeat(20)}z`, ctx).test(big)).toThrow(TargetError);
+		// Every '*' part of a grain path is a pass over a level of the grains, once per later part.
+		expect(() => compileTarget(`G@${"*:".repeat(20)}nope`, ctx).test(big)).toThrow(TargetError);
+		// Each host has its own allowance: the small hosts are evaluated after the big one as before.
+		const compiled = compileTarget("G@flags:flag7 or G@os:ubuntu", ctx);
+		expect([big, ...HOSTS].filter(compiled.test).map(h => h._id)).toEqual(["big-01", "web-02"]);
 	});
 
 	it("compares a split whose glob or regex RE2 cannot compile as no match, as Salt does, instead of failing the evaluation", () => {

@@ -47,6 +47,17 @@ describe("compileRule", () => {
 	}, 5000);
 });
 
+describe("a rule's target beyond the work a host may take", () => {
+	it("does not select that host (and selects the others), where a preview answers why", () => {
+		const rule = compileRule({ target: Array.from({ length: 20 }, (_, i) => `G@flags:nope${i}`).join(" or ") + " or web-*" })!;
+		const flags = Array.from({ length: 2000 }, (_, i) => `flag${i}`);
+		expect(rule(host("web-big", { flags }))).toBe(false);
+		expect(rule(host("web-01", { flags: ["a"] }))).toBe(true);
+		const index = new GroupIndex([{ _id: "g1", info: { target: "G@flags:nope0 or G@flags:nope1 or web-*" } }]);
+		expect(index.groupsOf(host("web-02", { flags: ["a"] }))).toEqual(["g1"]);
+	});
+});
+
 describe("ruleProblems", () => {
 	it("refuses what RE2 cannot match safely, bad globs and empty grain path parts", () => {
 		expect(ruleProblems({ regex: "^web-\\d+" })).toBeNull();
