@@ -55,6 +55,14 @@ export const MAX_GRAIN_PATH_PARTS = 32;
  * (docs/targeting.md); ordinary targets take a few hundred to a few thousand steps.
  */
 export const MAX_TARGET_STEPS_PER_HOST = 100_000;
+/**
+ * The most steps one resolution of a client's target may take over the whole fleet: this much, plus
+ * MAX_TARGET_STEPS_PER_HOST_ON_AVERAGE for each host evaluated. The per-host limit alone times a large fleet would
+ * be minutes of one process's time; with this an expression costs at most about what an ordinary one costs at most.
+ */
+export const MAX_TARGET_STEPS_PER_RESOLUTION = 20_000_000;
+/** What a resolution may take per host evaluated, on average, beyond MAX_TARGET_STEPS_PER_RESOLUTION. */
+export const MAX_TARGET_STEPS_PER_HOST_ON_AVERAGE = 2_500;
 /** What compiling a pattern costs in steps, per character (RE2 compiles a character in about the time of 20 steps). */
 const COMPILE_STEPS_PER_CHARACTER = 20;
 /** What one comparison costs in steps beyond its characters (the call into RE2's matcher). */
@@ -79,8 +87,19 @@ export class TargetError extends Error {}
 class Meter {
 	private left = 0;
 	private host = "";
+	/** What is left of the budget of all the hosts evaluated so far (Infinity: none), and what each host adds to it. */
+	private total: number;
+	private readonly perHost: number;
+
+	constructor(bounded: boolean) {
+		this.total = bounded ? MAX_TARGET_STEPS_PER_RESOLUTION : Infinity;
+		this.perHost = bounded ? MAX_TARGET_STEPS_PER_HOST_ON_AVERAGE : 0;
+		this.left = MAX_TARGET_STEPS_PER_HOST;
+	}
 
 	start(host: string): void {
+		this.total += this.perHost - (MAX_TARGET_STEPS_PER_HOST - Math.max(this.left, 0));
+		if (this.total < 0) throw new TargetError(`evaluating the target on the fleet takes more than the limit of ${MAX_TARGET_STEPS_PER_RESOLUTION} steps and ${MAX_TARGET_STEPS_PER_HOST_ON_AVERAGE} a host on average for one resolution: use fewer or shorter patterns, fewer '*' parts in grain paths, or narrow it first (a host glob or a group before grain terms)`);
 		this.left = MAX_TARGET_STEPS_PER_HOST;
 		this.host = host;
 	}
@@ -350,9 +369,10 @@ export function groupRefs(expression: string): string[] {
 /**
  * Compiles an expression (throws TargetError with the reason). The same rules as Salt: an operator may not
  * begin it (except `(` and `not`) or follow `(` (except `not`); `not` after a term means `and not`; two terms
- * side by side, a dangling operator or an unbalanced parenthesis are errors.
+ * side by side, a dangling operator or an unbalanced parenthesis are errors. `bounded`: one pass over the fleet
+ * (a client's target resolved) may take MAX_TARGET_STEPS_PER_RESOLUTION steps in all, not only per host.
  */
-export function compileTarget(expression: string, ctx: TargetContext): CompiledTarget {
+export function compileTarget(expression: string, ctx: TargetContext, bounded = false): CompiledTarget {
 	if (typeof expression !== "string" || expression.trim() === "") throw new TargetError("the target is empty");
 	if (expression.length > MAX_TARGET_LENGTH) throw new TargetError(`the target is longer than the limit of ${MAX_TARGET_LENGTH} characters (${expression.length})`);
 	const tokens: string[] = [];
@@ -376,7 +396,7 @@ export function compileTarget(expression: string, ctx: TargetContext): CompiledT
 	}
 	const named: string[] = [];
 	const flags = { grains: false, nodegroups: false };
-	const meter = new Meter();
+	const meter = new Meter(bounded);
 	let at = 0;
 	const peek = () => tokens[at];
 	const expectTerm = (depth: number): Test => {

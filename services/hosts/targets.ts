@@ -50,7 +50,7 @@ export const targetMethods = {
 	async targetHosts(this: HostsThis, ctx: Context, expression: string): Promise<Resolution> {
 		let compiled;
 		try {
-			compiled = compileTarget(expression, { group: await groupMembers(ctx, expression) });
+			compiled = compileTarget(expression, { group: await groupMembers(ctx, expression) }, true);
 		} catch (err) {
 			if (err instanceof TargetError) throw badRequest(`target: ${err.message}`);
 			throw err;

@@ -3,7 +3,7 @@
  * evaluated on fleet-ctl's inventory: each case is what Salt selects among these hosts, and what fleet-ctl
  * refuses (with the reason) where Salt would select nothing because the expression is malformed.
  */
-import { compileTarget, TargetError, MAX_GRAIN_PATH_PARTS, MAX_GRAIN_TERM_LENGTH, MAX_TARGET_DEPTH, MAX_TARGET_LENGTH, MAX_TARGET_STEPS_PER_HOST, MAX_TARGET_TERMS, type TargetHost } from "../../lib/fleet/compound";
+import { compileTarget, TargetError, MAX_GRAIN_PATH_PARTS, MAX_GRAIN_TERM_LENGTH, MAX_TARGET_DEPTH, MAX_TARGET_LENGTH, MAX_TARGET_STEPS_PER_HOST, MAX_TARGET_STEPS_PER_HOST_ON_AVERAGE, MAX_TARGET_STEPS_PER_RESOLUTION, MAX_TARGET_TERMS, type TargetHost } from "../../lib/fleet/compound";
 
 const HOSTS: TargetHost[] = [
 	{
@@ -195,6 +195,22 @@ describe("compound targets", () => {
 		// Each host has its own allowance: the small hosts are evaluated after the big one as before.
 		const compiled = compileTarget("G@flags:flag7 or G@os:ubuntu", ctx);
 		expect([big, ...HOSTS].filter(compiled.test).map(h => h._id)).toEqual(["big-01", "web-02"]);
+	});
+
+	it("bounds one resolution over the whole fleet, far above what ordinary targets take on 50,000 hosts", () => {
+		expect([MAX_TARGET_STEPS_PER_RESOLUTION, MAX_TARGET_STEPS_PER_HOST_ON_AVERAGE]).toEqual([20_000_000, 2_500]);
+		// Each host below its own limit, but together more than one resolution may take: refused part way.
+		const big = (i: number): TargetHost => ({ _id: `big-${i}`, grain: { os: "Debian", flags: Array.from({ length: 2000 }, (_, j) => `flag${j}`) } });
+		const costly = "G@flags:nope";
+		const perHost = compileTarget(costly, ctx);
+		expect(Array.from({ length: 1000 }, (_, i) => big(i)).filter(perHost.test)).toEqual([]);
+		const bounded = compileTarget(costly, ctx, true);
+		expect(() => Array.from({ length: 1000 }, (_, i) => big(i)).filter(bounded.test)).toThrow(/more than the limit of 20000000 steps and 2500 a host on average for one resolution/);
+		// Ordinary targets on 50,000 hosts with the demo's grains stay well within it.
+		const fleet = Array.from({ length: 50_000 }, (_, i) => ({ ...HOSTS[i % HOSTS.length], _id: `h-${i}` }));
+		for (const expr of ["G@os:Debian and web-*", "G@roles:web or G@selinux:enabled:True", "P@os:(Debian|Ubuntu) and not G@osrelease:11", "S@10.0.0.0/8 and G@num_cpus:4"]) {
+			expect(() => fleet.filter(compileTarget(expr, ctx, true).test)).not.toThrow();
+		}
 	});
 
 	it("compares a split whose glob or regex RE2 cannot compile as no match, as Salt does, instead of failing the evaluation", () => {
