@@ -305,13 +305,14 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			}
 			const refused = callerRefusal(caller, cookieSecret !== undefined);
 			if (refused !== null || !caller) throw new EveError(401, refused ?? "");
-			const user: Caller = { id: caller.id, name: caller.name, role: caller.role, scope: caller.scope, ...(caller.subject ? { subject: caller.subject } : {}), ...(cookieSecret !== undefined ? { session: true } : {}) };
+			const user: Caller = { id: caller.id, name: caller.name, role: caller.role, scope: caller.scope, principal: caller.principal, ...(caller.subject ? { subject: caller.subject } : {}), ...(cookieSecret !== undefined ? { session: true } : {}) };
 			// Set before the rate limit, so that the audit record of a refused write says whose it was.
 			ctx.meta.user = user;
 			if (cookieSecret !== undefined && MUTATING.has(req.method as string) && req.headers["x-csrf-token"] !== csrfOf(cookieSecret)) {
 				throw new EveError(403, "the request lacks its CSRF token (X-CSRF-Token, the value of the fleet_csrf cookie)");
 			}
-			this.rateLimit(caller.id);
+			// Counted per principal: the tokens a caller mints from theirs share its count (docs/security.md, "Principals").
+			this.rateLimit(caller.principal);
 			return user;
 		},
 
@@ -378,7 +379,7 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			if (need && !roleAllows(caller.role, need)) throw new EveError(403, `the ${caller.role} role may not ${req.method} ${req.originalUrl?.split("?")[0]}`);
 		},
 
-		/** A fixed one-minute window per token; RATE_LIMIT_PER_MINUTE=0 turns it off. A request over the limit is counted too. */
+		/** A fixed one-minute window per principal; RATE_LIMIT_PER_MINUTE=0 turns it off. A request over the limit is counted too. */
 		rateLimit(this: ApiThis, key: string) {
 			const limit = config.rateLimitPerMinute;
 			if (limit && this.rateCount(key, true) > limit) {
