@@ -80,12 +80,12 @@ export async function familyOf(store: Store, id: string): Promise<string[]> {
 /**
  * The start's migration, on either store: every record without a principal gets one (resolvePrincipal), and the
  * live descendants of tokens revoked before revocation cascaded are revoked now (a session's sign-out excepted:
- * a person's tokens outlive the session they were made in). Answers how many records got a principal and how many
- * tokens were revoked; nothing when every record has its principal already.
+ * a person's tokens outlive the session they were made in). Answers how many records got a principal and the
+ * tokens revoked; nothing when every record has its principal already.
  */
-export async function migratePrincipals(store: Store): Promise<{ assigned: number; revoked: number }> {
+export async function migratePrincipals(store: Store): Promise<{ assigned: number; revoked: string[] }> {
 	const missing = await store.find({ principal: { $exists: false } }, { only: ["_id", "owner", "subject"] });
-	if (!missing.length) return { assigned: 0, revoked: 0 };
+	if (!missing.length) return { assigned: 0, revoked: [] };
 	const known = new Map<string, string>();
 	const byPrincipal = new Map<string, string[]>();
 	for (const doc of missing) {
@@ -96,5 +96,5 @@ export async function migratePrincipals(store: Store): Promise<{ assigned: numbe
 	for (const [principal, ids] of byPrincipal) await store.updateMany({ _id: { $in: ids } }, { $set: { principal } });
 	const revokedBefore = await store.find({ revoked: true, session: { $ne: true } }, { only: ["_id"] });
 	const revoked = revokedBefore.length ? await revokeFamily(store, revokedBefore.map(d => String(d._id))) : [];
-	return { assigned: missing.length, revoked: revoked.length };
+	return { assigned: missing.length, revoked };
 }

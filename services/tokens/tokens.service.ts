@@ -30,6 +30,7 @@ interface TokensMembers {
 	usable(doc: Doc | null): boolean;
 	bootstrap(): Promise<unknown>;
 	insertBootstrap(hash: string, prefix: string): Promise<boolean>;
+	announceRevoked(ids: string[]): Promise<void>;
 }
 
 type TokensThis = EveThis & TokensMembers;
@@ -175,7 +176,7 @@ const TokensService: EveServiceSchema<TokensThis> = {
 				const hash = hashToken(fromEnv);
 				// A changed CTL_ADMIN_TOKEN replaces the previous one, and the tokens minted from it.
 				const previous = await this.store.find({ bootstrap: true, hash: { $ne: hash }, revoked: { $ne: true } }, { only: ["_id"] });
-				if (previous.length) await revokeFamily(this.store, previous.map(d => String(d._id)));
+				if (previous.length) await this.announceRevoked(await revokeFamily(this.store, previous.map(d => String(d._id))));
 				if (!(await this.store.findOne({ hash }))) await this.insertBootstrap(hash, fromEnv.slice(0, 8));
 				return;
 			}
@@ -190,6 +191,11 @@ const TokensService: EveServiceSchema<TokensThis> = {
 				// the only time this secret is shown.
 				announceAdminToken(secret);
 			}
+		},
+
+		/** Tokens revoked at the start: the gateways already running (other replicas) forget them at once. */
+		async announceRevoked(this: TokensThis, ids: string[]) {
+			if (ids.length) await this.notifyChanged(this.broker as unknown as Context, "updated", ids);
 		},
 
 		async insertBootstrap(this: TokensThis, hash: string, prefix: string): Promise<boolean> {
@@ -213,7 +219,8 @@ const TokensService: EveServiceSchema<TokensThis> = {
 		await this.store.ensureIndex("owner", { sparse: true });
 		// Records from before principals get theirs (and past revocations their cascade), once, on either store.
 		const migrated = await migratePrincipals(this.store);
-		if (migrated.assigned) this.logger.info(`Tokens: ${migrated.assigned} records given their principal, ${migrated.revoked} tokens minted from revoked ones revoked`);
+		if (migrated.assigned) this.logger.info(`Tokens: ${migrated.assigned} records given their principal, ${migrated.revoked.length} tokens minted from revoked ones revoked`);
+		await this.announceRevoked(migrated.revoked);
 		await this.bootstrap();
 	},
 };
