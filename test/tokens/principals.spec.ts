@@ -206,6 +206,25 @@ function principalsSuite(mongoUri: string | undefined): void {
 			expect(await store().count({ principal: { $exists: false } })).toBe(0);
 		});
 	});
+
+	describe("a changed CTL_ADMIN_TOKEN", () => {
+		// Last: the suite's admin token is revoked here.
+		it("revokes the previous bootstrap admin with every token minted from it", async () => {
+			const admin = { id: "", secret: process.env.FLEET_TEST_TOKEN! };
+			const child = await mint(admin, "admin-script");
+			const grandchild = await mint(child, "admin-script-job", "viewer");
+			const rotated = newToken();
+			const before = process.env.CTL_ADMIN_TOKEN;
+			process.env.CTL_ADMIN_TOKEN = rotated;
+			try {
+				await (h.broker!.getLocalService("tokens") as unknown as { bootstrap(): Promise<void> }).bootstrap();
+			} finally {
+				process.env.CTL_ADMIN_TOKEN = before;
+			}
+			expect([await whoami(admin), await whoami(child), await whoami(grandchild)]).toEqual([401, 401, 401]);
+			expect((await as(rotated, "GET", "whoami")).body).toMatchObject({ name: "bootstrap-admin", role: "admin" });
+		});
+	});
 }
 
 describe("principals, not tokens (NeDB)", () => principalsSuite(undefined));
