@@ -62,8 +62,13 @@ export interface Config {
 	nodegroupsFile: string;
 	/** Comma-separated origins allowed by CORS; empty means CORS is off. */
 	corsOrigins: string[];
-	/** Requests per minute per API token (per gateway process); 0 turns the limit off. */
+	/** Requests per minute per principal (the tokens of one person or service account together; per gateway process); 0 turns the limit off. */
 	rateLimitPerMinute: number;
+	/**
+	 * Server-sent event streams (alerts, approvals, job returns) one principal may hold open on one gateway process,
+	 * all kinds together; more are refused with 429. The process's own cap (1,000 of each kind, 503) stays.
+	 */
+	streamsPerPrincipal: number;
 	/** salt-api (rest_cherrypy) base URL, e.g. https://salt:8000; empty: no master (remote execution answers 503). */
 	cmApiUrl: string;
 	cmApiUser: string;
@@ -358,6 +363,7 @@ export function loadConfig(): Config {
 			.map(s => s.trim())
 			.filter(Boolean),
 		rateLimitPerMinute: envInt("RATE_LIMIT_PER_MINUTE", 1200),
+		streamsPerPrincipal: envInt("STREAMS_PER_PRINCIPAL", 32, 1),
 		cmApiUrl: str("CM_API_URL").replace(/\/+$/, ""),
 		cmApiUser: str("CM_API_USER"),
 		cmApiPassword: str("CM_API_PASSWORD"),

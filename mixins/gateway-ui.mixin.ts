@@ -21,6 +21,7 @@ import { EveError } from "../lib/eve/errors";
 import { QueryArgs } from "../lib/eve/query";
 import { readJson } from "../lib/eve/render";
 import { OBJECT_ID } from "../lib/eve/ids";
+import { loadConfig } from "../lib/config";
 
 /** The dashboard and the docs page load nothing from elsewhere and run no inline script or style. */
 const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
@@ -61,6 +62,13 @@ const HEARTBEAT_MS = 15_000;
 const STREAM_BACKLOG_BYTES = 1024 * 1024;
 /** Open streams per gateway process; more are refused with 503 (each holds a connection and a buffer). */
 const STREAMS_MAX = 1000;
+/**
+ * Open streams of one principal on this gateway, every kind together (STREAMS_PER_PRINCIPAL): more are its own
+ * doing, refused with 429, so that no one person or service account takes the process's slots from the others.
+ */
+const STREAMS_PER_PRINCIPAL = loadConfig().streamsPerPrincipal;
+/** What a refused stream's client is told to wait before trying again (its other streams end when it closes them). */
+const STREAM_SHARE_RETRY_S = 5;
 /** A Salt job id. */
 const JID = /^\d{20}$/;
 
@@ -89,6 +97,8 @@ interface UiVars {
 	approvalStreams: Set<PassThrough>;
 	/** The job-return streams open on this gateway, each with the job it follows (null: every job). */
 	returnStreams: Map<PassThrough, string | null>;
+	/** Open streams by principal, every kind together (a principal without any is not kept). */
+	streamShares: Map<string, number>;
 	packageVersion: string;
 	heartbeat: NodeJS.Timeout;
 	/** moleculer-web's HTTP server (undefined before it listens). */
@@ -110,7 +120,7 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 		whoami: {
 			handler(ctx: Context<unknown, Record<string, any>>) {
 				const user = ctx.meta.user ?? {};
-				return { _id: user.id, name: user.name, role: user.role, scope: user.scope ?? null, ...(user.subject ? { subject: user.subject } : {}), session: user.session === true };
+				return { _id: user.id, name: user.name, role: user.role, scope: user.scope ?? null, principal: user.principal, ...(user.subject ? { subject: user.subject } : {}), session: user.session === true };
 			},
 		},
 
@@ -184,6 +194,11 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 			const raw = QueryArgs.from(ctx.params.query).get("timeout");
 			const seconds = raw === undefined || raw === "" ? STREAM_MAX_SECONDS : Number(raw);
 			if (!Number.isInteger(seconds) || seconds < 0) throw new EveError(400, "timeout must be a whole number of seconds");
+			const principal = String(ctx.meta.user?.principal ?? "");
+			const held = this.streamShares.get(principal) ?? 0;
+			if (held >= STREAMS_PER_PRINCIPAL) {
+				throw new EveError(429, `too many open streams: ${principal} holds ${held} on this gateway, its share (STREAMS_PER_PRINCIPAL=${STREAMS_PER_PRINCIPAL}); close one first`, { retryAfter: STREAM_SHARE_RETRY_S } as never);
+			}
 			if (streams.size >= STREAMS_MAX) throw new EveError(503, `too many open ${kind} streams on this gateway (${STREAMS_MAX}); try again later`);
 			const stream = new PassThrough();
 			ctx.meta.$responseType = "text/event-stream; charset=utf-8";
@@ -193,9 +208,17 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 				stream.end();
 				return stream;
 			}
+			let counted = true;
+			this.streamShares.set(principal, held + 1);
 			const close = () => {
 				clearTimeout(timer);
 				streams.delete(stream);
+				if (counted) {
+					counted = false;
+					const left = (this.streamShares.get(principal) ?? 1) - 1;
+					if (left > 0) this.streamShares.set(principal, left);
+					else this.streamShares.delete(principal);
+				}
 				if (!stream.destroyed) stream.end();
 			};
 			const timer = setTimeout(close, Math.min(seconds, STREAM_MAX_SECONDS) * 1000);
@@ -262,6 +285,7 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 		this.alertStreams = new Set<PassThrough>();
 		this.approvalStreams = new Set<PassThrough>();
 		this.returnStreams = new Map<PassThrough, string | null>();
+		this.streamShares = new Map<string, number>();
 		this.packageVersion = packageVersion();
 		this.heartbeat = setInterval(() => {
 			for (const stream of [...this.alertStreams, ...this.approvalStreams, ...this.returnStreams.keys()]) stream.write(": keep-alive\n\n");
@@ -285,6 +309,7 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 		this.alertStreams.clear();
 		this.approvalStreams.clear();
 		this.returnStreams.clear();
+		this.streamShares.clear();
 		// server.close() (moleculer-web's stop, next) closes the connections idle when it is called; those whose
 		// answer ends afterwards (the streams just ended, a last request) would keep it waiting for the keep-alive
 		// timeout (HTTP_KEEPALIVE_MS, 65 s): each is closed as soon as it goes idle. closeIdleConnections leaves a

@@ -944,6 +944,30 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		expect((await request("GET", url("whoami"), { token: secret })).status).toBe(401);
 	});
 
+	it("shows a principal's tokens as a tree (each under the token that made it) and revokes a branch with its maker", async () => {
+		const ci = (await request("POST", url("tokens"), { body: { name: "dash-ci", role: "operator" } })).body;
+		const job = (await request("POST", url("tokens/mine"), { token: ci.token, body: { name: "dash-ci-job" } })).body;
+		const step = (await request("POST", url("tokens/mine"), { token: job.token, body: { name: "dash-ci-step", role: "viewer" } })).body;
+		// Already on the page (the test before): loaded again, to read the tokens made since.
+		await page.goto(`${base}/#/tokens`);
+		await page.reload();
+		const family = [ci, job, step].map(t => `#all-tokens tr[data-id="${t._id}"]`);
+		await page.waitForSelector(family[2]);
+		// In tree order, one generation deeper each, every one naming the service account they act for.
+		const rows = await page.$$eval("#all-tokens tbody tr", trs => trs.map(tr => [tr.getAttribute("data-id"), tr.getAttribute("data-depth"), tr.children[2].textContent]));
+		const start = rows.findIndex(r => r[0] === ci._id);
+		expect(rows.slice(start, start + 3)).toEqual([
+			[ci._id, "0", `token:${ci._id}`],
+			[job._id, "1", `token:${ci._id}`],
+			[step._id, "2", `token:${ci._id}`],
+		]);
+		expect(await page.getAttribute(`${family[2]} td.token-name`, "title")).toBe("made by dash-ci-job");
+		await shot("14b-token-tree");
+		await page.click(`${family[0]} button:has-text("Revoke")`);
+		for (const row of family) await page.waitForSelector(`${row} .pill:has-text("revoked")`);
+		expect((await request("GET", url("whoami"), { token: step.token })).status).toBe(401);
+	});
+
 	it("reads the audit log, filtered on the server, a record's call opened in place (admin)", async () => {
 		await page.goto(`${base}/#/audit`);
 		await page.waitForSelector("#audit tbody tr");

@@ -1,7 +1,9 @@
 /**
  * The tokens page, in Preact (docs/security.md, "Tokens" and "Single sign-on"): everyone's own API tokens for
  * scripts (`/api/tokens/mine`: made with a role at most theirs, the secret shown once, revocable), and for admins
- * every token and session with who it is, its role, scope and expiry, and revocation.
+ * every token and session with who it is, its role, scope and expiry, and revocation. Tokens minted from a token
+ * (`owner`) are shown under it, as a tree of its principal's tokens (docs/security.md, "Principals"): revoking one
+ * revokes its branch.
  */
 import { useEffect, useState } from "preact/hooks";
 import { api, q, type Me } from "./client";
@@ -16,6 +18,8 @@ interface Token {
 	revoked?: boolean;
 	session?: boolean;
 	subject?: string;
+	principal?: string;
+	owner?: string;
 	prefix?: string;
 	_created?: string;
 }
@@ -23,18 +27,49 @@ interface Token {
 const ROLES = ["viewer", "operator", "admin"] as const;
 const scopeText = (t: Token) => (t.scope ? [t.scope.groups ? `groups ${t.scope.groups.join(", ")}` : "", t.scope.functions ? `functions ${t.scope.functions.join(", ")}` : ""].filter(Boolean).join("; ") : "–");
 const state = (t: Token) => (t.revoked ? "revoked" : t.expires && new Date(t.expires).getTime() <= Date.now() ? "expired" : "active");
+/** Indentation stops here: deeper tokens are drawn at this depth (their `data-depth` still says how deep). */
+const DEPTH_SHOWN = 6;
 
-/** Tokens as a table: name, (kind,) role, scope, expiry, state, and Revoke for the active ones. */
+/**
+ * `items` in tree order: each token followed by those minted from it (its `owner`), depth first, in list order; a
+ * token whose maker is not in the list is a root. Each once, so records that point in a circle end the walk.
+ */
+function asTree(items: Token[]): Array<{ token: Token; depth: number; maker?: Token }> {
+	const byId = new Map(items.map(t => [t._id, t]));
+	const children = new Map<string, Token[]>();
+	for (const t of items) if (t.owner && byId.has(t.owner)) children.set(t.owner, [...(children.get(t.owner) ?? []), t]);
+	const out: Array<{ token: Token; depth: number; maker?: Token }> = [];
+	const seen = new Set<string>();
+	const visit = (t: Token, depth: number) => {
+		if (seen.has(t._id)) return;
+		seen.add(t._id);
+		out.push({ token: t, depth, maker: t.owner ? byId.get(t.owner) : undefined });
+		for (const c of children.get(t._id) ?? []) visit(c, depth + 1);
+	};
+	for (const t of items) if (!t.owner || !byId.has(t.owner)) visit(t, 0);
+	for (const t of items) visit(t, 0);
+	return out;
+}
+
+/**
+ * Tokens as a tree-ordered table: name (under its maker, indented), (kind, principal,) role, scope, expiry, state, and
+ * Revoke for the active ones.
+ */
 function TokenTable({ id, items, kinds, onRevoke }: { id: string; items: Token[]; kinds: boolean; onRevoke: (t: Token) => void }) {
 	return (
 		<Scroll>
 			<table id={id}>
-				<Head columns={["Name", ...(kinds ? ["Kind"] : []), "Role", "Scope", "Expires", "State", ""]} />
+				<Head columns={["Name", ...(kinds ? ["Kind", "Principal"] : []), "Role", "Scope", "Expires", "State", ""]} />
 				<tbody>
-					{items.map(t => (
-						<tr key={t._id} data-id={t._id}>
-							<td>{t.name}</td>
-							{kinds && <td>{t.session ? "session" : t.subject ? "personal" : "API token"}</td>}
+					{asTree(items).map(({ token: t, depth, maker }) => (
+						<tr key={t._id} data-id={t._id} data-depth={depth}>
+							<td class={`token-name depth-${Math.min(depth, DEPTH_SHOWN)}`} title={maker ? `made by ${maker.name}` : undefined}>
+								{depth > 0 && <span aria-hidden="true">↳ </span>}
+								{t.name}
+								{maker && <span class="sr-only"> (made by {maker.name})</span>}
+							</td>
+							{kinds && <td>{t.session ? "session" : t.subject ? "personal" : t.owner ? "minted" : "API token"}</td>}
+							{kinds && <td class="mono">{t.principal ?? "–"}</td>}
 							<td>{t.role}</td>
 							<td>{scopeText(t)}</td>
 							<td>{t.expires ?? "never"}</td>

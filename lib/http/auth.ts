@@ -24,6 +24,12 @@ export interface Caller {
 	scope?: Scope;
 	/** The person the token was made for (`oidc:<sub>`: a signed-in session, or a token they made for themselves). */
 	subject?: string;
+	/**
+	 * Who acts, whatever token they use (docs/security.md, "Principals"): the person (`oidc:<sub>`) or the service
+	 * account (`token:<id>` of the token an admin made) every token minted from theirs shares. Approvals, "one vote
+	 * per person", rate limits and stream shares count principals, never tokens.
+	 */
+	principal: string;
 	/** A signed-in browser session (cookie), not an API token: its writes need the CSRF header. */
 	session?: boolean;
 }

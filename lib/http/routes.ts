@@ -209,8 +209,8 @@ export const ROUTES: RouteDef[] = [
 	{ path: "vpn_organizations/:id", methods: { ...readItem("vpn-organizations"), DELETE: { ...none("vpn.deleteOrganization", "admin"), summary: "Delete an organization, in its Pritunl too" } } },
 
 	{ path: "tokens", methods: { ...read("tokens", "admin"), POST: json("tokens.create", "admin") } },
-	{ path: "tokens/mine", methods: { GET: { ...get("tokens.listMine"), summary: "Your own API tokens (the signed-in person's), never their secrets" }, POST: { ...json("tokens.createMine", "viewer"), summary: "An API token for yourself, for scripts: a role at most yours, a scope within yours, for up to a year; its secret is shown once", bodySchema: { name: { type: "string", min: 1, max: 200 }, role: { type: "string", optional: true }, scope: { type: "object", optional: true }, expires: { type: "string", optional: true } } } } },
-	{ path: "tokens/mine/:id", methods: { DELETE: { ...none("tokens.revokeMine", "viewer"), summary: "Revoke one of your own tokens" } } },
+	{ path: "tokens/mine", methods: { GET: { ...get("tokens.listMine"), summary: "Your own API tokens (the signed-in person's; a service account token's, those made from it), each naming its maker, never their secrets" }, POST: { ...json("tokens.createMine", "viewer"), summary: "An API token for yourself, for scripts: a role at most yours, a scope within yours, for up to a year; its secret is shown once", bodySchema: { name: { type: "string", min: 1, max: 200 }, role: { type: "string", optional: true }, scope: { type: "object", optional: true }, expires: { type: "string", optional: true } } } } },
+	{ path: "tokens/mine/:id", methods: { DELETE: { ...none("tokens.revokeMine", "viewer"), summary: "Revoke one of your own tokens, and those made from it" } } },
 	{ path: "tokens/:id", methods: { ...readItem("tokens", "admin"), DELETE: none("tokens.remove", "admin") } },
 
 	{ path: "audit", methods: read("audit", "admin") },
@@ -232,7 +232,7 @@ export const ROUTES: RouteDef[] = [
 	{ path: "approvals/:id/:decision", methods: { POST: { ...json("approvals.decide", "operator"), summary: "approve or reject a request, with a comment: the vote that completes its approvals runs it (once)", bodySchema: { comment: { type: "string", max: 2000, optional: true } } } } },
 	{ path: "approvals/:id", methods: readItem("approvals", "operator") },
 
-	{ path: "whoami", methods: { GET: { action: "api.whoami", role: "viewer", summary: "The caller: token name, role and scope" } } },
+	{ path: "whoami", methods: { GET: { action: "api.whoami", role: "viewer", summary: "The caller: token name, role, scope and principal" } } },
 	{ path: "openapi.json", methods: { GET: { action: "api.openapi", role: "viewer", summary: "This document: OpenAPI 3.1, generated from the route table and the collections' schemas" } } },
 ];
 

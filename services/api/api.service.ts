@@ -305,14 +305,15 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			}
 			const refused = callerRefusal(caller, cookieSecret !== undefined);
 			if (refused !== null || !caller) throw new EveError(401, refused ?? "");
-			const user: Caller = { id: caller.id, name: caller.name, role: caller.role, scope: caller.scope, ...(caller.subject ? { subject: caller.subject } : {}), ...(cookieSecret !== undefined ? { session: true } : {}) };
+			const user: Caller = { id: caller.id, name: caller.name, role: caller.role, scope: caller.scope, principal: caller.principal, ...(caller.subject ? { subject: caller.subject } : {}), ...(cookieSecret !== undefined ? { session: true } : {}) };
 			// Set before the rate limit, so that the audit record of a refused write says whose it was.
 			ctx.meta.user = user;
 			// Another site can make the browser send the cookie, not read the CSRF token: no state changes without it (a GET with mark_as_read included).
 			if (cookieSecret !== undefined && changesState(req) && req.headers["x-csrf-token"] !== csrfOf(cookieSecret)) {
 				throw new EveError(403, "the request lacks its CSRF token (X-CSRF-Token, the value of the fleet_csrf cookie)");
 			}
-			this.rateLimit(caller.id);
+			// Counted per principal: the tokens a caller mints from theirs share its count (docs/security.md, "Principals").
+			this.rateLimit(caller.principal);
 			return user;
 		},
 
@@ -379,7 +380,7 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			if (need && !roleAllows(caller.role, need)) throw new EveError(403, `the ${caller.role} role may not ${req.method} ${req.originalUrl?.split("?")[0]}`);
 		},
 
-		/** A fixed one-minute window per token; RATE_LIMIT_PER_MINUTE=0 turns it off. A request over the limit is counted too. */
+		/** A fixed one-minute window per principal; RATE_LIMIT_PER_MINUTE=0 turns it off. A request over the limit is counted too. */
 		rateLimit(this: ApiThis, key: string) {
 			const limit = config.rateLimitPerMinute;
 			if (limit && this.rateCount(key, true) > limit) {

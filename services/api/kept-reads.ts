@@ -115,7 +115,7 @@ export function serveKept(gw: KeptReadGateway, req: Req, res: ServerResponse): b
 	const action = endpoints?.hasAvailable() ? endpoints.getFirst()?.action : undefined;
 	if (!action || (action.visibility != null && action.visibility !== "published")) return false;
 	// Last, as it counts the request: from here on it is answered.
-	if (!gw.rateRoom(caller.id)) return false;
+	if (!gw.rateRoom(caller.principal)) return false;
 
 	const startedAt = performance.now();
 	const requestId = acceptedRequestId(req.headers["x-correlation-id"] ?? req.headers["x-request-id"]) ?? gw.broker.generateUid();

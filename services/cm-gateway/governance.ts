@@ -84,7 +84,7 @@ export class Governance {
 				.catch((err: Error) => this.gw.logger.error("Could not raise the break-glass alert:", err.message));
 		}
 		const gate = await ctx.call<GateAnswer, Record<string, unknown>>("approvals.gate", {
-			requester: { token: holder.id, name: holder.name, role: holder.role, identity: holder.principal ?? holder.subject ?? holder.id },
+			requester: { token: holder.id, name: holder.name, role: holder.role, identity: holder.principal },
 			origin: policyOrigin(by),
 			call: { cm_client: body.cm_client, fun: body.fun, ...(body.arg ? { arg: body.arg } : {}), ...(body.kwarg ? { kwarg: body.kwarg } : {}) },
 			hosts: targets,

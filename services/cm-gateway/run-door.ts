@@ -63,7 +63,8 @@ export interface TokenHolder {
 	role: string;
 	/** The signed-in person the token was made for, when one was (docs/security.md, single sign-on). */
 	subject?: string;
-	principal?: string;
+	/** Who acts: the person or service account the token belongs to, whichever token it is (docs/security.md, "Principals"). */
+	principal: string;
 }
 
 /** Who, from where, what: the part of a run's audit record written before it runs. */

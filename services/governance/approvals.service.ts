@@ -32,7 +32,7 @@ export interface Requester {
 	token: string;
 	name: string;
 	role: string;
-	/** The person behind the token (the signed-in user's subject, else the token itself): they may not approve their own request. */
+	/** The principal behind the token (a person, or a service account with every token minted from it): it may not decide its own request. */
 	identity: string;
 }
 
@@ -203,7 +203,7 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 		 */
 		decide: {
 			params: { id: "string", decision: "string", body: { type: "any", optional: true }, query: { type: "any", optional: true } },
-			async handler(this: ApprovalsThis, ctx: Context<{ id: string; decision: string; body?: unknown }, RestContext["meta"] & { user?: { id: string; name: string; role: string; subject?: string } }>) {
+			async handler(this: ApprovalsThis, ctx: Context<{ id: string; decision: string; body?: unknown }, RestContext["meta"] & { user?: { id: string; name: string; role: string; subject?: string; principal?: string } }>) {
 				const decision = DECISIONS[ctx.params.decision];
 				if (!decision) throw validationFailed({ decision: `unallowed value '${ctx.params.decision.slice(0, 50)}' (approve or reject)` });
 				const body = (ctx.params.body ?? {}) as Record<string, unknown>;
@@ -216,7 +216,8 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 				await this.expire(ctx);
 				const doc = await this.visibleItem(ctx.params.id);
 				if (doc.status !== "pending") throw new EveError(409, `the request is ${doc.status}: it can no longer be ${decision}`);
-				const identity = user.subject ?? user.id;
+				// Principals, not tokens: a token minted from the requester's (or a voter's) is the same one.
+				const identity = user.principal ?? user.subject ?? user.id;
 				if (identity === doc.requester.identity || user.id === doc.requester.token) throw new EveError(403, "the requester of a run cannot approve or reject it: another approver must");
 				if ((doc.votes as Doc[]).some(v => v.identity === identity)) throw new EveError(409, `${user.name} has already voted on this request`);
 				const counts = (doc.policies as MatchedPolicy[]).filter(p => p.roles.includes(user.role));

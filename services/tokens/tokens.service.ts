@@ -3,7 +3,8 @@
  * creates it; only its SHA-256 is stored. Tokens expire (`expires`) and are revoked by DELETE, which keeps
  * the record (revoked: true) so the audit log still names who acted.
  *
- * People's tokens — the sessions a sign-in opens, the tokens a caller makes for themselves — are in personal.ts.
+ * People's tokens — the sessions a sign-in opens, the tokens a caller makes for themselves — are in personal.ts;
+ * principals and the families of tokens minted from tokens (revoked together) in family.ts.
  *
  * Also the one place that decides whether a token may run a complete Salt call on some hosts
  * (`tokens.authorizeRun`, the rule in lib/http/auth.ts `runDenial`): the cm-gateway asks it for every run it
@@ -19,6 +20,7 @@ import { loadConfig } from "../../lib/config";
 import { announceAdminToken } from "../../lib/runtime/first-screen";
 import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
 import { personalActions } from "./personal";
+import { migratePrincipals, resolvePrincipal, revokeFamily, servicePrincipal } from "./family";
 
 const BOOTSTRAP_NAME = "bootstrap-admin";
 
@@ -28,6 +30,7 @@ interface TokensMembers {
 	usable(doc: Doc | null): boolean;
 	bootstrap(): Promise<unknown>;
 	insertBootstrap(hash: string, prefix: string): Promise<boolean>;
+	announceRevoked(ids: string[]): Promise<void>;
 }
 
 type TokensThis = EveThis & TokensMembers;
@@ -39,7 +42,7 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			resource: "tokens",
 			writes: ["create", "remove"],
 			idPattern: OBJECT_ID,
-			readOnlyFields: ["revoked", "prefix", "bootstrap", "session", "subject", "owner"],
+			readOnlyFields: ["revoked", "prefix", "bootstrap", "session", "subject", "owner", "principal"],
 			schema: {
 				name: { type: "string", min: 1, max: 200 },
 				role: { type: "enum", values: [...ROLES] },
@@ -67,7 +70,8 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			async handler(this: TokensThis, ctx: Context<{ hash: string }>): Promise<(Caller & { expires?: Date }) | null> {
 				const doc = await this.store.findOne({ hash: ctx.params.hash });
 				if (!this.usable(doc)) return null;
-				return { id: String(doc!._id), name: doc!.name, role: doc!.role, scope: doc!.scope, expires: doc!.expires, ...(doc!.subject ? { subject: doc!.subject } : {}), ...(doc!.session ? { session: true } : {}) };
+				const principal = await resolvePrincipal(this.store, doc!);
+				return { id: String(doc!._id), name: doc!.name, role: doc!.role, scope: doc!.scope, expires: doc!.expires, principal, ...(doc!.subject ? { subject: doc!.subject } : {}), ...(doc!.session ? { session: true } : {}) };
 			},
 		},
 
@@ -95,7 +99,7 @@ const TokensService: EveServiceSchema<TokensThis> = {
 				const allowed = scope?.groups ? await this.scopeHosts(ctx, scope.groups) : null;
 				const denial = runDenial(doc.role, scope, ctx.params, allowed);
 				if (denial) throw new EveError(403, `the run is refused: ${denial}`);
-				return { id: String(doc._id), name: doc.name, role: doc.role, ...(scope ? { scope } : {}), ...(doc.subject ? { subject: doc.subject } : {}) };
+				return { id: String(doc._id), name: doc.name, role: doc.role, principal: await resolvePrincipal(this.store, doc), ...(scope ? { scope } : {}), ...(doc.subject ? { subject: doc.subject } : {}) };
 			},
 		},
 	},
@@ -140,7 +144,9 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			// The secret goes back to the creator once (see writeResponse) and is never stored.
 			(ctx.locals as Record<string, string[]>).secrets ??= [];
 			(ctx.locals as Record<string, string[]>).secrets.push(secret);
-			return { ...doc, hash: hashToken(secret), prefix: secret.slice(0, 8), revoked: false };
+			// A token an admin makes is a service account of its own (family.ts).
+			const _id = newObjectId();
+			return { ...doc, _id, principal: servicePrincipal(_id), hash: hashToken(secret), prefix: secret.slice(0, 8), revoked: false };
 		},
 
 		async eveCreate(this: TokensThis, ctx: RestContext, body: unknown) {
@@ -151,11 +157,14 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			return res;
 		},
 
-		/** Revoking keeps the record, so the audit log can still say whose token it was. */
+		/**
+		 * Revoking keeps the record, so the audit log can still say whose token it was; the tokens minted from it go
+		 * with it, at any depth (family.ts).
+		 */
 		async removeDocs(this: TokensThis, ctx: RestContext, docs: Doc[]) {
 			const ids = docs.map(d => String(d._id));
-			await this.store.updateMany({ _id: { $in: ids } }, { $set: { revoked: true, _updated: nowSeconds() } });
-			await this.notifyChanged(ctx, "removed", ids);
+			const revoked = await revokeFamily(this.store, ids);
+			await this.notifyChanged(ctx, "removed", [...new Set([...ids, ...revoked])]);
 		},
 
 		/** CTL_ADMIN_TOKEN, or on the embedded default a token made now and printed once. */
@@ -165,8 +174,9 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			const fromEnv = config.adminToken;
 			if (fromEnv) {
 				const hash = hashToken(fromEnv);
-				// A changed CTL_ADMIN_TOKEN replaces the previous one.
-				await this.store.updateMany({ bootstrap: true, hash: { $ne: hash } }, { $set: { revoked: true, _updated: nowSeconds() } });
+				// A changed CTL_ADMIN_TOKEN replaces the previous one, and the tokens minted from it.
+				const previous = await this.store.find({ bootstrap: true, hash: { $ne: hash }, revoked: { $ne: true } }, { only: ["_id"] });
+				if (previous.length) await this.announceRevoked(await revokeFamily(this.store, previous.map(d => String(d._id))));
 				if (!(await this.store.findOne({ hash }))) await this.insertBootstrap(hash, fromEnv.slice(0, 8));
 				return;
 			}
@@ -183,10 +193,16 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			}
 		},
 
+		/** Tokens revoked at the start: the gateways already running (other replicas) forget them at once. */
+		async announceRevoked(this: TokensThis, ids: string[]) {
+			if (ids.length) await this.notifyChanged(this.broker as unknown as Context, "updated", ids);
+		},
+
 		async insertBootstrap(this: TokensThis, hash: string, prefix: string): Promise<boolean> {
 			const now = nowSeconds();
 			try {
-				await this.store.insertMany([{ name: BOOTSTRAP_NAME, role: "admin", hash, prefix, revoked: false, bootstrap: true, _id: newObjectId(), _created: now, _updated: now }]);
+				const _id = newObjectId();
+				await this.store.insertMany([{ name: BOOTSTRAP_NAME, role: "admin", hash, prefix, revoked: false, bootstrap: true, principal: servicePrincipal(_id), _id, _created: now, _updated: now }]);
 				this.forgetCachedReads();
 				return true;
 			} catch (err) {
@@ -199,6 +215,12 @@ const TokensService: EveServiceSchema<TokensThis> = {
 	async started(this: TokensThis) {
 		await this.store.ensureIndex("hash", { unique: true });
 		await this.store.ensureIndex("subject", { sparse: true });
+		await this.store.ensureIndex("principal", { sparse: true });
+		await this.store.ensureIndex("owner", { sparse: true });
+		// Records from before principals get theirs (and past revocations their cascade), once, on either store.
+		const migrated = await migratePrincipals(this.store);
+		if (migrated.assigned) this.logger.info(`Tokens: ${migrated.assigned} records given their principal, ${migrated.revoked.length} tokens minted from revoked ones revoked`);
+		await this.announceRevoked(migrated.revoked);
 		await this.bootstrap();
 	},
 };

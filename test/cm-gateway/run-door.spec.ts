@@ -18,7 +18,7 @@ const REQUEST: RunRequest = {
 	targets: ["web-01"],
 	body: { cm_client: "local", fun: "test.arg", arg: ["a"], kwarg: { password: "s3cret", n: 1 } },
 };
-const HOLDER: TokenHolder = { id: "tok-1", name: "alice's token", role: "operator" };
+const HOLDER: TokenHolder = { id: "tok-1", name: "alice's token", role: "operator", principal: "token:tok-1" };
 
 /** The record of REQUEST before it runs, as docs/security.md lists its fields. */
 const ENTRY = {
