@@ -13,7 +13,7 @@ import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } 
 import { OBJECT_ID } from "../../lib/eve/ids";
 import type { Issues } from "../../lib/eve/errors";
 import type { Doc } from "../../lib/storage/store";
-import { DEFAULT_EXPIRY_S, FUNCTIONS_SCHEMA, ORIGINS, TARGETS_SCHEMA, governs, hostsOf, isDryRun, targetsIssues, type HostsMemo, type MatchedPolicy, type Origin, type Targets } from "./scope";
+import { DEFAULT_EXPIRY_S, FUNCTIONS_SCHEMA, ORIGINS, TARGETS_SCHEMA, governedNames, governs, hostsOf, isDryRun, targetsIssues, type HostsMemo, type MatchedPolicy, type Origin, type Targets } from "./scope";
 
 const PoliciesService: EveServiceSchema = {
 	name: "approval-policies",
@@ -64,8 +64,9 @@ const PoliciesService: EveServiceSchema = {
 				if (isDryRun(fun, arg, kwarg)) return [];
 				const matched: MatchedPolicy[] = [];
 				const memo: HostsMemo = new Map();
+				const names = governedNames(fun, arg, kwarg);
 				for (const p of await this.store.find({ enabled: { $ne: false } }, { sort: [["_id", 1]] })) {
-					if (!governs(p.functions ?? [], fun)) continue;
+					if (!governs(p.functions ?? [], names)) continue;
 					if (p.origins && !p.origins.includes(origin)) continue;
 					let inScope = hosts.length;
 					if (p.targets) {

@@ -14,13 +14,19 @@ import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, t
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { nowSeconds, parseHttpDate } from "../../lib/eve/dates";
 import { EveError, type Issues } from "../../lib/eve/errors";
-import { ROLES, FUNCTION_GLOB, hashToken, newToken, runDenial, type Caller, type RunCall, type Scope } from "../../lib/http/auth";
+import { SCOPE_CALLS_SCHEMA, SCOPE_FUNCTIONS_SCHEMA } from "../../lib/security/scopes";
+import { ROLES, ARBITRARY_CODE_WARNING, hashToken, runsArbitraryCode, newToken, runDenial, type Caller, type RunCall, type Scope } from "../../lib/http/auth";
 import { loadConfig } from "../../lib/config";
 import { announceAdminToken } from "../../lib/runtime/first-screen";
 import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
 import { personalActions } from "./personal";
 
 const BOOTSTRAP_NAME = "bootstrap-admin";
+
+/** `arbitrary_code` (and its `warning`) as a token's record shows it (docs/security.md, "Scopes"). */
+function arbitraryCode(doc: Doc): { arbitrary_code: boolean; warning?: string } {
+	return runsArbitraryCode(doc.role, doc.scope) ? { arbitrary_code: true, warning: ARBITRARY_CODE_WARNING } : { arbitrary_code: false };
+}
 
 /** What this service has on `this` besides the Eve mixin's. */
 interface TokensMembers {
@@ -39,7 +45,7 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			resource: "tokens",
 			writes: ["create", "remove"],
 			idPattern: OBJECT_ID,
-			readOnlyFields: ["revoked", "prefix", "bootstrap", "session", "subject", "owner"],
+			readOnlyFields: ["revoked", "prefix", "bootstrap", "session", "subject", "owner", "arbitrary_code", "warning"],
 			schema: {
 				name: { type: "string", min: 1, max: 200 },
 				role: { type: "enum", values: [...ROLES] },
@@ -49,7 +55,8 @@ const TokensService: EveServiceSchema<TokensThis> = {
 					strict: true,
 					props: {
 						groups: { type: "array", items: { type: "string", pattern: OBJECT_ID }, max: 1000, optional: true },
-						functions: { type: "array", items: { type: "string", pattern: FUNCTION_GLOB }, min: 1, max: 200, optional: true },
+						functions: SCOPE_FUNCTIONS_SCHEMA,
+						calls: SCOPE_CALLS_SCHEMA,
 					},
 				},
 				expires: { type: "date", optional: true },
@@ -146,9 +153,15 @@ const TokensService: EveServiceSchema<TokensThis> = {
 		async eveCreate(this: TokensThis, ctx: RestContext, body: unknown) {
 			const res = (await this.createRecords(ctx, body)) as Doc;
 			const secrets: string[] = (ctx.locals as Record<string, string[]>).secrets ?? [];
-			if (res._items) res._items.forEach((item: Doc, i: number) => (item.token = secrets[i]));
-			else res.token = secrets[0];
+			const sent = (Array.isArray(body) ? body : [body]) as Doc[];
+			// What the new token can do is said where it is made, as in its record (transformOutput).
+			if (res._items) res._items.forEach((item: Doc, i: number) => Object.assign(item, { token: secrets[i] }, arbitraryCode(sent[i])));
+			else Object.assign(res, { token: secrets[0] }, arbitraryCode(sent[0]));
 			return res;
+		},
+
+		transformOutput(this: TokensThis, doc: Doc): Doc {
+			return { ...doc, ...arbitraryCode(doc) };
 		},
 
 		/** Revoking keeps the record, so the audit log can still say whose token it was. */
