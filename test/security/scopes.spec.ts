@@ -3,6 +3,7 @@
  * their inner function, argument matchers, guarded keywords — all decided on the effective call.
  */
 import { effectiveCall } from "../../lib/security/effective-call";
+import { governedNames, governs, isDryRun } from "../../services/governance/scope";
 import { callDenial, entryGrants, functionsExceed, grantsArbitrary, patternError, type FunctionScope } from "../../lib/security/scopes";
 
 const call = (fun: string, arg?: unknown[], kwarg?: Record<string, unknown>) => effectiveCall(fun, arg, kwarg);
@@ -161,5 +162,32 @@ describe("what a scope grants, compared", () => {
 		const calls = { "state.*": { mods: ["web"] } };
 		expect(functionsExceed({ functions: ["state.*"], calls }, { functions: ["state.apply"] })).toMatch(/keep those scope.calls entries/);
 		expect(functionsExceed({ functions: ["state.*"], calls }, { functions: ["state.apply"], calls: { ...calls, "state.apply": { saltenv: ["base"] } } })).toBeNull();
+	});
+});
+
+describe("dry runs and governance, on the effective call (services/governance/scope.ts)", () => {
+	it.each([
+		["state.apply", ["test=True"], { test: false }, false],
+		["state.apply", ["test=True", { __kwarg__: true, test: false }], undefined, false],
+		["state.apply", ["test=False"], { test: true }, true],
+		["state.apply", ["test=True"], undefined, true],
+		["state.apply", ["test=yes"], undefined, true],
+		["state.apply", [], { test: "true" }, false],
+		["state.apply", [], { test: 1 }, false],
+		["state.sls", ["web"], { test: true }, true],
+		["state.highstate", [], { test: true }, true],
+		["state.run_request", [], { test: true }, false],
+		["state.template_str", ["{{ salt['cmd.run']('id') }}", "test=True"], undefined, false],
+		["state.single", ["cmd.run"], { name: "id", test: true }, false],
+	] as Array<[string, unknown[], Record<string, unknown> | undefined, boolean]>)("%s %j %j is a dry run: %s", (fun, arg, kwarg, want) => {
+		expect(isDryRun(fun, arg, kwarg)).toBe(want);
+	});
+
+	it("governs a relay by what it runs too, and one that names nothing plainly by every window", () => {
+		expect(governs(["cmd.*"], governedNames("test.try", [], { module: "cmd.run", cmd: "id" }))).toBe(true);
+		expect(governs(["cmd.*"], governedNames("test.try", [], { module: "test.ping" }))).toBe(false);
+		expect(governs(["pkg.*"], governedNames("test.try", [], {}))).toBe(true);
+		expect(governs(["cmd.*"], governedNames("test.ping", [], {}))).toBe(false);
+		expect(governs([], governedNames("test.try", [], {}))).toBe(false);
 	});
 });
