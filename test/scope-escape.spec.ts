@@ -195,6 +195,21 @@ describe("scopes grant exactly what they say, decided on the effective call", ()
 		});
 	});
 
+	describe("a token one makes for oneself (POST /api/tokens/mine)", () => {
+		it("grants only what the maker's scope grants, compared by what the entries grant, and says what it can do", async () => {
+			await newToken("star", "operator", { groups: [webGroup], functions: ["*"] });
+			const mine = (name: string, scope: Record<string, unknown>) => request("POST", url("tokens/mine"), { token: tokens.star.secret, body: { name, scope: { groups: [webGroup], ...scope } } });
+			// `*` matches the text "test.try", but grants no function that runs arbitrary code.
+			expect(expectEveError(await mine("child-relay", { functions: ["test.try"] }), 403)._error.message).toBe("a token you make may not reach further than you: functions outside your scope: test.try");
+			expect(expectEveError(await mine("child-arbitrary", { functions: ["@arbitrary"] }), 403)._error.message).toBe("a token you make may not reach further than you: functions outside your scope: @arbitrary");
+			const ok = await mine("child-classes", { functions: ["@read", "@change"] });
+			expect(ok.status).toBe(201);
+			expect(ok.body).toMatchObject({ arbitrary_code: false });
+			const listed = (await request("GET", url("tokens/mine"), { token: tokens.star.secret })).body._items;
+			expect(listed).toEqual([expect.objectContaining({ name: "child-classes", arbitrary_code: false })]);
+		});
+	});
+
 	describe("a dry run is what Salt runs as one", () => {
 		const CLOSED = { rrule: "FREQ=YEARLY", start: "2027-06-01T00:00", timezone: "UTC", duration: "P1D" };
 		const SPLIT = { fun: "state.apply", arg: ["test=True"], kwarg: { test: false } };

@@ -18,6 +18,9 @@ interface Token {
 	subject?: string;
 	prefix?: string;
 	_created?: string;
+	/** The tokens API's word on it: whether it can run arbitrary code, and the sentence that says so. */
+	arbitrary_code?: boolean;
+	warning?: string;
 }
 
 const ROLES = ["viewer", "operator", "admin"] as const;
@@ -36,7 +39,10 @@ function TokenTable({ id, items, kinds, onRevoke }: { id: string; items: Token[]
 							<td>{t.name}</td>
 							{kinds && <td>{t.session ? "session" : t.subject ? "personal" : "API token"}</td>}
 							<td>{t.role}</td>
-							<td>{scopeText(t)}</td>
+							<td>
+								{scopeText(t)}
+								{t.warning && <div class="pill warning">{t.warning}</div>}
+							</td>
 							<td>{t.expires ?? "never"}</td>
 							<td>
 								<span class={`pill ${state(t)}`}>{state(t)}</span>

@@ -137,6 +137,11 @@ export function runsArbitraryCode(role: Role, scope: Scope | undefined): boolean
 /** The sentence a token's record shows when it runs arbitrary code. */
 export const ARBITRARY_CODE_WARNING = "this token can run any command as root on its hosts";
 
+/** `arbitrary_code` (and its `warning`) as the tokens API shows them on a token (docs/security.md, "Scopes"). */
+export function arbitraryCodeFields(role: Role, scope: Scope | undefined): { arbitrary_code: boolean; warning?: string } {
+	return runsArbitraryCode(role, scope) ? { arbitrary_code: true, warning: ARBITRARY_CODE_WARNING } : { arbitrary_code: false };
+}
+
 const SECRET_KEY = /pass(word)?|secret|token|otp|private|credential|^key$|_key$/i;
 const MASK = "********";
 /** Deeper than this, redact cuts: request bodies are refused beyond 64 levels (lib/eve/json-depth.ts) long before. */

@@ -72,6 +72,14 @@ export const CATALOGUE: Readonly<Record<string, CatalogueEntry>> = Object.freeze
 	"cmd.run_all": { class: "arbitrary", source: "salt/modules/cmdmod.py:2083", note: "runs a shell command" },
 	"pkg.upgrade": { class: "change", source: "salt/modules/aptpkg.py:1229" },
 	"pkg.list_upgrades": { class: "read", source: "salt/modules/aptpkg.py:1617" },
+	"pkg.refresh_db": { class: "change", source: "salt/modules/aptpkg.py:533" },
+	"grains.item": { class: "read", source: "salt/modules/grains.py:167" },
+	"grains.ls": { class: "read", source: "salt/modules/grains.py:466" },
+	"grains.setval": { class: "change", source: "salt/modules/grains.py:288" },
+	"cmd.retcode": { class: "arbitrary", source: "salt/modules/cmdmod.py:2365", note: "runs a shell command" },
+	"state.check_request": { class: "read", source: "salt/modules/state.py:895" },
+	"schedule.list": { class: "read", source: "salt/modules/schedule.py:99" },
+	"event.send": { class: "arbitrary", source: "salt/modules/event.py:126", note: "fires an event on the master's bus, where reactors may run anything" },
 } satisfies Record<string, CatalogueEntry>);
 
 const RANK: Record<FunctionClass | "unknown", number> = { read: 0, change: 1, secrets: 2, arbitrary: 3, unknown: 4 };

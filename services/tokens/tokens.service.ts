@@ -15,18 +15,13 @@ import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { nowSeconds, parseHttpDate } from "../../lib/eve/dates";
 import { EveError, type Issues } from "../../lib/eve/errors";
 import { SCOPE_CALLS_SCHEMA, SCOPE_FUNCTIONS_SCHEMA } from "../../lib/security/scopes";
-import { ROLES, ARBITRARY_CODE_WARNING, hashToken, runsArbitraryCode, newToken, runDenial, type Caller, type RunCall, type Scope } from "../../lib/http/auth";
+import { ROLES, arbitraryCodeFields, hashToken, newToken, runDenial, type Caller, type RunCall, type Scope } from "../../lib/http/auth";
 import { loadConfig } from "../../lib/config";
 import { announceAdminToken } from "../../lib/runtime/first-screen";
 import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
 import { personalActions } from "./personal";
 
 const BOOTSTRAP_NAME = "bootstrap-admin";
-
-/** `arbitrary_code` (and its `warning`) as a token's record shows it (docs/security.md, "Scopes"). */
-function arbitraryCode(doc: Doc): { arbitrary_code: boolean; warning?: string } {
-	return runsArbitraryCode(doc.role, doc.scope) ? { arbitrary_code: true, warning: ARBITRARY_CODE_WARNING } : { arbitrary_code: false };
-}
 
 /** What this service has on `this` besides the Eve mixin's. */
 interface TokensMembers {
@@ -155,13 +150,13 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			const secrets: string[] = (ctx.locals as Record<string, string[]>).secrets ?? [];
 			const sent = (Array.isArray(body) ? body : [body]) as Doc[];
 			// What the new token can do is said where it is made, as in its record (transformOutput).
-			if (res._items) res._items.forEach((item: Doc, i: number) => Object.assign(item, { token: secrets[i] }, arbitraryCode(sent[i])));
-			else Object.assign(res, { token: secrets[0] }, arbitraryCode(sent[0]));
+			if (res._items) res._items.forEach((item: Doc, i: number) => Object.assign(item, { token: secrets[i] }, arbitraryCodeFields(sent[i].role, sent[i].scope)));
+			else Object.assign(res, { token: secrets[0] }, arbitraryCodeFields(sent[0].role, sent[0].scope));
 			return res;
 		},
 
 		transformOutput(this: TokensThis, doc: Doc): Doc {
-			return { ...doc, ...arbitraryCode(doc) };
+			return { ...doc, ...arbitraryCodeFields(doc.role, doc.scope) };
 		},
 
 		/** Revoking keeps the record, so the audit log can still say whose token it was. */
