@@ -372,13 +372,17 @@ const RELAYS: Record<string, Fn> = {
 		const low = { ...without(kwargs, "fun"), state: comps[0], fun: comps[1], __id__: name, name };
 		return { ret: callState(c, low, stateTest(args[2] ?? kwargs.test, kwargs), "state.single"), retcode: EX_OK, out: "highstate" };
 	},
-	// salt/modules/state.py:447 low(data, queue=None, **kwargs): one low chunk.
+	// salt/modules/state.py:447 low(data, queue=None, **kwargs): one low chunk, its state's return alone. It runs with the
+	// minion's own test option: a `test` keyword changes nothing (seen on a real 3006.0 minion); a chunk without
+	// `__id__` raises KeyError in State.call.
 	"state.low": (c, args, kwargs) => {
 		const data = dataOf(args[0] ?? kwargs.data);
 		if (!isPlainObject(data)) return { ret: ["Low data must be a dictionary"], retcode: 5, out: "highstate" };
-		return { ret: callState(c, data, stateTest(data.test, kwargs), "state.low"), retcode: EX_OK, out: "highstate" };
+		if (!("__id__" in data)) throw new ModuleError("KeyError: '__id__'");
+		return { ret: Object.values(callState(c, data, false, "state.low"))[0], retcode: EX_OK, out: "highstate" };
 	},
-	// salt/modules/state.py:496 high(data, test=None, …): high data, `{id: {"cmd.run": [{name: …}]}}` or `{id: {cmd: ["run", {name: …}]}}`.
+	// salt/modules/state.py:496 high(data, test=None, …): high data as the renderer leaves it, `{id: {cmd: ["run", {name: …}]}}`
+	// (a `cmd.run:` key, as in an SLS file before it is compiled, runs nothing: `{}` on a real 3006.0 minion).
 	"state.high": (c, args, kwargs) => {
 		const data = dataOf(args[0] ?? kwargs.data);
 		if (!isPlainObject(data)) return { ret: ["High data must be a dictionary"], retcode: 5, out: "highstate" };
@@ -386,12 +390,12 @@ const RELAYS: Record<string, Fn> = {
 		const ret: Record<string, unknown> = {};
 		for (const [id, body] of Object.entries(data)) {
 			if (!isPlainObject(body)) continue;
-			for (const [key, raw] of Object.entries(body)) {
-				const list = Array.isArray(raw) ? raw : [];
-				const [state, fnFromKey] = key.split(".");
-				const fn = fnFromKey ?? String(list.find(x => typeof x === "string") ?? "");
+			for (const [state, raw] of Object.entries(body)) {
+				if (state.startsWith("__") || state.includes(".") || !Array.isArray(raw)) continue;
+				const fn = raw.find(x => typeof x === "string");
+				if (typeof fn !== "string") continue;
 				const low: Record<string, unknown> = { state, fun: fn, __id__: id, name: id };
-				for (const x of list) if (isPlainObject(x)) Object.assign(low, x);
+				for (const x of raw) if (isPlainObject(x)) Object.assign(low, x);
 				Object.assign(ret, callState(c, low, test, "state.high"));
 			}
 		}
