@@ -938,6 +938,9 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		const row = '#my-tokens tr:has-text("dash-script")';
 		await page.waitForSelector(`${row} .pill:has-text("active")`);
 		expect(await page.textContent("#all-tokens")).toContain("dash-viewer");
+		// What a token can do is said where it is listed: an operator without a function limit runs any command.
+		expect(await page.textContent('#all-tokens tr:has-text("dash-operator")')).toContain("this token can run any command as root on its hosts");
+		expect(await page.textContent('#all-tokens tr:has-text("dash-viewer")')).not.toContain("any command");
 		await shot("14-tokens");
 		await page.click(`${row} button:has-text("Revoke")`);
 		await page.waitForSelector(`${row} .pill:has-text("revoked")`);

@@ -22,6 +22,9 @@ interface Token {
 	owner?: string;
 	prefix?: string;
 	_created?: string;
+	/** The tokens API's word on it: whether it can run arbitrary code, and the sentence that says so. */
+	arbitrary_code?: boolean;
+	warning?: string;
 }
 
 const ROLES = ["viewer", "operator", "admin"] as const;
@@ -71,7 +74,10 @@ function TokenTable({ id, items, kinds, onRevoke }: { id: string; items: Token[]
 							{kinds && <td>{t.session ? "session" : t.subject ? "personal" : t.owner ? "minted" : "API token"}</td>}
 							{kinds && <td class="mono">{t.principal ?? "–"}</td>}
 							<td>{t.role}</td>
-							<td>{scopeText(t)}</td>
+							<td>
+								{scopeText(t)}
+								{t.warning && <div class="pill warning">{t.warning}</div>}
+							</td>
 							<td>{t.expires ?? "never"}</td>
 							<td>
 								<span class={`pill ${state(t)}`}>{state(t)}</span>

@@ -11,6 +11,8 @@
  * of them that changes only when they change, so a check stores something for a host only when its state moved.
  */
 import crypto from "node:crypto";
+import { effectiveCall, kwargIsTrue } from "../security/effective-call";
+import { entryOf } from "../security/catalogue";
 import { changesOrFails, readStates, type StateResult } from "./state-results";
 
 export type ConformityState = "conformant" | "drifted" | "failing" | "unknown";
@@ -75,38 +77,22 @@ export function judge(ret: unknown, answered: boolean, rules: Suppression[] = []
 	return { state, states, drifted, failing, suppressed, digest: digestOf(state, states.map(s => ({ ...s, comment: "" }))) };
 }
 
-const isKwarg = (a: unknown): a is Record<string, unknown> => !!a && typeof a === "object" && !Array.isArray(a) && (a as Record<string, unknown>).__kwarg__ === true;
-const truthy = (v: unknown) => v === true || v === "True" || v === "true" || v === 1;
-
 /**
- * Is this job a check of the declared state: `state.apply` without `mods` (or `state.highstate`) with `test=True`,
- * its arguments as Salt's `fun_args` hold them (positional, `k=v` strings, the `{"__kwarg__": true}` dict)?
+ * Is this job a check of the declared state: `state.apply` without `mods` (or `state.highstate`) whose effective
+ * `test` is true, its arguments as Salt's `fun_args` hold them (positional, `k=v` strings, the `{"__kwarg__": true}`
+ * dict), read as the minion reads them (lib/security/effective-call.ts)?
  */
 export function isHighstateTest(fun: string, args: unknown[]): boolean {
 	if (fun !== "state.apply" && fun !== "state.highstate") return false;
-	let test = false;
-	let mods: unknown;
-	for (const a of args) {
-		if (isKwarg(a)) {
-			if ("test" in a) test = truthy(a.test);
-			if ("mods" in a) mods = a.mods;
-		} else if (typeof a === "string" && /^test=/.test(a)) test = truthy(a.slice(5));
-		else if (typeof a === "string" && /^mods=/.test(a)) mods = a.slice(5);
-		else if (fun === "state.apply" && mods === undefined) mods = a;
-	}
-	const noMods = mods === undefined || mods === null || mods === "" || (Array.isArray(mods) && mods.length === 0);
-	return test && noMods;
+	const call = effectiveCall(fun, args, undefined);
+	if (!kwargIsTrue(call, "test")) return false;
+	const mods = "mods" in call.kwargs ? call.kwargs.mods : fun === "state.apply" ? call.args[0] : undefined;
+	return mods === undefined || mods === null || mods === "" || (Array.isArray(mods) && mods.length === 0);
 }
 
-/** Is this job a `test=True` state run (`state.apply`, `state.sls`, `state.highstate`), whatever its mods? */
+/** Is this job a dry run of a state function (lib/security/catalogue.ts `dryRun`: apply, sls, highstate), whatever its mods? */
 export function isStateTest(fun: string, args: unknown[]): boolean {
-	if (fun !== "state.apply" && fun !== "state.sls" && fun !== "state.highstate") return false;
-	let test = false;
-	for (const a of args) {
-		if (isKwarg(a) && "test" in a) test = truthy(a.test);
-		else if (typeof a === "string" && /^test=/.test(a)) test = truthy(a.slice(5));
-	}
-	return test;
+	return entryOf(fun)?.dryRun === true && kwargIsTrue(effectiveCall(fun, args, undefined), "test");
 }
 
 /** A transition worth an alert: into drift or failure from conformity, or back; `unknown` (silence) moves nothing. */

@@ -7,6 +7,7 @@
  * A state's key is `<module>_|-<id>_|-<name>_|-<function>`; `__id__`, `__sls__` and `name` are taken from the
  * state's own fields when present (an id or a name holding `_|-` cannot be split back from the key).
  */
+import { CATALOGUE } from "../security/catalogue";
 
 export interface StateResult {
 	state_id: string;
@@ -76,8 +77,8 @@ export interface PredictedChange {
 /** The most predicted changes a batch or an approval request keeps (the count is kept whole). */
 export const PREDICTED_MAX = 2000;
 
-/** The functions a dry run (`test=True`) is for. */
-export const STATE_FUNCTIONS = new Set(["state.apply", "state.sls", "state.highstate"]);
+/** The functions a dry run (`test=True`) is for: the catalogue's `dryRun` functions (state.apply, state.sls, state.highstate). */
+export const STATE_FUNCTIONS: ReadonlySet<string> = new Set(Object.entries(CATALOGUE).filter(([, e]) => e.dryRun === true).map(([fun]) => fun));
 
 /**
  * The states of one host's dry-run return that would change or fail, normalized (readStates). A

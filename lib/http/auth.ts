@@ -1,5 +1,7 @@
 /** Tokens, roles and scopes: the pieces of access control that the gateway and the services share. */
 import { hash, randomBytes } from "node:crypto";
+import { effectiveCall } from "../security/effective-call";
+import { callDenial, functionsExceed, grantsArbitrary, grantsName, type CallMatcher } from "../security/scopes";
 
 export const ROLES = ["viewer", "operator", "admin"] as const;
 export type Role = (typeof ROLES)[number];
@@ -12,8 +14,13 @@ export function roleAllows(have: Role, need: Role): boolean {
 export interface Scope {
 	/** Group ids: only hostnames these groups resolve to may be targeted. Absent: any host. */
 	groups?: string[];
-	/** Salt function globs (`test.*`, `state.apply`). Absent: any function. */
+	/**
+	 * Exact names (that function, whatever its class), globs (`test.*`: only catalogued functions that read or
+	 * change) or classes (`@read`, `@change`, `@secrets`, `@arbitrary`). Absent: any function.
+	 */
 	functions?: string[];
+	/** Argument matchers by function name or glob (lib/security/scopes.ts). */
+	calls?: Record<string, CallMatcher>;
 }
 
 /** Who made a request, as the gateway puts it in ctx.meta.user. */
@@ -37,7 +44,8 @@ export interface Caller {
 /**
  * Why `wanted` is not within `have` (a token a caller makes for themselves may not reach further than the caller),
  * or null when it is: without a scope the caller may give any; with one, the new token needs one as narrow — its
- * groups among the caller's, each of its function globs one of the caller's globs matches.
+ * groups among the caller's, every function it grants granted by the caller's scope (compared by what the entries
+ * grant, not by their text), the caller's argument matchers kept.
  */
 export function scopeExceeds(have: Scope | undefined, wanted: Scope | undefined): string | null {
 	if (!have) return null;
@@ -46,12 +54,7 @@ export function scopeExceeds(have: Scope | undefined, wanted: Scope | undefined)
 		const outside = wanted.groups.filter(g => !have.groups!.includes(g));
 		if (outside.length) return `groups outside your scope: ${outside.join(", ")}`;
 	}
-	if (have.functions) {
-		if (!wanted?.functions) return "your scope limits the functions: give scope.functions, among yours";
-		const outside = wanted.functions.filter(f => !have.functions!.some(glob => globMatches(glob, f)));
-		if (outside.length) return `functions outside your scope: ${outside.join(", ")}`;
-	}
-	return null;
+	return functionsExceed(have, wanted);
 }
 
 const TOKEN_PREFIX = "fct_";
@@ -96,21 +99,6 @@ export const FUNCTION_GLOB = /^[A-Za-z0-9_.*]{1,200}$/;
 export const RUN_CLIENTS = ["local", "local_async"] as const;
 export type RunClient = (typeof RUN_CLIENTS)[number];
 
-/**
- * Functions that run other functions, named in their arguments, on this or other minions (or on the master).
- * A glob in a scope never grants them (`saltutil.*` does not allow `saltutil.cmd`): only the literal name does.
- */
-export const RELAY_FUNCTIONS = new Set([
-	"saltutil.cmd",
-	"saltutil.cmd_iter",
-	"saltutil.cmd_iter_no_block",
-	"saltutil.runner",
-	"saltutil.wheel",
-	"publish.publish",
-	"publish.full_data",
-	"publish.runner",
-]);
-
 /** The complete call a run makes, as the cm-gateway hands it to salt-api. */
 export interface RunCall {
 	client: string;
@@ -123,12 +111,15 @@ export interface RunCall {
 
 /**
  * Why `scope` does not allow this call, or null when it does. `allowedHosts` is what the scope's groups
- * resolve to now (null: the scope does not restrict hosts). Deny by default: every reason is named.
+ * resolve to now (null: the scope does not restrict hosts). The function and its arguments are judged on the
+ * effective call (lib/security/effective-call.ts) by the scope rules of lib/security/scopes.ts. Deny by
+ * default: every reason is named.
  */
 export function runDenial(role: Role, scope: Scope | undefined, call: RunCall, allowedHosts: Set<string> | null): string | null {
 	if (!roleAllows(role, "operator")) return `a ${role} token cannot run functions`;
 	if (!(RUN_CLIENTS as readonly string[]).includes(call.client)) return `client '${call.client}' is not allowed (only ${RUN_CLIENTS.join(", ")})`;
-	if (!functionAllowed(scope, call.fun)) return `function '${call.fun}' is outside the token's scope`;
+	const denial = callDenial(scope, effectiveCall(call.fun, call.arg, call.kwarg));
+	if (denial) return denial;
 	if (allowedHosts) {
 		const outside = call.targets.filter(t => !allowedHosts.has(t));
 		if (outside.length) return `targets outside the token's scope: ${outside.slice(0, 20).join(", ")}${outside.length > 20 ? ", …" : ""}`;
@@ -136,10 +127,25 @@ export function runDenial(role: Role, scope: Scope | undefined, call: RunCall, a
 	return null;
 }
 
+/** Whether the scope grants `fun` by name (a relay's inner function and the arguments are runDenial's). */
 export function functionAllowed(scope: Scope | undefined, fun: string): boolean {
-	if (!scope?.functions) return true;
-	if (RELAY_FUNCTIONS.has(fun)) return scope.functions.includes(fun);
-	return scope.functions.some(glob => globMatches(glob, fun));
+	return !scope?.functions || grantsName(scope.functions, fun);
+}
+
+/**
+ * What a token of `role` with `scope` can do that its record must say (tokens API, `arbitrary_code`): whether it
+ * may run arbitrary code — a role that runs and a scope that grants a function of that class, or no function limit.
+ */
+export function runsArbitraryCode(role: Role, scope: Scope | undefined): boolean {
+	return roleAllows(role, "operator") && grantsArbitrary(scope?.functions);
+}
+
+/** The sentence a token's record shows when it runs arbitrary code. */
+export const ARBITRARY_CODE_WARNING = "this token can run any command as root on its hosts";
+
+/** `arbitrary_code` (and its `warning`) as the tokens API shows them on a token (docs/security.md, "Scopes"). */
+export function arbitraryCodeFields(role: Role, scope: Scope | undefined): { arbitrary_code: boolean; warning?: string } {
+	return runsArbitraryCode(role, scope) ? { arbitrary_code: true, warning: ARBITRARY_CODE_WARNING } : { arbitrary_code: false };
 }
 
 /**

@@ -20,7 +20,7 @@ import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import type { Issues } from "../../lib/eve/errors";
 import { canonicalDigest } from "../../lib/eve/etag";
 import type { Doc } from "../../lib/storage/store";
-import { DEFAULT_EXPIRY_S, FUNCTIONS_SCHEMA, ORIGINS, TARGETS_SCHEMA, governs, hostsOf, originCovered, isDryRun, targetsIssues, type HostsMemo, type MatchedPolicy, type Origin, type Targets } from "./scope";
+import { DEFAULT_EXPIRY_S, FUNCTIONS_SCHEMA, ORIGINS, TARGETS_SCHEMA, governedNames, governs, hostsOf, originCovered, isDryRun, targetsIssues, type HostsMemo, type MatchedPolicy, type Origin, type Targets } from "./scope";
 import { effectiveCall, Structured } from "../../lib/security/effective-call";
 
 /** A threshold counts the hosts of this many seconds of a principal's asks, unless the policy says otherwise. */
@@ -94,7 +94,8 @@ const PoliciesService: EveServiceSchema<PoliciesThis> = {
 			async handler(this: PoliciesThis, ctx: Context<{ fun: string; arg?: unknown[]; kwarg?: Record<string, unknown>; hosts: string[]; scale?: number; origin: Origin; principal?: string }>): Promise<MatchedPolicy[]> {
 				const { fun, arg, kwarg, hosts, origin, principal } = ctx.params;
 				if (isDryRun(fun, arg, kwarg)) return [];
-				const policies = (await this.store.find({ enabled: { $ne: false } }, { sort: [["_id", 1]] })).filter(p => governs(p.functions ?? [], fun) && (!p.origins || originCovered(p.origins, origin)));
+				const names = governedNames(fun, arg, kwarg);
+				const policies = (await this.store.find({ enabled: { $ne: false } }, { sort: [["_id", 1]] })).filter(p => governs(p.functions ?? [], names) && (!p.origins || originCovered(p.origins, origin)));
 				// The principal's asks of this definition within the longest window a watching threshold gives, this one recorded first.
 				const windows = policies.filter(p => (p.more_than_hosts ?? 0) > 0).map(p => p.window ?? DEFAULT_WINDOW_S);
 				const longest = Math.max(0, ...windows);

@@ -15,7 +15,7 @@ import { QueryArgs } from "../../lib/eve/query";
 import { canonical } from "../../lib/eve/etag";
 import { PREVIEW_HORIZON_MS, compileWindow, isCompiled, nextOpenings, openingAt, type CompiledWindow, type Opening } from "../../lib/fleet/maintenance";
 import type { Doc } from "../../lib/storage/store";
-import { FUNCTIONS_SCHEMA, TARGETS_SCHEMA, governs, hostsOf, isDryRun, targetsIssues, type HostsMemo, type Targets } from "./scope";
+import { FUNCTIONS_SCHEMA, TARGETS_SCHEMA, governedNames, governs, hostsOf, isDryRun, targetsIssues, type HostsMemo, type Targets } from "./scope";
 
 /** A window's next opening as answers show it. */
 export interface NextWindow {
@@ -33,7 +33,7 @@ export interface WindowVerdict {
 
 interface WindowsMembers {
 	compiled(doc: Doc): CompiledWindow;
-	governing(fun: string): Promise<Doc[]>;
+	governing(names: string[] | null): Promise<Doc[]>;
 	countParam(ctx: Context<{ query?: unknown }>): number;
 	openingView(doc: Doc, now: Date, count: number): Doc;
 	compiledCache: Map<string, { updated: string; window: CompiledWindow }>;
@@ -75,7 +75,7 @@ const MaintenanceWindowsService: EveServiceSchema<WindowsThis> = {
 			async handler(this: WindowsThis, ctx: Context<{ fun: string; arg?: unknown[]; kwarg?: Record<string, unknown>; targets: string[]; at?: Date }>): Promise<WindowVerdict> {
 				const { fun, arg, kwarg, targets } = ctx.params;
 				if (isDryRun(fun, arg, kwarg)) return { refused: [], next: null };
-				const windows = await this.governing(fun);
+				const windows = await this.governing(governedNames(fun, arg, kwarg));
 				if (!windows.length) return { refused: [], next: null };
 				const now = ctx.params.at ?? new Date();
 				const run = new Set(targets);
@@ -156,10 +156,10 @@ const MaintenanceWindowsService: EveServiceSchema<WindowsThis> = {
 			return window;
 		},
 
-		/** The enabled windows whose functions include `fun`. */
-		async governing(this: WindowsThis, fun: string): Promise<Doc[]> {
+		/** The enabled windows whose functions include one of `names` (governedNames; null: every window). */
+		async governing(this: WindowsThis, names: string[] | null): Promise<Doc[]> {
 			const all = await this.store.find({ enabled: { $ne: false } });
-			return all.filter(w => governs(w.functions ?? [], fun));
+			return all.filter(w => governs(w.functions ?? [], names));
 		},
 
 		countParam(this: WindowsThis, ctx: Context<{ query?: unknown }>): number {

@@ -1,12 +1,16 @@
 /**
  * What maintenance windows and approval policies govern (docs/security.md): their `targets` (groups, a compound
- * expression, or both: the hosts of either), their function globs, and the runs they never govern — dry runs
- * (`state.*` with `test=True`), which change nothing and are what an approval shows as predicted changes.
+ * expression, or both: the hosts of either), their function globs (matched against a relay's inner function too),
+ * and the runs they never govern — dry runs (isDryRun: the effective `test` of a catalogued dry-run function), which
+ * change nothing and are what an approval shows as predicted changes.
  */
 import type { Context } from "moleculer";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import { FUNCTION_GLOB, globMatches } from "../../lib/http/auth";
 import type { Issues } from "../../lib/eve/errors";
+import { effectiveCall, kwargIsTrue } from "../../lib/security/effective-call";
+import { entryOf } from "../../lib/security/catalogue";
+import { innerFunction } from "../../lib/security/scopes";
 
 export const ORIGINS = ["api", "task", "rollout", "repl"] as const;
 export type Origin = (typeof ORIGINS)[number];
@@ -49,17 +53,31 @@ export interface Targets {
 	target?: string;
 }
 
-/** Whether one of the globs matches the function. */
-export function governs(functions: string[], fun: string): boolean {
-	return functions.some(glob => globMatches(glob, fun));
+/**
+ * The functions a call runs, as governance sees them: its own, and a relay's inner function (a window on `cmd.*`
+ * governs `test.try module=cmd.run`). `null` when a relay does not name what it runs plainly (or names another
+ * relay): it may run anything, so every window and policy governs it.
+ */
+export function governedNames(fun: string, arg: unknown[] | undefined, kwarg: Record<string, unknown> | undefined): string[] | null {
+	const inner = innerFunction(effectiveCall(fun, arg, kwarg));
+	if (inner === null) return [fun];
+	if (inner === undefined || entryOf(inner)?.inner) return null;
+	return [fun, inner];
 }
 
-/** A state run with `test=True` (as a keyword or as Salt's `test=True` argument word): it predicts and changes nothing. */
+/** Whether one of the globs matches one of the functions (`null`: a call that may run anything, governed by all). */
+export function governs(functions: string[], names: string[] | null): boolean {
+	if (names === null) return functions.length > 0;
+	return functions.some(glob => names.some(fun => globMatches(glob, fun)));
+}
+
+/**
+ * A dry run (docs/security.md, "The effective call"): a catalogued function whose test mode is known to change
+ * nothing (`dryRun`: state.apply, state.sls, state.highstate) and whose EFFECTIVE `test` is exactly true — the
+ * minion's reading of arg and kwarg, where the kwarg dict wins. Nothing else is exempt from windows or approvals.
+ */
 export function isDryRun(fun: string, arg: unknown[] | undefined, kwarg: Record<string, unknown> | undefined): boolean {
-	if (!fun.startsWith("state.")) return false;
-	const truthy = (v: unknown) => v === true || (typeof v === "string" && /^true$/i.test(v));
-	if (kwarg && truthy(kwarg.test)) return true;
-	return (arg ?? []).some(a => typeof a === "string" && /^test=true$/i.test(a.trim()));
+	return entryOf(fun)?.dryRun === true && kwargIsTrue(effectiveCall(fun, arg, kwarg), "test");
 }
 
 /** What is wrong with `targets` (under `field`): neither given, a group that does not exist, an expression that cannot be evaluated. */

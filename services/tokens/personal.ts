@@ -14,7 +14,7 @@ import type { EveThis, RestContext } from "../../mixins/eve-collection.mixin";
 import { EveError, validationFailed } from "../../lib/eve/errors";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
-import { hashToken, newToken, roleAllows, scopeExceeds, type Caller, type Role, type Scope } from "../../lib/http/auth";
+import { arbitraryCodeFields, hashToken, newToken, roleAllows, scopeExceeds, type Caller, type Role, type Scope } from "../../lib/http/auth";
 import type { Doc, Filter, Store } from "../../lib/storage/store";
 import { familyOf, resolvePrincipal, revokeFamily } from "./family";
 
@@ -38,7 +38,7 @@ function tokenDoc(fields: Doc): { doc: Doc; secret: string } {
 
 /** What a personal token shows its owner (never its hash). */
 function shown(d: Doc): Doc {
-	return { _id: String(d._id), name: d.name, role: d.role, ...(d.scope ? { scope: d.scope } : {}), expires: d.expires, prefix: d.prefix, revoked: d.revoked, principal: d.principal, ...(d.owner ? { owner: d.owner } : {}), _created: d._created };
+	return { _id: String(d._id), name: d.name, role: d.role, ...(d.scope ? { scope: d.scope } : {}), ...arbitraryCodeFields(d.role, d.scope), expires: d.expires, prefix: d.prefix, revoked: d.revoked, principal: d.principal, ...(d.owner ? { owner: d.owner } : {}), _created: d._created };
 }
 
 /**

@@ -15,7 +15,8 @@ import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, t
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { nowSeconds, parseHttpDate } from "../../lib/eve/dates";
 import { EveError, type Issues } from "../../lib/eve/errors";
-import { ROLES, FUNCTION_GLOB, hashToken, newToken, runDenial, type Caller, type RunCall, type Scope } from "../../lib/http/auth";
+import { SCOPE_CALLS_SCHEMA, SCOPE_FUNCTIONS_SCHEMA } from "../../lib/security/scopes";
+import { ROLES, arbitraryCodeFields, hashToken, newToken, runDenial, type Caller, type RunCall, type Scope } from "../../lib/http/auth";
 import { loadConfig } from "../../lib/config";
 import { announceAdminToken } from "../../lib/runtime/first-screen";
 import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
@@ -42,7 +43,7 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			resource: "tokens",
 			writes: ["create", "remove"],
 			idPattern: OBJECT_ID,
-			readOnlyFields: ["revoked", "prefix", "bootstrap", "session", "subject", "owner", "principal"],
+			readOnlyFields: ["revoked", "prefix", "bootstrap", "session", "subject", "owner", "principal", "arbitrary_code", "warning"],
 			schema: {
 				name: { type: "string", min: 1, max: 200 },
 				role: { type: "enum", values: [...ROLES] },
@@ -52,7 +53,8 @@ const TokensService: EveServiceSchema<TokensThis> = {
 					strict: true,
 					props: {
 						groups: { type: "array", items: { type: "string", pattern: OBJECT_ID }, max: 1000, optional: true },
-						functions: { type: "array", items: { type: "string", pattern: FUNCTION_GLOB }, min: 1, max: 200, optional: true },
+						functions: SCOPE_FUNCTIONS_SCHEMA,
+						calls: SCOPE_CALLS_SCHEMA,
 					},
 				},
 				expires: { type: "date", optional: true },
@@ -152,9 +154,15 @@ const TokensService: EveServiceSchema<TokensThis> = {
 		async eveCreate(this: TokensThis, ctx: RestContext, body: unknown) {
 			const res = (await this.createRecords(ctx, body)) as Doc;
 			const secrets: string[] = (ctx.locals as Record<string, string[]>).secrets ?? [];
-			if (res._items) res._items.forEach((item: Doc, i: number) => (item.token = secrets[i]));
-			else res.token = secrets[0];
+			const sent = (Array.isArray(body) ? body : [body]) as Doc[];
+			// What the new token can do is said where it is made, as in its record (transformOutput).
+			if (res._items) res._items.forEach((item: Doc, i: number) => Object.assign(item, { token: secrets[i] }, arbitraryCodeFields(sent[i].role, sent[i].scope)));
+			else Object.assign(res, { token: secrets[0] }, arbitraryCodeFields(sent[0].role, sent[0].scope));
 			return res;
+		},
+
+		transformOutput(this: TokensThis, doc: Doc): Doc {
+			return { ...doc, ...arbitraryCodeFields(doc.role, doc.scope) };
 		},
 
 		/**

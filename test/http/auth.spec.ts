@@ -105,12 +105,12 @@ describe("runDenial: may this token run this complete call on these hosts?", () 
 		["operator", undefined, call({ client: "local" }), null, null],
 		["operator", scoped, call(), hosts("web-1"), null],
 		["operator", scoped, call({ fun: "state.apply" }), hosts("web-1"), null],
-		["operator", scoped, call({ fun: "state.highstate" }), hosts("web-1"), "function 'state.highstate' is outside the token's scope"],
-		["operator", scoped, call({ fun: "cmd.run" }), hosts("web-1"), "function 'cmd.run' is outside the token's scope"],
+		["operator", scoped, call({ fun: "state.highstate" }), hosts("web-1"), "function 'state.highstate' is outside the token's scope (class change: not named by the scope)"],
+		["operator", scoped, call({ fun: "cmd.run" }), hosts("web-1"), "function 'cmd.run' is outside the token's scope (it runs arbitrary code: only its exact name or @arbitrary grants it, never a glob)"],
 		["operator", scoped, call({ targets: ["web-1", "db-1"] }), hosts("web-1"), "targets outside the token's scope: db-1"],
 		["operator", scoped, call({ targets: ["db-1"] }), hosts(), "targets outside the token's scope: db-1"],
 		["operator", { functions: ["test.*"] }, call({ targets: ["anything"] }), null, null],
-		["admin", scoped, call({ fun: "cmd.run" }), hosts("web-1"), "function 'cmd.run' is outside the token's scope"],
+		["admin", scoped, call({ fun: "cmd.run" }), hosts("web-1"), "function 'cmd.run' is outside the token's scope (it runs arbitrary code: only its exact name or @arbitrary grants it, never a glob)"],
 	] as Array<[string, Scope | undefined, RunCall, Set<string> | null, string | null]>)("%s %j %j on %j -> %s", (role, scope, c, allowed, want) => {
 		expect(runDenial(role as "viewer" | "operator" | "admin", scope, c, allowed)).toBe(want);
 	});
@@ -131,24 +131,26 @@ describe("runDenial: may this token run this complete call on these hosts?", () 
 describe("functionAllowed", () => {
 	it.each([
 		[["test.*"], "test.ping", true],
-		[["test.*"], "test.", true],
+		[["test.*"], "test.", false],
 		[["test.*"], "testXping", false],
 		[["test.*"], "xtest.ping", false],
 		[["state.apply"], "state.apply", true],
 		[["state.apply"], "state.applyx", false],
-		[["*"], "cmd.run", true],
-		// Relay functions: never through a glob, only by their literal name.
+		// A glob grants only catalogued functions that read or change (docs/security.md, "Scopes").
+		[["*"], "cmd.run", false],
+		[["*"], "test.ping", true],
 		[["*"], "saltutil.cmd", false],
 		[["saltutil.*"], "saltutil.cmd", false],
 		[["saltutil.*"], "saltutil.runner", false],
 		[["saltutil.*"], "saltutil.sync_grains", true],
 		[["publish.*"], "publish.publish", false],
 		[["saltutil.cmd"], "saltutil.cmd", true],
+		[["@arbitrary"], "publish.publish", true],
 	])("%j allows %s: %s", (functions, fun, want) => {
 		expect(functionAllowed({ functions }, fun)).toBe(want);
 	});
 
-	// docs/security.md: a glob never grants a function that runs other functions; only its literal name does.
+	// docs/security.md: a glob never grants a function that runs other functions; its exact name or @arbitrary does.
 	it.each([
 		"saltutil.cmd",
 		"saltutil.cmd_iter",
@@ -158,14 +160,15 @@ describe("functionAllowed", () => {
 		"publish.publish",
 		"publish.full_data",
 		"publish.runner",
-	])("the relay function %s: refused by every glob, allowed by its literal name only", fun => {
+	])("the relay function %s: refused by every glob, allowed by its literal name or @arbitrary only", fun => {
 		const [mod] = fun.split(".");
 		expect(functionAllowed({ functions: ["*"] }, fun)).toBe(false);
 		expect(functionAllowed({ functions: [`${mod}.*`] }, fun)).toBe(false);
 		expect(functionAllowed({ functions: [`${fun}*`, `*${fun}`] }, fun)).toBe(false);
 		expect(functionAllowed({ functions: ["test.*", fun] }, fun)).toBe(true);
-		expect(runDenial("operator", { functions: ["*"] }, call({ fun }), null)).toBe(`function '${fun}' is outside the token's scope`);
+		expect(runDenial("operator", { functions: ["*"] }, call({ fun }), null)).toMatch(new RegExp(`^function '${fun}' is outside the token's scope \\(`));
 		expect(runDenial("operator", { functions: [fun] }, call({ fun }), null)).toBeNull();
+		expect(runDenial("operator", { functions: ["@arbitrary"] }, call({ fun }), null)).toBeNull();
 	});
 
 	it("allows everything, relays included, without a functions list", () => {
@@ -262,6 +265,9 @@ describe("scopeExceeds: a token one makes for oneself reaches no further than on
 		expect(scopeExceeds(mine, { groups: ["g1"], functions: ["test.ping", "test.*", "state.apply"] })).toBeNull();
 		expect(scopeExceeds(mine, { groups: ["g1", "g3"], functions: ["test.ping"] })).toBe("groups outside your scope: g3");
 		expect(scopeExceeds(mine, { groups: ["g1"], functions: ["cmd.run", "state.*"] })).toBe("functions outside your scope: cmd.run, state.*");
+		// Compared by what they grant: every glob grants only read and change functions, all within @read and @change.
+		expect(scopeExceeds({ functions: ["@read", "@change"] }, { functions: ["test.*", "state.*", "*"] })).toBeNull();
+		expect(scopeExceeds({ functions: ["*"] }, { functions: ["test.try"] })).toBe("functions outside your scope: test.try");
 		expect(scopeExceeds(mine, { functions: ["test.ping"] })).toMatch(/give scope.groups/);
 		expect(scopeExceeds(mine, { groups: ["g1"] })).toMatch(/give scope.functions/);
 		expect(scopeExceeds({ functions: ["test.*"] }, { functions: ["test.ping"] })).toBeNull();

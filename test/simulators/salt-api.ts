@@ -31,7 +31,7 @@ import { runStandalone } from "./standalone";
 import { type Perm, Auth, DEFAULT_PERMS, type UserSpec } from "./salt/auth";
 import { baseLatency, generateIds, type Grains, type KeyState, type MinionSpec } from "./salt/fleet";
 import { type MalformKind, type RequestFilter, type RequestRecord, SaltApiServer } from "./salt/http";
-import { type Job, Master, type MasterConfig, type SaltEvent } from "./salt/master";
+import { type ExecutionRecord, type Job, Master, type MasterConfig, type SaltEvent } from "./salt/master";
 import { Netapi } from "./salt/netapi";
 import { DEFAULT_FILES, type StepFailure } from "./salt/states";
 import type { Nodegroups } from "./salt/targeting";
@@ -430,7 +430,7 @@ export class SaltApiSimulator {
 	}
 
 	/** Every execution on a minion, in order (jid, minion, function, args). */
-	executions(): { jid: string; id: string; fun: string; arg: unknown[]; atMs: number }[] {
+	executions(): ExecutionRecord[] {
 		return this.master.executions();
 	}
 

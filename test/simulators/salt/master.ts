@@ -135,6 +135,10 @@ export interface ExecutionRecord {
 	fun: string;
 	arg: unknown[];
 	atMs: number;
+	/** A function run by another on the minion (`test.try module=cmd.run`: cmd.run via test.try), not published itself. */
+	via?: string;
+	/** Scheduled to run later on the minion (`schedule.add function=cmd.run`), not run yet. */
+	scheduled?: boolean;
 }
 
 /** `salt.utils.args.condition_input`: kwargs travel as a trailing `{"__kwarg__": true, ...}` arg. */
@@ -695,6 +699,9 @@ export class Master {
 							files: this.files,
 							patchFailure: this.patchFailureFor(id),
 							drifts: this.driftBook(id),
+							recordInner: (fun, arg, via, scheduled) => {
+								this.executionLog.push({ jid, id, fun, arg, atMs: Date.now(), via, ...(scheduled ? { scheduled } : {}) });
+							},
 							fireMinionEvent: (tag, data) => {
 								const extra: Record<string, unknown> = {};
 								for (const [k, v] of Object.entries(pub)) extra[`__pub_${k}`] = v;

@@ -27,6 +27,11 @@ export interface ExecContext {
 	drifts: DriftBook;
 	/** Fire an event on the master bus as this minion (`event.send`). */
 	fireMinionEvent: (tag: string, data: unknown) => void;
+	/**
+	 * Record a function another one ran on this minion (`test.try module=cmd.run`: cmd.run, via test.try), or
+	 * scheduled to run later (`schedule.add`): the master's `executions()` lists it with `via`.
+	 */
+	recordInner?: (fun: string, arg: unknown[], via: string, scheduled?: boolean) => void;
 	nowMs: number;
 }
 
@@ -67,6 +72,18 @@ export function yamlify(s: string): unknown {
 
 const truthy = (v: unknown) => v === true || v === "True" || v === "true" || v === 1;
 
+/** Python's truth of a value (a non-empty string is true, "False" included). */
+const pyTrue = (v: unknown) => !(v === undefined || v === null || v === false || v === 0 || v === "" || (Array.isArray(v) && v.length === 0) || (isPlainObject(v) && Object.keys(v).length === 0));
+
+/**
+ * `state._get_test_value` (salt/modules/state.py:479): the `test` argument when given, whatever its type (Python's
+ * truth decides), else a `Test`/`TEST` keyword that is true, else the minion's config (`test: False` here).
+ */
+function stateTest(test: unknown, kwargs: Record<string, unknown>): boolean {
+	if (test !== undefined && test !== null) return pyTrue(test);
+	return Object.entries(kwargs).some(([k, v]) => k.toLowerCase() === "test" && (v === true || (typeof v === "string" && /^(true|yes|on|1)$/i.test(v)) || v === 1));
+}
+
 function simulateCommand(ctx: ExecContext, cmd: string): { stdout: string; stderr: string; retcode: number } {
 	const g = ctx.minion.grains;
 	const c = cmd.trim();
@@ -88,9 +105,9 @@ function simulateCommand(ctx: ExecContext, cmd: string): { stdout: string; stder
 	return { stdout: "", stderr: "", retcode: 0 };
 }
 
-function stateApply(ctx: ExecContext, mods: unknown, kwargs: Record<string, unknown>): ExecResult {
+function stateApply(ctx: ExecContext, mods: unknown, kwargs: Record<string, unknown>, testArg: unknown = kwargs.test): ExecResult {
 	const saltenv = typeof kwargs.saltenv === "string" ? kwargs.saltenv : "base";
-	const test = truthy(kwargs.test);
+	const test = stateTest(testArg, kwargs);
 	const names = mods === undefined || mods === null || mods === "" ? null : Array.isArray(mods) ? mods.map(String) : String(mods).split(",").map(s => s.trim()).filter(Boolean);
 	let slsNames: string[];
 	if (names === null) {
@@ -120,7 +137,7 @@ function stateSlsId(ctx: ExecContext, id: unknown, mods: unknown, kwargs: Record
 	if ("errors" in compiled) return { ret: compiled.errors, retcode: EX_GENERIC, out: "highstate" };
 	const steps = compiled.steps.filter(s => s.id === String(id));
 	if (!steps.length) return { ret: [`No matches for ID '${String(id)}' found in SLS '${names.join(",")}' within saltenv '${saltenv}'`], retcode: EX_GENERIC, out: "highstate" };
-	const run = runSteps(ctx.minion.id, steps, ctx.patchFailure, truthy(kwargs.test), ctx.drifts);
+	const run = runSteps(ctx.minion.id, steps, ctx.patchFailure, stateTest(kwargs.test, kwargs), ctx.drifts);
 	return { ...run, out: "highstate" };
 }
 
@@ -188,8 +205,9 @@ const FUNCTIONS: Record<string, Fn> = {
 		return { ret: r.retcode, retcode: r.retcode };
 	},
 	"state.apply": (c, args, kwargs) => stateApply(c, args[0] ?? kwargs.mods, kwargs),
-	"state.sls": (c, args, kwargs) => stateApply(c, args[0] ?? kwargs.mods ?? "", kwargs),
-	"state.highstate": (c, _args, kwargs) => stateApply(c, undefined, kwargs),
+	// sls(mods, test=None, …) and highstate(test=None, …) also take `test` positionally.
+	"state.sls": (c, args, kwargs) => stateApply(c, args[0] ?? kwargs.mods ?? "", kwargs, args[1] ?? kwargs.test),
+	"state.highstate": (c, args, kwargs) => stateApply(c, undefined, kwargs, args[0] ?? kwargs.test),
 	"state.sls_id": (c, args, kwargs) => stateSlsId(c, args[0] ?? kwargs.id, args[1] ?? kwargs.mods, kwargs),
 	"pkg.upgrade": (c, _args, kwargs) => {
 		const changes = c.minion.upgrades;
@@ -221,6 +239,231 @@ const FUNCTIONS: Record<string, Fn> = {
 	},
 };
 
+// ---------------------------------------------------------------- functions that run other functions
+// Each runs its inner function the way Salt 3006's module does (the line is named), recording it
+// (ctx.recordInner) so a test sees "cmd.run ran on web-01" however it was reached.
+
+/** What one minion keeps between jobs for these functions: its pending state request, its schedule, its mine. */
+interface MinionStore {
+	requests: Record<string, { mods: unknown; kwargs: Record<string, unknown> }>;
+	schedule: Record<string, Record<string, unknown>>;
+	mine: Record<string, unknown>;
+}
+const stores = new WeakMap<Minion, MinionStore>();
+function storeOf(m: Minion): MinionStore {
+	let s = stores.get(m);
+	if (!s) stores.set(m, (s = { requests: {}, schedule: {}, mine: {} }));
+	return s;
+}
+
+/** A Python exception inside a module: the minion's error return. */
+class ModuleError extends Error {}
+
+/** `__salt__[fun](*args, **kwargs)` on this minion, recorded as run via `via`; a function it does not have raises KeyError. */
+function callInner(ctx: ExecContext, fun: string, args: unknown[], kwargs: Record<string, unknown>, via: string): ExecResult {
+	const fn = FUNCTIONS[fun];
+	if (!fn) throw new ModuleError(`KeyError: '${fun}'`);
+	ctx.recordInner?.(fun, [...args, ...(Object.keys(kwargs).length ? [{ __kwarg__: true, ...kwargs }] : [])], via);
+	return fn({ ...ctx, fun }, args, kwargs);
+}
+
+/** A value that came as a YAML/JSON string where Salt expects data (`state.low '{"state": …}'`). */
+function dataOf(v: unknown): unknown {
+	if (typeof v !== "string") return v;
+	try {
+		return JSON.parse(v);
+	} catch {
+		try {
+			return parseFlowScalar(v);
+		} catch {
+			return v;
+		}
+	}
+}
+
+function without(kwargs: Record<string, unknown>, ...keys: string[]): Record<string, unknown> {
+	return Object.fromEntries(Object.entries(kwargs).filter(([k]) => !keys.includes(k)));
+}
+
+/** One state's return, keyed as Salt keys it: `<state>_|-<id>_|-<name>_|-<fun>`. */
+function stateReturn(state: string, fn: string, id: string, name: string, result: boolean | null, comment: string, changes: Record<string, unknown> = {}): Record<string, unknown> {
+	return { [`${state}_|-${id}_|-${name}_|-${fn}`]: { name, changes, result, comment, __id__: id, __run_num__: 0, start_time: "00:00:00.000000", duration: 1.0, __sls__: null } };
+}
+
+/**
+ * One low chunk (`{state, fun, name, __id__, …}`) through the state engine (salt/state.py `State.call`): `cmd.run`
+ * runs `cmd.run_all` (salt/states/cmd.py:860), `module.run` its function(s) (salt/states/module.py:343: new style
+ * when every key but `name` names a function, else legacy: `name` is the function), `test.*` states change nothing.
+ * With test, nothing runs (`result: None`).
+ */
+function callState(ctx: ExecContext, low: Record<string, unknown>, test: boolean, via: string): Record<string, unknown> {
+	const state = String(low.state ?? "");
+	const fn = String(low.fun ?? "");
+	const name = String(low.name ?? low.__id__ ?? "");
+	const id = String(low.__id__ ?? name);
+	const params = without(low, "state", "fun", "__id__", "name", "test", "queue", "__env__", "__sls__", "order");
+	if (state === "cmd" && (fn === "run" || fn === "script" || fn === "wait")) {
+		if (test) return stateReturn(state, fn, id, name, null, `Command "${name}" would have been executed`);
+		const r = callInner(ctx, "cmd.run_all", [name], without(params, "onlyif", "unless", "creates"), via).ret as { retcode: number; stdout: string; stderr: string; pid: number };
+		return stateReturn(state, fn, id, name, r.retcode === 0, `Command "${name}" run`, { pid: r.pid, retcode: r.retcode, stdout: r.stdout, stderr: r.stderr });
+	}
+	if (state === "module" && fn === "run") {
+		const keys = Object.keys(params);
+		const newStyle = keys.length > 0 && keys.every(k => k.includes("."));
+		const calls: [string, unknown[], Record<string, unknown>][] = newStyle
+			? keys.map(k => {
+					const spec = dataOf(params[k]);
+					const list = Array.isArray(spec) ? spec : spec === undefined || spec === null ? [] : [spec];
+					const kw: Record<string, unknown> = {};
+					const pos: unknown[] = [];
+					for (const a of list) if (isPlainObject(a)) Object.assign(kw, a);
+					else pos.push(a);
+					return [k.split(":")[0], pos, kw];
+				})
+			: [[name, [], Object.fromEntries(Object.entries(params).map(([k, v]) => [k.replace(/^m_/, ""), v]))]];
+		if (test) return stateReturn(state, fn, id, name, null, `Function${calls.length > 1 ? "s" : ""} ${calls.map(c => c[0]).join(", ")} to be executed.`);
+		const out: Record<string, unknown> = {};
+		for (const [f, a, kw] of calls) {
+			if (!FUNCTIONS[f]) return stateReturn(state, fn, id, name, false, `Unavailable function: ${f}.`);
+			out[f] = callInner(ctx, f, a, kw, via).ret;
+		}
+		return stateReturn(state, fn, id, name, true, Object.keys(out).map(f => `${f}: Success`).join(", "), { ret: newStyle ? out : out[name] });
+	}
+	if (state === "test") return stateReturn(state, fn, id, name, fn === "fail_without_changes" ? false : true, "Success!");
+	return stateReturn(state, fn, id, name, false, `State '${state}.${fn}' was not found in SLS '${id}'`);
+}
+
+/** `{{ salt['mod.fun'](…) }}` calls in a Jinja template, with their quoted (or numeric) positional arguments. */
+const JINJA_SALT_CALL = /salt\[\s*['"]([\w.]+)['"]\s*\]\s*\(([^)]*)\)/g;
+function jinjaCalls(tem: string): [string, unknown[]][] {
+	const out: [string, unknown[]][] = [];
+	for (const m of tem.matchAll(JINJA_SALT_CALL)) {
+		const args = [...m[2].matchAll(/'([^']*)'|"([^"]*)"|(-?\d+(?:\.\d+)?)/g)].map(a => (a[3] !== undefined ? Number(a[3]) : (a[1] ?? a[2])));
+		out.push([m[1], args]);
+		if (out.length >= 100) break;
+	}
+	return out;
+}
+
+const RELAYS: Record<string, Fn> = {
+	// salt/modules/test.py:577 try_(module, return_try_exception=False, **kwargs): __salt__[module](**kwargs); None on an exception.
+	"test.try": (c, args, kwargs) => {
+		const module = String(args[0] ?? kwargs.module ?? "");
+		try {
+			return ok(callInner(c, module, [], without(kwargs, "module", "return_try_exception"), "test.try").ret);
+		} catch (e) {
+			return ok(pyTrue(kwargs.return_try_exception) ? String((e as Error).message) : null);
+		}
+	},
+	// salt/modules/test.py:230 cross_test(func, args=None): __salt__[func](*args).
+	"test.cross_test": (c, args, kwargs) => {
+		const func = String(args[0] ?? kwargs.func ?? "");
+		const a = dataOf(args[1] ?? kwargs.args ?? []);
+		return callInner(c, func, Array.isArray(a) ? a : [a], {}, "test.cross_test");
+	},
+	// salt/modules/test.py:217 get_opts(): __opts__, the minion's configuration (a secret in it, as real ones have).
+	"test.get_opts": c => ok({ id: c.minion.id, master: "salt", user: "root", pki_dir: "/etc/salt/pki/minion", cachedir: "/var/cache/salt/minion", file_client: "remote", test: false, "mysql.pass": `sim-secret-${c.minion.id}`, grains: { id: c.minion.id } }),
+	// salt/modules/state.py:2217 single(fun, name, test=None, **kwargs): one state function, e.g. cmd.run name=….
+	"state.single": (c, args, kwargs) => {
+		const fun = String(args[0] ?? kwargs.fun ?? "");
+		const name = args[1] ?? kwargs.name;
+		const comps = fun.split(".");
+		if (comps.length < 2) return { ret: "Invalid function passed", retcode: 5, out: "highstate" };
+		const low = { ...without(kwargs, "fun"), state: comps[0], fun: comps[1], __id__: name, name };
+		return { ret: callState(c, low, stateTest(args[2] ?? kwargs.test, kwargs), "state.single"), retcode: EX_OK, out: "highstate" };
+	},
+	// salt/modules/state.py:447 low(data, queue=None, **kwargs): one low chunk, its state's return alone. It runs with the
+	// minion's own test option: a `test` keyword changes nothing (seen on a real 3006.0 minion); a chunk without
+	// `__id__` raises KeyError in State.call.
+	"state.low": (c, args, kwargs) => {
+		const data = dataOf(args[0] ?? kwargs.data);
+		if (!isPlainObject(data)) return { ret: ["Low data must be a dictionary"], retcode: 5, out: "highstate" };
+		if (!("__id__" in data)) throw new ModuleError("KeyError: '__id__'");
+		return { ret: Object.values(callState(c, data, false, "state.low"))[0], retcode: EX_OK, out: "highstate" };
+	},
+	// salt/modules/state.py:496 high(data, test=None, …): high data as the renderer leaves it, `{id: {cmd: ["run", {name: …}]}}`
+	// (a `cmd.run:` key, as in an SLS file before it is compiled, runs nothing: `{}` on a real 3006.0 minion).
+	"state.high": (c, args, kwargs) => {
+		const data = dataOf(args[0] ?? kwargs.data);
+		if (!isPlainObject(data)) return { ret: ["High data must be a dictionary"], retcode: 5, out: "highstate" };
+		const test = stateTest(args[1] ?? kwargs.test, kwargs);
+		const ret: Record<string, unknown> = {};
+		for (const [id, body] of Object.entries(data)) {
+			if (!isPlainObject(body)) continue;
+			for (const [state, raw] of Object.entries(body)) {
+				if (state.startsWith("__") || state.includes(".") || !Array.isArray(raw)) continue;
+				const fn = raw.find(x => typeof x === "string");
+				if (typeof fn !== "string") continue;
+				const low: Record<string, unknown> = { state, fun: fn, __id__: id, name: id };
+				for (const x of raw) if (isPlainObject(x)) Object.assign(low, x);
+				Object.assign(ret, callState(c, low, test, "state.high"));
+			}
+		}
+		return { ret, retcode: EX_OK, out: "highstate" };
+	},
+	// salt/modules/state.py:602 template_str(tem, …): the template is rendered first — its salt[...] calls run, test or not.
+	"state.template_str": (c, args, kwargs) => {
+		const tem = String(args[0] ?? kwargs.tem ?? "");
+		for (const [fun, a] of jinjaCalls(tem)) callInner(c, fun, a, {}, "state.template_str");
+		return { ret: {}, retcode: EX_OK, out: "highstate" };
+	},
+	// salt/modules/state.py:852 request(mods=None, **kwargs): a test run, kept to be applied by run_request.
+	"state.request": (c, args, kwargs) => {
+		const mods = args[0] ?? kwargs.mods;
+		const kw = { ...without(kwargs, "mods"), test: true };
+		const ret = stateApply(c, mods, kw);
+		storeOf(c.minion).requests[String(kwargs.name ?? "default")] = { mods, kwargs: kw };
+		return ret;
+	},
+	// salt/modules/state.py:958 run_request(name="default", **kwargs): applies the request, its `test` removed (state.py:976).
+	"state.run_request": (c, args, kwargs) => {
+		const name = String(args[0] ?? kwargs.name ?? "default");
+		const store = storeOf(c.minion);
+		const req = store.requests[name];
+		if (!req) return ok({});
+		const kw = without({ ...req.kwargs, ...without(kwargs, "name") }, "test");
+		delete store.requests[name];
+		c.recordInner?.("state.apply", [...(req.mods !== undefined ? [req.mods] : []), { __kwarg__: true, ...kw }], "state.run_request");
+		return stateApply(c, req.mods, kw, undefined);
+	},
+	"state.check_request": (c, args, kwargs) => {
+		const reqs = storeOf(c.minion).requests;
+		const name = args[0] ?? kwargs.name;
+		return ok(name !== undefined ? (reqs[String(name)] ?? {}) : reqs);
+	},
+	// salt/modules/saltutil.py:1893 mmodule(saltenv, fun, *args, **kwargs): mminion.functions[fun](*args, **kwargs).
+	"saltutil.mmodule": (c, args, kwargs) => {
+		const fun = String(args[1] ?? kwargs.fun ?? "");
+		return callInner(c, fun, args.slice(2), without(kwargs, "fun", "saltenv"), "saltutil.mmodule");
+	},
+	// salt/modules/mine.py:208 send(name, *args, **kwargs): __salt__[mine_function or name](*args, **kwargs), stored in the mine.
+	"mine.send": (c, args, kwargs) => {
+		const name = String(args[0] ?? kwargs.name ?? "");
+		const fun = typeof kwargs.mine_function === "string" ? kwargs.mine_function : name;
+		try {
+			storeOf(c.minion).mine[name] = callInner(c, fun, args.slice(1), without(kwargs, "name", "mine_function", "allow_tgt", "allow_tgt_type"), "mine.send").ret;
+			return ok(true);
+		} catch {
+			return ok(false);
+		}
+	},
+	// salt/modules/schedule.py:575 add(name, **kwargs): `function` scheduled to run every `seconds`/…: kept, and recorded as scheduled.
+	"schedule.add": (c, args, kwargs) => {
+		const name = String(args[0] ?? kwargs.name ?? "");
+		const schedule = storeOf(c.minion).schedule;
+		if (name in schedule) return ok({ comment: `Job ${name} already exists in schedule.`, result: false, changes: {} });
+		if (pyTrue(kwargs.test)) return ok({ comment: `Job: ${name} would be added to schedule.`, result: true, changes: {} });
+		const fun = String(kwargs.function ?? "");
+		const jobArgs = dataOf(kwargs.job_args ?? []);
+		schedule[name] = { ...without(kwargs, "name", "test"), name };
+		c.recordInner?.(fun, [...(Array.isArray(jobArgs) ? jobArgs : [jobArgs]), ...(isPlainObject(kwargs.job_kwargs) ? [{ __kwarg__: true, ...kwargs.job_kwargs }] : [])], "schedule.add", true);
+		return ok({ comment: `Added job: ${name} to schedule.`, result: true, changes: { [name]: "added" } });
+	},
+	"schedule.list": c => ok({ schedule: storeOf(c.minion).schedule }),
+};
+
+Object.assign(FUNCTIONS, RELAYS);
+
 FUNCTIONS["sys.list_functions"] = () => ok(Object.keys(FUNCTIONS).sort());
 
 /** Run one function on one minion. Unknown functions return Salt's "is not available" string. */
@@ -231,6 +474,7 @@ export function execute(ctx: ExecContext): ExecResult {
 	try {
 		return fn(ctx, args, kwargs);
 	} catch (e) {
+		if (e instanceof ModuleError) return { ret: `The minion function caused an exception: ${e.message}`, retcode: EX_GENERIC, out: "nested" };
 		return { ret: `The minion function caused an exception: ${e instanceof Error ? e.stack : String(e)}`, retcode: EX_GENERIC, out: "nested" };
 	}
 }
