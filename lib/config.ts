@@ -4,7 +4,8 @@
  */
 import path from "node:path";
 import { parseCidr } from "./security/address-guard";
-import { bearerToken } from "./http/auth";
+import { bearerToken, type Scope } from "./http/auth";
+import { scopeIssues } from "./security/scopes";
 
 /** An integer setting from the environment (unset or empty: `fallback`); anything else is a start-up error. */
 export function envInt(name: string, fallback: number, min = 0): number {
@@ -224,7 +225,7 @@ export interface Config {
 export interface OidcRoleRule {
 	group: string;
 	role: "viewer" | "operator" | "admin";
-	scope?: { groups?: string[]; functions?: string[] };
+	scope?: Scope;
 }
 
 export interface OidcConfig {
@@ -267,6 +268,11 @@ function oidcConfig(): OidcConfig | null {
 		return !!rule && typeof rule.group === "string" && rule.group.length > 0 && ["viewer", "operator", "admin"].includes(rule.role) && (rule.scope === undefined || (typeof rule.scope === "object" && rule.scope !== null));
 	};
 	if (!Array.isArray(roles) || !roles.length || !roles.every(valid)) throw new Error('OIDC_ROLES must list at least one {"group", "role": viewer|operator|admin, "scope"?}: without it no one could sign in');
+	for (const rule of roles) {
+		// A scope is checked as a token's is: a pattern RE2 cannot compile would otherwise refuse runs at run time.
+		const issues = rule.scope === undefined ? null : scopeIssues(rule.scope);
+		if (issues) throw new Error(`OIDC_ROLES: the scope of group '${rule.group}' is not valid: ${issues}`);
+	}
 	return {
 		issuer,
 		clientId,

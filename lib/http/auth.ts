@@ -1,6 +1,7 @@
 /** Tokens, roles and scopes: the pieces of access control that the gateway and the services share. */
 import { hash, randomBytes } from "node:crypto";
 import { effectiveCall } from "../security/effective-call";
+import { entryOf } from "../security/catalogue";
 import { callDenial, functionsExceed, grantsArbitrary, grantsName, type CallMatcher } from "../security/scopes";
 
 export const ROLES = ["viewer", "operator", "admin"] as const;
@@ -121,6 +122,7 @@ export function runDenial(role: Role, scope: Scope | undefined, call: RunCall, a
 	const denial = callDenial(scope, effectiveCall(call.fun, call.arg, call.kwarg));
 	if (denial) return denial;
 	if (allowedHosts) {
+		if (entryOf(call.fun)?.beyondHost) return `function '${call.fun}' acts beyond the hosts it runs on (other minions through the master, or the master itself): a token limited to groups never runs it`;
 		const outside = call.targets.filter(t => !allowedHosts.has(t));
 		if (outside.length) return `targets outside the token's scope: ${outside.slice(0, 20).join(", ")}${outside.length > 20 ? ", …" : ""}`;
 	}

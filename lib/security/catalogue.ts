@@ -33,6 +33,11 @@ export interface CatalogueEntry {
 	};
 	/** The function's `test=True` is known to change nothing (only `state.apply`, `state.sls`, `state.highstate`). */
 	dryRun?: boolean;
+	/**
+	 * Acts beyond the host it runs on: publishes to other minions through the master (where the master's `peer`
+	 * configuration allows it) or runs on the master. A token limited to groups never runs it (lib/http/auth.ts).
+	 */
+	beyondHost?: boolean;
 }
 
 /** The catalogue (its data is catalogue-data.ts; a test checks every function the simulator knows is there). */

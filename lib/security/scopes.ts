@@ -15,6 +15,7 @@
  * matched against are capped.
  */
 import { RE2JS } from "re2js";
+import Validator from "fastest-validator";
 import { FUNCTION_CLASSES, CATALOGUE, classOf, entryOf, type FunctionClass } from "./catalogue";
 import { Structured, type EffectiveCall } from "./effective-call";
 import { globMatches } from "../http/auth";
@@ -68,6 +69,21 @@ export const SCOPE_CALLS_SCHEMA = {
 	},
 } as const;
 
+/** A scope's rules apart from where its groups must exist (tokens check those against the groups). */
+const checkScope = new Validator({ useNewCustomCheckerFunction: true }).compile({
+	$$root: true,
+	type: "object",
+	strict: true,
+	props: { groups: { type: "array", items: { type: "string", min: 1, max: 200 }, max: 1000, optional: true }, functions: SCOPE_FUNCTIONS_SCHEMA, calls: SCOPE_CALLS_SCHEMA },
+});
+
+/** What is wrong with a scope given outside the API (OIDC_ROLES), in one line, or null. */
+export function scopeIssues(scope: unknown): string | null {
+	const result = checkScope(scope);
+	if (result === true) return null;
+	return (result as Array<{ field?: string; message?: string }>).map(e => `${e.field ?? "scope"}: ${e.message ?? "invalid"}`).join("; ");
+}
+
 /** fastest-validator's custom check: the pattern compiles in RE2. */
 function checkPattern(value: unknown, errors: { type: string; message?: string }[]): unknown {
 	if (typeof value === "string") {
@@ -119,7 +135,9 @@ export function grantsName(functions: readonly string[], fun: string): boolean {
 export function innerFunction(call: EffectiveCall): string | undefined | null {
 	const inner = entryOf(call.fun)?.inner;
 	if (!inner) return null;
-	const named = inner.kwarg !== undefined && Object.prototype.hasOwnProperty.call(call.kwargs, inner.kwarg) ? call.kwargs[inner.kwarg] : inner.index !== undefined ? call.args[inner.index] : undefined;
+	const has = (k: string | undefined): k is string => k !== undefined && Object.prototype.hasOwnProperty.call(call.kwargs, k);
+	// `mine.send`: `mine_function`, when given, names what runs instead of `name`.
+	const named = has(inner.override) ? call.kwargs[inner.override] : has(inner.kwarg) ? call.kwargs[inner.kwarg] : inner.index !== undefined ? call.args[inner.index] : undefined;
 	return typeof named === "string" && /^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$/.test(named) ? named : undefined;
 }
 

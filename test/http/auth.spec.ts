@@ -3,6 +3,7 @@
  * literal, written from docs/security.md, never computed with the code under test.
  */
 import { FUNCTION_GLOB, ROLES, bearerToken, functionAllowed, globMatches, hashToken, newToken, redact, roleAllows, runDenial, scopeExceeds, type Role, type RunCall, type Scope } from "../../lib/http/auth";
+import { entryOf } from "../../lib/security/catalogue";
 
 const call = (over: Partial<RunCall> = {}): RunCall => ({ client: "local_async", fun: "test.ping", targets: ["web-1"], ...over });
 const hosts = (...names: string[]) => new Set(names);
@@ -167,8 +168,15 @@ describe("functionAllowed", () => {
 		expect(functionAllowed({ functions: [`${fun}*`, `*${fun}`] }, fun)).toBe(false);
 		expect(functionAllowed({ functions: ["test.*", fun] }, fun)).toBe(true);
 		expect(runDenial("operator", { functions: ["*"] }, call({ fun }), null)).toMatch(new RegExp(`^function '${fun}' is outside the token's scope \\(`));
-		expect(runDenial("operator", { functions: [fun] }, call({ fun }), null)).toBeNull();
+		// Named exactly, a relay also needs what it runs named: a call that names nothing runs only under @arbitrary.
+		const named = runDenial("operator", { functions: [fun] }, call({ fun }), null);
+		if (entryOf(fun)) expect(named).toBe(`function '${fun}' runs a function its arguments do not name plainly: only @arbitrary grants it so`);
+		else expect(named).toBeNull(); // not in Salt 3006 (saltutil.cmd_iter_no_block): unknown, granted by its exact name
 		expect(runDenial("operator", { functions: ["@arbitrary"] }, call({ fun }), null)).toBeNull();
+		// It reaches past the hosts it runs on (other minions, the master): never for a token limited to groups.
+		if (entryOf(fun)) expect(runDenial("operator", { groups: ["g"], functions: ["@arbitrary"] }, call({ fun }), new Set(["web-1"]))).toBe(
+			`function '${fun}' acts beyond the hosts it runs on (other minions through the master, or the master itself): a token limited to groups never runs it`,
+		);
 	});
 
 	it("allows everything, relays included, without a functions list", () => {
