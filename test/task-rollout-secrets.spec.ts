@@ -110,6 +110,11 @@ describe("a task's and a rollout's secrets (issue 43)", () => {
 			const refunned = expectEveError(await as("admin", "PUT", "tasks", { _id: task, fun: "test.kwarg", kwarg: masked }), 422);
 			expect(refunned._issues.kwarg).toMatch(/changes fun: give the value again/);
 			expectEveError(await as("admin", "PUT", "tasks", { _id: task, tgt: [sim.upMinions()[1]], kwarg: masked }), 422);
+			// Leaving kwarg out keeps it as stored: the same as sending it back masked.
+			expect(expectEveError(await as("admin", "PUT", "tasks", { _id: task, fun: "test.kwarg" }), 422)._issues.kwarg).toMatch(/^kwarg.password, kwarg.pillar.db.password: .* changes fun/);
+			expectEveError(await as("admin", "PUT", "tasks", { _id: task, target: `L@${sim.upMinions()[1]}` }), 422);
+			// A task that stores no secret changes its call as before.
+			expect((await as("admin", "PUT", "tasks", { _id: other, fun: "test.kwarg", tgt: [sim.upMinions()[1]] })).status).toBe(200);
 			// A new task has nothing stored.
 			expectEveError(await as("admin", "POST", "tasks", { name: "copied", fun: "test.arg", tgt: [A], start: inSeconds(3600), kwarg: masked }), 422);
 			// A literal key=******** string in a kwarg value is a sent-back mask too.

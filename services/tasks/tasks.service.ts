@@ -24,7 +24,7 @@ import type { Doc } from "../../lib/storage/store";
 import { countMetric, observeMetric } from "../../lib/runtime/metrics";
 import { SALT_FUN } from "../../lib/http/bodies";
 import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
-import { keepMasked } from "../../lib/security/masking";
+import { keepMasked, maskSecrets } from "../../lib/security/masking";
 import { RunArgs } from "../../mixins/run-args.mixin";
 import { claimRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";
 
@@ -232,10 +232,10 @@ const TasksService: EveServiceSchema<TasksThis> = {
 				else issues[field] = problem || `must be of datetime type (YYYY-MM-DD HH:MM in ${tz}, or an HTTP-date)`;
 			}
 			if (info.op === "patch" && "status" in doc) issues.status = "use PATCH /tasks/{id}/{status} to change the status";
-			if ("kwarg" in doc) {
+			if ("kwarg" in doc || (info.existing && CALL_FIELDS.some(k => k in doc))) {
 				const kept = this.keptSecrets(doc, info.existing);
 				if ("problem" in kept) issues.kwarg = kept.problem;
-				else out.kwarg = kept.kwarg;
+				else if ("kwarg" in doc) out.kwarg = kept.kwarg;
 			}
 			return { doc: out, issues };
 		},
@@ -243,10 +243,12 @@ const TasksService: EveServiceSchema<TasksThis> = {
 		/**
 		 * A `kwarg` sent back as shown, masks in it (the dashboard's form does): each mask keeps the secret this task
 		 * stores at the same place (lib/security/masking.ts keepMasked), while the task runs the same function on the
-		 * same targets — a secret given for one call is not carried to another. Answers the kwarg to store, or why not.
+		 * same targets — a secret given for one call is not carried to another. A change that leaves `kwarg` out
+		 * keeps it all, as if sent back masked. Answers the kwarg to store, or why not.
 		 */
 		keptSecrets(this: TasksThis, doc: Doc, existing: Doc | undefined): { kwarg: unknown } | { problem: string } {
-			const { value, kept, unkept } = keepMasked(doc.kwarg, existing?.kwarg, "kwarg");
+			const sent = "kwarg" in doc ? doc.kwarg : maskSecrets(existing?.kwarg ?? {});
+			const { value, kept, unkept } = keepMasked(sent, existing?.kwarg, "kwarg");
 			if (unkept.length) return { problem: `${unkept.join(", ")}: the mask (********) keeps a secret this task stores there, and it stores none: give the value` };
 			const moved = existing ? CALL_FIELDS.filter(k => k in doc && JSON.stringify(doc[k] ?? null) !== JSON.stringify(existing[k] ?? null)) : [];
 			if (kept.length && moved.length) return { problem: `${kept.join(", ")}: the mask (********) keeps a stored secret only for the call it was given for, and this change also changes ${moved.join(", ")}: give the value again` };
