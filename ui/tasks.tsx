@@ -76,10 +76,32 @@ function usePreview<T>(ask: (() => Promise<T>) | null, deps: unknown[]): { value
 	return out;
 }
 
+/**
+ * A task's kwarg as the form's words, so that splitWords and parseRunArgs read back the same values: a value that is
+ * not a plain string (or a string that would read as JSON) is written as JSON, and quoted when it holds spaces or
+ * quotes (splitWords has no escapes: a value holding both kinds of quote cannot be written). Sent back as shown,
+ * the masks in it keep the stored secrets (docs/security.md, "What is masked").
+ */
+function kwargWords(kwarg: Record<string, unknown>): string {
+	const word = (v: unknown): string => {
+		let text = JSON.stringify(v);
+		if (typeof v === "string") {
+			try {
+				JSON.parse(v);
+			} catch {
+				text = v;
+			}
+		}
+		if (!/[\s'"]/.test(text)) return text;
+		return text.includes("'") ? `"${text}"` : `'${text}'`;
+	};
+	return Object.entries(kwarg).map(([k, v]) => `${k}=${word(v)}`).join(" ");
+}
+
 function TaskForm({ task, groups, onDone }: { task: Task | null; groups: Array<{ _id: string; name: string }>; onDone: () => void }) {
 	const [name, setName] = useState(task?.name ?? "");
 	const [fun, setFun] = useState(task?.fun ?? "test.ping");
-	const [kwargs, setKwargs] = useState(task?.kwarg ? Object.entries(task.kwarg).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`).join(" ") : "");
+	const [kwargs, setKwargs] = useState(task?.kwarg ? kwargWords(task.kwarg) : "");
 	const [hosts, setHosts] = useState((task?.tgt ?? []).filter(t => !OBJECT_ID.test(t)).join(", "));
 	const [chosen, setChosen] = useState<string[]>((task?.tgt ?? []).filter(t => OBJECT_ID.test(t)));
 	const [target, setTarget] = useState(task?.target ?? "");

@@ -6,7 +6,8 @@
  * request body), or the key of a `key=value` string, split exactly as Salt splits it (parseKwargString), so
  * `password=hunter2` in `arg` is masked like `{"password": "hunter2"}` in `kwarg`. A `key=value` whose value is a
  * JSON object or list has that value masked by the same rule; one whose value cannot be read and names a secret key
- * is masked whole. Masking is for showing: the call that runs is kept whole where it must run (approvals).
+ * is masked whole. Masking is for showing: the call that runs is kept whole where it must run (approvals, tasks,
+ * rollouts), and a mask sent back in place of a stored secret keeps it (keepMasked).
  */
 import { MASK } from "../eve/render";
 import { parseKwargString } from "./effective-call";
@@ -62,11 +63,15 @@ export function withholdArgs(args: unknown): unknown {
 			const kw = parseKwargString(a);
 			return kw ? `${kw.key}=${MASK}` : MASK;
 		}
-		if (a !== null && typeof a === "object" && !Array.isArray(a) && (a as Record<string, unknown>).__kwarg__ === true) {
-			return Object.fromEntries(Object.entries(a).map(([k, v]) => [k, k === "__kwarg__" ? v : MASK]));
-		}
+		if (a !== null && typeof a === "object" && !Array.isArray(a) && (a as Record<string, unknown>).__kwarg__ === true) return withholdKwarg(a);
 		return MASK;
 	});
+}
+
+/** A `kwarg` dict with every value withheld, its keys kept (a `__kwarg__: true` flag kept as it is). */
+export function withholdKwarg(kwarg: unknown): unknown {
+	if (kwarg === null || typeof kwarg !== "object" || Array.isArray(kwarg)) return kwarg === undefined ? undefined : MASK;
+	return Object.fromEntries(Object.entries(kwarg).map(([k, v]) => [k, k === "__kwarg__" && v === true ? v : MASK]));
 }
 
 /** Whether a role is shown a run's arguments (masked): operators and admins; viewers get them withheld. */
@@ -77,4 +82,38 @@ export function seesRunArgs(role: string | undefined): boolean {
 /** A run's arguments as shown to `role` (undefined: no caller known, as for an embedded record): masked, or withheld. */
 export function argsAsShown(args: unknown, role: string | undefined): unknown {
 	return seesRunArgs(role) ? maskSecrets(args) : withholdArgs(args);
+}
+
+/** A run's `kwarg` dict as shown to `role`: masked, or withheld (its keys kept). */
+export function kwargAsShown(kwarg: unknown, role: string | undefined): unknown {
+	return seesRunArgs(role) ? maskSecrets(kwarg) : withholdKwarg(kwarg);
+}
+
+/** Whether a string holds the mask where the rule puts one (`password=********`): shown with other values there, it reads the same. */
+function masksASecret(s: string): boolean {
+	return s.includes(MASK) && maskSecrets(s.split(MASK).join("x")) === s;
+}
+
+/**
+ * The round trip: a client that was shown a stored call masked may send it back with the masks in it. The answer is
+ * `sent` with each mask put back to what `stored` holds at the same place — the same key path, or the same string
+ * that the rule shows so — which keeps a secret where it was and never carries it to another key or record; `kept`
+ * and `unkept` are the paths of the masks put back and of those with nothing to keep there (`kwarg.password`).
+ */
+export function keepMasked(sent: unknown, stored: unknown, path: string): { value: unknown; kept: string[]; unkept: string[] } {
+	const kept: string[] = [];
+	const unkept: string[] = [];
+	const walk = (s: unknown, old: unknown, at: string, secret: boolean): unknown => {
+		if (typeof s === "string") {
+			const restores = (secret && s === MASK && old != null) || (typeof old === "string" && old !== s && maskSecrets(old) === s);
+			if (restores) kept.push(at);
+			else if ((secret && s === MASK) || masksASecret(s)) unkept.push(at);
+			return restores ? old : s;
+		}
+		if (Array.isArray(s)) return s.map((v, i) => walk(v, Array.isArray(old) ? old[i] : undefined, `${at}.${i}`, false));
+		if (s === null || typeof s !== "object" || s instanceof Date) return s;
+		const within = old !== null && typeof old === "object" && !Array.isArray(old) ? (old as Record<string, unknown>) : {};
+		return Object.fromEntries(Object.entries(s).map(([k, v]) => [k, walk(v, Object.hasOwn(within, k) ? within[k] : undefined, `${at}.${k}`, isSecretKey(k))]));
+	};
+	return { value: walk(sent, stored, path, false), kept, unkept };
 }

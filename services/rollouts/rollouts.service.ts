@@ -18,6 +18,8 @@ import { SHARE, hostsOf, planBatches, type Batch } from "./plan";
 import { STATE_FUNCTIONS } from "../../lib/fleet/state-results";
 import { newObjectId } from "../../lib/eve/ids";
 import { driverMethods, type RolloutsThis } from "./driver";
+import { keepMasked } from "../../lib/security/masking";
+import { RunArgs } from "../../mixins/run-args.mixin";
 
 export const ROLLOUT_STATUSES = ["running", "paused", "aborted", "finished"] as const;
 /** What PATCH /rollouts/{id}/{action} does, from which statuses. */
@@ -31,6 +33,8 @@ const share = { type: "string", pattern: SHARE } as const;
 const RolloutsService: EveServiceSchema<RolloutsThis> = {
 	name: "rollouts",
 	mixins: [
+		// `arg` and `kwarg` shown masked, or withheld from viewers; stored whole (the driver runs them).
+		RunArgs,
 		EveCollection({
 			resource: "rollouts",
 			writes: ["create"],
@@ -52,6 +56,8 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 			readOnlyFields: ["check", "fix", "status", "reason", "owner", "total", "hosts", "batches", "current", "budget", "accepted_failures", "done", "succeeded", "failed", "timed_out", "unreached", "next_at", "last_error", "waiting"],
 			// A 10,000-host rollout's hosts and batches are for its own page; lists carry the progress.
 			listHidden: ["hosts", "batches"],
+			// Stored whole: a filter on them would reveal a secret a comparison at a time.
+			secretPaths: ["arg", "kwarg"],
 			indexes: { status: {}, name: {}, check: { sparse: true } },
 			// The frozen host list of each rollout, written once: the record, rewritten at every step, stays small.
 			extraCollections: ["rollout_hosts"],
@@ -196,6 +202,9 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 
 		async prepareInput(this: RolloutsThis, _ctx: RestContext, doc: Doc, info: WriteInfo) {
 			if (info.op !== "create") return { doc };
+			// A call copied from a rollout as shown, masks in it: a new rollout has no secret for a mask to keep.
+			const unkept = ["arg", "kwarg"].flatMap(f => keepMasked(doc[f], undefined, f).unkept);
+			if (unkept.length) return { doc, issues: { [unkept[0].split(".")[0]]: `${unkept.join(", ")}: the mask (********) stands for a stored secret, and a new rollout stores none: give the value` } };
 			return { doc: { canary: 1, batch: "10%", failure_budget: 0, wait_s: 0, dry_run_first: false, ...doc } };
 		},
 

@@ -39,6 +39,7 @@ export interface TasksMembers {
 	authorizeTask(ctx: RestContext, task: Doc): Promise<string>;
 	taskTargetsNow(ctx: RestContext, task: Doc): Promise<string[]>;
 	taskInScope(ctx: RestContext, task: Doc, action: string): Promise<void>;
+	keptSecrets(doc: Doc, existing: Doc | undefined): { kwarg: unknown } | { problem: string };
 }
 
 export type TasksThis = EveThis & TasksMembers;

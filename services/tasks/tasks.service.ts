@@ -24,6 +24,8 @@ import type { Doc } from "../../lib/storage/store";
 import { countMetric, observeMetric } from "../../lib/runtime/metrics";
 import { SALT_FUN } from "../../lib/http/bodies";
 import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
+import { keepMasked, maskSecrets } from "../../lib/security/masking";
+import { RunArgs } from "../../mixins/run-args.mixin";
 import { claimRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";
 
 import { cfg, scheduleOf, schedulerMethods, type TasksThis } from "./scheduler";
@@ -33,6 +35,9 @@ export const TASK_STATUSES = ["scheduled", "paused", "finished"];
 export const RUN_FIELDS = ["fun", "tgt", "target", "kwarg", "cm_client", "start", "end", "interval", "cron", "timezone", "misfire", "overlap"];
 /** Which status a client may move a task to, from each status. */
 const MOVES: Record<string, string[]> = { scheduled: ["paused", "scheduled"], paused: ["scheduled", "paused"], finished: ["finished"] };
+
+/** What a task's secrets were given for: a mask sent back keeps them only while these stay as they are. */
+const CALL_FIELDS = ["fun", "cm_client", "tgt", "target"];
 
 /** The fields of a task's schedule (what POST /tasks/preview reads). */
 const SCHEDULE_FIELDS = ["start", "end", "interval", "cron", "timezone"];
@@ -95,12 +100,16 @@ function neverFiresIssue(s: Schedule): Issues | null {
 const TasksService: EveServiceSchema<TasksThis> = {
 	name: "tasks",
 	mixins: [
+		// `kwarg` shown masked, or withheld from viewers; stored whole (the scheduler runs it).
+		RunArgs,
 		EveCollection({
 			resource: "tasks",
 			writes: ["create", "remove"],
 			idPattern: OBJECT_ID,
 			clientIds: true,
 			readOnlyFields: ["next", "count_of_execution", "owner", "last_run", "pending", "window_wait"],
+			// Stored whole: a filter on it would reveal a secret a comparison at a time.
+			secretPaths: ["kwarg"],
 			schema: {
 				cm_client: { type: "enum", values: ["local", "local_async"], optional: true, default: "local_async" },
 				name: { type: "string", min: 1, max: 200 },
@@ -223,7 +232,27 @@ const TasksService: EveServiceSchema<TasksThis> = {
 				else issues[field] = problem || `must be of datetime type (YYYY-MM-DD HH:MM in ${tz}, or an HTTP-date)`;
 			}
 			if (info.op === "patch" && "status" in doc) issues.status = "use PATCH /tasks/{id}/{status} to change the status";
+			if ("kwarg" in doc || (info.existing && CALL_FIELDS.some(k => k in doc))) {
+				const kept = this.keptSecrets(doc, info.existing);
+				if ("problem" in kept) issues.kwarg = kept.problem;
+				else if ("kwarg" in doc) out.kwarg = kept.kwarg;
+			}
 			return { doc: out, issues };
+		},
+
+		/**
+		 * A `kwarg` sent back as shown, masks in it (the dashboard's form does): each mask keeps the secret this task
+		 * stores at the same place (lib/security/masking.ts keepMasked), while the task runs the same function on the
+		 * same targets — a secret given for one call is not carried to another. A change that leaves `kwarg` out
+		 * keeps it all, as if sent back masked. Answers the kwarg to store, or why not.
+		 */
+		keptSecrets(this: TasksThis, doc: Doc, existing: Doc | undefined): { kwarg: unknown } | { problem: string } {
+			const sent = "kwarg" in doc ? doc.kwarg : maskSecrets(existing?.kwarg ?? {});
+			const { value, kept, unkept } = keepMasked(sent, existing?.kwarg, "kwarg");
+			if (unkept.length) return { problem: `${unkept.join(", ")}: the mask (********) keeps a secret this task stores there, and it stores none: give the value` };
+			const moved = existing ? CALL_FIELDS.filter(k => k in doc && JSON.stringify(doc[k] ?? null) !== JSON.stringify(existing[k] ?? null)) : [];
+			if (kept.length && moved.length) return { problem: `${kept.join(", ")}: the mask (********) keeps a stored secret only for the call it was given for, and this change also changes ${moved.join(", ")}: give the value again` };
+			return { kwarg: value };
 		},
 
 		async checkRules(this: TasksThis, _ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Issues | null> {

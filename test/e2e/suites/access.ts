@@ -15,7 +15,7 @@ import { ADMIN_TOKEN } from "../../support/harness";
 import { request as send, withQuery, expectEveError, type Reply, type RequestOptions } from "../../support/http";
 import { ROUTES, type RouteMethod } from "../../../lib/http/routes";
 import type { Role } from "../../../lib/http/auth";
-import { withholdArgs } from "../../../lib/security/masking";
+import { withholdArgs, withholdKwarg } from "../../../lib/security/masking";
 import { VPN_SECRETS } from "./vpn";
 import { PritunlSimulator } from "../../simulators/pritunl";
 
@@ -457,8 +457,13 @@ export default function access(h: () => Harness): void {
 		const asViewer = (path: string, adminText: string): string => {
 			const text = adminText.replace(/"otp_secret":"[^"]*"/g, `"otp_secret":"${MASK}"`);
 			// Their records, not their event streams.
-			if (!/^(actions|salt_jobs)\b/.test(path) || !text.startsWith("{")) return text;
-			const withheld = (d: Record<string, unknown>) => ("args" in d ? { ...d, args: withholdArgs(d.args) } : d);
+			if (!/^(actions|salt_jobs|tasks|rollouts)\b/.test(path) || !text.startsWith("{")) return text;
+			const withheld = (d: Record<string, unknown>) => ({
+				...d,
+				...("args" in d ? { args: withholdArgs(d.args) } : {}),
+				...("arg" in d ? { arg: withholdArgs(d.arg) } : {}),
+				...("kwarg" in d ? { kwarg: withholdKwarg(d.kwarg) } : {}),
+			});
 			const body = JSON.parse(text);
 			return JSON.stringify(Array.isArray(body._items) ? { ...body, _items: body._items.map(withheld) } : withheld(body));
 		};
