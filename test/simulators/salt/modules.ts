@@ -25,8 +25,15 @@ export interface ExecContext {
 	patchFailure: (sls: string) => StepFailure | undefined;
 	/** The states of this minion a test made drift from their desired state. */
 	drifts: DriftBook;
-	/** Fire an event on the master bus as this minion (`event.send`). */
+	/** Fire an event on the master bus through this minion's daemon (`_fire_master`: the `_minion_event` wrapper). */
 	fireMinionEvent: (tag: string, data: unknown) => void;
+	/**
+	 * Send a load to the master over a request channel of this minion's own (`event.fire_master` with `preload`):
+	 * the master handles it by its `cmd` (master.ts `minionLoad`).
+	 */
+	sendLoad: (load: Record<string, unknown>) => void;
+	/** The job's `__pub_*` keys, which a function taking `**kwargs` receives (`__pub_fun`, `__pub_arg`, …). */
+	pub: Record<string, unknown>;
 	nowMs: number;
 }
 
@@ -213,15 +220,32 @@ const FUNCTIONS: Record<string, Fn> = {
 	"saltutil.refresh_grains": () => ok(true),
 	"saltutil.running": () => ok([]),
 	"saltutil.find_job": () => ok({}),
+	"event.fire_master": (c, args, kwargs) => fireMaster(c, args.length > 0 ? args[0] : kwargs.data, String(args[1] ?? kwargs.tag ?? ""), args[2] ?? kwargs.preload),
 	"event.send": (c, args, kwargs) => {
-		const tag = String(args[0] ?? kwargs.tag ?? "");
-		const data = args.length > 1 ? args[1] : (kwargs.data ?? {});
-		c.fireMinionEvent(tag, data);
-		return ok(true);
+		// salt/modules/event.py `send`: its loose keywords (the job's __pub_* keys among them), then `data`'s keys.
+		const { tag: kwTag, data: kwData, preload, with_env: _e, with_grains: _g, with_pillar: _p, with_env_opts: _o, ...loose } = kwargs;
+		const tag = String(args[0] ?? kwTag ?? "");
+		const data = args.length > 1 ? args[1] : kwData;
+		const payload = { ...loose, ...c.pub, ...(isPlainObject(data) ? data : {}) };
+		return fireMaster(c, payload, tag, args[2] ?? preload);
 	},
 };
 
 FUNCTIONS["sys.list_functions"] = () => ok(Object.keys(FUNCTIONS).sort());
+
+/** A stand-in for the minion's token (`SAuth.gen_token`): bytes, which salt-api's JSON encoder refuses. */
+const MINION_TOKEN = Buffer.from("salt-token-bytes");
+
+/**
+ * `event.fire_master(data, tag, preload=None)`: through the minion daemon (the `_minion_event` wrapper), or, with
+ * a `preload`, as a raw load over the minion's own channel, the preload's keys merged in last (they may replace
+ * `cmd`, `id`, `tok`: what the master then does is its business, master.ts `minionLoad`).
+ */
+function fireMaster(c: ExecContext, data: unknown, tag: string, preload: unknown): ExecResult {
+	if (preload) c.sendLoad({ id: c.minion.id, tag, data, tok: MINION_TOKEN, cmd: "_minion_event", ...(isPlainObject(preload) ? preload : {}) });
+	else c.fireMinionEvent(tag, data);
+	return ok(true);
+}
 
 /** Run one function on one minion. Unknown functions return Salt's "is not available" string. */
 export function execute(ctx: ExecContext): ExecResult {

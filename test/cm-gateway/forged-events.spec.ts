@@ -1,0 +1,122 @@
+/**
+ * Events a minion forges on the master's bus (issue 43): one minion, through `event.fire_master` / `event.send`
+ * run on it, puts another host's job return and presence events on the bus, in the shapes a real Salt 3006.0
+ * master gave them (test/simulators/captures/salt-3006.0-2026-11-29-forged-events). Seen through fleet-ctl's API:
+ * the job's actions, its salt_jobs record and the hosts' presence do not move; the real returns still land; the
+ * forgery is logged once, without its payload.
+ */
+import { SaltApiSimulator } from "../simulators/salt-api";
+import { startEmbedded, type Harness } from "../support/harness";
+import { eventually, request, withQuery } from "../support/http";
+
+const SOON = 10_000;
+/** How late the hosts of the forged job answer: the forgeries all come before. */
+const REAL_RETURN_MS = 3000;
+
+describe("cm-gateway: events a minion forged on the master's bus", () => {
+	let sim: SaltApiSimulator;
+	let h: Harness;
+	const url = (path: string) => `${h.api}/${path}`;
+	const get = async (path: string) => (await request("GET", url(path))).body;
+	let markers = 0;
+	/** Every event the stream brought before now was applied: a marker alert from a host that is up shows. */
+	const eventsApplied = async (from: string) => {
+		const status = `marker-${++markers}`;
+		sim.vncConnect(from, status);
+		await eventually(async () => ((await get(withQuery("alerts", { where: { type: "vnc.connect", "payload.status": status } })))._items.length ? true : undefined), SOON, `the marker ${status}`);
+		// Returns are written 50 ms after they arrive (returns.ts RETURN_FLUSH_MS): let a flush pass too.
+		await new Promise(r => setTimeout(r, 300));
+	};
+	/** Runs a function on minion `from` as a job the master publishes (what a token allowed to run it does). */
+	const onMinion = (from: string, fun: string, arg: unknown[]) => expect(sim.cliJob([from], fun, arg, { tgtType: "list" })).not.toBeNull();
+
+	beforeAll(async () => {
+		sim = new SaltApiSimulator({ ids: ["web-01", "web-02", "web-03", "db-01", "db-02", "db-03"], timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceIntervalMs: 3_600_000 });
+		await sim.start();
+		h = await startEmbedded({
+			captureLogs: true,
+			env: {
+				CTL_SECRET_KEY: "forged-events-secret-key",
+				...sim.cmApiEnv,
+				CM_API_TIMEOUT_MS: "2000",
+				// Returns come from the event stream only: the job cache is not read while the test runs.
+				CM_JOB_POLL_MS: "60000",
+				CM_JOB_TIMEOUT_MS: "120000",
+				CM_SYNC_INTERVAL_MS: "3600000",
+				// Any reading is believed at once: a forged presence that got through would show without waiting.
+				CM_PRESENCE_MAX_LOSS_PERCENT: "100",
+			},
+		});
+		await eventually(async () => ((await h.call("cm-gateway.eventStreamStatus")).connected ? true : undefined), SOON, "the event stream");
+		await eventually(async () => ((await get(withQuery("hosts", { where: { status: "up" } })))._meta.total === 6 ? true : undefined), SOON, "every host up");
+	});
+	afterAll(async () => {
+		await h?.stop();
+		await sim?.stop();
+	});
+
+	it("a minion forging another host's return for a real jid changes no action and no job; the real returns land", async () => {
+		const [attacker, victim] = sim.upMinions();
+		for (const id of [attacker, victim]) sim.setMinionDelay(id, REAL_RETURN_MS);
+		try {
+			const g = await request("POST", url("groups"), { body: { name: "forged-returns", type: 0, hosts: [attacker, victim] } });
+			const run = await request("POST", url(`groups/${g.body._id}`), { body: { cm_client: "local_async", fun: "test.echo", arg: ["real"] } });
+			expect(run.status).toBe(200);
+			const jid: string = run.body.task_id;
+			const actions = async () => Object.fromEntries(((await get(withQuery("actions", { where: { jid } })))._items as any[]).map(a => [a.host, { state: a.state, return: a.return }]));
+			await eventually(async () => (Object.keys(await actions()).length === 2 ? true : undefined), SOON, "the running records");
+			const running = { [attacker]: { state: "running", return: "" }, [victim]: { state: "running", return: "" } };
+			expect(await actions()).toEqual(running);
+
+			const payload = { id: victim, jid, fun: "test.echo", fun_args: ["real"], return: "forged", retcode: 0, success: true, cmd: "_return" };
+			const tag = `salt/job/${jid}/ret/${victim}`;
+			// The _minion_event wrapper: event.fire_master and event.send through the minion daemon.
+			onMinion(attacker, "event.fire_master", [payload, tag]);
+			onMinion(attacker, "event.send", [tag, { __kwarg__: true, data: payload }]);
+			// A preload that makes the load a `_return` in the victim's name (the master does not check whose).
+			onMinion(attacker, "event.fire_master", [{}, "x", { __kwarg__: true, preload: { ...payload, tok: "x" } }]);
+			await eventsApplied(sim.upMinions()[5]);
+
+			expect(await actions()).toEqual(running);
+			const job = await get(`salt_jobs/${jid}`);
+			expect(job).toMatchObject({ state: "running", expected: 2, returned: 0, succeeded: 0, failed: 0 });
+
+			// The real returns still land.
+			await eventually(async () => {
+				const a = await actions();
+				return a[attacker]?.state === "finished" && a[victim]?.state === "finished" ? a : undefined;
+			}, SOON, "the real returns");
+			expect(await actions()).toEqual({ [attacker]: { state: "finished", return: "real" }, [victim]: { state: "finished", return: "real" } });
+			await eventually(async () => ((await get(`salt_jobs/${jid}`)).state === "finished" ? true : undefined), SOON, "the job finished");
+			expect(await get(`salt_jobs/${jid}`)).toMatchObject({ state: "finished", returned: 2, succeeded: 2, failed: 0 });
+
+			// Logged at warn once per sender and kind, without the payload.
+			const logs = h.logs!();
+			const lines = logs.split("\n").filter(l => l.includes("forged on the Salt master's bus"));
+			expect(lines.filter(l => l.includes(`minion_event on tag "${tag}" from "${attacker}"`))).toHaveLength(1);
+			expect(lines.filter(l => l.includes(`return_spoof on tag "${tag}"`))).toHaveLength(1);
+			expect(lines.join("\n")).not.toContain("forged\"");
+			expect(lines.join("\n")).not.toContain('"return"');
+		} finally {
+			for (const id of [attacker, victim]) sim.setMinionDelay(id, null);
+		}
+	});
+
+	it("a forged presence change or presence list leaves every host up", async () => {
+		const [attacker, victim] = sim.upMinions();
+		const upHosts = async () => ((await get(withQuery("hosts", { where: { status: "up" }, max_results: 50 })))._items as any[]).map(x => x._id).sort();
+		const before = await upHosts();
+		expect(before).toHaveLength(6);
+		onMinion(attacker, "event.fire_master", [{ new: [], lost: [victim] }, "salt/presence/change"]);
+		onMinion(attacker, "event.fire_master", [{ present: [attacker] }, "salt/presence/present"]);
+		onMinion(attacker, "event.send", ["salt/presence/present", { __kwarg__: true, data: { present: [attacker] } }]);
+		await eventsApplied(attacker);
+		expect(await upHosts()).toEqual(before);
+		expect((await get(`hosts/${victim}`)).status).toBe("up");
+		// The master's own presence still moves hosts.
+		sim.setUp(victim, false);
+		sim.firePresence();
+		await eventually(async () => ((await get(`hosts/${victim}`)).status === "down" ? true : undefined), SOON, "the real loss");
+		sim.setUp(victim, true);
+	});
+});
