@@ -102,6 +102,26 @@ describe("cm-gateway: events a minion forged on the master's bus", () => {
 		}
 	});
 
+	it("a forged return salt-api cannot encode cuts the event stream: fleet-ctl reconnects and catches up from the job cache", async () => {
+		const [attacker, , , victim] = sim.upMinions();
+		sim.setMinionDelay(victim, 100);
+		try {
+			const run = await request("POST", url(`hosts/${victim}`), { body: { cm_client: "local_async", fun: "test.echo", arg: ["during-the-cut"] } });
+			expect(run.status).toBe(200);
+			const jid: string = run.body.task_id;
+			// fire_master's own `tok` is bytes: rest_cherrypy writes the tag line and dies (captures, events1.txt's end).
+			onMinion(attacker, "event.fire_master", [{}, "x", { __kwarg__: true, preload: { cmd: "_return", id: attacker, jid: "20261129000000000001", return: "cut" } }]);
+			await eventually(async () => (h.logs!().includes("Salt event stream lost") ? true : undefined), SOON, "the stream cut");
+			// The victim's return came while the stream was down: the job cache read on reconnection brings it.
+			await eventually(async () => ((await get(`actions/${jid}${victim}`))?.state === "finished" ? true : undefined), SOON, "the return made during the cut");
+			expect(await get(`actions/${jid}${victim}`)).toMatchObject({ state: "finished", return: "during-the-cut" });
+			expect(sim.requests().some(r => r.path === `/jobs/${jid}`)).toBe(true);
+			expect((await h.call("cm-gateway.eventStreamStatus")).connected).toBe(true);
+		} finally {
+			sim.setMinionDelay(victim, null);
+		}
+	});
+
 	it("a forged presence change or presence list leaves every host up", async () => {
 		const [attacker, victim] = sim.upMinions();
 		const upHosts = async () => ((await get(withQuery("hosts", { where: { status: "up" }, max_results: 50 })))._items as any[]).map(x => x._id).sort();
