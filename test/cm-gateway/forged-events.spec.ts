@@ -3,7 +3,8 @@
  * run on it, puts another host's job return and presence events on the bus, in the shapes a real Salt 3006.0
  * master gave them (test/simulators/captures/salt-3006.0-2026-11-29-forged-events). Seen through fleet-ctl's API:
  * the job's actions, its salt_jobs record and the hosts' presence do not move; the real returns still land; the
- * forgery is logged once, without its payload.
+ * forgery is logged once, without its payload. Two returns salt-api cannot encode (a spoofed `_return` with
+ * fire_master's bytes `tok`, `test.get_opts`' datetimes) cut the stream: fleet-ctl reconnects and catches up.
  */
 import { SaltApiSimulator } from "../simulators/salt-api";
 import { startEmbedded, type Harness } from "../support/harness";
@@ -117,6 +118,27 @@ describe("cm-gateway: events a minion forged on the master's bus", () => {
 			expect(await get(`actions/${jid}${victim}`)).toMatchObject({ state: "finished", return: "during-the-cut" });
 			expect(sim.requests().some(r => r.path === `/jobs/${jid}`)).toBe(true);
 			expect((await h.call("cm-gateway.eventStreamStatus")).connected).toBe(true);
+		} finally {
+			sim.setMinionDelay(victim, null);
+		}
+	});
+
+	it("a test.get_opts return (datetimes salt-api cannot encode) cuts the stream too: fleet-ctl reconnects and catches up", async () => {
+		const [, , , , other, victim] = sim.upMinions();
+		const cuts = () => h.logs!().split("Salt event stream lost").length - 1;
+		const before = cuts();
+		sim.setMinionDelay(victim, 100);
+		try {
+			const run = await request("POST", url(`hosts/${victim}`), { body: { cm_client: "local_async", fun: "test.echo", arg: ["during-the-get-opts-cut"] } });
+			expect(run.status).toBe(200);
+			const jid: string = run.body.task_id;
+			// Anyone allowed test.* on a host does this, from fleet-ctl or not.
+			expect(sim.cliJob([other], "test.get_opts", [], { tgtType: "list" })).not.toBeNull();
+			await eventually(async () => (cuts() > before ? true : undefined), SOON, "the stream cut");
+			await eventually(async () => ((await get(`actions/${jid}${victim}`))?.state === "finished" ? true : undefined), SOON, "the return made during the cut");
+			expect(await get(`actions/${jid}${victim}`)).toMatchObject({ state: "finished", return: "during-the-get-opts-cut" });
+			expect(sim.requests().some(r => r.path === `/jobs/${jid}`)).toBe(true);
+			await eventually(async () => ((await h.call("cm-gateway.eventStreamStatus")).connected ? true : undefined), SOON, "the stream back");
 		} finally {
 			sim.setMinionDelay(victim, null);
 		}

@@ -2,7 +2,9 @@
  * The simulator's forged events against a real Salt 3006.0 master's: the same requests as the captures in
  * captures/salt-3006.0-2026-11-29-forged-events (README.md there), run on a simulated `real-m1`, `real-m2`; each
  * forged event's data must have the captured keys in the captured order (the payload's too), and a forged
- * `_return` whose `tok` is bytes must cut the stream right after its tag line, as rest_cherrypy does.
+ * `_return` whose `tok` is bytes must cut the stream right after its tag line, as rest_cherrypy does. Also the
+ * other cut seen on that master (issue 43's real-Salt report, section 3): a `test.get_opts` return, whose
+ * datetimes salt-api's JSON encoder refuses.
  */
 import http from "node:http";
 import { readFileSync } from "node:fs";
@@ -106,6 +108,24 @@ describe("salt-api simulator: events a minion forges, as Salt 3006.0 fires them 
 			sim.cliJob(["real-m1"], "event.fire_master", [{}, "ignored/tag", { __kwarg__: true, preload: { cmd: "_return", id: "real-m2", jid: J, fun: "test.echo", fun_args: ["hi"], return: "forged-return-cmd", retcode: 0, success: true } }], { tgtType: "list" });
 			await until(() => (stream.ended() === "cut" ? true : undefined), 5000, "the stream cut");
 			expect(stream.text()).toMatch(new RegExp(`\\ntag: salt/job/${J}/ret/real-m2\\n$`));
+		} finally {
+			stream.close();
+		}
+	});
+
+	it("test.get_opts: JSON is salt-api's 500 'Could not serialize', YAML shows the datetimes, /events is cut after the return's tag", async () => {
+		const stream = follow(`${sim.url}/events?token=${token}`);
+		try {
+			await until(() => stream.text().startsWith("retry: 400\n") || undefined, 5000, "the stream");
+			const low = (accept: string) => fetch(`${sim.url}/`, { method: "POST", headers: { Accept: accept, "Content-Type": "application/json", "X-Auth-Token": token }, body: JSON.stringify({ client: "local", tgt: "real-m1", fun: "test.get_opts" }) });
+			const json = await low("application/json");
+			expect(json.status).toBe(500);
+			expect(await json.text()).toContain("Could not serialize the return data from Salt.");
+			await until(() => (stream.ended() === "cut" ? true : undefined), 5000, "the stream cut");
+			expect(stream.text()).toMatch(/\ntag: salt\/job\/\d{20}\/ret\/real-m1\n$/);
+			const yaml = await low("application/x-yaml");
+			expect(yaml.status).toBe(200);
+			expect(await yaml.text()).toMatch(/\n +_next_fire_time: \d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{6}\n/);
 		} finally {
 			stream.close();
 		}

@@ -707,7 +707,14 @@ export class SaltApiServer {
 	private reply(ctx: Ctx, value: unknown, opts: { sessions?: boolean } = {}): void {
 		if (opts.sessions !== false && !ctx.cookie) this.sessionCookie(ctx);
 		const type = negotiate(ctx.req.headers.accept, ["application/json", "application/x-yaml"]);
-		const body = type === "application/json" ? pyJson(value) : dumpYaml(value);
+		let body: string;
+		try {
+			body = type === "application/json" ? pyJson(value) : dumpYaml(value);
+		} catch (err) {
+			// hypermedia_out: a return json.dumps refuses (test.get_opts' datetimes) is CherryPy's 500 page.
+			if (err instanceof NotJsonSerializable) throw new HttpError(500, "Could not serialize the return data from Salt.");
+			throw err;
+		}
 		const malform = this.takeRule(this.malformRules, ctx.method, ctx.path);
 		if (malform) return this.sendMalformed(ctx, malform, type, body);
 		this.send(ctx, ctx.status, type, body);

@@ -163,6 +163,7 @@ const FUNCTIONS: Record<string, Fn> = {
 	"test.arg": (_c, args, kwargs) => ok({ args, kwargs }),
 	"test.kwarg": (_c, _args, kwargs) => ok(kwargs),
 	"test.sleep": () => ok(true),
+	"test.get_opts": c => ok(minionOpts(c)),
 	"test.retcode": (_c, args) => ({ ret: true, retcode: Number(args[0] ?? 0) || 0 }),
 	"grains.items": c => ok(structuredClone(c.minion.grains)),
 	"grains.get": (c, args, kwargs) => {
@@ -232,6 +233,25 @@ const FUNCTIONS: Record<string, Fn> = {
 };
 
 FUNCTIONS["sys.list_functions"] = () => ok(Object.keys(FUNCTIONS).sort());
+
+/**
+ * `test.get_opts`: the minion's `__opts__` (a few of its 300 keys). Its schedule's `__mine_interval` holds Python
+ * datetimes, which salt-api's JSON encoder refuses: a JSON answer is a 500 and `/events` is cut after the
+ * return's tag line (real-salt-43.md, section 3); YAML shows them.
+ */
+function minionOpts(c: ExecContext): Record<string, unknown> {
+	const last = new Date(c.nowMs);
+	const next = new Date(c.nowMs + 3_600_000);
+	return {
+		id: c.minion.id,
+		master: "salt",
+		master_uri: "tcp://127.0.0.1:4506",
+		pillar: {},
+		schedule: {
+			__mine_interval: { _last_run: last, _next_fire_time: next, _next_scheduled_fire_time: next, _run_on_start: false, _seconds: 3600, _splay: null, enabled: true, function: "mine.update", jid_include: true, maxrunning: 2, minutes: 60, name: "__mine_interval", return_job: false, run: true, run_on_start: true, splay: null },
+		},
+	};
+}
 
 /** A stand-in for the minion's token (`SAuth.gen_token`): bytes, which salt-api's JSON encoder refuses. */
 const MINION_TOKEN = Buffer.from("salt-token-bytes");
