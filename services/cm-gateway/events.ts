@@ -9,7 +9,7 @@
 import { HOSTNAME } from "../../lib/eve/ids";
 import { countMetric, setMetric } from "../../lib/runtime/metrics";
 import type { EventStream, SaltEvent } from "./salt-events";
-import { describeForgery, forgeryOf, type Forgery } from "./forged-events";
+import { describeForgery, forgeryOf, RETURN_TAG, type Forgery } from "./forged-events";
 import { verdictOf } from "./job-tracker";
 import type { GatewayAlerts } from "./alerts";
 import { isObject, strings, type Alert, type GatewayContext } from "./context";
@@ -63,6 +63,7 @@ export class EventFollower {
 				logger.warn(`Salt event stream lost (${reason}); reconnecting`);
 			},
 			onDropped: (tag, chars) => logger.warn(`Salt event ${tag ?? "(no tag)"} skipped: ${chars} characters, longer than an event is kept`),
+			onCut: tag => this.distrustCache(tag),
 		});
 	}
 
@@ -80,8 +81,12 @@ export class EventFollower {
 	private onEvent(ev: SaltEvent): void {
 		this.eventCount++;
 		const forged = forgeryOf(ev.tag, ev.data);
-		if (forged) return this.ignoreForged(ev.tag, forged);
-		const ret = /^salt\/job\/(\d{20}(?:_\d+)?)\/ret\/(.+)$/.exec(ev.tag);
+		if (forged) {
+			// A `_return` in another minion's name also went to the job cache (when that minion had not returned).
+			if (forged.kind !== "minion_event") this.distrustCache(ev.tag);
+			return this.ignoreForged(ev.tag, forged);
+		}
+		const ret = RETURN_TAG.exec(ev.tag);
 		if (ret) {
 			const { returns, inventory } = this.parts;
 			// forgeryOf made sure the return's own id is the one its tag names.
@@ -102,6 +107,16 @@ export class EventFollower {
 		if (!/^salt\/(presence\/|minion\/|key$|auth$)/.test(ev.tag) && ev.tag !== VNC_EVENT_TAG) return;
 		this.queue.push(ev);
 		this.kick();
+	}
+
+	/**
+	 * A job return the master may have stored in the job cache without it being the named minion's (a forgery, or
+	 * an event salt-api cut off, which is how a forged return with fire_master's bytes `tok` arrives): that host's
+	 * return is taken from the event stream only (JobTracker.distrust).
+	 */
+	private distrustCache(tag: string): void {
+		const ret = RETURN_TAG.exec(tag);
+		if (ret && this.parts.returns.tracker.distrust(ret[1], ret[2])) this.gw.logger.warn(`Job ${ret[1]}: the return of ${JSON.stringify(ret[2].slice(0, 200))} in the master's job cache may be forged; it is awaited from the event stream only (docs/salt.md, "Forged events")`);
 	}
 
 	/**

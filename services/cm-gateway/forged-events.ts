@@ -20,7 +20,8 @@ export interface Forgery {
 	sender: string;
 }
 
-const RETURN = /^salt\/job\/(\d{20}(?:_\d+)?)\/ret\/(.+)$/;
+/** A job return's tag: its jid and the minion it names. */
+export const RETURN_TAG = /^salt\/job\/(\d{20}(?:_\d+)?)\/ret\/(.+)$/;
 const START = /^salt\/minion\/(.+)\/start$/;
 
 /** The forgery an event is, or null for an event the master fired (or a tag fleet-ctl does not judge). */
@@ -32,7 +33,7 @@ export function forgeryOf(tag: string, data: Record<string, unknown>): Forgery |
 	const start = START.exec(tag);
 	if (start) return wrapped && id === start[1] ? null : { kind: "minion_event", sender: id };
 	if (wrapped) return { kind: "minion_event", sender: id };
-	const ret = RETURN.exec(tag);
+	const ret = RETURN_TAG.exec(tag);
 	if (!ret) return null;
 	if ("tok" in data) return { kind: "return_spoof", sender: id };
 	if (id !== ret[2] || (data.jid !== undefined && data.jid !== ret[1])) return { kind: "mismatch", sender: id };

@@ -105,14 +105,17 @@ describe("cm-gateway: events a minion forged on the master's bus", () => {
 
 	it("a forged return salt-api cannot encode cuts the event stream: fleet-ctl reconnects and catches up from the job cache", async () => {
 		const [attacker, , , victim] = sim.upMinions();
-		sim.setMinionDelay(victim, 100);
+		const cuts = () => h.logs!().split("Salt event stream lost").length - 1;
+		const before = cuts();
+		// Its return comes 50 ms after the job, which starts right after the cut: before fleet-ctl is back (250 ms).
+		sim.setMinionDelay(victim, 50);
 		try {
+			// fire_master's own `tok` is bytes: rest_cherrypy writes the tag line and dies (captures, events1.txt's end).
+			onMinion(attacker, "event.fire_master", [{}, "x", { __kwarg__: true, preload: { cmd: "_return", id: attacker, jid: "20261129000000000001", return: "cut" } }]);
 			const run = await request("POST", url(`hosts/${victim}`), { body: { cm_client: "local_async", fun: "test.echo", arg: ["during-the-cut"] } });
 			expect(run.status).toBe(200);
 			const jid: string = run.body.task_id;
-			// fire_master's own `tok` is bytes: rest_cherrypy writes the tag line and dies (captures, events1.txt's end).
-			onMinion(attacker, "event.fire_master", [{}, "x", { __kwarg__: true, preload: { cmd: "_return", id: attacker, jid: "20261129000000000001", return: "cut" } }]);
-			await eventually(async () => (h.logs!().includes("Salt event stream lost") ? true : undefined), SOON, "the stream cut");
+			await eventually(async () => (cuts() > before ? true : undefined), SOON, "the stream cut");
 			// The victim's return came while the stream was down: the job cache read on reconnection brings it.
 			await eventually(async () => ((await get(`actions/${jid}${victim}`))?.state === "finished" ? true : undefined), SOON, "the return made during the cut");
 			expect(await get(`actions/${jid}${victim}`)).toMatchObject({ state: "finished", return: "during-the-cut" });
@@ -123,23 +126,52 @@ describe("cm-gateway: events a minion forged on the master's bus", () => {
 		}
 	});
 
+	it("a return forged in another host's name that cuts the stream and lands in the master's job cache is not taken from the cache", async () => {
+		const [attacker, , victim] = sim.upMinions();
+		const cuts = () => h.logs!().split("Salt event stream lost").length - 1;
+		const before = cuts();
+		sim.setMinionDelay(victim, REAL_RETURN_MS);
+		try {
+			const run = await request("POST", url(`hosts/${victim}`), { body: { cm_client: "local_async", fun: "test.echo", arg: ["real"] } });
+			expect(run.status).toBe(200);
+			const jid: string = run.body.task_id;
+			// fire_master's own (bytes) `tok`: the stream is cut at this event's tag; Salt 3006.0 keeps it in the job cache.
+			onMinion(attacker, "event.fire_master", [{}, "x", { __kwarg__: true, preload: { cmd: "_return", id: victim, jid, fun: "test.echo", fun_args: ["real"], return: "forged", retcode: 0, success: true } }]);
+			await eventually(async () => (cuts() > before ? true : undefined), SOON, "the stream cut");
+			expect(sim.job(jid)?.returns[victim]).toBe("forged");
+			// The reconnection reads the job cache for the jobs still awaited: that host is not taken from it.
+			await eventually(async () => ((await h.call("cm-gateway.eventStreamStatus")).connected ? true : undefined), SOON, "the stream back");
+			await eventsApplied(attacker);
+			expect(await get(`actions/${jid}${victim}`)).toMatchObject({ state: "running", return: "" });
+			// The victim's real return still comes on the event stream.
+			await eventually(async () => ((await get(`actions/${jid}${victim}`))?.state === "finished" ? true : undefined), SOON, "the real return");
+			expect(await get(`actions/${jid}${victim}`)).toMatchObject({ state: "finished", return: "real" });
+		} finally {
+			sim.setMinionDelay(victim, null);
+		}
+	});
+
 	it("a test.get_opts return (datetimes salt-api cannot encode) cuts the stream too: fleet-ctl reconnects and catches up", async () => {
 		const [, , , , other, victim] = sim.upMinions();
 		const cuts = () => h.logs!().split("Salt event stream lost").length - 1;
 		const before = cuts();
-		sim.setMinionDelay(victim, 100);
+		// test.get_opts' return cuts the stream 500 ms after it starts; the job started right after it returns at
+		// about 550 ms, before fleet-ctl is back (250 ms after the cut).
+		sim.setMinionDelay(other, 500);
+		sim.setMinionDelay(victim, 550);
 		try {
+			// Anyone allowed test.* on a host does this, from fleet-ctl or not.
+			expect(sim.cliJob([other], "test.get_opts", [], { tgtType: "list" })).not.toBeNull();
 			const run = await request("POST", url(`hosts/${victim}`), { body: { cm_client: "local_async", fun: "test.echo", arg: ["during-the-get-opts-cut"] } });
 			expect(run.status).toBe(200);
 			const jid: string = run.body.task_id;
-			// Anyone allowed test.* on a host does this, from fleet-ctl or not.
-			expect(sim.cliJob([other], "test.get_opts", [], { tgtType: "list" })).not.toBeNull();
 			await eventually(async () => (cuts() > before ? true : undefined), SOON, "the stream cut");
 			await eventually(async () => ((await get(`actions/${jid}${victim}`))?.state === "finished" ? true : undefined), SOON, "the return made during the cut");
 			expect(await get(`actions/${jid}${victim}`)).toMatchObject({ state: "finished", return: "during-the-get-opts-cut" });
 			expect(sim.requests().some(r => r.path === `/jobs/${jid}`)).toBe(true);
 			await eventually(async () => ((await h.call("cm-gateway.eventStreamStatus")).connected ? true : undefined), SOON, "the stream back");
 		} finally {
+			sim.setMinionDelay(other, null);
 			sim.setMinionDelay(victim, null);
 		}
 	});
