@@ -43,5 +43,6 @@ export function forgeryOf(tag: string, data: Record<string, unknown>): Forgery |
 /** The text of a log line about a forgery: the tag and sender, cut short and quoted (both are the minion's words). */
 export function describeForgery(tag: string, f: Forgery): string {
 	const quote = (s: string) => JSON.stringify(s.length > 200 ? `${s.slice(0, 200)}…` : s);
-	return `${f.kind} on tag ${quote(tag)} from ${quote(f.sender)}`;
+	// Only the wrapper's id was checked by the master; the others are what the event claims.
+	return `${f.kind} on tag ${quote(tag)} ${f.kind === "minion_event" ? "from" : "claiming to come from"} ${quote(f.sender)}`;
 }
