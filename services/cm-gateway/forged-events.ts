@@ -4,13 +4,14 @@
  * included. This module says which events of the tags fleet-ctl acts on are not what the master itself fired,
  * by the shapes captured from a real master (test/simulators/captures/salt-3006.0-2026-11-29-forged-events).
  */
+
 /**
  * How an event gave itself away:
  * - `minion_event`: the `_minion_event` wrapper (`{id: <sender>, cmd: "_minion_event", data: <payload>, tag}`) on a
  *   tag only the master fires, or a minion's start event sent by another minion;
  * - `return_spoof`: a job return carrying the `tok` of `event.fire_master`'s load (a `preload` that turned the load
  *   into a `_return`, which Salt 3006.0 takes without checking whose it is; real returns have no `tok`);
- * - `mismatch`: a job return whose `id` or `jid` is not the one its tag names.
+ * - `mismatch`: a job return whose `id` or `jid` is not the one its tag names, or a start event not in the wrapper.
  */
 export type ForgeryKind = "minion_event" | "return_spoof" | "mismatch";
 
@@ -31,7 +32,7 @@ export function forgeryOf(tag: string, data: Record<string, unknown>): Forgery |
 	const id = typeof data.id === "string" ? data.id : "";
 	// A minion announces its own start through the same wrapper: only its own id makes it real.
 	const start = START.exec(tag);
-	if (start) return wrapped && id === start[1] ? null : { kind: "minion_event", sender: id };
+	if (start) return wrapped && id === start[1] ? null : { kind: wrapped ? "minion_event" : "mismatch", sender: id };
 	if (wrapped) return { kind: "minion_event", sender: id };
 	const ret = RETURN_TAG.exec(tag);
 	if (!ret) return null;
