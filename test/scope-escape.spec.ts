@@ -83,9 +83,13 @@ describe("scopes grant exactly what they say, decided on the effective call", ()
 			expect(expectEveError(await as("glob test.*", "POST", `hosts/${WEB1}`, { cm_client: "local", fun: "test.get_opts" }), 403)._error.message).toMatch(/'test\.get_opts' is outside the token's scope \(it reveals secrets: only its exact name or @secrets grants it/);
 			await expectNothingRan(from);
 			await newToken("secrets", "operator", { groups: [webGroup], functions: ["@secrets"] });
-			const opts = await as("secrets", "POST", `hosts/${WEB1}`, { cm_client: "local", fun: "test.get_opts" });
+			// Granted, it runs (what salt-api answers for it is its own: a real 3006.0 salt-api cannot encode the
+			// minion's opts in JSON and answers 500, test/simulators/forged-events.spec.ts).
+			const ran = sim.executions().length;
+			expect((await as("secrets", "POST", `hosts/${WEB1}`, { cm_client: "local", fun: "test.get_opts" })).status).not.toBe(403);
+			await eventually(async () => (ranOn(WEB1, ran).some(x => x.fun === "test.get_opts") ? true : undefined), 5000, "test.get_opts on web-01");
+			const opts = await as("secrets", "POST", `hosts/${WEB1}`, { cm_client: "local", fun: "config.get", arg: ["mysql.pass"] });
 			expect(opts.status).toBe(200);
-			expect(JSON.stringify(opts.body)).toContain(`sim-secret-${WEB1}`);
 		});
 
 		it.each(ESCAPES.map(e => [e.fun, e]))("%s runs with a scope naming it exactly (and what it runs), or @arbitrary: cmd.run visibly ran on web-01", async (fun, e) => {
@@ -275,7 +279,7 @@ describe("scopes grant exactly what they say, decided on the effective call", ()
 		it.each([
 			["@read", { fun: "test.ping" }],
 			["@change", { fun: "state.apply", arg: ["common"] }],
-			["@secrets", { fun: "test.get_opts" }],
+			["@secrets", { fun: "config.get", arg: ["mysql.pass"] }],
 			["test.*", { fun: "test.echo", arg: ["hi"] }],
 			["*", { fun: "pkg.list_upgrades" }],
 		] as Array<[string, Record<string, unknown>]>)("a %s token runs its own (%j) but the relay is refused on every path (API host, group, compound, task, rollout, approval, REPL), nothing ran", async (c, own) => {

@@ -39,6 +39,8 @@ export const FLEET_METRICS = {
 	"fleet.inventory.sync.failures.total": { type: "counter", description: "Inventory reconciliations that failed" },
 	/** cm-gateway: is salt-api's event stream open (1) or not (0). */
 	"fleet.salt.events.connected": { type: "gauge", description: "salt-api event stream open (1) or not (0)" },
+	/** cm-gateway: events a minion forged on the master's bus, ignored (docs/salt.md, "Forged events"). */
+	"fleet.salt.events.forged.total": { type: "counter", description: "Forged events ignored, by how they gave themselves away", labelNames: ["kind"] },
 	/** every process with an embedded store: records whose deferred field (a host's grain) is still to be read from its file. */
 	"fleet.store.deferred.pending": { type: "gauge", description: "Records whose deferred field is still to be read from its file since the start", labelNames: ["collection"] },
 	/** every process: event loop delay over the last interval. */

@@ -176,6 +176,9 @@ export const GUARDED_KEYWORDS: Readonly<Record<string, string>> = {
 	pillar_enc: "it sends encrypted pillar overrides",
 	localconfig: "it loads the minion's options from another file",
 	concurrent: "it runs the state run beside another one, without the state lock",
+	// event.fire_master(preload=…) sends a raw load the master fires as is: a forged return or presence event that
+	// nothing in it gives away (docs/salt.md, "Forged events").
+	preload: "it sends the master a raw load of its own (a forged event or job return)",
 };
 
 /** Keywords an argument-restricting matcher lets through without naming them: they say how, not what (saltenv and pillarenv have their lists). */

@@ -4,10 +4,12 @@
  * the presence guard), minion starts, key and auth events (the host is read again from the master), and the
  * hosts' `ctl/vnc/connect` event (an alert). Inventory events and host refreshes are applied in one lane, in
  * order, a batch at a time. A reconnection catches up: the job cache is read and a reconciliation runs.
+ * Events a minion forged (forged-events.ts) are dropped before any of that: counted, and logged once per sender.
  */
 import { HOSTNAME } from "../../lib/eve/ids";
 import { countMetric, setMetric } from "../../lib/runtime/metrics";
 import type { EventStream, SaltEvent } from "./salt-events";
+import { describeForgery, forgeryOf, RETURN_TAG, type Forgery } from "./forged-events";
 import { verdictOf } from "./job-tracker";
 import type { GatewayAlerts } from "./alerts";
 import { isObject, strings, type Alert, type GatewayContext } from "./context";
@@ -29,6 +31,8 @@ export class EventFollower {
 	private readonly refreshQueue = new Set<string>();
 	/** Minions a job return just proved alive, for the lane to mark up (those not up already). */
 	private readonly aliveQueue = new Set<string>();
+	/** Senders (and kinds) of forged events already logged: each is logged once, then only counted. */
+	private readonly forgersLogged = new Set<string>();
 
 	constructor(
 		private readonly gw: GatewayContext,
@@ -59,6 +63,7 @@ export class EventFollower {
 				logger.warn(`Salt event stream lost (${reason}); reconnecting`);
 			},
 			onDropped: (tag, chars) => logger.warn(`Salt event ${tag ?? "(no tag)"} skipped: ${chars} characters, longer than an event is kept`),
+			onCut: tag => this.distrustCache(tag),
 		});
 	}
 
@@ -75,10 +80,17 @@ export class EventFollower {
 
 	private onEvent(ev: SaltEvent): void {
 		this.eventCount++;
-		const ret = /^salt\/job\/(\d{20}(?:_\d+)?)\/ret\/(.+)$/.exec(ev.tag);
+		const forged = forgeryOf(ev.tag, ev.data);
+		if (forged) {
+			// A `_return` in another minion's name also went to the job cache (when that minion had not returned).
+			if (forged.kind !== "minion_event") this.distrustCache(ev.tag);
+			return this.ignoreForged(ev.tag, forged);
+		}
+		const ret = RETURN_TAG.exec(ev.tag);
 		if (ret) {
 			const { returns, inventory } = this.parts;
-			const host = typeof ev.data.id === "string" ? ev.data.id : ret[2];
+			// forgeryOf made sure the return's own id is the one its tag names.
+			const host = ret[2];
 			const verdict = verdictOf(ev.data);
 			if (!returns.take(ret[1], host, ev.data.return, verdict) && !returns.tracker.has(ret[1])) returns.tracker.keepEarly(ret[1], host, ev.data.return, verdict);
 			// Any return proves its minion alive now, sooner than the master's next presence loop.
@@ -95,6 +107,28 @@ export class EventFollower {
 		if (!/^salt\/(presence\/|minion\/|key$|auth$)/.test(ev.tag) && ev.tag !== VNC_EVENT_TAG) return;
 		this.queue.push(ev);
 		this.kick();
+	}
+
+	/**
+	 * A job return the master may have stored in the job cache without it being the named minion's (a forgery, or
+	 * an event salt-api cut off, which is how a forged return with fire_master's bytes `tok` arrives): that host's
+	 * return is taken from the event stream only (JobTracker.distrust).
+	 */
+	private distrustCache(tag: string): void {
+		const ret = RETURN_TAG.exec(tag);
+		if (ret && this.parts.returns.tracker.distrust(ret[1], ret[2])) this.gw.logger.warn(`Job ${ret[1]}: the return of ${JSON.stringify(ret[2].slice(0, 200))} in the master's job cache may be forged; it is awaited from the event stream only (docs/salt.md, "Forged events")`);
+	}
+
+	/**
+	 * A forged event changes nothing: it is counted, and logged at warn once per sender and kind (without its
+	 * payload, which is the sender's words; the set is bounded, past it forgeries are only counted).
+	 */
+	private ignoreForged(tag: string, forged: Forgery): void {
+		countMetric(this.gw.broker, "fleet.salt.events.forged.total", { kind: forged.kind });
+		const key = `${forged.kind}\0${forged.sender}`;
+		if (this.forgersLogged.has(key) || this.forgersLogged.size >= 1000) return;
+		this.forgersLogged.add(key);
+		this.gw.logger.warn(`Ignored an event a minion forged on the Salt master's bus: ${describeForgery(tag, forged)} (docs/salt.md, "Forged events"; later ones from this sender are only counted in fleet_salt_events_forged_total)`);
 	}
 
 	/** The one lane inventory events and host refreshes are applied in (the next batch gathers while one is written). */
@@ -137,7 +171,8 @@ export class EventFollower {
 				present = strings(data.present);
 				presence.clear();
 			} else if (tag.startsWith("salt/minion/") && tag.endsWith("/start")) {
-				const id = typeof data.id === "string" ? data.id : tag.slice("salt/minion/".length, -"/start".length);
+				// forgeryOf made sure the sender is the minion the tag names.
+				const id = tag.slice("salt/minion/".length, -"/start".length);
 				presence.set(id, true);
 				this.queueRefresh(id);
 			} else if ((tag === "salt/key" || tag === "salt/auth") && typeof data.id === "string") {

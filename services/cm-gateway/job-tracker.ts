@@ -54,6 +54,8 @@ interface TrackedJob {
 	fun: string;
 	args: unknown[];
 	pending: Set<string>;
+	/** Hosts whose entry in the master's job cache may be another minion's forgery: awaited from the event stream only. */
+	distrusted: Set<string>;
 	deadline: number;
 	monitor: boolean;
 	task?: string;
@@ -90,7 +92,7 @@ export class JobTracker {
 		// Already waited for (a resumed or adopted job this process started itself): the hosts that answered
 		// stay answered, so no return is taken, and recorded, twice.
 		if (this.jobs.has(jid)) return [];
-		const job: TrackedJob = { jid, fun, args, pending: new Set(minions), deadline: Date.now() + timeoutMs, monitor: origin.monitor === true, task: origin.task, run: origin.run };
+		const job: TrackedJob = { jid, fun, args, pending: new Set(minions), distrusted: new Set(), deadline: Date.now() + timeoutMs, monitor: origin.monitor === true, task: origin.task, run: origin.run };
 		const early = this.early.get(jid);
 		this.early.delete(jid);
 		const out: JobReturn[] = [];
@@ -126,10 +128,27 @@ export class JobTracker {
 		}
 	}
 
-	/** The jobs still waiting, with their pending hosts (for the /jobs/<jid> fallback). */
+	/**
+	 * A return of this host for this job may have reached the master's job cache in another minion's name (Salt
+	 * 3006.0 stores a `_return` without checking whose it is, and keeps a minion's first one): the /jobs/<jid>
+	 * fallback no longer takes it; its return is awaited from the event stream, else it times out.
+	 */
+	distrust(jid: string, host: string): boolean {
+		const job = this.jobs.get(jid);
+		if (!job?.pending.has(host)) return false;
+		job.distrusted.add(host);
+		return true;
+	}
+
+	/** The jobs still waiting, with their pending hosts whose job cache entry can be believed (for the /jobs/<jid> fallback). */
 	pendingJobs(): Array<{ jid: string; hosts: string[] }> {
 		this.pruneEarly(Date.now());
-		return [...this.jobs.values()].map(j => ({ jid: j.jid, hosts: [...j.pending] }));
+		const out: Array<{ jid: string; hosts: string[] }> = [];
+		for (const j of this.jobs.values()) {
+			const hosts = [...j.pending].filter(h => !j.distrusted.has(h));
+			if (hosts.length) out.push({ jid: j.jid, hosts });
+		}
+		return out;
 	}
 
 	/** Hosts of jobs past their deadline, as "timeout" records; those jobs are forgotten. */

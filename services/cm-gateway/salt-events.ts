@@ -20,6 +20,11 @@ export interface EventStreamHandlers {
 	onDisconnect?(reason: string): void;
 	/** An event longer than MAX_RECORD_CHARS was skipped (its tag, if it came before the limit, and its length). */
 	onDropped?(tag: string | undefined, chars: number): void;
+	/**
+	 * The stream ended between an event's tag and its data: salt-api could not encode that event (a datetime, a
+	 * minion's bytes `tok`) and died there. Its tag, before `onDisconnect`.
+	 */
+	onCut?(tag: string): void;
 }
 
 export interface EventStream {
@@ -87,6 +92,11 @@ export class SseParser {
 		this.dropping = true;
 		this.partial = [];
 		this.data = [];
+	}
+
+	/** The tag of a record begun and not ended (the stream ends: that record was cut), if any. */
+	cutTag(): string | undefined {
+		return this.tag;
 	}
 
 	private endRecord(): void {
@@ -206,9 +216,14 @@ export function followEvents(conn: StreamConnection, handlers: EventStreamHandle
 			}, { onDropped: (tag, chars) => handlers.onDropped?.(tag, chars) });
 			res.setEncoding("utf8");
 			res.on("data", (chunk: string) => parser.push(chunk));
-			res.on("end", () => end("salt-api closed the event stream", backoff));
-			res.on("error", () => end("the event stream was cut off", backoff));
-			res.on("aborted", () => end("the event stream was cut off", backoff));
+			const ended = (reason: string) => {
+				const cut = done ? undefined : parser.cutTag();
+				if (cut !== undefined) handlers.onCut?.(cut);
+				end(cut === undefined ? reason : `${reason} in the middle of event ${JSON.stringify(cut.slice(0, 200))}`, backoff);
+			};
+			res.on("end", () => ended("salt-api closed the event stream"));
+			res.on("error", () => ended("the event stream was cut off"));
+			res.on("aborted", () => ended("the event stream was cut off"));
 		});
 		current = req;
 		const headersTimer = setTimeout(() => end(`salt-api did not open the event stream within ${conn.timeoutMs} ms`, backoff), conn.timeoutMs);

@@ -19,6 +19,8 @@ function simulatedFunctions(): string[] {
 		patchFailure: () => undefined,
 		drifts: { get: () => undefined, fix: () => undefined },
 		fireMinionEvent: () => undefined,
+		sendLoad: () => undefined,
+		pub: {},
 		nowMs: Date.now(),
 	});
 	expect(out.retcode).toBe(0);

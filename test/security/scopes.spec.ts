@@ -191,3 +191,11 @@ describe("dry runs and governance, on the effective call (services/governance/sc
 		expect(governs([], governedNames("test.try", [], {}))).toBe(false);
 	});
 });
+
+describe("event.fire_master's preload", () => {
+	it("is refused to a token that names the function exactly, unless its calls entry names the keyword", () => {
+		const call = effectiveCall("event.fire_master", [{ x: 1 }, "salt/job/1/ret/web-02"], { preload: { events: [] } });
+		expect(callDenial({ functions: ["event.fire_master"] }, call)).toMatch(/keyword 'preload' .*raw load/);
+		expect(callDenial({ functions: ["event.fire_master"] }, effectiveCall("event.fire_master", [{ x: 1 }, "fleet/ping"], undefined))).toBeNull();
+	});
+});

@@ -11,7 +11,7 @@ import { yamlify } from "./modules";
 import { ClientCallError, CLIENTS, type Netapi } from "./netapi";
 import { UnknownFunctionError } from "./runners";
 import { TargetInvocationError } from "./targeting";
-import { httpDate, isPlainObject, pyJson, randomHex } from "./util";
+import { httpDate, isPlainObject, NotJsonSerializable, pyJson, randomHex } from "./util";
 import { dumpYaml, parseYaml } from "./yaml";
 
 /** The CherryPy of the captured Salt 3006.0 install (its error pages name it). */
@@ -674,7 +674,19 @@ export class SaltApiServer {
 		const client: SseClient = { res, token: authToken!, off: () => undefined };
 		client.off = this.master.events.subscribe(ev => {
 			if (!this.eventToken(client.token)) return this.endSse(client);
-			res.write(`tag: ${ev.tag}\ndata: ${pyJson({ data: ev.data, tag: ev.tag })}\n\n`);
+			let data: string;
+			try {
+				data = pyJson({ data: ev.data, tag: ev.tag });
+			} catch (err) {
+				if (!(err instanceof NotJsonSerializable)) throw err;
+				// rest_cherrypy's generator dies between the tag line and the data line (a minion's bytes `tok`, a
+				// return holding a datetime): the client sees the tag, then the connection cut mid-stream.
+				client.off();
+				this.sse.delete(client);
+				res.write(`tag: ${ev.tag}\n`, () => res.destroy());
+				return;
+			}
+			res.write(`tag: ${ev.tag}\ndata: ${data}\n\n`);
 		});
 		this.sse.add(client);
 		res.on("close", () => {
@@ -695,7 +707,14 @@ export class SaltApiServer {
 	private reply(ctx: Ctx, value: unknown, opts: { sessions?: boolean } = {}): void {
 		if (opts.sessions !== false && !ctx.cookie) this.sessionCookie(ctx);
 		const type = negotiate(ctx.req.headers.accept, ["application/json", "application/x-yaml"]);
-		const body = type === "application/json" ? pyJson(value) : dumpYaml(value);
+		let body: string;
+		try {
+			body = type === "application/json" ? pyJson(value) : dumpYaml(value);
+		} catch (err) {
+			// hypermedia_out: a return json.dumps refuses (test.get_opts' datetimes) is CherryPy's 500 page.
+			if (err instanceof NotJsonSerializable) throw new HttpError(500, "Could not serialize the return data from Salt.");
+			throw err;
+		}
 		const malform = this.takeRule(this.malformRules, ctx.method, ctx.path);
 		if (malform) return this.sendMalformed(ctx, malform, type, body);
 		this.send(ctx, ctx.status, type, body);

@@ -403,6 +403,34 @@ export class Master {
 	}
 
 	/**
+	 * A load minion `sender` sent over a request channel of its own (`event.fire_master` with `preload`), handled
+	 * as Salt 3006.0's master does (test/simulators/captures/salt-3006.0-2026-11-29-forged-events):
+	 * - `_minion_event` (the token checked against `id`, then dropped): each of `events` fired as it is, with no
+	 *   wrapper (`masterapi._minion_event`), else the load itself on its `tag`;
+	 * - `_return`: NOT checked against the sender (3006.0's `AESFuncs._return`): fired as the return of the `id` it
+	 *   names, `tok` included (bytes: salt-api cannot encode it and cuts its event streams), and kept by the job
+	 *   cache when that minion has not returned yet (the cache keeps a minion's first return).
+	 */
+	minionLoad(sender: string, load: Record<string, unknown>): void {
+		if (load.cmd === "_minion_event") {
+			if (load.id !== sender) return;
+			const { tok: _checked, ...rest } = load;
+			if (Array.isArray(rest.events)) {
+				for (const ev of rest.events) {
+					if (!isPlainObject(ev) || typeof ev.tag !== "string") continue;
+					const data = "data" in ev ? ev.data : ev;
+					if (isPlainObject(data)) this.events.fire(ev.tag, { ...data });
+				}
+			} else if (typeof rest.tag === "string" && "data" in rest) this.events.fire(rest.tag, rest);
+			return;
+		}
+		if (load.cmd !== "_return" || typeof load.id !== "string" || typeof load.jid !== "string" || !("return" in load)) return;
+		this.events.fire(`salt/job/${load.jid}/ret/${load.id}`, { ...load });
+		const job = this.jobs.get(load.jid);
+		if (job && !job.returns.has(load.id)) job.returns.set(load.id, { return: load.return, retcode: Number.isInteger(load.retcode) ? (load.retcode as number) : 0, success: load.success !== false });
+	}
+
+	/**
 	 * `salt-call event.send <tag> '<json>'` on a minion: the salt-call authenticates (`salt/auth`), compiles its
 	 * pillar (`minion/refresh/<id>`), sends the event (its data carries salt-call's `__pub_*` keys), and returns
 	 * its own job to the master (`salt/job/<jid>/ret/<id>`, a jid of the master's: salt-call sends jid "req").
@@ -682,7 +710,9 @@ export class Master {
 				this.fireAuth(m, "accept");
 			}
 		}
-		const pub = { fun: load.fun, arg: load.arg, tgt: load.tgt, jid, ret: "", tgt_type: load.tgtType, user: load.user };
+		const pub = { fun: load.fun, arg: funArgsOf(load.arg), tgt: load.tgt, jid, ret: "", tgt_type: load.tgtType, user: load.user };
+		const pubKeys: Record<string, unknown> = {};
+		for (const [k, v] of Object.entries(pub)) pubKeys[`__pub_${k}`] = v;
 		const deliveries: Delivery[] = [];
 		for (const id of minions) {
 			const m = this.fleet.get(id)!;
@@ -702,11 +732,9 @@ export class Master {
 							recordInner: (fun, arg, via, scheduled) => {
 								this.executionLog.push({ jid, id, fun, arg, atMs: Date.now(), via, ...(scheduled ? { scheduled } : {}) });
 							},
-							fireMinionEvent: (tag, data) => {
-								const extra: Record<string, unknown> = {};
-								for (const [k, v] of Object.entries(pub)) extra[`__pub_${k}`] = v;
-								this.fireMinionEvent(id, tag, isPlainObject(data) ? { ...extra, ...data } : extra);
-							},
+							fireMinionEvent: (tag, data) => this.fireMinionEvent(id, tag, data),
+							sendLoad: l => this.minionLoad(id, l),
+							pub: pubKeys,
 							nowMs,
 						});
 			if (m.neverReturns) continue;
@@ -762,7 +790,8 @@ export class Master {
 		if (this.reauth.delete(item.id)) this.fireAuth(m, "accept");
 		const ret: JobReturn = { return: item.result.ret, retcode: item.result.retcode, success: item.result.retcode === 0 };
 		if (item.result.out) ret.out = item.result.out;
-		job.returns.set(item.id, ret);
+		// The job cache keeps a minion's first return (a forged one may have come first: minionLoad).
+		if (!job.returns.has(item.id)) job.returns.set(item.id, ret);
 		const data: Record<string, unknown> = {
 			cmd: "_return",
 			id: item.id,

@@ -25,13 +25,20 @@ export interface ExecContext {
 	patchFailure: (sls: string) => StepFailure | undefined;
 	/** The states of this minion a test made drift from their desired state. */
 	drifts: DriftBook;
-	/** Fire an event on the master bus as this minion (`event.send`). */
+	/** Fire an event on the master bus through this minion's daemon (`_fire_master`: the `_minion_event` wrapper). */
 	fireMinionEvent: (tag: string, data: unknown) => void;
 	/**
 	 * Record a function another one ran on this minion (`test.try module=cmd.run`: cmd.run, via test.try), or
 	 * scheduled to run later (`schedule.add`): the master's `executions()` lists it with `via`.
 	 */
 	recordInner?: (fun: string, arg: unknown[], via: string, scheduled?: boolean) => void;
+	/**
+	 * Send a load to the master over a request channel of this minion's own (`event.fire_master` with `preload`):
+	 * the master handles it by its `cmd` (master.ts `minionLoad`).
+	 */
+	sendLoad: (load: Record<string, unknown>) => void;
+	/** The job's `__pub_*` keys, which a function taking `**kwargs` receives (`__pub_fun`, `__pub_arg`, …). */
+	pub: Record<string, unknown>;
 	nowMs: number;
 }
 
@@ -173,6 +180,7 @@ const FUNCTIONS: Record<string, Fn> = {
 	"test.arg": (_c, args, kwargs) => ok({ args, kwargs }),
 	"test.kwarg": (_c, _args, kwargs) => ok(kwargs),
 	"test.sleep": () => ok(true),
+	"test.get_opts": c => ok(minionOpts(c)),
 	"test.retcode": (_c, args) => ({ ret: true, retcode: Number(args[0] ?? 0) || 0 }),
 	"grains.items": c => ok(structuredClone(c.minion.grains)),
 	"grains.get": (c, args, kwargs) => {
@@ -231,11 +239,14 @@ const FUNCTIONS: Record<string, Fn> = {
 	"saltutil.refresh_grains": () => ok(true),
 	"saltutil.running": () => ok([]),
 	"saltutil.find_job": () => ok({}),
+	"event.fire_master": (c, args, kwargs) => fireMaster(c, args.length > 0 ? args[0] : kwargs.data, String(args[1] ?? kwargs.tag ?? ""), args[2] ?? kwargs.preload),
 	"event.send": (c, args, kwargs) => {
-		const tag = String(args[0] ?? kwargs.tag ?? "");
-		const data = args.length > 1 ? args[1] : (kwargs.data ?? {});
-		c.fireMinionEvent(tag, data);
-		return ok(true);
+		// salt/modules/event.py `send`: its loose keywords (the job's __pub_* keys among them), then `data`'s keys.
+		const { tag: kwTag, data: kwData, preload, with_env: _e, with_grains: _g, with_pillar: _p, with_env_opts: _o, ...loose } = kwargs;
+		const tag = String(args[0] ?? kwTag ?? "");
+		const data = args.length > 1 ? args[1] : kwData;
+		const payload = { ...loose, ...c.pub, ...(isPlainObject(data) ? data : {}) };
+		return fireMaster(c, payload, tag, args[2] ?? preload);
 	},
 };
 
@@ -361,8 +372,6 @@ const RELAYS: Record<string, Fn> = {
 		const a = dataOf(args[1] ?? kwargs.args ?? []);
 		return callInner(c, func, Array.isArray(a) ? a : [a], {}, "test.cross_test");
 	},
-	// salt/modules/test.py:217 get_opts(): __opts__, the minion's configuration (a secret in it, as real ones have).
-	"test.get_opts": c => ok({ id: c.minion.id, master: "salt", user: "root", pki_dir: "/etc/salt/pki/minion", cachedir: "/var/cache/salt/minion", file_client: "remote", test: false, "mysql.pass": `sim-secret-${c.minion.id}`, grains: { id: c.minion.id } }),
 	// salt/modules/state.py:2217 single(fun, name, test=None, **kwargs): one state function, e.g. cmd.run name=….
 	"state.single": (c, args, kwargs) => {
 		const fun = String(args[0] ?? kwargs.fun ?? "");
@@ -465,6 +474,41 @@ const RELAYS: Record<string, Fn> = {
 Object.assign(FUNCTIONS, RELAYS);
 
 FUNCTIONS["sys.list_functions"] = () => ok(Object.keys(FUNCTIONS).sort());
+
+/**
+ * `test.get_opts`: the minion's `__opts__` (a few of its 300 keys). Its schedule's `__mine_interval` holds Python
+ * datetimes, which salt-api's JSON encoder refuses: a JSON answer is a 500 and `/events` is cut after the
+ * return's tag line (real-salt-43.md, section 3); YAML shows them.
+ */
+function minionOpts(c: ExecContext): Record<string, unknown> {
+	const last = new Date(c.nowMs);
+	const next = new Date(c.nowMs + 3_600_000);
+	return {
+		id: c.minion.id,
+		master: "salt",
+		master_uri: "tcp://127.0.0.1:4506",
+		// A real minion's opts hold its configuration's secrets and its whole compiled pillar (checked on 3006.0).
+		"mysql.pass": `sim-secret-${c.minion.id}`,
+		pillar: { api_key: `sim-pillar-secret-${c.minion.id}` },
+		schedule: {
+			__mine_interval: { _last_run: last, _next_fire_time: next, _next_scheduled_fire_time: next, _run_on_start: false, _seconds: 3600, _splay: null, enabled: true, function: "mine.update", jid_include: true, maxrunning: 2, minutes: 60, name: "__mine_interval", return_job: false, run: true, run_on_start: true, splay: null },
+		},
+	};
+}
+
+/** A stand-in for the minion's token (`SAuth.gen_token`): bytes, which salt-api's JSON encoder refuses. */
+const MINION_TOKEN = Buffer.from("salt-token-bytes");
+
+/**
+ * `event.fire_master(data, tag, preload=None)`: through the minion daemon (the `_minion_event` wrapper), or, with
+ * a `preload`, as a raw load over the minion's own channel, the preload's keys merged in last (they may replace
+ * `cmd`, `id`, `tok`: what the master then does is its business, master.ts `minionLoad`).
+ */
+function fireMaster(c: ExecContext, data: unknown, tag: string, preload: unknown): ExecResult {
+	if (preload) c.sendLoad({ id: c.minion.id, tag, data, tok: MINION_TOKEN, cmd: "_minion_event", ...(isPlainObject(preload) ? preload : {}) });
+	else c.fireMinionEvent(tag, data);
+	return ok(true);
+}
 
 /** Run one function on one minion. Unknown functions return Salt's "is not available" string. */
 export function execute(ctx: ExecContext): ExecResult {

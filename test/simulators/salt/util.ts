@@ -203,12 +203,20 @@ export function pyReMatch(expr: string, s: string, flags = ""): boolean {
 
 // ------------------------------------------------------------------ Python-style serialisation
 
+/** Python's `TypeError: Object of type <bytes|datetime> is not JSON serializable` (values only Python has). */
+export class NotJsonSerializable extends TypeError {
+	constructor(readonly pyType: "bytes" | "datetime") {
+		super(`Object of type ${pyType} is not JSON serializable`);
+	}
+}
+
 /**
  * `json.dumps(obj)` as Salt calls it (`salt.utils.json.dumps`, ensure_ascii=False): the default
  * separators are ", " and ": ". Key order is insertion order, like a Python dict.
  */
 export function pyJson(v: unknown): string {
 	if (v === null || v === undefined) return "null";
+	if (v instanceof Uint8Array || v instanceof Date) throw new NotJsonSerializable(v instanceof Date ? "datetime" : "bytes");
 	switch (typeof v) {
 		case "string":
 			return JSON.stringify(v);

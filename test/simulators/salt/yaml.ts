@@ -335,6 +335,8 @@ function needsQuotes(s: string): boolean {
 
 function dumpScalar(v: unknown): string {
 	if (v === null || v === undefined) return "null";
+	// PyYAML's datetime: "YYYY-MM-DD HH:MM:SS.ffffff", unquoted.
+	if (v instanceof Date) return `${v.toISOString().slice(0, 19).replace("T", " ")}.${v.toISOString().slice(20, 23)}000`;
 	if (typeof v === "boolean") return v ? "true" : "false";
 	if (typeof v === "number") {
 		if (Number.isNaN(v)) return ".nan";
@@ -349,7 +351,7 @@ function dumpScalar(v: unknown): string {
 }
 
 function isCollection(v: unknown): v is Record<string, unknown> | unknown[] {
-	return typeof v === "object" && v !== null;
+	return typeof v === "object" && v !== null && !(v instanceof Date);
 }
 
 function isEmptyCollection(v: Record<string, unknown> | unknown[]): boolean {
