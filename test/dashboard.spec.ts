@@ -879,8 +879,11 @@ describeBrowser(`dashboard in headless Chromium${process.env.SKIP_BROWSER === "1
 		await page.waitForSelector("p.empty:has-text('No approval policy')");
 		await page.fill("#policy-name", "echo needs an admin");
 		await page.fill("#policy-functions", "test.echo");
+		// A threshold counts one person's asks within its window (issue 43): the form sets it, the table says it.
+		await page.fill("#policy-window", "600");
 		await page.click("#new-policy button[type=submit]");
-		await page.waitForSelector('#policies tr:has-text("echo needs an admin")');
+		await page.waitForSelector('#policies tr:has-text("echo needs an admin"):has-text("10 minutes")');
+		expect((await request("GET", url("approval_policies"))).body._items.map((p: { window?: number }) => p.window)).toEqual([600]);
 		// An operator asks (through the API): held, and on the page without a reload.
 		const held = await request("POST", url(`hosts/${hosts[0]}`), { token: operatorToken, body: { fun: "test.echo", arg: ["hello from the dashboard"] } });
 		expect(held.status).toBe(202);

@@ -89,16 +89,25 @@ interface PolicyRecord {
 	functions: string[];
 	targets?: { groups?: string[]; target?: string };
 	more_than_hosts?: number;
+	/** Seconds of one principal's asks a `more_than_hosts` threshold counts (the API's default: 3600). */
+	window?: number;
 	origins?: string[];
 	approvers: { count: number; roles: string[] };
 	expires_after?: number;
 	enabled?: boolean;
 }
 
+/** How long a threshold counts a principal's asks: "this run" for 0, else the largest whole unit. */
+function windowText(s: number): string {
+	if (s === 0) return "this run";
+	const [n, unit] = s % 86_400 === 0 ? [s / 86_400, "day"] : s % 3600 === 0 ? [s / 3600, "hour"] : s % 60 === 0 ? [s / 60, "minute"] : [s, "second"];
+	return `${n} ${unit}${n === 1 ? "" : "s"}`;
+}
+
 /** The approval policies: which runs need approvers; admins add, disable and delete them. */
 function Policies({ me }: { me: Me }) {
 	const [items, setItems] = useState<PolicyRecord[] | null>(null);
-	const [form, setForm] = useState({ name: "", functions: "cmd.run", target: "", more_than_hosts: "0", count: "1", roles: "admin" });
+	const [form, setForm] = useState({ name: "", functions: "cmd.run", target: "", more_than_hosts: "0", window: "3600", count: "1", roles: "admin" });
 	const [error, guard] = useGuard();
 	const [refusal, setRefusal] = useState("");
 	const admin = me.role === "admin";
@@ -120,6 +129,7 @@ function Policies({ me }: { me: Me }) {
 				functions: list(form.functions),
 				...(form.target ? { targets: { target: form.target } } : {}),
 				more_than_hosts: Number(form.more_than_hosts),
+				window: Number(form.window),
 				approvers: { count: Number(form.count), roles: list(form.roles) },
 			});
 			setForm({ ...form, name: "" });
@@ -144,7 +154,7 @@ function Policies({ me }: { me: Me }) {
 			) : (
 				<Scroll>
 					<table id="policies">
-						<Head columns={["Name", "Functions", "Hosts", "More than", "From", "Approvers", "State", ...(admin ? [""] : [])]} />
+						<Head columns={["Name", "Functions", "Hosts", "More than", "Within", "From", "Approvers", "State", ...(admin ? [""] : [])]} />
 						<tbody>
 							{items.map(p => (
 								<tr key={p._id} data-id={p._id}>
@@ -152,6 +162,7 @@ function Policies({ me }: { me: Me }) {
 									<td class="mono">{p.functions.join(", ")}</td>
 									<td class="mono">{p.targets?.target ?? (p.targets?.groups?.length ? `${p.targets.groups.length} group(s)` : "any")}</td>
 									<td>{p.more_than_hosts ?? 0} host(s)</td>
+									<td>{windowText(p.window ?? 3600)}</td>
 									<td>{p.origins?.join(", ") ?? "anywhere"}</td>
 									<td>
 										{p.approvers.count} × {p.approvers.roles.join("/")}
@@ -173,6 +184,7 @@ function Policies({ me }: { me: Me }) {
 					{input("functions", "Functions (globs, comma separated)")}
 					{input("target", "Only on (compound target; empty: any host)")}
 					{input("more_than_hosts", "When on more than … hosts")}
+					{input("window", "Counting one person's asks of the same call within … seconds (0: this run alone)")}
 					{input("count", "Approvers needed")}
 					{input("roles", "Of the roles (operator, admin)")}
 					<button type="submit">Add policy</button>

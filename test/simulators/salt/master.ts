@@ -251,6 +251,9 @@ export class Master {
 
 	// ---------------------------------------------------------------- timers
 
+	/** `<jid>/<minion>` of state runs whose data-cache refresh has not been fired yet. */
+	private readonly refreshesDue = new Set<string>();
+
 	private setTimer(fn: () => void, ms: number): NodeJS.Timeout {
 		const t = setTimeout(() => {
 			this.timers.delete(t);
@@ -740,7 +743,12 @@ export class Master {
 			if (m.neverReturns) continue;
 			const latency = load.fun === "saltutil.find_job" ? m.latencyMs : (m.delayMs ?? m.latencyMs);
 			// A state run compiles the minion's pillar first: the master refreshes its data cache.
-			if (/^state\.(apply|sls|sls_id|highstate|single|top)$/.test(load.fun)) this.setTimer(() => this.events.fire(`minion/refresh/${id}`, { "Minion data cache refresh": id }), Math.floor(latency / 2));
+			// Always ahead of the return, as on a real master (a timer alone could fire after it under load).
+			if (/^state\.(apply|sls|sls_id|highstate|single|top)$/.test(load.fun)) {
+				const key = `${jid}/${id}`;
+				this.refreshesDue.add(key);
+				this.setTimer(() => this.fireRefresh(key, id), Math.floor(latency / 2));
+			}
 			job.pending.add(id);
 			deliveries.push({ id, dueMs: nowMs + latency, result });
 		}
@@ -773,6 +781,11 @@ export class Master {
 		for (const { job, item } of held) this.deliver(job, item);
 	}
 
+	/** The master's data-cache refresh a state run causes, once (refreshesDue: not fired yet). */
+	private fireRefresh(key: string, id: string): void {
+		if (this.refreshesDue.delete(key)) this.events.fire(`minion/refresh/${id}`, { "Minion data cache refresh": id });
+	}
+
 	private deliver(job: Job, item: Delivery): void {
 		if (!job.pending.has(item.id)) return;
 		// The master is down (or its minions have not reconnected): the minion keeps its return and sends it later.
@@ -780,6 +793,7 @@ export class Master {
 			this.held.push({ job, item });
 			return;
 		}
+		this.fireRefresh(`${job.jid}/${item.id}`, item.id);
 		job.pending.delete(item.id);
 		const m = this.fleet.get(item.id);
 		// A minion that went down (or lost its key) before answering never returns.
