@@ -96,6 +96,15 @@ describe("rollouts", () => {
 		expect((await jobsOf(res.body._id)).length).toBe(1);
 	});
 
+	it("fails safe by default: a rollout given no failure_budget has a budget of 0, and its first failure pauses it", async () => {
+		sim.setNeverReturns(hosts[0], true);
+		const res = await create({ name: "default budget", target: `L@${hosts.join(",")}`, fun: "test.ping", canary: 1, batch: 8 });
+		expect(res.status).toBe(201);
+		expect((await rollout(res.body._id)).failure_budget).toBe(0);
+		expect(await until(res.body._id, "paused")).toMatchObject({ timed_out: 1, current: 1 });
+		expect((await request("PATCH", url(`rollouts/${res.body._id}/abort`))).status).toBe(200);
+	});
+
 	it("pauses and resumes on request: the batch in flight ends, no other starts until resumed", async () => {
 		sim.setMinionDelay(hosts[0], 600);
 		try {
