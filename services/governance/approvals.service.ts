@@ -23,6 +23,7 @@ import type { RunBody } from "../../lib/http/bodies";
 import { readDryRun, type DryRunReturn } from "../../lib/fleet/state-results";
 import type { Doc } from "../../lib/storage/store";
 import { ORIGINS, type MatchedPolicy, type Origin } from "./scope";
+import type { Caller } from "../../lib/http/auth";
 
 /** The Salt call a request holds, exactly as it will run. */
 export type HeldCall = RunBody;
@@ -203,7 +204,7 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 		 */
 		decide: {
 			params: { id: "string", decision: "string", body: { type: "any", optional: true }, query: { type: "any", optional: true } },
-			async handler(this: ApprovalsThis, ctx: Context<{ id: string; decision: string; body?: unknown }, RestContext["meta"] & { user?: { id: string; name: string; role: string; subject?: string; principal?: string } }>) {
+			async handler(this: ApprovalsThis, ctx: Context<{ id: string; decision: string; body?: unknown }, RestContext["meta"] & { user?: Caller }>) {
 				const decision = DECISIONS[ctx.params.decision];
 				if (!decision) throw validationFailed({ decision: `unallowed value '${ctx.params.decision.slice(0, 50)}' (approve or reject)` });
 				const body = (ctx.params.body ?? {}) as Record<string, unknown>;
@@ -217,7 +218,7 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 				const doc = await this.visibleItem(ctx.params.id);
 				if (doc.status !== "pending") throw new EveError(409, `the request is ${doc.status}: it can no longer be ${decision}`);
 				// Principals, not tokens: a token minted from the requester's (or a voter's) is the same one.
-				const identity = user.principal ?? user.subject ?? user.id;
+				const identity = user.principal;
 				if (identity === doc.requester.identity || user.id === doc.requester.token) throw new EveError(403, "the requester of a run cannot approve or reject it: another approver must");
 				if ((doc.votes as Doc[]).some(v => v.identity === identity)) throw new EveError(409, `${user.name} has already voted on this request`);
 				const counts = (doc.policies as MatchedPolicy[]).filter(p => p.roles.includes(user.role));
