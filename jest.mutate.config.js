@@ -10,4 +10,8 @@ const { UNIT_SPECS } = require("./stryker.config.mjs");
 module.exports = {
 	...base,
 	testMatch: UNIT_SPECS.map(spec => `<rootDir>/${spec}`),
+	// Stryker wraps the test environment and loads it with a plain require(), which neither expands <rootDir> nor
+	// compiles TypeScript: the leak-checking environment (test/support/leak-environment.ts) cannot load there, and
+	// a leaked timer is not what a mutant is judged on. Node's own environment instead.
+	testEnvironment: "node",
 };
