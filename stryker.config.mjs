@@ -20,6 +20,7 @@ export const MODULES = [
 	"services/tasks/task-claims.ts", // the scheduler's claims and lease takeovers (exactly once)
 	"lib/eve/paging.ts", // page arithmetic, _meta and _links
 	"services/cm-gateway/run-door.ts", // the audit-first, authorized-where-it-starts run path
+	"services/conformity/fix-plan.ts", // conformity fixes: what is applied, every run authorized before the first
 ];
 
 export const UNIT_SPECS = [
@@ -32,6 +33,7 @@ export const UNIT_SPECS = [
 	"test/tasks/task-claims.spec.ts",
 	"test/eve/paging.spec.ts",
 	"test/cm-gateway/run-door.spec.ts",
+	"test/conformity/fix-plan.spec.ts", // services/conformity/fix-plan.ts
 ];
 
 /** The score every module must reach (percentage of mutants killed or timed out). */
