@@ -211,12 +211,14 @@ describe("conformity", () => {
 		const ntp = "ntp_conf:\n  file.managed:\n    - name: /etc/ntp.conf\n";
 		const motd = "motd:\n  file.managed:\n    - name: /etc/motd\n";
 		const total = async (where: Record<string, unknown>) => (await request("GET", withQuery(url("rollouts"), { where, max_results: 1 }))).body._meta.total as number;
-		const refused = async (path: string, body?: unknown) => expectEveError(await as("fixer", "POST", path, body), 403)._error.message as string;
+		const refused = async (who: string, path: string, body?: unknown) => expectEveError(await as(who, "POST", path, body), 403)._error.message as string;
 
 		beforeAll(async () => {
 			[A, B, C, D] = hosts;
 			const group = (await request("POST", url("groups"), { body: { name: "fixers", hosts: [A, B, C] } })).body._id;
 			await newToken("fixer", "operator", { groups: [group], calls: { "state.sls_id": { mods: ["common", "motd"] } } });
+			// May apply states, not check them: a fix it cannot check again is not one it may make.
+			await newToken("applier", "operator", { functions: ["state.sls_id"] });
 			sim.setFile("ntp.sls", ntp);
 			sim.setFile("motd.sls", motd);
 			sim.setFile("top.sls", "base:\n  '*':\n    - common\n    - motd\n    - ntp\n");
@@ -239,11 +241,14 @@ describe("conformity", () => {
 			sim.resetExecutions();
 
 			// Every host inside, one of the states (ntp, on C) not: the states inside it are not applied either.
-			expect(await refused("conformity/fix", { target: `L@${A},${B},${C}` })).toMatch(/^the run is refused: sls ntp not allowed by .*mods/);
-			expect(await refused(`hosts/${C}/conformity/fix`)).toMatch(/^the run is refused: sls ntp not allowed by .*mods/);
+			expect(await refused("fixer", "conformity/fix", { target: `L@${A},${B},${C}` })).toMatch(/^the run is refused: sls ntp not allowed by .*mods/);
+			expect(await refused("fixer", `hosts/${C}/conformity/fix`)).toMatch(/^the run is refused: sls ntp not allowed by .*mods/);
 			// Every state inside, one of the hosts (D) not.
-			expect(await refused("conformity/fix", { target: `L@${A},${B},${D}` })).toMatch(new RegExp(`^the run is refused: targets outside the token's scope: ${D}$`));
-			expect(await refused(`hosts/${D}/conformity/fix`)).toMatch(/targets outside the token's scope/);
+			expect(await refused("fixer", "conformity/fix", { target: `L@${A},${B},${D}` })).toBe(`the run is refused: targets outside the token's scope: ${D}`);
+			expect(await refused("fixer", `hosts/${D}/conformity/fix`)).toMatch(/targets outside the token's scope/);
+			// The check that follows a fix is part of it.
+			expect(await refused("applier", `hosts/${A}/conformity/fix`)).toMatch(/^the run is refused: function 'state\.apply' is outside the token's scope/);
+			expect(await refused("applier", "conformity/fix", { target: `L@${A},${B}` })).toMatch(/^the run is refused: function 'state\.apply' is outside the token's scope/);
 			// No rollout was made (neither a fix nor a re-check).
 			expect(await total({})).toBe(rollouts);
 
