@@ -107,6 +107,9 @@ describe("which jobs are checks of the declared state", () => {
 		expect(isHighstateTest("state.highstate", [true, TEST])).toBe(false);
 		expect(isHighstateTest("state.sls", ["common", TEST])).toBe(false);
 		expect(isHighstateTest("state.sls_id", ["base_packages", "common", TEST])).toBe(false);
+		// Functions with nothing positional: one state, or no state at all.
+		expect(isHighstateTest("state.single", [{ __kwarg__: true, fun: "pkg.installed", name: "vim", test: true }])).toBe(false);
+		expect(isHighstateTest("test.ping", [TEST])).toBe(false);
 	});
 
 	it("is a dry run of a state function whatever its mods (a scheduled check's batch), never another function's test=True", () => {
