@@ -20,6 +20,8 @@ export const MODULES = [
 	"services/tasks/task-claims.ts", // the scheduler's claims and lease takeovers (exactly once)
 	"lib/eve/paging.ts", // page arithmetic, _meta and _links
 	"services/cm-gateway/run-door.ts", // the audit-first, authorized-where-it-starts run path
+	"services/conformity/fix-plan.ts", // conformity fixes: what is applied, every run authorized before the first
+	"lib/fleet/conformity.ts", // a host's conformity judged from its test=True return; which jobs are checks; alerts
 ];
 
 export const UNIT_SPECS = [
@@ -32,6 +34,8 @@ export const UNIT_SPECS = [
 	"test/tasks/task-claims.spec.ts",
 	"test/eve/paging.spec.ts",
 	"test/cm-gateway/run-door.spec.ts",
+	"test/conformity/fix-plan.spec.ts", // services/conformity/fix-plan.ts
+	"test/fleet/conformity.spec.ts", // lib/fleet/conformity.ts (and lib/fleet/state-results.ts's reading)
 ];
 
 /** The score every module must reach (percentage of mutants killed or timed out). */

@@ -86,7 +86,9 @@ export function isHighstateTest(fun: string, args: unknown[]): boolean {
 	if (fun !== "state.apply" && fun !== "state.highstate") return false;
 	const call = effectiveCall(fun, args, undefined);
 	if (!kwargIsTrue(call, "test")) return false;
-	const mods = "mods" in call.kwargs ? call.kwargs.mods : fun === "state.apply" ? call.args[0] : undefined;
+	// state.apply's first positional argument is its mods; state.highstate's is `test`, which given as a keyword too
+	// makes Salt refuse the call ("got multiple values for argument 'test'"): either with one that names something is no check.
+	const mods = "mods" in call.kwargs ? call.kwargs.mods : call.args[0];
 	return mods === undefined || mods === null || mods === "" || (Array.isArray(mods) && mods.length === 0);
 }
 

@@ -11,7 +11,8 @@
  * the host record shows the summary (`hosts.setConformity`), so hosts filter by `conformity.state`.
  *
  * Remediation: `POST /api/hosts/{id}/conformity/fix` applies only the drifted states (`state.sls_id`), then checks
- * again; `POST /api/conformity/fix` does it on a target, as a rollout per drifted state, then one re-check. Each check judged adds a point to the fleet's series (`conformity_passes`: how many hosts are conformant,
+ * again; `POST /api/conformity/fix` does it on a target, as a rollout per drifted state, then one re-check. Every run of
+ * a fix is authorized for the caller before the first is made (./fix-plan.ts): refused whole or made whole. Each check judged adds a point to the fleet's series (`conformity_passes`: how many hosts are conformant,
  * drifted, failing after it; a few numbers per check). Reads: `GET /api/hosts/{id}/conformity` (the host's differing
  * states and timeline), `GET /api/conformity` (the fleet: hosts by state, the states that differ most often, the
  * series).
@@ -25,15 +26,16 @@ import { newObjectId } from "../../lib/eve/ids";
 import { formatHttpDate } from "../../lib/eve/dates";
 import { summarizeBursts, type AlertDraft } from "../../lib/fleet/alert-bursts";
 import { isHighstateTest, isStateTest, judge, transitionAlert, type ConformityState, type Suppression } from "../../lib/fleet/conformity";
-import { readStates, returnValue } from "../../lib/fleet/state-results";
+import { returnValue } from "../../lib/fleet/state-results";
 import type { Doc } from "../../lib/storage/store";
+import { appliedOrFailed, authorizeFix, hostFixCalls, isFixable, planTargetFix, targetFixCalls, type FixCall, type HostConformity, type StoredState } from "./fix-plan";
 
 type ConformityThis = Service &
 	StorageThis & {
 		checkedResolutionMs: number;
 		alertBurst: number;
 		judgeJob(jid: string): Promise<{ judged: number; changed: number }>;
-		fixOne(ctx: Context, host: string, doc: Doc | null): Promise<Record<string, unknown>>;
+		fixOne(ctx: Context<unknown, { user?: { id: string }; auditId?: string }>, host: string, doc: Doc | null): Promise<Record<string, unknown>>;
 		recheckFixes(rolloutIds: string[]): Promise<void>;
 		judgeFinished(jids: string[], attempt: number): Promise<void>;
 	};
@@ -119,8 +121,9 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 		/**
 		 * POST /api/hosts/{id}/conformity/fix: applies only the states the host's last check found drifted, one
 		 * `state.sls_id <state id> <sls>` each, then checks the host again. Each is a run through the cm-gateway's
-		 * door, as the caller: authorized on the host and the call, audited. States that would fail, or that could not
-		 * be rendered, are not applied (they are answered as `skipped`).
+		 * door, as the caller: authorized on the host and the call, audited — every one of them (the check too) authorized
+		 * before the first runs, so a fix the token allows only in part is refused whole. States that would fail, or
+		 * that could not be rendered, are not applied (they are answered as `skipped`).
 		 */
 		fixHost: {
 			params: { id: "string", body: { type: "any", optional: true }, query: { type: "any", optional: true } },
@@ -135,8 +138,9 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 		 * POST /api/conformity/fix `{"target"}`: the drifted states of the hosts the target selects, fixed only where
 		 * they drifted. One host: as `fixHost`. Several: one rollout per drifted state (`state.sls_id` with `queue=True`,
 		 * Salt running one state job per minion at a time) on exactly the hosts drifted on it, a canary then batches of
-		 * 10%, paused at the first failure, as the caller's token allows (every batch authorized again); once every one
-		 * of them ended, the hosts are checked again (a rollout of `test=True` judged like a check).
+		 * 10%, paused at the first failure, as the caller's token allows (all of them and the re-check authorized before
+		 * any is made, every batch again as it starts); once every one of them ended, the hosts are checked again (a
+		 * rollout of `test=True` judged like a check).
 		 */
 		fixTarget: {
 			params: { body: { type: "any", optional: true }, query: { type: "any", optional: true } },
@@ -145,27 +149,21 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 				if (!body || typeof body !== "object" || typeof body.target !== "string" || !body.target.length || body.target.length > 10_000) throw validationFailed({ target: "a compound target (a string of 1 to 10,000 characters) is required" });
 				const { hosts } = await ctx.call<{ hosts: string[] }, { target: string; field: string }>("hosts.resolveTarget", { target: body.target, field: "target" });
 				const docs = await this.store.find({ _id: { $in: hosts } }, { only: ["state", "states"] });
-				const groups = new Map<string, { state_id: string; sls: string; hosts: string[] }>();
-				for (const d of docs) {
-					for (const st of (d.states ?? []) as Array<{ state_id: string; sls: string; result: boolean | null }>) {
-						if (st.result !== null || !st.sls) continue;
-						const key = `${st.sls}\0${st.state_id}`;
-						(groups.get(key) ?? groups.set(key, { state_id: st.state_id, sls: st.sls, hosts: [] }).get(key)!).hosts.push(String(d._id));
-					}
-				}
-				const drifted = [...new Set([...groups.values()].flatMap(g => g.hosts))].sort();
+				const plan = planTargetFix(docs as HostConformity[]);
+				const drifted = plan.hosts;
 				if (!drifted.length) throw new EveError(422, `none of the ${hosts.length} host(s) the target selects has a drifted state to fix`);
 				if (drifted.length === 1) return { target: body.target, ...(await this.fixOne(ctx, drifted[0], docs.find(d => d._id === drifted[0]) ?? null)) };
 				const owner = ctx.meta.user?.id;
 				if (!owner) throw new EveError(403, "the fix is refused: no token authorizes it");
-				// Everything authorized before anything is made: a fix is refused whole, saying why.
-				for (const g of groups.values()) await ctx.call("tokens.authorizeRun", { token: owner, client: "local_async", fun: "state.sls_id", arg: [g.state_id, g.sls], kwarg: { queue: true }, targets: g.hosts });
+				// Everything authorized before anything is made, the re-check included: a fix is refused whole, saying why.
+				const calls = targetFixCalls(plan);
+				await authorizeFix(calls, call => ctx.call("tokens.authorizeRun", { token: owner, ...call }));
 				const fix = newObjectId();
 				const fixes = [];
-				let k = 0;
-				for (const g of [...groups.values()].sort((a, b) => a.sls.localeCompare(b.sls) || a.state_id.localeCompare(b.state_id))) {
-					const rollout = derivedId(`${fix}:${k++}`);
-					await ctx.call("rollouts.startFix", { id: rollout, fix, name: `fix ${g.sls}/${g.state_id}`, hosts: g.hosts.sort(), fun: "state.sls_id", arg: [g.state_id, g.sls], kwarg: { queue: true }, owner });
+				for (const [i, g] of plan.groups.entries()) {
+					const rollout = derivedId(`${fix}:${i}`);
+					const { fun, arg, kwarg } = calls[i];
+					await ctx.call("rollouts.startFix", { id: rollout, fix, name: `fix ${g.sls}/${g.state_id}`, hosts: g.hosts, fun, arg, kwarg, owner });
 					fixes.push({ state_id: g.state_id, sls: g.sls, hosts: g.hosts.length, rollout });
 				}
 				await this.stores.conformity_fixes.insertMany([{ _id: fix, owner, hosts: drifted, rollouts: fixes.map(f => f.rollout), recheck: null, at: new Date() }]);
@@ -227,26 +225,40 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 		},
 
 		/** One host's drifted states applied one `state.sls_id` each (as the caller, audited each), then a check. */
-		async fixOne(this: ConformityThis, ctx: Context, host: string, doc: Doc | null) {
-			const states: Array<{ state_id: string; sls: string; result: boolean | null }> = doc?.states ?? [];
-			const drifted = states.filter(s => s.result === null && s.sls);
+		async fixOne(this: ConformityThis, ctx: Context<unknown, { user?: { id: string }; auditId?: string }>, host: string, doc: Doc | null) {
+			const states: StoredState[] = doc?.states ?? [];
+			const drifted = states.filter(isFixable);
 			if (!drifted.length) throw new EveError(422, `host '${host}' has no drifted state to fix (its last check found it ${doc?.state ?? "never checked"})`);
+			const owner = ctx.meta.user?.id;
+			if (!owner) throw new EveError(403, "the fix is refused: no token authorizes it");
+			// The drifted states one run each, then the check: every run authorized before the first (a fix is refused
+			// whole, saying why, never applied in part).
+			const calls = hostFixCalls(host, drifted);
+			await authorizeFix(calls, call => ctx.call("tokens.authorizeRun", { token: owner, ...call }));
+			/**
+			 * Each run gets an audit record of its own (the request's record is the gateway's). A callee's meta is merged
+			 * back into the caller's: the request's record id is put back after each, or the gateway could not write it.
+			 */
+			const run = async (call: FixCall) => {
+				const requestAudit = ctx.meta.auditId;
+				try {
+					return await ctx.call<{ task_id: string | null; status: string; approval?: { _id: string }; return: { return: Array<Record<string, unknown>> } }, Record<string, unknown>>("cm-gateway.runOnHost", { id: host, body: { cm_client: call.client, fun: call.fun, ...(call.arg ? { arg: call.arg } : {}), ...(Object.keys(call.kwarg).length ? { kwarg: call.kwarg } : {}) } }, { meta: { auditId: "" } });
+				} finally {
+					ctx.meta.auditId = requestAudit;
+				}
+			};
 			const fixed = [];
-			// Each run gets an audit record of its own (the request's record is the gateway's).
-			const opts = { meta: { auditId: "" } };
-			for (const s of drifted) {
-				const res = await ctx.call<{ task_id: string | null; status: string; approval?: { _id: string }; return: { return: Array<Record<string, unknown>> } }, Record<string, unknown>>("cm-gateway.runOnHost", { id: host, body: { cm_client: "local", fun: "state.sls_id", arg: [s.state_id, s.sls] } }, opts);
+			for (const [i, s] of drifted.entries()) {
+				const res = await run(calls[i]);
 				if (res.status === "pending_approval" && res.approval) {
 					// An approval policy holds it (docs/security.md): nothing ran; it runs once approved.
 					fixed.push({ state_id: s.state_id, sls: s.sls, jid: null, result: "awaiting_approval", approval: res.approval._id });
 					continue;
 				}
-				const reading = readStates(res.return?.return?.[0]?.[host]);
-				const result = "states" in reading ? (reading.states.every(r => r.result === true) ? "applied" : "failed") : "failed";
-				fixed.push({ state_id: s.state_id, sls: s.sls, jid: res.task_id, result });
+				fixed.push({ state_id: s.state_id, sls: s.sls, jid: res.task_id, result: appliedOrFailed(res.return?.return?.[0]?.[host]) });
 			}
-			const check = await ctx.call<{ task_id: string | null }, Record<string, unknown>>("cm-gateway.runOnHost", { id: host, body: { cm_client: "local_async", fun: "state.apply", kwarg: { test: true } } }, opts);
-			return { host, fixed, skipped: states.filter(s => !drifted.includes(s)).map(s => ({ state_id: s.state_id, sls: s.sls, result: s.result })), check: check.task_id };
+			const checked = await run(calls[drifted.length]);
+			return { host, fixed, skipped: states.filter(s => !drifted.includes(s)).map(s => ({ state_id: s.state_id, sls: s.sls, result: s.result })), check: checked.task_id };
 		},
 
 		/** Fixes whose rollouts all ended: their hosts checked again, once (a rollout of test=True under a derived id). */

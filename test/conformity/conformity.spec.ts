@@ -8,6 +8,7 @@
 import { SaltApiSimulator } from "../simulators/salt-api";
 import { startEmbedded, type Harness } from "../support/harness";
 import { request, eventually, expectEveError, withQuery } from "../support/http";
+import { callers } from "../support/callers";
 
 const TOP = "base:\n  '*':\n    - common\n";
 const TAG = "pkg_|-base_packages_|-base_packages_|-installed";
@@ -28,6 +29,7 @@ describe("conformity", () => {
 		await eventually(async () => ((await request("GET", url("conformity"))).body.series.some((p: { jid: string }) => p.jid === jid) ? true : undefined), 5000, "the check judged");
 		return jid;
 	};
+	const { as, newToken } = callers(() => h.api);
 	const alerts = async (type: string, host: string) => (await request("GET", withQuery(url("alerts"), { where: { type, "payload.hostname": host } }))).body._items as Array<{ payload: Record<string, unknown> }>;
 
 	beforeAll(async () => {
@@ -141,6 +143,11 @@ describe("conformity", () => {
 		const res = await request("POST", url(`hosts/${D}/conformity/fix`));
 		expect(res.status).toBe(200);
 		expect(res.body).toMatchObject({ host: D, fixed: [{ state_id: "base_packages", sls: "common", result: "applied", jid: expect.stringMatching(/^\d{20}$/) }], skipped: [] });
+		// The request has an audit record of its own besides its runs' (issue 46, item 4: the runs' meta once took its id).
+		const records = async () => (await request("GET", withQuery(url("audit"), { where: { method: "POST", path: `/api/hosts/${D}/conformity/fix` } }))).body._items as Array<{ fun: string | null }>;
+		const own = await eventually(async () => (await records()).find(r => r.fun === null), 5000, "the request's audit record");
+		expect(own).toMatchObject({ status: 200, outcome: "ok", name: "bootstrap-admin" });
+		expect((await records()).map(r => String(r.fun)).sort()).toEqual(["null", "state.apply", "state.sls_id"]);
 		// What ran: the one state, then the check; nothing else.
 		expect(sim.executions().map(e => [e.fun, e.arg])).toEqual([
 			["state.sls_id", ["base_packages", "common"]],
@@ -196,6 +203,92 @@ describe("conformity", () => {
 			sim.setFile("common.sls", "base_packages:\n  pkg.installed:\n    - pkgs:\n      - vim\n      - curl\n");
 			sim.clearDrift();
 		}
+	});
+
+	describe("a scoped operator's fix", () => {
+		// The fixer's token: hosts A, B, C (a group), and `state.sls_id` of the sls common and motd only.
+		let A: string, B: string, C: string, D: string;
+		const ntp = "ntp_conf:\n  file.managed:\n    - name: /etc/ntp.conf\n";
+		const motd = "motd:\n  file.managed:\n    - name: /etc/motd\n";
+		const total = async (where: Record<string, unknown>) => (await request("GET", withQuery(url("rollouts"), { where, max_results: 1 }))).body._meta.total as number;
+		const refused = async (who: string, path: string, body?: unknown) => expectEveError(await as(who, "POST", path, body), 403)._error.message as string;
+
+		beforeAll(async () => {
+			[A, B, C, D] = hosts;
+			const group = (await request("POST", url("groups"), { body: { name: "fixers", hosts: [A, B, C] } })).body._id;
+			await newToken("fixer", "operator", { groups: [group], calls: { "state.sls_id": { mods: ["common", "motd"] } } });
+			// May apply states, not check them: a fix it cannot check again is not one it may make.
+			await newToken("applier", "operator", { functions: ["state.sls_id"] });
+			sim.setFile("ntp.sls", ntp);
+			sim.setFile("motd.sls", motd);
+			sim.setFile("top.sls", "base:\n  '*':\n    - common\n    - motd\n    - ntp\n");
+		});
+		afterAll(() => {
+			sim.setFile("top.sls", TOP);
+			sim.clearDrift();
+		});
+
+		it("is refused whole, saying why, when part of it is outside the token's scope: nothing runs, no rollout, no re-check; inside, it all runs", async () => {
+			sim.setDrift(A, "common", "base_packages", { vim: { new: "9.3" } });
+			sim.setDrift(A, "motd", "motd", { diff: "+welcome" });
+			sim.setDrift(B, "common", "base_packages", { vim: { new: "9.3" } });
+			sim.setDrift(C, "common", "base_packages", { vim: { new: "9.3" } });
+			sim.setDrift(C, "ntp", "ntp_conf", { diff: "+server ntp.example" });
+			sim.setDrift(D, "motd", "motd", { diff: "+welcome" });
+			await check([A, B, C, D]);
+			expect((await Promise.all([A, B, C, D].map(view))).map(v => v.states.map((s: { sls: string; state_id: string }) => `${s.sls}/${s.state_id}`))).toEqual([["common/base_packages", "motd/motd"], ["common/base_packages"], ["common/base_packages", "ntp/ntp_conf"], ["motd/motd"]]);
+			const rollouts = await total({});
+			sim.resetExecutions();
+
+			// Every host inside, one of the states (ntp, on C) not: the states inside it are not applied either.
+			expect(await refused("fixer", "conformity/fix", { target: `L@${A},${B},${C}` })).toMatch(/^the run is refused: sls ntp not allowed by .*mods/);
+			expect(await refused("fixer", `hosts/${C}/conformity/fix`)).toMatch(/^the run is refused: sls ntp not allowed by .*mods/);
+			// Every state inside, one of the hosts (D) not.
+			expect(await refused("fixer", "conformity/fix", { target: `L@${A},${B},${D}` })).toBe(`the run is refused: targets outside the token's scope: ${D}`);
+			expect(await refused("fixer", `hosts/${D}/conformity/fix`)).toMatch(/targets outside the token's scope/);
+			// The check that follows a fix is part of it.
+			expect(await refused("applier", `hosts/${A}/conformity/fix`)).toMatch(/^the run is refused: function 'state\.apply' is outside the token's scope/);
+			expect(await refused("applier", "conformity/fix", { target: `L@${A},${B}` })).toMatch(/^the run is refused: function 'state\.apply' is outside the token's scope/);
+			// No rollout was made (neither a fix nor a re-check).
+			expect(await total({})).toBe(rollouts);
+
+			// Inside the scope: two states on two hosts, a rollout each, then the re-check.
+			const res = await as("fixer", "POST", "conformity/fix", { target: `L@${A},${B}` });
+			expect(res.status).toBe(200);
+			expect(res.body).toMatchObject({ hosts: 2, fixes: [{ state_id: "base_packages", sls: "common", hosts: 2 }, { state_id: "motd", sls: "motd", hosts: 1 }] });
+			const recheck = await eventually(async () => (await request("GET", withQuery(url("rollouts"), { where: { check: res.body.fix, status: "finished" } }))).body._items[0], 15_000, "the re-check after the fix");
+			expect(recheck).toMatchObject({ fun: "state.apply", kwarg: { test: true }, total: 2 });
+			await eventually(async () => ((await view(A)).state === "conformant" && (await view(B)).state === "conformant" ? true : undefined), 5000, "A and B judged by the re-check");
+			// Everything the scoped fix asked for ran, once; the refused fixes ran nothing (their runs would be in the
+			// log before the ones of the fix that followed them), and made no rollout.
+			expect(sim.executions().map(e => `${e.id} ${e.fun} ${JSON.stringify(e.arg)}`).sort()).toEqual(
+				[
+					`${A} state.sls_id ["base_packages","common",{"__kwarg__":true,"queue":true}]`,
+					`${B} state.sls_id ["base_packages","common",{"__kwarg__":true,"queue":true}]`,
+					`${A} state.sls_id ["motd","motd",{"__kwarg__":true,"queue":true}]`,
+					`${A} state.apply [{"__kwarg__":true,"test":true}]`,
+					`${B} state.apply [{"__kwarg__":true,"test":true}]`,
+				].sort(),
+			);
+			expect(await total({})).toBe(rollouts + 3);
+			expect([(await view(C)).state, (await view(D)).state]).toEqual(["drifted", "drifted"]);
+		});
+
+		it("fixes a host inside its scope: every drifted state, then the check", async () => {
+			sim.setDrift(B, "common", "base_packages", { curl: { new: "8.1" } });
+			sim.setDrift(B, "motd", "motd", { diff: "+maintenance at 22:00" });
+			await check([B]);
+			sim.resetExecutions();
+			const res = await as("fixer", "POST", `hosts/${B}/conformity/fix`);
+			expect(res.status).toBe(200);
+			expect(res.body).toMatchObject({ host: B, fixed: [{ state_id: "base_packages", sls: "common", result: "applied" }, { state_id: "motd", sls: "motd", result: "applied" }], skipped: [] });
+			expect(sim.executions().map(e => [e.id, e.fun, e.arg])).toEqual([
+				[B, "state.sls_id", ["base_packages", "common"]],
+				[B, "state.sls_id", ["motd", "motd"]],
+				[B, "state.apply", [{ __kwarg__: true, test: true }]],
+			]);
+			await eventually(async () => ((await view(B)).state === "conformant" ? true : undefined), 5000, "the check after the fix");
+		});
 	});
 
 	describe("scheduled checks", () => {

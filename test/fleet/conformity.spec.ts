@@ -1,12 +1,13 @@
 /**
  * Reading state returns (lib/fleet/state-results.ts) and judging a host's conformity from its `test=True` return
  * (lib/fleet/conformity.ts), on returns shaped as Salt 3006 sends them (../shared/reference/salt-3006/state_fail.json
- * has the real one this test's failing return follows).
+ * has the real one this test's failing return follows); which jobs are checks of the declared state (docs/conformity.md),
+ * and which transitions are alerts.
  */
 import fs from "node:fs";
 import path from "node:path";
 import { readStates, returnValue } from "../../lib/fleet/state-results";
-import { judge } from "../../lib/fleet/conformity";
+import { isHighstateTest, isStateTest, judge, transitionAlert } from "../../lib/fleet/conformity";
 import { referenceDir } from "../support/reference";
 
 /** The real capture, where .ci/run finds the shared tree (SHARED_DIR); without it that test is reported skipped. */
@@ -53,8 +54,13 @@ describe("conformity of a host", () => {
 
 	it("is failing when its states cannot be rendered, unknown when it did not answer", () => {
 		const broken = judge(["Rendering SLS 'base:web' failed: mapping values are not allowed here"], true);
-		expect(broken).toMatchObject({ state: "failing", failing: 1, states: [{ state_id: "render", result: false, comment: "Rendering SLS 'base:web' failed: mapping values are not allowed here" }] });
-		expect(judge(undefined, false)).toMatchObject({ state: "unknown", states: [] });
+		expect(broken).toMatchObject({ state: "failing", drifted: 0, failing: 1, suppressed: 0 });
+		expect(broken.states).toEqual([{ state_id: "render", sls: "", fun: "", name: "", result: false, predicted_changes: {}, comment: "Rendering SLS 'base:web' failed: mapping values are not allowed here" }]);
+		// Another reason is another judgement (the host's record is written again).
+		expect(judge(["Rendering SLS 'base:web' failed: could not find template"], true).digest).not.toBe(broken.digest);
+		expect(judge(undefined, false)).toMatchObject({ state: "unknown", states: [], drifted: 0, failing: 0, suppressed: 0 });
+		// Silence says nothing of what the host returned.
+		expect(judge(state("curl", "common", null), false)).toMatchObject({ state: "unknown", states: [] });
 	});
 
 	it("leaves out the states a suppression rule names (both of its fields must match)", () => {
@@ -72,5 +78,73 @@ describe("conformity of a host", () => {
 		expect(reworded.digest).toBe(a.digest);
 		expect(judge(state("curl", "common", null, { curl: { new: "3" } }), true).digest).not.toBe(a.digest);
 		expect(judge(state("curl", "common", true), true).digest).not.toBe(a.digest);
+	});
+});
+
+describe("which jobs are checks of the declared state", () => {
+	const TEST = { __kwarg__: true, test: true };
+
+	it("is a check: state.apply without mods, or state.highstate, whose effective test is exactly true", () => {
+		expect(isHighstateTest("state.apply", [TEST])).toBe(true);
+		expect(isHighstateTest("state.highstate", [TEST])).toBe(true);
+		// test=True as Salt's `key=value` string (read as YAML), and empty mods.
+		expect(isHighstateTest("state.apply", ["test=True"])).toBe(true);
+		expect(isHighstateTest("state.apply", [{ __kwarg__: true, test: true, mods: "" }])).toBe(true);
+		expect(isHighstateTest("state.apply", [{ __kwarg__: true, test: true, mods: [] }])).toBe(true);
+		expect(isHighstateTest("state.apply", [{ __kwarg__: true, test: true, mods: null }])).toBe(true);
+	});
+
+	it("is no check: a real run, named sls, or another function", () => {
+		expect(isHighstateTest("state.apply", [])).toBe(false);
+		expect(isHighstateTest("state.apply", [{ __kwarg__: true, test: false }])).toBe(false);
+		// The kwarg dict is read after the `key=value` strings: a real run.
+		expect(isHighstateTest("state.apply", ["test=True", { __kwarg__: true, test: false }])).toBe(false);
+		expect(isHighstateTest("state.apply", ["common", TEST])).toBe(false);
+		expect(isHighstateTest("state.apply", [{ __kwarg__: true, test: true, mods: "common" }])).toBe(false);
+		expect(isHighstateTest("state.apply", [{ __kwarg__: true, test: true, mods: ["common"] }])).toBe(false);
+		// state.highstate's first positional argument is `test`: given with the keyword, Salt refuses the call (an
+		// error for an answer, not a host's states) rather than running a check.
+		expect(isHighstateTest("state.highstate", [true, TEST])).toBe(false);
+		expect(isHighstateTest("state.sls", ["common", TEST])).toBe(false);
+		expect(isHighstateTest("state.sls_id", ["base_packages", "common", TEST])).toBe(false);
+		// Functions with nothing positional: one state, or no state at all.
+		expect(isHighstateTest("state.single", [{ __kwarg__: true, fun: "pkg.installed", name: "vim", test: true }])).toBe(false);
+		expect(isHighstateTest("test.ping", [TEST])).toBe(false);
+	});
+
+	it("is a dry run of a state function whatever its mods (a scheduled check's batch), never another function's test=True", () => {
+		expect(isStateTest("state.apply", ["common", TEST])).toBe(true);
+		expect(isStateTest("state.sls", ["common", TEST])).toBe(true);
+		expect(isStateTest("state.highstate", [TEST])).toBe(true);
+		expect(isStateTest("state.apply", ["common"])).toBe(false);
+		expect(isStateTest("state.sls", ["common", { __kwarg__: true, test: "True" }])).toBe(false);
+		// state.sls_id is not a dry-run function, nor is cmd.run, nor a function fleet-ctl does not know.
+		expect(isStateTest("state.sls_id", ["base_packages", "common", TEST])).toBe(false);
+		expect(isStateTest("cmd.run", ["id", TEST])).toBe(false);
+		expect(isStateTest("custom.apply", [TEST])).toBe(false);
+	});
+});
+
+describe("which transitions are alerts", () => {
+	it("alerts on the way into drift or failure, and on the way back to conformant, nothing else", () => {
+		const cases: Array<[Parameters<typeof transitionAlert>[0], Parameters<typeof transitionAlert>[1], ReturnType<typeof transitionAlert>]> = [
+			[null, "drifted", "host.drifted"],
+			[null, "failing", "host.drifted"],
+			["conformant", "drifted", "host.drifted"],
+			["conformant", "failing", "host.drifted"],
+			["unknown", "failing", "host.drifted"],
+			["drifted", "conformant", "host.conformant"],
+			["failing", "conformant", "host.conformant"],
+			// Still bad, still good, or silence: no alert.
+			["drifted", "failing", null],
+			["failing", "drifted", null],
+			["drifted", "drifted", null],
+			[null, "conformant", null],
+			["unknown", "conformant", null],
+			["conformant", "conformant", null],
+			["drifted", "unknown", null],
+			[null, "unknown", null],
+		];
+		expect(cases.map(([from, to]) => [from, to, transitionAlert(from, to)])).toEqual(cases);
 	});
 });
