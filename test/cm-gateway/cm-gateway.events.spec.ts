@@ -271,7 +271,7 @@ for (const [store, mongoUri, canCheck] of STORES) (canCheck ? describe : describ
 			expect(rec).toBe(patch);
 		});
 
-		it("records a patch that cannot be rendered as failed, and nothing for a highstate or a clean run", async () => {
+		it("records a patch that cannot be rendered as failed, and nothing for a highstate, a clean run or a failing state outside the patches", async () => {
 			const [id] = sim.upMinions().slice(33, 34);
 			const missing = await request("POST", url(`hosts/${id}`), { body: { cm_client: "local", fun: "state.apply", kwarg: { mods: "patches.no-such-patch" } } });
 			const rec = (await get(`failed_patches/${missing.body.task_id}${id}`)).body;
@@ -283,6 +283,11 @@ for (const [store, mongoUri, canCheck] of STORES) (canCheck ? describe : describ
 			expect(clean.status).toBe(200);
 			const high = await request("POST", url(`hosts/${id}`), { body: { cm_client: "local", fun: "state.apply" } });
 			expect(high.status).toBe(200);
+			// States outside CM_PATCH_PREFIX ("patches/") are not patches, even when they fail (issue 46).
+			for (const body of [{ kwarg: { mods: "webserver" } }, { arg: ["patchesnot.fix1"] }, { kwarg: { mods: ["base", "web.nginx"] } }]) {
+				const other = await request("POST", url(`hosts/${id}`), { body: { cm_client: "local", fun: "state.apply", ...body } });
+				expect(JSON.stringify(other.body.return)).toContain("No matching sls found");
+			}
 			expect(await total("failed_patches")).toBe(before);
 		});
 	});
