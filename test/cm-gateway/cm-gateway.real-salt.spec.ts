@@ -29,6 +29,7 @@ const DOCUMENTED_GRANT = [
 			"cache.grains",
 			"fileserver.file_list",
 			{ "salt.cmd": { args: ["cp\\.get_file_str$", "salt://patches/"] } },
+			{ "config.get": { args: ["nodegroups$"] } },
 		],
 	},
 	{ "@wheel": ["key.list_all", "key.finger"] },
@@ -225,6 +226,23 @@ describe("issue 17: keys, returns, reconciliation and patches", () => {
 		c().sim.setUp("db-01");
 	});
 
+	it("reads the master's nodegroups under the documented grant, and nothing else of its configuration", async () => {
+		c().sim.setNodegroups({ web: "web-*", webprod: "N@web and G@env:prod" });
+		expect(await c().h.call("cm-gateway.sync")).toMatchObject({ _status: "OK" });
+		const listed = (await request("GET", api(c(), "nodegroups"))).body._items;
+		expect(listed.map((n: any) => [n.name, n.source, n.info.target])).toEqual([["web", "master", "web-*"], ["webprod", "master", "( web-* ) and G@env:prod"]]);
+		// The grant names the option: the master refuses the API user any other (salt-api's 401).
+		const { CM_API_URL, CM_API_USER, CM_API_PASSWORD, CM_API_EAUTH } = c().sim.cmApiEnv;
+		const ask = (key: string) =>
+			fetch(`${CM_API_URL}/run`, {
+				method: "POST",
+				headers: { "content-type": "application/json", accept: "application/json" },
+				body: JSON.stringify([{ client: "runner", fun: "config.get", arg: [key], username: CM_API_USER, password: CM_API_PASSWORD, eauth: CM_API_EAUTH }]),
+			});
+		expect((await ask("nodegroups")).status).toBe(200);
+		expect((await ask("external_auth")).status).toBe(401);
+	});
+
 	it("loads patches below a subfolder through the file server, under the documented eauth grant", async () => {
 		const text = "fix-motd:\n  file.managed:\n    - name: /etc/motd\n    - contents: patched\n";
 		c().sim.setPatch("fix-motd", text);
@@ -246,5 +264,11 @@ describe("issue 17: a grant without the file server read", () => {
 		const err = expectEveError(await request("POST", api(c(), "updates")), 502);
 		expect(err._error.message).toMatch(/runner salt\.cmd cp\.get_file_str.*docs\/salt\.md/);
 		expect((await request("GET", api(c(), "updates"))).body._meta.total).toBe(0);
+	});
+
+	it("reconciles without the master's nodegroups when the grant lacks config.get: none is invented, the sync succeeds", async () => {
+		expect(await c().h.call("cm-gateway.sync")).toMatchObject({ _status: "OK", hosts: 3 });
+		expect((await request("GET", api(c(), "nodegroups"))).body._meta.total).toBe(0);
+		expect(expectEveError(await request("POST", api(c(), "targets/preview"), { body: { target: "N@web" } }), 400)._error.message).toMatch(/no nodegroup is named 'web'/);
 	});
 });
