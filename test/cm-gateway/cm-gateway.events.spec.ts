@@ -204,6 +204,22 @@ for (const [store, mongoUri, canCheck] of STORES) (canCheck ? describe : describ
 		await alertWhen({ type: "vnc.connect", "payload.hostname": id, "payload.status": "disconnected" }, "the disconnect alert");
 	});
 
+	it("reads a host from the master again only when its key changed: a salt-call with its known key costs the master nothing", async () => {
+		const id = sim.upMinions()[4];
+		await hostWhen(id, x => x.fingerprint === sim.minion(id)!.fingerprint, "the host with its key");
+		const lowstates = () => sim.requests().filter(r => r.method === "POST" && r.path === "/").length;
+		// Each salt-call authenticates (salt/auth accept, the minion's own key) before its event.
+		const quiet = lowstates();
+		for (let i = 0; i < 5; i++) sim.vncConnect(id, `quiet-${i}`);
+		await alertWhen({ type: "vnc.connect", "payload.hostname": id, "payload.status": "quiet-4" }, "the fifth salt-call's event");
+		expect(lowstates() - quiet).toBe(0);
+		// Another key: the host is read again (key.finger and its grains) and the change recorded.
+		const fresh = sim.changeFingerprint(id);
+		sim.vncConnect(id, "after-new-key");
+		await alertWhen({ type: "vnc.connect", "payload.hostname": id, "payload.status": "after-new-key" }, "the event after the new key");
+		expect((await host(id)).fingerprint).toBe(fresh);
+	});
+
 	it("records local_async returns from the event stream, without reading /jobs, slow hosts included", async () => {
 		const [a, b, slow] = sim.upMinions().slice(20, 23);
 		sim.setMinionDelay(slow, 1500);
