@@ -181,7 +181,7 @@ export class Reconciliation {
 		}
 		const gone = [...known.values()].filter(h => !h._soft_deleted && !views.has(h._id)).map(h => h._id);
 		if (gone.length) add(await inventory.turn(() => inventory.applyMasterView(new Map(), gone, startedAt, known)));
-		for (const [id, at] of inventory.touched) if (at < startedAt) inventory.touched.delete(id);
+		for (const touched of [inventory.touched, inventory.presenceTouched]) for (const [id, at] of touched) if (at < startedAt) touched.delete(id);
 		return { _status: "OK", hosts: views.size, ...total };
 	}
 }

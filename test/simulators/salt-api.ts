@@ -82,7 +82,7 @@ export interface SaltApiSimulatorOptions {
 	presenceIntervalMs?: number;
 	/** After a master start, its first loop (`present: []`, no minion reconnected yet) comes this late (default 3000 ms). */
 	restartPresentDelayMs?: number;
-	/** While the master is down, salt-api answers client calls 500 after this long (default 5000 ms). */
+	/** While the master is down, salt-api answers `local` calls 500 after this long (default 5000 ms), `local_async` after three times as long; runner and wheel calls wait up to masterReqTimeoutMs. */
 	masterDownAnswerMs?: number;
 	/** While the master is down, /login, /token and GET /events wait this long for it (default 180000 ms: 3 × 60 s). */
 	masterReqTimeoutMs?: number;
