@@ -127,6 +127,8 @@ export interface TargetHost {
 /** Resolves an `F@` reference to the hostnames its group resolves to (null: no such group). */
 export interface TargetContext {
 	group(ref: string): Set<string> | null;
+	/** Why `N@name` cannot select hosts (no such nodegroup, or one fleet-ctl cannot evaluate), null when it can; absent: not checked. */
+	nodegroup?(name: string): string | null;
 }
 
 type Test = (h: TargetHost) => boolean;
@@ -333,9 +335,12 @@ function compileTerm(word: string, ctx: TargetContext, named: string[], flags: {
 		case "S":
 			flags.grains = true;
 			return subnetTest(pattern, word);
-		case "N":
+		case "N": {
+			const why = ctx.nodegroup?.(pattern) ?? null;
+			if (why !== null) throw new TargetError(`'${word}': ${why}`);
 			flags.nodegroups = true;
 			return h => (h.nodegroups ?? []).includes(pattern);
+		}
 		case "F": {
 			const members = ctx.group(pattern);
 			if (members === null) throw new TargetError(`'${word}': no group has the id or name '${pattern}'`);

@@ -39,6 +39,8 @@ export const FLEET_METRICS = {
 	"fleet.inventory.sync.failures.total": { type: "counter", description: "Inventory reconciliations that failed" },
 	/** cm-gateway: is salt-api's event stream open (1) or not (0). */
 	"fleet.salt.events.connected": { type: "gauge", description: "salt-api event stream open (1) or not (0)" },
+	/** cm-gateway: lowstate calls sent to salt-api, by client and (runner and wheel only) function: the master's work fleet-ctl causes. */
+	"fleet.salt.api.calls.total": { type: "counter", description: "Calls sent to salt-api, by client and runner or wheel function", labelNames: ["client", "fun"] },
 	/** cm-gateway: events a minion forged on the master's bus, ignored (docs/salt.md, "Forged events"). */
 	"fleet.salt.events.forged.total": { type: "counter", description: "Forged events ignored, by how they gave themselves away", labelNames: ["kind"] },
 	/** every process with an embedded store: records whose deferred field (a host's grain) is still to be read from its file. */

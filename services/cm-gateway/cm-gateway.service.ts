@@ -19,6 +19,7 @@
  */
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { loadConfig } from "../../lib/config";
+import { countMetric } from "../../lib/runtime/metrics";
 import { SaltClient } from "./salt-client";
 import { GatewayAlerts } from "./alerts";
 import { AllStatusPolls } from "./all-status";
@@ -210,6 +211,8 @@ export default function CmGatewayService(): ServiceSchema<ServiceSettingSchema, 
 				tlsVerify: config.cmApiTlsVerify,
 				caFile: config.cmApiCa || undefined,
 				onMasterUnanswering: () => inventory.presenceGuard.masterUnanswering(),
+				// Runner and wheel functions are fleet-ctl's own few; an execution function is the operator's, not a label.
+				onCall: (client, fun) => countMetric(this.broker, "fleet.salt.api.calls.total", { client, fun: client === "runner" || client === "wheel" ? fun : "" }),
 			});
 			const gw: GatewayContext = { broker: this.broker, logger: this.logger, config, salt, stopping: () => this.stopping };
 			const alerts = new GatewayAlerts(gw);

@@ -11,6 +11,7 @@ import { countMetric, setMetric } from "../../lib/runtime/metrics";
 import type { EventStream, SaltEvent } from "./salt-events";
 import { describeForgery, forgeryOf, RETURN_TAG, type Forgery } from "./forged-events";
 import { verdictOf } from "./job-tracker";
+import { pemFinger, type KnownHost } from "./salt-inventory";
 import type { GatewayAlerts } from "./alerts";
 import { isObject, strings, type Alert, type GatewayContext } from "./context";
 import type { Inventory } from "./inventory";
@@ -163,6 +164,8 @@ export class EventFollower {
 		const presence = new Map<string, boolean>();
 		let present: string[] | null = null;
 		const alerts: Alert[] = [];
+		/** Accepted authentications: the fingerprint of the key each minion presented. */
+		const authed = new Map<string, string>();
 		for (const { tag, data } of events) {
 			if (tag === "salt/presence/change") {
 				for (const id of strings(data.new)) presence.set(id, true);
@@ -175,6 +178,9 @@ export class EventFollower {
 				const id = tag.slice("salt/minion/".length, -"/start".length);
 				presence.set(id, true);
 				this.queueRefresh(id);
+			} else if (tag === "salt/auth" && typeof data.id === "string" && data.result === true && data.act === "accept" && typeof data.pub === "string") {
+				// Every salt-call authenticates: re-read the host only if this is not the key it is known by.
+				authed.set(data.id, pemFinger(data.pub));
 			} else if ((tag === "salt/key" || tag === "salt/auth") && typeof data.id === "string") {
 				this.queueRefresh(data.id);
 			} else if (tag === VNC_EVENT_TAG) {
@@ -185,6 +191,7 @@ export class EventFollower {
 			}
 		}
 		// Hosts first (a minion that just started may be new), then presence.
+		await this.refreshChangedKeys(authed);
 		await this.flushRefresh();
 		const upSet = new Set<string>(present ?? []);
 		for (const [id, isUp] of presence) isUp ? upSet.add(id) : upSet.delete(id);
@@ -205,6 +212,23 @@ export class EventFollower {
 		}
 		if (up.length || down.length || complete) await inventory.applyPresence(up, down, complete, alerts);
 		await raiser.raise(alerts);
+	}
+
+	/**
+	 * Queues a refresh of the minions that authenticated with a key other than the accepted one their host is known
+	 * by (or are not known as accepted hosts): an unchanged key costs the master no runner call (issue 46).
+	 */
+	private async refreshChangedKeys(authed: Map<string, string>): Promise<void> {
+		const ids = [...authed.keys()].filter(id => !this.refreshQueue.has(id));
+		if (!ids.length) return;
+		let unchanged = new Set<string>();
+		try {
+			const known = await this.gw.broker.call<KnownHost[], { ids: string[] }>("hosts.inventoryState", { ids });
+			unchanged = new Set(known.filter(h => h.key === "accepted" && !h._soft_deleted && !h.key_conflict && h.fingerprint === authed.get(h._id)).map(h => h._id));
+		} catch (err) {
+			this.gw.logger.warn(`Could not read ${ids.length} host(s) to compare their keys; reading them from the master:`, (err as Error).message);
+		}
+		for (const id of ids) if (!unchanged.has(id)) this.queueRefresh(id);
 	}
 
 	private async flushRefresh(): Promise<void> {

@@ -70,13 +70,16 @@ export function targetExpression(tgt: unknown, tgtType: unknown): string {
 }
 
 /** The key of a run waiting for salt-api's answer: its function and its hosts. */
+/** Jobs of one run's shape remembered while it waits (identical runs at once are few). */
+const ASKED_SEEN_MAX = 64;
 const runKey = (fun: string, hosts: string[]) => `${fun}\0${[...hosts].sort().join(",")}`;
 
 export class JobHistory {
 	/** jids started here, with when. */
 	private readonly own = new Map<string, number>();
 	/** Runs sent to salt-api whose answer has not come yet, by function and hosts (how many). */
-	private readonly unanswered = new Map<string, number>();
+	/** Runs waiting for salt-api, by function and hosts: how many, and the jobs of that shape the bus showed meanwhile. */
+	private readonly unanswered = new Map<string, { count: number; seen: string[] }>();
 	/** Jobs seen on the bus, waiting for their grace. */
 	private readonly waiting = new Map<string, NodeJS.Timeout>();
 
@@ -99,14 +102,26 @@ export class JobHistory {
 	/** While `send` waits for salt-api, a bus event of the same function on the same hosts is not taken for an external job. */
 	async asking<T>(fun: string, hosts: string[], send: () => Promise<T>): Promise<T> {
 		const key = runKey(fun, hosts);
-		this.unanswered.set(key, (this.unanswered.get(key) ?? 0) + 1);
+		const entry = this.unanswered.get(key) ?? { count: 0, seen: [] };
+		entry.count += 1;
+		this.unanswered.set(key, entry);
 		try {
 			return await send();
 		} finally {
-			const n = (this.unanswered.get(key) ?? 1) - 1;
-			if (n > 0) this.unanswered.set(key, n);
-			else this.unanswered.delete(key);
+			entry.count -= 1;
+			if (entry.count <= 0) this.unanswered.delete(key);
 		}
+	}
+
+	/**
+	 * Inside `asking`'s send, once salt-api answered without naming the job (a `local` run none of whose hosts
+	 * returned: salt answers `{host: false}` and no jid): the job of that shape the bus showed meanwhile, now ours.
+	 */
+	claimAsked(fun: string, hosts: string[]): string | null {
+		const jid = this.unanswered.get(runKey(fun, hosts))?.seen.find(j => !this.own.has(j));
+		if (!jid) return null;
+		this.started(jid);
+		return jid;
 	}
 
 	/** `salt/job/<jid>/new`: a job published by the master; recorded as external once its grace passed, unless it is ours. */
@@ -115,6 +130,8 @@ export class JobHistory {
 		if (!JID.test(jid) || this.own.has(jid) || this.waiting.has(jid) || this.gw.stopping()) return;
 		const fun = typeof data.fun === "string" ? data.fun : "";
 		if (!fun || this.gw.config.cmJobsHidden.includes(fun)) return;
+		const asked = this.unanswered.get(runKey(fun, Array.isArray(data.tgt) ? strings(data.tgt) : strings(data.minions)));
+		if (asked && asked.seen.length < ASKED_SEEN_MAX) asked.seen.push(jid);
 		if (this.waiting.size >= WAITING_MAX) {
 			this.gw.logger.warn(`Job history: ${WAITING_MAX} jobs seen on the bus are waiting already; job ${jid} (${fun}) is not recorded`);
 			return;

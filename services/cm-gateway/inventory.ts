@@ -32,8 +32,10 @@ export interface ViewCounts {
 export class Inventory {
 	/** Whether a presence reading is believed at once (presence-guard.ts). */
 	readonly presenceGuard: PresenceGuard;
-	/** When an event last changed a host: a write whose reads are older leaves it alone. */
+	/** When an event last rewrote a host from the master (key, fingerprint, grains): a write whose reads are older leaves it alone. */
 	readonly touched = new Map<string, number>();
+	/** When a presence reading last set a host's status: an older read leaves the status alone, and writes the rest. */
+	readonly presenceTouched = new Map<string, number>();
 	/**
 	 * When a return last proved a minion alive and the host was written up: its next returns within
 	 * ALIVE_MEMO_MS cost nothing (a job on 5,000 hosts, run again and again, is not 5,000 reads each time).
@@ -81,8 +83,8 @@ export class Inventory {
 	async applyPresence(up: string[], down: string[], complete: boolean, alerts: Alert[], changesOnly = false): Promise<void> {
 		const res = await this.gw.broker.call<{ wentUp: string[]; wentDown: string[] }, Record<string, unknown>>("hosts.setPresence", { up, down, complete, changesOnly });
 		const now = Date.now();
-		if (!changesOnly) for (const id of [...up, ...down]) this.touched.set(id, now);
-		else for (const id of res.wentUp) this.touched.set(id, now);
+		if (!changesOnly) for (const id of [...up, ...down]) this.presenceTouched.set(id, now);
+		else for (const id of res.wentUp) this.presenceTouched.set(id, now);
 		for (const id of down) this.aliveSeen.delete(id);
 		for (const id of res.wentDown) this.aliveSeen.delete(id);
 		alerts.push(...this.alerts.presenceAlerts([...res.wentDown.map(id => ({ id, to: "host.down" as const })), ...res.wentUp.map(id => ({ id, to: "host.up" as const }))]));
@@ -150,6 +152,9 @@ export class Inventory {
 	async applyMasterView(views: Map<string, MasterView>, gone: string[], readAt: number, knownHosts?: Map<string, KnownHost>): Promise<ViewCounts> {
 		const { broker, logger } = this.gw;
 		const fresher = (id: string) => (this.touched.get(id) ?? 0) >= readAt;
+		// A presence reading since the reads knows the status better, not the key or grains: a host it could not
+		// write because it did not exist yet is still created (a first reconciliation outlasts a presence loop).
+		const presenceFresher = (id: string) => (this.presenceTouched.get(id) ?? 0) >= readAt;
 		const ids = [...views.keys(), ...gone];
 		const known = knownHosts ?? new Map((ids.length ? await broker.call<KnownHost[], { ids: string[] }>("hosts.inventoryState", { ids }) : []).map(h => [h._id, h]));
 		const now = new Date();
@@ -160,7 +165,8 @@ export class Inventory {
 		for (const [id, view] of views) {
 			if (fresher(id)) continue;
 			const host = known.get(id);
-			const { doc, fingerprintChange, keyConflict } = hostUpdate(id, view, host, now);
+			const { status, ...rest } = view;
+			const { doc, fingerprintChange, keyConflict } = hostUpdate(id, presenceFresher(id) ? rest : view, host, now);
 			changes.push(doc);
 			if (fingerprintChange) alerts.push({ type: "fingerprint.changed", level: "warning", payload: { ...fingerprintChange } });
 			if (keyConflict) alerts.push({ type: "key.conflict", level: "warning", payload: { ...keyConflict } });

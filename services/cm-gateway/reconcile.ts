@@ -1,7 +1,7 @@
 /**
  * The full inventory reconciliation with the master (`POST /api/inventory/sync`, at start, after every
  * reconnection of the event stream, and every CM_SYNC_INTERVAL_MS as the safety net): keys, fingerprints,
- * presence (through the presence guard) and cached grains of every minion, a batch at a time; progress in the
+ * presence (through the presence guard), the master's nodegroups and cached grains of every minion, a batch at a time; progress in the
  * `inventory_sync` job. Owns its timer and the reconciliation under way (a second request joins it).
  */
 import { EveError } from "../../lib/eve/errors";
@@ -35,6 +35,8 @@ export class Reconciliation {
 	private running: Promise<SyncResult> | null = null;
 	/** Scheduled reconciliations that failed in a row (0 after a success). */
 	private failures = 0;
+	/** Why the master's nodegroups could not be read last time (logged once until it changes). */
+	private nodegroupsTrouble: string | null = null;
 
 	constructor(
 		private readonly gw: GatewayContext,
@@ -109,8 +111,29 @@ export class Reconciliation {
 	}
 
 	/**
+	 * The master's nodegroups (runner `config.get nodegroups`, docs/salt.md), handed to the nodegroups service. A
+	 * refusal (the eauth grant lacks it) or a failure leaves the ones read before and is logged once per reason:
+	 * the reconciliation goes on.
+	 */
+	private async masterNodegroups(): Promise<void> {
+		const { salt, logger, broker } = this.gw;
+		try {
+			const option = await salt.lowstate({ client: "runner", fun: "config.get", arg: ["nodegroups"] }, { safe: true });
+			// Not set on the master: config.get answers its default, "". A list of one-key dicts is Salt's other spelling.
+			const nodegroups = Array.isArray(option) ? Object.assign({}, ...option.filter(isObject)) : isObject(option) ? option : option === "" ? {} : null;
+			if (!nodegroups) throw new EveError(502, "salt-api sent a malformed answer to config.get nodegroups");
+			await broker.call("nodegroups.fromMaster", { nodegroups });
+			this.nodegroupsTrouble = null;
+		} catch (err) {
+			const why = (err as Error).message;
+			if (why !== this.nodegroupsTrouble) logger.warn(`Could not read the master's nodegroups (N@ keeps the ones read before; docs/salt.md): ${why}`);
+			this.nodegroupsTrouble = why;
+		}
+	}
+
+	/**
 	 * Three reads of the whole fleet that publish nothing to minions (key.list_all, key.finger "*", and
-	 * manage.present: who the master sees connected), then the cached grains (cache.grains) SYNC_BATCH
+	 * manage.present: who the master sees connected), the master's nodegroups, then the cached grains (cache.grains) SYNC_BATCH
 	 * minions at a time, each batch written as it is read, so that memory stays bounded by a batch, not the
 	 * fleet. A read that fails ends the sync: the batches already written stay (they hold what the master
 	 * said), and no host is soft-deleted unless every read succeeded. Presence goes through the presence
@@ -127,6 +150,8 @@ export class Reconciliation {
 		for (const dir of ["minions", "minions_pre", "minions_rejected", "minions_denied"]) {
 			if (keys[dir] !== undefined && !Array.isArray(keys[dir])) throw new EveError(502, "salt-api sent a malformed answer to key.list_all");
 		}
+
+		await this.masterNodegroups();
 
 		const up = new Set(strings(present));
 		const views = keyViews(keys, fingers, id => HOSTNAME.test(id));
@@ -156,7 +181,7 @@ export class Reconciliation {
 		}
 		const gone = [...known.values()].filter(h => !h._soft_deleted && !views.has(h._id)).map(h => h._id);
 		if (gone.length) add(await inventory.turn(() => inventory.applyMasterView(new Map(), gone, startedAt, known)));
-		for (const [id, at] of inventory.touched) if (at < startedAt) inventory.touched.delete(id);
+		for (const touched of [inventory.touched, inventory.presenceTouched]) for (const [id, at] of touched) if (at < startedAt) touched.delete(id);
 		return { _status: "OK", hosts: views.size, ...total };
 	}
 }

@@ -167,7 +167,7 @@ export class Returns {
 		const failed = [];
 		for (const r of records) {
 			if (r.state !== "finished") continue;
-			const patch = patchOf(r.action, r.args);
+			const patch = patchOf(r.action, r.args, config.cmPatchPrefix);
 			const steps = patch ? failedPatchSteps(r.raw, patch) : null;
 			if (patch && steps) failed.push({ jid: r.jid, action: r.action, host: r.host, state: r.state, patch, return: steps.map(step => capStep(step, config.cmReturnMaxBytes)) });
 		}

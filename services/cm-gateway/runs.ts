@@ -99,6 +99,16 @@ export function funArgs(body: RunBody): unknown[] {
 	return [...(body.arg ?? []), ...(body.kwarg && Object.keys(body.kwarg).length ? [{ __kwarg__: true, ...body.kwarg }] : [])];
 }
 
+/** Whether a `local` full_return answer names its job: a host's `jid`, or salt's "Minion did not return" text naming it. */
+function namesJid(answer: unknown): boolean {
+	if (!isObject(answer)) return true;
+	return Object.values(answer).some(v => {
+		if (isObject(v) && typeof v.jid === "string") return true;
+		const text = isObject(v) ? v.ret : v;
+		return typeof text === "string" && text.includes("jobs.lookup_jid");
+	});
+}
+
 export class Runs {
 	/** Task runs being started here, by run id. */
 	private readonly inFlight = new Map<string, Promise<RunAnswer>>();
@@ -331,7 +341,13 @@ export class Runs {
 
 		chunk.full_return = true;
 		const startedAt = new Date();
-		const ret = await this.history.asking(body.fun, targets, () => this.gw.salt.lowstate(chunk));
+		let busJid: string | null = null;
+		const ret = await this.history.asking(body.fun, targets, async () => {
+			const answer = await this.gw.salt.lowstate(chunk);
+			// No host returned: salt-api names no jid (local_full_return_down.json); the bus showed the job.
+			if (!namesJid(answer)) busJid = this.history.claimAsked(body.fun, targets);
+			return answer;
+		});
 		if (!isObject(ret)) throw new EveError(502, "salt-api sent a malformed answer to local");
 		const outputs: Record<string, unknown> = {};
 		const answered: Array<{ host: string; jid: string; raw: unknown; verdict: Verdict }> = [];
@@ -352,6 +368,7 @@ export class Runs {
 				if (named) jid ??= named[1];
 			}
 		}
+		jid ??= busJid;
 		if (jid) {
 			this.history.started(jid);
 			await this.returns.openJob(jid, body.fun, args, Object.keys(ret), { ...origin, started: startedAt });

@@ -67,6 +67,8 @@ export interface SaltClientOptions {
 	backoffMs?: number;
 	/** Told each time salt-api says the master is not answering (its 500 or 503). */
 	onMasterUnanswering?: () => void;
+	/** Told of each lowstate sent (before its answer): what costs the master work, for the call metrics. */
+	onCall?: (client: string, fun: string) => void;
 }
 
 export interface Lowstate {
@@ -196,6 +198,7 @@ export class SaltClient {
 	 */
 	async lowstate<T = unknown>(chunk: Lowstate, opts: { safe?: boolean; timeoutMs?: number } = {}): Promise<T> {
 		const safe = opts.safe === true && chunk.client !== "local" && chunk.client !== "local_async";
+		this.opts.onCall?.(chunk.client, chunk.fun);
 		const body = await this.authed("POST", "", [chunk], safe, opts.timeoutMs);
 		const ret = (body as { return?: unknown })?.return;
 		if (!Array.isArray(ret) || ret.length < 1) throw new SaltApiError(502, "malformed", "salt-api sent a response without a `return` list");

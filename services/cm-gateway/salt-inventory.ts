@@ -4,7 +4,21 @@
  * and the event-driven refresh of single hosts in the cm-gateway.
  */
 
+import { createHash } from "node:crypto";
+
 export type KeyState = "accepted" | "pending" | "rejected" | "denied";
+
+/**
+ * The fingerprint key.finger shows for a PEM public key, computed as Salt does (salt.utils.crypt.pem_finger with
+ * the master's default hash_type sha256: the lines between BEGIN and END, each with its newline, hashed; the hex
+ * digest in colon-separated pairs). Checked against a real master's salt/auth `pub` and key.finger
+ * (salt-3006/more-2026-11-29/events_key_conflict.txt, key_finger_conflict.json).
+ */
+export function pemFinger(pem: string): string {
+	const lines = pem.replace(/\r/g, "").replace(/\n+$/, "").split("\n").slice(1, -1);
+	const hex = createHash("sha256").update(lines.map(l => `${l}\n`).join("")).digest("hex");
+	return hex.match(/../g)!.join(":");
+}
 
 /** `key.list_all` / `key.finger` key directories and the host `key` each one means. */
 export const KEY_DIRS: Array<[string, KeyState]> = [

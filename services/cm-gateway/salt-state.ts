@@ -3,7 +3,8 @@
  *
  * A patch is applied with `state.apply` (or `state.sls`) naming it as `mods`: positional (`arg:
  * ["patches.fix1"]`) or keyword (`kwarg: {mods: "patches.fix1"}`, which salt shows as
- * `{"__kwarg__": true, "mods": ...}` in the job's arguments). A highstate (no `mods`) is not a patch.
+ * `{"__kwarg__": true, "mods": ...}` in the job's arguments). Only the mods under the patches directory
+ * (CM_PATCH_PREFIX, `patches/` → `patches.…`) are patches: a highstate, or `state.apply webserver`, is not.
  *
  * A run failed when a step has `result: false`, or when the states could not be rendered or compiled
  * (salt returns a list of error strings instead of the step dict). The failed_patches record keeps every
@@ -32,18 +33,21 @@ export interface PatchStep {
 
 const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
 
-function modsName(mods: unknown): string | null {
-	if (typeof mods === "string" && mods.trim()) return mods.trim();
-	if (Array.isArray(mods) && mods.length && mods.every(m => typeof m === "string")) return mods.join(",");
-	return null;
+/** The mods of a run that are patches (under `prefix`, a directory such as "patches/"; "" is every file), joined by ",". */
+function modsName(mods: unknown, prefix: string): string | null {
+	// Salt takes mods as a list or a comma-separated string, and sls names with "/" for ".".
+	const list = typeof mods === "string" ? mods.split(",") : Array.isArray(mods) && mods.every(m => typeof m === "string") ? (mods as string[]) : [];
+	const dotted = prefix.replace(/\//g, ".");
+	const patches = list.map(m => m.trim()).filter(m => m && `${m.replace(/\//g, ".")}.`.startsWith(dotted));
+	return patches.length ? patches.join(",") : null;
 }
 
-/** The patch a state run applies (its `mods`), or null for a highstate or another function. */
-export function patchOf(fun: string, args: unknown[]): string | null {
+/** The patch a state run applies (its `mods` under the patches directory `prefix`), or null for a highstate, another state or function. */
+export function patchOf(fun: string, args: unknown[], prefix: string): string | null {
 	if (!STATE_FUNS.has(fun)) return null;
-	for (const a of args) if (isObject(a) && a.__kwarg__ === true && "mods" in a) return modsName(a.mods);
+	for (const a of args) if (isObject(a) && a.__kwarg__ === true && "mods" in a) return modsName(a.mods, prefix);
 	const first = args[0];
-	return isObject(first) ? null : modsName(first);
+	return isObject(first) ? null : modsName(first, prefix);
 }
 
 /** `cmd` of a step, from its state tag and name (see the header). */

@@ -45,12 +45,19 @@ async function groupMembers(ctx: Context, expression: string): Promise<(ref: str
 	};
 }
 
+/** Why each `N@` name cannot select hosts: unknown to the nodegroups service, or a master's definition fleet-ctl cannot evaluate. */
+async function nodegroupCheck(ctx: Context, expression: string): Promise<((name: string) => string | null) | undefined> {
+	if (!expression.includes("N@")) return undefined;
+	const known = await ctx.call<Record<string, string | null>>("nodegroups.known");
+	return name => (Object.prototype.hasOwnProperty.call(known, name) ? known[name] : `no nodegroup is named '${name}' (the master's are read at each reconciliation; GET /api/nodegroups)`);
+}
+
 export const targetMethods = {
 	/** The live hosts `expression` selects (throws a 400 with the reason when it cannot be evaluated). */
 	async targetHosts(this: HostsThis, ctx: Context, expression: string): Promise<Resolution> {
 		let compiled;
 		try {
-			compiled = compileTarget(expression, { group: await groupMembers(ctx, expression) }, true);
+			compiled = compileTarget(expression, { group: await groupMembers(ctx, expression), nodegroup: await nodegroupCheck(ctx, expression) }, true);
 		} catch (err) {
 			if (err instanceof TargetError) throw badRequest(`target: ${err.message}`);
 			throw err;

@@ -23,10 +23,10 @@ import { RunArgs } from "../../mixins/run-args.mixin";
 
 export const ROLLOUT_STATUSES = ["running", "paused", "aborted", "finished"] as const;
 /** What PATCH /rollouts/{id}/{action} does, from which statuses. */
-const CONTROLS: Record<string, { from: string[]; to: string }> = {
-	pause: { from: ["running"], to: "paused" },
-	resume: { from: ["paused"], to: "running" },
-	abort: { from: ["running", "paused"], to: "aborted" },
+const CONTROLS: Record<string, { from: string[]; to: string; done: string }> = {
+	pause: { from: ["running"], to: "paused", done: "paused" },
+	resume: { from: ["paused"], to: "running", done: "resumed" },
+	abort: { from: ["running", "paused"], to: "aborted", done: "aborted" },
 };
 const share = { type: "string", pattern: SHARE } as const;
 
@@ -72,7 +72,7 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 				const rollout = await this.visibleItem(ctx.params.id);
 				const move = CONTROLS[ctx.params.action];
 				if (!move) throw validationFailed({ action: `unallowed value '${ctx.params.action.slice(0, 50)}' (one of: pause, resume, abort)` }, "Update failure: the document contains errors");
-				if (!move.from.includes(rollout.status)) throw validationFailed({ status: `a ${rollout.status} rollout cannot be ${ctx.params.action}d` }, "Update failure: the document contains errors");
+				if (!move.from.includes(rollout.status)) throw validationFailed({ status: `a ${rollout.status} rollout cannot be ${move.done}` }, "Update failure: the document contains errors");
 				// A scoped token moves only a rollout wholly inside its scope: its call on every host it was frozen with.
 				await authorizeScopedWork(ctx, ctx.params.action, "this rollout", { client: "local_async", fun: rollout.fun, arg: rollout.arg, kwarg: rollout.kwarg, hosts: await this.rolloutHosts(String(rollout._id)) });
 				const who = (ctx.meta as { user?: { name?: string } }).user?.name ?? "an operator";

@@ -204,6 +204,22 @@ for (const [store, mongoUri, canCheck] of STORES) (canCheck ? describe : describ
 		await alertWhen({ type: "vnc.connect", "payload.hostname": id, "payload.status": "disconnected" }, "the disconnect alert");
 	});
 
+	it("reads a host from the master again only when its key changed: a salt-call with its known key costs the master nothing", async () => {
+		const id = sim.upMinions()[4];
+		await hostWhen(id, x => x.fingerprint === sim.minion(id)!.fingerprint, "the host with its key");
+		const lowstates = () => sim.requests().filter(r => r.method === "POST" && r.path === "/").length;
+		// Each salt-call authenticates (salt/auth accept, the minion's own key) before its event.
+		const quiet = lowstates();
+		for (let i = 0; i < 5; i++) sim.vncConnect(id, `quiet-${i}`);
+		await alertWhen({ type: "vnc.connect", "payload.hostname": id, "payload.status": "quiet-4" }, "the fifth salt-call's event");
+		expect(lowstates() - quiet).toBe(0);
+		// Another key: the host is read again (key.finger and its grains) and the change recorded.
+		const fresh = sim.changeFingerprint(id);
+		sim.vncConnect(id, "after-new-key");
+		await alertWhen({ type: "vnc.connect", "payload.hostname": id, "payload.status": "after-new-key" }, "the event after the new key");
+		expect((await host(id)).fingerprint).toBe(fresh);
+	});
+
 	it("records local_async returns from the event stream, without reading /jobs, slow hosts included", async () => {
 		const [a, b, slow] = sim.upMinions().slice(20, 23);
 		sim.setMinionDelay(slow, 1500);
@@ -271,7 +287,7 @@ for (const [store, mongoUri, canCheck] of STORES) (canCheck ? describe : describ
 			expect(rec).toBe(patch);
 		});
 
-		it("records a patch that cannot be rendered as failed, and nothing for a highstate or a clean run", async () => {
+		it("records a patch that cannot be rendered as failed, and nothing for a highstate, a clean run or a failing state outside the patches", async () => {
 			const [id] = sim.upMinions().slice(33, 34);
 			const missing = await request("POST", url(`hosts/${id}`), { body: { cm_client: "local", fun: "state.apply", kwarg: { mods: "patches.no-such-patch" } } });
 			const rec = (await get(`failed_patches/${missing.body.task_id}${id}`)).body;
@@ -283,6 +299,11 @@ for (const [store, mongoUri, canCheck] of STORES) (canCheck ? describe : describ
 			expect(clean.status).toBe(200);
 			const high = await request("POST", url(`hosts/${id}`), { body: { cm_client: "local", fun: "state.apply" } });
 			expect(high.status).toBe(200);
+			// States outside CM_PATCH_PREFIX ("patches/") are not patches, even when they fail (issue 46).
+			for (const body of [{ kwarg: { mods: "webserver" } }, { arg: ["patchesnot.fix1"] }, { kwarg: { mods: ["base", "web.nginx"] } }]) {
+				const other = await request("POST", url(`hosts/${id}`), { body: { cm_client: "local", fun: "state.apply", ...body } });
+				expect(JSON.stringify(other.body.return)).toContain("No matching sls found");
+			}
 			expect(await total("failed_patches")).toBe(before);
 		});
 	});

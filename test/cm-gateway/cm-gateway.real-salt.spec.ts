@@ -16,6 +16,7 @@ import { startEmbedded, type Harness } from "../support/harness";
 import { request, expectEveError, eventually, withQuery } from "../support/http";
 
 const SOON = 10_000;
+const CM_API_TIMEOUT_MS = 5000;
 const FLEET = ["web-01", "web-02", "db-01"];
 
 /** The eauth grant docs/salt.md gives the API user, in the simulator's ACL form (Salt's external_auth list). */
@@ -29,6 +30,7 @@ const DOCUMENTED_GRANT = [
 			"cache.grains",
 			"fileserver.file_list",
 			{ "salt.cmd": { args: ["cp\\.get_file_str$", "salt://patches/"] } },
+			{ "config.get": { args: ["nodegroups$"] } },
 		],
 	},
 	{ "@wheel": ["key.list_all", "key.finger"] },
@@ -49,7 +51,7 @@ function withMaster(simOpts: Record<string, unknown>, env: Record<string, string
 			env: {
 				CTL_SECRET_KEY: "cm-real-salt-secret-key",
 				...ctx.sim.cmApiEnv,
-				CM_API_TIMEOUT_MS: "5000",
+				CM_API_TIMEOUT_MS: String(CM_API_TIMEOUT_MS),
 				CM_JOB_POLL_MS: "60000",
 				CM_SYNC_INTERVAL_MS: "3600000",
 				CM_ALERT_BURST: "50",
@@ -146,16 +148,31 @@ describe("issue 17: presence as a real master gives it", () => {
 		await eventually(async () => ((await host(c(), "db-01")).status === "up" ? true : undefined), SOON, "db-01 up again");
 	});
 
-	it("while the master is down salt-api's 500 is answered 503 'the Salt master is not answering'", async () => {
+	it("while the master is down a run is answered 503 'the Salt master is not answering', a held runner call 504 at CM_API_TIMEOUT_MS", async () => {
 		await c().sim.goDown("master-down");
 		try {
-			const err = expectEveError(await request("POST", api(c(), "hosts/web-01"), { body: { cm_client: "local_async", fun: "test.ping" } }), 503);
-			expect(err._error.message).toBe("the Salt master is not answering (salt-api answered 500: An unexpected error occurred)");
-			const load = expectEveError(await request("POST", api(c(), "updates")), 503);
-			expect(load._error.message).toMatch(/^the Salt master is not answering/);
+			for (const cm_client of ["local", "local_async"]) {
+				const err = expectEveError(await request("POST", api(c(), "hosts/web-01"), { body: { cm_client, fun: "test.ping" } }), 503);
+				expect(err._error.message).toBe("the Salt master is not answering (salt-api answered 500: An unexpected error occurred)");
+			}
+			// salt-api holds runner calls until the master is back (master_down_timings.md): fleet-ctl's own timeout answers.
+			const started = Date.now();
+			const load = expectEveError(await request("POST", api(c(), "updates")), 504);
+			expect(Date.now() - started).toBeGreaterThanOrEqual(CM_API_TIMEOUT_MS - 100);
+			expect(load._error.message).toMatch(/salt-api/);
 		} finally {
 			await c().sim.comeBack();
 		}
+	});
+});
+
+describe("a first reconciliation slower than the master's presence loop", () => {
+	// Every salt-api call takes 150-250 ms: the reconciliation's reads outlast several presence readings (100 ms).
+	const c = withMaster({ presenceIntervalMs: 100, latencyMs: [150, 250] });
+
+	it("still creates every host (a presence reading knows the status better, not whether the host exists)", async () => {
+		// withMaster waited for the fleet in the inventory; the status is the presence readings'.
+		expect((await hostsOf(c())).map(x => [x._id, x.key, x.status])).toEqual(FLEET.slice().sort().map(id => [id, "accepted", "up"]));
 	});
 });
 
@@ -225,6 +242,23 @@ describe("issue 17: keys, returns, reconciliation and patches", () => {
 		c().sim.setUp("db-01");
 	});
 
+	it("reads the master's nodegroups under the documented grant, and nothing else of its configuration", async () => {
+		c().sim.setNodegroups({ web: "web-*", webprod: "N@web and G@env:prod" });
+		expect(await c().h.call("cm-gateway.sync")).toMatchObject({ _status: "OK" });
+		const listed = (await request("GET", api(c(), "nodegroups"))).body._items;
+		expect(listed.map((n: any) => [n.name, n.source, n.info.target])).toEqual([["web", "master", "web-*"], ["webprod", "master", "( web-* ) and G@env:prod"]]);
+		// The grant names the option: the master refuses the API user any other (salt-api's 401).
+		const { CM_API_URL, CM_API_USER, CM_API_PASSWORD, CM_API_EAUTH } = c().sim.cmApiEnv;
+		const ask = (key: string) =>
+			fetch(`${CM_API_URL}/run`, {
+				method: "POST",
+				headers: { "content-type": "application/json", accept: "application/json" },
+				body: JSON.stringify([{ client: "runner", fun: "config.get", arg: [key], username: CM_API_USER, password: CM_API_PASSWORD, eauth: CM_API_EAUTH }]),
+			});
+		expect((await ask("nodegroups")).status).toBe(200);
+		expect((await ask("external_auth")).status).toBe(401);
+	});
+
 	it("loads patches below a subfolder through the file server, under the documented eauth grant", async () => {
 		const text = "fix-motd:\n  file.managed:\n    - name: /etc/motd\n    - contents: patched\n";
 		c().sim.setPatch("fix-motd", text);
@@ -246,5 +280,11 @@ describe("issue 17: a grant without the file server read", () => {
 		const err = expectEveError(await request("POST", api(c(), "updates")), 502);
 		expect(err._error.message).toMatch(/runner salt\.cmd cp\.get_file_str.*docs\/salt\.md/);
 		expect((await request("GET", api(c(), "updates"))).body._meta.total).toBe(0);
+	});
+
+	it("reconciles without the master's nodegroups when the grant lacks config.get: none is invented, the sync succeeds", async () => {
+		expect(await c().h.call("cm-gateway.sync")).toMatchObject({ _status: "OK", hosts: 3 });
+		expect((await request("GET", api(c(), "nodegroups"))).body._meta.total).toBe(0);
+		expect(expectEveError(await request("POST", api(c(), "targets/preview"), { body: { target: "N@web" } }), 400)._error.message).toMatch(/no nodegroup is named 'web'/);
 	});
 });

@@ -107,6 +107,24 @@ describe("job history: /api/salt_jobs", () => {
 		}
 	});
 
+	it("keeps the jid of a `local` run none of whose hosts returned (salt-api's answer names none): ours, not external", async () => {
+		sim.setNeverReturns(C, true);
+		const res = await request("POST", url(`hosts/${C}`), { body: { cm_client: "local", fun: "test.ping" } });
+		expect(res.status).toBe(200);
+		expect(res.body).toMatchObject({ status: "finished", return: { return: [{ [C]: false }] } });
+		expect(res.body.task_id).toMatch(JID);
+		const job = await finished(res.body.task_id);
+		expect(job).toMatchObject({ fun: "test.ping", target: C, minions: [C], expected: 1, returned: 0, timed_out: 1, origin: "api", user: "bootstrap-admin" });
+		expect((await get(`actions/${res.body.task_id}${C}`)).body).toMatchObject({ jid: res.body.task_id, host: C, state: "timeout" });
+		// A job started on the master afterwards is recorded as external: by then the run's job would have been too.
+		sim.setNeverReturns(C, false);
+		const later = sim.cliJob([C], "test.echo", ["after"], { tgtType: "list", user: "ops" });
+		await finished(later!.jid);
+		expect((await list({ where: { minions: C, origin: "external", fun: "test.ping" } })).body._meta.total).toBe(0);
+		const audit = await get(`audit?where=${encodeURIComponent(JSON.stringify({ jid: res.body.task_id }))}`);
+		expect(audit.body._meta?.total ?? audit.body._items?.length).toBe(1);
+	});
+
 	it("records jobs started outside fleet-ctl from the bus (user salt:<user>, target as an expression), not the master's own plumbing", async () => {
 		const cli = sim.cliJob(`${A.slice(0, -1)}*`, "test.ping", [], { user: "root" });
 		expect(cli).not.toBeNull();

@@ -4,7 +4,7 @@
  */
 import fs from "node:fs";
 import path from "node:path";
-import { hostUpdate, keyViews, type KnownHost } from "../../services/cm-gateway/salt-inventory";
+import { hostUpdate, keyViews, pemFinger, type KnownHost } from "../../services/cm-gateway/salt-inventory";
 import { referenceDir } from "../support/reference";
 
 const REFERENCE = referenceDir("salt-3006");
@@ -68,5 +68,23 @@ describe("host update with a key conflict", () => {
 		expect(cleared.fingerprintChange).toBeUndefined();
 		expect(cleared.keyConflict).toBeUndefined();
 		expect(hostUpdate("web-01", { key: "accepted", fingerprint: OLD, conflict: null }, known(), now).doc).toEqual({ _id: "web-01", key: "accepted", fingerprint: OLD });
+	});
+});
+
+describe("pemFinger", () => {
+	(REFERENCE ? it : it.skip)("gives the fingerprint key.finger shows for the key a minion presented in salt/auth (real master)", () => {
+		const text = fs.readFileSync(path.join(REFERENCE!, "more-2026-11-29/events_key_conflict.txt"), "utf8");
+		const auths = text
+			.split("\n")
+			.filter(l => l.startsWith("data: "))
+			.map(l => JSON.parse(l.slice("data: ".length)).data)
+			.filter(d => typeof d.pub === "string");
+		const fingers = wheelReturn("more-2026-11-29/key_finger_conflict.json");
+		const denied = auths.find(d => d.act === "denied");
+		const accepted = auths.find(d => d.act === "accept" && d.id === "web-02");
+		expect(pemFinger(denied.pub)).toBe(fingers.minions_denied["web-02"]);
+		expect(pemFinger(accepted.pub)).toBe(fingers.minions["web-02"]);
+		expect(pemFinger(`${accepted.pub}\n`)).toBe(fingers.minions["web-02"]);
+		expect(pemFinger(accepted.pub.replace(/\n/g, "\r\n"))).toBe(fingers.minions["web-02"]);
 	});
 });

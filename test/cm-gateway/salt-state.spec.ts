@@ -18,19 +18,33 @@ const step = (over: Record<string, unknown>) => ({
 });
 
 describe("patchOf", () => {
+	const P = "patches/";
 	it("reads mods from the keyword or the first positional argument of state.apply and state.sls", () => {
-		expect(patchOf("state.apply", [{ __kwarg__: true, mods: "patches.fix1" }])).toBe("patches.fix1");
-		expect(patchOf("state.apply", ["patches.fix1"])).toBe("patches.fix1");
-		expect(patchOf("state.sls", ["patches.a", { __kwarg__: true, test: true }])).toBe("patches.a");
-		expect(patchOf("state.apply", [{ __kwarg__: true, mods: ["patches.a", "patches.b"] }])).toBe("patches.a,patches.b");
+		expect(patchOf("state.apply", [{ __kwarg__: true, mods: "patches.fix1" }], P)).toBe("patches.fix1");
+		expect(patchOf("state.apply", ["patches.fix1"], P)).toBe("patches.fix1");
+		expect(patchOf("state.sls", ["patches.a", { __kwarg__: true, test: true }], P)).toBe("patches.a");
+		expect(patchOf("state.apply", [{ __kwarg__: true, mods: ["patches.a", "patches.b"] }], P)).toBe("patches.a,patches.b");
+		expect(patchOf("state.apply", ["patches.a, patches.b"], P)).toBe("patches.a,patches.b");
+		expect(patchOf("state.apply", ["patches"], P)).toBe("patches");
+		expect(patchOf("state.apply", ["patches/sub/fix"], P)).toBe("patches/sub/fix");
+	});
+
+	it("keeps only the mods under the patches directory", () => {
+		expect(patchOf("state.apply", ["webserver"], P)).toBeNull();
+		expect(patchOf("state.apply", ["patchesx.fix1"], P)).toBeNull();
+		expect(patchOf("state.apply", [{ __kwarg__: true, mods: ["base", "patches.fix1"] }], P)).toBe("patches.fix1");
+		expect(patchOf("state.apply", ["ops.patches.fix1"], "ops/patches/")).toBe("ops.patches.fix1");
+		expect(patchOf("state.apply", ["patches.fix1"], "ops/patches/")).toBeNull();
+		// An empty prefix: the file roots themselves hold the patches.
+		expect(patchOf("state.apply", ["webserver"], "")).toBe("webserver");
 	});
 
 	it("is null for a highstate, other functions and non-string mods", () => {
-		expect(patchOf("state.apply", [])).toBeNull();
-		expect(patchOf("state.apply", [{ __kwarg__: true, test: true }])).toBeNull();
-		expect(patchOf("state.highstate", [])).toBeNull();
-		expect(patchOf("cmd.run", ["patches.fix1"])).toBeNull();
-		expect(patchOf("state.apply", [{ __kwarg__: true, mods: 42 }])).toBeNull();
+		expect(patchOf("state.apply", [], P)).toBeNull();
+		expect(patchOf("state.apply", [{ __kwarg__: true, test: true }], P)).toBeNull();
+		expect(patchOf("state.highstate", [], P)).toBeNull();
+		expect(patchOf("cmd.run", ["patches.fix1"], P)).toBeNull();
+		expect(patchOf("state.apply", [{ __kwarg__: true, mods: 42 }], P)).toBeNull();
 	});
 });
 

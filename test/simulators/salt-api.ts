@@ -35,7 +35,7 @@ import { type ExecutionRecord, type Job, Master, type MasterConfig, type SaltEve
 import { Netapi } from "./salt/netapi";
 import { DEFAULT_FILES, type StepFailure } from "./salt/states";
 import type { Nodegroups } from "./salt/targeting";
-import { Prng, fingerprintFrom, randomHex } from "./salt/util";
+import { Prng, fingerprintFrom, keyPair, randomHex } from "./salt/util";
 
 export type { KeyState, Grains, MinionSpec, SaltEvent, StepFailure, MalformKind, RequestFilter, RequestRecord, Nodegroups, Perm, UserSpec };
 
@@ -82,7 +82,7 @@ export interface SaltApiSimulatorOptions {
 	presenceIntervalMs?: number;
 	/** After a master start, its first loop (`present: []`, no minion reconnected yet) comes this late (default 3000 ms). */
 	restartPresentDelayMs?: number;
-	/** While the master is down, salt-api answers client calls 500 after this long (default 5000 ms). */
+	/** While the master is down, salt-api answers `local` calls 500 after this long (default 5000 ms), `local_async` after three times as long; runner and wheel calls wait up to masterReqTimeoutMs. */
 	masterDownAnswerMs?: number;
 	/** While the master is down, /login, /token and GET /events wait this long for it (default 180000 ms: 3 × 60 s). */
 	masterReqTimeoutMs?: number;
@@ -290,7 +290,7 @@ export class SaltApiSimulator {
 	 * gives both fingerprints); salt/auth `{result: false, id, act: "denied", pub}`; the minion process exits.
 	 */
 	presentNewKey(id: string, fingerprint?: string): string {
-		const fp = fingerprint ?? fingerprintFrom(randomHex(32));
+		const fp = fingerprint ?? keyPair(randomHex(32)).fingerprint;
 		this.master.presentNewKey(id, fp);
 		return fp;
 	}
@@ -308,7 +308,7 @@ export class SaltApiSimulator {
 	changeFingerprint(id: string, fingerprint?: string): string {
 		const m = this.master.fleet.get(id);
 		if (!m) throw new Error(`no minion ${id}`);
-		m.fingerprint = fingerprint ?? fingerprintFrom(randomHex(32));
+		m.fingerprint = fingerprint ?? keyPair(randomHex(32)).fingerprint;
 		this.master.fireAuth(m, m.key === "accepted" ? "accept" : "pend");
 		return m.fingerprint;
 	}

@@ -2,7 +2,7 @@
  * The simulated minions: ids, keys (state + fingerprint), presence, grains and per-minion behaviour.
  * Everything generated here is deterministic for a given seed and reference time.
  */
-import { Prng, fingerprintFrom, grainDate, hashString } from "./util";
+import { Prng, grainDate, hashString, keyPair } from "./util";
 
 export type KeyState = "accepted" | "pending" | "rejected" | "denied";
 
@@ -143,7 +143,7 @@ export function roleOf(id: string): Role {
 }
 
 export function makeFingerprint(prng: Prng): string {
-	return fingerprintFrom(prng.hex(32));
+	return keyPair(prng.hex(32)).fingerprint;
 }
 
 /** Realistic grains for one minion: the keys the fleet-ctl spec lists plus Salt's usual core grains. */

@@ -6,7 +6,7 @@ import { type ExecResult, execute } from "./modules";
 import { type Grains, type KeyState, type Minion, type MinionSpec, Fleet, baseLatency, makeMinion } from "./fleet";
 import { FileServer, type Drift, type DriftBook, type StepFailure, slsName } from "./states";
 import { type Nodegroups, Targeting } from "./targeting";
-import { JidClock, fingerprintFrom, fnmatch, hashString, isJid, isPlainObject, isoStamp, jidToTime, Prng, pyJson } from "./util";
+import { JidClock, fingerprintFrom, fnmatch, publicKeyOf, hashString, isJid, isPlainObject, isoStamp, jidToTime, Prng, pyJson } from "./util";
 
 // ------------------------------------------------------------------ Salt exceptions → HTTP status
 
@@ -171,12 +171,6 @@ export function funArgsOf(arg: unknown[]): unknown[] {
 		const { __kwarg__: _drop, ...rest } = a;
 		return rest;
 	});
-}
-
-/** A stand-in PEM public key whose bytes derive from the fingerprint. */
-function pemOf(fingerprint: string): string {
-	const b64 = Buffer.from(fingerprint.replace(/:/g, "").repeat(4), "hex").toString("base64");
-	return `-----BEGIN PUBLIC KEY-----\n${b64.match(/.{1,64}/g)!.join("\n")}\n-----END PUBLIC KEY-----`;
 }
 
 export class Master {
@@ -379,7 +373,7 @@ export class Master {
 	/** A stand-in PEM public key for a minion (its bytes derive from the fingerprint). */
 	publicKeyPem(id: string, fingerprint?: string): string {
 		const m = this.fleet.get(id);
-		return m ? pemOf(fingerprint ?? m.fingerprint) : "";
+		return m ? publicKeyOf(fingerprint ?? m.fingerprint) : "";
 	}
 
 	/**
@@ -388,7 +382,7 @@ export class Master {
 	 * `{result: false, id, pub}`; `pub` is the key the minion presented.
 	 */
 	fireAuth(m: Minion, act: "accept" | "pend" | "reject" | "denied" | "rejected", fingerprint?: string): void {
-		const pub = pemOf(fingerprint ?? m.presentedFingerprint ?? m.fingerprint);
+		const pub = publicKeyOf(fingerprint ?? m.presentedFingerprint ?? m.fingerprint);
 		if (act === "denied") this.events.fire("salt/auth", { result: false, id: m.id, act: "denied", pub });
 		else if (act === "rejected") this.events.fire("salt/auth", { result: false, id: m.id, pub });
 		else this.events.fire("salt/auth", { result: act !== "reject", act, id: m.id, pub });

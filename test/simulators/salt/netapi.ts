@@ -3,7 +3,7 @@
  * checks in Salt's order (master running, valid client, enabled client, credentials, ACL).
  */
 import { type Auth, authCheck, type Perm, specCheck } from "./auth";
-import { type Master, MasterUnanswering, SaltAuthError, SaltInvocationError, conditionInput } from "./master";
+import { type Master, MasterUnanswering, SaltAuthError, SaltInvocationError, SaltMasterDown, conditionInput } from "./master";
 import { prepareCall, runRunner, runWheel } from "./runners";
 import { isPlainObject, pyRepr } from "./util";
 
@@ -41,9 +41,15 @@ export class Netapi {
 		}
 		if (!("token" in chunk || "eauth" in chunk)) throw new SaltAuthError("No authentication credentials given");
 		// Everything below goes through the master. While it is down (its socket files still there, as after a
-		// crash or during a restart) the client waits for it: LocalClient's connect_pub times out after ~5 s and
-		// salt-api answers its generic 500. A master back in time is simply answered.
-		if (!this.master.running && !(await this.master.whenRunning(this.master.config.masterDownAnswerMs))) {
+		// crash or during a restart) the client waits for it (more-2026-11-29/master_down_timings.md): `local`'s
+		// connect_pub times out after ~5 s, `local_async`'s after ~15 s, and salt-api answers its generic 500;
+		// runner and wheel calls are held until the master is back (up to its request timeout). A master back in
+		// time is simply answered.
+		const cfg = this.master.config;
+		const held = client === "runner" || client === "wheel";
+		const waitMs = held ? cfg.masterReqTimeoutMs : client === "local_async" ? 3 * cfg.masterDownAnswerMs : cfg.masterDownAnswerMs;
+		if (!this.master.running && !(await this.master.whenRunning(waitMs))) {
+			if (held) throw new SaltMasterDown("Message timed out");
 			throw new MasterUnanswering("Salt request timed out. The master is not responding.");
 		}
 		const who = this.identify(chunk);

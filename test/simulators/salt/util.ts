@@ -2,7 +2,7 @@
  * Small helpers shared by the salt-api simulator: a seeded PRNG, Salt's jid and `_stamp` formats,
  * Python's fnmatch and re.match semantics, and Python's json.dumps layout.
  */
-import { randomBytes } from "node:crypto";
+import { createHash, randomBytes } from "node:crypto";
 
 // ------------------------------------------------------------------ deterministic randomness
 
@@ -54,6 +54,32 @@ export function randomHex(bytes: number): string {
 /** A key fingerprint as Salt prints it: sha256 digest as 32 lower-case hex pairs joined by ':'. */
 export function fingerprintFrom(hex64: string): string {
 	return hex64.match(/../g)!.join(":");
+}
+
+/** Public keys by their fingerprint: what a minion presents in salt/auth (`pub`) for the fingerprint key.finger shows. */
+const PUBLIC_KEYS = new Map<string, string>();
+
+/**
+ * A stand-in PEM public key made from `seedHex`, and its fingerprint as Salt computes it (salt.utils.crypt
+ * pem_finger: sha256 of the lines between BEGIN and END, each with its newline), so that a client can tell the
+ * key of a salt/auth event from the fingerprints of key.finger as it can with a real master.
+ */
+export function keyPair(seedHex: string): { pub: string; fingerprint: string } {
+	const pub = keyPairPem(seedHex);
+	const lines = pub.split("\n").slice(1, -1);
+	const fingerprint = fingerprintFrom(createHash("sha256").update(lines.map(l => `${l}\n`).join("")).digest("hex"));
+	PUBLIC_KEYS.set(fingerprint, pub);
+	return { pub, fingerprint };
+}
+
+/** The public key of a fingerprint keyPair made; for one given by hand, a stand-in whose bytes derive from it. */
+export function publicKeyOf(fingerprint: string): string {
+	return PUBLIC_KEYS.get(fingerprint) ?? keyPairPem(fingerprint.replace(/:/g, ""));
+}
+
+function keyPairPem(seedHex: string): string {
+	const b64 = Buffer.from(seedHex.repeat(4), "hex").toString("base64");
+	return `-----BEGIN PUBLIC KEY-----\n${b64.match(/.{1,64}/g)!.join("\n")}\n-----END PUBLIC KEY-----`;
 }
 
 // ------------------------------------------------------------------ time: jids and stamps
