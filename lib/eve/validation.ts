@@ -214,17 +214,57 @@ function withEveTypesAll(schema: ValidationSchema): ValidationSchema {
 	return out;
 }
 
+/** Whether a rule says its value may be null (`nullable`, `any`, or a `multi` with such a rule). */
+function allowsNull(rule: unknown): boolean {
+	if (typeof rule === "string") return rule.split("|").some(part => part === "nullable" || part === "any");
+	if (Array.isArray(rule)) return rule.some(allowsNull);
+	if (!isRuleObject(rule)) return true;
+	if (rule.nullable === true || rule.type === "any") return true;
+	return rule.type === "multi" && Array.isArray(rule.rules) && rule.rules.some(allowsNull);
+}
+
+function isOptional(rule: unknown): boolean {
+	if (typeof rule === "string") return rule.split("|").includes("optional");
+	return isRuleObject(rule) && rule.optional === true;
+}
+
+/**
+ * fastest-validator's `optional` lets `null` through; Eve (Cerberus) does not: an optional field given `null`
+ * is "null value not allowed" unless its rule says `nullable`. Walks the schema's props and the objects of
+ * lists, where the document has them (what it does not have was checked by the validator).
+ */
+function nullIssues(schema: ValidationSchema, doc: unknown, path: string[], issues: Issues): void {
+	if (doc === null || typeof doc !== "object" || Array.isArray(doc)) return;
+	for (const [key, rule] of Object.entries(schema)) {
+		if (key.startsWith("$$") || !Object.hasOwn(doc, key)) continue;
+		const value = (doc as Record<string, unknown>)[key];
+		if (value === null) {
+			if (isOptional(rule) && !allowsNull(rule)) addIssue(issues, [...path, key], "null value not allowed");
+			continue;
+		}
+		if (!isRuleObject(rule)) continue;
+		const props = (rule.props ?? rule.properties) as ValidationSchema | undefined;
+		if (props && typeof props === "object") nullIssues(props, value, [...path, key], issues);
+		const items = rule.items as unknown;
+		if (Array.isArray(value) && isRuleObject(items)) {
+			const inner = (items.props ?? items.properties) as ValidationSchema | undefined;
+			if (inner && typeof inner === "object") value.forEach((element, i) => nullIssues(inner, element, [...path, key, String(i)], issues));
+		}
+	}
+}
+
 /** Compiles a record schema into a checker that returns Eve issues, or null when the document is valid. */
 export function compileSchema(schema: ValidationSchema, options: CompileOptions = {}): Check {
 	const check = validator.compile({ $$strict: true, ...withEveTypesAll(schema) }) as (v: unknown) => true | ValidationError[];
 	return doc => {
 		if (doc === null || typeof doc !== "object" || Array.isArray(doc)) return { _root: "must be of dict type" };
 		const result = check(doc);
-		const issues = result === true ? null : toIssues(result, doc);
-		const unicode = options.wellFormed ? malformedStrings(doc) : null;
-		if (!unicode) return issues;
-		if (issues) mergeIssues(issues, unicode);
-		return issues ?? unicode;
+		const nulls: Issues = {};
+		nullIssues(schema, doc, [], nulls);
+		const found = [result === true ? null : toIssues(result, doc), Object.keys(nulls).length ? nulls : null, options.wellFormed ? malformedStrings(doc) : null].filter((i): i is Issues => i !== null);
+		if (!found.length) return null;
+		for (const more of found.slice(1)) mergeIssues(found[0], more);
+		return found[0];
 	};
 }
 

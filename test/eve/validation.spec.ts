@@ -24,3 +24,29 @@ describe("compileSchema issues", () => {
 		expect(Object.keys(issues!)).toEqual(expect.arrayContaining(["constructor"]));
 	});
 });
+
+describe("compileSchema and null", () => {
+	const check = compileSchema({
+		name: { type: "string", optional: true },
+		note: "string|optional",
+		until: { type: "date", optional: true, nullable: true },
+		anything: { type: "any", optional: true },
+		info: { type: "object", optional: true, props: { regex: { type: "string", optional: true }, grain: { type: "object", optional: true, nullable: true } } },
+		steps: { type: "array", optional: true, items: { type: "object", props: { cmd: { type: "string", optional: true } } } },
+		required: { type: "string" },
+	});
+
+	it("refuses null for a field whose rule does not say nullable, at any depth, as Eve does", () => {
+		expect(check({ required: "x", name: null, note: null, info: { regex: null }, steps: [{ cmd: "a" }, { cmd: null }] })).toEqual({
+			name: "null value not allowed",
+			note: "null value not allowed",
+			info: { regex: "null value not allowed" },
+			steps: { 1: { cmd: "null value not allowed" } },
+		});
+		expect(check({ required: null })).toEqual({ required: "null value not allowed" });
+	});
+
+	it("takes null where the rule allows it (nullable, any)", () => {
+		expect(check({ required: "x", until: null, anything: null, info: { grain: null } })).toBeNull();
+	});
+});

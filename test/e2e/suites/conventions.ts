@@ -376,6 +376,12 @@ export default function conventions(h: () => Harness): void {
 			expect(bad._issues).toEqual({ type: "must be of integer type", nope: "unknown field" });
 			// An array is a document of the wrong type, as in Eve: 422 (a body that is not JSON data at all is a 400).
 			expectEveError(await request("PATCH", url(`groups/${id}`), { body: [1] }), 422);
+			// null is no value for a field that does not say it may be null (Eve: "null value not allowed"), nested too.
+			const nulls = expectEveError(await request("PATCH", url(`groups/${id}`), { body: { name: null, subgroups: null, type: null, info: { regex: null } } }), 422);
+			expect(nulls._issues).toEqual({ name: "null value not allowed", subgroups: "null value not allowed", type: "null value not allowed", info: { regex: "null value not allowed" } });
+			expect(expectEveError(await request("POST", url("groups"), { body: { name: "n", hosts: null } }), 422)._issues).toEqual({ hosts: "null value not allowed" });
+			const after = (await request("GET", url(`groups/${id}`))).body;
+			expect([after.name, after.type, after.info]).toEqual(["p-1", 1, { regex: "^b", grain: { os: "ALT" } }]);
 		});
 
 		it("deletes items with 204 and unlinks them from their parents; a DELETE of an absent or malformed id is a 404, as GET", async () => {
