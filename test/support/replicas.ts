@@ -10,7 +10,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import type { AddressInfo } from "node:net";
-import { ServiceBroker, type BrokerOptions } from "moleculer";
+import { Errors, ServiceBroker, type BrokerOptions } from "moleculer";
 import { request, eventually } from "./http";
 import { FleetJSONExt } from "../../lib/runtime/serializer";
 import { ADMIN_TOKEN, ALL_SERVICES, ROOT, boundPorts, ensureNats, hasExited, runServices, stopProc, tempDir, uniqueMongoUri, type Proc } from "./harness";
@@ -93,6 +93,14 @@ function embeddedLeg(): ReplicaLeg {
 				kill: async () => {
 					await started;
 					await b.stop();
+					// Calls it still waits for (work its services do not wait for when stopping, a task's hand-over) get no
+					// answer once it left the transporter: rejected, as Moleculer rejects calls to a node that left, instead
+					// of each keeping a timer until its timeout. (A process killed takes them with it.)
+					const transit = b.transit as unknown as { pendingRequests: Map<string, { action: { name: string }; reject(e: Error): void }> };
+					for (const [id, req] of transit.pendingRequests) {
+						transit.pendingRequests.delete(id);
+						req.reject(new Errors.RequestRejectedError({ action: req.action.name, nodeID: b.nodeID }));
+					}
 				},
 				log: () => "",
 			};
