@@ -36,6 +36,8 @@ export interface ReplicaLeg {
 	run(services: string[], env: Record<string, string>, nodeID?: string): Replica;
 	/** Calls an action in the cluster (internal ones too), from a client of its own. */
 	call<T = any>(action: string, params?: Record<string, unknown>): Promise<T>;
+	/** How many replicas of `service` the client sees serving. */
+	serving(service: string): Promise<number>;
 	/** Stopped after the replicas (simulators). */
 	track(thing: { stop(): Promise<void> }): void;
 	/** Stops every replica, the client, then what it tracks. */
@@ -48,6 +50,9 @@ const serviceFile = (name: string) => {
 	if (files.length !== 1) throw new Error(`no single service file for ${name}`);
 	return path.join(ROOT, "services", files[0]);
 };
+
+/** The replicas of `service` that `client` sees serving. */
+const servingOn = (client: ServiceBroker, service: string) => client.registry.getServiceList({ onlyAvailable: true }).filter(s => s.name === service).length;
 
 function embeddedLeg(): ReplicaLeg {
 	const brokers: ServiceBroker[] = [];
@@ -67,6 +72,14 @@ function embeddedLeg(): ReplicaLeg {
 			tracking: { enabled: true, shutdownTimeout: 5000 },
 		});
 	let client: ServiceBroker | null = null;
+	const clientOf = async () => {
+		if (!client) {
+			client = broker(`${namespace}-client`, "Fake");
+			brokers.push(client);
+			await client.start();
+		}
+		return client;
+	};
 	const others: Array<{ stop(): Promise<void> }> = [];
 	return {
 		name: "embedded",
@@ -106,14 +119,11 @@ function embeddedLeg(): ReplicaLeg {
 			};
 		},
 		async call(action, params) {
-			if (!client) {
-				client = broker(`${namespace}-client`, "Fake");
-				brokers.push(client);
-				await client.start();
-			}
-			await client.waitForServices([action.slice(0, action.lastIndexOf("."))], 30_000);
-			return client.call(action, params ?? {});
+			const c = await clientOf();
+			await c.waitForServices([action.slice(0, action.lastIndexOf("."))], 30_000);
+			return c.call(action, params ?? {});
 		},
+		serving: async service => servingOn(await clientOf(), service),
 		async stop() {
 			for (const b of brokers.reverse()) if (b.started) await b.stop();
 			for (const o of others) await o.stop();
@@ -127,6 +137,13 @@ function mongoLeg(mongoUri: string): ReplicaLeg {
 	let client: ServiceBroker | null = null;
 	let transporter = "";
 	let namespace = "";
+	const clientOf = async () => {
+		if (!client) {
+			client = new ServiceBroker({ logger: false, namespace, nodeID: `${namespace}-client`, transporter: transporter as BrokerOptions["transporter"], serializer: new FleetJSONExt(), requestTimeout: 30_000 });
+			await client.start();
+		}
+		return client;
+	};
 	return {
 		name: "mongo",
 		track: thing => others.push(thing),
@@ -160,13 +177,11 @@ function mongoLeg(mongoUri: string): ReplicaLeg {
 			};
 		},
 		async call(action, params) {
-			if (!client) {
-				client = new ServiceBroker({ logger: false, namespace, nodeID: `${namespace}-client`, transporter: transporter as BrokerOptions["transporter"], serializer: new FleetJSONExt(), requestTimeout: 30_000 });
-				await client.start();
-			}
-			await client.waitForServices([action.slice(0, action.lastIndexOf("."))], 60_000);
-			return client.call(action, params ?? {});
+			const c = await clientOf();
+			await c.waitForServices([action.slice(0, action.lastIndexOf("."))], 60_000);
+			return c.call(action, params ?? {});
 		},
+		serving: async service => servingOn(await clientOf(), service),
 		async stop() {
 			await Promise.all(procs.map(p => stopProc(p)));
 			await client?.stop();
