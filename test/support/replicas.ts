@@ -54,6 +54,20 @@ const serviceFile = (name: string) => {
 /** The replicas of `service` that `client` sees serving. */
 const servingOn = (client: ServiceBroker, service: string) => client.registry.getServiceList({ onlyAvailable: true }).filter(s => s.name === service).length;
 
+/**
+ * Stops an in-process replica. Calls it still waits for (work its services do not wait for when stopping, a task's
+ * hand-over) get no answer once it left the transporter: rejected, as Moleculer rejects calls to a node that left,
+ * instead of each keeping a timer until its timeout. (A process killed takes them with it.)
+ */
+async function stopBroker(b: ServiceBroker): Promise<void> {
+	await b.stop();
+	const transit = b.transit as unknown as { pendingRequests: Map<string, { action: { name: string }; reject(e: Error): void }> };
+	for (const [id, req] of transit.pendingRequests) {
+		transit.pendingRequests.delete(id);
+		req.reject(new Errors.RequestRejectedError({ action: req.action.name, nodeID: b.nodeID }));
+	}
+}
+
 function embeddedLeg(): ReplicaLeg {
 	const brokers: ServiceBroker[] = [];
 	let namespace = "";
@@ -81,16 +95,21 @@ function embeddedLeg(): ReplicaLeg {
 		return client;
 	};
 	const others: Array<{ stop(): Promise<void> }> = [];
+	const saved = new Map<string, string | undefined>();
 	return {
 		name: "embedded",
 		track: thing => others.push(thing),
 		async env(name) {
 			namespace = `${name}-${process.pid}-${Date.now().toString(36)}`;
-			return { NAMESPACE: namespace, DATA_DIR: tempDir(name), MONGO_URI: "", TRANSPORTER: "Fake", CTL_SECRET_KEY: `${name}-secret`, PORT: "0", HOST: "127.0.0.1" };
+			return { NAMESPACE: namespace, DATA_DIR: tempDir(name), MONGO_URI: "", CTL_SECRET_KEY: `${name}-secret`, PORT: "0", HOST: "127.0.0.1" };
 		},
 		run(services, env, nodeID) {
-			// The services read their settings from the environment when they are created (the same for every replica).
-			Object.assign(process.env, { CTL_ADMIN_TOKEN: ADMIN_TOKEN, RATE_LIMIT_PER_MINUTE: "1000000", OUTBOUND_ALLOW: "127.0.0.1/32", ...env });
+			// The services read their settings from the environment when they are created (the same for every replica);
+			// what it was is put back when the leg stops.
+			for (const [key, value] of Object.entries({ CTL_ADMIN_TOKEN: ADMIN_TOKEN, RATE_LIMIT_PER_MINUTE: "1000000", OUTBOUND_ALLOW: "127.0.0.1/32", ...env })) {
+				if (!saved.has(key)) saved.set(key, process.env[key]);
+				process.env[key] = value;
+			}
 			const b = broker(nodeID ?? `${namespace}-${++n}`, "Fake");
 			brokers.push(b);
 			for (const s of services) b.loadService(serviceFile(s));
@@ -105,15 +124,7 @@ function embeddedLeg(): ReplicaLeg {
 				ready: () => started,
 				kill: async () => {
 					await started;
-					await b.stop();
-					// Calls it still waits for (work its services do not wait for when stopping, a task's hand-over) get no
-					// answer once it left the transporter: rejected, as Moleculer rejects calls to a node that left, instead
-					// of each keeping a timer until its timeout. (A process killed takes them with it.)
-					const transit = b.transit as unknown as { pendingRequests: Map<string, { action: { name: string }; reject(e: Error): void }> };
-					for (const [id, req] of transit.pendingRequests) {
-						transit.pendingRequests.delete(id);
-						req.reject(new Errors.RequestRejectedError({ action: req.action.name, nodeID: b.nodeID }));
-					}
+					await stopBroker(b);
 				},
 				log: () => "",
 			};
@@ -125,8 +136,12 @@ function embeddedLeg(): ReplicaLeg {
 		},
 		serving: async service => servingOn(await clientOf(), service),
 		async stop() {
-			for (const b of brokers.reverse()) if (b.started) await b.stop();
+			for (const b of brokers.reverse()) if (b.started) await stopBroker(b);
 			for (const o of others) await o.stop();
+			for (const [key, value] of saved) {
+				if (value === undefined) delete process.env[key];
+				else process.env[key] = value;
+			}
 		},
 	};
 }
