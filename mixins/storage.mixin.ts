@@ -3,6 +3,11 @@
  * MONGO_URI set -> our MongoDB adapter on the current driver (lib/storage/mongo-adapter.ts); otherwise NeDB files under DATA_DIR
  * (DATA_DIR=":memory:" keeps everything in memory). Services use `this.store` and never learn which.
  *
+ * A NeDB file is opened once per process: every broker of the process that keeps the collection (replicas of a
+ * service in one process, as the tests' embedded leg runs them) shares its one datastore, loaded by the first and
+ * closed with the last. Two datastores on one file would each keep their own copy and overwrite the other's
+ * writes when compacting; several processes on one DATA_DIR are not supported (replicas in processes share MongoDB).
+ *
  * moleculer-db's own CRUD actions are switched off: they take client queries and whole entities
  * unchecked. The Eve layer (eve-collection.mixin) is the only way in from HTTP.
  */
@@ -25,7 +30,7 @@ import { MongoAdapter } from "../lib/storage/mongo-adapter";
 /** What the mixin keeps of an embedded store's files. */
 interface NedbParts {
 	nedb?: { managed?: ManagedFile };
-	extraNedb?: Array<{ managed?: ManagedFile }>;
+	extraNedb?: OpenNedb[];
 	stopGauge?: () => void;
 }
 
@@ -41,15 +46,14 @@ function createAdapter(collection: string, deferred?: string): unknown {
 	if (config.mongoUri) {
 		return new MongoAdapter(config.mongoUri, { serverSelectionTimeoutMS: 5000 });
 	}
-	// The adapter is handed a datastore whose file this project loads and compacts (lib/storage/nedb-file.ts).
-	return new DbService.MemoryAdapter(nedbDatastore(collection, deferred));
+	// The adapter is handed the process's datastore of the file, which this project loads and compacts (lib/storage/nedb-file.ts).
+	return new SharedNedbAdapter(collection, deferred);
 }
 
-/**
- * A NeDB datastore for `collection`: in memory (DATA_DIR=":memory:"), or in its file under DATA_DIR, managed, with
- * its `deferred` field left in the file at a load, read when first needed (lib/storage/nedb-deferred.ts).
- */
-function nedbDatastore(collection: string, deferred?: string): NedbDatastore & NedbFileDatastore & { managed: ManagedFile; loadDatabaseAsync(): Promise<void> } {
+type OpenNedb = NedbDatastore & { managed: ManagedFile };
+
+/** A NeDB datastore for `collection`: in memory (DATA_DIR=":memory:"), or in its file under DATA_DIR, managed, with its `deferred` field left in the file at a load, read when first needed (lib/storage/nedb-deferred.ts). */
+function nedbDatastore(collection: string, deferred?: string): OpenNedb & NedbFileDatastore & { loadDatabaseAsync(): Promise<void> } {
 	const config = loadConfig();
 	const opts = config.dataDir === ":memory:" ? { inMemoryOnly: true } : { filename: path.join(config.dataDir, `${collection}.db`) };
 	if (config.dataDir !== ":memory:") fs.mkdirSync(config.dataDir, { recursive: true });
@@ -57,11 +61,59 @@ function nedbDatastore(collection: string, deferred?: string): NedbDatastore & N
 	return Object.assign(db, { managed: manageNedbFile(db, undefined, deferred === undefined ? undefined : encodePath(deferred)) });
 }
 
-/** A NeDB datastore of its own for a service's second collection, loaded as the adapter loads the first. */
-async function openNedb(collection: string): Promise<NedbDatastore & { managed: ManagedFile }> {
-	const db = nedbDatastore(collection);
-	await db.loadDatabaseAsync();
-	return db;
+/** The datastores of this process's NeDB files, by absolute path: loaded once, with how many services hold each. */
+const openFiles = new Map<string, { db: Promise<OpenNedb>; holders: number }>();
+
+/** The loaded datastore of `collection` (in memory: one of its own), held until released (releaseNedb). */
+async function openNedb(collection: string, deferred?: string): Promise<OpenNedb> {
+	const load = async () => {
+		const db = nedbDatastore(collection, deferred);
+		await db.loadDatabaseAsync();
+		return db;
+	};
+	const config = loadConfig();
+	if (config.dataDir === ":memory:") return load();
+	const file = path.resolve(config.dataDir, `${collection}.db`);
+	let open = openFiles.get(file);
+	if (!open) {
+		open = { db: load(), holders: 0 };
+		openFiles.set(file, open);
+		// A load that failed is not kept: the next service to open the file tries again.
+		open.db.catch(() => openFiles.get(file) === open && openFiles.delete(file));
+	}
+	open.holders++;
+	try {
+		return await open.db;
+	} catch (err) {
+		open.holders--;
+		throw err;
+	}
+}
+
+/** Lets go of a datastore opened by openNedb: its file is closed (compaction stopped) when no service holds it any more. */
+function releaseNedb(db: OpenNedb & { filename?: string }): void {
+	const file = db.filename ? path.resolve(db.filename) : null;
+	const open = file ? openFiles.get(file) : undefined;
+	if (open && --open.holders > 0) return;
+	if (file && open) openFiles.delete(file);
+	db.managed.stop();
+}
+
+/** moleculer-db's adapter for the embedded store: only connecting (the process's datastore of the file) and letting go; its CRUD actions are off. */
+class SharedNedbAdapter {
+	db: OpenNedb | null = null;
+	constructor(
+		private readonly collection: string,
+		private readonly deferred?: string,
+	) {}
+	init(): void {}
+	async connect(): Promise<void> {
+		this.db = await openNedb(this.collection, this.deferred);
+	}
+	async disconnect(): Promise<void> {
+		if (this.db) releaseNedb(this.db);
+		this.db = null;
+	}
 }
 
 /**
@@ -127,9 +179,8 @@ export function Storage(collection: string, extra: string[] = [], deferred?: str
 		},
 
 		async stopped(this: NedbParts) {
-			// moleculer-db's own `stopped` disconnects the adapter (and waits for the Mongo client to close).
-			this.nedb?.managed?.stop();
-			for (const db of this.extraNedb ?? []) db.managed?.stop();
+			// moleculer-db's own `stopped` disconnects the adapter (and waits for the Mongo client to close; NeDB: lets go of the file).
+			for (const db of this.extraNedb ?? []) releaseNedb(db);
 			this.stopGauge?.();
 		},
 	} as unknown as Partial<ServiceSchema>;

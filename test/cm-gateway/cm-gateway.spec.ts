@@ -580,7 +580,7 @@ describe("cm-gateway: a failed reconciliation is tried again soon (CM_SYNC_RETRY
 		await sim.start();
 		// The start reconciliation and the next two fail (salt-api's 500 is a master down: not tried again by the client).
 		sim.failNext(3, 500, { filter: { method: "POST", path: "/" } });
-		h = await startEmbedded({ env: { ...sim.cmApiEnv, CM_API_TIMEOUT_MS: "2000", CM_SYNC_INTERVAL_MS: "3600000", CM_SYNC_RETRY_MS: "300", CM_EVENTS: "false" } });
+		h = await startEmbedded({ env: { ...sim.cmApiEnv, CM_API_TIMEOUT_MS: "2000", CM_SYNC_INTERVAL_MS: "3000", CM_SYNC_RETRY_MS: "300", CM_EVENTS: "false" } });
 	});
 	afterAll(async () => {
 		await h?.stop();
@@ -598,10 +598,12 @@ describe("cm-gateway: a failed reconciliation is tried again soon (CM_SYNC_RETRY
 		expect(failed[2].atMs - failed[1].atMs).toBeGreaterThanOrEqual(600);
 		const job = (await request("GET", `${h.api}/jobs/inventory_sync`)).body;
 		expect(job.status).toBe("finished");
-		// A success resets the delay to the interval: no reconciliation in the next 1.5 s (without the reset, the next would come 1.2 s later).
+		// A success resets the delay to the interval: the next reconciliation comes 3 s after it (without the reset, 1.2 s).
+		const success = posts()[failed.length];
+		expect(success.status).toBe(200);
 		const after = posts().length;
-		await new Promise(r => setTimeout(r, 1500));
-		expect(posts().length).toBe(after);
+		const next = await eventually(async () => posts()[after], 10_000, "the interval's reconciliation");
+		expect(next.atMs - success.atMs).toBeGreaterThanOrEqual(3000);
 	});
 });
 

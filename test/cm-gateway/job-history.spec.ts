@@ -27,6 +27,16 @@ describe("job history: /api/salt_jobs", () => {
 			return res.status === 200 && res.body.state === "finished" ? res.body : undefined;
 		}, 8000, `job ${jid} finished in the history`);
 
+	/**
+	 * The bus's jobs up to now have been looked at: a job started outside fleet-ctl now (on `host`) is recorded. Each
+	 * job's grace runs from its `new` event, in order, so any job seen before has been recorded or passed over by then.
+	 */
+	const busSeen = async (host: string) => {
+		const later = sim.cliJob([host], "test.ping", [], { tgtType: "list", user: "root" });
+		expect(later).not.toBeNull();
+		expect((await finished(later!.jid)).origin).toBe("external");
+	};
+
 	beforeAll(async () => {
 		sim = new SaltApiSimulator({ minions: 8, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 20], presenceEvents: false });
 		await sim.start();
@@ -92,11 +102,14 @@ describe("job history: /api/salt_jobs", () => {
 
 	it("records a `local` run with its returns at once, and never takes it for an external job while salt-api waits", async () => {
 		// Slower than the external grace (150 ms): the bus shows the job long before salt-api answers.
-		sim.setMinionDelay(D, 700);
+		sim.setMinionDelay(D, 2000);
 		try {
-			const pending = request("POST", url(`hosts/${D}`), { body: { cm_client: "local", fun: "test.ping" } });
-			// Past the grace, salt-api still waiting: the job is not recorded as someone else's.
-			await new Promise(r => setTimeout(r, 450));
+			let answered = false;
+			const pending = request("POST", url(`hosts/${D}`), { body: { cm_client: "local", fun: "test.ping" } }).finally(() => (answered = true));
+			await eventually(async () => sim.jobs().find(j => j.fun === "test.ping" && j.minions.includes(D)), 5000, "the job on the bus");
+			// Past its grace (a later job's has passed), salt-api still waiting: the job is not recorded as someone else's.
+			await busSeen(A);
+			expect(answered).toBe(false);
 			expect((await list({ where: { minions: D, origin: "external" } })).body._meta.total).toBe(0);
 			const res = await pending;
 			expect(res.status).toBe(200);
@@ -135,7 +148,7 @@ describe("job history: /api/salt_jobs", () => {
 		expect((await finished(listed!.jid)).target).toBe(`L@${B},${C}`);
 		// The master's find_job polls are hidden (CM_JOBS_HIDDEN).
 		const plumbing = sim.cliJob([A], "saltutil.find_job", [listed!.jid], { tgtType: "list", user: "saltapi" });
-		await new Promise(r => setTimeout(r, 600));
+		await busSeen(B);
 		expectEveError(await get(`salt_jobs/${plumbing!.jid}`), 404);
 	});
 

@@ -1,24 +1,25 @@
 /**
- * A scheduled conformity check interrupted by a replica kill: the rollouts and conformity-checks services in two
- * processes over the real NATS server on shared storage (MONGO_URI: in CI the wire-protocol emulator, not MongoDB),
- * the cm-gateway, the conformity service and the data services in a third, the API gateway in a fourth. A check's
- * pass is under way when the replica that claimed it is killed with SIGKILL; the other one carries the pass to its
- * end, every host is checked exactly once, and every host is judged (the drifted one drifted).
+ * Scheduled conformity checks on two replicas on shared storage, on both legs of test/support/replicas.ts (brokers
+ * in one process on one NeDB directory; processes over NATS on MongoDB).
+ *  - Interrupted: the rollouts and conformity-checks services in two replicas, the cm-gateway, the conformity service
+ *    and the data services in a third, the API gateway in a fourth. A check's pass is under way when the replica
+ *    that claimed it ends (SIGKILL on the process leg); the other one carries the pass to its end, every host is
+ *    checked exactly once, and every host is judged (the drifted one drifted).
+ *  - Live: many checks due at once on two whole replicas; each pass is claimed by one of them, once.
  */
-import { ALL_SERVICES, apiOf, boundPorts, describeWithMongo, runServices, slowFleetOnNats, stoppedAfterAll } from "../support/harness";
+import { ALL_SERVICES } from "../support/harness";
+import { describeReplicated, slowFleet, twoLiveReplicas } from "../support/replicas";
 import { request, eventually, withQuery } from "../support/http";
 
-describeWithMongo("a conformity check on two replicas over NATS", mongoUri => {
-	const started = stoppedAfterAll();
-
-	it("is carried to its end by the other replica when the one running its pass is killed, each host checked once", async () => {
-		const { sim, env } = await slowFleetOnNats(started, "conformity", mongoUri, 30);
+describeReplicated("a conformity check on two replicas", legOf => {
+	it("is carried to its end by the other replica when the one running its pass ends, each host checked once", async () => {
+		const leg = legOf();
+		const { sim, env } = await slowFleet(leg, "conformity", 30);
 		const twice = ["rollouts", "conformity-checks"];
-		started.procs.push(runServices(ALL_SERVICES().filter(s => s !== "api" && !twice.includes(s)), env));
-		const first = runServices(twice, env);
-		const gateway = runServices(["api"], env);
-		started.procs.push(first, gateway);
-		const api = await apiOf(gateway);
+		leg.run(ALL_SERVICES().filter(s => s !== "api" && !twice.includes(s)), env);
+		const first = leg.run(twice, env);
+		const gateway = leg.run(["api"], env);
+		const api = await gateway.api();
 		await eventually(async () => ((await request("GET", `${api}/hosts?max_results=1`).catch(() => null))?.body?._meta?.total === sim.minionIds().length ? true : undefined), 60_000, "the API and the inventory");
 
 		const reachable = sim.upMinions().sort();
@@ -30,12 +31,10 @@ describeWithMongo("a conformity check on two replicas over NATS", mongoUri => {
 		const id = created.body._id;
 		const pass = async () => (await request("GET", withQuery(`${api}/rollouts`, { where: { check: id } })).catch(() => null))?.body?._items?.[0];
 		await eventually(async () => ((await pass())?.current >= 2 ? true : undefined), 30_000, "two batches of the pass by the first replica");
-		const second = runServices(twice, env);
-		started.procs.push(second);
-		const { health } = await boundPorts(second, { healthOnly: true });
-		await eventually(async () => ((await fetch(`http://127.0.0.1:${health}/ready`).catch(() => null))?.status === 200 ? true : undefined), 30_000, "the second replica ready");
+		const second = leg.run(twice, env);
+		await second.ready();
 		expect((await pass()).status).toBe("running");
-		first.child.kill("SIGKILL");
+		await first.kill();
 
 		const done = await eventually(async () => {
 			const p = await pass();
@@ -55,4 +54,26 @@ describeWithMongo("a conformity check on two replicas over NATS", mongoUri => {
 		// One pass, claimed once.
 		expect((await request("GET", `${api}/conformity_checks/${id}`)).body).toMatchObject({ passes: 1, last_pass: { started: true } });
 	}, 150_000);
+});
+
+describeReplicated("conformity checks on two live replicas", legOf => {
+	it("claims each check's pass once: many due at once, one pass and one check of each host each", async () => {
+		const leg = legOf();
+		const { sim, api, pairs } = await twoLiveReplicas(leg, "checks-live");
+		// Ten checks of two hosts each, made at once (each write makes the replica it reached look for due passes).
+		const bodies = pairs.map((pair, i) => ({ name: `live ${i}`, target: `L@${pair.join(",")}`, interval: 3600, batch: 2 }));
+		const created = await Promise.all(bodies.map(body => request("POST", `${api}/conformity_checks`, { body })));
+		expect(created.map(c => c.status)).toEqual(bodies.map(() => 201));
+		const ids = created.map(c => c.body._id as string);
+		for (const id of ids) {
+			const passes = await eventually(async () => {
+				const found = (await request("GET", withQuery(`${api}/rollouts`, { where: { check: id } }))).body?._items as Array<{ status: string }> | undefined;
+				return found?.length && found.every(p => p.status === "finished") ? found : undefined;
+			}, 60_000, `check ${id}'s pass finished`);
+			expect(passes).toHaveLength(1);
+			expect((await request("GET", `${api}/conformity_checks/${id}`)).body).toMatchObject({ passes: 1, last_pass: { started: true, hosts: 2, error: null } });
+		}
+		const checked = sim.executions().filter(e => e.fun === "state.apply").map(e => e.id).sort();
+		expect(checked).toEqual(pairs.flat().sort());
+	}, 120_000);
 });

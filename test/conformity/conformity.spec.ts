@@ -117,7 +117,8 @@ describe("conformity", () => {
 		// A run of a patch with test=True, and a real highstate: not checks of the declared state.
 		const patch = await request("POST", url("run"), { body: { target: `L@${C}`, cm_client: "local", fun: "state.apply", kwarg: { mods: "patches.openssl-cve-2024-5535", test: true } } });
 		const real = await request("POST", url("run"), { body: { target: `L@${C}`, cm_client: "local", fun: "state.apply", kwarg: { test: false } } });
-		await new Promise(r => setTimeout(r, 300));
+		// Judged by now, were they checks: a check run after both (on another host) has been judged.
+		await check([A]);
 		expect((await view(C)).state).toBe("conformant");
 		const judged = (await request("GET", url("conformity"))).body.series.map((p: { jid: string }) => p.jid);
 		expect(judged).not.toContain(patch.body.task_id);
@@ -294,6 +295,18 @@ describe("conformity", () => {
 	describe("scheduled checks", () => {
 		const checkRecord = async (id: string) => (await request("GET", url(`conformity_checks/${id}`))).body;
 		const passesOf = async (id: string) => (await request("GET", withQuery(url("rollouts"), { where: { check: id }, max_results: 50 }))).body._items as Array<{ _id: string; status: string; total: number; done: number }>;
+		let markers = 0;
+		/**
+		 * The checks' scheduler has looked past now: a check made now (an interval: its first pass at once) has its pass,
+		 * finished. Each look claims every due pass and takes over every stale one, so a pass that must not start would
+		 * have started by then.
+		 */
+		const schedulerLooked = async () => {
+			const marker = await request("POST", url("conformity_checks"), { body: { name: `marker ${++markers}`, target: `L@${hosts[3]}`, interval: 3600, batch: 1 } });
+			expect(marker.status).toBe(201);
+			await eventually(async () => (await passesOf(marker.body._id)).find(p => p.status === "finished"), 10_000, "the marker check's pass");
+			expect((await request("DELETE", url(`conformity_checks/${marker.body._id}`))).status).toBe(204);
+		};
 
 		it("runs a pass right away and then on its interval, in batches, and judges every host of it", async () => {
 			sim.setDrift(C, "common", "base_packages", { vim: { new: "9.1" } });
@@ -320,7 +333,7 @@ describe("conformity", () => {
 			const res = await request("POST", url("conformity_checks"), { body: { name: "common only", target: `L@${B}`, mods: "common", cron: "0 3 * * *", batch: 1 } });
 			expect(res.status).toBe(201);
 			// A cron check waits for its time: nothing runs now.
-			await new Promise(r => setTimeout(r, 400));
+			await schedulerLooked();
 			expect(await passesOf(res.body._id)).toEqual([]);
 			// Its pass made by hand at the due time another replica would have claimed (the same id: once).
 			const id = res.body._id;
@@ -344,7 +357,7 @@ describe("conformity", () => {
 			const pass = await eventually(async () => (await passesOf(id))[0], 5000, "the pass taken over");
 			expect(pass._id).toBe("b0000000000000000000000c");
 			await eventually(async () => ((await checkRecord(id)).last_pass.started ? true : undefined), 5000, "the pass recorded as started");
-			await new Promise(r => setTimeout(r, 400));
+			await schedulerLooked();
 			expect((await passesOf(id)).length).toBe(1);
 		});
 

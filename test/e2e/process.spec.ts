@@ -7,8 +7,9 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
-import { ADMIN_TOKEN, ALL_SERVICES, apiOf, ensureNats, freePort, runServices, tempDir, uniqueMongoUri, waitForApi, type Nats, type Proc } from "../support/harness";
-import { request } from "../support/http";
+import { ADMIN_TOKEN, ALL_SERVICES, apiOf, ensureNats, freePort, runServices, tempDir, waitForApi, type Nats, type Proc } from "../support/harness";
+import { eventually, request } from "../support/http";
+import { describeReplicated } from "../support/replicas";
 
 
 function sigterm(proc: Proc): Promise<{ code: number | null; ms: number }> {
@@ -110,44 +111,36 @@ describe("the production command", () => {
 				await Promise.all(procs.map(sigterm));
 			}
 		});
-
-		const mongoUri = process.env.MONGO_URI;
-		(mongoUri ? it : it.skip)(`serves no stale read from any replica after a write (two data replicas on shared MongoDB storage)${mongoUri ? "" : " (skipped: MONGO_URI is not set)"}`, async () => {
-			const env = { TRANSPORTER: nats.url, NAMESPACE: `${namespace}-r`, MONGO_URI: uniqueMongoUri(mongoUri as string), CTL_SECRET_KEY: "k", PORT: "0", HOST: "127.0.0.1" };
-			const services = ALL_SERVICES().filter(s => s !== "api");
-			const procs = [runServices(services, env), runServices(services, env), runServices(["api"], env)];
-			try {
-				const api = await apiOf(procs[2]);
-				await waitForApi(api, procs[2]);
-				const observer = new ServiceBroker({ logger: false, namespace: `${namespace}-r`, nodeID: `observer-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"] });
-				await observer.start();
-				await observer.waitForServices(ALL_SERVICES(), 30_000);
-				// both replicas of groups must be serving before the round-robin means anything
-				for (let i = 0; i < 100 && observer.registry.getServiceList({ onlyAvailable: true }).filter(s => s.name === "groups").length < 2; i++) {
-					await new Promise(r => setTimeout(r, 100));
-				}
-				expect(observer.registry.getServiceList({ onlyAvailable: true }).filter(s => s.name === "groups")).toHaveLength(2);
-				await observer.stop();
-
-				const id = (await request("POST", `${api}/groups`, { body: { name: "replicated", hosts: [] } })).body._id;
-				const where = encodeURIComponent('{"name":"replicated"}');
-				for (let i = 1; i <= 20; i++) {
-					// warm both replicas' caches, then write on one of them and read through both
-					await request("GET", `${api}/groups/${id}`);
-					await request("GET", `${api}/groups/${id}`);
-					await request("GET", `${api}/groups?where=${where}`);
-					await request("GET", `${api}/groups?where=${where}`);
-					expect((await request("PATCH", `${api}/groups/${id}`, { body: { hosts: [`h${i}`] } })).status).toBe(200);
-					for (let j = 0; j < 2; j++) {
-						expect((await request("GET", `${api}/groups/${id}`)).body.hosts).toEqual([`h${i}`]);
-						expect((await request("GET", `${api}/groups?where=${where}`)).body._items[0].hosts).toEqual([`h${i}`]);
-					}
-				}
-			} finally {
-				await Promise.all(procs.map(sigterm));
-			}
-		});
 	});
+});
+
+describeReplicated("two data replicas on shared storage", legOf => {
+	it("serve no stale read from any replica after a write", async () => {
+		const leg = legOf();
+		const env = await leg.env("proc-r");
+		const services = ALL_SERVICES().filter(s => s !== "api");
+		const replicas = [leg.run(services, env), leg.run(services, env)];
+		const api = await leg.run(["api"], env).api();
+		await Promise.all(replicas.map(r => r.ready()));
+		// both replicas of groups must be serving before the round-robin means anything
+		await eventually(async () => ((await leg.serving("groups")) === 2 ? true : undefined), 30_000, "both replicas of groups serving");
+		await eventually(async () => ((await request("GET", `${api}/settings/0`).catch(() => null))?.status === 200 ? true : undefined), 30_000, "the gateway");
+
+		const id = (await request("POST", `${api}/groups`, { body: { name: "replicated", hosts: [] } })).body._id;
+		const where = encodeURIComponent('{"name":"replicated"}');
+		for (let i = 1; i <= 20; i++) {
+			// warm both replicas' caches, then write on one of them and read through both
+			await request("GET", `${api}/groups/${id}`);
+			await request("GET", `${api}/groups/${id}`);
+			await request("GET", `${api}/groups?where=${where}`);
+			await request("GET", `${api}/groups?where=${where}`);
+			expect((await request("PATCH", `${api}/groups/${id}`, { body: { hosts: [`h${i}`] } })).status).toBe(200);
+			for (let j = 0; j < 2; j++) {
+				expect((await request("GET", `${api}/groups/${id}`)).body.hosts).toEqual([`h${i}`]);
+				expect((await request("GET", `${api}/groups?where=${where}`)).body._items[0].hosts).toEqual([`h${i}`]);
+			}
+		}
+	}, 120_000);
 });
 
 describe("the NATS server the tests use", () => {

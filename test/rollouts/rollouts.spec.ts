@@ -24,6 +24,16 @@ describe("rollouts", () => {
 			return r.status === status ? r : undefined;
 		}, ms, `rollout ${id} ${status}`);
 	const jobsOf = async (id: string) => (await request("GET", withQuery(url("salt_jobs"), { where: { rollout: id }, sort: "batch", max_results: 50 }))).body._items;
+	let markers = 0;
+	/**
+	 * The driver has made its passes past now: a one-host rollout made now has run and finished. Each pass steps every
+	 * rollout with something to do, so a rollout that must not move would have moved by then.
+	 */
+	const driverPassed = async () => {
+		const marker = await create({ name: `marker ${++markers}`, target: `L@${hosts[8]}`, fun: "test.ping", batch: 1 });
+		expect(marker.status).toBe(201);
+		expect(await until(marker.body._id, "finished")).toMatchObject({ done: 1, succeeded: 1 });
+	};
 
 	beforeAll(async () => {
 		sim = new SaltApiSimulator({ minions: 12, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 30], presenceEvents: false, downFraction: 0 });
@@ -76,7 +86,7 @@ describe("rollouts", () => {
 		const alert = await eventually(async () => (await request("GET", withQuery(url("alerts"), { where: { type: "rollout.paused", "payload.rollout": res.body._id } }))).body._items[0]);
 		expect(alert).toMatchObject({ level: "error", payload: { name: "patch with budget" } });
 		// Nothing more runs while paused.
-		await new Promise(r => setTimeout(r, 500));
+		await driverPassed();
 		expect((await jobsOf(res.body._id)).length).toBe(2);
 		expect((await request("PATCH", url(`rollouts/${res.body._id}/resume`))).status).toBe(200);
 		const done = await until(res.body._id, "finished");
@@ -92,7 +102,7 @@ describe("rollouts", () => {
 		expect((await request("PATCH", url(`rollouts/${res.body._id}/abort`))).status).toBe(200);
 		const aborted = await rollout(res.body._id);
 		expect(aborted).toMatchObject({ status: "aborted", reason: "aborted by bootstrap-admin" });
-		await new Promise(r => setTimeout(r, 400));
+		await driverPassed();
 		expect((await jobsOf(res.body._id)).length).toBe(1);
 	});
 
@@ -116,7 +126,7 @@ describe("rollouts", () => {
 				return x.batches[0].state === "finished" ? x : undefined;
 			});
 			expect(r).toMatchObject({ status: "paused", reason: "paused by bootstrap-admin", current: 1 });
-			await new Promise(r => setTimeout(r, 400));
+			await driverPassed();
 			expect((await jobsOf(res.body._id)).length).toBe(1);
 			expect(expectEveError(await request("PATCH", url(`rollouts/${res.body._id}/pause`)), 422)._issues.status).toMatch(/paused rollout cannot be paused/);
 			expect((await request("PATCH", url(`rollouts/${res.body._id}/resume`))).status).toBe(200);

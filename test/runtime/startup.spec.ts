@@ -8,7 +8,7 @@
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { DIST, ROOT, stopProc, tempDir, type Proc } from "../support/harness";
+import { DIST, ROOT, boundPorts, stopProc, tempDir, type Proc } from "../support/harness";
 import { itIf } from "../support/skip";
 
 const RUNNER = path.join(ROOT, "node_modules/moleculer/bin/moleculer-runner.js");
@@ -120,13 +120,17 @@ describe("the membership computation of the hosts service", () => {
 		const proc = start({ DATA_DIR: tempDir("startup-hosts"), LOGLEVEL: "info" }, ["hosts"]);
 		try {
 			await until("the start", proc, () => (/ServiceBroker with \d+ service\(s\) started successfully/.test(proc.log.join("")) ? true : undefined));
-			// Long enough for the membership loop to have asked for the absent groups service, were it not waiting.
-			await new Promise(r => setTimeout(r, 500));
+			// The membership loop has had its first turn (a timer due at once, set as the service started: timers run before
+			// the requests that came in meanwhile): its health listener answered a request sent after the start.
+			const { health } = await boundPorts(proc, { healthOnly: true });
+			expect((await fetch(`http://127.0.0.1:${health}/live`)).status).toBe(200);
 			const began = Date.now();
+			const output = closed(proc);
 			proc.child.kill("SIGTERM");
 			expect(await exited(proc)).toBe(0);
 			expect(Date.now() - began).toBeLessThan(5000);
-			expect(proc.log.join("")).not.toMatch(/WARN|groups\.rules/);
+			// All it printed, its output closed: had the loop asked for the absent groups service instead of waiting, it said so.
+			expect((await output).output).not.toMatch(/WARN|groups\.rules/);
 		} finally {
 			await stopProc(proc);
 		}

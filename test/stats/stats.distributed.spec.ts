@@ -1,53 +1,33 @@
 /**
- * Snapshots on two stats replicas: two processes run the stats service over the real NATS server on
- * shared storage (MONGO_URI: in CI the wire-protocol emulator, not MongoDB), next to the other data
- * services in a third and the API gateway in a fourth, taking a snapshot every second while hosts
- * change. Every interval's snapshot must be taken once (never twice: distinct intervals, contiguous
- * indexes), by either replica; after one replica is killed with SIGKILL the other goes on alone; and the
- * last snapshot, rebuilt from what both stored, must be the hosts as they are.
+ * Snapshots on two stats replicas on shared storage, on both legs of test/support/replicas.ts (brokers in one process
+ * on one NeDB directory; processes over NATS on MongoDB): two replicas run the stats service, next to the other data
+ * services in a third and the API gateway in a fourth, taking a snapshot every second while hosts change. Every
+ * interval's snapshot must be taken once (never twice: distinct intervals, contiguous indexes), by either replica;
+ * after one replica ends (SIGKILL on the process leg) the other goes on alone; and the last snapshot, rebuilt from
+ * what both stored, must be the hosts as they are.
  */
-import { ServiceBroker, type BrokerOptions } from "moleculer";
-import { ALL_SERVICES, apiOf, ensureNats, runServices, stopProcs, uniqueMongoUri, type Nats, type Proc } from "../support/harness";
+import { ALL_SERVICES } from "../support/harness";
+import { describeReplicated } from "../support/replicas";
 import { request, eventually, withQuery } from "../support/http";
 
-const mongoUri = process.env.MONGO_URI;
 const HOSTS = 40;
 
-(mongoUri ? describe : describe.skip)(`snapshots on two stats replicas over NATS${mongoUri ? "" : " (skipped: MONGO_URI is not set)"}`, () => {
-	let nats: Nats;
-	let client: ServiceBroker;
-	const procs: Proc[] = [];
-	afterAll(async () => {
-		await stopProcs(procs);
-		await client?.stop();
-		await nats?.stop();
-	});
-
+describeReplicated("snapshots on two stats replicas", legOf => {
 	it("takes every interval's snapshot exactly once, and goes on when a replica dies", async () => {
-		nats = await ensureNats();
-		const namespace = `stats-${process.pid}-${Date.now().toString(36)}`;
+		const leg = legOf();
 		const env = {
-			TRANSPORTER: nats.url,
-			NAMESPACE: namespace,
-			MONGO_URI: uniqueMongoUri(mongoUri as string),
-			CTL_SECRET_KEY: "stats-secret",
-			PORT: "0", // the gateway binds a port of its own choosing, read back (apiOf)
-			HOST: "127.0.0.1",
+			...(await leg.env("stats")),
 			STATS_SNAPSHOT_INTERVAL: "1",
 			STATS_KEYFRAME_EVERY: "5",
 			TASK_SCHEDULER: "false",
 		};
-		procs.push(runServices(ALL_SERVICES().filter(s => s !== "api" && s !== "stats" && s !== "cm-gateway"), env));
-		const replicas = [runServices(["stats"], { ...env, NODEID: `stats-a-${process.pid}` }), runServices(["stats"], { ...env, NODEID: `stats-b-${process.pid}` })];
-		const gateway = runServices(["api"], env);
-		procs.push(...replicas, gateway);
-		const api = await apiOf(gateway);
-		client = new ServiceBroker({ logger: false, namespace, nodeID: `stats-client-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], serializer: "JSONExt", requestTimeout: 30_000 });
-		await client.start();
-		await client.waitForServices(["hosts", "stats", "api"], 60_000);
+		leg.run(ALL_SERVICES().filter(s => s !== "api" && s !== "stats" && s !== "cm-gateway"), env);
+		const replicas = [leg.run(["stats"], env, `stats-a-${process.pid}`), leg.run(["stats"], env, `stats-b-${process.pid}`)];
+		const api = await leg.run(["api"], env).api();
+		await Promise.all(replicas.map(r => r.ready()));
 
 		const ids = Array.from({ length: HOSTS }, (_, i) => `dist-${String(i).padStart(2, "0")}`);
-		await client.call("hosts.upsertMany", { hosts: ids.map(_id => ({ _id, status: "up", key: "accepted", version: "3006.8" })) });
+		await leg.call("hosts.upsertMany", { hosts: ids.map(_id => ({ _id, status: "up", key: "accepted", version: "3006.8" })) });
 		// Hosts change while the replicas take snapshots; one replica dies half-way.
 		const status = new Map(ids.map(id => [id, "up"]));
 		const started = Date.now();
@@ -55,10 +35,10 @@ const HOSTS = 40;
 		for (let round = 0; Date.now() - started < 20_000; round++) {
 			const id = ids[(round * 7) % HOSTS];
 			const next = status.get(id) === "up" ? "down" : "up";
-			await client.call("hosts.upsertMany", { hosts: [{ _id: id, status: next }] });
+			await leg.call("hosts.upsertMany", { hosts: [{ _id: id, status: next }] });
 			status.set(id, next);
 			if (!killedAt && Date.now() - started > 6000) {
-				replicas[0].child.kill("SIGKILL");
+				await replicas[0].kill();
 				killedAt = Date.now();
 			}
 			// Not an oracle: the changes are paced over the snapshots' seconds (what was stored is checked below).

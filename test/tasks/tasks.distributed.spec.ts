@@ -1,49 +1,34 @@
 /**
- * The scheduler on three replicas: three processes run the tasks service over the real NATS server on
- * shared storage (MONGO_URI: in CI the wire-protocol emulator, not MongoDB), next to the cm-gateway and
- * the other services in a fourth and the API gateway in a fifth. 300 tasks fall due within three
- * seconds; one tasks replica is killed with SIGKILL in the middle. Every task must run exactly once,
- * counted at the salt-api simulator, and each task's record must say its run started (none refused by a
- * busy cm-gateway and recorded as failed).
+ * The scheduler on three replicas on shared storage, on both legs of test/support/replicas.ts (brokers in one
+ * process on one NeDB directory; processes over NATS on MongoDB): three replicas run the tasks service, next to the
+ * cm-gateway and the other services in a fourth and the API gateway in a fifth. 300 tasks fall due within three
+ * seconds; one tasks replica ends in the middle (SIGKILL on the process leg). Every task must run exactly once,
+ * counted at the salt-api simulator, and each task's record must say its run started (none refused by a busy
+ * cm-gateway and recorded as failed).
  */
 import { SaltApiSimulator } from "../simulators/salt-api";
-import { ALL_SERVICES, apiOf, ensureNats, runServices, stopProcs, uniqueMongoUri, type Nats, type Proc } from "../support/harness";
+import { ALL_SERVICES } from "../support/harness";
+import { describeReplicated } from "../support/replicas";
 import { request, eventually } from "../support/http";
 import { formatHttpDate } from "../../lib/eve/dates";
 
-const mongoUri = process.env.MONGO_URI;
 const TASKS = 300;
 
-(mongoUri ? describe : describe.skip)(`the scheduler on three replicas over NATS${mongoUri ? "" : " (skipped: MONGO_URI is not set)"}`, () => {
-	let sim: SaltApiSimulator;
-	let nats: Nats;
-	const procs: Proc[] = [];
-	afterAll(async () => {
-		await stopProcs(procs);
-		await sim?.stop();
-		await nats?.stop();
-	});
-
-	it(`runs ${TASKS} tasks due within seconds exactly once each, though a replica is killed mid-way`, async () => {
-		sim = new SaltApiSimulator({ minions: 20, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceIntervalMs: 3_600_000 });
+describeReplicated("the scheduler on three replicas", legOf => {
+	it(`runs ${TASKS} tasks due within seconds exactly once each, though a replica ends mid-way`, async () => {
+		const leg = legOf();
+		const sim = new SaltApiSimulator({ minions: 20, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceIntervalMs: 3_600_000 });
+		leg.track(sim);
 		await sim.start();
-		nats = await ensureNats();
 		const env = {
-			TRANSPORTER: nats.url,
-			NAMESPACE: `sched-${process.pid}-${Date.now().toString(36)}`,
-			MONGO_URI: uniqueMongoUri(mongoUri as string),
-			CTL_SECRET_KEY: "sched-secret",
-			PORT: "0", // the gateway binds a port of its own choosing, read back (apiOf)
-			HOST: "127.0.0.1",
+			...(await leg.env("sched")),
 			...sim.cmApiEnv,
 			CM_SYNC_INTERVAL_MS: "3600000",
 			TASK_LEASE_MS: "2000",
 		};
-		procs.push(runServices(ALL_SERVICES().filter(s => s !== "api" && s !== "tasks"), env));
-		const replicas = [runServices(["tasks"], env), runServices(["tasks"], env), runServices(["tasks"], env)];
-		const gateway = runServices(["api"], env);
-		procs.push(...replicas, gateway);
-		const api = await apiOf(gateway);
+		leg.run(ALL_SERVICES().filter(s => s !== "api" && s !== "tasks"), env);
+		const replicas = [leg.run(["tasks"], env), leg.run(["tasks"], env), leg.run(["tasks"], env)];
+		const api = await leg.run(["api"], env).api();
 		await eventually(async () => ((await request("GET", `${api}/hosts?max_results=1`).catch(() => null))?.body?._meta?.total === sim.minionIds().length ? true : undefined), 60_000, "the API and the inventory");
 
 		const minions = sim.upMinions();
@@ -55,7 +40,7 @@ const TASKS = 300;
 
 		// Kill one replica while the runs fall due (not an oracle: time passing up to the due times).
 		await new Promise(r => setTimeout(r, base + 1200 - Date.now()));
-		replicas[0].child.kill("SIGKILL");
+		await replicas[0].kill();
 
 		// Until the cluster notices the killed node (heartbeats), a read balanced to it times out: such polls just count as "not yet".
 		const finished = async () => (await request("GET", `${api}/tasks?where=${encodeURIComponent('{"status":"finished"}')}&max_results=1`)).body?._meta?.total as number | undefined;
@@ -81,7 +66,7 @@ const TASKS = 300;
 		const missed = tasks.map((_, i) => i).filter(i => !runs.has(i));
 		const twice = [...runs].filter(([, count]) => count > 1).map(([i]) => i);
 		expect({ missed, twice }).toEqual({ missed: [], twice: [] });
-		if (process.env.TEST_LOG) console.log("takeovers:", replicas.slice(1).map(r => r.log.join("").split("taking over run").length - 1));
+		if (process.env.TEST_LOG) console.log("takeovers:", replicas.slice(1).map(r => r.log().split("taking over run").length - 1));
 		expect(runs.size).toBe(TASKS);
 	}, 150_000);
 });
