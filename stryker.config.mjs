@@ -20,6 +20,9 @@ export const MODULES = [
 	"services/tasks/task-claims.ts", // the scheduler's claims and lease takeovers (exactly once)
 	"lib/eve/paging.ts", // page arithmetic, _meta and _links
 	"services/cm-gateway/run-door.ts", // the audit-first, authorized-where-it-starts run path
+	"services/tokens/family.ts", // principals, token families and their cascading revocation
+	"services/tokens/personal.ts", // sign-in sessions, what a new sign-in revokes, tokens made for oneself
+	"services/tokens/token-checks.ts", // a token acts (revoked, expired), the caller it is, the expiry sent
 ];
 
 export const UNIT_SPECS = [
@@ -32,6 +35,9 @@ export const UNIT_SPECS = [
 	"test/tasks/task-claims.spec.ts",
 	"test/eve/paging.spec.ts",
 	"test/cm-gateway/run-door.spec.ts",
+	"test/tokens/family.spec.ts", // principals and families on an in-memory NeDB store
+	"test/tokens/personal.spec.ts", // the tokens service in an in-process broker on the embedded store
+	"test/tokens/token-checks.spec.ts", // pure
 ];
 
 /** The score every module must reach (percentage of mutants killed or timed out). */

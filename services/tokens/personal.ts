@@ -70,10 +70,11 @@ export const personalActions: Record<string, ActionSchema<PersonalThis>> = {
 			// are the person's (they carry the subject), each kept or revoked here by its own reach.
 			const theirs = await this.store.find({ subject, revoked: false });
 			const beyond = theirs.filter(t => !roleAllows(role, t.role) || scopeExceeds(scope, t.scope) !== null);
-			const sessions = beyond.filter(t => t.session === true).map(t => t._id);
+			const sessions: string[] = [];
+			const tokens: string[] = [];
+			for (const t of beyond) (t.session === true ? sessions : tokens).push(String(t._id));
 			if (sessions.length) await this.store.updateMany({ _id: { $in: sessions } }, { $set: { revoked: true, _updated: nowSeconds() } });
-			const tokens = beyond.filter(t => t.session !== true).map(t => String(t._id));
-			if (tokens.length) await revokeFamily(this.store, tokens);
+			await revokeFamily(this.store, tokens);
 			await this.store.removeMany({ session: true, expires: { $lt: new Date(now - SESSION_KEEP_MS) } });
 			const { doc, secret } = tokenDoc({ name: `${name} (session)`, role, ...(scope ? { scope } : {}), expires: new Date(now + ttlS * 1000), session: true, subject, principal: subject });
 			await this.store.insertMany([doc]);
@@ -88,7 +89,7 @@ export const personalActions: Record<string, ActionSchema<PersonalThis>> = {
 		params: { subject: { type: "string", min: 1, max: 300 } },
 		async handler(this: PersonalThis, ctx: Context<{ subject: string }>) {
 			const theirs = await this.store.find({ $or: [{ subject: ctx.params.subject }, { principal: ctx.params.subject }] }, { only: ["_id"] });
-			const revoked = theirs.length ? await revokeFamily(this.store, theirs.map(t => String(t._id))) : [];
+			const revoked = await revokeFamily(this.store, theirs.map(t => String(t._id)));
 			if (revoked.length) await this.notifyChanged(ctx, "updated", revoked);
 			return { revoked: revoked.length };
 		},
