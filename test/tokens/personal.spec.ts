@@ -124,6 +124,23 @@ describe("a sign-in's session", () => {
 	});
 });
 
+describe("the internal actions the sign-in calls", () => {
+	it("refuse what the sign-in never sends (a validation error, nothing written)", async () => {
+		const refused = (action: string, params: Doc) => expect(broker.call(`tokens.${action}`, params)).rejects.toMatchObject({ name: "ValidationError", code: 422 });
+		const session = { subject: "oidc:val", name: "Val", role: "viewer", ttlS: 60 };
+		await refused("openSession", { ...session, ttlS: 1.5 });
+		await refused("openSession", { ...session, ttlS: 0 });
+		await refused("openSession", { ...session, role: "root" });
+		await refused("openSession", { ...session, subject: "" });
+		await refused("revokeSubject", { subject: "" });
+		await refused("closeSession", { hash: "f".repeat(63) });
+		expect(await store().count({ subject: "oidc:val" })).toBe(0);
+		const s = await signIn("oidc:val", "viewer");
+		const res = await as(s.secret, "revokeMine", { id: 12 });
+		expect(res.error).toMatchObject({ code: 422 });
+	});
+});
+
 describe("a sign-in that gives less than before", () => {
 	it("revokes, at a lower role, the tokens above it and what was made from them; the person's others and other people's stay", async () => {
 		const first = await signIn("oidc:bo", "admin");
@@ -206,6 +223,8 @@ describe("a sign-out", () => {
 		expect(await broker.call("tokens.closeSession", { hash: hashToken(s.secret) })).toEqual({ closed: true });
 		expect(told.map(([op]) => op)).toEqual(["updated"]);
 		expect(await live(s.secret, script.secret)).toEqual([false, true]);
+		// The record stays, revoked, so the audit log still names whose session it was.
+		expect(await stored(s.id)).toMatchObject({ name: "ida (session)", subject: "oidc:ida", session: true, revoked: true });
 	});
 });
 
@@ -296,6 +315,21 @@ describe("a token a caller makes for itself (POST /api/tokens/mine)", () => {
 		const lasting = await serviceToken("mo-lasting", "operator");
 		const fromLasting = (await as(lasting.secret, "createMine", { body: { name: "mo-90" } })).body!;
 		expect((fromLasting.expires as Date).getTime()).toBeGreaterThan(Date.now() + 89 * DAY);
+	});
+
+	it("expires later than the instant it is made (422 at that very instant)", async () => {
+		const s = await signIn("oidc:now", "operator");
+		const caller = (await verify(s.secret))!;
+		const at = new Date(Date.now() + 60_000);
+		// Only the clock's Date is fixed: timers run as ever.
+		jest.useFakeTimers({ now: at, doNotFake: ["nextTick", "setImmediate", "clearImmediate", "setInterval", "clearInterval", "setTimeout", "clearTimeout", "queueMicrotask", "hrtime", "performance"] });
+		try {
+			const meta = { user: caller };
+			await expect(broker.call("tokens.createMine", { body: { name: "now", expires: at.toISOString() } }, { meta })).rejects.toMatchObject({ code: 422, data: { issues: { expires: "must be in the future" } } });
+			expect(await broker.call("tokens.createMine", { body: { name: "now-plus", expires: new Date(at.getTime() + 1).toISOString() } }, { meta })).toMatchObject({ name: "now-plus" });
+		} finally {
+			jest.useRealTimers();
+		}
 	});
 
 	it("is refused (401) when its maker was revoked since the gateway let the request in, and nothing is left live", async () => {

@@ -63,9 +63,11 @@ describe("the expiry a client sends", () => {
 		expect(parseExpires(without).doc).toBe(without);
 	});
 
-	it("is refused otherwise, saying what it must be: a bare date, a number, garbage, null, an impossible time", () => {
+	it("is refused otherwise, saying what it must be: a bare date, a number, garbage, null, an impossible time, no string", () => {
 		const issue = { expires: "must be of datetime type (an HTTP-date or ISO 8601)" };
-		for (const expires of ["2030-01-01", "01/01/2030", "tomorrow", "", "x2030-01-01T00:00:00Z", 1893456000000, null, {}, "2030-13-45T99:00:00Z"]) {
+		// A year of four digits: the expanded form (+002030-…) is ISO 8601 only by agreement.
+		const refused = ["2030-01-01", "01/01/2030", "tomorrow", "", "x2030-01-01T00:00:00Z", "+002030-01-01T00:00:00Z", "2030-13-45T99:00:00Z"];
+		for (const expires of [...refused, 1893456000000, null, {}, ["2030-01-01T00:00:00Z"], ["Tue, 01 Jan 2030 00:00:00 GMT"]]) {
 			expect(parseExpires({ name: "a", expires })).toEqual({ doc: { name: "a", expires }, issues: issue });
 		}
 	});
