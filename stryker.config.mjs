@@ -22,6 +22,9 @@ export const MODULES = [
 	"services/cm-gateway/run-door.ts", // the audit-first, authorized-where-it-starts run path
 	"services/conformity/fix-plan.ts", // conformity fixes: what is applied, every run authorized before the first
 	"lib/fleet/conformity.ts", // a host's conformity judged from its test=True return; which jobs are checks; alerts
+	"services/tokens/family.ts", // principals, token families and their cascading revocation
+	"services/tokens/personal.ts", // sign-in sessions, what a new sign-in revokes, tokens made for oneself
+	"services/tokens/token-checks.ts", // a token acts (revoked, expired), the caller it is, the expiry sent
 ];
 
 export const UNIT_SPECS = [
@@ -36,6 +39,9 @@ export const UNIT_SPECS = [
 	"test/cm-gateway/run-door.spec.ts",
 	"test/conformity/fix-plan.spec.ts", // services/conformity/fix-plan.ts
 	"test/fleet/conformity.spec.ts", // lib/fleet/conformity.ts (and lib/fleet/state-results.ts's reading)
+	"test/tokens/family.spec.ts", // principals and families on an in-memory NeDB store
+	"test/tokens/personal.spec.ts", // the tokens service in an in-process broker on the embedded store
+	"test/tokens/token-checks.spec.ts", // pure
 ];
 
 /** The score every module must reach (percentage of mutants killed or timed out). */

@@ -5,7 +5,10 @@
  * parent (`owner`) and shares its principal. Revoking a token revokes its descendants, generation by generation.
  */
 import { nowSeconds } from "../../lib/eve/dates";
-import type { Doc, Store } from "../../lib/storage/store";
+import type { Doc, FindOptions, Store } from "../../lib/storage/store";
+
+/** What the walks read of a record: its id. */
+const IDS: FindOptions = { only: ["_id"] };
 
 /** The principal of a service account: the token an admin made (or the bootstrap admin). */
 export function servicePrincipal(id: string): string {
@@ -47,7 +50,7 @@ async function eachGeneration(store: Store, roots: string[], visit: (generation:
 	let generation = roots;
 	while (generation.length) {
 		await visit(generation);
-		const children = await store.find({ owner: { $in: generation } }, { only: ["_id"] });
+		const children = await store.find({ owner: { $in: generation } }, IDS);
 		generation = children.map(d => String(d._id)).filter(id => !seen.has(id));
 		for (const id of generation) seen.add(id);
 	}
@@ -62,7 +65,7 @@ async function eachGeneration(store: Store, roots: string[], visit: (generation:
 export async function revokeFamily(store: Store, ids: string[]): Promise<string[]> {
 	const revoked: string[] = [];
 	await eachGeneration(store, ids, async generation => {
-		const live = await store.find({ _id: { $in: generation }, revoked: { $ne: true } }, { only: ["_id"] });
+		const live = await store.find({ _id: { $in: generation }, revoked: { $ne: true } }, IDS);
 		if (!live.length) return;
 		await store.updateMany({ _id: { $in: live.map(d => d._id) } }, { $set: { revoked: true, _updated: nowSeconds() } });
 		revoked.push(...live.map(d => String(d._id)));
@@ -91,10 +94,12 @@ export async function migratePrincipals(store: Store): Promise<{ assigned: numbe
 	for (const doc of missing) {
 		const principal = await resolvePrincipal(store, doc, known);
 		known.set(String(doc._id), principal);
-		byPrincipal.set(principal, [...(byPrincipal.get(principal) ?? []), String(doc._id)]);
+		const ids = byPrincipal.get(principal);
+		if (ids) ids.push(String(doc._id));
+		else byPrincipal.set(principal, [String(doc._id)]);
 	}
 	for (const [principal, ids] of byPrincipal) await store.updateMany({ _id: { $in: ids } }, { $set: { principal } });
-	const revokedBefore = await store.find({ revoked: true, session: { $ne: true } }, { only: ["_id"] });
+	const revokedBefore = await store.find({ revoked: true, session: { $ne: true } }, IDS);
 	const revoked = revokedBefore.length ? await revokeFamily(store, revokedBefore.map(d => String(d._id))) : [];
 	return { assigned: missing.length, revoked };
 }

@@ -3,7 +3,8 @@
  * any other, short-lived, `session: true`, made for the person (`subject`) with the role and scope their groups give
  * — and the API tokens a caller makes for themselves (`/api/tokens/mine`), never reaching further than the caller:
  * a role at most theirs, a scope within theirs, an expiry within a year (within the caller's own, for a token that
- * expires). A sign-in that gives a person less than before revokes their tokens that reach further.
+ * expires). A sign-in that gives a person less than before revokes their tokens that reach further (with what was
+ * made from them; a session alone, as a sign-out ends it).
  *
  * A token made here belongs to its maker's principal (the person, or the service account of the token that made it)
  * and records its maker (`owner`): revoking a token revokes those made from it (family.ts). A sign-out ends only
@@ -64,10 +65,16 @@ export const personalActions: Record<string, ActionSchema<PersonalThis>> = {
 		async handler(this: PersonalThis, ctx: Context<{ subject: string; name: string; role: Role; scope?: Scope; ttlS: number }>) {
 			const { subject, name, role, scope, ttlS } = ctx.params;
 			const now = Date.now();
-			// What the person's groups give now is all they keep: their tokens that reach further are revoked.
+			// What the person's groups give now is all they keep: their tokens that reach further are revoked, with
+			// what was made from them — but a session ends alone, as at a sign-out: the tokens made while signed in
+			// are the person's (they carry the subject), each kept or revoked here by its own reach.
 			const theirs = await this.store.find({ subject, revoked: false });
-			const beyond = theirs.filter(t => !roleAllows(role, t.role) || scopeExceeds(scope, t.scope) !== null).map(t => String(t._id));
-			if (beyond.length) await revokeFamily(this.store, beyond);
+			const beyond = theirs.filter(t => !roleAllows(role, t.role) || scopeExceeds(scope, t.scope) !== null);
+			const sessions: string[] = [];
+			const tokens: string[] = [];
+			for (const t of beyond) (t.session === true ? sessions : tokens).push(String(t._id));
+			if (sessions.length) await this.store.updateMany({ _id: { $in: sessions } }, { $set: { revoked: true, _updated: nowSeconds() } });
+			await revokeFamily(this.store, tokens);
 			await this.store.removeMany({ session: true, expires: { $lt: new Date(now - SESSION_KEEP_MS) } });
 			const { doc, secret } = tokenDoc({ name: `${name} (session)`, role, ...(scope ? { scope } : {}), expires: new Date(now + ttlS * 1000), session: true, subject, principal: subject });
 			await this.store.insertMany([doc]);
@@ -82,7 +89,7 @@ export const personalActions: Record<string, ActionSchema<PersonalThis>> = {
 		params: { subject: { type: "string", min: 1, max: 300 } },
 		async handler(this: PersonalThis, ctx: Context<{ subject: string }>) {
 			const theirs = await this.store.find({ $or: [{ subject: ctx.params.subject }, { principal: ctx.params.subject }] }, { only: ["_id"] });
-			const revoked = theirs.length ? await revokeFamily(this.store, theirs.map(t => String(t._id))) : [];
+			const revoked = await revokeFamily(this.store, theirs.map(t => String(t._id)));
 			if (revoked.length) await this.notifyChanged(ctx, "updated", revoked);
 			return { revoked: revoked.length };
 		},

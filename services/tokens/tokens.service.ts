@@ -4,7 +4,8 @@
  * the record (revoked: true) so the audit log still names who acted.
  *
  * People's tokens — the sessions a sign-in opens, the tokens a caller makes for themselves — are in personal.ts;
- * principals and the families of tokens minted from tokens (revoked together) in family.ts.
+ * principals and the families of tokens minted from tokens (revoked together) in family.ts; the checks on one
+ * record (acts now, the caller it is, the expiry sent) in token-checks.ts.
  *
  * Also the one place that decides whether a token may run a complete Salt call on some hosts
  * (`tokens.authorizeRun`, the rule in lib/http/auth.ts `runDenial`): the cm-gateway asks it for every run it
@@ -13,7 +14,7 @@
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
-import { nowSeconds, parseHttpDate } from "../../lib/eve/dates";
+import { nowSeconds } from "../../lib/eve/dates";
 import { EveError, type Issues } from "../../lib/eve/errors";
 import { SCOPE_CALLS_SCHEMA, SCOPE_FUNCTIONS_SCHEMA } from "../../lib/security/scopes";
 import { ROLES, arbitraryCodeFields, hashToken, newToken, runDenial, type Caller, type RunCall, type Scope } from "../../lib/http/auth";
@@ -22,6 +23,7 @@ import { announceAdminToken } from "../../lib/runtime/first-screen";
 import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
 import { personalActions } from "./personal";
 import { migratePrincipals, resolvePrincipal, revokeFamily, servicePrincipal } from "./family";
+import { expiryIssue, parseExpires, runCaller, tokenRefusal, usable, verifiedCaller } from "./token-checks";
 
 const BOOTSTRAP_NAME = "bootstrap-admin";
 
@@ -72,8 +74,7 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			async handler(this: TokensThis, ctx: Context<{ hash: string }>): Promise<(Caller & { expires?: Date }) | null> {
 				const doc = await this.store.findOne({ hash: ctx.params.hash });
 				if (!this.usable(doc)) return null;
-				const principal = await resolvePrincipal(this.store, doc!);
-				return { id: String(doc!._id), name: doc!.name, role: doc!.role, scope: doc!.scope, expires: doc!.expires, principal, ...(doc!.subject ? { subject: doc!.subject } : {}), ...(doc!.session ? { session: true } : {}) };
+				return verifiedCaller(doc!, await resolvePrincipal(this.store, doc!));
 			},
 		},
 
@@ -95,13 +96,13 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			},
 			async handler(this: TokensThis, ctx: Context<RunCall & { token: string }>): Promise<Caller> {
 				const doc = OBJECT_ID.test(ctx.params.token) ? await this.store.findOne({ _id: ctx.params.token }) : null;
-				if (!doc) throw new EveError(403, "the run is refused: no token authorizes it (unknown token)");
-				if (!this.usable(doc)) throw new EveError(403, "the run is refused: the token that authorizes it is revoked or expired");
-				const scope: Scope | undefined = doc.scope;
+				const refusal = tokenRefusal(doc, Date.now());
+				if (refusal) throw new EveError(403, `the run is refused: ${refusal}`);
+				const scope: Scope | undefined = doc!.scope;
 				const allowed = scope?.groups ? await this.scopeHosts(ctx, scope.groups) : null;
-				const denial = runDenial(doc.role, scope, ctx.params, allowed);
+				const denial = runDenial(doc!.role, scope, ctx.params, allowed);
 				if (denial) throw new EveError(403, `the run is refused: ${denial}`);
-				return { id: String(doc._id), name: doc.name, role: doc.role, principal: await resolvePrincipal(this.store, doc), ...(scope ? { scope } : {}), ...(doc.subject ? { subject: doc.subject } : {}) };
+				return runCaller(doc!, await resolvePrincipal(this.store, doc!));
 			},
 		},
 	},
@@ -121,18 +122,16 @@ const TokensService: EveServiceSchema<TokensThis> = {
 		},
 
 		usable(this: TokensThis, doc: Doc | null): boolean {
-			return !!doc && doc.revoked !== true && !(doc.expires instanceof Date && doc.expires.getTime() <= Date.now());
+			return usable(doc, Date.now());
 		},
 
 		async prepareInput(this: TokensThis, _ctx: RestContext, doc: Doc) {
-			if (!("expires" in doc) || doc.expires instanceof Date) return { doc };
-			const when = typeof doc.expires === "string" ? parseHttpDate(doc.expires) ?? (/^\d{4}-\d{2}-\d{2}T/.test(doc.expires) ? new Date(doc.expires) : null) : null;
-			if (!when || Number.isNaN(when.getTime())) return { doc, issues: { expires: "must be of datetime type (an HTTP-date or ISO 8601)" } };
-			return { doc: { ...doc, expires: when } };
+			return parseExpires(doc);
 		},
 
 		async checkRules(this: TokensThis, ctx: RestContext, doc: Doc, _info: WriteInfo): Promise<Issues | null> {
-			if (doc.expires instanceof Date && doc.expires.getTime() <= Date.now()) return { expires: "must be in the future" };
+			const expiry = expiryIssue(doc, Date.now());
+			if (expiry) return expiry;
 			const groups: string[] = doc.scope?.groups ?? [];
 			if (groups.length === 0) return null;
 			const found = new Set(await ctx.call<string[], { ids: string[] }>("groups.exist", { ids: groups }));

@@ -31,11 +31,13 @@ function principalsSuite(mongoUri: string | undefined): void {
 		return { id: res.body._id, secret: res.body.token };
 	};
 	/** A token `maker` makes for itself (POST /api/tokens/mine). */
-	const mint = async (maker: Minted, name: string, role?: string): Promise<Minted> => {
-		const res = await as(maker.secret, "POST", "tokens/mine", { name, ...(role ? { role } : {}) });
+	const mint = async (maker: Minted, name: string, role?: string, scope?: { functions: string[] }): Promise<Minted> => {
+		const res = await as(maker.secret, "POST", "tokens/mine", { name, ...(role ? { role } : {}), ...(scope ? { scope } : {}) });
 		if (res.status !== 201) throw new Error(`mine: ${res.status} ${res.text}`);
 		return { id: res.body._id, secret: res.body.token };
 	};
+	/** A token with a scope `maker` makes for itself. */
+	const mintScoped = (maker: Minted, name: string, scope: { functions: string[] }, role?: string) => mint(maker, name, role, scope);
 	const whoami = async (t: Minted) => (await as(t.secret, "GET", "whoami")).status;
 	const store = (): Store => (h.broker!.getLocalService("tokens") as unknown as { store: Store }).store;
 	const created = async (path: string, body: unknown): Promise<string> => {
@@ -128,6 +130,32 @@ function principalsSuite(mongoUri: string | undefined): void {
 			expect([await whoami({ id: session.id, secret: session.secret }), await whoami(script), await whoami(fromScript)]).toEqual([401, 200, 200]);
 			expect(await h.call("tokens.revokeSubject", { subject: "oidc:alice" })).toEqual({ revoked: 2 });
 			expect([await whoami(script), await whoami(fromScript)]).toEqual([401, 401]);
+		});
+
+		it("signed in again with the same role and a narrower scope, keeps only the tokens within it: the others are revoked (docs/security.md, sign-in)", async () => {
+			// What the sign-in (services/api/sessions.ts) asks for a person whose groups give `scope`.
+			const signIn = (scope: { functions: string[] }) => h.call<{ id: string; secret: string; revoked: number }>("tokens.openSession", { subject: "oidc:carol", name: "Carol", role: "operator", scope, ttlS: 3600 });
+			const first = await signIn({ functions: ["test.*", "grains.*"] });
+			const session = { id: first.id, secret: first.secret };
+			const grains = await mintScoped(session, "carol-grains", { functions: ["grains.items"] });
+			const both = await mintScoped(session, "carol-both", { functions: ["test.ping", "grains.items"] });
+			// Within the new scope itself, but made from a token that reaches further: it goes with its maker.
+			const fromBoth = await mintScoped(both, "carol-both-child", { functions: ["test.ping"] });
+			const ping = await mintScoped(session, "carol-ping", { functions: ["test.ping"] });
+			const viewer = await mintScoped(session, "carol-viewer", { functions: ["test.*"] }, "viewer");
+			for (const t of [session, grains, both, fromBoth, ping, viewer]) expect(await whoami(t)).toBe(200);
+
+			// The group that gave grains.* was taken away at the provider: same role, narrower scope. The first session
+			// reaches further and ends, alone (as at a sign-out): the tokens made in it within test.* keep working.
+			const second = await signIn({ functions: ["test.*"] });
+			expect(await Promise.all([session, grains, both, fromBoth, ping, viewer, second].map(whoami))).toEqual([401, 401, 401, 401, 200, 200, 200]);
+			// Runs are refused to the revoked tokens as well (tasks and approvals ask tokens.authorizeRun).
+			await expect(h.call("tokens.authorizeRun", { token: grains.id, client: "local", fun: "grains.items", targets: [A] })).rejects.toMatchObject({ code: 403 });
+			expect(await h.call("tokens.authorizeRun", { token: ping.id, client: "local", fun: "test.ping", targets: [A] })).toMatchObject({ id: ping.id, principal: "oidc:carol" });
+
+			// Signed in again with the same scope: nothing more is revoked.
+			const third = await signIn({ functions: ["test.*"] });
+			expect(await Promise.all([ping, viewer, second, third].map(whoami))).toEqual([200, 200, 200, 200]);
 		});
 	});
 
