@@ -20,6 +20,8 @@ export const MODULES = [
 	"services/tasks/task-claims.ts", // the scheduler's claims and lease takeovers (exactly once)
 	"lib/eve/paging.ts", // page arithmetic, _meta and _links
 	"services/cm-gateway/run-door.ts", // the audit-first, authorized-where-it-starts run path
+	"services/rollouts/plan.ts", // a rollout's batches (canary first), its failure budget as a count, a batch's failures
+	"services/rollouts/decisions.ts", // the rollout driver's decisions: step, dry-run outcome, budget, pause/finish/next
 ];
 
 export const UNIT_SPECS = [
@@ -32,6 +34,8 @@ export const UNIT_SPECS = [
 	"test/tasks/task-claims.spec.ts",
 	"test/eve/paging.spec.ts",
 	"test/cm-gateway/run-door.spec.ts",
+	"test/rollouts/plan.spec.ts", // services/rollouts/plan.ts
+	"test/rollouts/decisions.spec.ts", // services/rollouts/decisions.ts
 ];
 
 /** The score every module must reach (percentage of mutants killed or timed out). */

@@ -180,6 +180,17 @@ describe("rollouts", () => {
 		expect((await jobsOf(res.body._id)).length).toBe(6);
 	});
 
+	it("a dry run some host did not answer is no 'nothing would change': within the budget the batch runs for real, and the silent host counts", async () => {
+		sim.setNeverReturns(hosts[1], true);
+		// `common` predicts no change on the hosts that answer.
+		const res = await create({ name: "dry, one silent", target: `L@${hosts.slice(0, 3).join(",")}`, fun: "state.apply", kwarg: { mods: "common" }, canary: 0, batch: 3, failure_budget: 1, dry_run_first: true });
+		expect(res.status).toBe(201);
+		const done = await until(res.body._id, "finished");
+		expect(done.batches.map((b: { state: string; predicted_total: number; predicted_failures: number; timed_out: number }) => [b.state, b.predicted_total, b.predicted_failures, b.timed_out])).toEqual([["finished", 0, 1, 1]]);
+		expect(done).toMatchObject({ done: 3, succeeded: 2, timed_out: 1 });
+		expect((await jobsOf(res.body._id)).length).toBe(2);
+	});
+
 	it("takes over a batch whose replica died between asking for it and recording the answer: the job already started, never a second", async () => {
 		// The dead replica's state: the batch marked `starting` under its run id, its claim lapsed, the job started.
 		const service = h.broker!.getLocalService("rollouts") as unknown as { store: { insertMany(d: object[]): Promise<void> }; stores: Record<string, { insertMany(d: object[]): Promise<void> }> };
