@@ -22,6 +22,8 @@ export const MODULES = [
 	"services/cm-gateway/run-door.ts", // the audit-first, authorized-where-it-starts run path
 	"services/rollouts/plan.ts", // a rollout's batches (canary first), its failure budget as a count, a batch's failures
 	"services/rollouts/decisions.ts", // the rollout driver's decisions: step, dry-run outcome, budget, pause/finish/next
+	"lib/fleet/state-results.ts", // state returns read; a dry run's predicted changes and failures (silent hosts count)
+	"lib/fleet/batches.ts", // records cut to fit one transporter message; text capped
 ];
 
 export const UNIT_SPECS = [
@@ -36,6 +38,8 @@ export const UNIT_SPECS = [
 	"test/cm-gateway/run-door.spec.ts",
 	"test/rollouts/plan.spec.ts", // services/rollouts/plan.ts
 	"test/rollouts/decisions.spec.ts", // services/rollouts/decisions.ts
+	"test/fleet/state-results.spec.ts", // lib/fleet/state-results.ts
+	"test/fleet/batches.spec.ts", // lib/fleet/batches.ts
 ];
 
 /** The score every module must reach (percentage of mutants killed or timed out). */
