@@ -50,5 +50,7 @@ describe("capText, at the limit", () => {
 	it("keeps a text of exactly the limit, and cuts one byte more", () => {
 		expect(capText("abcd", 4)).toBe("abcd");
 		expect(capText("abcde", 4)).toBe("abcd\n… [1 more bytes not kept]");
+		// A replacement character the text itself holds is kept; only a character the cut split is dropped.
+		expect(capText("\uFFFDabcdef", 5)).toBe("\uFFFDab\n… [4 more bytes not kept]");
 	});
 });
