@@ -6,6 +6,7 @@
  *
  * A step: start the current batch (its dry run first when asked), or look at the batch's job in the history and,
  * once it ended, count it, pause the rollout past its failure budget (with a `rollout.paused` alert) or move on.
+ * What to do is decided without effects in decisions.ts; here it is carried out.
  * Starting is exactly-once: the batch is marked `starting` with its run id before the cm-gateway is asked; a
  * step that finds it marked so (the asker died, or the answer was lost) asks again as a takeover, and the
  * cm-gateway answers the job that run already started.
