@@ -37,16 +37,15 @@ describe("readDryRun, host by host", () => {
 			"pkg_|-a_|-a_|-installed": { __id__: "a", __run_num__: 0, result: false, changes: {} },
 			"pkg_|-b_|-b_|-installed": { __id__: "b", __run_num__: 1, result: false, changes: {} },
 		});
-		const reading = readDryRun(
-			[
-				ret("web-01", true, { retcode: 2 }),
-				ret("web-02", true, { success: false }),
-				ret("web-03", false, { return: wouldFail }),
-				ret("web-04", true, { retcode: undefined, success: undefined }),
-				ret("web-05", false, { retcode: 0, success: true }),
-			],
-			5,
-		);
+		const returns = [
+			ret("web-01", true, { retcode: 2 }),
+			ret("web-02", true, { success: false }),
+			ret("web-03", false, { return: wouldFail }),
+			ret("web-04", true, { retcode: undefined, success: undefined }),
+			ret("web-05", false, { retcode: 0, success: true }),
+		];
+		expect(returns.map(r => readDryRun([r], 1).failures)).toEqual([1, 1, 1, 0, 0]);
+		const reading = readDryRun(returns, 5);
 		expect(reading.failures).toBe(3);
 		expect(reading.predicted.map(c => [c.host, c.state_id, c.result])).toEqual([
 			["web-01", "motd", null],
