@@ -25,6 +25,10 @@ export const MODULES = [
 	"services/tokens/family.ts", // principals, token families and their cascading revocation
 	"services/tokens/personal.ts", // sign-in sessions, what a new sign-in revokes, tokens made for oneself
 	"services/tokens/token-checks.ts", // a token acts (revoked, expired), the caller it is, the expiry sent
+	"services/rollouts/plan.ts", // a rollout's batches (canary first), its failure budget as a count, a batch's failures
+	"services/rollouts/decisions.ts", // the rollout driver's decisions: step, dry-run outcome, budget, pause/finish/next
+	"lib/fleet/state-results.ts", // state returns read; a dry run's predicted changes and failures (silent hosts count)
+	"lib/fleet/batches.ts", // records cut to fit one transporter message; text capped
 ];
 
 export const UNIT_SPECS = [
@@ -42,6 +46,10 @@ export const UNIT_SPECS = [
 	"test/tokens/family.spec.ts", // principals and families on an in-memory NeDB store
 	"test/tokens/personal.spec.ts", // the tokens service in an in-process broker on the embedded store
 	"test/tokens/token-checks.spec.ts", // pure
+	"test/rollouts/plan.spec.ts", // services/rollouts/plan.ts
+	"test/rollouts/decisions.spec.ts", // services/rollouts/decisions.ts
+	"test/fleet/state-results.spec.ts", // lib/fleet/state-results.ts
+	"test/fleet/batches.spec.ts", // lib/fleet/batches.ts
 ];
 
 /** The score every module must reach (percentage of mutants killed or timed out). */

@@ -6,6 +6,7 @@
  *
  * A step: start the current batch (its dry run first when asked), or look at the batch's job in the history and,
  * once it ended, count it, pause the rollout past its failure budget (with a `rollout.paused` alert) or move on.
+ * What to do is decided without effects in decisions.ts; here it is carried out.
  * Starting is exactly-once: the batch is marked `starting` with its run id before the cm-gateway is asked; a
  * step that finds it marked so (the asker died, or the answer was lost) asks again as a takeover, and the
  * cm-gateway answers the job that run already started.
@@ -16,7 +17,8 @@ import type { Doc } from "../../lib/storage/store";
 import { loadConfig } from "../../lib/config";
 import { countMetric } from "../../lib/runtime/metrics";
 import { readDryRun, type DryRunReturn } from "../../lib/fleet/state-results";
-import { batchFailures, sizeOf, type Batch } from "./plan";
+import { sizeOf, type Batch } from "./plan";
+import { afterBatch, afterDryRun, countBatch, inFlight, nextStep, nobodyLive, stateBeforeAsk, type JobCounts, type RolloutProgress } from "./decisions";
 
 /** What the driver keeps on the service. */
 export interface RolloutsMembers {
@@ -44,8 +46,6 @@ export interface RolloutsMembers {
 
 export type RolloutsThis = EveThis & RolloutsMembers;
 
-/** A batch whose job is asked for or out. */
-const IN_FLIGHT = new Set(["dry_starting", "dry_running", "starting", "running"]);
 /** After a failed ask (salt-api or the cm-gateway unavailable), the next one waits this long. */
 const RETRY_MS = 5000;
 /** A batch held for approval asks again this often (and at once when a request is decided: rollouts.service.ts). */
@@ -53,13 +53,8 @@ const APPROVAL_POLL_MS = 5000;
 /** Rollouts one pass looks at. */
 const PASS_MAX = 100;
 
-interface JobSummary {
+interface JobSummary extends JobCounts {
 	jid: string;
-	expected: number;
-	returned: number;
-	succeeded: number;
-	failed: number;
-	timed_out: number;
 	state: string;
 }
 
@@ -123,8 +118,7 @@ export const driverMethods = {
 				await this.saveProgress(claimed, { last_error: String((err as Error).message).slice(0, 2000), next_at: new Date(Date.now() + RETRY_MS) });
 			} finally {
 				const fresh = await this.store.findOne({ _id });
-				const b: Batch | undefined = fresh?.batches?.[fresh.current];
-				await this.store.updateMany({ _id, claim_by: this.broker.nodeID }, { $set: { claim_by: null, claim_until: null, in_flight: !!b && IN_FLIGHT.has(b.state) } });
+				await this.store.updateMany({ _id, claim_by: this.broker.nodeID }, { $set: { claim_by: null, claim_until: null, in_flight: !!fresh?.batches && inFlight(fresh as RolloutProgress) } });
 			}
 			if (progressed) this.driver.again = true;
 		}
@@ -132,30 +126,17 @@ export const driverMethods = {
 
 	/** One step of a claimed rollout; true when it moved (another step may follow at once). */
 	async stepRollout(this: RolloutsThis, r: Doc): Promise<boolean> {
-		const b: Batch | undefined = r.batches[r.current];
-		if (!b) {
-			await this.moveStatus(r, ["running", "paused"], "finished", null);
-			return false;
-		}
-		switch (b.state) {
-			case "dry_starting":
-				await this.startBatch(r, b, true, true);
-				return true;
-			case "starting":
-				await this.startBatch(r, b, false, true);
-				return true;
-			case "dry_running":
-				await this.observeBatch(r, b, true);
+		const step = nextStep(r as RolloutProgress);
+		switch (step.do) {
+			case "finish":
+				await this.moveStatus(r, ["running", "paused"], "finished", null);
 				return false;
-			case "running":
-				await this.observeBatch(r, b, false);
-				return false;
-			case "pending":
-			case "ready":
-				// Paused or aborted: nothing new starts.
-				if (r.status !== "running") return false;
-				await this.startBatch(r, b, b.state === "pending" && r.dry_run_first === true, false);
+			case "start":
+				await this.startBatch(r, step.batch, step.dry, step.takeover);
 				return true;
+			case "observe":
+				await this.observeBatch(r, step.batch, step.dry);
+				return false;
 			default:
 				return false;
 		}
@@ -171,7 +152,7 @@ export const driverMethods = {
 		if (!takeover) await this.saveProgress(r, { [`${at}.state`]: dry ? "dry_starting" : "starting", in_flight: true });
 		const kwarg = dry ? { ...(r.kwarg ?? {}), test: true } : r.kwarg;
 		let answer: { task_id: string | null; repeated?: boolean; status?: string; approval?: { _id: string } };
-		const back = { [`${at}.state`]: dry ? "pending" : r.dry_run_first ? "ready" : "pending", in_flight: false };
+		const back = { [`${at}.state`]: stateBeforeAsk(dry, r.dry_run_first), in_flight: false };
 		try {
 			answer = await this.broker.call("cm-gateway.runRolloutBatch", { rollout: String(r._id), batch: b.index, run: runId(r, b, dry), takeover, owner: r.owner, fun: r.fun, ...(r.arg ? { arg: r.arg } : {}), ...(kwarg ? { kwarg } : {}), hosts: await this.batchHosts(r, b), target: r.target, total: r.total });
 		} catch (err) {
@@ -184,7 +165,7 @@ export const driverMethods = {
 			}
 			if (e.code === 403) {
 				// Refused before anything ran: the batch waits, the rollout pauses and says why.
-				await this.saveProgress(r, { [`${at}.state`]: !dry && r.dry_run_first ? "ready" : "pending", last_error: e.message.slice(0, 2000), in_flight: false });
+				await this.saveProgress(r, { ...back, last_error: e.message.slice(0, 2000) });
 				await this.pauseForBudget(r, `batch ${b.index} was refused: ${e.message}`.slice(0, 2000));
 				return;
 			}
@@ -198,7 +179,8 @@ export const driverMethods = {
 		}
 		if (!answer.task_id) {
 			// None of the batch's hosts is live any more (or has an accepted key): nothing ran.
-			await this.saveProgress(r, { [`${at}.state`]: dry ? "ready" : "finished", [`${at}.unreached`]: sizeOf(b), [`${at}.finished`]: new Date(), ...(dry ? {} : { unreached: r.unreached + sizeOf(b), done: r.done + sizeOf(b) }), last_error: null });
+			const none = nobodyLive(r as RolloutProgress, b, dry);
+			await this.saveProgress(r, { [`${at}.state`]: none.state, [`${at}.unreached`]: none.unreached, [`${at}.finished`]: new Date(), ...none.rollout, last_error: null });
 			if (!dry) await this.afterBatch(await this.store.findOne({ _id: r._id }), b.index);
 			return;
 		}
@@ -215,18 +197,18 @@ export const driverMethods = {
 		const at = `batches.${b.index}`;
 		if (dry) {
 			const returns = await this.broker.call<DryRunReturn[], { jid: string }>("actions.returnsOf", { jid });
-			const { predicted, total, failures } = readDryRun(returns, sizeOf(b));
-			const set: Doc = { [`${at}.predicted`]: predicted, [`${at}.predicted_total`]: total, [`${at}.predicted_failures`]: failures };
-			const spent = r.failed + r.timed_out + r.unreached - r.accepted_failures;
-			if (spent + failures > r.budget) {
+			const reading = readDryRun(returns, sizeOf(b));
+			const set: Doc = { [`${at}.predicted`]: reading.predicted, [`${at}.predicted_total`]: reading.total, [`${at}.predicted_failures`]: reading.failures };
+			const next = afterDryRun(r as RolloutProgress, b, reading);
+			if (next.do === "pause") {
 				await this.saveProgress(r, { ...set, [`${at}.state`]: "ready" });
-				await this.pauseForBudget(r, `the dry run of batch ${b.index} predicts ${failures} failure(s); with ${spent} so far that is over the budget of ${r.budget}`);
+				await this.pauseForBudget(r, next.reason);
 				return;
 			}
-			if (!predicted.length) {
+			if (next.do === "skip") {
 				// Nothing would change: the batch is skipped, the next one follows.
-				await this.saveProgress(r, { ...set, [`${at}.state`]: "skipped", [`${at}.finished`]: new Date(), current: r.current + 1, done: r.done + sizeOf(b), next_at: new Date() });
-				if (r.current + 1 >= r.batches.length) await this.moveStatus(r, ["running", "paused"], "finished", null);
+				await this.saveProgress(r, { ...set, [`${at}.state`]: "skipped", [`${at}.finished`]: new Date(), current: next.current, done: next.done, next_at: new Date() });
+				if (next.last) await this.moveStatus(r, ["running", "paused"], "finished", null);
 				this.driver.again = true;
 				return;
 			}
@@ -234,40 +216,23 @@ export const driverMethods = {
 			this.driver.again = true;
 			return;
 		}
-		const unreached = Math.max(0, sizeOf(b) - job.expected);
-		await this.saveProgress(r, {
-			[`${at}.state`]: "finished",
-			[`${at}.finished`]: new Date(),
-			[`${at}.expected`]: job.expected,
-			[`${at}.returned`]: job.returned,
-			[`${at}.succeeded`]: job.succeeded,
-			[`${at}.failed`]: job.failed,
-			[`${at}.timed_out`]: job.timed_out,
-			[`${at}.unreached`]: unreached,
-			done: r.done + sizeOf(b),
-			succeeded: r.succeeded + job.succeeded,
-			failed: r.failed + job.failed,
-			timed_out: r.timed_out + job.timed_out,
-			unreached: r.unreached + unreached,
-			in_flight: false,
-		});
+		const counted = countBatch(r as RolloutProgress, b, job);
+		const batchSet = Object.fromEntries(Object.entries({ state: "finished", finished: new Date(), ...counted.batch }).map(([k, v]) => [`${at}.${k}`, v]));
+		await this.saveProgress(r, { ...batchSet, ...counted.rollout, in_flight: false });
 		await this.afterBatch(await this.store.findOne({ _id: r._id }), b.index);
 	},
 
 	/** After a batch ended: past the budget the rollout pauses; else the next batch is due after `wait_s`, or it is finished. */
 	async afterBatch(this: RolloutsThis, r: Doc | null, index: number) {
 		if (!r) return;
-		const spent = r.failed + r.timed_out + r.unreached - r.accepted_failures;
-		const next = index + 1;
 		// A check spreads its batches: each waits wait_s plus a random share of jitter_s.
-		const waitMs = r.wait_s * 1000 + Math.floor(Math.random() * (r.jitter_s ?? 0) * 1000);
-		await this.saveProgress(r, { current: next, next_at: new Date(Date.now() + waitMs) });
-		if (spent > r.budget) {
-			const b: Batch = r.batches[index];
-			await this.pauseForBudget(r, `${spent} host(s) failed, timed out or were not reached (batch ${index}: ${batchFailures(b)}), over the failure budget of ${r.budget}`);
+		const { current, waitMs, next } = afterBatch(r as RolloutProgress, index, Math.random());
+		await this.saveProgress(r, { current, next_at: new Date(Date.now() + waitMs) });
+		if (next.do === "pause") {
+			await this.pauseForBudget(r, next.reason);
 			return;
 		}
-		if (next >= r.batches.length) {
+		if (next.do === "finish") {
 			await this.moveStatus(r, ["running", "paused"], "finished", null);
 			return;
 		}

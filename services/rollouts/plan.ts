@@ -38,12 +38,11 @@ export interface Batch {
 
 export const SHARE = /^(\d{1,3})%$/;
 
-/** `"10%"` of `total` (at least 1 when the share is not 0) or a count, as a number of hosts. */
-export function hostsOf(spec: string | number, total: number, atLeastOne: boolean): number {
+/** `"10%"` of `total` rounded up (at least 1 host when the share is not 0) or down, or a count, as a number of hosts. */
+export function hostsOf(spec: string | number, total: number, roundUp: boolean): number {
 	if (typeof spec === "number") return spec;
 	const pct = Number(SHARE.exec(spec)?.[1] ?? 0);
-	const n = atLeastOne ? Math.ceil((total * pct) / 100) : Math.floor((total * pct) / 100);
-	return atLeastOne && pct > 0 ? Math.max(1, n) : n;
+	return roundUp ? Math.ceil((total * pct) / 100) : Math.floor((total * pct) / 100);
 }
 
 /** The batches of `total` hosts: `canary` hosts first (when any), then batches of `batch` hosts (a share rounds up). */

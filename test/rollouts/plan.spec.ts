@@ -2,7 +2,7 @@
  * A rollout's plan (services/rollouts/plan.ts): how hosts are cut into the canary and batches, the failure budget
  * as a count, what a batch's failures are, and the predicted changes read from a dry run's state return.
  */
-import { batchFailures, hostsOf, planBatches, sizeOf } from "../../services/rollouts/plan";
+import { SHARE, batchFailures, hostsOf, planBatches, sizeOf } from "../../services/rollouts/plan";
 import { predictedChanges } from "../../lib/fleet/state-results";
 
 describe("rollout plan", () => {
@@ -22,7 +22,15 @@ describe("rollout plan", () => {
 		expect(hostsOf("5%", 99, false)).toBe(4);
 		expect(hostsOf("5%", 10, false)).toBe(0);
 		expect(hostsOf(2, 10, false)).toBe(2);
+		expect(hostsOf("1%", 10, true)).toBe(1);
+		expect(hostsOf("0%", 10, true)).toBe(0);
+		expect(hostsOf("100%", 7, false)).toBe(7);
 		expect(planBatches(2, 5, "50%").map(b => [b.canary, sizeOf(b)])).toEqual([[true, 2]]);
+	});
+
+	it("reads as a share only a whole percentage of up to three digits, nothing around it", () => {
+		expect(["0%", "5%", "100%", "999%"].map(s => SHARE.test(s))).toEqual([true, true, true, true]);
+		expect(["5", "x5%", "5%x", "5 %", "1000%", "5.5%", "%", "-5%"].map(s => SHARE.test(s))).toEqual([false, false, false, false, false, false, false, false]);
 	});
 
 	it("counts failed, silent and unreached hosts as a batch's failures", () => {

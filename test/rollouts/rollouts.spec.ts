@@ -158,6 +158,49 @@ describe("rollouts", () => {
 		expect((await jobsOf(none.body._id)).length).toBe(2);
 	});
 
+	it("a dry run predicting failures past the budget pauses before the real run; resumed, the failures so far are accepted and it goes on to the end", async () => {
+		// `ntp_config` (a file.managed state) fails on two hosts, with test=True too: the canary's and one of batch 1.
+		sim.failPatch("patches.fix-ntp", [hosts[0], hosts[2]], { stepId: "ntp_config", stderr: "disk full" });
+		const res = await create({ name: "dry, paused, resumed", target: `L@${hosts.join(",")}`, fun: "state.apply", kwarg: { mods: "patches.fix-ntp" }, canary: 1, batch: 4, failure_budget: 1, dry_run_first: true });
+		expect(res.status).toBe(201);
+		// The canary's failure (1) is within the budget of 1; batch 1's dry run predicts one more: paused before it runs.
+		const paused = await until(res.body._id, "paused");
+		expect(paused.reason).toBe("the dry run of batch 1 predicts 1 failure(s); with 1 so far that is over the budget of 1");
+		expect(paused).toMatchObject({ budget: 1, failed: 1, succeeded: 0, accepted_failures: 0, current: 1, done: 1 });
+		expect(paused.batches.map((b: { state: string; predicted_failures?: number }) => [b.state, b.predicted_failures])).toEqual([
+			["finished", 1],
+			["ready", 1],
+			["pending", undefined],
+		]);
+		// Its real run was not asked for: the canary's dry run and run, batch 1's dry run.
+		expect((await jobsOf(res.body._id)).length).toBe(3);
+
+		expect((await request("PATCH", url(`rollouts/${res.body._id}/resume`))).status).toBe(200);
+		// The first status after `running` is the end: batch 1 runs (its failure accepted with the canary's), batch 2's dry run and run follow.
+		const after = await eventually(async () => {
+			const r = await rollout(res.body._id);
+			return r.status !== "running" ? r : undefined;
+		}, 15_000, "the resumed rollout stops running");
+		expect(after).toMatchObject({ status: "finished", reason: null, accepted_failures: 1, failed: 2, succeeded: 7, done: 9, current: 3 });
+		expect(after.batches.map((b: { state: string; failed: number; predicted_failures: number }) => [b.state, b.failed, b.predicted_failures])).toEqual([
+			["finished", 1, 1],
+			["finished", 1, 1],
+			["finished", 0, 0],
+		]);
+		expect((await jobsOf(res.body._id)).length).toBe(6);
+	});
+
+	it("a dry run some host did not answer is no 'nothing would change': within the budget the batch runs for real, and the silent host counts", async () => {
+		sim.setNeverReturns(hosts[1], true);
+		// `common` predicts no change on the hosts that answer.
+		const res = await create({ name: "dry, one silent", target: `L@${hosts.slice(0, 3).join(",")}`, fun: "state.apply", kwarg: { mods: "common" }, canary: 0, batch: 3, failure_budget: 1, dry_run_first: true });
+		expect(res.status).toBe(201);
+		const done = await until(res.body._id, "finished");
+		expect(done.batches.map((b: { state: string; predicted_total: number; predicted_failures: number; timed_out: number }) => [b.state, b.predicted_total, b.predicted_failures, b.timed_out])).toEqual([["finished", 0, 1, 1]]);
+		expect(done).toMatchObject({ done: 3, succeeded: 2, timed_out: 1 });
+		expect((await jobsOf(res.body._id)).length).toBe(2);
+	});
+
 	it("takes over a batch whose replica died between asking for it and recording the answer: the job already started, never a second", async () => {
 		// The dead replica's state: the batch marked `starting` under its run id, its claim lapsed, the job started.
 		const service = h.broker!.getLocalService("rollouts") as unknown as { store: { insertMany(d: object[]): Promise<void> }; stores: Record<string, { insertMany(d: object[]): Promise<void> }> };
