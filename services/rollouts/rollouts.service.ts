@@ -268,7 +268,13 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 		/** A new rollout's record (its hosts written apart): every batch pending, the driver's fields reset. */
 		async plannedRollout(this: RolloutsThis, _id: string, doc: Doc, hosts: string[], owner: string): Promise<Doc> {
 			await this.stores.rollout_hosts.removeMany({ _id });
-			await this.stores.rollout_hosts.insertMany([{ _id, hosts }]);
+			try {
+				await this.stores.rollout_hosts.insertMany([{ _id, hosts }]);
+			} catch (err) {
+				// Another replica makes the same rollout at this moment (createInternal): the record's insert decides which stands.
+				if (!(err instanceof DuplicateKeyError)) throw err;
+				await this.stores.rollout_hosts.updateMany({ _id }, { $set: { hosts } });
+			}
 			return {
 				...doc,
 				_id,
