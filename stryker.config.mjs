@@ -20,6 +20,11 @@ export const MODULES = [
 	"services/tasks/task-claims.ts", // the scheduler's claims and lease takeovers (exactly once)
 	"lib/eve/paging.ts", // page arithmetic, _meta and _links
 	"services/cm-gateway/run-door.ts", // the audit-first, authorized-where-it-starts run path
+	"lib/fleet/compound.ts", // compound targets: what hosts a target selects, what it refuses, what it may cost
+	"lib/fleet/subdict-match.ts", // G@/P@ grain matching (Salt's subdict_match) in bounded time
+	"lib/fleet/group-rules.ts", // which hosts a group's or nodegroup's rule selects, a host's memberships
+	"lib/fleet/presence.ts", // the one presence rule: up/down transitions, heartbeat writes
+	"services/hosts/presence.ts", // the master's presence readings: who goes up or down, transitions, soft delete
 ];
 
 export const UNIT_SPECS = [
@@ -32,6 +37,11 @@ export const UNIT_SPECS = [
 	"test/tasks/task-claims.spec.ts",
 	"test/eve/paging.spec.ts",
 	"test/cm-gateway/run-door.spec.ts",
+	"test/fleet/compound.spec.ts", // not compound-fleet.spec.ts (50,000 hosts, ten seconds)
+	"test/fleet/subdict-match.spec.ts",
+	"test/fleet/group-rules.spec.ts",
+	"test/fleet/presence.spec.ts",
+	"test/hosts/presence.spec.ts", // the hosts service in an in-process broker, in-memory NeDB
 ];
 
 /** The score every module must reach (percentage of mutants killed or timed out). */
