@@ -3,7 +3,7 @@
  * evaluated on fleet-ctl's inventory: each case is what Salt selects among these hosts, and what fleet-ctl
  * refuses (with the reason) where Salt would select nothing because the expression is malformed.
  */
-import { compileTarget, TargetError, MAX_GRAIN_PATH_PARTS, MAX_GRAIN_TERM_LENGTH, MAX_TARGET_DEPTH, MAX_TARGET_LENGTH, MAX_TARGET_STEPS_PER_HOST, MAX_TARGET_STEPS_PER_HOST_ON_AVERAGE, MAX_TARGET_STEPS_PER_RESOLUTION, MAX_TARGET_TERMS, type TargetHost } from "../../lib/fleet/compound";
+import { compileTarget, groupRefs, TargetError, MAX_GRAIN_PATH_PARTS, MAX_GRAIN_TERM_LENGTH, MAX_TARGET_DEPTH, MAX_TARGET_LENGTH, MAX_TARGET_STEPS_PER_HOST, MAX_TARGET_STEPS_PER_HOST_ON_AVERAGE, MAX_TARGET_STEPS_PER_RESOLUTION, MAX_TARGET_TERMS, type TargetHost } from "../../lib/fleet/compound";
 import { HOSTS, ctx } from "./compound-hosts";
 
 const select = (expr: string) => HOSTS.filter(compileTarget(expr, ctx).test).map(h => h._id);
@@ -217,5 +217,106 @@ describe("compound targets", () => {
 		const host: TargetHost = { _id: `${"a".repeat(5000)}!`, grain: { os: `${"a".repeat(5000)}!` } };
 		expect(compileTarget("E@(a+)+$", ctx).test(host)).toBe(false);
 		expect(compileTarget("P@os:(a|aa)+$", ctx).test(host)).toBe(false);
+	});
+});
+
+describe("globs, as Python's fnmatch reads them (G@ on grain values, and host ids)", () => {
+	/** Whether `G@v:<glob>` selects a host whose grain `v` is `value`. */
+	const globbed = (glob: string, value: string) => compileTarget(`G@v:${glob}`, ctx).test({ _id: "h", grain: { v: value } });
+	it.each<[string, string, boolean]>([
+		// every character other than * ? [ is itself, regex syntax included
+		["a.b", "a.b", true],
+		["a.b", "axb", false],
+		["a+b", "a+b", true],
+		["a+b", "aab", false],
+		["(a|b)", "(a|b)", true],
+		["(a|b)", "a", false],
+		["{a}", "{a}", true],
+		["x{2}", "xx", false],
+		["$a^", "$a^", true],
+		["a\\b", "a\\b", true],
+		// * and ? span any character, a newline too; the whole value
+		["a*b", "a\nb", true],
+		["a?b", "a\nb", true],
+		["a*", "ba", false],
+		["*a", "ab", false],
+		// [...] a class, [!...] its complement; `]` first is in the class; `^` and `\` are themselves in one
+		["[ab]x", "bx", true],
+		["[!ab]x", "bx", false],
+		["[!ab]x", "cx", true],
+		["[]]x", "]x", true],
+		["[^a]x", "^x", true],
+		["[^a]x", "bx", false],
+		["[\\]x", "\\x", true],
+		// a `[` that no `]` closes is itself
+		["[x", "[x", true],
+		["a[", "a[", true],
+	])("%s on %j: %s", (glob, value, selected) => {
+		expect(globbed(glob, value)).toBe(selected);
+	});
+
+	it("applies to host ids, and names the ids without a wildcard", () => {
+		expect(compileTarget("mail.example.co?", ctx).named).toEqual([]);
+		expect(HOSTS.filter(compileTarget("mail.example.co?", ctx).test).map(h => h._id)).toEqual(["mail.example.com"]);
+		expect(HOSTS.filter(compileTarget("mail?example.com", ctx).test).map(h => h._id)).toEqual(["mail.example.com"]);
+		expect(HOSTS.filter(compileTarget("mail.example", ctx).test).map(h => h._id)).toEqual([]);
+		expect(compileTarget("L@web-01,,db-01 or web-01", ctx).named).toEqual(["web-01", "db-01"]);
+	});
+});
+
+describe("what a pattern costs on a host (docs/targeting.md: 20 + the value's characters times the pattern's width)", () => {
+	// One grain of 5,000 characters: a comparison costs 20 + 5,001 × width, the path part 1, compiling 20 a character.
+	// Within 100,000 steps: a width of 19 (95,040 + the pattern's compilation); 20 is over.
+	const host: TargetHost = { _id: "wide-01", grain: { notes: "y".repeat(5000) } };
+	const costs = (expr: string) => {
+		try {
+			compileTarget(expr, ctx).test(host);
+			return "within";
+		} catch (err) {
+			expect(err).toBeInstanceOf(TargetError);
+			return "over";
+		}
+	};
+	it.each<[string, "within" | "over"]>([
+		// a glob: one more for each * ? [
+		[`G@notes:${"*".repeat(18)}`, "within"],
+		[`G@notes:${"*".repeat(19)}`, "over"],
+		[`G@notes:${"?".repeat(17)}*`, "within"],
+		[`G@notes:${"?".repeat(18)}*`, "over"],
+		[`G@notes:${"[y]".repeat(18)}*`, "over"],
+		// + | { are not a glob's
+		[`G@notes:*${"+|{".repeat(30)}`, "within"],
+		// a regex: one more for each * + ? |, and a counted repetition's largest count
+		[`P@notes:${"y+".repeat(18)}`, "within"],
+		[`P@notes:${"y+".repeat(19)}`, "over"],
+		[`P@notes:${"y|".repeat(19)}`, "over"],
+		[`P@notes:${"y?".repeat(19)}`, "over"],
+		[`P@notes:${"y*".repeat(19)}`, "over"],
+		["P@notes:y{1,18}", "within"],
+		["P@notes:y{1,19}", "over"],
+		["P@notes:y{19,1}", "over"],
+		["P@notes:y{19}", "over"],
+		["P@notes:y{19,}", "over"],
+		["P@notes:y{18,}", "within"],
+		[`P@notes:${"[y]".repeat(40)}`, "within"],
+		// the id: a glob or a regex on a 5,000-character id
+		[`E@${"y+".repeat(19)}`, "within"],
+	])("%s: %s", (expr, verdict) => {
+		expect(costs(expr)).toBe(verdict);
+	});
+
+	it("charges host ids too", () => {
+		const long: TargetHost = { _id: "y".repeat(5000) };
+		expect(compileTarget("*".repeat(18), ctx).test(long)).toBe(true);
+		expect(() => compileTarget("*".repeat(19), ctx).test(long)).toThrow(/takes more than the limit of 100000 steps per host/);
+		expect(compileTarget(`E@${"y+".repeat(18)}`, ctx).test(long)).toBe(true);
+		expect(() => compileTarget(`E@${"y+".repeat(19)}`, ctx).test(long)).toThrow(/takes more than the limit of 100000 steps per host/);
+	});
+});
+
+describe("groupRefs", () => {
+	it("lists the groups an expression's F@ terms name, once each, for the caller to resolve", () => {
+		expect(groupRefs("F@front and ( F@g-data or F@front )  not F@x\tweb-*")).toEqual(["front", "g-data", "x"]);
+		expect(groupRefs("F@ or F|@front or G@F@x or web-*")).toEqual([]);
 	});
 });

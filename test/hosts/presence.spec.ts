@@ -17,7 +17,8 @@ const ago = (s: number) => new Date(Math.floor(Date.now() / 1000) * 1000 - s * 1
 
 /**
  * The fleet each test starts from: accepted hosts up (heartbeat within the resolution, and one due), down and
- * unknown; a host whose key is pending; a live host up that an operator soft-deleted (its key still accepted).
+ * unknown; a host whose key is pending, one up whose key was rejected since; a live host up that an operator
+ * soft-deleted (its key still accepted).
  */
 const FRESH = ago(60);
 const STALE = ago(600);
@@ -27,6 +28,7 @@ const FLEET = [
 	{ _id: "down-1", key: "accepted", status: "down", heartbeat: STALE },
 	{ _id: "unknown-1", key: "accepted", status: "unknown" },
 	{ _id: "pending-1", key: "pending", status: "unknown" },
+	{ _id: "rejected-1", key: "rejected", status: "up" },
 	{ _id: "deleted-1", key: "accepted", status: "up", heartbeat: FRESH },
 ];
 
@@ -96,12 +98,13 @@ describe("presence of the hosts (hosts.setPresence, presenceLoss, setPresent)", 
 			while (fleetUp() !== n && Date.now() < deadline) await new Promise(r => setTimeout(r, 50));
 			return fleetUp();
 		};
-		// up-fresh and up-stale (deleted-1 is soft-deleted): the count after the fleet was written, none due after it.
-		expect(await gaugeShows(2)).toBe(2);
+		// up-fresh, up-stale and rejected-1 (deleted-1 is soft-deleted): the count after the fleet was written, none
+		// due after it. Then each count shows a number of hosts up that no earlier one did.
+		expect(await gaugeShows(3)).toBe(3);
 		await call("setPresence", { up: [], complete: true });
-		expect(await gaugeShows(0)).toBe(0);
-		await call("setPresence", { up: ["down-1"] });
 		expect(await gaugeShows(1)).toBe(1);
+		await call("setPresence", { up: ["down-1"] });
+		expect(await gaugeShows(2)).toBe(2);
 	});
 
 	it("puts the accepted hosts a reading sees up, answering those that came back, and moves due heartbeats only", async () => {
@@ -109,7 +112,7 @@ describe("presence of the hosts (hosts.setPresence, presenceLoss, setPresent)", 
 		const result = await call("setPresence", { up: FLEET.map(h => h._id), down: [] });
 		// down-1 came back; unknown-1 was not placed before (no transition); the soft-deleted host's changes are silent.
 		expect(result).toEqual({ wentUp: ["down-1"], wentDown: [] });
-		expect(await statuses()).toEqual({ "up-fresh": "up", "up-stale": "up", "down-1": "up", "unknown-1": "up", "pending-1": "unknown", "deleted-1": "up" });
+		expect(await statuses()).toEqual({ "up-fresh": "up", "up-stale": "up", "down-1": "up", "unknown-1": "up", "pending-1": "unknown", "rejected-1": "up", "deleted-1": "up" });
 		// A heartbeat within the resolution stays as it was, record and all; a due one moves to now.
 		expect(await host("up-fresh")).toEqual(before);
 		const now = Date.now();
@@ -118,14 +121,15 @@ describe("presence of the hosts (hosts.setPresence, presenceLoss, setPresent)", 
 			expect([id, now - Date.parse(heartbeat!) < 5000, heartbeat === _updated]).toEqual([id, true, true]);
 		}
 		expect(await host("pending-1")).toMatchObject({ key: "pending", status: "unknown", heartbeat: undefined });
+		expect(await host("rejected-1")).toMatchObject({ key: "rejected", status: "up", heartbeat: undefined });
 		expect((await marker()).map(ids => [...ids].sort())).toEqual([["down-1", "unknown-1", "up-stale"]]);
 	});
 
 	it("takes down the hosts a reading says are down, answering the live ones that were up", async () => {
-		const result = await call("setPresence", { up: [], down: ["up-fresh", "down-1", "unknown-1", "pending-1", "deleted-1", "ghost"] });
+		const result = await call("setPresence", { up: [], down: ["up-fresh", "down-1", "unknown-1", "pending-1", "rejected-1", "deleted-1", "ghost"] });
 		expect(result).toEqual({ wentUp: [], wentDown: ["up-fresh"] });
 		// up-stale is not named: a reading that is not complete leaves it.
-		expect(await statuses()).toEqual({ "up-fresh": "down", "up-stale": "up", "down-1": "down", "unknown-1": "down", "pending-1": "unknown", "deleted-1": "down" });
+		expect(await statuses()).toEqual({ "up-fresh": "down", "up-stale": "up", "down-1": "down", "unknown-1": "down", "pending-1": "unknown", "rejected-1": "up", "deleted-1": "down" });
 		// A host taken down keeps its heartbeat (when it was last seen).
 		expect(Date.parse((await host("up-fresh")).heartbeat!)).toBe(FRESH.getTime());
 		// down-1 was down already: not rewritten.
@@ -133,18 +137,21 @@ describe("presence of the hosts (hosts.setPresence, presenceLoss, setPresent)", 
 	});
 
 	it("with `complete`, takes down every accepted host up that the reading leaves out; a host in both lists is up", async () => {
-		const result = await call("setPresence", { up: ["up-stale", "unknown-1"], down: ["unknown-1"], complete: true });
-		expect(result).toEqual({ wentUp: [], wentDown: ["up-fresh"] });
-		expect(await statuses()).toEqual({ "up-fresh": "down", "up-stale": "up", "down-1": "down", "unknown-1": "up", "pending-1": "unknown", "deleted-1": "down" });
-		// Without `complete` the same reading takes nobody down.
-		await call("setPresence", { up: ["down-1"], down: ["down-1"] });
-		expect(await statuses()).toMatchObject({ "up-stale": "up", "down-1": "up" });
+		const result = await call("setPresence", { up: ["up-stale", "down-1"], down: ["down-1", "up-fresh"], complete: true });
+		expect(result).toEqual({ wentUp: ["down-1"], wentDown: ["up-fresh"] });
+		// unknown-1 was not up (the master never placed it): a complete reading leaves it; rejected-1 is not accepted.
+		expect(await statuses()).toEqual({ "up-fresh": "down", "up-stale": "up", "down-1": "up", "unknown-1": "unknown", "pending-1": "unknown", "rejected-1": "up", "deleted-1": "down" });
+		// Each host written once.
+		expect((await marker()).map(ids => [...ids].sort())).toEqual([["deleted-1", "down-1", "up-fresh", "up-stale"]]);
+		// Without `complete` a reading takes down only whom it names.
+		await call("setPresence", { up: ["up-fresh"], down: ["up-fresh", "down-1"] });
+		expect(await statuses()).toMatchObject({ "up-fresh": "up", "up-stale": "up", "down-1": "down" });
 	});
 
 	it("takes nobody down with an empty reading, and writes nothing when nothing changes", async () => {
 		expect(await call("setPresence", {})).toEqual({ wentUp: [], wentDown: [] });
 		expect(await call("setPresence", { up: ["up-fresh", "deleted-1"], down: ["down-1"] })).toEqual({ wentUp: [], wentDown: [] });
-		expect(await statuses()).toEqual({ "up-fresh": "up", "up-stale": "up", "down-1": "down", "unknown-1": "unknown", "pending-1": "unknown", "deleted-1": "up" });
+		expect(await statuses()).toEqual({ "up-fresh": "up", "up-stale": "up", "down-1": "down", "unknown-1": "unknown", "pending-1": "unknown", "rejected-1": "up", "deleted-1": "up" });
 		expect(await marker()).toEqual([]);
 	});
 
@@ -157,7 +164,9 @@ describe("presence of the hosts (hosts.setPresence, presenceLoss, setPresent)", 
 
 	it("says what a reading would take down: the live accepted hosts up it leaves out, and how many are up", async () => {
 		expect(await call("presenceLoss", { up: ["up-fresh"], down: [], complete: true })).toEqual({ up: 2, losing: 1 });
-		expect(await call("presenceLoss", { up: [], down: ["up-fresh", "up-stale", "deleted-1", "pending-1"] })).toEqual({ up: 2, losing: 2 });
+		expect(await call("presenceLoss", { up: [], down: ["up-fresh", "up-stale", "deleted-1", "pending-1", "rejected-1"] })).toEqual({ up: 2, losing: 2 });
+		// A host named down and left out of a complete reading is counted once.
+		expect(await call("presenceLoss", { up: [], down: ["up-fresh"], complete: true })).toEqual({ up: 2, losing: 2 });
 		expect(await call("presenceLoss", { up: ["up-fresh", "up-stale"], down: ["down-1"], complete: true })).toEqual({ up: 2, losing: 0 });
 		expect(await call("presenceLoss", { up: ["up-fresh"], down: ["up-fresh"] })).toEqual({ up: 2, losing: 0 });
 		expect(await call("presenceLoss", {})).toEqual({ up: 2, losing: 0 });
