@@ -46,6 +46,9 @@ describe("compound targets", () => {
 		["G@disks:name:vda", ["web-01"]],
 		["G@disks:0:size:20", ["web-01"]],
 		["G@osrelease:2?.*", ["web-02"]],
+		// a glob is the whole value; a regex from its start
+		["G@os:Deb", []],
+		["P@os:deb", ["web-01", "db-01", "mail.example.com"]],
 		// a delimiter of its own; a grain key holding the default one
 		["G|@os:family|weird", ["mail.example.com"]],
 		// P@: a regex from the start, lowercased
@@ -72,6 +75,9 @@ describe("compound targets", () => {
 		["S@FE80:0::1%eth0", ["mail.example.com"]],
 		["S@fe80::1", []],
 		["S@fe80::/10", ["mail.example.com"]],
+		["S@fe80::%eth0/10", ["mail.example.com"]],
+		["S@fd00:0:0:0:0:0:0:0/16", ["web-01"]],
+		["S@0.0.0.0/0.0.0.0", ["web-01", "web-02", "db-01", "old-web-01"]],
 		// N@: the nodegroup's members; F@: a fleet-ctl group by name or id
 		["N@web", ["web-01", "web-02"]],
 		["F@front", ["web-01", "db-01"]],
@@ -85,6 +91,15 @@ describe("compound targets", () => {
 		["not web-* or G@os:Ubuntu", ["web-02", "db-01", "old-web-01", "mail.example.com"]],
 		["db-* or web-* and G@os:Ubuntu", ["web-02", "db-01"]],
 		["( db-* or web-* ) and G@os:Debian", ["web-01", "db-01"]],
+		["db-* or not G@os:Debian", ["web-02", "db-01", "old-web-01"]],
+		["( not web-* ) and G@os:Debian", ["db-01", "mail.example.com"]],
+		["( web-01 ) not ( db-01 )", ["web-01"]],
+		// whitespace of any kind and length separates words; a word starting with an engine may hold parentheses
+		["  web-01\t or\n db-01 ", ["web-01", "db-01"]],
+		["E@web-(01|02)", ["web-01", "web-02"]],
+		// an engine is a capital letter and '@' at the start of a word
+		["xG@os:Debian", []],
+		["g@os:Debian", []],
 		["G@os:Debian and ( N@web or N@db ) and not S@10.0.2.0/24", ["web-01"]],
 	])("%s", (expr, ids) => {
 		expect(select(expr)).toEqual(ids);
@@ -101,6 +116,21 @@ describe("compound targets", () => {
 		["   ", /empty/],
 		["and web-*", /cannot begin with 'and'/],
 		["( or web-*", /'or' cannot follow '\('/],
+		["( and web-*", /^'and' cannot follow '\('$/],
+		[") web-*", /^the target cannot begin with '\)'$/],
+		["( )", /^'\)' where a term is expected$/],
+		["web-* and or db-*", /^'or' where a term is expected$/],
+		["(web-*", /^'\(web-\*': parentheses must stand alone, separated by spaces \(as Salt reads them\): \( web-\* \)$/],
+		["( web-* or db-*)", /^'db-\*\)': parentheses must stand alone/],
+		["G@os:[Z-a]", /^'G@os:\[Z-a\]': invalid glob$/],
+		["P@os", /^'P@os': P@ takes a grain path and a regex, separated by ':' \(G@os:Debian\)$/],
+		["G|@os:Debian", /^'G\|@os:Debian': G@ takes a grain path and a glob, separated by '\|' \(G@os:Debian\)$/],
+		["P@os:(deb", /^'P@os:\(deb': invalid regular expression \(RE2 syntax: no backreferences or lookaround\): missing closing \): `\(deb`$/],
+		["I|@role|web", /pillar/],
+		["T@x", /proxy engines/],
+		["M@x", /proxy engines/],
+		["S@fd00::/255.0.0.0", /CIDR/],
+		["S@/8", /CIDR/],
 		["web-* db-*", /'db-\*' follows a term without 'and' or 'or'/],
 		["web-* and", /ends where a term is expected/],
 		["not not web-01", /'not not'/],
@@ -318,5 +348,52 @@ describe("groupRefs", () => {
 	it("lists the groups an expression's F@ terms name, once each, for the caller to resolve", () => {
 		expect(groupRefs("F@front and ( F@g-data or F@front )  not F@x\tweb-*")).toEqual(["front", "g-data", "x"]);
 		expect(groupRefs("F@ or F|@front or G@F@x or web-*")).toEqual([]);
+	});
+});
+
+describe("compileTarget's edges", () => {
+	it("takes an expression of exactly the limit's length, and nests exactly the limit's depth", () => {
+		expect(select(`L@web-01,${"x".repeat(MAX_TARGET_LENGTH - 9)}`)).toEqual(["web-01"]);
+		expect(refuse(`L@web-01,${"x".repeat(MAX_TARGET_LENGTH - 8)}`)).toBe("the target is longer than the limit of 10000 characters (10001)");
+		expect(select(`${"( ".repeat(MAX_TARGET_DEPTH)}web-01${" )".repeat(MAX_TARGET_DEPTH)}`)).toEqual(["web-01"]);
+		expect(select(`${"not ".repeat(1)}( ${"( ".repeat(MAX_TARGET_DEPTH - 2)}web-01${" )".repeat(MAX_TARGET_DEPTH - 1)}`)).toEqual(["web-02", "db-01", "old-web-01", "mail.example.com"]);
+	});
+
+	it("refuses what is not a string as empty", () => {
+		expect(refuse(undefined as unknown as string)).toBe("the target is empty");
+	});
+
+	it("says which data each expression reads, and names each id once", () => {
+		const reads = (expr: string) => {
+			const { usesGrains, usesNodegroups } = compileTarget(expr, ctx);
+			return [usesGrains, usesNodegroups];
+		};
+		expect([reads("web-*"), reads("S@10.0.0.0/8"), reads("P@os:deb"), reads("N@web"), reads("E@web or L@a,b or F@front")]).toEqual([
+			[false, false],
+			[true, false],
+			[true, false],
+			[false, true],
+			[false, false],
+		]);
+		expect(compileTarget("web-01 or L@db-01,web-01 or web-01", ctx).named).toEqual(["web-01", "db-01"]);
+	});
+
+	it("reads no address from grains that are not a dict of lists, and no host without grains", () => {
+		const hosts: TargetHost[] = [
+			{ _id: "none" },
+			{ _id: "null", grain: null },
+			{ _id: "list", grain: ["10.0.1.5"] },
+			{ _id: "text", grain: { ipv4: "10.0.1.5", ipv6: "fd00::5" } },
+			{ _id: "mixed", grain: { ipv4: [5, null, "10.0.1.5"], ipv6: [1, "fd00::5"] } },
+		];
+		for (const expr of ["S@10.0.1.5", "S@10.0.1.0/24", "S@fd00::5", "S@fd00::/8"]) expect([expr, hosts.filter(compileTarget(expr, ctx).test).map(h => h._id)]).toEqual([expr, ["mixed"]]);
+	});
+
+	it("allows exactly 100,000 steps on a host, and refuses 100,001", () => {
+		// G@notes:** on a value of n characters: the path part 1, compiling the 2-character glob 40, comparing it
+		// 20 + (n + 1) × 3 (width 3): 100,000 for n = 33,312.
+		const at = (n: number): TargetHost => ({ _id: `n-${n}`, grain: { notes: "y".repeat(n) } });
+		expect(compileTarget("G@notes:**", ctx).test(at(33_312))).toBe(true);
+		expect(() => compileTarget("G@notes:**", ctx).test(at(33_313))).toThrow(/on 'n-33313' takes more than the limit of 100000 steps per host/);
 	});
 });
