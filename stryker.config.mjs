@@ -21,7 +21,6 @@ export const MODULES = [
 	"lib/eve/paging.ts", // page arithmetic, _meta and _links
 	"services/cm-gateway/run-door.ts", // the audit-first, authorized-where-it-starts run path
 	"lib/fleet/compound.ts", // compound targets: what hosts a target selects, what it refuses, what it may cost
-	"lib/fleet/subdict-match.ts", // G@/P@ grain matching (Salt's subdict_match) in bounded time
 	"lib/fleet/group-rules.ts", // which hosts a group's or nodegroup's rule selects, a host's memberships
 	"lib/fleet/presence.ts", // the one presence rule: up/down transitions, heartbeat writes
 	"services/hosts/presence.ts", // the master's presence readings: who goes up or down, transitions, soft delete
@@ -38,9 +37,8 @@ export const UNIT_SPECS = [
 	"test/eve/paging.spec.ts",
 	"test/cm-gateway/run-door.spec.ts",
 	"test/fleet/compound.spec.ts", // not compound-fleet.spec.ts (50,000 hosts, ten seconds)
-	"test/fleet/subdict-match.spec.ts",
-	"test/fleet/group-rules.spec.ts",
-	"test/fleet/presence.spec.ts",
+	"test/fleet/group-rules.spec.ts", // rules, memberships, what each refuses
+	"test/fleet/presence.spec.ts", // transitions, heartbeatDue at its bounds
 	"test/hosts/presence.spec.ts", // the hosts service in an in-process broker, in-memory NeDB
 ];
 
