@@ -101,6 +101,7 @@ describe("grainAt", () => {
 	it("indexes lists by digits only, and looks into nothing but dicts and lists", () => {
 		const grains = { roles: ["web", "cache"], os: "Debian", none: null, "01": "zero-one", disks: [{ name: "vda" }] };
 		expect(grainAt(grains, "roles:1")).toBe("cache");
+		expect(grainAt({ list: Array.from({ length: 12 }, (_, i) => `v${i}`) }, "list:10")).toBe("v10");
 		expect([grainAt(grains, "roles:1.0"), grainAt(grains, "roles: 1"), grainAt(grains, "roles:x1"), grainAt(grains, "roles:2")]).toEqual([undefined, undefined, undefined, undefined]);
 		// A string is not indexed, null has no keys, a dict's key "01" is not the index 1, a dict in a list is not looked into.
 		expect([grainAt(grains, "os:1"), grainAt(grains, "none:a"), grainAt(grains, "01"), grainAt(grains, "disks:name"), grainAt(grains, "disks:0:name")]).toEqual([undefined, undefined, "zero-one", undefined, "vda"]);
@@ -132,6 +133,12 @@ describe("GroupIndex", () => {
 		expect(index.groupsOf(host("l1"))).toEqual(["lonely"]);
 		expect(index.groupsOf(host("nobody"))).toEqual([]);
 		expect(index.usesGrains).toBe(true);
+	});
+
+	it("reads grains when a group's rule or a nodegroup's rule needs them", () => {
+		expect(new GroupIndex([{ _id: "g", info: { grain: { os: "ALT" } } }]).usesGrains).toBe(true);
+		expect(new GroupIndex([{ _id: "g", info: { regex: "^a" } }], [{ name: "n", info: { target: "G@os:ALT" } }]).usesGrains).toBe(true);
+		expect(new GroupIndex([{ _id: "g", info: { regex: "^a" } }], [{ name: "n", info: { regex: "^b" } }]).usesGrains).toBe(false);
 	});
 
 	it("follows subgroups that loop back to a group once", () => {
