@@ -393,7 +393,7 @@ export function compileTarget(expression: string, ctx: TargetContext, bounded = 
 				if (word === "not" && last === "not") throw new TargetError("'not not': Salt reads it as 'not and not', which it cannot evaluate");
 				if (word === "not" && last !== "and" && last !== "or" && last !== "(") tokens.push("and");
 			}
-		} else if (word.length > 1 && (word.startsWith("(") || word.endsWith(")")) && !ENGINE.test(word)) {
+		} else if ((word.startsWith("(") || word.endsWith(")")) && !ENGINE.test(word)) {
 			throw new TargetError(`'${word}': parentheses must stand alone, separated by spaces (as Salt reads them): ( ${word.replace(/^\(|\)$/g, "")} )`);
 		} else if (++terms > MAX_TARGET_TERMS) {
 			throw new TargetError(`the target has more than the limit of ${MAX_TARGET_TERMS} terms (an L@ list is one term: L@a,b,c)`);

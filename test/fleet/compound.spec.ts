@@ -48,6 +48,8 @@ describe("compound targets", () => {
 		["G@osrelease:2?.*", ["web-02"]],
 		// a glob is the whole value; a regex from its start
 		["G@os:Deb", []],
+		// a term is refused only when none of its splits compiles: here the split at the second ':' does
+		["P@):(:)", []],
 		["P@os:deb", ["web-01", "db-01", "mail.example.com"]],
 		// a delimiter of its own; a grain key holding the default one
 		["G|@os:family|weird", ["mail.example.com"]],
@@ -122,6 +124,8 @@ describe("compound targets", () => {
 		["web-* and or db-*", /^'or' where a term is expected$/],
 		["(web-*", /^'\(web-\*': parentheses must stand alone, separated by spaces \(as Salt reads them\): \( web-\* \)$/],
 		["( web-* or db-*)", /^'db-\*\)': parentheses must stand alone/],
+		["(a(b", /^'\(a\(b': parentheses must stand alone, separated by spaces \(as Salt reads them\): \( a\(b \)$/],
+		["a)b)", /^'a\)b\)': parentheses must stand alone, separated by spaces \(as Salt reads them\): \( a\)b \)$/],
 		["G@os:[Z-a]", /^'G@os:\[Z-a\]': invalid glob$/],
 		["P@os", /^'P@os': P@ takes a grain path and a regex, separated by ':' \(G@os:Debian\)$/],
 		["G|@os:Debian", /^'G\|@os:Debian': G@ takes a grain path and a glob, separated by '\|' \(G@os:Debian\)$/],
@@ -379,6 +383,8 @@ describe("compileTarget's edges", () => {
 			[false, false],
 		]);
 		expect(compileTarget("web-01 or L@db-01,web-01 or web-01", ctx).named).toEqual(["web-01", "db-01"]);
+		// A host the master placed in no nodegroup is in none.
+		expect(compileTarget("N@web", ctx).test({ _id: "web-09" })).toBe(false);
 	});
 
 	it("reads no address from grains that are not a dict of lists, and no host without grains", () => {
