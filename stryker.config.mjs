@@ -29,6 +29,10 @@ export const MODULES = [
 	"services/rollouts/decisions.ts", // the rollout driver's decisions: step, dry-run outcome, budget, pause/finish/next
 	"lib/fleet/state-results.ts", // state returns read; a dry run's predicted changes and failures (silent hosts count)
 	"lib/fleet/batches.ts", // records cut to fit one transporter message; text capped
+	"lib/fleet/compound.ts", // compound targets: what hosts a target selects, what it refuses, what it may cost
+	"lib/fleet/group-rules.ts", // which hosts a group's or nodegroup's rule selects, a host's memberships
+	"lib/fleet/presence.ts", // the one presence rule: up/down transitions, heartbeat writes
+	"services/hosts/presence.ts", // the master's presence readings: who goes up or down, transitions, soft delete
 ];
 
 export const UNIT_SPECS = [
@@ -50,6 +54,10 @@ export const UNIT_SPECS = [
 	"test/rollouts/decisions.spec.ts", // services/rollouts/decisions.ts
 	"test/fleet/state-results.spec.ts", // lib/fleet/state-results.ts
 	"test/fleet/batches.spec.ts", // lib/fleet/batches.ts
+	"test/fleet/compound.spec.ts", // not compound-fleet.spec.ts (50,000 hosts, ten seconds)
+	"test/fleet/group-rules.spec.ts", // rules, memberships, what each refuses
+	"test/fleet/presence.spec.ts", // transitions, heartbeatDue at its bounds
+	"test/hosts/presence.spec.ts", // the hosts service in an in-process broker, in-memory NeDB
 ];
 
 /** The score every module must reach (percentage of mutants killed or timed out). */

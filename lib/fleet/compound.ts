@@ -233,9 +233,15 @@ function addressBits(address: string, family: 4 | 6): bigint {
 	return all.reduce((n, g) => (n << 16n) | BigInt(parseInt(g, 16)), 0n);
 }
 
-/** An address as Python's str() of it (Salt compares that with the grains): IPv6 compressed as RFC 5952 says. */
+/**
+ * An address as Python's str() of it (Salt compares that with the grains): IPv6 compressed as RFC 5952 says, a
+ * scope (`fe80::1%eth0`, which the URL parser refuses) kept as written.
+ */
 function canonical(address: string, family: 4 | 6): string {
-	return family === 4 ? address : new URL(`http://[${address}]`).hostname.slice(1, -1);
+	if (family === 4) return address;
+	const scope = address.indexOf("%");
+	const bare = scope < 0 ? address : address.slice(0, scope);
+	return new URL(`http://[${bare}]`).hostname.slice(1, -1) + (scope < 0 ? "" : address.slice(scope));
 }
 
 /**
@@ -392,7 +398,7 @@ export function compileTarget(expression: string, ctx: TargetContext, bounded = 
 				if (word === "not" && last === "not") throw new TargetError("'not not': Salt reads it as 'not and not', which it cannot evaluate");
 				if (word === "not" && last !== "and" && last !== "or" && last !== "(") tokens.push("and");
 			}
-		} else if (word.length > 1 && (word.startsWith("(") || word.endsWith(")")) && !ENGINE.test(word)) {
+		} else if ((word.startsWith("(") || word.endsWith(")")) && !ENGINE.test(word)) {
 			throw new TargetError(`'${word}': parentheses must stand alone, separated by spaces (as Salt reads them): ( ${word.replace(/^\(|\)$/g, "")} )`);
 		} else if (++terms > MAX_TARGET_TERMS) {
 			throw new TargetError(`the target has more than the limit of ${MAX_TARGET_TERMS} terms (an L@ list is one term: L@a,b,c)`);

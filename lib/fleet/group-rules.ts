@@ -98,7 +98,6 @@ export function grainAt(grains: unknown, path: string): unknown {
 		if (Array.isArray(cur) && /^\d+$/.test(part)) cur = cur[Number(part)];
 		else if (cur && typeof cur === "object" && !Array.isArray(cur)) cur = (cur as Record<string, unknown>)[part];
 		else return undefined;
-		if (cur === undefined) return undefined;
 	}
 	return cur;
 }
@@ -199,7 +198,8 @@ export class GroupIndex {
 	groupsOf(host: HostFacts): string[] {
 		const out = new Set<string>();
 		const direct = [...(this.explicit.get(host._id) ?? []), ...this.rules.filter(r => r.test(host)).map(r => r.id)];
-		for (const id of direct) for (const g of this.closure.get(id) ?? [id]) out.add(g);
+		// Every id here is a group's (explicit and rules come from the groups): each has its closure.
+		for (const id of direct) for (const g of this.closure.get(id)!) out.add(g);
 		return [...out].sort();
 	}
 

@@ -34,6 +34,14 @@ describe("compileRule", () => {
 		expect(compileRule({ grain: { os: "A.T" } })!(host("a", grains))).toBe(false);
 	});
 
+	it("reads grains as Python's str() does (True, False, None, numbers) and never matches a dict or a list inside a list", () => {
+		const grains = { ctl: { ok: true, failed: false, none: null }, num_cpus: 8, ip_interfaces: { eth0: ["10.0.0.5"] }, nested: [["a"]] };
+		const selects = (grain: Record<string, string>) => compileRule({ grain })!(host("a", grains));
+		expect([selects({ "ctl:ok": "True" }), selects({ "ctl:ok": "true" }), selects({ "ctl:failed": "False" }), selects({ "ctl:failed": "True" })]).toEqual([true, false, true, false]);
+		expect([selects({ "ctl:none": "None" }), selects({ "ctl:none": "*" }), selects({ num_cpus: "8" }), selects({ num_cpus: "8.0" })]).toEqual([true, true, true, false]);
+		expect([selects({ ip_interfaces: "*" }), selects({ nested: "*" }), selects({ "nested:0": "a" }), selects({ "no:such": "*" })]).toEqual([false, false, true, false]);
+	});
+
 	it("gives no matcher for a rule without conditions (such a group selects nothing)", () => {
 		expect(compileRule({})).toBeNull();
 		expect(compileRule({ grain: {} })).toBeNull();
@@ -66,6 +74,20 @@ describe("ruleProblems", () => {
 		expect(ruleProblems({ regex: "[" })?.regex).toMatch(/missing closing \]/);
 		expect(ruleProblems({ grain: { os: "[z-a]" } })).toEqual({ "grain.os": "invalid glob: [z-a]" });
 		expect(ruleProblems({ grain: { "a::b": "x" } })).toEqual({ "grain.a::b": "a grain path has an empty part" });
+		expect(ruleProblems({ grain: { ":a": "x", "b:": "x", "a:b": "x" } })).toEqual({ "grain.:a": "a grain path has an empty part", "grain.b:": "a grain path has an empty part" });
+	});
+
+	it("says what is wrong as the API answers it, field by field, and nothing for no rule", () => {
+		expect(ruleProblems({ regex: "[", grain: { os: "[z-a]", osrelease: "1*" }, target: "web-* db-*" })).toEqual({
+			regex: "invalid regular expression (RE2 syntax: no backreferences or lookaround): missing closing ]: `[`",
+			"grain.os": "invalid glob: [z-a]",
+			target: "'db-*' follows a term without 'and' or 'or'",
+		});
+		expect(ruleProblems({ target: "F@other" })).toEqual({ target: "'F@other': a group's rule cannot name groups; make that group a subgroup instead" });
+		expect(ruleProblems({ target: "N@web" }, true)).toEqual({ target: "a nodegroup's rule cannot name nodegroups (N@)" });
+		expect(ruleProblems({ target: "web-*" }, true)).toBeNull();
+		expect(ruleProblems(undefined)).toBeNull();
+		expect(ruleProblems({})).toBeNull();
 	});
 });
 
@@ -73,6 +95,17 @@ describe("grainAt", () => {
 	it("walks dicts by key and lists by index", () => {
 		expect(grainAt({ a: { b: [1, { c: "x" }] } }, "a:b:1:c")).toBe("x");
 		expect(grainAt({ a: 1 }, "a:b")).toBeUndefined();
+		expect(grainAt({ a: { b: [1, { c: "x" }] } }, "a:b:-1")).toBeUndefined();
+	});
+
+	it("indexes lists by digits only, and looks into nothing but dicts and lists", () => {
+		const grains = { roles: ["web", "cache"], os: "Debian", none: null, "01": "zero-one", disks: [{ name: "vda" }] };
+		expect(grainAt(grains, "roles:1")).toBe("cache");
+		expect(grainAt({ list: Array.from({ length: 12 }, (_, i) => `v${i}`) }, "list:10")).toBe("v10");
+		expect([grainAt(grains, "roles:1.0"), grainAt(grains, "roles: 1"), grainAt(grains, "roles:x1"), grainAt(grains, "roles:2")]).toEqual([undefined, undefined, undefined, undefined]);
+		// A string is not indexed, null has no keys, a dict's key "01" is not the index 1, a dict in a list is not looked into.
+		expect([grainAt(grains, "os:1"), grainAt(grains, "none:a"), grainAt(grains, "01"), grainAt(grains, "disks:name"), grainAt(grains, "disks:0:name")]).toEqual([undefined, undefined, "zero-one", undefined, "vda"]);
+		expect(grainAt(grains, "roles")).toEqual(["web", "cache"]);
 	});
 });
 
@@ -100,6 +133,21 @@ describe("GroupIndex", () => {
 		expect(index.groupsOf(host("l1"))).toEqual(["lonely"]);
 		expect(index.groupsOf(host("nobody"))).toEqual([]);
 		expect(index.usesGrains).toBe(true);
+	});
+
+	it("reads grains when a group's rule or a nodegroup's rule needs them", () => {
+		expect(new GroupIndex([{ _id: "g", info: { grain: { os: "ALT" } } }]).usesGrains).toBe(true);
+		expect(new GroupIndex([{ _id: "g", info: { regex: "^a" } }], [{ name: "n", info: { target: "G@os:ALT" } }]).usesGrains).toBe(true);
+		expect(new GroupIndex([{ _id: "g", info: { regex: "^a" } }], [{ name: "n", info: { regex: "^b" } }]).usesGrains).toBe(false);
+	});
+
+	it("follows subgroups that loop back to a group once", () => {
+		const looped = new GroupIndex([
+			{ _id: "a", subgroups: ["b"], hosts: ["h1"] },
+			{ _id: "b", subgroups: ["a"] },
+		]);
+		expect(looped.groupsOf(host("h1"))).toEqual(["a", "b"]);
+		expect(looped.usesGrains).toBe(false);
 	});
 
 	it("gives each host the nodegroups whose rule selects it", () => {
@@ -133,6 +181,11 @@ describe("compound targets in rules (docs/targeting.md)", () => {
 	it("reads grains only for an expression that needs them, and puts hosts in groups whose rule reads their nodegroups", () => {
 		expect(needsGrains([{ target: "web-* and N@web" }])).toBe(false);
 		expect(needsGrains([{ target: "web-* and S@10.0.0.0/8" }])).toBe(true);
+		expect(needsGrains([undefined, { regex: "^web" }, { grain: {} }])).toBe(false);
+		expect(needsGrains([undefined, { grain: { os: "Debian" } }])).toBe(true);
+		expect(needsGrains([{ regex: "^web", target: "G@os:Debian" }])).toBe(true);
+		// A rule that does not compile selects nothing: no grains needed for it.
+		expect(needsGrains([{ target: "F@other and G@os:Debian" }])).toBe(false);
 		const index = new GroupIndex([{ _id: "g-web-debian", type: 1, info: { target: "N@web and G@os:Debian" } }], [{ name: "web", info: { regex: "web-" } }]);
 		const host = { _id: "web-01", grain: { os: "Debian" } };
 		const nodegroups = index.nodegroupsOf(host);
