@@ -340,25 +340,20 @@ describe("cm-gateway: remote execution against salt-api", () => {
 			}
 		});
 
-		it("answers 502 when salt-api is down, 503 when the master is, 504 when it hangs, in Eve's shape (never 500)", async () => {
+		// While the master is down a real salt-api holds runner and wheel calls until it is back: fleet-ctl answered
+		// POST /api/updates with 504 after its own timeout (master_down_timings.md of the 2026-11-29 captures).
+		it("answers 502 when salt-api is down, 504 when the master is (runner calls held) or salt-api hangs, in Eve's shape (never 500)", async () => {
 			const before = await patches();
 			sim.setPatch("fix-late", FIX1);
 			try {
-				for (const mode of ["refuse", "master-down"] as const) {
+				for (const mode of ["refuse", "master-down", "hang"] as const) {
 					await sim.goDown(mode);
 					try {
-						const err = expectEveError(await load(), mode === "refuse" ? 502 : 503);
+						const err = expectEveError(await load(), mode === "refuse" ? 502 : 504);
 						expect(err._error.message).not.toContain(sim.credentials.password);
-						if (mode === "master-down") expect(err._error.message).toMatch(/^the Salt master is not answering/);
 					} finally {
 						await comeBack(sim);
 					}
-				}
-				await sim.goDown("hang");
-				try {
-					expectEveError(await load(), 504);
-				} finally {
-					await comeBack(sim);
 				}
 				sim.failNext(10, 500, { filter: { method: "POST", path: "/" } });
 				expectEveError(await load(), 503);
@@ -510,7 +505,8 @@ describe("cm-gateway: inventory reconciliation (cm-gateway.sync)", () => {
 		const before = sim.requests().filter(r => r.path === "/").length;
 		const [a, b] = await Promise.all([sync(), sync()]);
 		expect(a).toEqual(b);
-		expect(sim.requests().filter(r => r.path === "/").length - before).toBe(4);
+		// key.list_all, key.finger, config.get nodegroups, manage.present, cache.grains: once.
+		expect(sim.requests().filter(r => r.path === "/").length - before).toBe(5);
 	});
 
 	it("fails cleanly when salt-api is down, hangs or fails, and leaves every host as it was", async () => {
@@ -523,7 +519,8 @@ describe("cm-gateway: inventory reconciliation (cm-gateway.sync)", () => {
 			for (const mode of ["refuse", "master-down", "hang"] as const) {
 				await sim.goDown(mode);
 				try {
-					await expect(sync()).rejects.toMatchObject({ code: { refuse: 502, "master-down": 503, hang: 504 }[mode] });
+					// The master down: salt-api holds the wheel and runner calls (master_down_timings.md): 504.
+					await expect(sync()).rejects.toMatchObject({ code: { refuse: 502, "master-down": 504, hang: 504 }[mode] });
 				} finally {
 					await comeBack(sim);
 				}

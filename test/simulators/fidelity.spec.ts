@@ -35,8 +35,8 @@ const REF = FOUND ?? "";
 const describeWithCaptures = (name: string, fn: () => void) => (FOUND ? describe(name, fn) : describe.skip(`${name} (skipped: the salt-3006 captures are not found; set SHARED_DIR)`, fn));
 const IDS = ["web-01", "web-02", "db-01"];
 const ID_SET = new Set(IDS);
-/** Custom grains of the captured fleet (not Salt core grains). */
-const CUSTOM_GRAINS = new Set(["role"]);
+/** Custom grains of the captured fleets (not Salt core grains): the first captures', then more-2026-11-29's. */
+const CUSTOM_GRAINS = new Set(["role", "roles", "env", "foo", "tier", "flag", "pattern", "app", "weird"]);
 
 // ------------------------------------------------------------------ shapes
 
@@ -124,11 +124,19 @@ function expectGrainsLike(got: unknown, captured: unknown): void {
 
 // ------------------------------------------------------------------ captures
 
-const capturedJson = (file: string) => JSON.parse(readFileSync(join(REF, file), "utf8"));
+/** A captured answer (a file may end with a line of notes after the JSON: `200 15.107760s`). */
+function capturedJson(file: string) {
+	const text = readFileSync(join(REF, file), "utf8");
+	try {
+		return JSON.parse(text);
+	} catch {
+		return JSON.parse(text.slice(0, text.indexOf("\n")));
+	}
+}
 
 function parseEvents(text: string): Ev[] {
 	const out: Ev[] = [];
-	for (const m of text.matchAll(/tag: (.*)\ndata: (.*)\n\n/g)) {
+	for (const m of text.matchAll(/tag: (.*)\ndata: (.*)\n(?:\n|$)/g)) {
 		const rec = JSON.parse(m[2]);
 		expect(rec.tag).toBe(m[1]);
 		out.push({ tag: rec.tag, data: rec.data });
@@ -249,6 +257,21 @@ async function recorded(sim: SimProcess, stream: EventStream, steps: () => Promi
 	return stream.events.slice(from + 1, to);
 }
 
+/** Start a simulator process (`setup` run on it first), log in and open its event stream. */
+async function openSim(env: Record<string, string>, setup: (sim: SimProcess) => Promise<void> = async () => undefined): Promise<{ sim: SimProcess; token: string; stream: EventStream }> {
+	const sim = await SimProcess.start(entry, env);
+	await setup(sim);
+	const token = await login(sim.url);
+	const stream = await EventStream.open(`${sim.url}/events?token=${token}`, { unwrap: true });
+	await until(() => stream.raw.startsWith("retry: 400\n") || undefined, 5000, "the event stream");
+	return { sim, token, stream };
+}
+
+async function closeSim(sim: SimProcess | undefined, stream: EventStream | undefined): Promise<void> {
+	stream?.close();
+	await sim?.stop();
+}
+
 // ------------------------------------------------------------------ the tests
 
 const PATCHES = {
@@ -284,16 +307,11 @@ describeWithCaptures("salt-api simulator vs the Salt 3006 captures: answers and 
 	};
 
 	beforeAll(async () => {
-		sim = await SimProcess.start(entry, { SIM_LOOP_MS: "3600000", SIM_TIMEOUT: "1", SIM_GATHER_JOB_TIMEOUT: "1", SIM_LATENCY_MS: "2,15" });
-		for (const [path, text] of Object.entries(PATCHES)) await sim.control("setFile", path, text);
-		token = await login(sim.url);
-		stream = await EventStream.open(`${sim.url}/events?token=${token}`, { unwrap: true });
-		await until(() => stream.raw.startsWith("retry: 400\n") || undefined, 5000, "the event stream");
+		({ sim, token, stream } = await openSim({ SIM_LOOP_MS: "3600000", SIM_TIMEOUT: "1", SIM_GATHER_JOB_TIMEOUT: "1", SIM_LATENCY_MS: "2,15" }, async p => {
+			for (const [path, text] of Object.entries(PATCHES)) await p.control("setFile", path, text);
+		}));
 	});
-	afterAll(async () => {
-		stream?.close();
-		await sim?.stop();
-	});
+	afterAll(() => closeSim(sim, stream));
 
 	it("answers each request of the README's table like the capture (key.list_all, key.finger, manage.status, cache.grains, file_list, file_roots.read, local_async, /jobs/<jid>, state_fail)", async () => {
 		const cases: [string, Record<string, unknown>][] = [
@@ -550,7 +568,7 @@ describeWithCaptures("salt-api simulator vs the Salt 3006 captures: a master res
 		}
 	});
 
-	it("while the master is down salt-api answers 500 (its generic JSON) after a while, and a login waits for the master", async () => {
+	it("while the master is down salt-api answers local calls 500 (its generic JSON) after a while, local_async later; a login and a wheel call wait for the master", async () => {
 		await sim.control("goDown", "master-down");
 		try {
 			// A login sent now waits for the master (its token is minted by the master).
@@ -563,15 +581,281 @@ describeWithCaptures("salt-api simulator vs the Salt 3006 captures: a master res
 			const r = await call(sim.url, "/", { token, body: { client: "local", tgt: "*", fun: "test.ping" } });
 			expect({ status: r.status, type: r.type, body: r.text }).toEqual({ status: 500, type: "application/json", body: '{"status": 500, "return": "An unexpected error occurred"}' });
 			expect(Date.now() - t0).toBeGreaterThanOrEqual(DOWN - 20);
-			expect((await call(sim.url, "/", { token, body: { client: "wheel", fun: "key.list_all" } })).status).toBe(500);
-			// Two client calls failed meanwhile; the login is still waiting, and is answered once the master is back.
-			expect(loginAnsweredAt).toBe(0);
+			// A wheel call is held until the master is back (master_down_timings.md: key.list_all answered 200 then).
+			let wheelAnsweredAt = 0;
+			const wheel = call(sim.url, "/", { token, body: { client: "wheel", fun: "key.list_all" } }).then(w => {
+				wheelAnsweredAt = Date.now();
+				return w;
+			});
+			// A local_async call fails too, later (15 s against 5 s on the real master: three times as long).
+			const t1 = Date.now();
+			expect((await call(sim.url, "/", { token, body: { client: "local_async", tgt: "*", fun: "test.ping" } })).status).toBe(500);
+			expect(Date.now() - t1).toBeGreaterThanOrEqual(3 * DOWN - 20);
+			// The login and the wheel call are still waiting, and are answered once the master is back.
+			expect([loginAnsweredAt, wheelAnsweredAt]).toEqual([0, 0]);
 			const backAt = Date.now();
 			await sim.control("comeBack");
 			expect((await pending).status).toBe(200);
-			expect(loginAnsweredAt).toBeGreaterThanOrEqual(backAt);
+			const w = await wheel;
+			expect([w.status, shapeOf(w.json)]).toEqual([200, shapeOf(capturedJson("key_list_all.json"))]);
+			expect(Math.min(loginAnsweredAt, wheelAnsweredAt)).toBeGreaterThanOrEqual(backAt);
 		} finally {
 			await sim.control("comeBack");
 		}
+	});
+});
+
+// ------------------------------------------------------------------ the second run (more-2026-11-29)
+
+/** The second run's captures (more-2026-11-29/README.md there lists the request behind each file). */
+const MORE = "more-2026-11-29";
+const more = (file: string) => join(MORE, file);
+
+/** `status.all_status` by structure: rows keyed by device, interface, mount or counter become one `<row>` entry. */
+function statusShape(s: Record<string, any>): Shape {
+	const rows = (o: Record<string, unknown>): Shape => ({ "<row>": union(Object.values(o).map(shapeOf)) });
+	return {
+		keys: Object.keys(s).sort(),
+		cpuinfo: shapeOf(s.cpuinfo),
+		cpustats: shapeOf(Object.fromEntries(Object.entries(s.cpustats).map(([k, v]) => [k.replace(/^cpu\d+$/, "cpuN"), v]))),
+		diskstats: rows(s.diskstats),
+		diskusage: rows(s.diskusage),
+		loadavg: shapeOf(s.loadavg),
+		meminfo: rows(s.meminfo),
+		netdev: rows(s.netdev),
+		netstats: Object.fromEntries(Object.keys(s.netstats).map(k => [k, rows(s.netstats[k])])),
+		uptime: shapeOf(s.uptime),
+		vmstats: rows(s.vmstats),
+		w: typeName(s.w),
+	};
+}
+
+/** The second run's grains of each minion (cache_grains_custom.json), to give the simulator's. */
+const capturedGrains = () => capturedJson(more("cache_grains_custom.json")).return[0] as Record<string, Record<string, unknown>>;
+/** Their custom grains only. */
+const customGrains = (id: string) => Object.fromEntries(Object.entries(capturedGrains()[id]).filter(([k]) => CUSTOM_GRAINS.has(k)));
+
+describeWithCaptures("salt-api simulator vs the 2026-11-29 captures: answers and event sequences", () => {
+	let sim: SimProcess;
+	let token = "";
+	let stream: EventStream;
+	const low = (chunk: Record<string, unknown>) => call(sim.url, "/", { token, body: chunk });
+	const apiFree = (evs: Ev[]) => evs.filter(e => !isApiCall(e));
+	/** A CLI job and all its returns. */
+	const cli = async (tgt: unknown, fun: string, arg: unknown[], tgtType: string) => {
+		const pub = await sim.control<{ jid: string; minions: string[] }>("cliJob", tgt, fun, arg, { tgtType });
+		await until(() => stream.count(e => e.tag.startsWith(`salt/job/${pub.jid}/ret/`)) === pub.minions.length || undefined, 10_000, `the returns of ${fun}`);
+	};
+
+	beforeAll(async () => {
+		({ sim, token, stream } = await openSim({ SIM_LOOP_MS: "3600000", SIM_TIMEOUT: "1", SIM_GATHER_JOB_TIMEOUT: "1", SIM_LATENCY_MS: "2,15" }, async p => {
+			// The captured master: its states, nodegroups and grains (core and custom, so that targets select what
+			// they selected on the real master).
+			for (const f of ["common.sls", "rollfail.sls", "rollfail1.sls", "top-level.sls", "top.sls", "patches/fail-second.sls", "patches/fix-motd.sls"]) await p.control("setFile", f, readFileSync(join(REF, MORE, "states", f), "utf8"));
+			await p.control("setNodegroups", capturedJson(more("nodegroup_matching.json")).master_nodegroups);
+			for (const [id, g] of Object.entries(capturedGrains())) await p.control("setGrains", id, g, { replace: true });
+		}));
+	});
+	afterAll(() => closeSim(sim, stream));
+
+	it("answers the state runs like the captures (test=True conformant, drift, sls_id with its requisite, after the fix, a failing patch, a failing cmd)", async () => {
+		const same = async (file: string, chunk: Record<string, unknown>) => {
+			const r = await low({ client: "local", full_return: true, ...chunk });
+			const want = capturedJson(more(file));
+			expect([file, r.status, shapeOf(r.json)]).toEqual([file, 200, shapeOf(want)]);
+			// The same states (the Jinja rendered: the names hold the minion's id), each with the same result.
+			const states = (j: any) => Object.values(j.return[0] as Record<string, any>).map(m => [m.retcode, Object.entries(m.ret).map(([tag, st]: [string, any]) => [tag, st.result, st.__run_num__])]);
+			expect([file, states(r.json)]).toEqual([file, states(want)]);
+		};
+		const motdDiff = capturedJson(more("state_sls_id_fix.json")).return[0]["web-01"].ret["file_|-motd_|-/srv/fleet/managed/web-01/motd_|-managed"].changes;
+		await same("state_apply_test_conformant.json", { tgt: ["web-02"], tgt_type: "list", fun: "state.apply", kwarg: { test: true } });
+		await sim.control("setDrift", "web-01", "common", "motd", motdDiff);
+		await same("state_apply_test_drift.json", { tgt: ["web-01"], tgt_type: "list", fun: "state.apply", kwarg: { test: true } });
+		await same("state_sls_id_fix.json", { tgt: ["web-01"], tgt_type: "list", fun: "state.sls_id", arg: ["motd", "common"], kwarg: { queue: true } });
+		await same("state_apply_test_after_fix.json", { tgt: ["web-01"], tgt_type: "list", fun: "state.apply", kwarg: { test: true } });
+		// patches.fail-second with test=True: its file.exists is false (the file is missing), retcode 2.
+		await sim.control("failPatch", "patches.fail-second", ["web-01"], { stepId: "step-three" });
+		await same("state_apply_test_patch.json", { tgt: ["web-01"], tgt_type: "list", fun: "state.apply", kwarg: { mods: "patches.fail-second", test: true } });
+		// rollfail: `test "<id>" != "web-02"` passes on db-01 and exits 1 on web-02.
+		await sim.control("failPatch", "rollfail", ["web-02"], { retcode: 1, stderr: "", stdout: "" });
+		await same("state_apply_ok_cmd.json", { tgt: ["db-01"], tgt_type: "list", fun: "state.apply", kwarg: { mods: "rollfail" } });
+		await same("state_apply_fail_cmd_retcode2.json", { tgt: ["web-02"], tgt_type: "list", fun: "state.apply", kwarg: { mods: "rollfail" } });
+		await sim.control("clearPatchFailures");
+	});
+
+	it("answers local runs like the captures (cmd.run exit 3, full_return, a minion down, status.all_status), the key conflict's key.finger and key.list_all, cache.grains with custom grains", async () => {
+		const same = async (file: string, chunk: Record<string, unknown>) => {
+			const r = await low(chunk);
+			expect([file, r.status, shapeOf(r.json)]).toEqual([file, 200, shapeOf(capturedJson(more(file)))]);
+			return r.json;
+		};
+		expect((await same("local_cmd_run_exit3.json", { client: "local", tgt: ["web-01"], tgt_type: "list", fun: "cmd.run", arg: ["exit 3"], full_return: true })).return[0]["web-01"]).toMatchObject({ ret: "", retcode: 3 });
+		await same("local_full_return.json", { client: "local", tgt: ["web-01", "db-01"], tgt_type: "list", fun: "test.ping", full_return: true });
+		await sim.control("setDown", "web-02");
+		try {
+			expect(await same("local_full_return_down.json", { client: "local", tgt: ["web-02"], tgt_type: "list", fun: "test.ping", full_return: true })).toEqual(capturedJson(more("local_full_return_down.json")));
+		} finally {
+			await sim.control("setUp", "web-02");
+		}
+		const status = await low({ client: "local", tgt: ["web-01"], tgt_type: "list", fun: "status.all_status", full_return: true });
+		const wantStatus = capturedJson(more("status_all_status.json")).return[0]["web-01"];
+		const gotStatus = status.json.return[0]["web-01"];
+		expect(shapeOf({ ...gotStatus, ret: null })).toEqual(shapeOf({ ...wantStatus, ret: null }));
+		expect(statusShape(gotStatus.ret)).toEqual(statusShape(wantStatus.ret));
+		const grains = await same("cache_grains_custom.json", { client: "runner", fun: "cache.grains", tgt: "*" });
+		expectGrainsLike(grains, capturedJson(more("cache_grains_custom.json")));
+		expect(grains.return[0]["web-01"]).toMatchObject(customGrains("web-01"));
+		// web-02 presents a new key: both key reads as captured.
+		await sim.control("presentNewKey", "web-02");
+		try {
+			expect((await same("key_list_all_conflict.json", { client: "wheel", fun: "key.list_all" })).return[0].data.return).toEqual(capturedJson(more("key_list_all_conflict.json")).return[0].data.return);
+			await same("key_finger_conflict.json", { client: "wheel", fun: "key.finger", match: "*" });
+		} finally {
+			await sim.control("restoreOldKey", "web-02");
+			await sim.control("firePresence");
+		}
+	});
+
+	it("selects the minions the real master selected for each compound expression and nodegroup (compound_differential.json, nodegroup_matching.json)", async () => {
+		const rows = [...capturedJson(more("compound_differential.json")).results, ...capturedJson(more("nodegroup_matching.json")).results] as { expr: string; master_preview: string[]; salt_msg: string }[];
+		const differ: unknown[] = [];
+		let returns = 0;
+		const from = stream.events.length;
+		for (const row of rows) {
+			const r = await low({ client: "local_async", tgt: row.expr, tgt_type: "compound", fun: "test.ping" });
+			const got = r.status === 200 && r.json.return[0].minions ? [...r.json.return[0].minions].sort() : [];
+			returns += got.length;
+			if (JSON.stringify(got) !== JSON.stringify([...row.master_preview].sort())) differ.push({ expr: row.expr, sim: got, status: r.status, master: row.master_preview });
+		}
+		expect(differ).toEqual([]);
+		// Every return in before the next scenario records the stream.
+		await until(() => stream.events.slice(from).filter(e => /^salt\/job\/\d{20}\/ret\//.test(e.tag)).length >= returns || undefined, 10_000, "the returns");
+	});
+
+	it("replays the CLI jobs (events_cli_jobs.txt: -C, -L, a glob, -G, -N published as compound, --async) and a --static run published twice (events_cli_static_batch.txt)", async () => {
+		const got = await recorded(sim, stream, async () => {
+			await cli("web-*", "test.ping", [], "compound");
+			await cli(["web-01", "db-01"], "test.echo", ["hello"], "list");
+			await cli("web-*", "cmd.run", ["exit 2"], "glob");
+			await cli("env:prod", "test.ping", [], "grain");
+			await cli("web", "grains.get", ["env"], "nodegroup");
+			await cli("db-01", "test.sleep", [3], "glob");
+		});
+		const want = captured(more("events_cli_jobs.txt"));
+		expect(got.map(norm)).toEqual(want.map(norm));
+		const news = (evs: Ev[]) => evs.filter(e => /\/new$/.test(e.tag)).map(e => [e.data.tgt_type, e.data.tgt, e.data.fun, e.data.arg]);
+		expect(news(got)).toEqual(news(want));
+		expect(got.filter(e => /\/ret\//.test(e.tag) && e.data.fun === "grains.get").map(e => [e.data.id, e.data.return]).sort()).toEqual(want.filter(e => /\/ret\//.test(e.tag) && e.data.fun === "grains.get").map(e => [e.data.id, e.data.return]).sort());
+		const batch = await recorded(sim, stream, async () => {
+			const run = await sim.control<{ jid: string }>("cliStaticJob", "web-01", "test.ping", [], { tgtType: "compound" });
+			await until(() => stream.count(e => e.tag === `salt/job/${run.jid}/ret/web-01`) === 1 || undefined, 10_000, "the run's return");
+		});
+		const wantBatch = captured(more("events_cli_static_batch.txt"));
+		expect(batch.map(norm)).toEqual(wantBatch.map(norm));
+		expect(news(batch)).toEqual(news(wantBatch));
+	});
+
+	it("replays salt-call event.send from web-01 and db-01 (events_salt_call_event_send.txt: the return without a /new)", async () => {
+		const got = await recorded(sim, stream, async () => {
+			await sim.control("fireMinionEvent", "web-01", "ctl/vnc/connect", { hostname: "web-01", status: "connected" });
+			await sim.control("fireMinionEvent", "db-01", "ctl/vnc/connect", { hostname: "web-01", status: "disconnected" });
+			await stream.wait(e => e.tag.endsWith("/ret/db-01") && e.data.fun === "event.send", "db-01's salt-call return");
+		});
+		const want = apiFree(captured(more("events_salt_call_event_send.txt")));
+		expect(got.map(norm)).toEqual(want.map(norm));
+		expect(got.filter(e => /\/new$/.test(e.tag))).toEqual([]);
+	});
+
+	it("replays a minion stopped and started, and one restarted with a new key then its old key back (events_minion_stop_start.txt, events_key_conflict.txt)", async () => {
+		const stopStart = await recorded(sim, stream, async () => {
+			await sim.control("setDown", "db-01");
+			await sim.control("firePresence");
+			await sim.control("setUp", "db-01");
+		});
+		expect(stopStart.map(norm)).toEqual(captured(more("events_minion_stop_start.txt")).map(norm));
+		await sim.control("firePresence");
+		const conflict = await recorded(sim, stream, async () => {
+			await sim.control("presentNewKey", "web-02");
+			await sim.control("firePresence");
+			await sim.control("firePresence");
+			await sim.control("restoreOldKey", "web-02");
+			await sim.control("firePresence");
+		});
+		expect(conflict.map(norm)).toEqual(captured(more("events_key_conflict.txt")).map(norm));
+	});
+
+	it("replays a key deleted under a running minion, the minion restarted (pending), its key accepted (events_key_delete_reaccept.txt)", async () => {
+		const got = await recorded(sim, stream, async () => {
+			await sim.control("firePresence");
+			await low({ client: "wheel", fun: "key.delete", match: "db-01" });
+			await sim.control("firePresence");
+			await sim.control("firePresence");
+			await sim.control("setDown", "db-01");
+			await sim.control("setUp", "db-01");
+			await sim.control("firePresence");
+			await low({ client: "wheel", fun: "key.accept", match: "db-01" });
+			await sim.control("firePresence");
+		});
+		const want = captured(more("events_key_delete_reaccept.txt"));
+		// The pending minion retries its auth every acceptance_wait_time (10 s): the capture has a second `pend`,
+		// which the simulator does not repeat; and db-01's start came 0.4 s after the loop that found it, where
+		// the simulator's comes at once (before that loop).
+		const pends = want.filter(e => e.tag === "salt/auth" && e.data.act === "pend");
+		expect(pends).toHaveLength(2);
+		const start = want.find(e => /^salt\/minion\/.*\/start$/.test(e.tag))!;
+		const wantOnce = want.filter(e => e !== pends[1] && e !== start);
+		const acceptAt = wantOnce.findIndex(e => e.tag === "salt/auth" && e.data.act === "accept");
+		wantOnce.splice(acceptAt + 1, 0, start);
+		expect(apiFree(got).map(norm)).toEqual(wantOnce.map(norm));
+		expect(apiFree(got).filter(e => e.tag === "salt/presence/change").map(e => [e.data.new, e.data.lost])).toEqual([
+			[[], ["db-01"]],
+			[["db-01"], []],
+		]);
+	});
+});
+
+describeWithCaptures("salt-api simulator vs the 2026-11-29 captures: master restarts after 20 s and after 3.5 min", () => {
+	const LOOP = 4000;
+	const DELAY = 100;
+	const LONG = 600;
+	let sim: SimProcess;
+	let token = "";
+	let stream: EventStream;
+	beforeAll(async () => {
+		({ sim, token, stream } = await openSim({
+			SIM_LOOP_MS: String(LOOP),
+			SIM_RESTART_PRESENT_DELAY_MS: String(DELAY),
+			SIM_LONG_OUTAGE_MS: String(LONG),
+			SIM_MASTER_DOWN_MS: "300",
+			SIM_TIMEOUT: "1",
+			SIM_GATHER_JOB_TIMEOUT: "1",
+			SIM_LATENCY_MS: "2,15",
+		}));
+	});
+	afterAll(() => closeSim(sim, stream));
+	const local = (tgt: string[]) => call(sim.url, "/", { token, body: { client: "local", tgt, tgt_type: "list", fun: "test.ping" } });
+
+	it("a short outage: present [] first, the full list one loop later (events_master_restart_20s.txt)", async () => {
+		const mark = stream.events.length;
+		await sim.control("restartMaster", { downMs: 100 });
+		await until(() => stream.events.slice(mark).filter(isPresence).length >= 3 || undefined, 3 * LOOP, "two loops");
+		expect(stream.events.slice(mark).filter(isPresence).slice(0, 3).map(norm)).toEqual(captured(more("events_master_restart_20s.txt")).slice(0, 3).map(norm));
+		expect(stream.events.slice(mark).find(isPresence)!.data.present).toEqual([]);
+	});
+
+	it("a long outage: the first loop already lists the minions back, one late minion misses a run (find_job, false) and is back one loop later (events_master_restart_3min.txt)", async () => {
+		const want = captured(more("events_master_restart_3min.txt"));
+		const mark = stream.events.length;
+		await sim.control("restartMaster", { downMs: LONG + 100, late: ["web-01"] });
+		await stream.wait((e: Ev) => stream.events.indexOf(e) >= mark && e.tag === "salt/presence/present", "the first loop");
+		// A local run to the late minion: find_job, then false with no jid.
+		expect((await local(["web-01"])).json).toEqual({ return: [{ "web-01": false }] });
+		await until(() => stream.events.slice(mark).filter(isPresence).length >= 4 || undefined, 2 * LOOP, "the next loop");
+		const r = await local(["web-01"]);
+		expect(r.json).toEqual({ return: [{ "web-01": true }] });
+		const got = stream.events.slice(mark);
+		const upToRet = (evs: Ev[]) => evs.slice(0, evs.findIndex(e => /\/ret\/web-01$/.test(e.tag)) + 1);
+		expect(upToRet(got).map(norm)).toEqual(upToRet(want).map(norm));
+		expect(got.filter(isPresence).slice(0, 4).map(e => e.data.new ?? e.data.present)).toEqual([["db-01", "web-02"], ["db-01", "web-02"], ["web-01"], ["db-01", "web-01", "web-02"]]);
 	});
 });

@@ -927,3 +927,155 @@ pepperDescribe(`salt-api simulator: fidelity with Debian's salt-pepper${process.
 		expect(JSON.parse(wheel.stdout).return[0].data.return.minions[id]).toBe(sim.minion(id)!.fingerprint);
 	});
 });
+
+// ------------------------------------------------------------------ what a real master showed on 2026-11-29 (issue 46)
+
+describe("salt-api simulator: what a real 3006 master showed on 2026-11-29 (more-2026-11-29 captures)", () => {
+	const IDS = ["web-01", "web-02", "db-01"];
+	// The maintenance loop is run by hand (firePresence) but after a master start; an outage of 300 ms is "long".
+	const sim = new SaltApiSimulator({ ids: IDS, timeout: 1, gatherJobTimeout: 1, latencyMs: [1, 5], presenceIntervalMs: 0, restartPresentDelayMs: 30, masterDownAnswerMs: 200, longOutageMs: 300 });
+	let token = "";
+	const seen: { tag: string; data: Record<string, any> }[] = [];
+	beforeAll(async () => {
+		await sim.start();
+		token = await login(sim);
+		sim.onEvent(e => seen.push({ tag: e.tag, data: e.data as Record<string, any> }));
+	});
+	afterAll(() => sim.stop());
+	/** The events fired while `steps` ran, up to and including the first one `until` accepts. */
+	const during = async (steps: () => Promise<unknown> | unknown, last: (e: { tag: string; data: Record<string, any> }) => boolean, what: string) => {
+		const from = seen.length;
+		await steps();
+		await until(() => seen.slice(from).some(last) || undefined, 5000, what);
+		const got = seen.slice(from);
+		return got.slice(0, got.findIndex(last) + 1);
+	};
+	const local = async (chunk: Record<string, unknown>) => (await low(sim, token, { client: "local", full_return: true, ...chunk })).json.return[0];
+
+	// states/common.sls of the captures: Jinja on the grains, and a require.
+	const COMMON = [
+		"managed-dir:",
+		"  file.directory:",
+		"    - name: /srv/fleet/managed/{{ grains['id'] }}",
+		"    - makedirs: True",
+		"",
+		"motd:",
+		"  file.managed:",
+		"    - name: /srv/fleet/managed/{{ grains['id'] }}/motd",
+		"    - contents: |",
+		"        managed by salt for {{ grains['id'] }}",
+		"    - require:",
+		"      - file: managed-dir",
+		"",
+	].join("\n");
+
+	it("renders the grains in an sls file's Jinja (grains['k'], grains.k, grains.get, salt['grains.get']); a missing grain is a render error", async () => {
+		sim.setFile("common.sls", COMMON);
+		const ret = (await local({ tgt: ["db-01"], tgt_type: "list", fun: "state.apply", kwarg: { mods: "common", test: true } }))["db-01"];
+		expect(Object.keys(ret.ret)).toEqual(["file_|-managed-dir_|-/srv/fleet/managed/db-01_|-directory", "file_|-motd_|-/srv/fleet/managed/db-01/motd_|-managed"]);
+		sim.setGrains("web-02", { env: "prod", foo: { bar: "deep" } });
+		sim.setFile(
+			"forms.sls",
+			"forms:\n  cmd.run:\n    - names:\n      - echo {{ grains.id }}\n      - echo {{ grains.get('env') }}/{{ grains.get('nope', 'dflt') }}/{{ grains.get('nope') }}\n      - echo {{ salt['grains.get']('foo:bar') }}/{{salt['grains.get']('foo:nope', 'x')}}\n",
+		);
+		const forms = (await local({ tgt: ["web-02"], tgt_type: "list", fun: "state.apply", arg: ["forms"] }))["web-02"].ret;
+		expect(Object.values(forms).map((s: any) => s.name)).toEqual(["echo web-02", "echo prod/dflt/None", "echo deep/x"]);
+		sim.setFile("bad.sls", "bad:\n  cmd.run:\n    - name: echo {{ grains['no_such_grain'] }}\n");
+		const bad = (await local({ tgt: ["web-02"], tgt_type: "list", fun: "state.apply", arg: ["bad"] }))["web-02"];
+		expect(bad).toMatchObject({ retcode: 1, ret: ["Rendering SLS 'base:bad' failed: Jinja variable 'dict object' has no attribute 'no_such_grain'"] });
+	});
+
+	it("state.sls_id runs the state's requisites first (state_sls_id_fix.json: motd and the managed-dir it requires)", async () => {
+		sim.setFile("common.sls", COMMON);
+		sim.setDrift("web-01", "common", "motd", { diff: "--- \n+++ \n@@ -1,2 +1 @@\n managed by salt for web-01\n-tamper\n" });
+		const got = (await local({ tgt: ["web-01"], tgt_type: "list", fun: "state.sls_id", arg: ["motd", "common"], kwarg: { queue: true } }))["web-01"];
+		expect(got).toMatchObject({ out: "highstate", retcode: 0 });
+		expect(Object.entries(got.ret).map(([tag, s]: [string, any]) => [tag, s.__id__, s.__run_num__, s.result])).toEqual([
+			["file_|-managed-dir_|-/srv/fleet/managed/web-01_|-directory", "managed-dir", 0, true],
+			["file_|-motd_|-/srv/fleet/managed/web-01/motd_|-managed", "motd", 1, true],
+		]);
+		expect(sim.driftsOf("web-01")).toEqual([]);
+		// A state without requisites still runs alone; requisites are followed transitively and by sls too.
+		sim.setFile("chain.sls", "a:\n  cmd.run:\n    - name: echo a\nb:\n  cmd.run:\n    - name: echo b\n    - require:\n      - cmd: a\nc:\n  cmd.run:\n    - name: echo c\n    - watch:\n      - b\nlone:\n  cmd.run:\n    - name: echo lone\n");
+		const ids = async (id: string) => Object.values((await local({ tgt: ["db-01"], tgt_type: "list", fun: "state.sls_id", arg: [id, "chain"] }))["db-01"].ret).map((s: any) => s.__id__);
+		expect(await ids("c")).toEqual(["a", "b", "c"]);
+		expect(await ids("lone")).toEqual(["lone"]);
+	});
+
+	it("status.all_status has the real shape (status_all_status.json): cpuinfo.flags a list, uptime.time, a row per device and interface", async () => {
+		const s = (await local({ tgt: ["web-01"], tgt_type: "list", fun: "status.all_status" }))["web-01"].ret;
+		expect(Object.keys(s).sort()).toEqual(["cpuinfo", "cpustats", "diskstats", "diskusage", "loadavg", "meminfo", "netdev", "netstats", "uptime", "vmstats", "w"]);
+		expect(s.cpuinfo.flags).toEqual(sim.minion("web-01")!.grains.cpu_flags);
+		expect(Object.keys(s.uptime)).toEqual(["seconds", "since_iso", "since_t", "days", "time", "users"]);
+		expect(s.uptime.time).toMatch(/^\d{1,2}:\d{2}$/);
+		expect(Object.entries(s.netdev).every(([iface, row]: [string, any]) => row.iface === iface && Number.isInteger(row.tx_packets))).toBe(true);
+		expect(Object.entries(s.diskstats).every(([dev, row]: [string, any]) => row.device === dev && Number.isInteger(row.weighted_ms_spent_in_io))).toBe(true);
+		expect(s.cpustats).toMatchObject({ cpu0: expect.any(Number), intr: { total: expect.any(Number), irqs: expect.any(Array) }, softirq: { total: expect.any(Number), softirqs: expect.any(Array) } });
+		expect(Object.keys(s.netstats)).toEqual(["TcpExt", "IpExt", "MPTcpExt"]);
+	});
+
+	it("a deleted key of a running minion: lost at the next loop, pending (salt/auth pend) only once the minion restarts, then accepted", async () => {
+		const del = await during(() => low(sim, token, { client: "wheel", fun: "key.delete", match: "db-01" }), e => e.tag === "salt/key", "the delete");
+		expect(del.at(-1)!.data).toMatchObject({ act: "delete", id: "db-01" });
+		const loop = await during(() => sim.firePresence(), e => e.tag === "salt/presence/present", "a loop");
+		expect(loop.map(e => [e.tag, e.data.lost ?? e.data.present])).toEqual([
+			["salt/presence/change", ["db-01"]],
+			["salt/presence/present", ["web-01", "web-02"]],
+		]);
+		const keys = async () => (await low(sim, token, { client: "wheel", fun: "key.list_all" })).json.return[0].data.return;
+		expect((await keys()).minions_pre).toEqual([]);
+		// Restarted, it presents its key again: pending.
+		sim.setDown("db-01");
+		const pend = await during(() => sim.setUp("db-01"), e => e.tag === "salt/auth", "the pend");
+		expect(pend.map(e => [e.tag, e.data.act, e.data.id])).toEqual([["salt/auth", "pend", "db-01"]]);
+		expect((await keys()).minions_pre).toEqual(["db-01"]);
+		const acc = await during(() => low(sim, token, { client: "wheel", fun: "key.accept", match: "db-01" }), e => e.tag === "salt/minion/db-01/start", "the start");
+		expect(acc.filter(e => !/^salt\/wheel\//.test(e.tag)).map(e => [e.tag, e.data.act])).toEqual([
+			["salt/key", "accept"],
+			["salt/auth", "accept"],
+			["salt/minion/db-01/start", undefined],
+		]);
+		const back = await during(() => sim.firePresence(), e => e.tag === "salt/presence/present", "a loop");
+		expect(back[0].data.new).toEqual(["db-01"]);
+	});
+
+	it("after a long outage the first loop already lists the reconnected minions (no present: []); a late one misses publications until the next loop", async () => {
+		sim.firePresence();
+		const first = await during(() => sim.restartMaster({ downMs: 400, late: ["web-01"] }), e => e.tag === "salt/presence/present", "the first loop");
+		expect(first.map(e => [e.tag, e.data.new ?? e.data.present])).toEqual([
+			["salt/presence/change", ["db-01", "web-02"]],
+			["salt/presence/present", ["db-01", "web-02"]],
+		]);
+		// web-01 is not back yet: a local run to it waits (find_job) and answers false, with no jid.
+		expect(await local({ tgt: ["web-01"], tgt_type: "list", fun: "test.ping" })).toEqual({ "web-01": false });
+		const next = await during(() => sim.firePresence(), e => e.tag === "salt/presence/present", "the next loop");
+		expect(next.map(e => [e.tag, e.data.new ?? e.data.present])).toEqual([
+			["salt/presence/change", ["web-01"]],
+			["salt/presence/present", ["db-01", "web-01", "web-02"]],
+		]);
+		expect((await local({ tgt: ["web-01"], tgt_type: "list", fun: "test.ping" }))["web-01"]).toMatchObject({ ret: true, retcode: 0 });
+		// A short outage still starts with an empty list.
+		const short = await during(() => sim.restartMaster({ downMs: 20 }), e => e.tag === "salt/presence/present", "the first loop");
+		expect(short.map(e => [e.tag, e.data.present])).toEqual([["salt/presence/present", []]]);
+		await until(() => sim.connectedMinions().length === 3 || undefined, 2000, "the minions to reconnect");
+	});
+
+	it("a --static CLI run is published twice: the batch gather test.ping on the target as given, then the run as a list job", async () => {
+		const from = seen.length;
+		const run = await sim.cliStaticJob("web-01", "test.ping", [], { tgtType: "compound" });
+		await until(() => seen.some(e => e.tag === `salt/job/${run!.jid}/ret/web-01`) || undefined, 5000, "the run's return");
+		const got = seen.slice(from);
+		const news = got.filter(e => /^salt\/job\/\d{20}\/new$/.test(e.tag)).map(e => [e.data.fun, e.data.tgt_type, e.data.tgt, e.data.user]);
+		expect(news).toEqual([
+			["test.ping", "compound", "web-01", "root"],
+			["test.ping", "list", ["web-01"], "root"],
+		]);
+		expect(got.filter(e => /\/ret\/web-01$/.test(e.tag))).toHaveLength(2);
+	});
+
+	it("salt-call's return comes as salt/job/<jid>/ret/<id> with no /new (events_salt_call_event_send.txt)", async () => {
+		const got = await during(() => sim.fireMinionEvent("db-01", "ctl/vnc/connect", { hostname: "web-01", status: "disconnected" }), e => /^salt\/job\/\d{20}\/ret\/db-01$/.test(e.tag), "the return");
+		expect(got.map(e => e.tag.replace(/\d{20}/, "<jid>"))).toEqual(["salt/auth", "minion/refresh/db-01", "ctl/vnc/connect", "salt/job/<jid>/ret/db-01"]);
+		expect(got.at(-1)!.data).toMatchObject({ cmd: "_return", id: "db-01", fun: "event.send", tgt: "db-01", tgt_type: "glob" });
+	});
+});

@@ -82,6 +82,11 @@ export interface SaltApiSimulatorOptions {
 	presenceIntervalMs?: number;
 	/** After a master start, its first loop (`present: []`, no minion reconnected yet) comes this late (default 3000 ms). */
 	restartPresentDelayMs?: number;
+	/**
+	 * A master down at least this long (default 60000 ms) finds its minions already reconnected at its first loop:
+	 * that loop's `change`/`present` list them, with no `present: []` first (events_master_restart_3min.txt).
+	 */
+	longOutageMs?: number;
 	/** While the master is down, salt-api answers `local` calls 500 after this long (default 5000 ms), `local_async` after three times as long; runner and wheel calls wait up to masterReqTimeoutMs. */
 	masterDownAnswerMs?: number;
 	/** While the master is down, /login, /token and GET /events wait this long for it (default 180000 ms: 3 × 60 s). */
@@ -151,6 +156,7 @@ export class SaltApiSimulator {
 			presenceEvents: opts.presenceEvents ?? true,
 			presenceIntervalMs: opts.presenceIntervalMs ?? 60_000,
 			restartPresentDelayMs: opts.restartPresentDelayMs ?? 3000,
+			longOutageMs: opts.longOutageMs ?? 60_000,
 			masterDownAnswerMs: opts.masterDownAnswerMs ?? 5000,
 			masterReqTimeoutMs: opts.masterReqTimeoutMs ?? 180_000,
 			latencyMs: opts.latencyMs ?? [2, 40],
@@ -452,6 +458,18 @@ export class SaltApiSimulator {
 		return pub ? { jid: pub.jid, minions: [...pub.minions] } : null;
 	}
 
+	/**
+	 * `salt <tgt> <fun> --static` (or any batch run) on the master: the CLI publishes twice
+	 * (events_cli_static_batch.txt) — first a gather `test.ping` on the target as given, waited for like
+	 * `manage.status` waits, then the run itself as a `list` job to the minions that answered. Resolves once the
+	 * run is published; null when no minion answered the gather.
+	 */
+	async cliStaticJob(tgt: unknown, fun: string, arg: unknown[] = [], opts: { tgtType?: string; user?: string } = {}): Promise<{ jid: string; minions: string[] } | null> {
+		const user = opts.user ?? "root";
+		const { up } = await this.master.managePing(tgt, opts.tgtType ?? "glob", undefined, undefined, user);
+		return up.length ? this.cliJob(up, fun, arg, { tgtType: "list", user }) : null;
+	}
+
 	job(jid: string): JobView | undefined {
 		const j = this.master.jobs.get(jid);
 		return j ? viewJob(j) : undefined;
@@ -514,9 +532,9 @@ export class SaltApiSimulator {
 		await this.server.goDown(mode);
 	}
 
-	/** End the outage. After "master-down" this is a master start (see `restartMaster`). */
-	async comeBack(): Promise<void> {
-		await this.server.comeBack();
+	/** End the outage. After "master-down" this is a master start (see `restartMaster`; `late` as there). */
+	async comeBack(opts: { late?: string[] } = {}): Promise<void> {
+		await this.server.comeBack(opts);
 	}
 
 	/**
@@ -526,11 +544,15 @@ export class SaltApiSimulator {
 	 * list follows one loop later (`salt/presence/change` {new: all}, then `present`). The event streams stay
 	 * open; no minion fires a start event; each minion authenticates again (`salt/auth`) at the first
 	 * publication it receives (the master's new AES key).
+	 *
+	 * After a long outage (`downMs` ≥ `longOutageMs`) the minions, retrying all along, reconnect at the start: the
+	 * first loop already lists them (`change` {new}, then `present`), but for the `late` ones, which miss the
+	 * publications until they reconnect just before the second loop (events_master_restart_3min.txt).
 	 */
-	async restartMaster(opts: { downMs?: number } = {}): Promise<void> {
+	async restartMaster(opts: { downMs?: number; late?: string[] } = {}): Promise<void> {
 		await this.server.goDown("master-down");
 		await new Promise(r => setTimeout(r, Math.max(0, opts.downMs ?? 1000)));
-		await this.server.comeBack();
+		await this.server.comeBack({ late: opts.late });
 	}
 
 	/** Whether the master daemon runs (false during "master-down" and the down phase of `restartMaster`). */
@@ -579,6 +601,7 @@ function viewJob(j: Job): JobView {
 /** Methods the standalone's control channel (SIM_CONTROL=stdin) may call. */
 const CONTROL_METHODS = new Set([
 	"cliJob",
+	"cliStaticJob",
 	"minionIds",
 	"upMinions",
 	"connectedMinions",
@@ -613,6 +636,7 @@ const CONTROL_METHODS = new Set([
 	"resetExecutions",
 	"jobs",
 	"job",
+	"setNodegroups",
 	"setTimeouts",
 	"setLatency",
 	"failNext",
@@ -670,6 +694,7 @@ async function main(): Promise<() => Promise<void>> {
 		perms: env.SIM_PERMS ? (JSON.parse(env.SIM_PERMS) as Perm[]) : undefined,
 		presenceIntervalMs: envNum(env.SIM_LOOP_MS),
 		restartPresentDelayMs: envNum(env.SIM_RESTART_PRESENT_DELAY_MS),
+		longOutageMs: envNum(env.SIM_LONG_OUTAGE_MS),
 		masterDownAnswerMs: envNum(env.SIM_MASTER_DOWN_MS),
 		masterReqTimeoutMs: envNum(env.SIM_MASTER_REQ_TIMEOUT_MS),
 		timeout: envNum(env.SIM_TIMEOUT),

@@ -237,10 +237,10 @@ export class SaltApiServer {
 	}
 
 	/** Undo `goDown`: after "master-down" the master starts again (see `Master.startMaster`). */
-	async comeBack(): Promise<void> {
+	async comeBack(opts: { late?: string[] } = {}): Promise<void> {
 		const was = this.mode;
 		this.mode = "up";
-		if (was === "master-down") this.master.startMaster();
+		if (was === "master-down") this.master.startMaster(opts);
 		if (was === "hang") {
 			for (const res of this.hung) res.socket?.destroy();
 			this.hung.clear();

@@ -102,6 +102,11 @@ export interface MasterConfig {
 	presenceIntervalMs: number;
 	/** After a master start, the first loop (its `salt/presence/present` still empty) comes this much later. */
 	restartPresentDelayMs: number;
+	/**
+	 * A master down at least this long finds its minions already reconnected at its first loop (they were retrying
+	 * all along): that loop lists them (events_master_restart_3min.txt), with no `present: []` first.
+	 */
+	longOutageMs: number;
 	/** While the master is down, client calls through salt-api fail (generic 500) after this long. */
 	masterDownAnswerMs: number;
 	/** While the master is down, /login, /token and GET /events wait this long for it (its ReqChannel's retries). */
@@ -200,6 +205,17 @@ export class Master {
 	running = true;
 	/** False after a master start until the minions have reconnected to its publisher. */
 	reconnected = true;
+	/** Minions that reconnect only one loop after the first one of a master start that followed a long outage. */
+	private readonly late = new Set<string>();
+	/** Maintenance loops since the master started. */
+	private loopsSinceStart = 0;
+	/** When the master daemon stopped. */
+	private downSinceMs = 0;
+	/**
+	 * Minions whose key was deleted: the process runs on (not connected, so lost at the next loop) and presents its
+	 * key again when it starts next, which the master then keeps as pending (events_key_delete_reaccept.txt).
+	 */
+	private readonly keyless = new Map<string, Minion>();
 	private stopped = false;
 	readonly seed: string;
 	readonly referenceMs: number;
@@ -289,7 +305,13 @@ export class Master {
 	 * since the last loop, then `salt/presence/present` with the full list.
 	 */
 	handlePresence(): void {
-		if (!this.config.presenceEvents || !this.running) return;
+		if (!this.running) return;
+		// The minions that were late after a long outage have reconnected by the second loop.
+		if (this.loopsSinceStart++ >= 1 && this.late.size) {
+			this.late.clear();
+			this.flushHeld();
+		}
+		if (!this.config.presenceEvents) return;
 		const present = this.connectedIds();
 		const now = new Set(present);
 		const added = present.filter(id => !this.oldPresent.has(id));
@@ -303,6 +325,7 @@ export class Master {
 	stopMaster(): void {
 		if (!this.running) return;
 		this.running = false;
+		this.downSinceMs = Date.now();
 		this.clearLoop();
 	}
 
@@ -310,15 +333,22 @@ export class Master {
 	 * The master daemon starts: a new maintenance loop (its first loop `restartPresentDelayMs` later, before any
 	 * minion has reconnected: `present: []`; the loop timer restarts here), a new AES key (every minion
 	 * authenticates again at the next publication it receives). The minions reconnect right after that first loop.
+	 * After an outage of `longOutageMs` or more they reconnect at once instead (that first loop lists them), but for
+	 * `late` ones, which reconnect just before the second loop (events_master_restart_3min.txt).
 	 */
-	startMaster(): void {
+	startMaster(opts: { late?: string[] } = {}): void {
 		if (this.running || this.stopped) return;
+		const long = Date.now() - this.downSinceMs >= this.config.longOutageMs;
 		this.running = true;
-		this.reconnected = false;
+		this.reconnected = long;
+		this.late.clear();
+		if (long) for (const id of opts.late ?? []) this.late.add(id);
+		this.loopsSinceStart = 0;
 		this.oldPresent = new Set();
 		for (const m of this.fleet.all()) if (m.key === "accepted") this.reauth.add(m.id);
 		this.clearLoop();
 		for (const fn of [...this.runWaiters]) fn(true);
+		if (long) this.flushHeld();
 		this.reconnectTimer = setTimeout(() => {
 			this.reconnectTimer = null;
 			this.handlePresence();
@@ -360,6 +390,7 @@ export class Master {
 	// ---------------------------------------------------------------- minions, keys and presence
 
 	addMinion(spec: MinionSpec, opts: { fireEvents?: boolean } = {}): Minion {
+		this.keyless.delete(spec.id);
 		const m = makeMinion(spec, this.seed, this.referenceMs);
 		m.latencyMs = baseLatency(m.id, this.config.latencyMs[0], this.config.latencyMs[1]);
 		this.fleet.add(m);
@@ -458,6 +489,7 @@ export class Master {
 		if (!m) return false;
 		if (state === "deleted") {
 			this.fleet.remove(id);
+			this.keyless.set(id, m);
 			this.reauth.delete(id);
 			this.events.fire("salt/key", { result: true, act: "delete", id });
 			return true;
@@ -507,6 +539,18 @@ export class Master {
 	 * refused (salt/auth denied) and exits again.
 	 */
 	setUp(id: string, up: boolean): boolean {
+		const gone = this.keyless.get(id);
+		if (gone) {
+			// A minion whose key was deleted: stopped, nothing; started, it presents its key again (pending).
+			if (gone.up === up) return true;
+			gone.up = up;
+			if (!up) return true;
+			this.keyless.delete(id);
+			gone.key = "pending";
+			this.fleet.add(gone);
+			this.fireAuth(gone, "pend");
+			return true;
+		}
 		const m = this.fleet.get(id);
 		if (!m) return false;
 		if (m.up === up) return true;
@@ -565,7 +609,7 @@ export class Master {
 	 */
 	connectedIds(): string[] {
 		if (!this.running || !this.reconnected) return [];
-		return this.fleet.acceptedIds().filter(id => this.fleet.get(id)!.up);
+		return this.fleet.acceptedIds().filter(id => this.fleet.get(id)!.up && !this.late.has(id));
 	}
 
 	// ---------------------------------------------------------------- patch failures and executions
@@ -669,6 +713,8 @@ export class Master {
 	publish(load: PublishLoad, opts: { internal?: boolean } = {}): PubData | null {
 		const { minions, missing } = this.targeting.check(load.tgt, load.tgtType);
 		if (minions.length === 0) return null;
+		// LocalClient._prep_pub: a nodegroup goes out as the compound expression it stands for.
+		if (load.tgtType === "nodegroup") load = { ...load, tgt: this.targeting.nodegroupComp(String(load.tgt)), tgtType: "compound" };
 		const jid = this.newJid();
 		const nowMs = Date.now();
 		const job: Job = {
@@ -702,7 +748,7 @@ export class Master {
 					this.reauth.delete(id);
 					continue;
 				}
-				if (!m.up) continue;
+				if (!m.up || this.late.has(id)) continue;
 				this.reauth.delete(id);
 				this.fireAuth(m, "accept");
 			}
@@ -713,7 +759,7 @@ export class Master {
 		const deliveries: Delivery[] = [];
 		for (const id of minions) {
 			const m = this.fleet.get(id)!;
-			if (!m.up || !this.keyMatches(m)) continue;
+			if (!m.up || !this.keyMatches(m) || this.late.has(id)) continue;
 			this.recordExecution(jid, id, load.fun, load.arg);
 			const result =
 				load.fun === "saltutil.find_job"
@@ -783,7 +829,7 @@ export class Master {
 	private deliver(job: Job, item: Delivery): void {
 		if (!job.pending.has(item.id)) return;
 		// The master is down (or its minions have not reconnected): the minion keeps its return and sends it later.
-		if (!this.running || !this.reconnected) {
+		if (!this.running || !this.reconnected || this.late.has(item.id)) {
 			this.held.push({ job, item });
 			return;
 		}
@@ -855,7 +901,7 @@ export class Master {
 			if (now >= checkAt) {
 				const missing = job.minions.filter(id => !job.returns.has(id));
 				if (this.running) this.publish({ tgt: missing, tgtType: "list", fun: "saltutil.find_job", arg: [job.jid], user: job.user }, { internal: true });
-				const busy = missing.some(id => job.pending.has(id) && this.running && this.reconnected && this.fleet.get(id)?.up);
+				const busy = missing.some(id => job.pending.has(id) && this.running && this.reconnected && !this.late.has(id) && this.fleet.get(id)?.up);
 				if (busy) checkAt = now + (gjtMs > 0 ? gjtMs : Math.max(timeoutMs, 1000));
 				else {
 					checkAt = Infinity;
@@ -895,11 +941,12 @@ export class Master {
 	}
 
 	/**
-	 * The manage runner's `_ping`: publish `test.ping` (as the master's user, root) to the target and wait like
+	 * The manage runner's `_ping` (and the `salt` command's batch gather): publish `test.ping` (as the master's
+	 * user, root, by default) to the target and wait like
 	 * `get_cli_event_returns`: 0.1 s when all answer, `timeout + gather_job_timeout` with one down.
 	 */
-	async managePing(tgt: unknown, tgtType: string, timeoutS?: number, gjtS?: number): Promise<{ up: string[]; down: string[] }> {
-		const pub = this.publish({ tgt, tgtType, fun: "test.ping", arg: [], user: "root" });
+	async managePing(tgt: unknown, tgtType: string, timeoutS?: number, gjtS?: number, user = "root"): Promise<{ up: string[]; down: string[] }> {
+		const pub = this.publish({ tgt, tgtType, fun: "test.ping", arg: [], user });
 		if (!pub) return { up: [], down: [] };
 		const job = this.jobs.get(pub.jid)!;
 		await this.gather(job, timeoutS || this.config.timeout, gjtS || this.config.gatherJobTimeout);

@@ -4,7 +4,7 @@
  */
 import type { Minion } from "./fleet";
 import { subdictMatch } from "./targeting";
-import { EX_GENERIC, EX_OK, type DriftBook, type FileServer, type StepFailure, compileSls, noStatesReturn, runSteps, topMatches } from "./states";
+import { EX_GENERIC, EX_OK, type DriftBook, type FileServer, type StepFailure, compileSls, noStatesReturn, runSteps, topMatches, withRequisites } from "./states";
 import { grainDate, hashString, isPlainObject, traverse } from "./util";
 import { parseFlowScalar } from "./yaml";
 
@@ -125,7 +125,7 @@ function stateApply(ctx: ExecContext, mods: unknown, kwargs: Record<string, unkn
 		}
 		slsNames = matched;
 	} else slsNames = names;
-	const compiled = compileSls(ctx.files, slsNames, saltenv);
+	const compiled = compileSls(ctx.files, slsNames, saltenv, ctx.minion.grains);
 	if ("errors" in compiled) return { ret: compiled.errors, retcode: EX_GENERIC, out: "highstate" };
 	if (compiled.steps.length === 0) return { ...noStatesReturn("No states found for this minion"), out: "highstate" };
 	const run = runSteps(ctx.minion.id, compiled.steps, ctx.patchFailure, test, ctx.drifts);
@@ -136,38 +136,79 @@ function stateApply(ctx: ExecContext, mods: unknown, kwargs: Record<string, unkn
 	return { ...run, out: "highstate" };
 }
 
-/** `state.sls_id <id> <mods>`: only the state with that id of those sls (Salt's answer when none has it: an error list, retcode 1). */
+/**
+ * `state.sls_id <id> <mods>`: the state with that id of those sls and the states it requires, those first
+ * (state_sls_id_fix.json); Salt's answer when none has it: an error list, retcode 1.
+ */
 function stateSlsId(ctx: ExecContext, id: unknown, mods: unknown, kwargs: Record<string, unknown>): ExecResult {
 	const saltenv = typeof kwargs.saltenv === "string" ? kwargs.saltenv : "base";
 	const names = Array.isArray(mods) ? mods.map(String) : String(mods ?? "").split(",").map(s => s.trim()).filter(Boolean);
-	const compiled = compileSls(ctx.files, names, saltenv);
+	const compiled = compileSls(ctx.files, names, saltenv, ctx.minion.grains);
 	if ("errors" in compiled) return { ret: compiled.errors, retcode: EX_GENERIC, out: "highstate" };
-	const steps = compiled.steps.filter(s => s.id === String(id));
+	const steps = withRequisites(compiled.steps, String(id));
 	if (!steps.length) return { ret: [`No matches for ID '${String(id)}' found in SLS '${names.join(",")}' within saltenv '${saltenv}'`], retcode: EX_GENERIC, out: "highstate" };
 	const run = runSteps(ctx.minion.id, steps, ctx.patchFailure, stateTest(kwargs.test, kwargs), ctx.drifts);
 	return { ...run, out: "highstate" };
 }
 
+/** `/proc/meminfo` lines status.meminfo reports (kB values), after MemTotal/MemFree/MemAvailable. */
+const MEMINFO_KEYS = ["Buffers", "Cached", "SwapCached", "Active", "Inactive", "Unevictable", "Mlocked", "SwapTotal", "SwapFree", "Dirty", "Writeback", "AnonPages", "Mapped", "Shmem", "Slab", "SReclaimable", "SUnreclaim", "KernelStack", "PageTables", "CommitLimit", "Committed_AS", "VmallocTotal", "VmallocUsed"];
+const DISKSTAT_FIELDS = ["reads_issued", "reads_merged", "sectors_read", "ms_spent_reading", "writes_completed", "writes_merged", "sectors_written", "ms_spent_writing", "io_in_progress", "ms_spent_in_io", "weighted_ms_spent_in_io"];
+const NETDEV_FIELDS = ["rx_bytes", "rx_compressed", "rx_drop", "rx_errs", "rx_fifo", "rx_frame", "rx_multicast", "rx_packets", "tx_bytes", "tx_carrier", "tx_colls", "tx_compressed", "tx_drop", "tx_errs", "tx_fifo", "tx_packets"];
+
+/**
+ * `status.all_status` as a 3006 minion answers it (status_all_status.json of the 2026-11-29 captures): `cpuinfo` of
+ * one processor with `flags` a list, `cpustats` with one `cpuN` per cpu and `intr`/`softirq` totals, `diskstats`
+ * and `netdev` rows with every /proc field (and `device`/`iface`), `meminfo` `{value, unit}` entries (counts: no
+ * unit), `netstats`
+ * by section (TcpExt, IpExt, MPTcpExt), `uptime` with `time` ("H:MM"), `vmstats` and `w` (the logged-in users).
+ */
 function allStatus(ctx: ExecContext): Record<string, unknown> {
 	const g = ctx.minion.grains;
 	const t = Math.floor(ctx.nowMs / 1000);
 	const h = hashString(`${ctx.minion.id}/${Math.floor(t / 10)}`);
-	const load = (n: number) => Math.round((((h >>> n) % 400) / 100 + (Number(g.num_cpus) || 1) * 0.02) * 100) / 100;
+	const cpus = Math.max(1, Number(g.num_cpus) || 1);
+	const load = (n: number) => Math.round((((h >>> n) % 400) / 100 + cpus * 0.02) * 1024) / 1024;
 	const memTotalKb = (Number(g.mem_total) || 1024) * 1024;
-	const memFreeKb = Math.floor(memTotalKb * (0.2 + ((h % 50) / 100)));
-	const iface = Object.keys((g.ip_interfaces as Record<string, unknown>) ?? {}).find(i => i !== "lo") ?? "eth0";
+	const memFreeKb = Math.floor(memTotalKb * (0.2 + (h % 50) / 100));
+	const kb = (n: number) => ({ value: String(Math.max(0, Math.floor(n))), unit: "kB" });
+	const ifaces = ["lo", ...Object.keys((g.ip_interfaces as Record<string, unknown>) ?? {}).filter(i => i !== "lo")];
 	const uptimeS = 86400 * (hashString(ctx.minion.id) % 300) + (t % 86400);
+	const since = t - uptimeS;
+	const flags = Array.isArray(g.cpu_flags) ? g.cpu_flags.map(String) : ["fpu", "vme", "de", "pse", "tsc", "msr", "pae", "mce", "cx8", "apic", "sep"];
+	const perCpu = Object.fromEntries(Array.from({ length: cpus }, (_v, i) => [`cpu${i}`, 100_000 + ((h >>> i) % 50_000)]));
 	return {
-		cpuinfo: { processor: String((Number(g.num_cpus) || 1) - 1), "model name": g.cpu_model, "cpu cores": String(g.num_cpus), flags: "fpu vme de pse tsc msr pae mce cx8 apic sep" },
-		cpustats: { cpu: { user: 1000 + (h % 100000), nice: 12, system: 500 + (h % 20000), idle: 10_000_000 + (h % 5_000_000), iowait: h % 3000, irq: 0, softirq: 17, steal: 0 }, btime: t - uptimeS, ctxt: 90_000_000 + (h % 1_000_000), processes: 200_000 + (h % 50_000), procs_blocked: 0, procs_running: 1 + (h % 4) },
-		diskstats: { sda: { major: 8, minor: 0, reads_issued: 100_000 + (h % 1000), writes_completed: 50_000 + (h % 1000), ms_spent_reading: 30_000, ms_spent_writing: 90_000 } },
-		diskusage: { "/": { total: 52_576_092_160, available: 30_000_000_000 + (h % 10_000_000_000) }, "/boot": { total: 498_900_992, available: 350_000_000 } },
+		cpuinfo: {
+			processor: String(cpus - 1), vendor_id: "GenuineIntel", "cpu family": "6", model: "85", "model name": g.cpu_model, stepping: "7", microcode: "0x1", "cpu MHz": "2593.906",
+			"cache size": "16384 KB", "physical id": "0", siblings: String(cpus), "core id": String(cpus - 1), "cpu cores": String(cpus), apicid: String(cpus - 1), "initial apicid": String(cpus - 1),
+			fpu: "yes", fpu_exception: "yes", "cpuid level": "13", wp: "yes", flags, bugs: "spectre_v1 spectre_v2 spec_store_bypass", bogomips: "5187.81",
+			"TLB size": "3584 4K pages", "clflush size": "64", cache_alignment: "64", "address sizes": "46 bits physical, 48 bits virtual", "power management": "",
+		},
+		cpustats: {
+			cpu: { idle: 10_000_000 + (h % 5_000_000), iowait: h % 3000, irq: 0, nice: 12, softirq: 17, steal: 0, system: 500 + (h % 20000), user: 1000 + (h % 100000) },
+			...perCpu,
+			intr: { total: 4_000_000 + (h % 1_000_000), irqs: [0, 9, 0, 0, 0, 0, 0, 0, 0, 0] },
+			ctxt: 90_000_000 + (h % 1_000_000), btime: since, processes: 200_000 + (h % 50_000), procs_running: 1 + (h % 4), procs_blocked: 0,
+			softirq: { total: 8_000_000 + (h % 1_000_000), softirqs: [0, 277_732, 6, 6_474_281, 240_101, 0, 2, 446_793, 5862, 634_098] },
+		},
+		diskstats: Object.fromEntries(["sda", "sda1"].map((device, i) => [device, { major: 8, minor: i, device, ...Object.fromEntries(DISKSTAT_FIELDS.map((f, j) => [f, f === "io_in_progress" ? 0 : (h >>> j) % 100_000])) }])),
+		diskusage: { "/": { available: 30_000_000_000 + (h % 10_000_000_000), total: 52_576_092_160 }, "/boot": { available: 350_000_000, total: 498_900_992 }, "/dev/shm": { available: memTotalKb * 512, total: memTotalKb * 512 } },
 		loadavg: { "1-min": load(0), "5-min": load(3), "15-min": load(6) },
-		meminfo: { MemTotal: { value: String(memTotalKb), unit: "kB" }, MemFree: { value: String(memFreeKb), unit: "kB" }, MemAvailable: { value: String(memFreeKb + 100_000), unit: "kB" }, SwapTotal: { value: String((Number(g.swap_total) || 0) * 1024), unit: "kB" } },
-		netdev: { [iface]: { rx_bytes: 9_000_000_000 + (h % 1_000_000_000), rx_packets: 80_000_000, tx_bytes: 4_000_000_000 + (h % 900_000_000), tx_packets: 40_000_000 } },
-		netstats: { Tcp: { ActiveOpens: 20_000 + (h % 1000), CurrEstab: 10 + (h % 50), InSegs: 9_000_000, OutSegs: 8_000_000 } },
-		uptime: { seconds: uptimeS, since_iso: new Date((t - uptimeS) * 1000).toISOString().replace("Z", ""), since_t: t - uptimeS, days: Math.floor(uptimeS / 86400), clock: new Date((uptimeS % 86400) * 1000).toISOString().slice(11, 16), users: h % 3 },
-		vmstats: { nr_free_pages: Math.floor(memFreeKb / 4), pgpgin: 50_000_000, pgpgout: 90_000_000, pswpin: 0, pswpout: 0 },
+		meminfo: {
+			MemTotal: kb(memTotalKb), MemFree: kb(memFreeKb), MemAvailable: kb(memFreeKb + 100_000),
+			...Object.fromEntries(MEMINFO_KEYS.map((k, i) => [k, kb(k.startsWith("Swap") && k !== "SwapCached" ? (Number(g.swap_total) || 0) * 1024 : (h >>> i) % 200_000)])),
+			// Counts, not sizes: no unit.
+			HugePages_Total: { value: "0" },
+			HugePages_Free: { value: "0" },
+		},
+		netdev: Object.fromEntries(ifaces.map((iface, i) => [iface, { iface, ...Object.fromEntries(NETDEV_FIELDS.map((f, j) => [f, f.endsWith("bytes") ? 1_000_000 * (i + 1) + ((h >>> j) % 1_000_000) : f.endsWith("packets") ? 60_000 + ((h >>> j) % 10_000) : 0])) }])),
+		netstats: {
+			TcpExt: { SyncookiesSent: 0, SyncookiesRecv: 0, SyncookiesFailed: 0, EmbryonicRsts: 0, PruneCalled: 0, TW: 100 + (h % 900), DelayedACKs: 1000 + (h % 9000), TCPTimeouts: h % 50 },
+			IpExt: { InNoRoutes: 0, InTruncatedPkts: 0, InMcastPkts: 0, OutMcastPkts: 0, InOctets: 9_000_000_000 + (h % 1_000_000_000), OutOctets: 4_000_000_000 + (h % 900_000_000) },
+			MPTcpExt: { MPCapableSYNRX: 0, MPCapableSYNTX: 0, MPCapableSYNACKRX: 0, MPCapableACKRX: 0 },
+		},
+		uptime: { seconds: uptimeS, since_iso: new Date(since * 1000).toISOString().replace("Z", "").replace(/\.(\d{3})$/, ".$1000"), since_t: since, days: Math.floor(uptimeS / 86400), time: `${Math.floor((uptimeS % 86400) / 3600)}:${String(Math.floor((uptimeS % 3600) / 60)).padStart(2, "0")}`, users: h % 3 },
+		vmstats: { nr_free_pages: Math.floor(memFreeKb / 4), nr_zone_inactive_anon: 5000 + (h % 1000), nr_zone_active_anon: 90_000 + (h % 10_000), pgpgin: 50_000_000, pgpgout: 90_000_000, pswpin: 0, pswpout: 0 },
 		w: [{ user: "root", tty: "pts/0", login: "09:12", idle: "2:13m", jcpu: "0.03s", pcpu: "0.00s", what: "-bash" }].slice(0, h % 2),
 	};
 }

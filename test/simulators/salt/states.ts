@@ -1,9 +1,9 @@
 /**
- * The file server (`file_roots: {base: [/srv/salt]}`) and `state.apply`: SLS files are parsed (plain
- * YAML, no Jinja) into steps, and a run returns Salt's state return dict, keyed
+ * The file server (`file_roots: {base: [/srv/salt]}`) and `state.apply`: SLS files are rendered (the grains
+ * expressions of Jinja, then YAML) into steps, and a run returns Salt's state return dict, keyed
  * `<state>_|-<__id__>_|-<name>_|-<fun>`, with failing steps where the test configured them.
  */
-import { fnmatch, hashString, isPlainObject, nowMicros, timeOfDay } from "./util";
+import { fnmatch, hashString, isPlainObject, nowMicros, pyStr, timeOfDay, traverse } from "./util";
 import { YamlError, parseYaml } from "./yaml";
 
 export const FILE_ROOT = "/srv/salt";
@@ -95,8 +95,50 @@ export interface StepFailure {
 
 type Compiled = { steps: StateStep[] } | { errors: string[] };
 
+class JinjaError extends Error {}
+
+/** A Jinja literal argument: a quoted string or a number (anything else: undefined). */
+function jinjaLiteral(text: string): { value: unknown } | undefined {
+	const t = text.trim();
+	const q = /^(['"])(.*)\1$/s.exec(t);
+	if (q) return { value: q[2] };
+	if (/^-?\d+(\.\d+)?$/.test(t)) return { value: Number(t) };
+	if (t === "None") return { value: null };
+	if (t === "True" || t === "False") return { value: t === "True" };
+	return undefined;
+}
+
+/**
+ * The value of one `{{ … }}` expression on the grains, as Salt's Jinja (StrictUndefined) gives it:
+ * `grains['k']` / `grains.k` (a missing key is an error), `grains.get('k', dflt)` (the dict's get: None when
+ * missing), `salt['grains.get']('a:b', dflt)` (traversed, "" when missing). Undefined: not an expression of these.
+ */
+function jinjaValue(expr: string, grains: Record<string, unknown>): { value: unknown } | undefined {
+	let m = /^grains(?:\[\s*(['"])(.+?)\1\s*\]|\.([A-Za-z_]\w*))$/.exec(expr);
+	if (m) {
+		const key = m[2] ?? m[3];
+		if (!Object.prototype.hasOwnProperty.call(grains, key)) throw new JinjaError(`Jinja variable 'dict object' has no attribute '${key}'`);
+		return { value: grains[key] };
+	}
+	m = /^(grains\.get|salt\[\s*(['"])grains\.get\2\s*\])\((.*)\)$/s.exec(expr);
+	if (!m) return undefined;
+	const args = m[3].trim() === "" ? [] : m[3].split(",").map(jinjaLiteral);
+	if (!args.length || args.some(a => a === undefined) || typeof args[0]!.value !== "string") return undefined;
+	const key = args[0]!.value as string;
+	if (m[1] === "grains.get") return { value: Object.prototype.hasOwnProperty.call(grains, key) ? grains[key] : args.length > 1 ? args[1]!.value : null };
+	return { value: traverse(grains, key, args.length > 1 ? args[1]!.value : "", ":") };
+}
+
+/** Render the grains expressions of an SLS file's Jinja (`{{ grains['id'] }}`, …); other text is left as written. */
+export function renderJinja(text: string, grains: Record<string, unknown>): string {
+	return text.replace(/\{\{-?\s*([\s\S]*?)\s*-?\}\}/g, (whole, expr: string) => {
+		const v = jinjaValue(expr.trim(), grains);
+		return v === undefined ? whole : pyStr(v.value);
+	});
+}
+
 /** Compile the given SLS names (with their includes) into ordered steps, or render errors. */
-export function compileSls(files: FileServer, names: string[], saltenv = "base"): Compiled {
+export function compileSls(files: FileServer, names: string[], saltenv = "base", grains: Record<string, unknown> = {}): Compiled {
 	const steps: StateStep[] = [];
 	const errors: string[] = [];
 	const done = new Set<string>();
@@ -110,9 +152,9 @@ export function compileSls(files: FileServer, names: string[], saltenv = "base")
 		}
 		let data: unknown;
 		try {
-			data = parseYaml(files.read(path)!);
+			data = parseYaml(renderJinja(files.read(path)!, grains));
 		} catch (e) {
-			const msg = e instanceof YamlError ? e.message : String(e);
+			const msg = e instanceof YamlError || e instanceof JinjaError ? e.message : String(e);
 			errors.push(`Rendering SLS '${saltenv}:${sls}' failed: ${msg}`);
 			return;
 		}
@@ -182,6 +224,35 @@ export function topMatches(files: FileServer, minionId: string, matchGrain: (exp
 		const hit = type === "grain" ? matchGrain(target) : type === "list" ? target.split(",").includes(minionId) : fnmatch(minionId, target);
 		if (hit) for (const e of list) if (typeof e === "string" && !out.includes(e)) out.push(e);
 	}
+	return out;
+}
+
+const REQUISITES = ["require", "watch", "onchanges", "prereq"];
+
+/** Does a requisite entry (`{file: managed-dir}`, `{sls: common}` or a bare id) name this step? */
+function requisiteNames(req: unknown, step: StateStep): boolean {
+	if (typeof req === "string") return step.id === req || step.name === req;
+	if (!isPlainObject(req)) return false;
+	return Object.entries(req).some(([state, target]) => (state === "sls" ? step.sls === String(target) : (state === step.state || state === "id") && (step.id === String(target) || step.name === String(target))));
+}
+
+/**
+ * The steps with `id` and, before each, the steps it requires (`require`, `watch`, `onchanges`, `prereq`,
+ * transitively): what `state.sls_id` runs (state_sls_id_fix.json: `motd` and the `managed-dir` it requires).
+ */
+export function withRequisites(steps: StateStep[], id: string): StateStep[] {
+	const out: StateStep[] = [];
+	const visiting = new Set<StateStep>();
+	const visit = (step: StateStep) => {
+		if (out.includes(step) || visiting.has(step)) return;
+		visiting.add(step);
+		for (const kind of REQUISITES) {
+			const reqs = step.args[kind];
+			for (const req of Array.isArray(reqs) ? reqs : reqs === undefined ? [] : [reqs]) for (const dep of steps) if (dep !== step && requisiteNames(req, dep)) visit(dep);
+		}
+		out.push(step);
+	};
+	for (const step of steps) if (step.id === id) visit(step);
 	return out;
 }
 

@@ -87,7 +87,19 @@ export class Targeting {
 		const groups = this.nodegroups();
 		if (!Object.prototype.hasOwnProperty.call(groups, name)) throw new TargetInvocationError(`Node group ${name} unavailable in /etc/salt/master`);
 		const def = groups[name];
-		return Array.isArray(def) ? def.join(" ") : String(def);
+		// A list of minion ids (no compound words) is the list of them (nodegroup_matching.json: N@listgroup).
+		if (Array.isArray(def)) return def.some(w => ["and", "or", "not", "(", ")"].includes(String(w)) || /^[A-Z]@/.test(String(w))) ? def.join(" ") : `L@${def.join(",")}`;
+		return String(def);
+	}
+
+	/**
+	 * What LocalClient publishes for a nodegroup target (`_prep_pub`: `nodegroup_comp`, tgt_type compound): the
+	 * group's definition as written (`web` → `web-*`, events_cli_jobs.txt), expanded when it names other groups.
+	 */
+	nodegroupComp(name: string): unknown {
+		const def = this.nodegroups()[name];
+		const words = Array.isArray(def) ? def.map(String) : String(def).split(/\s+/);
+		return words.some(w => w.startsWith("N@")) ? this.expandNodegroups(def, new Set([name])).join(" ") : def;
 	}
 
 	private expandNodegroups(tgt: unknown, seen: Set<string>): string[] {
@@ -139,6 +151,8 @@ export class Targeting {
 		const parseNot = (): Set<string> => {
 			if (peek() === "not") {
 				pos++;
+				// Salt's evaluation of "not not x" is a syntax error: nothing matches.
+				if (peek() === "not") fail();
 				const inner = parseNot();
 				return new Set([...universe].filter(id => !inner.has(id)));
 			}
@@ -150,8 +164,9 @@ export class Targeting {
 			pos++;
 			if (t === "(") {
 				const inner = parseOr();
-				if (peek() !== ")") fail();
-				pos++;
+				// Salt closes the parentheses left open at the end ("( web-01 or db-01").
+				if (peek() === ")") pos++;
+				else if (peek() !== undefined) fail();
 				return inner;
 			}
 			return this.term(t);
@@ -162,14 +177,14 @@ export class Targeting {
 	}
 
 	private term(word: string): Set<string> {
-		const m = /^([A-Z])@(.*)$/s.exec(word);
-		if (!m) return new Set(this.checkInner(word, "glob").minions);
-		const [, engine, expr] = m;
+		// An engine letter, a delimiter of its own for G, P, I and J (`G|@weird|x:y`), then `@`.
+		const m = /^([A-Z])([^\s@])?@(.*)$/s.exec(word);
+		if (!m || (m[2] !== undefined && !"GPIJ".includes(m[1]))) return new Set(this.checkInner(word, "glob").minions);
+		const [, engine, delim, expr] = m;
 		switch (engine) {
 			case "G":
-				return new Set(this.checkInner(expr, "grain").minions);
 			case "P":
-				return new Set(this.checkInner(expr, "grain_pcre").minions);
+				return new Set(this.fleet.acceptedIds().filter(id => subdictMatch(this.fleet.get(id)!.grains, expr, delim ?? this.delimiter, engine === "P")));
 			case "E":
 				return new Set(this.checkInner(expr, "pcre").minions);
 			case "L":
@@ -194,23 +209,10 @@ export function listTarget(tgt: unknown): string[] {
 }
 
 function tokenize(tgt: unknown): string[] {
+	// Words split on whitespace only, as `_check_compound_minions` does: a parenthesis glued to a word is part of it
+	// ("(web-*" is a glob that matches nothing, compound_differential.json).
 	const words = Array.isArray(tgt) ? tgt.map(String).flatMap(w => w.split(/\s+/)) : String(tgt ?? "").split(/\s+/);
-	const out: string[] = [];
-	for (let w of words.filter(Boolean)) {
-		// Be lenient with parentheses glued to a word: "(web*" → "(", "web*".
-		while (w.startsWith("(") && w.length > 1) {
-			out.push("(");
-			w = w.slice(1);
-		}
-		let closing = 0;
-		while (w.endsWith(")") && w.length > 1 && !/^[A-Z]@/.test(w)) {
-			closing++;
-			w = w.slice(0, -1);
-		}
-		out.push(w);
-		for (let i = 0; i < closing; i++) out.push(")");
-	}
-	return out;
+	return words.filter(Boolean);
 }
 
 // ------------------------------------------------------------------ salt.utils.data.subdict_match
@@ -276,24 +278,63 @@ const NOT_FOUND = Symbol("not found");
 
 // ------------------------------------------------------------------ ipcidr
 
-function ipv4ToInt(ip: string): number | null {
-	const m = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(ip);
-	if (!m) return null;
-	const parts = m.slice(1).map(Number);
-	if (parts.some(p => p > 255)) return null;
-	return ((parts[0] << 24) | (parts[1] << 16) | (parts[2] << 8) | parts[3]) >>> 0;
+/** An IPv4 or IPv6 address as a number, as Python's `ipaddress.ip_address` reads it; null when it is neither. */
+function parseIp(ip: string): { v: 4 | 6; n: bigint } | null {
+	const m4 = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})$/.exec(ip);
+	if (m4) {
+		const parts = m4.slice(1).map(Number);
+		if (parts.some(p => p > 255)) return null;
+		return { v: 4, n: parts.reduce((acc, p) => (acc << 8n) | BigInt(p), 0n) };
+	}
+	if (!/^[0-9A-Fa-f:]+$/.test(ip) || ip.split("::").length > 2) return null;
+	const [head, tail] = ip.includes("::") ? ip.split("::") : [ip, undefined];
+	const groups = (part: string) => (part === "" ? [] : part.split(":"));
+	const h = groups(head);
+	const t = tail === undefined ? [] : groups(tail);
+	const missing = 8 - h.length - t.length;
+	if (tail === undefined ? missing !== 0 : missing < 1) return null;
+	const all = [...h, ...Array(tail === undefined ? 0 : missing).fill("0"), ...t];
+	if (all.some(g => !/^[0-9A-Fa-f]{1,4}$/.test(g))) return null;
+	return { v: 6, n: all.reduce((acc, g) => (acc << 16n) | BigInt(parseInt(g, 16)), 0n) };
+}
+
+/**
+ * An `S@`/ipcidr target as Salt's matcher reads it (`ipaddress.ip_address`, else `ip_network`, strict): an address,
+ * or a network with a prefix length, a netmask or a hostmask (IPv4) whose host bits are zero; null otherwise
+ * (compound_differential.json: `S@127.0.0.11/8` matches nothing, `S@127.0.0.13/255.255.255.255` and `S@::/0` do).
+ */
+function parseIpTarget(tgt: string): { v: 4 | 6; net: bigint; mask: bigint } | null {
+	const [addr, pfx, extra] = tgt.split("/");
+	if (extra !== undefined) return null;
+	const ip = parseIp(addr);
+	if (!ip) return null;
+	const width = ip.v === 4 ? 32 : 128;
+	const full = (1n << BigInt(width)) - 1n;
+	let bits: number;
+	if (pfx === undefined) bits = width;
+	else if (/^\d+$/.test(pfx)) bits = Number(pfx);
+	else {
+		const m = ip.v === 4 ? parseIp(pfx) : null;
+		if (!m || m.v !== 4) return null;
+		// A netmask (ones then zeros) or a hostmask (zeros then ones).
+		const asMask = (x: bigint) => {
+			const str = x.toString(2).padStart(32, "0");
+			return /^1*0*$/.test(str) ? str.indexOf("0") === -1 ? 32 : str.indexOf("0") : null;
+		};
+		const nm = asMask(m.n);
+		const hm = asMask(~m.n & full);
+		bits = nm ?? hm ?? -1;
+	}
+	if (!Number.isInteger(bits) || bits < 0 || bits > width) return null;
+	const mask = bits === 0 ? 0n : (full >> BigInt(width - bits)) << BigInt(width - bits);
+	if ((ip.n & ~mask & full) !== 0n) return null;
+	return { v: ip.v, net: ip.n, mask };
 }
 
 function ipcidrMatch(grains: Grains, tgt: string): boolean {
-	const addrs = Array.isArray(grains.ipv4) ? (grains.ipv4 as unknown[]).map(String) : [];
-	if (!tgt.includes("/")) return addrs.includes(tgt);
-	const [net, bitsStr] = tgt.split("/");
-	const base = ipv4ToInt(net);
-	const bits = Number(bitsStr);
-	if (base === null || !Number.isInteger(bits) || bits < 0 || bits > 32) return false;
-	const mask = bits === 0 ? 0 : (~0 << (32 - bits)) >>> 0;
-	return addrs.some(a => {
-		const n = ipv4ToInt(a);
-		return n !== null && (n & mask) >>> 0 === (base & mask) >>> 0;
-	});
+	const target = parseIpTarget(tgt);
+	if (!target) return false;
+	const proto = grains[`ipv${target.v}`];
+	const addrs = Array.isArray(proto) ? proto.map(a => parseIp(String(a))) : [];
+	return addrs.some(a => a !== null && a.v === target.v && (a.n & target.mask) === target.net);
 }
