@@ -29,7 +29,21 @@ export type PatternCompiler = (pattern: string) => ValueTest | null;
 const DEFAULT_DELIMITER = ":";
 
 type Dict = Record<string, unknown>;
-const isDict = (v: unknown): v is Dict => v !== null && typeof v === "object" && !Array.isArray(v);
+
+/**
+ * A grain the minion holds as a Python tuple, which the master's cache (JSON) shows as a list: minions neither index
+ * it nor look at its members (traverse_dict_and_list and subdict_match test `isinstance(…, list)`), they compare its
+ * str(), "(12,)". So `G@osrelease_info:0:12` selects no minion, although `salt --preview-target` lists them all
+ * (more-2026-11-29/compound_differential.json); fleet-ctl follows the minions. salt/grains/core.py makes
+ * osrelease_info a tuple; saltversioninfo and pythonversion are lists.
+ */
+const TUPLE_GRAINS = ["osrelease_info"];
+
+class PyTuple {
+	constructor(readonly items: unknown[]) {}
+}
+
+const isDict = (v: unknown): v is Dict => v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof PyTuple);
 const INDEX = /^-?\d+$/;
 /** What answering one (dict, suffix) question costs in steps, beyond the values it looks at (its bookkeeping). */
 const QUESTION_STEPS = 20;
@@ -37,14 +51,24 @@ const QUESTION_STEPS = 20;
 /** Python's str() of a grain value, as subdict_match compares it (before lowercasing). */
 function pyText(v: unknown): string {
 	if (typeof v === "string") return v;
+	if (v instanceof PyTuple) return `(${v.items.map(i => (typeof i === "string" ? `'${i}'` : pyText(i))).join(", ")}${v.items.length === 1 ? "," : ""})`;
 	if (typeof v === "boolean") return v ? "True" : "False";
 	if (v === null || v === undefined) return "None";
 	if (typeof v === "number") return String(v);
 	return JSON.stringify(v);
 }
 
+/** The grains as a minion holds them: its tuple grains as tuples (a shallow copy, only when it has one as a list). */
+function asOnMinion(grains: unknown): unknown {
+	if (!isDict(grains) || !TUPLE_GRAINS.some(k => Array.isArray(grains[k]))) return grains;
+	const copy: Dict = { ...grains };
+	for (const k of TUPLE_GRAINS) if (Array.isArray(copy[k])) copy[k] = new PyTuple(copy[k] as unknown[]);
+	return copy;
+}
+
 /** One step of traverse_dict_and_list: `part` of a path applied to `ptr` (undefined: not there). */
 function step(ptr: unknown, part: string): unknown {
+	if (ptr instanceof PyTuple) return undefined;
 	if (Array.isArray(ptr)) {
 		if (INDEX.test(part)) {
 			const i = Number(part);
@@ -92,6 +116,8 @@ export function subdictMatcher(expr: string, delimiter: string, compile: Pattern
 		if (test === undefined) tests.set(at, (test = compile(lowered.slice(at))));
 		return test;
 	};
+	// Only a path that starts at a tuple grain (or `*`, the whole grains) can meet one: the others need no copy.
+	const reachesTuple = expr.startsWith("*") || TUPLE_GRAINS.some(k => expr.startsWith(`${k}${delimiter}`) || expr.startsWith(`${k}${DEFAULT_DELIMITER}`));
 	const delimiters = new Map<string, number[]>([[delimiter, positions(expr, delimiter)]]);
 	if (!delimiters.has(DEFAULT_DELIMITER)) delimiters.set(DEFAULT_DELIMITER, positions(expr, DEFAULT_DELIMITER));
 
@@ -183,6 +209,6 @@ export function subdictMatcher(expr: string, delimiter: string, compile: Pattern
 			return false;
 		};
 
-		return splitMatch(grains, 0, delimiter);
+		return splitMatch(reachesTuple ? asOnMinion(grains) : grains, 0, delimiter);
 	};
 }

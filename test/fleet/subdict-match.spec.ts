@@ -198,3 +198,23 @@ describe("subdictMatcher's cost", () => {
 		expect(performance.now() - started).toBeLessThan(2000);
 	});
 });
+
+describe("grains a minion holds as tuples", () => {
+	// As in more-2026-11-29/cache_grains_custom.json: the master's cache shows osrelease_info as a list.
+	const host = { osrelease_info: [12], saltversioninfo: [3006, 0], os: "Debian" };
+
+	it("osrelease_info is neither indexed nor matched by member, as the minions answered (none) to G@osrelease_info:0:12", () => {
+		expect(matches(host, "osrelease_info:0:12")).toBe(false);
+		expect(matches(host, "osrelease_info:12")).toBe(false);
+		expect(matches(host, "osrelease_info|0|12", "|")).toBe(false);
+		// Its str() is what a pattern meets.
+		expect(matches(host, "osrelease_info:(12,)")).toBe(true);
+		expect(matches({ osrelease_info: [12, 4] }, "osrelease_info:(12, 4)")).toBe(true);
+	});
+
+	it("saltversioninfo, a list on the minion too, is indexed and matched by member (G@saltversioninfo:0:3006 answered)", () => {
+		expect(matches(host, "saltversioninfo:0:3006")).toBe(true);
+		expect(matches(host, "saltversioninfo:3006")).toBe(true);
+		expect(matches(host, "os:Debian")).toBe(true);
+	});
+});
