@@ -83,6 +83,12 @@ export function patternWidth(pattern: string, kind: "glob" | "regex"): number {
 /** An expression fleet-ctl cannot evaluate, and why (a 400 at the API). */
 export class TargetError extends Error {}
 
+/**
+ * Parentheses that do not pair up. Salt's master still publishes such a target (its preview closes them), and
+ * every minion fails to evaluate it and runs nothing (more-2026-11-29/compound_differential.json).
+ */
+export class UnbalancedTargetError extends TargetError {}
+
 /** Counts the steps of one host's evaluation (MAX_TARGET_STEPS_PER_HOST). */
 class Meter {
 	private left = 0;
@@ -420,7 +426,7 @@ export function compileTarget(expression: string, ctx: TargetContext, bounded = 
 		}
 		if (word === "(") {
 			const inner = orExpr(depth + 1);
-			if (tokens[at++] !== ")") throw new TargetError("a '(' is not closed");
+			if (tokens[at++] !== ")") throw new UnbalancedTargetError("a '(' is not closed");
 			return inner;
 		}
 		if (OPERATORS.has(word)) throw new TargetError(`'${word}' where a term is expected`);
@@ -441,7 +447,7 @@ export function compileTarget(expression: string, ctx: TargetContext, bounded = 
 	const evaluate = orExpr(0);
 	if (at < tokens.length) {
 		const next = tokens[at];
-		throw new TargetError(next === ")" ? "a ')' closes nothing" : `'${next}' follows a term without 'and' or 'or'`);
+		throw next === ")" ? new UnbalancedTargetError("a ')' closes nothing") : new TargetError(`'${next}' follows a term without 'and' or 'or'`);
 	}
 	const test: Test = h => {
 		meter.start(h._id);

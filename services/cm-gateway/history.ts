@@ -11,6 +11,7 @@
  */
 import type { Requester, TokenHolder } from "./run-door";
 import { JID, strings, type GatewayContext } from "./context";
+import { compileTarget, UnbalancedTargetError } from "../../lib/fleet/compound";
 import type { JobPoll } from "./job-poll";
 import type { Returns } from "./returns";
 
@@ -59,6 +60,16 @@ export function originOf(by: Requester): Exclude<JobOriginKind, "repl" | "extern
 /** A run's history entry: the target as given, the name of the token that authorized it. */
 export function historyEntry(by: Requester, holder: TokenHolder, target: string, rollout?: { id: string; batch?: number }): HistoryEntry {
 	return { target, user: holder.name ?? by.name ?? null, origin: originOf(by), ...(rollout ? { rollout: rollout.id, ...(rollout.batch !== undefined ? { batch: rollout.batch } : {}) } : {}) };
+}
+
+/** Why minions cannot evaluate a compound target (unbalanced parentheses), or null. */
+function unbalanced(tgt: string): string | null {
+	try {
+		compileTarget(tgt, { group: () => new Set<string>() });
+	} catch (err) {
+		if (err instanceof UnbalancedTargetError) return err.message;
+	}
+	return null;
 }
 
 /** An external job's target as a compound expression: `*`, `G@os:Debian`, `L@web-01,db-01`, … */
@@ -155,7 +166,10 @@ export class JobHistory {
 
 	/** An external job: opened in the history, its hosts recorded as running, its returns followed. */
 	private async external(jid: string, fun: string, data: Record<string, unknown>): Promise<void> {
-		const minions = strings(data.minions);
+		const unreadable = data.tgt_type === "compound" && typeof data.tgt === "string" ? unbalanced(data.tgt) : null;
+		// The master published it to these minions, and none of them can read the target: nothing will answer.
+		if (unreadable) this.gw.logger.warn(`Job ${jid} (${fun}) was published with a compound target its minions cannot evaluate (${unreadable}): recorded as finished with no host`);
+		const minions = unreadable ? [] : strings(data.minions);
 		const args = Array.isArray(data.arg) ? data.arg : [];
 		const user = typeof data.user === "string" ? `salt:${data.user}`.slice(0, 300) : null;
 		const history: HistoryEntry = { target: targetExpression(data.tgt, data.tgt_type), user, origin: "external" };

@@ -138,6 +138,13 @@ describe("job history: /api/salt_jobs", () => {
 		expect(audit.body._meta?.total ?? audit.body._items?.length).toBe(1);
 	});
 
+	it("records a job whose compound target its minions cannot read (unbalanced) as finished with no host, not 10 minutes running", async () => {
+		const cli = sim.cliJob(`( ${A} or ${B}`, "test.ping", [], { tgtType: "compound", user: "ops" });
+		expect(cli?.minions.sort()).toEqual([A, B].sort());
+		const job = await finished(cli!.jid);
+		expect(job).toMatchObject({ origin: "external", user: "salt:ops", target: `( ${A} or ${B}`, minions: [], expected: 0, state: "finished" });
+	});
+
 	it("records jobs started outside fleet-ctl from the bus (user salt:<user>, target as an expression), not the master's own plumbing", async () => {
 		const cli = sim.cliJob(`${A.slice(0, -1)}*`, "test.ping", [], { user: "root" });
 		expect(cli).not.toBeNull();
