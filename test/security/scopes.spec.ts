@@ -179,6 +179,8 @@ describe("dry runs and governance, on the effective call (services/governance/sc
 		["state.run_request", [], { test: true }, false],
 		["state.template_str", ["{{ salt['cmd.run']('id') }}", "test=True"], undefined, false],
 		["state.single", ["cmd.run"], { name: "id", test: true }, false],
+		["cmd.run", ["touch /tmp/x"], { test: true }, false],
+		["pkg.upgrade", ["test=True"], undefined, false],
 	] as Array<[string, unknown[], Record<string, unknown> | undefined, boolean]>)("%s %j %j is a dry run: %s", (fun, arg, kwarg, want) => {
 		expect(isDryRun(fun, arg, kwarg)).toBe(want);
 	});
