@@ -20,6 +20,10 @@ export const MODULES = [
 	"services/tasks/task-claims.ts", // the scheduler's claims and lease takeovers (exactly once)
 	"lib/eve/paging.ts", // page arithmetic, _meta and _links
 	"services/cm-gateway/run-door.ts", // the audit-first, authorized-where-it-starts run path
+	"lib/security/scopes.ts", // what a scope grants: globs, classes, relays, argument matchers, guarded keywords
+	"services/governance/scope.ts", // what windows and policies govern, and the dry-run rule
+	"services/governance/approval-rules.ts", // approvals: the grant's digest, expiry, who votes, what votes make
+	"services/cm-gateway/governance.ts", // the run door's governance step: windows, break-glass, the approval gate
 ];
 
 export const UNIT_SPECS = [
@@ -32,6 +36,10 @@ export const UNIT_SPECS = [
 	"test/tasks/task-claims.spec.ts",
 	"test/eve/paging.spec.ts",
 	"test/cm-gateway/run-door.spec.ts",
+	"test/security/scopes.spec.ts", // scopes.ts, and governance's dry-run rule on the effective call
+	"test/governance/scope.spec.ts", // governance/scope.ts: origins, governed functions and hosts, targets
+	"test/governance/approval-rules.spec.ts", // governance/approval-rules.ts
+	"test/cm-gateway/governance.spec.ts", // cm-gateway/governance.ts
 ];
 
 /** The score every module must reach (percentage of mutants killed or timed out). */
