@@ -206,8 +206,10 @@ describe("a scope as it is given (OIDC_ROLES; the tokens API checks the same rul
 	it("takes groups, functions (names, globs, classes) and calls (matchers), and nothing else", () => {
 		expect(scopeIssues({})).toBeNull();
 		expect(scopeIssues({ groups: ["web"], functions: ["test.*", "@read", "state.apply"], calls: { "state.*": { mods: ["web*", "common/init"], saltenv: ["base"], pillarenv: ["base"] }, "cmd.run": { args: ["echo .*", null], kwargs: { runas: "www" } } } })).toBeNull();
-		expect(scopeIssues({ hosts: ["web-01"] })).toMatch(/forbidden keys: 'hosts'/);
-		expect(scopeIssues("test.*")).toMatch(/^scope: |^: /);
+		expect(scopeIssues({ hosts: ["web-01"] })).toBe("scope: The object '' contains forbidden keys: 'hosts'.");
+		expect(scopeIssues("test.*")).toBe("scope: The '' must be an Object.");
+		// Every issue, each under its field.
+		expect(scopeIssues({ functions: [], groups: [""] })).toBe("groups[0]: The 'groups[0]' field length must be greater than or equal to 1 characters long.; functions: The 'functions' field must contain at least 1 items.");
 	});
 
 	it.each([
@@ -217,6 +219,8 @@ describe("a scope as it is given (OIDC_ROLES; the tokens API checks the same rul
 		[{ functions: ["x".repeat(201)] }, "functions[0]"],
 		[{ groups: [""] }, "groups[0]"],
 		[{ calls: { "cmd run": { args: [] } } }, "calls.cmd run"],
+		[{ calls: { ["x".repeat(201)]: { args: [] } } }, `calls.${"x".repeat(201)}`],
+		[{ calls: { "state.*": { mods: ["x".repeat(201)] } } }, "calls.state.*.mods[0]"],
 		[{ calls: { "cmd.run": { argz: [] } } }, "calls.cmd.run"],
 		[{ calls: { "cmd.run": { args: ["(a"] } } }, "calls.cmd.run.args"],
 		[{ calls: { "cmd.run": { args: [""] } } }, "calls.cmd.run.args[0]"],
@@ -234,6 +238,9 @@ describe("a scope as it is given (OIDC_ROLES; the tokens API checks the same rul
 		expect(scopeIssues({ calls: { "cmd.run": { args: ["(a"] } } })).toMatch(/^calls\.cmd\.run\.args: not a valid RE2 pattern: .*missing closing/);
 		expect(scopeIssues({ calls: { "cmd.run": { args: [null, "a{2}"] } } })).toBeNull();
 		expect(patternError("a".repeat(500))).toBeNull();
+		// The reason is cut at 200 characters (it may quote the pattern).
+		expect(patternError(`(${"a".repeat(300)}`)).toBe(`error parsing regexp: missing closing ): \`(${"a".repeat(200 - 43)}`);
+		expect(scopeIssues({ calls: { ["x".repeat(200)]: { args: [] }, "state.*": { mods: ["x".repeat(200)] } } })).toBeNull();
 	});
 });
 
@@ -255,13 +262,15 @@ describe("each refusal, exactly as the caller reads it", () => {
 
 	it("reads a relay's function only when it is plainly module.function", () => {
 		const scope = { functions: ["test.try", "cmd.run"] };
-		for (const module of ["cmd.run.x", "cmd", "xcmd.run;", " cmd.run", "cmd.run\n", 5]) expect([module, deny(scope, "test.try", [], { module })]).toEqual([module, "function 'test.try' runs a function its arguments do not name plainly: only @arbitrary grants it so"]);
+		for (const module of ["cmd.run.x", "cmd", "cmd_run", "xcmd.run;", " cmd.run", "cmd.run\n", ".run", "cmd.", 5]) expect([module, deny(scope, "test.try", [], { module })]).toEqual([module, "function 'test.try' runs a function its arguments do not name plainly: only @arbitrary grants it so"]);
 		expect(innerFunction(call("test.try", [], { module: "cmd_2.run_x" }))).toBe("cmd_2.run_x");
 		expect(innerFunction(call("test.ping"))).toBeNull();
 		// mine.send: `name` (or its position) unless mine_function is given.
 		expect(innerFunction(call("mine.send", [], { name: "network.ip_addrs" }))).toBe("network.ip_addrs");
 		expect(innerFunction(call("mine.send", ["network.ip_addrs"]))).toBe("network.ip_addrs");
 		expect(innerFunction(call("mine.send", ["network.ip_addrs"], { mine_function: "cmd.run" }))).toBe("cmd.run");
+		// A keyword that merely reads "undefined" names nothing.
+		expect(innerFunction(call("test.try", [], { undefined: "cmd.run", module: "test.ping" }))).toBe("test.ping");
 		// schedule.add names its function by keyword only.
 		expect(innerFunction(call("schedule.add", ["job", "cmd.run"]))).toBeUndefined();
 	});
@@ -279,7 +288,7 @@ describe("each refusal, exactly as the caller reads it", () => {
 	});
 
 	it("matches a whole value, read as the minion reads it", () => {
-		const scope = { functions: ["cmd.run"], calls: { "cmd.run": { args: ["[0-9]+"], kwargs: { timeout: "[0-9]+", env: "\\{.*\\}", shell: "null|/bin/sh" } } } };
+		const scope = { functions: ["cmd.run"], calls: { "cmd.run": { args: ["[0-9]+"], kwargs: { timeout: "[0-9]+", env: '\\{A: 1\\}|\\{"A":1\\}', shell: "null|/bin/sh" } } } };
 		expect(deny(scope, "cmd.run", ["12"])).toBeNull();
 		expect(deny(scope, "cmd.run", ["12a"])).toBe("argument 1 of cmd.run does not match scope.calls['cmd.run'].args[0]");
 		expect(deny(scope, "cmd.run", ["a12"])).toBe("argument 1 of cmd.run does not match scope.calls['cmd.run'].args[0]");
@@ -293,7 +302,7 @@ describe("each refusal, exactly as the caller reads it", () => {
 
 	it("lets through the keywords that say how a run goes, not what it runs; and mods when a mods rule reads them", () => {
 		const scope = { functions: ["state.apply"], calls: { "state.apply": { args: ["web"], mods: ["web"] } } };
-		expect(deny(scope, "state.apply", ["web"], { test: true, queue: true, saltenv: "base" })).toBeNull();
+		expect(deny(scope, "state.apply", ["web"], { test: true, queue: true, saltenv: "base", pillarenv: "base" })).toBeNull();
 		expect(deny(scope, "state.apply", ["web"], { exclude: "x" })).toBe("keyword 'exclude' of state.apply is not allowed by scope.calls['state.apply']");
 		const modsOnly = { functions: ["state.apply"], calls: { "state.apply": { kwargs: { exclude: ".*" }, mods: ["web*"] } } };
 		expect(deny(modsOnly, "state.apply", [], { mods: "web" })).toBeNull();
@@ -340,6 +349,9 @@ describe("each refusal, exactly as the caller reads it", () => {
 	it("names the guarded keyword, and lets a matcher of the function allow it by naming it", () => {
 		expect(deny({ functions: ["state.apply"] }, "state.apply", [], { localconfig: "/tmp/x" })).toBe("keyword 'localconfig' is refused for a scoped token (it loads the minion's options from another file); a scope.calls entry for state.apply may allow it by naming it in its kwargs");
 		expect(deny({ functions: ["state.apply"] }, "state.apply", [], { __pub_fun: "x" })).toBe("keyword '__pub_fun' is refused for a scoped token (Salt's own publication data)");
+		expect(deny({ functions: ["state.apply"] }, "state.apply", [], { pillar_enc: "gpg" })).toBe("keyword 'pillar_enc' is refused for a scoped token (it sends encrypted pillar overrides); a scope.calls entry for state.apply may allow it by naming it in its kwargs");
+		expect(deny({ functions: ["state.apply"] }, "state.apply", [], { concurrent: true })).toBe("keyword 'concurrent' is refused for a scoped token (it runs the state run beside another one, without the state lock); a scope.calls entry for state.apply may allow it by naming it in its kwargs");
+		expect(deny({ functions: ["state.apply"] }, "state.apply", [], { pillar: {} })).toBe("keyword 'pillar' is refused for a scoped token (it overrides the pillar data a state run sees); a scope.calls entry for state.apply may allow it by naming it in its kwargs");
 		// A matcher that names other keywords does not allow it; one for another function neither.
 		expect(deny({ functions: ["state.apply"], calls: { "state.apply": { kwargs: { exclude: ".*" } } } }, "state.apply", [], { concurrent: true })).toMatch(/^keyword 'concurrent' is refused for a scoped token/);
 		expect(deny({ functions: ["state.apply"], calls: { "state.sls": { kwargs: { concurrent: ".*" } } } }, "state.apply", [], { concurrent: true })).toMatch(/^keyword 'concurrent' is refused for a scoped token/);
