@@ -166,11 +166,22 @@ describe("the hosts a window or a policy governs now", () => {
 		]);
 	});
 
-	it("keeps a group and an expression that read alike apart", async () => {
-		const { ctx } = fleet({ [G1]: ["web-01"] }, { [G1]: ["db-01"] });
+	it("keeps a group and an expression that read alike apart, and two expressions apart", async () => {
+		const { ctx } = fleet({ [G1]: ["web-01"] }, { [G1]: ["db-01"], "G@os:Debian": ["db-02"] });
 		const memo: HostsMemo = new Map();
 		expect([...(await hostsOf(ctx, { groups: [G1] }, memo))]).toEqual(["web-01"]);
 		expect([...(await hostsOf(ctx, { target: G1 }, memo))]).toEqual(["db-01"]);
+		expect([...(await hostsOf(ctx, { target: "G@os:Debian" }, memo))]).toEqual(["db-02"]);
+	});
+
+	it("asks only about what the targets name", async () => {
+		const { ctx, calls } = fleet(GROUPS, TARGETS);
+		await hostsOf(ctx, { target: "G@os:Debian" });
+		await hostsOf(ctx, { groups: [G2] });
+		expect(calls).toEqual([
+			["hosts.resolveTarget", { target: "G@os:Debian" }],
+			["groups.hostnames", { id: G2 }],
+		]);
 	});
 });
 
@@ -214,5 +225,9 @@ describe("what is wrong with a window's or a policy's targets", () => {
 		const noIssues = Object.assign(new Error("invalid"), { code: 422 });
 		const { ctx: bare } = fleet(GROUPS, { "web-*": noIssues });
 		await expect(targetsIssues(bare, { target: "web-*" }, "targets", true)).rejects.toBe(noIssues);
+		// Issues on an error that is no 422 are no verdict either.
+		const failing = Object.assign(new Error("hosts failed"), { code: 500, data: { issues: { target: "cannot evaluate" } } });
+		const { ctx: broken } = fleet(GROUPS, { "web-*": failing });
+		await expect(targetsIssues(broken, { target: "web-*" }, "targets", true)).rejects.toBe(failing);
 	});
 });
