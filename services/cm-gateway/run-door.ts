@@ -168,8 +168,9 @@ export async function authorizeRun<R>(req: RunRequest, fx: DoorEffects<R>): Prom
  */
 async function auditRefusal<R>(req: RunRequest, holder: TokenHolder | null, err: unknown, codes: number[], fx: DoorEffects<R>): Promise<void> {
 	const e = err as { code?: unknown; message?: unknown };
-	if (typeof e.code !== "number" || !codes.includes(e.code)) return;
-	const entry = { ...auditEntry(req, holder), status: e.code, outcome: "denied" as const, message: String(e.message).slice(0, MESSAGE_MAX) };
+	const code = codes.find(c => c === e.code);
+	if (code === undefined) return;
+	const entry = { ...auditEntry(req, holder), status: code, outcome: "denied" as const, message: String(e.message).slice(0, MESSAGE_MAX) };
 	await fx.writeAudit(req.by.auditId ?? fx.newId(), entry).catch((auditErr: unknown) => fx.log("Could not write the audit record of a refused run:", errorMessage(auditErr)));
 }
 

@@ -256,6 +256,14 @@ describe("the run door: governed (maintenance windows, approvals)", () => {
 		expect(steps).toStrictEqual([["authorize"], ["log", "govern", ""], ["writeAudit", AUDIT_ID, { ...ENTRY, status: code, outcome: "denied", message }]]);
 	});
 
+	it("writes nothing and runs nothing when the governance fails for another reason than a refusal", async () => {
+		const down = new EveError(503, "Service 'approvals' is not available");
+		const { fx, steps } = effects();
+		fx.govern = () => Promise.reject(down);
+		await expect(startRun(REQUEST, fx)).rejects.toBe(down);
+		expect(steps).toStrictEqual([["authorize"]]);
+	});
+
 	it("writes a held run's record (held, 202, naming the approval), never executes, and answers what `held` makes of the hold", async () => {
 		const { fx, steps } = effects();
 		fx.govern = async () => ({ approval: { _id: "0000000000000000000000c3", status: "pending" } });
