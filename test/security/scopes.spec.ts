@@ -364,6 +364,8 @@ describe("each refusal, exactly as the caller reads it", () => {
 		expect(callDenial(undefined, call("cmd.run", ["id"]))).toBeNull();
 		expect(deny({ calls: { "cmd.run": { args: ["ls"] } } }, "cmd.run", ["id"])).toBe("argument 1 of cmd.run does not match scope.calls['cmd.run'].args[0]");
 		expect(deny({ calls: { "cmd.run": { args: ["ls"] } } }, "test.ping")).toBeNull();
+		// Every matcher of the function is applied: one that allows does not stand for another that refuses.
+		expect(deny({ functions: ["cmd.run"], calls: { "cmd.*": { args: [".*"] }, "cmd.run": { args: ["ls"] } } }, "cmd.run", ["id"])).toBe("argument 1 of cmd.run does not match scope.calls['cmd.run'].args[0]");
 	});
 });
 
@@ -374,6 +376,7 @@ describe("what a scope grants, compared: the edges", () => {
 		expect(grantsArbitrary(["*"])).toBe(false);
 		expect(grantsArbitrary(["@secrets", "@change"])).toBe(false);
 		expect(grantsArbitrary(["test.ping", "cmd.run"])).toBe(true);
+		expect(grantsArbitrary(["test.ping"])).toBe(false);
 	});
 
 	it("refuses what a scope without a functions list would grant, and keeps matchers as they are", () => {
@@ -383,6 +386,7 @@ describe("what a scope grants, compared: the edges", () => {
 		expect(functionsExceed({ functions: ["@arbitrary"] }, { functions: ["@arbitrary"] })).toBeNull();
 		expect(functionsExceed({ functions: ["test.*", "cmd.run"] }, { functions: ["cmd.run", "test.ping"] })).toBeNull();
 		expect(functionsExceed({ functions: ["test.ping"] }, { functions: ["test.echo", "test.ping", "cmd.run"] })).toBe("functions outside your scope: test.echo, cmd.run");
+		expect(functionsExceed({ functions: ["cmd.run"] }, { functions: ["x.y"] })).toBe("functions outside your scope: x.y");
 		const calls = { "cmd.run": { args: ["ls"] }, "state.*": { mods: ["web"] } };
 		expect(functionsExceed({ calls }, { calls: { "cmd.run": { args: ["ls"] } } })).toBe("your scope restricts the arguments of state.*: keep those scope.calls entries as they are");
 		expect(functionsExceed({ calls }, undefined)).toBe("your scope restricts the arguments of cmd.run, state.*: keep those scope.calls entries as they are");
