@@ -33,6 +33,10 @@ export const MODULES = [
 	"lib/fleet/group-rules.ts", // which hosts a group's or nodegroup's rule selects, a host's memberships
 	"lib/fleet/presence.ts", // the one presence rule: up/down transitions, heartbeat writes
 	"services/hosts/presence.ts", // the master's presence readings: who goes up or down, transitions, soft delete
+	"lib/security/scopes.ts", // what a scope grants: globs, classes, relays, argument matchers, guarded keywords
+	"services/governance/scope.ts", // what windows and policies govern, and the dry-run rule
+	"services/governance/approval-rules.ts", // approvals: the grant's digest, expiry, who votes, what votes make
+	"services/cm-gateway/governance.ts", // the run door's governance step: windows, break-glass, the approval gate
 ];
 
 export const UNIT_SPECS = [
@@ -58,6 +62,10 @@ export const UNIT_SPECS = [
 	"test/fleet/group-rules.spec.ts", // rules, memberships, what each refuses
 	"test/fleet/presence.spec.ts", // transitions, heartbeatDue at its bounds
 	"test/hosts/presence.spec.ts", // the hosts service in an in-process broker, in-memory NeDB
+	"test/security/scopes.spec.ts", // scopes.ts, and governance's dry-run rule on the effective call
+	"test/governance/scope.spec.ts", // governance/scope.ts: origins, governed functions and hosts, targets
+	"test/governance/approval-rules.spec.ts", // governance/approval-rules.ts
+	"test/cm-gateway/governance.spec.ts", // cm-gateway/governance.ts
 ];
 
 /** The score every module must reach (percentage of mutants killed or timed out). */

@@ -97,6 +97,20 @@ function governanceSuite(mongoUri: string | undefined): void {
 			expect(denied.map((d: { outcome: string; fun: string }) => [d.outcome, d.fun])).toEqual(expect.arrayContaining([["denied", "cmd.run"], ["denied", "pkg.upgrade"], ["denied", "status.all_status"]]));
 		});
 
+		it("governs a call with test=True that is no state dry run: cmd.run and pkg.upgrade with test=True are refused outside the window", async () => {
+			const from = sim.jobs().length;
+			for (const body of [
+				{ cm_client: "local", fun: "cmd.run", arg: ["touch /tmp/x"], kwarg: { test: true } },
+				{ cm_client: "local", fun: "cmd.run", arg: ["touch /tmp/x", "test=True"] },
+				{ cm_client: "local", fun: "pkg.upgrade", kwarg: { test: true } },
+			]) {
+				expect(expectEveError(await as("op", "POST", `hosts/${GOV}`, body), 409)._error.message).toContain(`${body.fun} is outside the maintenance windows of ${GOV}: the next window, 'new year'`);
+			}
+			// A run made after them reaches salt, and it is the only one: none of the refused ones ran.
+			expect((await as("op", "POST", `hosts/${GOV}`, { cm_client: "local", fun: "test.ping" })).status).toBe(200);
+			expect(sim.jobs().slice(from).map(j => [j.fun, j.minions])).toEqual([["test.ping", [GOV]]]);
+		});
+
 		it("shows a host's windows, open or not, and their next openings", async () => {
 			const res = await as("viewer", "GET", `hosts/${GOV}/maintenance_windows?count=2`);
 			expect(res.status).toBe(200);
@@ -242,6 +256,17 @@ function governanceSuite(mongoUri: string | undefined): void {
 			expect(alerts).toHaveLength(1);
 		});
 
+		it("holds cmd.run with test=True like any cmd.run: only a state function's test mode is a dry run", async () => {
+			const from = sim.jobs().length;
+			const res = await as("op", "POST", `groups/${govGroup}`, { fun: "cmd.run", arg: ["rm -rf /srv/cache"], kwarg: { test: true } });
+			expect([res.status, res.body.status]).toEqual([202, "pending_approval"]);
+			expect(res.body.approval).toMatchObject({ status: "pending", call: { fun: "cmd.run", arg: ["rm -rf /srv/cache"], kwarg: { test: true } }, policies: [expect.objectContaining({ policy })] });
+			// Refused by the approver: nothing of it runs; a run made after it is the only job since.
+			expect((await as("admin2", "POST", `approvals/${res.body.approval._id}/reject`, {})).body.status).toBe("rejected");
+			expect((await as("op", "POST", `hosts/${GOV}`, { cm_client: "local", fun: "test.ping" })).status).toBe(200);
+			expect(sim.jobs().slice(from).map(j => [j.fun, j.minions])).toEqual([["test.ping", [GOV]]]);
+		});
+
 		it("lets no requester approve their own run, nor a role the policy does not name; an admin's approval runs it once, as the requester", async () => {
 			const from = sim.jobs().length;
 			const res = await as("op", "POST", "run", { target: `L@${GOV},${GOV2}`, fun: "cmd.run", arg: ["id"] });
@@ -264,6 +289,43 @@ function governanceSuite(mongoUri: string | undefined): void {
 			// Decided: no second run, whoever tries.
 			expectEveError(await request("POST", url(`approvals/${id}/approve`), { body: {} }), 409);
 			expect(sim.jobs().length).toBe(from + 1);
+		});
+
+		it("carries out an approval only for the call it approved: another function, arguments, kwargs, hosts or target is refused (403) and runs nothing", async () => {
+			const p = await created("approval_policies", { name: "cmd.* by an admin", functions: ["cmd.*"], approvers: { count: 1, roles: ["admin"] } });
+			const asked = { target: `L@${GOV},${GOV2}`, fun: "cmd.run", arg: ["hostname -f"] };
+			const id = (await as("op", "POST", "run", asked)).body.approval._id;
+			const approvals = store("approvals");
+			const stored = await approvals.findOne({ _id: id });
+			expect(stored).toMatchObject({ status: "pending", call: { fun: "cmd.run", arg: ["hostname -f"] }, hosts: [GOV, GOV2].sort() });
+			// Approved and claimed (as the vote that completes it does), then carried out with something else than what
+			// was approved: the stored request altered after its approval (the grant is checked where the run starts).
+			await approvals.updateMany({ _id: id }, { $set: { status: "running" } });
+			const from = sim.jobs().length;
+			const carryOut = (changes: Record<string, unknown>) =>
+				approvals.updateMany({ _id: id }, { $set: { call: stored!.call, hosts: stored!.hosts, target: stored!.target, ...changes } }).then(() => h.broker!.call<{ task_id: string | null }, { id: string }>("cm-gateway.runApproved", { id }));
+			const others: Array<[string, Record<string, unknown>]> = [
+				["another function", { call: { ...stored!.call, fun: "cmd.script" } }],
+				["other arguments", { call: { ...stored!.call, arg: ["reboot"] } }],
+				["added kwargs", { call: { ...stored!.call, kwarg: { runas: "root" } } }],
+				["other hosts", { hosts: [GOV, FREE].sort() }],
+				["fewer hosts", { hosts: [GOV] }],
+				["another target", { target: `L@${GOV},${FREE}` }],
+			];
+			for (const [what, changes] of others) {
+				const refused = await carryOut(changes).then(
+					() => null,
+					(err: { code?: number; message: string }) => err,
+				);
+				expect([what, refused?.code, refused?.message]).toEqual([what, 403, expect.stringMatching(new RegExp(`^the run is refused: approval ${id} does not cover it`))]);
+			}
+			// The call it approved runs, once; and the one job since the refusals is it: none of them ran.
+			const ran = await carryOut({});
+			expect(ran.task_id).toMatch(/^\d{20}$/);
+			expect(sim.jobs().slice(from).map(j => [j.fun, j.arg, [...j.minions].sort(), j.jid])).toEqual([["cmd.run", ["hostname -f"], [GOV, GOV2].sort(), ran.task_id]]);
+			const refusals = (await request("GET", url("audit", { where: { method: "APPROVAL", approval: id } }))).body._items;
+			expect(refusals.map((r: { outcome: string; status: number }) => [r.outcome, r.status]).sort()).toEqual([...others.map(() => ["denied", 403]), ["ok", 200]].sort());
+			expect((await request("DELETE", url(`approval_policies/${p}`))).status).toBe(204);
 		});
 
 		it("waits for every approver a policy asks for, and a rejection runs nothing", async () => {

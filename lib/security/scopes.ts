@@ -16,7 +16,7 @@
  */
 import { RE2JS } from "re2js";
 import Validator from "fastest-validator";
-import { FUNCTION_CLASSES, CATALOGUE, classOf, entryOf, type FunctionClass } from "./catalogue";
+import { CATALOGUE, classOf, entryOf, type FunctionClass } from "./catalogue";
 import { Structured, type EffectiveCall } from "./effective-call";
 import { globMatches } from "../http/auth";
 
@@ -39,7 +39,6 @@ export interface FunctionScope {
 	calls?: Record<string, CallMatcher>;
 }
 
-export const CLASS_GRANTS = FUNCTION_CLASSES.map(c => `@${c}`);
 /** A `scope.functions` entry: a class, or a name or glob (`*` only). */
 export const SCOPE_FUNCTION = /^(?:@(?:read|change|secrets|arbitrary)|[A-Za-z0-9_.*]{1,200})$/;
 /** A `scope.calls` key: a name or glob. */

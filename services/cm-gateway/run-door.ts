@@ -157,23 +157,27 @@ export async function authorizeRun<R>(req: RunRequest, fx: DoorEffects<R>): Prom
 	try {
 		return await fx.authorize();
 	} catch (err) {
-		await auditRefusal(req, null, err, 403, fx);
+		await auditRefusal(req, null, err, [403], fx);
 		throw err;
 	}
 }
 
-/** A refusal with code `code` (403 by the token, 409 by a maintenance window) written as `denied`, best effort. */
-async function auditRefusal<R>(req: RunRequest, holder: TokenHolder | null, err: unknown, code: number, fx: DoorEffects<R>): Promise<void> {
+/**
+ * A refusal with one of `codes` (403 by the token, by a break-glass only an admin may give or by an approval that does
+ * not cover the run; 409 by a maintenance window) written as `denied`, best effort.
+ */
+async function auditRefusal<R>(req: RunRequest, holder: TokenHolder | null, err: unknown, codes: number[], fx: DoorEffects<R>): Promise<void> {
 	const e = err as { code?: unknown; message?: unknown };
-	if (e.code !== code) return;
+	const code = codes.find(c => c === e.code);
+	if (code === undefined) return;
 	const entry = { ...auditEntry(req, holder), status: code, outcome: "denied" as const, message: String(e.message).slice(0, MESSAGE_MAX) };
 	await fx.writeAudit(req.by.auditId ?? fx.newId(), entry).catch((auditErr: unknown) => fx.log("Could not write the audit record of a refused run:", errorMessage(auditErr)));
 }
 
 /**
- * Step 1b: the run's governance. A window's refusal (409) is audited as denied and thrown; a hold is written to
- * the audit log (`held`, 202, naming the approval) — when that record cannot be stored the request stays, and
- * nothing runs either way.
+ * Step 1b: the run's governance. A refusal (409 by a window; 403 by a break-glass of a non-admin or a grant that does
+ * not cover the run) is audited as denied and thrown; a hold is written to the audit log (`held`, 202, naming the
+ * approval) — when that record cannot be stored the request stays, and nothing runs either way.
  */
 export async function governRun<R>(req: RunRequest, holder: TokenHolder, fx: DoorEffects<R>): Promise<Hold | null> {
 	if (!fx.govern) return null;
@@ -181,7 +185,7 @@ export async function governRun<R>(req: RunRequest, holder: TokenHolder, fx: Doo
 	try {
 		hold = await fx.govern(holder);
 	} catch (err) {
-		await auditRefusal(req, holder, err, 409, fx);
+		await auditRefusal(req, holder, err, [403, 409], fx);
 		throw err;
 	}
 	if (!hold) return null;

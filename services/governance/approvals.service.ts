@@ -11,22 +11,19 @@
  *
  * Every change is announced (`approvals.changed`: the gateway's /api/approvals/stream) and raises alerts
  * (`approval.requested`, `approval.approved`, `approval.rejected`, `approval.expired`) that webhooks deliver.
+ * The rules themselves (digest, grant, expiry, who votes, what the votes make) are pure, in approval-rules.ts.
  */
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { EveError, validationFailed } from "../../lib/eve/errors";
-import { canonicalDigest } from "../../lib/eve/etag";
 import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
 import { maskSecrets } from "../../lib/security/masking";
-import type { RunBody } from "../../lib/http/bodies";
 import { readDryRun, type DryRunReturn } from "../../lib/fleet/state-results";
 import type { Doc } from "../../lib/storage/store";
 import { ORIGINS, type MatchedPolicy, type Origin } from "./scope";
+import { DECISIONS, callDigest, expiryOf, grantCovers, statusAfter, stillPending, voteRefusal, type HeldCall, type Vote } from "./approval-rules";
 import type { Caller } from "../../lib/http/auth";
-
-/** The Salt call a request holds, exactly as it will run. */
-export type HeldCall = RunBody;
 
 /** Who asked: the token the run is authorized against, and who it is. */
 export interface Requester {
@@ -54,7 +51,6 @@ export type GateAnswer = { pass: true } | { held: Doc; created: boolean };
 
 /** How often pending requests past their expiry are looked for. */
 const SWEEP_MS = 15_000;
-const DECISIONS: Record<string, "approved" | "rejected"> = { approve: "approved", reject: "rejected" };
 
 interface ApprovalsMembers {
 	render(doc: Doc): Doc;
@@ -66,11 +62,6 @@ interface ApprovalsMembers {
 }
 
 type ApprovalsThis = EveThis & ApprovalsMembers;
-
-/** The digest of what a request runs: its call and hosts (ad hoc), or a definition's fields. */
-export function callDigest(call: HeldCall, hosts: string[], target?: string): string {
-	return canonicalDigest({ call, hosts: [...hosts].sort(), target: target ?? null });
-}
 
 const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 	name: "approvals",
@@ -125,11 +116,12 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 				const { requester, origin, call, hosts, target, definition, grant } = ctx.params;
 				if (grant) {
 					const doc = OBJECT_ID.test(grant) ? await this.store.findOne({ _id: grant }) : null;
-					if (doc?.status === "running" && doc.digest === callDigest(call, hosts, doc.target) && doc.requester?.token === requester.token) return { pass: true };
+					if (grantCovers(doc, call, hosts, requester.token)) return { pass: true };
 					throw new EveError(403, `the run is refused: approval ${grant.slice(0, 24)} does not cover it (it is not being carried out, or its call, hosts or requester differ)`);
 				}
 				const policies = await ctx.call<MatchedPolicy[], Doc>("approval-policies.matching", { fun: call.fun, arg: call.arg, kwarg: call.kwarg, hosts, origin, scale: definition?.hosts, principal: requester.identity });
 				if (!policies.length) return { pass: true };
+				// What a request runs: a definition's fields (its digest), or an ad-hoc call on its hosts.
 				const digest = definition ? definition.digest : callDigest(call, hosts, target);
 				if (definition) {
 					const same = { "definition.kind": definition.kind, "definition.id": definition.id };
@@ -141,13 +133,12 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 					}
 					if (await this.store.findOne({ ...same, digest, status: "approved" })) return { pass: true };
 					const pending = await this.store.findOne({ ...same, digest, status: "pending" });
-					if (pending && new Date(pending.expires).getTime() > Date.now()) return { held: this.render(pending), created: false };
+					if (stillPending(pending, Date.now())) return { held: this.render(pending), created: false };
 				} else {
 					const pending = await this.store.findOne({ digest, status: "pending", "requester.identity": requester.identity });
-					if (pending && new Date(pending.expires).getTime() > Date.now()) return { held: this.render(pending), created: false };
+					if (stillPending(pending, Date.now())) return { held: this.render(pending), created: false };
 				}
 				const now = new Date();
-				const expiresAfter = Math.min(...policies.map(p => p.expires_after));
 				const doc: Doc = {
 					_id: newObjectId(),
 					status: "pending",
@@ -160,7 +151,7 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 					...(definition ? { definition } : {}),
 					policies,
 					votes: [],
-					expires: new Date(now.getTime() + expiresAfter * 1000),
+					expires: expiryOf(policies, now),
 					...(ctx.params.break_glass ? { break_glass: ctx.params.break_glass } : {}),
 					digest,
 					_created: now,
@@ -219,10 +210,8 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 				if (doc.status !== "pending") throw new EveError(409, `the request is ${doc.status}: it can no longer be ${decision}`);
 				// Principals, not tokens: a token minted from the requester's (or a voter's) is the same one.
 				const identity = user.principal;
-				if (identity === doc.requester.identity || user.id === doc.requester.token) throw new EveError(403, "the requester of a run cannot approve or reject it: another approver must");
-				if ((doc.votes as Doc[]).some(v => v.identity === identity)) throw new EveError(409, `${user.name} has already voted on this request`);
-				const counts = (doc.policies as MatchedPolicy[]).filter(p => p.roles.includes(user.role));
-				if (!counts.length) throw new EveError(403, `the role ${user.role} cannot decide this request: its policies take approvers of the roles ${[...new Set((doc.policies as MatchedPolicy[]).flatMap(p => p.roles))].join(", ")}`);
+				const refused = voteRefusal(doc, user);
+				if (refused) throw refused;
 				if (decision === "approved") {
 					// An approver vouches for the run: their own token must allow it (the complete call on those hosts).
 					try {
@@ -239,10 +228,8 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 					await authorizeScopedWork(ctx, decision === "approved" ? "approve" : "reject", "this request", { client: doc.call.cm_client, fun: doc.call.fun, arg: doc.call.arg, kwarg: doc.call.kwarg, hosts });
 				}
 				const vote = { decision, token: user.id, name: user.name, role: user.role, identity, comment: (body.comment as string | undefined) ?? "", at: new Date() };
-				const votes = [...(doc.votes as Doc[]), vote];
-				// Every policy has its count of approvals from its roles.
-				const complete = (doc.policies as MatchedPolicy[]).every(p => votes.filter(v => v.decision === "approved" && p.roles.includes(v.role)).length >= p.count);
-				const status = decision === "rejected" ? "rejected" : complete ? "approved" : "pending";
+				const votes = [...(doc.votes as Vote[]), vote];
+				const status = statusAfter(doc.policies as MatchedPolicy[], votes);
 				const updated = await this.store.findOneAndUpdate({ _id: doc._id, status: "pending", votes: { $size: doc.votes.length } }, { $set: { votes, status, _updated: new Date() } });
 				if (!updated) throw new EveError(409, "the request changed meanwhile (another vote, or it expired); read it again");
 				await this.announce(ctx, [updated], status === "pending" ? undefined : `approval.${status}`, status === "rejected" ? "warning" : "info");

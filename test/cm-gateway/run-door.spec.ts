@@ -241,15 +241,27 @@ describe("the run door: the record's fields", () => {
 });
 
 describe("the run door: governed (maintenance windows, approvals)", () => {
-	it("audits a window's refusal as denied (409, with why) as the authorizing token, never executes, and throws it as it is", async () => {
-		const closed = new EveError(409, "test.arg is outside the maintenance windows of web-01: the next window, 'nights', opens 2030-01-01T00:00:00.000Z");
+	it.each([
+		[409, "test.arg is outside the maintenance windows of web-01: the next window, 'nights', opens 2030-01-01T00:00:00.000Z"],
+		[403, "the run is refused: only an admin may run outside the maintenance windows (break_glass); ops is operator"],
+		[403, "the run is refused: approval 0000000000000000000000c3 does not cover it (it is not being carried out, or its call, hosts or requester differ)"],
+	])("audits the governance's refusal as denied (%i, with why) as the authorizing token, never executes, and throws it as it is", async (code, message) => {
+		const refused = new EveError(code, message);
 		const { fx, steps } = effects();
 		fx.govern = async () => {
 			steps.push(["log", "govern", ""]);
-			throw closed;
+			throw refused;
 		};
-		await expect(startRun(REQUEST, fx)).rejects.toBe(closed);
-		expect(steps).toStrictEqual([["authorize"], ["log", "govern", ""], ["writeAudit", AUDIT_ID, { ...ENTRY, status: 409, outcome: "denied", message: closed.message }]]);
+		await expect(startRun(REQUEST, fx)).rejects.toBe(refused);
+		expect(steps).toStrictEqual([["authorize"], ["log", "govern", ""], ["writeAudit", AUDIT_ID, { ...ENTRY, status: code, outcome: "denied", message }]]);
+	});
+
+	it("writes nothing and runs nothing when the governance fails for another reason than a refusal", async () => {
+		const down = new EveError(503, "Service 'approvals' is not available");
+		const { fx, steps } = effects();
+		fx.govern = () => Promise.reject(down);
+		await expect(startRun(REQUEST, fx)).rejects.toBe(down);
+		expect(steps).toStrictEqual([["authorize"]]);
 	});
 
 	it("writes a held run's record (held, 202, naming the approval), never executes, and answers what `held` makes of the hold", async () => {
