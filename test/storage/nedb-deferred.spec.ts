@@ -24,6 +24,18 @@ type Db = NedbFileDatastore & NedbDatastore & { loadDatabaseAsync(): Promise<voi
 const lines = (file: string) => fs.readFileSync(file, "utf8").split("\n").filter(Boolean);
 const byId = (docs: Doc[]) => [...docs].sort((a, b) => String(a._id).localeCompare(String(b._id)));
 const openFds = () => fs.readdirSync("/proc/self/fd").length;
+/** The descriptors this process holds on `file`, or on a file it replaced (a rewrite renames a new file over it: "… (deleted)"). */
+const fdsOn = (file: string) => {
+	const real = path.join(fs.realpathSync(path.dirname(file)), path.basename(file));
+	return fs.readdirSync("/proc/self/fd").filter(fd => {
+		try {
+			const target = fs.readlinkSync(`/proc/self/fd/${fd}`);
+			return target === real || target === `${real} (deleted)`;
+		} catch {
+			return false; // closed since it was listed (the directory's own descriptor)
+		}
+	}).length;
+};
 
 /** A datastore on `file` loaded with `grain` deferred (or by NeDB alone, `managed` false). */
 async function open(file: string, managed = true, options: Record<string, unknown> = {}): Promise<{ db: Db; m: ManagedFile; store: NedbStore }> {
@@ -165,6 +177,28 @@ describe("a deferred field of the embedded store", () => {
 		expect(m.deferred!.hydrated).toBe(160);
 		const theirs = await open(file, false);
 		expect(byId(db.getAllData().map(d => model.deepCopy(d)))).toEqual(byId(theirs.db.getAllData()));
+		m.stop();
+	});
+
+	it("closes the file of a load whose lines later lines superseded or deleted, once the records it loaded are read", async () => {
+		const file = path.join(tempDir("deferred"), "hosts.db");
+		const writer = await open(file);
+		await writer.store.insertMany(Array.from({ length: 60 }, (_, i) => host(i)));
+		// Each record written three more times (the grain changed: its last line holds the value), and ten removed.
+		for (const round of [1, 2, 3]) await writer.store.updateMany({}, { $set: { "grain.osrelease": `r${round}` } });
+		await writer.store.removeMany({ _id: { $in: Array.from({ length: 10 }, (_, i) => host(50 + i)._id as string) } });
+		writer.m.stop();
+		expect(lines(file).length).toBeGreaterThan(4 * 60);
+		const { db, m } = await open(file);
+		// The 50 records left, of which 40 wait for their grain in the file the load read (the others hold a deeper "grain").
+		expect(db.getAllData()).toHaveLength(50);
+		expect(m.deferred!.unread).toBe(40);
+		expect(fdsOn(file)).toBe(1);
+		m.hydrateInBackground!();
+		while (m.deferred!.unread > 0) await new Promise(r => setImmediate(r));
+		// Every grain read, the last written: the file the load read is let go (its space with it, once replaced).
+		expect(byId(db.getAllData()).map(d => (d.grain as Doc).osrelease)).toEqual(Array(50).fill("r3"));
+		expect(fdsOn(file)).toBe(0);
 		m.stop();
 	});
 
