@@ -20,6 +20,9 @@ export const MODULES = [
 	"services/tasks/task-claims.ts", // the scheduler's claims and lease takeovers (exactly once)
 	"lib/eve/paging.ts", // page arithmetic, _meta and _links
 	"services/cm-gateway/run-door.ts", // the audit-first, authorized-where-it-starts run path
+	"lib/storage/nedb-plan.ts", // the embedded store's query planner: candidates, counts and pages
+	"lib/storage/nedb-index.ts", // the bucket index: one key per value (each value of a list), exclusion counts
+	"lib/storage/nedb-deferred.ts", // the deferred field: cut at load, read when asked, its file let go
 ];
 
 export const UNIT_SPECS = [
@@ -32,6 +35,9 @@ export const UNIT_SPECS = [
 	"test/tasks/task-claims.spec.ts",
 	"test/eve/paging.spec.ts",
 	"test/cm-gateway/run-door.spec.ts",
+	"test/storage/nedb-index.spec.ts", // the bucket index against NeDB's matcher, across writes and rollbacks
+	"test/storage/nedb-plan.spec.ts", // the planner and the bucket index through NedbStore, against full scans
+	"test/storage/nedb-deferred.spec.ts", // the deferred field through a managed file
 ];
 
 /** The score every module must reach (percentage of mutants killed or timed out). */
