@@ -189,16 +189,61 @@ describe("a deferred field of the embedded store", () => {
 		await writer.store.removeMany({ _id: { $in: Array.from({ length: 10 }, (_, i) => host(50 + i)._id as string) } });
 		writer.m.stop();
 		expect(lines(file).length).toBeGreaterThan(4 * 60);
-		const { db, m } = await open(file);
+		const { db, m, store } = await open(file);
 		// The 50 records left, of which 40 wait for their grain in the file the load read (the others hold a deeper "grain").
 		expect(db.getAllData()).toHaveLength(50);
 		expect(m.deferred!.unread).toBe(40);
 		expect(fdsOn(file)).toBe(1);
+		// Two read before the background pass, which reads the others.
+		for (const id of ["h-001", "h-049"]) expect(((await store.findOne({ _id: id }))?.grain as Doc).osrelease).toBe("r3");
+		expect(m.deferred!.unread).toBe(38);
 		m.hydrateInBackground!();
 		while (m.deferred!.unread > 0) await new Promise(r => setImmediate(r));
 		// Every grain read, the last written: the file the load read is let go (its space with it, once replaced).
 		expect(byId(db.getAllData()).map(d => (d.grain as Doc).osrelease)).toEqual(Array(50).fill("r3"));
 		expect(fdsOn(file)).toBe(0);
+		m.stop();
+	});
+
+	it("reads the fields a load left pending before loading again, and lets both files go", async () => {
+		const file = await writtenFile(40);
+		const { db, m } = await open(file);
+		expect(m.deferred!.unread).toBe(32);
+		const first = fdsOn(file);
+		await db.loadDatabaseAsync();
+		// The first load's fields were read (its file let go), the second's wait in the file it read.
+		expect(m.deferred!.hydrated).toBe(32);
+		expect(m.deferred!.unread).toBe(32);
+		expect(fdsOn(file)).toBe(first);
+		expect(byId(db.getAllData()).map(d => (d.grain as Doc).osrelease)).toEqual(Array.from({ length: 40 }, (_, i) => (host(i).grain as Doc).osrelease));
+		expect(m.deferred!.unreadable).toBe(0);
+		expect(fdsOn(file)).toBe(0);
+		m.stop();
+	});
+
+	it("lets the file go when a load fails (too many corrupt lines)", async () => {
+		const file = await writtenFile(20);
+		fs.appendFileSync(file, "not a record\n".repeat(10));
+		const db = new Datastore({ filename: file }) as Db;
+		const m = manageNedbFile(db, undefined, "grain");
+		await expect(db.loadDatabaseAsync()).rejects.toThrow(/corrupt/);
+		expect(m.deferred!.unread).toBe(0);
+		expect(fdsOn(file)).toBe(0);
+		m.stop();
+	});
+
+	it("counts a field assigned before it was read as read, and lets the file go after the last", async () => {
+		const file = await writtenFile(10);
+		const { db, m } = await open(file);
+		const waiting = byId(db.getAllData()).filter((_, i) => i % 5 !== 0);
+		expect(m.deferred!.unread).toBe(waiting.length);
+		for (const [k, r] of waiting.entries()) {
+			r.grain = { os: `new-${k}` };
+			expect(m.deferred!.unread).toBe(waiting.length - k - 1);
+			expect(fdsOn(file)).toBe(k === waiting.length - 1 ? 0 : 1);
+		}
+		expect(waiting.map(r => (r.grain as Doc).os)).toEqual(waiting.map((_, k) => `new-${k}`));
+		expect(m.deferred!.hydrated).toBe(0);
 		m.stop();
 	});
 
