@@ -9,7 +9,7 @@ import fs from "node:fs";
 import path from "node:path";
 import fc from "fast-check";
 import { manageNedbFile, serializeRecord, type ManagedFile, type NedbFileDatastore } from "../../lib/storage/nedb-file";
-import { DeferredField } from "../../lib/storage/nedb-deferred";
+import { DeferredField, serializeDeferred } from "../../lib/storage/nedb-deferred";
 import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
 import { tempDir } from "../support/harness";
 
@@ -236,14 +236,52 @@ describe("a deferred field of the embedded store", () => {
 		const file = await writtenFile(10);
 		const { db, m } = await open(file);
 		const waiting = byId(db.getAllData()).filter((_, i) => i % 5 !== 0);
-		expect(m.deferred!.unread).toBe(waiting.length);
+		expect(m.deferred!.unread).toBe(8);
 		for (const [k, r] of waiting.entries()) {
 			r.grain = { os: `new-${k}` };
-			expect(m.deferred!.unread).toBe(waiting.length - k - 1);
-			expect(fdsOn(file)).toBe(k === waiting.length - 1 ? 0 : 1);
+			expect(m.deferred!.unread).toBe(8 - k - 1);
+			expect(fdsOn(file)).toBe(k === 7 ? 0 : 1);
 		}
 		expect(waiting.map(r => (r.grain as Doc).os)).toEqual(waiting.map((_, k) => `new-${k}`));
 		expect(m.deferred!.hydrated).toBe(0);
+		// Half assigned, then the background pass: it reads only the others, and the assigned values stay.
+		const again = await open(file);
+		const some = byId(again.db.getAllData()).filter((_, i) => i % 5 !== 0);
+		for (const r of some.slice(0, 4)) r.grain = { os: "assigned" };
+		expect(again.m.deferred!.hydrateSome(Infinity)).toBe(false);
+		expect(again.m.deferred!.hydrated).toBe(4);
+		expect(again.m.deferred!.unread).toBe(0);
+		expect(some.map(r => (r.grain as Doc).os)).toEqual([...Array(4).fill("assigned"), ...Array(4).fill("ALT")]);
+		expect(fdsOn(file)).toBe(0);
+		// An assigned field is a field as any other: deleted, it is gone.
+		delete some[0].grain;
+		expect("grain" in some[0]).toBe(false);
+		m.stop();
+		again.m.stop();
+	});
+
+	it("reads the fields in the background a slice at a time, many records' bytes at once, until none is left", async () => {
+		// Grains of about 3 KB: 200 hosts hold more than one read's worth of bytes.
+		const file = path.join(tempDir("deferred"), "hosts.db");
+		const writer = await open(file);
+		await writer.store.insertMany(Array.from({ length: 200 }, (_, i) => ({ ...host(i), labels: {}, grain: { ...(host(i).grain as Doc), pad: "x".repeat(3_000) } })));
+		writer.m.stop();
+		const { db, m } = await open(file);
+		expect(m.deferred!.unread).toBe(200);
+		// A slice with no time left reads one batch: many records, not all; more are left.
+		expect(m.deferred!.hydrateSome(0)).toBe(true);
+		const first = m.deferred!.hydrated;
+		expect(first).toBeGreaterThan(1);
+		expect(first).toBeLessThan(200);
+		expect(m.deferred!.waiting).toBe(true);
+		// With time, the rest; none left, the file let go.
+		expect(m.deferred!.hydrateSome(Infinity)).toBe(false);
+		expect(m.deferred!.waiting).toBe(false);
+		expect(m.deferred!.hydrated).toBe(200);
+		expect(m.deferred!.unreadable).toBe(0);
+		expect(byId(db.getAllData()).map(d => (d.grain as Doc).osrelease)).toEqual(Array.from({ length: 200 }, (_, i) => (host(i).grain as Doc).osrelease));
+		expect(fdsOn(file)).toBe(0);
+		expect(m.deferred!.hydrateSome(Infinity)).toBe(false);
 		m.stop();
 	});
 
@@ -298,6 +336,11 @@ describe("a deferred field of the embedded store", () => {
 			}),
 			{ numRuns: 500 },
 		);
+		// A record of the field alone, and one with a key `__proto__` (a key, not the copy's prototype).
+		const write = (v: unknown) => JSON.stringify(v);
+		expect(serializeDeferred({ grain: { os: "x" } }, deferred, write)).toBe('{"grain":{"os":"x"}}');
+		const proto = JSON.parse('{"_id":"p","__proto__":{"a":1},"grain":2}') as Doc;
+		expect(serializeDeferred(proto, deferred, write)).toBe('{"_id":"p","__proto__":{"a":1},"grain":2}');
 	});
 
 	it("is off where lines pass through serialization hooks (they would no longer be JSON.stringify's)", async () => {
