@@ -37,6 +37,9 @@ export const MODULES = [
 	"services/governance/scope.ts", // what windows and policies govern, and the dry-run rule
 	"services/governance/approval-rules.ts", // approvals: the grant's digest, expiry, who votes, what votes make
 	"services/cm-gateway/governance.ts", // the run door's governance step: windows, break-glass, the approval gate
+	"lib/storage/nedb-plan.ts", // the embedded store's query planner: candidates, counts and pages
+	"lib/storage/nedb-index.ts", // the bucket index: one key per value (each value of a list), exclusion counts
+	"lib/storage/nedb-deferred.ts", // the deferred field: cut at load, read when asked, its file let go
 ];
 
 export const UNIT_SPECS = [
@@ -66,6 +69,9 @@ export const UNIT_SPECS = [
 	"test/governance/scope.spec.ts", // governance/scope.ts: origins, governed functions and hosts, targets
 	"test/governance/approval-rules.spec.ts", // governance/approval-rules.ts
 	"test/cm-gateway/governance.spec.ts", // cm-gateway/governance.ts
+	"test/storage/nedb-index.spec.ts", // the bucket index against NeDB's matcher, across writes and rollbacks
+	"test/storage/nedb-plan.spec.ts", // the planner and the bucket index through NedbStore, against full scans
+	"test/storage/nedb-deferred.spec.ts", // the deferred field through a managed file
 ];
 
 /** The score every module must reach (percentage of mutants killed or timed out). */

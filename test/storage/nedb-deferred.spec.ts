@@ -9,7 +9,7 @@ import fs from "node:fs";
 import path from "node:path";
 import fc from "fast-check";
 import { manageNedbFile, serializeRecord, type ManagedFile, type NedbFileDatastore } from "../../lib/storage/nedb-file";
-import { DeferredField } from "../../lib/storage/nedb-deferred";
+import { DeferredField, serializeDeferred } from "../../lib/storage/nedb-deferred";
 import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
 import { tempDir } from "../support/harness";
 
@@ -24,6 +24,18 @@ type Db = NedbFileDatastore & NedbDatastore & { loadDatabaseAsync(): Promise<voi
 const lines = (file: string) => fs.readFileSync(file, "utf8").split("\n").filter(Boolean);
 const byId = (docs: Doc[]) => [...docs].sort((a, b) => String(a._id).localeCompare(String(b._id)));
 const openFds = () => fs.readdirSync("/proc/self/fd").length;
+/** The descriptors this process holds on `file`, or on a file it replaced (a rewrite renames a new file over it: "… (deleted)"). */
+const fdsOn = (file: string) => {
+	const real = path.join(fs.realpathSync(path.dirname(file)), path.basename(file));
+	return fs.readdirSync("/proc/self/fd").filter(fd => {
+		try {
+			const target = fs.readlinkSync(`/proc/self/fd/${fd}`);
+			return target === real || target === `${real} (deleted)`;
+		} catch {
+			return false; // closed since it was listed (the directory's own descriptor)
+		}
+	}).length;
+};
 
 /** A datastore on `file` loaded with `grain` deferred (or by NeDB alone, `managed` false). */
 async function open(file: string, managed = true, options: Record<string, unknown> = {}): Promise<{ db: Db; m: ManagedFile; store: NedbStore }> {
@@ -168,6 +180,111 @@ describe("a deferred field of the embedded store", () => {
 		m.stop();
 	});
 
+	it("closes the file of a load whose lines later lines superseded or deleted, once the records it loaded are read", async () => {
+		const file = path.join(tempDir("deferred"), "hosts.db");
+		const writer = await open(file);
+		await writer.store.insertMany(Array.from({ length: 60 }, (_, i) => host(i)));
+		// Each record written three more times (the grain changed: its last line holds the value), and ten removed.
+		for (const round of [1, 2, 3]) await writer.store.updateMany({}, { $set: { "grain.osrelease": `r${round}` } });
+		await writer.store.removeMany({ _id: { $in: Array.from({ length: 10 }, (_, i) => host(50 + i)._id as string) } });
+		writer.m.stop();
+		expect(lines(file).length).toBeGreaterThan(4 * 60);
+		const { db, m, store } = await open(file);
+		// The 50 records left, of which 40 wait for their grain in the file the load read (the others hold a deeper "grain").
+		expect(db.getAllData()).toHaveLength(50);
+		expect(m.deferred!.unread).toBe(40);
+		expect(fdsOn(file)).toBe(1);
+		// Two read before the background pass, which reads the others.
+		for (const id of ["h-001", "h-049"]) expect(((await store.findOne({ _id: id }))?.grain as Doc).osrelease).toBe("r3");
+		expect(m.deferred!.unread).toBe(38);
+		m.hydrateInBackground!();
+		while (m.deferred!.unread > 0) await new Promise(r => setImmediate(r));
+		// Every grain read, the last written: the file the load read is let go (its space with it, once replaced).
+		expect(byId(db.getAllData()).map(d => (d.grain as Doc).osrelease)).toEqual(Array(50).fill("r3"));
+		expect(fdsOn(file)).toBe(0);
+		m.stop();
+	});
+
+	it("reads the fields a load left pending before loading again, and lets both files go", async () => {
+		const file = await writtenFile(40);
+		const { db, m } = await open(file);
+		expect(m.deferred!.unread).toBe(32);
+		const first = fdsOn(file);
+		await db.loadDatabaseAsync();
+		// The first load's fields were read (its file let go), the second's wait in the file it read.
+		expect(m.deferred!.hydrated).toBe(32);
+		expect(m.deferred!.unread).toBe(32);
+		expect(fdsOn(file)).toBe(first);
+		expect(byId(db.getAllData()).map(d => (d.grain as Doc).osrelease)).toEqual(Array.from({ length: 40 }, (_, i) => (host(i).grain as Doc).osrelease));
+		expect(m.deferred!.unreadable).toBe(0);
+		expect(fdsOn(file)).toBe(0);
+		m.stop();
+	});
+
+	it("lets the file go when a load fails (too many corrupt lines)", async () => {
+		const file = await writtenFile(20);
+		fs.appendFileSync(file, "not a record\n".repeat(10));
+		const db = new Datastore({ filename: file }) as Db;
+		const m = manageNedbFile(db, undefined, "grain");
+		await expect(db.loadDatabaseAsync()).rejects.toThrow(/corrupt/);
+		expect(m.deferred!.unread).toBe(0);
+		expect(fdsOn(file)).toBe(0);
+		m.stop();
+	});
+
+	it("counts a field assigned before it was read as read, and lets the file go after the last", async () => {
+		const file = await writtenFile(10);
+		const { db, m } = await open(file);
+		const waiting = byId(db.getAllData()).filter((_, i) => i % 5 !== 0);
+		expect(m.deferred!.unread).toBe(8);
+		for (const [k, r] of waiting.entries()) {
+			r.grain = { os: `new-${k}` };
+			expect(m.deferred!.unread).toBe(8 - k - 1);
+			expect(fdsOn(file)).toBe(k === 7 ? 0 : 1);
+		}
+		expect(waiting.map(r => (r.grain as Doc).os)).toEqual(waiting.map((_, k) => `new-${k}`));
+		expect(m.deferred!.hydrated).toBe(0);
+		// Half assigned, then the background pass: it reads only the others, and the assigned values stay.
+		const again = await open(file);
+		const some = byId(again.db.getAllData()).filter((_, i) => i % 5 !== 0);
+		for (const r of some.slice(0, 4)) r.grain = { os: "assigned" };
+		expect(again.m.deferred!.hydrateSome(Infinity)).toBe(false);
+		expect(again.m.deferred!.hydrated).toBe(4);
+		expect(again.m.deferred!.unread).toBe(0);
+		expect(some.map(r => (r.grain as Doc).os)).toEqual([...Array(4).fill("assigned"), ...Array(4).fill("ALT")]);
+		expect(fdsOn(file)).toBe(0);
+		// An assigned field is a field as any other: deleted, it is gone.
+		delete some[0].grain;
+		expect("grain" in some[0]).toBe(false);
+		m.stop();
+		again.m.stop();
+	});
+
+	it("reads the fields in the background a slice at a time, many records' bytes at once, until none is left", async () => {
+		// Grains of about 3 KB: 200 hosts hold more than one read's worth of bytes.
+		const file = path.join(tempDir("deferred"), "hosts.db");
+		const writer = await open(file);
+		await writer.store.insertMany(Array.from({ length: 200 }, (_, i) => ({ ...host(i), labels: {}, grain: { ...(host(i).grain as Doc), pad: "x".repeat(3_000) } })));
+		writer.m.stop();
+		const { db, m } = await open(file);
+		expect(m.deferred!.unread).toBe(200);
+		// A slice with no time left reads one batch: many records, not all; more are left.
+		expect(m.deferred!.hydrateSome(0)).toBe(true);
+		const first = m.deferred!.hydrated;
+		expect(first).toBeGreaterThan(1);
+		expect(first).toBeLessThan(200);
+		expect(m.deferred!.waiting).toBe(true);
+		// With time, the rest; none left, the file let go.
+		expect(m.deferred!.hydrateSome(Infinity)).toBe(false);
+		expect(m.deferred!.waiting).toBe(false);
+		expect(m.deferred!.hydrated).toBe(200);
+		expect(m.deferred!.unreadable).toBe(0);
+		expect(byId(db.getAllData()).map(d => (d.grain as Doc).osrelease)).toEqual(Array.from({ length: 200 }, (_, i) => (host(i).grain as Doc).osrelease));
+		expect(fdsOn(file)).toBe(0);
+		expect(m.deferred!.hydrateSome(Infinity)).toBe(false);
+		m.stop();
+	});
+
 	it("reads a field whose bytes are gone (a disk's fault: the file cut short under it) as null, the others as written, and never throws", async () => {
 		const file = await writtenFile(50);
 		const { db, m } = await open(file);
@@ -219,6 +336,11 @@ describe("a deferred field of the embedded store", () => {
 			}),
 			{ numRuns: 500 },
 		);
+		// A record of the field alone, and one with a key `__proto__` (a key, not the copy's prototype).
+		const write = (v: unknown) => JSON.stringify(v);
+		expect(serializeDeferred({ grain: { os: "x" } }, deferred, write)).toBe('{"grain":{"os":"x"}}');
+		const proto = JSON.parse('{"_id":"p","__proto__":{"a":1},"grain":2}') as Doc;
+		expect(serializeDeferred(proto, deferred, write)).toBe('{"_id":"p","__proto__":{"a":1},"grain":2}');
 	});
 
 	it("is off where lines pass through serialization hooks (they would no longer be JSON.stringify's)", async () => {

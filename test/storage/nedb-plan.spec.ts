@@ -16,6 +16,7 @@ const nedbModel = require("@seald-io/nedb/lib/model.js") as { match(doc: Doc, qu
 
 const STATUSES = ["up", "down", "unknown"];
 const GROUPS = ["g0", "g1", "g2", "g3"];
+const TAGS = ["all", "edge", "lab"];
 const T0 = Date.UTC(2026, 0, 1);
 
 function host(i: number): Doc {
@@ -35,10 +36,10 @@ async function nedb(indexed: boolean, docs: Doc[]): Promise<NedbStore> {
 	await db.loadDatabaseAsync();
 	const store = new NedbStore(db as unknown as NedbDatastore);
 	if (indexed) {
-		for (const field of ["status", "groups", "version", "_soft_deleted"]) await store.ensureIndex(field);
+		for (const field of ["status", "groups", "version", "_soft_deleted", "tags"]) await store.ensureIndex(field);
 		await store.ensureIndex("_updated", { ordered: true });
 	}
-	await store.insertMany(docs.map(d => ({ ...d, groups: [...d.groups] })));
+	await store.insertMany(docs.map(d => Object.fromEntries(Object.entries(d).map(([k, v]) => [k, Array.isArray(v) ? [...v] : v]))));
 	return store;
 }
 
@@ -213,6 +214,37 @@ describe("the embedded store's planner", () => {
 		expect(await checkedBy(plain, () => plain.findPage(filter, { limit: 25 }))).toBe(HOSTS);
 	});
 
+	it("counts and lists a value most records' lists hold beside a cheaper condition: each value of a list is a key of its own", async () => {
+		// Issue 44: `count({status: "up", groups: "all"})` answered 500 of 600 when a list was taken for one key of
+		// the bucket index (the hosts in "all" and "web" counted as holding only "web", so excluded).
+		const fleet: Doc[] = Array.from({ length: 1_000 }, (_, i) => ({
+			_id: `h${String(i).padStart(4, "0")}`,
+			status: i % 5 < 3 ? "up" : "down",
+			groups: i % 10 === 1 ? ["all", "web"] : i % 100 === 9 ? ["web"] : ["all"],
+		}));
+		const ids = (docs: Doc[]) => docs.map(d => d._id as string).sort();
+		const expectSame = async (store: NedbStore, filter: Filter, want: Doc[]) => {
+			expect(await store.count(filter)).toBe(want.length);
+			expect(ids(await store.find(filter))).toEqual(ids(want));
+			const page = await store.findPage(filter, { skip: 10, limit: 20 });
+			expect(page.total).toBe(want.length);
+			expect(page.docs.map(d => d._id)).toEqual(ids(want).slice(10, 30));
+		};
+		const store = await nedb(true, fleet);
+		const upInAll = fleet.filter(d => d.status === "up" && d.groups.includes("all"));
+		expect(upInAll).toHaveLength(600);
+		await expectSame(store, { $and: [{ status: "up" }, { groups: "all" }] }, upInAll);
+		await expectSame(store, { status: "up", groups: { $in: ["all"] } }, upInAll);
+		await expectSame(store, { $and: [{ status: "down" }, { groups: { $eq: "all" } }] }, fleet.filter(d => d.status === "down" && d.groups.includes("all")));
+		// The list's other value is a key too (a list is not keyed by its first value).
+		await expectSame(store, { $and: [{ status: "up" }, { groups: "web" }] }, fleet.filter(d => d.status === "up" && d.groups.includes("web")));
+		// Every list holds "all" but some hold nothing: "all" is not every record's (an empty list holds no key).
+		const holdAll = await nedb(true, fleet.map((d, i) => ({ ...d, groups: i % 50 === 2 ? [] : ["all"] })));
+		const upHoldingAll = fleet.filter((d, i) => d.status === "up" && i % 50 !== 2);
+		expect(upHoldingAll).toHaveLength(580);
+		await expectSame(holdAll, { $and: [{ status: "up" }, { groups: "all" }] }, upHoldingAll);
+	});
+
 	it("takes the most selective index of several, and a range from NeDB's ordered index", async () => {
 		const since = new Date(T0 + (HOSTS - 40) * 1000);
 		const filter = { groups: { $in: ["g1", "g2"] }, _updated: { $gte: since } };
@@ -278,7 +310,9 @@ describe("the embedded store's planner", () => {
 	});
 
 	it("counts and pages the same as a full scan for any filter, sort and page, across writes", async () => {
-		const small = Array.from({ length: 300 }, (_, i) => host(i * 31));
+		// `tags`: a value nearly every record's list holds ("all"), some lists holding another beside it, so that a
+		// condition on "all" is dominant and another one the cheaper source (issue 44).
+		const small = Array.from({ length: 300 }, (_, i): Doc => ({ ...host(i * 31), tags: i % 9 === 0 ? ["all", TAGS[1 + (i % 2)]] : ["all"] }));
 		const a = await nedb(true, small);
 		const b = await nedb(false, small);
 		const scalarCond = fc.oneof(
@@ -290,8 +324,18 @@ describe("the embedded store's planner", () => {
 			fc.record({ _soft_deleted: fc.boolean() }),
 			fc.record({ _updated: fc.record({ $lt: fc.integer({ min: 0, max: 10_000 }).map(s => new Date(T0 + s * 1000)) }) }),
 			fc.record({ name: fc.record({ $gt: fc.constantFrom("host-3", "host-6") }) }),
+			fc.record({ tags: fc.constantFrom(...TAGS) }),
+			fc.record({ tags: fc.oneof(fc.constant("all"), fc.record({ $in: fc.subarray(TAGS, { minLength: 1 }) })) }),
 		);
-		const filterArb = fc.array(scalarCond, { maxLength: 3 }).map((conds): Filter => (conds.length === 0 ? {} : conds.length === 1 ? conds[0] : { $and: conds }));
+		// A condition most records pass beside a cheaper one: the total counted from the records it excludes.
+		const dominated = fc.tuple(
+			fc.oneof(fc.record({ status: fc.constantFrom(...STATUSES) }), fc.record({ groups: fc.constantFrom(...GROUPS) }), fc.record({ _soft_deleted: fc.constant(false) })),
+			fc.oneof(fc.constant<Filter>({ tags: "all" }), fc.constant<Filter>({ tags: { $in: ["all"] } }), fc.constant<Filter>({ _soft_deleted: false })),
+			fc.array(scalarCond, { maxLength: 1 }),
+		).map(([cheap, most, more]) => [cheap, most, ...more]);
+		const filterArb = fc
+			.oneof({ arbitrary: fc.array(scalarCond, { maxLength: 3 }), weight: 2 }, { arbitrary: dominated, weight: 1 })
+			.map((conds): Filter => (conds.length === 0 ? {} : conds.length === 1 ? conds[0] : { $and: conds }));
 		const sortArb = fc.subarray(["name", "status", "_updated", "version"]).chain(fields => fc.tuple(...fields.map(f => fc.constantFrom<[string, 1 | -1]>([f, 1], [f, -1])))) as fc.Arbitrary<SortSpec>;
 		let clock = 20_000;
 		// `flag`: a write may leave a record without its soft-delete flag, or with a list there: that index then no
@@ -302,6 +346,10 @@ describe("the embedded store's planner", () => {
 			group: fc.constantFrom(...GROUPS),
 			remove: fc.boolean(),
 			flag: fc.constantFrom("keep", "keep", "keep", "keep", "unset", "list", "restore"),
+			// `tags`: a value added to a record's list, its list emptied (it holds no key), every list back to "all" alone
+			// (one key each), or back to the lists the records started with.
+			tags: fc.constantFrom("keep", "keep", "keep", "add", "empty", "reset", "restart"),
+			tag: fc.constantFrom(...TAGS),
 		});
 		await fc.assert(
 			fc.asyncProperty(filterArb, sortArb, fc.nat(40), fc.integer({ min: 1, max: 30 }), fc.array(writeArb, { maxLength: 3 }), async (filter, sort, skip, limit, writes) => {
@@ -314,6 +362,10 @@ describe("the embedded store's planner", () => {
 						if (w.flag === "unset") await s.updateMany({ _id: id }, { $unset: { _soft_deleted: true } });
 						if (w.flag === "list") await s.updateMany({ _id: id }, { $set: { _soft_deleted: [false, true] } });
 						if (w.flag === "restore") await s.updateMany({}, { $set: { _soft_deleted: false } });
+						if (w.tags === "add") await s.updateMany({ _id: id }, { $addToSet: { tags: w.tag } });
+						if (w.tags === "empty") await s.updateMany({ _id: id }, { $set: { tags: [] } });
+						if (w.tags === "reset" || w.tags === "restart") await s.updateMany({}, { $set: { tags: ["all"] } });
+						if (w.tags === "restart") for (const tag of TAGS.slice(1)) await s.updateMany({ _id: { $in: small.filter(d => d.tags.includes(tag)).map(d => d._id) } }, { $set: { tags: ["all", tag] } });
 					}
 				}
 				// The oracle: every match (NeDB's own matcher over the whole collection), sorted here, then the page.
