@@ -392,7 +392,7 @@ export default function records(h: () => Harness): void {
 			const id = list.body._items[0]._id;
 			const byName = await request("GET", url("nodegroups/e2e.db_1"));
 			expect(byName.status).toBe(200);
-			expect(byName.body).toEqual({ name: "e2e.db_1", type: 1, info: { regex: "^db-", grain: { virtual: "kvm" } }, ...stamps, _id: id, _links: itemLinks("nodegroups", "Nodegroup", id) });
+			expect(byName.body).toEqual({ name: "e2e.db_1", type: 1, source: "config", info: { regex: "^db-", grain: { virtual: "kvm" } }, ...stamps, _id: id, _links: itemLinks("nodegroups", "Nodegroup", id) });
 			const byId = await request("GET", url(`nodegroups/${id}`));
 			expect(byId.status).toBe(200);
 			expect(byId.body).toEqual(byName.body);
