@@ -315,6 +315,12 @@ describe("each refusal, exactly as the caller reads it", () => {
 		const byIdMods = { functions: ["state.sls_id"], calls: { "state.sls_id": { mods: ["web"] } } };
 		expect(deny(byIdMods, "state.sls_id", ["nginx", "db"])).toBe("sls db not allowed by scope.calls['state.sls_id'].mods (web)");
 		expect(deny(byIdMods, "state.sls_id", ["nginx", "web"])).toBeNull();
+		// Only the sls position is the mods rule's: a matcher that restricts keywords still counts the others.
+		const byIdKw = { functions: ["state.sls_id"], calls: { "state.sls_id": { kwargs: { exclude: ".*" }, mods: ["web"] } } };
+		expect(deny(byIdKw, "state.sls_id", ["nginx", "web"])).toBe("argument 1 of state.sls_id is not allowed by scope.calls['state.sls_id'] (it allows 0 positional arguments)");
+		// Without a mods rule, the sls position is an argument like any other.
+		const kwOnly = { functions: ["state.apply"], calls: { "state.apply": { kwargs: { exclude: ".*" } } } };
+		expect(deny(kwOnly, "state.apply", ["db"])).toBe("argument 1 of state.apply is not allowed by scope.calls['state.apply'] (it allows 0 positional arguments)");
 	});
 
 	it("reads sls names given as a comma list, a list, or mods=; refuses what cannot be read and the whole highstate", () => {
@@ -336,6 +342,7 @@ describe("each refusal, exactly as the caller reads it", () => {
 		expect(deny(env, "state.apply", [], { saltenv: "dev", pillarenv: "dev" })).toBeNull();
 		expect(deny(env, "state.apply", [], { pillarenv: "base" })).toBe("pillarenv 'base' is not among scope.calls['state.apply'].pillarenv");
 		expect(deny(env, "state.apply", ["saltenv=[dev]"])).toBe("saltenv '[dev]' is not among scope.calls['state.*'].saltenv");
+		expect(deny(env, "state.apply", [], { saltenv: "y".repeat(300) })).toBe(`saltenv '${"y".repeat(100)}' is not among scope.calls['state.*'].saltenv`);
 		expect(deny({ functions: ["state.apply"] }, "state.apply", [], { saltenv: "base", pillarenv: "base" })).toBeNull();
 		expect(deny({ functions: ["state.apply"] }, "state.apply", [], { pillarenv: "x".repeat(300) })).toBe(`pillarenv '${"x".repeat(100)}' is refused for a scoped token: only base, unless a scope.calls entry for state.apply lists it in its pillarenv`);
 		expect(deny({ functions: ["state.apply"] }, "state.apply", [], { saltenv: 5 })).toBe("saltenv '5' is refused for a scoped token: only base, unless a scope.calls entry for state.apply lists it in its saltenv");
