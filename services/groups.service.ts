@@ -13,6 +13,7 @@ import { QueryArgs, parseWhere } from "../lib/eve/query";
 import type { Doc } from "../lib/storage/store";
 import type { Issues } from "../lib/eve/errors";
 import { ruleProblems, type GroupDef, type Rule } from "../lib/fleet/group-rules";
+import { action, call } from "../lib/contracts/call";
 
 /**
  * The group types the spec documents, and only those: 0 (static: subgroups and hosts) and 1 (automatic:
@@ -76,9 +77,8 @@ const GroupsService: EveServiceSchema<GroupsThis> = {
 		 * GET /groups/{id}/hostnames: every host this group selects (lib/fleet/group-rules.ts): its explicit hosts
 		 * and those its rule matches, and the same of every group below it; soft-deleted hosts left out.
 		 */
-		hostnames: {
-			params: { id: "string", query: { type: "any", optional: true } },
-			async handler(this: GroupsThis, ctx: Context<{ id: string }>) {
+		hostnames: action("groups.hostnames", {
+			async handler(this: GroupsThis, ctx) {
 				const group = await this.visibleItem(ctx.params.id);
 				const ids = [String(group._id), ...this.descendants(await this.subgroupIndex(), String(group._id))];
 				const groups = await this.store.find({ _id: { $in: ids } });
@@ -86,18 +86,17 @@ const GroupsService: EveServiceSchema<GroupsThis> = {
 				for (const g of groups) for (const h of g.hosts ?? []) explicit.add(h);
 				const rules = groups.map(g => g.info as Rule | undefined).filter((r): r is Rule => !!r && (r.regex !== undefined || typeof r.target === "string" || Object.keys(r.grain ?? {}).length > 0));
 				if (!explicit.size && !rules.length) return [];
-				return ctx.call("hosts.resolve", { explicit: [...explicit], rules });
+				return ctx.call<string[], unknown>("hosts.resolve", { explicit: [...explicit], rules });
 			},
-		},
+		}),
 
 		/**
 		 * A task's `tgt` as hostnames, now (internal: the tasks service and the cm-gateway): each entry that
 		 * is a group's id becomes that group's hostnames; any other entry is taken as a hostname.
 		 */
-		expandTargets: {
+		expandTargets: action("groups.expandTargets", {
 			visibility: "public",
-			params: { tgt: { type: "array", items: "string", max: 100_000 } },
-			async handler(this: GroupsThis, ctx: Context<{ tgt: string[] }>): Promise<string[]> {
+			async handler(this: GroupsThis, ctx) {
 				const names = new Set<string>();
 				for (const t of ctx.params.tgt) {
 					const group = OBJECT_ID.test(t) ? await this.store.findOne({ _id: t }) : null;
@@ -105,11 +104,11 @@ const GroupsService: EveServiceSchema<GroupsThis> = {
 						names.add(t);
 						continue;
 					}
-					for (const h of await ctx.call<string[], { id: string }>("groups.hostnames", { id: t })) names.add(h);
+					for (const h of await call(ctx, "groups.hostnames", { id: t })) names.add(h);
 				}
 				return [...names].sort();
 			},
-		},
+		}),
 
 		/**
 		 * The generated part of the graph for a master (internal: POST /graph build_graph): one root group

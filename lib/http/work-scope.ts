@@ -9,6 +9,7 @@
 import type { Context } from "moleculer";
 import { EveError } from "../eve/errors";
 import type { Caller } from "./auth";
+import { call } from "../contracts/call";
 
 /** The complete call a piece of work makes, and the hosts it makes it on now. */
 export interface WorkCall {
@@ -29,13 +30,13 @@ export function scopedCaller(ctx: Context): Caller | null {
  * Refuses (403, saying why) a scoped caller `action` on `what` unless the work's call on its hosts is one the caller's
  * token allows now. Hosts that resolve to none cannot be shown to lie inside a scope that limits hosts: refused too.
  */
-export async function authorizeScopedWork(ctx: Context, action: string, what: string, call: WorkCall): Promise<void> {
+export async function authorizeScopedWork(ctx: Context, action: string, what: string, work: WorkCall): Promise<void> {
 	const caller = scopedCaller(ctx);
 	if (!caller) return;
 	const refused = (why: string) => new EveError(403, `your token may not ${action} ${what}: it is not wholly inside the token's scope (${why})`);
-	if (caller.scope?.groups && !call.hosts.length) throw refused("it selects no host now, so nothing shows it stays within your groups");
+	if (caller.scope?.groups && !work.hosts.length) throw refused("it selects no host now, so nothing shows it stays within your groups");
 	try {
-		await ctx.call("tokens.authorizeRun", { token: caller.id, client: call.client, fun: call.fun, ...(call.arg ? { arg: call.arg } : {}), kwarg: call.kwarg ?? {}, targets: call.hosts });
+		await call(ctx, "tokens.authorizeRun", { token: caller.id, client: work.client, fun: work.fun, ...(work.arg ? { arg: work.arg } : {}), kwarg: work.kwarg ?? {}, targets: work.hosts });
 	} catch (err) {
 		const e = err as { code?: number; message?: string };
 		if (e.code === 403) throw refused(String(e.message));

@@ -13,6 +13,7 @@ import { startRun as throughTheDoor, type Hold, type RunBody, type RunRequest } 
 import { requester, type RunMeta, type Runs } from "./runs";
 import type { GatewayContext } from "./context";
 import type { Returns } from "./returns";
+import { call } from "../../lib/contracts/call";
 
 interface Monitor {
 	timer: NodeJS.Timeout;
@@ -90,7 +91,7 @@ export class AllStatusPolls {
 		const { config, logger } = this.gw;
 		try {
 			// Every poll is a run: the token that started the poll must still allow it (revoked: it stops).
-			if (!rethrow) await this.gw.broker.call("tokens.authorizeRun", { token: monitor.token, client: ALL_STATUS_CALL.cm_client, fun: ALL_STATUS_CALL.fun, targets: [host] });
+			if (!rethrow) await call(this.gw.broker, "tokens.authorizeRun", { token: monitor.token, client: ALL_STATUS_CALL.cm_client, fun: ALL_STATUS_CALL.fun, targets: [host] });
 			// …and, when a maintenance window governs status.all_status on the host, inside it (closed: it stops).
 			const windows = rethrow ? null : await this.gw.broker.call<{ refused: string[] }, Record<string, unknown>>("maintenance-windows.check", { fun: ALL_STATUS_CALL.fun, targets: [host] });
 			if (windows?.refused.length) throw new EveError(409, `the maintenance windows of '${host}' governing status.all_status are closed`);

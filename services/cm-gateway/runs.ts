@@ -19,6 +19,7 @@ import { JID, isObject, strings, type GatewayContext } from "./context";
 import type { JobPoll } from "./job-poll";
 import type { Returns } from "./returns";
 import { historyEntry, type JobHistory } from "./history";
+import { call } from "../../lib/contracts/call";
 
 export interface RunMeta {
 	user?: { id: string; name: string; role: string };
@@ -144,7 +145,7 @@ export class Runs {
 
 	/** The group's hostnames (its own and its subgroups', soft-deleted hosts left out). */
 	async groupTargets(ctx: Context, id: string): Promise<string[]> {
-		const names = await ctx.call<string[], { id: string }>("groups.hostnames", { id });
+		const names = await call(ctx, "groups.hostnames", { id });
 		if (!names.length) throw new EveError(422, `group '${id}' has no hosts to run on`);
 		return names;
 	}
@@ -153,14 +154,14 @@ export class Runs {
 	async taskTargets(ctx: Context, tgt: string[], target?: string): Promise<string[]> {
 		const listed = await this.listedTargets(ctx, tgt);
 		if (target === undefined) return listed;
-		const { hosts } = await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target });
+		const { hosts } = await call(ctx, "hosts.resolveTarget", { target });
 		return [...new Set([...listed, ...hosts])].sort();
 	}
 
 	/** `tgt`'s group ids resolved to their hosts, only live hosts kept. */
 	async listedTargets(ctx: Context, tgt: string[]): Promise<string[]> {
 		if (!tgt.length) return [];
-		const names = await ctx.call<string[], { tgt: string[] }>("groups.expandTargets", { tgt });
+		const names = await call(ctx, "groups.expandTargets", { tgt });
 		const known = new Set<string>(names.length ? await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: names }) : []);
 		const live = names.filter(h => known.has(h));
 		const removed = new Set<string>(live.length ? await ctx.call<string[], { ids: string[] }>("hosts.softDeletedAmong", { ids: live }) : []);
@@ -183,7 +184,7 @@ export class Runs {
 	async onCompound(ctx: Context<{ body?: unknown }, RunMeta>): Promise<RunAnswer> {
 		const { target, ...checked } = this.validateBody<RunBody & { target: string; break_glass?: string }>(ctx.params.body, checkTargetBody);
 		const { call: body, breakGlass } = this.splitBody(checked);
-		const { hosts } = await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target });
+		const { hosts } = await call(ctx, "hosts.resolveTarget", { target });
 		if (!hosts.length) throw new EveError(422, `the target '${target.slice(0, 200)}' selects no live host`);
 		return this.start(ctx, { ...requester(ctx), ...(breakGlass ? { breakGlass } : {}) }, hosts, body, {}, target);
 	}
@@ -291,7 +292,7 @@ export class Runs {
 	doorEffects<R>(ctx: Context, req: RunRequest, execute: (holder: TokenHolder) => Promise<R>, jidOf?: (result: R) => string | null, held?: (hold: Hold) => R): DoorEffects<R> {
 		const { by, targets, body } = req;
 		return {
-			authorize: () => ctx.call<TokenHolder, Record<string, unknown>>("tokens.authorizeRun", { token: by.token, client: body.cm_client, fun: body.fun, arg: body.arg, kwarg: body.kwarg, targets }),
+			authorize: () => call(ctx, "tokens.authorizeRun", { token: by.token, client: body.cm_client, fun: body.fun, arg: body.arg, kwarg: body.kwarg, targets }),
 			govern: holder => this.governance.govern(ctx, req, holder),
 			held,
 			// A refusal's record is written in the refused call's context; a run's records by the gateway itself.

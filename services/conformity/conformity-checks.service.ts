@@ -21,6 +21,7 @@ import { CronError, nextDue, parseCron, type Schedule } from "../../lib/fleet/sc
 import type { Doc } from "../../lib/storage/store";
 import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
 import { writeMethods } from "../../mixins/eve-collection/writes";
+import { call } from "../../lib/contracts/call";
 
 const SHARE = /^(\d{1,3})%$/;
 const share = { type: "string", pattern: SHARE } as const;
@@ -93,10 +94,10 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 		async authorizeCheck(this: ChecksThis, ctx: RestContext, check: Doc): Promise<string> {
 			const user = (ctx.meta as { user?: { id: string } }).user;
 			if (!user?.id) throw new EveError(403, "the check is refused: no token authorizes it");
-			const { hosts } = await ctx.call<{ hosts: string[] }, { target: string; field: string }>("hosts.resolveTarget", { target: check.target, field: "target" });
+			const { hosts } = await call(ctx, "hosts.resolveTarget", { target: check.target, field: "target" });
 			if (!hosts.length) throw validationFailed({ target: "selects no live host" });
 			(ctx.meta as { auditRun?: { fun: string; targets: string[] } }).auditRun = { fun: "state.apply", targets: hosts };
-			await ctx.call("tokens.authorizeRun", { token: user.id, client: "local_async", fun: "state.apply", kwarg: kwargOf(check), targets: hosts });
+			await call(ctx, "tokens.authorizeRun", { token: user.id, client: "local_async", fun: "state.apply", kwarg: kwargOf(check), targets: hosts });
 			return user.id;
 		},
 
@@ -105,7 +106,7 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 			if (!scopedCaller(ctx)) return;
 			let hosts: string[];
 			try {
-				hosts = (await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target: check.target })).hosts;
+				hosts = (await call(ctx, "hosts.resolveTarget", { target: check.target })).hosts;
 			} catch (err) {
 				if ((err as { code?: number }).code !== 422) throw err;
 				throw new EveError(403, `your token may not ${action} this check: its target cannot be evaluated now, so nothing shows it lies inside the token's scope`);

@@ -29,6 +29,7 @@ import { isHighstateTest, isStateTest, judge, transitionAlert, type ConformitySt
 import { returnValue } from "../../lib/fleet/state-results";
 import type { Doc } from "../../lib/storage/store";
 import { appliedOrFailed, authorizeFix, hostFixCalls, isFixable, planTargetFix, targetFixCalls, type FixCall, type HostConformity, type StoredState } from "./fix-plan";
+import { call } from "../../lib/contracts/call";
 
 type ConformityThis = Service &
 	StorageThis & {
@@ -147,7 +148,7 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 			async handler(this: ConformityThis, ctx: Context<{ body?: unknown }, { user?: { id: string } }>) {
 				const body = ctx.params.body as { target?: unknown } | undefined;
 				if (!body || typeof body !== "object" || typeof body.target !== "string" || !body.target.length || body.target.length > 10_000) throw validationFailed({ target: "a compound target (a string of 1 to 10,000 characters) is required" });
-				const { hosts } = await ctx.call<{ hosts: string[] }, { target: string; field: string }>("hosts.resolveTarget", { target: body.target, field: "target" });
+				const { hosts } = await call(ctx, "hosts.resolveTarget", { target: body.target, field: "target" });
 				const docs = await this.store.find({ _id: { $in: hosts } }, { only: ["state", "states"] });
 				const plan = planTargetFix(docs as HostConformity[]);
 				const drifted = plan.hosts;
@@ -157,7 +158,7 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 				if (!owner) throw new EveError(403, "the fix is refused: no token authorizes it");
 				// Everything authorized before anything is made, the re-check included: a fix is refused whole, saying why.
 				const calls = targetFixCalls(plan);
-				await authorizeFix(calls, call => ctx.call("tokens.authorizeRun", { token: owner, ...call }));
+				await authorizeFix(calls, fixCall => call(ctx, "tokens.authorizeRun", { token: owner, ...fixCall }));
 				const fix = newObjectId();
 				const fixes = [];
 				for (const [i, g] of plan.groups.entries()) {
@@ -234,7 +235,7 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 			// The drifted states one run each, then the check: every run authorized before the first (a fix is refused
 			// whole, saying why, never applied in part).
 			const calls = hostFixCalls(host, drifted);
-			await authorizeFix(calls, call => ctx.call("tokens.authorizeRun", { token: owner, ...call }));
+			await authorizeFix(calls, fixCall => call(ctx, "tokens.authorizeRun", { token: owner, ...fixCall }));
 			/**
 			 * Each run gets an audit record of its own (the request's record is the gateway's). A callee's meta is merged
 			 * back into the caller's: the request's record id is put back after each, or the gateway could not write it.

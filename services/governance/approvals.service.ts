@@ -24,6 +24,7 @@ import type { Doc } from "../../lib/storage/store";
 import { ORIGINS, type MatchedPolicy, type Origin } from "./scope";
 import { DECISIONS, callDigest, expiryOf, grantCovers, statusAfter, stillPending, voteRefusal, type HeldCall, type Vote } from "./approval-rules";
 import type { Caller } from "../../lib/http/auth";
+import { call } from "../../lib/contracts/call";
 
 /** Who asked: the token the run is authorized against, and who it is. */
 export interface Requester {
@@ -215,7 +216,7 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 				if (decision === "approved") {
 					// An approver vouches for the run: their own token must allow it (the complete call on those hosts).
 					try {
-						await ctx.call("tokens.authorizeRun", { token: user.id, client: doc.call.cm_client, fun: doc.call.fun, arg: doc.call.arg, kwarg: doc.call.kwarg, targets: doc.hosts });
+						await call(ctx, "tokens.authorizeRun", { token: user.id, client: doc.call.cm_client, fun: doc.call.fun, arg: doc.call.arg, kwarg: doc.call.kwarg, targets: doc.hosts });
 					} catch (err) {
 						const e = err as { code?: number; message: string };
 						if (e.code === 403) throw new EveError(403, `you may not approve a run you could not make yourself: ${e.message.replace(/^the run is refused: /, "")}`);

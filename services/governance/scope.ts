@@ -11,6 +11,7 @@ import type { Issues } from "../../lib/eve/errors";
 import { effectiveCall, kwargIsTrue } from "../../lib/security/effective-call";
 import { entryOf } from "../../lib/security/catalogue";
 import { innerFunction } from "../../lib/security/scopes";
+import { call } from "../../lib/contracts/call";
 
 export const ORIGINS = ["api", "task", "rollout", "repl"] as const;
 export type Origin = (typeof ORIGINS)[number];
@@ -92,7 +93,7 @@ export async function targetsIssues(ctx: Context, targets: Targets | undefined, 
 	}
 	if (targets.target !== undefined) {
 		try {
-			await ctx.call("hosts.resolveTarget", { target: targets.target, field: `${field}.target` });
+			await call(ctx, "hosts.resolveTarget", { target: targets.target, field: `${field}.target` });
 		} catch (err) {
 			const e = err as { code?: number; data?: { issues?: Issues } };
 			if (e.code === 422 && e.data?.issues) return { [field]: { target: Object.values(e.data.issues)[0] } };
@@ -118,7 +119,7 @@ export async function hostsOf(ctx: Context, targets: Targets, memo: HostsMemo = 
 	const hosts = new Set<string>();
 	for (const group of targets.groups ?? []) {
 		const names = await once(`g:${group}`, () =>
-			ctx.call<string[], { id: string }>("groups.hostnames", { id: group }).catch((err: { code?: number }) => {
+			call(ctx, "groups.hostnames", { id: group }).catch((err: { code?: number }) => {
 				if (err.code === 404) return [];
 				throw err;
 			}),
@@ -129,7 +130,7 @@ export async function hostsOf(ctx: Context, targets: Targets, memo: HostsMemo = 
 	// rather than guess which hosts it governs.
 	if (targets.target !== undefined) {
 		const expr = targets.target;
-		for (const h of await once(`t:${expr}`, async () => (await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target: expr })).hosts)) hosts.add(h);
+		for (const h of await once(`t:${expr}`, async () => (await call(ctx, "hosts.resolveTarget", { target: expr })).hosts)) hosts.add(h);
 	}
 	return hosts;
 }

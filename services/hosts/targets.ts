@@ -12,6 +12,7 @@ import { badRequest, validationFailed } from "../../lib/eve/errors";
 import { compileSchema } from "../../lib/eve/validation";
 import { TARGET_PREVIEW_BODY } from "../../lib/http/bodies";
 import { compileTarget, groupRefs, TargetError, type TargetHost } from "../../lib/fleet/compound";
+import { action, call } from "../../lib/contracts/call";
 
 const checkPreviewBody = compileSchema(TARGET_PREVIEW_BODY, { wellFormed: true });
 
@@ -36,7 +37,7 @@ async function groupMembers(ctx: Context, expression: string): Promise<(ref: str
 		const named = groups.filter(g => g._id === ref);
 		const matches = named.length ? named : groups.filter(g => g.name === ref);
 		if (matches.length > 1) members.set(ref, new TargetError(`'F@${ref}': ${matches.length} groups are named '${ref}': give one's id`));
-		else if (matches.length === 1) members.set(ref, new Set(await ctx.call<string[], { id: string }>("groups.hostnames", { id: matches[0]._id })));
+		else if (matches.length === 1) members.set(ref, new Set(await call(ctx, "groups.hostnames", { id: matches[0]._id })));
 	}
 	return ref => {
 		const found = members.get(ref);
@@ -97,10 +98,9 @@ export const targetActions: Record<string, ActionSchema<HostsThis>> = {
 	 * The same resolution for a service that runs on a target (internal). With `field`, the target is a field of
 	 * the caller's document: an expression that cannot be evaluated is that document's fault, a 422 on the field.
 	 */
-	resolveTarget: {
+	resolveTarget: action("hosts.resolveTarget", {
 		visibility: "public",
-		params: { target: { type: "string", min: 1, max: 10_000 }, field: { type: "string", optional: true } },
-		async handler(this: HostsThis, ctx: Context<{ target: string; field?: string }>) {
+		async handler(this: HostsThis, ctx) {
 			try {
 				return await this.targetHosts(ctx, ctx.params.target);
 			} catch (err) {
@@ -109,5 +109,5 @@ export const targetActions: Record<string, ActionSchema<HostsThis>> = {
 				throw err;
 			}
 		},
-	},
+	}),
 };

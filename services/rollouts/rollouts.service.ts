@@ -20,6 +20,7 @@ import { newObjectId } from "../../lib/eve/ids";
 import { driverMethods, type RolloutsThis } from "./driver";
 import { keepMasked } from "../../lib/security/masking";
 import { RunArgs } from "../../mixins/run-args.mixin";
+import { call } from "../../lib/contracts/call";
 
 export const ROLLOUT_STATUSES = ["running", "paused", "aborted", "finished"] as const;
 /** What PATCH /rollouts/{id}/{action} does, from which statuses. */
@@ -220,7 +221,7 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 
 		/** The hosts the target selects now (a target that cannot be evaluated is the document's fault: 422). */
 		async resolveRollout(this: RolloutsThis, ctx: RestContext, target: string): Promise<string[]> {
-			const { hosts } = await ctx.call<{ hosts: string[] }, { target: string; field: string }>("hosts.resolveTarget", { target, field: "target" });
+			const { hosts } = await call(ctx, "hosts.resolveTarget", { target, field: "target" });
 			return hosts;
 		},
 
@@ -229,7 +230,7 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 			const user = (ctx.meta as { user?: { id: string } }).user;
 			if (!user?.id) throw new EveError(403, "the rollout is refused: no token authorizes it");
 			(ctx.meta as { auditRun?: { fun: string; targets: string[] } }).auditRun = { fun: rollout.fun, targets: hosts };
-			await ctx.call("tokens.authorizeRun", { token: user.id, client: "local_async", fun: rollout.fun, arg: rollout.arg, kwarg: rollout.kwarg ?? {}, targets: hosts });
+			await call(ctx, "tokens.authorizeRun", { token: user.id, client: "local_async", fun: rollout.fun, arg: rollout.arg, kwarg: rollout.kwarg ?? {}, targets: hosts });
 			return user.id;
 		},
 
@@ -248,9 +249,9 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 		async createInternal(this: RolloutsThis, ctx: Context, id: string, base: Doc, owner: string, only?: string[]) {
 			const existing = await this.store.findOne({ _id: id });
 			if (existing) return { _id: existing._id, total: existing.total, repeated: true };
-			const hosts = only ? (await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: only })).sort() : (await ctx.call<{ hosts: string[] }, { target: string }>("hosts.resolveTarget", { target: base.target })).hosts;
+			const hosts = only ? (await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: only })).sort() : (await call(ctx, "hosts.resolveTarget", { target: base.target })).hosts;
 			if (!hosts.length) throw new EveError(422, `the target '${String(base.target).slice(0, 200)}' selects no live host`);
-			await ctx.call("tokens.authorizeRun", { token: owner, client: "local_async", fun: base.fun, arg: base.arg, kwarg: base.kwarg ?? {}, targets: hosts });
+			await call(ctx, "tokens.authorizeRun", { token: owner, client: "local_async", fun: base.fun, arg: base.arg, kwarg: base.kwarg ?? {}, targets: hosts });
 			const now = new Date();
 			const doc = { ...(await this.plannedRollout(id, base, hosts, owner)), _created: now, _updated: now };
 			try {

@@ -29,6 +29,7 @@ import { RunArgs } from "../../mixins/run-args.mixin";
 import { claimRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";
 
 import { cfg, scheduleOf, schedulerMethods, type TasksThis } from "./scheduler";
+import { call } from "../../lib/contracts/call";
 
 export const TASK_STATUSES = ["scheduled", "paused", "finished"];
 /** The fields that decide what a task runs, or when: changing one needs the changer's scope to cover the task. */
@@ -284,16 +285,16 @@ const TasksService: EveServiceSchema<TasksThis> = {
 			meta.auditRun = meta.auditRun
 				? { fun: [...new Set([...meta.auditRun.fun.split(","), task.fun])].join(",").slice(0, 200), targets: [...new Set([...meta.auditRun.targets, ...targets])] }
 				: { fun: task.fun, targets };
-			await ctx.call("tokens.authorizeRun", { token: user.id, client: task.cm_client ?? "local_async", fun: task.fun, kwarg: task.kwarg ?? {}, targets });
+			await call(ctx, "tokens.authorizeRun", { token: user.id, client: task.cm_client ?? "local_async", fun: task.fun, kwarg: task.kwarg ?? {}, targets });
 			return user.id;
 		},
 
 		/** What a task would run on now: its `tgt` (groups resolved) and the hosts its compound `target` selects. */
 		async taskTargetsNow(this: TasksThis, ctx: RestContext, task: Doc): Promise<string[]> {
-			const named = Array.isArray(task.tgt) && task.tgt.length ? await ctx.call<string[], { tgt: string[] }>("groups.expandTargets", { tgt: task.tgt }) : [];
+			const named = Array.isArray(task.tgt) && task.tgt.length ? await call(ctx, "groups.expandTargets", { tgt: task.tgt }) : [];
 			if (typeof task.target !== "string") return named;
 			// An expression that cannot be evaluated is the document's fault: 422 on the field.
-			const resolved = await ctx.call<{ hosts: string[] }, { target: string; field: string }>("hosts.resolveTarget", { target: task.target, field: "target" });
+			const resolved = await call(ctx, "hosts.resolveTarget", { target: task.target, field: "target" });
 			return [...new Set([...named, ...resolved.hosts])];
 		},
 

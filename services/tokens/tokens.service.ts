@@ -24,6 +24,7 @@ import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
 import { personalActions } from "./personal";
 import { migratePrincipals, resolvePrincipal, revokeFamily, servicePrincipal } from "./family";
 import { expiryIssue, parseExpires, runCaller, tokenRefusal, usable, verifiedCaller } from "./token-checks";
+import { action, call } from "../../lib/contracts/call";
 
 const BOOTSTRAP_NAME = "bootstrap-admin";
 
@@ -84,17 +85,9 @@ const TokensService: EveServiceSchema<TokensThis> = {
 		 * token runs nothing, a narrowed one only what is left. Every path to a run asks this, where the run
 		 * starts (the cm-gateway), and task creates and changes ask it for the task they leave behind.
 		 */
-		authorizeRun: {
+		authorizeRun: action("tokens.authorizeRun", {
 			visibility: "public",
-			params: {
-				token: { type: "string" },
-				client: { type: "string", max: 50 },
-				fun: { type: "string", min: 1, max: 200 },
-				arg: { type: "array", optional: true },
-				kwarg: { type: "object", optional: true },
-				targets: { type: "array", items: "string", max: 100_000 },
-			},
-			async handler(this: TokensThis, ctx: Context<RunCall & { token: string }>): Promise<Caller> {
+			async handler(this: TokensThis, ctx) {
 				const doc = OBJECT_ID.test(ctx.params.token) ? await this.store.findOne({ _id: ctx.params.token }) : null;
 				const refusal = tokenRefusal(doc, Date.now());
 				if (refusal) throw new EveError(403, `the run is refused: ${refusal}`);
@@ -104,7 +97,7 @@ const TokensService: EveServiceSchema<TokensThis> = {
 				if (denial) throw new EveError(403, `the run is refused: ${denial}`);
 				return runCaller(doc!, await resolvePrincipal(this.store, doc!));
 			},
-		},
+		}),
 	},
 
 	methods: {
@@ -113,7 +106,7 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			const allowed = new Set<string>();
 			for (const group of groups) {
 				try {
-					for (const host of await ctx.call<string[], { id: string }>("groups.hostnames", { id: group })) allowed.add(host);
+					for (const host of await call(ctx, "groups.hostnames", { id: group })) allowed.add(host);
 				} catch (err) {
 					if ((err as { code?: number }).code !== 404) throw err;
 				}
