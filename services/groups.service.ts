@@ -86,7 +86,7 @@ const GroupsService: EveServiceSchema<GroupsThis> = {
 				for (const g of groups) for (const h of g.hosts ?? []) explicit.add(h);
 				const rules = groups.map(g => g.info as Rule | undefined).filter((r): r is Rule => !!r && (r.regex !== undefined || typeof r.target === "string" || Object.keys(r.grain ?? {}).length > 0));
 				if (!explicit.size && !rules.length) return [];
-				return ctx.call<string[], unknown>("hosts.resolve", { explicit: [...explicit], rules });
+				return call(ctx, "hosts.resolve", { explicit: [...explicit], rules });
 			},
 		}),
 

@@ -1,41 +1,36 @@
 /**
  * The internal actions' contracts: each action's params schema (the one its service declares, so validation and
- * types are one declaration) and its result type. Callers reach them through `call` (./call.ts), services declare
- * them through `action`: a wrong param, a missing one or a misread result fails `tsc`.
- * Adding an action: its schema here `as const`, its name in PARAMS, its result in Results.
+ * types are one declaration) and its result type, one file per service. Callers reach them through `call`
+ * (./call.ts), services declare them through `action`: a wrong param, a missing one or a misread result fails `tsc`.
+ * Adding an action: its schema in its service's file `as const`, its result beside it.
  */
 import type { Caller } from "../http/auth";
+import { HOSTS_PARAMS, type HostsResults } from "./hosts";
 
-/** hosts.resolveTarget: the live hosts a compound target selects; `field` names the caller's field for a 422. */
-export const hostsResolveTarget = { target: { type: "string", min: 1, max: 10_000 }, field: { type: "string", optional: true } } as const;
+const GROUPS_PARAMS = {
+	/** groups.hostnames: every live host the group selects (its own, its rule's, its subgroups'). */
+	"groups.hostnames": { id: "string", query: { type: "any", optional: true } },
+	/** groups.expandTargets: a task's `tgt` as hostnames, group ids expanded. */
+	"groups.expandTargets": { tgt: { type: "array", items: "string", max: 100_000 } },
+} as const;
 
-/** groups.hostnames: every live host the group selects (its own, its rule's, its subgroups'). */
-export const groupsHostnames = { id: "string", query: { type: "any", optional: true } } as const;
-
-/** groups.expandTargets: a task's `tgt` as hostnames, group ids expanded. */
-export const groupsExpandTargets = { tgt: { type: "array", items: "string", max: 100_000 } } as const;
-
-/** tokens.authorizeRun: may this token run this complete call on these hosts, now. */
-export const tokensAuthorizeRun = {
-	token: { type: "string" },
-	client: { type: "string", max: 50 },
-	fun: { type: "string", min: 1, max: 200 },
-	arg: { type: "array", optional: true },
-	kwarg: { type: "object", optional: true },
-	targets: { type: "array", items: "string", max: 100_000 },
+const TOKENS_PARAMS = {
+	/** tokens.authorizeRun: may this token run this complete call on these hosts, now. */
+	"tokens.authorizeRun": {
+		token: { type: "string" },
+		client: { type: "string", max: 50 },
+		fun: { type: "string", min: 1, max: 200 },
+		arg: { type: "array", optional: true },
+		kwarg: { type: "object", optional: true },
+		targets: { type: "array", items: "string", max: 100_000 },
+	},
 } as const;
 
 /** Every contracted action's params schema, by action name. */
-export const PARAMS = {
-	"hosts.resolveTarget": hostsResolveTarget,
-	"groups.hostnames": groupsHostnames,
-	"groups.expandTargets": groupsExpandTargets,
-	"tokens.authorizeRun": tokensAuthorizeRun,
-} as const;
+export const PARAMS = { ...HOSTS_PARAMS, ...GROUPS_PARAMS, ...TOKENS_PARAMS } as const;
 
 /** Every contracted action's result, by action name. */
-export interface Results {
-	"hosts.resolveTarget": { /** The live hosts it selects, sorted. */ hosts: string[]; /** Ids it names that are no live host. */ missing: string[] };
+export interface Results extends HostsResults {
 	"groups.hostnames": string[];
 	"groups.expandTargets": string[];
 	"tokens.authorizeRun": Caller;

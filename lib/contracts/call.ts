@@ -21,8 +21,8 @@ interface Calls {
 }
 
 /** Calls the contracted action `name`. */
-export function call<N extends ActionName>(by: Calls, name: N, params: ParamsOf<N>, opts?: CallingOptions): Promise<ResultOf<N>> {
-	return by.call(name, params, opts) as Promise<ResultOf<N>>;
+export function call<N extends ActionName>(by: Calls, name: N, ...rest: {} extends ParamsOf<N> ? [params?: ParamsOf<N>, opts?: CallingOptions] : [params: ParamsOf<N>, opts?: CallingOptions]): Promise<ResultOf<N>> {
+	return by.call(name, ...rest) as Promise<ResultOf<N>>;
 }
 
 /** An action's declaration without its params (they come from the contract) and with a typed handler. */

@@ -38,7 +38,9 @@ export type RuleType<R, Mode extends "in" | "out"> = R extends readonly (infer A
 		? Named<Shorthand<R>>
 		: R extends { type: "array"; items: infer I }
 			? RuleType<I, Mode>[]
-			: R extends { type: "object"; props: infer P }
+			: R extends { type: "record"; value: infer V }
+				? Record<string, RuleType<V, Mode>>
+				: R extends { type: "object"; props: infer P }
 				? Props<P, Mode>
 				: R extends { type: "enum"; values: readonly (infer V)[] }
 					? V

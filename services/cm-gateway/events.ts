@@ -19,6 +19,7 @@ import type { JobPoll } from "./job-poll";
 import type { Reconciliation } from "./reconcile";
 import type { Returns } from "./returns";
 import type { JobHistory } from "./history";
+import { call } from "../../lib/contracts/call";
 
 /** The tag of the event hosts send when a VNC session opens or closes (docs/salt.md). */
 export const VNC_EVENT_TAG = "ctl/vnc/connect";
@@ -202,7 +203,7 @@ export class EventFollower {
 		let complete = present !== null;
 		if (complete || (down.length && inventory.presenceGuard.couldHold(down.length))) {
 			// A reading that takes down a mass of the fleet (a master that just restarted knows no one yet) waits for confirmation.
-			const loss = await this.gw.broker.call<{ up: number; losing: number }, Record<string, unknown>>("hosts.presenceLoss", { up, down, complete });
+			const loss = await call(this.gw.broker, "hosts.presenceLoss", { up, down, complete });
 			if (inventory.presenceGuard.judge(loss.up, loss.losing) === "hold") {
 				this.gw.logger.warn(`Presence: a reading would take ${loss.losing} of ${loss.up} hosts down at once; holding it until a later reading confirms it (docs/salt.md, "Presence")`);
 				countMetric(this.gw.broker, "fleet.hosts.presence.held.total");
@@ -223,7 +224,7 @@ export class EventFollower {
 		if (!ids.length) return;
 		let unchanged = new Set<string>();
 		try {
-			const known = await this.gw.broker.call<KnownHost[], { ids: string[] }>("hosts.inventoryState", { ids });
+			const known = await call(this.gw.broker, "hosts.inventoryState", { ids });
 			unchanged = new Set(known.filter(h => h.key === "accepted" && !h._soft_deleted && !h.key_conflict && h.fingerprint === authed.get(h._id)).map(h => h._id));
 		} catch (err) {
 			this.gw.logger.warn(`Could not read ${ids.length} host(s) to compare their keys; reading them from the master:`, (err as Error).message);

@@ -13,6 +13,7 @@ import { hostUpdate, keyViews, type KnownHost, type MasterView } from "./salt-in
 import { PresenceGuard } from "./presence-guard";
 import type { GatewayAlerts } from "./alerts";
 import { UPSERT_BATCH, eachLimited, isObject, type Alert, type GatewayContext } from "./context";
+import { call } from "../../lib/contracts/call";
 
 /** A refresh of this many hosts or more reads every fingerprint at once instead of one call per host. */
 const FINGER_ALL_FROM = 20;
@@ -81,7 +82,7 @@ export class Inventory {
 
 	/** Writes a presence reading, raising host.down / host.up into `alerts`. */
 	async applyPresence(up: string[], down: string[], complete: boolean, alerts: Alert[], changesOnly = false): Promise<void> {
-		const res = await this.gw.broker.call<{ wentUp: string[]; wentDown: string[] }, Record<string, unknown>>("hosts.setPresence", { up, down, complete, changesOnly });
+		const res = await call(this.gw.broker, "hosts.setPresence", { up, down, complete, changesOnly });
 		const now = Date.now();
 		if (!changesOnly) for (const id of [...up, ...down]) this.presenceTouched.set(id, now);
 		else for (const id of res.wentUp) this.presenceTouched.set(id, now);
@@ -133,11 +134,11 @@ export class Inventory {
 		const { broker } = this.gw;
 		const known = new Map<string, KnownHost>();
 		if (!broker.transit) {
-			for (const h of await broker.call<KnownHost[]>("hosts.inventoryState")) known.set(h._id, h);
+			for (const h of await call(broker, "hosts.inventoryState")) known.set(h._id, h);
 			return known;
 		}
 		for (let after: string | undefined; ; ) {
-			const page = await broker.call<KnownHost[], { after?: string; limit: number }>("hosts.inventoryState", { after, limit: INVENTORY_PAGE });
+			const page = await call(broker, "hosts.inventoryState", { after, limit: INVENTORY_PAGE });
 			for (const h of page) known.set(h._id, h);
 			if (page.length < INVENTORY_PAGE) return known;
 			after = page[page.length - 1]._id;
@@ -156,9 +157,9 @@ export class Inventory {
 		// write because it did not exist yet is still created (a first reconciliation outlasts a presence loop).
 		const presenceFresher = (id: string) => (this.presenceTouched.get(id) ?? 0) >= readAt;
 		const ids = [...views.keys(), ...gone];
-		const known = knownHosts ?? new Map((ids.length ? await broker.call<KnownHost[], { ids: string[] }>("hosts.inventoryState", { ids }) : []).map(h => [h._id, h]));
+		const known = knownHosts ?? new Map((ids.length ? await call(broker, "hosts.inventoryState", { ids }) : []).map(h => [h._id, h]));
 		const now = new Date();
-		const changes: Record<string, unknown>[] = [];
+		const changes: Array<{ _id: string } & Record<string, unknown>> = [];
 		const alerts: Alert[] = [];
 		const transitions: Array<{ id: string; to: PresenceTransition }> = [];
 		const restore: string[] = [];
@@ -181,12 +182,12 @@ export class Inventory {
 		let created = 0;
 		let updated = 0;
 		for (const batch of batchesBySize(changes, UPSERT_BATCH)) {
-			const res = await broker.call<{ created: number; updated: number }, { hosts: typeof batch }>("hosts.upsertMany", { hosts: batch });
+			const res = await call(broker, "hosts.upsertMany", { hosts: batch });
 			created += res.created;
 			updated += res.updated;
 		}
-		const restored = restore.length ? await broker.call<string[], { ids: string[]; present: boolean }>("hosts.setPresent", { ids: restore, present: true }) : [];
-		const removed = removeIds.length ? await broker.call<string[], { ids: string[]; present: boolean }>("hosts.setPresent", { ids: removeIds, present: false }) : [];
+		const restored = restore.length ? await call(broker, "hosts.setPresent", { ids: restore, present: true }) : [];
+		const removed = removeIds.length ? await call(broker, "hosts.setPresent", { ids: removeIds, present: false }) : [];
 		alerts.push(...this.alerts.presenceAlerts(transitions));
 		await this.alerts.raise(alerts);
 		const fingerprints = alerts.filter(a => a.type === "fingerprint.changed").length;

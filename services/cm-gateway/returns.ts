@@ -11,6 +11,7 @@ import { JobTracker, type JobOrigin, type JobReturn, type Verdict } from "./job-
 import { failedPatchSteps, patchOf, type PatchStep } from "./salt-state";
 import type { GatewayAlerts } from "./alerts";
 import { UPSERT_BATCH, type GatewayContext } from "./context";
+import { call } from "../../lib/contracts/call";
 
 /** Returns of these functions change grains the host fields come from (`ctl` dates, versions). */
 const GRAIN_CHANGING = /^(state\.|pkg\.(upgrade|install)|saltutil\.(sync_grains|refresh_grains|sync_all)|grains\.)/;
@@ -162,7 +163,7 @@ export class Returns {
 		const known = new Set<string>(await broker.call<string[], { ids: string[] }>("hosts.exist", { ids: hosts }));
 		const latest = new Map<string, string>();
 		for (const r of records) if (!r.monitor && known.has(r.host)) latest.set(r.host, `${r.jid}${r.host}`);
-		if (latest.size) await broker.call("hosts.upsertMany", { hosts: [...latest].map(([_id, last_action]) => ({ _id, last_action })) });
+		if (latest.size) await call(broker, "hosts.upsertMany", { hosts: [...latest].map(([_id, last_action]) => ({ _id, last_action })) });
 
 		const failed = [];
 		for (const r of records) {

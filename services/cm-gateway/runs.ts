@@ -164,7 +164,7 @@ export class Runs {
 		const names = await call(ctx, "groups.expandTargets", { tgt });
 		const known = new Set<string>(names.length ? await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: names }) : []);
 		const live = names.filter(h => known.has(h));
-		const removed = new Set<string>(live.length ? await ctx.call<string[], { ids: string[] }>("hosts.softDeletedAmong", { ids: live }) : []);
+		const removed = new Set<string>(live.length ? await call(ctx, "hosts.softDeletedAmong", { ids: live }) : []);
 		return live.filter(h => !removed.has(h)).sort();
 	}
 

@@ -6,7 +6,8 @@
 
 import { createHash } from "node:crypto";
 
-export type KeyState = "accepted" | "pending" | "rejected" | "denied";
+export type { KeyConflict, KeyState } from "../../lib/contracts/hosts";
+import type { InventoryState, KeyConflict, KeyState } from "../../lib/contracts/hosts";
 
 /**
  * The fingerprint key.finger shows for a PEM public key, computed as Salt does (salt.utils.crypt.pem_finger with
@@ -29,11 +30,6 @@ export const KEY_DIRS: Array<[string, KeyState]> = [
 ];
 
 /** A second key the master holds for a minion id besides the one it goes by (the trusted one, if accepted). */
-export interface KeyConflict {
-	key: Exclude<KeyState, "accepted">;
-	fingerprint?: string;
-}
-
 /** What the master says about one minion; undefined fields are not known from this read. */
 export interface MasterView {
 	key: KeyState;
@@ -45,15 +41,7 @@ export interface MasterView {
 }
 
 /** What fleet-ctl holds about a host, as `hosts.inventoryState` answers it. */
-export interface KnownHost {
-	_id: string;
-	key?: string;
-	status?: string;
-	fingerprint?: string;
-	fingerprint_history: Array<{ added: Date | string; fingerprint: string }>;
-	key_conflict?: KeyConflict;
-	_soft_deleted: boolean;
-}
+export type KnownHost = InventoryState;
 
 /** The `key.conflict` alert's payload: the id, the key it goes by and the other one. */
 export interface KeyConflictAlert {
@@ -149,8 +137,8 @@ export function grainFields(grains: Record<string, unknown>): Record<string, unk
  * master does not track their presence) and `heartbeat` when up; `fingerprint`, with a changed one's
  * predecessor pushed to `fingerprint_history`; and the grain fields.
  */
-export function hostUpdate(id: string, view: MasterView, known: KnownHost | undefined, now: Date): { doc: Record<string, unknown>; fingerprintChange?: FingerprintChange; keyConflict?: KeyConflictAlert } {
-	const doc: Record<string, unknown> = { _id: id, key: view.key };
+export function hostUpdate(id: string, view: MasterView, known: KnownHost | undefined, now: Date): { doc: { _id: string } & Record<string, unknown>; fingerprintChange?: FingerprintChange; keyConflict?: KeyConflictAlert } {
+	const doc: { _id: string } & Record<string, unknown> = { _id: id, key: view.key };
 	const status = view.key !== "accepted" ? "unknown" : view.status;
 	if (status) doc.status = status;
 	else if (!known) doc.status = "unknown";

@@ -99,7 +99,7 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 				const counts: Record<string, number> = Object.fromEntries(STATES.map(s => [s, 0]));
 				const top = new Map<string, { sls: string; state_id: string; fun: string; hosts: number; failing: number }>();
 				let judged = 0;
-				const live = new Set<string>(await ctx.call<string[], Record<string, never>>("hosts.liveIds", {}));
+				const live = new Set<string>(await call(ctx, "hosts.liveIds", {}));
 				await this.store.scan({}, ["state", "states"], d => {
 					if (!live.has(d._id)) return;
 					judged++;
@@ -313,7 +313,7 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 				if (alert === "host.conformant") alerts.push({ type: alert, level: "info", payload: { hostname: r.host, jid } });
 			}
 			if (transitions.length) await this.stores.conformity_transitions.insertMany(transitions);
-			if (summaries.length) await this.broker.call("hosts.setConformity", { hosts: summaries });
+			if (summaries.length) await call(this.broker, "hosts.setConformity", { hosts: summaries });
 			if (alerts.length) await this.broker.call("alerts.raiseMany", { alerts: summarizeBursts(alerts, BURSTY, this.alertBurst) });
 			// The fleet after this check: one small point of the series (a few numbers, whatever the fleet's size).
 			const point: Doc = { _id: jid, at: now, judged: returns.length, changed };

@@ -32,6 +32,7 @@ import type { GroupDef } from "../../lib/fleet/group-rules";
 import { RESOLVE_BATCH, ResolverError, checkResolverUrl, resolveBatch } from "./ip-resolver";
 import { outboundPolicy, type OutboundPolicy } from "../../lib/security/address-guard";
 import type { Doc } from "../../lib/storage/store";
+import { call } from "../../lib/contracts/call";
 
 type EveThis = Service & Record<string, any>;
 
@@ -137,7 +138,7 @@ const GraphService: ServiceSchema = {
 		notLinked: {
 			params: { query: { type: "any", optional: true } },
 			async handler(this: EveThis, ctx: Context) {
-				return ctx.call("hosts.unlinked");
+				return call(ctx, "hosts.unlinked");
 			},
 		},
 
@@ -225,7 +226,7 @@ const GraphService: ServiceSchema = {
 		async requestIps(this: EveThis, job: Doc) {
 			const policy = this.resolverPolicy();
 			const url = checkResolverUrl(job.params.ip_resolver, policy);
-			const hosts: Array<{ _id: string; ip?: string }> = await this.broker.call("hosts.liveAddresses");
+			const hosts: Array<{ _id: string; ip?: string }> = await call(this.broker, "hosts.liveAddresses");
 			const own = new Map(hosts.map(h => [h._id, h.ip]));
 			const total = hosts.length;
 			const counts = { asked: 0, resolved: 0, unknown: 0, rejected: 0, failed_batches: 0 };
@@ -250,7 +251,7 @@ const GraphService: ServiceSchema = {
 				if (answer) {
 					const at = nowSeconds();
 					const updates = [...answer.addresses].map(([_id, a]) => ({ _id, resolved: { ...a, resolver: url.href, at }, ...(own.get(_id) ? { nat: own.get(_id) !== a.ip } : {}) }));
-					for (const batch of batchesBySize(updates, 1000)) await this.broker.call("hosts.upsertMany", { hosts: batch });
+					for (const batch of batchesBySize(updates, 1000)) await call(this.broker, "hosts.upsertMany", { hosts: batch });
 					counts.resolved += answer.addresses.size;
 					counts.rejected += answer.rejected;
 					counts.unknown += names.length - answer.addresses.size;

@@ -6,22 +6,22 @@ import type { ActionSchema, Context } from "moleculer";
 import type { HostsThis } from "./types";
 import { nowSeconds } from "../../lib/eve/dates";
 import type { Doc } from "../../lib/storage/store";
+import { action } from "../../lib/contracts/call";
 
 export const conformityActions: Record<string, ActionSchema<HostsThis>> = {
 	/** The ids of the live hosts (internal: the conformity fleet view counts the hosts never checked). */
-	liveIds: {
+	liveIds: action("hosts.liveIds", {
 		visibility: "public",
 		async handler(this: HostsThis) {
 			const ids: string[] = [];
 			await this.store.scan({ _soft_deleted: false }, [], d => ids.push(d._id));
 			return ids;
 		},
-	},
+	}),
 	/** Sets each listed live host's `conformity`; answers the hosts changed (hosts that do not exist are left alone). */
-	setConformity: {
+	setConformity: action("hosts.setConformity", {
 		visibility: "public",
-		params: { hosts: { type: "array", max: 100_000, items: { type: "object", props: { _id: "string", conformity: "object" } } } },
-		async handler(this: HostsThis, ctx: Context<{ hosts: Array<{ _id: string; conformity: Doc }> }>) {
+		async handler(this: HostsThis, ctx) {
 			const wanted = new Map(ctx.params.hosts.map(h => [h._id, h.conformity]));
 			const current = new Map<string, string>();
 			await this.store.scan({ _id: { $in: [...wanted.keys()] } }, ["conformity"], d => current.set(d._id, JSON.stringify(d.conformity ?? null)));
@@ -36,5 +36,5 @@ export const conformityActions: Record<string, ActionSchema<HostsThis>> = {
 			if (changed.length) await this.notifyChanged(ctx, "updated", changed);
 			return changed;
 		},
-	},
+	}),
 };

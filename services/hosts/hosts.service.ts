@@ -25,6 +25,8 @@ import { targetActions, targetMethods } from "./targets";
 import { vpnActions } from "./vpn-identity";
 import { conformityActions } from "./conformity";
 import { metricMethods } from "./fleet-metric";
+import { action } from "../../lib/contracts/call";
+import type { InventoryState, StatisticEntry } from "../../lib/contracts/hosts";
 
 /** Host updates written together (updateEach): about 200 KB of hosts appended per write. */
 const UPDATE_EACH_BATCH = 50;
@@ -121,11 +123,12 @@ const HostsService: EveServiceSchema<HostsThis> = {
 		...vpnActions,
 		...conformityActions,
 		/** Creates or updates hosts from the master's view of them (internal: the cm-gateway and tests call it). */
-		upsertMany: {
+		upsertMany: action("hosts.upsertMany", {
 			visibility: "public",
-			params: { hosts: { type: "array", max: 50_000, items: { type: "object", props: { _id: { type: "string", pattern: HOSTNAME } } } } },
-			async handler(this: HostsThis, ctx: Context<{ hosts: Doc[] }>) {
-				for (const h of ctx.params.hosts) {
+			async handler(this: HostsThis, ctx) {
+				// The schema checks each host's id; the inventory check below checks the rest of it.
+				const hosts = ctx.params.hosts as Doc[];
+				for (const h of hosts) {
 					// Memberships are derived from the groups and nodegroups, never written by callers.
 					delete h.groups;
 					delete h.nodegroups;
@@ -133,7 +136,7 @@ const HostsService: EveServiceSchema<HostsThis> = {
 					const issues = this.inventoryCheck(rest);
 					if (issues) throw new EveError(422, `host '${_id}' is invalid`, { issues: issues as Record<string, unknown> });
 				}
-				const incoming = new Map(ctx.params.hosts.map(h => [h._id as string, h]));
+				const incoming = new Map(hosts.map(h => [h._id as string, h]));
 				const now = nowSeconds();
 				const resolution = loadConfig().heartbeatResolutionMs;
 				// Each stored host compared in place (no copy of its grain): only what differs is written.
@@ -164,23 +167,17 @@ const HostsService: EveServiceSchema<HostsThis> = {
 				if (affected.length) await this.updateMembership(ctx, affected);
 				return { created: fresh.length, updated: changed.length };
 			},
-		},
+		}),
 
 		/**
 		 * What the inventory compares with the master (internal: the cm-gateway): the hosts (all of them, or
 		 * those of `ids`), soft-deleted ones included, as {_id, key?, status?, fingerprint?, fingerprint_history, _soft_deleted}.
 		 */
-		inventoryState: {
+		inventoryState: action("hosts.inventoryState", {
 			visibility: "public",
-			params: {
-				ids: { type: "array", items: "string", max: 100_000, optional: true },
-				// A page of the fleet in _id order (the hosts after `after`), so that no answer outgrows a NATS message.
-				after: { type: "string", optional: true },
-				limit: { type: "number", integer: true, min: 1, max: 100_000, optional: true },
-			},
-			async handler(this: HostsThis, ctx: Context<{ ids?: string[]; after?: string; limit?: number }>) {
+			async handler(this: HostsThis, ctx) {
 				const fields = ["key", "status", "fingerprint", "fingerprint_history", "key_conflict", "_soft_deleted"];
-				const state = (d: Doc): Doc => ({
+				const state = (d: Doc): InventoryState => ({
 					_id: d._id,
 					key: d.key,
 					status: d.status,
@@ -195,25 +192,21 @@ const HostsService: EveServiceSchema<HostsThis> = {
 					return (await this.store.find(Object.keys(id).length ? { _id: id } : {}, { sort: [["_id", 1]], limit, only: fields })).map(state);
 				}
 				// A pass over the fleet: only these fields are taken, the records (and their grains) are not copied.
-				const out: Doc[] = [];
+				const out: InventoryState[] = [];
 				await this.store.scan(ids ? { _id: { $in: ids } } : {}, fields, d => {
 					out.push(state(d));
 				});
 				return out;
 			},
-		},
+		}),
 
 		/**
 		 * What a group resolves to (internal: the groups service): the `explicit` names that are not
 		 * soft-deleted hosts (names no host has yet are kept) and every live host one of `rules` selects, sorted.
 		 */
-		resolve: {
+		resolve: action("hosts.resolve", {
 			visibility: "public",
-			params: {
-				explicit: { type: "array", items: "string", max: 1_000_000 },
-				rules: { type: "array", max: 10_000, items: { type: "object", props: { regex: "string|optional", grain: { type: "record", optional: true, value: "string" }, target: "string|optional" } } },
-			},
-			async handler(this: HostsThis, ctx: Context<{ explicit: string[]; rules: Rule[] }>) {
+			async handler(this: HostsThis, ctx) {
 				const names = new Set(ctx.params.explicit);
 				if (names.size) for (const d of await this.store.find({ _id: { $in: [...names] }, _soft_deleted: true }, { only: ["_id"] })) names.delete(d._id);
 				const tests = ctx.params.rules.map(r => compileRule(r)).filter((t): t is NonNullable<typeof t> => t !== null);
@@ -224,10 +217,10 @@ const HostsService: EveServiceSchema<HostsThis> = {
 				}
 				return [...names].sort();
 			},
-		},
+		}),
 
 		/** Every live host's id and address, sorted by id (internal: POST /graph request_ips). */
-		liveAddresses: {
+		liveAddresses: action("hosts.liveAddresses", {
 			visibility: "public",
 			async handler(this: HostsThis) {
 				const out: Array<{ _id: string; ip?: string }> = [];
@@ -236,36 +229,34 @@ const HostsService: EveServiceSchema<HostsThis> = {
 				});
 				return out.sort((a, b) => (a._id < b._id ? -1 : a._id > b._id ? 1 : 0));
 			},
-		},
+		}),
 
 		/** The live hosts no group resolves to, sorted (internal: GET /graph/not-linked). */
-		unlinked: {
+		unlinked: action("hosts.unlinked", {
 			visibility: "public",
 			async handler(this: HostsThis) {
 				const docs = await this.store.find({ _soft_deleted: false, groups: { $size: 0 } }, { only: ["_id"] });
 				return docs.map(d => d._id as string).sort();
 			},
-		},
+		}),
 
 		/**
 		 * The hosts' snapshot entries (internal: the stats service), in `_id` order after `after`: all hosts, or
 		 * those written at or after `since`. Pages are cut at `limit` entries and at BATCH_BYTES, so a page
 		 * always fits one NATS message; grains never leave. Answers {entries, seen (the newest `_updated`), more}.
 		 */
-		statisticEntries: {
+		statisticEntries: action("hosts.statisticEntries", {
 			visibility: "public",
-			params: { since: { type: "date", optional: true }, after: { type: "string", optional: true }, limit: { type: "number", integer: true, min: 1, max: 10_000, default: 2000 } },
-			async handler(this: HostsThis, ctx: Context<{ since?: Date; after?: string; limit: number }>) {
+			async handler(this: HostsThis, ctx) {
 				const { since, after, limit } = ctx.params;
 				const filter: Doc = {};
 				if (since) filter._updated = { $gte: since };
 				if (after !== undefined) filter._id = { $gt: after };
 				// Only this page (and one more, to tell whether more follow) is read, in _id order: the database sorts,
 				// by its _id index, instead of the whole rest of the fleet being read and sorted for every page.
-				const page: Doc[] = (await this.store.find(filter, { sort: [["_id", 1]], limit: limit + 1, only: ENTRY_FIELDS })).map(d => {
-					const e: Doc = { _id: d._id };
+				const page: StatisticEntry[] = (await this.store.find(filter, { sort: [["_id", 1]], limit: limit + 1, only: ENTRY_FIELDS })).map(d => {
+					const e: StatisticEntry = { _id: d._id, _soft_deleted: d._soft_deleted === true };
 					for (const f of ENTRY_FIELDS) if (d[f] !== undefined && d[f] !== null) e[f] = d[f];
-					e._soft_deleted = d._soft_deleted === true;
 					return e;
 				});
 				const entries = page.slice(0, batchEnd(page, 0, limit));
@@ -274,17 +265,16 @@ const HostsService: EveServiceSchema<HostsThis> = {
 				for (const e of entries) if (e._updated instanceof Date && (!seen || e._updated > seen)) seen = e._updated;
 				return { entries, seen, more: entries.length < page.length };
 			},
-		},
+		}),
 
 		/** Which of these hostnames are soft-deleted hosts (they never resolve as targets). */
-		softDeletedAmong: {
+		softDeletedAmong: action("hosts.softDeletedAmong", {
 			visibility: "public",
-			params: { ids: { type: "array", items: "string", max: 100_000 } },
-			async handler(this: HostsThis, ctx: Context<{ ids: string[] }>) {
+			async handler(this: HostsThis, ctx) {
 				const docs = await this.store.find({ _id: { $in: ctx.params.ids }, _soft_deleted: true }, { only: ["_id"] });
 				return docs.map(d => d._id);
 			},
-		},
+		}),
 	},
 
 	events: {

@@ -10,6 +10,7 @@ import { nowSeconds } from "../../lib/eve/dates";
 import type { Doc } from "../../lib/storage/store";
 import { heartbeatDue, presenceTransition } from "../../lib/fleet/presence";
 import { loadConfig } from "../../lib/config";
+import { action } from "../../lib/contracts/call";
 
 /** A reading of the master's presence: hosts seen up, seen down, and whether `up` is everyone connected. */
 export interface PresenceReading {
@@ -26,15 +27,9 @@ export const presenceActions: Record<string, ActionSchema<HostsThis>> = {
 	 * (a job return proving a host alive does not rewrite every host of a job). Answers the live hosts that
 	 * changed: {wentUp, wentDown}.
 	 */
-	setPresence: {
+	setPresence: action("hosts.setPresence", {
 		visibility: "public",
-		params: {
-			up: { type: "array", items: "string", max: 100_000, default: [] },
-			down: { type: "array", items: "string", max: 100_000, default: [] },
-			complete: { type: "boolean", default: false },
-			changesOnly: { type: "boolean", default: false },
-		},
-		async handler(this: HostsThis, ctx: Context<PresenceReading & { changesOnly: boolean }>) {
+		async handler(this: HostsThis, ctx) {
 			const { up, docs } = await this.presenceDocs(ctx.params);
 			const now = nowSeconds();
 			const resolution = loadConfig().heartbeatResolutionMs;
@@ -62,36 +57,30 @@ export const presenceActions: Record<string, ActionSchema<HostsThis>> = {
 			if (nowUp.length || nowDown.length) this.countHostsSoon();
 			return { wentUp, wentDown };
 		},
-	},
+	}),
 
 	/**
 	 * What a presence reading would take down, before it is applied (internal: the cm-gateway's presence
 	 * guard, services/cm-gateway/presence-guard.ts): {up: the live accepted hosts up now, losing: how many of them it takes down}.
 	 */
-	presenceLoss: {
+	presenceLoss: action("hosts.presenceLoss", {
 		visibility: "public",
-		params: {
-			up: { type: "array", items: "string", max: 100_000, default: [] },
-			down: { type: "array", items: "string", max: 100_000, default: [] },
-			complete: { type: "boolean", default: false },
-		},
-		async handler(this: HostsThis, ctx: Context<PresenceReading>) {
+		async handler(this: HostsThis, ctx) {
 			const { up, docs } = await this.presenceDocs(ctx.params);
 			const losing = docs.filter((d: Doc) => d.key === "accepted" && d._soft_deleted !== true && d.status === "up" && !up.has(d._id as string)).length;
 			const live = await this.store.count({ status: "up", key: "accepted", _soft_deleted: false });
 			return { up: live, losing };
 		},
-	},
+	}),
 
 	/**
 	 * The inventory's soft-delete and restore (internal: the cm-gateway). `present: false` soft-deletes
 	 * the hosts whose key left the master and forgets their `key` (so that a later reconciliation can
 	 * tell them from hosts an operator deleted); `present: true` restores them. Answers the ids changed.
 	 */
-	setPresent: {
+	setPresent: action("hosts.setPresent", {
 		visibility: "public",
-		params: { ids: { type: "array", items: "string", max: 100_000 }, present: "boolean" },
-		async handler(this: HostsThis, ctx: Context<{ ids: string[]; present: boolean }>) {
+		async handler(this: HostsThis, ctx) {
 			const { ids, present } = ctx.params;
 			if (!ids.length) return [];
 			const docs = await this.store.find({ _id: { $in: ids }, _soft_deleted: present ? true : { $ne: true } }, { exclude: ["grain"] });
@@ -103,7 +92,7 @@ export const presenceActions: Record<string, ActionSchema<HostsThis>> = {
 			await this.notifyChanged(ctx, "updated", changed);
 			return changed;
 		},
-	},
+	}),
 };
 
 export const presenceMethods = {

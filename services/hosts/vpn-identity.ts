@@ -6,6 +6,7 @@ import type { ActionSchema, Context } from "moleculer";
 import type { HostsThis } from "./types";
 import { nowSeconds } from "../../lib/eve/dates";
 import type { Doc } from "../../lib/storage/store";
+import { action } from "../../lib/contracts/call";
 
 export const vpnActions: Record<string, ActionSchema<HostsThis>> = {
 	/**
@@ -14,15 +15,9 @@ export const vpnActions: Record<string, ActionSchema<HostsThis>> = {
 	 * has no VPN identity any more (both fields are removed). Hosts that do not exist are left alone (a Pritunl user of no host).
 	 * Writes only what changed; answers the hosts it changed.
 	 */
-	setVpn: {
+	setVpn: action("hosts.setVpn", {
 		visibility: "public",
-		params: {
-			orgs: { type: "array", items: "string", max: 100_000 },
-			/** Every organization record there is (a full sync): hosts naming any other lose their identity. */
-			existing: { type: "array", items: "string", max: 100_000, optional: true },
-			assignments: { type: "array", max: 100_000, items: { type: "object", props: { _id: "string", vpn_organization: "string", vpn_representation: "object" } } },
-		},
-		async handler(this: HostsThis, ctx: Context<{ orgs: string[]; existing?: string[]; assignments: Array<{ _id: string; vpn_organization: string; vpn_representation: Doc }> }>) {
+		async handler(this: HostsThis, ctx) {
 			const wanted = new Map(ctx.params.assignments.map(a => [a._id, a]));
 			const current = new Map<string, { org: unknown; rep: string }>();
 			const { existing } = ctx.params;
@@ -47,15 +42,14 @@ export const vpnActions: Record<string, ActionSchema<HostsThis>> = {
 			if (changed.length) await this.notifyChanged(ctx, "updated", changed);
 			return changed;
 		},
-	},
+	}),
 
 	/** A live host's VPN identity, otp_secret in clear (internal: the vpn service's profile download). */
-	vpnIdentity: {
+	vpnIdentity: action("hosts.vpnIdentity", {
 		visibility: "public",
-		params: { id: "string" },
-		async handler(this: HostsThis, ctx: Context<{ id: string }>) {
+		async handler(this: HostsThis, ctx) {
 			const doc = await this.visibleItem(ctx.params.id);
 			return { _id: doc._id, vpn_organization: doc.vpn_organization ?? null, vpn_representation: doc.vpn_representation ?? null };
 		},
-	},
+	}),
 };

@@ -11,6 +11,7 @@ import { FleetState, nextSnapshot, toEntry, type Entry } from "../../lib/fleet/s
 import { CHANGES, COUNTS, PERIODS, SINCE_SLACK_MS, LEASE_MIN_MS, cfg } from "./history";
 import type { StatsThis } from "./history";
 import type { Header, HostRead } from "./history";
+import { call } from "../../lib/contracts/call";
 
 export const snapshotMethods = {
 	changes(this: StatsThis): Store {
@@ -78,7 +79,7 @@ export const snapshotMethods = {
 		let seen: Date | null = null;
 		let after: string | undefined;
 		for (;;) {
-			const page = await this.broker.call<{ entries: Doc[]; seen: Date | null; more: boolean }, Doc>("hosts.statisticEntries", { ...(since ? { since } : {}), ...(after !== undefined ? { after } : {}) });
+			const page = await call(this.broker, "hosts.statisticEntries", { ...(since ? { since } : {}), ...(after !== undefined ? { after } : {}) });
 			for (const raw of page.entries) entries.push(toEntry(raw));
 			if (page.seen && (!seen || new Date(page.seen) > seen)) seen = new Date(page.seen);
 			if (!page.more || !page.entries.length) break;

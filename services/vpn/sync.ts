@@ -10,6 +10,7 @@ import { HOSTNAME } from "../../lib/eve/ids";
 import type { Doc } from "../../lib/storage/store";
 import { isUser, malformed, orgList, type ManagerClients } from "./clients";
 import type { Orphans } from "./orphans";
+import { call } from "../../lib/contracts/call";
 
 /** The spec's host `vpn_representation`, in its order, from Pritunl's `User.dict()` (protocols.md §9). */
 const USER_FIELDS: Array<[spec: string, pritunl: string]> = [
@@ -154,7 +155,7 @@ private async once(ctx: Context, only?: string[]): Promise<SyncResult> {
 		await this.deps.orphans.clean(ctx);
 		const valid = [...assignments.values()].filter(a => HOSTNAME.test(a._id));
 		const existing = only ? undefined : records.map(r => String(r._id));
-		if (synced.length || valid.length || existing) result.hosts = await ctx.call<string[], Record<string, unknown>>("hosts.setVpn", { orgs: synced, assignments: valid, ...(existing ? { existing } : {}) });
+		if (synced.length || valid.length || existing) result.hosts = await call(ctx, "hosts.setVpn", { orgs: synced, assignments: valid, ...(existing ? { existing } : {}) });
 		return result;
 	}
 }

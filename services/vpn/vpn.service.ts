@@ -25,6 +25,7 @@ import { PritunlError, pritunlBaseUrl } from "./pritunl-client";
 import { ManagerClients, NoManager, deleteInPritunl, isOrg, malformed, orgList, type ManagerClient } from "./clients";
 import { Orphans, UNFINISHED_AFTER_TIMEOUTS } from "./orphans";
 import { VpnSync, type SyncResult } from "./sync";
+import { call } from "../../lib/contracts/call";
 
 interface Parts {
 	clients: ManagerClients;
@@ -143,7 +144,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 				if (!mc) this.logger.warn(`The VPN organization '${record.name}' (${record._id}) has no manager any more: only its record is deleted`);
 				else if (typeof pid === "string" && OBJECT_ID.test(pid)) await deleteInPritunl(mc.client, pid);
 				await ctx.call("vpn-organizations.removeRecord", { id: record._id });
-				await ctx.call("hosts.setVpn", { orgs: [record._id], assignments: [] });
+				await call(ctx, "hosts.setVpn", { orgs: [record._id], assignments: [] });
 				return null;
 			},
 		},
@@ -172,7 +173,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 		profile: {
 			params: { id: "string", query: { type: "any", optional: true } },
 			async handler(this: VpnThis, ctx: Ctx<{ id: string }>) {
-				const host = await ctx.call<Doc, { id: string }>("hosts.vpnIdentity", { id: ctx.params.id });
+				const host = await call(ctx, "hosts.vpnIdentity", { id: ctx.params.id });
 				const rep = host.vpn_representation;
 				if (!host.vpn_organization || !rep || typeof rep.id !== "string") throw notFound(`host '${host._id}' has no VPN identity`);
 				const [record] = await ctx.call<Doc[], { ids: string[] }>("vpn-organizations.records", { ids: [host.vpn_organization] });
