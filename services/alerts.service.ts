@@ -8,14 +8,10 @@ import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
 import { nowSeconds } from "../lib/eve/dates";
 import type { QueryArgs } from "../lib/eve/query";
 import type { Doc } from "../lib/storage/store";
+import { ALERT_LEVELS } from "../lib/contracts/fleet";
+import { action } from "../lib/contracts/call";
 
-const LEVELS = ["debug", "info", "warning", "error", "critical"];
 
-const ALERT_PARAMS = {
-	type: { type: "string", min: 1, max: 200 },
-	level: { type: "enum", values: LEVELS, default: "info" },
-	payload: { type: "object", optional: true, default: {} },
-} as const;
 
 interface NewAlert {
 	type: string;
@@ -44,7 +40,7 @@ const AlertsService: EveServiceSchema<AlertsThis> = {
 			idPattern: OBJECT_ID,
 			schema: {
 				type: { type: "string", min: 1, max: 200 },
-				level: { type: "enum", values: LEVELS },
+				level: { type: "enum", values: [...ALERT_LEVELS] },
 				payload: { type: "object", optional: true },
 				read: "boolean",
 			},
@@ -52,22 +48,20 @@ const AlertsService: EveServiceSchema<AlertsThis> = {
 	],
 	actions: {
 		/** Raises an alert (internal: other services call it). */
-		raise: {
+		raise: action("alerts.raise", {
 			visibility: "public",
-			params: ALERT_PARAMS,
-			async handler(this: AlertsThis, ctx: Context<NewAlert>) {
+			async handler(this: AlertsThis, ctx) {
 				const [_id] = await this.insertAlerts(ctx, [ctx.params]);
 				return { _id };
 			},
-		},
+		}),
 		/** Raises several alerts at once (internal). */
-		raiseMany: {
+		raiseMany: action("alerts.raiseMany", {
 			visibility: "public",
-			params: { alerts: { type: "array", max: 10_000, items: { type: "object", props: ALERT_PARAMS } } },
-			async handler(this: AlertsThis, ctx: Context<{ alerts: NewAlert[] }>) {
+			async handler(this: AlertsThis, ctx) {
 				return { ids: await this.insertAlerts(ctx, ctx.params.alerts) };
 			},
-		},
+		}),
 	},
 	methods: {
 		async insertAlerts(this: AlertsThis, ctx: Context, alerts: NewAlert[]): Promise<string[]> {

@@ -117,13 +117,9 @@ const GroupsService: EveServiceSchema<GroupsThis> = {
 		 * groups; generated groups whose nodegroup is gone are removed; groups people made are never touched,
 		 * even when they were linked under the generated root (they stay linked).
 		 */
-		applyGenerated: {
+		applyGenerated: action("groups.applyGenerated", {
 			visibility: "public",
-			params: {
-				master: { type: "string", min: 1, max: 200 },
-				nodegroups: { type: "array", max: 10_000, items: { type: "object", props: { name: "string", info: { type: "object", optional: true } } } },
-			},
-			async handler(this: GroupsThis, ctx: Context<{ master: string; nodegroups: Array<{ name: string; info?: Rule }> }>) {
+			async handler(this: GroupsThis, ctx) {
 				const { master, nodegroups } = ctx.params;
 				const tag = `build_graph:${master}`;
 				const rootId = idFromName(`graph/${master}`);
@@ -151,16 +147,16 @@ const GroupsService: EveServiceSchema<GroupsThis> = {
 				if (updated.length) await this.afterWrite(ctx as unknown as RestContext, "updated", updated);
 				return { master, root: rootId, groups: wanted.length + 1, created: created.length, updated: updated.length, removed: stale.length };
 			},
-		},
+		}),
 
 		/** Every group with its links and rules (internal: host memberships, the graph). */
-		rules: {
+		rules: action("groups.rules", {
 			visibility: "public",
 			async handler(this: GroupsThis): Promise<GroupDef[]> {
 				const all = await this.store.find({});
 				return all.map(g => ({ _id: String(g._id), name: g.name, type: g.type ?? 0, hosts: g.hosts ?? [], subgroups: g.subgroups ?? [], info: g.info }));
 			},
-		},
+		}),
 
 		/** DELETE /groups?where={"type": 2} (or [2, 3]): removes every group of those types. */
 		removeWhere: {

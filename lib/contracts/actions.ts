@@ -5,14 +5,8 @@
  * Adding an action: its schema in its service's file `as const`, its result beside it.
  */
 import type { Caller } from "../http/auth";
+import { FLEET_PARAMS, type FleetResults } from "./fleet";
 import { HOSTS_PARAMS, type HostsResults } from "./hosts";
-
-const GROUPS_PARAMS = {
-	/** groups.hostnames: every live host the group selects (its own, its rule's, its subgroups'). */
-	"groups.hostnames": { id: "string", query: { type: "any", optional: true } },
-	/** groups.expandTargets: a task's `tgt` as hostnames, group ids expanded. */
-	"groups.expandTargets": { tgt: { type: "array", items: "string", max: 100_000 } },
-} as const;
 
 const TOKENS_PARAMS = {
 	/** tokens.authorizeRun: may this token run this complete call on these hosts, now. */
@@ -27,11 +21,9 @@ const TOKENS_PARAMS = {
 } as const;
 
 /** Every contracted action's params schema, by action name. */
-export const PARAMS = { ...HOSTS_PARAMS, ...GROUPS_PARAMS, ...TOKENS_PARAMS } as const;
+export const PARAMS = { ...HOSTS_PARAMS, ...FLEET_PARAMS, ...TOKENS_PARAMS } as const;
 
 /** Every contracted action's result, by action name. */
-export interface Results extends HostsResults {
-	"groups.hostnames": string[];
-	"groups.expandTargets": string[];
+export interface Results extends HostsResults, FleetResults {
 	"tokens.authorizeRun": Caller;
 }

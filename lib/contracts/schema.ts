@@ -7,8 +7,8 @@
 
 type Shorthand<T extends string> = T extends `${infer Base}|${string}` ? Base : T;
 
-/** The value type of one fastest-validator type name. */
-type Named<T> = T extends "string" | "email" | "url" | "uuid" | "objectID" | "mac" | "luhn"
+/** The value type of one fastest-validator type name (a caller may send any object where the handler reads a record). */
+type Named<T, Mode> = T extends "string" | "email" | "url" | "uuid" | "objectID" | "mac" | "luhn"
 	? string
 	: T extends "number"
 		? number
@@ -19,7 +19,9 @@ type Named<T> = T extends "string" | "email" | "url" | "uuid" | "objectID" | "ma
 				: T extends "array"
 					? unknown[]
 					: T extends "object"
-						? Record<string, unknown>
+						? Mode extends "in"
+							? object
+							: Record<string, unknown>
 						: unknown;
 
 type Defaulted<R> = R extends { default: unknown } ? true : false;
@@ -35,7 +37,7 @@ type Optional<R> = R extends string
 export type RuleType<R, Mode extends "in" | "out"> = R extends readonly (infer A)[]
 	? RuleType<A, Mode>
 	: R extends string
-		? Named<Shorthand<R>>
+		? Named<Shorthand<R>, Mode>
 		: R extends { type: "array"; items: infer I }
 			? RuleType<I, Mode>[]
 			: R extends { type: "record"; value: infer V }
@@ -49,11 +51,11 @@ export type RuleType<R, Mode extends "in" | "out"> = R extends readonly (infer A
 						: R extends { type: "multi"; rules: readonly (infer A)[] }
 							? RuleType<A, Mode>
 							: R extends { type: infer T }
-								? Named<T>
+								? Named<T, Mode>
 								: unknown;
 
 /** Whether the field may be absent: optional for both sides, defaulted only for callers. */
-type Absent<R, Mode> = Optional<R> extends true ? true : Mode extends "in" ? Defaulted<R> : false;
+type Absent<R, Mode> = Mode extends "in" ? (Optional<R> extends true ? true : Defaulted<R>) : Optional<R> extends true ? (Defaulted<R> extends true ? false : true) : false;
 type Nullable<R> = R extends { nullable: true } ? null : never;
 
 type Flat<T> = { [K in keyof T]: T[K] } & {};

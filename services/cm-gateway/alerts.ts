@@ -6,6 +6,7 @@ import { countMetric } from "../../lib/runtime/metrics";
 import type { PresenceTransition } from "../../lib/fleet/presence";
 import type { Alert, GatewayContext } from "./context";
 import { summarizeBursts } from "../../lib/fleet/alert-bursts";
+import { call } from "../../lib/contracts/call";
 
 const PRESENCE_ALERTS = new Set(["host.down", "host.up"]);
 
@@ -16,7 +17,7 @@ export class GatewayAlerts {
 		if (!alerts.length) return;
 		const out = summarizeBursts(alerts, PRESENCE_ALERTS, this.gw.config.cmAlertBurst);
 		try {
-			await this.gw.broker.call("alerts.raiseMany", { alerts: out });
+			await call(this.gw.broker, "alerts.raiseMany", { alerts: out });
 		} catch (err) {
 			this.gw.logger.warn(`Could not raise ${out.length} alert(s):`, (err as Error).message);
 		}

@@ -17,6 +17,7 @@ import { canonicalDigest } from "../../lib/eve/etag";
 import type { Hold, Requester, RunRequest, TokenHolder } from "./run-door";
 import type { GatewayContext } from "./context";
 import { originOf } from "./history";
+import { call } from "../../lib/contracts/call";
 
 /** What maintenance-windows.check answers. */
 interface WindowVerdict {
@@ -79,8 +80,7 @@ export class Governance {
 		if (verdict.refused.length) {
 			if (by.breakGlass === undefined) throw this.outsideWindows(body.fun, verdict);
 			this.gw.logger.warn(`Break-glass: ${holder.name} runs ${body.fun} on ${verdict.refused.length} host(s) outside their maintenance windows: ${by.breakGlass}`);
-			await ctx
-				.call("alerts.raise", { type: "maintenance.break_glass", level: "warning", payload: { by: holder.name, token: holder.id, fun: body.fun, hosts: verdict.refused.slice(0, 100), outside: verdict.refused.length, reason: by.breakGlass, approval: by.approval ?? null } })
+			await call(ctx, "alerts.raise", { type: "maintenance.break_glass", level: "warning", payload: { by: holder.name, token: holder.id, fun: body.fun, hosts: verdict.refused.slice(0, 100), outside: verdict.refused.length, reason: by.breakGlass, approval: by.approval ?? null } })
 				.catch((err: Error) => this.gw.logger.error("Could not raise the break-glass alert:", err.message));
 		}
 		const gate = await ctx.call<GateAnswer, Record<string, unknown>>("approvals.gate", {

@@ -11,6 +11,7 @@ import { trackJob } from "./progress";
 import { keyViews, type MasterView } from "./salt-inventory";
 import { isObject, strings, type GatewayContext } from "./context";
 import type { Inventory, ViewCounts } from "./inventory";
+import { call } from "../../lib/contracts/call";
 
 /** Minions whose cached grains one reconciliation call reads (and whose hosts it then writes). */
 const SYNC_BATCH = 1000;
@@ -122,7 +123,7 @@ export class Reconciliation {
 			// Not set on the master: config.get answers its default, "". A list of one-key dicts is Salt's other spelling.
 			const nodegroups = Array.isArray(option) ? Object.assign({}, ...option.filter(isObject)) : isObject(option) ? option : option === "" ? {} : null;
 			if (!nodegroups) throw new EveError(502, "salt-api sent a malformed answer to config.get nodegroups");
-			await broker.call("nodegroups.fromMaster", { nodegroups });
+			await call(broker, "nodegroups.fromMaster", { nodegroups });
 			this.nodegroupsTrouble = null;
 		} catch (err) {
 			const why = (err as Error).message;

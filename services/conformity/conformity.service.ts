@@ -314,7 +314,7 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 			}
 			if (transitions.length) await this.stores.conformity_transitions.insertMany(transitions);
 			if (summaries.length) await call(this.broker, "hosts.setConformity", { hosts: summaries });
-			if (alerts.length) await this.broker.call("alerts.raiseMany", { alerts: summarizeBursts(alerts, BURSTY, this.alertBurst) });
+			if (alerts.length) await call(this.broker, "alerts.raiseMany", { alerts: summarizeBursts(alerts, BURSTY, this.alertBurst) });
 			// The fleet after this check: one small point of the series (a few numbers, whatever the fleet's size).
 			const point: Doc = { _id: jid, at: now, judged: returns.length, changed };
 			for (const st of ["conformant", "drifted", "failing"]) point[st] = await this.store.count({ state: st });

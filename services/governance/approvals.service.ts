@@ -268,7 +268,7 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 			if (!alert) return;
 			for (const d of docs) {
 				const payload = { approval: String(d._id), fun: d.call.fun, hosts: d.hosts_count, target: d.target ?? null, origin: d.origin, requester: d.requester.name, policies: (d.policies as MatchedPolicy[]).map(p => p.name), expires: new Date(d.expires).toISOString(), ...(d.definition ? { definition: `${d.definition.kind} ${d.definition.id}` } : {}) };
-				await ctx.call("alerts.raise", { type: alert, level, payload }).catch(err => this.logger.warn(`Could not raise ${alert}:`, (err as Error).message));
+				await call(ctx, "alerts.raise", { type: alert, level, payload }).catch(err => this.logger.warn(`Could not raise ${alert}:`, (err as Error).message));
 			}
 		},
 

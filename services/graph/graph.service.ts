@@ -184,7 +184,7 @@ const GraphService: ServiceSchema = {
 
 		async graphOf(this: EveThis, ctx: Context, id: string) {
 			if (!OBJECT_ID.test(id)) throw notFound(`group '${id}' not found`);
-			const groups: GroupDef[] = await ctx.call("groups.rules");
+			const groups: GroupDef[] = await call(ctx, "groups.rules");
 			if (!groups.some(g => g._id === id)) throw notFound(`group '${id}' not found`);
 			return graphFrom(groups, id);
 		},
@@ -211,9 +211,9 @@ const GraphService: ServiceSchema = {
 
 		/** The generated part of the graph for the master: a root group and an automatic group per nodegroup. */
 		async buildGraph(this: EveThis, job: Doc) {
-			const nodegroups: Array<{ name: string; info?: unknown }> = await this.broker.call("nodegroups.rules");
+			const nodegroups = await call(this.broker, "nodegroups.rules");
 			await this.jobUpdate(job, { progress: { done: 0, total: nodegroups.length + 1 } });
-			const result: Doc = await this.broker.call("groups.applyGenerated", { master: job.params.master, nodegroups });
+			const result: Doc = await call(this.broker, "groups.applyGenerated", { master: job.params.master, nodegroups });
 			await this.jobUpdate(job, { progress: { done: nodegroups.length + 1, total: nodegroups.length + 1 } });
 			return result;
 		},

@@ -7,6 +7,7 @@ import type { ActionSchema, Context } from "moleculer";
 import type { HostsThis } from "./types";
 import { nowSeconds } from "../../lib/eve/dates";
 import { GroupIndex, type GroupDef, type HostFacts, type NodegroupDef } from "../../lib/fleet/group-rules";
+import { call } from "../../lib/contracts/call";
 
 function sameList(a: string[], b: unknown): boolean {
 	return Array.isArray(b) && a.length === b.length && a.every((v, i) => v === b[i]);
@@ -26,7 +27,7 @@ export const membershipActions: Record<string, ActionSchema<HostsThis>> = {
 export const membershipMethods = {
 	/** Every group and nodegroup, as the rules that select hosts. */
 	async groupIndex(this: HostsThis, ctx: Context): Promise<GroupIndex> {
-		const [groups, nodegroups] = await Promise.all([ctx.call<GroupDef[]>("groups.rules"), ctx.call<NodegroupDef[]>("nodegroups.rules")]);
+		const [groups, nodegroups] = await Promise.all([call(ctx, "groups.rules"), call(ctx, "nodegroups.rules")]);
 		return new GroupIndex(groups, nodegroups);
 	},
 

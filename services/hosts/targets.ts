@@ -31,7 +31,7 @@ export interface Resolution {
 async function groupMembers(ctx: Context, expression: string): Promise<(ref: string) => Set<string> | null> {
 	const refs = groupRefs(expression);
 	if (!refs.length) return () => null;
-	const groups = await ctx.call<GroupDef[]>("groups.rules");
+	const groups = await call(ctx, "groups.rules");
 	const members = new Map<string, Set<string> | Error>();
 	for (const ref of refs) {
 		const named = groups.filter(g => g._id === ref);
@@ -49,7 +49,7 @@ async function groupMembers(ctx: Context, expression: string): Promise<(ref: str
 /** Why each `N@` name cannot select hosts: unknown to the nodegroups service, or a master's definition fleet-ctl cannot evaluate. */
 async function nodegroupCheck(ctx: Context, expression: string): Promise<((name: string) => string | null) | undefined> {
 	if (!expression.includes("N@")) return undefined;
-	const known = await ctx.call<Record<string, string | null>>("nodegroups.known");
+	const known = await call(ctx, "nodegroups.known");
 	return name => (Object.prototype.hasOwnProperty.call(known, name) ? known[name] : `no nodegroup is named '${name}' (the master's are read at each reconciliation; GET /api/nodegroups)`);
 }
 

@@ -14,6 +14,7 @@ import { nowSeconds } from "../../lib/eve/dates";
 import { compileSchema } from "../../lib/eve/validation";
 import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
 import { ruleProblems, type NodegroupDef, type Rule } from "../../lib/fleet/group-rules";
+import { action } from "../../lib/contracts/call";
 import { expandNodegroups } from "./salt-nodegroups";
 
 const infoSchema = {
@@ -101,31 +102,30 @@ const NodegroupsService: EveServiceSchema<NodegroupsThis> = {
 
 	actions: {
 		/** Every nodegroup that selects hosts, as its rule (internal: the hosts service computes memberships). */
-		rules: {
+		rules: action("nodegroups.rules", {
 			visibility: "public",
 			async handler(this: NodegroupsThis): Promise<NodegroupDef[]> {
 				return (await this.store.find({ problem: { $exists: false } }, { sort: [["name", 1]] })).map(d => ({ name: d.name, info: d.info }));
 			},
-		},
+		}),
 		/** Every nodegroup's name, with why it selects nothing here (null when it can be evaluated): for `N@` in targets. */
-		known: {
+		known: action("nodegroups.known", {
 			visibility: "public",
 			async handler(this: NodegroupsThis): Promise<Record<string, string | null>> {
 				const docs = await this.store.find({}, { only: ["name", "problem"] });
 				return Object.fromEntries(docs.map(d => [d.name as string, typeof d.problem === "string" ? d.problem : null]));
 			},
-		},
+		}),
 		/** The master's `nodegroups` option, as the cm-gateway read it at a reconciliation (local definitions win). Answers how many changed. */
-		fromMaster: {
+		fromMaster: action("nodegroups.fromMaster", {
 			visibility: "public",
-			params: { nodegroups: { type: "object" } },
-			async handler(this: NodegroupsThis, ctx: Context<{ nodegroups: Record<string, unknown> }>): Promise<number> {
+			async handler(this: NodegroupsThis, ctx) {
 				const local = new Set(this.configured.map(d => d.name));
 				const changed = await this.sync("master", masterDefinitions(ctx.params.nodegroups).filter(d => !local.has(d.name)));
 				if (changed) this.broker.emit("nodegroups.changed", {});
 				return changed;
 			},
-		},
+		}),
 	},
 
 	methods: {

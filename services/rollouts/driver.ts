@@ -19,6 +19,7 @@ import { countMetric } from "../../lib/runtime/metrics";
 import { readDryRun, type DryRunReturn } from "../../lib/fleet/state-results";
 import { sizeOf, type Batch } from "./plan";
 import { afterBatch, afterDryRun, countBatch, inFlight, nextStep, nobodyLive, stateBeforeAsk, type JobCounts, type RolloutProgress } from "./decisions";
+import { call } from "../../lib/contracts/call";
 
 /** What the driver keeps on the service. */
 export interface RolloutsMembers {
@@ -269,7 +270,7 @@ export const driverMethods = {
 		if (!(await this.moveStatus(r, ["running"], "paused", why))) return;
 		this.logger.warn(`Rollout ${r._id} (${r.name}) paused: ${why}`);
 		try {
-			await this.broker.call("alerts.raise", { type: "rollout.paused", level: "error", payload: { rollout: String(r._id), name: r.name, reason: why } });
+			await call(this.broker, "alerts.raise", { type: "rollout.paused", level: "error", payload: { rollout: String(r._id), name: r.name, reason: why } });
 		} catch (err) {
 			this.logger.error(`Could not raise the alert of rollout ${r._id}:`, (err as Error).message);
 		}

@@ -13,6 +13,7 @@ import type { Doc } from "../../lib/storage/store";
 import { countMetric, observeMetric } from "../../lib/runtime/metrics";
 import { claimRun, deferRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";
 import { loadConfig, type Config } from "../../lib/config";
+import { call } from "../../lib/contracts/call";
 
 /** What the tasks service has on `this` besides the Eve mixin's: the scheduler's state and methods, and the task checks. */
 export interface TasksMembers {
@@ -220,7 +221,7 @@ export const schedulerMethods = {
 					result = { due: pending.due, at: new Date(), status: "awaiting_approval", message: `the task's definition awaits approval ${res.approval._id}; nothing ran`, approval: res.approval._id };
 					countMetric(this.broker, "fleet.task.runs.total", { outcome: result.status });
 					if (await recordRun(this.store, t._id, pending.run, result, new Date())) this.noteChanged(t._id);
-					await this.broker.call("alerts.raise", { type: "task.awaiting_approval", level: "warning", payload: { task: t._id, name: t.name, approval: res.approval._id } }).catch(() => undefined);
+					await call(this.broker, "alerts.raise", { type: "task.awaiting_approval", level: "warning", payload: { task: t._id, name: t.name, approval: res.approval._id } }).catch(() => undefined);
 					return;
 				}
 				result = { due: pending.due, at: new Date(), status: res.task_id ? "started" : "no_minions", jid: res.task_id };
@@ -238,7 +239,7 @@ export const schedulerMethods = {
 				const retryable = nothingRan(e) && attempt < RETRY_DELAYS_MS.length;
 				if (!retryable) {
 					result = { due: pending.due, at: new Date(), status: "failed", message: e.message.slice(0, 500) };
-					await this.broker.call("alerts.raise", { type: "task.failed", level: "error", payload: { task: t._id, name: t.name, due: new Date(pending.due).toISOString(), message: e.message.slice(0, 500) } }).catch(() => undefined);
+					await call(this.broker, "alerts.raise", { type: "task.failed", level: "error", payload: { task: t._id, name: t.name, due: new Date(pending.due).toISOString(), message: e.message.slice(0, 500) } }).catch(() => undefined);
 					break;
 				}
 				await new Promise(r => setTimeout(r, RETRY_DELAYS_MS[attempt]));

@@ -51,7 +51,7 @@ describe("typed internal calls (lib/contracts)", () => {
 	it.each(Object.keys(PARAMS))("%s is declared with its contract and called only through it", name => {
 		const declared = [...text].filter(([, s]) => s.includes(`action("${name}", {`));
 		expect(declared.map(([f]) => path.relative(ROOT, f))).toHaveLength(1);
-		const raw = [...text].filter(([, s]) => new RegExp(`\\.(call|mcall)(<[^(]*>)?\\(\\s*"${name.replace(".", "\\.")}"`).test(s));
+		const raw = [...text].filter(([, s]) => new RegExp(`\\.\\s*(call|mcall)(<[^(]*>)?\\(\\s*"${name.replace(".", "\\.")}"`).test(s));
 		expect(raw.map(([f]) => path.relative(ROOT, f))).toEqual([]);
 	});
 });
