@@ -7,6 +7,7 @@
 import type { Caller } from "../http/auth";
 import { FLEET_PARAMS, type FleetResults } from "./fleet";
 import { HOSTS_PARAMS, type HostsResults } from "./hosts";
+import { VPN_PARAMS, type VpnResults } from "./vpn";
 
 const TOKENS_PARAMS = {
 	/** tokens.authorizeRun: may this token run this complete call on these hosts, now. */
@@ -21,9 +22,9 @@ const TOKENS_PARAMS = {
 } as const;
 
 /** Every contracted action's params schema, by action name. */
-export const PARAMS = { ...HOSTS_PARAMS, ...FLEET_PARAMS, ...TOKENS_PARAMS } as const;
+export const PARAMS = { ...HOSTS_PARAMS, ...FLEET_PARAMS, ...VPN_PARAMS, ...TOKENS_PARAMS } as const;
 
 /** Every contracted action's result, by action name. */
-export interface Results extends HostsResults, FleetResults {
+export interface Results extends HostsResults, FleetResults, VpnResults {
 	"tokens.authorizeRun": Caller;
 }

@@ -11,6 +11,7 @@ import { OBJECT_ID } from "../../lib/eve/ids";
 import { outboundPolicy } from "../../lib/security/address-guard";
 import type { Doc } from "../../lib/storage/store";
 import { PritunlClient, PritunlError } from "./pritunl-client";
+import { call } from "../../lib/contracts/call";
 
 /** Pritunl's `Organization.dict()` keys the record keeps (later versions add more; they are kept too). */
 export function isOrg(o: unknown): o is Doc {
@@ -61,7 +62,7 @@ export class ManagerClients {
 	async of(ctx: Context, managerId: string): Promise<ManagerClient> {
 		let m: Doc;
 		try {
-			m = await ctx.call("vpn-managers.credentials", { id: managerId });
+			m = await call(ctx, "vpn-managers.credentials", { id: managerId });
 		} catch (err) {
 			if ((err as { code?: number }).code === 404) throw new NoManager(managerId);
 			throw err;

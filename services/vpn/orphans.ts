@@ -8,6 +8,7 @@ import type { Config } from "../../lib/config";
 import type { Doc } from "../../lib/storage/store";
 import type { PritunlClient } from "./pritunl-client";
 import { NoManager, deleteInPritunl, orgList, type ManagerClients } from "./clients";
+import { call } from "../../lib/contracts/call";
 
 /**
  * An organization a failed create may have left in Pritunl. Known by its id, or, when Pritunl never
@@ -87,7 +88,7 @@ export class Orphans {
 	/** The create's database entry goes: nothing of it is left to look for. */
 	async endCreate(pending: string | undefined): Promise<void> {
 		if (!pending) return;
-		await this.deps.broker.call("vpn-organizations.createEnded", { id: pending }).catch((err: Error) => this.deps.logger.warn(`Could not end the create entry ${pending}:`, err.message));
+		await call(this.deps.broker, "vpn-organizations.createEnded", { id: pending }).catch((err: Error) => this.deps.logger.warn(`Could not end the create entry ${pending}:`, err.message));
 	}
 
 	/** Looks again for what failed creates may have left in Pritunl (see Orphan). */
@@ -127,7 +128,7 @@ export class Orphans {
 		// More than one new organization of that name: someone else made one too, and which is ours cannot be told.
 		if (candidates.length > 1) throw new Error(`${candidates.length} new organizations are named '${orphan.name}': none is removed; a person must choose`);
 		// An organization created since under the same name through fleet-ctl has a record: it stays.
-		const records = await ctx.call<Doc[], { managers: string[] }>("vpn-organizations.records", { managers: [orphan.manager] });
+		const records = await call(ctx, "vpn-organizations.records", { managers: [orphan.manager] });
 		const recorded = new Set(records.map(r => r.vpn_representation?.id));
 		for (const o of candidates) if (!recorded.has(o.id)) await deleteInPritunl(client, o.id);
 		return true;
@@ -156,7 +157,7 @@ export class Orphans {
 	private async adoptUnfinishedCreates(ctx: Context): Promise<void> {
 		const { config, logger, clients } = this.deps;
 		const timeout = config.pritunlTimeoutMs;
-		const creates = await ctx.call<Doc[], { olderThanMs: number }>("vpn-organizations.unfinishedCreates", { olderThanMs: UNFINISHED_AFTER_TIMEOUTS * timeout });
+		const creates = await call(ctx, "vpn-organizations.unfinishedCreates", { olderThanMs: UNFINISHED_AFTER_TIMEOUTS * timeout });
 		for (const c of creates) {
 			if (this.orphans.some(o => o.pending === c._id)) continue;
 			let client: PritunlClient;

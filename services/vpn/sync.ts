@@ -105,7 +105,7 @@ export class VpnSync {
 	}
 
 private async once(ctx: Context, only?: string[]): Promise<SyncResult> {
-		const records = await ctx.call<Doc[], { ids?: string[] }>("vpn-organizations.records", only ? { ids: only } : {});
+		const records = await call(ctx, "vpn-organizations.records", only ? { ids: only } : {});
 		const byManager = new Map<string, Doc[]>();
 		for (const r of records) byManager.set(r.vpn_manager, [...(byManager.get(r.vpn_manager) ?? []), r]);
 		const result: SyncResult = { organizations: 0, users: 0, hosts: [], failed: [] };
@@ -136,7 +136,7 @@ private async once(ctx: Context, only?: string[]): Promise<SyncResult> {
 				}
 				// Only once the whole manager was read: a failure half-way changes nothing of its hosts.
 				for (const { record, users } of found) {
-					if (pritunl.has(record.vpn_representation?.id)) await ctx.call("vpn-organizations.setRepresentation", { id: record._id, vpn_representation: record.vpn_representation });
+					if (pritunl.has(record.vpn_representation?.id)) await call(ctx, "vpn-organizations.setRepresentation", { id: record._id, vpn_representation: record.vpn_representation });
 					synced.push(record._id);
 					result.organizations++;
 					result.users += users.length;

@@ -14,6 +14,8 @@ import type { Doc } from "../../lib/storage/store";
 import { loadConfig, type Config } from "../../lib/config";
 import { outboundPolicy, outboundUrlProblem, type OutboundPolicy } from "../../lib/security/address-guard";
 import { pritunlBaseUrl } from "./pritunl-client";
+import { action, call } from "../../lib/contracts/call";
+import type { VpnManagerCredentials } from "../../lib/contracts/vpn";
 
 /** Fields kept encrypted at rest and masked on the way out. */
 const SECRETS = ["password", "api_token", "api_secret"];
@@ -71,16 +73,15 @@ const VpnManagersService: EveServiceSchema<VpnManagersThis> = {
 	],
 	actions: {
 		/** A manager's credentials in clear, for the vpn service only (never published). */
-		credentials: {
+		credentials: action("vpn-managers.credentials", {
 			visibility: "public",
-			params: { id: "string" },
-			async handler(this: VpnManagersThis, ctx: Context<{ id: string }>) {
+			async handler(this: VpnManagersThis, ctx) {
 				const doc = await this.visibleItem(ctx.params.id);
 				const clear: Doc = { ...doc };
 				for (const f of SECRETS) if (typeof doc[f] === "string") clear[f] = decryptSecret(doc[f]);
-				return clear;
+				return clear as VpnManagerCredentials;
 			},
-		},
+		}),
 	},
 	methods: {
 		/** Pritunl must accept the credentials before they are kept: the vpn service tries them. */
@@ -92,7 +93,7 @@ const VpnManagersService: EveServiceSchema<VpnManagersThis> = {
 			if (info.op !== "create") return null;
 			const blocked = serverAddressProblem(doc.server_address, outboundPolicy("pritunl", this.config));
 			if (blocked) return { server_address: blocked };
-			return ctx.call<Issues | null, { manager: Doc }>("vpn.checkManager", { manager: doc });
+			return call(ctx, "vpn.checkManager", { manager: doc });
 		},
 		async beforeStore(this: VpnManagersThis, _ctx: RestContext, doc: Doc, _info: WriteInfo): Promise<Doc> {
 			const out = { ...doc };
@@ -101,12 +102,12 @@ const VpnManagersService: EveServiceSchema<VpnManagersThis> = {
 		},
 		async removeDocs(this: VpnManagersThis, ctx: RestContext, docs: Doc[]) {
 			const ids = docs.map(d => String(d._id));
-			const used: number = await ctx.call("vpn-organizations.countByManager", { ids });
+			const used: number = await call(ctx, "vpn-organizations.countByManager", { ids });
 			if (used > 0) throw conflict("the VPN manager still has organizations; delete them first");
 			await this.store.removeMany({ _id: { $in: ids } });
 			// An organization stored between the count and the removal (its create checked the manager just
 			// before) would be left without its manager: then the manager comes back and the delete is refused.
-			if ((await ctx.call<number, { ids: string[] }>("vpn-organizations.countByManager", { ids })) > 0) {
+			if ((await call(ctx, "vpn-organizations.countByManager", { ids })) > 0) {
 				await this.store.insertMany(docs);
 				await this.notifyChanged(ctx, "updated", ids);
 				throw conflict("the VPN manager still has organizations; delete them first");

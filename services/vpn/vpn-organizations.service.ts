@@ -9,6 +9,8 @@ import { nowSeconds } from "../../lib/eve/dates";
 import { MASK } from "../../lib/eve/render";
 import { EveError } from "../../lib/eve/errors";
 import type { Doc } from "../../lib/storage/store";
+import { action } from "../../lib/contracts/call";
+import type { OrganizationCreate, VpnOrganizationRecord, WriteAnswer } from "../../lib/contracts/vpn";
 
 /**
  * Creates of organizations under way (internal): written before Pritunl is asked, removed once the record
@@ -38,46 +40,41 @@ const VpnOrganizationsService: EveServiceSchema = {
 	],
 	actions: {
 		/** A create is about to ask Pritunl (internal: the vpn service); answers its id. */
-		createStarted: {
+		createStarted: action("vpn-organizations.createStarted", {
 			visibility: "public",
-			params: { manager: "string", name: "string", before: { type: "array", items: "string" } },
-			async handler(this: EveThis, ctx: Context<{ manager: string; name: string; before: string[] }>) {
+			async handler(this: EveThis, ctx) {
 				const _id = newObjectId();
 				await this.stores[CREATES].insertMany([{ _id, manager: ctx.params.manager, name: ctx.params.name, before: ctx.params.before, at: new Date() }]);
 				return _id;
 			},
-		},
+		}),
 		/** The create is over: its record is stored, or nothing of it is left in Pritunl (internal). */
-		createEnded: {
+		createEnded: action("vpn-organizations.createEnded", {
 			visibility: "public",
-			params: { id: "string" },
-			async handler(this: EveThis, ctx: Context<{ id: string }>) {
+			async handler(this: EveThis, ctx) {
 				return this.stores[CREATES].removeMany({ _id: ctx.params.id });
 			},
-		},
+		}),
 		/** Creates started longer than `olderThanMs` ago and never ended: their process died (internal). */
-		unfinishedCreates: {
+		unfinishedCreates: action("vpn-organizations.unfinishedCreates", {
 			visibility: "public",
-			params: { olderThanMs: { type: "number", min: 0 } },
-			async handler(this: EveThis, ctx: Context<{ olderThanMs: number }>) {
-				return this.stores[CREATES].find({ at: { $lt: new Date(Date.now() - ctx.params.olderThanMs) } }, { limit: 100 });
+			async handler(this: EveThis, ctx) {
+				return (await this.stores[CREATES].find({ at: { $lt: new Date(Date.now() - ctx.params.olderThanMs) } }, { limit: 100 })) as OrganizationCreate[];
 			},
-		},
+		}),
 		/** What is wrong with an organization record before anything is made for it (internal: the vpn service). */
-		checkRecord: {
+		checkRecord: action("vpn-organizations.checkRecord", {
 			visibility: "public",
-			params: { record: "any" },
-			async handler(this: EveThis, ctx: Context<{ record: unknown }>) {
+			async handler(this: EveThis, ctx) {
 				const record = ctx.params.record;
 				if (record === null || typeof record !== "object" || Array.isArray(record)) return { _root: "must be of dict type" };
 				return this.eve.createCheck(record) ?? (await this.referenceIssues(ctx, record as Doc));
 			},
-		},
+		}),
 		/** Stores an organization record that exists in Pritunl (internal: the vpn service calls it); answers Eve's write response. */
-		insertRecord: {
+		insertRecord: action("vpn-organizations.insertRecord", {
 			visibility: "public",
-			params: { record: "object" },
-			async handler(this: EveThis, ctx: Context<{ record: Doc }>) {
+			async handler(this: EveThis, ctx) {
 				const issues = this.eve.createCheck(ctx.params.record) ?? (await this.referenceIssues(ctx, ctx.params.record));
 				if (issues) throw new EveError(422, "invalid VPN organization", { issues });
 				const now = nowSeconds();
@@ -91,37 +88,34 @@ const VpnOrganizationsService: EveServiceSchema = {
 					throw new EveError(422, "invalid VPN organization", { issues: gone });
 				}
 				await this.notifyChanged(ctx, "created", [doc._id]);
-				return this.writeResponse(doc);
+				return this.writeResponse(doc) as WriteAnswer;
 			},
-		},
+		}),
 		/**
 		 * DELETE's preconditions for the vpn service before it removes the organization in Pritunl (internal): 404
 		 * when the record is not there, 412 when the request's If-Match names another version (docs/api.md).
 		 */
-		claimForRemoval: {
+		claimForRemoval: action("vpn-organizations.claimForRemoval", {
 			visibility: "public",
-			params: { id: "string" },
 			async handler(this: EveThis, ctx: RestContext) {
 				await this.claimForRemoval(ctx, String(ctx.params.id));
 				return null;
 			},
-		},
+		}),
 		/** Stored records, secrets in clear (internal: the vpn service): these ids, or those of these managers, or all. */
-		records: {
+		records: action("vpn-organizations.records", {
 			visibility: "public",
-			params: { ids: { type: "array", items: "string", optional: true }, managers: { type: "array", items: "string", optional: true } },
-			async handler(this: EveThis, ctx: Context<{ ids?: string[]; managers?: string[] }>) {
+			async handler(this: EveThis, ctx) {
 				const filter: Doc = {};
 				if (ctx.params.ids) filter._id = { $in: ctx.params.ids };
 				if (ctx.params.managers) filter.vpn_manager = { $in: ctx.params.managers };
-				return this.store.find(filter, { sort: [["_created", 1], ["_id", 1]] });
+				return (await this.store.find(filter, { sort: [["_created", 1], ["_id", 1]] })) as VpnOrganizationRecord[];
 			},
-		},
+		}),
 		/** Pritunl's current record of an organization (internal: the vpn sync); writes only a change. */
-		setRepresentation: {
+		setRepresentation: action("vpn-organizations.setRepresentation", {
 			visibility: "public",
-			params: { id: "string", vpn_representation: "object" },
-			async handler(this: EveThis, ctx: Context<{ id: string; vpn_representation: Doc }>) {
+			async handler(this: EveThis, ctx) {
 				const doc = await this.store.findOne({ _id: ctx.params.id });
 				if (!doc) return false;
 				if (JSON.stringify(doc.vpn_representation) === JSON.stringify(ctx.params.vpn_representation)) return false;
@@ -129,24 +123,22 @@ const VpnOrganizationsService: EveServiceSchema = {
 				await this.notifyChanged(ctx, "updated", [ctx.params.id]);
 				return true;
 			},
-		},
+		}),
 		/** Deletes a record whose organization is gone from Pritunl (internal: the vpn service). */
-		removeRecord: {
+		removeRecord: action("vpn-organizations.removeRecord", {
 			visibility: "public",
-			params: { id: "string" },
-			async handler(this: EveThis, ctx: Context<{ id: string }>) {
+			async handler(this: EveThis, ctx) {
 				const removed = await this.store.removeMany({ _id: ctx.params.id });
 				await this.notifyChanged(ctx, "removed", [ctx.params.id]);
 				return removed;
 			},
-		},
-		countByManager: {
+		}),
+		countByManager: action("vpn-organizations.countByManager", {
 			visibility: "public",
-			params: { ids: { type: "array", items: "string" } },
 			handler(this: EveThis, ctx: Context<{ ids: string[] }>) {
 				return this.store.count({ vpn_manager: { $in: ctx.params.ids } });
 			},
-		},
+		}),
 	},
 	methods: {
 		transformOutput(this: EveThis, doc: Doc): Doc {

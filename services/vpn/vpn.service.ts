@@ -25,7 +25,7 @@ import { PritunlError, pritunlBaseUrl } from "./pritunl-client";
 import { ManagerClients, NoManager, deleteInPritunl, isOrg, malformed, orgList, type ManagerClient } from "./clients";
 import { Orphans, UNFINISHED_AFTER_TIMEOUTS } from "./orphans";
 import { VpnSync, type SyncResult } from "./sync";
-import { call } from "../../lib/contracts/call";
+import { action, call } from "../../lib/contracts/call";
 
 interface Parts {
 	clients: ManagerClients;
@@ -47,7 +47,7 @@ type Ctx<P = Record<string, unknown>> = Context<P, HttpMeta & { user?: { role?: 
 /** The organization record an URL names; like GET, a malformed or unknown id is 404 (docs/api.md). */
 async function organizationRecord(ctx: Context, id: string): Promise<Doc> {
 	if (!OBJECT_ID.test(id)) throw notFound();
-	const [record] = await ctx.call<Doc[], { ids: string[] }>("vpn-organizations.records", { ids: [id] });
+	const [record] = await call(ctx, "vpn-organizations.records", { ids: [id] });
 	if (!record) throw notFound();
 	return record;
 }
@@ -57,9 +57,8 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 
 	actions: {
 		/** Can fleet-ctl log in with this manager (clear credentials)? Issues to report, or null (internal: vpn-managers). */
-		checkManager: {
+		checkManager: action("vpn.checkManager", {
 			visibility: "public",
-			params: { manager: "object" },
 			async handler(this: VpnThis, ctx: Ctx<{ manager: Doc }>): Promise<Issues | null> {
 				const m = ctx.params.manager;
 				try {
@@ -79,7 +78,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 					client.close();
 				}
 			},
-		},
+		}),
 
 		/** POST /vpn_organizations: the organization in Pritunl, then its record; nothing half-made on failure. */
 		createOrganization: {
@@ -88,7 +87,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 				const body = ctx.params.body;
 				if (body === undefined || body === null) throw badRequest("a JSON object is required");
 				if (Array.isArray(body)) throw badRequest("create one VPN organization at a time");
-				const issues = await ctx.call<Issues | null, { record: unknown }>("vpn-organizations.checkRecord", { record: body });
+				const issues = await call(ctx, "vpn-organizations.checkRecord", { record: body });
 				if (issues) throw validationFailed(issues);
 				const record = body as Doc;
 				const wanted = (record.vpn_representation ?? {}) as Doc;
@@ -103,7 +102,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 				if (before.some((o: Doc) => o.name === name)) throw new EveError(409, `the Pritunl of this VPN manager already has an organization named '${name}'`);
 				// Kept in the database until the create is over: should this process die half-way, another finds it.
 				const beforeIds = before.map((o: Doc) => o.id);
-				const pending = await ctx.call<string, Record<string, unknown>>("vpn-organizations.createStarted", { manager: record.vpn_manager, name, before: beforeIds });
+				const pending = await call(ctx, "vpn-organizations.createStarted", { manager: record.vpn_manager, name, before: beforeIds });
 				let org: Doc;
 				try {
 					const res = await client.json("POST", "/organization", { name, auth_api: wanted.auth_api === true });
@@ -116,7 +115,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 					throw err;
 				}
 				try {
-					const written = await ctx.call<Doc, { record: Doc }>("vpn-organizations.insertRecord", { record: { ...record, vpn_representation: org } });
+					const written = await call(ctx, "vpn-organizations.insertRecord", { record: { ...record, vpn_representation: org } });
 					await orphans.endCreate(pending);
 					ctx.meta.$statusCode = 201;
 					ctx.meta.$location = `/api/vpn_organizations/${written._id}`;
@@ -134,7 +133,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 			async handler(this: VpnThis, ctx: Ctx<{ id: string }>) {
 				const record = await organizationRecord(ctx, ctx.params.id);
 				// An If-Match naming another version is 412 before anything is removed in Pritunl.
-				await ctx.call("vpn-organizations.claimForRemoval", { id: record._id });
+				await call(ctx, "vpn-organizations.claimForRemoval", { id: record._id });
 				ctx.meta.$statusCode = 204;
 				const pid = record.vpn_representation?.id;
 				const mc: ManagerClient | null = await this.parts.clients.of(ctx, record.vpn_manager).catch((err: unknown) => {
@@ -143,7 +142,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 				});
 				if (!mc) this.logger.warn(`The VPN organization '${record.name}' (${record._id}) has no manager any more: only its record is deleted`);
 				else if (typeof pid === "string" && OBJECT_ID.test(pid)) await deleteInPritunl(mc.client, pid);
-				await ctx.call("vpn-organizations.removeRecord", { id: record._id });
+				await call(ctx, "vpn-organizations.removeRecord", { id: record._id });
 				await call(ctx, "hosts.setVpn", { orgs: [record._id], assignments: [] });
 				return null;
 			},
@@ -176,7 +175,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 				const host = await call(ctx, "hosts.vpnIdentity", { id: ctx.params.id });
 				const rep = host.vpn_representation;
 				if (!host.vpn_organization || !rep || typeof rep.id !== "string") throw notFound(`host '${host._id}' has no VPN identity`);
-				const [record] = await ctx.call<Doc[], { ids: string[] }>("vpn-organizations.records", { ids: [host.vpn_organization] });
+				const [record] = await call(ctx, "vpn-organizations.records", { ids: [host.vpn_organization] });
 				const orgId = record?.vpn_representation?.id;
 				if (!record || typeof orgId !== "string" || !OBJECT_ID.test(orgId) || !OBJECT_ID.test(rep.id)) throw notFound(`host '${host._id}' has no VPN identity`);
 				const { client } = await this.parts.clients.of(ctx, record.vpn_manager).catch((err: unknown) => {
