@@ -5,7 +5,7 @@
  * cannot be written does not happen (503, saying so); a run's record is begun (`started`, 202) before the
  * job is handed over and completed after it with the jid; a failed run's record says `failed` with the code. The
  * door tells the audit service facts (who, from where, on which hosts, the complete call): the service builds the
- * record (test/audit.spec.ts).
+ * record (test/audit/record.spec.ts).
  */
 import { EveError } from "../../lib/eve/errors";
 import type { AuditResult } from "../../lib/contracts/audit";

@@ -3,65 +3,16 @@
  * `audit.begin` and `audit.complete`, and it builds every record (services/audit/record.ts). What is checked is what
  * an admin reads at GET /api/audit: one record per request, a run's with its jid and its secrets masked, a refused
  * run's, sign-out's; and what the audit service does with the calls it gets: a record is begun once, never merged.
+ * The builder alone: test/audit/record.spec.ts.
  */
 import type { Middleware } from "moleculer";
-import { SaltApiSimulator } from "./simulators/salt-api";
-import { startEmbedded, type Harness } from "./support/harness";
-import { request, expectEveError, withQuery } from "./support/http";
-import { buildRecord, boundedArgs, outcomeOf } from "../services/audit/record";
-import { csrfOf } from "../services/api/sessions";
-import { newObjectId } from "../lib/eve/ids";
-import { MASK } from "../lib/eve/render";
-import type { AuditBegin } from "../lib/contracts/audit";
-
-describe("the audit record builder (services/audit/record.ts)", () => {
-	const FACTS: AuditBegin = {
-		who: { token: "tok-1", name: "alice", role: "operator" },
-		request: { source: "10.0.0.7", agent: "curl/8", method: "POST", path: "/api/hosts/web-01" },
-		run: { targets: ["web-01"], fun: "test.arg", call: { cm_client: "local", arg: ["whoami", "password=hunter2"], kwarg: { token: "t0k", user: "root" } } },
-	};
-
-	it("makes a run's record before it runs: started, 202, no jid yet, the complete call with its secrets masked", () => {
-		expect(buildRecord(FACTS)).toStrictEqual({
-			token: "tok-1",
-			name: "alice",
-			role: "operator",
-			source: "10.0.0.7",
-			agent: "curl/8",
-			method: "POST",
-			path: "/api/hosts/web-01",
-			targets: ["web-01"],
-			fun: "test.arg",
-			args: { cm_client: "local", arg: ["whoami", `password=${MASK}`], kwarg: { token: MASK, user: "root" } },
-			status: 202,
-			outcome: "started",
-			jid: null,
-		});
-	});
-
-	it("makes a write's record whole at once: its body as the arguments (masked), no function, the outcome the status says", () => {
-		const record = buildRecord({ who: { token: null, name: null, role: null }, request: { source: "", method: "POST", path: "/api/vpn_managers" }, body: { name: "m", api_secret: "s" }, result: { status: 401, message: "an API token is required" } });
-		expect(record).toStrictEqual({ token: null, name: null, role: null, source: "", method: "POST", path: "/api/vpn_managers", fun: null, args: { name: "m", api_secret: MASK }, status: 401, outcome: "denied", message: "an API token is required", jid: null });
-		expect([200, 201, 202, 204, 400, 401, 403, 404, 409, 422, 429, 500, 503].map(outcomeOf)).toStrictEqual(["ok", "ok", "ok", "ok", "failed", "denied", "denied", "failed", "failed", "failed", "denied", "failed", "failed"]);
-	});
-
-	it("bounds every field: message and break-glass 2000, path 4096, source and agent 200, method 10; a large body kept as its size and keys", () => {
-		const long = (n: number) => "x".repeat(n);
-		const record = buildRecord({
-			who: { token: null, name: null, role: null },
-			request: { source: long(300), agent: long(300), method: long(20), path: long(5000) },
-			run: { targets: ["h"], fun: "test.ping", break_glass: long(3000) },
-			body: { big: long(9000), other: 1 },
-			result: { status: 500, message: long(2500) },
-		});
-		expect([record.source, record.agent, record.method, record.path, record.message, record.break_glass].map(v => String(v).length)).toStrictEqual([200, 200, 10, 4096, 2000, 2000]);
-		expect(record.args).toStrictEqual({ truncated: true, bytes: JSON.stringify({ big: long(9000), other: 1 }).length, keys: ["big", "other"] });
-		expect(boundedArgs({ small: 1 })).toStrictEqual({ small: 1 });
-		// A run's complete call is what ran: kept whole, however large.
-		const call = { cm_client: "local", kwarg: { pillar: long(9000) } };
-		expect(buildRecord({ ...FACTS, run: { fun: "state.apply", call } }).args).toStrictEqual(call);
-	});
-});
+import { SaltApiSimulator } from "../simulators/salt-api";
+import { startEmbedded, type Harness } from "../support/harness";
+import { request, expectEveError, withQuery } from "../support/http";
+import { csrfOf } from "../../services/api/sessions";
+import { newObjectId } from "../../lib/eve/ids";
+import { MASK } from "../../lib/eve/render";
+import type { AuditBegin } from "../../lib/contracts/audit";
 
 describe("the audit log through the API", () => {
 	let sim: SaltApiSimulator;
