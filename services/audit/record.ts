@@ -25,7 +25,7 @@ export function resultFields(result: AuditResult): { status: number; outcome: Au
 	return {
 		status: result.status,
 		outcome: result.outcome ?? outcomeOf(result.status),
-		...(typeof result.message === "string" && result.message ? { message: result.message.slice(0, MESSAGE_MAX) } : {}),
+		...(result.message ? { message: result.message.slice(0, MESSAGE_MAX) } : {}),
 		jid: result.jid ?? null,
 	};
 }
