@@ -253,6 +253,22 @@ describe("the run door: governed (maintenance windows, approvals)", () => {
 		expect(steps).toStrictEqual([["authorize"], ["begin", AUDIT_ID, { ...FACTS, run: { ...FACTS.run, approval: "0000000000000000000000c3" } }, { status: 202, outcome: "held", message: "held for approval 0000000000000000000000c3" }]]);
 	});
 
+	it("still holds (nothing runs, the approval request stands) when the held run's record cannot be written, and logs it", async () => {
+		const { fx, steps } = effects({ begin: () => Promise.reject(new Error("audit down")) });
+		fx.govern = async () => ({ approval: { _id: "0000000000000000000000c3", status: "pending" } });
+		fx.held = hold => ({ task_id: `held by ${hold.approval._id}` });
+		expect(await startRun(REQUEST, fx)).toStrictEqual({ task_id: "held by 0000000000000000000000c3" });
+		expect(steps.map(s => s[0])).toStrictEqual(["authorize", "begin", "log"]);
+		expect(steps[2]).toStrictEqual(["log", "Could not write the audit record of a run held for approval:", "audit down"]);
+	});
+
+	it("refuses (500) a hold its caller cannot answer, and runs nothing", async () => {
+		const { fx, steps } = effects();
+		fx.govern = async () => ({ approval: { _id: "0000000000000000000000c3", status: "pending" } });
+		await expect(startRun(REQUEST, fx)).rejects.toMatchObject({ code: 500, message: "a run was held for approval where none can be answered" });
+		expect(steps.map(s => s[0])).toStrictEqual(["authorize", "begin"]);
+	});
+
 	it("runs as before when the governance lets it, with a break-glass reason and the approval carried out on its record", async () => {
 		const { fx, steps } = effects();
 		fx.govern = async () => null;
