@@ -11,7 +11,7 @@
 import fs from "node:fs";
 
 export const MODULES = [
-	"lib/http/auth.ts", // roles, runDenial, function globs, redact, bearer tokens
+	"lib/http/auth.ts", // roles, runDenial, function globs, bearer tokens
 	"lib/eve/query.ts", // where / projection / sort / embedded validation, allowlists, limits, paging
 	"lib/security/address-guard.ts", // outbound addresses
 	"lib/security/secrets.ts", // secrets at rest
@@ -20,6 +20,7 @@ export const MODULES = [
 	"services/tasks/task-claims.ts", // the scheduler's claims and lease takeovers (exactly once)
 	"lib/eve/paging.ts", // page arithmetic, _meta and _links
 	"services/cm-gateway/run-door.ts", // the audit-first, authorized-where-it-starts run path
+	"services/audit/record.ts", // the one audit record builder: fields bounded, arguments masked, the outcome
 	"services/conformity/fix-plan.ts", // conformity fixes: what is applied, every run authorized before the first
 	"lib/fleet/conformity.ts", // a host's conformity judged from its test=True return; which jobs are checks; alerts
 	"services/tokens/family.ts", // principals, token families and their cascading revocation
@@ -52,6 +53,7 @@ export const UNIT_SPECS = [
 	"test/tasks/task-claims.spec.ts",
 	"test/eve/paging.spec.ts",
 	"test/cm-gateway/run-door.spec.ts",
+	"test/audit/record.spec.ts", // services/audit/record.ts
 	"test/conformity/fix-plan.spec.ts", // services/conformity/fix-plan.ts
 	"test/fleet/conformity.spec.ts", // lib/fleet/conformity.ts (and lib/fleet/state-results.ts's reading)
 	"test/tokens/family.spec.ts", // principals and families on an in-memory NeDB store

@@ -27,18 +27,19 @@ describe("runs: authorized where they start, audited before they start", () => {
 	let scopeGroup = "";
 	let mixedGroup = "";
 	const tokens: Record<string, { id: string; secret: string }> = {};
-	/** audit.record calls as they completed, with the time: a run's record must be stored before its job. */
+	/** audit.begin calls as they completed, with the time: a run's record must be stored before its job. */
 	const auditWrites: AuditWrite[] = [];
 	let failAudit = false;
 
 	const AuditWatch: Middleware = {
 		name: "AuditWatch",
 		localAction(next: (ctx: any) => Promise<unknown>, action: { name: string }) {
-			if (action.name !== "audit.record") return next;
+			if (action.name !== "audit.begin") return next;
 			return async (ctx: any) => {
 				if (failAudit) throw Object.assign(new Error("audit store unavailable (test)"), { code: 500 });
 				const res = (await next(ctx)) as { _id: string };
-				auditWrites.push({ id: String(res._id), at: Date.now(), fun: ctx.params.entry?.fun, outcome: ctx.params.entry?.outcome });
+				// Begun without a result: a run's record before it runs (started).
+				auditWrites.push({ id: String(res._id), at: Date.now(), fun: ctx.params.run?.fun, outcome: ctx.params.result?.outcome ?? (ctx.params.result ? undefined : "started") });
 				return res;
 			};
 		},

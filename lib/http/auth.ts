@@ -1,4 +1,7 @@
-/** Tokens, roles and scopes: the pieces of access control that the gateway and the services share. */
+/**
+ * Tokens, roles and scopes: the pieces of access control that the gateway and the services share. Masking secrets is
+ * lib/security/masking.ts (`maskSecrets`), the one rule, applied by the audit service and wherever a run is shown.
+ */
 import { hash, randomBytes } from "node:crypto";
 import { effectiveCall } from "../security/effective-call";
 import { entryOf } from "../security/catalogue";
@@ -149,9 +152,3 @@ export const ARBITRARY_CODE_WARNING = "this token can run any command as root on
 export function arbitraryCodeFields(role: Role, scope: Scope | undefined): { arbitrary_code: boolean; warning?: string } {
 	return runsArbitraryCode(role, scope) ? { arbitrary_code: true, warning: ARBITRARY_CODE_WARNING } : { arbitrary_code: false };
 }
-
-/**
- * A copy with every secret masked, at any depth (the audit log, approvals): the one rule of lib/security/masking.ts,
- * which also masks `key=value` strings as Salt splits them.
- */
-export { maskSecrets as redact } from "../security/masking";

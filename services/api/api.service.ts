@@ -11,7 +11,8 @@ import { loadConfig } from "../../lib/config";
 import { COLLECTIONS, PUBLISHED_ACTIONS, type BodyKind } from "../../lib/http/routes";
 import { EveError } from "../../lib/eve/errors";
 import { ReadCache, READ_CACHE_MS } from "../../lib/http/read-cache";
-import { hashToken, redact, roleAllows, type Caller } from "../../lib/http/auth";
+import { hashToken, roleAllows, type Caller } from "../../lib/http/auth";
+import type { AuditBegin, AuditComplete, AuditMeta, AuditResult } from "../../lib/contracts/audit";
 import { GatewayUi, UI_ASSETS, securityHeaders } from "../../mixins/gateway-ui.mixin";
 import { acceptedRequestId } from "../../lib/runtime/logging";
 import { newObjectId } from "../../lib/eve/ids";
@@ -25,7 +26,7 @@ import { KeptReadMetrics } from "./kept-metrics";
 import { keptKey, serveKept } from "./kept-reads";
 import { toEveError } from "./errors";
 import { CSRF_COOKIE, SESSION_COOKIE, csrfOf, parseCookies, signInFor, type AuthMeta, type SignIn } from "./sessions";
-import { MUTATING, changesState, discardBody, hasBody, isJson, parseJson, queryPairs, truncateForAudit, userAgent, type Req } from "./requests";
+import { MUTATING, changesState, discardBody, hasBody, isJson, parseJson, queryPairs, userAgent, type Req } from "./requests";
 
 type Meta = Record<string, any>;
 
@@ -329,8 +330,9 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			// /auth (single sign-on: services/api/sessions.ts) is how one gets a session: no token asked for.
 			if (AUTH_ACTIONS.has(req.$alias?.action ?? "")) return gatewayMethods.aliasHandler.call(this, req, res, alias);
 			// The request's audit record id, made here for every audited request (refused ones too), so that the
-			// records of one gateway sort by _id in the order their requests arrived.
-			if (this.audited(req)) ctx.meta.auditId = newObjectId();
+			// records of one gateway sort by _id in the order their requests arrived; a run of the routed action
+			// writes under it (lib/contracts/audit.ts).
+			if (this.audited(req)) (ctx.meta as AuditMeta).audit = { id: newObjectId(), action: req.$alias?.action ?? "" };
 			ctx.meta.user = await this.authenticate(ctx, req);
 			this.authorizeRole(ctx, req);
 			// The writes compare it with the record they change (412 when it names another version).
@@ -419,38 +421,41 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 		},
 
 		/**
-		 * One audit record per audited request; its arguments are masked by the audit service. A run's record
-		 * was written before the run under the request's `auditId` (the cm-gateway): this completes it.
+		 * One audit record per audited request, built by the audit service from what the gateway knows of it. A run's
+		 * record was begun under the request's id by the run door (meta.auditBegun): this completes it; any other
+		 * request's record is written whole now.
 		 */
 		async audit(this: ApiThis, req: Req, status: number, message: string | null, data: unknown) {
-			const meta = req.$ctx?.meta;
-			const caller: Caller | null = meta?.user ?? null;
-			const body = req.$params?.body as Record<string, unknown> | undefined;
+			const meta = (req.$ctx?.meta ?? {}) as AuditMeta & { user?: Caller };
+			const id = meta.audit?.id ?? newObjectId();
 			const response = (Buffer.isBuffer(data) ? null : data) as Record<string, any> | null;
-			// What a task write leaves to run (the tasks service says it), for the record.
-			const run: { fun: string; targets: string[] } | undefined = meta?.auditRun;
-			const entry = {
-				token: caller?.id ?? null,
-				name: caller?.name ?? null,
-				role: caller?.role ?? null,
-				source: req.socket.remoteAddress ?? "",
-				agent: userAgent(req),
-				method: req.method,
-				path: (req.originalUrl ?? req.url ?? "").slice(0, 4096),
-				targets: run?.targets,
-				fun: run?.fun ?? null,
-				args: body === undefined ? undefined : truncateForAudit(body),
+			const result: AuditResult = {
 				status,
 				// A run held for approval (202) ran nothing: its record says so, as the run door wrote it.
-				outcome: response?.status === "pending_approval" ? "held" : status < 400 ? "ok" : status === 401 || status === 403 || status === 429 ? "denied" : "failed",
-				...(message ? { message: message.slice(0, 2000) } : {}),
+				...(response?.status === "pending_approval" ? { outcome: "held" as const } : {}),
+				...(message ? { message } : {}),
 				jid: response?.task_id ?? response?.jid ?? null,
 			};
+			const method = req.method ?? "";
+			const path = req.originalUrl ?? req.url ?? "";
 			try {
-				// Only the arguments are masked: `token` here is the token's id, not a secret.
-				await this.broker.call("audit.record", { id: meta?.auditId ?? newObjectId(), entry: { ...entry, args: redact(entry.args) } });
+				if (meta.auditBegun === id) await this.broker.call<unknown, AuditComplete>("audit.complete", { id, result });
+				else {
+					const caller = meta.user;
+					// What a task write leaves to run (the tasks service says it), for the record.
+					const run = meta.auditRun;
+					const body = req.$params?.body;
+					await this.broker.call<unknown, AuditBegin>("audit.begin", {
+						id,
+						who: { token: caller?.id ?? null, name: caller?.name ?? null, role: caller?.role ?? null },
+						request: { source: req.socket.remoteAddress ?? "", ...(userAgent(req) ? { agent: userAgent(req) } : {}), method, path },
+						...(run ? { run: { targets: run.targets, fun: run.fun } } : {}),
+						...(body !== undefined ? { body } : {}),
+						result,
+					});
+				}
 			} catch (err) {
-				this.logger.error("Could not write an audit record:", (err as Error).message, entry.method, entry.path);
+				this.logger.error("Could not write an audit record:", (err as Error).message, method, path);
 			}
 		},
 

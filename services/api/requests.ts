@@ -1,7 +1,7 @@
 /**
  * What the gateway reads of an HTTP request: the request as moleculer-web hands it over (Req), its JSON body
  * (size and nesting bounded before parsing), its query string as ordered pairs, its content type, the
- * client's User-Agent, and the body as the audit log keeps it.
+ * client's User-Agent.
  */
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Context } from "moleculer";
@@ -39,18 +39,6 @@ function verifyDepth(req: IncomingMessage, _res: ServerResponse, buf: Buffer): v
 }
 
 export const parseJson: (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void = (ApiGateway as unknown as { bodyParser: { json(opts: unknown): typeof parseJson } }).bodyParser.json({ strict: true, limit: config.maxBodyBytes, verify: verifyDepth });
-
-/** Bodies go into the audit log whole unless they are large; then only their keys. Never throws. */
-export function truncateForAudit(body: unknown): unknown {
-	let text: string;
-	try {
-		text = JSON.stringify(body) ?? "";
-	} catch {
-		text = "";
-	}
-	if (text && text.length <= 8192) return body;
-	return { truncated: true, bytes: text.length, keys: body && typeof body === "object" ? Object.keys(body).slice(0, 50) : [] };
-}
 
 /** The query string as ordered pairs; Eve's links repeat it in the client's order. */
 export function queryPairs(search: string): QueryPairs {

@@ -17,7 +17,7 @@ import { createHash } from "node:crypto";
 import type { Context } from "moleculer";
 import { loadConfig, type OidcConfig, type OidcRoleRule } from "../../lib/config";
 import { EveError } from "../../lib/eve/errors";
-import { newObjectId } from "../../lib/eve/ids";
+import type { AuditBegin, AuditOutcome } from "../../lib/contracts/audit";
 import { hashToken } from "../../lib/http/auth";
 import { decryptSecret, encryptSecret } from "../../lib/security/secrets";
 
@@ -206,11 +206,14 @@ export class SignIn {
 		return { redirect };
 	}
 
-	private async audit(ctx: Context, meta: AuthMeta, entry: { method: "GET" | "POST"; token?: string; name: string | null; role: string | null; status: number; outcome: string; message: string }) {
-		const path = (meta.url ?? "").split("?")[0].slice(0, 4096);
-		await ctx
-			.call("audit.record", { id: newObjectId(), entry: { token: entry.token ?? null, name: entry.name, role: entry.role, source: meta.source ?? "", ...(meta.agent ? { agent: meta.agent } : {}), method: entry.method, path, status: entry.status, outcome: entry.outcome, message: entry.message.slice(0, 2000) } })
-			.catch(err => this.log("Could not audit a sign-in:", (err as Error).message));
+	/** A sign-in or sign-out, told to the audit service (which builds the record): who, from where, how it went. */
+	private async audit(ctx: Context, meta: AuthMeta, entry: { method: "GET" | "POST"; token?: string; name: string | null; role: string | null; status: number; outcome: AuditOutcome; message: string }) {
+		const facts: AuditBegin = {
+			who: { token: entry.token ?? null, name: entry.name, role: entry.role },
+			request: { source: meta.source ?? "", ...(meta.agent ? { agent: meta.agent } : {}), method: entry.method, path: (meta.url ?? "").split("?")[0] },
+			result: { status: entry.status, outcome: entry.outcome, message: entry.message },
+		};
+		await ctx.call<unknown, AuditBegin>("audit.begin", facts).catch(err => this.log("Could not audit a sign-in:", (err as Error).message));
 	}
 }
 

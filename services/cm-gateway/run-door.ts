@@ -8,25 +8,28 @@
  *  1b. is governed (docs/security.md): a governed function on hosts outside their maintenance windows is refused
  *     (409, audited as `denied`, unless an admin breaks the glass with a reason); a run an approval policy matches
  *     is held (its record `held`, 202) until approvers decide, and nothing runs now;
- *  2. has its audit record written (`started`, 202); when it cannot be stored, nothing runs: a 503 saying so;
+ *  2. has its audit record begun (`audit.begin`: `started`, 202); when it cannot be stored, nothing runs: a 503
+ *     saying so;
  *  3. only then is executed (the job handed to salt-api);
- *  4. completes the same record: `ok` (200, with the jid when there is one), or `failed` with the error's
- *     HTTP code (500 for anything else) and message. The job was handed over by then: a failure to complete
- *     the record is logged, never thrown.
+ *  4. completes the same record (`audit.complete`): `ok` (200, with the jid when there is one), or `failed` with
+ *     the error's HTTP code (500 for anything else) and message. The job was handed over by then: a failure to
+ *     complete the record is logged, never thrown.
  *
- * The effects — the token check, the governance, the audit writes, the execution, new ids, the log — are the caller's
- * (services/cm-gateway/cm-gateway.service.ts): here is only their order and what is written.
+ * The effects — the token check, the governance, the audit calls, the execution, new ids, the log — are the caller's
+ * (services/cm-gateway/runs.ts): here is only their order and which facts the audit service is told (it builds the
+ * record: services/audit/record.ts).
  */
 import { EveError } from "../../lib/eve/errors";
 import type { RunBody } from "../../lib/http/bodies";
+import type { AuditBegin, AuditResult } from "../../lib/contracts/audit";
 
 /** The body of a run: what salt-api is asked to run (lib/http/bodies.ts). */
 export type { RunBody };
 
 /**
- * Who asks for a run, and the request part of its audit record. The gateway and the REPL put it in
- * ctx.meta (`user`: the token in force; `auditId`: the id of the request's audit record; `request`: where
- * from and what); a task's run names its owner.
+ * Who asks for a run, and the request part of its audit record. The gateway puts it in ctx.meta (`user`: the token
+ * in force; `audit`: the request's audit record, which is the run's when the run is what the request asked for;
+ * `request`: where from and what); a task's run names its owner.
  */
 export interface Requester {
 	/** The id of the token the run is authorized against ("" when none: nothing runs). */
@@ -67,36 +70,17 @@ export interface TokenHolder {
 	principal: string;
 }
 
-/** Who, from where, what: the part of a run's audit record written before it runs. */
-export interface AuditEntry {
-	token: string | null;
-	name: string | null;
-	role: string | null;
-	source: string;
-	agent?: string;
-	method: string;
-	path: string;
-	targets: string[];
-	fun: string;
-	args: { cm_client: string; arg?: unknown[]; kwarg?: Record<string, unknown> };
-	break_glass?: string;
-	approval?: string;
-}
-
-/** What became of the run (or of its request). */
-export interface AuditOutcome {
-	status: number;
-	outcome: "started" | "ok" | "denied" | "failed" | "held";
-	jid?: string | null;
-	message?: string;
-}
+/** What the audit service is told of a run before it runs: who, from where, on which hosts, the complete call. */
+export type AuditFacts = Omit<AuditBegin, "id" | "result">;
 
 /** The door's effects. */
 export interface DoorEffects<R> {
 	/** Authorizes the complete call on the targets against the token now (tokens.authorizeRun); throws a 403 when refused. */
 	authorize(): Promise<TokenHolder>;
-	/** Writes (`entry` with `method`) or completes (an outcome only) the audit record `id`; resolves to what was stored, falsy when nothing was. */
-	writeAudit(id: string, entry: (AuditEntry & AuditOutcome) | AuditOutcome): Promise<unknown>;
+	/** Begins the audit record `id` (audit.begin; whole at once with a result); resolves to what was stored, falsy when nothing was. */
+	beginAudit(id: string, facts: AuditFacts, result?: AuditResult): Promise<unknown>;
+	/** Completes the audit record `id` with the run's outcome (audit.complete). */
+	completeAudit(id: string, result: AuditResult): Promise<unknown>;
 	/**
 	 * The governance of the authorized run (maintenance windows, approval policies): throws a 409 when a window
 	 * refuses it, answers the approval request that holds it, or null when it may run now. Without it, no run
@@ -123,33 +107,27 @@ export interface Hold {
 /** The 503 of a run whose audit record could not be stored. */
 export const AUDIT_UNAVAILABLE = "the audit log could not be written, so nothing was run (every run is recorded before it starts); try again once the audit service answers";
 
-/** At most this much of an error's message goes into a record. */
-const MESSAGE_MAX = 2000;
-
-/** The run's audit record before it runs: the token (the one that authorized it, else the one asked for), the request, the complete call. */
-export function auditEntry(req: RunRequest, holder: TokenHolder | null): AuditEntry {
+/** The facts of a run for its audit record: the token (the one that authorized it, else the one asked for), the request, the hosts and the complete call. */
+export function auditFacts(req: RunRequest, holder: TokenHolder | null, approval = req.by.approval): AuditFacts {
 	const { by, targets, body } = req;
 	return {
-		token: holder?.id ?? (by.token || null),
-		name: holder?.name ?? by.name ?? null,
-		role: holder?.role ?? by.role ?? null,
-		source: by.source,
-		...(by.agent ? { agent: by.agent } : {}),
-		method: by.method,
-		path: by.path,
-		targets,
-		fun: body.fun,
-		args: { cm_client: body.cm_client, ...(body.arg ? { arg: body.arg } : {}), ...(body.kwarg ? { kwarg: body.kwarg } : {}) },
-		...(by.breakGlass ? { break_glass: by.breakGlass } : {}),
-		...(by.approval ? { approval: by.approval } : {}),
+		who: { token: holder?.id ?? (by.token || null), name: holder?.name ?? by.name ?? null, role: holder?.role ?? by.role ?? null },
+		request: { source: by.source, ...(by.agent ? { agent: by.agent } : {}), method: by.method, path: by.path },
+		run: {
+			targets,
+			fun: body.fun,
+			call: { cm_client: body.cm_client, ...(body.arg ? { arg: body.arg } : {}), ...(body.kwarg ? { kwarg: body.kwarg } : {}) },
+			...(by.breakGlass ? { break_glass: by.breakGlass } : {}),
+			...(approval ? { approval } : {}),
+		},
 	};
 }
 
-/** A failed run's outcome: the error's HTTP code (a 4xx or 5xx, else 500) and its message. */
-export function failedOutcome(err: unknown): AuditOutcome {
+/** A failed run's result: the error's HTTP code (a 4xx or 5xx, else 500) and its message. */
+export function failedResult(err: unknown): AuditResult {
 	const e = (err ?? {}) as { code?: unknown; message?: unknown };
 	const status = typeof e.code === "number" && e.code >= 400 && e.code < 600 ? e.code : 500;
-	return { status, outcome: "failed", message: String(e.message ?? "").slice(0, MESSAGE_MAX) };
+	return { status, outcome: "failed", message: String(e.message ?? "") };
 }
 
 /** Step 1: the token holder, or the refusal, audited as denied (best effort) and thrown as it is. */
@@ -170,8 +148,8 @@ async function auditRefusal<R>(req: RunRequest, holder: TokenHolder | null, err:
 	const e = err as { code?: unknown; message?: unknown };
 	const code = codes.find(c => c === e.code);
 	if (code === undefined) return;
-	const entry = { ...auditEntry(req, holder), status: code, outcome: "denied" as const, message: String(e.message).slice(0, MESSAGE_MAX) };
-	await fx.writeAudit(req.by.auditId ?? fx.newId(), entry).catch((auditErr: unknown) => fx.log("Could not write the audit record of a refused run:", errorMessage(auditErr)));
+	const result: AuditResult = { status: code, outcome: "denied", message: String(e.message) };
+	await fx.beginAudit(req.by.auditId ?? fx.newId(), auditFacts(req, holder), result).catch((auditErr: unknown) => fx.log("Could not write the audit record of a refused run:", errorMessage(auditErr)));
 }
 
 /**
@@ -189,8 +167,8 @@ export async function governRun<R>(req: RunRequest, holder: TokenHolder, fx: Doo
 		throw err;
 	}
 	if (!hold) return null;
-	const entry = { ...auditEntry(req, holder), approval: hold.approval._id, status: 202, outcome: "held" as const, message: `held for approval ${hold.approval._id}` };
-	await fx.writeAudit(req.by.auditId ?? fx.newId(), entry).catch((auditErr: unknown) => fx.log("Could not write the audit record of a run held for approval:", errorMessage(auditErr)));
+	const result: AuditResult = { status: 202, outcome: "held", message: `held for approval ${hold.approval._id}` };
+	await fx.beginAudit(req.by.auditId ?? fx.newId(), auditFacts(req, holder, hold.approval._id), result).catch((auditErr: unknown) => fx.log("Could not write the audit record of a run held for approval:", errorMessage(auditErr)));
 	return hold;
 }
 
@@ -198,7 +176,7 @@ export async function governRun<R>(req: RunRequest, holder: TokenHolder, fx: Doo
 export async function beginAudit<R>(id: string, req: RunRequest, holder: TokenHolder, fx: DoorEffects<R>): Promise<void> {
 	let stored: unknown = null;
 	try {
-		stored = await fx.writeAudit(id, { ...auditEntry(req, holder), status: 202, outcome: "started" });
+		stored = await fx.beginAudit(id, auditFacts(req, holder));
 	} catch (err) {
 		fx.log(`Could not write the audit record of a run of ${req.body.fun} (nothing was run):`, errorMessage(err));
 	}
@@ -206,9 +184,9 @@ export async function beginAudit<R>(id: string, req: RunRequest, holder: TokenHo
 }
 
 /** Step 4: the outcome on the run's record; a failure is logged, not thrown (the job was handed over). */
-export async function endAudit<R>(id: string, outcome: AuditOutcome, fx: DoorEffects<R>): Promise<void> {
+export async function endAudit<R>(id: string, result: AuditResult, fx: DoorEffects<R>): Promise<void> {
 	try {
-		await fx.writeAudit(id, outcome);
+		await fx.completeAudit(id, result);
 	} catch (err) {
 		fx.log(`Could not complete audit record ${id}:`, errorMessage(err));
 	}
@@ -229,7 +207,7 @@ export async function startRun<R>(req: RunRequest, fx: DoorEffects<R>): Promise<
 		await endAudit(auditId, { status: 200, outcome: "ok", ...(fx.jidOf ? { jid: fx.jidOf(result) } : {}) }, fx);
 		return result;
 	} catch (err) {
-		await endAudit(auditId, failedOutcome(err), fx);
+		await endAudit(auditId, failedResult(err), fx);
 		throw err;
 	}
 }

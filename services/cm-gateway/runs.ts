@@ -20,10 +20,10 @@ import type { JobPoll } from "./job-poll";
 import type { Returns } from "./returns";
 import { historyEntry, type JobHistory } from "./history";
 import { call } from "../../lib/contracts/call";
+import type { AuditAnswer, AuditBegin, AuditComplete, AuditMeta } from "../../lib/contracts/audit";
 
-export interface RunMeta {
+export interface RunMeta extends AuditMeta {
 	user?: { id: string; name: string; role: string };
-	auditId?: string;
 	request?: { source?: string; agent?: string; method?: string; path?: string };
 }
 
@@ -74,14 +74,19 @@ export interface RunAnswer {
 const checkBody = compileSchema(RUN_BODY, { wellFormed: true });
 const checkTargetBody = compileSchema(RUN_TARGET_BODY, { wellFormed: true });
 
-/** Who asks, from the call's meta (the gateway's, the REPL's through the gateway). */
+/**
+ * Who asks, from the call's meta (the gateway's, the REPL's through the gateway). The request's audit record is the
+ * run's only when this action is the one the request was routed to: runs another action starts on its behalf (a
+ * conformity fix's) inherit the meta and get records of their own.
+ */
 export function requester(ctx: Context<unknown, RunMeta>): Requester {
-	const { user, auditId, request } = ctx.meta;
+	const { user, audit, request } = ctx.meta;
+	const own = audit !== undefined && typeof audit.id === "string" && OBJECT_ID.test(audit.id) && audit.action === ctx.action?.name;
 	return {
 		token: user?.id ?? "",
 		name: user?.name ?? null,
 		role: user?.role ?? null,
-		auditId: typeof auditId === "string" && OBJECT_ID.test(auditId) ? auditId : undefined,
+		auditId: own ? audit.id : undefined,
 		source: String(request?.source ?? "").slice(0, 200),
 		...(typeof request?.agent === "string" && request.agent ? { agent: request.agent.slice(0, 200) } : {}),
 		method: String(request?.method ?? "CALL").slice(0, 10),
@@ -296,7 +301,14 @@ export class Runs {
 			govern: holder => this.governance.govern(ctx, req, holder),
 			held,
 			// A refusal's record is written in the refused call's context; a run's records by the gateway itself.
-			writeAudit: (id, entry) => (entry.outcome === "denied" ? ctx.call("audit.record", { id, entry }) : this.gw.broker.call("audit.record", { id, entry })),
+			beginAudit: async (id, facts, result) => {
+				const params: AuditBegin = { id, ...facts, ...(result ? { result } : {}) };
+				const stored = await (result?.outcome === "denied" ? ctx.call<AuditAnswer, AuditBegin>("audit.begin", params) : this.gw.broker.call<AuditAnswer, AuditBegin>("audit.begin", params));
+				// The request's own record: its gateway completes it rather than beginning another (lib/contracts/audit.ts).
+				if (id === by.auditId) (ctx.meta as AuditMeta).auditBegun = id;
+				return stored;
+			},
+			completeAudit: (id, result) => this.gw.broker.call<AuditAnswer, AuditComplete>("audit.complete", { id, result }),
 			execute,
 			jidOf,
 			newId: newObjectId,

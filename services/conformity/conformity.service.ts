@@ -36,7 +36,7 @@ type ConformityThis = Service &
 		checkedResolutionMs: number;
 		alertBurst: number;
 		judgeJob(jid: string): Promise<{ judged: number; changed: number }>;
-		fixOne(ctx: Context<unknown, { user?: { id: string }; auditId?: string }>, host: string, doc: Doc | null): Promise<Record<string, unknown>>;
+		fixOne(ctx: Context<unknown, { user?: { id: string } }>, host: string, doc: Doc | null): Promise<Record<string, unknown>>;
 		recheckFixes(rolloutIds: string[]): Promise<void>;
 		judgeFinished(jids: string[], attempt: number): Promise<void>;
 	};
@@ -226,7 +226,7 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 		},
 
 		/** One host's drifted states applied one `state.sls_id` each (as the caller, audited each), then a check. */
-		async fixOne(this: ConformityThis, ctx: Context<unknown, { user?: { id: string }; auditId?: string }>, host: string, doc: Doc | null) {
+		async fixOne(this: ConformityThis, ctx: Context<unknown, { user?: { id: string } }>, host: string, doc: Doc | null) {
 			const states: StoredState[] = doc?.states ?? [];
 			const drifted = states.filter(isFixable);
 			if (!drifted.length) throw new EveError(422, `host '${host}' has no drifted state to fix (its last check found it ${doc?.state ?? "never checked"})`);
@@ -236,18 +236,10 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 			// whole, saying why, never applied in part).
 			const calls = hostFixCalls(host, drifted);
 			await authorizeFix(calls, fixCall => call(ctx, "tokens.authorizeRun", { token: owner, ...fixCall }));
-			/**
-			 * Each run gets an audit record of its own (the request's record is the gateway's). A callee's meta is merged
-			 * back into the caller's: the request's record id is put back after each, or the gateway could not write it.
-			 */
-			const run = async (call: FixCall) => {
-				const requestAudit = ctx.meta.auditId;
-				try {
-					return await ctx.call<{ task_id: string | null; status: string; approval?: { _id: string }; return: { return: Array<Record<string, unknown>> } }, Record<string, unknown>>("cm-gateway.runOnHost", { id: host, body: { cm_client: call.client, fun: call.fun, ...(call.arg ? { arg: call.arg } : {}), ...(Object.keys(call.kwarg).length ? { kwarg: call.kwarg } : {}) } }, { meta: { auditId: "" } });
-				} finally {
-					ctx.meta.auditId = requestAudit;
-				}
-			};
+			// Each run gets an audit record of its own, the request its own: a run writes under the request's record only
+			// when it is the action the request was routed to (services/cm-gateway/runs.ts `requester`).
+			const run = (fix: FixCall) =>
+				ctx.call<{ task_id: string | null; status: string; approval?: { _id: string }; return: { return: Array<Record<string, unknown>> } }, Record<string, unknown>>("cm-gateway.runOnHost", { id: host, body: { cm_client: fix.client, fun: fix.fun, ...(fix.arg ? { arg: fix.arg } : {}), ...(Object.keys(fix.kwarg).length ? { kwarg: fix.kwarg } : {}) } });
 			const fixed = [];
 			for (const [i, s] of drifted.entries()) {
 				const res = await run(calls[i]);

@@ -163,6 +163,9 @@ describeBrowser(`single sign-on through a real OpenID provider, in Chromium${pro
 		expect((await context.cookies(base)).map(c => c.name)).not.toContain("fleet_session");
 		// The old cookie, replayed, opens nothing.
 		expect((await fetch(`${h.api}/whoami`, { headers: { cookie: `fleet_session=${secret}` } })).status).toBe(401);
+		// One record, from the one audit builder, as the sign-in has.
+		const signedOut = (await request("GET", `${h.api}/audit?where=${encodeURIComponent(JSON.stringify({ path: "/auth/logout" }))}`)).body._items;
+		expect(signedOut).toEqual([expect.objectContaining({ method: "POST", status: 200, outcome: "ok", message: "signed out" })]);
 	});
 
 	it("gives another group's role and scope, and a token made by it reaches no further", async () => {

@@ -2,11 +2,14 @@
  * The audit-first run path (services/cm-gateway/run-door.ts) with its effects faked and journaled: what is called, in which
  * order, with what. Every expectation is a literal written from docs/security.md ("Every run is authorized
  * where it starts" and "Audit log"): a refused run is audited as denied and nothing runs; a run whose record
- * cannot be written does not happen (503, saying so); a run's record is written (`started`, 202) before the
- * job is handed over and completed after it with the jid; a failed run's record says `failed` with the code.
+ * cannot be written does not happen (503, saying so); a run's record is begun (`started`, 202) before the
+ * job is handed over and completed after it with the jid; a failed run's record says `failed` with the code. The
+ * door tells the audit service facts (who, from where, on which hosts, the complete call): the service builds the
+ * record (test/audit/record.spec.ts).
  */
 import { EveError } from "../../lib/eve/errors";
-import { auditEntry, failedOutcome, startRun, type AuditEntry, type AuditOutcome, type DoorEffects, type RunRequest, type TokenHolder } from "../../services/cm-gateway/run-door";
+import type { AuditResult } from "../../lib/contracts/audit";
+import { auditFacts, failedResult, startRun, type AuditFacts, type DoorEffects, type RunRequest, type TokenHolder } from "../../services/cm-gateway/run-door";
 
 const AUDIT_ID = "0000000000000000000000a1";
 const NEW_ID = "0000000000000000000000b2";
@@ -20,24 +23,19 @@ const REQUEST: RunRequest = {
 };
 const HOLDER: TokenHolder = { id: "tok-1", name: "alice's token", role: "operator", principal: "token:tok-1" };
 
-/** The record of REQUEST before it runs, as docs/security.md lists its fields. */
-const ENTRY = {
-	token: "tok-1",
-	name: "alice's token",
-	role: "operator",
-	source: "10.0.0.7",
-	method: "POST",
-	path: "/api/hosts/web-01",
-	targets: ["web-01"],
-	fun: "test.arg",
-	args: { cm_client: "local", arg: ["a"], kwarg: { password: "s3cret", n: 1 } },
+/** What the audit service is told of REQUEST before it runs, as docs/security.md lists the record's fields. */
+const FACTS: AuditFacts = {
+	who: { token: "tok-1", name: "alice's token", role: "operator" },
+	request: { source: "10.0.0.7", method: "POST", path: "/api/hosts/web-01" },
+	run: { targets: ["web-01"], fun: "test.arg", call: { cm_client: "local", arg: ["a"], kwarg: { password: "s3cret", n: 1 } } },
 };
 
-type Step = ["authorize"] | ["writeAudit", string, (AuditEntry & AuditOutcome) | AuditOutcome] | ["execute"] | ["log", string, string];
+type Step = ["authorize"] | ["begin", string, AuditFacts] | ["begin", string, AuditFacts, AuditResult] | ["complete", string, AuditResult] | ["execute"] | ["log", string, string];
 
 interface Fakes {
 	authorize?: () => Promise<TokenHolder>;
-	writeAudit?: (entry: (AuditEntry & AuditOutcome) | AuditOutcome) => Promise<unknown>;
+	begin?: () => Promise<unknown>;
+	complete?: () => Promise<unknown>;
 	execute?: () => Promise<{ task_id: string | null }>;
 	withJid?: boolean;
 }
@@ -50,9 +48,13 @@ function effects(fakes: Fakes = {}): { fx: DoorEffects<{ task_id: string | null 
 			steps.push(["authorize"]);
 			return fakes.authorize ? fakes.authorize() : HOLDER;
 		},
-		writeAudit: async (id, entry) => {
-			steps.push(["writeAudit", id, entry]);
-			return fakes.writeAudit ? fakes.writeAudit(entry) : { _id: id };
+		beginAudit: async (id, facts, result) => {
+			steps.push(result ? ["begin", id, facts, result] : ["begin", id, facts]);
+			return fakes.begin ? fakes.begin() : { _id: id };
+		},
+		completeAudit: async (id, result) => {
+			steps.push(["complete", id, result]);
+			return fakes.complete ? fakes.complete() : { _id: id };
 		},
 		execute: async () => {
 			steps.push(["execute"]);
@@ -75,16 +77,11 @@ describe("the run door: refused", () => {
 		expect(steps).toStrictEqual([
 			["authorize"],
 			[
-				"writeAudit",
+				"begin",
 				"0000000000000000000000a1",
-				{
-					...ENTRY,
-					// refused before the token was read: the name the request carried
-					name: "alice",
-					status: 403,
-					outcome: "denied",
-					message: "the run is refused: function 'test.arg' is outside the token's scope",
-				},
+				// refused before the token was read: the name the request carried
+				{ ...FACTS, who: { ...FACTS.who, name: "alice" } },
+				{ status: 403, outcome: "denied", message: "the run is refused: function 'test.arg' is outside the token's scope" },
 			],
 		]);
 	});
@@ -96,41 +93,32 @@ describe("the run door: refused", () => {
 		expect(steps).toStrictEqual([
 			["authorize"],
 			[
-				"writeAudit",
+				"begin",
 				"0000000000000000000000b2",
 				{
-					token: null,
-					name: null,
-					role: null,
-					source: "scheduler@node-1",
-					method: "TASK",
-					path: "/api/tasks/t1",
-					targets: ["web-01", "web-02"],
-					fun: "test.ping",
-					args: { cm_client: "local_async" },
-					status: 403,
-					outcome: "denied",
-					message: "the run is refused: function 'test.arg' is outside the token's scope",
+					who: { token: null, name: null, role: null },
+					request: { source: "scheduler@node-1", method: "TASK", path: "/api/tasks/t1" },
+					run: { targets: ["web-01", "web-02"], fun: "test.ping", call: { cm_client: "local_async" } },
 				},
+				{ status: 403, outcome: "denied", message: "the run is refused: function 'test.arg' is outside the token's scope" },
 			],
 		]);
 	});
 
 	it("still refuses (403, not 503) when the refusal cannot be audited, and says so in the log", async () => {
-		const { fx, steps } = effects({ authorize: () => Promise.reject(refusal()), writeAudit: () => Promise.reject(new Error("audit down")) });
+		const { fx, steps } = effects({ authorize: () => Promise.reject(refusal()), begin: () => Promise.reject(new Error("audit down")) });
 		await expect(startRun(REQUEST, fx)).rejects.toMatchObject({ code: 403 });
-		expect(steps.map(s => s[0])).toStrictEqual(["authorize", "writeAudit", "log"]);
+		expect(steps.map(s => s[0])).toStrictEqual(["authorize", "begin", "log"]);
 		expect(steps[2]).toStrictEqual(["log", "Could not write the audit record of a refused run:", "audit down"]);
 	});
 
-	it("records at most 2000 characters of the refusal's message, and logs whatever an audit write threw", async () => {
+	it("tells the audit service the refusal's whole message (the record bounds it), and logs whatever an audit write threw", async () => {
 		const long = new EveError(403, `the run is refused: targets outside the token's scope: ${"h".repeat(2000)}`);
-		const { fx, steps } = effects({ authorize: () => Promise.reject(long), writeAudit: () => Promise.reject("socket hang up") });
+		const { fx, steps } = effects({ authorize: () => Promise.reject(long), begin: () => Promise.reject("socket hang up") });
 		await expect(startRun(REQUEST, fx)).rejects.toBe(long);
-		const written = steps[1][2] as AuditOutcome;
-		expect(written.message).toBe(`the run is refused: targets outside the token's scope: ${"h".repeat(1945)}`);
+		expect(steps[1][3]).toStrictEqual({ status: 403, outcome: "denied", message: long.message });
 		expect(steps[2]).toStrictEqual(["log", "Could not write the audit record of a refused run:", "socket hang up"]);
-		const nothing = effects({ authorize: () => Promise.reject(refusal()), writeAudit: () => Promise.reject(null) });
+		const nothing = effects({ authorize: () => Promise.reject(refusal()), begin: () => Promise.reject(null) });
 		await expect(startRun(REQUEST, nothing.fx)).rejects.toMatchObject({ code: 403 });
 		expect(nothing.steps[2]).toStrictEqual(["log", "Could not write the audit record of a refused run:", "null"]);
 	});
@@ -147,56 +135,55 @@ describe("the run door: the audit record cannot be written", () => {
 	const MESSAGE = "the audit log could not be written, so nothing was run (every run is recorded before it starts); try again once the audit service answers";
 
 	it("answers 503 saying so and never executes when the audit write fails", async () => {
-		const { fx, steps } = effects({ writeAudit: () => Promise.reject(new Error("audit store unavailable")) });
+		const { fx, steps } = effects({ begin: () => Promise.reject(new Error("audit store unavailable")) });
 		const err = await startRun(REQUEST, fx).catch((e: unknown) => e);
 		expect(err).toBeInstanceOf(EveError);
 		expect(err).toMatchObject({ code: 503, message: MESSAGE });
-		expect(steps.map(s => s[0])).toStrictEqual(["authorize", "writeAudit", "log"]);
+		expect(steps.map(s => s[0])).toStrictEqual(["authorize", "begin", "log"]);
 		expect(steps[2]).toStrictEqual(["log", "Could not write the audit record of a run of test.arg (nothing was run):", "audit store unavailable"]);
 	});
 
 	it("answers 503 and never executes when the audit service stored nothing", async () => {
 		for (const answer of [null, undefined, 0, ""]) {
-			const { fx, steps } = effects({ writeAudit: async () => answer });
+			const { fx, steps } = effects({ begin: async () => answer });
 			await expect(startRun(REQUEST, fx)).rejects.toMatchObject({ code: 503, message: MESSAGE });
-			expect(steps.map(s => s[0])).toStrictEqual(["authorize", "writeAudit"]);
+			expect(steps.map(s => s[0])).toStrictEqual(["authorize", "begin"]);
 		}
 	});
 });
 
 describe("the run door: a run", () => {
-	it("writes the record (started, 202, the authorizing token) before executing, then completes it with the jid, and answers the job", async () => {
+	it("begins the record (the authorizing token; the service makes it started, 202) before executing, then completes it with the jid, and answers the job", async () => {
 		const job = { task_id: JID };
 		const { fx, steps } = effects({ execute: async () => job });
 		await expect(startRun(REQUEST, fx)).resolves.toBe(job);
 		expect(steps).toStrictEqual([
 			["authorize"],
-			["writeAudit", "0000000000000000000000a1", { ...ENTRY, status: 202, outcome: "started" }],
+			["begin", "0000000000000000000000a1", FACTS],
 			["execute"],
-			["writeAudit", "0000000000000000000000a1", { status: 200, outcome: "ok", jid: "20300101000000000001" }],
+			["complete", "0000000000000000000000a1", { status: 200, outcome: "ok", jid: "20300101000000000001" }],
 		]);
 	});
 
 	it("gives a run without a request record a new id, the same for its start and its outcome", async () => {
 		const { fx, steps } = effects();
 		await startRun({ ...REQUEST, by: { ...REQUEST.by, auditId: undefined } }, fx);
-		expect(steps.filter(s => s[0] === "writeAudit").map(s => s[1])).toStrictEqual(["0000000000000000000000b2", "0000000000000000000000b2"]);
+		expect(steps.filter(s => s[0] === "begin" || s[0] === "complete").map(s => s[1])).toStrictEqual(["0000000000000000000000b2", "0000000000000000000000b2"]);
 	});
 
 	it("records a run that found no minions with a null jid, and a run without a job (a live poll) with none", async () => {
 		const none = effects({ execute: async () => ({ task_id: null }) });
 		await startRun(REQUEST, none.fx);
-		expect(none.steps[3]).toStrictEqual(["writeAudit", "0000000000000000000000a1", { status: 200, outcome: "ok", jid: null }]);
+		expect(none.steps[3]).toStrictEqual(["complete", "0000000000000000000000a1", { status: 200, outcome: "ok", jid: null }]);
 		const poll = effects({ withJid: false });
 		await startRun(REQUEST, poll.fx);
-		expect(poll.steps[3]).toStrictEqual(["writeAudit", "0000000000000000000000a1", { status: 200, outcome: "ok" }]);
+		expect(poll.steps[3]).toStrictEqual(["complete", "0000000000000000000000a1", { status: 200, outcome: "ok" }]);
 	});
 
 	it("still answers the job when its outcome cannot be recorded (it was handed over), and logs it", async () => {
-		let writes = 0;
-		const { fx, steps } = effects({ writeAudit: async () => (++writes === 1 ? { _id: AUDIT_ID } : Promise.reject(new Error("audit down"))) });
+		const { fx, steps } = effects({ complete: () => Promise.reject(new Error("audit down")) });
 		await expect(startRun(REQUEST, fx)).resolves.toStrictEqual({ task_id: "20300101000000000001" });
-		expect(steps.map(s => s[0])).toStrictEqual(["authorize", "writeAudit", "execute", "writeAudit", "log"]);
+		expect(steps.map(s => s[0])).toStrictEqual(["authorize", "begin", "execute", "complete", "log"]);
 		expect(steps[4]).toStrictEqual(["log", "Could not complete audit record 0000000000000000000000a1:", "audit down"]);
 	});
 });
@@ -208,34 +195,28 @@ describe("the run door: the execution fails", () => {
 		await expect(startRun(REQUEST, fx)).rejects.toBe(unreachable);
 		expect(steps).toStrictEqual([
 			["authorize"],
-			["writeAudit", "0000000000000000000000a1", { ...ENTRY, status: 202, outcome: "started" }],
+			["begin", "0000000000000000000000a1", FACTS],
 			["execute"],
-			["writeAudit", "0000000000000000000000a1", { status: 502, outcome: "failed", message: "salt-api is unreachable: connect ECONNREFUSED 127.0.0.1:8000" }],
+			["complete", "0000000000000000000000a1", { status: 502, outcome: "failed", message: "salt-api is unreachable: connect ECONNREFUSED 127.0.0.1:8000" }],
 		]);
 	});
 
-	it("records an HTTP code as it is (400 to 599), anything else as 500, and at most 2000 characters of the message", () => {
-		const codes = [400, 422, 504, 599, 399, 600, 200, undefined, "502"].map(code => failedOutcome({ code, message: "m" }).status);
+	it("records an HTTP code as it is (400 to 599), anything else as 500, with the message (the record bounds it)", () => {
+		const codes = [400, 422, 504, 599, 399, 600, 200, undefined, "502"].map(code => failedResult({ code, message: "m" }).status);
 		expect(codes).toStrictEqual([400, 422, 504, 599, 500, 500, 500, 500, 500]);
-		expect(failedOutcome(new Error("boom"))).toStrictEqual({ status: 500, outcome: "failed", message: "boom" });
-		expect(failedOutcome({ code: 504 })).toStrictEqual({ status: 504, outcome: "failed", message: "" });
-		expect(failedOutcome({ code: 500, message: "x".repeat(2001) }).message).toBe("x".repeat(2000));
+		expect(failedResult(new Error("boom"))).toStrictEqual({ status: 500, outcome: "failed", message: "boom" });
+		expect(failedResult({ code: 504 })).toStrictEqual({ status: 504, outcome: "failed", message: "" });
+		expect(failedResult(null)).toStrictEqual({ status: 500, outcome: "failed", message: "" });
 	});
 });
 
-describe("the run door: the record's fields", () => {
+describe("the run door: the facts of the record", () => {
 	it("names the authorizing token over what the request said, and the complete call as {cm_client, arg, kwarg}", () => {
-		expect(auditEntry(REQUEST, HOLDER)).toStrictEqual(ENTRY);
-		expect(auditEntry({ ...REQUEST, body: { cm_client: "local_async", fun: "test.ping" } }, null)).toStrictEqual({
-			token: "tok-1",
-			name: "alice",
-			role: "operator",
-			source: "10.0.0.7",
-			method: "POST",
-			path: "/api/hosts/web-01",
-			targets: ["web-01"],
-			fun: "test.ping",
-			args: { cm_client: "local_async" },
+		expect(auditFacts(REQUEST, HOLDER)).toStrictEqual(FACTS);
+		expect(auditFacts({ ...REQUEST, by: { ...REQUEST.by, agent: "curl/8" }, body: { cm_client: "local_async", fun: "test.ping" } }, null)).toStrictEqual({
+			who: { token: "tok-1", name: "alice", role: "operator" },
+			request: { source: "10.0.0.7", agent: "curl/8", method: "POST", path: "/api/hosts/web-01" },
+			run: { targets: ["web-01"], fun: "test.ping", call: { cm_client: "local_async" } },
 		});
 	});
 });
@@ -253,7 +234,7 @@ describe("the run door: governed (maintenance windows, approvals)", () => {
 			throw refused;
 		};
 		await expect(startRun(REQUEST, fx)).rejects.toBe(refused);
-		expect(steps).toStrictEqual([["authorize"], ["log", "govern", ""], ["writeAudit", AUDIT_ID, { ...ENTRY, status: code, outcome: "denied", message }]]);
+		expect(steps).toStrictEqual([["authorize"], ["log", "govern", ""], ["begin", AUDIT_ID, FACTS, { status: code, outcome: "denied", message }]]);
 	});
 
 	it("writes nothing and runs nothing when the governance fails for another reason than a refusal", async () => {
@@ -269,7 +250,23 @@ describe("the run door: governed (maintenance windows, approvals)", () => {
 		fx.govern = async () => ({ approval: { _id: "0000000000000000000000c3", status: "pending" } });
 		fx.held = hold => ({ task_id: `held by ${hold.approval._id}` });
 		expect(await startRun(REQUEST, fx)).toStrictEqual({ task_id: "held by 0000000000000000000000c3" });
-		expect(steps).toStrictEqual([["authorize"], ["writeAudit", AUDIT_ID, { ...ENTRY, approval: "0000000000000000000000c3", status: 202, outcome: "held", message: "held for approval 0000000000000000000000c3" }]]);
+		expect(steps).toStrictEqual([["authorize"], ["begin", AUDIT_ID, { ...FACTS, run: { ...FACTS.run, approval: "0000000000000000000000c3" } }, { status: 202, outcome: "held", message: "held for approval 0000000000000000000000c3" }]]);
+	});
+
+	it("still holds (nothing runs, the approval request stands) when the held run's record cannot be written, and logs it", async () => {
+		const { fx, steps } = effects({ begin: () => Promise.reject(new Error("audit down")) });
+		fx.govern = async () => ({ approval: { _id: "0000000000000000000000c3", status: "pending" } });
+		fx.held = hold => ({ task_id: `held by ${hold.approval._id}` });
+		expect(await startRun(REQUEST, fx)).toStrictEqual({ task_id: "held by 0000000000000000000000c3" });
+		expect(steps.map(s => s[0])).toStrictEqual(["authorize", "begin", "log"]);
+		expect(steps[2]).toStrictEqual(["log", "Could not write the audit record of a run held for approval:", "audit down"]);
+	});
+
+	it("refuses (500) a hold its caller cannot answer, and runs nothing", async () => {
+		const { fx, steps } = effects();
+		fx.govern = async () => ({ approval: { _id: "0000000000000000000000c3", status: "pending" } });
+		await expect(startRun(REQUEST, fx)).rejects.toMatchObject({ code: 500, message: "a run was held for approval where none can be answered" });
+		expect(steps.map(s => s[0])).toStrictEqual(["authorize", "begin"]);
 	});
 
 	it("runs as before when the governance lets it, with a break-glass reason and the approval carried out on its record", async () => {
@@ -277,7 +274,7 @@ describe("the run door: governed (maintenance windows, approvals)", () => {
 		fx.govern = async () => null;
 		const req: RunRequest = { ...REQUEST, by: { ...REQUEST.by, breakGlass: "INC-1", approval: "0000000000000000000000c3" } };
 		await startRun(req, fx);
-		expect(steps.map(s => s[0])).toStrictEqual(["authorize", "writeAudit", "execute", "writeAudit"]);
-		expect(steps[1]).toStrictEqual(["writeAudit", AUDIT_ID, { ...ENTRY, break_glass: "INC-1", approval: "0000000000000000000000c3", status: 202, outcome: "started" }]);
+		expect(steps.map(s => s[0])).toStrictEqual(["authorize", "begin", "execute", "complete"]);
+		expect(steps[1]).toStrictEqual(["begin", AUDIT_ID, { ...FACTS, run: { ...FACTS.run, break_glass: "INC-1", approval: "0000000000000000000000c3" } }]);
 	});
 });

@@ -2,8 +2,9 @@
  * lib/http/auth.ts: the run rule (`runDenial`), function globs, and the audit log's masking. Expectations are
  * literal, written from docs/security.md, never computed with the code under test.
  */
-import { FUNCTION_GLOB, ROLES, bearerToken, functionAllowed, globMatches, hashToken, newToken, redact, roleAllows, runDenial, scopeExceeds, type Role, type RunCall, type Scope } from "../../lib/http/auth";
+import { FUNCTION_GLOB, ROLES, bearerToken, functionAllowed, globMatches, hashToken, newToken, roleAllows, runDenial, scopeExceeds, type Role, type RunCall, type Scope } from "../../lib/http/auth";
 import { entryOf } from "../../lib/security/catalogue";
+import { maskSecrets as redact } from "../../lib/security/masking";
 
 const call = (over: Partial<RunCall> = {}): RunCall => ({ client: "local_async", fun: "test.ping", targets: ["web-1"], ...over });
 const hosts = (...names: string[]) => new Set(names);
@@ -185,7 +186,7 @@ describe("functionAllowed", () => {
 	});
 });
 
-describe("redact", () => {
+describe("maskSecrets, as the audit log masks its arguments", () => {
 	it("masks values under secret-looking keys at any depth and keeps every other key as it is, __proto__ included", () => {
 		const input = JSON.parse('{"user":"root","password":"p","nested":{"api_key":"k","keep":[{"token":"t","x":1}]},"__proto__":{"polluted":"yes"},"a.b":1,"$x":2}');
 		const out = redact(input) as Record<string, unknown>;

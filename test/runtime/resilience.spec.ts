@@ -39,7 +39,7 @@ function node(namespace: string, nodeID: string, services: ServiceSchema[] = [])
 async function startGateway(namespace: string): Promise<{ broker: ServiceBroker; api: string }> {
 	Object.assign(process.env, { CTL_ADMIN_TOKEN: ADMIN_TOKEN, RATE_LIMIT_PER_MINUTE: "1000000", PORT: "0", HOST: "127.0.0.1", DATA_DIR: tempDir("resilience"), MONGO_URI: "" });
 	const broker = node(namespace, "gateway");
-	for (const s of ["api/api", "tokens/tokens", "audit"]) broker.loadService(path.join(ROOT, "services", `${s}.service.ts`));
+	for (const s of ["api/api", "tokens/tokens", "audit/audit"]) broker.loadService(path.join(ROOT, "services", `${s}.service.ts`));
 	await broker.start();
 	const { port } = (broker.getLocalService("api") as unknown as { server: net.Server }).server.address() as net.AddressInfo;
 	return { broker, api: `http://127.0.0.1:${port}/api` };
