@@ -69,6 +69,15 @@ export class DomainError extends Errors.MoleculerError {
 	}
 }
 
+/** A domain error that carries only its message. */
+function messageOnly(name: string, type: ErrorTypeName, code: number) {
+	return class extends DomainError {
+		constructor(message: string) {
+			super(name, type, code, message);
+		}
+	};
+}
+
 export class Invalid extends DomainError {
 	constructor(issues: Record<string, unknown>, message = "Insertion failure: 1 document(s) contain(s) error(s)") {
 		super("Invalid", ErrorType.Invalid, 422, message, { issues });
@@ -82,11 +91,7 @@ export class InvalidItems extends DomainError {
 	}
 }
 
-export class Malformed extends DomainError {
-	constructor(message: string) {
-		super("Malformed", ErrorType.Malformed, 400, message);
-	}
-}
+export class Malformed extends messageOnly("Malformed", ErrorType.Malformed, 400) {}
 
 export class Unauthenticated extends DomainError {
 	constructor(message = "The server could not verify that you are authorized to access the URL requested. You either supplied the wrong credentials (e.g. a bad password), or your browser doesn't understand how to supply the credentials required.") {
@@ -94,11 +99,7 @@ export class Unauthenticated extends DomainError {
 	}
 }
 
-export class Forbidden extends DomainError {
-	constructor(message: string) {
-		super("Forbidden", ErrorType.Forbidden, 403, message);
-	}
-}
+export class Forbidden extends messageOnly("Forbidden", ErrorType.Forbidden, 403) {}
 
 /** `message` is what the caller reads; `reason` the bare why, for a caller that words its own refusal. */
 export class RunRefused extends DomainError {
@@ -119,29 +120,13 @@ export class NotFound extends DomainError {
 	}
 }
 
-export class Conflict extends DomainError {
-	constructor(message: string) {
-		super("Conflict", ErrorType.Conflict, 409, message);
-	}
-}
+export class Conflict extends messageOnly("Conflict", ErrorType.Conflict, 409) {}
 
-export class NothingToRun extends DomainError {
-	constructor(message: string) {
-		super("NothingToRun", ErrorType.NothingToRun, 422, message);
-	}
-}
+export class NothingToRun extends messageOnly("NothingToRun", ErrorType.NothingToRun, 422) {}
 
-export class NothingRan extends DomainError {
-	constructor(message: string) {
-		super("NothingRan", ErrorType.NothingRan, 503, message);
-	}
-}
+export class NothingRan extends messageOnly("NothingRan", ErrorType.NothingRan, 503) {}
 
-export class TooLarge extends DomainError {
-	constructor(message: string) {
-		super("TooLarge", ErrorType.TooLarge, 413, message);
-	}
-}
+export class TooLarge extends messageOnly("TooLarge", ErrorType.TooLarge, 413) {}
 
 export class UpstreamFailed extends DomainError {
 	constructor(message: string, data?: DomainData, code: 502 | 504 = 502) {
