@@ -27,6 +27,8 @@ export const ErrorType = {
 	Conflict: "CONFLICT",
 	/** The request selects nothing to run on (no live host, nothing drifted). */
 	NothingToRun: "NOTHING_TO_RUN",
+	/** A run held for approval where the caller cannot answer a hold (nothing ran); `data.approval` names the request. */
+	HeldForApproval: "HELD_FOR_APPROVAL",
 	/** Refused before anything ran because a step it needs is not available (its audit record could not be stored). */
 	NothingRan: "NOTHING_RAN",
 	/** What was sent exceeds a limit. */
@@ -37,6 +39,9 @@ export const ErrorType = {
 	TargetUnevaluable: "TARGET_UNEVALUABLE",
 } as const;
 export type ErrorTypeName = (typeof ErrorType)[keyof typeof ErrorType];
+
+/** The types of Moleculer's own errors a caller may branch on (its parameter validation, its routing). */
+export type BrokerErrorType = "VALIDATION_ERROR" | "SERVICE_NOT_FOUND" | "SERVICE_NOT_AVAILABLE" | "QUEUE_FULL" | "REQUEST_REJECTED";
 
 export const DOMAIN_TYPES: ReadonlySet<string> = new Set(Object.values(ErrorType));
 
@@ -51,7 +56,7 @@ export interface DomainData {
 }
 
 /** Whether `err` (local, or restored from the transporter) is a domain error of `type`. */
-export function isError(err: unknown, type: ErrorTypeName): err is { type: string; code: number; message: string; data?: DomainData } {
+export function isError(err: unknown, type: ErrorTypeName | BrokerErrorType): err is Error & { type: string; code: number; data?: DomainData } {
 	return (err as { type?: unknown } | null)?.type === type;
 }
 
@@ -108,8 +113,11 @@ export class RunRefused extends DomainError {
 	}
 }
 
+/** A run refused to its token: "the run is refused: <reason>". */
+export const runRefused = (reason: string) => new RunRefused(`the run is refused: ${reason}`, reason);
+
 export class OutsideWindow extends DomainError {
-	constructor(message: string, data: { window: unknown; refused: string[] }) {
+	constructor(message: string, data?: { window: unknown; refused: string[] }) {
 		super("OutsideWindow", ErrorType.OutsideWindow, 409, message, data);
 	}
 }
@@ -121,6 +129,13 @@ export class NotFound extends DomainError {
 }
 
 export class Conflict extends messageOnly("Conflict", ErrorType.Conflict, 409) {}
+
+/** A hold where the caller has no way to answer one: a fault of the caller (500), nothing ran. */
+export class HeldForApproval extends DomainError {
+	constructor(message: string, approval: string) {
+		super("HeldForApproval", ErrorType.HeldForApproval, 500, message, { approval });
+	}
+}
 
 export class NothingToRun extends messageOnly("NothingToRun", ErrorType.NothingToRun, 422) {}
 
