@@ -144,7 +144,7 @@ export class NothingRan extends messageOnly("NothingRan", ErrorType.NothingRan, 
 export class TooLarge extends messageOnly("TooLarge", ErrorType.TooLarge, 413) {}
 
 export class UpstreamFailed extends DomainError {
-	constructor(message: string, data?: DomainData, code: 502 | 504 = 502) {
+	constructor(message: string, data?: DomainData, code = 502) {
 		super("UpstreamFailed", ErrorType.UpstreamFailed, code, message, data);
 	}
 }

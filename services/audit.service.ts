@@ -7,10 +7,10 @@
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis } from "../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
+import { Invalid, NotFound } from "../lib/errors";
 import { nowSeconds } from "../lib/eve/dates";
 import { redact } from "../lib/http/auth";
 import { DuplicateKeyError, type Doc } from "../lib/storage/store";
-import { EveError } from "../lib/eve/errors";
 
 /** What completing a record may set. */
 const OUTCOME_FIELDS = ["status", "outcome", "message", "jid"];
@@ -68,7 +68,7 @@ const AuditService: EveServiceSchema<AuditThis> = {
 				const issues = this.eve.createCheck(entry);
 				if (issues) {
 					this.logger.error("Rejected an audit record:", JSON.stringify(issues));
-					throw new EveError(500, "the audit record is malformed");
+					throw new Invalid(issues, "the audit record is malformed");
 				}
 				const now = nowSeconds();
 				try {
@@ -87,13 +87,13 @@ const AuditService: EveServiceSchema<AuditThis> = {
 	methods: {
 		/** Sets the outcome fields of a record already written; the rest of a record never changes. */
 		async completeRecord(this: AuditThis, ctx: Context, existing: Doc | null, entry: Doc) {
-			if (!existing) throw new EveError(500, "the audit record vanished");
+			if (!existing) throw new NotFound("the audit record vanished");
 			const $set: Doc = { _updated: nowSeconds() };
 			for (const k of OUTCOME_FIELDS) if (entry[k] !== undefined) $set[k] = entry[k];
 			// A refusal or a hold the run door wrote stays one: the request's outcome does not turn it into a failure.
 			if (existing.outcome === "denied" || existing.outcome === "held") delete $set.outcome;
 			const bad = ($set.status !== undefined && !Number.isInteger($set.status)) || ($set.outcome !== undefined && !OUTCOMES.includes($set.outcome)) || ($set.message !== undefined && typeof $set.message !== "string") || ($set.jid !== undefined && $set.jid !== null && typeof $set.jid !== "string");
-			if (bad) throw new EveError(500, "the audit record's outcome is malformed");
+			if (bad) throw new Invalid({ outcome: "malformed" }, "the audit record's outcome is malformed");
 			if (typeof $set.message === "string") $set.message = $set.message.slice(0, 2000);
 			await this.store.updateMany({ _id: existing._id }, { $set });
 			await this.notifyChanged(ctx, "updated", [String(existing._id)]);
