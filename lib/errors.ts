@@ -60,12 +60,6 @@ export function isError(err: unknown, type: ErrorTypeName | BrokerErrorType): er
 	return (err as { type?: unknown } | null)?.type === type;
 }
 
-/** Whether `err` is any domain error (an answer to the request, not a failure of the service). */
-export function isDomainError(err: unknown): boolean {
-	const type = (err as { type?: unknown } | null)?.type;
-	return typeof type === "string" && DOMAIN_TYPES.has(type);
-}
-
 export class DomainError extends Errors.MoleculerError {
 	declare data: DomainData | undefined;
 	constructor(name: string, type: ErrorTypeName, code: number, message: string, data?: DomainData) {
