@@ -8,7 +8,8 @@
 import fs from "node:fs";
 import path from "node:path";
 import { ServiceBroker } from "moleculer";
-import { ErrorType, Invalid, NotFound, OutsideWindow, RunRefused, TargetUnevaluable, isError, runRefused } from "../lib/errors";
+import { ErrorType, Invalid, NotFound, OutsideWindow, RunRefused, TargetUnevaluable, Unauthenticated, isError, runRefused } from "../lib/errors";
+import { DEFAULT_MESSAGES } from "../lib/eve/errors";
 import { toEveError } from "../services/api/errors";
 
 const ROOT = path.resolve(__dirname, "..");
@@ -141,7 +142,8 @@ describe("domain errors across the transporter", () => {
 		expect(toEveError(await client.call("thrower.refused").catch((e: unknown) => e)).body).toEqual({ _status: "ERR", _error: { code: 403, message: "the run is refused: the token is revoked" } });
 		expect(toEveError(await client.call("thrower.target").catch((e: unknown) => e)).body).toEqual({ _status: "ERR", _error: { code: 422, message: "Insertion failure: 1 document(s) contain(s) error(s)" }, _issues: { target: "unbalanced parentheses" } });
 		// Local ones too, with Eve's default messages where none is given.
-		expect(toEveError(new NotFound()).body._error).toEqual({ code: 404, message: expect.stringMatching(/^The requested URL was not found/) });
+		expect(toEveError(new NotFound()).body._error).toEqual({ code: 404, message: DEFAULT_MESSAGES[404] });
+		expect(toEveError(new Unauthenticated()).body._error).toEqual({ code: 401, message: DEFAULT_MESSAGES[401] });
 		expect(toEveError(new Invalid({ name: "required field" })).body).toEqual({ _status: "ERR", _error: { code: 422, message: "Insertion failure: 1 document(s) contain(s) error(s)" }, _issues: { name: "required field" } });
 		expect(new RunRefused("the check is refused: no token authorizes it", "no token authorizes it").data).toEqual({ reason: "no token authorizes it" });
 	});
