@@ -7,7 +7,7 @@ import type { Context, ServiceSchema } from "moleculer";
 import type { ValidationSchema } from "fastest-validator";
 import { EveCollection, type EveServiceSchema, type EveThis } from "./eve-collection.mixin";
 import { JOB_RETURN_ID } from "../lib/eve/ids";
-import { EveError } from "../lib/eve/errors";
+import { Invalid } from "../lib/errors";
 import { nowSeconds } from "../lib/eve/dates";
 import { maskSecrets } from "../lib/security/masking";
 import type { Doc } from "../lib/storage/store";
@@ -45,7 +45,7 @@ export function JobReturns(resource: string, fields: ValidationSchema): Partial<
 					for (const r of ctx.params.returns) {
 						const _id = `${r.jid}${r.host}`;
 						const issues = this.eve.createCheck(r);
-						if (issues || !JOB_RETURN_ID.test(_id)) throw new EveError(422, `job return ${_id} is invalid`, { issues: issues ?? { _id: "invalid" } });
+						if (issues || !JOB_RETURN_ID.test(_id)) throw new Invalid(issues ?? { _id: "invalid" }, `job return ${_id} is invalid`);
 						byId.delete(_id);
 						// A run's arguments are stored masked (lib/security/masking.ts): no secret in the job history.
 						byId.set(_id, { ...r, _id, ...(r.args !== undefined ? { args: maskSecrets(r.args) } : {}) });

@@ -8,7 +8,8 @@ import type { Context } from "moleculer";
 import Busboy from "@fastify/busboy";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../mixins/eve-collection.mixin";
 import { OBJECT_ID } from "../lib/eve/ids";
-import { EveError, badRequest, validationFailed, type Issues } from "../lib/eve/errors";
+import type { Issues } from "../lib/eve/errors";
+import { Invalid, Malformed, TooLarge } from "../lib/errors";
 import { loadConfig } from "../lib/config";
 import type { Doc } from "../lib/storage/store";
 
@@ -49,11 +50,11 @@ const FilesService: EveServiceSchema<FilesThis> = {
 				const type = ctx.params.contentType.split(";")[0].trim().toLowerCase();
 				if (!stream || type !== "multipart/form-data") {
 					stream?.resume();
-					throw badRequest("files are uploaded as multipart/form-data with a `name` field and a `data` file");
+					throw new Malformed("files are uploaded as multipart/form-data with a `name` field and a `data` file");
 				}
 				const upload = await this.receive(ctx, stream);
 				try {
-					if (Object.keys(upload.issues).length) throw validationFailed(upload.issues);
+					if (Object.keys(upload.issues).length) throw new Invalid(upload.issues);
 					const body: Doc = {};
 					if (upload.name !== undefined) body.name = upload.name;
 					if (upload.mediaId) body.data = upload.mediaId;
@@ -79,7 +80,7 @@ const FilesService: EveServiceSchema<FilesThis> = {
 					});
 				} catch (err) {
 					stream.resume();
-					reject(badRequest(`malformed multipart body: ${(err as Error).message}`));
+					reject(new Malformed(`malformed multipart body: ${(err as Error).message}`));
 					return;
 				}
 				const upload: Upload = { issues: {} };
@@ -98,7 +99,7 @@ const FilesService: EveServiceSchema<FilesThis> = {
 					}
 					file.on("limit", () => {
 						// A destroyed file part never ends, so busboy would never finish: stop reading the form here.
-						const tooLarge = new EveError(413, `file too large (limit ${maxUploadBytes} bytes)`);
+						const tooLarge = new TooLarge(`file too large (limit ${maxUploadBytes} bytes)`);
 						failed ??= tooLarge;
 						file.destroy(tooLarge);
 						busboy.emit("error", tooLarge);
@@ -115,7 +116,7 @@ const FilesService: EveServiceSchema<FilesThis> = {
 				});
 				busboy.on("filesLimit", () => (upload.issues.data = "only one file may be uploaded"));
 				busboy.on("error", (err: Error) => {
-					failed ??= badRequest(`malformed multipart body: ${err.message}`);
+					failed ??= new Malformed(`malformed multipart body: ${err.message}`);
 					stream.unpipe(busboy);
 					stream.resume();
 					saving.finally(() => reject(failed));

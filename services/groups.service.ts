@@ -8,7 +8,7 @@ import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
 import { OBJECT_ID, HOSTNAME, idFromName } from "../lib/eve/ids";
 import { nowSeconds } from "../lib/eve/dates";
-import { badRequest } from "../lib/eve/errors";
+import { Malformed } from "../lib/errors";
 import { QueryArgs, parseWhere } from "../lib/eve/query";
 import type { Doc } from "../lib/storage/store";
 import type { Issues } from "../lib/eve/errors";
@@ -164,10 +164,10 @@ const GroupsService: EveServiceSchema<GroupsThis> = {
 			async handler(this: GroupsThis, ctx: RestContext) {
 				const where = parseWhere(QueryArgs.from(ctx.params.query).get("where"));
 				const keys = Object.keys(where);
-				if (keys.length !== 1 || keys[0] !== "type") throw badRequest('DELETE /groups needs where={"type": <integer or array of integers>}');
+				if (keys.length !== 1 || keys[0] !== "type") throw new Malformed('DELETE /groups needs where={"type": <integer or array of integers>}');
 				const raw = where.type;
 				const types = Array.isArray(raw) ? raw : raw !== null && typeof raw === "object" && Array.isArray((raw as Doc).$in) ? (raw as Doc).$in : [raw];
-				if (types.length === 0 || !types.every((t: unknown) => Number.isInteger(t))) throw badRequest("`type` must be an integer or an array of integers");
+				if (types.length === 0 || !types.every((t: unknown) => Number.isInteger(t))) throw new Malformed("`type` must be an integer or an array of integers");
 				const docs = await this.store.find({ type: { $in: types } });
 				await this.removeDocs(ctx, docs);
 				ctx.meta.$statusCode = 204;

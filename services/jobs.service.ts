@@ -12,7 +12,7 @@
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis } from "../mixins/eve-collection.mixin";
 import { formatHttpDate, nowSeconds } from "../lib/eve/dates";
-import { EveError } from "../lib/eve/errors";
+import { Conflict } from "../lib/errors";
 import { newObjectId } from "../lib/eve/ids";
 import { DuplicateKeyError, type Doc } from "../lib/storage/store";
 
@@ -74,7 +74,7 @@ const JobsService: EveServiceSchema = {
 					} catch (err) {
 						if (!(err instanceof DuplicateKeyError)) throw err;
 						const running = await this.store.findOne({ _id: kind });
-						throw new EveError(409, `${kind} is already running (started ${running?.started ? formatHttpDate(new Date(running.started)) : "just now"}); follow it at jobs/${kind}`);
+						throw new Conflict(`${kind} is already running (started ${running?.started ? formatHttpDate(new Date(running.started)) : "just now"}); follow it at jobs/${kind}`);
 					}
 				}
 				await this.notifyChanged(ctx, "updated", [kind]);

@@ -8,7 +8,7 @@ import type { Context, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { Storage } from "../mixins/storage.mixin";
 import { OBJECT_ID, newObjectId } from "../lib/eve/ids";
 import { nowSeconds, formatHttpDate } from "../lib/eve/dates";
-import { EveError, notFound } from "../lib/eve/errors";
+import { Malformed, NotFound, TooLarge } from "../lib/errors";
 import type { HttpMeta } from "../mixins/eve-collection.mixin";
 import type { Store } from "../lib/storage/store";
 
@@ -47,7 +47,7 @@ const MediaService: ServiceSchema<ServiceSettingSchema, Record<string, any>, Med
 			params: { contentType: { type: "string", max: 255 }, filename: { type: "string", max: 1024, optional: true }, maxBytes: { type: "number", integer: true, positive: true } },
 			async handler(this: MediaThis, ctx: Context<{ contentType: string; filename?: string; maxBytes: number }>) {
 				const stream = ctx.stream;
-				if (!stream) throw new EveError(400, "no file content");
+				if (!stream) throw new Malformed("no file content");
 				const id = newObjectId();
 				let n = 0;
 				let length = 0;
@@ -68,7 +68,7 @@ const MediaService: ServiceSchema<ServiceSettingSchema, Record<string, any>, Med
 					for await (const part of stream as unknown as AsyncIterable<Buffer>) {
 						const buf = Buffer.isBuffer(part) ? part : Buffer.from(part);
 						length += buf.length;
-						if (length > ctx.params.maxBytes) throw new EveError(413, `file too large (limit ${ctx.params.maxBytes} bytes)`);
+						if (length > ctx.params.maxBytes) throw new TooLarge(`file too large (limit ${ctx.params.maxBytes} bytes)`);
 						pending.push(buf);
 						pendingBytes += buf.length;
 						await flush(false);
@@ -77,7 +77,7 @@ const MediaService: ServiceSchema<ServiceSettingSchema, Record<string, any>, Med
 					await this.store.insertMany([{ _id: id, chunks: n, length, content_type: ctx.params.contentType, filename: ctx.params.filename ?? "", _created: nowSeconds() }]);
 				} catch (err) {
 					await this.store.removeMany({ media: id });
-					if ((err as { name?: string }).name === "PayloadTooLarge") throw new EveError(413, `file too large (limit ${ctx.params.maxBytes} bytes)`);
+					if ((err as { name?: string }).name === "PayloadTooLarge") throw new TooLarge(`file too large (limit ${ctx.params.maxBytes} bytes)`);
 					throw err;
 				}
 				return { id, length, contentType: ctx.params.contentType };
@@ -88,9 +88,9 @@ const MediaService: ServiceSchema<ServiceSettingSchema, Record<string, any>, Med
 		get: {
 			params: { id: "string", query: { type: "any", optional: true } },
 			async handler(this: MediaThis, ctx: Context<{ id: string }, HttpMeta>) {
-				if (!OBJECT_ID.test(ctx.params.id)) throw notFound();
+				if (!OBJECT_ID.test(ctx.params.id)) throw new NotFound();
 				const head = await this.store.findOne({ _id: ctx.params.id });
-				if (!head) throw notFound();
+				if (!head) throw new NotFound();
 				ctx.meta.$responseType = head.content_type || "application/octet-stream";
 				ctx.meta.$responseHeaders = { "Content-Length": String(head.length), "Last-Modified": formatHttpDate(head._created), ...DOWNLOAD_HEADERS, "Content-Disposition": attachment(head.filename || ctx.params.id) };
 				const store = this.store;

@@ -105,6 +105,15 @@ function workScopeSuite(mongoUri: string | undefined): void {
 			expect((await as("admin", "DELETE", `conformity_checks/${check}`)).status).toBe(204);
 		});
 
+		it("may not change a check whose target no longer evaluates: nothing shows it inside the scope (403, not 400)", async () => {
+			const gone = await created("admin", "groups", { name: "soon-gone", hosts: [IN] });
+			const check = await created("admin", "conformity_checks", { name: "admin-stale-check", target: `F@${gone}`, interval: 86_400 });
+			expect((await as("admin", "DELETE", `groups/${gone}`)).status).toBe(204);
+			expect(refused(await as("scoped", "PATCH", `conformity_checks/${check}`, { status: "paused" }))).toMatch(/may not change this check: its target cannot be evaluated now/);
+			expect(refused(await as("scoped", "DELETE", `conformity_checks/${check}`))).toMatch(/may not delete this check: its target cannot be evaluated now/);
+			expect((await as("admin", "DELETE", `conformity_checks/${check}`)).status).toBe(204);
+		});
+
 		it("may not reject a request for other hosts", async () => {
 			const policy = await created("admin", "approval_policies", { name: "pkg by an operator", functions: ["pkg.refresh_db"], approvers: { count: 1, roles: ["operator"] } });
 			const held = await as("op", "POST", "run", { target: `L@${OUT}`, fun: "pkg.refresh_db" });

@@ -1,8 +1,10 @@
 /**
- * The errors every layer throws in Eve's terms (a code, a message, `_issues`/`_items`), and Werkzeug's
- * default messages; the gateway (services/api/api.service.ts toEveError) is the one place that renders them.
+ * The errors of Eve's HTTP dialect (a malformed `where`, an ETag that does not match, a method not allowed), and
+ * Werkzeug's default messages; the gateway (services/api/errors.ts toEveError) is the one place that renders them.
+ * Services throw the domain errors of lib/errors.ts; the helpers below that have a domain meaning build those.
  */
 import { Errors } from "moleculer";
+import { Conflict, Invalid, NotFound } from "../errors";
 
 /** Werkzeug's default descriptions, which Eve puts in `_error.message` when nothing more specific is known. */
 export const DEFAULT_MESSAGES: Record<number, string> = {
@@ -46,9 +48,9 @@ export class EveError extends Errors.MoleculerError {
 }
 
 export const badRequest = (message?: string) => new EveError(400, message);
-export const notFound = (message?: string) => new EveError(404, message);
-export const conflict = (message?: string) => new EveError(409, message);
+export const notFound = (message?: string) => new NotFound(message || DEFAULT_MESSAGES[404]);
+export const conflict = (message?: string) => new Conflict(message || DEFAULT_MESSAGES[409]);
 
 export function validationFailed(issues: Issues, message = "Insertion failure: 1 document(s) contain(s) error(s)") {
-	return new EveError(422, message, { issues });
+	return new Invalid(issues, message);
 }

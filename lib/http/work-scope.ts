@@ -7,7 +7,7 @@
  * without a scope (unscoped operators, admins) keep the rights their role gives. Reads are not asked about.
  */
 import type { Context } from "moleculer";
-import { EveError } from "../eve/errors";
+import { ErrorType, isError, RunRefused } from "../errors";
 import type { Caller } from "./auth";
 import { call } from "../contracts/call";
 
@@ -33,18 +33,17 @@ export function scopedCaller(ctx: Context): Caller | null {
 export async function authorizeScopedWork(ctx: Context, action: string, what: string, work: WorkCall): Promise<void> {
 	const caller = scopedCaller(ctx);
 	if (!caller) return;
-	const refused = (why: string) => new EveError(403, `your token may not ${action} ${what}: it is not wholly inside the token's scope (${why})`);
+	const refused = (why: string) => new RunRefused(`your token may not ${action} ${what}: it is not wholly inside the token's scope (${why})`, why);
 	if (caller.scope?.groups && !work.hosts.length) throw refused("it selects no host now, so nothing shows it stays within your groups");
 	try {
 		await call(ctx, "tokens.authorizeRun", { token: caller.id, client: work.client, fun: work.fun, ...(work.arg ? { arg: work.arg } : {}), kwarg: work.kwarg ?? {}, targets: work.hosts });
 	} catch (err) {
-		const e = err as { code?: number; message?: string };
-		if (e.code === 403) throw refused(String(e.message));
+		if (isError(err, ErrorType.RunRefused)) throw refused(String(err.message));
 		throw err;
 	}
 }
 
 /** Refuses (403) a scoped caller any write of fleet-wide work: what nothing bounds to the scope's hosts. */
 export function refuseFleetWideToScoped(ctx: Context, action: string, what: string): void {
-	if (scopedCaller(ctx)) throw new EveError(403, `your token may not ${action} ${what}: it applies to the whole fleet, and a scoped token acts only on work wholly inside its scope (ask an unscoped operator or an admin)`);
+	if (scopedCaller(ctx)) throw new RunRefused(`your token may not ${action} ${what}: it applies to the whole fleet, and a scoped token acts only on work wholly inside its scope (ask an unscoped operator or an admin)`);
 }

@@ -12,6 +12,7 @@
  *    other nodes are back too) calls fail at once instead of being lost in NATS, and readiness says so.
  */
 import { Errors, type Context, type ServiceBroker, type ServiceSchema } from "moleculer";
+import { DOMAIN_TYPES } from "../errors";
 
 /** Waits between the attempts of a call whose request could not be sent (2.5 s in all). */
 const RESEND_DELAYS_MS = [100, 200, 400, 800, 1000];
@@ -65,12 +66,12 @@ function elsewhere(broker: ServiceBroker, ctx: Context): Promise<unknown> {
 }
 
 /**
- * The types of the errors that are a service's answer to a request, not a failure of the service: Eve's
- * (lib/eve/errors.ts), and those of the outside systems' clients (salt-api, Pritunl) and of secrets at rest.
- * Each layer throws its own; the gateway renders them all with their code and message (services/api/api.service.ts
- * toEveError, the one boundary), and the circuit breaker does not count them.
+ * The types of the errors that are a service's answer to a request, not a failure of the service: the domain
+ * errors (lib/errors.ts), Eve's HTTP dialect (lib/eve/errors.ts), and those of the outside systems' clients
+ * (salt-api, Pritunl) and of secrets at rest. Each layer throws its own; the gateway renders them all with their
+ * code and message (services/api/errors.ts toEveError, the one boundary), and the circuit breaker does not count them.
  */
-export const ANSWER_TYPES: ReadonlySet<string> = new Set(["EVE", "SALT_API", "PRITUNL", "SECRETS"]);
+export const ANSWER_TYPES: ReadonlySet<string> = new Set(["EVE", "SALT_API", "PRITUNL", "SECRETS", ...DOMAIN_TYPES]);
 
 export function isAnswer(err: { type?: unknown } | null | undefined): boolean {
 	return typeof err?.type === "string" && ANSWER_TYPES.has(err.type);

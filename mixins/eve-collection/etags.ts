@@ -2,7 +2,7 @@
  * The Eve mixin's ETags and If-Match (mixins/eve-collection.mixin.ts): a record's ETag, the compare-and-write
  * filters that make a write land only on the version the client named (412 otherwise).
  */
-import { EveError, notFound } from "../../lib/eve/errors";
+import { notFound } from "../../lib/eve/errors";
 import { REVISION_FIELD, documentEtag, ifMatchPasses, parseEtagCondition, preconditionFailed, type EtagCondition } from "../../lib/eve/etag";
 import { checkFilter, type Filter } from "../../lib/eve/query";
 import type { Doc } from "../../lib/storage/store";
@@ -44,7 +44,7 @@ export const etagMethods = {
 	},
 
 	/** Why a write that found no record to change failed: gone (404), or changed since it was read (412). */
-	async writeRefused(this: EveThis, doc: Doc, conditional: boolean): Promise<EveError> {
+	async writeRefused(this: EveThis, doc: Doc, conditional: boolean): Promise<Error> {
 		const now = await this.store.findOne(this.liveFilter(doc));
 		return now && conditional ? preconditionFailed() : notFound();
 	},

@@ -8,7 +8,7 @@ import type { StorageThis } from "../storage.mixin";
 import type { Check } from "../../lib/eve/validation";
 import type { Doc, IndexOptions, SortSpec } from "../../lib/storage/store";
 import type { Filter, Projection, QueryArgs } from "../../lib/eve/query";
-import type { EveError, Issues } from "../../lib/eve/errors";
+import type { Issues } from "../../lib/eve/errors";
 import type { Link } from "../../lib/eve/render";
 import type { ReadCache } from "../../lib/http/read-cache";
 import type { RawJson, RenderCache } from "../../lib/eve/render-cache";
@@ -154,7 +154,7 @@ export interface EveMethods {
 	checkIfMatch(ctx: RestContext, doc: Doc): boolean;
 	liveFilter(doc: Doc): Filter;
 	versionFilter(doc: Doc): Filter;
-	writeRefused(doc: Doc, conditional: boolean): Promise<EveError>;
+	writeRefused(doc: Doc, conditional: boolean): Promise<Error>;
 	checkFilter(filter: unknown): Filter;
 }
 

@@ -5,6 +5,7 @@
  * `checkRules`, `beforeStore`, `afterWrite`.
  */
 import type { Context } from "moleculer";
+import { InvalidItems } from "../../lib/errors";
 import { EveError, badRequest, conflict, validationFailed, type Issues } from "../../lib/eve/errors";
 import { REVISION_FIELD, newRevision, quoteEtag } from "../../lib/eve/etag";
 import { mergeNested, resolveDottedKeys } from "../../lib/eve/patch";
@@ -105,7 +106,7 @@ export const writeMethods = {
 		if (failed) {
 			const message = `Insertion failure: ${failed} document(s) contain(s) error(s)`;
 			if (!bulk) throw validationFailed(results[0].issues as Issues, message);
-			throw new EveError(422, message, { items: results.map(r => (r.issues ? { _status: "ERR", _issues: r.issues } : { _status: "OK" })) });
+			throw new InvalidItems(results.map(r => (r.issues ? { _status: "ERR", _issues: r.issues } : { _status: "OK" })), message);
 		}
 
 		const now = nowSeconds();

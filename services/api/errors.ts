@@ -1,5 +1,6 @@
 /**
- * The one boundary where every error, from any layer, becomes Eve's error body: Eve's own, the answers of the
+ * The one boundary where every error, from any layer, becomes Eve's error body: the domain errors (lib/errors.ts),
+ * Eve's own (lib/eve/errors.ts), the answers of the
  * outside systems' clients (salt-api, Pritunl) and of secrets at rest (lib/runtime/resilience.ts ANSWER_TYPES),
  * validation, body parsing, the broker's failures (services gone, timeouts, bulkheads) — and anything else as a
  * 500 that reveals nothing.
@@ -28,6 +29,8 @@ export function toEveError(err: any, unavailable?: string): { code: number; body
 	let extra: Partial<EveErrorBody> = {};
 	let internal = false;
 
+	// The domain errors (lib/errors.ts) and Eve's own, local or restored from the transporter (by `type`: the class
+	// does not cross it), and the outside systems' clients: their code is the status, their data Eve's extra fields.
 	if (err instanceof EveError || isAnswer(err)) {
 		code = err.code;
 		message = err.message;

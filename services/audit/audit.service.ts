@@ -10,7 +10,7 @@ import { EveCollection, type EveServiceSchema, type EveThis } from "../../mixins
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
 import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
-import { EveError } from "../../lib/eve/errors";
+import { Conflict, Invalid, NotFound } from "../../lib/errors";
 import { AUDIT_OUTCOMES, type AuditAnswer, type AuditBegin, type AuditComplete } from "../../lib/contracts/audit";
 import { buildRecord, resultFields } from "./record";
 
@@ -89,13 +89,13 @@ const AuditService: EveServiceSchema<AuditThis> = {
 				const issues = this.eve.createCheck(record);
 				if (issues) {
 					this.logger.error("Rejected an audit record:", JSON.stringify(issues));
-					throw new EveError(500, "the audit record is malformed");
+					throw new Invalid(issues, "the audit record is malformed");
 				}
 				const now = nowSeconds();
 				try {
 					await this.store.insertMany([{ ...record, _id: id, _created: now, _updated: now }]);
 				} catch (err) {
-					if (err instanceof DuplicateKeyError) throw new EveError(409, `audit record ${id} was begun already: a record is begun once, then completed`);
+					if (err instanceof DuplicateKeyError) throw new Conflict(`audit record ${id} was begun already: a record is begun once, then completed`);
 					throw err;
 				}
 				await this.notifyChanged(ctx, "created", [id]);
@@ -114,7 +114,7 @@ const AuditService: EveServiceSchema<AuditThis> = {
 			async handler(this: AuditThis, ctx: Context<AuditComplete>): Promise<AuditAnswer> {
 				const { id, result } = ctx.params;
 				const existing = await this.store.findOne({ _id: id });
-				if (!existing) throw new EveError(404, `audit record ${id} was never begun`);
+				if (!existing) throw new NotFound(`audit record ${id} was never begun`);
 				const $set: Doc = { ...resultFields(result), _updated: nowSeconds() };
 				// A jid once known stays: a request that fails after its job started (a timeout) does not erase it.
 				if (result.jid == null) delete $set.jid;

@@ -6,7 +6,7 @@
  */
 import type { Context } from "moleculer";
 import { formatHttpDate } from "../../lib/eve/dates";
-import { EveError, validationFailed } from "../../lib/eve/errors";
+import { ErrorType, Invalid, isError, NothingToRun, OutsideWindow } from "../../lib/errors";
 import { compileSchema } from "../../lib/eve/validation";
 import { ALL_STATUS_BODY } from "../../lib/http/bodies";
 import { startRun as throughTheDoor, type Hold, type RunBody, type RunRequest } from "./run-door";
@@ -39,7 +39,7 @@ export class AllStatusPolls {
 	async control(ctx: Context<unknown, RunMeta>, id: string, raw: unknown) {
 		const body = raw ?? {};
 		const issues = checkAllStatus(body);
-		if (issues) throw validationFailed(issues);
+		if (issues) throw new Invalid(issues);
 		const action = (body as { action?: string }).action ?? "start";
 		if (action === "stop_all") {
 			const polled = [...this.monitors.keys()];
@@ -94,9 +94,9 @@ export class AllStatusPolls {
 			if (!rethrow) await call(this.gw.broker, "tokens.authorizeRun", { token: monitor.token, client: ALL_STATUS_CALL.cm_client, fun: ALL_STATUS_CALL.fun, targets: [host] });
 			// …and, when a maintenance window governs status.all_status on the host, inside it (closed: it stops).
 			const windows = rethrow ? null : await this.gw.broker.call<{ refused: string[] }, Record<string, unknown>>("maintenance-windows.check", { fun: ALL_STATUS_CALL.fun, targets: [host] });
-			if (windows?.refused.length) throw new EveError(409, `the maintenance windows of '${host}' governing status.all_status are closed`);
+			if (windows?.refused.length) throw new OutsideWindow(`the maintenance windows of '${host}' governing status.all_status are closed`);
 		} catch (err) {
-			if ((err as { code?: number }).code === 403 || (err as { code?: number }).code === 409) {
+			if (isError(err, ErrorType.RunRefused) || isError(err, ErrorType.OutsideWindow)) {
 				logger.warn(`Stopping the status.all_status poll of '${host}':`, (err as Error).message);
 				this.stop(host);
 			} else logger.warn(`status.all_status poll of '${host}' skipped:`, (err as Error).message);
@@ -104,7 +104,7 @@ export class AllStatusPolls {
 		}
 		try {
 			const started = await this.runs.startAsync({ client: "local_async", tgt: [host], tgt_type: "list", fun: "status.all_status" }, [], Math.max(config.cmAllStatusIntervalMs * 3, 5000), { monitor: true });
-			if (!started && rethrow) throw new EveError(422, `host '${host}' has no accepted key on the master: nothing to poll`);
+			if (!started && rethrow) throw new NothingToRun(`host '${host}' has no accepted key on the master: nothing to poll`);
 		} catch (err) {
 			if (rethrow) {
 				this.stop(host);

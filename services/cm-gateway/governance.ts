@@ -11,7 +11,7 @@
  * When either service cannot answer, the run fails (deny by default): nothing governed runs ungoverned.
  */
 import type { Context } from "moleculer";
-import { EveError } from "../../lib/eve/errors";
+import { OutsideWindow, runRefused } from "../../lib/errors";
 import { STATE_FUNCTIONS } from "../../lib/fleet/state-results";
 import { canonicalDigest } from "../../lib/eve/etag";
 import type { Hold, Requester, RunRequest, TokenHolder } from "./run-door";
@@ -75,7 +75,7 @@ export class Governance {
 	/** The verdict on an authorized run: null (run now), a hold (202), or a thrown 409/403. */
 	async govern(ctx: Context, req: RunRequest, holder: TokenHolder): Promise<Hold | null> {
 		const { by, targets, body } = req;
-		if (by.breakGlass !== undefined && holder.role !== "admin") throw new EveError(403, `the run is refused: only an admin may run outside the maintenance windows (break_glass); ${holder.name} is ${holder.role}`);
+		if (by.breakGlass !== undefined && holder.role !== "admin") throw runRefused(`only an admin may run outside the maintenance windows (break_glass); ${holder.name} is ${holder.role}`);
 		const verdict = await ctx.call<WindowVerdict, Record<string, unknown>>("maintenance-windows.check", { fun: body.fun, arg: body.arg, kwarg: body.kwarg, targets });
 		if (verdict.refused.length) {
 			if (by.breakGlass === undefined) throw this.outsideWindows(body.fun, verdict);
@@ -99,10 +99,10 @@ export class Governance {
 	}
 
 	/** The 409 of a run outside its hosts' windows: which hosts, and when the first of their windows opens. */
-	private outsideWindows(fun: string, verdict: WindowVerdict): EveError {
+	private outsideWindows(fun: string, verdict: WindowVerdict): OutsideWindow {
 		const named = verdict.refused.slice(0, NAMED_MAX).join(", ") + (verdict.refused.length > NAMED_MAX ? `, … (${verdict.refused.length} in all)` : "");
 		const next = verdict.next ? `the next window, '${verdict.next.name}', opens ${verdict.next.start} (until ${verdict.next.end})` : "none of their windows opens again within 400 days";
-		return new EveError(409, `${fun} is outside the maintenance windows of ${named}: ${next}; an admin may run it now with a stated reason (break_glass)`, { window: verdict.next, refused: verdict.refused.slice(0, 1000) });
+		return new OutsideWindow(`${fun} is outside the maintenance windows of ${named}: ${next}; an admin may run it now with a stated reason (break_glass)`, { window: verdict.next, refused: verdict.refused.slice(0, 1000) });
 	}
 
 	/** A state run held for approval gets a dry run (test=True), so approvers see what it would change. */

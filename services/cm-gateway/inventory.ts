@@ -7,9 +7,9 @@
  * hosts a job return proved alive.
  */
 import { batchesBySize } from "../../lib/fleet/batches";
-import { EveError } from "../../lib/eve/errors";
 import { presenceTransition, type PresenceTransition } from "../../lib/fleet/presence";
 import { hostUpdate, keyViews, type KnownHost, type MasterView } from "./salt-inventory";
+import { SaltApiError } from "./salt-client";
 import { PresenceGuard } from "./presence-guard";
 import type { GatewayAlerts } from "./alerts";
 import { UPSERT_BATCH, eachLimited, isObject, type Alert, type GatewayContext } from "./context";
@@ -76,7 +76,7 @@ export class Inventory {
 	async wheel(fun: string, extra: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
 		const event = await this.gw.salt.lowstate({ client: "wheel", fun, ...extra }, { safe: true });
 		const data = isObject(event) ? event.data : undefined;
-		if (!isObject(data) || data.success === false || !isObject(data.return)) throw new EveError(502, `salt-api sent a malformed answer to ${fun}`);
+		if (!isObject(data) || data.success === false || !isObject(data.return)) throw new SaltApiError(502, "malformed", `salt-api sent a malformed answer to ${fun}`);
 		return data.return;
 	}
 
@@ -119,7 +119,7 @@ export class Inventory {
 		const present = [...views.keys()];
 		if (present.length) {
 			const grains = await this.gw.salt.lowstate({ client: "runner", fun: "cache.grains", tgt: present, tgt_type: "list" }, { safe: true });
-			if (!isObject(grains)) throw new EveError(502, "salt-api sent a malformed answer to cache.grains");
+			if (!isObject(grains)) throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to cache.grains");
 			for (const id of present) if (isObject(grains[id])) views.get(id)!.grains = grains[id] as Record<string, unknown>;
 		}
 		await this.applyMasterView(views, ids.filter(id => !views.has(id)), startedAt);

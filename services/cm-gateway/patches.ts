@@ -4,7 +4,8 @@
  */
 import type { Context } from "moleculer";
 import { batchesBySize } from "../../lib/fleet/batches";
-import { EveError } from "../../lib/eve/errors";
+import { UpstreamFailed } from "../../lib/errors";
+import { SaltApiError } from "./salt-client";
 import { trackJob, type JobHandle } from "./progress";
 import { UPSERT_BATCH, eachLimited, type GatewayContext } from "./context";
 
@@ -57,7 +58,7 @@ export class Patches {
 	private async read(ctx: Context, job: JobHandle): Promise<LoadResult> {
 		const { salt, config, logger } = this.gw;
 		const listed = await salt.lowstate({ client: "runner", fun: "fileserver.file_list", saltenv: "base" }, { safe: true });
-		if (!Array.isArray(listed) || listed.some(p => typeof p !== "string")) throw new EveError(502, "salt-api sent a malformed answer to fileserver.file_list");
+		if (!Array.isArray(listed) || listed.some(p => typeof p !== "string")) throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to fileserver.file_list");
 		const paths = patchPaths(listed as string[], config.cmPatchPrefix, path => logger.warn(`Skipping patch file '${path}': its name cannot be given to state.apply`));
 
 		const patches: Array<{ name: string; text: string }> = [];
@@ -80,7 +81,7 @@ export class Patches {
 		if (unreadable.length) {
 			unreadable.sort();
 			const names = unreadable.slice(0, 20).join(", ") + (unreadable.length > 20 ? `, … (${unreadable.length - 20} more)` : "");
-			throw new EveError(502, `the master listed ${paths.length} patch file(s) but sent ${unreadable.length} of them as no text: ${names}; ${patches.length} loaded (${created} new)`, {
+			throw new UpstreamFailed(`the master listed ${paths.length} patch file(s) but sent ${unreadable.length} of them as no text: ${names}; ${patches.length} loaded (${created} new)`, {
 				issues: { unreadable: unreadable.slice(0, 100) },
 			});
 		}
@@ -99,7 +100,7 @@ export class Patches {
 			text = await this.gw.salt.lowstate({ client: "runner", fun: "salt.cmd", arg: ["cp.get_file_str", `salt://${path}`], kwarg: { saltenv: "base" } }, { safe: true });
 		} catch (err) {
 			if ((err as { kind?: string }).kind === "auth") {
-				throw new EveError(502, `the master refused to read '${path}' through runner salt.cmd cp.get_file_str: grant it to CM_API_USER in external_auth (docs/salt.md, "The API user and its permissions")`);
+				throw new SaltApiError(502, "auth", `the master refused to read '${path}' through runner salt.cmd cp.get_file_str: grant it to CM_API_USER in external_auth (docs/salt.md, "The API user and its permissions")`);
 			}
 			throw err;
 		}

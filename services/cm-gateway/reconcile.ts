@@ -4,11 +4,11 @@
  * presence (through the presence guard), the master's nodegroups and cached grains of every minion, a batch at a time; progress in the
  * `inventory_sync` job. Owns its timer and the reconciliation under way (a second request joins it).
  */
-import { EveError } from "../../lib/eve/errors";
 import { HOSTNAME } from "../../lib/eve/ids";
 import { countMetric, setMetric } from "../../lib/runtime/metrics";
 import { trackJob } from "./progress";
 import { keyViews, type MasterView } from "./salt-inventory";
+import { SaltApiError } from "./salt-client";
 import { isObject, strings, type GatewayContext } from "./context";
 import type { Inventory, ViewCounts } from "./inventory";
 import { call } from "../../lib/contracts/call";
@@ -122,7 +122,7 @@ export class Reconciliation {
 			const option = await salt.lowstate({ client: "runner", fun: "config.get", arg: ["nodegroups"] }, { safe: true });
 			// Not set on the master: config.get answers its default, "". A list of one-key dicts is Salt's other spelling.
 			const nodegroups = Array.isArray(option) ? Object.assign({}, ...option.filter(isObject)) : isObject(option) ? option : option === "" ? {} : null;
-			if (!nodegroups) throw new EveError(502, "salt-api sent a malformed answer to config.get nodegroups");
+			if (!nodegroups) throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to config.get nodegroups");
 			await call(broker, "nodegroups.fromMaster", { nodegroups });
 			this.nodegroupsTrouble = null;
 		} catch (err) {
@@ -147,9 +147,9 @@ export class Reconciliation {
 		const keys = await inventory.wheel("key.list_all");
 		const fingers = await inventory.wheel("key.finger", { match: "*" });
 		const present = await salt.lowstate({ client: "runner", fun: "manage.present" }, { safe: true });
-		if (!Array.isArray(present)) throw new EveError(502, "salt-api sent a malformed answer to manage.present");
+		if (!Array.isArray(present)) throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to manage.present");
 		for (const dir of ["minions", "minions_pre", "minions_rejected", "minions_denied"]) {
-			if (keys[dir] !== undefined && !Array.isArray(keys[dir])) throw new EveError(502, "salt-api sent a malformed answer to key.list_all");
+			if (keys[dir] !== undefined && !Array.isArray(keys[dir])) throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to key.list_all");
 		}
 
 		await this.masterNodegroups();
@@ -174,7 +174,7 @@ export class Reconciliation {
 		for (let i = 0; i < ids.length; i += SYNC_BATCH) {
 			const batch = ids.slice(i, i + SYNC_BATCH);
 			const grains = await salt.lowstate({ client: "runner", fun: "cache.grains", tgt: batch, tgt_type: "list" }, { safe: true });
-			if (!isObject(grains)) throw new EveError(502, "salt-api sent a malformed answer to cache.grains");
+			if (!isObject(grains)) throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to cache.grains");
 			const batchViews = new Map<string, MasterView>();
 			for (const id of batch) batchViews.set(id, isObject(grains[id]) ? { ...views.get(id)!, grains: grains[id] as Record<string, unknown> } : views.get(id)!);
 			add(await inventory.turn(() => inventory.applyMasterView(batchViews, [], startedAt, known)));

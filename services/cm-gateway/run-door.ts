@@ -19,7 +19,7 @@
  * (services/cm-gateway/runs.ts): here is only their order and which facts the audit service is told (it builds the
  * record: services/audit/record.ts).
  */
-import { EveError } from "../../lib/eve/errors";
+import { ErrorType, type ErrorTypeName, HeldForApproval, isError, NothingRan } from "../../lib/errors";
 import type { RunBody } from "../../lib/http/bodies";
 import type { AuditBegin, AuditResult } from "../../lib/contracts/audit";
 
@@ -135,20 +135,19 @@ export async function authorizeRun<R>(req: RunRequest, fx: DoorEffects<R>): Prom
 	try {
 		return await fx.authorize();
 	} catch (err) {
-		await auditRefusal(req, null, err, [403], fx);
+		await auditRefusal(req, null, err, [ErrorType.RunRefused], fx);
 		throw err;
 	}
 }
 
 /**
- * A refusal with one of `codes` (403 by the token, by a break-glass only an admin may give or by an approval that does
- * not cover the run; 409 by a maintenance window) written as `denied`, best effort.
+ * A refusal of one of `types` (RunRefused by the token, by a break-glass only an admin may give or by an approval that
+ * does not cover the run; OutsideWindow by a maintenance window) written as `denied` with its status, best effort.
  */
-async function auditRefusal<R>(req: RunRequest, holder: TokenHolder | null, err: unknown, codes: number[], fx: DoorEffects<R>): Promise<void> {
-	const e = err as { code?: unknown; message?: unknown };
-	const code = codes.find(c => c === e.code);
-	if (code === undefined) return;
-	const result: AuditResult = { status: code, outcome: "denied", message: String(e.message) };
+async function auditRefusal<R>(req: RunRequest, holder: TokenHolder | null, err: unknown, types: ErrorTypeName[], fx: DoorEffects<R>): Promise<void> {
+	if (!types.some(type => isError(err, type))) return;
+	const e = err as { code: number; message?: unknown };
+	const result: AuditResult = { status: e.code, outcome: "denied", message: String(e.message) };
 	await fx.beginAudit(req.by.auditId ?? fx.newId(), auditFacts(req, holder), result).catch((auditErr: unknown) => fx.log("Could not write the audit record of a refused run:", errorMessage(auditErr)));
 }
 
@@ -163,7 +162,7 @@ export async function governRun<R>(req: RunRequest, holder: TokenHolder, fx: Doo
 	try {
 		hold = await fx.govern(holder);
 	} catch (err) {
-		await auditRefusal(req, holder, err, [403, 409], fx);
+		await auditRefusal(req, holder, err, [ErrorType.RunRefused, ErrorType.OutsideWindow], fx);
 		throw err;
 	}
 	if (!hold) return null;
@@ -180,7 +179,7 @@ export async function beginAudit<R>(id: string, req: RunRequest, holder: TokenHo
 	} catch (err) {
 		fx.log(`Could not write the audit record of a run of ${req.body.fun} (nothing was run):`, errorMessage(err));
 	}
-	if (!stored) throw new EveError(503, AUDIT_UNAVAILABLE);
+	if (!stored) throw new NothingRan(AUDIT_UNAVAILABLE);
 }
 
 /** Step 4: the outcome on the run's record; a failure is logged, not thrown (the job was handed over). */
@@ -197,7 +196,7 @@ export async function startRun<R>(req: RunRequest, fx: DoorEffects<R>): Promise<
 	const holder = await authorizeRun(req, fx);
 	const hold = await governRun(req, holder, fx);
 	if (hold) {
-		if (!fx.held) throw new EveError(500, "a run was held for approval where none can be answered");
+		if (!fx.held) throw new HeldForApproval("a run was held for approval where none can be answered", hold.approval._id);
 		return fx.held(hold);
 	}
 	const auditId = req.by.auditId ?? fx.newId();

@@ -6,12 +6,12 @@
  * the run door (run-door.ts): authorized against the token in force on the resolved hosts, audited first.
  */
 import type { Context } from "moleculer";
-import { EveError, notFound, validationFailed } from "../../lib/eve/errors";
+import { Invalid, NotFound, NothingToRun } from "../../lib/errors";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { compileSchema } from "../../lib/eve/validation";
 import { RUN_BODY, RUN_TARGET_BODY } from "../../lib/http/bodies";
 import { NO_RETURN, verdictOf, type JobOrigin, type JobReturn, type Verdict } from "./job-tracker";
-import type { Lowstate } from "./salt-client";
+import { SaltApiError, type Lowstate } from "./salt-client";
 import { startRun as throughTheDoor, type DoorEffects, type Hold, type Requester, type RunBody, type RunRequest, type TokenHolder } from "./run-door";
 import { taskDefinitionDigest, withoutTest, type Governance, type TaskSchedule } from "./governance";
 import { canonicalDigest } from "../../lib/eve/etag";
@@ -130,7 +130,7 @@ export class Runs {
 	/** A run's body checked (by `check`: the run fields alone, or with a compound `target`), `cm_client` defaulted. */
 	validateBody<B extends RunBody = RunBody>(raw: unknown, check = checkBody): B {
 		const issues = check(raw);
-		if (issues) throw validationFailed(issues);
+		if (issues) throw new Invalid(issues);
 		const body = raw as Partial<B> & { fun: string };
 		return { ...body, cm_client: body.cm_client ?? "local_async" } as B;
 	}
@@ -144,14 +144,14 @@ export class Runs {
 	/** The host, if it is known and not soft-deleted. */
 	async hostTarget(ctx: Context, id: string): Promise<string[]> {
 		const found = await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: [id] });
-		if (!found.includes(id)) throw notFound(`host '${id}' not found`);
+		if (!found.includes(id)) throw new NotFound(`host '${id}' not found`);
 		return [id];
 	}
 
 	/** The group's hostnames (its own and its subgroups', soft-deleted hosts left out). */
 	async groupTargets(ctx: Context, id: string): Promise<string[]> {
 		const names = await call(ctx, "groups.hostnames", { id });
-		if (!names.length) throw new EveError(422, `group '${id}' has no hosts to run on`);
+		if (!names.length) throw new NothingToRun(`group '${id}' has no hosts to run on`);
 		return names;
 	}
 
@@ -190,7 +190,7 @@ export class Runs {
 		const { target, ...checked } = this.validateBody<RunBody & { target: string; break_glass?: string }>(ctx.params.body, checkTargetBody);
 		const { call: body, breakGlass } = this.splitBody(checked);
 		const { hosts } = await call(ctx, "hosts.resolveTarget", { target });
-		if (!hosts.length) throw new EveError(422, `the target '${target.slice(0, 200)}' selects no live host`);
+		if (!hosts.length) throw new NothingToRun(`the target '${target.slice(0, 200)}' selects no live host`);
 		return this.start(ctx, { ...requester(ctx), ...(breakGlass ? { breakGlass } : {}) }, hosts, body, {}, target);
 	}
 
@@ -205,7 +205,7 @@ export class Runs {
 		const origin: JobOrigin = { task, run, history: { target: expression, user: null, origin: "task" } };
 		return this.once(ctx, run, takeover, fun, funArgs({ cm_client, fun, kwarg }), origin, async () => {
 			const targets = await this.taskTargets(ctx, tgt, target);
-			if (!targets.length) throw new EveError(422, "none of the task's targets is a live host or a group with hosts");
+			if (!targets.length) throw new NothingToRun("none of the task's targets is a live host or a group with hosts");
 			// A task runs as its owner's token as that token is now (docs/security.md).
 			// Approved once per definition: what it runs, when and as whom (a change to any needs a new approval).
 			const definition = { kind: "task" as const, id: task, digest: taskDefinitionDigest(ctx.params), ...(schedule ? { schedule } : {}) };
@@ -361,7 +361,7 @@ export class Runs {
 			if (!namesJid(answer)) busJid = this.history.claimAsked(body.fun, targets);
 			return answer;
 		});
-		if (!isObject(ret)) throw new EveError(502, "salt-api sent a malformed answer to local");
+		if (!isObject(ret)) throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to local");
 		const outputs: Record<string, unknown> = {};
 		const answered: Array<{ host: string; jid: string; raw: unknown; verdict: Verdict }> = [];
 		let jid: string | null = null;
@@ -398,7 +398,7 @@ export class Runs {
 		const ret = await this.history.asking(chunk.fun, strings(chunk.tgt), () => this.gw.salt.lowstate(chunk));
 		if (!isObject(ret) || Object.keys(ret).length === 0) return null;
 		const { jid, minions } = ret as { jid?: unknown; minions?: unknown };
-		if (typeof jid !== "string" || !JID.test(jid) || !Array.isArray(minions)) throw new EveError(502, "salt-api sent a malformed answer to local_async");
+		if (typeof jid !== "string" || !JID.test(jid) || !Array.isArray(minions)) throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to local_async");
 		this.history.started(jid);
 		origin = { ...origin, started: origin.started ?? startedAt };
 		const hosts = minions.map(String);

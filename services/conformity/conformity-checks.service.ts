@@ -15,7 +15,8 @@ import crypto from "node:crypto";
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID } from "../../lib/eve/ids";
-import { EveError, validationFailed, type Issues } from "../../lib/eve/errors";
+import type { Issues } from "../../lib/eve/errors";
+import { ErrorType, Invalid, isError, RunRefused } from "../../lib/errors";
 import { loadConfig } from "../../lib/config";
 import { CronError, nextDue, parseCron, type Schedule } from "../../lib/fleet/schedule";
 import type { Doc } from "../../lib/storage/store";
@@ -27,6 +28,8 @@ const SHARE = /^(\d{1,3})%$/;
 const share = { type: "string", pattern: SHARE } as const;
 /** Checks looked at per pass of the scheduler. */
 const DUE_LIMIT = 100;
+/** A pass's rollout refused for good (the owner's token, a target that selects nothing, bad parameters): recorded, not retried. */
+const REFUSALS = [ErrorType.RunRefused, ErrorType.Invalid, ErrorType.NothingToRun, "VALIDATION_ERROR"] as const;
 
 type ChecksThis = EveThis & {
 	timer: NodeJS.Timeout | null;
@@ -93,9 +96,9 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 		/** The caller may run the check on the hosts it selects now (403 saying why); answers the caller's token id. */
 		async authorizeCheck(this: ChecksThis, ctx: RestContext, check: Doc): Promise<string> {
 			const user = (ctx.meta as { user?: { id: string } }).user;
-			if (!user?.id) throw new EveError(403, "the check is refused: no token authorizes it");
+			if (!user?.id) throw new RunRefused("the check is refused: no token authorizes it", "no token authorizes it");
 			const { hosts } = await call(ctx, "hosts.resolveTarget", { target: check.target, field: "target" });
-			if (!hosts.length) throw validationFailed({ target: "selects no live host" });
+			if (!hosts.length) throw new Invalid({ target: "selects no live host" });
 			(ctx.meta as { auditRun?: { fun: string; targets: string[] } }).auditRun = { fun: "state.apply", targets: hosts };
 			await call(ctx, "tokens.authorizeRun", { token: user.id, client: "local_async", fun: "state.apply", kwarg: kwargOf(check), targets: hosts });
 			return user.id;
@@ -108,8 +111,8 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 			try {
 				hosts = (await call(ctx, "hosts.resolveTarget", { target: check.target })).hosts;
 			} catch (err) {
-				if ((err as { code?: number }).code !== 422) throw err;
-				throw new EveError(403, `your token may not ${action} this check: its target cannot be evaluated now, so nothing shows it lies inside the token's scope`);
+				if (!isError(err, ErrorType.TargetUnevaluable)) throw err;
+				throw new RunRefused(`your token may not ${action} this check: its target cannot be evaluated now, so nothing shows it lies inside the token's scope`);
 			}
 			await authorizeScopedWork(ctx, action, "this check", { client: "local_async", fun: "state.apply", kwarg: kwargOf(check), hosts });
 		},
@@ -171,8 +174,8 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 				const started = await this.broker.call<{ total: number }, Record<string, unknown>>("rollouts.startCheck", { id: pass.rollout, check: String(c._id), name: c.name, target: c.target, kwarg: kwargOf(c), batch: c.batch, jitter_s: c.jitter_s ?? 0, owner: c.owner });
 				await set({ "last_pass.started": true, "last_pass.hosts": started.total, "last_pass.error": null });
 			} catch (err) {
-				const e = err as { code?: number; message: string };
-				if (e.code === 403 || e.code === 422) await set({ "last_pass.started": true, "last_pass.error": String(e.message).slice(0, 2000) });
+				const e = err as { message: string };
+				if (REFUSALS.some(type => isError(err, type))) await set({ "last_pass.started": true, "last_pass.error": String(e.message).slice(0, 2000) });
 				else this.logger.warn(`Conformity check ${c._id}: its pass could not start yet (tried again later):`, e.message);
 			}
 			await this.notifyChanged(this.broker as unknown as Context, "updated", [String(c._id)]);

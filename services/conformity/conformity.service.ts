@@ -21,7 +21,7 @@ import crypto from "node:crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { Storage, type StorageThis } from "../../mixins/storage.mixin";
 import { loadConfig } from "../../lib/config";
-import { EveError, notFound, validationFailed } from "../../lib/eve/errors";
+import { Invalid, NotFound, NothingToRun, RunRefused } from "../../lib/errors";
 import { newObjectId } from "../../lib/eve/ids";
 import { formatHttpDate } from "../../lib/eve/dates";
 import { summarizeBursts, type AlertDraft } from "../../lib/fleet/alert-bursts";
@@ -73,7 +73,7 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 			params: { id: "string", query: { type: "any", optional: true } },
 			async handler(this: ConformityThis, ctx: Context<{ id: string }>) {
 				const [live] = await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: [ctx.params.id] });
-				if (!live) throw notFound(`host '${ctx.params.id.slice(0, 253)}' not found`);
+				if (!live) throw new NotFound(`host '${ctx.params.id.slice(0, 253)}' not found`);
 				const doc = await this.store.findOne({ _id: live });
 				const timeline = await this.stores.conformity_transitions.find({ host: live }, { sort: [["at", -1]], limit: TIMELINE_MAX });
 				const date = (d: unknown) => (d ? formatHttpDate(new Date(d as string)) : null);
@@ -130,7 +130,7 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 			params: { id: "string", body: { type: "any", optional: true }, query: { type: "any", optional: true } },
 			async handler(this: ConformityThis, ctx: Context<{ id: string }>) {
 				const [live] = await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: [ctx.params.id] });
-				if (!live) throw notFound(`host '${ctx.params.id.slice(0, 253)}' not found`);
+				if (!live) throw new NotFound(`host '${ctx.params.id.slice(0, 253)}' not found`);
 				return this.fixOne(ctx, live, await this.store.findOne({ _id: live }));
 			},
 		},
@@ -147,15 +147,15 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 			params: { body: { type: "any", optional: true }, query: { type: "any", optional: true } },
 			async handler(this: ConformityThis, ctx: Context<{ body?: unknown }, { user?: { id: string } }>) {
 				const body = ctx.params.body as { target?: unknown } | undefined;
-				if (!body || typeof body !== "object" || typeof body.target !== "string" || !body.target.length || body.target.length > 10_000) throw validationFailed({ target: "a compound target (a string of 1 to 10,000 characters) is required" });
+				if (!body || typeof body !== "object" || typeof body.target !== "string" || !body.target.length || body.target.length > 10_000) throw new Invalid({ target: "a compound target (a string of 1 to 10,000 characters) is required" });
 				const { hosts } = await call(ctx, "hosts.resolveTarget", { target: body.target, field: "target" });
 				const docs = await this.store.find({ _id: { $in: hosts } }, { only: ["state", "states"] });
 				const plan = planTargetFix(docs as HostConformity[]);
 				const drifted = plan.hosts;
-				if (!drifted.length) throw new EveError(422, `none of the ${hosts.length} host(s) the target selects has a drifted state to fix`);
+				if (!drifted.length) throw new NothingToRun(`none of the ${hosts.length} host(s) the target selects has a drifted state to fix`);
 				if (drifted.length === 1) return { target: body.target, ...(await this.fixOne(ctx, drifted[0], docs.find(d => d._id === drifted[0]) ?? null)) };
 				const owner = ctx.meta.user?.id;
-				if (!owner) throw new EveError(403, "the fix is refused: no token authorizes it");
+				if (!owner) throw new RunRefused("the fix is refused: no token authorizes it", "no token authorizes it");
 				// Everything authorized before anything is made, the re-check included: a fix is refused whole, saying why.
 				const calls = targetFixCalls(plan);
 				await authorizeFix(calls, fixCall => call(ctx, "tokens.authorizeRun", { token: owner, ...fixCall }));
@@ -229,9 +229,9 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 		async fixOne(this: ConformityThis, ctx: Context<unknown, { user?: { id: string } }>, host: string, doc: Doc | null) {
 			const states: StoredState[] = doc?.states ?? [];
 			const drifted = states.filter(isFixable);
-			if (!drifted.length) throw new EveError(422, `host '${host}' has no drifted state to fix (its last check found it ${doc?.state ?? "never checked"})`);
+			if (!drifted.length) throw new NothingToRun(`host '${host}' has no drifted state to fix (its last check found it ${doc?.state ?? "never checked"})`);
 			const owner = ctx.meta.user?.id;
-			if (!owner) throw new EveError(403, "the fix is refused: no token authorizes it");
+			if (!owner) throw new RunRefused("the fix is refused: no token authorizes it", "no token authorizes it");
 			// The drifted states one run each, then the check: every run authorized before the first (a fix is refused
 			// whole, saying why, never applied in part).
 			const calls = hostFixCalls(host, drifted);

@@ -3,7 +3,7 @@
  * request runs, whether a grant covers a run, until when a request is live, who may vote on it, and what the votes
  * make of it.
  */
-import { EveError } from "../../lib/eve/errors";
+import { Conflict, Forbidden } from "../../lib/errors";
 import { canonicalDigest } from "../../lib/eve/etag";
 import type { RunBody } from "../../lib/http/bodies";
 import type { Doc } from "../../lib/storage/store";
@@ -58,11 +58,11 @@ export interface Vote {
  * principal, or the requesting token itself) may not decide it (403); a principal votes once (409); only the roles
  * its policies name count (403, naming them).
  */
-export function voteRefusal(doc: Doc, voter: Voter): EveError | null {
-	if (voter.principal === doc.requester.identity || voter.id === doc.requester.token) return new EveError(403, "the requester of a run cannot approve or reject it: another approver must");
-	if ((doc.votes as Vote[]).some(v => v.identity === voter.principal)) return new EveError(409, `${voter.name} has already voted on this request`);
+export function voteRefusal(doc: Doc, voter: Voter): Forbidden | Conflict | null {
+	if (voter.principal === doc.requester.identity || voter.id === doc.requester.token) return new Forbidden("the requester of a run cannot approve or reject it: another approver must");
+	if ((doc.votes as Vote[]).some(v => v.identity === voter.principal)) return new Conflict(`${voter.name} has already voted on this request`);
 	const policies = doc.policies as MatchedPolicy[];
-	if (!policies.some(p => p.roles.includes(voter.role))) return new EveError(403, `the role ${voter.role} cannot decide this request: its policies take approvers of the roles ${[...new Set(policies.flatMap(p => p.roles))].join(", ")}`);
+	if (!policies.some(p => p.roles.includes(voter.role))) return new Forbidden(`the role ${voter.role} cannot decide this request: its policies take approvers of the roles ${[...new Set(policies.flatMap(p => p.roles))].join(", ")}`);
 	return null;
 }
 

@@ -16,7 +16,7 @@
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
-import { EveError, validationFailed } from "../../lib/eve/errors";
+import { Conflict, ErrorType, Forbidden, Invalid, isError, NotFound, runRefused, Unauthenticated } from "../../lib/errors";
 import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
 import { maskSecrets } from "../../lib/security/masking";
 import { readDryRun, type DryRunReturn } from "../../lib/fleet/state-results";
@@ -118,7 +118,7 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 				if (grant) {
 					const doc = OBJECT_ID.test(grant) ? await this.store.findOne({ _id: grant }) : null;
 					if (grantCovers(doc, call, hosts, requester.token)) return { pass: true };
-					throw new EveError(403, `the run is refused: approval ${grant.slice(0, 24)} does not cover it (it is not being carried out, or its call, hosts or requester differ)`);
+					throw runRefused(`approval ${grant.slice(0, 24)} does not cover it (it is not being carried out, or its call, hosts or requester differ)`);
 				}
 				const policies = await ctx.call<MatchedPolicy[], Doc>("approval-policies.matching", { fun: call.fun, arg: call.arg, kwarg: call.kwarg, hosts, origin, scale: definition?.hosts, principal: requester.identity });
 				if (!policies.length) return { pass: true };
@@ -170,7 +170,7 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 			params: { id: { type: "string", pattern: OBJECT_ID } },
 			async handler(this: ApprovalsThis, ctx: Context<{ id: string }>) {
 				const doc = await this.store.findOne({ _id: ctx.params.id });
-				if (!doc) throw new EveError(404, `approval '${ctx.params.id}' not found`);
+				if (!doc) throw new NotFound(`approval '${ctx.params.id}' not found`);
 				return doc;
 			},
 		},
@@ -198,17 +198,17 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 			params: { id: "string", decision: "string", body: { type: "any", optional: true }, query: { type: "any", optional: true } },
 			async handler(this: ApprovalsThis, ctx: Context<{ id: string; decision: string; body?: unknown }, RestContext["meta"] & { user?: Caller }>) {
 				const decision = DECISIONS[ctx.params.decision];
-				if (!decision) throw validationFailed({ decision: `unallowed value '${ctx.params.decision.slice(0, 50)}' (approve or reject)` });
+				if (!decision) throw new Invalid({ decision: `unallowed value '${ctx.params.decision.slice(0, 50)}' (approve or reject)` });
 				const body = (ctx.params.body ?? {}) as Record<string, unknown>;
-				if (typeof body !== "object" || Array.isArray(body) || body === null) throw validationFailed({ body: "must be an object: {\"comment\": \"…\"}" });
+				if (typeof body !== "object" || Array.isArray(body) || body === null) throw new Invalid({ body: "must be an object: {\"comment\": \"…\"}" });
 				const unknown = Object.keys(body).filter(k => k !== "comment");
-				if (unknown.length) throw validationFailed(Object.fromEntries(unknown.map(k => [k, "unknown field"])));
-				if (body.comment !== undefined && (typeof body.comment !== "string" || body.comment.length > 2000)) throw validationFailed({ comment: "must be a string of at most 2000 characters" });
+				if (unknown.length) throw new Invalid(Object.fromEntries(unknown.map(k => [k, "unknown field"])));
+				if (body.comment !== undefined && (typeof body.comment !== "string" || body.comment.length > 2000)) throw new Invalid({ comment: "must be a string of at most 2000 characters" });
 				const user = ctx.meta.user;
-				if (!user) throw new EveError(401);
+				if (!user) throw new Unauthenticated();
 				await this.expire(ctx);
 				const doc = await this.visibleItem(ctx.params.id);
-				if (doc.status !== "pending") throw new EveError(409, `the request is ${doc.status}: it can no longer be ${decision}`);
+				if (doc.status !== "pending") throw new Conflict(`the request is ${doc.status}: it can no longer be ${decision}`);
 				// Principals, not tokens: a token minted from the requester's (or a voter's) is the same one.
 				const identity = user.principal;
 				const refused = voteRefusal(doc, user);
@@ -218,8 +218,7 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 					try {
 						await call(ctx, "tokens.authorizeRun", { token: user.id, client: doc.call.cm_client, fun: doc.call.fun, arg: doc.call.arg, kwarg: doc.call.kwarg, targets: doc.hosts });
 					} catch (err) {
-						const e = err as { code?: number; message: string };
-						if (e.code === 403) throw new EveError(403, `you may not approve a run you could not make yourself: ${e.message.replace(/^the run is refused: /, "")}`);
+						if (isError(err, ErrorType.RunRefused)) throw new Forbidden(`you may not approve a run you could not make yourself: ${err.data?.reason}`);
 						throw err;
 					}
 				}
@@ -232,7 +231,7 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 				const votes = [...(doc.votes as Vote[]), vote];
 				const status = statusAfter(doc.policies as MatchedPolicy[], votes);
 				const updated = await this.store.findOneAndUpdate({ _id: doc._id, status: "pending", votes: { $size: doc.votes.length } }, { $set: { votes, status, _updated: new Date() } });
-				if (!updated) throw new EveError(409, "the request changed meanwhile (another vote, or it expired); read it again");
+				if (!updated) throw new Conflict("the request changed meanwhile (another vote, or it expired); read it again");
 				await this.announce(ctx, [updated], status === "pending" ? undefined : `approval.${status}`, status === "rejected" ? "warning" : "info");
 				if (status === "approved" && !updated.definition) return this.render(await this.runApproved(ctx, updated));
 				return this.render(updated);

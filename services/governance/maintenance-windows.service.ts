@@ -10,7 +10,8 @@
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID } from "../../lib/eve/ids";
-import { EveError, notFound, type Issues } from "../../lib/eve/errors";
+import type { Issues } from "../../lib/eve/errors";
+import { Malformed, NotFound, OutsideWindow } from "../../lib/errors";
 import { QueryArgs } from "../../lib/eve/query";
 import { canonical } from "../../lib/eve/etag";
 import { PREVIEW_HORIZON_MS, compileWindow, isCompiled, nextOpenings, openingAt, type CompiledWindow, type Opening } from "../../lib/fleet/maintenance";
@@ -88,7 +89,7 @@ const MaintenanceWindowsService: EveServiceSchema<WindowsThis> = {
 					try {
 						hosts = await hostsOf(ctx, w.targets as Targets, memo);
 					} catch (err) {
-						throw new EveError(409, `the maintenance window '${w.name}' (${w._id}) governs ${fun} but its target cannot be evaluated now (${(err as Error).message}); nothing it may govern runs until an admin mends it`);
+						throw new OutsideWindow(`the maintenance window '${w.name}' (${w._id}) governs ${fun} but its target cannot be evaluated now (${(err as Error).message}); nothing it may govern runs until an admin mends it`);
 					}
 					const isOpen = openingAt(this.compiled(w), now) !== null;
 					let touches = false;
@@ -116,7 +117,7 @@ const MaintenanceWindowsService: EveServiceSchema<WindowsThis> = {
 			async handler(this: WindowsThis, ctx: Context<{ id: string; query?: unknown }>) {
 				const count = this.countParam(ctx);
 				const exists = await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: [ctx.params.id] });
-				if (!exists.includes(ctx.params.id)) throw notFound(`host '${ctx.params.id.slice(0, 200)}' not found`);
+				if (!exists.includes(ctx.params.id)) throw new NotFound(`host '${ctx.params.id.slice(0, 200)}' not found`);
 				const now = new Date();
 				const items: Doc[] = [];
 				const memo: HostsMemo = new Map();
@@ -165,7 +166,7 @@ const MaintenanceWindowsService: EveServiceSchema<WindowsThis> = {
 		countParam(this: WindowsThis, ctx: Context<{ query?: unknown }>): number {
 			const raw = QueryArgs.from(ctx.params.query).get("count");
 			const count = raw === undefined || raw === "" ? 5 : Number(raw);
-			if (!Number.isInteger(count) || count < 1 || count > 100) throw new EveError(400, "count must be a whole number from 1 to 100");
+			if (!Number.isInteger(count) || count < 1 || count > 100) throw new Malformed("count must be a whole number from 1 to 100");
 			return count;
 		},
 

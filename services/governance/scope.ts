@@ -8,6 +8,7 @@ import type { Context } from "moleculer";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import { FUNCTION_GLOB, globMatches } from "../../lib/http/auth";
 import type { Issues } from "../../lib/eve/errors";
+import { ErrorType, isError } from "../../lib/errors";
 import { effectiveCall, kwargIsTrue } from "../../lib/security/effective-call";
 import { entryOf } from "../../lib/security/catalogue";
 import { innerFunction } from "../../lib/security/scopes";
@@ -95,8 +96,7 @@ export async function targetsIssues(ctx: Context, targets: Targets | undefined, 
 		try {
 			await call(ctx, "hosts.resolveTarget", { target: targets.target, field: `${field}.target` });
 		} catch (err) {
-			const e = err as { code?: number; data?: { issues?: Issues } };
-			if (e.code === 422 && e.data?.issues) return { [field]: { target: Object.values(e.data.issues)[0] } };
+			if (isError(err, ErrorType.TargetUnevaluable)) return { [field]: { target: err.data?.reason } };
 			throw err;
 		}
 	}
@@ -119,8 +119,8 @@ export async function hostsOf(ctx: Context, targets: Targets, memo: HostsMemo = 
 	const hosts = new Set<string>();
 	for (const group of targets.groups ?? []) {
 		const names = await once(`g:${group}`, () =>
-			call(ctx, "groups.hostnames", { id: group }).catch((err: { code?: number }) => {
-				if (err.code === 404) return [];
+			call(ctx, "groups.hostnames", { id: group }).catch((err: unknown) => {
+				if (isError(err, ErrorType.NotFound)) return [];
 				throw err;
 			}),
 		);

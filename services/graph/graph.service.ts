@@ -23,7 +23,7 @@ import type { RestContext } from "../../mixins/eve-collection.mixin";
 import { loadConfig } from "../../lib/config";
 import { batchesBySize } from "../../lib/fleet/batches";
 import { formatHttpDate, nowSeconds } from "../../lib/eve/dates";
-import { badRequest, notFound, validationFailed } from "../../lib/eve/errors";
+import { Invalid, Malformed, NotFound } from "../../lib/errors";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import { QueryArgs, parseWhere } from "../../lib/eve/query";
 import { compileSchema } from "../../lib/eve/validation";
@@ -104,10 +104,10 @@ function typeFilter(raw: string | undefined): ((t: number) => boolean) | null {
 	const where = parseWhere(raw);
 	const keys = Object.keys(where);
 	if (keys.length === 0) return null;
-	if (keys.length !== 1 || keys[0] !== "type") throw badRequest('the nodes of a graph are filtered by `type` only: where={"type": 1}');
+	if (keys.length !== 1 || keys[0] !== "type") throw new Malformed('the nodes of a graph are filtered by `type` only: where={"type": 1}');
 	const t = where.type as unknown;
 	const list = Number.isInteger(t) ? [t as number] : t && typeof t === "object" && !Array.isArray(t) && Object.keys(t).join() === "$in" ? ((t as { $in: unknown }).$in as unknown) : null;
-	if (!Array.isArray(list) || !list.every(Number.isInteger)) throw badRequest("`type` must be an integer or {\"$in\": [integers]}");
+	if (!Array.isArray(list) || !list.every(Number.isInteger)) throw new Malformed("`type` must be an integer or {\"$in\": [integers]}");
 	return v => (list as number[]).includes(v);
 }
 
@@ -148,22 +148,22 @@ const GraphService: ServiceSchema = {
 			async handler(this: EveThis, ctx: RestContext) {
 				const body = (ctx.params.body ?? {}) as { action?: JobAction; master?: string; ip_resolver?: string };
 				const issues = checkRunBody(body);
-				if (issues) throw validationFailed(issues);
+				if (issues) throw new Invalid(issues);
 				const addresses: { resolver_address: string; master_address: string } = await ctx.call("settings.addresses");
 				let params: Record<string, string>;
 				if (body.action === "build_graph") {
-					if (body.ip_resolver !== undefined) throw validationFailed({ ip_resolver: "used only with request_ips" });
+					if (body.ip_resolver !== undefined) throw new Invalid({ ip_resolver: "used only with request_ips" });
 					const master = body.master ?? addresses.master_address;
-					if (!master) throw validationFailed({ master: "required: name the master, or set addresses.master_address in the settings" });
+					if (!master) throw new Invalid({ master: "required: name the master, or set addresses.master_address in the settings" });
 					params = { master };
 				} else {
-					if (body.master !== undefined) throw validationFailed({ master: "used only with build_graph" });
+					if (body.master !== undefined) throw new Invalid({ master: "used only with build_graph" });
 					const raw = body.ip_resolver ?? addresses.resolver_address;
-					if (!raw) throw validationFailed({ ip_resolver: "required: give the resolver's URL, or set addresses.resolver_address in the settings" });
+					if (!raw) throw new Invalid({ ip_resolver: "required: give the resolver's URL, or set addresses.resolver_address in the settings" });
 					try {
 						params = { ip_resolver: checkResolverUrl(raw, this.resolverPolicy()).href };
 					} catch (err) {
-						throw validationFailed({ ip_resolver: (err as Error).message });
+						throw new Invalid({ ip_resolver: (err as Error).message });
 					}
 				}
 				const job = await this.claimJob(ctx, body.action!, params);
@@ -183,9 +183,9 @@ const GraphService: ServiceSchema = {
 		},
 
 		async graphOf(this: EveThis, ctx: Context, id: string) {
-			if (!OBJECT_ID.test(id)) throw notFound(`group '${id}' not found`);
+			if (!OBJECT_ID.test(id)) throw new NotFound(`group '${id}' not found`);
 			const groups: GroupDef[] = await call(ctx, "groups.rules");
-			if (!groups.some(g => g._id === id)) throw notFound(`group '${id}' not found`);
+			if (!groups.some(g => g._id === id)) throw new NotFound(`group '${id}' not found`);
 			return graphFrom(groups, id);
 		},
 

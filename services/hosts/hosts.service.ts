@@ -8,7 +8,7 @@ import { EveCollection, type EveServiceSchema } from "../../mixins/eve-collectio
 import type { HostsThis } from "./types";
 import { HOSTNAME } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
-import { EveError } from "../../lib/eve/errors";
+import { Invalid } from "../../lib/errors";
 import { MASK } from "../../lib/eve/render";
 import { compileSchema } from "../../lib/eve/validation";
 import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
@@ -134,7 +134,7 @@ const HostsService: EveServiceSchema<HostsThis> = {
 					delete h.nodegroups;
 					const { _id, ...rest } = h;
 					const issues = this.inventoryCheck(rest);
-					if (issues) throw new EveError(422, `host '${_id}' is invalid`, { issues: issues as Record<string, unknown> });
+					if (issues) throw new Invalid(issues as Record<string, unknown>, `host '${_id}' is invalid`);
 				}
 				const incoming = new Map(hosts.map(h => [h._id as string, h]));
 				const now = nowSeconds();

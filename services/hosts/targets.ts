@@ -8,7 +8,7 @@ import type { ActionSchema, Context } from "moleculer";
 import type { HostsThis } from "./types";
 import type { RestContext } from "../../mixins/eve-collection.mixin";
 import type { GroupDef } from "../../lib/fleet/group-rules";
-import { badRequest, validationFailed } from "../../lib/eve/errors";
+import { ErrorType, Invalid, isError, TargetUnevaluable } from "../../lib/errors";
 import { compileSchema } from "../../lib/eve/validation";
 import { TARGET_PREVIEW_BODY } from "../../lib/http/bodies";
 import { compileTarget, groupRefs, TargetError, type TargetHost } from "../../lib/fleet/compound";
@@ -54,13 +54,13 @@ async function nodegroupCheck(ctx: Context, expression: string): Promise<((name:
 }
 
 export const targetMethods = {
-	/** The live hosts `expression` selects (throws a 400 with the reason when it cannot be evaluated). */
+	/** The live hosts `expression` selects (throws TargetUnevaluable, a 400 with the reason, when it cannot be evaluated). */
 	async targetHosts(this: HostsThis, ctx: Context, expression: string): Promise<Resolution> {
 		let compiled;
 		try {
 			compiled = compileTarget(expression, { group: await groupMembers(ctx, expression), nodegroup: await nodegroupCheck(ctx, expression) }, true);
 		} catch (err) {
-			if (err instanceof TargetError) throw badRequest(`target: ${err.message}`);
+			if (err instanceof TargetError) throw new TargetUnevaluable(err.message);
 			throw err;
 		}
 		const hosts: string[] = [];
@@ -74,7 +74,7 @@ export const targetMethods = {
 			});
 		} catch (err) {
 			// A target that would take more than its share of work on a host's grains (MAX_TARGET_STEPS_PER_HOST).
-			if (err instanceof TargetError) throw badRequest(`target: ${err.message}`);
+			if (err instanceof TargetError) throw new TargetUnevaluable(err.message);
 			throw err;
 		}
 		return { hosts: hosts.sort(), missing: compiled.named.filter(id => !live.has(id)).sort() };
@@ -88,7 +88,7 @@ export const targetActions: Record<string, ActionSchema<HostsThis>> = {
 		async handler(this: HostsThis, ctx: RestContext) {
 			const body = (ctx.params.body ?? {}) as { target?: string };
 			const issues = checkPreviewBody(body);
-			if (issues) throw validationFailed(issues);
+			if (issues) throw new Invalid(issues);
 			const { hosts, missing } = await this.targetHosts(ctx, body.target as string);
 			return { target: body.target, count: hosts.length, hosts, missing };
 		},
@@ -104,8 +104,7 @@ export const targetActions: Record<string, ActionSchema<HostsThis>> = {
 			try {
 				return await this.targetHosts(ctx, ctx.params.target);
 			} catch (err) {
-				const e = err as { code?: number; message: string };
-				if (ctx.params.field && e.code === 400) throw validationFailed({ [ctx.params.field]: e.message.replace(/^target: /, "") });
+				if (ctx.params.field && isError(err, ErrorType.TargetUnevaluable)) throw new TargetUnevaluable(String(err.data?.reason), ctx.params.field);
 				throw err;
 			}
 		},

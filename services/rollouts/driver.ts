@@ -15,6 +15,7 @@ import type { Context } from "moleculer";
 import type { EveThis, RestContext } from "../../mixins/eve-collection.mixin";
 import type { Doc } from "../../lib/storage/store";
 import { loadConfig } from "../../lib/config";
+import { ErrorType, isError } from "../../lib/errors";
 import { countMetric } from "../../lib/runtime/metrics";
 import { readDryRun, type DryRunReturn } from "../../lib/fleet/state-results";
 import { sizeOf, type Batch } from "./plan";
@@ -157,14 +158,14 @@ export const driverMethods = {
 		try {
 			answer = await this.broker.call("cm-gateway.runRolloutBatch", { rollout: String(r._id), batch: b.index, run: runId(r, b, dry), takeover, owner: r.owner, fun: r.fun, ...(r.arg ? { arg: r.arg } : {}), ...(kwarg ? { kwarg } : {}), hosts: await this.batchHosts(r, b), target: r.target, total: r.total });
 		} catch (err) {
-			const e = err as { code?: number; message: string; data?: { window?: { name: string; start: string } } };
-			if (e.code === 409 && e.data?.window) {
+			const e = err as { message: string; data?: { window?: { name: string; start: string } } };
+			if (isError(err, ErrorType.OutsideWindow) && e.data?.window) {
 				// Outside a maintenance window: the batch waits for it to open (docs/rollouts.md), nothing ran.
 				const until = new Date(e.data.window.start);
 				await this.saveProgress(r, { ...back, waiting: { for: "window", window: e.data.window.name, until }, last_error: e.message.slice(0, 2000), next_at: until });
 				return;
 			}
-			if (e.code === 403) {
+			if (isError(err, ErrorType.RunRefused)) {
 				// Refused before anything ran: the batch waits, the rollout pauses and says why.
 				await this.saveProgress(r, { ...back, last_error: e.message.slice(0, 2000) });
 				await this.pauseForBudget(r, `batch ${b.index} was refused: ${e.message}`.slice(0, 2000));

@@ -10,7 +10,8 @@
  */
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
-import { EveError, validationFailed, type Issues } from "../../lib/eve/errors";
+import type { Issues } from "../../lib/eve/errors";
+import { Conflict, Invalid, NothingToRun, RunRefused } from "../../lib/errors";
 import { SALT_FUN } from "../../lib/http/bodies";
 import { authorizeScopedWork } from "../../lib/http/work-scope";
 import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
@@ -72,8 +73,8 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 			async handler(this: RolloutsThis, ctx: Context<{ id: string; action: string }, RestContext["meta"]>) {
 				const rollout = await this.visibleItem(ctx.params.id);
 				const move = CONTROLS[ctx.params.action];
-				if (!move) throw validationFailed({ action: `unallowed value '${ctx.params.action.slice(0, 50)}' (one of: pause, resume, abort)` }, "Update failure: the document contains errors");
-				if (!move.from.includes(rollout.status)) throw validationFailed({ status: `a ${rollout.status} rollout cannot be ${move.done}` }, "Update failure: the document contains errors");
+				if (!move) throw new Invalid({ action: `unallowed value '${ctx.params.action.slice(0, 50)}' (one of: pause, resume, abort)` }, "Update failure: the document contains errors");
+				if (!move.from.includes(rollout.status)) throw new Invalid({ status: `a ${rollout.status} rollout cannot be ${move.done}` }, "Update failure: the document contains errors");
 				// A scoped token moves only a rollout wholly inside its scope: its call on every host it was frozen with.
 				await authorizeScopedWork(ctx, ctx.params.action, "this rollout", { client: "local_async", fun: rollout.fun, arg: rollout.arg, kwarg: rollout.kwarg, hosts: await this.rolloutHosts(String(rollout._id)) });
 				const who = (ctx.meta as { user?: { name?: string } }).user?.name ?? "an operator";
@@ -87,7 +88,7 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 					set = { status: "running", reason: null, accepted_failures: rollout.failed + rollout.timed_out + rollout.unreached, next_at: new Date() };
 				}
 				const updated = await this.store.findOneAndUpdate({ _id: rollout._id, status: rollout.status }, { $set: { ...set, _updated: new Date() } });
-				if (!updated) throw new EveError(409, "the rollout changed meanwhile; read it again");
+				if (!updated) throw new Conflict("the rollout changed meanwhile; read it again");
 				await this.afterWrite(ctx as unknown as RestContext, "updated", [String(rollout._id)]);
 				this.kick();
 				return this.writeResponse(updated);
@@ -228,7 +229,7 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 		/** The caller may run the rollout's call on these hosts now (403 saying why, else the caller's token id). */
 		async authorizeRollout(this: RolloutsThis, ctx: RestContext, rollout: Doc, hosts: string[]): Promise<string> {
 			const user = (ctx.meta as { user?: { id: string } }).user;
-			if (!user?.id) throw new EveError(403, "the rollout is refused: no token authorizes it");
+			if (!user?.id) throw new RunRefused("the rollout is refused: no token authorizes it", "no token authorizes it");
 			(ctx.meta as { auditRun?: { fun: string; targets: string[] } }).auditRun = { fun: rollout.fun, targets: hosts };
 			await call(ctx, "tokens.authorizeRun", { token: user.id, client: "local_async", fun: rollout.fun, arg: rollout.arg, kwarg: rollout.kwarg ?? {}, targets: hosts });
 			return user.id;
@@ -237,7 +238,7 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 		async beforeStore(this: RolloutsThis, ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Doc> {
 			if (info.op !== "create") return doc;
 			const hosts = await this.resolveRollout(ctx, doc.target);
-			if (!hosts.length) throw validationFailed({ target: "selects no live host" });
+			if (!hosts.length) throw new Invalid({ target: "selects no live host" });
 			const owner = await this.authorizeRollout(ctx, doc, hosts);
 			return this.plannedRollout(newObjectId(), doc, hosts, owner);
 		},
@@ -250,7 +251,7 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 			const existing = await this.store.findOne({ _id: id });
 			if (existing) return { _id: existing._id, total: existing.total, repeated: true };
 			const hosts = only ? (await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: only })).sort() : (await call(ctx, "hosts.resolveTarget", { target: base.target })).hosts;
-			if (!hosts.length) throw new EveError(422, `the target '${String(base.target).slice(0, 200)}' selects no live host`);
+			if (!hosts.length) throw new NothingToRun(`the target '${String(base.target).slice(0, 200)}' selects no live host`);
 			await call(ctx, "tokens.authorizeRun", { token: owner, client: "local_async", fun: base.fun, arg: base.arg, kwarg: base.kwarg ?? {}, targets: hosts });
 			const now = new Date();
 			const doc = { ...(await this.plannedRollout(id, base, hosts, owner)), _created: now, _updated: now };

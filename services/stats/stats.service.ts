@@ -13,7 +13,7 @@ import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type RestContext } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { nowSeconds, renderDates } from "../../lib/eve/dates";
-import { badRequest } from "../../lib/eve/errors";
+import { Malformed } from "../../lib/errors";
 import { QueryArgs, filterTouches, parseProjection, parseSort, parseWhere, type Filter } from "../../lib/eve/query";
 import { loadConfig } from "../../lib/config";
 import { DuplicateKeyError, type Doc, type Store } from "../../lib/storage/store";
@@ -95,7 +95,7 @@ const StatsService: EveServiceSchema<StatsThis> = {
 		listFilter(this: StatsThis, filter: Filter, args: QueryArgs): Filter {
 			const sorted = parseSort(args.get("sort")).find(([f]) => f === "hosts" || f.startsWith("hosts."));
 			const touched = filterTouches(filter, ["hosts"]) ?? sorted?.[0];
-			if (touched) throw badRequest(`'${touched}': snapshots cannot be filtered or sorted on their host entries; use the aggregated statistics (/hosts/statistics/...) with \`where\``);
+			if (touched) throw new Malformed(`'${touched}': snapshots cannot be filtered or sorted on their host entries; use the aggregated statistics (/hosts/statistics/...) with \`where\``);
 			return Object.keys(filter).length ? { $and: [filter, { complete: true }] } : { complete: true };
 		},
 

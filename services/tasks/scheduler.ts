@@ -14,6 +14,7 @@ import { countMetric, observeMetric } from "../../lib/runtime/metrics";
 import { claimRun, deferRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";
 import { loadConfig, type Config } from "../../lib/config";
 import { call } from "../../lib/contracts/call";
+import { ErrorType, isError } from "../../lib/errors";
 
 /** What the tasks service has on `this` besides the Eve mixin's: the scheduler's state and methods, and the task checks. */
 export interface TasksMembers {
@@ -62,11 +63,15 @@ const RETRY_DELAYS_MS = [1000, 4000, 15000];
 const CLAIM_CONCURRENCY = 16;
 
 /**
- * Whether a failed hand-over proves that nothing ran, so that the run may be tried again: no cm-gateway, salt-api
- * unreachable, or a bulkhead's queue full (the call was refused before it started).
+ * Whether a failed hand-over proves that nothing ran, so that the run may be tried again: refused before it ran (its
+ * audit record not stored), no cm-gateway (or the node left before answering), a bulkhead's queue full, secrets at
+ * rest unreadable, or salt-api unreachable or its master not answering. Told by type, never by message.
  */
-export function nothingRan(e: { code?: number; type?: string; name?: string; message: string }): boolean {
-	return e.code === 503 || e.type === "SERVICE_NOT_FOUND" || e.type === "SERVICE_NOT_AVAILABLE" || e.type === "QUEUE_FULL" || e.name === "QueueIsFullError" || (e.code === 502 && /unreachable/.test(e.message));
+const NOTHING_RAN: ReadonlySet<string> = new Set([ErrorType.NothingRan, "SERVICE_NOT_FOUND", "SERVICE_NOT_AVAILABLE", "REQUEST_REJECTED", "QUEUE_FULL", "SECRETS"]);
+const SALT_NOT_REACHED: ReadonlySet<string> = new Set(["unreachable", "master"]);
+export function nothingRan(e: { type?: string; data?: { kind?: string } }): boolean {
+	if (typeof e.type !== "string") return false;
+	return NOTHING_RAN.has(e.type) || (e.type === "SALT_API" && SALT_NOT_REACHED.has(e.data?.kind ?? ""));
 }
 /**
  * The configuration, read once per environment: the test harness starts services with different
@@ -227,8 +232,8 @@ export const schedulerMethods = {
 				result = { due: pending.due, at: new Date(), status: res.task_id ? "started" : "no_minions", jid: res.task_id };
 				break;
 			} catch (err) {
-				const e = err as { code?: number; type?: string; name?: string; message: string; data?: { kind?: string; window?: { start: string; name: string } } };
-				if (e.code === 409 && e.data?.window) {
+				const e = err as { type?: string; message: string; data?: { kind?: string; window?: { start: string; name: string } } };
+				if (isError(err, ErrorType.OutsideWindow) && e.data?.window) {
 					// Outside a maintenance window: the run waits for the window to open (the misfire policy decides then).
 					const until = new Date(e.data.window.start);
 					const waiting: LastRun = { due: pending.due, at: new Date(), status: "waiting", message: `outside the maintenance window: waits for '${e.data.window.name}' opening ${until.toISOString()}` };

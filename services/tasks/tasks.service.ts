@@ -19,7 +19,8 @@ import { loadConfig, type Config } from "../../lib/config";
 import { FIRST_YEAR, LAST_YEAR, firstDue, neverDueReason, nextDue, parseCron, parseWallTime, planRun, preview, resumedNext, validTimeZone, type Schedule } from "../../lib/fleet/schedule";
 import { QueryArgs } from "../../lib/eve/query";
 import { formatHttpDate, parseHttpDate } from "../../lib/eve/dates";
-import { EveError, badRequest, notFound, validationFailed, type Issues } from "../../lib/eve/errors";
+import type { Issues } from "../../lib/eve/errors";
+import { ErrorType, Invalid, isError, Malformed, NotFound, RunRefused } from "../../lib/errors";
 import type { Doc } from "../../lib/storage/store";
 import { countMetric, observeMetric } from "../../lib/runtime/metrics";
 import { SALT_FUN } from "../../lib/http/bodies";
@@ -47,7 +48,7 @@ const SCHEDULE_FIELDS = ["start", "end", "interval", "cron", "timezone"];
 function previewCount(query: unknown): number {
 	const raw = QueryArgs.from(query).get("count");
 	const count = raw === undefined ? 10 : Number(raw);
-	if (!Number.isInteger(count) || count < 1 || count > 1000) throw badRequest("`count` must be an integer from 1 to 1000");
+	if (!Number.isInteger(count) || count < 1 || count > 1000) throw new Malformed("`count` must be an integer from 1 to 1000");
 	return count;
 }
 
@@ -143,10 +144,10 @@ const TasksService: EveServiceSchema<TasksThis> = {
 				const task = await this.visibleItem(ctx.params.id);
 				const wanted = ctx.params.status;
 				if (!TASK_STATUSES.includes(wanted)) {
-					throw validationFailed({ status: `unallowed value '${wanted}' (one of: scheduled, paused)` }, "Update failure: the document contains errors");
+					throw new Invalid({ status: `unallowed value '${wanted}' (one of: scheduled, paused)` }, "Update failure: the document contains errors");
 				}
 				if (!MOVES[task.status]?.includes(wanted)) {
-					throw validationFailed({ status: `a ${task.status} task cannot become ${wanted}` }, "Update failure: the document contains errors");
+					throw new Invalid({ status: `a ${task.status} task cannot become ${wanted}` }, "Update failure: the document contains errors");
 				}
 				// Resuming does not make up for the runs missed while paused: the next one is the next due from now.
 				if (task.status === "paused" && wanted === "scheduled") {
@@ -181,11 +182,11 @@ const TasksService: EveServiceSchema<TasksThis> = {
 			async handler(this: TasksThis, ctx: RestContext) {
 				const count = previewCount(ctx.params.query);
 				const body = ctx.params.body;
-				if (body === null || typeof body !== "object" || Array.isArray(body)) throw badRequest("a JSON object is required");
+				if (body === null || typeof body !== "object" || Array.isArray(body)) throw new Malformed("a JSON object is required");
 				// Only the schedule is read; what saving needs besides it (a name, a function, targets) is stood in for.
 				const schedule = Object.fromEntries(Object.entries(body as Doc).filter(([k]) => SCHEDULE_FIELDS.includes(k)));
 				const { doc, issues } = await this.validateDoc(ctx, { name: "preview", fun: "test.ping", tgt: ["preview"], ...schedule }, { op: "create" });
-				if (issues || !doc) throw validationFailed(issues ?? {}, "the schedule contains errors");
+				if (issues || !doc) throw new Invalid(issues ?? {}, "the schedule contains errors");
 				const from = new Date(Math.max(doc.start.getTime() - 1, Date.now()));
 				return { next: preview(scheduleOf(doc), from, count).map(formatHttpDate) };
 			},
@@ -196,13 +197,13 @@ const TasksService: EveServiceSchema<TasksThis> = {
 			params: { body: { type: "any", optional: true }, query: { type: "any", optional: true } },
 			async handler(this: TasksThis, ctx: RestContext) {
 				const body = ctx.params.body as Doc;
-				if (body === null || typeof body !== "object" || Array.isArray(body)) throw badRequest("a JSON object is required");
+				if (body === null || typeof body !== "object" || Array.isArray(body)) throw new Malformed("a JSON object is required");
 				const { _id, ...changes } = body;
-				if (_id === undefined) throw validationFailed({ _id: "required field" }, "Update failure: the document contains errors");
-				if (typeof _id !== "string" || !OBJECT_ID.test(_id)) throw notFound();
+				if (_id === undefined) throw new Invalid({ _id: "required field" }, "Update failure: the document contains errors");
+				if (typeof _id !== "string" || !OBJECT_ID.test(_id)) throw new NotFound();
 				const existing = await this.visibleItem(_id);
 				const { doc, issues } = await this.validateDoc(ctx, changes, { op: "patch", existing });
-				if (issues) throw validationFailed(issues, "Update failure: the document contains errors");
+				if (issues) throw new Invalid(issues, "Update failure: the document contains errors");
 				return this.applyPatch(ctx, existing, doc as Doc, false);
 			},
 		},
@@ -278,7 +279,7 @@ const TasksService: EveServiceSchema<TasksThis> = {
 		 */
 		async authorizeTask(this: TasksThis, ctx: RestContext, task: Doc): Promise<string> {
 			const user = (ctx.meta as { user?: { id: string } }).user;
-			if (!user?.id) throw new EveError(403, "the task is refused: no token authorizes it");
+			if (!user?.id) throw new RunRefused("the task is refused: no token authorizes it", "no token authorizes it");
 			const targets = await this.taskTargetsNow(ctx, task);
 			// What the write leaves to run, for its audit record, refused or not (the gateway reads it from meta).
 			const meta = ctx.meta as { auditRun?: { fun: string; targets: string[] } };
@@ -309,8 +310,8 @@ const TasksService: EveServiceSchema<TasksThis> = {
 				hosts = await this.taskTargetsNow(ctx, task);
 			} catch (err) {
 				// A target that no longer evaluates bounds nothing: not shown to be inside the scope.
-				if ((err as { code?: number }).code !== 422) throw err;
-				throw new EveError(403, `your token may not ${action} this task: its target cannot be evaluated now, so nothing shows it lies inside the token's scope`);
+				if (!isError(err, ErrorType.TargetUnevaluable)) throw err;
+				throw new RunRefused(`your token may not ${action} this task: its target cannot be evaluated now, so nothing shows it lies inside the token's scope`);
 			}
 			await authorizeScopedWork(ctx, action, "this task", { client: task.cm_client ?? "local_async", fun: task.fun, kwarg: task.kwarg ?? {}, hosts });
 		},

@@ -12,7 +12,7 @@
  */
 import type { ActionSchema, Context } from "moleculer";
 import type { EveThis, RestContext } from "../../mixins/eve-collection.mixin";
-import { EveError, validationFailed } from "../../lib/eve/errors";
+import { Forbidden, Invalid, NotFound, Unauthenticated } from "../../lib/errors";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
 import { arbitraryCodeFields, hashToken, newToken, roleAllows, scopeExceeds, type Caller, type Role, type Scope } from "../../lib/http/auth";
@@ -114,25 +114,25 @@ export const personalActions: Record<string, ActionSchema<PersonalThis>> = {
 		params: { body: { type: "any", optional: true }, query: { type: "any", optional: true } },
 		async handler(this: PersonalThis, ctx: Context<{ body?: unknown }, { user?: Caller; $statusCode?: number }>) {
 			const caller = ctx.meta.user;
-			if (!caller) throw new EveError(401);
+			if (!caller) throw new Unauthenticated();
 			const body = ctx.params.body;
-			if (!body || typeof body !== "object" || Array.isArray(body)) throw validationFailed({ body: 'a token: {"name": "…", "role"?, "scope"?, "expires"?}' });
+			if (!body || typeof body !== "object" || Array.isArray(body)) throw new Invalid({ body: 'a token: {"name": "…", "role"?, "scope"?, "expires"?}' });
 			const input = { role: caller.role, ...(body as Doc) };
 			const { doc, issues } = await this.prepareInput(ctx as unknown as RestContext, input);
 			const problems = issues ?? this.eve.createCheck(doc);
-			if (problems) throw validationFailed(problems);
-			if (!roleAllows(caller.role, doc.role)) throw new EveError(403, `a token you make may not have a role above yours (${caller.role})`);
+			if (problems) throw new Invalid(problems);
+			if (!roleAllows(caller.role, doc.role)) throw new Forbidden(`a token you make may not have a role above yours (${caller.role})`);
 			const exceeds = scopeExceeds(caller.scope, doc.scope);
-			if (exceeds) throw new EveError(403, `a token you make may not reach further than you: ${exceeds}`);
+			if (exceeds) throw new Forbidden(`a token you make may not reach further than you: ${exceeds}`);
 			const now = Date.now();
 			// The maker as it is now (the gateway may have let the request in just before a revocation reached it).
 			const maker = await this.store.findOne({ _id: caller.id });
-			if (!this.usable(maker)) throw new EveError(401, GONE);
+			if (!this.usable(maker)) throw new Unauthenticated(GONE);
 			const callerExpiry = caller.session ? null : ((maker!.expires as Date | undefined) ?? null);
 			const limit = Math.min(now + MINE_MAX_MS, callerExpiry ? callerExpiry.getTime() : Infinity);
 			const expires: Date = doc.expires ?? new Date(Math.min(now + MINE_DEFAULT_MS, limit));
-			if (expires.getTime() <= now) throw validationFailed({ expires: "must be in the future" });
-			if (expires.getTime() > limit) throw validationFailed({ expires: `must be at most ${new Date(limit).toISOString()} (a year, and no later than the token you use)` });
+			if (expires.getTime() <= now) throw new Invalid({ expires: "must be in the future" });
+			if (expires.getTime() > limit) throw new Invalid({ expires: `must be at most ${new Date(limit).toISOString()} (a year, and no later than the token you use)` });
 			const principal = await resolvePrincipal(this.store, maker!);
 			const made = tokenDoc({ name: doc.name, role: doc.role, ...(doc.scope ? { scope: doc.scope } : {}), expires, ...(caller.subject ? { subject: caller.subject } : {}), principal, owner: caller.id });
 			await this.store.insertMany([made.doc]);
@@ -141,7 +141,7 @@ export const personalActions: Record<string, ActionSchema<PersonalThis>> = {
 			if (!this.usable(await this.store.findOne({ _id: caller.id }))) {
 				await revokeFamily(this.store, [String(made.doc._id)]);
 				await this.notifyChanged(ctx, "updated", [made.doc._id]);
-				throw new EveError(401, GONE);
+				throw new Unauthenticated(GONE);
 			}
 			await this.notifyChanged(ctx, "created", [made.doc._id]);
 			ctx.meta.$statusCode = 201;
@@ -158,7 +158,7 @@ export const personalActions: Record<string, ActionSchema<PersonalThis>> = {
 		params: { query: { type: "any", optional: true } },
 		async handler(this: PersonalThis, ctx: Context<unknown, { user?: Caller }>) {
 			const caller = ctx.meta.user;
-			if (!caller) throw new EveError(401);
+			if (!caller) throw new Unauthenticated();
 			const docs = await this.store.find(await mineFilter(this.store, caller), { sort: [["_id", -1]], limit: 1000 });
 			return { _items: docs.map(shown) };
 		},
@@ -169,9 +169,9 @@ export const personalActions: Record<string, ActionSchema<PersonalThis>> = {
 		params: { id: "string", query: { type: "any", optional: true } },
 		async handler(this: PersonalThis, ctx: Context<{ id: string }, { user?: Caller; $statusCode?: number }>) {
 			const caller = ctx.meta.user;
-			if (!caller) throw new EveError(401);
+			if (!caller) throw new Unauthenticated();
 			const found = OBJECT_ID.test(ctx.params.id) ? await this.store.findOne({ $and: [{ _id: ctx.params.id }, await mineFilter(this.store, caller)] }) : null;
-			if (!found) throw new EveError(404, `no token '${ctx.params.id.slice(0, 24)}' of yours`);
+			if (!found) throw new NotFound(`no token '${ctx.params.id.slice(0, 24)}' of yours`);
 			const revoked = await revokeFamily(this.store, [ctx.params.id]);
 			await this.notifyChanged(ctx, "updated", [ctx.params.id, ...revoked]);
 			ctx.meta.$statusCode = 204;

@@ -15,7 +15,8 @@ import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
-import { EveError, type Issues } from "../../lib/eve/errors";
+import type { Issues } from "../../lib/eve/errors";
+import { ErrorType, isError, runRefused } from "../../lib/errors";
 import { SCOPE_CALLS_SCHEMA, SCOPE_FUNCTIONS_SCHEMA } from "../../lib/security/scopes";
 import { ROLES, arbitraryCodeFields, hashToken, newToken, runDenial, type Caller, type RunCall, type Scope } from "../../lib/http/auth";
 import { loadConfig } from "../../lib/config";
@@ -90,11 +91,11 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			async handler(this: TokensThis, ctx) {
 				const doc = OBJECT_ID.test(ctx.params.token) ? await this.store.findOne({ _id: ctx.params.token }) : null;
 				const refusal = tokenRefusal(doc, Date.now());
-				if (refusal) throw new EveError(403, `the run is refused: ${refusal}`);
+				if (refusal) throw runRefused(refusal);
 				const scope: Scope | undefined = doc!.scope;
 				const allowed = scope?.groups ? await this.scopeHosts(ctx, scope.groups) : null;
 				const denial = runDenial(doc!.role, scope, ctx.params, allowed);
-				if (denial) throw new EveError(403, `the run is refused: ${denial}`);
+				if (denial) throw runRefused(denial);
 				return runCaller(doc!, await resolvePrincipal(this.store, doc!));
 			},
 		}),
@@ -108,7 +109,7 @@ const TokensService: EveServiceSchema<TokensThis> = {
 				try {
 					for (const host of await call(ctx, "groups.hostnames", { id: group })) allowed.add(host);
 				} catch (err) {
-					if ((err as { code?: number }).code !== 404) throw err;
+					if (!isError(err, ErrorType.NotFound)) throw err;
 				}
 			}
 			return allowed;

@@ -6,7 +6,7 @@
 import { createHash } from "node:crypto";
 import type { Context } from "moleculer";
 import type { Config } from "../../lib/config";
-import { EveError } from "../../lib/eve/errors";
+import { DomainError, ErrorType, isError } from "../../lib/errors";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import { outboundPolicy } from "../../lib/security/address-guard";
 import type { Doc } from "../../lib/storage/store";
@@ -23,9 +23,9 @@ export function isUser(u: unknown): u is Doc {
 }
 
 /** The manager a record names is gone (a record made before managers refused deletion, or a race). */
-export class NoManager extends EveError {
+export class NoManager extends DomainError {
 	constructor(id: string) {
-		super(422, `the VPN manager '${id}' does not exist`);
+		super("NoManager", ErrorType.Invalid, 422, `the VPN manager '${id}' does not exist`);
 	}
 }
 
@@ -64,7 +64,7 @@ export class ManagerClients {
 		try {
 			m = await call(ctx, "vpn-managers.credentials", { id: managerId });
 		} catch (err) {
-			if ((err as { code?: number }).code === 404) throw new NoManager(managerId);
+			if (isError(err, ErrorType.NotFound)) throw new NoManager(managerId);
 			throw err;
 		}
 		const key = createHash("sha256")

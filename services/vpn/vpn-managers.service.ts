@@ -8,7 +8,8 @@ import { X509Certificate } from "node:crypto";
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID } from "../../lib/eve/ids";
-import { conflict, type Issues } from "../../lib/eve/errors";
+import type { Issues } from "../../lib/eve/errors";
+import { Conflict } from "../../lib/errors";
 import { encryptSecret, decryptSecret } from "../../lib/security/secrets";
 import type { Doc } from "../../lib/storage/store";
 import { loadConfig, type Config } from "../../lib/config";
@@ -103,14 +104,14 @@ const VpnManagersService: EveServiceSchema<VpnManagersThis> = {
 		async removeDocs(this: VpnManagersThis, ctx: RestContext, docs: Doc[]) {
 			const ids = docs.map(d => String(d._id));
 			const used: number = await call(ctx, "vpn-organizations.countByManager", { ids });
-			if (used > 0) throw conflict("the VPN manager still has organizations; delete them first");
+			if (used > 0) throw new Conflict("the VPN manager still has organizations; delete them first");
 			await this.store.removeMany({ _id: { $in: ids } });
 			// An organization stored between the count and the removal (its create checked the manager just
 			// before) would be left without its manager: then the manager comes back and the delete is refused.
 			if ((await call(ctx, "vpn-organizations.countByManager", { ids })) > 0) {
 				await this.store.insertMany(docs);
 				await this.notifyChanged(ctx, "updated", ids);
-				throw conflict("the VPN manager still has organizations; delete them first");
+				throw new Conflict("the VPN manager still has organizations; delete them first");
 			}
 			await this.notifyChanged(ctx, "removed", ids);
 		},

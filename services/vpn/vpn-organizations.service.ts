@@ -7,7 +7,7 @@ import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } 
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
 import { MASK } from "../../lib/eve/render";
-import { EveError } from "../../lib/eve/errors";
+import { Invalid } from "../../lib/errors";
 import type { Doc } from "../../lib/storage/store";
 import { action } from "../../lib/contracts/call";
 import type { OrganizationCreate, VpnOrganizationRecord, WriteAnswer } from "../../lib/contracts/vpn";
@@ -76,7 +76,7 @@ const VpnOrganizationsService: EveServiceSchema = {
 			visibility: "public",
 			async handler(this: EveThis, ctx) {
 				const issues = this.eve.createCheck(ctx.params.record) ?? (await this.referenceIssues(ctx, ctx.params.record));
-				if (issues) throw new EveError(422, "invalid VPN organization", { issues });
+				if (issues) throw new Invalid(issues, "invalid VPN organization");
 				const now = nowSeconds();
 				const doc = { ...ctx.params.record, _id: newObjectId(), _created: now, _updated: now };
 				await this.store.insertMany([doc]);
@@ -85,7 +85,7 @@ const VpnOrganizationsService: EveServiceSchema = {
 				const gone = await this.referenceIssues(ctx, doc);
 				if (gone) {
 					await this.store.removeMany({ _id: doc._id });
-					throw new EveError(422, "invalid VPN organization", { issues: gone });
+					throw new Invalid(gone, "invalid VPN organization");
 				}
 				await this.notifyChanged(ctx, "created", [doc._id]);
 				return this.writeResponse(doc) as WriteAnswer;

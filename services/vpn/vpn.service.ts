@@ -17,7 +17,8 @@
  */
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { loadConfig, type Config } from "../../lib/config";
-import { EveError, badRequest, notFound, validationFailed, type Issues } from "../../lib/eve/errors";
+import type { Issues } from "../../lib/eve/errors";
+import { Conflict, Invalid, Malformed, NotFound, UpstreamFailed } from "../../lib/errors";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import type { HttpMeta } from "../../mixins/eve-collection.mixin";
 import type { Doc } from "../../lib/storage/store";
@@ -46,9 +47,9 @@ type Ctx<P = Record<string, unknown>> = Context<P, HttpMeta & { user?: { role?: 
 
 /** The organization record an URL names; like GET, a malformed or unknown id is 404 (docs/api.md). */
 async function organizationRecord(ctx: Context, id: string): Promise<Doc> {
-	if (!OBJECT_ID.test(id)) throw notFound();
+	if (!OBJECT_ID.test(id)) throw new NotFound();
 	const [record] = await call(ctx, "vpn-organizations.records", { ids: [id] });
-	if (!record) throw notFound();
+	if (!record) throw new NotFound();
 	return record;
 }
 
@@ -85,10 +86,10 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 			params: { body: { type: "any", optional: true }, query: { type: "any", optional: true } },
 			async handler(this: VpnThis, ctx: Ctx<{ body?: unknown }>) {
 				const body = ctx.params.body;
-				if (body === undefined || body === null) throw badRequest("a JSON object is required");
-				if (Array.isArray(body)) throw badRequest("create one VPN organization at a time");
+				if (body === undefined || body === null) throw new Malformed("a JSON object is required");
+				if (Array.isArray(body)) throw new Malformed("create one VPN organization at a time");
 				const issues = await call(ctx, "vpn-organizations.checkRecord", { record: body });
-				if (issues) throw validationFailed(issues);
+				if (issues) throw new Invalid(issues);
 				const record = body as Doc;
 				const wanted = (record.vpn_representation ?? {}) as Doc;
 				const name = typeof wanted.name === "string" && wanted.name ? wanted.name : String(record.name);
@@ -99,7 +100,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 				const before = await orgList(client);
 				// Names are how an unanswered create is found again and undone: two organizations of one name in
 				// one Pritunl would make that guess, and the undo could remove the wrong one.
-				if (before.some((o: Doc) => o.name === name)) throw new EveError(409, `the Pritunl of this VPN manager already has an organization named '${name}'`);
+				if (before.some((o: Doc) => o.name === name)) throw new Conflict(`the Pritunl of this VPN manager already has an organization named '${name}'`);
 				// Kept in the database until the create is over: should this process die half-way, another finds it.
 				const beforeIds = before.map((o: Doc) => o.id);
 				const pending = await call(ctx, "vpn-organizations.createStarted", { manager: record.vpn_manager, name, before: beforeIds });
@@ -154,7 +155,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 			async handler(this: VpnThis, ctx: Ctx<{ id: string }>) {
 				const record = await organizationRecord(ctx, ctx.params.id);
 				const result = await this.parts.sync.run(ctx, [record._id]);
-				if (result.failed.length) throw new EveError(result.failed[0].code, result.failed[0].error);
+				if (result.failed.length) throw new UpstreamFailed(result.failed[0].error, { manager: result.failed[0].manager }, result.failed[0].code);
 				return { _status: "OK", organization: record._id, users: result.users, hosts_changed: result.hosts.length };
 			},
 		},
@@ -174,16 +175,16 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 			async handler(this: VpnThis, ctx: Ctx<{ id: string }>) {
 				const host = await call(ctx, "hosts.vpnIdentity", { id: ctx.params.id });
 				const rep = host.vpn_representation;
-				if (!host.vpn_organization || !rep || typeof rep.id !== "string") throw notFound(`host '${host._id}' has no VPN identity`);
+				if (!host.vpn_organization || !rep || typeof rep.id !== "string") throw new NotFound(`host '${host._id}' has no VPN identity`);
 				const [record] = await call(ctx, "vpn-organizations.records", { ids: [host.vpn_organization] });
 				const orgId = record?.vpn_representation?.id;
-				if (!record || typeof orgId !== "string" || !OBJECT_ID.test(orgId) || !OBJECT_ID.test(rep.id)) throw notFound(`host '${host._id}' has no VPN identity`);
+				if (!record || typeof orgId !== "string" || !OBJECT_ID.test(orgId) || !OBJECT_ID.test(rep.id)) throw new NotFound(`host '${host._id}' has no VPN identity`);
 				const { client } = await this.parts.clients.of(ctx, record.vpn_manager).catch((err: unknown) => {
-					if (err instanceof NoManager) throw notFound(`the VPN organization '${record.name}' of host '${host._id}' has no VPN manager any more`);
+					if (err instanceof NoManager) throw new NotFound(`the VPN organization '${record.name}' of host '${host._id}' has no VPN manager any more`);
 					throw err;
 				});
 				const res = await client.call("GET", `/key/${orgId}/${rep.id}.tar`, undefined, { raw: true, accept: [404] });
-				if (res.status === 404) throw notFound(`Pritunl has no user '${rep.name}' in organization '${record.name}' any more`);
+				if (res.status === 404) throw new NotFound(`Pritunl has no user '${rep.name}' in organization '${record.name}' any more`);
 				const type = String(res.headers["content-type"] ?? "");
 				if (/json|html/i.test(type)) throw malformed("profile (not an archive)");
 				ctx.meta.$responseType = "application/x-tar";

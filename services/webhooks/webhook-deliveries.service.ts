@@ -8,7 +8,7 @@ import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
-import { notFound } from "../../lib/eve/errors";
+import { NotFound } from "../../lib/errors";
 import { QueryArgs, parseWhere } from "../../lib/eve/query";
 import type { Doc } from "../../lib/storage/store";
 
@@ -56,7 +56,7 @@ const WebhookDeliveriesService: EveServiceSchema = {
 			params: { id: "string", query: { type: "any", optional: true } },
 			async handler(this: EveThis, ctx: RestContext) {
 				const id = ctx.params.id as string;
-				if (!OBJECT_ID.test(id) || (await ctx.call<string[], { ids: string[] }>("webhooks.exist", { ids: [id] })).length === 0) throw notFound(`webhook '${id}' not found`);
+				if (!OBJECT_ID.test(id) || (await ctx.call<string[], { ids: string[] }>("webhooks.exist", { ids: [id] })).length === 0) throw new NotFound(`webhook '${id}' not found`);
 				const given = QueryArgs.from(ctx.params.query).pairs;
 				// The webhook is the filter; a client's own `where` narrows it further.
 				const userWhere = given.find(([k]) => k === "where")?.[1];

@@ -9,6 +9,7 @@
  */
 import { EveError } from "../../lib/eve/errors";
 import type { AuditResult } from "../../lib/contracts/audit";
+import { Conflict, Forbidden, OutsideWindow, runRefused, type DomainError } from "../../lib/errors";
 import { auditFacts, failedResult, startRun, type AuditFacts, type DoorEffects, type RunRequest, type TokenHolder } from "../../services/cm-gateway/run-door";
 
 const AUDIT_ID = "0000000000000000000000a1";
@@ -67,7 +68,9 @@ function effects(fakes: Fakes = {}): { fx: DoorEffects<{ task_id: string | null 
 	return { fx, steps };
 }
 
-const refusal = () => new EveError(403, "the run is refused: function 'test.arg' is outside the token's scope");
+/** A domain error as it arrives from another node: a plain Error with its name, type, code and data (not its class). */
+const remote = (err: DomainError) => Object.assign(new Error(err.message), { name: err.name, type: err.type, code: err.code, data: err.data });
+const refusal = () => remote(runRefused("function 'test.arg' is outside the token's scope"));
 
 describe("the run door: refused", () => {
 	it("audits a refusal as denied (403, with why) under the request's record id, never executes, and throws the refusal as it is", async () => {
@@ -113,7 +116,7 @@ describe("the run door: refused", () => {
 	});
 
 	it("tells the audit service the refusal's whole message (the record bounds it), and logs whatever an audit write threw", async () => {
-		const long = new EveError(403, `the run is refused: targets outside the token's scope: ${"h".repeat(2000)}`);
+		const long = remote(runRefused(`targets outside the token's scope: ${"h".repeat(2000)}`));
 		const { fx, steps } = effects({ authorize: () => Promise.reject(long), begin: () => Promise.reject("socket hang up") });
 		await expect(startRun(REQUEST, fx)).rejects.toBe(long);
 		expect(steps[1][3]).toStrictEqual({ status: 403, outcome: "denied", message: long.message });
@@ -137,8 +140,7 @@ describe("the run door: the audit record cannot be written", () => {
 	it("answers 503 saying so and never executes when the audit write fails", async () => {
 		const { fx, steps } = effects({ begin: () => Promise.reject(new Error("audit store unavailable")) });
 		const err = await startRun(REQUEST, fx).catch((e: unknown) => e);
-		expect(err).toBeInstanceOf(EveError);
-		expect(err).toMatchObject({ code: 503, message: MESSAGE });
+		expect(err).toMatchObject({ type: "NOTHING_RAN", code: 503, message: MESSAGE });
 		expect(steps.map(s => s[0])).toStrictEqual(["authorize", "begin", "log"]);
 		expect(steps[2]).toStrictEqual(["log", "Could not write the audit record of a run of test.arg (nothing was run):", "audit store unavailable"]);
 	});
@@ -223,11 +225,12 @@ describe("the run door: the facts of the record", () => {
 
 describe("the run door: governed (maintenance windows, approvals)", () => {
 	it.each([
-		[409, "test.arg is outside the maintenance windows of web-01: the next window, 'nights', opens 2030-01-01T00:00:00.000Z"],
-		[403, "the run is refused: only an admin may run outside the maintenance windows (break_glass); ops is operator"],
-		[403, "the run is refused: approval 0000000000000000000000c3 does not cover it (it is not being carried out, or its call, hosts or requester differ)"],
-	])("audits the governance's refusal as denied (%i, with why) as the authorizing token, never executes, and throws it as it is", async (code, message) => {
-		const refused = new EveError(code, message);
+		[409, new OutsideWindow("test.arg is outside the maintenance windows of web-01: the next window, 'nights', opens 2030-01-01T00:00:00.000Z", { window: { name: "nights" }, refused: ["web-01"] })],
+		[403, runRefused("only an admin may run outside the maintenance windows (break_glass); ops is operator")],
+		[403, runRefused("approval 0000000000000000000000c3 does not cover it (it is not being carried out, or its call, hosts or requester differ)")],
+	])("audits the governance's refusal as denied (%i, with why) as the authorizing token, never executes, and throws it as it is", async (code, error) => {
+		const refused = remote(error);
+		const message = error.message;
 		const { fx, steps } = effects();
 		fx.govern = async () => {
 			steps.push(["log", "govern", ""]);
@@ -235,6 +238,15 @@ describe("the run door: governed (maintenance windows, approvals)", () => {
 		};
 		await expect(startRun(REQUEST, fx)).rejects.toBe(refused);
 		expect(steps).toStrictEqual([["authorize"], ["log", "govern", ""], ["begin", AUDIT_ID, FACTS, { status: code, outcome: "denied", message }]]);
+	});
+
+	it("tells a refusal by its type, not its status: a conflict (409) or a forbidden vote (403) is no denial", async () => {
+		for (const other of [remote(new Conflict("the request changed meanwhile")), remote(new Forbidden("not yours"))]) {
+			const { fx, steps } = effects();
+			fx.govern = () => Promise.reject(other);
+			await expect(startRun(REQUEST, fx)).rejects.toBe(other);
+			expect(steps).toStrictEqual([["authorize"]]);
+		}
 	});
 
 	it("writes nothing and runs nothing when the governance fails for another reason than a refusal", async () => {

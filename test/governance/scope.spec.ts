@@ -103,13 +103,14 @@ function fleet(groups: Record<string, string[]>, targets: Record<string, string[
 			if (action === "groups.exist") return (params.ids as string[]).filter(id => id in groups);
 			if (action === "groups.hostnames") {
 				const hosts = groups[params.id as string];
-				if (!hosts) throw Object.assign(new Error(`group '${params.id}' not found`), { code: 404 });
+				// As a remote error arrives: a plain Error with the type, code and data Moleculer carries, not the class.
+				if (!hosts) throw Object.assign(new Error(`group '${params.id}' not found`), { code: 404, type: "NOT_FOUND" });
 				return hosts;
 			}
 			if (action === "hosts.resolveTarget") {
 				const hosts = targets[params.target as string];
 				if (hosts instanceof Error) throw hosts;
-				if (!hosts) throw Object.assign(new Error("invalid"), { code: 422, data: { issues: { [String(params.field ?? "target")]: `cannot evaluate '${params.target}'` } } });
+				if (!hosts) throw Object.assign(new Error("invalid"), { code: 422, type: "TARGET_UNEVALUABLE", data: { reason: `cannot evaluate '${params.target}'`, issues: { [String(params.field ?? "target")]: `cannot evaluate '${params.target}'` } } });
 				return { hosts };
 			}
 			throw new Error(`unexpected call of ${action}`);
@@ -225,8 +226,8 @@ describe("what is wrong with a window's or a policy's targets", () => {
 		const noIssues = Object.assign(new Error("invalid"), { code: 422 });
 		const { ctx: bare } = fleet(GROUPS, { "web-*": noIssues });
 		await expect(targetsIssues(bare, { target: "web-*" }, "targets", true)).rejects.toBe(noIssues);
-		// Issues on an error that is no 422 are no verdict either.
-		const failing = Object.assign(new Error("hosts failed"), { code: 500, data: { issues: { target: "cannot evaluate" } } });
+		// Issues on an error of another type are no verdict either, whatever its code.
+		const failing = Object.assign(new Error("hosts failed"), { code: 422, type: "VALIDATION_ERROR", data: { issues: { target: "cannot evaluate" } } });
 		const { ctx: broken } = fleet(GROUPS, { "web-*": failing });
 		await expect(targetsIssues(broken, { target: "web-*" }, "targets", true)).rejects.toBe(failing);
 	});
