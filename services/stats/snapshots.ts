@@ -14,11 +14,11 @@ import type { StatsThis } from "./history";
 import type { Header, HostRead } from "./history";
 import { LEASE, leaseFor, leaseLapsed, release, type OldLeases } from "../../lib/runtime/lease";
 
-/** Leases as versions before issue 45 stored them on an incomplete header: `by` and `lease_until`. */
+/** Leases as versions before issue 45 stored them on an incomplete header: `lease_until`, held by its taker (`by`). */
 export const OLD_LEASES: OldLeases = {
 	filter: { lease_until: { $exists: true } },
 	lease: d => ({ owner: String(d.by ?? ""), until: new Date(d.lease_until) }),
-	unset: ["lease_until", "by"],
+	unset: ["lease_until"],
 };
 
 export const snapshotMethods = {
@@ -51,6 +51,8 @@ export const snapshotMethods = {
 				slot,
 				timestamp: at,
 				complete: false,
+				// Who took it, kept once complete (a query may ask); the lease is let go then.
+				by: this.broker.nodeID,
 				[LEASE]: leaseFor({ owner: this.broker.nodeID, ms: Math.max(2 * intervalMs, LEASE_MIN_MS) }),
 				_created: now,
 				_updated: now,

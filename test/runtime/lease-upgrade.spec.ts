@@ -57,14 +57,14 @@ describe("leases stored before the lease module, after the upgrade", () => {
 		expect(claimed.map(d => d?._id ?? null)).toEqual([null, "request_ips", "load_updates"]);
 	});
 
-	it("snapshots: an incomplete header's `by`/`lease_until` become its lease, undone only once it passed", async () => {
+	it("snapshots: an incomplete header's `lease_until` becomes its taker's lease, undone only once it passed", async () => {
 		const store = await storeWith([
 			{ _id: "h1", index: 1, complete: true, by: "old" },
 			{ _id: "h2", index: 2, complete: false, by: "old", lease_until: T(60) },
 		]);
 		expect(await migrateLeases(store, SNAPSHOTS)).toBe(1);
 		const h2 = await store.findOne({ _id: "h2" });
-		expect(h2).toEqual({ _id: "h2", index: 2, complete: false, lease: { owner: "old", until: T(60) } });
+		expect(h2).toEqual({ _id: "h2", index: 2, complete: false, by: "old", lease: { owner: "old", until: T(60) } });
 		expect(leaseLapsed(h2 as Doc, T(59))).toBe(false);
 		expect(leaseLapsed(h2 as Doc, T(61))).toBe(true);
 		expect(await store.findOne({ _id: "h1" })).toEqual({ _id: "h1", index: 1, complete: true, by: "old" });
