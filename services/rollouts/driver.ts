@@ -73,7 +73,6 @@ export const driverMethods = {
 	driverCreated(this: RolloutsThis) {
 		const config = loadConfig();
 		this.driver = { enabled: config.rolloutDriver, tickMs: config.rolloutTickMs, leaseMs: config.rolloutLeaseMs, timer: null, passes: null };
-		if (this.driver.enabled) this.driver.passes = new PassLoop(() => this.drive(), err => this.logger.warn("Rollout pass failed; the next one tries again:", err.message));
 	},
 
 	async driverStarted(this: RolloutsThis) {
@@ -81,6 +80,8 @@ export const driverMethods = {
 		const moved = await migrateLeases(this.store, OLD_LEASES);
 		if (moved) this.logger.info(`Moved the claims of ${moved} rollouts to \`lease\``);
 		if (!this.driver.enabled) return;
+		// No pass before that: a claim of the older shape would look free.
+		this.driver.passes = new PassLoop(() => this.drive(), err => this.logger.warn("Rollout pass failed; the next one tries again:", err.message));
 		this.driver.timer = setInterval(() => this.kick(), this.driver.tickMs);
 		this.driver.timer.unref?.();
 		this.kick();
