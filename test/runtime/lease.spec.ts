@@ -35,6 +35,8 @@ describe("leases: what each write asks of the store", () => {
 		// Conditions on different fields merge; on the same field they are both kept.
 		expect(both({ _id: "x" }, { status: "up" })).toEqual({ _id: "x", status: "up" });
 		expect(both({ $or: [{ a: 1 }] }, { $or: [{ b: 1 }] })).toEqual({ $and: [{ $or: [{ a: 1 }] }, { $or: [{ b: 1 }] }] });
+		// One shared field is enough to keep both whole (a spread would drop the first `$or`).
+		expect(both({ _id: "x", $or: [{ a: 1 }] }, { $or: [{ b: 1 }] })).toEqual({ $and: [{ _id: "x", $or: [{ a: 1 }] }, { $or: [{ b: 1 }] }] });
 	});
 });
 
