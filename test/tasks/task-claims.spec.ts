@@ -78,6 +78,8 @@ describe("claims and leases: what each write asks of the store", () => {
 		});
 		// The next due time comes first: due then (and refused again if the window is still shut), first due kept.
 		expect(deferUpdate({ _id: "t1", next: T(60), status: "scheduled", window_wait: { due: T(-60) } }, result, T(600), T(1)).$set).toMatchObject({ next: T(60), window_wait: { due: T(-60), until: T(600) } });
+		// The window opens before the next due time: due when it opens; a task paused meanwhile stays paused.
+		expect(deferUpdate({ _id: "t1", next: T(900), status: "paused" }, result, T(600), T(1)).$set).toMatchObject({ next: T(600), status: "paused" });
 	});
 
 	it("finishes a task with no due time left, and records a skipped run without counting it or holding it", () => {
@@ -303,6 +305,18 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 			count_of_execution: 2,
 			last_run: { due: new Date("2030-01-01T00:00:00.000Z"), at: new Date("2030-01-01T00:01:06.000Z"), status: "started", jid: "jid-a-1" },
 		});
+	});
+
+	it("a skipped run moves next on and holds no lease: the next due time is claimable at once", async () => {
+		const leg = await kind.fresh();
+		const [a, b] = await replicas(leg, ["a", "b"]);
+		await a.store.insertMany(tasks(1, T(0)));
+		const t = (await findDue(a.store, T(90)))[0];
+		expect(await claimRun(a.store, { _id: t._id }, { due: T(0), next: T(120), skipped: "missed (misfire policy skip)", run: "a-x", by: "a", now: T(90), leaseMs: LEASE_MS })).toMatchObject({ next: T(120), last_run: { status: "skipped" } });
+		const after = await a.store.findOne({ _id: "t00" });
+		expect(["pending" in (after as Doc), "lease" in (after as Doc)]).toEqual([false, false]);
+		await b.pass(T(120));
+		expect(b.claimed.map(w => [w.task, w.due])).toEqual([["t00", "2030-01-01T00:02:00.000Z"]]);
 	});
 
 	it("claims nothing of a task paused, changed or finished after it was read", async () => {
