@@ -41,6 +41,7 @@ export const MODULES = [
 	"lib/storage/nedb-plan.ts", // the embedded store's query planner: candidates, counts and pages
 	"lib/storage/nedb-index.ts", // the bucket index: one key per value (each value of a list), exclusion counts
 	"lib/storage/nedb-deferred.ts", // the deferred field: cut at load, read when asked, its file let go
+	"lib/runtime/lease.ts", // the one lease (claim, takeover, renew, release, migration) and the one pass loop
 ];
 
 export const UNIT_SPECS = [
@@ -74,6 +75,7 @@ export const UNIT_SPECS = [
 	"test/storage/nedb-index.spec.ts", // the bucket index against NeDB's matcher, across writes and rollbacks
 	"test/storage/nedb-plan.spec.ts", // the planner and the bucket index through NedbStore, against full scans
 	"test/storage/nedb-deferred.spec.ts", // the deferred field through a managed file
+	"test/runtime/lease.spec.ts", // lib/runtime/lease.ts on an in-memory NeDB store, the pass loop on fake timers
 ];
 
 /** The score every module must reach (percentage of mutants killed or timed out). */

@@ -5,8 +5,9 @@
  * {done, total}, `percent` (0–100, null while the total is unknown), `result` or `error`.
  *
  * The services doing the work claim a run (`jobs.claim`) and report on it (`jobs.update`); a run is
- * claimed atomically in the database, so one runs at a time per kind however many replicas there are,
- * and a run whose process died is taken over once its lease has passed (no sign of life for `leaseMs`).
+ * claimed atomically in the database under the run's lease (lib/runtime/lease.ts: `lease` {owner: the run, until}),
+ * so one runs at a time per kind however many replicas there are, and a run whose process died is taken over
+ * once its lease has passed (no sign of life for `leaseMs`).
  * `GET /api/jobs` reads them; `graph_jobs` (the name the graph jobs had first) is the same collection.
  */
 import type { Context } from "moleculer";
@@ -15,9 +16,17 @@ import { formatHttpDate, nowSeconds } from "../lib/eve/dates";
 import { Conflict } from "../lib/errors";
 import { newObjectId } from "../lib/eve/ids";
 import { DuplicateKeyError, type Doc } from "../lib/storage/store";
+import { LEASE, claim, leaseFor, migrateLeases, release, renew, type OldLeases } from "../lib/runtime/lease";
 
 export const JOB_KINDS = ["build_graph", "request_ips", "load_updates", "inventory_sync"] as const;
 const DEFAULT_LEASE_MS = 60_000;
+
+/** Leases as versions before issue 45 stored them: `lease_until` (null once the run ended), owned by the run. */
+export const OLD_LEASES: OldLeases = {
+	filter: { lease_until: { $exists: true } },
+	lease: d => (d.lease_until && d.status === "running" ? { owner: String(d.run), until: new Date(d.lease_until) } : null),
+	unset: ["lease_until"],
+};
 
 interface Progress {
 	done: number;
@@ -42,7 +51,7 @@ const JobsService: EveServiceSchema = {
 				params: "object",
 				started: "date",
 				finished: { type: "date", optional: true, nullable: true },
-				lease_until: { type: "date", optional: true, nullable: true },
+				lease: { type: "object", optional: true, props: { owner: "string", until: "date" } },
 				progress: { type: "object", props: { done: "number", total: "number" } },
 				percent: { type: "number", optional: true, nullable: true, min: 0, max: 100 },
 				result: { type: "object", optional: true, nullable: true },
@@ -64,12 +73,13 @@ const JobsService: EveServiceSchema = {
 			async handler(this: EveThis, ctx: Context<{ kind: string; params: Doc; leaseMs?: number }>) {
 				const { kind, params } = ctx.params;
 				const now = nowSeconds();
-				const lease = ctx.params.leaseMs ?? DEFAULT_LEASE_MS;
-				const fields = { action: kind, status: "running", params, started: now, finished: null, lease_until: new Date(now.getTime() + lease), lease_ms: lease, progress: { done: 0, total: 0 }, percent: null, result: null, error: null, run: newObjectId(), _updated: now };
-				let doc = await this.store.findOneAndUpdate({ _id: kind, $or: [{ status: { $ne: "running" } }, { lease_until: { $lt: now } }] }, { $set: fields });
+				const holder = { owner: newObjectId(), ms: ctx.params.leaseMs ?? DEFAULT_LEASE_MS, now };
+				const fields = { action: kind, status: "running", params, started: now, finished: null, lease_ms: holder.ms, progress: { done: 0, total: 0 }, percent: null, result: null, error: null, run: holder.owner, _updated: now };
+				// Free once the last run ended (its lease let go) or its process died (its lease passed).
+				let doc = await claim(this.store, { _id: kind }, holder, { $set: fields });
 				if (!doc) {
 					try {
-						doc = { _id: kind, ...fields, _created: now };
+						doc = { _id: kind, ...fields, [LEASE]: leaseFor(holder), _created: now };
 						await this.store.insertMany([doc]);
 					} catch (err) {
 						if (!(err instanceof DuplicateKeyError)) throw err;
@@ -78,7 +88,7 @@ const JobsService: EveServiceSchema = {
 					}
 				}
 				await this.notifyChanged(ctx, "updated", [kind]);
-				return { ...doc, ...fields };
+				return doc;
 			},
 		},
 
@@ -110,14 +120,20 @@ const JobsService: EveServiceSchema = {
 				const ending = set.status && set.status !== "running";
 				const progress: Progress | undefined = set.progress ?? (ending && set.status === "finished" && current.progress?.total > 0 ? { done: current.progress.total, total: current.progress.total } : undefined);
 				const fields: Doc = { ...set, ...(progress ? { progress, percent: percentOf(progress) } : {}), _updated: now };
-				if (ending) Object.assign(fields, { lease_until: null, finished: now, ...(set.status === "finished" ? { percent: 100 } : {}) });
-				else fields.lease_until = new Date(now.getTime() + (current.lease_ms ?? DEFAULT_LEASE_MS));
+				if (ending) Object.assign(fields, { finished: now, ...(set.status === "finished" ? { percent: 100 } : {}) });
 				if (typeof fields.error === "string") fields.error = fields.error.slice(0, 1000);
-				const n = await this.store.updateMany({ _id: id, run }, { $set: fields });
+				// The run's lease is renewed by its progress, let go at its end.
+				const written = ending ? await release(this.store, { _id: id, run }, { $set: fields }) : await renew(this.store, { _id: id, run }, { owner: run, ms: current.lease_ms ?? DEFAULT_LEASE_MS, now }, { $set: fields });
 				await this.notifyChanged(ctx, "updated", [id]);
-				return n > 0;
+				return written;
 			},
 		},
+	},
+
+	async started(this: EveThis) {
+		// Leases stored by an older version are moved first: a run claimed before the upgrade is taken over as usual.
+		const moved = await migrateLeases(this.store, OLD_LEASES);
+		if (moved) this.logger.info(`Moved the leases of ${moved} job records to \`lease\``);
 	},
 
 	methods: {

@@ -130,13 +130,20 @@ describe("gateway: alert stream, whoami, dashboard files", () => {
 		expectEveError(await request("GET", `${h.api}/jobs/bogus-kind`), 404);
 		await expect(h.call("jobs.claim", { kind: "load_updates" })).rejects.toMatchObject({ code: 409 });
 		expect(await h.call("jobs.update", { id: "load_updates", run: job.run, set: { progress: { done: 1, total: 4 } } })).toBe(true);
-		expect((await request("GET", `${h.api}/jobs/load_updates`)).body).toMatchObject({ status: "running", percent: 25, progress: { done: 1, total: 4 } });
+		// The run holds the kind's lease (the one lease of lib/runtime/lease.ts), renewed by its progress.
+		const running = (await request("GET", `${h.api}/jobs/load_updates`)).body;
+		expect(running).toMatchObject({ status: "running", percent: 25, progress: { done: 1, total: 4 }, lease: { owner: job.run, until: expect.stringMatching(/GMT$/) } });
 		// A stale run (taken over) cannot write any more.
 		expect(await h.call("jobs.update", { id: "load_updates", run: "someone-else", set: { status: "failed", error: "x" } })).toBe(false);
 		await h.call("jobs.update", { id: "load_updates", run: job.run, set: { status: "finished", result: { loaded: 4 } } });
 		const done = (await request("GET", `${h.api}/graph_jobs/load_updates`)).body;
 		expect(done).toMatchObject({ status: "finished", percent: 100, progress: { done: 4, total: 4 }, result: { loaded: 4 } });
 		expect(done.lease_ms).toBeUndefined();
+		// Ended, the lease is let go: the kind is free for the next run at once.
+		expect(done.lease).toBeUndefined();
+		const next = await h.call("jobs.claim", { kind: "load_updates" });
+		expect(next.run).not.toBe(job.run);
+		await h.call("jobs.update", { id: "load_updates", run: next.run, set: { status: "finished", result: {} } });
 		expect(done.finished).toMatch(/GMT$/);
 	});
 

@@ -8,6 +8,7 @@
  */
 import { HOSTNAME } from "../../lib/eve/ids";
 import { countMetric, setMetric } from "../../lib/runtime/metrics";
+import { PassLoop } from "../../lib/runtime/lease";
 import type { EventStream, SaltEvent } from "./salt-events";
 import { describeForgery, forgeryOf, RETURN_TAG, type Forgery } from "./forged-events";
 import { verdictOf } from "./job-tracker";
@@ -29,7 +30,11 @@ export class EventFollower {
 	private wasUp = false;
 	private eventCount = 0;
 	private readonly queue: SaltEvent[] = [];
-	private lane: Promise<void> | null = null;
+	/** The one lane inventory events and host refreshes are applied in (the next batch gathers while one is written). */
+	private readonly lane = new PassLoop(
+		() => this.applyBatch(),
+		err => this.gw.logger.warn("Could not apply Salt events; the next reconciliation will:", err.message),
+	);
 	private readonly refreshQueue = new Set<string>();
 	/** Minions a job return just proved alive, for the lane to mark up (those not up already). */
 	private readonly aliveQueue = new Set<string>();
@@ -133,31 +138,26 @@ export class EventFollower {
 		this.gw.logger.warn(`Ignored an event a minion forged on the Salt master's bus: ${describeForgery(tag, forged)} (docs/salt.md, "Forged events"; later ones from this sender are only counted in fleet_salt_events_forged_total)`);
 	}
 
-	/** The one lane inventory events and host refreshes are applied in (the next batch gathers while one is written). */
+	/** A batch applied in the lane now, or right after the one being written. */
 	private kick(): void {
-		if (this.lane || this.gw.stopping()) return;
+		if (!this.gw.stopping()) this.lane.ask();
+	}
+
+	/** One batch: the events queued, else the refreshes and hosts proved alive; more queued meanwhile asks for another. */
+	private async applyBatch(): Promise<void> {
 		const { inventory } = this.parts;
-		// Started on the next tick, so that `lane` is set before any of its code runs.
-		this.lane = Promise.resolve().then(async () => {
-			for (;;) {
-				const batch = this.queue.splice(0);
-				try {
-					if (batch.length) await inventory.turn(() => this.apply(batch));
-					else
-						await inventory.turn(async () => {
-							await this.flushRefresh();
-							await this.flushAlive();
-						});
-				} catch (err) {
-					this.gw.logger.warn(`Could not apply ${batch.length} Salt event(s); the next reconciliation will:`, (err as Error).message);
-				}
-				// Checked and cleared in one tick, so that nothing queued meanwhile is left waiting.
-				if (this.gw.stopping() || (!this.queue.length && !this.refreshQueue.size && !this.aliveQueue.size)) {
-					this.lane = null;
-					return;
-				}
-			}
-		});
+		const batch = this.queue.splice(0);
+		try {
+			if (batch.length) await inventory.turn(() => this.apply(batch));
+			else
+				await inventory.turn(async () => {
+					await this.flushRefresh();
+					await this.flushAlive();
+				});
+		} catch (err) {
+			this.gw.logger.warn(`Could not apply ${batch.length} Salt event(s); the next reconciliation will:`, (err as Error).message);
+		}
+		if (this.queue.length || this.refreshQueue.size || this.aliveQueue.size) this.kick();
 	}
 
 	private async apply(events: SaltEvent[]): Promise<void> {

@@ -6,10 +6,11 @@
  * selects then, and becomes its owner; every pass runs as the owner's token is at that moment.
  *
  * Scheduling is exactly-once across replicas, as the tasks' scheduler does it: a due pass is claimed with one atomic
- * update conditional on `next` (one replica wins it), which records the pass under an id derived from the check and
- * its due time; the pass itself is a rollout made under that id (`rollouts.startCheck`), so a replica that dies
- * between the claim and the rollout leaves the pass to another one (after ROLLOUT_LEASE_MS), which makes the same
- * rollout — never a second one. The rollout's batches are judged by the conformity service as they end.
+ * update conditional on `next` and on the check's lease (lib/runtime/lease.ts: one replica wins it), which records
+ * the pass under an id derived from the check and its due time; the pass itself is a rollout made under that id
+ * (`rollouts.startCheck`), and the lease is let go once it is made. A replica that dies between the claim and the
+ * rollout leaves the pass to another one (its lease of ROLLOUT_LEASE_MS passes), which makes the same rollout —
+ * never a second one. The rollout's batches are judged by the conformity service as they end.
  */
 import crypto from "node:crypto";
 import type { Context } from "moleculer";
@@ -23,6 +24,7 @@ import type { Doc } from "../../lib/storage/store";
 import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
 import { writeMethods } from "../../mixins/eve-collection/writes";
 import { call } from "../../lib/contracts/call";
+import { PassLoop, claim, findLapsed, migrateLeases, release, takeOver, type OldLeases } from "../../lib/runtime/lease";
 
 const SHARE = /^(\d{1,3})%$/;
 const share = { type: "string", pattern: SHARE } as const;
@@ -33,11 +35,12 @@ const REFUSALS = [ErrorType.RunRefused, ErrorType.Invalid, ErrorType.NothingToRu
 
 type ChecksThis = EveThis & {
 	timer: NodeJS.Timeout | null;
-	ticking: Promise<void> | null;
+	passes: PassLoop;
 	tickMs: number;
 	leaseMs: number;
 	timezone: string;
-	tick(): Promise<void>;
+	tick(): void;
+	lookForPasses(): Promise<void>;
 	startPass(check: Doc): Promise<void>;
 	authorizeCheck(ctx: RestContext, check: Doc): Promise<string>;
 	checkInScope(ctx: RestContext, check: Doc, action: string): Promise<void>;
@@ -48,6 +51,18 @@ export const passId = (check: string, due: Date) => crypto.createHash("sha256").
 
 const scheduleOf = (c: Doc, tz: string): Schedule => ({ start: new Date(c._created ?? c.start ?? Date.now()), interval: c.interval ?? 0, cron: c.cron ?? null, timezone: tz });
 const kwargOf = (c: Doc) => ({ test: true, ...(c.mods !== undefined && c.mods !== "" && !(Array.isArray(c.mods) && !c.mods.length) ? { mods: c.mods } : {}) });
+
+/**
+ * Passes as versions before issue 45 left them unstarted: no lease, the pass's `at` being when it was claimed (or
+ * last taken over), taken over ROLLOUT_LEASE_MS after it.
+ */
+export function oldLeases(leaseMs: number): OldLeases {
+	return {
+		filter: { "last_pass.started": false, lease: { $exists: false } },
+		lease: d => ({ owner: "", until: new Date(new Date(d.last_pass.at).getTime() + leaseMs) }),
+		unset: [],
+	};
+}
 
 const fields = {
 	name: { type: "string", min: 1, max: 200 },
@@ -138,32 +153,31 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 
 		async afterWrite(this: ChecksThis, ctx: RestContext, op: "created" | "updated" | "removed", ids: string[]) {
 			await this.notifyChanged(ctx, op, ids);
-			if (op !== "removed") void this.tick();
+			if (op !== "removed") this.tick();
+		},
+
+		/** A look now, or once more right after the one under way (what was written meanwhile may be due). */
+		tick(this: ChecksThis) {
+			this.passes.ask();
 		},
 
 		/** One look: due passes claimed (one replica each) and started; passes left by a replica that died, started again. */
-		async tick(this: ChecksThis) {
-			if (this.ticking) return this.ticking;
-			this.ticking = (async () => {
-				const now = new Date();
-				for (const c of await this.store.find({ status: "scheduled", next: { $lte: now } }, { limit: DUE_LIMIT })) {
-					const due = new Date(c.next);
-					const claimed = await this.store.findOneAndUpdate(
-						{ _id: c._id, next: due, status: "scheduled" },
-						{ $set: { next: nextDue(scheduleOf(c, this.timezone), now), last_pass: { due, rollout: passId(String(c._id), due), at: now, started: false, error: null } }, $inc: { passes: 1 } },
-					);
-					if (claimed) await this.startPass(claimed);
-				}
-				const stale = new Date(now.getTime() - this.leaseMs);
-				for (const c of await this.store.find({ "last_pass.started": false, "last_pass.at": { $lt: stale } }, { limit: DUE_LIMIT })) {
-					// Taken over: the same pass id, so the rollout made (if it was) is the one answered.
-					const taken = await this.store.findOneAndUpdate({ _id: c._id, "last_pass.rollout": c.last_pass.rollout, "last_pass.at": c.last_pass.at }, { $set: { "last_pass.at": now } });
-					if (taken) await this.startPass(taken);
-				}
-			})()
-				.catch((err: Error) => this.logger.warn("Conformity check pass failed; the next look tries again:", err.message))
-				.finally(() => (this.ticking = null));
-			return this.ticking;
+		async lookForPasses(this: ChecksThis) {
+			const now = new Date();
+			const holder = { owner: this.broker.nodeID, ms: this.leaseMs, now };
+			for (const c of await this.store.find({ status: "scheduled", next: { $lte: now } }, { limit: DUE_LIMIT })) {
+				const due = new Date(c.next);
+				const claimed = await claim(this.store, { _id: c._id, next: due, status: "scheduled" }, holder, {
+					$set: { next: nextDue(scheduleOf(c, this.timezone), now), last_pass: { due, rollout: passId(String(c._id), due), at: now, started: false, error: null } },
+					$inc: { passes: 1 },
+				});
+				if (claimed) await this.startPass(claimed);
+			}
+			for (const c of await findLapsed(this.store, {}, now, { limit: DUE_LIMIT })) {
+				// Taken over: the same pass id, so the rollout made (if it was) is the one answered.
+				const taken = await takeOver(this.store, { _id: c._id, "last_pass.rollout": c.last_pass.rollout }, holder);
+				if (taken) await this.startPass(taken);
+			}
 		},
 
 		/** Makes the pass's rollout (once, whoever asks); a refusal (the owner's token, a target that selects nothing) is recorded and not retried. */
@@ -185,19 +199,25 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 	created(this: ChecksThis) {
 		const config = loadConfig();
 		this.timer = null;
-		this.ticking = null;
+		this.passes = new PassLoop(
+			() => this.lookForPasses(),
+			err => this.logger.warn("Conformity check pass failed; the next look tries again:", err.message),
+		);
 		this.tickMs = config.rolloutTickMs;
 		this.leaseMs = config.rolloutLeaseMs;
 		this.timezone = config.taskTimezone;
 	},
-	started(this: ChecksThis) {
+	async started(this: ChecksThis) {
+		// Passes an older version left unstarted are moved to a lease first: they are taken over as usual.
+		const moved = await migrateLeases(this.store, oldLeases(this.leaseMs));
+		if (moved) this.logger.info(`Moved ${moved} unstarted conformity check passes to a \`lease\``);
 		if (!loadConfig().rolloutDriver) return;
-		this.timer = setInterval(() => void this.tick(), this.tickMs);
+		this.timer = setInterval(() => this.tick(), this.tickMs);
 		this.timer.unref?.();
 	},
 	async stopped(this: ChecksThis) {
 		if (this.timer) clearInterval(this.timer);
-		await this.ticking;
+		await this.passes.stop();
 	},
 };
 

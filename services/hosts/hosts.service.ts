@@ -20,7 +20,7 @@ import { presenceTransition } from "../../lib/fleet/presence";
 import { compileRule, needsGrains, type HostFacts, type Rule } from "../../lib/fleet/group-rules";
 import { presenceActions, presenceMethods } from "./presence";
 import { inventoryUpdate } from "./changes";
-import { membershipActions, membershipMethods } from "./memberships";
+import { membershipActions, membershipLoop, membershipMethods } from "./memberships";
 import { targetActions, targetMethods } from "./targets";
 import { vpnActions } from "./vpn-identity";
 import { conformityActions } from "./conformity";
@@ -318,13 +318,13 @@ const HostsService: EveServiceSchema<HostsThis> = {
 	created(this: HostsThis) {
 		// The full host schema checks what the inventory writes; operators get the narrow PATCH schema.
 		this.inventoryCheck = compileSchema(hostSchema);
+		this.memberships = membershipLoop(this);
 	},
 
 	async stopped(this: HostsThis) {
 		clearInterval(this.countTimer);
 		clearTimeout(this.countSoonTimer ?? undefined);
-		this.membershipStopping = true;
-		await this.membershipLoop;
+		await this.memberships.stop();
 	},
 
 	async started(this: HostsThis) {

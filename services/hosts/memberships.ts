@@ -8,6 +8,7 @@ import type { HostsThis } from "./types";
 import { nowSeconds } from "../../lib/eve/dates";
 import { GroupIndex, type GroupDef, type HostFacts, type NodegroupDef } from "../../lib/fleet/group-rules";
 import { call } from "../../lib/contracts/call";
+import { PassLoop } from "../../lib/runtime/lease";
 
 function sameList(a: string[], b: unknown): boolean {
 	return Array.isArray(b) && a.length === b.length && a.every((v, i) => v === b[i]);
@@ -18,11 +19,23 @@ export const membershipActions: Record<string, ActionSchema<HostsThis>> = {
 	membershipSettled: {
 		visibility: "public",
 		async handler(this: HostsThis) {
-			while (this.membershipLoop) await this.membershipLoop;
+			await this.memberships.settled();
 			return { settled: true };
 		},
 	},
 };
+
+/** The recomputations, one at a time: once the groups and nodegroups services are there, every host's memberships. */
+export function membershipLoop(service: HostsThis): PassLoop {
+	return new PassLoop(
+		async () => {
+			await service.membershipSources();
+			// The broker stands in for a context: the recomputation belongs to no request.
+			if (!service.memberships.stopping) await service.updateMembership(service.broker as unknown as Context);
+		},
+		err => service.logger.warn("Could not recompute host memberships:", err.message),
+	);
+}
 
 export const membershipMethods = {
 	/** Every group and nodegroup, as the rules that select hosts. */
@@ -78,22 +91,7 @@ export const membershipMethods = {
 	 * by the single run after it (a burst of group changes costs two runs, not one each).
 	 */
 	scheduleMembership(this: HostsThis, delayMs = 20) {
-		this.membershipDirty = true;
-		if (this.membershipLoop) return;
-		this.membershipLoop = (async () => {
-			await new Promise(r => setTimeout(r, delayMs).unref?.());
-			await this.membershipSources();
-			while (this.membershipDirty && !this.membershipStopping) {
-				this.membershipDirty = false;
-				try {
-					// The broker stands in for a context: the recomputation belongs to no request.
-					await this.updateMembership(this.broker as unknown as Context);
-				} catch (err) {
-					this.logger.warn("Could not recompute host memberships:", (err as Error).message);
-				}
-			}
-			this.membershipLoop = null;
-		})();
+		this.memberships.ask(delayMs);
 	},
 
 	/**
@@ -105,7 +103,7 @@ export const membershipMethods = {
 	async membershipSources(this: HostsThis): Promise<void> {
 		// As broker.waitForServices checks (the typings make its nodeID mandatory; absent means any node).
 		const registry = this.broker.registry as unknown as { hasService(name: string): boolean };
-		while (!this.membershipStopping && !["groups", "nodegroups"].every(name => registry.hasService(name))) {
+		while (!this.memberships.stopping && !["groups", "nodegroups"].every(name => registry.hasService(name))) {
 			await new Promise(r => setTimeout(r, 100).unref?.());
 		}
 	},

@@ -8,15 +8,15 @@ import type { Check } from "../../lib/eve/validation";
 import type { Doc } from "../../lib/storage/store";
 import type { GroupIndex } from "../../lib/fleet/group-rules";
 import type { PresenceReading } from "./presence";
+import type { PassLoop } from "../../lib/runtime/lease";
 
 interface HostsMembers {
 	/** The full host schema: what the inventory writes is checked against it. */
 	inventoryCheck: Check;
 	countTimer?: NodeJS.Timeout;
 	countSoonTimer?: NodeJS.Timeout | null;
-	membershipLoop?: Promise<void> | null;
-	membershipDirty?: boolean;
-	membershipStopping?: boolean;
+	/** The recomputations of memberships, one at a time (lib/runtime/lease.ts). */
+	memberships: PassLoop;
 	countHosts(): Promise<void>;
 	countHostsSoon(): void;
 	groupIndex(ctx: Context): Promise<GroupIndex>;

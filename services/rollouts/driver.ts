@@ -17,6 +17,7 @@ import type { Doc } from "../../lib/storage/store";
 import { loadConfig } from "../../lib/config";
 import { ErrorType, isError } from "../../lib/errors";
 import { countMetric } from "../../lib/runtime/metrics";
+import { PassLoop, both, claim, claimable, heldBy, migrateLeases, release, type OldLeases } from "../../lib/runtime/lease";
 import { readDryRun, type DryRunReturn } from "../../lib/fleet/state-results";
 import { sizeOf, type Batch } from "./plan";
 import { afterBatch, afterDryRun, countBatch, inFlight, nextStep, nobodyLive, stateBeforeAsk, type JobCounts, type RolloutProgress } from "./decisions";
@@ -24,10 +25,10 @@ import { call } from "../../lib/contracts/call";
 
 /** What the driver keeps on the service. */
 export interface RolloutsMembers {
-	driver: { enabled: boolean; tickMs: number; leaseMs: number; timer: NodeJS.Timeout | null; pass: Promise<void> | null; again: boolean; stopping: boolean };
+	driver: { enabled: boolean; tickMs: number; leaseMs: number; timer: NodeJS.Timeout | null; passes: PassLoop | null };
 	kick(): void;
 	driverCreated(): void;
-	driverStarted(): void;
+	driverStarted(): Promise<void>;
 	driverStopped(): Promise<void>;
 	drive(): Promise<void>;
 	stepRollout(r: Doc): Promise<boolean>;
@@ -63,54 +64,49 @@ interface JobSummary extends JobCounts {
 /** A run id for each ask of a batch: the same on every replica, its dry run's apart. */
 const runId = (r: Doc, b: Batch, dry: boolean) => `${r._id}:${b.index}${dry ? ":dry" : ""}`;
 
+/** Claims as versions before issue 45 stored them: `claim_by` and `claim_until` (moved at start). */
+export const OLD_LEASES: OldLeases = {
+	filter: { claim_until: { $exists: true } },
+	lease: d => (d.claim_until ? { owner: String(d.claim_by ?? ""), until: new Date(d.claim_until) } : null),
+	unset: ["claim_by", "claim_until"],
+};
+
 export const driverMethods = {
 	driverCreated(this: RolloutsThis) {
 		const config = loadConfig();
-		this.driver = { enabled: config.rolloutDriver, tickMs: config.rolloutTickMs, leaseMs: config.rolloutLeaseMs, timer: null, pass: null, again: false, stopping: false };
+		this.driver = { enabled: config.rolloutDriver, tickMs: config.rolloutTickMs, leaseMs: config.rolloutLeaseMs, timer: null, passes: null };
 	},
 
-	driverStarted(this: RolloutsThis) {
+	async driverStarted(this: RolloutsThis) {
+		// Claims stored by an older version are moved first: a rollout claimed before the upgrade is let go as usual.
+		const moved = await migrateLeases(this.store, OLD_LEASES);
+		if (moved) this.logger.info(`Moved the claims of ${moved} rollouts to \`lease\``);
 		if (!this.driver.enabled) return;
+		// No pass before that: a claim of the older shape would look free.
+		this.driver.passes = new PassLoop(() => this.drive(), err => this.logger.warn("Rollout pass failed; the next one tries again:", err.message));
 		this.driver.timer = setInterval(() => this.kick(), this.driver.tickMs);
 		this.driver.timer.unref?.();
 		this.kick();
 	},
 
 	async driverStopped(this: RolloutsThis) {
-		this.driver.stopping = true;
 		if (this.driver.timer) clearInterval(this.driver.timer);
 		this.driver.timer = null;
-		await this.driver.pass?.catch(() => undefined);
+		await this.driver.passes?.stop();
 	},
 
 	/** A pass now, or right after the one under way. */
 	kick(this: RolloutsThis) {
-		const d = this.driver;
-		if (!d?.enabled || d.stopping) return;
-		if (d.pass) {
-			d.again = true;
-			return;
-		}
-		d.pass = (async () => {
-			do {
-				d.again = false;
-				try {
-					await this.drive();
-				} catch (err) {
-					this.logger.warn("Rollout pass failed; the next one tries again:", (err as Error).message);
-				}
-			} while (d.again && !d.stopping);
-		})().finally(() => (d.pass = null));
+		this.driver?.passes?.ask();
 	},
 
 	/** One pass: each rollout with something to do, claimed, stepped, let go. */
 	async drive(this: RolloutsThis) {
 		const now = new Date();
-		const free = { $or: [{ claim_until: null }, { claim_until: { $lt: now } }] };
-		const due = await this.store.find({ $and: [{ next_at: { $lte: now } }, { $or: [{ status: "running" }, { in_flight: true }] }, free] }, { only: ["_id"], limit: PASS_MAX });
+		const due = await this.store.find({ $and: [{ next_at: { $lte: now } }, { $or: [{ status: "running" }, { in_flight: true }] }, claimable(now)] }, { only: ["_id"], limit: PASS_MAX });
 		for (const { _id } of due) {
-			if (this.driver.stopping) return;
-			const claimed = await this.store.findOneAndUpdate({ $and: [{ _id }, { $or: [{ claim_until: null }, { claim_until: { $lt: new Date() } }] }] }, { $set: { claim_by: this.broker.nodeID, claim_until: new Date(Date.now() + this.driver.leaseMs) } });
+			if (this.driver.passes?.stopping) return;
+			const claimed = await claim(this.store, { _id }, { owner: this.broker.nodeID, ms: this.driver.leaseMs });
 			if (!claimed) continue;
 			let progressed = false;
 			try {
@@ -120,9 +116,9 @@ export const driverMethods = {
 				await this.saveProgress(claimed, { last_error: String((err as Error).message).slice(0, 2000), next_at: new Date(Date.now() + RETRY_MS) });
 			} finally {
 				const fresh = await this.store.findOne({ _id });
-				await this.store.updateMany({ _id, claim_by: this.broker.nodeID }, { $set: { claim_by: null, claim_until: null, in_flight: !!fresh?.batches && inFlight(fresh as RolloutProgress) } });
+				await release(this.store, { _id }, { $set: { in_flight: !!fresh?.batches && inFlight(fresh as RolloutProgress) } }, this.broker.nodeID);
 			}
-			if (progressed) this.driver.again = true;
+			if (progressed) this.kick();
 		}
 	},
 
@@ -211,11 +207,11 @@ export const driverMethods = {
 				// Nothing would change: the batch is skipped, the next one follows.
 				await this.saveProgress(r, { ...set, [`${at}.state`]: "skipped", [`${at}.finished`]: new Date(), current: next.current, done: next.done, next_at: new Date() });
 				if (next.last) await this.moveStatus(r, ["running", "paused"], "finished", null);
-				this.driver.again = true;
+				this.kick();
 				return;
 			}
 			await this.saveProgress(r, { ...set, [`${at}.state`]: "ready", next_at: new Date() });
-			this.driver.again = true;
+			this.kick();
 			return;
 		}
 		const counted = countBatch(r as RolloutProgress, b, job);
@@ -240,7 +236,7 @@ export const driverMethods = {
 		}
 		// The next batch starts now (another pass at once), or once `wait_s` has passed.
 		if (waitMs > 0) setTimeout(() => this.kick(), waitMs).unref?.();
-		else this.driver.again = true;
+		else this.kick();
 	},
 
 	async rolloutHosts(this: RolloutsThis, id: string): Promise<string[]> {
@@ -254,7 +250,7 @@ export const driverMethods = {
 
 	/** Writes progress while the claim is this replica's (a lost claim writes nothing: another replica has it). */
 	async saveProgress(this: RolloutsThis, r: Doc, set: Doc): Promise<boolean> {
-		const n = await this.store.updateMany({ _id: r._id, claim_by: this.broker.nodeID }, { $set: { ...set, _updated: new Date() } });
+		const n = await this.store.updateMany(both({ _id: r._id }, heldBy(this.broker.nodeID)), { $set: { ...set, _updated: new Date() } });
 		if (n) await this.notifyChanged(this.broker as unknown as Context, "updated", [String(r._id)]);
 		return n > 0;
 	},

@@ -295,9 +295,7 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 				unreached: 0,
 				next_at: new Date(),
 				last_error: null,
-				// The driver's claim and whether a batch's job is out (never shown: not fields of the schema).
-				claim_by: null,
-				claim_until: null,
+				// Whether a batch's job is out, for the driver (never shown: not a field of the schema).
 				in_flight: false,
 			};
 		},
@@ -323,7 +321,7 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 	},
 	async started(this: RolloutsThis) {
 		await this.store.ensureIndex("next_at", { ordered: true });
-		this.driverStarted();
+		await this.driverStarted();
 	},
 	async stopped(this: RolloutsThis) {
 		await this.driverStopped();

@@ -1,7 +1,8 @@
 /**
  * Taking snapshots (one per STATS_SNAPSHOT_INTERVAL across replicas: the interval's slot is a unique index),
- * filling them from the hosts' entries (whole in a keyframe, else what changed), undoing one a dead replica
- * left incomplete, and dropping expired keyframe periods (STATS_RETENTION_DAYS).
+ * filling them from the hosts' entries (whole in a keyframe, else what changed) under the header's lease
+ * (lib/runtime/lease.ts), undoing one a dead replica left incomplete once its lease passed, and dropping expired
+ * keyframe periods (STATS_RETENTION_DAYS).
  */
 import type { Context } from "moleculer";
 import { newObjectId } from "../../lib/eve/ids";
@@ -12,6 +13,14 @@ import { CHANGES, COUNTS, PERIODS, SINCE_SLACK_MS, LEASE_MIN_MS, cfg } from "./h
 import type { StatsThis } from "./history";
 import type { Header, HostRead } from "./history";
 import { call } from "../../lib/contracts/call";
+import { LEASE, leaseFor, leaseLapsed, release, type OldLeases } from "../../lib/runtime/lease";
+
+/** Leases as versions before issue 45 stored them on an incomplete header: `lease_until`, held by its taker (`by`). */
+export const OLD_LEASES: OldLeases = {
+	filter: { lease_until: { $exists: true } },
+	lease: d => ({ owner: String(d.by ?? ""), until: new Date(d.lease_until) }),
+	unset: ["lease_until"],
+};
 
 export const snapshotMethods = {
 	changes(this: StatsThis): Store {
@@ -31,8 +40,8 @@ export const snapshotMethods = {
 			if (last && last.slot >= slot) return null;
 			if (last && !last.complete) {
 				// Its replica is still at it, or died at it: after the lease, its writes are undone and the index reused.
-				if (new Date(last.lease_until) > new Date()) return null;
-				this.logger.warn(`Snapshot ${last.index} was left incomplete by ${last.by}: undoing it`);
+				if (!leaseLapsed(last)) return null;
+				this.logger.warn(`Snapshot ${last.index} was left incomplete by ${last[LEASE]?.owner}: undoing it`);
 				await this.undoSnapshot(last);
 				continue;
 			}
@@ -43,8 +52,9 @@ export const snapshotMethods = {
 				slot,
 				timestamp: at,
 				complete: false,
+				// Who took it, kept once complete (a query may ask); the lease is let go then.
 				by: this.broker.nodeID,
-				lease_until: new Date(Date.now() + Math.max(2 * intervalMs, LEASE_MIN_MS)),
+				[LEASE]: leaseFor({ owner: this.broker.nodeID, ms: Math.max(2 * intervalMs, LEASE_MIN_MS) }),
 				_created: now,
 				_updated: now,
 			};
@@ -101,7 +111,7 @@ export const snapshotMethods = {
 		await changes.insertMany(docs);
 		await this.stores[COUNTS].insertMany([counts]);
 		const seen = read.seen && prev?.seen && new Date(prev.seen) > read.seen ? new Date(prev.seen) : (read.seen ?? prev?.seen ?? null);
-		const completed = await this.store.updateMany({ _id: header._id, complete: false }, { $set: { complete: true, keyframe, up, down, total: up + down, seen, _updated: nowSeconds() }, $unset: { lease_until: true } });
+		const completed = await release(this.store, { _id: header._id, complete: false }, { $set: { complete: true, keyframe, up, down, total: up + down, seen, _updated: nowSeconds() } });
 		// Too slow: its lease passed and another replica undid it (the caller removes what it stored).
 		if (!completed) throw new Error(`snapshot ${header.index} was undone by another replica after its lease`);
 		this.cached = { id: header._id, index: header.index, state };

@@ -43,7 +43,8 @@ import {
 	type Range,
 	type Snap,
 } from "../../lib/fleet/stats-history";
-import { snapshotMethods } from "./snapshots";
+import { OLD_LEASES, snapshotMethods } from "./snapshots";
+import { migrateLeases } from "../../lib/runtime/lease";
 import { statisticMethods } from "./statistics";
 import { CHANGES, COUNTS, PERIODS, cfg, type Header } from "./history";
 import type { StatsThis } from "./history";
@@ -159,6 +160,8 @@ const StatsService: EveServiceSchema<StatsThis> = {
 		await this.stores[PERIODS].ensureIndex("from", { ordered: true });
 		await this.stores[COUNTS].ensureIndex("index", { ordered: true });
 		await this.stores[COUNTS].ensureIndex("snapshot", { ordered: true });
+		// A header an older version left incomplete keeps its lease under the new name (undone once it passes).
+		await migrateLeases(this.store, OLD_LEASES);
 		if (cfg().statsSnapshots) this.scheduleSnapshots();
 	},
 

@@ -12,19 +12,15 @@ import { planRun, type Schedule } from "../../lib/fleet/schedule";
 import type { Doc } from "../../lib/storage/store";
 import { countMetric, observeMetric } from "../../lib/runtime/metrics";
 import { claimRun, deferRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";
+import { PassLoop } from "../../lib/runtime/lease";
 import { loadConfig, type Config } from "../../lib/config";
 import { call } from "../../lib/contracts/call";
 import { ErrorType, isError } from "../../lib/errors";
 
 /** What the tasks service has on `this` besides the Eve mixin's: the scheduler's state and methods, and the task checks. */
 export interface TasksMembers {
-	schedulerOn?: boolean;
-	schedulerStopping?: boolean;
-	/** The pass under way, if one is. */
-	ticking?: Promise<void> | null;
-	kickPending?: boolean;
-	tickTimer?: NodeJS.Timeout | null;
-	tickAt?: number;
+	/** The scheduler's passes (none while TASK_SCHEDULER is off or before the service started). */
+	scheduler?: PassLoop;
 	lastTakeoverScan?: number;
 	/** Runs being handed to the cm-gateway now (claimed or taken over, not recorded yet). */
 	handovers?: number;
@@ -32,6 +28,7 @@ export interface TasksMembers {
 	roomWanted?: boolean;
 	changedIds?: Set<string>;
 	changedTimer?: NodeJS.Timeout | null;
+	createScheduler(): void;
 	kickScheduler(delayMs?: number): void;
 	schedulerTick(): Promise<number>;
 	claimRun(t: Doc): Promise<unknown>;
@@ -86,33 +83,20 @@ export function cfg(): Config {
 
 
 export const schedulerMethods = {
-	/** Looks again soon (a task changed), unless a look is already coming. */
+	/** The scheduler's passes (asked for by kickScheduler): each answers when the next is due; a failed one is tried again in a second. */
+	createScheduler(this: TasksThis) {
+		this.scheduler = new PassLoop(
+			() => this.schedulerTick(),
+			err => {
+				this.logger.warn("Scheduler pass failed:", err.message);
+				return 1000;
+			},
+		);
+	},
+
+	/** Looks again soon (a task changed), or right after the pass under way (what changed meanwhile may be due). */
 	kickScheduler(this: TasksThis, delayMs = 5) {
-		if (!this.schedulerOn || this.schedulerStopping) return;
-		// A pass under way looks again right after (what changed meanwhile may be due).
-		if (this.ticking) {
-			this.kickPending = true;
-			return;
-		}
-		if (this.tickTimer && (this.tickAt ?? 0) <= Date.now() + delayMs) return;
-		if (this.tickTimer) clearTimeout(this.tickTimer);
-		this.tickAt = Date.now() + delayMs;
-		this.tickTimer = setTimeout(() => {
-			this.tickTimer = null;
-			this.kickPending = false;
-			this.ticking = (async () => {
-				let wait = 1000;
-				try {
-					wait = await this.schedulerTick();
-				} catch (err) {
-					this.logger.warn("Scheduler pass failed:", (err as Error).message);
-				} finally {
-					this.ticking = null;
-				}
-				this.kickScheduler(this.kickPending ? 0 : wait);
-			})();
-		}, Math.max(0, delayMs));
-		this.tickTimer.unref?.();
+		this.scheduler?.ask(delayMs);
 	},
 
 	/** One pass: take over dead runs, claim and start due runs (while there is room); answers how long to wait for the next. */
@@ -135,7 +119,7 @@ export const schedulerMethods = {
 			}
 			const taken = await takeOverRun(this.store, { _id: t._id, pending: t.pending }, this.broker.nodeID, new Date(), cfg().taskLeaseMs);
 			if (taken) {
-				this.logger.warn(`Task '${t._id}': taking over run ${t.pending.run} (due ${new Date(t.pending.due).toISOString()}) from ${t.pending.by}, whose lease passed`);
+				this.logger.warn(`Task '${t._id}': taking over run ${t.pending.run} (due ${new Date(t.pending.due).toISOString()}) from ${t.lease.owner}, whose lease passed`);
 				void this.handOver(taken, true);
 			}
 		}
@@ -248,8 +232,8 @@ export const schedulerMethods = {
 					break;
 				}
 				await new Promise(r => setTimeout(r, RETRY_DELAYS_MS[attempt]));
-				if (this.schedulerStopping) return; // the lease runs out; another replica takes the run over
-				await renewLease(this.store, t._id, pending.run, new Date(), cfg().taskLeaseMs);
+				if (this.scheduler?.stopping) return; // the lease runs out; another replica takes the run over
+				await renewLease(this.store, t._id, pending.run, this.broker.nodeID, new Date(), cfg().taskLeaseMs);
 			}
 		}
 		countMetric(this.broker, "fleet.task.runs.total", { outcome: result.status });

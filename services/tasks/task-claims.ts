@@ -1,37 +1,34 @@
 /**
- * The scheduler's claims and leases (docs/scheduling.md, "Runs"): the filters and updates through which the
- * replicas of the tasks service share the runs of due tasks with the database as the only truth, and the
- * store operations that apply them. Each write is one atomic update conditional on what the replica saw, so
- * however many replicas race on one record (NeDB in one process, MongoDB across processes) one wins:
+ * The scheduler's claims (docs/scheduling.md, "Runs"): the filters and updates through which the replicas of the
+ * tasks service share the runs of due tasks with the database as the only truth, and the store operations that
+ * apply them. The lease on a pending run is the one every leased record holds (lib/runtime/lease.ts): each write
+ * is one atomic update conditional on what the replica saw, so however many replicas race on one record (NeDB in
+ * one process, MongoDB across processes) one wins:
  *
- *  - a **claim** moves the task's `next` on, counts the run and records it as `pending`
- *    `{run, due, by, lease_until}` — only while `next` is still the due time claimed and no run is pending
- *    (a task holds one run at a time: a run still being handed over is never overwritten and lost);
+ *  - a **claim** moves the task's `next` on, counts the run and records it as `pending` `{run, due}` under the
+ *    claiming replica's lease — only while `next` is still the due time claimed and no run is pending (a task
+ *    holds one run at a time: a run still being handed over is never overwritten and lost);
  *  - a **renewal** of the lease, while the claiming replica is still handing the run over;
  *  - a **takeover** of a pending run whose lease passed (its replica died) — only while the lease is still
  *    passed, so that the first replica to take it over is the only one;
- *  - the **record** of the run's result (`last_run`), which clears `pending`, for that run only.
+ *  - the **record** of the run's result (`last_run`), which clears `pending` and the lease, for that run only.
  *
  * Nothing here reads a clock or makes an id: `now`, the run id and the replica's name are given.
  */
 import type { Filter } from "../../lib/eve/query";
 import type { Doc, Store, Update } from "../../lib/storage/store";
+import { claim, findLapsed, release, renew, takeOver, type OldLeases } from "../../lib/runtime/lease";
 
 /** Due tasks claimed per scheduler pass, earliest first. */
 export const DUE_LIMIT = 500;
 /** Pending runs whose lease passed, taken over per look. */
 export const TAKEOVER_LIMIT = 100;
 
-/** A run claimed and not recorded yet, as the task holds it. */
+/** A run claimed and not recorded yet, as the task holds it (its replica holds the task's lease meanwhile). */
 export interface PendingRun {
 	run: string;
 	due: Date;
-	/** The replica handing it over (its node id). */
-	by: string;
-	/** Until when that replica is taken to be alive; after it, another replica takes the run over. */
-	lease_until: Date;
 }
-
 /**
  * What became of a run: `started` (with the job's jid), `no_minions`, `skipped` or `failed` (with why),
  * `awaiting_approval` (held: nothing ran, with the approval), `waiting` (outside a maintenance window: due again
@@ -62,11 +59,6 @@ export interface Claim {
 	leaseMs: number;
 }
 
-/** The end of a lease taken or renewed at `now`. */
-export function leaseUntil(now: Date, leaseMs: number): Date {
-	return new Date(now.getTime() + leaseMs);
-}
-
 /** Tasks whose run is due at `now` and whose previous run is recorded (none pending). */
 export function dueFilter(now: Date): Filter {
 	return { status: "scheduled", next: { $lte: now }, pending: { $exists: false } };
@@ -82,37 +74,20 @@ export function claimFilter(task: { _id: string }, due: Date): Filter {
 	return { _id: task._id, status: "scheduled", next: due, pending: { $exists: false } };
 }
 
-/** The claim: `next` moved on (finished without one), and the run pending and counted, or recorded as skipped. */
+/**
+ * The claim: `next` moved on (finished without one), and the run pending and counted (the lease is taken with it:
+ * claimRun), or recorded as skipped.
+ */
 export function claimUpdate(claim: Claim): Update {
 	const set: Doc = { next: claim.next, status: claim.next ? "scheduled" : "finished", _updated: claim.now };
 	if (claim.skipped) return { $set: { ...set, last_run: { due: claim.due, at: claim.now, status: "skipped", message: claim.skipped } }, $unset: { window_wait: true } };
-	const pending: PendingRun = { run: claim.run, due: claim.due, by: claim.by, lease_until: leaseUntil(claim.now, claim.leaseMs) };
+	const pending: PendingRun = { run: claim.run, due: claim.due };
 	return { $set: { ...set, pending }, $unset: { window_wait: true }, $inc: { count_of_execution: 1 } };
 }
 
-/** Tasks holding a pending run whose lease passed before `now`: their replica died. */
-export function takeoverFilter(now: Date): Filter {
-	return { "pending.lease_until": { $lt: now } };
-}
-
-/** The takeover's condition: the same run still pending, and its lease still passed (no other replica took it). */
-export function takeoverClaimFilter(task: { _id: string; pending: { run: string } }, now: Date): Filter {
-	return { _id: task._id, "pending.run": task.pending.run, "pending.lease_until": { $lt: now } };
-}
-
-/** The takeover: the run is `by`'s now, with a fresh lease. */
-export function takeoverUpdate(by: string, now: Date, leaseMs: number): Update {
-	return { $set: { "pending.by": by, "pending.lease_until": leaseUntil(now, leaseMs) } };
-}
-
-/** The task while it still holds that run pending (renewals and the record). */
+/** The task while it still holds that run pending (takeovers, renewals and the record). */
 export function runFilter(taskId: string, run: string): Filter {
 	return { _id: taskId, "pending.run": run };
-}
-
-/** A renewed lease, from `now`. */
-export function renewUpdate(now: Date, leaseMs: number): Update {
-	return { $set: { "pending.lease_until": leaseUntil(now, leaseMs) } };
 }
 
 /** The run's result recorded, and the task free for its next run. */
@@ -132,24 +107,26 @@ export function findSoonest(store: Store, now: Date, withinMs: number): Promise<
 	return store.find(soonFilter(now, withinMs), { sort: [["next", 1]], limit: 1 });
 }
 
-/** Tasks whose pending run's lease passed. */
+/** Tasks whose pending run's lease passed: their replica died. */
 export function findExpired(store: Store, now: Date): Promise<Doc[]> {
-	return store.find(takeoverFilter(now), { limit: TAKEOVER_LIMIT });
+	return findLapsed(store, {}, now, { limit: TAKEOVER_LIMIT });
 }
 
 /** Claims the run: the task as it is after the claim, or null when another replica won it or the task changed. */
-export function claimRun(store: Store, task: { _id: string }, claim: Claim): Promise<Doc | null> {
-	return store.findOneAndUpdate(claimFilter(task, claim.due), claimUpdate(claim));
+export function claimRun(store: Store, task: { _id: string }, c: Claim): Promise<Doc | null> {
+	// A skipped run holds nothing: only `next` moves on.
+	if (c.skipped) return store.findOneAndUpdate(claimFilter(task, c.due), claimUpdate(c));
+	return claim(store, claimFilter(task, c.due), { owner: c.by, ms: c.leaseMs, now: c.now }, claimUpdate(c));
 }
 
 /** Takes a dead replica's run over: the task as it is after, or null when another replica took it first or it was recorded. */
 export function takeOverRun(store: Store, task: { _id: string; pending: { run: string } }, by: string, now: Date, leaseMs: number): Promise<Doc | null> {
-	return store.findOneAndUpdate(takeoverClaimFilter(task, now), takeoverUpdate(by, now, leaseMs));
+	return takeOver(store, runFilter(task._id, task.pending.run), { owner: by, ms: leaseMs, now });
 }
 
-/** Renews the run's lease; false when the run is no longer pending. */
-export async function renewLease(store: Store, taskId: string, run: string, now: Date, leaseMs: number): Promise<boolean> {
-	return (await store.updateMany(runFilter(taskId, run), renewUpdate(now, leaseMs))) > 0;
+/** Renews `by`'s lease on the run; false when the run is no longer pending or another replica took it over. */
+export function renewLease(store: Store, taskId: string, run: string, by: string, now: Date, leaseMs: number): Promise<boolean> {
+	return renew(store, runFilter(taskId, run), { owner: by, ms: leaseMs, now });
 }
 
 /**
@@ -163,12 +140,22 @@ export function deferUpdate(task: Doc, result: LastRun, until: Date, now: Date):
 	return { $set: { last_run: result, next, status: task.status === "finished" ? "scheduled" : task.status, window_wait: { due, until }, _updated: now }, $unset: { pending: true } };
 }
 
-/** Defers the run to its window; false when the run is no longer pending. */
-export async function deferRun(store: Store, task: Doc, run: string, result: LastRun, until: Date, now: Date): Promise<boolean> {
-	return (await store.updateMany(runFilter(task._id, run), deferUpdate(task, result, until, now))) > 0;
+/** Defers the run to its window, letting the task's lease go; false when the run is no longer pending. */
+export function deferRun(store: Store, task: Doc, run: string, result: LastRun, until: Date, now: Date): Promise<boolean> {
+	return release(store, runFilter(task._id, run), deferUpdate(task, result, until, now));
 }
 
-/** Records the run's result; false when the run is no longer pending (recorded already). */
-export async function recordRun(store: Store, taskId: string, run: string, result: LastRun, now: Date): Promise<boolean> {
-	return (await store.updateMany(runFilter(taskId, run), recordUpdate(result, now))) > 0;
+/**
+ * Records the run's result, letting the task's lease go (whoever holds it: the run is named); false when the run
+ * is no longer pending (recorded already).
+ */
+export function recordRun(store: Store, taskId: string, run: string, result: LastRun, now: Date): Promise<boolean> {
+	return release(store, runFilter(taskId, run), recordUpdate(result, now));
 }
+
+/** Leases as versions before issue 45 stored them: in the pending run, as `by` and `lease_until`. */
+export const OLD_LEASES: OldLeases = {
+	filter: { "pending.lease_until": { $exists: true } },
+	lease: d => ({ owner: String(d.pending.by ?? ""), until: new Date(d.pending.lease_until) }),
+	unset: ["pending.by", "pending.lease_until"],
+};

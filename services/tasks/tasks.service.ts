@@ -27,7 +27,8 @@ import { SALT_FUN } from "../../lib/http/bodies";
 import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
 import { keepMasked, maskSecrets } from "../../lib/security/masking";
 import { RunArgs } from "../../mixins/run-args.mixin";
-import { claimRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";
+import { migrateLeases } from "../../lib/runtime/lease";
+import { OLD_LEASES } from "./task-claims";
 
 import { cfg, scheduleOf, schedulerMethods, type TasksThis } from "./scheduler";
 import { call } from "../../lib/contracts/call";
@@ -109,7 +110,7 @@ const TasksService: EveServiceSchema<TasksThis> = {
 			writes: ["create", "remove"],
 			idPattern: OBJECT_ID,
 			clientIds: true,
-			readOnlyFields: ["next", "count_of_execution", "owner", "last_run", "pending", "window_wait"],
+			readOnlyFields: ["next", "count_of_execution", "owner", "last_run", "pending", "lease", "window_wait"],
 			// Stored whole: a filter on it would reveal a secret a comparison at a time.
 			secretPaths: ["kwarg"],
 			schema: {
@@ -359,7 +360,11 @@ const TasksService: EveServiceSchema<TasksThis> = {
 	async started(this: TasksThis) {
 		await this.store.ensureIndex("status");
 		await this.store.ensureIndex("next", { ordered: true });
-		this.schedulerOn = cfg().taskScheduler;
+		// Leases stored by an older version are moved first: a run claimed before the upgrade is taken over as usual.
+		const moved = await migrateLeases(this.store, OLD_LEASES);
+		if (moved) this.logger.info(`Moved the leases of ${moved} pending task runs to \`lease\``);
+		if (!cfg().taskScheduler) return;
+		this.createScheduler();
 		// Runs go to the cm-gateway; the scheduler starts looking once the services it writes through are there.
 		void this.broker
 			.waitForServices(["actions", "alerts"], 600_000)
@@ -368,9 +373,7 @@ const TasksService: EveServiceSchema<TasksThis> = {
 	},
 
 	async stopped(this: TasksThis) {
-		this.schedulerStopping = true;
-		if (this.tickTimer) clearTimeout(this.tickTimer);
-		await this.ticking;
+		await this.scheduler?.stop();
 	},
 };
 

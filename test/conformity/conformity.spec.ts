@@ -355,7 +355,7 @@ describe("conformity", () => {
 			const id = res.body._id;
 			const store = (h.broker!.getLocalService("conformity-checks") as unknown as { store: { updateMany(f: object, u: object): Promise<number> } }).store;
 			// The dead replica's claim: a pass recorded, its rollout never made, its lease long gone.
-			await store.updateMany({ _id: id }, { $set: { last_pass: { due: new Date(), rollout: "b0000000000000000000000c", at: new Date(Date.now() - 60_000), started: false, error: null } } });
+			await store.updateMany({ _id: id }, { $set: { last_pass: { due: new Date(), rollout: "b0000000000000000000000c", at: new Date(Date.now() - 60_000), started: false, error: null }, lease: { owner: "dead", until: new Date(Date.now() - 30_000) } } });
 			const pass = await eventually(async () => (await passesOf(id))[0], 5000, "the pass taken over");
 			expect(pass._id).toBe("b0000000000000000000000c");
 			await eventually(async () => ((await checkRecord(id)).last_pass.started ? true : undefined), 5000, "the pass recorded as started");

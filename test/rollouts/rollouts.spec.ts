@@ -215,7 +215,7 @@ describe("rollouts", () => {
 				_id: id, name: "taken over", target: `L@${hosts[1]}`, fun: "test.arg", arg: [marker], canary: 1, batch: 1, failure_budget: 0, wait_s: 0, dry_run_first: false,
 				status: "running", reason: null, owner, total: 1, batches: [{ index: 0, canary: true, from: 0, to: 1, state: "starting" }],
 				current: 0, budget: 0, accepted_failures: 0, done: 0, succeeded: 0, failed: 0, timed_out: 0, unreached: 0, next_at: now, last_error: null,
-				claim_by: "a-replica-that-died", claim_until: new Date(now.getTime() - 1000), in_flight: true, _created: now, _updated: now,
+				lease: { owner: "a-replica-that-died", until: new Date(now.getTime() - 1000) }, in_flight: true, _created: now, _updated: now,
 			},
 		]);
 		await h.call("rollouts.list", { query: [] }); // any call: the driver's next tick takes it

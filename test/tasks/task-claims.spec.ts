@@ -29,15 +29,13 @@ import {
 	recordRun,
 	recordUpdate,
 	renewLease,
-	renewUpdate,
 	runFilter,
 	soonFilter,
 	takeOverRun,
-	takeoverClaimFilter,
-	takeoverFilter,
-	takeoverUpdate,
+	OLD_LEASES,
 	type LastRun,
 } from "../../services/tasks/task-claims";
+import { migrateLeases } from "../../lib/runtime/lease";
 import { tempDir, uniqueMongoUri } from "../support/harness";
 
 /** The clock of these tests: T(s) is s seconds after 2030-01-01 00:00:00 UTC. */
@@ -56,14 +54,14 @@ describe("claims and leases: what each write asks of the store", () => {
 		expect(claimFilter({ _id: "t1" }, new Date("2030-01-01T00:00:00.000Z"))).toEqual({ _id: "t1", status: "scheduled", next: new Date("2030-01-01T00:00:00.000Z"), pending: { $exists: false } });
 	});
 
-	it("moves next on, counts the run and holds it pending with a lease", () => {
+	it("moves next on, counts the run and holds it pending (the lease is taken with it)", () => {
 		const update = claimUpdate({ due: T(0), next: T(60), skipped: null, run: "r1", by: "node-a", now: T(2), leaseMs: 30_000 });
 		expect(update).toEqual({
 			$set: {
 				next: new Date("2030-01-01T00:01:00.000Z"),
 				status: "scheduled",
 				_updated: new Date("2030-01-01T00:00:02.000Z"),
-				pending: { run: "r1", due: new Date("2030-01-01T00:00:00.000Z"), by: "node-a", lease_until: new Date("2030-01-01T00:00:32.000Z") },
+				pending: { run: "r1", due: new Date("2030-01-01T00:00:00.000Z") },
 			},
 			// A run that waited for a maintenance window is claimed: it waits no more.
 			$unset: { window_wait: true },
@@ -80,11 +78,13 @@ describe("claims and leases: what each write asks of the store", () => {
 		});
 		// The next due time comes first: due then (and refused again if the window is still shut), first due kept.
 		expect(deferUpdate({ _id: "t1", next: T(60), status: "scheduled", window_wait: { due: T(-60) } }, result, T(600), T(1)).$set).toMatchObject({ next: T(60), window_wait: { due: T(-60), until: T(600) } });
+		// The window opens before the next due time: due when it opens; a task paused meanwhile stays paused.
+		expect(deferUpdate({ _id: "t1", next: T(900), status: "paused" }, result, T(600), T(1)).$set).toMatchObject({ next: T(600), status: "paused" });
 	});
 
 	it("finishes a task with no due time left, and records a skipped run without counting it or holding it", () => {
 		expect(claimUpdate({ due: T(0), next: null, skipped: null, run: "r1", by: "node-a", now: T(0), leaseMs: 1000 })).toEqual({
-			$set: { next: null, status: "finished", _updated: new Date("2030-01-01T00:00:00.000Z"), pending: { run: "r1", due: new Date("2030-01-01T00:00:00.000Z"), by: "node-a", lease_until: new Date("2030-01-01T00:00:01.000Z") } },
+			$set: { next: null, status: "finished", _updated: new Date("2030-01-01T00:00:00.000Z"), pending: { run: "r1", due: new Date("2030-01-01T00:00:00.000Z") } },
 			$unset: { window_wait: true },
 			$inc: { count_of_execution: 1 },
 		});
@@ -99,15 +99,8 @@ describe("claims and leases: what each write asks of the store", () => {
 		});
 	});
 
-	it("takes over only a run whose lease passed, and only while it still has", () => {
-		expect(takeoverFilter(new Date("2030-01-01T00:00:31.000Z"))).toEqual({ "pending.lease_until": { $lt: new Date("2030-01-01T00:00:31.000Z") } });
-		expect(takeoverClaimFilter({ _id: "t1", pending: { run: "r1" } }, new Date("2030-01-01T00:00:31.000Z"))).toEqual({ _id: "t1", "pending.run": "r1", "pending.lease_until": { $lt: new Date("2030-01-01T00:00:31.000Z") } });
-		expect(takeoverUpdate("node-b", new Date("2030-01-01T00:00:31.000Z"), 30_000)).toEqual({ $set: { "pending.by": "node-b", "pending.lease_until": new Date("2030-01-01T00:01:01.000Z") } });
-	});
-
 	it("renews and records only the run still pending, and frees the task when recorded", () => {
 		expect(runFilter("t1", "r1")).toEqual({ _id: "t1", "pending.run": "r1" });
-		expect(renewUpdate(new Date("2030-01-01T00:00:25.000Z"), 30_000)).toEqual({ $set: { "pending.lease_until": new Date("2030-01-01T00:00:55.000Z") } });
 		const result: LastRun = { due: T(0), at: T(3), status: "started", jid: "20300101000003000000" };
 		expect(recordUpdate(result, new Date("2030-01-01T00:00:03.000Z"))).toEqual({
 			$set: { last_run: { due: new Date("2030-01-01T00:00:00.000Z"), at: new Date("2030-01-01T00:00:03.000Z"), status: "started", jid: "20300101000003000000" }, _updated: new Date("2030-01-01T00:00:03.000Z") },
@@ -165,7 +158,7 @@ class Replica {
 }
 
 function won(t: Doc): Won {
-	return { task: String(t._id), run: t.pending.run, due: new Date(t.pending.due).toISOString(), by: t.pending.by };
+	return { task: String(t._id), run: t.pending.run, due: new Date(t.pending.due).toISOString(), by: t.lease.owner };
 }
 
 /** `count` tasks t00, t01, … due at `next`, every minute. */
@@ -260,11 +253,11 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 		expect(new Set(first.map(w => w.run)).size).toBe(40);
 		for (const t of await all(store)) {
 			const winner = first.find(w => w.task === t._id);
-			expect(t).toMatchObject({ status: "scheduled", next: new Date("2030-01-01T00:01:00.000Z"), count_of_execution: 1, pending: { run: winner?.run, due: new Date("2030-01-01T00:00:00.000Z"), by: winner?.by, lease_until: new Date("2030-01-01T00:00:31.000Z") } });
+			expect(t).toMatchObject({ status: "scheduled", next: new Date("2030-01-01T00:01:00.000Z"), count_of_execution: 1, pending: { run: winner?.run, due: new Date("2030-01-01T00:00:00.000Z") }, lease: { owner: winner?.by, until: new Date("2030-01-01T00:00:31.000Z") } });
 		}
 
 		// The next due time passes while every run is still pending (renewed, so not dead): nothing is claimed.
-		for (const r of reps) for (const w of r.claimed) expect(await renewLease(r.store, w.task, w.run, T(50), LEASE_MS)).toBe(true);
+		for (const r of reps) for (const w of r.claimed) expect(await renewLease(r.store, w.task, w.run, r.name, T(50), LEASE_MS)).toBe(true);
 		await Promise.all(reps.map(r => r.pass(T(61))));
 		expect(reps.flatMap(r => r.claimed)).toHaveLength(40);
 		expect(reps.flatMap(r => r.takenOver)).toEqual([]);
@@ -287,7 +280,9 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 		expect(a.claimed).toEqual([{ task: "t00", run: "a-1", due: "2030-01-01T00:00:00.000Z", by: "a" }]);
 
 		// 00:01:05: the next run (00:01:00) is due, but a's run is still being handed over (its lease renewed).
-		expect(await renewLease(a.store, "t00", "a-1", T(50), LEASE_MS)).toBe(true);
+		// Only the holder renews: another replica's renewal is refused and changes nothing.
+		expect(await renewLease(b.store, "t00", "a-1", "b", T(50), LEASE_MS)).toBe(false);
+		expect(await renewLease(a.store, "t00", "a-1", "a", T(50), LEASE_MS)).toBe(true);
 		expect(await findDue(b.store, T(65))).toEqual([]);
 		// Replicas holding the task as it is now (next 00:01:00, due) try to claim it at once: each is refused.
 		const now = await b.store.findOne({ _id: "t00" });
@@ -296,7 +291,8 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 		expect(await b.store.findOne({ _id: "t00" })).toMatchObject({
 			next: new Date("2030-01-01T00:01:00.000Z"),
 			count_of_execution: 1,
-			pending: { run: "a-1", due: new Date("2030-01-01T00:00:00.000Z"), by: "a", lease_until: new Date("2030-01-01T00:01:20.000Z") },
+			pending: { run: "a-1", due: new Date("2030-01-01T00:00:00.000Z") },
+			lease: { owner: "a", until: new Date("2030-01-01T00:01:20.000Z") },
 		});
 
 		// Recorded: the 00:01:00 run is claimed by exactly one of them.
@@ -309,6 +305,18 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 			count_of_execution: 2,
 			last_run: { due: new Date("2030-01-01T00:00:00.000Z"), at: new Date("2030-01-01T00:01:06.000Z"), status: "started", jid: "jid-a-1" },
 		});
+	});
+
+	it("a skipped run moves next on and holds no lease: the next due time is claimable at once", async () => {
+		const leg = await kind.fresh();
+		const [a, b] = await replicas(leg, ["a", "b"]);
+		await a.store.insertMany(tasks(1, T(0)));
+		const t = (await findDue(a.store, T(90)))[0];
+		expect(await claimRun(a.store, { _id: t._id }, { due: T(0), next: T(120), skipped: "missed (misfire policy skip)", run: "a-x", by: "a", now: T(90), leaseMs: LEASE_MS })).toMatchObject({ next: T(120), last_run: { status: "skipped" } });
+		const after = await a.store.findOne({ _id: "t00" });
+		expect(["pending" in (after as Doc), "lease" in (after as Doc)]).toEqual([false, false]);
+		await b.pass(T(120));
+		expect(b.claimed.map(w => [w.task, w.due])).toEqual([["t00", "2030-01-01T00:02:00.000Z"]]);
 	});
 
 	it("claims nothing of a task paused, changed or finished after it was read", async () => {
@@ -349,8 +357,8 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 		expect(taken.every(w => w.due === "2030-01-01T00:00:00.000Z" && w.by !== "dead")).toBe(true);
 		expect(alive.flatMap(r => r.claimed)).toEqual([]);
 		for (const t of await all(dead.store)) {
-			expect(t.pending.lease_until).toEqual(new Date("2030-01-01T00:01:01.000Z"));
-			expect(t.pending.by).toBe(taken.find(w => w.task === t._id)?.by);
+			expect(t.lease.until).toEqual(new Date("2030-01-01T00:01:01.000Z"));
+			expect(t.lease.owner).toBe(taken.find(w => w.task === t._id)?.by);
 		}
 		// Taken over, the runs are not dead any more: a second look finds nothing.
 		await Promise.all(alive.map(r => r.pass(T(40))));
@@ -359,8 +367,8 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 		// Each is recorded once; the dead replica's late record of the same run changes nothing.
 		expect((await Promise.all(alive.map(r => r.recordAll(T(45))))).reduce((x, y) => x + y, 0)).toBe(20);
 		expect(await dead.recordAll(T(46))).toBe(0);
-		expect(await renewLease(dead.store, "t00", dead.claimed.find(w => w.task === "t00")?.run ?? "", T(46), LEASE_MS)).toBe(false);
-		expect((await all(dead.store)).map(t => [t._id, t.count_of_execution, t.last_run.at, "pending" in t])).toEqual(ids(20).map(id => [id, 1, new Date("2030-01-01T00:00:45.000Z"), false]));
+		expect(await renewLease(dead.store, "t00", dead.claimed.find(w => w.task === "t00")?.run ?? "", "dead", T(46), LEASE_MS)).toBe(false);
+		expect((await all(dead.store)).map(t => [t._id, t.count_of_execution, t.last_run.at, "pending" in t, "lease" in t])).toEqual(ids(20).map(id => [id, 1, new Date("2030-01-01T00:00:45.000Z"), false, false]));
 	});
 
 	it("a restart (a new replica opening the same store) loses no run", async () => {
@@ -388,6 +396,26 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 		expect(sortedTasks(after.claimed)).toEqual(ids(20));
 	});
 
+	it("a run claimed before the upgrade (its lease stored in the run) is moved to `lease` once, then taken over as usual", async () => {
+		const leg = await kind.fresh();
+		const [b, c] = await replicas(leg, ["b", "c"]);
+		await b.store.insertMany([
+			{ ...tasks(1, T(60))[0], count_of_execution: 1, pending: { run: "old-1", due: T(0), by: "old", lease_until: T(30) } },
+			{ ...tasks(2, T(60))[1], count_of_execution: 1, pending: { run: "old-2", due: T(0), by: "old", lease_until: T(90) } },
+		]);
+		// Both replicas start at once: each record moves once.
+		expect((await Promise.all([b, c].map(r => migrateLeases(r.store, OLD_LEASES)))).reduce((x, y) => x + y, 0)).toBe(2);
+		expect((await all(b.store)).map(t => [t._id, t.pending, t.lease])).toEqual([
+			["t00", { run: "old-1", due: T(0) }, { owner: "old", until: T(30) }],
+			["t01", { run: "old-2", due: T(0) }, { owner: "old", until: T(90) }],
+		]);
+		expect(await migrateLeases(b.store, OLD_LEASES)).toBe(0);
+		// The passed one is taken over with its run id, the live one kept; neither is claimed anew.
+		await Promise.all([b, c].map(r => r.pass(T(61))));
+		expect([b, c].flatMap(r => r.takenOver).map(w => [w.task, w.run])).toEqual([["t00", "old-1"]]);
+		expect([b, c].flatMap(r => r.claimed)).toEqual([]);
+	});
+
 	it("looks at the earliest 500 due tasks and 100 dead runs per pass, and at the one falling due first", async () => {
 		const leg = await kind.fresh();
 		const store = await leg.replicaStore();
@@ -401,7 +429,7 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 		// Five fall due within 5 s (m486 to m490, stored in that order): the earliest is the one.
 		expect(await findSoonest(store, T(9), 5000)).toMatchObject([{ _id: "m490", next: new Date("2030-01-01T00:00:10.000Z") }]);
 		expect(await findSoonest(store, T(500), 1000)).toEqual([]);
-		await store.updateMany({}, { $set: { pending: { run: "x", due: T(0), by: "dead", lease_until: T(1) } } });
+		await store.updateMany({}, { $set: { pending: { run: "x", due: T(0) }, lease: { owner: "dead", until: T(1) } } });
 		expect(await findExpired(store, T(2))).toHaveLength(100);
 		expect(await findExpired(store, T(1))).toEqual([]);
 	});

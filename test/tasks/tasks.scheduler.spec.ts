@@ -154,7 +154,7 @@ describe("the task scheduler", () => {
 			const claimed = await eventually(async () => ((await task(id)).pending ? task(id) : undefined), 5000, "the claimed run");
 			const retried = await eventually(async () => {
 				const t = await task(id);
-				return t.pending && new Date(t.pending.lease_until).getTime() > new Date(claimed.pending.lease_until).getTime() ? t : undefined;
+				return t.pending && new Date(t.lease.until).getTime() > new Date(claimed.lease.until).getTime() ? t : undefined;
 			}, 15_000, "a retry of the run (its lease renewed; the task's read may be cached up to READ_CACHE_MS)");
 			expect(retried).toMatchObject({ count_of_execution: 1, pending: { run: claimed.pending.run } });
 			expect(retried.last_run).toBeUndefined();
@@ -176,17 +176,18 @@ describe("the task scheduler", () => {
 		sim.resetExecutions();
 		const id = await create({ name: "orphaned", fun: "test.version", tgt: [target], start: inSeconds(1), interval: 1, status: "paused" });
 		// As a replica that claimed a run and died leaves it: counted, pending with a lease, the next run due already.
-		const dead = { run: "0123456789abcdef0123dead", due: new Date(Date.now() - 1500), by: "dead-replica", lease_until: new Date(Date.now() + 5000) };
+		const dead = { run: "0123456789abcdef0123dead", due: new Date(Date.now() - 1500) };
+		const lease = { owner: "dead-replica", until: new Date(Date.now() + 5000) };
 		const store = (h.broker!.getLocalService("tasks") as unknown as { store: { updateMany(f: object, u: object): Promise<number> } }).store;
-		expect(await store.updateMany({ _id: id }, { $set: { status: "scheduled", next: new Date(Date.now() - 500), pending: dead, count_of_execution: 1 } })).toBe(1);
+		expect(await store.updateMany({ _id: id }, { $set: { status: "scheduled", next: new Date(Date.now() - 500), pending: dead, lease, count_of_execution: 1 } })).toBe(1);
 		const planted = Date.now();
 		await h.broker!.emit("tasks.updated", { ids: [id] });
 		// The lease still holds: nothing may run, nothing may replace it. Proven by a pass (and a look for dead runs)
 		// a second after the lease was set, while it still holds.
 		await schedulerPassed(new Date(planted + 1000));
-		expect(Date.now()).toBeLessThan(dead.lease_until.getTime());
+		expect(Date.now()).toBeLessThan(lease.until.getTime());
 		expect(sim.executionCount(target, "test.version")).toBe(0);
-		expect(await task(id)).toMatchObject({ count_of_execution: 1, pending: { run: dead.run, by: "dead-replica" } });
+		expect(await task(id)).toMatchObject({ count_of_execution: 1, pending: { run: dead.run }, lease: { owner: "dead-replica" } });
 		// The lease passes: the dead run is taken over and runs once, then the task goes on.
 		const taken = await eventually(async () => {
 			const r = (await request("GET", url(withQuery("actions", { where: { run: dead.run } })))).body;
