@@ -15,9 +15,7 @@
  * the planner never asks a bucket index about those values. Unique indexes stay NeDB's.
  */
 import type { Doc } from "./store";
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const model = require("@seald-io/nedb/lib/model.js") as { getDotValue(doc: Doc, field: string): unknown; compareThings(a: unknown, b: unknown): number };
+import * as model from "./nedb-internals";
 
 /** Two records in the order of NeDB's _id index (strings, as most ids are, compared directly). */
 function byId(a: Doc, b: Doc): number {

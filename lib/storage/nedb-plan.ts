@@ -20,13 +20,7 @@
 import type { Doc, Filter, SortSpec } from "./store";
 import { BucketIndex } from "./nedb-index";
 import { isPlain, toNedbFilter } from "./nedb-filter";
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const model = require("@seald-io/nedb/lib/model.js") as {
-	match(doc: Doc, query: Filter): boolean;
-	getDotValue(doc: Doc, field: string): unknown;
-	compareThings(a: unknown, b: unknown): number;
-};
+import * as model from "./nedb-internals";
 
 /** NeDB's own index (an AVL tree) as far as the planner uses it. */
 interface TreeIndex {
@@ -57,21 +51,63 @@ export function conjuncts(filter: Filter): Filter[] {
 	return out;
 }
 
+/** A string, a boolean or a number other than NaN: NeDB's equality of such a value with anything but a list is `===`. */
+function isPrimitive(v: unknown): v is string | number | boolean {
+	return typeof v === "string" || typeof v === "boolean" || (typeof v === "number" && !Number.isNaN(v));
+}
+
 /**
- * A check of one conjunct without NeDB's matcher, for the records whose value has the condition's own type: a
- * top-level field equal to a string, number or boolean, or within bounds all of one type (string, number or
- * Date). Any other value (a list, a missing field, another type) is left to the matcher, so the meaning is
- * NeDB's to the letter (`$lte` of a date holds for null there). Null for any other conjunct. A page of headers
- * by time range checked 43,200 records through the matcher in 20 ms; this takes 2.
+ * The test of one field operator on a value that is not a list, as NeDB's matcher answers it for the operator's
+ * rewrite (nedb-filter.ts): `$eq`/`$ne` of a primitive or null, `$in`/`$nin` of primitives, `$exists`. Null for
+ * any other operator or argument. (NeDB compares a primitive with anything but a list by `===`; a list is left
+ * to the matcher by the caller.)
+ */
+function valueTest(op: string, arg: unknown): ((v: unknown) => boolean) | null {
+	const eq = isPrimitive(arg) ? (v: unknown) => v === arg : arg === null ? (v: unknown) => v === null || v === undefined : null;
+	const list = Array.isArray(arg) && arg.every(isPrimitive) ? new Set<unknown>(arg) : null;
+	switch (op) {
+		case "$eq":
+			return eq;
+		case "$ne":
+			return eq && (v => !eq(v));
+		case "$in":
+			return list && (v => list.has(v));
+		case "$nin":
+			return list && (v => !list.has(v));
+		case "$exists": {
+			// NeDB's own reading of the argument: anything truthy, and "", means true.
+			const wanted = Boolean(arg) || arg === "";
+			return v => (v === undefined ? !wanted : wanted);
+		}
+		default:
+			return null;
+	}
+}
+
+/**
+ * A check of one conjunct without NeDB's matcher where NeDB's answer is known from the record's value alone: a
+ * top-level field equal to a string, number or boolean; `$eq`, `$ne`, `$in`, `$nin`, `$exists` of primitives (and
+ * null for `$eq`/`$ne`) on a value that is not a list; bounds all of one type (string, number or Date) on a value of
+ * that type; `$or`/`$nor` of filters all of whose conjuncts are so checked. Any other value (a list, another type
+ * for a bound) is left to the matcher, so the meaning is NeDB's to the letter (`$lte` of a date holds for null
+ * there). Null for any other conjunct. A page of headers by time range checked 43,200 records through the matcher
+ * in 20 ms; this takes 2. `{"status":"up","ip":{"$ne":x}}` at 10,000 hosts: 8,500 records through the matcher,
+ * 4 ms.
  */
 export function quickCheck(cond: Filter): ((doc: Doc) => boolean) | null {
 	const [field, value] = Object.entries(cond)[0];
+	if ((field === "$or" || field === "$nor") && Array.isArray(value) && value.length > 0) {
+		const members = (value as Filter[]).map(compiledFilter);
+		if (members.some(m => m === null)) return null;
+		const tests = members as Array<(doc: Doc) => boolean>;
+		return field === "$or" ? doc => tests.some(t => t(doc)) : doc => !tests.some(t => t(doc));
+	}
 	if (field.startsWith("$") || field.includes(".")) return null;
 	const matcher = () => {
 		const query = toNedbFilter(cond);
 		return (doc: Doc) => model.match(doc, query);
 	};
-	if (typeof value === "string" || typeof value === "boolean" || (typeof value === "number" && !Number.isNaN(value))) {
+	if (isPrimitive(value)) {
 		const slow = matcher();
 		const type = typeof value;
 		return doc => {
@@ -81,7 +117,31 @@ export function quickCheck(cond: Filter): ((doc: Doc) => boolean) | null {
 	}
 	if (!isPlain(value)) return null;
 	const ops = Object.keys(value);
-	if (!ops.length || !ops.every(op => RANGE_OPS.has(op))) return null;
+	if (!ops.length) return null;
+	const rangeOps = ops.filter(op => RANGE_OPS.has(op));
+	const range = rangeOps.length ? rangeCheck(field, Object.fromEntries(rangeOps.map(op => [op, value[op]])), matcher) : null;
+	if (rangeOps.length && !range) return null;
+	if (rangeOps.length === ops.length) return range;
+	const tests: Array<(v: unknown) => boolean> = [];
+	for (const op of ops) {
+		if (RANGE_OPS.has(op)) continue;
+		const test = valueTest(op, value[op]);
+		if (!test) return null;
+		tests.push(test);
+	}
+	const slow = matcher();
+	return doc => {
+		const v = doc[field];
+		// A list: NeDB tests each element (and some operators the list whole); its matcher says.
+		if (Array.isArray(v)) return slow(doc);
+		for (const test of tests) if (!test(v)) return false;
+		return range === null || range(doc);
+	};
+}
+
+/** Bounds all of one type (string, number or Date) on a top-level field; null for bounds of mixed or other types. */
+function rangeCheck(field: string, value: Record<string, unknown>, matcher: () => (doc: Doc) => boolean): ((doc: Doc) => boolean) | null {
+	const ops = Object.keys(value);
 	const bounds = ops.map(op => value[op]);
 	const kind = bounds.every(b => typeof b === "string") ? "string" : bounds.every(b => typeof b === "number" && !Number.isNaN(b)) ? "number" : bounds.every(b => b instanceof Date && !Number.isNaN(b.getTime())) ? "date" : null;
 	if (!kind) return null;
@@ -96,6 +156,29 @@ export function quickCheck(cond: Filter): ((doc: Doc) => boolean) | null {
 		const k = keyOf(v);
 		return (gt === undefined || k > gt) && (gte === undefined || k >= gte) && (lt === undefined || k < lt) && (lte === undefined || k <= lte);
 	};
+}
+
+/** The filter as one check when every conjunct has a quick check; null otherwise. */
+function compiledFilter(filter: Filter): ((doc: Doc) => boolean) | null {
+	const tests = conjuncts(filter).map(quickCheck);
+	if (tests.some(t => t === null)) return null;
+	const all = tests as Array<(doc: Doc) => boolean>;
+	return all.length === 1 ? all[0] : doc => all.every(t => t(doc));
+}
+
+/**
+ * A checked (and encoded) filter as a test of records, with the meaning the embedded store gives it: NeDB's
+ * matcher on the rewritten filter, each conjunct that has a quick check checked without it. For records kept
+ * outside a store (the statistics' host entries, lib/fleet/stats-history.ts).
+ */
+export function recordTest(filter: Filter): (doc: Doc) => boolean {
+	const tests = conjuncts(filter).map(cond => {
+		const quick = quickCheck(cond);
+		if (quick) return quick;
+		const query = toNedbFilter(cond);
+		return (doc: Doc) => model.match(doc, query);
+	});
+	return doc => tests.every(t => t(doc));
 }
 
 /** How an index can answer one conjunct; null when it cannot. */
