@@ -230,6 +230,11 @@ export class BucketIndex {
 		return out;
 	}
 
+	/** Whether every record holds exactly one kept value here (no list, no missing value): see `irregular`. */
+	get regular(): boolean {
+		return this.irregular === 0;
+	}
+
 	/** How many records this index holds (every record of the collection). */
 	get recordCount(): number {
 		return this.records;
