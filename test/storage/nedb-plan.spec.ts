@@ -166,6 +166,22 @@ describe("the embedded store's planner", () => {
 		expect(await indexed.count({ $and: [{ status: { $in: ["up", "down"] } }, { _soft_deleted: false }] })).toBe(docs.filter(d => d.status !== "unknown" && !d._soft_deleted).length);
 	});
 
+	it("counts a condition no index serves beside the soft-delete flag on the candidates once, then takes off the deleted ones that pass it", async () => {
+		// A deleted host up: its name fails `$ne`, so it must not be taken off twice; the other deleted ones pass it.
+		const deletedUp = docs.find(d => d._soft_deleted && d.status === "up")!;
+		for (const cond of [{ name: { $ne: deletedUp.name } }, { name: { $nin: [deletedUp.name, "nobody"] } }, { name: { $ne: "nobody" } }] as Filter[]) {
+			const filter = { $and: [{ status: "up" }, cond, { _soft_deleted: false }] };
+			const want = (await plainFind(plain, filter)).sort(byThen([]));
+			const up = docs.filter(d => d.status === "up").length;
+			const deleted = docs.filter(d => d._soft_deleted).length;
+			const checked = await checkedBy(indexed, () => indexed.findPage(filter, { limit: 25 }));
+			// Each candidate read once for the condition, the deleted records once more, then a page's worth walked.
+			expect(checked).toBeGreaterThanOrEqual(up + deleted);
+			expect(checked).toBeLessThan(up + deleted + 100);
+			expect(await indexed.findPage(filter, { limit: 25 })).toEqual({ total: want.length, docs: want.slice(0, 25) });
+		}
+	});
+
 	it("checks no record against a condition every record holds (the soft-delete flag while nothing is deleted), and checks it again once one is deleted", async () => {
 		const few: Doc[] = Array.from({ length: 400 }, (_, i) => ({ ...host(i), _soft_deleted: false }));
 		const store = await nedb(true, few);
