@@ -42,6 +42,11 @@ export interface LoadOptions {
 	warmup: number;
 	expectBody?: string;
 	expectBodyFile?: string;
+	/**
+	 * A placeholder in `url` and the expected body: each request gets a value of its own there (eight digits, never
+	 * the same twice in a run), and its answer is checked against the expected body with the same value.
+	 */
+	vary?: string;
 }
 
 export interface LoadResult {
@@ -88,16 +93,49 @@ class Samples {
 	}
 }
 
+/** The next value of a `vary` placeholder: from a random start, so that no run repeats another's. */
+let nextValue = Math.floor(Math.random() * 5e7);
+
+/** Requests that each put a new value in the URL, and check each answer against the expected body with it. */
+function varying(opts: LoadOptions, expectBody: string | undefined, mismatch: (body: string) => void): Array<Record<string, unknown>> {
+	const placeholder = opts.vary as string;
+	const url = new URL(opts.url);
+	const pathParts = (url.pathname + url.search).split(placeholder);
+	const bodyParts = expectBody?.split(placeholder);
+	return [
+		{
+			method: "GET",
+			setupRequest(req: Record<string, unknown>, context: { value?: string }) {
+				const value = String(nextValue++).padStart(8, "0");
+				context.value = value;
+				return { ...req, path: pathParts.join(value) };
+			},
+			onResponse(status: number, body: string, context: { value?: string }) {
+				if (status === 200 && bodyParts && body !== bodyParts.join(context.value)) mismatch(body);
+			},
+		},
+	];
+}
+
 async function fire(opts: LoadOptions, duration: number, expectBody: string | undefined, samples?: Samples) {
 	let firstError: string | undefined;
 	let firstMismatch: string | undefined;
+	let ownMismatches = 0;
 	const instance = autocannon({
 		url: opts.url,
+		...(opts.vary
+			? {
+					requests: varying(opts, expectBody, body => {
+						ownMismatches++;
+						firstMismatch ??= body.slice(0, 300);
+					}),
+				}
+			: {}),
 		connections: opts.connections,
 		duration,
 		pipelining: 1,
 		timeout: 10,
-		expectBody,
+		expectBody: opts.vary ? undefined : expectBody,
 		// Both servers get the API token (the bare one ignores it), so both read the same request bytes.
 		headers: process.env.BENCH_TOKEN ? { authorization: `Bearer ${process.env.BENCH_TOKEN}` } : undefined,
 	});
@@ -109,6 +147,7 @@ async function fire(opts: LoadOptions, duration: number, expectBody: string | un
 	});
 	if (samples) instance.on("response", (_c, _s, _b, responseTime) => samples.add(responseTime));
 	const result = await instance;
+	result.mismatches += ownMismatches;
 	return { result, firstError, firstMismatch };
 }
 

@@ -293,9 +293,12 @@ export interface CpuUse {
 	nats: number;
 }
 
-/** Load on `url` from a child process (autocannon), every body checked against `bodyFile`, with the CPU the servers used meanwhile. */
-export async function load(url: string, bodyFile: string, serverPids: number[], natsPid?: number, connections = CONNECTIONS, duration = DURATION): Promise<LoadResult & { cpu: CpuUse }> {
-	const opts: LoadOptions = { url, connections, duration, warmup: WARMUP, expectBodyFile: bodyFile };
+/**
+ * Load on `url` from a child process (autocannon), every body checked against `bodyFile`, with the CPU the servers
+ * used meanwhile; with `vary`, a new value in place of that placeholder in the URL and the body of each request.
+ */
+export async function load(url: string, bodyFile: string, serverPids: number[], natsPid?: number, connections = CONNECTIONS, duration = DURATION, vary?: string): Promise<LoadResult & { cpu: CpuUse }> {
+	const opts: LoadOptions = { url, connections, duration, warmup: WARMUP, expectBodyFile: bodyFile, ...(vary ? { vary } : {}) };
 	const proc = spawnNode("autocannon", [path.join(__dirname, "load.js"), JSON.stringify(opts)], { ...process.env });
 	const sample = () => {
 		const perServer = serverPids.map(cpuSeconds);

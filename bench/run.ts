@@ -43,7 +43,11 @@
  *                      stats (snapshots and the aggregated statistics over 30 days of history,
  *                      bench/stats.ts; BENCH_STATS_HOSTS, BENCH_STATS_DAYS, BENCH_STATS_CHANGE); ui (the hosts page at 50,000 hosts
  *                      in Chromium: time to first rows and to a filtered page, bench/ui.ts; BENCH_UI_HOSTS, BENCH_UI_ROUNDS);
- *                      default all fourteen
+ *                      unindexed (a filter no index serves, a new value each request, against the same filter
+ *                      written by hand over the same hosts in memory, bench/unindexed.ts; BENCH_UNINDEXED_ROUNDS);
+ *                      engines (the embedded engine's filtered reads against node:sqlite on the same hosts, in
+ *                      process, bench/engines.ts; BENCH_ENGINE_ROUNDS);
+ *                      default all sixteen
  *   BENCH_REQUESTS     comma list of requests to measure: list,item,filtered (default all three); `root`
  *                      (GET /api/, an action that does nothing) shows the floor of the gateway path
  *   BENCH_CACHES       comma list of read-cache settings to run each deployment with: on,off (default both)
@@ -76,6 +80,8 @@ import { benchVpn } from "./vpn";
 import { benchStats } from "./stats";
 import { benchCurve } from "./curve";
 import { benchUi } from "./ui";
+import { benchUnindexed } from "./unindexed";
+import { benchEngines } from "./engines";
 import { DIST, envInt, benchNats, benchNatsIfStarted, cleanup, stopProc, tempDirs, type Proc } from "./support";
 import { CONNECTIONS, DURATION, PROFILE_DIR, WARMUP, capture, findPidByName, load, paths, seed, startBare, startDeployment, type Cache, type Captured, type CpuUse, type Deployment, type Replayer, type RequestName, type SeedInfo } from "./reads";
 
@@ -83,7 +89,7 @@ import { CONNECTIONS, DURATION, PROFILE_DIR, WARMUP, capture, findPidByName, loa
 const pids = (r: Replayer) => r.procs.map(p => p.child.pid ?? 0);
 
 const HOSTS = envInt("BENCH_HOSTS", 10_000);
-const PARTS = ["inproc", "nats", "curve", "cm", "groups", "jobs", "rollouts", "conformity", "governance", "tasks", "webhooks", "vpn", "stats", "ui"];
+const PARTS = ["inproc", "nats", "unindexed", "engines", "curve", "cm", "groups", "jobs", "rollouts", "conformity", "governance", "tasks", "webhooks", "vpn", "stats", "ui"];
 const ONLY = (process.env.BENCH_ONLY || PARTS.join(",")).split(",").map(s => s.trim());
 const READ_DEPLOYMENTS = ONLY.filter(d => d === "inproc" || d === "nats") as Deployment[];
 const REQUESTS = (process.env.BENCH_REQUESTS || "list,item,filtered").split(",").map(s => s.trim());
@@ -281,6 +287,16 @@ async function main(): Promise<number> {
 
 	let valid = true;
 	if (READ_DEPLOYMENTS.length) valid = await benchReads(tmp, log);
+	if (ONLY.includes("unindexed")) {
+		const unindexed = await benchUnindexed(path.join(tmp, "unindexed"), log);
+		process.stdout.write(`\na filter no index serves, against the work's own limit — node ${process.version}, ${os.cpus().length} cpu, load average ${os.loadavg().map(l => l.toFixed(1)).join(" ")}\n\n${unindexed.report}\n`);
+		valid &&= unindexed.valid;
+	}
+	if (ONLY.includes("engines")) {
+		const engines = await benchEngines(log);
+		process.stdout.write(`\nthe embedded engine against node:sqlite — node ${process.version}, ${os.cpus().length} cpu, load average ${os.loadavg().map(l => l.toFixed(1)).join(" ")}\n\n${engines.report}\n`);
+		valid &&= engines.valid;
+	}
 	if (ONLY.includes("curve")) {
 		const curve = await benchCurve(path.join(tmp, "curve"), log);
 		process.stdout.write(`\ncost curve — node ${process.version}, ${os.cpus().length} cpu, in-process, caches off\n\n${curve.report}\n`);

@@ -12,13 +12,10 @@
  */
 import type { Doc } from "../storage/store";
 import type { Filter } from "../eve/query";
-import { toNedbFilter } from "../storage/nedb-filter";
+import { recordTest } from "../storage/nedb-plan";
 import { badRequest } from "../eve/errors";
 import { formatHttpDate, parseHttpDate } from "../eve/dates";
 import { filterMentions } from "../eve/query";
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const nedbModel = require("@seald-io/nedb/lib/model") as { match(doc: Doc, query: Filter): boolean };
 
 /** The fields of a host entry besides `_id` (the spec's, then what the statistics need). */
 export const ENTRY_FIELDS = ["version", "ip", "nodegroups", "_created", "_updated", "_soft_deleted", "status", "last_stateapply", "last_distupgrade", "groups"];
@@ -406,8 +403,8 @@ export function entryTest(where: Filter): EntryTest {
 	const fields = new Set(["_soft_deleted"]);
 	collectFields(where, fields);
 	if (Object.keys(where).length === 0) return Object.assign(live ? (e: Entry) => e._soft_deleted !== true : () => true, { fields });
-	const query = toNedbFilter(where);
-	return Object.assign((e: Entry) => (!live || e._soft_deleted !== true) && nedbModel.match(e, query), { fields });
+	const test = recordTest(where);
+	return Object.assign((e: Entry) => (!live || e._soft_deleted !== true) && test(e), { fields });
 }
 
 /** An entry test, and the top-level entry fields its answer depends on. */

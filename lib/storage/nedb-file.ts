@@ -27,11 +27,7 @@
 import fs from "node:fs";
 import { isTreeIndex, resetTree } from "./nedb-tree";
 import { DEFERRED_MARKER, DeferredField, serializeDeferred } from "./nedb-deferred";
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const storage = require("@seald-io/nedb/lib/storage.js") as {
-	crashSafeWriteFileLinesAsync(file: string, lines: string[], modes: { fileMode: number; dirMode: number }): Promise<void>;
-};
+import * as storage from "./nedb-internals";
 
 type Doc = Record<string, unknown>;
 

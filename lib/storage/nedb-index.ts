@@ -15,9 +15,7 @@
  * the planner never asks a bucket index about those values. Unique indexes stay NeDB's.
  */
 import type { Doc } from "./store";
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const model = require("@seald-io/nedb/lib/model.js") as { getDotValue(doc: Doc, field: string): unknown; compareThings(a: unknown, b: unknown): number };
+import * as model from "./nedb-internals";
 
 /** Two records in the order of NeDB's _id index (strings, as most ids are, compared directly). */
 function byId(a: Doc, b: Doc): number {
@@ -230,6 +228,11 @@ export class BucketIndex {
 		const out: Array<Set<Doc>> = [];
 		for (const [key, bucket] of this.buckets) if (!keys.has(key)) out.push(bucket.docs);
 		return out;
+	}
+
+	/** Whether every record holds exactly one kept value here (no list, no missing value): see `irregular`. */
+	get regular(): boolean {
+		return this.irregular === 0;
 	}
 
 	/** How many records this index holds (every record of the collection). */

@@ -20,13 +20,7 @@
 import type { Doc, Filter, SortSpec } from "./store";
 import { BucketIndex } from "./nedb-index";
 import { isPlain, toNedbFilter } from "./nedb-filter";
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const model = require("@seald-io/nedb/lib/model.js") as {
-	match(doc: Doc, query: Filter): boolean;
-	getDotValue(doc: Doc, field: string): unknown;
-	compareThings(a: unknown, b: unknown): number;
-};
+import * as model from "./nedb-internals";
 
 /** NeDB's own index (an AVL tree) as far as the planner uses it. */
 interface TreeIndex {
@@ -57,21 +51,63 @@ export function conjuncts(filter: Filter): Filter[] {
 	return out;
 }
 
+/** A string, a boolean or a number other than NaN: NeDB's equality of such a value with anything but a list is `===`. */
+function isPrimitive(v: unknown): v is string | number | boolean {
+	return typeof v === "string" || typeof v === "boolean" || (typeof v === "number" && !Number.isNaN(v));
+}
+
 /**
- * A check of one conjunct without NeDB's matcher, for the records whose value has the condition's own type: a
- * top-level field equal to a string, number or boolean, or within bounds all of one type (string, number or
- * Date). Any other value (a list, a missing field, another type) is left to the matcher, so the meaning is
- * NeDB's to the letter (`$lte` of a date holds for null there). Null for any other conjunct. A page of headers
- * by time range checked 43,200 records through the matcher in 20 ms; this takes 2.
+ * The test of one field operator on a value that is not a list, as NeDB's matcher answers it for the operator's
+ * rewrite (nedb-filter.ts): `$eq`/`$ne` of a primitive or null, `$in`/`$nin` of primitives, `$exists`. Null for
+ * any other operator or argument. (NeDB compares a primitive with anything but a list by `===`; a list is left
+ * to the matcher by the caller.)
+ */
+function valueTest(op: string, arg: unknown): ((v: unknown) => boolean) | null {
+	const eq = isPrimitive(arg) ? (v: unknown) => v === arg : arg === null ? (v: unknown) => v === null || v === undefined : null;
+	const list = Array.isArray(arg) && arg.every(isPrimitive) ? new Set<unknown>(arg) : null;
+	switch (op) {
+		case "$eq":
+			return eq;
+		case "$ne":
+			return eq && (v => !eq(v));
+		case "$in":
+			return list && (v => list.has(v));
+		case "$nin":
+			return list && (v => !list.has(v));
+		case "$exists": {
+			// NeDB's own reading of the argument: anything truthy, and "", means true.
+			const wanted = Boolean(arg) || arg === "";
+			return v => (v === undefined ? !wanted : wanted);
+		}
+		default:
+			return null;
+	}
+}
+
+/**
+ * A check of one conjunct without NeDB's matcher where NeDB's answer is known from the record's value alone: a
+ * top-level field equal to a string, number or boolean; `$eq`, `$ne`, `$in`, `$nin`, `$exists` of primitives (and
+ * null for `$eq`/`$ne`) on a value that is not a list; bounds all of one type (string, number or Date) on a value of
+ * that type; `$or`/`$nor` of filters all of whose conjuncts are so checked. Any other value (a list, another type
+ * for a bound) is left to the matcher, so the meaning is NeDB's to the letter (`$lte` of a date holds for null
+ * there). Null for any other conjunct. A page of headers by time range checked 43,200 records through the matcher
+ * in 20 ms; this takes 2. `{"status":"up","ip":{"$ne":x}}` at 10,000 hosts: 8,500 records through the matcher,
+ * 4 ms.
  */
 export function quickCheck(cond: Filter): ((doc: Doc) => boolean) | null {
 	const [field, value] = Object.entries(cond)[0];
+	if ((field === "$or" || field === "$nor") && Array.isArray(value) && value.length > 0) {
+		const members = (value as Filter[]).map(compiledFilter);
+		if (members.some(m => m === null)) return null;
+		const tests = members as Array<(doc: Doc) => boolean>;
+		return field === "$or" ? doc => tests.some(t => t(doc)) : doc => !tests.some(t => t(doc));
+	}
 	if (field.startsWith("$") || field.includes(".")) return null;
 	const matcher = () => {
 		const query = toNedbFilter(cond);
 		return (doc: Doc) => model.match(doc, query);
 	};
-	if (typeof value === "string" || typeof value === "boolean" || (typeof value === "number" && !Number.isNaN(value))) {
+	if (isPrimitive(value)) {
 		const slow = matcher();
 		const type = typeof value;
 		return doc => {
@@ -81,7 +117,39 @@ export function quickCheck(cond: Filter): ((doc: Doc) => boolean) | null {
 	}
 	if (!isPlain(value)) return null;
 	const ops = Object.keys(value);
-	if (!ops.length || !ops.every(op => RANGE_OPS.has(op))) return null;
+	if (!ops.length) return null;
+	const rangeOps = ops.filter(op => RANGE_OPS.has(op));
+	const range = rangeOps.length ? rangeCheck(field, Object.fromEntries(rangeOps.map(op => [op, value[op]])), matcher) : null;
+	if (rangeOps.length && !range) return null;
+	if (rangeOps.length === ops.length) return range;
+	const tests: Array<(v: unknown) => boolean> = [];
+	for (const op of ops) {
+		if (RANGE_OPS.has(op)) continue;
+		const test = valueTest(op, value[op]);
+		if (!test) return null;
+		tests.push(test);
+	}
+	const slow = matcher();
+	if (tests.length === 1 && range === null) {
+		// One operator (`{"ip":{"$ne":x}}`): called once per candidate, so without the loop.
+		const [test] = tests;
+		return doc => {
+			const v = doc[field];
+			return Array.isArray(v) ? slow(doc) : test(v);
+		};
+	}
+	return doc => {
+		const v = doc[field];
+		// A list: NeDB tests each element (and some operators the list whole); its matcher says.
+		if (Array.isArray(v)) return slow(doc);
+		for (const test of tests) if (!test(v)) return false;
+		return range === null || range(doc);
+	};
+}
+
+/** Bounds all of one type (string, number or Date) on a top-level field; null for bounds of mixed or other types. */
+function rangeCheck(field: string, value: Record<string, unknown>, matcher: () => (doc: Doc) => boolean): ((doc: Doc) => boolean) | null {
+	const ops = Object.keys(value);
 	const bounds = ops.map(op => value[op]);
 	const kind = bounds.every(b => typeof b === "string") ? "string" : bounds.every(b => typeof b === "number" && !Number.isNaN(b)) ? "number" : bounds.every(b => b instanceof Date && !Number.isNaN(b.getTime())) ? "date" : null;
 	if (!kind) return null;
@@ -96,6 +164,29 @@ export function quickCheck(cond: Filter): ((doc: Doc) => boolean) | null {
 		const k = keyOf(v);
 		return (gt === undefined || k > gt) && (gte === undefined || k >= gte) && (lt === undefined || k < lt) && (lte === undefined || k <= lte);
 	};
+}
+
+/** The filter as one check when every conjunct has a quick check; null otherwise. */
+function compiledFilter(filter: Filter): ((doc: Doc) => boolean) | null {
+	const tests = conjuncts(filter).map(quickCheck);
+	if (tests.some(t => t === null)) return null;
+	const all = tests as Array<(doc: Doc) => boolean>;
+	return all.length === 1 ? all[0] : doc => all.every(t => t(doc));
+}
+
+/**
+ * A checked (and encoded) filter as a test of records, with the meaning the embedded store gives it: NeDB's
+ * matcher on the rewritten filter, each conjunct that has a quick check checked without it. For records kept
+ * outside a store (the statistics' host entries, lib/fleet/stats-history.ts).
+ */
+export function recordTest(filter: Filter): (doc: Doc) => boolean {
+	const tests = conjuncts(filter).map(cond => {
+		const quick = quickCheck(cond);
+		if (quick) return quick;
+		const query = toNedbFilter(cond);
+		return (doc: Doc) => model.match(doc, query);
+	});
+	return doc => tests.every(t => t(doc));
 }
 
 /** How an index can answer one conjunct; null when it cannot. */
@@ -182,6 +273,24 @@ interface Plan {
 	 * records than `set` holds).
 	 */
 	countExcluding(set: Set<Doc>): { count: number; checked: number } | null;
+	/**
+	 * How many records of `set` pass every conjunct left, where some are told by the records they exclude (a
+	 * regular bucket index's complement: the soft-delete flag) and the others need each record read: those are
+	 * checked on `set`, and the records of `set` the first exclude are checked again and taken off. Each record of
+	 * `set` is then read for the conjuncts that need it alone (a host's `ip`, not its soft-delete flag too: two
+	 * cache misses per record become one). Null when no conjunct is told by exclusion.
+	 */
+	countChecking(set: Set<Doc>): { count: number; checked: number } | null;
+}
+
+/**
+ * Of a bucket lookup and a quick check of one conjunct (either may be missing), the cheaper for each record: the
+ * check reads the record's own field (the record is read anyway by the other conjuncts, where a set lookup of
+ * 10,000 records misses the processor's caches), the lookup answers a list without NeDB's matcher.
+ */
+function fastest(field: string, lookup: ((doc: Doc) => boolean) | null, quick: ((doc: Doc) => boolean) | null): ((doc: Doc) => boolean) | null {
+	if (!lookup || !quick) return lookup ?? quick;
+	return doc => (Array.isArray(doc[field]) ? lookup(doc) : quick(doc));
 }
 
 function plan(db: PlannedDatastore, filter: Filter): Plan {
@@ -207,6 +316,9 @@ function plan(db: PlannedDatastore, filter: Filter): Plan {
 		return index.holder(access.kind === "eq" ? access.value : access.values);
 	};
 	const lookups: Array<(doc: Doc) => boolean> = [];
+	// The same checks without those of conjuncts told by the records they exclude (`byExclusion`).
+	const readChecks: Array<(doc: Doc) => boolean> = [];
+	const byExclusion: Array<Set<Doc>> = [];
 	const matched: Filter[] = [];
 	// The records each lookup excludes, as disjoint sets (null: cannot be told without reading the records).
 	let excluded: Array<Set<Doc>> | null = [];
@@ -218,9 +330,14 @@ function plan(db: PlannedDatastore, filter: Filter): Plan {
 		// Every record holds the value (each holds one key, and no other key is held): nothing to check. An Eve
 		// list's soft-delete condition while no record is deleted.
 		if (complement && complement.every(set => set.size === 0)) return;
-		const holds = lookup(at) ?? quickCheck(cond);
+		// No record holds a list there (a regular bucket index): the quick check alone.
+		const quick = quickCheck(cond);
+		const look = lookup(at);
+		const holds = quick && s?.index instanceof BucketIndex && s.index.regular ? quick : fastest(Object.keys(cond)[0], look, quick);
 		if (holds) lookups.push(holds);
 		else matched.push(cond);
+		if (complement) byExclusion.push(...complement);
+		else if (holds) readChecks.push(holds);
 	});
 	const exclusions = excluded as Array<Set<Doc>> | null;
 	let inSource: (doc: Doc) => boolean = () => true;
@@ -232,7 +349,7 @@ function plan(db: PlannedDatastore, filter: Filter): Plan {
 	return {
 		source: chosen,
 		rest: lookups.length + matched.length,
-		check: doc => lookups.every(holds => holds(doc)) && (query === null || model.match(doc, query)),
+		check: checkAll(lookups, query),
 		inSource,
 		countExcluding(set) {
 			if (!exclusions || matched.length) return null;
@@ -243,7 +360,31 @@ function plan(db: PlannedDatastore, filter: Filter): Plan {
 			for (const s of exclusions) for (const doc of s) if (set.has(doc)) failing.add(doc);
 			return { count: set.size - failing.size, checked: cost };
 		},
+		countChecking(set) {
+			if (!byExclusion.length) return null;
+			const check = checkAll(readChecks, query);
+			let count = 0;
+			for (const doc of set) if (check(doc)) count++;
+			// The records of `set` an excluding conjunct fails, once each, that the others had counted.
+			const failing = new Set<Doc>();
+			for (const s of byExclusion) for (const doc of s) if (set.has(doc) && !failing.has(doc)) {
+				failing.add(doc);
+				if (check(doc)) count--;
+			}
+			return { count, checked: set.size + byExclusion.reduce((n, s) => n + s.size, 0) };
+		},
 	};
+}
+
+/** Every check, then NeDB's matcher on the query left if any; one or two checks called directly (once per candidate). */
+function checkAll(checks: Array<(doc: Doc) => boolean>, query: Filter | null): (doc: Doc) => boolean {
+	const rest = query === null ? null : (doc: Doc) => model.match(doc, query);
+	if (checks.length === 1 && !rest) return checks[0];
+	if (checks.length === 2 && !rest) {
+		const [a, b] = checks;
+		return doc => a(doc) && b(doc);
+	}
+	return doc => checks.every(holds => holds(doc)) && (rest === null || rest(doc));
 }
 
 /** The records the filter matches (NeDB's own, not copies) and how many were checked against it. */
@@ -418,11 +559,19 @@ export function selectPage(db: PlannedDatastore, filter: Filter, sort: SortSpec,
 		let total = source.size;
 		let checked = 0;
 		let records: Doc[] | null = null;
+		// Counted on the index's own set of the candidates, no list made: the matches are listed only if the walk gives up.
+		let countedInSet = false;
 		const excluding = p.rest > 0 && source.set ? p.countExcluding(source.set) : null;
 		if (excluding) {
 			// Counted from the few records the other conjuncts exclude; the candidates are not read.
 			total = excluding.count;
 			checked = excluding.checked;
+		} else if (p.rest > 0 && source.set) {
+			const counted = p.countChecking(source.set);
+			total = counted?.count ?? 0;
+			if (!counted) for (const doc of source.set) if (p.check(doc)) total++;
+			checked = counted?.checked ?? source.size;
+			countedInSet = true;
 		} else if (p.rest > 0 || !source.exact) {
 			const candidates = source.list();
 			records = p.rest > 0 ? candidates.filter(p.check) : candidates;
@@ -436,7 +585,7 @@ export function selectPage(db: PlannedDatastore, filter: Filter, sort: SortSpec,
 		const walk =
 			total === 0 ? { records: [], walked: 0 } : source.inIdOrder ? takeInOrder(source.inIdOrder(), dir, skip + limit, p.rest > 0 ? p.check : null) : walkIds(db, dir, skip + limit, source.size, keep);
 		if (walk) return { total, records: walk.records.slice(skip), checked: checked + walk.walked, ordered: 0 };
-		if (excluding) records = source.list().filter(p.check);
+		if (excluding || countedInSet) records = source.list().filter(p.check);
 		if (records) return { total, records: pageOf(records, sort, skip, limit), checked: checked + source.size, ordered: records.length };
 	}
 	const { records, checked } = selectRecords(db, filter);

@@ -10,9 +10,7 @@ import { readPlain } from "./nedb-file";
 import { isTreeIndex, quickRemovals } from "./nedb-tree";
 import { countRecords, pageOf, selectInIdOrder, selectPage, selectRecords, type PlannedDatastore } from "./nedb-plan";
 import { decodeKeys, encodeFilter, encodeKeys, encodePath, encodePaths, encodeSort, encodeUpdate } from "./store-keys";
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const model = require("@seald-io/nedb/lib/model.js") as { deepCopy<T>(value: T): T; modify(doc: Doc, update: Update): Doc };
+import * as model from "./nedb-internals";
 
 /** The part of a NeDB datastore the store uses: writes, index definitions, and for reads its records and indexes. */
 export interface NedbDatastore extends PlannedDatastore {

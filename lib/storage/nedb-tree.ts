@@ -15,9 +15,7 @@
  * list; here the record is spliced out of the list in place (tasks that ran: thousands under `next: null`).
  */
 import type { Doc } from "./store";
-
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const model = require("@seald-io/nedb/lib/model.js") as { getDotValue(doc: Doc, field: string): unknown; compareThings(a: unknown, b: unknown): number };
+import * as model from "./nedb-internals";
 
 /** A node of NeDB's AVL tree (@seald-io/binary-search-tree): its key, the records holding it, its children. */
 export interface TreeNode {

@@ -15,8 +15,7 @@ import { tempDir } from "../support/harness";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const Datastore = require("@seald-io/nedb");
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const model = require("@seald-io/nedb/lib/model.js") as { serialize(doc: unknown): string; deepCopy<T>(v: T): T };
+import * as model from "../../lib/storage/nedb-internals";
 
 type Doc = Record<string, unknown>;
 type Db = NedbFileDatastore & NedbDatastore & { loadDatabaseAsync(): Promise<void>; insertAsync(doc: unknown): Promise<unknown>; updateAsync(q: unknown, u: unknown, o?: unknown): Promise<unknown> };

@@ -12,8 +12,7 @@ import { tempDir } from "../support/harness";
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const Datastore = require("@seald-io/nedb");
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const model = require("@seald-io/nedb/lib/model.js") as { serialize(doc: unknown): string };
+import * as model from "../../lib/storage/nedb-internals";
 
 type Db = NedbFileDatastore & {
 	loadDatabaseAsync(): Promise<void>;

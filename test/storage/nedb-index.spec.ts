@@ -8,8 +8,7 @@
 import fc from "fast-check";
 import { BucketIndex } from "../../lib/storage/nedb-index";
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const model = require("@seald-io/nedb/lib/model.js") as { match(doc: Doc, query: Doc): boolean };
+import * as model from "../../lib/storage/nedb-internals";
 
 type Doc = Record<string, unknown>;
 

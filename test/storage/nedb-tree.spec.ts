@@ -7,9 +7,9 @@
 import fc from "fast-check";
 import { isTreeIndex, quickRemovals, resetTree, type TreeIndex, type TreeNode } from "../../lib/storage/nedb-tree";
 import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
+import { NedbIndex } from "../../lib/storage/nedb-internals";
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const Index = require("@seald-io/nedb/lib/indexes.js") as new (o: { fieldName: string; unique?: boolean; sparse?: boolean }) => TreeIndex & {
+const Index = NedbIndex as unknown as new (o: { fieldName: string; unique?: boolean; sparse?: boolean }) => TreeIndex & {
 	getAll(): Array<Record<string, unknown>>;
 	getMatching(v: unknown): Array<Record<string, unknown>>;
 	getBetweenBounds(q: Record<string, unknown>): Array<Record<string, unknown>>;

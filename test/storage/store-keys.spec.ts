@@ -7,8 +7,7 @@
 import fc from "fast-check";
 import { decodeAll, decodeKey, decodeKeys, encodeFilter, encodeKey, encodeKeys, encodePath, encodePaths, encodeSort, encodeUpdate, keyNeedsEncoding, setOwn } from "../../lib/storage/store-keys";
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const nedbModel: { checkObject(doc: unknown): void } = require("@seald-io/nedb/lib/model");
+import * as nedbModel from "../../lib/storage/nedb-internals";
 
 type Json = null | boolean | number | string | Date | Json[] | { [key: string]: Json };
 
