@@ -5,7 +5,7 @@
  */
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
+import type { ActionSchema, Context, Logger, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import ApiGateway from "moleculer-web";
 import { loadConfig } from "../../lib/config";
 import { COLLECTIONS, PUBLISHED_ACTIONS, type BodyKind } from "../../lib/http/routes";
@@ -13,10 +13,11 @@ import { EveError } from "../../lib/eve/errors";
 import { ReadCache, READ_CACHE_MS } from "../../lib/http/read-cache";
 import { hashToken, redact, roleAllows, type Caller } from "../../lib/http/auth";
 import { GatewayUi, UI_ASSETS, securityHeaders } from "../../mixins/gateway-ui.mixin";
-import { acceptedRequestId } from "../../lib/runtime/logging";
+import { OWN_FAILURE_LOG, acceptedRequestId } from "../../lib/runtime/logging";
 import { newObjectId } from "../../lib/eve/ids";
 import { scopeRequests } from "../../lib/runtime/crash-guard";
 import { retryRejected } from "../../lib/runtime/resilience";
+import { othersStarted } from "../../lib/runtime/health";
 import { aliasesFor } from "./aliases";
 import { AliasLookups } from "./alias-lookups";
 import { notModified, type CachedResponse } from "./conditional";
@@ -82,13 +83,37 @@ const config = loadConfig();
 const LOG_REQUESTS = process.env.LOGLEVEL === "debug";
 
 /** moleculer-web's own methods, which the ones below wrap. */
-const gatewayMethods = (ApiGateway as unknown as { methods: Record<"httpHandler" | "sendResponse" | "aliasHandler" | "callAction" | "resolveAlias", (this: unknown, ...args: unknown[]) => unknown> }).methods;
+const gatewayMethods = (ApiGateway as unknown as { methods: Record<"httpHandler" | "sendResponse" | "sendError" | "aliasHandler" | "callAction" | "resolveAlias", (this: unknown, ...args: unknown[]) => unknown> }).methods;
+
+/**
+ * moleculer-web warns, with the error's stack, when a client closes a streamed answer before its end: for a live
+ * event stream that is how it ends, so that one case is logged at debug; every other stream error still warns.
+ */
+function clientCloseAtDebug(logger: Logger): Logger {
+	const warn = logger.warn.bind(logger);
+	return {
+		...logger,
+		warn(...args: unknown[]) {
+			const about = args[1] as { err?: { code?: unknown }; url?: unknown } | undefined;
+			if (args[0] === "Stream got an error." && about?.err?.code === "ERR_STREAM_PREMATURE_CLOSE") return logger.debug("The client closed its stream:", about.url);
+			return warn(...args);
+		},
+	};
+}
+
+/** The port opens once every other service of this process has started: no request is answered 503 meanwhile. */
+const OpensLast: Partial<ServiceSchema> = {
+	started(this: Service) {
+		return othersStarted(this);
+	},
+};
 
 const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, Record<string, never>, ApiVars, ApiThis> = {
 	name: "api",
 	// GatewayUi: the dashboard at /, security headers, whoami, openapi.json, the alert stream. Listed first so
 	// that its `stopped` (ending the open streams) runs before moleculer-web's waits for the connections to close.
-	mixins: [GatewayUi as unknown as Partial<ServiceSchema>, ApiGateway as unknown as Partial<ServiceSchema>],
+	// OpensLast last: Moleculer runs the `started` of the last mixin first, so it waits before moleculer-web's opens the port.
+	mixins: [GatewayUi as unknown as Partial<ServiceSchema>, ApiGateway as unknown as Partial<ServiceSchema>, OpensLast],
 
 	settings: {
 		port: config.port,
@@ -159,6 +184,8 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 		onError(this: ApiThis, req: Req, res: ServerResponse, err: any) {
 			const { code, body, internal } = toEveError(err, req.$alias?.unavailable);
 			if (internal) this.logger.error("Request failed:", req.method, req.url, err);
+			// An expected refusal (no master configured, a service not running, salt-api down): one line, no stack.
+			else if (code >= 500) this.logger.warn(`${code} ${req.method} ${(req.originalUrl ?? req.url ?? "").split("?")[0]}: ${body._error.message}`);
 			const send = () => {
 				if (res.headersSent) {
 					res.destroy();
@@ -192,7 +219,8 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 	actions: {
 		// moleculer-web's HTTP handler: a breaker on it would refuse every request for a while after a burst
 		// of failures behind it (those have their own breakers, per endpoint).
-		rest: { circuitBreaker: { enabled: false } },
+		// Its failures are each request's, logged once by onError with the method and path (not by RequestLog).
+		rest: { circuitBreaker: { enabled: false }, [OWN_FAILURE_LOG]: true } as ActionSchema,
 
 		/** GET /auth/config: whether the dashboard offers single sign-on, and what its button says. */
 		authConfig: {
@@ -273,6 +301,7 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 	},
 
 	created(this: ApiThis) {
+		this.logger = clientCloseAtDebug(this.logger);
 		this.keptMetrics = null;
 		this.readCaches = new Map<string, ReadCache<CachedResponse>>();
 		this.aliasLookups = new AliasLookups(ALIAS_LOOKUPS);
@@ -341,7 +370,16 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			// Runs are authorized where they start (the cm-gateway, the tasks service), on what they resolve
 			// to; they write their audit record under this id before anything runs, and answer what they ran.
 			ctx.meta.request = { source: req.socket.remoteAddress ?? "", agent: userAgent(req), method: req.method, path: (req.originalUrl ?? req.url ?? "").slice(0, 4096) };
+			// No service has the action (no master configured, its service not running): the 503 moleculer-web would
+			// answer, without the broker's warning about each such request (onError logs it once).
+			const action = req.$alias?.action;
+			if (action && !(this.broker.registry as unknown as { getActionEndpoints(name: string): unknown }).getActionEndpoints(action)) throw new ApiGateway.Errors.ServiceUnavailableError("SERVICE_UNAVAILABLE", { action });
 			return gatewayMethods.aliasHandler.call(this, req, res, alias);
+		},
+
+		/** moleculer-web's own logs every 5xx with its stack; onError logs each failure once (an expected refusal in one line). */
+		errorHandler(this: ApiThis, req: Req, res: ServerResponse, err: unknown) {
+			gatewayMethods.sendError.call(this, req, res, err);
 		},
 
 		/** The JSON body of a route that takes one (other content types are left for prepareParams to refuse). */
