@@ -9,7 +9,7 @@ import Busboy from "@fastify/busboy";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../mixins/eve-collection.mixin";
 import { OBJECT_ID } from "../lib/eve/ids";
 import { EveError, badRequest, validationFailed, type Issues } from "../lib/eve/errors";
-import { loadConfig } from "../lib/config";
+import { configOf } from "../lib/config";
 import type { Doc } from "../lib/storage/store";
 
 interface Upload {
@@ -69,7 +69,7 @@ const FilesService: EveServiceSchema<FilesThis> = {
 	methods: {
 		/** Reads the form: fields in any order, one file part named `data`, the size limit enforced. */
 		receive(this: FilesThis, ctx: Context, stream: Readable): Promise<Upload> {
-			const { maxUploadBytes } = loadConfig();
+			const { maxUploadBytes } = configOf(this.broker);
 			return new Promise((resolve, reject) => {
 				let busboy: InstanceType<typeof Busboy>;
 				try {

@@ -46,10 +46,10 @@ let warningsRouted = false;
 /**
  * Node's own warnings (a dependency's DeprecationWarning, say) as log lines: the image runs node with
  * --no-warnings, which stops Node printing them as plain text on stderr (JSON logs are one object per
- * line), and they come here instead. Without --no-warnings Node prints them itself and nothing is added.
+ * line), and they come here instead (`silenced`: lib/config.ts nodeWarningsSilenced). Without --no-warnings
+ * Node prints them itself and nothing is added.
  */
-export function routeProcessWarnings(broker: ServiceBroker): void {
-	const silenced = process.execArgv.includes("--no-warnings") || /(^|\s)--no-warnings(\s|$)/.test(process.env.NODE_OPTIONS ?? "");
+export function routeProcessWarnings(broker: ServiceBroker, silenced: boolean): void {
 	if (!silenced || warningsRouted) return;
 	warningsRouted = true;
 	const logger = broker.getLogger("process");

@@ -16,7 +16,7 @@ import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import { EveError, validationFailed, type Issues } from "../../lib/eve/errors";
-import { loadConfig } from "../../lib/config";
+import { configOf } from "../../lib/config";
 import { CronError, nextDue, parseCron, type Schedule } from "../../lib/fleet/schedule";
 import type { Doc } from "../../lib/storage/store";
 import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
@@ -179,7 +179,7 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 	},
 
 	created(this: ChecksThis) {
-		const config = loadConfig();
+		const config = configOf(this.broker);
 		this.timer = null;
 		this.ticking = null;
 		this.tickMs = config.rolloutTickMs;
@@ -187,7 +187,7 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 		this.timezone = config.taskTimezone;
 	},
 	started(this: ChecksThis) {
-		if (!loadConfig().rolloutDriver) return;
+		if (!configOf(this.broker).rolloutDriver) return;
 		this.timer = setInterval(() => void this.tick(), this.tickMs);
 		this.timer.unref?.();
 	},

@@ -14,7 +14,7 @@
 import type { Context } from "moleculer";
 import type { EveThis, RestContext } from "../../mixins/eve-collection.mixin";
 import type { Doc } from "../../lib/storage/store";
-import { loadConfig } from "../../lib/config";
+import { configOf } from "../../lib/config";
 import { countMetric } from "../../lib/runtime/metrics";
 import { readDryRun, type DryRunReturn } from "../../lib/fleet/state-results";
 import { sizeOf, type Batch } from "./plan";
@@ -63,7 +63,7 @@ const runId = (r: Doc, b: Batch, dry: boolean) => `${r._id}:${b.index}${dry ? ":
 
 export const driverMethods = {
 	driverCreated(this: RolloutsThis) {
-		const config = loadConfig();
+		const config = configOf(this.broker);
 		this.driver = { enabled: config.rolloutDriver, tickMs: config.rolloutTickMs, leaseMs: config.rolloutLeaseMs, timer: null, pass: null, again: false, stopping: false };
 	},
 

@@ -15,7 +15,6 @@ import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { nowSeconds, renderDates } from "../../lib/eve/dates";
 import { badRequest } from "../../lib/eve/errors";
 import { QueryArgs, filterTouches, parseProjection, parseSort, parseWhere, type Filter } from "../../lib/eve/query";
-import { loadConfig } from "../../lib/config";
 import { DuplicateKeyError, type Doc, type Store } from "../../lib/storage/store";
 import {
 	FIRST,
@@ -139,7 +138,7 @@ const StatsService: EveServiceSchema<StatsThis> = {
 		},
 
 		scheduleSnapshots(this: StatsThis): void {
-			const intervalMs = cfg().statsSnapshotIntervalS * 1000;
+			const intervalMs = cfg(this).statsSnapshotIntervalS * 1000;
 			// Every replica wakes at the start of each interval; the claim picks one.
 			const wait = intervalMs - (Date.now() % intervalMs) + 20;
 			this.snapshotTimer = setTimeout(async () => {
@@ -159,7 +158,7 @@ const StatsService: EveServiceSchema<StatsThis> = {
 		await this.stores[PERIODS].ensureIndex("from", { ordered: true });
 		await this.stores[COUNTS].ensureIndex("index", { ordered: true });
 		await this.stores[COUNTS].ensureIndex("snapshot", { ordered: true });
-		if (cfg().statsSnapshots) this.scheduleSnapshots();
+		if (cfg(this).statsSnapshots) this.scheduleSnapshots();
 	},
 
 	async stopped(this: StatsThis) {

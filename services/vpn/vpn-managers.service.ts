@@ -11,7 +11,7 @@ import { OBJECT_ID } from "../../lib/eve/ids";
 import { conflict, type Issues } from "../../lib/eve/errors";
 import { encryptSecret, decryptSecret } from "../../lib/security/secrets";
 import type { Doc } from "../../lib/storage/store";
-import { loadConfig, type Config } from "../../lib/config";
+import { configOf, type Config } from "../../lib/config";
 import { outboundPolicy, outboundUrlProblem, type OutboundPolicy } from "../../lib/security/address-guard";
 import { pritunlBaseUrl } from "./pritunl-client";
 
@@ -77,7 +77,7 @@ const VpnManagersService: EveServiceSchema<VpnManagersThis> = {
 			async handler(this: VpnManagersThis, ctx: Context<{ id: string }>) {
 				const doc = await this.visibleItem(ctx.params.id);
 				const clear: Doc = { ...doc };
-				for (const f of SECRETS) if (typeof doc[f] === "string") clear[f] = decryptSecret(doc[f]);
+				for (const f of SECRETS) if (typeof doc[f] === "string") clear[f] = decryptSecret(this.config, doc[f]);
 				return clear;
 			},
 		},
@@ -96,7 +96,7 @@ const VpnManagersService: EveServiceSchema<VpnManagersThis> = {
 		},
 		async beforeStore(this: VpnManagersThis, _ctx: RestContext, doc: Doc, _info: WriteInfo): Promise<Doc> {
 			const out = { ...doc };
-			for (const f of SECRETS) if (typeof out[f] === "string") out[f] = encryptSecret(out[f]);
+			for (const f of SECRETS) if (typeof out[f] === "string") out[f] = encryptSecret(this.config, out[f]);
 			return out;
 		},
 		async removeDocs(this: VpnManagersThis, ctx: RestContext, docs: Doc[]) {
@@ -115,7 +115,7 @@ const VpnManagersService: EveServiceSchema<VpnManagersThis> = {
 		},
 	},
 	created(this: VpnManagersThis) {
-		this.config = loadConfig();
+		this.config = configOf(this.broker);
 	},
 };
 
