@@ -81,7 +81,6 @@ const ALIAS_LOOKUPS = 2000;
 /** The /auth route's actions (single sign-on), the only ones reached without a token. */
 const AUTH_ACTIONS = new Set(["api.authConfig", "api.authLogin", "api.authCallback", "api.authLogout"]);
 
-
 /** moleculer-web's own methods, which the ones below wrap. */
 const gatewayMethods = (ApiGateway as unknown as { methods: Record<"httpHandler" | "sendResponse" | "sendError" | "aliasHandler" | "callAction" | "resolveAlias", (this: unknown, ...args: unknown[]) => unknown> }).methods;
 
