@@ -1,5 +1,6 @@
 /**
- * Broker options for moleculer-runner. moleculer-runner also lets every option be overridden by an
+ * Broker options for moleculer-runner, from the configuration loaded once here (lib/config.ts), which every
+ * service then reads from its broker (configOf). moleculer-runner also lets every option be overridden by an
  * environment variable named after its path (TRANSPORTER, NAMESPACE, NODEID, LOGLEVEL, ...).
  *
  *   TRANSPORTER unset          -> one process, no broker traffic (the embedded default)
@@ -15,26 +16,24 @@ import { QuietConsoleLogger, printStartBlock, refuseBadStart } from "./lib/runti
 import { FleetJSONExt } from "./lib/runtime/serializer";
 import { replCommands } from "./lib/repl/commands";
 import type { REPLServer } from "node:repl";
-import { envInt, loadConfig } from "./lib/config";
+import { tellRunner, useConfig } from "./lib/config";
 import { HealthMiddleware } from "./lib/runtime/health";
 import { ScrapedPrometheusReporter } from "./lib/runtime/metrics";
 import { RequestLogMiddleware, jsonFormatter, routeProcessWarnings } from "./lib/runtime/logging";
 import { installCrashGuard } from "./lib/runtime/crash-guard";
 import { NatsConnectionMiddleware, ResendUndeliveredMiddleware, RestartedNodeMiddleware, SlowBackendBulkheads, endpointFailure } from "./lib/runtime/resilience";
 
-// Node.js too old, a setting refused: one line on stderr and exit 1, before the broker prints anything.
-refuseBadStart();
-const config = loadConfig();
-/** In-flight requests a stopping process waits for (its termination grace must be longer: k8s/). */
-const shutdownTimeoutMs = envInt("SHUTDOWN_TIMEOUT_MS", 10_000);
+// The configuration, loaded once for this process. Node.js too old, a setting refused: one line on stderr and
+// exit 1, before the broker prints anything.
+const config = refuseBadStart();
+const settings = config.broker;
 let replServer: REPLServer | undefined;
 
-
 // The runner loads services from SERVICEDIR; default to the compiled services next to this file.
-process.env.SERVICEDIR ??= path.join(__dirname, "services");
 // SERVICES names services (`api,hosts,webhook-deliveries`); a service with parts lives in a folder
 // (services/webhooks/webhook-deliveries.service.js): each name becomes its file, which moleculer-runner takes as is.
-if (process.env.SERVICES) process.env.SERVICES = serviceFiles(process.env.SERVICEDIR, process.env.SERVICES);
+const serviceDir = settings.serviceDir || path.join(__dirname, "services");
+tellRunner(serviceDir, settings.services && serviceFiles(serviceDir, settings.services));
 
 /** `names` (comma list) with each service name replaced by its file under `dir`; paths, globs and unknown names stay. */
 function serviceFiles(dir: string, names: string): string {
@@ -53,22 +52,22 @@ function serviceFiles(dir: string, names: string): string {
 }
 
 const brokerConfig: BrokerOptions = {
-	namespace: process.env.NAMESPACE ?? "fleet-ctl",
+	namespace: settings.namespace,
 	// hostname-pid: unique per process and per pod, never shared by replicas.
-	nodeID: process.env.NODEID || `${os.hostname()}-${process.pid}`,
+	nodeID: settings.nodeID || `${os.hostname()}-${process.pid}`,
 
 	// Moleculer's Console logger, with what every start repeats (services registered and started, the
 	// broker's parts) at debug level (lib/runtime/first-screen.ts).
 	// json: one object per line with the request id where there is one (lib/runtime/logging.ts)
-	logger: new QuietConsoleLogger({ formatter: (process.env.LOG_FORMAT === "json" ? jsonFormatter : "short") as never, colors: process.env.LOG_FORMAT !== "json" && process.stdout.isTTY, moduleColors: false }),
-	logLevel: (process.env.LOGLEVEL as BrokerOptions["logLevel"]) ?? "info",
+	logger: new QuietConsoleLogger({ formatter: (settings.jsonLogs ? jsonFormatter : "short") as never, colors: !settings.jsonLogs && process.stdout.isTTY, moduleColors: false }),
+	logLevel: (settings.logLevel || "info") as BrokerOptions["logLevel"],
 
-	transporter: (process.env.TRANSPORTER || null) as BrokerOptions["transporter"],
+	transporter: (settings.transporter || null) as BrokerOptions["transporter"],
 	// JSONExt on the wire (dates survive), with a faster decoder; see lib/runtime/serializer.ts.
 	serializer: new FleetJSONExt(),
 
 	// Every call has a deadline (Moleculer's default is none); long salt-api work has its own (CM_API_TIMEOUT_MS).
-	requestTimeout: envInt("REQUEST_TIMEOUT_MS", 30_000),
+	requestTimeout: settings.requestTimeoutMs,
 	// Off: ResendUndelivered (lib/runtime/resilience.ts) sends again only what never left this node, and the
 	// gateway's reads once more when their node went away; nothing else is ever sent twice.
 	retryPolicy: { enabled: false },
@@ -81,8 +80,8 @@ const brokerConfig: BrokerOptions = {
 
 	// SIGTERM: announce an empty node (peers stop routing here), wait stopDelay for that to spread, finish the
 	// requests in flight (tracking), then stop the services and leave NATS. docs/operations.md "Shutdown".
-	tracking: { enabled: true, shutdownTimeout: shutdownTimeoutMs },
-	registry: { strategy: "RoundRobin", preferLocal: true, stopDelay: envInt("STOP_DELAY_MS", 500) },
+	tracking: { enabled: true, shutdownTimeout: settings.shutdownTimeoutMs },
+	registry: { strategy: "RoundRobin", preferLocal: true, stopDelay: settings.stopDelayMs },
 	// Per endpoint (node × action): one that fails most calls is skipped for halfOpenTime, so a broken
 	// replica does not keep taking its share. Only infrastructure failures count (timeouts, unexpected
 	// errors), not the answers a healthy service gives (Eve errors, 4xx, a 502 about salt-api), nor this
@@ -103,7 +102,9 @@ const brokerConfig: BrokerOptions = {
 	// A NATS URL with a user name and no password carries a token (nats://<token>@nats:4222), which
 	// Moleculer would send as a user name. Done on the broker: moleculer-runner puts TRANSPORTER in as is.
 	created(broker) {
-		routeProcessWarnings(broker);
+		// Before the runner loads the services: each reads its settings from here in `created`.
+		useConfig(broker, config);
+		routeProcessWarnings(broker, settings.nodeWarningsSilenced);
 		// `npm run dev` (--repl): the REPL server, so that Ctrl-C can stop an `exec` that waits (lib/repl/commands.ts).
 		const startRepl = broker.repl.bind(broker);
 		broker.repl = () => (replServer = startRepl() as REPLServer | undefined);
@@ -124,7 +125,7 @@ const brokerConfig: BrokerOptions = {
 
 	// Where the gateway runs, the admin token made on a first start, and the request to try next.
 	started(broker) {
-		printStartBlock(broker, process.env.LOG_FORMAT === "json");
+		printStartBlock(broker, settings.jsonLogs);
 	},
 
 	// `npm run dev`: the services and the REPL in one process; its commands go through this process's API
@@ -140,11 +141,11 @@ const brokerConfig: BrokerOptions = {
 
 	middlewares: [
 		HealthMiddleware({ port: config.healthPort, host: config.healthHost, fixed: config.healthPortGiven }),
-		RequestLogMiddleware({ carryRequestId: process.env.LOG_FORMAT === "json" }),
+		RequestLogMiddleware({ carryRequestId: settings.jsonLogs }),
 		RestartedNodeMiddleware(),
 		NatsConnectionMiddleware(),
 		ResendUndeliveredMiddleware(),
-		SlowBackendBulkheads({ concurrency: envInt("BULKHEAD_CONCURRENCY", 32), maxQueueSize: envInt("BULKHEAD_QUEUE", 256) }),
+		SlowBackendBulkheads({ concurrency: settings.bulkheadConcurrency, maxQueueSize: settings.bulkheadQueue }),
 	] as never,
 };
 

@@ -23,7 +23,38 @@ function str(name: string, fallback = ""): string {
 	return raw == null || raw === "" ? fallback : raw;
 }
 
+/** The broker's own settings (moleculer.config.ts); moleculer-runner may override each from its variable too. */
+export interface BrokerSettings {
+	/** NAMESPACE: environments sharing one NATS server stay apart. */
+	namespace: string;
+	/** NODEID; empty: moleculer.config.ts makes `<hostname>-<pid>`. */
+	nodeID: string;
+	/** LOGLEVEL as given; empty: each program's default (info for the services, warn for the REPL). */
+	logLevel: string;
+	/** LOG_FORMAT=json: one JSON object per line. */
+	jsonLogs: boolean;
+	/** TRANSPORTER; empty: one process, no broker traffic. */
+	transporter: string;
+	/** REQUEST_TIMEOUT_MS: every call's deadline. */
+	requestTimeoutMs: number;
+	/** SHUTDOWN_TIMEOUT_MS: in-flight requests a stopping process waits for (its termination grace must be longer: k8s/). */
+	shutdownTimeoutMs: number;
+	/** STOP_DELAY_MS: how long a stopping node waits for its peers to stop routing to it. */
+	stopDelayMs: number;
+	/** BULKHEAD_CONCURRENCY and BULKHEAD_QUEUE: calls to slow outside systems in flight and waiting (lib/runtime/resilience.ts). */
+	bulkheadConcurrency: number;
+	bulkheadQueue: number;
+	/** SERVICEDIR; empty: the compiled services next to moleculer.config.js. */
+	serviceDir: string;
+	/** SERVICES: the comma list of services this process runs; empty: all. */
+	services: string;
+	/** Node's own warnings are not printed by Node (--no-warnings in its arguments or NODE_OPTIONS): they become log lines. */
+	nodeWarningsSilenced: boolean;
+}
+
 export interface Config {
+	/** The broker's own settings. */
+	broker: BrokerSettings;
 	/** HTTP port of the API gateway. */
 	port: number;
 	/** Address the gateway listens on. */
@@ -343,9 +374,38 @@ function patchPrefix(raw: string): string {
 	return trimmed ? `${trimmed}/` : "";
 }
 
+function brokerSettings(): BrokerSettings {
+	return {
+		namespace: str("NAMESPACE", "fleet-ctl"),
+		nodeID: str("NODEID"),
+		logLevel: str("LOGLEVEL"),
+		jsonLogs: str("LOG_FORMAT") === "json",
+		transporter: str("TRANSPORTER"),
+		requestTimeoutMs: envInt("REQUEST_TIMEOUT_MS", 30_000),
+		shutdownTimeoutMs: envInt("SHUTDOWN_TIMEOUT_MS", 10_000),
+		stopDelayMs: envInt("STOP_DELAY_MS", 500),
+		bulkheadConcurrency: envInt("BULKHEAD_CONCURRENCY", 32),
+		bulkheadQueue: envInt("BULKHEAD_QUEUE", 256),
+		serviceDir: str("SERVICEDIR"),
+		services: str("SERVICES"),
+		nodeWarningsSilenced: process.execArgv.includes("--no-warnings") || /(^|\s)--no-warnings(\s|$)/.test(str("NODE_OPTIONS")),
+	};
+}
+
+/**
+ * moleculer-runner reads which services to load from SERVICEDIR and SERVICES once it has loaded
+ * moleculer.config.js: the one place this program writes its environment, for the runner.
+ */
+export function tellRunner(serviceDir: string, services: string): void {
+	process.env.SERVICEDIR = serviceDir;
+	if (services) process.env.SERVICES = services;
+}
+
+/** Every setting, read from the environment now. Called once per broker: by moleculer.config.ts, or by configOf. */
 export function loadConfig(): Config {
 	const pageSizeDefault = envInt("PAGE_SIZE_DEFAULT", 25, 1);
 	return {
+		broker: brokerSettings(),
 		port: envInt("PORT", 3000),
 		host: str("HOST", "0.0.0.0"),
 		healthPort: envInt("HEALTH_PORT", 3001),
@@ -427,4 +487,22 @@ export function loadConfig(): Config {
 		conformityCheckedResolutionMs: envInt("CONFORMITY_CHECKED_RESOLUTION_MS", 600_000, 0),
 		oidc: oidcConfig(),
 	};
+}
+
+const byBroker = new WeakMap<object, Config>();
+
+/** Gives `broker` the configuration loaded at its start (moleculer.config.ts, before any service is created). */
+export function useConfig(broker: object, config: Config): void {
+	byBroker.set(broker, config);
+}
+
+/**
+ * The configuration of `broker`, which services read in `created` (docs/architecture.md, "Configuration"): the one
+ * moleculer.config.ts loaded, or for a broker made without it (the tests') the environment read on the first ask,
+ * once. A new broker reads the environment anew; nothing reloads it while a broker runs.
+ */
+export function configOf(broker: object): Config {
+	let config = byBroker.get(broker);
+	if (!config) byBroker.set(broker, (config = loadConfig()));
+	return config;
 }

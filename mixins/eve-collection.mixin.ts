@@ -11,7 +11,7 @@
 import type { Context, ServiceSchema } from "moleculer";
 import type { ValidationSchema } from "fastest-validator";
 import { Storage } from "./storage.mixin";
-import { loadConfig } from "../lib/config";
+import { configOf } from "../lib/config";
 import { QueryArgs } from "../lib/eve/query";
 import { compileSchema, partialSchema } from "../lib/eve/validation";
 import { itemTitle } from "../lib/eve/render";
@@ -106,7 +106,7 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 		},
 
 		created(this: EveThis) {
-			const config = loadConfig();
+			const config = configOf(this.broker);
 			const auto = ["_id", "_created", "_updated"];
 			if (softFlag) auto.push(softFlag);
 			// Read-only fields are known to the schema (Eve's `readonly`): sending one is "field is read-only", not "unknown field".

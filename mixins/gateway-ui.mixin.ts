@@ -21,7 +21,7 @@ import { EveError } from "../lib/eve/errors";
 import { QueryArgs } from "../lib/eve/query";
 import { readJson } from "../lib/eve/render";
 import { OBJECT_ID } from "../lib/eve/ids";
-import { loadConfig } from "../lib/config";
+import { configOf } from "../lib/config";
 
 /** The dashboard and the docs page load nothing from elsewhere and run no inline script or style. */
 const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
@@ -62,11 +62,6 @@ const HEARTBEAT_MS = 15_000;
 const STREAM_BACKLOG_BYTES = 1024 * 1024;
 /** Open streams per gateway process; more are refused with 503 (each holds a connection and a buffer). */
 const STREAMS_MAX = 1000;
-/**
- * Open streams of one principal on this gateway, every kind together (STREAMS_PER_PRINCIPAL): more are its own
- * doing, refused with 429, so that no one person or service account takes the process's slots from the others.
- */
-const STREAMS_PER_PRINCIPAL = loadConfig().streamsPerPrincipal;
 /** What a refused stream's client is told to wait before trying again (its other streams end when it closes them). */
 const STREAM_SHARE_RETRY_S = 5;
 /** A Salt job id. */
@@ -99,6 +94,11 @@ interface UiVars {
 	returnStreams: Map<PassThrough, string | null>;
 	/** Open streams by principal, every kind together (a principal without any is not kept). */
 	streamShares: Map<string, number>;
+	/**
+	 * Open streams of one principal on this gateway, every kind together (STREAMS_PER_PRINCIPAL): more are its own
+	 * doing, refused with 429, so that no one person or service account takes the process's slots from the others.
+	 */
+	streamsPerPrincipal: number;
 	packageVersion: string;
 	heartbeat: NodeJS.Timeout;
 	/** moleculer-web's HTTP server (undefined before it listens). */
@@ -196,8 +196,8 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 			if (!Number.isInteger(seconds) || seconds < 0) throw new EveError(400, "timeout must be a whole number of seconds");
 			const principal = String(ctx.meta.user?.principal ?? "");
 			const held = this.streamShares.get(principal) ?? 0;
-			if (held >= STREAMS_PER_PRINCIPAL) {
-				throw new EveError(429, `too many open streams: ${principal} holds ${held} on this gateway, its share (STREAMS_PER_PRINCIPAL=${STREAMS_PER_PRINCIPAL}); close one first`, { retryAfter: STREAM_SHARE_RETRY_S } as never);
+			if (held >= this.streamsPerPrincipal) {
+				throw new EveError(429, `too many open streams: ${principal} holds ${held} on this gateway, its share (STREAMS_PER_PRINCIPAL=${this.streamsPerPrincipal}); close one first`, { retryAfter: STREAM_SHARE_RETRY_S } as never);
 			}
 			if (streams.size >= STREAMS_MAX) throw new EveError(503, `too many open ${kind} streams on this gateway (${STREAMS_MAX}); try again later`);
 			const stream = new PassThrough();
@@ -286,6 +286,7 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 		this.approvalStreams = new Set<PassThrough>();
 		this.returnStreams = new Map<PassThrough, string | null>();
 		this.streamShares = new Map<string, number>();
+		this.streamsPerPrincipal = configOf(this.broker).streamsPerPrincipal;
 		this.packageVersion = packageVersion();
 		this.heartbeat = setInterval(() => {
 			for (const stream of [...this.alertStreams, ...this.approvalStreams, ...this.returnStreams.keys()]) stream.write(": keep-alive\n\n");

@@ -14,9 +14,9 @@
 import fs from "node:fs";
 import path from "node:path";
 import DbService from "moleculer-db";
-import type { ServiceBroker, ServiceSchema } from "moleculer";
+import type { Service, ServiceBroker, ServiceSchema } from "moleculer";
 import { beforeScrape, setMetric } from "../lib/runtime/metrics";
-import { loadConfig } from "../lib/config";
+import { configOf, type Config } from "../lib/config";
 import { countingStore, type Store, type StoreOps } from "../lib/storage/store";
 import { NedbStore, type NedbDatastore } from "../lib/storage/nedb-store";
 import { manageNedbFile, type ManagedFile, type NedbFileDatastore } from "../lib/storage/nedb-file";
@@ -41,22 +41,20 @@ export interface StorageThis {
 	adapter: MongoAdapter | { db?: unknown };
 }
 
-function createAdapter(collection: string, deferred?: string): unknown {
-	const config = loadConfig();
+function createAdapter(config: Config, collection: string, deferred?: string): unknown {
 	if (config.mongoUri) {
 		return new MongoAdapter(config.mongoUri, { serverSelectionTimeoutMS: 5000 });
 	}
 	// The adapter is handed the process's datastore of the file, which this project loads and compacts (lib/storage/nedb-file.ts).
-	return new SharedNedbAdapter(collection, deferred);
+	return new SharedNedbAdapter(config.dataDir, collection, deferred);
 }
 
 type OpenNedb = NedbDatastore & { managed: ManagedFile };
 
 /** A NeDB datastore for `collection`: in memory (DATA_DIR=":memory:"), or in its file under DATA_DIR, managed, with its `deferred` field left in the file at a load, read when first needed (lib/storage/nedb-deferred.ts). */
-function nedbDatastore(collection: string, deferred?: string): OpenNedb & NedbFileDatastore & { loadDatabaseAsync(): Promise<void> } {
-	const config = loadConfig();
-	const opts = config.dataDir === ":memory:" ? { inMemoryOnly: true } : { filename: path.join(config.dataDir, `${collection}.db`) };
-	if (config.dataDir !== ":memory:") fs.mkdirSync(config.dataDir, { recursive: true });
+function nedbDatastore(dataDir: string, collection: string, deferred?: string): OpenNedb & NedbFileDatastore & { loadDatabaseAsync(): Promise<void> } {
+	const opts = dataDir === ":memory:" ? { inMemoryOnly: true } : { filename: path.join(dataDir, `${collection}.db`) };
+	if (dataDir !== ":memory:") fs.mkdirSync(dataDir, { recursive: true });
 	const db = new Datastore(opts);
 	return Object.assign(db, { managed: manageNedbFile(db, undefined, deferred === undefined ? undefined : encodePath(deferred)) });
 }
@@ -65,15 +63,14 @@ function nedbDatastore(collection: string, deferred?: string): OpenNedb & NedbFi
 const openFiles = new Map<string, { db: Promise<OpenNedb>; holders: number }>();
 
 /** The loaded datastore of `collection` (in memory: one of its own), held until released (releaseNedb). */
-async function openNedb(collection: string, deferred?: string): Promise<OpenNedb> {
+async function openNedb(dataDir: string, collection: string, deferred?: string): Promise<OpenNedb> {
 	const load = async () => {
-		const db = nedbDatastore(collection, deferred);
+		const db = nedbDatastore(dataDir, collection, deferred);
 		await db.loadDatabaseAsync();
 		return db;
 	};
-	const config = loadConfig();
-	if (config.dataDir === ":memory:") return load();
-	const file = path.resolve(config.dataDir, `${collection}.db`);
+	if (dataDir === ":memory:") return load();
+	const file = path.resolve(dataDir, `${collection}.db`);
 	let open = openFiles.get(file);
 	if (!open) {
 		open = { db: load(), holders: 0 };
@@ -103,12 +100,13 @@ function releaseNedb(db: OpenNedb & { filename?: string }): void {
 class SharedNedbAdapter {
 	db: OpenNedb | null = null;
 	constructor(
+		private readonly dataDir: string,
 		private readonly collection: string,
 		private readonly deferred?: string,
 	) {}
 	init(): void {}
 	async connect(): Promise<void> {
-		this.db = await openNedb(this.collection, this.deferred);
+		this.db = await openNedb(this.dataDir, this.collection, this.deferred);
 	}
 	async disconnect(): Promise<void> {
 		if (this.db) releaseNedb(this.db);
@@ -144,8 +142,9 @@ export function Storage(collection: string, extra: string[] = [], deferred?: str
 			},
 		},
 
-		merged(schema: ServiceSchema & { adapter?: unknown }) {
-			schema.adapter = createAdapter(collection, deferred);
+		// Where the collections live: the broker's configuration (lib/config.ts configOf), before moleculer-db's `created`.
+		merged(this: Service, schema: ServiceSchema & { adapter?: unknown }) {
+			schema.adapter = createAdapter(configOf(this.broker), collection, deferred);
 		},
 
 		async afterConnected(this: StorageThis & NedbParts & { broker: ServiceBroker }) {
@@ -161,7 +160,7 @@ export function Storage(collection: string, extra: string[] = [], deferred?: str
 			this.nedb = (adapter as { db?: unknown }).db as { managed?: ManagedFile };
 			this.extraNedb = [];
 			for (const name of extra) {
-				const db = await openNedb(name);
+				const db = await openNedb(configOf(this.broker).dataDir, name);
 				this.stores[name] = countingStore(new NedbStore(db));
 				this.extraNedb.push(db);
 			}

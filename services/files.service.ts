@@ -10,7 +10,7 @@ import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } 
 import { OBJECT_ID } from "../lib/eve/ids";
 import type { Issues } from "../lib/eve/errors";
 import { Invalid, Malformed, TooLarge } from "../lib/errors";
-import { loadConfig } from "../lib/config";
+import { configOf } from "../lib/config";
 import type { Doc } from "../lib/storage/store";
 
 interface Upload {
@@ -70,7 +70,7 @@ const FilesService: EveServiceSchema<FilesThis> = {
 	methods: {
 		/** Reads the form: fields in any order, one file part named `data`, the size limit enforced. */
 		receive(this: FilesThis, ctx: Context, stream: Readable): Promise<Upload> {
-			const { maxUploadBytes } = loadConfig();
+			const { maxUploadBytes } = configOf(this.broker);
 			return new Promise((resolve, reject) => {
 				let busboy: InstanceType<typeof Busboy>;
 				try {

@@ -14,7 +14,7 @@ import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis } from "../mixins/eve-collection.mixin";
 import { readMethods } from "../mixins/eve-collection/reads";
 import type { Link } from "../lib/eve/render";
-import { loadConfig } from "../lib/config";
+import { configOf } from "../lib/config";
 import { DuplicateKeyError, type Doc } from "../lib/storage/store";
 import { noCounts, type JobCounts } from "../lib/fleet/job-counts";
 import { maskSecrets } from "../lib/security/masking";
@@ -161,7 +161,7 @@ const SaltJobsService: EveServiceSchema = {
 			visibility: "public",
 			params: { before: { type: "date", convert: true, optional: true } },
 			async handler(this: EveThis, ctx: Context<{ before?: Date }>) {
-				const before = ctx.params.before ?? new Date(Date.now() - loadConfig().jobsRetentionDays * 86_400_000);
+				const before = ctx.params.before ?? new Date(Date.now() - configOf(this.broker).jobsRetentionDays * 86_400_000);
 				let removed = 0;
 				for (;;) {
 					const old = await this.store.find({ started: { $lt: before } }, { only: ["_id"], limit: PRUNE_BATCH });

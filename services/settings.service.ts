@@ -8,7 +8,7 @@ import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } 
 import { nowSeconds } from "../lib/eve/dates";
 import { DuplicateKeyError, type Doc } from "../lib/storage/store";
 import type { Issues } from "../lib/eve/errors";
-import { loadConfig, type Config } from "../lib/config";
+import { configOf, type Config } from "../lib/config";
 import { outboundPolicy, outboundUrlProblem } from "../lib/security/address-guard";
 
 const URL_OR_EMPTY = /^(https?:\/\/[^\s]+)?$/;
@@ -74,7 +74,7 @@ const SettingsService: EveServiceSchema<SettingsThis> = {
 		},
 	},
 	created(this: SettingsThis) {
-		this.config = loadConfig();
+		this.config = configOf(this.broker);
 	},
 	async started(this: SettingsThis) {
 		if (await this.store.findOne({ _id: "0" })) return;

@@ -6,14 +6,7 @@
 import { readNodegroupDefinitions } from "../services/nodegroups/nodegroups.service";
 
 describe("nodegroup definitions", () => {
-	const saved = { ...process.env };
-	afterEach(() => {
-		process.env = { ...saved };
-	});
-	const read = (text: string) => {
-		Object.assign(process.env, { NODEGROUPS: text, NODEGROUPS_FILE: "" });
-		return readNodegroupDefinitions();
-	};
+	const read = (text: string) => readNodegroupDefinitions({ nodegroups: text, nodegroupsFile: "" });
 
 	it("keep `constructor` and `prototype` keys, as names and as grains", () => {
 		const defs = read('{"prototype":{"regex":"^web-"},"odd":{"grain":{"constructor":"x*","ctl:prototype":"y"}}}');

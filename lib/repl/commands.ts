@@ -14,7 +14,7 @@
  */
 import type { ServiceBroker } from "moleculer";
 import type { REPLServer } from "node:repl";
-import { loadConfig } from "../config";
+import { configOf } from "../config";
 import { ApiClient, ApiError, type Query } from "./api-client";
 import { parseRunArgs, splitWords } from "./words";
 
@@ -61,9 +61,9 @@ const RANGE = /^(\d+)([mhd])$/;
 const UNIT_S = { m: 60, h: 3600, d: 86400 } as const;
 
 export interface ReplOptions {
-	/** The API of the running fleet-ctl (default CTL_API_URL, else http://127.0.0.1:PORT/api). */
-	url?: string;
-	/** The operator's API token (default REPL_OPERATOR_TOKEN). */
+	/** The API of the running fleet-ctl (the REPL's: CTL_API_URL, else http://127.0.0.1:PORT/api). */
+	url: string;
+	/** The operator's API token (the REPL's: REPL_OPERATOR_TOKEN). */
 	token?: string;
 	/** How long `exec` waits for returns, in ms (default a minute). */
 	execWaitMs?: number;
@@ -87,9 +87,8 @@ interface Target {
 export class FleetRepl {
 	readonly api: ApiClient;
 
-	constructor(private readonly opts: ReplOptions = {}) {
-		const config = loadConfig();
-		this.api = new ApiClient({ url: opts.url ?? config.replApiUrl, token: opts.token ?? config.replOperatorToken });
+	constructor(private readonly opts: ReplOptions) {
+		this.api = new ApiClient({ url: opts.url, token: opts.token ?? "" });
 	}
 
 	/** Runs one command line; the text to print. Errors are printed, never thrown. */
@@ -461,9 +460,10 @@ export function replCommands(server: () => REPLServer | undefined = () => undefi
 		parse(this: unknown, cmd: { parent: { rawArgs: string[] }; params?: unknown }) {
 			cmd.params = { words: cmd.parent.rawArgs.slice(2) };
 		},
-		async action(_broker: ServiceBroker, args: { words?: string[] }) {
+		async action(broker: ServiceBroker, args: { words?: string[] }) {
 			const s = server();
-			repl ??= new FleetRepl({ print: line => console.log(line), onWait: s ? ctrlCStopsWaits(s) : undefined });
+			const { replApiUrl, replOperatorToken } = configOf(broker);
+			repl ??= new FleetRepl({ url: replApiUrl, token: replOperatorToken, print: line => console.log(line), onWait: s ? ctrlCStopsWaits(s) : undefined });
 			console.log(await repl.runWords(args.words?.length ? args.words : [spec.split(" ")[0]]));
 		},
 	});

@@ -9,20 +9,22 @@ import os from "node:os";
 import type { REPLServer } from "node:repl";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { refuseBadStart } from "../runtime/first-screen";
-import { loadConfig } from "../config";
+import { useConfig } from "../config";
 import { replCommands } from "./commands";
 
-refuseBadStart();
-const config = loadConfig();
+// Loaded once, here; the commands read it from the broker.
+const config = refuseBadStart();
 let server: REPLServer | undefined;
 
 const broker = new ServiceBroker({
 	nodeID: `repl-${os.hostname()}-${process.pid}`,
 	transporter: null,
 	logger: { type: "Console", options: { formatter: "short", colors: process.stdout.isTTY, moduleColors: false } },
-	logLevel: (process.env.LOGLEVEL as BrokerOptions["logLevel"]) || "warn",
+	logLevel: (config.broker.logLevel || "warn") as BrokerOptions["logLevel"],
 	replOptions: { delimiter: "fleet-ctl $", customCommands: replCommands(() => server) as never },
 });
+
+useConfig(broker, config);
 
 void broker.start().then(
 	() => {

@@ -7,7 +7,7 @@
 import type { AddressInfo } from "node:net";
 import type { Server } from "node:http";
 import { Loggers, type ServiceBroker } from "moleculer";
-import { loadConfig } from "../config";
+import { loadConfig, type Config } from "../config";
 
 export const MIN_NODE_MAJOR = 22;
 
@@ -18,22 +18,24 @@ export function nodeProblem(version: string = process.version): string | null {
 	return `fleet-ctl needs Node.js ${MIN_NODE_MAJOR} or newer (this is ${version.startsWith("v") ? version : `v${version}`}): install Node.js ${MIN_NODE_MAJOR} LTS or use the container image`;
 }
 
-/** Why this process must not start (Node.js too old, a setting loadConfig refuses), or null. */
-export function startProblem(version: string = process.version): string | null {
+/** This process's configuration, or why it must not start (Node.js too old, a setting loadConfig refuses). */
+export function startProblem(version: string = process.version): { config: Config; problem: null } | { config: null; problem: string } {
 	const node = nodeProblem(version);
-	if (node) return node;
+	if (node) return { config: null, problem: node };
 	try {
-		loadConfig();
-		return null;
+		return { config: loadConfig(), problem: null };
 	} catch (err) {
-		return `fleet-ctl cannot start: ${(err as Error).message}`;
+		return { config: null, problem: `fleet-ctl cannot start: ${(err as Error).message}` };
 	}
 }
 
-/** Ends the process with one line on stderr and exit code 1 when it must not start (moleculer.config.ts, first). */
-export function refuseBadStart(): void {
-	const problem = startProblem();
-	if (!problem) return;
+/**
+ * The configuration, loaded once for the whole start (moleculer.config.ts, first); when the process must not
+ * start, ends it with one line on stderr and exit code 1.
+ */
+export function refuseBadStart(): Config {
+	const { config, problem } = startProblem();
+	if (config) return config;
 	process.stderr.write(`${problem}\n`);
 	process.exit(1);
 }

@@ -13,7 +13,7 @@
  */
 import http from "node:http";
 import type { AddressInfo } from "node:net";
-import type { ServiceBroker } from "moleculer";
+import type { Service, ServiceBroker } from "moleculer";
 import { ScrapedPrometheusReporter, leanMetrics, trackEventLoopLag } from "./metrics";
 
 /**
@@ -69,6 +69,31 @@ export function readiness(broker: ServiceBroker): Readiness {
 	}
 	if (missing.size) reasons.push(`waiting for ${[...missing].sort().join(", ")}`);
 	return { ready: reasons.length === 0, reasons };
+}
+
+/** The services of `broker` not yet started: a local service is registered on its node once its `started` has run. */
+export function unstartedServices(broker: ServiceBroker, except?: Service): string[] {
+	const catalog = (broker.registry as unknown as { services: { has(fullName: string, nodeID: string): boolean } }).services;
+	return broker.services.filter(svc => svc !== except && !catalog.has(svc.fullName, broker.nodeID)).map(svc => svc.fullName);
+}
+
+/**
+ * Resolves once every other service of `service`'s broker has started. The gateway opens its port then, so that
+ * no request reaches it while a service it routes to (or the tokens service it authenticates with) is still
+ * starting: such a request would be answered 503. Only this node's services count (a replica's elsewhere does not
+ * stand for one starting here); a start that fails ends the broker's start anyway.
+ */
+export function othersStarted(service: Service): Promise<void> {
+	const broker = service.broker;
+	return new Promise(resolve => {
+		const check = () => {
+			if (unstartedServices(broker, service).length) return;
+			broker.localBus.off("$services.changed", check);
+			resolve();
+		};
+		broker.localBus.on("$services.changed", check);
+		check();
+	});
 }
 
 export interface HealthOptions {

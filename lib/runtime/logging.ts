@@ -7,6 +7,7 @@
  */
 import { AsyncLocalStorage } from "node:async_hooks";
 import type { Context, ServiceBroker } from "moleculer";
+import { isAnswer } from "./resilience";
 
 /** The request id of the action or event being handled, for the lines logged meanwhile. */
 const requestScope = new AsyncLocalStorage<string>();
@@ -45,10 +46,10 @@ let warningsRouted = false;
 /**
  * Node's own warnings (a dependency's DeprecationWarning, say) as log lines: the image runs node with
  * --no-warnings, which stops Node printing them as plain text on stderr (JSON logs are one object per
- * line), and they come here instead. Without --no-warnings Node prints them itself and nothing is added.
+ * line), and they come here instead (`silenced`: lib/config.ts nodeWarningsSilenced). Without --no-warnings
+ * Node prints them itself and nothing is added.
  */
-export function routeProcessWarnings(broker: ServiceBroker): void {
-	const silenced = process.execArgv.includes("--no-warnings") || /(^|\s)--no-warnings(\s|$)/.test(process.env.NODE_OPTIONS ?? "");
+export function routeProcessWarnings(broker: ServiceBroker, silenced: boolean): void {
 	if (!silenced || warningsRouted) return;
 	warningsRouted = true;
 	const logger = broker.getLogger("process");
@@ -62,8 +63,16 @@ export function acceptedRequestId(raw: unknown): string | undefined {
 }
 
 /**
- * Logs failed actions with their request id: server-side failures (5xx, or no code) as errors, the rest
- * only at debug, where every action call is logged too (LOGLEVEL=debug follows a request across services).
+ * Set on an action whose failures its own service logs (the gateway's HTTP handler: each request's failure once,
+ * with its method and path): RequestLog then logs them at debug only.
+ */
+export const OWN_FAILURE_LOG = "ownFailureLog";
+
+/**
+ * Logs failed actions with their request id: server-side failures (5xx, or no code) as errors, the rest —
+ * 4xx, and the answers a service gives on purpose (lib/runtime/resilience.ts isAnswer: a 503 "no master
+ * configured", a 502 from salt-api), which the gateway renders and logs once — only at debug, where every
+ * action call is logged too (LOGLEVEL=debug follows a request across services).
  * With `carryRequestId` (JSON logs) actions and events run in the scope of their request id, so that every
  * line logged meanwhile carries it; off otherwise, since the scope costs every promise a little.
  */
@@ -74,7 +83,7 @@ export function RequestLogMiddleware(opts: { carryRequestId?: boolean } = {}) {
 		localEvent(next: (ctx: Context) => unknown) {
 			return opts.carryRequestId ? (ctx: Context) => inScope(ctx, () => next(ctx)) : next;
 		},
-		localAction(this: ServiceBroker, next: (ctx: Context) => Promise<unknown>, action: { name: string }) {
+		localAction(this: ServiceBroker, next: (ctx: Context) => Promise<unknown>, action: { name: string; [OWN_FAILURE_LOG]?: boolean }) {
 			const logger = this.getLogger("request");
 			const debug = ["debug", "trace"].includes(String(this.options.logLevel));
 			return function requestLog(ctx: Context) {
@@ -82,10 +91,10 @@ export function RequestLogMiddleware(opts: { carryRequestId?: boolean } = {}) {
 				const fields = () => ({ requestID: ctx.requestID, action: action.name, caller: ctx.caller ?? undefined, ...(debug ? { ms: Number(process.hrtime.bigint() - started) / 1e6 } : {}) });
 				const p = inScope(ctx, () => next(ctx));
 				if (debug) p.then(() => logger.debug(fields(), "action done"), () => undefined);
-				return p.catch((err: Error & { code?: number; nodeID?: string }) => {
+				return p.catch((err: Error & { code?: number; nodeID?: string; type?: unknown }) => {
 					// A failure that came from another node was logged there, with the same request id.
 					const here = !err?.nodeID || err.nodeID === ctx.nodeID;
-					const server = here && (typeof err?.code !== "number" || err.code >= 500);
+					const server = here && !action[OWN_FAILURE_LOG] && !isAnswer(err) && (typeof err?.code !== "number" || err.code >= 500);
 					if (server) logger.error(fields(), `action ${action.name} failed:`, err);
 					else if (debug) logger.debug(fields(), `action ${action.name} answered ${err.code}:`, err.message);
 					throw err;

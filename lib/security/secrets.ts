@@ -7,7 +7,7 @@
 import fs from "node:fs";
 import path from "node:path";
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from "node:crypto";
-import { loadConfig } from "../config";
+import type { Config } from "../config";
 import { Errors } from "moleculer";
 
 /** Secrets cannot be kept (no key): 503, rendered by the gateway like any error of its own type. */
@@ -20,8 +20,10 @@ export class SecretsError extends Errors.MoleculerError {
 
 const PREFIX = "enc:v1:";
 
-function keyMaterial(): string {
-	const config = loadConfig();
+/** Where the key comes from: CTL_SECRET_KEY, MONGO_URI and DATA_DIR of the caller's configuration (lib/config.ts). */
+export type SecretsSource = Pick<Config, "secretKey" | "mongoUri" | "dataDir">;
+
+function keyMaterial(config: SecretsSource): string {
 	if (config.secretKey) return config.secretKey;
 	if (config.mongoUri || config.dataDir === ":memory:") {
 		if (config.dataDir === ":memory:") return (memoryKey ??= randomBytes(32).toString("base64"));
@@ -39,21 +41,21 @@ function keyMaterial(): string {
 }
 let memoryKey: string | undefined;
 
-function key(): Buffer {
-	return createHash("sha256").update(keyMaterial()).digest();
+function key(config: SecretsSource): Buffer {
+	return createHash("sha256").update(keyMaterial(config)).digest();
 }
 
-export function encryptSecret(plain: string): string {
+export function encryptSecret(config: SecretsSource, plain: string): string {
 	const iv = randomBytes(12);
-	const cipher = createCipheriv("aes-256-gcm", key(), iv);
+	const cipher = createCipheriv("aes-256-gcm", key(config), iv);
 	const body = Buffer.concat([cipher.update(plain, "utf8"), cipher.final()]);
 	return PREFIX + [iv, cipher.getAuthTag(), body].map(b => b.toString("base64")).join(":");
 }
 
-export function decryptSecret(stored: string): string {
+export function decryptSecret(config: SecretsSource, stored: string): string {
 	if (!stored.startsWith(PREFIX)) throw new Error("not an encrypted secret");
 	const [iv, tag, body] = stored.slice(PREFIX.length).split(":").map(s => Buffer.from(s, "base64"));
-	const decipher = createDecipheriv("aes-256-gcm", key(), iv);
+	const decipher = createDecipheriv("aes-256-gcm", key(config), iv);
 	decipher.setAuthTag(tag);
 	return Buffer.concat([decipher.update(body), decipher.final()]).toString("utf8");
 }

@@ -5,19 +5,20 @@
  */
 import type { IncomingMessage, Server, ServerResponse } from "node:http";
 import type { Socket } from "node:net";
-import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
+import type { ActionSchema, Context, Logger, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import ApiGateway from "moleculer-web";
-import { loadConfig } from "../../lib/config";
+import { configOf, type Config } from "../../lib/config";
 import { COLLECTIONS, PUBLISHED_ACTIONS, type BodyKind } from "../../lib/http/routes";
 import { EveError } from "../../lib/eve/errors";
 import { ReadCache, READ_CACHE_MS } from "../../lib/http/read-cache";
 import { hashToken, roleAllows, type Caller } from "../../lib/http/auth";
 import type { AuditBegin, AuditComplete, AuditMeta, AuditResult } from "../../lib/contracts/audit";
 import { GatewayUi, UI_ASSETS, securityHeaders } from "../../mixins/gateway-ui.mixin";
-import { acceptedRequestId } from "../../lib/runtime/logging";
+import { OWN_FAILURE_LOG, acceptedRequestId } from "../../lib/runtime/logging";
 import { newObjectId } from "../../lib/eve/ids";
 import { scopeRequests } from "../../lib/runtime/crash-guard";
 import { retryRejected } from "../../lib/runtime/resilience";
+import { othersStarted } from "../../lib/runtime/health";
 import { aliasesFor } from "./aliases";
 import { AliasLookups } from "./alias-lookups";
 import { notModified, type CachedResponse } from "./conditional";
@@ -26,12 +27,15 @@ import { KeptReadMetrics } from "./kept-metrics";
 import { keptKey, serveKept } from "./kept-reads";
 import { toEveError } from "./errors";
 import { CSRF_COOKIE, SESSION_COOKIE, csrfOf, parseCookies, signInFor, type AuthMeta, type SignIn } from "./sessions";
-import { MUTATING, changesState, discardBody, hasBody, isJson, parseJson, queryPairs, userAgent, type Req } from "./requests";
+import { MUTATING, changesState, discardBody, hasBody, isJson, jsonParser, queryPairs, userAgent, type JsonParser, type Req } from "./requests";
 
 type Meta = Record<string, any>;
 
 /** What the service keeps (created). */
 interface ApiVars {
+	/** The broker's configuration (lib/config.ts configOf), read in `created`. */
+	config: Config;
+	parseJson: JsonParser;
 	readCaches: Map<string, ReadCache<CachedResponse>>;
 	/** Callers by token hash: who a token is, kept until `tokens` changes. */
 	callers: ReadCache<KnownCaller | null>;
@@ -78,22 +82,57 @@ const ALIAS_LOOKUPS = 2000;
 /** The /auth route's actions (single sign-on), the only ones reached without a token. */
 const AUTH_ACTIONS = new Set(["api.authConfig", "api.authLogin", "api.authCallback", "api.authLogout"]);
 
-const config = loadConfig();
-/** Request logging builds strings on every request; LOGLEVEL=debug turns it on. */
-const LOG_REQUESTS = process.env.LOGLEVEL === "debug";
-
 /** moleculer-web's own methods, which the ones below wrap. */
-const gatewayMethods = (ApiGateway as unknown as { methods: Record<"httpHandler" | "sendResponse" | "aliasHandler" | "callAction" | "resolveAlias", (this: unknown, ...args: unknown[]) => unknown> }).methods;
+const gatewayMethods = (ApiGateway as unknown as { methods: Record<"httpHandler" | "sendResponse" | "sendError" | "aliasHandler" | "callAction" | "resolveAlias", (this: unknown, ...args: unknown[]) => unknown> }).methods;
+
+/**
+ * moleculer-web warns, with the error's stack, when a client closes a streamed answer before its end: for a live
+ * event stream that is how it ends, so that one case is logged at debug; every other stream error still warns.
+ */
+function clientCloseAtDebug(logger: Logger): Logger {
+	const warn = logger.warn.bind(logger);
+	return {
+		...logger,
+		warn(...args: unknown[]) {
+			const about = args[1] as { err?: { code?: unknown }; url?: unknown } | undefined;
+			if (args[0] === "Stream got an error." && about?.err?.code === "ERR_STREAM_PREMATURE_CLOSE") return logger.debug("The client closed its stream:", about.url);
+			return warn(...args);
+		},
+	};
+}
+
+/** The port opens once every other service of this process has started: no request is answered 503 meanwhile. */
+const OpensLast: Partial<ServiceSchema> = {
+	started(this: Service) {
+		return othersStarted(this);
+	},
+};
+
+/** The settings from the broker's configuration (lib/config.ts configOf). */
+const FromConfig = {
+	/**
+	 * The settings moleculer-web reads in its own `created` (the port, CORS, request logs), from the broker's
+	 * configuration (lib/config.ts configOf): merged runs after the mixins are applied and before any `created`.
+	 */
+	merged(this: Service, schema: ServiceSchema) {
+		const config = configOf(this.broker);
+		// Request logging builds strings on every request; LOGLEVEL=debug turns it on.
+		const logRequests = config.broker.logLevel === "debug" ? "debug" : null;
+		const cors = config.corsOrigins.length
+			? { origin: config.corsOrigins, methods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"], exposedHeaders: ["X-Total-Count", "Location"], maxAge: 21600 }
+			: undefined;
+		Object.assign(schema.settings ?? {}, { port: config.port, ip: config.host, logRequest: logRequests, logResponse: logRequests, cors });
+	},
+} as Partial<ServiceSchema>;
 
 const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, Record<string, never>, ApiVars, ApiThis> = {
 	name: "api",
 	// GatewayUi: the dashboard at /, security headers, whoami, openapi.json, the alert stream. Listed first so
 	// that its `stopped` (ending the open streams) runs before moleculer-web's waits for the connections to close.
-	mixins: [GatewayUi as unknown as Partial<ServiceSchema>, ApiGateway as unknown as Partial<ServiceSchema>],
+	// OpensLast last: Moleculer runs the `started` of the last mixin first, so it waits before moleculer-web's opens the port.
+	mixins: [GatewayUi as unknown as Partial<ServiceSchema>, ApiGateway as unknown as Partial<ServiceSchema>, OpensLast, FromConfig],
 
 	settings: {
-		port: config.port,
-		ip: config.host,
 		log4XXResponses: false,
 		// The route and alias listing (some 250 lines) only at LOGLEVEL=debug: a start stays readable.
 		logRouteRegistration: "debug",
@@ -104,13 +143,8 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			securityHeaders(options, req, res);
 			options.requestID = acceptedRequestId(req.headers["x-correlation-id"] ?? req.headers["x-request-id"]);
 		},
-		logRequest: LOG_REQUESTS ? "debug" : null,
-		logResponse: LOG_REQUESTS ? "debug" : null,
 		logRequestParams: null,
 		logResponseData: null,
-		cors: config.corsOrigins.length
-			? { origin: config.corsOrigins, methods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"], exposedHeaders: ["X-Total-Count", "Location"], maxAge: 21600 }
-			: undefined,
 		routes: [
 			{
 				// Single sign-on (services/api/sessions.ts): no token needed, cookies read.
@@ -160,6 +194,8 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 		onError(this: ApiThis, req: Req, res: ServerResponse, err: any) {
 			const { code, body, internal } = toEveError(err, req.$alias?.unavailable);
 			if (internal) this.logger.error("Request failed:", req.method, req.url, err);
+			// An expected refusal (no master configured, a service not running, salt-api down): one line, no stack.
+			else if (code >= 500) this.logger.warn(`${code} ${req.method} ${(req.originalUrl ?? req.url ?? "").split("?")[0]}: ${body._error.message}`);
 			const send = () => {
 				if (res.headersSent) {
 					res.destroy();
@@ -193,7 +229,8 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 	actions: {
 		// moleculer-web's HTTP handler: a breaker on it would refuse every request for a while after a burst
 		// of failures behind it (those have their own breakers, per endpoint).
-		rest: { circuitBreaker: { enabled: false } },
+		// Its failures are each request's, logged once by onError with the method and path (not by RequestLog).
+		rest: { circuitBreaker: { enabled: false }, [OWN_FAILURE_LOG]: true } as ActionSchema,
 
 		/** GET /auth/config: whether the dashboard offers single sign-on, and what its button says. */
 		authConfig: {
@@ -240,11 +277,11 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 		this.keptMetrics = this.broker.isMetricsEnabled() ? new KeptReadMetrics(this.broker, this.fullName) : null;
 		// Longer than the idle timeout of the proxies in front (ingress-nginx keeps upstream connections 60 s):
 		// a proxy must never send a request on a connection this server is closing.
-		this.server.keepAliveTimeout = config.httpKeepAliveMs;
+		this.server.keepAliveTimeout = this.config.httpKeepAliveMs;
 		// Slow clients: the headers, and the whole request with its body, must arrive in time (else 408).
 		// Node checks both every 30 s (its connectionsCheckingInterval); idle keep-alive connections are not counted.
-		this.server.headersTimeout = config.httpHeadersTimeoutMs;
-		this.server.requestTimeout = config.httpRequestTimeoutMs;
+		this.server.headersTimeout = this.config.httpHeadersTimeoutMs;
+		this.server.requestTimeout = this.config.httpRequestTimeoutMs;
 		// Once a shutdown began, every answer closes its connection: clients reconnect, to another replica.
 		this.server.prependListener("request", (_req: IncomingMessage, res: ServerResponse) => {
 			if (!this.broker.started) res.setHeader("Connection", "close");
@@ -274,15 +311,18 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 	},
 
 	created(this: ApiThis) {
+		this.config = configOf(this.broker);
+		this.logger = clientCloseAtDebug(this.logger);
 		this.keptMetrics = null;
 		this.readCaches = new Map<string, ReadCache<CachedResponse>>();
 		this.aliasLookups = new AliasLookups(ALIAS_LOOKUPS);
 		this.callers = new ReadCache<KnownCaller | null>(READ_CACHE_MS, 10_000);
-		this.corsOn = config.corsOrigins.length > 0;
-		this.logsRequests = LOG_REQUESTS;
+		this.corsOn = this.config.corsOrigins.length > 0;
+		this.logsRequests = this.config.broker.logLevel === "debug";
+		this.parseJson = jsonParser(this.config.maxBodyBytes);
 		this.rateWindows = new Map<string, number>();
 		this.rateWindowStart = Date.now();
-		this.signIn = signInFor((what, why) => this.logger.warn(what, why));
+		this.signIn = signInFor(this.config, (what, why) => this.logger.warn(what, why));
 	},
 
 	methods: {
@@ -343,7 +383,16 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			// Runs are authorized where they start (the cm-gateway, the tasks service), on what they resolve
 			// to; they write their audit record under this id before anything runs, and answer what they ran.
 			ctx.meta.request = { source: req.socket.remoteAddress ?? "", agent: userAgent(req), method: req.method, path: (req.originalUrl ?? req.url ?? "").slice(0, 4096) };
+			// No service has the action (no master configured, its service not running): the 503 moleculer-web would
+			// answer, without the broker's warning about each such request (onError logs it once).
+			const action = req.$alias?.action;
+			if (action && !(this.broker.registry as unknown as { getActionEndpoints(name: string): unknown }).getActionEndpoints(action)) throw new ApiGateway.Errors.ServiceUnavailableError("SERVICE_UNAVAILABLE", { action });
 			return gatewayMethods.aliasHandler.call(this, req, res, alias);
+		},
+
+		/** moleculer-web's own logs every 5xx with its stack; onError logs each failure once (an expected refusal in one line). */
+		errorHandler(this: ApiThis, req: Req, res: ServerResponse, err: unknown) {
+			gatewayMethods.sendError.call(this, req, res, err);
 		},
 
 		/** The JSON body of a route that takes one (other content types are left for prepareParams to refuse). */
@@ -351,9 +400,9 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			const kind = req.$alias?.bodyKind;
 			// A stream is the action's to read; a body a route does not take is read and dropped.
 			if (kind === "stream") return Promise.resolve();
-			if (kind !== "json") return hasBody(req) ? discardBody(req, config.maxBodyBytes) : Promise.resolve();
+			if (kind !== "json") return hasBody(req) ? discardBody(req, this.config.maxBodyBytes) : Promise.resolve();
 			return new Promise((resolve, reject) =>
-				parseJson(req, res, err => {
+				this.parseJson(req, res, err => {
 					if (err) return reject(err);
 					// No bytes is no body (body-parser would make it `{}`): the actions answer 400, as Eve does.
 					req.$params.body = req.$bodyBytes ? req.body : undefined;
@@ -384,7 +433,7 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 
 		/** A fixed one-minute window per principal; RATE_LIMIT_PER_MINUTE=0 turns it off. A request over the limit is counted too. */
 		rateLimit(this: ApiThis, key: string) {
-			const limit = config.rateLimitPerMinute;
+			const limit = this.config.rateLimitPerMinute;
 			if (limit && this.rateCount(key, true) > limit) {
 				throw new EveError(429, "Rate limit exceeded", { retryAfter: Math.max(1, Math.ceil((this.rateWindowStart + 60_000 - Date.now()) / 1000)) } as never);
 			}
@@ -392,7 +441,7 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 
 		/** Counts a request of `key` when the limit has room for it (kept-reads.ts); false, counting nothing, when not. */
 		rateRoom(this: ApiThis, key: string): boolean {
-			const limit = config.rateLimitPerMinute;
+			const limit = this.config.rateLimitPerMinute;
 			if (!limit) return true;
 			if (this.rateCount(key, false) >= limit) return false;
 			this.rateCount(key, true);
@@ -401,7 +450,7 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 
 		/** The requests of `key` in the current window, this one counted when `take`. */
 		rateCount(this: ApiThis, key: string, take: boolean): number {
-			if (!config.rateLimitPerMinute) return 0;
+			if (!this.config.rateLimitPerMinute) return 0;
 			const now = Date.now();
 			if (now - this.rateWindowStart >= 60_000) {
 				this.rateWindowStart = now;
@@ -472,7 +521,7 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 
 		readCache(this: ApiThis, service: string): ReadCache<CachedResponse> {
 			let cache = this.readCaches.get(service);
-			if (!cache) this.readCaches.set(service, (cache = new ReadCache<CachedResponse>(loadConfig().readCacheMs, GATEWAY_CACHE_ENTRIES)));
+			if (!cache) this.readCaches.set(service, (cache = new ReadCache<CachedResponse>(this.config.readCacheMs, GATEWAY_CACHE_ENTRIES)));
 			return cache;
 		},
 

@@ -6,12 +6,9 @@
  * 500 that reveals nothing.
  */
 import { Errors } from "moleculer";
-import { loadConfig } from "../../lib/config";
 import { DEFAULT_MESSAGES, EveError } from "../../lib/eve/errors";
 import { toIssues } from "../../lib/eve/validation";
 import { isAnswer } from "../../lib/runtime/resilience";
-
-const config = loadConfig();
 
 export interface EveErrorBody {
 	_status: "ERR";
@@ -46,7 +43,7 @@ export function toEveError(err: any, unavailable?: string): { code: number; body
 		// body-parser (moleculer-web passes its errors on as MoleculerErrors with the same type)
 		const status = err.status ?? err.code;
 		code = status === 413 ? 413 : 400;
-		message = status === 413 ? `request body too large (limit ${config.maxBodyBytes} bytes)` : err.type === "entity.parse.failed" ? "malformed JSON in the request body" : "unreadable request body";
+		message = status === 413 ? `request body too large${typeof err.limit === "number" ? ` (limit ${err.limit} bytes)` : ""}` : err.type === "entity.parse.failed" ? "malformed JSON in the request body" : "unreadable request body";
 	} else if (err?.name === "QueueIsFullError") {
 		// a bulkhead (lib/runtime/resilience.ts): too much of this kind of work waits already
 		code = 503;

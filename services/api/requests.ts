@@ -6,14 +6,12 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Context } from "moleculer";
 import ApiGateway from "moleculer-web";
-import { loadConfig } from "../../lib/config";
 import type { BodyKind } from "../../lib/http/routes";
 import type { Role } from "../../lib/http/auth";
 import { EveError } from "../../lib/eve/errors";
 import type { QueryPairs } from "../../lib/eve/query";
 import { MAX_JSON_DEPTH, tooDeep } from "../../lib/eve/json-depth";
 
-const config = loadConfig();
 
 export type Req = IncomingMessage & {
 	$params: Record<string, any>;
@@ -38,7 +36,12 @@ function verifyDepth(req: IncomingMessage, _res: ServerResponse, buf: Buffer): v
 	if (tooDeep(buf)) throw new EveError(400, `the JSON body is nested more than ${MAX_JSON_DEPTH} levels deep`);
 }
 
-export const parseJson: (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void = (ApiGateway as unknown as { bodyParser: { json(opts: unknown): typeof parseJson } }).bodyParser.json({ strict: true, limit: config.maxBodyBytes, verify: verifyDepth });
+export type JsonParser = (req: IncomingMessage, res: ServerResponse, next: (err?: unknown) => void) => void;
+
+/** The JSON body parser of bodies of at most `limit` bytes (MAX_BODY_BYTES). */
+export function jsonParser(limit: number): JsonParser {
+	return (ApiGateway as unknown as { bodyParser: { json(opts: unknown): JsonParser } }).bodyParser.json({ strict: true, limit, verify: verifyDepth });
+}
 
 /** The query string as ordered pairs; Eve's links repeat it in the client's order. */
 export function queryPairs(search: string): QueryPairs {

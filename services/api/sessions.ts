@@ -15,11 +15,11 @@
  */
 import { createHash } from "node:crypto";
 import type { Context } from "moleculer";
-import { loadConfig, type OidcConfig, type OidcRoleRule } from "../../lib/config";
+import type { OidcConfig, OidcRoleRule } from "../../lib/config";
 import { EveError } from "../../lib/eve/errors";
 import type { AuditBegin, AuditOutcome } from "../../lib/contracts/audit";
 import { hashToken } from "../../lib/http/auth";
-import { decryptSecret, encryptSecret } from "../../lib/security/secrets";
+import { decryptSecret, encryptSecret, type SecretsSource } from "../../lib/security/secrets";
 
 type OidcClient = typeof import("openid-client");
 
@@ -81,6 +81,8 @@ export class SignIn {
 	constructor(
 		private readonly oidc: OidcConfig,
 		private readonly log: (what: string, why: string) => void,
+		/** Where the key of the login cookie's encryption comes from. */
+		private readonly secrets: SecretsSource,
 	) {}
 
 	/** What the sign-in button says. */
@@ -116,7 +118,7 @@ export class SignIn {
 		const state = lib.randomState();
 		const nonce = lib.randomNonce();
 		const url = lib.buildAuthorizationUrl(config, { redirect_uri: this.redirectUri, scope: this.oidc.scopes, code_challenge: await lib.calculatePKCECodeChallenge(verifier), code_challenge_method: "S256", state, nonce });
-		const tx = encryptSecret(JSON.stringify({ state, nonce, verifier, until: Date.now() + LOGIN_TTL_S * 1000 }));
+		const tx = encryptSecret(this.secrets, JSON.stringify({ state, nonce, verifier, until: Date.now() + LOGIN_TTL_S * 1000 }));
 		meta.$responseHeaders = { "Set-Cookie": [cookie(LOGIN_COOKIE, tx, { maxAge: LOGIN_TTL_S, httpOnly: true, path: "/auth", sameSite: "Lax", secure: this.secure })], "Cache-Control": "no-store" };
 		meta.$statusCode = 302;
 		meta.$location = url.href;
@@ -136,7 +138,7 @@ export class SignIn {
 		};
 		let tx: { state: string; nonce: string; verifier: string; until: number };
 		try {
-			tx = JSON.parse(decryptSecret(meta.cookies?.[LOGIN_COOKIE] ?? ""));
+			tx = JSON.parse(decryptSecret(this.secrets, meta.cookies?.[LOGIN_COOKIE] ?? ""));
 			if (!(tx.until > Date.now())) throw new Error("expired");
 		} catch {
 			return fail("the sign-in took too long or did not start here: sign in again");
@@ -218,7 +220,6 @@ export class SignIn {
 }
 
 /** The gateway's sign-in, when OIDC is configured. */
-export function signInFor(log: (what: string, why: string) => void): SignIn | null {
-	const { oidc } = loadConfig();
-	return oidc ? new SignIn(oidc, log) : null;
+export function signInFor(config: SecretsSource & { oidc: OidcConfig | null }, log: (what: string, why: string) => void): SignIn | null {
+	return config.oidc ? new SignIn(config.oidc, log, config) : null;
 }

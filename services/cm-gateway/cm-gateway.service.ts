@@ -17,8 +17,8 @@
  * Without CM_API_URL none of this runs and the salt actions are not published: the gateway answers 503.
  * Run one cm-gateway per master: each one follows the event stream and would raise every alert again.
  */
-import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import { loadConfig } from "../../lib/config";
+import type { Context, Service, ServiceBroker, ServiceSchema, ServiceSettingSchema } from "moleculer";
+import { configOf } from "../../lib/config";
 import { countMetric } from "../../lib/runtime/metrics";
 import { SaltClient } from "./salt-client";
 import { GatewayAlerts } from "./alerts";
@@ -67,8 +67,9 @@ function parts(svc: CmGatewayThis): Parts {
 	return svc.parts;
 }
 
-export default function CmGatewayService(): ServiceSchema<ServiceSettingSchema, Record<string, never>, Vars, CmGatewayThis> {
-	const config = loadConfig();
+/** Made by the broker that loads it (moleculer's function services): which actions exist depends on its configuration. */
+export default function CmGatewayService(broker: ServiceBroker): ServiceSchema<ServiceSettingSchema, Record<string, never>, Vars, CmGatewayThis> {
+	const config = configOf(broker);
 	const configured = config.cmApiUrl !== "";
 	const target = { id: "string", body: { type: "any", optional: true }, query: { type: "any", optional: true } };
 

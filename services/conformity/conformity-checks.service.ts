@@ -18,7 +18,7 @@ import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, t
 import { OBJECT_ID } from "../../lib/eve/ids";
 import type { Issues } from "../../lib/eve/errors";
 import { ErrorType, Invalid, isError, RunRefused } from "../../lib/errors";
-import { loadConfig } from "../../lib/config";
+import { configOf } from "../../lib/config";
 import { CronError, nextDue, parseCron, type Schedule } from "../../lib/fleet/schedule";
 import type { Doc } from "../../lib/storage/store";
 import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
@@ -197,7 +197,7 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 	},
 
 	created(this: ChecksThis) {
-		const config = loadConfig();
+		const config = configOf(this.broker);
 		this.timer = null;
 		this.passes = new PassLoop(
 			() => this.lookForPasses(),
@@ -211,7 +211,7 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 		// Passes an older version left unstarted are moved to a lease first: they are taken over as usual.
 		const moved = await migrateLeases(this.store, oldLeases(this.leaseMs));
 		if (moved) this.logger.info(`Moved ${moved} unstarted conformity check passes to a \`lease\``);
-		if (!loadConfig().rolloutDriver) return;
+		if (!configOf(this.broker).rolloutDriver) return;
 		this.timer = setInterval(() => this.tick(), this.tickMs);
 		this.timer.unref?.();
 	},

@@ -20,7 +20,7 @@
 import crypto from "node:crypto";
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
 import { Storage, type StorageThis } from "../../mixins/storage.mixin";
-import { loadConfig } from "../../lib/config";
+import { configOf } from "../../lib/config";
 import { Invalid, NotFound, NothingToRun, RunRefused } from "../../lib/errors";
 import { newObjectId } from "../../lib/eve/ids";
 import { formatHttpDate } from "../../lib/eve/dates";
@@ -317,7 +317,7 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 	},
 
 	created(this: ConformityThis) {
-		const config = loadConfig();
+		const config = configOf(this.broker);
 		this.checkedResolutionMs = config.conformityCheckedResolutionMs;
 		this.alertBurst = config.cmAlertBurst;
 	},

@@ -20,7 +20,7 @@
  */
 import type { Context, Service, ServiceSchema } from "moleculer";
 import type { RestContext } from "../../mixins/eve-collection.mixin";
-import { loadConfig } from "../../lib/config";
+import { configOf } from "../../lib/config";
 import { batchesBySize } from "../../lib/fleet/batches";
 import { formatHttpDate, nowSeconds } from "../../lib/eve/dates";
 import { Invalid, Malformed, NotFound } from "../../lib/errors";
@@ -265,7 +265,7 @@ const GraphService: ServiceSchema = {
 	},
 
 	created(this: EveThis) {
-		this.config = loadConfig();
+		this.config = configOf(this.broker);
 	},
 };
 

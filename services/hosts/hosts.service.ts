@@ -13,7 +13,7 @@ import { MASK } from "../../lib/eve/render";
 import { compileSchema } from "../../lib/eve/validation";
 import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
 import { batchEnd } from "../../lib/fleet/batches";
-import { loadConfig } from "../../lib/config";
+import { configOf } from "../../lib/config";
 import { setMetric } from "../../lib/runtime/metrics";
 import { ENTRY_FIELDS } from "../../lib/fleet/stats-history";
 import { presenceTransition } from "../../lib/fleet/presence";
@@ -138,7 +138,7 @@ const HostsService: EveServiceSchema<HostsThis> = {
 				}
 				const incoming = new Map(hosts.map(h => [h._id as string, h]));
 				const now = nowSeconds();
-				const resolution = loadConfig().heartbeatResolutionMs;
+				const resolution = configOf(this.broker).heartbeatResolutionMs;
 				// Each stored host compared in place (no copy of its grain): only what differs is written.
 				const existing = new Set<string>();
 				const updates: Array<[string, NonNullable<ReturnType<typeof inventoryUpdate>>]> = [];
@@ -329,7 +329,7 @@ const HostsService: EveServiceSchema<HostsThis> = {
 
 	async started(this: HostsThis) {
 		if (this.broker.isMetricsEnabled()) {
-			this.countTimer = setInterval(() => this.countHosts(), loadConfig().fleetMetricsIntervalMs);
+			this.countTimer = setInterval(() => this.countHosts(), configOf(this.broker).fleetMetricsIntervalMs);
 			this.countTimer.unref();
 			this.countHostsSoon();
 		}

@@ -9,7 +9,7 @@ import type { HostsThis } from "./types";
 import { nowSeconds } from "../../lib/eve/dates";
 import type { Doc } from "../../lib/storage/store";
 import { heartbeatDue, presenceTransition } from "../../lib/fleet/presence";
-import { loadConfig } from "../../lib/config";
+import { configOf } from "../../lib/config";
 import { action } from "../../lib/contracts/call";
 
 /** A reading of the master's presence: hosts seen up, seen down, and whether `up` is everyone connected. */
@@ -32,7 +32,7 @@ export const presenceActions: Record<string, ActionSchema<HostsThis>> = {
 		async handler(this: HostsThis, ctx) {
 			const { up, docs } = await this.presenceDocs(ctx.params);
 			const now = nowSeconds();
-			const resolution = loadConfig().heartbeatResolutionMs;
+			const resolution = configOf(this.broker).heartbeatResolutionMs;
 			const wentUp: string[] = [];
 			const wentDown: string[] = [];
 			const nowUp: string[] = [];

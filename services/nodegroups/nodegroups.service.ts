@@ -9,7 +9,7 @@ import fs from "node:fs";
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, idFromName } from "../../lib/eve/ids";
-import { loadConfig } from "../../lib/config";
+import { configOf, type Config } from "../../lib/config";
 import { nowSeconds } from "../../lib/eve/dates";
 import { compileSchema } from "../../lib/eve/validation";
 import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
@@ -57,8 +57,7 @@ function refuseProtoKey(key: string, value: unknown): unknown {
 }
 
 /** Reads the configured definitions; a broken definition stops the service with a clear message. */
-export function readNodegroupDefinitions(): Definition[] {
-	const config = loadConfig();
+export function readNodegroupDefinitions(config: Pick<Config, "nodegroups" | "nodegroupsFile">): Definition[] {
 	let raw = config.nodegroups;
 	if (!raw && config.nodegroupsFile) raw = fs.readFileSync(config.nodegroupsFile, "utf8");
 	if (!raw) return [];
@@ -163,7 +162,7 @@ const NodegroupsService: EveServiceSchema<NodegroupsThis> = {
 	},
 
 	created(this: NodegroupsThis) {
-		this.configured = readNodegroupDefinitions();
+		this.configured = readNodegroupDefinitions(configOf(this.broker));
 	},
 
 	async started(this: NodegroupsThis) {

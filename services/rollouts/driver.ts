@@ -14,7 +14,7 @@
 import type { Context } from "moleculer";
 import type { EveThis, RestContext } from "../../mixins/eve-collection.mixin";
 import type { Doc } from "../../lib/storage/store";
-import { loadConfig } from "../../lib/config";
+import { configOf } from "../../lib/config";
 import { ErrorType, isError } from "../../lib/errors";
 import { countMetric } from "../../lib/runtime/metrics";
 import { PassLoop, both, claim, claimable, heldBy, migrateLeases, release, type OldLeases } from "../../lib/runtime/lease";
@@ -73,7 +73,7 @@ export const OLD_LEASES: OldLeases = {
 
 export const driverMethods = {
 	driverCreated(this: RolloutsThis) {
-		const config = loadConfig();
+		const config = configOf(this.broker);
 		this.driver = { enabled: config.rolloutDriver, tickMs: config.rolloutTickMs, leaseMs: config.rolloutLeaseMs, timer: null, passes: null };
 	},
 

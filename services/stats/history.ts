@@ -5,7 +5,7 @@
 import type { EveThis } from "../../mixins/eve-collection.mixin";
 import type { Store } from "../../lib/storage/store";
 import type { BucketLasts, ChangeDoc, EntryTest, FleetState, PeriodSummary, Range, Snap } from "../../lib/fleet/stats-history";
-import { loadConfig } from "../../lib/config";
+import { configOf } from "../../lib/config";
 import { type Doc } from "../../lib/storage/store";
 import { summarize, type Entry } from "../../lib/fleet/stats-history";
 
@@ -19,7 +19,8 @@ export const SINCE_SLACK_MS = 5000;
 /** A snapshot left incomplete this long (and two intervals) is undone by the next taker: its replica died. */
 export const LEASE_MIN_MS = 10_000;
 
-export const cfg = () => loadConfig();
+/** The stats service's configuration: its broker's (lib/config.ts configOf), loaded once at the broker's start. */
+export const cfg = (svc: { broker: object }) => configOf(svc.broker);
 
 export type Header = Doc & { index: number; slot: number; timestamp: Date; complete: boolean };
 

@@ -33,7 +33,7 @@ export const snapshotMethods = {
 	 * or null when another replica has (or had) this interval.
 	 */
 	async takeSnapshot(this: StatsThis, at: Date): Promise<Header | null> {
-		const intervalMs = cfg().statsSnapshotIntervalS * 1000;
+		const intervalMs = cfg(this).statsSnapshotIntervalS * 1000;
 		const slot = Math.floor(at.getTime() / intervalMs);
 		for (let attempt = 0; attempt < 5; attempt++) {
 			const [last] = (await this.store.find({}, { sort: [["index", -1]], limit: 1 })) as Header[];
@@ -99,7 +99,7 @@ export const snapshotMethods = {
 	},
 
 	async fillSnapshot(this: StatsThis, header: Header, prev: Header | null): Promise<void> {
-		const keyframe = !prev || header.index % cfg().statsKeyframeEvery === 0;
+		const keyframe = !prev || header.index % cfg(this).statsKeyframeEvery === 0;
 		const state = prev ? await this.stateAt(prev.index, prev._id) : new FleetState();
 		// The kept state becomes this snapshot's, once it is stored.
 		this.cached = null;
@@ -129,7 +129,7 @@ export const snapshotMethods = {
 	 * so history is kept for STATS_RETENTION_DAYS plus at most one keyframe period.
 	 */
 	async dropExpired(this: StatsThis, now: Date): Promise<void> {
-		const cutoff = new Date(now.getTime() - cfg().statsRetentionDays * 86_400_000);
+		const cutoff = new Date(now.getTime() - cfg(this).statsRetentionDays * 86_400_000);
 		const [oldest] = await this.store.find({ complete: true, timestamp: { $gte: cutoff } }, { sort: [["index", 1]], limit: 1, only: ["index"] });
 		if (!oldest) return;
 		const kf = await this.keyframeFor(oldest.index);

@@ -15,7 +15,6 @@ import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { nowSeconds, renderDates } from "../../lib/eve/dates";
 import { Malformed } from "../../lib/errors";
 import { QueryArgs, filterTouches, parseProjection, parseSort, parseWhere, type Filter } from "../../lib/eve/query";
-import { loadConfig } from "../../lib/config";
 import { DuplicateKeyError, type Doc, type Store } from "../../lib/storage/store";
 import {
 	FIRST,
@@ -140,7 +139,7 @@ const StatsService: EveServiceSchema<StatsThis> = {
 		},
 
 		scheduleSnapshots(this: StatsThis): void {
-			const intervalMs = cfg().statsSnapshotIntervalS * 1000;
+			const intervalMs = cfg(this).statsSnapshotIntervalS * 1000;
 			// Every replica wakes at the start of each interval; the claim picks one.
 			const wait = intervalMs - (Date.now() % intervalMs) + 20;
 			this.snapshotTimer = setTimeout(async () => {
@@ -162,7 +161,7 @@ const StatsService: EveServiceSchema<StatsThis> = {
 		await this.stores[COUNTS].ensureIndex("snapshot", { ordered: true });
 		// A header an older version left incomplete keeps its lease under the new name (undone once it passes).
 		await migrateLeases(this.store, OLD_LEASES);
-		if (cfg().statsSnapshots) this.scheduleSnapshots();
+		if (cfg(this).statsSnapshots) this.scheduleSnapshots();
 	},
 
 	async stopped(this: StatsThis) {

@@ -13,7 +13,7 @@ import type { Doc } from "../../lib/storage/store";
 import { countMetric, observeMetric } from "../../lib/runtime/metrics";
 import { claimRun, deferRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";
 import { PassLoop } from "../../lib/runtime/lease";
-import { loadConfig, type Config } from "../../lib/config";
+import { configOf, type Config } from "../../lib/config";
 import { call } from "../../lib/contracts/call";
 import { ErrorType, isError } from "../../lib/errors";
 
@@ -44,8 +44,8 @@ export interface TasksMembers {
 export type TasksThis = EveThis & TasksMembers;
 
 /** The schedule a task describes. */
-export function scheduleOf(t: Doc): Schedule {
-	return { start: new Date(t.start), end: t.end ? new Date(t.end) : null, interval: t.interval ?? 0, cron: t.cron ?? null, timezone: t.timezone ?? cfg().taskTimezone };
+export function scheduleOf(t: Doc, timezone: string): Schedule {
+	return { start: new Date(t.start), end: t.end ? new Date(t.end) : null, interval: t.interval ?? 0, cron: t.cron ?? null, timezone: t.timezone ?? timezone };
 }
 
 /** The task's schedule as its definition's approval covers it (cm-gateway governance.ts, TaskSchedule). */
@@ -70,15 +70,9 @@ export function nothingRan(e: { type?: string; data?: { kind?: string } }): bool
 	if (typeof e.type !== "string") return false;
 	return NOTHING_RAN.has(e.type) || (e.type === "SALT_API" && SALT_NOT_REACHED.has(e.data?.kind ?? ""));
 }
-/**
- * The configuration, read once per environment: the test harness starts services with different
- * environments in one process, and the scheduler asks for it on every claim.
- */
-let cached: { key: string; config: Config } | null = null;
-export function cfg(): Config {
-	const key = `${process.env.TASK_TIMEZONE}|${process.env.TASK_LEASE_MS}|${process.env.TASK_MISFIRE_GRACE_MS}|${process.env.TASK_SCHEDULER}|${process.env.TASK_HANDOVERS}`;
-	if (!cached || cached.key !== key) cached = { key, config: loadConfig() };
-	return cached.config;
+/** The tasks service's configuration: its broker's (lib/config.ts configOf), loaded once at the broker's start. */
+export function cfg(svc: { broker: object }): Config {
+	return configOf(svc.broker);
 }
 
 
@@ -104,12 +98,12 @@ export const schedulerMethods = {
 		const now = new Date();
 		// Whether this replica has no room for another hand-over; if so, the next hand-over to end asks for a pass.
 		const full = () => {
-			if (cfg().taskHandovers - (this.handovers ?? 0) > 0) return false;
+			if (cfg(this).taskHandovers - (this.handovers ?? 0) > 0) return false;
 			this.roomWanted = true;
 			return true;
 		};
 		// Dead runs are rare and the search is not indexed: looked for a few times per lease, not every pass.
-		const takeoverDue = now.getTime() - (this.lastTakeoverScan ?? 0) >= Math.max(250, cfg().taskLeaseMs / 4);
+		const takeoverDue = now.getTime() - (this.lastTakeoverScan ?? 0) >= Math.max(250, cfg(this).taskLeaseMs / 4);
 		if (takeoverDue) this.lastTakeoverScan = now.getTime();
 		for (const t of takeoverDue ? await findExpired(this.store, now) : []) {
 			// No room: the rest stay with their lease passed, for this replica's next look or another replica's.
@@ -117,7 +111,7 @@ export const schedulerMethods = {
 				this.lastTakeoverScan = 0;
 				break;
 			}
-			const taken = await takeOverRun(this.store, { _id: t._id, pending: t.pending }, this.broker.nodeID, new Date(), cfg().taskLeaseMs);
+			const taken = await takeOverRun(this.store, { _id: t._id, pending: t.pending }, this.broker.nodeID, new Date(), cfg(this).taskLeaseMs);
 			if (taken) {
 				this.logger.warn(`Task '${t._id}': taking over run ${t.pending.run} (due ${new Date(t.pending.due).toISOString()}) from ${t.lease.owner}, whose lease passed`);
 				void this.handOver(taken, true);
@@ -155,11 +149,11 @@ export const schedulerMethods = {
 		// A run that waited for a maintenance window is judged by when it was due (misfire policy), not by the window.
 		const scheduled = t.window_wait?.due ? new Date(t.window_wait.due) : due;
 		const outstanding = t.overlap !== "allow" && !!t.last_run?.jid && (await this.broker.call<number, { jid: string }>("actions.outstanding", { jid: t.last_run.jid }).catch(() => 0)) > 0;
-		const { skip, next } = planRun({ ...scheduleOf(t), misfire: t.misfire, overlap: t.overlap }, scheduled, now, cfg().taskMisfireGraceMs, outstanding);
+		const { skip, next } = planRun({ ...scheduleOf(t, cfg(this).taskTimezone), misfire: t.misfire, overlap: t.overlap }, scheduled, now, cfg(this).taskMisfireGraceMs, outstanding);
 		const skipped = skip && outstanding && !skip.startsWith("missed") ? `${skip} (job ${t.last_run.jid})` : skip;
 		// Only with no run pending: a task holds one run at a time, so a run still being handed over (retrying, or
 		// held by a replica that died and awaiting takeover) is never overwritten and lost by the next one.
-		const claimed = await claimRun(this.store, { _id: t._id }, { due, next, skipped: skipped || null, run: newObjectId(), by: this.broker.nodeID, now, leaseMs: cfg().taskLeaseMs });
+		const claimed = await claimRun(this.store, { _id: t._id }, { due, next, skipped: skipped || null, run: newObjectId(), by: this.broker.nodeID, now, leaseMs: cfg(this).taskLeaseMs });
 		if (!claimed) return; // another replica won this run, or the task changed
 		observeMetric(this.broker, "fleet.task.lateness_seconds", Math.max(0, now.getTime() - due.getTime()) / 1000);
 		if (skipped) countMetric(this.broker, "fleet.task.runs.total", { outcome: "skipped" });
@@ -233,7 +227,7 @@ export const schedulerMethods = {
 				}
 				await new Promise(r => setTimeout(r, RETRY_DELAYS_MS[attempt]));
 				if (this.scheduler?.stopping) return; // the lease runs out; another replica takes the run over
-				await renewLease(this.store, t._id, pending.run, this.broker.nodeID, new Date(), cfg().taskLeaseMs);
+				await renewLease(this.store, t._id, pending.run, this.broker.nodeID, new Date(), cfg(this).taskLeaseMs);
 			}
 		}
 		countMetric(this.broker, "fleet.task.runs.total", { outcome: result.status });

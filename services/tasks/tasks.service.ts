@@ -15,7 +15,6 @@ import type { Context } from "moleculer";
 import { writeMethods } from "../../mixins/eve-collection/writes";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
-import { loadConfig, type Config } from "../../lib/config";
 import { FIRST_YEAR, LAST_YEAR, firstDue, neverDueReason, nextDue, parseCron, parseWallTime, planRun, preview, resumedNext, validTimeZone, type Schedule } from "../../lib/fleet/schedule";
 import { QueryArgs } from "../../lib/eve/query";
 import { formatHttpDate, parseHttpDate } from "../../lib/eve/dates";
@@ -154,7 +153,7 @@ const TasksService: EveServiceSchema<TasksThis> = {
 				if (task.status === "paused" && wanted === "scheduled") {
 					// Resuming makes runs happen: the resumer must be allowed to run the task too (its owner stays).
 					await this.authorizeTask(ctx as unknown as RestContext, task);
-					const next = resumedNext(scheduleOf(task), new Date());
+					const next = resumedNext(scheduleOf(task, cfg(this).taskTimezone), new Date());
 					return this.applyPatch(ctx, task, next ? { status: wanted, next } : { status: "finished", next: null }, false);
 				}
 				return this.applyPatch(ctx, task, { status: wanted }, false);
@@ -169,7 +168,7 @@ const TasksService: EveServiceSchema<TasksThis> = {
 				const task = await this.visibleItem(ctx.params.id);
 				if (task.status === "finished") return { _id: task._id, next: [] };
 				const from = task.status === "scheduled" && task.next ? new Date(new Date(task.next).getTime() - 1) : new Date();
-				return { _id: task._id, next: preview(scheduleOf(task), from, count).map(formatHttpDate) };
+				return { _id: task._id, next: preview(scheduleOf(task, cfg(this).taskTimezone), from, count).map(formatHttpDate) };
 			},
 		},
 
@@ -189,7 +188,7 @@ const TasksService: EveServiceSchema<TasksThis> = {
 				const { doc, issues } = await this.validateDoc(ctx, { name: "preview", fun: "test.ping", tgt: ["preview"], ...schedule }, { op: "create" });
 				if (issues || !doc) throw new Invalid(issues ?? {}, "the schedule contains errors");
 				const from = new Date(Math.max(doc.start.getTime() - 1, Date.now()));
-				return { next: preview(scheduleOf(doc), from, count).map(formatHttpDate) };
+				return { next: preview(scheduleOf(doc, cfg(this).taskTimezone), from, count).map(formatHttpDate) };
 			},
 		},
 
@@ -215,7 +214,7 @@ const TasksService: EveServiceSchema<TasksThis> = {
 		async prepareInput(this: TasksThis, _ctx: RestContext, doc: Doc, info: WriteInfo) {
 			const issues: Issues = {};
 			const out = { ...doc };
-			const tz = typeof doc.timezone === "string" ? doc.timezone : (info.existing?.timezone ?? cfg().taskTimezone);
+			const tz = typeof doc.timezone === "string" ? doc.timezone : (info.existing?.timezone ?? cfg(this).taskTimezone);
 			if (typeof doc.timezone === "string" && !validTimeZone(doc.timezone)) issues.timezone = `unknown time zone '${doc.timezone}' (an IANA name such as Europe/Berlin)`;
 			if (typeof doc.cron === "string") {
 				try {
@@ -269,7 +268,7 @@ const TasksService: EveServiceSchema<TasksThis> = {
 			const interval = "interval" in doc ? doc.interval : info.existing?.interval;
 			if (cron && interval > 0) return { cron: "give either cron or interval, not both" };
 			// A schedule that can never fire is refused, whatever the clock says (a past one-shot still runs once).
-			if (start instanceof Date && cron) return neverFiresIssue(scheduleOf({ ...info.existing, ...doc, start, end }));
+			if (start instanceof Date && cron) return neverFiresIssue(scheduleOf({ ...info.existing, ...doc, start, end }, cfg(this).taskTimezone));
 			return null;
 		},
 
@@ -326,19 +325,19 @@ const TasksService: EveServiceSchema<TasksThis> = {
 			if (info.existing) await this.taskInScope(ctx, info.existing, "change");
 			if (info.op === "create") {
 				const owner = await this.authorizeTask(ctx, doc);
-				const next = nextDue(scheduleOf(doc), new Date(doc.start.getTime() - 1));
+				const next = nextDue(scheduleOf(doc, cfg(this).taskTimezone), new Date(doc.start.getTime() - 1));
 				// A cron task keeps the zone it was made in: changing TASK_TIMEZONE later does not move its runs.
-				const zone = doc.cron && !doc.timezone ? { timezone: cfg().taskTimezone } : {};
+				const zone = doc.cron && !doc.timezone ? { timezone: cfg(this).taskTimezone } : {};
 				return { ...doc, ...zone, next, ...(next ? {} : { status: "finished" }), count_of_execution: 0, owner };
 			}
 			// A change of what runs or when makes the changer the owner, if they may run the whole result.
 			const changed: Doc = RUN_FIELDS.some(k => k in doc) && info.existing ? { ...doc, owner: await this.authorizeTask(ctx, { ...info.existing, ...doc }) } : doc;
 			// A change of when the task runs moves `next`: from start while it has not run, else from now.
 			if (["start", "end", "interval", "cron", "timezone"].some(k => k in doc) && info.existing && info.existing.status !== "finished") {
-				const zone: Doc = doc.cron && !doc.timezone && !info.existing.timezone ? { timezone: cfg().taskTimezone } : {};
+				const zone: Doc = doc.cron && !doc.timezone && !info.existing.timezone ? { timezone: cfg(this).taskTimezone } : {};
 				const merged: Doc = { ...info.existing, ...changed, ...zone };
 				const from = merged.count_of_execution === 0 ? new Date(merged.start.getTime() - 1) : new Date();
-				return { ...changed, ...zone, next: nextDue(scheduleOf(merged), from) };
+				return { ...changed, ...zone, next: nextDue(scheduleOf(merged, cfg(this).taskTimezone), from) };
 			}
 			return changed;
 		},
@@ -363,7 +362,7 @@ const TasksService: EveServiceSchema<TasksThis> = {
 		// Leases stored by an older version are moved first: a run claimed before the upgrade is taken over as usual.
 		const moved = await migrateLeases(this.store, OLD_LEASES);
 		if (moved) this.logger.info(`Moved the leases of ${moved} pending task runs to \`lease\``);
-		if (!cfg().taskScheduler) return;
+		if (!cfg(this).taskScheduler) return;
 		this.createScheduler();
 		// Runs go to the cm-gateway; the scheduler starts looking once the services it writes through are there.
 		void this.broker

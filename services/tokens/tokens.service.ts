@@ -19,7 +19,7 @@ import type { Issues } from "../../lib/eve/errors";
 import { ErrorType, isError, runRefused } from "../../lib/errors";
 import { SCOPE_CALLS_SCHEMA, SCOPE_FUNCTIONS_SCHEMA } from "../../lib/security/scopes";
 import { ROLES, arbitraryCodeFields, hashToken, newToken, runDenial, type Caller, type RunCall, type Scope } from "../../lib/http/auth";
-import { loadConfig } from "../../lib/config";
+import { configOf } from "../../lib/config";
 import { announceAdminToken } from "../../lib/runtime/first-screen";
 import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
 import { personalActions } from "./personal";
@@ -170,7 +170,7 @@ const TokensService: EveServiceSchema<TokensThis> = {
 
 		/** CTL_ADMIN_TOKEN, or on the embedded default a token made now and printed once. */
 		async bootstrap(this: TokensThis) {
-			const config = loadConfig();
+			const config = configOf(this.broker);
 			// Checked by loadConfig: a token a request could not carry stops the start.
 			const fromEnv = config.adminToken;
 			if (fromEnv) {

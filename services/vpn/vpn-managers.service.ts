@@ -12,7 +12,7 @@ import type { Issues } from "../../lib/eve/errors";
 import { Conflict } from "../../lib/errors";
 import { encryptSecret, decryptSecret } from "../../lib/security/secrets";
 import type { Doc } from "../../lib/storage/store";
-import { loadConfig, type Config } from "../../lib/config";
+import { configOf, type Config } from "../../lib/config";
 import { outboundPolicy, outboundUrlProblem, type OutboundPolicy } from "../../lib/security/address-guard";
 import { pritunlBaseUrl } from "./pritunl-client";
 import { action, call } from "../../lib/contracts/call";
@@ -79,7 +79,7 @@ const VpnManagersService: EveServiceSchema<VpnManagersThis> = {
 			async handler(this: VpnManagersThis, ctx) {
 				const doc = await this.visibleItem(ctx.params.id);
 				const clear: Doc = { ...doc };
-				for (const f of SECRETS) if (typeof doc[f] === "string") clear[f] = decryptSecret(doc[f]);
+				for (const f of SECRETS) if (typeof doc[f] === "string") clear[f] = decryptSecret(this.config, doc[f]);
 				return clear as VpnManagerCredentials;
 			},
 		}),
@@ -98,7 +98,7 @@ const VpnManagersService: EveServiceSchema<VpnManagersThis> = {
 		},
 		async beforeStore(this: VpnManagersThis, _ctx: RestContext, doc: Doc, _info: WriteInfo): Promise<Doc> {
 			const out = { ...doc };
-			for (const f of SECRETS) if (typeof out[f] === "string") out[f] = encryptSecret(out[f]);
+			for (const f of SECRETS) if (typeof out[f] === "string") out[f] = encryptSecret(this.config, out[f]);
 			return out;
 		},
 		async removeDocs(this: VpnManagersThis, ctx: RestContext, docs: Doc[]) {
@@ -117,7 +117,7 @@ const VpnManagersService: EveServiceSchema<VpnManagersThis> = {
 		},
 	},
 	created(this: VpnManagersThis) {
-		this.config = loadConfig();
+		this.config = configOf(this.broker);
 	},
 };
 

@@ -16,7 +16,7 @@
  * fails for one manager leaves that manager's hosts as they were and is tried again at the next tick.
  */
 import type { Context, Service, ServiceSchema, ServiceSettingSchema } from "moleculer";
-import { loadConfig, type Config } from "../../lib/config";
+import { configOf, type Config } from "../../lib/config";
 import type { Issues } from "../../lib/eve/errors";
 import { Conflict, Invalid, Malformed, NotFound, UpstreamFailed } from "../../lib/errors";
 import { OBJECT_ID } from "../../lib/eve/ids";
@@ -199,7 +199,7 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 	},
 
 	created() {
-		const config = (this.config = loadConfig());
+		const config = (this.config = configOf(this.broker));
 		this.stopping = false;
 		this.adoptTimer = null;
 		const clients = new ManagerClients(config);

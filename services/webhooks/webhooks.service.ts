@@ -22,7 +22,7 @@ import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { globMatches } from "../../lib/http/auth";
 import { formatHttpDate } from "../../lib/eve/dates";
 import type { Issues } from "../../lib/eve/errors";
-import { loadConfig, type Config } from "../../lib/config";
+import { configOf, type Config } from "../../lib/config";
 import { encryptSecret, decryptSecret } from "../../lib/security/secrets";
 import { deliver, newWebhookSecret, signature } from "./webhook-delivery";
 import { outboundPolicy, outboundUrlProblem } from "../../lib/security/address-guard";
@@ -113,7 +113,7 @@ const WebhooksService: EveServiceSchema<WebhooksThis> = {
 			// Shown to the creator once (eveCreate), stored encrypted.
 			(ctx.locals as Record<string, string[]>).secrets ??= [];
 			(ctx.locals as Record<string, string[]>).secrets.push(secret);
-			return { active: true, types: ["*"], ...doc, secret: encryptSecret(secret) };
+			return { active: true, types: ["*"], ...doc, secret: encryptSecret(this.config, secret) };
 		},
 
 		async eveCreate(this: WebhooksThis, ctx: RestContext, body: unknown) {
@@ -213,7 +213,7 @@ const WebhooksService: EveServiceSchema<WebhooksThis> = {
 			}
 			d.attempts++;
 			const t = Math.floor(Date.now() / 1000);
-			const headers = { "x-fleet-event": String(d.alert.type), "x-fleet-delivery": d.id, "x-fleet-signature": signature(decryptSecret(hook.secret), t, d.body) };
+			const headers = { "x-fleet-event": String(d.alert.type), "x-fleet-delivery": d.id, "x-fleet-signature": signature(decryptSecret(this.config, hook.secret), t, d.body) };
 			const r = await deliver(hook.url, d.body, headers, this.config.webhookTimeoutMs, outboundPolicy("webhook", this.config));
 			const common = { last_status: r.status, last_error: r.error, duration_ms: r.durationMs };
 			// A failed attempt puts the webhook in the slow lane, a success takes it back out.
@@ -235,7 +235,7 @@ const WebhooksService: EveServiceSchema<WebhooksThis> = {
 	},
 
 	created(this: WebhooksThis) {
-		this.config = loadConfig();
+		this.config = configOf(this.broker);
 		this.queue = [] as Delivery[];
 		this.inflight = 0;
 		this.busy = new Set<string>();

@@ -16,12 +16,24 @@ import { SaltApiSimulator } from "../simulators/salt-api";
 import { PritunlSimulator } from "../simulators/pritunl";
 import { EveError } from "../../lib/eve/errors";
 import { HealthMiddleware } from "../../lib/runtime/health";
+import { loadConfig, useConfig } from "../../lib/config";
 
 // Read by moleculer.config.ts when it is loaded: a bulkhead of 2 running + 2 waiting per action.
 const CONCURRENCY = 2;
 const QUEUE = 2;
 Object.assign(process.env, { BULKHEAD_CONCURRENCY: String(CONCURRENCY), BULKHEAD_QUEUE: String(QUEUE), SHUTDOWN_TIMEOUT_MS: "2000", HEALTH_PORT: "0" });
-const config: BrokerOptions = require("../../moleculer.config").default;
+const loaded: BrokerOptions = require("../../moleculer.config").default;
+/**
+ * moleculer.config.ts's options, but each broker gets the configuration of the environment as it is when the broker
+ * is made (moleculer.config.ts attaches the one it loaded on import; these suites set theirs after).
+ */
+const config: BrokerOptions = {
+	...loaded,
+	created(broker) {
+		loaded.created?.call(this, broker);
+		useConfig(broker, loadConfig());
+	},
+};
 
 const LOGGER = process.env.TEST_LOG ? { type: "Console" } : false;
 /** The configuration's middlewares but its health listener (one per process; the Mongo test makes its own). */

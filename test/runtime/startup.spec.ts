@@ -8,7 +8,8 @@
 import { execFileSync, spawn, type ChildProcess } from "node:child_process";
 import fs from "node:fs";
 import path from "node:path";
-import { DIST, ROOT, boundPorts, stopProc, tempDir, type Proc } from "../support/harness";
+import http from "node:http";
+import { DIST, ROOT, boundPorts, freePort, stopProc, tempDir, type Proc } from "../support/harness";
 import { itIf } from "../support/skip";
 
 const RUNNER = path.join(ROOT, "node_modules/moleculer/bin/moleculer-runner.js");
@@ -79,6 +80,79 @@ describe("a first start at the default LOGLEVEL", () => {
 			await until("the address", proc, () => /\nfleet-ctl is running: http:\/\/127\.0\.0\.1:\d+\/ /.exec(proc.log.join("")) ?? undefined);
 			await until("the end of the start", proc, () => (/started successfully/.test(proc.log.join("")) ? true : undefined));
 			expect(proc.log.join("")).not.toMatch(/admin token|next:|warn/i);
+		} finally {
+			await stopProc(proc);
+		}
+	});
+});
+
+describe("a start, seen by clients that do not wait for it", () => {
+	it("answers no request 503, even one sent the moment the port opens, and logs no warning", async () => {
+		const [port, health] = [await freePort(), await freePort()];
+		const token = `fct_startup-early-${process.pid}-0123456789`;
+		const proc = start({ DATA_DIR: tempDir("startup-early"), PORT: String(port), HEALTH_PORT: String(health), CTL_ADMIN_TOKEN: token });
+		const headers = { authorization: `Bearer ${token}` };
+		const ask = (url: string) => fetch(url, { headers }).then(r => r.status, () => 0);
+		const answers: string[] = [];
+		try {
+			// As fast as one client can, from the spawn to the end of the start: the API and the readiness probe.
+			while (!/started successfully/.test(proc.log.join(""))) {
+				if (proc.child.exitCode !== null) throw new Error(`exited (${proc.child.exitCode}):\n${proc.log.join("")}`);
+				const paths = ["/api/", "/api/hosts", "/api/groups", "/api/tasks", "/api/hosts_statistic"];
+				const ready = await ask(`http://127.0.0.1:${health}/ready`);
+				const api = await Promise.all(paths.map(p => ask(`http://127.0.0.1:${port}${p}`)));
+				api.forEach((status, i) => status && answers.push(`${paths[i]} ${status}`));
+				// Ready means every request is served: not one sent after it said so may be refused.
+				if (ready === 200) expect(api).toEqual(paths.map(() => 200));
+			}
+			expect(answers.filter(a => !a.endsWith(" 200"))).toEqual([]);
+			expect(await ask(`http://127.0.0.1:${port}/api/hosts`)).toBe(200);
+			expect(await ask(`http://127.0.0.1:${health}/ready`)).toBe(200);
+			await stopProc(proc);
+			expect(proc.log.join("").split("\n").filter(l => /WARN|ERROR/.test(l))).toEqual([]);
+		} finally {
+			await stopProc(proc);
+		}
+	});
+
+	it("logs one line without a stack for a 503 of a missing Salt configuration, and nothing for a closed live stream", async () => {
+		// One stream per principal: the second opens only once the gateway has seen the first one closed.
+		const proc = start({ DATA_DIR: tempDir("startup-quiet"), CM_API_URL: "", STREAMS_PER_PRINCIPAL: "1" });
+		try {
+			const [, url, , token] = await until("the start-up block", proc, () => BLOCK.exec(proc.log.join("")) ?? undefined);
+			await until("the end of the start", proc, () => (/started successfully/.test(proc.log.join("")) ? true : undefined));
+			const mark = proc.log.join("").length;
+			const openStream = () =>
+				new Promise<{ status: number; close(): void }>((resolve, reject) => {
+					const req = http.get(`${url}/api/alerts/stream`, { headers: { authorization: `Bearer ${token}` } }, res => {
+						if (res.statusCode !== 200) {
+							res.resume();
+							return resolve({ status: res.statusCode ?? 0, close: () => req.destroy() });
+						}
+						// Open once its first event came; closed by the client, as a browser tab closing does.
+						res.once("data", () => resolve({ status: 200, close: () => req.destroy() }));
+					});
+					req.on("error", reject);
+				});
+			const first = await openStream();
+			expect(first.status).toBe(200);
+			first.close();
+			const second = await until("a second stream (the first one's share given back)", proc, async () => {
+				const stream = await openStream();
+				if (stream.status === 200) return stream;
+				expect(stream.status).toBe(429);
+				return undefined;
+			});
+			const run = await fetch(`${url}/api/hosts/web-01`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify({ fun: "test.ping" }) });
+			expect(run.status).toBe(503);
+			second.close();
+			await stopProc(proc);
+			const logged = proc.log
+				.join("")
+				.slice(mark)
+				.split("\n")
+				.filter(l => l.trim() !== "" && !/INFO {2}(API: API Gateway stopped|BROKER: ServiceBroker is stopped)/.test(l));
+			expect(logged).toEqual([expect.stringMatching(/^\[[\d:.TZ]+\] WARN {2}API: 503 POST \/api\/hosts\/web-01: no configuration-management master is configured \(CM_API_URL\)/)]);
 		} finally {
 			await stopProc(proc);
 		}

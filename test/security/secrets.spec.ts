@@ -11,6 +11,10 @@ import path from "node:path";
 import { createDecipheriv, createHash } from "node:crypto";
 import { SecretsError, decryptSecret, encryptSecret } from "../../lib/security/secrets";
 import { EveError } from "../../lib/eve/errors";
+import { loadConfig } from "../../lib/config";
+
+/** The configuration as a process started now would have it: each test sets the environment first. */
+const from = () => loadConfig();
 
 const ENV_KEYS = ["CTL_SECRET_KEY", "MONGO_URI", "DATA_DIR", "REQUIRE_MONGO_URI"];
 let saved: Record<string, string | undefined>;
@@ -47,33 +51,33 @@ describe("with CTL_SECRET_KEY", () => {
 	});
 
 	it("reads what was stored in the documented format", () => {
-		expect(decryptSecret(VECTOR.stored)).toBe("hunter2 ✓");
+		expect(decryptSecret(from(), VECTOR.stored)).toBe("hunter2 ✓");
 	});
 
 	it("writes enc:v1:<12-byte iv>:<16-byte tag>:<ciphertext as long as the text>, readable by the format alone", () => {
-		const stored = encryptSecret("pässword");
+		const stored = encryptSecret(from(), "pässword");
 		expect(stored).toMatch(/^enc:v1:[A-Za-z0-9+/]{16}:[A-Za-z0-9+/]{22}==:[A-Za-z0-9+/]{12}$/);
 		const [iv, tag, body] = stored.slice(7).split(":").map(s => Buffer.from(s, "base64"));
 		expect([iv.length, tag.length, body.length]).toEqual([12, 16, 9]);
 		expect(openWith(VECTOR.key, stored)).toBe("pässword");
-		expect(decryptSecret(stored)).toBe("pässword");
+		expect(decryptSecret(from(), stored)).toBe("pässword");
 	});
 
 	it("uses a fresh iv each time: the same secret is never stored twice the same", () => {
-		const a = encryptSecret("same");
-		const b = encryptSecret("same");
+		const a = encryptSecret(from(), "same");
+		const b = encryptSecret(from(), "same");
 		expect(a).not.toBe(b);
 		expect(a.split(":")[2]).not.toBe(b.split(":")[2]);
-		expect([decryptSecret(a), decryptSecret(b)]).toEqual(["same", "same"]);
+		expect([decryptSecret(from(), a), decryptSecret(from(), b)]).toEqual(["same", "same"]);
 	});
 
 	it("keeps an empty secret", () => {
-		expect(decryptSecret(encryptSecret(""))).toBe("");
+		expect(decryptSecret(from(), encryptSecret(from(), ""))).toBe("");
 	});
 
 	it("refuses what is not an encrypted secret", () => {
-		expect(() => decryptSecret("hunter2")).toThrow("not an encrypted secret");
-		expect(() => decryptSecret("xenc:v1:AAECAwQFBgcICQoL:iWevgwFuRhpUElCoHQsupQ==:f7iyJwnf0MopCCs=")).toThrow("not an encrypted secret");
+		expect(() => decryptSecret(from(), "hunter2")).toThrow("not an encrypted secret");
+		expect(() => decryptSecret(from(), "xenc:v1:AAECAwQFBgcICQoL:iWevgwFuRhpUElCoHQsupQ==:f7iyJwnf0MopCCs=")).toThrow("not an encrypted secret");
 	});
 
 	it("refuses a secret changed at rest (tag or ciphertext) and one made under another key", () => {
@@ -83,9 +87,9 @@ describe("with CTL_SECRET_KEY", () => {
 			b[0] ^= 1;
 			return b.toString("base64");
 		};
-		expect(() => decryptSecret(`enc:v1:${iv}:${flipped(tag)}:${body}`)).toThrow("Unsupported state or unable to authenticate data");
-		expect(() => decryptSecret(`enc:v1:${iv}:${tag}:${flipped(body)}`)).toThrow("Unsupported state or unable to authenticate data");
-		expect(() => decryptSecret(VECTOR_ABC.stored)).toThrow("Unsupported state or unable to authenticate data");
+		expect(() => decryptSecret(from(), `enc:v1:${iv}:${flipped(tag)}:${body}`)).toThrow("Unsupported state or unable to authenticate data");
+		expect(() => decryptSecret(from(), `enc:v1:${iv}:${tag}:${flipped(body)}`)).toThrow("Unsupported state or unable to authenticate data");
+		expect(() => decryptSecret(from(), VECTOR_ABC.stored)).toThrow("Unsupported state or unable to authenticate data");
 	});
 });
 
@@ -94,7 +98,7 @@ describe("without CTL_SECRET_KEY", () => {
 		process.env.MONGO_URI = "mongodb://127.0.0.1:1/unused";
 		let err: unknown;
 		try {
-			encryptSecret("x");
+			encryptSecret(from(), "x");
 		} catch (e) {
 			err = e;
 		}
@@ -102,19 +106,19 @@ describe("without CTL_SECRET_KEY", () => {
 		expect(err).toBeInstanceOf(SecretsError);
 		expect((err as SecretsError).code).toBe(503);
 		expect((err as SecretsError).message).toBe("CTL_SECRET_KEY is not set: secrets cannot be stored");
-		expect(() => decryptSecret(VECTOR.stored)).toThrow("CTL_SECRET_KEY is not set: secrets cannot be stored");
+		expect(() => decryptSecret(from(), VECTOR.stored)).toThrow("CTL_SECRET_KEY is not set: secrets cannot be stored");
 	});
 
 	it("DATA_DIR=:memory: (tests) takes the process's random key, with MONGO_URI too", () => {
 		process.env.MONGO_URI = "mongodb://127.0.0.1:1/unused";
 		process.env.DATA_DIR = ":memory:";
-		expect(decryptSecret(encryptSecret("x"))).toBe("x");
+		expect(decryptSecret(from(), encryptSecret(from(), "x"))).toBe("x");
 	});
 
 	it("embedded: makes DATA_DIR (and its parents) and a random 256-bit key in DATA_DIR/secret.key, mode 0600, once", () => {
 		const dir = path.join(tempDir("secrets"), "a", "b");
 		process.env.DATA_DIR = dir;
-		const stored = encryptSecret("pw");
+		const stored = encryptSecret(from(), "pw");
 		const file = path.join(dir, "secret.key");
 		const text = fs.readFileSync(file, "utf8");
 		expect(text).toMatch(/^[A-Za-z0-9+/]{43}=\n$/);
@@ -122,35 +126,35 @@ describe("without CTL_SECRET_KEY", () => {
 		expect(fs.statSync(file).mode & 0o777).toBe(0o600);
 		expect(openWith(text.trim(), stored)).toBe("pw");
 		// the second time, the same key is read back, not made again
-		const again = encryptSecret("pw2");
+		const again = encryptSecret(from(), "pw2");
 		expect(fs.readFileSync(file, "utf8")).toBe(text);
 		expect(openWith(text.trim(), again)).toBe("pw2");
-		expect(decryptSecret(stored)).toBe("pw");
+		expect(decryptSecret(from(), stored)).toBe("pw");
 	});
 
 	it("embedded: uses the key already in DATA_DIR/secret.key, without its line end", () => {
 		const dir = tempDir("secrets");
 		fs.writeFileSync(path.join(dir, "secret.key"), "abc\n");
 		process.env.DATA_DIR = dir;
-		expect(decryptSecret(VECTOR_ABC.stored)).toBe("s3cret");
-		expect(openWith("abc", encryptSecret("x"))).toBe("x");
+		expect(decryptSecret(from(), VECTOR_ABC.stored)).toBe("s3cret");
+		expect(openWith("abc", encryptSecret(from(), "x"))).toBe("x");
 	});
 
 	it("embedded: never overwrites a DATA_DIR/secret.key it cannot read", () => {
 		const dir = tempDir("secrets");
 		fs.mkdirSync(path.join(dir, "secret.key"));
 		process.env.DATA_DIR = dir;
-		expect(() => encryptSecret("x")).toThrow("EEXIST");
+		expect(() => encryptSecret(from(), "x")).toThrow("EEXIST");
 		expect(fs.statSync(path.join(dir, "secret.key")).isDirectory()).toBe(true);
 	});
 
 	it("DATA_DIR=:memory: (tests): one random key for the process, no file", () => {
 		process.env.DATA_DIR = ":memory:";
-		const a = encryptSecret("first");
-		const b = encryptSecret("second");
-		expect([decryptSecret(a), decryptSecret(b)]).toEqual(["first", "second"]);
+		const a = encryptSecret(from(), "first");
+		const b = encryptSecret(from(), "second");
+		expect([decryptSecret(from(), a), decryptSecret(from(), b)]).toEqual(["first", "second"]);
 		expect(fs.existsSync(path.resolve(":memory:"))).toBe(false);
-		expect(() => decryptSecret(VECTOR.stored)).toThrow("Unsupported state or unable to authenticate data");
+		expect(() => decryptSecret(from(), VECTOR.stored)).toThrow("Unsupported state or unable to authenticate data");
 	});
 
 	it("CTL_SECRET_KEY wins over DATA_DIR/secret.key", () => {
@@ -158,6 +162,6 @@ describe("without CTL_SECRET_KEY", () => {
 		fs.writeFileSync(path.join(dir, "secret.key"), "abc\n");
 		process.env.DATA_DIR = dir;
 		process.env.CTL_SECRET_KEY = VECTOR.key;
-		expect(decryptSecret(VECTOR.stored)).toBe("hunter2 ✓");
+		expect(decryptSecret(from(), VECTOR.stored)).toBe("hunter2 ✓");
 	});
 });

@@ -11,6 +11,7 @@ import { startEmbedded, type Harness } from "../support/harness";
 import { request, eventually, withQuery } from "../support/http";
 import { formatHttpDate } from "../../lib/eve/dates";
 import { SlowBackendBulkheads } from "../../lib/runtime/resilience";
+import { configOf } from "../../lib/config";
 
 describe("the task scheduler with a busy cm-gateway", () => {
 	let sim: SaltApiSimulator;
@@ -74,7 +75,8 @@ describe("the task scheduler with a busy cm-gateway", () => {
 
 	it("tries a run the cm-gateway's bulkhead refused again (nothing ran), instead of recording it as failed", async () => {
 		// More hand-overs at once than the bulkhead takes: some are refused, and must be tried again.
-		process.env.TASK_HANDOVERS = "4";
+		// The running replica's setting, as a start with TASK_HANDOVERS=4 would have it (the configuration is read once).
+		configOf(h.broker!).taskHandovers = 4;
 		refused = 0;
 		const tasks = await burst("refused", 8);
 		expect(refused).toBeGreaterThan(0);

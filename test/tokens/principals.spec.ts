@@ -7,6 +7,7 @@
  */
 import { SaltApiSimulator } from "../simulators/salt-api";
 import { describeWithMongo, startEmbedded, uniqueMongoUri, type Harness } from "../support/harness";
+import { configOf } from "../../lib/config";
 import { request, expectEveError, eventually, withQuery } from "../support/http";
 import { hashToken, newToken } from "../../lib/http/auth";
 import { newObjectId } from "../../lib/eve/ids";
@@ -242,12 +243,14 @@ function principalsSuite(mongoUri: string | undefined): void {
 			const child = await mint(admin, "admin-script");
 			const grandchild = await mint(child, "admin-script-job", "viewer");
 			const rotated = newToken();
-			const before = process.env.CTL_ADMIN_TOKEN;
-			process.env.CTL_ADMIN_TOKEN = rotated;
+			// The setting as a start with the new CTL_ADMIN_TOKEN has it (the configuration is read once, at the start).
+			const config = configOf(h.broker!);
+			const before = config.adminToken;
+			config.adminToken = rotated;
 			try {
 				await (h.broker!.getLocalService("tokens") as unknown as { bootstrap(): Promise<void> }).bootstrap();
 			} finally {
-				process.env.CTL_ADMIN_TOKEN = before;
+				config.adminToken = before;
 			}
 			expect([await whoami(admin), await whoami(child), await whoami(grandchild)]).toEqual([401, 401, 401]);
 			expect((await as(rotated, "GET", "whoami")).body).toMatchObject({ name: "bootstrap-admin", role: "admin" });
