@@ -30,7 +30,9 @@
  *   BENCH_HOSTS        hosts seeded (default 10000)
  *   BENCH_ONLY         comma list of what to run: inproc, nats (the read paths), cm (the cm-gateway
  *                      against the salt-api simulator, bench/cm.ts; BENCH_MINIONS, BENCH_EVENTS,
- *                      BENCH_EXEC_RUNS), groups (resolution, memberships and the graph, bench/groups.ts),
+ *                      BENCH_EXEC_RUNS), scale (the rows of the real 1,000-minion run on the simulator, and the
+ *                      start cost of the master's nodegroups at 10,000 hosts, bench/scale.ts; BENCH_SCALE_MINIONS,
+ *                      BENCH_SCALE_ROUNDS, BENCH_SCALE_IDLE_S, BENCH_NODEGROUP_MINIONS, BENCH_NODEGROUPS), groups (resolution, memberships and the graph, bench/groups.ts),
  *                      jobs (the job history at 1,000,000 actions records, bench/jobs.ts; BENCH_JOB_RECORDS),
  *                      rollouts (a rollout's overhead per batch at 10,000 minions, bench/rollouts.ts;
  *                      BENCH_ROLLOUT_MINIONS), conformity (checks of 10,000 hosts × 200 states: bytes stored
@@ -47,7 +49,7 @@
  *                      written by hand over the same hosts in memory, bench/unindexed.ts; BENCH_UNINDEXED_ROUNDS);
  *                      engines (the embedded engine's filtered reads against node:sqlite on the same hosts, in
  *                      process, bench/engines.ts; BENCH_ENGINE_ROUNDS);
- *                      default all sixteen
+ *                      default all seventeen
  *   BENCH_REQUESTS     comma list of requests to measure: list,item,filtered (default all three); `root`
  *                      (GET /api/, an action that does nothing) shows the floor of the gateway path
  *   BENCH_CACHES       comma list of read-cache settings to run each deployment with: on,off (default both)
@@ -72,6 +74,7 @@ import { benchCm } from "./cm";
 import { benchGroups } from "./groups";
 import { benchJobs } from "./jobs";
 import { benchRollouts } from "./rollouts";
+import { benchScale } from "./scale";
 import { benchConformity } from "./conformity";
 import { benchGovernance } from "./governance";
 import { benchTasks } from "./tasks";
@@ -89,7 +92,7 @@ import { CONNECTIONS, DURATION, PROFILE_DIR, WARMUP, capture, findPidByName, loa
 const pids = (r: Replayer) => r.procs.map(p => p.child.pid ?? 0);
 
 const HOSTS = envInt("BENCH_HOSTS", 10_000);
-const PARTS = ["inproc", "nats", "unindexed", "engines", "curve", "cm", "groups", "jobs", "rollouts", "conformity", "governance", "tasks", "webhooks", "vpn", "stats", "ui"];
+const PARTS = ["inproc", "nats", "unindexed", "engines", "curve", "cm", "scale", "groups", "jobs", "rollouts", "conformity", "governance", "tasks", "webhooks", "vpn", "stats", "ui"];
 const ONLY = (process.env.BENCH_ONLY || PARTS.join(",")).split(",").map(s => s.trim());
 const READ_DEPLOYMENTS = ONLY.filter(d => d === "inproc" || d === "nats") as Deployment[];
 const REQUESTS = (process.env.BENCH_REQUESTS || "list,item,filtered").split(",").map(s => s.trim());
@@ -306,6 +309,11 @@ async function main(): Promise<number> {
 		const cm = await benchCm(path.join(tmp, "cm-data"), log);
 		process.stdout.write(`\ncm-gateway bench — node ${process.version}, ${os.cpus().length} cpu, salt-api simulator in the bench process\n\n${cm.report}\n`);
 		valid &&= cm.valid;
+	}
+	if (ONLY.includes("scale")) {
+		const scale = await benchScale(path.join(tmp, "scale-data"), log);
+		process.stdout.write(`\nscale bench (the real 1,004-minion run's rows) — node ${process.version}, ${os.cpus().length} cpu, salt-api simulator in the bench process\n\n${scale.report}\n`);
+		valid &&= scale.valid;
 	}
 	if (ONLY.includes("groups")) {
 		const groups = await benchGroups(path.join(tmp, "groups-data"), log);

@@ -58,18 +58,28 @@ export class EventFollower {
 			onConnect: () => {
 				setMetric(broker, "fleet.salt.events.connected", 1);
 				logger.info("Following the Salt master's event stream");
+				this.parts.poll.setStreamUp(true);
 				if (this.wasUp) {
 					// Events were missed while the stream was down: catch up from the job cache and a full sync.
-					void this.parts.poll.poll();
+					void this.parts.poll.poll(true);
 					if (config.cmSyncIntervalMs > 0) this.parts.reconciliation.schedule(0);
 				}
 				this.wasUp = true;
 			},
 			onDisconnect: reason => {
+				this.parts.poll.setStreamUp(false);
 				setMetric(broker, "fleet.salt.events.connected", 0);
 				logger.warn(`Salt event stream lost (${reason}); reconnecting`);
 			},
-			onDropped: (tag, chars) => logger.warn(`Salt event ${tag ?? "(no tag)"} skipped: ${chars} characters, longer than an event is kept`),
+			onDropped: (tag, chars) => {
+				logger.warn(`Salt event ${tag ?? "(no tag)"} skipped: ${chars} characters, longer than an event is kept`);
+				// A skipped return is still in the job cache: read it at the next poll, not at the job's next scheduled read.
+				if (tag === null || tag === undefined) this.parts.poll.want(null);
+				else {
+					const ret = RETURN_TAG.exec(tag);
+					if (ret) this.parts.poll.want(ret[1]);
+				}
+			},
 			onCut: tag => this.distrustCache(tag),
 		});
 	}

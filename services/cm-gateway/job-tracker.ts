@@ -141,12 +141,12 @@ export class JobTracker {
 	}
 
 	/** The jobs still waiting, with their pending hosts whose job cache entry can be believed (for the /jobs/<jid> fallback). */
-	pendingJobs(): Array<{ jid: string; hosts: string[] }> {
+	pendingJobs(): Array<{ jid: string; hosts: string[]; deadline: number }> {
 		this.pruneEarly(Date.now());
-		const out: Array<{ jid: string; hosts: string[] }> = [];
+		const out: Array<{ jid: string; hosts: string[]; deadline: number }> = [];
 		for (const j of this.jobs.values()) {
 			const hosts = [...j.pending].filter(h => !j.distrusted.has(h));
-			if (hosts.length) out.push({ jid: j.jid, hosts });
+			if (hosts.length) out.push({ jid: j.jid, hosts, deadline: j.deadline });
 		}
 		return out;
 	}

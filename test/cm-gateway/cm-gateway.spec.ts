@@ -137,6 +137,39 @@ describe("cm-gateway: remote execution against salt-api", () => {
 		}
 	});
 
+	it("reads a job with a silent host from the master's job cache a few times, not at every poll, while the event stream is up", async () => {
+		// Each read is a runner call (jobs.list_job) that cost a real master 0.3-1.6 s at 1,000 minions; one job
+		// waiting 10 minutes on a down host made 79 of them (docs/salt.md, "A real master with 1,004 minions").
+		await eventually(async () => ((await h.call("cm-gateway.eventStreamStatus")).connected ? true : undefined), 10_000, "the event stream");
+		sim.setNeverReturns(B, true);
+		try {
+			const res = await run(`hosts/${B}`, { cm_client: "local_async", fun: "test.ping" });
+			expect(res.status).toBe(200);
+			const jid = res.body.task_id;
+			expect(await eventually(() => action(`${jid}${B}`), 6000)).toMatchObject({ host: B, state: "timeout" });
+			// CM_JOB_POLL_MS 100 and CM_JOB_TIMEOUT_MS 2000: a read at every poll is about 20; growing gaps, 5 or 6.
+			const reads = sim.requests().filter(r => r.path === `/jobs/${jid}`).length;
+			expect(reads).toBeGreaterThanOrEqual(1);
+			expect(reads).toBeLessThanOrEqual(7);
+		} finally {
+			sim.setNeverReturns(B, false);
+		}
+	});
+
+	it("reads the job cache at every poll while the event stream is down, and a return it missed is recorded", async () => {
+		sim.setMinionDelay(C, 600);
+		try {
+			const res = await run(`hosts/${C}`, { cm_client: "local_async", fun: "test.ping" });
+			expect(res.status).toBe(200);
+			const jid = res.body.task_id;
+			// The stream cut before C returns; C's return reaches the master (and its job cache) meanwhile.
+			sim.dropEventStreams();
+			expect(await eventually(() => action(`${jid}${C}`), 6000)).toMatchObject({ host: C, state: "finished" });
+		} finally {
+			sim.setMinionDelay(C, null);
+		}
+	});
+
 	it("targets exactly the group's hostnames on POST /groups/{id}", async () => {
 		sim.resetExecutions();
 		const res = await run(`groups/${group}`, { cm_client: "local", fun: "test.ping", kwarg: {} });
