@@ -24,7 +24,6 @@ import { envInt, fmt } from "./support";
 import { NedbStore, type NedbDatastore } from "../lib/storage/nedb-store";
 import type { Doc, Filter } from "../lib/storage/store";
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const Datastore = require("@seald-io/nedb") as new (o: { inMemoryOnly: boolean }) => NedbDatastore & { loadDatabaseAsync(): Promise<void> };
 
 const ROUNDS = envInt("BENCH_ENGINE_ROUNDS", 5);
@@ -97,7 +96,6 @@ async function engineOf(hosts: Doc[]): Promise<System> {
 }
 
 function sqliteOf(hosts: Doc[]): System {
-	// eslint-disable-next-line @typescript-eslint/no-require-imports
 	const { DatabaseSync } = require("node:sqlite") as typeof import("node:sqlite");
 	const db = new DatabaseSync(":memory:");
 	db.exec("CREATE TABLE hosts (id TEXT PRIMARY KEY, status TEXT, ip TEXT, nat INTEGER, soft_deleted INTEGER NOT NULL, doc TEXT NOT NULL)");

@@ -72,7 +72,7 @@ if (role !== "answer") broker.createService({
 				mappingPolicy: "restrict",
 				bodyParsers: false,
 				aliases: Object.fromEntries([...new Set(answers.map(a => a.url.split("?")[0]))].map(p => [`GET ${p}`, "floor.answer"])),
-				onBeforeCall(ctx: Context<unknown, Record<string, unknown>>, _route: unknown, req: IncomingMessage & { $params: Record<string, unknown> }) {
+				onBeforeCall(_ctx: Context<unknown, Record<string, unknown>>, _route: unknown, req: IncomingMessage & { $params: Record<string, unknown> }) {
 					req.$params = { at: byUrl.get(req.url ?? "") ?? -1 };
 				},
 			},

@@ -10,7 +10,6 @@
 import fs from "node:fs";
 
 // autocannon ships no types; the little used here is typed below.
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const autocannon = require("autocannon") as (opts: Record<string, unknown>) => AutocannonInstance;
 
 interface AutocannonResult {

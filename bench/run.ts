@@ -85,7 +85,7 @@ import { benchCurve } from "./curve";
 import { benchUi } from "./ui";
 import { benchUnindexed } from "./unindexed";
 import { benchEngines } from "./engines";
-import { DIST, envInt, benchNats, benchNatsIfStarted, cleanup, stopProc, tempDirs, type Proc } from "./support";
+import { DIST, envInt, benchNats, benchNatsIfStarted, cleanup, stopProc, tempDirs, } from "./support";
 import { CONNECTIONS, DURATION, PROFILE_DIR, WARMUP, capture, findPidByName, load, paths, seed, startBare, startDeployment, type Cache, type Captured, type CpuUse, type Deployment, type Replayer, type RequestName, type SeedInfo } from "./reads";
 
 /** The pids of a replaying server's processes. */

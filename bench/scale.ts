@@ -176,9 +176,8 @@ export async function benchScale(dataDir: string, log: (msg: string) => void): P
 		const jobTimes = (jids: string[]) => jids.map(jid => Math.max(...(bus.returns.get(jid) ?? [NaN])) - (bus.published.get(jid) ?? NaN));
 		const created = await apiJson(base, "POST", "/api/rollouts", { name: "scale", target: "*", fun: "test.ping", canary: 1, batch: "10%" });
 		if (created.status !== 201) throw new Error(`POST /api/rollouts answered ${created.status}: ${JSON.stringify(created.body)}`);
-		let rollout: { status: string; succeeded: number; batches: Array<{ jid: string }> } | undefined;
 		await until("the rollout", async () => (await apiJson(base, "GET", `/api/rollouts/${created.body._id}?projection=${encodeURIComponent('{"hosts":0,"batches":0}')}`)).body?.status !== "running", 600_000, 200);
-		rollout = (await apiJson(base, "GET", `/api/rollouts/${created.body._id}`)).body;
+		const rollout: { status: string; succeeded: number; batches: Array<{ jid: string }> } | undefined = (await apiJson(base, "GET", `/api/rollouts/${created.body._id}`)).body;
 		if (rollout?.status !== "finished" || rollout.succeeded !== ids.length) invalid(`the rollout ended ${rollout?.status} with ${rollout?.succeeded} of ${ids.length} hosts succeeded`);
 		const rJids = (rollout?.batches ?? []).map(b => b.jid);
 		const size = Math.ceil((ids.length - 1) / 10);

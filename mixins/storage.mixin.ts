@@ -22,7 +22,6 @@ import { NedbStore, type NedbDatastore } from "../lib/storage/nedb-store";
 import { manageNedbFile, type ManagedFile, type NedbFileDatastore } from "../lib/storage/nedb-file";
 import { encodePath } from "../lib/storage/store-keys";
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const Datastore = require("@seald-io/nedb") as new (opts: Record<string, unknown>) => NedbDatastore & NedbFileDatastore & { loadDatabaseAsync(): Promise<void> };
 import { MongoStore } from "../lib/storage/mongo-store";
 import { MongoAdapter } from "../lib/storage/mongo-adapter";

@@ -3,7 +3,7 @@
  * After the dashboard's Vite build (ui/vite.config.mts → dist/ui): ECharts from the npm package into dist/ui/vendor —
  * served by the gateway, never a CDN; the pages load it as a plain script.
  */
-"use strict";
+
 const fs = require("node:fs");
 const path = require("node:path");
 

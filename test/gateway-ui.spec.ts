@@ -195,7 +195,7 @@ describe("gateway: alert stream, whoami, dashboard files", () => {
 
 describe("split over NATS: alerts reach the gateway's streams and the webhooks from the data process", () => {
 	let h: Harness;
-	let hits: string[] = [];
+	const hits: string[] = [];
 	const receiver = http.createServer((req, res) => {
 		let body = "";
 		req.on("data", c => (body += c));

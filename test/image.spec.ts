@@ -121,6 +121,7 @@ describe("the Dockerfile", () => {
 		const env: NodeJS.ProcessEnv = { ...process.env, ...runtimeEnv(), DATA_DIR: dataDir, PORT: "0", HEALTH_PORT: "0", HOST: "127.0.0.1", CTL_ADMIN_TOKEN: ADMIN_TOKEN, TRANSPORTER: "", SERVICES: "", ...storage() };
 		expect(env.NODE_ENV).toBe("production");
 		// WORKDIR /app holds what the build stage made: here, this checkout after `npm run build`
+		// biome-ignore lint/suspicious/noImplicitAnyLet: the two spawns below differ in stdio types; TypeScript infers their union
 		let child;
 		if (confined) {
 			const [uid, gid = uid] = imageUser;

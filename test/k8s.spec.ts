@@ -53,7 +53,7 @@ function typeProblems(objects: Obj[], name: string): string[] {
 	if (run.status !== 0 && !problems.length) throw new Error(`tsc failed: ${run.stdout}${run.stderr}`);
 	// "<file>(line,col): error TSxxxx: message" -> the object (one per line) and the message
 	return problems.map(l => {
-		const [, line, message] = /\((\d+),\d+\): error TS\d+: (.*)$/.exec(l) ?? [, "0", l];
+		const [, line, message] = /\((\d+),\d+\): error TS\d+: (.*)$/.exec(l) ?? [undefined, "0", l];
 		const o = objects[Number(line) - 1 - objects.length];
 		return `${o ? `${o.kind}/${o.metadata?.name}` : "?"}: ${message}`;
 	});

@@ -5,7 +5,7 @@
  * hosts it would select previewed as it is typed (POST /targets/preview), and Delete.
  */
 import { useEffect, useState } from "preact/hooks";
-import { api, q, ApiError, type Me } from "./client";
+import { api, q, type ApiError, type Me } from "./client";
 import { Button, Field, GroupPicker, Head, Problem, Scroll, TargetPreview, useGuard, useTargetPreview } from "./parts";
 
 export interface Group {

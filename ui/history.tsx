@@ -109,7 +109,7 @@ function GroupRef({ id, names }: { id: string; names: Record<string, string | nu
 /** One term of a target in words: an L@ list as its hosts (the first few) and groups, F@ as the group, others as written. */
 function Term({ term, names, shown }: { term: string; names: Record<string, string | null>; shown: number }) {
 	if (term.startsWith("F@")) return <GroupRef id={term.slice(2)} names={names} />;
-	if (!term.startsWith("L@")) return /^[\s()]+$/.test(term) || /^(and|or|not)$/.test(term) ? <>{term}</> : <span class="mono">{term}</span>;
+	if (!term.startsWith("L@")) return /^[\s()]+$/.test(term) || /^(and|or|not)$/.test(term) ? term : <span class="mono">{term}</span>;
 	const members = term.slice(2).split(",").filter(Boolean);
 	const hosts = members.filter(m => !OBJECT_ID.test(m));
 	const groups = members.filter(m => OBJECT_ID.test(m));

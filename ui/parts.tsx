@@ -4,7 +4,7 @@
  * filters and page, written only while the page is the one shown).
  */
 import { useEffect, useState } from "preact/hooks";
-import { api, ApiError, q, type Me } from "./client";
+import { api, type ApiError, q, type Me } from "./client";
 
 /** An error said in words, announced to screen readers; nothing when there is none. */
 export function Problem({ text }: { text: string }) {

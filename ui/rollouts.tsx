@@ -4,7 +4,7 @@
  * Resume and Abort for operators; and a form to start one (the target resolved and authorized by the API).
  */
 import { useEffect, useState } from "preact/hooks";
-import { api, q, ApiError, type Me } from "./client";
+import { api, q, type ApiError, type Me } from "./client";
 import { Head, Problem, Scroll } from "./parts";
 import { parseRunArgs, splitWords } from "../lib/repl/words";
 

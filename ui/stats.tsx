@@ -7,7 +7,7 @@
  * never answering) are told apart.
  */
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, q, ApiError } from "./client";
+import { api, q, type ApiError } from "./client";
 
 declare const echarts: {
 	init(el: HTMLElement): { setOption(o: unknown): void; dispose(): void; on(e: string, f: () => void): void };

@@ -6,7 +6,7 @@
  */
 import { useEffect, useState } from "preact/hooks";
 import { Head, Problem, RuleActions, Scroll, useGuard } from "./parts";
-import { api, q, ApiError, type Me } from "./client";
+import { api, q, type ApiError, type Me } from "./client";
 
 interface Window {
 	_id: string;

@@ -334,7 +334,7 @@ export function countsReader(where: Filter): CountsReader | null {
 		statuses = null;
 	}
 	// Combined with a status, a facet's rows give only the up and down columns.
-	if (statuses && statuses.some(s => s !== "up" && s !== "down")) return null;
+	if (statuses?.some(s => s !== "up" && s !== "down")) return null;
 	const { field, values } = facet;
 	const want = new Set(values);
 	const cols = statuses ? [statuses.includes("up"), statuses.includes("down"), false] : [true, true, true];

@@ -132,6 +132,7 @@ export async function migrateLeases(store: Store, old: OldLeases): Promise<numbe
 // ---------------------------------------------------------------- the pass loop
 
 /** A pass; may answer in how many ms the next one is due (none: when asked). */
+// biome-ignore lint/suspicious/noConfusingVoidType: a pass that says nothing of its next is any async function
 export type Pass = () => Promise<number | void>;
 
 /**
@@ -150,6 +151,7 @@ export class PassLoop {
 	constructor(
 		private readonly pass: Pass,
 		/** Reports a failed pass; may answer in how many ms the next is due. */
+		// biome-ignore lint/suspicious/noConfusingVoidType: a handler that logs and answers nothing is a plain callback
 		private readonly onError: (err: Error) => number | void,
 	) {}
 
@@ -178,6 +180,7 @@ export class PassLoop {
 	private async loop(): Promise<void> {
 		// Started on the next tick, so that `running` is set before the pass's code runs (a pass asking for another).
 		await Promise.resolve();
+		// biome-ignore lint/suspicious/noConfusingVoidType: what a Pass answers
 		let next: number | void;
 		do {
 			this.again = false;

@@ -128,5 +128,5 @@ export function effectiveCall(fun: string, arg: readonly unknown[] | undefined, 
 
 /** Whether the effective keyword `name` is exactly the boolean true (never a string or a number that Python finds truthy). */
 export function kwargIsTrue(call: EffectiveCall, name: string): boolean {
-	return Object.prototype.hasOwnProperty.call(call.kwargs, name) && call.kwargs[name] === true;
+	return  Object.hasOwn(call.kwargs, name) && call.kwargs[name] === true;
 }

@@ -134,7 +134,7 @@ export function grantsName(functions: readonly string[], fun: string): boolean {
 export function innerFunction(call: EffectiveCall): string | undefined | null {
 	const inner = entryOf(call.fun)?.inner;
 	if (!inner) return null;
-	const has = (k: string | undefined): k is string => k !== undefined && Object.prototype.hasOwnProperty.call(call.kwargs, k);
+	const has = (k: string | undefined): k is string => k !== undefined && Object.hasOwn(call.kwargs, k);
 	// `mine.send`: `mine_function`, when given, names what runs instead of `name`.
 	const named = has(inner.override) ? call.kwargs[inner.override] : has(inner.kwarg) ? call.kwargs[inner.kwarg] : inner.index !== undefined ? call.args[inner.index] : undefined;
 	return typeof named === "string" && /^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$/.test(named) ? named : undefined;
@@ -217,7 +217,7 @@ function fullMatch(pattern: string, value: unknown): boolean {
 function slsNames(call: EffectiveCall): string[] | null | undefined {
 	const at = MODS_AT[call.fun];
 	if (at === undefined) return undefined;
-	const has = Object.prototype.hasOwnProperty.call(call.kwargs, "mods");
+	const has = Object.hasOwn(call.kwargs, "mods");
 	const mods = has ? call.kwargs.mods : call.args[at];
 	if (mods === undefined || mods === null || mods === "") return null;
 	if (typeof mods === "string") return mods.split(",").map(s => s.trim()).filter(Boolean);
@@ -232,10 +232,10 @@ export function argumentDenial(scope: FunctionScope, call: EffectiveCall): strin
 		for (const key of Object.keys(call.kwargs)) {
 			if (key.startsWith("__")) return `keyword '${key}' is refused for a scoped token (Salt's own publication data)`;
 			const why = GUARDED_KEYWORDS[key];
-			if (why && !matchers.some(([, m]) => m.kwargs && Object.prototype.hasOwnProperty.call(m.kwargs, key))) return `keyword '${key}' is refused for a scoped token (${why}); a scope.calls entry for ${call.fun} may allow it by naming it in its kwargs`;
+			if (why && !matchers.some(([, m]) => m.kwargs && Object.hasOwn(m.kwargs, key))) return `keyword '${key}' is refused for a scoped token (${why}); a scope.calls entry for ${call.fun} may allow it by naming it in its kwargs`;
 		}
 		for (const env of ["saltenv", "pillarenv"] as const) {
-			if (!Object.prototype.hasOwnProperty.call(call.kwargs, env)) continue;
+			if (!Object.hasOwn(call.kwargs, env)) continue;
 			const value = call.kwargs[env];
 			const lists = matchers.filter(([, m]) => m[env]).map(([k, m]) => [k, m[env]!] as const);
 			if (!lists.length && value !== "base") return `${env} '${textOf(value).slice(0, 100)}' is refused for a scoped token: only base, unless a scope.calls entry for ${call.fun} lists it in its ${env}`;
@@ -263,7 +263,7 @@ function matcherDenial(key: string, m: CallMatcher, call: EffectiveCall): string
 			if (p !== null && !fullMatch(p, call.args[i])) return `argument ${i + 1} of ${call.fun} does not match ${rule}.args[${i}]`;
 		}
 		for (const [k, v] of Object.entries(call.kwargs)) {
-			const p = m.kwargs && Object.prototype.hasOwnProperty.call(m.kwargs, k) ? m.kwargs[k] : undefined;
+			const p = m.kwargs && Object.hasOwn(m.kwargs, k) ? m.kwargs[k] : undefined;
 			if (p === undefined) {
 				// The sls names are the mods rule's when the matcher has one.
 				if (FREE_KEYWORDS.has(k) || (k === "mods" && m.mods)) continue;

@@ -255,7 +255,7 @@ export class DeferredField {
  */
 export function serializeDeferred(doc: Doc, deferred: DeferredField, write: (value: unknown) => string | undefined): string {
 	const field = deferred.field;
-	if (!Object.prototype.hasOwnProperty.call(doc, field)) return write(doc) as string;
+	if (!Object.hasOwn(doc, field)) return write(doc) as string;
 	const others: Doc = {};
 	for (const key of Object.keys(doc)) {
 		if (key === field) continue;

@@ -226,7 +226,7 @@ function sharedString(value: string, shared: Map<string, string>): string {
 
 /** The Date a NeDB date object (`{"$$date": ms}`) stands for, one per instant of the file; undefined for any other value. */
 function dateOf(value: object, dates: Map<unknown, Date>): Date | undefined {
-	if (Array.isArray(value) || !Object.prototype.hasOwnProperty.call(value, DATE_KEY)) return undefined;
+	if (Array.isArray(value) || !Object.hasOwn(value, DATE_KEY)) return undefined;
 	const at = (value as Doc)[DATE_KEY];
 	let date = dates.get(at);
 	if (date === undefined) dates.set(at, (date = new Date(at as number)));

@@ -55,12 +55,9 @@ interface NedbStorage {
 	crashSafeWriteFileLinesAsync(file: string, lines: string[], modes: { fileMode: number; dirMode: number }): Promise<void>;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const model = require("@seald-io/nedb/lib/model.js") as NedbModel;
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const storage = require("@seald-io/nedb/lib/storage.js") as NedbStorage;
 /** NeDB's tree index class, for the specs that compare nedb-tree.ts and the planner's walks with it. */
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 export const NedbIndex = require("@seald-io/nedb/lib/indexes.js") as NedbIndexClass;
 
 export const { deepCopy, modify, getDotValue, compareThings, match, serialize, checkObject } = model;
@@ -68,6 +65,5 @@ export const { crashSafeWriteFileLinesAsync } = storage;
 
 /** The release of NeDB installed (its package.json), to be held to NEDB_VERSION. */
 export function installedNedbVersion(): string {
-	// eslint-disable-next-line @typescript-eslint/no-require-imports
 	return (require("@seald-io/nedb/package.json") as { version: string }).version;
 }

@@ -249,7 +249,7 @@ function sourceFor(index: TreeIndex | BucketIndex, access: Access, at: number): 
 export function treeBetween(index: TreeIndex, bounds: Record<string, unknown>): Doc[] {
 	const root = (index as unknown as { tree?: { tree?: TreeNode } }).tree?.tree;
 	if (!root) return index.getBetweenBounds(bounds);
-	const has = (op: string) => Object.prototype.hasOwnProperty.call(bounds, op);
+	const has = (op: string) => Object.hasOwn(bounds, op);
 	// Of $gt and $gte both given, the stricter bound decides, as in NeDB's tree (the same for $lt and $lte).
 	const bound = (strict: string, loose: string, looser: number): TreeBound | undefined => {
 		if (has(strict) && has(loose)) return looser * compareValues(bounds[loose], bounds[strict]) > 0 ? { value: bounds[loose], strict: false } : { value: bounds[strict], strict: true };
@@ -329,7 +329,7 @@ function plan(db: PlannedDatastore, filter: Filter): Plan {
 		excluded = excluded && complement ? [...excluded, ...complement] : null;
 		// Every record holds the value (each holds one key, and no other key is held): nothing to check. An Eve
 		// list's soft-delete condition while no record is deleted.
-		if (complement && complement.every(set => set.size === 0)) return;
+		if (complement?.every(set => set.size === 0)) return;
 		// No record holds a list there (a regular bucket index): the quick check alone.
 		const quick = quickCheck(cond);
 		const look = lookup(at);
@@ -434,7 +434,7 @@ function walkIds(db: PlannedDatastore, dir: 1 | -1, want: number, budget: number
 function walkTree(root: TreeNode, dir: 1 | -1, want: number, budget: number, keep: (doc: Doc) => boolean, from?: TreeBound, to?: TreeBound): { records: Doc[]; walked: number } | null {
 	const out: Doc[] = [];
 	// An empty tree's root holds no key (a key may be undefined: a record without the field, in a non-sparse index).
-	if (!Object.prototype.hasOwnProperty.call(root, "key")) return { records: out, walked: 0 };
+	if (!Object.hasOwn(root, "key")) return { records: out, walked: 0 };
 	const stack: TreeNode[] = [];
 	let node: TreeNode | null = root;
 	let walked = 0;

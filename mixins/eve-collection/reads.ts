@@ -6,7 +6,7 @@
 import { badRequest, notFound } from "../../lib/eve/errors";
 import { quoteEtag } from "../../lib/eve/etag";
 import { renderDates, formatHttpDate } from "../../lib/eve/dates";
-import { QueryArgs, parseWhere, parseSort, parseProjection, parseEmbedded, parsePaging, linkQuery, filterMentions, filterTouches, pathsOverlap, queryFlag, type Filter, type Projection } from "../../lib/eve/query";
+import { type QueryArgs, parseWhere, parseSort, parseProjection, parseEmbedded, parsePaging, linkQuery, filterMentions, filterTouches, pathsOverlap, queryFlag, type Filter, type Projection } from "../../lib/eve/query";
 import { HOME_LINK, itemTitle, project, MASK, type Link } from "../../lib/eve/render";
 import { RawJson, renderedChunks, toRendered, type RenderCache } from "../../lib/eve/render-cache";
 import { pageLinks, pageMeta, pageWindow } from "../../lib/eve/paging";

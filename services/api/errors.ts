@@ -23,7 +23,7 @@ export interface EveErrorBody {
 export function toEveError(err: any, unavailable?: string): { code: number; body: EveErrorBody; internal: boolean } {
 	let code = 500;
 	let message: string | undefined;
-	let extra: Partial<EveErrorBody> = {};
+	const extra: Partial<EveErrorBody> = {};
 	let internal = false;
 
 	// The domain errors (lib/errors.ts) and Eve's own, local or restored from the transporter (by `type`: the class

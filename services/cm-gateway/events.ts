@@ -12,7 +12,7 @@ import { PassLoop } from "../../lib/runtime/lease";
 import type { EventStream, SaltEvent } from "./salt-events";
 import { describeForgery, forgeryOf, RETURN_TAG, type Forgery } from "./forged-events";
 import { verdictOf } from "./job-tracker";
-import { pemFinger, type KnownHost } from "./salt-inventory";
+import { pemFinger, } from "./salt-inventory";
 import type { GatewayAlerts } from "./alerts";
 import { isObject, strings, type Alert, type GatewayContext } from "./context";
 import type { Inventory } from "./inventory";

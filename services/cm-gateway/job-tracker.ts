@@ -107,7 +107,7 @@ export class JobTracker {
 	/** A return from either source: the record to write, or null if it is not awaited (or was taken). */
 	take(jid: string, host: string, raw: unknown, verdict: Verdict = {}): JobReturn | null {
 		const job = this.jobs.get(jid);
-		if (!job || !job.pending.delete(host)) return null;
+		if (!job?.pending.delete(host)) return null;
 		if (!job.pending.size) this.jobs.delete(jid);
 		return { jid, action: job.fun, host, state: "finished", args: job.args, raw, monitor: job.monitor, task: job.task, run: job.run, ...verdict };
 	}

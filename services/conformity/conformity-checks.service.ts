@@ -24,7 +24,7 @@ import type { Doc } from "../../lib/storage/store";
 import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
 import { writeMethods } from "../../mixins/eve-collection/writes";
 import { call } from "../../lib/contracts/call";
-import { PassLoop, claim, findLapsed, migrateLeases, release, takeOver, type OldLeases } from "../../lib/runtime/lease";
+import { PassLoop, claim, findLapsed, migrateLeases, takeOver, type OldLeases } from "../../lib/runtime/lease";
 
 const SHARE = /^(\d{1,3})%$/;
 const share = { type: "string", pattern: SHARE } as const;

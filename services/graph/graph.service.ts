@@ -27,7 +27,7 @@ import { Invalid, Malformed, NotFound } from "../../lib/errors";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import { QueryArgs, parseWhere } from "../../lib/eve/query";
 import { compileSchema } from "../../lib/eve/validation";
-import { GRAPH_ACTIONS, GRAPH_RUN_BODY } from "../../lib/http/bodies";
+import { type GRAPH_ACTIONS, GRAPH_RUN_BODY } from "../../lib/http/bodies";
 import type { GroupDef } from "../../lib/fleet/group-rules";
 import { RESOLVE_BATCH, ResolverError, checkResolverUrl, resolveBatch } from "./ip-resolver";
 import { outboundPolicy, type OutboundPolicy } from "../../lib/security/address-guard";

@@ -2,10 +2,9 @@
  * Hosts' conformity (internal action of the hosts service for the conformity service, docs/conformity.md): the
  * summary the host record shows — `state`, `since`, `checked`, `drifted`, `failing` — written where it changed.
  */
-import type { ActionSchema, Context } from "moleculer";
+import type { ActionSchema, } from "moleculer";
 import type { HostsThis } from "./types";
 import { nowSeconds } from "../../lib/eve/dates";
-import type { Doc } from "../../lib/storage/store";
 import { action } from "../../lib/contracts/call";
 
 export const conformityActions: Record<string, ActionSchema<HostsThis>> = {

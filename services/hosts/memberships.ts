@@ -6,7 +6,7 @@
 import type { ActionSchema, Context } from "moleculer";
 import type { HostsThis } from "./types";
 import { nowSeconds } from "../../lib/eve/dates";
-import { GroupIndex, type GroupDef, type HostFacts, type NodegroupDef } from "../../lib/fleet/group-rules";
+import { GroupIndex, type HostFacts, } from "../../lib/fleet/group-rules";
 import { call } from "../../lib/contracts/call";
 import { PassLoop } from "../../lib/runtime/lease";
 

@@ -4,7 +4,7 @@
  * (for the presence guard), and a key leaving or coming back (soft delete, restore). Transitions are decided
  * by the one presence rule (lib/fleet/presence.ts).
  */
-import type { ActionSchema, Context } from "moleculer";
+import type { ActionSchema, } from "moleculer";
 import type { HostsThis } from "./types";
 import { nowSeconds } from "../../lib/eve/dates";
 import type { Doc } from "../../lib/storage/store";

@@ -7,7 +7,6 @@
 import type { ActionSchema, Context } from "moleculer";
 import type { HostsThis } from "./types";
 import type { RestContext } from "../../mixins/eve-collection.mixin";
-import type { GroupDef } from "../../lib/fleet/group-rules";
 import { ErrorType, Invalid, isError, TargetUnevaluable } from "../../lib/errors";
 import { compileSchema } from "../../lib/eve/validation";
 import { TARGET_PREVIEW_BODY } from "../../lib/http/bodies";
@@ -50,13 +49,13 @@ async function groupMembers(ctx: Context, expression: string): Promise<(ref: str
 async function nodegroupCheck(ctx: Context, expression: string): Promise<((name: string) => string | null) | undefined> {
 	if (!expression.includes("N@")) return undefined;
 	const known = await call(ctx, "nodegroups.known");
-	return name => (Object.prototype.hasOwnProperty.call(known, name) ? known[name] : `no nodegroup is named '${name}' (the master's are read at each reconciliation; GET /api/nodegroups)`);
+	return name => (Object.hasOwn(known, name) ? known[name] : `no nodegroup is named '${name}' (the master's are read at each reconciliation; GET /api/nodegroups)`);
 }
 
 export const targetMethods = {
 	/** The live hosts `expression` selects (throws TargetUnevaluable, a 400 with the reason, when it cannot be evaluated). */
 	async targetHosts(this: HostsThis, ctx: Context, expression: string): Promise<Resolution> {
-		let compiled;
+		let compiled: ReturnType<typeof compileTarget>;
 		try {
 			compiled = compileTarget(expression, { group: await groupMembers(ctx, expression), nodegroup: await nodegroupCheck(ctx, expression) }, true);
 		} catch (err) {

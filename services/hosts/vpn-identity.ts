@@ -2,10 +2,9 @@
  * Hosts' VPN identity (internal actions of the hosts service for the vpn service): the VPN sync's result
  * written where it changed, and a host's identity with its secret for the profile download.
  */
-import type { ActionSchema, Context } from "moleculer";
+import type { ActionSchema, } from "moleculer";
 import type { HostsThis } from "./types";
 import { nowSeconds } from "../../lib/eve/dates";
-import type { Doc } from "../../lib/storage/store";
 import { action } from "../../lib/contracts/call";
 
 export const vpnActions: Record<string, ActionSchema<HostsThis>> = {

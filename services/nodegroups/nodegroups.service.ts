@@ -6,7 +6,6 @@
  * words. Items are addressable by id or by name; `source` says where each came from.
  */
 import fs from "node:fs";
-import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, idFromName } from "../../lib/eve/ids";
 import { configOf, type Config } from "../../lib/config";

@@ -191,7 +191,7 @@ export const driverMethods = {
 		const jid = dry ? b.dry_jid : b.jid;
 		if (!jid) return;
 		const [job] = await this.broker.call<JobSummary[], { jids: string[] }>("salt-jobs.summaries", { jids: [jid] });
-		if (!job || job.state !== "finished") return;
+		if (job?.state !== "finished") return;
 		const at = `batches.${b.index}`;
 		if (dry) {
 			const returns = await this.broker.call<DryRunReturn[], { jid: string }>("actions.returnsOf", { jid });

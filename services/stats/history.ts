@@ -6,8 +6,8 @@ import type { EveThis } from "../../mixins/eve-collection.mixin";
 import type { Store } from "../../lib/storage/store";
 import type { BucketLasts, ChangeDoc, EntryTest, FleetState, PeriodSummary, Range, Snap } from "../../lib/fleet/stats-history";
 import { configOf } from "../../lib/config";
-import { type Doc } from "../../lib/storage/store";
-import { summarize, type Entry } from "../../lib/fleet/stats-history";
+import type { Doc } from "../../lib/storage/store";
+import type { Entry } from "../../lib/fleet/stats-history";
 
 export const CHANGES = "hosts_statistic_changes";
 /** Per snapshot, its live hosts counted per value of the fields filtered `online` reads (lib/fleet/stats-history.ts Tally). */

@@ -7,7 +7,7 @@
 import type { Context } from "moleculer";
 import { newObjectId } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
-import { DuplicateKeyError, type Doc, type Store } from "../../lib/storage/store";
+import { DuplicateKeyError, type Store } from "../../lib/storage/store";
 import { FleetState, nextSnapshot, toEntry, type Entry } from "../../lib/fleet/stats-history";
 import { CHANGES, COUNTS, PERIODS, SINCE_SLACK_MS, LEASE_MIN_MS, cfg } from "./history";
 import type { StatsThis } from "./history";

@@ -11,41 +11,18 @@
  */
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type RestContext } from "../../mixins/eve-collection.mixin";
-import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
-import { nowSeconds, renderDates } from "../../lib/eve/dates";
+import { OBJECT_ID, } from "../../lib/eve/ids";
+import { renderDates } from "../../lib/eve/dates";
 import { Malformed } from "../../lib/errors";
-import { QueryArgs, filterTouches, parseProjection, parseSort, parseWhere, type Filter } from "../../lib/eve/query";
-import { DuplicateKeyError, type Doc, type Store } from "../../lib/storage/store";
+import { type QueryArgs, filterTouches, parseProjection, parseSort, type Filter } from "../../lib/eve/query";
+import type { Doc } from "../../lib/storage/store";
 import {
-	FIRST,
 	FleetState,
-	nextSnapshot,
-	entryTest,
-	happenedIn,
-	online,
-	onlineFromBuckets,
-	onlinePipeline,
-	parseInterval,
-	parseRange,
-	toEntry,
-	uniqueHosts,
-	summarize,
-	currentSummary,
-	summaryHits,
-	summaryUnionPipeline,
-	SUMMARY_FIELD,
-	SUMMARY_FORM,
-	type PeriodSummary,
-	type ChangeDoc,
-	type Entry,
-	type EntryTest,
-	type Range,
-	type Snap,
 } from "../../lib/fleet/stats-history";
 import { OLD_LEASES, snapshotMethods } from "./snapshots";
 import { migrateLeases } from "../../lib/runtime/lease";
 import { statisticMethods } from "./statistics";
-import { CHANGES, COUNTS, PERIODS, cfg, type Header } from "./history";
+import { CHANGES, COUNTS, PERIODS, cfg, } from "./history";
 import type { StatsThis } from "./history";
 
 const StatsService: EveServiceSchema<StatsThis> = {

@@ -13,15 +13,14 @@
  */
 import type { Context } from "moleculer";
 import { writeMethods } from "../../mixins/eve-collection/writes";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
-import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
-import { FIRST_YEAR, LAST_YEAR, firstDue, neverDueReason, nextDue, parseCron, parseWallTime, planRun, preview, resumedNext, validTimeZone, type Schedule } from "../../lib/fleet/schedule";
+import { EveCollection, type EveServiceSchema, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
+import { OBJECT_ID, } from "../../lib/eve/ids";
+import { FIRST_YEAR, LAST_YEAR, firstDue, neverDueReason, nextDue, parseCron, parseWallTime, preview, resumedNext, validTimeZone, type Schedule } from "../../lib/fleet/schedule";
 import { QueryArgs } from "../../lib/eve/query";
 import { formatHttpDate, parseHttpDate } from "../../lib/eve/dates";
 import type { Issues } from "../../lib/eve/errors";
 import { ErrorType, Invalid, isError, Malformed, NotFound, RunRefused } from "../../lib/errors";
 import type { Doc } from "../../lib/storage/store";
-import { countMetric, observeMetric } from "../../lib/runtime/metrics";
 import { SALT_FUN } from "../../lib/http/bodies";
 import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
 import { keepMasked, maskSecrets } from "../../lib/security/masking";

@@ -18,7 +18,7 @@ import { nowSeconds } from "../../lib/eve/dates";
 import type { Issues } from "../../lib/eve/errors";
 import { ErrorType, isError, runRefused } from "../../lib/errors";
 import { SCOPE_CALLS_SCHEMA, SCOPE_FUNCTIONS_SCHEMA } from "../../lib/security/scopes";
-import { ROLES, arbitraryCodeFields, hashToken, newToken, runDenial, type Caller, type RunCall, type Scope } from "../../lib/http/auth";
+import { ROLES, arbitraryCodeFields, hashToken, newToken, runDenial, type Caller, type Scope } from "../../lib/http/auth";
 import { configOf } from "../../lib/config";
 import { announceAdminToken } from "../../lib/runtime/first-screen";
 import { DuplicateKeyError, type Doc } from "../../lib/storage/store";

@@ -5,7 +5,6 @@
  */
 import type { Context, Logger, ServiceBroker } from "moleculer";
 import type { Config } from "../../lib/config";
-import type { Doc } from "../../lib/storage/store";
 import type { PritunlClient } from "./pritunl-client";
 import { NoManager, deleteInPritunl, orgList, type ManagerClients } from "./clients";
 import { call } from "../../lib/contracts/call";

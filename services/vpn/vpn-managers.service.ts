@@ -5,7 +5,6 @@
  * address the outbound guard allows a Pritunl server (lib/security/address-guard.ts, the "pritunl" policy).
  */
 import { X509Certificate } from "node:crypto";
-import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import type { Issues } from "../../lib/eve/errors";

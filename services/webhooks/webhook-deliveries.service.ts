@@ -60,7 +60,7 @@ const WebhookDeliveriesService: EveServiceSchema = {
 				const given = QueryArgs.from(ctx.params.query).pairs;
 				// The webhook is the filter; a client's own `where` narrows it further.
 				const userWhere = given.find(([k]) => k === "where")?.[1];
-				const where = userWhere && userWhere.trim() ? { $and: [{ webhook: id }, parseWhere(userWhere)] } : { webhook: id };
+				const where = userWhere?.trim() ? { $and: [{ webhook: id }, parseWhere(userWhere)] } : { webhook: id };
 				const pairs: Array<[string, string]> = [...given.filter(([k]) => k !== "where"), ["where", JSON.stringify(where)]];
 				if (!pairs.some(([k]) => k === "sort")) pairs.push(["sort", "-_created"]);
 				return this.cachedRead(ctx, `webhook:${id}`, new QueryArgs(pairs), () => this.eveList(ctx, new QueryArgs(pairs)));

@@ -8,7 +8,7 @@
 import type { Middleware } from "moleculer";
 import { SaltApiSimulator } from "../simulators/salt-api";
 import { startEmbedded, type Harness } from "../support/harness";
-import { request, expectEveError, withQuery } from "../support/http";
+import { request, expectEveError, withQuery, type Reply } from "../support/http";
 import { csrfOf } from "../../services/api/sessions";
 import { newObjectId } from "../../lib/eve/ids";
 import { MASK } from "../../lib/eve/render";
@@ -108,7 +108,7 @@ describe("the audit log through the API", () => {
 	it("runs nothing when the run's record cannot be begun: 503 saying so, the request on record as failed", async () => {
 		const before = sim.jobs().length;
 		failRunBegin = true;
-		let res;
+		let res: Reply;
 		try {
 			res = await request("POST", url(`hosts/${IN}`), { token: op.secret, body: { cm_client: "local", fun: "test.echo", arg: ["not-run"] } });
 		} finally {

@@ -259,7 +259,7 @@ describe("NATS credentials", () => {
 			procs.push(proc);
 			const client = broker(`nats://127.0.0.1:${tokenPort}`, []);
 			onTokenServer.push(client);
-			(client.transit?.tx as unknown as { opts: Record<string, unknown> }).opts.token = TOKEN;
+			(client.transit!.tx as unknown as { opts: Record<string, unknown> }).opts.token = TOKEN;
 			await client.start();
 			await client.waitForServices(["settings"], 15_000);
 			expect(await client.call("settings.exist", { ids: ["0"] })).toEqual(["0"]);

@@ -34,7 +34,7 @@ for (const [name, mongoUri] of legs()) (name.includes("(skipped:") ? describe.sk
 	const url = (path: string) => `${h.api}/${path}`;
 	const postJson = (path: string, text: string) => request("POST", url(path), { raw: text, headers: { "content-type": "application/json" } });
 	/** The record as the service's store reads it back (what any service or response starts from). */
-	const stored = (service: string, id: string) => (h.broker?.getLocalService(service) as unknown as { store: Store }).store.findOne({ _id: id });
+	const stored = (service: string, id: string) => (h.broker!.getLocalService(service) as unknown as { store: Store }).store.findOne({ _id: id });
 
 	beforeAll(async () => {
 		sim = new SaltApiSimulator({ minions: 3, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceEvents: false });

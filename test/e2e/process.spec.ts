@@ -7,7 +7,7 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
-import { ADMIN_TOKEN, ALL_SERVICES, apiOf, ensureNats, freePort, runServices, tempDir, waitForApi, type Nats, type Proc } from "../support/harness";
+import { ALL_SERVICES, apiOf, ensureNats, freePort, runServices, tempDir, waitForApi, type Nats, type Proc } from "../support/harness";
 import { eventually, request } from "../support/http";
 import { describeReplicated } from "../support/replicas";
 

@@ -10,7 +10,7 @@ describe("RenderCache", () => {
 		fc.assert(
 			fc.property(fc.dictionary(fc.string(), fc.jsonValue()), fc.dictionary(fc.string(), fc.jsonValue()), (fields, links) => {
 				const item = { ...fields, _links: links };
-				delete (item as Record<string, unknown>)["__proto__"];
+				delete (item as Record<string, unknown>).__proto__;
 				const parsed = JSON.parse(JSON.stringify(item)) as Record<string, unknown>;
 				const text = (more?: string) => Buffer.concat(renderedChunks(toRendered(parsed), more)).toString("utf8");
 				expect(text()).toBe(JSON.stringify(parsed));

@@ -21,7 +21,7 @@ function fnmatch(value: string, pattern: string): boolean {
 		globCache.set(pattern, re);
 	}
 	const re = globCache.get(pattern)!;
-	return re !== null && re.matches(value);
+	return re?.matches(value);
 }
 
 // ---------------------------------------------------------------- the reference: Salt's algorithm as written

@@ -10,7 +10,6 @@ import os from "node:os";
 import path from "node:path";
 import { createDecipheriv, createHash } from "node:crypto";
 import { SecretsError, decryptSecret, encryptSecret } from "../../lib/security/secrets";
-import { EveError } from "../../lib/eve/errors";
 import { loadConfig } from "../../lib/config";
 
 /** The configuration as a process started now would have it: each test sets the environment first. */

@@ -7,11 +7,10 @@
  */
 import { execFile, spawnSync } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
-import http from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { SaltApiSimulator } from "./salt-api";
-import { EventStream, until, type SseEvent } from "./sse-reader";
+import { EventStream, until, } from "./sse-reader";
 
 jest.setTimeout(60_000);
 
@@ -58,7 +57,7 @@ async function low(sim: SaltApiSimulator, token: string, chunk: unknown): Promis
 	return call(sim.url, "/", { token, body: chunk });
 }
 
-const unescape = (s: string) => s.replace(/&#x27;/g, "'").replace(/&quot;/g, '"').replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
+const unescapeHtml = (s: string) => s.replace(/&#x27;/g, "'").replace(/&quot;/g, '"').replace(/&lt;/g, "<").replace(/&gt;/g, ">").replace(/&amp;/g, "&");
 
 // ------------------------------------------------------------------ protocol
 
@@ -114,7 +113,7 @@ describe("salt-api simulator: authentication and the wire protocol", () => {
 		sim.expireTokens();
 		const exp = await low(sim, fresh, { client: "local", tgt: "*", fun: "test.ping" });
 		expect(exp.status).toBe(401);
-		expect(unescape(exp.text)).toContain('Authentication failure of type "token" occurred.');
+		expect(unescapeHtml(exp.text)).toContain('Authentication failure of type "token" occurred.');
 		// An injected one-off 401 in the middle of a session.
 		const t3 = await login(sim);
 		sim.failNext(1, 401);
@@ -160,10 +159,10 @@ describe("salt-api simulator: authentication and the wire protocol", () => {
 		const token = await login(sim);
 		const disabled = await low(sim, token, { client: "runner_async", fun: "manage.up" });
 		expect(disabled.status).toBe(400);
-		expect(unescape(disabled.text)).toContain("Client disabled: 'runner_async'. Add to 'netapi_enable_clients' master config option to enable.");
+		expect(unescapeHtml(disabled.text)).toContain("Client disabled: 'runner_async'. Add to 'netapi_enable_clients' master config option to enable.");
 		const invalid = await low(sim, token, { client: "nope", fun: "test.ping" });
 		expect(invalid.status).toBe(400);
-		expect(unescape(invalid.text)).toContain("Invalid client specified: 'nope'");
+		expect(unescapeHtml(invalid.text)).toContain("Invalid client specified: 'nope'");
 		const run = await call(sim.url, "/run", { body: [{ client: "local", tgt: "*", fun: "test.ping", token: "not-hex!" }] });
 		expect(run.status).toBe(401);
 		expect(run.text).toContain("Invalid token");
@@ -574,7 +573,7 @@ describe("salt-api simulator: faults and outages", () => {
 		t0 = Date.now();
 		const refused = await call(sim.url, "/login", { body: { username: "saltapi", password: "saltapi", eauth: "pam" } });
 		expect(refused.status).toBe(503);
-		expect(unescape(refused.text)).toContain("Message timed out");
+		expect(unescapeHtml(refused.text)).toContain("Message timed out");
 		expect(Date.now() - t0).toBeGreaterThanOrEqual(590);
 		expect((await call(sim.url, "/")).status).toBe(200);
 		// A login made while the master is down is answered once it is back.
@@ -663,7 +662,7 @@ describe("salt-api simulator: eauth ACLs with argument restrictions (CkMinions.s
 		for (const arg of [["cp.get_file_strx", "salt://patches/x.sls"], ["cp.get_file_str", "salt://top.sls"], ["cp.get_file_str"], ["test.ping"], ["xcp.get_file_str", "salt://patches/x.sls"]]) {
 			const r = await low(sim, token, { client: "runner", fun: "salt.cmd", arg });
 			expect(r.status).toBe(401);
-			expect(unescape(r.text)).toContain('Authentication failure of type "token" occurred for user saltapi.');
+			expect(unescapeHtml(r.text)).toContain('Authentication failure of type "token" occurred for user saltapi.');
 		}
 		// "@jobs" grants the jobs module; a plain function name in "@runner" only that function.
 		expect(await status({ client: "runner", fun: "jobs.list_jobs" })).toBe(200);

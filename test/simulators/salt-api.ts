@@ -35,7 +35,7 @@ import { type ExecutionRecord, type Job, Master, type MasterConfig, type SaltEve
 import { Netapi } from "./salt/netapi";
 import { DEFAULT_FILES, type StepFailure } from "./salt/states";
 import type { Nodegroups } from "./salt/targeting";
-import { Prng, fingerprintFrom, keyPair, randomHex } from "./salt/util";
+import { Prng, keyPair, randomHex } from "./salt/util";
 
 export type { KeyState, Grains, MinionSpec, SaltEvent, StepFailure, MalformKind, RequestFilter, RequestRecord, Nodegroups, Perm, UserSpec };
 

@@ -7,7 +7,6 @@ import http from "node:http";
 export interface SseEvent {
 	tag: string;
 	// The record's data as salt-api sent it: any JSON.
-	// eslint-disable-next-line @typescript-eslint/no-explicit-any
 	data: any;
 }
 

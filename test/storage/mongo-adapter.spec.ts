@@ -15,7 +15,6 @@ const MONGO_URI = process.env.MONGO_URI;
 const suite = MONGO_URI ? describe : describe.skip;
 
 /** The driver as installed: the one the adapter runs on. */
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const driverVersion = (require("mongodb/package.json") as { version: string }).version;
 
 it("runs on a MongoDB driver that supports MongoDB 7 and 8 (6.x or later), not the 3.x moleculer-db-adapter-mongo pinned", () => {

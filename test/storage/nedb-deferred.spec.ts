@@ -13,7 +13,6 @@ import { DeferredField, serializeDeferred } from "../../lib/storage/nedb-deferre
 import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
 import { tempDir } from "../support/harness";
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const Datastore = require("@seald-io/nedb");
 import * as model from "../../lib/storage/nedb-internals";
 
@@ -90,7 +89,7 @@ describe("a deferred field of the embedded store", () => {
 		// An item: its grain, read and kept.
 		const one = await ours.store.findOne({ _id: "h-001" });
 		expect(one?.grain).toEqual({ ...(host(1).grain as Doc) });
-		expect((one?.grain as { ctl: { at: unknown } }).ctl.at).toEqual(new Date(Date.UTC(2026, 0, 1, 0, 0, 1)));
+		expect((one!.grain as { ctl: { at: unknown } }).ctl.at).toEqual(new Date(Date.UTC(2026, 0, 1, 0, 0, 1)));
 		expect(deferred.hydrated).toBe(1);
 		await ours.store.findOne({ _id: "h-001" });
 		expect(deferred.hydrated).toBe(1);
@@ -98,7 +97,7 @@ describe("a deferred field of the embedded store", () => {
 		expect(byId(ours.db.getAllData().map(d => model.deepCopy(d)))).toEqual(byId(theirs.db.getAllData()));
 		expect(deferred.hydrated).toBe(32);
 		// The updated record's grain as written.
-		expect(((await ours.store.findOne({ _id: "h-003" }))?.grain as Doc).osrelease).toBe("p12");
+		expect(((await ours.store.findOne({ _id: "h-003" }))!.grain as Doc).osrelease).toBe("p12");
 		ours.m.stop();
 	});
 
@@ -112,7 +111,7 @@ describe("a deferred field of the embedded store", () => {
 		m.stop();
 		const again = await open(file);
 		expect((await again.store.findOne({ _id: "h-002" }))?.grain).toEqual(host(2).grain);
-		expect(((await again.store.findOne({ _id: "h-004" }))?.grain as Doc).os).toBe("Debian");
+		expect(((await again.store.findOne({ _id: "h-004" }))!.grain as Doc).os).toBe("Debian");
 		again.m.stop();
 	});
 
@@ -194,7 +193,7 @@ describe("a deferred field of the embedded store", () => {
 		expect(m.deferred!.unread).toBe(40);
 		expect(fdsOn(file)).toBe(1);
 		// Two read before the background pass, which reads the others.
-		for (const id of ["h-001", "h-049"]) expect(((await store.findOne({ _id: id }))?.grain as Doc).osrelease).toBe("r3");
+		for (const id of ["h-001", "h-049"]) expect(((await store.findOne({ _id: id }))!.grain as Doc).osrelease).toBe("r3");
 		expect(m.deferred!.unread).toBe(38);
 		m.hydrateInBackground!();
 		while (m.deferred!.unread > 0) await new Promise(r => setImmediate(r));

@@ -10,7 +10,6 @@ import { manageNedbFile, serializeRecord, COMPACT_MIN_GROWTH, type NedbFileDatas
 import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
 import { tempDir } from "../support/harness";
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const Datastore = require("@seald-io/nedb");
 import * as model from "../../lib/storage/nedb-internals";
 

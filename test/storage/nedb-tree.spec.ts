@@ -18,7 +18,6 @@ const Index = NedbIndex as unknown as new (o: { fieldName: string; unique?: bool
 	update(a: unknown, b?: unknown): void;
 	tree: { tree: TreeNode; checkIsAVLT(): void };
 };
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const Datastore = require("@seald-io/nedb");
 
 /** A tree's shape: each node's key, its records' ids in order, its children (an emptied key keeps its node). */

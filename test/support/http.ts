@@ -27,7 +27,7 @@ export async function request(method: string, url: string, opts: RequestOptions 
 	}
 	const res = await fetch(url, { method, headers, body });
 	const text = await res.text();
-	let parsed: any = undefined;
+	let parsed: any ;
 	if (text && (res.headers.get("content-type") ?? "").includes("json")) {
 		try {
 			parsed = JSON.parse(text);
@@ -51,7 +51,7 @@ export function withQuery(path: string, query: Record<string, unknown>): string 
  */
 export function expectEveError(reply: Reply, code: number): any {
 	if (reply.status !== code) throw new Error(`expected ${code}, got ${reply.status}: ${reply.text}`);
-	if (!reply.body || reply.body._status !== "ERR" || reply.body._error?.code !== code || typeof reply.body._error?.message !== "string") {
+	if (reply.body?._status !== "ERR" || reply.body._error?.code !== code || typeof reply.body._error?.message !== "string") {
 		throw new Error(`not an Eve error body: ${reply.text}`);
 	}
 	expect(reply.body).toMatchObject({ _status: "ERR", _error: { code, message: expect.any(String) } });

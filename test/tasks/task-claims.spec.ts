@@ -14,7 +14,7 @@
 import Datastore from "@seald-io/nedb";
 import { MongoClient } from "mongodb";
 import path from "node:path";
-import { type Doc, type Store } from "../../lib/storage/store";
+import type { Doc, Store } from "../../lib/storage/store";
 import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
 import { MongoStore, type MongoCollection } from "../../lib/storage/mongo-store";
 import {

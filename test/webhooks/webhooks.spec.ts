@@ -9,7 +9,7 @@ import dns from "node:dns";
 import os from "node:os";
 import type { AddressInfo } from "node:net";
 import { startEmbedded, uniqueMongoUri, type Harness } from "../support/harness";
-import { request, expectEveError, eventually, withQuery } from "../support/http";
+import { request, expectEveError, eventually, withQuery, type Reply } from "../support/http";
 import { ownNameUnlike } from "../support/own-name";
 import { itIf } from "../support/skip";
 import { verifySignature } from "../../services/webhooks/webhook-delivery";
@@ -329,7 +329,7 @@ describe("webhook SSRF guard in the service (WEBHOOK_ALLOW_PRIVATE unset)", () =
 		// WEBHOOK_ALLOW_PRIVATE was on when the webhook was made, off when its alert is delivered.
 		const config = (h.broker!.getLocalService("webhooks") as unknown as { config: { webhookAllowPrivate: boolean } }).config;
 		config.webhookAllowPrivate = true;
-		let res;
+		let res: Reply;
 		try {
 			res = await request("POST", `${h.api}/webhooks`, { body: { url: receiver.url, types: ["literal.*"] } });
 		} finally {

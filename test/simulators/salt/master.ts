@@ -744,7 +744,7 @@ export class Master {
 		if (this.reauth.size) {
 			for (const id of [...this.reauth]) {
 				const m = this.fleet.get(id);
-				if (!m || m.key !== "accepted") {
+				if (m?.key !== "accepted") {
 					this.reauth.delete(id);
 					continue;
 				}
@@ -799,7 +799,7 @@ export class Master {
 	/** `saltutil.find_job` on a minion: the job's data while the minion still runs it, else {}. */
 	private findJob(id: string, jid: string): Record<string, unknown> {
 		const job = this.jobs.get(jid);
-		if (!job || !job.pending.has(id)) return {};
+		if (!job?.pending.has(id)) return {};
 		return { fun: job.fun, arg: job.arg, tgt: job.tgt, jid: job.jid, ret: "", tgt_type: job.tgtType, user: job.user, pid: 1000 + (hashString(`${jid}/${id}`) % 60000) };
 	}
 
@@ -837,7 +837,7 @@ export class Master {
 		job.pending.delete(item.id);
 		const m = this.fleet.get(item.id);
 		// A minion that went down (or lost its key) before answering never returns.
-		if (!m || !m.up || m.key !== "accepted") {
+		if (!m?.up || m.key !== "accepted") {
 			this.notify(job);
 			return;
 		}

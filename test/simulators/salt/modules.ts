@@ -381,7 +381,7 @@ function callState(ctx: ExecContext, low: Record<string, unknown>, test: boolean
 		}
 		return stateReturn(state, fn, id, name, true, Object.keys(out).map(f => `${f}: Success`).join(", "), { ret: newStyle ? out : out[name] });
 	}
-	if (state === "test") return stateReturn(state, fn, id, name, fn === "fail_without_changes" ? false : true, "Success!");
+	if (state === "test") return stateReturn(state, fn, id, name, fn !== "fail_without_changes", "Success!");
 	return stateReturn(state, fn, id, name, false, `State '${state}.${fn}' was not found in SLS '${id}'`);
 }
 

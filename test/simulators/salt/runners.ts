@@ -146,7 +146,7 @@ const RUNNERS: Record<string, MasterFn> = {
 		fn: (m, a, rest) => {
 			const fun = String(a.fun);
 			const kwargs = Object.fromEntries(Object.entries(rest.kwargs).filter(([k]) => !k.startsWith("__") && k !== "with_pillar"));
-			const impl = Object.prototype.hasOwnProperty.call(SALT_CMD, fun) ? SALT_CMD[fun] : undefined;
+			const impl = Object.hasOwn(SALT_CMD, fun) ? SALT_CMD[fun] : undefined;
 			return impl ? impl(m, rest.args, kwargs) : `'${fun}' is not available.`;
 		},
 	},
@@ -379,7 +379,7 @@ function reformatLow(def: MasterFn, low: Record<string, unknown>, isWheel: boole
 /** Resolve a runner or wheel call (throws UnknownFunctionError for a function the master does not have). */
 export function prepareCall(kind: "runner" | "wheel", fun: string, low: Record<string, unknown>): PreparedCall {
 	const table = kind === "runner" ? RUNNERS : WHEELS;
-	const def = Object.prototype.hasOwnProperty.call(table, fun) ? table[fun] : undefined;
+	const def = Object.hasOwn(table, fun) ? table[fun] : undefined;
 	if (!def) throw new UnknownFunctionError(`'${fun}' is not available.`);
 	const { args, kwargs } = reformatLow(def, low, kind === "wheel");
 	let funArgs: unknown[];

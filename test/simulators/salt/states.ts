@@ -117,7 +117,7 @@ function jinjaValue(expr: string, grains: Record<string, unknown>): { value: unk
 	let m = /^grains(?:\[\s*(['"])(.+?)\1\s*\]|\.([A-Za-z_]\w*))$/.exec(expr);
 	if (m) {
 		const key = m[2] ?? m[3];
-		if (!Object.prototype.hasOwnProperty.call(grains, key)) throw new JinjaError(`Jinja variable 'dict object' has no attribute '${key}'`);
+		if (!Object.hasOwn(grains, key)) throw new JinjaError(`Jinja variable 'dict object' has no attribute '${key}'`);
 		return { value: grains[key] };
 	}
 	m = /^(grains\.get|salt\[\s*(['"])grains\.get\2\s*\])\((.*)\)$/s.exec(expr);
@@ -125,7 +125,7 @@ function jinjaValue(expr: string, grains: Record<string, unknown>): { value: unk
 	const args = m[3].trim() === "" ? [] : m[3].split(",").map(jinjaLiteral);
 	if (!args.length || args.some(a => a === undefined) || typeof args[0]!.value !== "string") return undefined;
 	const key = args[0]!.value as string;
-	if (m[1] === "grains.get") return { value: Object.prototype.hasOwnProperty.call(grains, key) ? grains[key] : args.length > 1 ? args[1]!.value : null };
+	if (m[1] === "grains.get") return { value: Object.hasOwn(grains, key) ? grains[key] : args.length > 1 ? args[1]!.value : null };
 	return { value: traverse(grains, key, args.length > 1 ? args[1]!.value : "", ":") };
 }
 

@@ -85,7 +85,7 @@ export class Targeting {
 
 	resolveNodegroup(name: string): string {
 		const groups = this.nodegroups();
-		if (!Object.prototype.hasOwnProperty.call(groups, name)) throw new TargetInvocationError(`Node group ${name} unavailable in /etc/salt/master`);
+		if (!Object.hasOwn(groups, name)) throw new TargetInvocationError(`Node group ${name} unavailable in /etc/salt/master`);
 		const def = groups[name];
 		// A list of minion ids (no compound words) is the list of them (nodegroup_matching.json: N@listgroup).
 		if (Array.isArray(def)) return def.some(w => ["and", "or", "not", "(", ")"].includes(String(w)) || /^[A-Z]@/.test(String(w))) ? def.join(" ") : `L@${def.join(",")}`;
@@ -227,7 +227,7 @@ function dictMatch(target: Record<string, unknown>, pattern: string, regex: bool
 	const wildcard = pattern.startsWith("*:");
 	if (wildcard) pattern = pattern.slice(2);
 	if (pattern === "*") return true;
-	if (Object.prototype.hasOwnProperty.call(target, pattern)) return true;
+	if (Object.hasOwn(target, pattern)) return true;
 	if (subdictMatch(target, pattern, delimiter, regex)) return true;
 	if (wildcard) {
 		for (const v of Object.values(target)) {
@@ -315,7 +315,7 @@ function parseIpTarget(tgt: string): { v: 4 | 6; net: bigint; mask: bigint } | n
 	else if (/^\d+$/.test(pfx)) bits = Number(pfx);
 	else {
 		const m = ip.v === 4 ? parseIp(pfx) : null;
-		if (!m || m.v !== 4) return null;
+		if (m?.v !== 4) return null;
 		// A netmask (ones then zeros) or a hostmask (zeros then ones).
 		const asMask = (x: bigint) => {
 			const str = x.toString(2).padStart(32, "0");

@@ -310,7 +310,7 @@ export function traverse(data: unknown, key: string, dflt: unknown, delimiter = 
 				if (!hit) return dflt;
 				cur = (hit as Record<string, unknown>)[part];
 			}
-		} else if (isPlainObject(cur) && Object.prototype.hasOwnProperty.call(cur, part)) cur = cur[part];
+		} else if (isPlainObject(cur) && Object.hasOwn(cur, part)) cur = cur[part];
 		else return dflt;
 	}
 	return cur;

@@ -344,7 +344,6 @@ function dumpScalar(v: unknown): string {
 		return String(v);
 	}
 	const s = String(v);
-	// eslint-disable-next-line no-control-regex
 	if (/[\n\r\t\u0000-\u001f\u007f]/.test(s)) return JSON.stringify(s);
 	if (needsQuotes(s)) return `'${s.replace(/'/g, "''")}'`;
 	return s;
