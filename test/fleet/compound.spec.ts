@@ -159,6 +159,11 @@ describe("compound targets", () => {
 		["S@10.0.2.7/255.255.255.0", /10.0.2.7\/24 has host bits set/],
 		["S@fd00::5/64", /fd00::5\/64 has host bits set/],
 		["S@::ffff:10.0.1.5/120", /has host bits set/],
+		// the host bits of IPv6 groups in hexadecimal, and of the groups before '::' when groups follow it
+		["S@fd00::ab/64", /^'S@fd00::ab\/64': fd00::ab\/64 has host bits set/],
+		["S@fd00:0:0:0:1::0/64", /^'S@fd00:0:0:0:1::0\/64': fd00:0:0:0:1::0\/64 has host bits set/],
+		// a netmask is a whole IPv4 address (Python's ipaddress refuses three octets)
+		["S@10.0.0.0/255.255.255", /CIDR/],
 		["S@not-an-ip", /CIDR/],
 		["F@nope", /no group has the id or name 'nope'/],
 		["L|@a,b", /only G@, P@, I@ and J@ take a delimiter/],
@@ -188,6 +193,13 @@ describe("compound targets", () => {
 		expect(select(`G@${"a:".repeat(MAX_GRAIN_PATH_PARTS - 1)}x`)).toEqual([]);
 		expect(MAX_GRAIN_PATH_PARTS).toBe(32);
 		expect(refuse(`G@${"a:".repeat(MAX_GRAIN_PATH_PARTS)}x`)).toMatch(/^'G@a:a:.*…': a G@ term has 33 parts separated by ':', more than the limit of 32$/);
+		// The term is quoted whole up to 60 characters, past them its first 60 and '…'.
+		const parts33 = (letters: number) => `G@${"a".repeat(letters)}${":".repeat(MAX_GRAIN_PATH_PARTS)}`;
+		const why = ": a G@ term has 33 parts separated by ':', more than the limit of 32";
+		expect(refuse(parts33(0))).toBe(`'G@::::::::::::::::::::::::::::::::'${why}`);
+		expect(parts33(26)).toHaveLength(60);
+		expect(refuse(parts33(26))).toBe(`'${parts33(26)}'${why}`);
+		expect(refuse(parts33(27))).toBe(`'G@${"a".repeat(27)}${":".repeat(31)}…'${why}`);
 		expect(refuse(`P|@${"a|".repeat(MAX_GRAIN_PATH_PARTS)}x`)).toMatch(/a P@ term has 33 parts separated by '\|', more than the limit of 32$/);
 		expect(refuse(`G|@os|${"a:".repeat(MAX_GRAIN_PATH_PARTS)}x`)).toMatch(/a G@ term has 33 parts separated by ':', more than the limit of 32$/);
 		// The finding of issue 43: refused at once, before any host is read.
@@ -323,6 +335,8 @@ describe("what a pattern costs on a host (docs/targeting.md: 20 + the value's ch
 		[`G@notes:${"[y]".repeat(18)}*`, "over"],
 		// + | { are not a glob's
 		[`G@notes:*${"+|{".repeat(30)}`, "within"],
+		// nor is a counted repetition: `{99}` is those four characters in a glob
+		["G@notes:*{99}", "within"],
 		// a regex: one more for each * + ? |, and a counted repetition's largest count
 		[`P@notes:${"y+".repeat(18)}`, "within"],
 		[`P@notes:${"y+".repeat(19)}`, "over"],
@@ -396,6 +410,41 @@ describe("compileTarget's edges", () => {
 			{ _id: "mixed", grain: { ipv4: [5, null, "10.0.1.5"], ipv6: [1, "fd00::5"] } },
 		];
 		for (const expr of ["S@10.0.1.5", "S@10.0.1.0/24", "S@fd00::5", "S@fd00::/8"]) expect([expr, hosts.filter(compileTarget(expr, ctx).test).map(h => h._id)]).toEqual([expr, ["mixed"]]);
+	});
+
+	it("skips what Salt cannot read as an address in ipv4/ipv6 (a list, a scope left empty): its minion selects nothing from it", () => {
+		// Python's ip_address refuses both, so Salt's ipcidr matcher raises on them and the minion does not run.
+		const hosts: TargetHost[] = [
+			{ _id: "nested", grain: { ipv4: [["10.0.1.5"]], ipv6: [["fd00::5"]] } },
+			{ _id: "empty-scope", grain: { ipv6: ["fd00::5%"] } },
+			{ _id: "plain", grain: { ipv4: ["10.0.1.5"], ipv6: ["fd00::5"] } },
+		];
+		for (const expr of ["S@10.0.1.5", "S@10.0.1.0/24", "S@fd00::5", "S@fd00::/8"]) expect([expr, hosts.filter(compileTarget(expr, ctx).test).map(h => h._id)]).toEqual([expr, ["plain"]]);
+	});
+
+	it("refuses N@ with the reason the caller gives (no such nodegroup), and evaluates the nodegroups it knows", () => {
+		const withNodegroups = { ...ctx, nodegroup: (name: string) => (name === "web" ? null : `no nodegroup is named '${name}'`) };
+		expect(() => compileTarget("N@web or N@nonexistent", withNodegroups)).toThrow(new TargetError("'N@nonexistent': no nodegroup is named 'nonexistent'"));
+		expect(HOSTS.filter(compileTarget("N@web", withNodegroups).test).map(h => h._id)).toEqual(["web-01", "web-02"]);
+	});
+
+	it("allows a resolution exactly its budget of steps, and refuses one more", () => {
+		// G@notes:*** (width 4) on a value of 10,620 characters: the path part 1, the comparison 20 + 10,621 × 4, in
+		// all 42,505 steps; the first host also compiles the 3-character glob (60 steps), so its value is 15 shorter.
+		// 500 hosts take 500 × 42,505 = 20,000,000 + 2,500 × 501: the 501st host starts with nothing left and is
+		// evaluated, the 502nd is refused. Four steps more on the first host, and the 501st is refused.
+		const value = "y".repeat(10_620);
+		const fleet = (first: number): TargetHost[] => [{ _id: "h-0", grain: { notes: "y".repeat(first) } }, ...Array.from({ length: 501 }, (_, i) => ({ _id: `h-${i + 1}`, grain: { notes: value } }))];
+		const evaluated = (hosts: TargetHost[]) => {
+			const bounded = compileTarget("G@notes:***", ctx, true);
+			let n = 0;
+			expect(() => {
+				for (const h of hosts) if (bounded.test(h)) n++;
+			}).toThrow(/on the fleet takes more than the limit of 20000000 steps/);
+			return n;
+		};
+		expect(evaluated(fleet(10_605))).toBe(501);
+		expect(evaluated(fleet(10_606))).toBe(500);
 	});
 
 	it("allows exactly 100,000 steps on a host, and refuses 100,001", () => {
