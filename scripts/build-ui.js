@@ -9,6 +9,7 @@ const path = require("node:path");
 
 const root = path.resolve(__dirname, "..");
 const out = path.join(root, "dist", "ui");
-if (!fs.existsSync(path.join(out, "index.html"))) throw new Error("dist/ui/index.html is missing: run the Vite build first (npm run build)");
+if (!fs.existsSync(path.join(out, "index.html")))
+	throw new Error("dist/ui/index.html is missing: run the Vite build first (npm run build)");
 fs.mkdirSync(path.join(out, "vendor"), { recursive: true });
 fs.copyFileSync(require.resolve("echarts/dist/echarts.min.js"), path.join(out, "vendor", "echarts.min.js"));

@@ -78,7 +78,10 @@ export function findLapsed(store: Store, where: Filter, now: Date, opts?: FindOp
  */
 export function claim(store: Store, where: Filter, holder: Holder, update?: Update): Promise<Doc | null> {
 	const now = holder.now ?? new Date();
-	return store.findOneAndUpdate(both(where, claimable(now)), withSet(update, { [LEASE]: leaseFor({ ...holder, now }) }));
+	return store.findOneAndUpdate(
+		both(where, claimable(now)),
+		withSet(update, { [LEASE]: leaseFor({ ...holder, now }) }),
+	);
 }
 
 /**
@@ -92,7 +95,10 @@ export function takeOver(store: Store, where: Filter, holder: Holder, update?: U
 
 /** Renews the holder's lease on the records of `where` (with `update`); false when it holds none there. */
 export async function renew(store: Store, where: Filter, holder: Holder, update?: Update): Promise<boolean> {
-	return (await store.updateMany(both(where, heldBy(holder.owner)), withSet(update, { [UNTIL]: leaseFor(holder).until }))) > 0;
+	return (
+		(await store.updateMany(both(where, heldBy(holder.owner)), withSet(update, { [UNTIL]: leaseFor(holder).until }))) >
+		0
+	);
 }
 
 /**
@@ -123,7 +129,10 @@ export async function migrateLeases(store: Store, old: OldLeases): Promise<numbe
 	let moved = 0;
 	for (const doc of await store.find(old.filter)) {
 		const lease = old.lease(doc);
-		const update: Update = { ...(lease ? { $set: { [LEASE]: lease } } : {}), ...(old.unset.length ? { $unset: Object.fromEntries(old.unset.map(f => [f, true as const])) } : {}) };
+		const update: Update = {
+			...(lease ? { $set: { [LEASE]: lease } } : {}),
+			...(old.unset.length ? { $unset: Object.fromEntries(old.unset.map(f => [f, true as const])) } : {}),
+		};
 		moved += await store.updateMany(both({ _id: doc._id }, old.filter), update);
 	}
 	return moved;

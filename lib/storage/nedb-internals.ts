@@ -38,7 +38,11 @@ interface NedbModel {
  * fills in one pass and whose removals it replaces, and which the planner walks (its `tree.tree` root node).
  */
 export interface NedbIndexClass {
-	new (options: { fieldName: string; unique?: boolean; sparse?: boolean }): {
+	new (options: {
+		fieldName: string;
+		unique?: boolean;
+		sparse?: boolean;
+	}): {
 		fieldName: string;
 		insert(doc: unknown): void;
 		remove(doc: unknown): void;
@@ -52,7 +56,11 @@ export interface NedbIndexClass {
 /** The function of NeDB's `lib/storage.js` the engine calls. */
 interface NedbStorage {
 	/** NeDB's crash-safe rewrite of a file: a temporary file written and flushed, then renamed over it. */
-	crashSafeWriteFileLinesAsync(file: string, lines: string[], modes: { fileMode: number; dirMode: number }): Promise<void>;
+	crashSafeWriteFileLinesAsync(
+		file: string,
+		lines: string[],
+		modes: { fileMode: number; dirMode: number },
+	): Promise<void>;
 }
 
 const model = require("@seald-io/nedb/lib/model.js") as NedbModel;

@@ -53,7 +53,8 @@ export function expandNodegroups(defs: Record<string, unknown>): Expansion[] {
 		try {
 			return { name, target: expandOne(name, defs) };
 		} catch (err) {
-			if (err instanceof ExpansionError) return { name, problem: `the master's nodegroup '${name}' cannot be expanded: ${err.message}` };
+			if (err instanceof ExpansionError)
+				return { name, problem: `the master's nodegroup '${name}' cannot be expanded: ${err.message}` };
 			throw err;
 		}
 	});

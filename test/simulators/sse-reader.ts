@@ -11,7 +11,11 @@ export interface SseEvent {
 }
 
 /** Resolves the first truthy value `fn` gives, polling; rejects after `ms`. */
-export async function until<T>(fn: () => Promise<T | undefined | false> | T | undefined | false, ms = 5000, what = "condition"): Promise<T> {
+export async function until<T>(
+	fn: () => Promise<T | undefined | false> | T | undefined | false,
+	ms = 5000,
+	what = "condition",
+): Promise<T> {
 	const end = Date.now() + ms;
 	for (;;) {
 		const v = await fn();
