@@ -233,12 +233,19 @@ describe("a first reconciliation slower than the master's presence loop", () => 
 	const c = withMaster({ presenceIntervalMs: 100, latencyMs: [150, 250] });
 
 	it("still creates every host (a presence reading knows the status better, not whether the host exists)", async () => {
-		// withMaster waited for the fleet in the inventory; the status is the presence readings'.
-		expect((await hostsOf(c())).map(x => [x._id, x.key, x.status])).toEqual(
-			FLEET.slice()
-				.sort()
-				.map(id => [id, "accepted", "up"]),
+		// withMaster waited for the fleet in the inventory; the status is the next presence reading's (every 100 ms).
+		const fleet = FLEET.slice()
+			.sort()
+			.map(id => [id, "accepted", "up"]);
+		const seen = await eventually(
+			async () => {
+				const hosts = (await hostsOf(c())).map(x => [x._id, x.key, x.status]);
+				return JSON.stringify(hosts) === JSON.stringify(fleet) ? hosts : undefined;
+			},
+			SOON,
+			"every host created and up",
 		);
+		expect(seen).toEqual(fleet);
 	});
 });
 

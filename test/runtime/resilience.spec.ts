@@ -501,7 +501,7 @@ class Relay {
 			return { status: res.status, body: (await res.json()) as { ready: boolean; reasons: string[] } };
 		};
 		const until = <T>(what: string, check: () => Promise<T | undefined>) =>
-			eventually(async () => (await check()) ?? (await new Promise(r => setTimeout(r, 250)), undefined), 40_000, what);
+			eventually(async () => (await check()) ?? (await new Promise(r => setTimeout(r, 250)), undefined), 60_000, what);
 
 		beforeAll(async () => {
 			const target = new URL(MONGO_URI as string);

@@ -1160,30 +1160,28 @@ describe("salt-api simulator: 10,000 minions", () => {
 	beforeAll(() => sim.start());
 	afterAll(() => sim.stop());
 
-	it("builds, lists keys and minions, and runs a fleet-wide async job in reasonable time", async () => {
-		expect(buildMs).toBeLessThan(5000);
+	// What it answers at that size; how fast is the bench's (npm run bench, part scale), never a timed test.
+	it("builds, lists keys and minions, and runs a fleet-wide async job", async () => {
 		const token = await login(sim);
-		let t = Date.now();
 		const keys = (await call(sim.url, "/keys", { token })).json.return;
 		const total =
 			keys.minions.length + keys.minions_pre.length + keys.minions_rejected.length + keys.minions_denied.length;
 		expect(total).toBe(10_000);
-		expect(Date.now() - t).toBeLessThan(3000);
-		t = Date.now();
+		let t = Date.now();
 		const minions = (await call(sim.url, "/minions", { token })).json.return[0];
 		const listMs = Date.now() - t;
 		expect(Object.keys(minions)).toHaveLength(keys.minions.length);
-		expect(listMs).toBeLessThan(15_000);
 		t = Date.now();
 		const job = (await low(sim, token, { client: "local_async", tgt: "*", fun: "test.ping" })).json.return[0];
 		expect(job.minions).toHaveLength(keys.minions.length);
-		await until(() => sim.job(job.jid)!.pending.length === 0 || undefined, 10_000, "all returns");
+		await until(() => sim.job(job.jid)!.pending.length === 0 || undefined, 60_000, "all returns");
 		expect(sim.job(job.jid)!.returned).toHaveLength(sim.upMinions().length);
-		expect(Date.now() - t).toBeLessThan(10_000);
 		const status = (await low(sim, token, { client: "runner", fun: "manage.status" })).json.return[0];
 		expect(status.up.length + status.down.length).toBe(keys.minions.length);
-		console.log(`10,000 minions: build ${buildMs} ms, GET /minions ${listMs} ms`);
-	});
+		console.log(
+			`10,000 minions: build ${buildMs} ms, GET /minions ${listMs} ms, a fleet-wide job ${Date.now() - t} ms`,
+		);
+	}, 120_000);
 });
 
 // ------------------------------------------------------------------ fidelity: salt-pepper
