@@ -8,7 +8,10 @@ module.exports = {
 		"^.+\\.ts$": ["ts-jest", { tsconfig: "tsconfig.test.json" }],
 		// The OpenID Connect libraries are ES modules only, and jest's loader does not use Node's require(esm): these
 		// few are compiled to CommonJS for it (production code loads them with require(esm), Node >= 22.12).
-		"/node_modules/(openid-client|oauth4webapi|jose|oidc-provider)/.+\\.js$": ["ts-jest", { tsconfig: { allowJs: true, module: "commonjs", target: "ES2022", isolatedModules: true } }],
+		"/node_modules/(openid-client|oauth4webapi|jose|oidc-provider)/.+\\.js$": [
+			"ts-jest",
+			{ tsconfig: { allowJs: true, module: "commonjs", target: "ES2022", isolatedModules: true } },
+		],
 	},
 	transformIgnorePatterns: ["/node_modules/(?!(openid-client|oauth4webapi|jose|oidc-provider)/)"],
 	testTimeout: 60_000,

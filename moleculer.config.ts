@@ -21,7 +21,13 @@ import { HealthMiddleware } from "./lib/runtime/health";
 import { ScrapedPrometheusReporter } from "./lib/runtime/metrics";
 import { RequestLogMiddleware, jsonFormatter, routeProcessWarnings } from "./lib/runtime/logging";
 import { installCrashGuard } from "./lib/runtime/crash-guard";
-import { NatsConnectionMiddleware, ResendUndeliveredMiddleware, RestartedNodeMiddleware, SlowBackendBulkheads, endpointFailure } from "./lib/runtime/resilience";
+import {
+	NatsConnectionMiddleware,
+	ResendUndeliveredMiddleware,
+	RestartedNodeMiddleware,
+	SlowBackendBulkheads,
+	endpointFailure,
+} from "./lib/runtime/resilience";
 
 // The configuration, loaded once for this process. Node.js too old, a setting refused: one line on stderr and
 // exit 1, before the broker prints anything.
@@ -59,7 +65,11 @@ const brokerConfig: BrokerOptions = {
 	// Moleculer's Console logger, with what every start repeats (services registered and started, the
 	// broker's parts) at debug level (lib/runtime/first-screen.ts).
 	// json: one object per line with the request id where there is one (lib/runtime/logging.ts)
-	logger: new QuietConsoleLogger({ formatter: (settings.jsonLogs ? jsonFormatter : "short") as never, colors: !settings.jsonLogs && process.stdout.isTTY, moduleColors: false }),
+	logger: new QuietConsoleLogger({
+		formatter: (settings.jsonLogs ? jsonFormatter : "short") as never,
+		colors: !settings.jsonLogs && process.stdout.isTTY,
+		moduleColors: false,
+	}),
 	logLevel: (settings.logLevel || "info") as BrokerOptions["logLevel"],
 
 	transporter: (settings.transporter || null) as BrokerOptions["transporter"],
@@ -135,7 +145,14 @@ const brokerConfig: BrokerOptions = {
 	// Served at /metrics of the health listener; METRICS_ENABLED=false turns them off.
 	metrics: {
 		enabled: true,
-		reporter: [new ScrapedPrometheusReporter({ defaultLabels: (registry: { broker: { namespace: string; nodeID: string } }) => ({ namespace: registry.broker.namespace, nodeID: registry.broker.nodeID }) }) as never],
+		reporter: [
+			new ScrapedPrometheusReporter({
+				defaultLabels: (registry: { broker: { namespace: string; nodeID: string } }) => ({
+					namespace: registry.broker.namespace,
+					nodeID: registry.broker.nodeID,
+				}),
+			}) as never,
+		],
 	},
 	tracing: { enabled: false },
 

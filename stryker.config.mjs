@@ -87,8 +87,14 @@ export const MIN_SCORE = 85;
  * (and git-ignored) so that UNIT_SPECS stays the one list.
  */
 const CHECKER_TSCONFIG = "tsconfig.mutate.json";
-const checkerTsconfig = JSON.stringify({ extends: "./tsconfig.json", include: ["types/**/*.d.ts"], files: [...MODULES, ...UNIT_SPECS] }, null, "\t") + "\n";
-if (!fs.existsSync(CHECKER_TSCONFIG) || fs.readFileSync(CHECKER_TSCONFIG, "utf8") !== checkerTsconfig) fs.writeFileSync(CHECKER_TSCONFIG, checkerTsconfig);
+const checkerTsconfig =
+	JSON.stringify(
+		{ extends: "./tsconfig.json", include: ["types/**/*.d.ts"], files: [...MODULES, ...UNIT_SPECS] },
+		null,
+		"\t",
+	) + "\n";
+if (!fs.existsSync(CHECKER_TSCONFIG) || fs.readFileSync(CHECKER_TSCONFIG, "utf8") !== checkerTsconfig)
+	fs.writeFileSync(CHECKER_TSCONFIG, checkerTsconfig);
 
 /** @type {import('@stryker-mutator/api/core').PartialStrykerOptions} */
 export default {
@@ -106,7 +112,13 @@ export default {
 	// The sandbox gets the sources and the tests (tests read files relative to it, ROOT); not builds or data.
 	ignorePatterns: ["dist", "data", "coverage", "test-artifacts", "reports"],
 	reporters: ["clear-text", "progress-append-only", "html", "json"],
-	clearTextReporter: { allowColor: false, allowEmojis: false, reportScoreTable: true, reportMutants: true, reportTests: false },
+	clearTextReporter: {
+		allowColor: false,
+		allowEmojis: false,
+		reportScoreTable: true,
+		reportMutants: true,
+		reportTests: false,
+	},
 	htmlReporter: { fileName: "reports/mutation/mutation.html" },
 	jsonReporter: { fileName: "reports/mutation/mutation.json" },
 	thresholds: { high: 90, low: MIN_SCORE, break: null },

@@ -21,8 +21,20 @@ import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { SaltApiSimulator } from "../test/simulators/salt-api";
 import { SaltClient } from "../services/cm-gateway/salt-client";
 import type { SaltEvent } from "../services/cm-gateway/salt-events";
-import { apiJson, benchCluster, envInt, fmt, quantile, rawGet, recordedReturns, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200 } from "./support";
-
+import {
+	apiJson,
+	benchCluster,
+	envInt,
+	fmt,
+	quantile,
+	rawGet,
+	recordedReturns,
+	runProductionCommand,
+	serviceNames,
+	sleep,
+	stopProc,
+	waitForHttp200,
+} from "./support";
 
 const MINIONS = envInt("BENCH_MINIONS", 10_000);
 const EVENTS = envInt("BENCH_EVENTS", 200);
@@ -40,18 +52,24 @@ function memory(pid: number): { rss: number; peak: number } {
 	return { rss: kb("VmRSS") / 1024, peak: kb("VmHWM") / 1024 };
 }
 
-
-
 async function timed<T>(fn: () => Promise<T>): Promise<{ ms: number; value: T }> {
 	const t = process.hrtime.bigint();
 	const value = await fn();
 	return { ms: Number(process.hrtime.bigint() - t) / 1e6, value };
 }
 
-
 /** Runs the cm-gateway scenarios; answers the report and whether every figure is valid. */
-export async function benchCm(dataDir: string, log: (msg: string) => void): Promise<{ report: string; valid: boolean }> {
-	const sim = new SaltApiSimulator({ minions: MINIONS, timeout: SIM_TIMEOUT, gatherJobTimeout: SIM_GATHER_TIMEOUT, latencyMs: [2, 50], presenceIntervalMs: 3_600_000 });
+export async function benchCm(
+	dataDir: string,
+	log: (msg: string) => void,
+): Promise<{ report: string; valid: boolean }> {
+	const sim = new SaltApiSimulator({
+		minions: MINIONS,
+		timeout: SIM_TIMEOUT,
+		gatherJobTimeout: SIM_GATHER_TIMEOUT,
+		latencyMs: [2, 50],
+		presenceIntervalMs: 3_600_000,
+	});
 	const { url: salt } = await sim.start();
 	const { nats, namespace, base, env } = await benchCluster("cm", dataDir, sim.cmApiEnv);
 	const proc = runProductionCommand("cm-all", serviceNames(), {
@@ -60,7 +78,14 @@ export async function benchCm(dataDir: string, log: (msg: string) => void): Prom
 		CM_SYNC_INTERVAL_MS: "0",
 		CM_JOB_POLL_MS: "60000",
 	});
-	const broker = new ServiceBroker({ namespace, nodeID: `bench-cm-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], logger: false, serializer: "JSONExt", requestTimeout: 600_000 });
+	const broker = new ServiceBroker({
+		namespace,
+		nodeID: `bench-cm-${process.pid}`,
+		transporter: nats.url as BrokerOptions["transporter"],
+		logger: false,
+		serializer: "JSONExt",
+		requestTimeout: 600_000,
+	});
 	const direct = new SaltClient({ url: salt, ...sim.credentials, timeoutMs: 120_000 });
 	const watcher = new SaltClient({ url: salt, ...sim.credentials });
 	const lines: string[] = [];
@@ -101,11 +126,15 @@ export async function benchCm(dataDir: string, log: (msg: string) => void): Prom
 		// The second reconciliation finds the fleet as the first left it: it writes (updates) no host at all.
 		if (first.value.created !== keys || second.value.updated !== 0) {
 			valid = false;
-			log(`cm sync: INVALID: created ${first.value.created} (expected ${keys}), then updated ${second.value.updated} with nothing changed (expected 0)`);
+			log(
+				`cm sync: INVALID: created ${first.value.created} (expected ${keys}), then updated ${second.value.updated} with nothing changed (expected 0)`,
+			);
 		}
 		if (published.length || executions) {
 			valid = false;
-			log(`cm sync: INVALID: the reconciliation published ${published.length} job(s) (${[...new Set(published)].join(", ")}) and ran ${executions} execution(s) on minions; it must publish nothing`);
+			log(
+				`cm sync: INVALID: the reconciliation published ${published.length} job(s) (${[...new Set(published)].join(", ")}) and ran ${executions} execution(s) on minions; it must publish nothing`,
+			);
 		}
 
 		// Presence: today's read (manage.present, reads what the master knows) beside the previous one
@@ -117,9 +146,13 @@ export async function benchCm(dataDir: string, log: (msg: string) => void): Prom
 		for (let i = 0; i < rounds; i++) {
 			log(`cm presence read: round ${i + 1}/${rounds} (manage.present, then manage.status) ...`);
 			sim.resetExecutions();
-			presence.present.push((await timed(() => direct.lowstate({ client: "runner", fun: "manage.present" }, { safe: true }))).ms);
+			presence.present.push(
+				(await timed(() => direct.lowstate({ client: "runner", fun: "manage.present" }, { safe: true }))).ms,
+			);
 			const presentRan = sim.executions().length;
-			presence.status.push((await timed(() => direct.lowstate({ client: "runner", fun: "manage.status" }, { safe: true }))).ms);
+			presence.status.push(
+				(await timed(() => direct.lowstate({ client: "runner", fun: "manage.status" }, { safe: true }))).ms,
+			);
 			presence.statusPublished = sim.executions().length - presentRan;
 			if (presentRan) {
 				valid = false;
@@ -128,7 +161,9 @@ export async function benchCm(dataDir: string, log: (msg: string) => void): Prom
 		}
 		if (down > 0 && presence.statusPublished === 0) {
 			valid = false;
-			log("cm presence read: INVALID: manage.status published nothing: the baseline does not measure what a real master does");
+			log(
+				"cm presence read: INVALID: manage.status published nothing: the baseline does not measure what a real master does",
+			);
 		}
 		const med = (xs: number[]) => quantile(xs, 0.5);
 		lines.push(
@@ -162,7 +197,8 @@ export async function benchCm(dataDir: string, log: (msg: string) => void): Prom
 					[ev.data.new, true],
 					[ev.data.lost, false],
 				] as const)
-					for (const id of Array.isArray(list) ? list : []) seen.set(String(id), [...(seen.get(String(id)) ?? []), { up, at }]);
+					for (const id of Array.isArray(list) ? list : [])
+						seen.set(String(id), [...(seen.get(String(id)) ?? []), { up, at }]);
 			},
 		});
 		while (!stream.connected) await sleep(20);
@@ -182,7 +218,8 @@ export async function benchCm(dataDir: string, log: (msg: string) => void): Prom
 			for (;;) {
 				const res = await rawGet(`${base}/api/hosts/${encodeURIComponent(id)}`);
 				if (res.status === 200 && JSON.parse(res.body.toString("utf8")).status === (up ? "up" : "down")) break;
-				if (performance.now() - t0 > 30_000) throw new Error(`host ${id} did not turn ${up ? "up" : "down"} within 30 s`);
+				if (performance.now() - t0 > 30_000)
+					throw new Error(`host ${id} did not turn ${up ? "up" : "down"} within 30 s`);
 				await sleep(2);
 			}
 			apiDelays.push(performance.now() - t0);
@@ -204,24 +241,33 @@ export async function benchCm(dataDir: string, log: (msg: string) => void): Prom
 
 		// ---------------------------------------------------------------- exec on a group of 5,000
 		const targets = sim.upMinions().slice(0, GROUP_SIZE);
-		if (targets.length < GROUP_SIZE) throw new Error(`only ${targets.length} minions are up; BENCH_MINIONS must give ${GROUP_SIZE}`);
+		if (targets.length < GROUP_SIZE)
+			throw new Error(`only ${targets.length} minions are up; BENCH_MINIONS must give ${GROUP_SIZE}`);
 		const group = await apiJson(base, "POST", "/api/groups", { name: "bench-5000", type: 0, hosts: targets });
 		if (group.status !== 201) throw new Error(`POST /api/groups answered ${group.status}`);
-		log(`cm exec: POST /api/groups/{id} on ${GROUP_SIZE} hosts, ${EXEC_RUNS} runs, each next to the same lowstate sent straight to salt-api ...`);
+		log(
+			`cm exec: POST /api/groups/{id} on ${GROUP_SIZE} hosts, ${EXEC_RUNS} runs, each next to the same lowstate sent straight to salt-api ...`,
+		);
 		const viaApi: number[] = [];
 		const viaSalt: number[] = [];
 		const untilRecorded: number[] = [];
 		for (let i = 0; i < EXEC_RUNS + 1; i++) {
 			const t0 = performance.now();
-			const ours = await timed(() => apiJson(base, "POST", `/api/groups/${group.body._id}`, { cm_client: "local_async", fun: "test.ping" }));
-			if (ours.value.status !== 200 || ours.value.body.return.return[0].minions.length !== GROUP_SIZE) throw new Error(`POST /api/groups/{id} answered ${ours.value.status}`);
+			const ours = await timed(() =>
+				apiJson(base, "POST", `/api/groups/${group.body._id}`, { cm_client: "local_async", fun: "test.ping" }),
+			);
+			if (ours.value.status !== 200 || ours.value.body.return.return[0].minions.length !== GROUP_SIZE)
+				throw new Error(`POST /api/groups/{id} answered ${ours.value.status}`);
 			const jid = ours.value.body.task_id as string;
 			while ((await recordedReturns(base, jid)) < GROUP_SIZE) {
-				if (performance.now() - t0 > 120_000) throw new Error(`the returns of job ${jid} were not all recorded within 120 s`);
+				if (performance.now() - t0 > 120_000)
+					throw new Error(`the returns of job ${jid} were not all recorded within 120 s`);
 				await sleep(20);
 			}
 			const all = performance.now() - t0;
-			const bare = await timed(() => direct.lowstate({ client: "local_async", tgt: targets, tgt_type: "list", fun: "test.ping" }));
+			const bare = await timed(() =>
+				direct.lowstate({ client: "local_async", tgt: targets, tgt_type: "list", fun: "test.ping" }),
+			);
 			await sleep(300); // let the direct job's returns go by
 			if (i === 0) continue; // warm-up
 			viaApi.push(ours.ms);

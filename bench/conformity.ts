@@ -17,7 +17,18 @@ import fs from "node:fs";
 import path from "node:path";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { judge } from "../lib/fleet/conformity";
-import { againstFleetCtl, apiJson, benchCluster, envInt, fmt, quantile, runProductionCommand, serviceNames, waitForHttp200, type Proc } from "./support";
+import {
+	againstFleetCtl,
+	apiJson,
+	benchCluster,
+	envInt,
+	fmt,
+	quantile,
+	runProductionCommand,
+	serviceNames,
+	waitForHttp200,
+	type Proc,
+} from "./support";
 
 const HOSTS = envInt("BENCH_CONF_HOSTS", 10_000, 100);
 const STATES = envInt("BENCH_CONF_STATES", 200, 1);
@@ -34,14 +45,24 @@ function stateReturn(i: number, drift: number | null): string {
 	for (let s = 0; s < STATES; s++) {
 		const id = `pkg-${s}`;
 		const drifted = s === drift;
-		ret[`pkg_|-${id}_|-${id}_|-installed`] = { name: id, changes: drifted ? { [id]: { old: "1.0", new: "1.1" } } : {}, result: drifted ? null : true, comment: drifted ? "would update" : "installed", __sls__: `sls-${s % 20}`, __run_num__: s, __id__: id, duration: 1 + (i % 7) };
+		ret[`pkg_|-${id}_|-${id}_|-installed`] = {
+			name: id,
+			changes: drifted ? { [id]: { old: "1.0", new: "1.1" } } : {},
+			result: drifted ? null : true,
+			comment: drifted ? "would update" : "installed",
+			__sls__: `sls-${s % 20}`,
+			__run_num__: s,
+			__id__: id,
+			duration: 1 + (i % 7),
+		};
 	}
 	return JSON.stringify(ret);
 }
 
 const jidOf = (check: number) => `2026112403000000${String(check).padStart(4, "0")}`;
 /** The hosts drifted at a check: a different 1% each time (none at the first). */
-const driftedAt = (check: number) => (check === 0 ? new Set<number>() : new Set(Array.from({ length: DRIFTED }, (_, k) => (check * 7919 + k * 97) % HOSTS)));
+const driftedAt = (check: number) =>
+	check === 0 ? new Set<number>() : new Set(Array.from({ length: DRIFTED }, (_, k) => (check * 7919 + k * 97) % HOSTS));
 const driftState = (check: number, i: number) => (check + i) % STATES;
 
 function bytesOf(dir: string, files: string[]): number {
@@ -61,13 +82,26 @@ interface Side {
 }
 
 async function startSide(name: string, dataDir: string, resolutionMs: number): Promise<Side> {
-	const { nats, namespace, base, env } = await benchCluster(`conformity-${name}`, dataDir, { CM_API_URL: "", CONFORMITY_CHECKED_RESOLUTION_MS: String(resolutionMs) });
+	const { nats, namespace, base, env } = await benchCluster(`conformity-${name}`, dataDir, {
+		CM_API_URL: "",
+		CONFORMITY_CHECKED_RESOLUTION_MS: String(resolutionMs),
+	});
 	const proc = runProductionCommand(`conformity-${name}`, serviceNames(), env);
-	const broker = new ServiceBroker({ namespace, nodeID: `bench-conformity-${name}-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], logger: false, serializer: "JSONExt", requestTimeout: 600_000 });
+	const broker = new ServiceBroker({
+		namespace,
+		nodeID: `bench-conformity-${name}-${process.pid}`,
+		transporter: nats.url as BrokerOptions["transporter"],
+		logger: false,
+		serializer: "JSONExt",
+		requestTimeout: 600_000,
+	});
 	return { name, dir: dataDir, proc, broker, base, grown: [], judged: [], view: [], drifted: [] };
 }
 
-export async function benchConformity(dataDir: string, log: (msg: string) => void): Promise<{ report: string; valid: boolean }> {
+export async function benchConformity(
+	dataDir: string,
+	log: (msg: string) => void,
+): Promise<{ report: string; valid: boolean }> {
 	const subject = await startSide("subject", path.join(dataDir, "subject"), 600_000);
 	const baseline = await startSide("baseline", path.join(dataDir, "baseline"), 0);
 	let valid = true;
@@ -83,17 +117,37 @@ export async function benchConformity(dataDir: string, log: (msg: string) => voi
 				await side.broker.start();
 				await side.broker.waitForServices(["conformity", "actions", "hosts", "api"], 120_000);
 				await waitForHttp200(`${side.base}/api/settings/0`, 120_000, [side.proc]);
-				for (let i = 0; i < HOSTS; i += 1000) await side.broker.call("hosts.upsertMany", { hosts: Array.from({ length: Math.min(1000, HOSTS - i) }, (_, k) => ({ _id: host(i + k), status: "up", key: "accepted" })) });
+				for (let i = 0; i < HOSTS; i += 1000)
+					await side.broker.call("hosts.upsertMany", {
+						hosts: Array.from({ length: Math.min(1000, HOSTS - i) }, (_, k) => ({
+							_id: host(i + k),
+							status: "up",
+							key: "accepted",
+						})),
+					});
 			}
 			const files = ["conformity.db", "conformity_transitions.db", "conformity_passes.db", "hosts.db"];
 			for (let check = 0; check < CHECKS; check++) {
 				const jid = jidOf(check);
 				const drift = driftedAt(check);
-				log(`conformity: check ${check + 1} of ${CHECKS}: ${fmt(HOSTS)} hosts × ${STATES} states, ${drift.size} drifted ...`);
-				const texts = Array.from({ length: HOSTS }, (_, i) => stateReturn(i, drift.has(i) ? driftState(check, i) : null));
+				log(
+					`conformity: check ${check + 1} of ${CHECKS}: ${fmt(HOSTS)} hosts × ${STATES} states, ${drift.size} drifted ...`,
+				);
+				const texts = Array.from({ length: HOSTS }, (_, i) =>
+					stateReturn(i, drift.has(i) ? driftState(check, i) : null),
+				);
 				for (const side of [subject, baseline]) {
 					for (let i = 0; i < HOSTS; i += RECORDS_PER_CALL) {
-						const returns = texts.slice(i, i + RECORDS_PER_CALL).map((t, k) => ({ jid, action: "state.apply", host: host(i + k), state: "finished", args: [{ __kwarg__: true, test: true }], return: t, retcode: 0, success: true }));
+						const returns = texts.slice(i, i + RECORDS_PER_CALL).map((t, k) => ({
+							jid,
+							action: "state.apply",
+							host: host(i + k),
+							state: "finished",
+							args: [{ __kwarg__: true, test: true }],
+							return: t,
+							retcode: 0,
+							success: true,
+						}));
 						await side.broker.call("actions.record", { returns });
 					}
 					const before = bytesOf(side.dir, files);
@@ -112,7 +166,8 @@ export async function benchConformity(dataDir: string, log: (msg: string) => voi
 				for (const t of texts) {
 					const j = judge(JSON.parse(t), true);
 					if (j.state === "drifted") naiveDrifted++;
-					for (const s of j.states) naiveTop.set(`${s.sls}/${s.state_id}`, (naiveTop.get(`${s.sls}/${s.state_id}`) ?? 0) + 1);
+					for (const s of j.states)
+						naiveTop.set(`${s.sls}/${s.state_id}`, (naiveTop.get(`${s.sls}/${s.state_id}`) ?? 0) + 1);
 				}
 				naive.push(now() - n0);
 				for (const side of [subject, baseline]) {
@@ -122,7 +177,14 @@ export async function benchConformity(dataDir: string, log: (msg: string) => voi
 						side.view.push(now() - t);
 						if (r === 0) {
 							side.drifted.push(res.body.counts?.drifted);
-							if (res.status !== 200 || res.body.counts.drifted !== naiveDrifted || res.body.counts.conformant !== HOSTS - naiveDrifted) invalid(`${side.name} after check ${check + 1}: ${JSON.stringify(res.body.counts)}, naive ${naiveDrifted} drifted`);
+							if (
+								res.status !== 200 ||
+								res.body.counts.drifted !== naiveDrifted ||
+								res.body.counts.conformant !== HOSTS - naiveDrifted
+							)
+								invalid(
+									`${side.name} after check ${check + 1}: ${JSON.stringify(res.body.counts)}, naive ${naiveDrifted} drifted`,
+								);
 						}
 					}
 				}
@@ -130,7 +192,8 @@ export async function benchConformity(dataDir: string, log: (msg: string) => voi
 			const later = (xs: number[]) => xs.slice(1);
 			const mb = (n: number) => `${fmt(n / 1024, 0)} KB`;
 			const avg = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / Math.max(1, xs.length);
-			if (!(avg(later(subject.grown)) < avg(later(baseline.grown)))) invalid("the subject stored no less than the baseline");
+			if (!(avg(later(subject.grown)) < avg(later(baseline.grown))))
+				invalid("the subject stored no less than the baseline");
 			lines.push(
 				`Conformity checks of ${fmt(HOSTS)} hosts × ${STATES} states (${fmt(DRIFTED)} hosts, 1%, drifted at each check after the first); two fleet-ctl processes on NATS and NeDB fed the same ${CHECKS} checks, interleaved:`,
 				"",

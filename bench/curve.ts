@@ -57,13 +57,24 @@ interface Point {
 
 const size = (file: string) => (fs.existsSync(file) ? fs.statSync(file).size : 0);
 
-async function start(dataDir: string, fixed: string, log: (m: string) => void): Promise<{ running: Running; start: Start }> {
+async function start(
+	dataDir: string,
+	fixed: string,
+	log: (m: string) => void,
+): Promise<{ running: Running; start: Start }> {
 	const file = path.join(dataDir, "hosts.db");
 	// Bytes written from before the start to SETTLE_MS after ready: a file rewritten (a new inode, or a new
 	// time) counts whole, else what was appended. Its size alone would miss a rewrite at load.
 	const before = fs.statSync(file);
 	const t0 = performance.now();
-	const running = await startDeployment("inproc", "off", dataDir, `curve-${process.pid}-${Date.now().toString(36)}`, null, fixed);
+	const running = await startDeployment(
+		"inproc",
+		"off",
+		dataDir,
+		`curve-${process.pid}-${Date.now().toString(36)}`,
+		null,
+		fixed,
+	);
 	const seconds = (performance.now() - t0) / 1000;
 	const pid = running.servers[0].child.pid;
 	const rssReady = rssMiB(pid);
@@ -72,8 +83,15 @@ async function start(dataDir: string, fixed: string, log: (m: string) => void): 
 	await sleep(Math.max(0, settleAt - Date.now()));
 	const rssSettled = rssMiB(pid);
 	const after = fs.statSync(file);
-	const written = after.ino !== before.ino || after.mtimeMs !== before.mtimeMs ? (after.ino !== before.ino ? after.size : Math.max(after.size - before.size, 1)) : 0;
-	log(`  ready in ${seconds.toFixed(1)} s, RSS ${rssReady.toFixed(0)} MiB; every grain read at ${grainsSeconds.toFixed(1)} s, RSS then ${rssSettled.toFixed(0)} MiB; wrote ${written} B (from the start to ${SETTLE_MS / 1000} s after ready; a rewrite counts whole)`);
+	const written =
+		after.ino !== before.ino || after.mtimeMs !== before.mtimeMs
+			? after.ino !== before.ino
+				? after.size
+				: Math.max(after.size - before.size, 1)
+			: 0;
+	log(
+		`  ready in ${seconds.toFixed(1)} s, RSS ${rssReady.toFixed(0)} MiB; every grain read at ${grainsSeconds.toFixed(1)} s, RSS then ${rssSettled.toFixed(0)} MiB; wrote ${written} B (from the start to ${SETTLE_MS / 1000} s after ready; a rewrite counts whole)`,
+	);
 	return { running, start: { seconds, rssReady, grainsSeconds, rssSettled, written } };
 }
 
@@ -113,7 +131,8 @@ async function startFloor(file: string, records: number): Promise<Floor> {
 	} catch {
 		// reported below
 	}
-	if (code !== 0 || out.records !== records || typeof out.parseMs !== "number") throw new Error(`the start's floor failed on ${file} (exit ${code}): ${proc.log.join("").slice(-500)}`);
+	if (code !== 0 || out.records !== records || typeof out.parseMs !== "number")
+		throw new Error(`the start's floor failed on ${file} (exit ${code}): ${proc.log.join("").slice(-500)}`);
 	return { seconds, parseSeconds: out.parseMs / 1000 };
 }
 
@@ -134,7 +153,9 @@ export async function benchCurve(dir: string, log: (m: string) => void): Promise
 		const hostsFile = path.join(dataDir, "hosts.db");
 		const fileMiB = size(hostsFile) / 2 ** 20;
 		const floorBefore = await startFloor(hostsFile, hosts);
-		log(`  the start's floor (a bare Node process parsing the file): ${floorBefore.seconds.toFixed(1)} s, of which the parse ${floorBefore.parseSeconds.toFixed(1)} s`);
+		log(
+			`  the start's floor (a bare Node process parsing the file): ${floorBefore.seconds.toFixed(1)} s, of which the parse ${floorBefore.parseSeconds.toFixed(1)} s`,
+		);
 		log(`curve, ${hosts} hosts: starting (caches off) ...`);
 		const first = await start(dataDir, fixed, log);
 		let bare: Replayer | null = null;
@@ -144,10 +165,26 @@ export async function benchCurve(dir: string, log: (m: string) => void): Promise
 		try {
 			const captured = await capture(first.running.base, "filtered1", dir, `curve-${hosts}`, seeded, fixed);
 			bare = await startBare([captured], dir, `curve-${hosts}`);
-			ours = await load(first.running.base + captured.path, captured.bodyFile, [first.running.servers[0].child.pid ?? 0], undefined, 1, DURATION);
-			b = await load(bare.base + captured.path, captured.bodyFile, bare.procs.map(p => p.child.pid ?? 0), undefined, 1, DURATION);
+			ours = await load(
+				first.running.base + captured.path,
+				captured.bodyFile,
+				[first.running.servers[0].child.pid ?? 0],
+				undefined,
+				1,
+				DURATION,
+			);
+			b = await load(
+				bare.base + captured.path,
+				captured.bodyFile,
+				bare.procs.map(p => p.child.pid ?? 0),
+				undefined,
+				1,
+				DURATION,
+			);
 			rssAfterLoad = rssMiB(first.running.servers[0].child.pid);
-			log(`  filtered list, 1 connection: p50 ${ours.p50} ms (bare ${b.p50} ms), RSS after ${rssAfterLoad.toFixed(0)} MiB`);
+			log(
+				`  filtered list, 1 connection: p50 ${ours.p50} ms (bare ${b.p50} ms), RSS after ${rssAfterLoad.toFixed(0)} MiB`,
+			);
 		} finally {
 			await Promise.all([first.running.stop(), ...(bare?.procs ?? []).map(p => stopProc(p))]);
 		}
@@ -158,13 +195,27 @@ export async function benchCurve(dir: string, log: (m: string) => void): Promise
 		log(`  the start's floor again: ${floorAfter.seconds.toFixed(1)} s`);
 		const floor = floorAfter.seconds < floorBefore.seconds ? floorAfter : floorBefore;
 		for (const r of [ours, b]) if (r.non2xx + r.errors + r.timeouts + r.mismatches > 0) valid = false;
-		points.push({ hosts, floor, seedSeconds: seeded.seconds, fileMiB, first: first.start, restart: again.start, rssAfterLoad, ours, bare: b });
+		points.push({
+			hosts,
+			floor,
+			seedSeconds: seeded.seconds,
+			fileMiB,
+			first: first.start,
+			restart: again.start,
+			rssAfterLoad,
+			ours,
+			bare: b,
+		});
 		fs.rmSync(seeded.dir, { recursive: true, force: true });
 	}
 
 	// RSS per 1k hosts added since the smaller fleet: the process's own ~140 MiB (Node, the services) left out. Taken once
 	// every grain is read (at ready they are still in the file: RSS at ready is lower than what the fleet holds after).
-	const marginal = (i: number) => (i === 0 ? null : ((points[i].first.rssSettled - points[i - 1].first.rssSettled) / (points[i].hosts - points[i - 1].hosts)) * 1000);
+	const marginal = (i: number) =>
+		i === 0
+			? null
+			: ((points[i].first.rssSettled - points[i - 1].first.rssSettled) / (points[i].hosts - points[i - 1].hosts)) *
+				1000;
 	const ms = (v: number) => v.toFixed(2);
 	const rows = points.map((p, i) => [
 		fmt(p.hosts),
@@ -183,25 +234,58 @@ export async function benchCurve(dir: string, log: (m: string) => void): Promise
 		`${ms(p.bare.p50)} / ${ms(p.bare.p99)}`,
 		`${p.ours.non2xx + p.ours.errors + p.ours.timeouts + p.ours.mismatches} / ${p.bare.non2xx + p.bare.errors + p.bare.timeouts + p.bare.mismatches}`,
 	]);
-	const header = ["hosts", "file MiB", "start s", "restart s", "floor s / parse s", "grains read s", "RSS ready MiB", "RSS grains read", "MiB per 1k", "MiB per 1k added", "RSS after load", "B written at start / restart", "filtered p50 / p99 ms", "bare p50 / p99 ms", "failures"];
+	const header = [
+		"hosts",
+		"file MiB",
+		"start s",
+		"restart s",
+		"floor s / parse s",
+		"grains read s",
+		"RSS ready MiB",
+		"RSS grains read",
+		"MiB per 1k",
+		"MiB per 1k added",
+		"RSS after load",
+		"B written at start / restart",
+		"filtered p50 / p99 ms",
+		"bare p50 / p99 ms",
+		"failures",
+	];
 	const widths = header.map((h, i) => Math.max(h.length, ...rows.map(r => r[i].length)));
 	const line = (cells: string[]) => cells.map((c, i) => c.padStart(widths[i])).join("  ");
 	const out = [line(header), widths.map(w => "-".repeat(w)).join("  "), ...rows.map(line)];
-	out.push("  floor: a bare Node process reading the same hosts file and JSON.parse'ing each line (bench/start-floor.ts), spawn to exit / the parse alone; the faster of a run before the first start and one after the restart.");
-	out.push("  start: spawn to the first answers (item and list); grains read: spawn to every host's grain read from the file after ready, first start / restart (docs/storage.md); memory per 1k from RSS once the grains are read.", "");
+	out.push(
+		"  floor: a bare Node process reading the same hosts file and JSON.parse'ing each line (bench/start-floor.ts), spawn to exit / the parse alone; the faster of a run before the first start and one after the restart.",
+	);
+	out.push(
+		"  start: spawn to the first answers (item and list); grains read: spawn to every host's grain read from the file after ready, first start / restart (docs/storage.md); memory per 1k from RSS once the grains are read.",
+		"",
+	);
 	out.push("goals:");
 	for (const [i, p] of points.entries()) {
 		const goal = P50_GOAL[p.hosts];
-		if (goal !== undefined) out.push(`  ${fmt(p.hosts)} hosts: filtered list p50 <= ${goal} ms: ${ms(p.ours.p50)} ${p.ours.p50 <= goal ? "MET" : "NOT MET"}`);
+		if (goal !== undefined)
+			out.push(
+				`  ${fmt(p.hosts)} hosts: filtered list p50 <= ${goal} ms: ${ms(p.ours.p50)} ${p.ours.p50 <= goal ? "MET" : "NOT MET"}`,
+			);
 		// Per 1k hosts added (the smallest fleet has nothing to compare with: its figure is mostly the process itself).
 		const perK = marginal(i);
-		if (perK !== null) out.push(`  ${fmt(points[i - 1].hosts)} -> ${fmt(p.hosts)} hosts: RSS (grains read) <= ${RSS_PER_1K_GOAL} MiB per 1k hosts added: ${perK.toFixed(2)} ${perK <= RSS_PER_1K_GOAL ? "MET" : "NOT MET"}`);
-		out.push(`  ${fmt(p.hosts)} hosts: a restart with nothing changed writes nothing: ${fmt(p.restart.written)} B ${p.restart.written === 0 ? "MET" : "NOT MET"}`);
+		if (perK !== null)
+			out.push(
+				`  ${fmt(points[i - 1].hosts)} -> ${fmt(p.hosts)} hosts: RSS (grains read) <= ${RSS_PER_1K_GOAL} MiB per 1k hosts added: ${perK.toFixed(2)} ${perK <= RSS_PER_1K_GOAL ? "MET" : "NOT MET"}`,
+			);
+		out.push(
+			`  ${fmt(p.hosts)} hosts: a restart with nothing changed writes nothing: ${fmt(p.restart.written)} B ${p.restart.written === 0 ? "MET" : "NOT MET"}`,
+		);
 		if (p.hosts === 50_000) {
 			const peak = Math.max(p.first.rssReady, p.first.rssSettled, p.rssAfterLoad);
-			out.push(`  50,000 hosts: RSS < ${RSS_50K_GOAL} MiB: ${peak.toFixed(0)} (the largest of ready, grains read, after load) ${peak < RSS_50K_GOAL ? "MET" : "NOT MET"}`);
+			out.push(
+				`  50,000 hosts: RSS < ${RSS_50K_GOAL} MiB: ${peak.toFixed(0)} (the largest of ready, grains read, after load) ${peak < RSS_50K_GOAL ? "MET" : "NOT MET"}`,
+			);
 			const floorNote = `(the start's floor on this machine: ${p.floor.seconds.toFixed(1)} s for a bare Node process to parse the file, ${p.floor.parseSeconds.toFixed(1)} s of it the parse)`;
-			out.push(`  50,000 hosts: start < ${START_50K_GOAL} s: ${p.first.seconds.toFixed(1)} ${p.first.seconds < START_50K_GOAL ? "MET" : "NOT MET"} ${floorNote}`);
+			out.push(
+				`  50,000 hosts: start < ${START_50K_GOAL} s: ${p.first.seconds.toFixed(1)} ${p.first.seconds < START_50K_GOAL ? "MET" : "NOT MET"} ${floorNote}`,
+			);
 		}
 	}
 	if (!valid) out.push("!!! INVALID: some curve requests failed; its latencies measure errors.");

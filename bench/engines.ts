@@ -24,8 +24,9 @@ import { envInt, fmt } from "./support";
 import { NedbStore, type NedbDatastore } from "../lib/storage/nedb-store";
 import type { Doc, Filter } from "../lib/storage/store";
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const Datastore = require("@seald-io/nedb") as new (o: { inMemoryOnly: boolean }) => NedbDatastore & { loadDatabaseAsync(): Promise<void> };
+const Datastore = require("@seald-io/nedb") as new (o: {
+	inMemoryOnly: boolean;
+}) => NedbDatastore & { loadDatabaseAsync(): Promise<void> };
 
 const ROUNDS = envInt("BENCH_ENGINE_ROUNDS", 5);
 const PAGE = 25;
@@ -45,7 +46,13 @@ interface Read {
 
 const live = { _soft_deleted: false };
 const READS: Read[] = [
-	{ name: "unfiltered (soft-delete condition only)", filter: () => live, sql: "soft_deleted = 0", params: () => [], test: () => h => h._soft_deleted === false },
+	{
+		name: "unfiltered (soft-delete condition only)",
+		filter: () => live,
+		sql: "soft_deleted = 0",
+		params: () => [],
+		test: () => h => h._soft_deleted === false,
+	},
 	{
 		name: "indexed: status down",
 		filter: () => ({ $and: [{ status: "down" }, live] }),
@@ -70,7 +77,13 @@ const READS: Read[] = [
 			return h => h.status === "up" && h.ip !== ne && h._soft_deleted === false;
 		},
 	},
-	{ name: "no index at all: nat true", filter: () => ({ $and: [{ nat: true }, live] }), sql: "nat = 1 AND soft_deleted = 0", params: () => [], test: () => h => h.nat === true && h._soft_deleted === false },
+	{
+		name: "no index at all: nat true",
+		filter: () => ({ $and: [{ nat: true }, live] }),
+		sql: "nat = 1 AND soft_deleted = 0",
+		params: () => [],
+		test: () => h => h.nat === true && h._soft_deleted === false,
+	},
 ];
 
 interface Answer {
@@ -84,7 +97,8 @@ async function engineOf(hosts: Doc[]): Promise<System> {
 	const db = new Datastore({ inMemoryOnly: true });
 	await db.loadDatabaseAsync();
 	const store = new NedbStore(db);
-	for (const field of ["status", "key", "nodegroups", "groups", "vpn_organization", "version", "_soft_deleted"]) await store.ensureIndex(field);
+	for (const field of ["status", "key", "nodegroups", "groups", "vpn_organization", "version", "_soft_deleted"])
+		await store.ensureIndex(field);
 	for (const field of ["ip", "_updated"]) await store.ensureIndex(field, { ordered: true });
 	for (let i = 0; i < hosts.length; i += 1000) await store.insertMany(hosts.slice(i, i + 1000).map(h => ({ ...h })));
 	return {
@@ -97,10 +111,11 @@ async function engineOf(hosts: Doc[]): Promise<System> {
 }
 
 function sqliteOf(hosts: Doc[]): System {
-	// eslint-disable-next-line @typescript-eslint/no-require-imports
 	const { DatabaseSync } = require("node:sqlite") as typeof import("node:sqlite");
 	const db = new DatabaseSync(":memory:");
-	db.exec("CREATE TABLE hosts (id TEXT PRIMARY KEY, status TEXT, ip TEXT, nat INTEGER, soft_deleted INTEGER NOT NULL, doc TEXT NOT NULL)");
+	db.exec(
+		"CREATE TABLE hosts (id TEXT PRIMARY KEY, status TEXT, ip TEXT, nat INTEGER, soft_deleted INTEGER NOT NULL, doc TEXT NOT NULL)",
+	);
 	db.exec("CREATE TABLE grains (id TEXT PRIMARY KEY, grain TEXT NOT NULL)");
 	for (const column of ["status", "ip"]) db.exec(`CREATE INDEX hosts_${column} ON hosts (${column})`);
 	const insert = db.prepare("INSERT INTO hosts VALUES (?, ?, ?, ?, ?, ?)");
@@ -108,12 +123,27 @@ function sqliteOf(hosts: Doc[]): System {
 	db.exec("BEGIN");
 	for (const h of hosts) {
 		const { grain, ...rest } = h;
-		insert.run(h._id as string, h.status as string, h.ip as string, h.nat ? 1 : 0, h._soft_deleted ? 1 : 0, JSON.stringify(rest));
+		insert.run(
+			h._id as string,
+			h.status as string,
+			h.ip as string,
+			h.nat ? 1 : 0,
+			h._soft_deleted ? 1 : 0,
+			JSON.stringify(rest),
+		);
 		insertGrain.run(h._id as string, JSON.stringify(grain));
 	}
 	db.exec("COMMIT");
 	db.exec("ANALYZE");
-	const statements = new Map(READS.map(r => [r.name, { count: db.prepare(`SELECT count(*) AS n FROM hosts WHERE ${r.sql}`), page: db.prepare(`SELECT id FROM hosts WHERE ${r.sql} ORDER BY id LIMIT ${PAGE}`) }]));
+	const statements = new Map(
+		READS.map(r => [
+			r.name,
+			{
+				count: db.prepare(`SELECT count(*) AS n FROM hosts WHERE ${r.sql}`),
+				page: db.prepare(`SELECT id FROM hosts WHERE ${r.sql} ORDER BY id LIMIT ${PAGE}`),
+			},
+		]),
+	);
 	const docsOf = db.prepare("SELECT doc FROM hosts WHERE id IN (SELECT value FROM json_each(?)) ORDER BY id");
 	return {
 		name: "sqlite",
@@ -161,7 +191,16 @@ export async function benchEngines(log: (m: string) => void): Promise<{ report: 
 	const count = envInt("BENCH_HOSTS", 10_000);
 	const groups = groupIds();
 	const now = Date.now();
-	const hosts = Array.from({ length: count }, (_, i) => ({ ...makeHost(i, now, groups), _created: new Date(now), _updated: new Date(now), _soft_deleted: i % 100 === 99 }) as Doc);
+	const hosts = Array.from(
+		{ length: count },
+		(_, i) =>
+			({
+				...makeHost(i, now, groups),
+				_created: new Date(now),
+				_updated: new Date(now),
+				_soft_deleted: i % 100 === 99,
+			}) as Doc,
+	);
 	log(`engines: ${count} hosts into the engine, node:sqlite and an array ...`);
 	const systems = [await engineOf(hosts), sqliteOf(hosts), byHandOf(hosts)];
 	let value = 0;
@@ -176,11 +215,15 @@ export async function benchEngines(log: (m: string) => void): Promise<{ report: 
 			const answers = await Promise.all(systems.map(s => s.read(r, n)));
 			if (answers.some(a => JSON.stringify(a) !== JSON.stringify(answers[0]))) {
 				valid = false;
-				out.push(`!!! INVALID: ${r.name}: ${systems.map((s, i) => `${s.name} total ${answers[i].total}, first ${answers[i].ids[0]}`).join("; ")}`);
+				out.push(
+					`!!! INVALID: ${r.name}: ${systems.map((s, i) => `${s.name} total ${answers[i].total}, first ${answers[i].ids[0]}`).join("; ")}`,
+				);
 			}
 		}
 		// As many reads per sample as take SAMPLE_MS on each, from a first timing.
-		const per = await Promise.all(systems.map(async s => Math.max(5, Math.ceil((SAMPLE_MS * 1000) / (await timed(s, r, 5, next))))));
+		const per = await Promise.all(
+			systems.map(async s => Math.max(5, Math.ceil((SAMPLE_MS * 1000) / (await timed(s, r, 5, next))))),
+		);
 		const samples: number[][] = systems.map(() => []);
 		for (let round = 0; round < ROUNDS; round++) {
 			for (let j = 0; j < systems.length; j++) {
@@ -190,12 +233,27 @@ export async function benchEngines(log: (m: string) => void): Promise<{ report: 
 		}
 		const med = samples.map(xs => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]);
 		const total = (await systems[2].read(r, next())).total;
-		rows.push([r.name, fmt(total), ...med.map((m, i) => `${fmt(m, 1)} (${fmt(Math.min(...samples[i]), 1)}–${fmt(Math.max(...samples[i]), 1)})`), (med[1] / med[0]).toFixed(2), (med[2] / med[0]).toFixed(2)]);
+		rows.push([
+			r.name,
+			fmt(total),
+			...med.map((m, i) => `${fmt(m, 1)} (${fmt(Math.min(...samples[i]), 1)}–${fmt(Math.max(...samples[i]), 1)})`),
+			(med[1] / med[0]).toFixed(2),
+			(med[2] / med[0]).toFixed(2),
+		]);
 		log(`  ${r.name}: ${systems.map((s, i) => `${s.name} ${fmt(med[i], 1)} µs`).join(", ")}`);
 	}
-	const header = ["read (a total and a page of 25)", "total", "engine µs", "sqlite µs", "by hand µs", "sqlite ÷ engine", "by hand ÷ engine"];
+	const header = [
+		"read (a total and a page of 25)",
+		"total",
+		"engine µs",
+		"sqlite µs",
+		"by hand µs",
+		"sqlite ÷ engine",
+		"by hand ÷ engine",
+	];
 	const widths = header.map((h, i) => Math.max(h.length, ...rows.map(r => r[i].length)));
-	const line = (cells: string[]) => cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
+	const line = (cells: string[]) =>
+		cells.map((c, i) => (i === 0 ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
 	out.unshift(
 		`${fmt(count)} hosts; node:sqlite in memory, extracted columns (status, ip, nat, soft_deleted; indexes on status, ip) + the host as JSON text, grains apart; load average ${os.loadavg()[0].toFixed(1)}`,
 		`median of ${ROUNDS} rounds per read (min–max), the three in turn; a ratio over 1: the engine is faster`,

@@ -25,11 +25,16 @@ interface Recorded {
 }
 
 const spec = JSON.parse(fs.readFileSync(process.argv[2], "utf8")) as { routes: Record<string, Recorded> };
-const answers = Object.entries(spec.routes).map(([url, r]) => ({ url, headers: r.headers, body: Buffer.from(r.body, "base64") }));
+const answers = Object.entries(spec.routes).map(([url, r]) => ({
+	url,
+	headers: r.headers,
+	body: Buffer.from(r.body, "base64"),
+}));
 
 const transporter = (process.env.FLOOR_TRANSPORTER || null) as BrokerOptions["transporter"];
 const role = transporter ? process.env.FLOOR_ROLE : "both";
-if (role !== "both" && role !== "answer" && role !== "gateway") throw new Error("FLOOR_ROLE must be answer or gateway over a transporter");
+if (role !== "both" && role !== "answer" && role !== "gateway")
+	throw new Error("FLOOR_ROLE must be answer or gateway over a transporter");
 const broker = new ServiceBroker({
 	nodeID: `floor-${role}-${process.pid}`,
 	namespace: process.env.FLOOR_NAMESPACE ?? "",
@@ -39,50 +44,58 @@ const broker = new ServiceBroker({
 	metrics: process.env.FLOOR_METRICS === "off" ? false : brokerConfig.metrics,
 });
 
-if (role !== "gateway") broker.createService({
-	name: "floor",
-	actions: {
-		answer: {
-			visibility: "published",
-			handler(ctx: Context<{ at: number }, Record<string, unknown>>) {
-				const a = answers[ctx.params.at];
-				const { "content-type": type, ...headers } = a.headers;
-				ctx.meta.$responseType = type;
-				ctx.meta.$responseHeaders = headers;
-				return a.body;
+if (role !== "gateway")
+	broker.createService({
+		name: "floor",
+		actions: {
+			answer: {
+				visibility: "published",
+				handler(ctx: Context<{ at: number }, Record<string, unknown>>) {
+					const a = answers[ctx.params.at];
+					const { "content-type": type, ...headers } = a.headers;
+					ctx.meta.$responseType = type;
+					ctx.meta.$responseHeaders = headers;
+					return a.body;
+				},
 			},
 		},
-	},
-});
+	});
 
 // The query string is part of what was recorded: one alias per path, the recorded answer picked by the whole URL.
 const byUrl = new Map(answers.map((a, at) => [a.url, at]));
 let listening = 0;
-if (role !== "answer") broker.createService({
-	name: "api",
-	mixins: [ApiGateway as never],
-	settings: {
-		port: Number(process.env.PORT ?? 0),
-		ip: "127.0.0.1",
-		logRequest: null,
-		logResponse: null,
-		routes: [
-			{
-				path: "/",
-				mappingPolicy: "restrict",
-				bodyParsers: false,
-				aliases: Object.fromEntries([...new Set(answers.map(a => a.url.split("?")[0]))].map(p => [`GET ${p}`, "floor.answer"])),
-				onBeforeCall(ctx: Context<unknown, Record<string, unknown>>, _route: unknown, req: IncomingMessage & { $params: Record<string, unknown> }) {
-					req.$params = { at: byUrl.get(req.url ?? "") ?? -1 };
+if (role !== "answer")
+	broker.createService({
+		name: "api",
+		mixins: [ApiGateway as never],
+		settings: {
+			port: Number(process.env.PORT ?? 0),
+			ip: "127.0.0.1",
+			logRequest: null,
+			logResponse: null,
+			routes: [
+				{
+					path: "/",
+					mappingPolicy: "restrict",
+					bodyParsers: false,
+					aliases: Object.fromEntries(
+						[...new Set(answers.map(a => a.url.split("?")[0]))].map(p => [`GET ${p}`, "floor.answer"]),
+					),
+					onBeforeCall(
+						_ctx: Context<unknown, Record<string, unknown>>,
+						_route: unknown,
+						req: IncomingMessage & { $params: Record<string, unknown> },
+					) {
+						req.$params = { at: byUrl.get(req.url ?? "") ?? -1 };
+					},
 				},
-			},
-		],
-	},
-	started(this: { server: { address(): { port: number } } }) {
-		listening = this.server.address().port;
-		if (role === "both") process.stdout.write(`LISTENING ${listening}\n`);
-	},
-} as never);
+			],
+		},
+		started(this: { server: { address(): { port: number } } }) {
+			listening = this.server.address().port;
+			if (role === "both") process.stdout.write(`LISTENING ${listening}\n`);
+		},
+	} as never);
 
 void broker.start().then(async () => {
 	if (role === "answer") process.stdout.write("ANSWERING\n");

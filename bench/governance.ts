@@ -15,22 +15,50 @@
  * recorded within 120 s: anything else (a 409, a 202) makes the figures worthless and the part invalid.
  */
 import { SaltApiSimulator } from "../test/simulators/salt-api";
-import { apiJson, benchCluster, envInt, fmt, quantile, recordedReturns, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
+import {
+	apiJson,
+	benchCluster,
+	envInt,
+	fmt,
+	quantile,
+	recordedReturns,
+	runProductionCommand,
+	serviceNames,
+	stopProc,
+	waitForHttp200,
+} from "./support";
 
 const MINIONS = envInt("BENCH_GOV_MINIONS", 2000);
 const RULES = envInt("BENCH_GOV_RULES", 20);
 const RUNS = envInt("BENCH_GOV_RUNS", 10);
 
-export async function benchGovernance(dataDir: string, log: (msg: string) => void): Promise<{ report: string; valid: boolean }> {
-	const sim = new SaltApiSimulator({ minions: MINIONS, timeout: 5, gatherJobTimeout: 0, latencyMs: [1, 5], presenceIntervalMs: 3_600_000, downFraction: 0 });
+export async function benchGovernance(
+	dataDir: string,
+	log: (msg: string) => void,
+): Promise<{ report: string; valid: boolean }> {
+	const sim = new SaltApiSimulator({
+		minions: MINIONS,
+		timeout: 5,
+		gatherJobTimeout: 0,
+		latencyMs: [1, 5],
+		presenceIntervalMs: 3_600_000,
+		downFraction: 0,
+	});
 	await sim.start();
 	const { base, env } = await benchCluster("governance", dataDir, sim.cmApiEnv);
-	const proc = runProductionCommand("governance-all", serviceNames(), { ...env, CM_API_TIMEOUT_MS: "120000", CM_SYNC_INTERVAL_MS: "0", CM_JOB_POLL_MS: "60000", READ_CACHE_MS: "0" });
+	const proc = runProductionCommand("governance-all", serviceNames(), {
+		...env,
+		CM_API_TIMEOUT_MS: "120000",
+		CM_SYNC_INTERVAL_MS: "0",
+		CM_JOB_POLL_MS: "60000",
+		READ_CACHE_MS: "0",
+	});
 	let valid = true;
 	try {
 		await waitForHttp200(`${base}/api/settings/0`, 120_000, [proc]);
 		log(`governance: the inventory of ${MINIONS} minions ...`);
-		if ((await apiJson(base, "POST", "/api/inventory/sync")).status !== 200) throw new Error("the inventory sync failed");
+		if ((await apiJson(base, "POST", "/api/inventory/sync")).status !== 200)
+			throw new Error("the inventory sync failed");
 		const hosts = sim.upMinions();
 		const group = await apiJson(base, "POST", "/api/groups", { name: "bench-governed", type: 0, hosts });
 		if (group.status !== 201) throw new Error(`POST /api/groups answered ${group.status}`);
@@ -39,9 +67,25 @@ export async function benchGovernance(dataDir: string, log: (msg: string) => voi
 		const windows: string[] = [];
 		const policies: string[] = [];
 		for (let i = 0; i < RULES; i++) {
-			const w = await apiJson(base, "POST", "/api/maintenance_windows", { name: `bench window ${i}`, targets: { groups: [id] }, functions: i === 0 ? ["test.*"] : [`pkg.bench${i}*`, "state.apply"], ...always, enabled: false });
-			const p = await apiJson(base, "POST", "/api/approval_policies", { name: `bench policy ${i}`, functions: ["test.*"], targets: { groups: [id] }, more_than_hosts: 1_000_000, approvers: { count: 1, roles: ["admin"] }, enabled: false });
-			if (w.status !== 201 || p.status !== 201) throw new Error(`creating the rules answered ${w.status}/${p.status}: ${JSON.stringify(w.body)} ${JSON.stringify(p.body)}`);
+			const w = await apiJson(base, "POST", "/api/maintenance_windows", {
+				name: `bench window ${i}`,
+				targets: { groups: [id] },
+				functions: i === 0 ? ["test.*"] : [`pkg.bench${i}*`, "state.apply"],
+				...always,
+				enabled: false,
+			});
+			const p = await apiJson(base, "POST", "/api/approval_policies", {
+				name: `bench policy ${i}`,
+				functions: ["test.*"],
+				targets: { groups: [id] },
+				more_than_hosts: 1_000_000,
+				approvers: { count: 1, roles: ["admin"] },
+				enabled: false,
+			});
+			if (w.status !== 201 || p.status !== 201)
+				throw new Error(
+					`creating the rules answered ${w.status}/${p.status}: ${JSON.stringify(w.body)} ${JSON.stringify(p.body)}`,
+				);
 			windows.push(w.body._id);
 			policies.push(p.body._id);
 		}
@@ -72,7 +116,9 @@ export async function benchGovernance(dataDir: string, log: (msg: string) => voi
 			return ms;
 		};
 		const times: Record<"baseline" | "governed", number[]> = { baseline: [], governed: [] };
-		log(`governance: ${RUNS} rounds of a run on ${hosts.length} hosts, without and with ${RULES} windows and ${RULES} policies, alternating ...`);
+		log(
+			`governance: ${RUNS} rounds of a run on ${hosts.length} hosts, without and with ${RULES} windows and ${RULES} policies, alternating ...`,
+		);
 		for (let round = 0; round <= RUNS; round++) {
 			for (const mode of ["baseline", "governed"] as const) {
 				await setEnabled(mode === "governed");
@@ -80,7 +126,8 @@ export async function benchGovernance(dataDir: string, log: (msg: string) => voi
 				if (round > 0) times[mode].push(ms);
 			}
 		}
-		const row = (name: string, xs: number[]) => `| ${name} | ${fmt(quantile(xs, 0.5), 1)} | ${fmt(quantile(xs, 0.95), 1)} |`;
+		const row = (name: string, xs: number[]) =>
+			`| ${name} | ${fmt(quantile(xs, 0.5), 1)} | ${fmt(quantile(xs, 0.95), 1)} |`;
 		const extra = quantile(times.governed, 0.5) - quantile(times.baseline, 0.5);
 		return {
 			valid,

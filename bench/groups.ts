@@ -20,7 +20,18 @@ import { batchesBySize } from "../lib/fleet/batches";
 import { GroupIndex, compileRule, type GroupDef, type HostFacts, type Rule } from "../lib/fleet/group-rules";
 import { compileTarget, type TargetHost } from "../lib/fleet/compound";
 import { hostId, makeHost } from "./hosts";
-import { apiJson, benchCluster, envInt, fmt, withProcLogs, quantile, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
+import {
+	apiJson,
+	benchCluster,
+	envInt,
+	fmt,
+	withProcLogs,
+	quantile,
+	runProductionCommand,
+	serviceNames,
+	stopProc,
+	waitForHttp200,
+} from "./support";
 
 const HOSTS = envInt("BENCH_HOSTS", 10_000);
 const RUNS = 20;
@@ -40,7 +51,6 @@ const NODEGROUPS: Record<string, Rule> = {
 
 const now = () => performance.now();
 
-
 /** Times `fn` RUNS times: median and p99 in ms. */
 async function measure(fn: () => Promise<unknown>, runs = RUNS): Promise<{ p50: number; p99: number }> {
 	const times: number[] = [];
@@ -53,10 +63,22 @@ async function measure(fn: () => Promise<unknown>, runs = RUNS): Promise<{ p50: 
 	return { p50: quantile(times, 0.5), p99: quantile(times, 0.99) };
 }
 
-export async function benchGroups(dataDir: string, log: (msg: string) => void): Promise<{ report: string; valid: boolean }> {
-	const { nats, namespace, base, env } = await benchCluster("groups", dataDir, { NODEGROUPS: JSON.stringify(NODEGROUPS) });
+export async function benchGroups(
+	dataDir: string,
+	log: (msg: string) => void,
+): Promise<{ report: string; valid: boolean }> {
+	const { nats, namespace, base, env } = await benchCluster("groups", dataDir, {
+		NODEGROUPS: JSON.stringify(NODEGROUPS),
+	});
 	const proc = runProductionCommand("groups-all", serviceNames(), env);
-	const broker = new ServiceBroker({ namespace, nodeID: `bench-groups-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], logger: false, serializer: "JSONExt", requestTimeout: 600_000 });
+	const broker = new ServiceBroker({
+		namespace,
+		nodeID: `bench-groups-${process.pid}`,
+		transporter: nats.url as BrokerOptions["transporter"],
+		logger: false,
+		serializer: "JSONExt",
+		requestTimeout: 600_000,
+	});
 	let valid = true;
 	const lines: string[] = [];
 	try {
@@ -82,10 +104,36 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 		const leaves: string[] = [];
 		const autoLeaves: string[] = [];
 		const perLeaf = Math.ceil(HOSTS / 275);
-		for (let i = 0; i < 275; i++) leaves.push(await make({ name: `leaf-${i}`, hosts: Array.from({ length: perLeaf }, (_, k) => hostId(Math.min(HOSTS - 1, i * perLeaf + k))) }));
-		for (let i = 0; i < 50; i++) autoLeaves.push(await make({ name: `auto-re-${i}`, type: 1, info: { regex: `[a-z]+-[a-z]+-0${String(i % 100).padStart(2, "0")}` } }));
+		for (let i = 0; i < 275; i++)
+			leaves.push(
+				await make({
+					name: `leaf-${i}`,
+					hosts: Array.from({ length: perLeaf }, (_, k) => hostId(Math.min(HOSTS - 1, i * perLeaf + k))),
+				}),
+			);
+		for (let i = 0; i < 50; i++)
+			autoLeaves.push(
+				await make({
+					name: `auto-re-${i}`,
+					type: 1,
+					info: { regex: `[a-z]+-[a-z]+-0${String(i % 100).padStart(2, "0")}` },
+				}),
+			);
 		const osReleases = ["10.1", "10.2"];
-		for (let i = 0; i < 50; i++) autoLeaves.push(await make({ name: `auto-grain-${i}`, type: 1, info: { grain: { osrelease: osReleases[i % 2], num_cpus: String([4, 6, 8][i % 3]), "gpus:0:vendor": ["intel", "amd", "nvidia"][i % 3] } } }));
+		for (let i = 0; i < 50; i++)
+			autoLeaves.push(
+				await make({
+					name: `auto-grain-${i}`,
+					type: 1,
+					info: {
+						grain: {
+							osrelease: osReleases[i % 2],
+							num_cpus: String([4, 6, 8][i % 3]),
+							"gpus:0:vendor": ["intel", "amd", "nvidia"][i % 3],
+						},
+					},
+				}),
+			);
 		const level4 = [...leaves, ...autoLeaves];
 		const level3: string[] = [];
 		for (let i = 0; i < 100; i++) {
@@ -94,9 +142,11 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 			level3.push(await make({ name: `l3-${i}`, subgroups: [...new Set(children)] }));
 		}
 		const level2: string[] = [];
-		for (let i = 0; i < 20; i++) level2.push(await make({ name: `l2-${i}`, subgroups: level3.filter((_, k) => k % 20 === i) }));
+		for (let i = 0; i < 20; i++)
+			level2.push(await make({ name: `l2-${i}`, subgroups: level3.filter((_, k) => k % 20 === i) }));
 		const level1: string[] = [];
-		for (let i = 0; i < 4; i++) level1.push(await make({ name: `l1-${i}`, subgroups: level2.filter((_, k) => k % 4 === i) }));
+		for (let i = 0; i < 4; i++)
+			level1.push(await make({ name: `l1-${i}`, subgroups: level2.filter((_, k) => k % 4 === i) }));
 		const root = await make({ name: "root", subgroups: level1 });
 		const settle = await (async () => {
 			const t = now();
@@ -112,7 +162,9 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 			const expected = index.groupsOf(facts[i]);
 			if (JSON.stringify(rec.groups) !== JSON.stringify(expected)) {
 				valid = false;
-				log(`groups: INVALID: host ${hostId(i)} has groups ${JSON.stringify(rec.groups)}, expected ${JSON.stringify(expected)}`);
+				log(
+					`groups: INVALID: host ${hostId(i)} has groups ${JSON.stringify(rec.groups)}, expected ${JSON.stringify(expected)}`,
+				);
 			}
 		}
 
@@ -153,20 +205,26 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 			await broker.call("hosts.upsertMany", { hosts: [{ _id: changed._id, grain: g }] });
 			await broker.call("hosts.membershipSettled");
 		});
-		const grainFloor = await measure(async () => new GroupIndex(groups).groupsOf({ _id: changed._id as string, grain: changed.grain }));
+		const grainFloor = await measure(async () =>
+			new GroupIndex(groups).groupsOf({ _id: changed._id as string, grain: changed.grain }),
+		);
 
 		log("groups: a new automatic group ...");
-		const newAuto = await measure(
-			async () => {
-				const res = await apiJson(base, "POST", "/api/groups", { name: "bench-new-auto", type: 1, info: { grain: { osrelease: "10.2", cpu_model: "Intel*" } } });
-				await broker.call("hosts.membershipSettled");
-				await apiJson(base, "DELETE", `/api/groups/${res.body._id}`);
-				await broker.call("hosts.membershipSettled");
-			},
-			5,
-		);
+		const newAuto = await measure(async () => {
+			const res = await apiJson(base, "POST", "/api/groups", {
+				name: "bench-new-auto",
+				type: 1,
+				info: { grain: { osrelease: "10.2", cpu_model: "Intel*" } },
+			});
+			await broker.call("hosts.membershipSettled");
+			await apiJson(base, "DELETE", `/api/groups/${res.body._id}`);
+			await broker.call("hosts.membershipSettled");
+		}, 5);
 		const newAutoFloor = await measure(async () => {
-			const idx = new GroupIndex([...groups, { _id: "new", info: { grain: { osrelease: "10.2", cpu_model: "Intel*" } } }]);
+			const idx = new GroupIndex([
+				...groups,
+				{ _id: "new", info: { grain: { osrelease: "10.2", cpu_model: "Intel*" } } },
+			]);
 			for (const f of facts) idx.groupsOf(f);
 		}, 5);
 
@@ -180,9 +238,14 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 		// The in-memory side: hosts with their nodegroups, groups resolved to their hosts (what F@ reads).
 		const nodegroupDefs = Object.entries(NODEGROUPS).map(([name, info]) => ({ name, info }));
 		const withGroups = new GroupIndex(groups, nodegroupDefs);
-		const targetHosts: TargetHost[] = facts.map(f => ({ _id: f._id, grain: f.grain, nodegroups: withGroups.nodegroupsOf(f) }));
+		const targetHosts: TargetHost[] = facts.map(f => ({
+			_id: f._id,
+			grain: f.grain,
+			nodegroups: withGroups.nodegroupsOf(f),
+		}));
 		const membersOf = new Map<string, Set<string>>();
-		for (const f of facts) for (const g of withGroups.groupsOf(f)) (membersOf.get(g) ?? membersOf.set(g, new Set()).get(g)!).add(f._id);
+		for (const f of facts)
+			for (const g of withGroups.groupsOf(f)) (membersOf.get(g) ?? membersOf.set(g, new Set()).get(g)!).add(f._id);
 		const byName = new Map(groups.map(g => [g.name as string, g._id]));
 		const ctx = { group: (ref: string) => membersOf.get(byName.get(ref) ?? ref) ?? new Set<string>() };
 		const some = [0, 17, 4242, HOSTS - 1].map(i => hostId(Math.min(i, HOSTS - 1)));
@@ -195,20 +258,37 @@ export async function benchGroups(dataDir: string, log: (msg: string) => void): 
 		];
 		const previews: string[] = [];
 		for (const [label, target] of TARGETS) {
-			const expected = targetHosts.filter(compileTarget(target, ctx).test).map(h => h._id).sort();
+			const expected = targetHosts
+				.filter(compileTarget(target, ctx).test)
+				.map(h => h._id)
+				.sort();
 			const res = await apiJson(base, "POST", "/api/targets/preview", { target });
 			if (res.status !== 200 || JSON.stringify(res.body.hosts) !== JSON.stringify(expected)) {
 				valid = false;
-				log(`groups: INVALID: preview of '${target}' answered ${res.status} with ${res.body?.count} hosts, in memory ${expected.length}`);
+				log(
+					`groups: INVALID: preview of '${target}' answered ${res.status} with ${res.body?.count} hosts, in memory ${expected.length}`,
+				);
 			}
 			const api = await measure(() => apiJson(base, "POST", "/api/targets/preview", { target }));
 			const once = await measure(async () => {
 				const test = compileTarget(target, ctx).test;
-				return targetHosts.filter(test).map(h => h._id).sort();
+				return targetHosts
+					.filter(test)
+					.map(h => h._id)
+					.sort();
 			});
-			const naive = await measure(async () => targetHosts.filter(h => compileTarget(target, ctx).test(h)).map(h => h._id).sort(), 5);
+			const naive = await measure(
+				async () =>
+					targetHosts
+						.filter(h => compileTarget(target, ctx).test(h))
+						.map(h => h._id)
+						.sort(),
+				5,
+			);
 			const shown = target.length > 60 ? `${target.slice(0, 57)}...` : target;
-			previews.push(`| preview: ${label}, \`${shown}\` (${fmt(expected.length, 0)} hosts) | ${fmt(api.p50, 1)} | ${fmt(api.p99, 1)} | ${fmt(once.p50, 1)} (compiled per host: ${fmt(naive.p50, 1)}) |`);
+			previews.push(
+				`| preview: ${label}, \`${shown}\` (${fmt(expected.length, 0)} hosts) | ${fmt(api.p50, 1)} | ${fmt(api.p99, 1)} | ${fmt(once.p50, 1)} (compiled per host: ${fmt(naive.p50, 1)}) |`,
+			);
 		}
 
 		lines.push(

@@ -32,15 +32,41 @@ const GPUS = [
 	{ model: "GeminiLake [UHD Graphics 600]", vendor: "intel" },
 ];
 const OSES = [
-	{ osfullname: "ALT Workstation", osrelease: "10.2", oscodename: "Sorbaronia Mitschurinii", kernelrelease: "6.1.79-un-def-alt1" },
-	{ osfullname: "ALT Workstation", osrelease: "10.1", oscodename: "Sorbaronia Mitschurinii", kernelrelease: "5.10.208-std-def-alt1" },
-	{ osfullname: "ALT Education", osrelease: "10.2", oscodename: "Sorbaronia Mitschurinii", kernelrelease: "6.1.79-un-def-alt1" },
+	{
+		osfullname: "ALT Workstation",
+		osrelease: "10.2",
+		oscodename: "Sorbaronia Mitschurinii",
+		kernelrelease: "6.1.79-un-def-alt1",
+	},
+	{
+		osfullname: "ALT Workstation",
+		osrelease: "10.1",
+		oscodename: "Sorbaronia Mitschurinii",
+		kernelrelease: "5.10.208-std-def-alt1",
+	},
+	{
+		osfullname: "ALT Education",
+		osrelease: "10.2",
+		oscodename: "Sorbaronia Mitschurinii",
+		kernelrelease: "6.1.79-un-def-alt1",
+	},
 ];
 const CPU_FLAGS =
 	"fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush dts acpi mmx fxsr sse sse2 ss ht tm pbe syscall nx pdpe1gb rdtscp lm constant_tsc art arch_perfmon pebs bts rep_good nopl xtopology nonstop_tsc cpuid aperfmperf pni pclmulqdq dtes64 monitor ds_cpl vmx smx est tm2 ssse3 sdbg fma cx16 xtpr pdcm pcid sse4_1 sse4_2 x2apic movbe popcnt aes xsave avx f16c rdrand lahf_lm abm 3dnowprefetch".split(
 		" ",
 	);
-const NODEGROUPS = ["workstations", "kiosks", "pos-terminals", "servers", "labs", "alt10", "alt10-2", "intel", "amd", "nvidia"];
+const NODEGROUPS = [
+	"workstations",
+	"kiosks",
+	"pos-terminals",
+	"servers",
+	"labs",
+	"alt10",
+	"alt10-2",
+	"intel",
+	"amd",
+	"nvidia",
+];
 
 const hex = (rnd: () => number, n: number) => {
 	let s = "";
@@ -132,7 +158,11 @@ export function makeHost(i: number, now: number, groups: string[]): Record<strin
 		osfinger: `${os.osfullname}-10`,
 		virtual: "physical",
 		init: "systemd",
-		systemd: { version: "254", features: "+PAM +AUDIT +SELINUX -APPARMOR +IMA +SMACK +SECCOMP +GCRYPT -GNUTLS +OPENSSL +ACL +BLKID +CURL +ELFUTILS" },
+		systemd: {
+			version: "254",
+			features:
+				"+PAM +AUDIT +SELINUX -APPARMOR +IMA +SMACK +SECCOMP +GCRYPT -GNUTLS +OPENSSL +ACL +BLKID +CURL +ELFUTILS",
+		},
 		biosversion: `F${int(rnd, 1, 20)}`,
 		biosreleasedate: `${String(int(rnd, 1, 12)).padStart(2, "0")}/${String(int(rnd, 1, 28)).padStart(2, "0")}/20${int(rnd, 18, 23)}`,
 		manufacturer: pick(rnd, ["Gigabyte Technology Co., Ltd.", "ASUSTeK COMPUTER INC.", "Dell Inc.", "LENOVO", "HP"]),
@@ -142,13 +172,24 @@ export function makeHost(i: number, now: number, groups: string[]): Record<strin
 		machine_id: hex(rnd, 32),
 		disks: ["sda"],
 		SSDs: rnd() < 0.6 ? ["nvme0n1"] : [],
-		ip_interfaces: { lo: ["127.0.0.1", "::1"], [nic]: [ip, `fe80::${hex(rnd, 4)}:${hex(rnd, 4)}:${hex(rnd, 4)}:${hex(rnd, 4)}`], tun0: [vpnIp] },
+		ip_interfaces: {
+			lo: ["127.0.0.1", "::1"],
+			[nic]: [ip, `fe80::${hex(rnd, 4)}:${hex(rnd, 4)}:${hex(rnd, 4)}:${hex(rnd, 4)}`],
+			tun0: [vpnIp],
+		},
 		ip4_interfaces: { lo: ["127.0.0.1"], [nic]: [ip], tun0: [vpnIp] },
 		ipv4: ["127.0.0.1", ip, vpnIp],
 		ipv6: ["::1"],
 		hwaddr_interfaces: { lo: "00:00:00:00:00:00", [nic]: mac1, tun0: "" },
 		fqdn_ip4: [ip],
-		dns: { nameservers: ["10.0.0.53", "10.0.1.53"], ip4_nameservers: ["10.0.0.53", "10.0.1.53"], ip6_nameservers: [], domain: "corp.example.org", search: ["corp.example.org"], options: [] },
+		dns: {
+			nameservers: ["10.0.0.53", "10.0.1.53"],
+			ip4_nameservers: ["10.0.0.53", "10.0.1.53"],
+			ip6_nameservers: [],
+			domain: "corp.example.org",
+			search: ["corp.example.org"],
+			options: [],
+		},
 		locale_info: { defaultlanguage: "ru_RU", defaultencoding: "UTF-8", detectedencoding: "utf-8", timezone: "MSK" },
 		timezone: "Europe/Moscow",
 		selinux: { enabled: false, enforced: "Disabled" },

@@ -13,7 +13,17 @@
  */
 import fs from "node:fs";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
-import { againstFleetCtl, apiJson, benchCluster, envInt, fmt, quantile, runProductionCommand, serviceNames, waitForHttp200 } from "./support";
+import {
+	againstFleetCtl,
+	apiJson,
+	benchCluster,
+	envInt,
+	fmt,
+	quantile,
+	runProductionCommand,
+	serviceNames,
+	waitForHttp200,
+} from "./support";
 
 const RECORDS = envInt("BENCH_JOB_RECORDS", 1_000_000, 1000);
 const HOSTS = 10_000;
@@ -38,10 +48,20 @@ function rssMiB(pid: number | undefined): number {
 	}
 }
 
-export async function benchJobs(dataDir: string, log: (msg: string) => void): Promise<{ report: string; valid: boolean }> {
+export async function benchJobs(
+	dataDir: string,
+	log: (msg: string) => void,
+): Promise<{ report: string; valid: boolean }> {
 	const { nats, namespace, base, env } = await benchCluster("jobs", dataDir, { CM_API_URL: "" });
 	const proc = runProductionCommand("jobs-all", serviceNames(), env);
-	const broker = new ServiceBroker({ namespace, nodeID: `bench-jobs-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], logger: false, serializer: "JSONExt", requestTimeout: 600_000 });
+	const broker = new ServiceBroker({
+		namespace,
+		nodeID: `bench-jobs-${process.pid}`,
+		transporter: nats.url as BrokerOptions["transporter"],
+		logger: false,
+		serializer: "JSONExt",
+		requestTimeout: 600_000,
+	});
 	let valid = true;
 	const lines: string[] = [];
 	const invalid = (why: string) => {
@@ -64,8 +84,32 @@ export async function benchJobs(dataDir: string, log: (msg: string) => void): Pr
 			const minions = Array.from({ length: PER_JOB }, (_, k) => host(firstHost(j) + k));
 			for (const m of minions) (jobsOf.get(m) ?? jobsOf.set(m, []).get(m)!).push(j);
 			const fun = j % 10 === 0 ? "state.apply" : "cmd.run";
-			await broker.call("salt-jobs.open", { job: { jid, fun, args: fun === "cmd.run" ? ["uptime"] : [{ __kwarg__: true, mods: "patches.fix" }], target: `L@${minions[0]},…`, minions, user: "bench", origin: "api", started: new Date(Date.UTC(2026, 0, 1) + j * 60_000) } });
-			const returns = minions.map((m, k) => (silent(k) ? { jid, action: fun, host: m, state: "timeout", args: [], return: "Minion did not return" } : { jid, action: fun, host: m, state: "finished", args: [], return: failing(k) ? "failed" : "ok", retcode: failing(k) ? 2 : 0, success: !failing(k) }));
+			await broker.call("salt-jobs.open", {
+				job: {
+					jid,
+					fun,
+					args: fun === "cmd.run" ? ["uptime"] : [{ __kwarg__: true, mods: "patches.fix" }],
+					target: `L@${minions[0]},…`,
+					minions,
+					user: "bench",
+					origin: "api",
+					started: new Date(Date.UTC(2026, 0, 1) + j * 60_000),
+				},
+			});
+			const returns = minions.map((m, k) =>
+				silent(k)
+					? { jid, action: fun, host: m, state: "timeout", args: [], return: "Minion did not return" }
+					: {
+							jid,
+							action: fun,
+							host: m,
+							state: "finished",
+							args: [],
+							return: failing(k) ? "failed" : "ok",
+							retcode: failing(k) ? 2 : 0,
+							success: !failing(k),
+						},
+			);
 			await broker.call("actions.record", { returns });
 			const t = now();
 			await broker.call("salt-jobs.tally", { jids: [jid] });
@@ -77,23 +121,36 @@ export async function benchJobs(dataDir: string, log: (msg: string) => void): Pr
 
 		// ------------------------------------------------------------ measurements, interleaved
 		const urls = {
-			history: (h: string) => `/api/salt_jobs?where=${encodeURIComponent(JSON.stringify({ minions: h }))}&max_results=25`,
-			unindexed: (h: string) => `/api/salt_jobs?where=${encodeURIComponent(JSON.stringify({ minions: { $all: [h] } }))}&max_results=25`,
-			actions: (h: string) => `/api/actions?where=${encodeURIComponent(JSON.stringify({ host: h }))}&sort=-jid&max_results=25&projection=${encodeURIComponent('{"jid":1}')}`,
+			history: (h: string) =>
+				`/api/salt_jobs?where=${encodeURIComponent(JSON.stringify({ minions: h }))}&max_results=25`,
+			unindexed: (h: string) =>
+				`/api/salt_jobs?where=${encodeURIComponent(JSON.stringify({ minions: { $all: [h] } }))}&max_results=25`,
+			actions: (h: string) =>
+				`/api/actions?where=${encodeURIComponent(JSON.stringify({ host: h }))}&sort=-jid&max_results=25&projection=${encodeURIComponent('{"jid":1}')}`,
 		};
 		const times: Record<keyof typeof urls, number[]> = { history: [], unindexed: [], actions: [] };
 		log("jobs: reading the history of one host at a time ...");
 		for (let r = 0; r <= RUNS; r++) {
 			const h = host(r * 331 + 17);
 			const mine = jobsOf.get(h) ?? [];
-			const newest = [...mine].sort((a, b) => b - a).slice(0, 25).map(jidOf);
+			const newest = [...mine]
+				.sort((a, b) => b - a)
+				.slice(0, 25)
+				.map(jidOf);
 			for (const kind of Object.keys(urls) as Array<keyof typeof urls>) {
 				const t = now();
 				const res = await apiJson(base, "GET", urls[kind](h));
 				const took = now() - t;
 				if (r > 0) times[kind].push(took); // the first round warms up
 				const ids = (res.body?._items ?? []).map((i: { _id: string; jid?: string }) => i.jid ?? i._id);
-				if (res.status !== 200 || res.body._meta.total !== mine.length || JSON.stringify(ids) !== JSON.stringify(newest)) invalid(`${kind} of ${h} answered ${res.status}, ${res.body?._meta?.total} jobs (${mine.length} seeded), first ${ids[0]} (expected ${newest[0]})`);
+				if (
+					res.status !== 200 ||
+					res.body._meta.total !== mine.length ||
+					JSON.stringify(ids) !== JSON.stringify(newest)
+				)
+					invalid(
+						`${kind} of ${h} answered ${res.status}, ${res.body?._meta?.total} jobs (${mine.length} seeded), first ${ids[0]} (expected ${newest[0]})`,
+					);
 			}
 		}
 		const page = await (async () => {
@@ -102,7 +159,8 @@ export async function benchJobs(dataDir: string, log: (msg: string) => void): Pr
 				const s = now();
 				const res = await apiJson(base, "GET", `/api/salt_jobs?max_results=25&page=${r + 1}`);
 				t.push(now() - s);
-				if (res.status !== 200 || res.body._items[0]?._id !== jidOf(jobs - 1 - r * 25)) invalid(`page ${r + 1} starts with ${res.body?._items?.[0]?._id}`);
+				if (res.status !== 200 || res.body._items[0]?._id !== jidOf(jobs - 1 - r * 25))
+					invalid(`page ${r + 1} starts with ${res.body?._items?.[0]?._id}`);
 			}
 			return t;
 		})();
@@ -110,19 +168,28 @@ export async function benchJobs(dataDir: string, log: (msg: string) => void): Pr
 			const t: number[] = [];
 			for (let r = 0; r < RUNS; r++) {
 				const s = now();
-				const res = await apiJson(base, "GET", `/api/salt_jobs?where=${encodeURIComponent(JSON.stringify({ fun: "state.apply", failed: { $gt: r } }))}&max_results=25`);
+				const res = await apiJson(
+					base,
+					"GET",
+					`/api/salt_jobs?where=${encodeURIComponent(JSON.stringify({ fun: "state.apply", failed: { $gt: r } }))}&max_results=25`,
+				);
 				t.push(now() - s);
-				if (res.status !== 200 || res.body._meta.total !== (r < FAILED_PER_JOB ? Math.ceil(jobs / 10) : 0)) invalid(`failed state runs (> ${r}): ${res.body?._meta?.total}`);
+				if (res.status !== 200 || res.body._meta.total !== (r < FAILED_PER_JOB ? Math.ceil(jobs / 10) : 0))
+					invalid(`failed state runs (> ${r}): ${res.body?._meta?.total}`);
 			}
 			return t;
 		})();
-		const row = (what: string, t: number[]) => `| ${what} | ${fmt(quantile(t, 0.5), 1)} | ${fmt(quantile(t, 0.99), 1)} |`;
+		const row = (what: string, t: number[]) =>
+			`| ${what} | ${fmt(quantile(t, 0.5), 1)} | ${fmt(quantile(t, 0.99), 1)} |`;
 		lines.push(
 			`Job history: ${fmt(jobs)} jobs of ${PER_JOB} hosts over ${fmt(HOSTS)} hosts = ${fmt(jobs * PER_JOB)} actions records; fleet-ctl in one process on NeDB (seeded in ${fmt(seedS, 0)} s, RSS ${fmt(rss, 0)} MiB); a different host each request:`,
 			"",
 			"| request | p50 ms | p99 ms |",
 			"|---|---|---|",
-			row(`the host's jobs, newest 25 with counts: \`salt_jobs?where={"minions":h}\` (~${fmt((jobs * PER_JOB) / HOSTS)} jobs)`, times.history),
+			row(
+				`the host's jobs, newest 25 with counts: \`salt_jobs?where={"minions":h}\` (~${fmt((jobs * PER_JOB) / HOSTS)} jobs)`,
+				times.history,
+			),
 			row('baseline: the same, through a filter no index serves (`{"minions":{"$all":[h]}}`)', times.unindexed),
 			row('baseline: without the history, the host\'s `actions` records (`where={"host":h}&sort=-jid`)', times.actions),
 			row("the newest page of the history (`page` 1 to 30)", page),

@@ -20,7 +20,12 @@ export interface LimitSpec {
 }
 
 /** Where the template takes the page's items, the total, the last page and the filter's value. */
-export const LIMIT_MARKS = { items: "\u0000ITEMS\u0000", total: "\u0000TOTAL\u0000", last: "\u0000LAST\u0000", value: "\u0000VALUE\u0000" };
+export const LIMIT_MARKS = {
+	items: "\u0000ITEMS\u0000",
+	total: "\u0000TOTAL\u0000",
+	last: "\u0000LAST\u0000",
+	value: "\u0000VALUE\u0000",
+};
 
 function main(): void {
 	const spec = JSON.parse(fs.readFileSync(process.argv[2], "utf8")) as LimitSpec;

@@ -10,7 +10,6 @@
 import fs from "node:fs";
 
 // autocannon ships no types; the little used here is typed below.
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const autocannon = require("autocannon") as (opts: Record<string, unknown>) => AutocannonInstance;
 
 interface AutocannonResult {
@@ -28,7 +27,10 @@ interface AutocannonResult {
 }
 
 interface AutocannonInstance extends PromiseLike<AutocannonResult> {
-	on(event: "response", fn: (client: unknown, statusCode: number, resBytes: number, responseTime: number) => void): void;
+	on(
+		event: "response",
+		fn: (client: unknown, statusCode: number, resBytes: number, responseTime: number) => void,
+	): void;
 	on(event: "reqError", fn: (err: Error) => void): void;
 	on(event: "mismatch", fn: (body: string) => void): void;
 }
@@ -97,7 +99,11 @@ class Samples {
 let nextValue = Math.floor(Math.random() * 5e7);
 
 /** Requests that each put a new value in the URL, and check each answer against the expected body with it. */
-function varying(opts: LoadOptions, expectBody: string | undefined, mismatch: (body: string) => void): Array<Record<string, unknown>> {
+function varying(
+	opts: LoadOptions,
+	expectBody: string | undefined,
+	mismatch: (body: string) => void,
+): Array<Record<string, unknown>> {
 	const placeholder = opts.vary as string;
 	const url = new URL(opts.url);
 	const pathParts = (url.pathname + url.search).split(placeholder);
@@ -158,7 +164,9 @@ async function main() {
 		const warm = await fire(opts, opts.warmup, expectBody);
 		const w = warm.result;
 		if (w.errors || w.non2xx || w.mismatches) {
-			process.stderr.write(`warm-up saw failures: errors=${w.errors} non2xx=${w.non2xx} mismatches=${w.mismatches} ${warm.firstError ?? ""} ${warm.firstMismatch ?? ""}\n`);
+			process.stderr.write(
+				`warm-up saw failures: errors=${w.errors} non2xx=${w.non2xx} mismatches=${w.mismatches} ${warm.firstError ?? ""} ${warm.firstMismatch ?? ""}\n`,
+			);
 		}
 	}
 	const samples = new Samples();

@@ -104,7 +104,9 @@ function summarize(profile: Profile, fromMs: number, toMs: number, top: number, 
 	const ms = (v: number) => `${v.toFixed(0).padStart(7)} ms`;
 	const sorted = (m: Map<string, number>) => [...m.entries()].sort((a, b) => b[1] - a[1]);
 	const out: string[] = [];
-	out.push(`== ${title}: window ${fromMs.toFixed(0)}..${Number.isFinite(toMs) ? toMs.toFixed(0) : "end"} ms, busy ${total.toFixed(0)} ms, idle ${idle.toFixed(0)} ms (busy ${((100 * total) / (total + idle)).toFixed(1)}%)`);
+	out.push(
+		`== ${title}: window ${fromMs.toFixed(0)}..${Number.isFinite(toMs) ? toMs.toFixed(0) : "end"} ms, busy ${total.toFixed(0)} ms, idle ${idle.toFixed(0)} ms (busy ${((100 * total) / (total + idle)).toFixed(1)}%)`,
+	);
 	out.push("-- self time by module");
 	for (const [k, v] of sorted(modules).slice(0, top)) out.push(`${ms(v)} ${pct(v)}  ${k}`);
 	out.push("-- self time by function");
@@ -127,19 +129,29 @@ function main() {
 	const from = opt("from");
 	const to = opt("to");
 	if (from !== undefined || to !== undefined) {
-		process.stdout.write(summarize(profile, Number(from ?? 0), to !== undefined ? Number(to) : Infinity, top, path.basename(file)) + "\n");
+		process.stdout.write(
+			summarize(profile, Number(from ?? 0), to !== undefined ? Number(to) : Infinity, top, path.basename(file)) + "\n",
+		);
 		return;
 	}
 	const timelineFile = path.join(path.dirname(file), "timeline.json");
 	const processName = path.basename(file).replace(/\.cpuprofile$/, "");
 	const windows = fs.existsSync(timelineFile)
-		? (JSON.parse(fs.readFileSync(timelineFile, "utf8")) as Array<{ process: string; label: string; fromMs: number; toMs: number }>).filter(w => w.process === processName)
+		? (
+				JSON.parse(fs.readFileSync(timelineFile, "utf8")) as Array<{
+					process: string;
+					label: string;
+					fromMs: number;
+					toMs: number;
+				}>
+			).filter(w => w.process === processName)
 		: [];
 	if (windows.length === 0) {
 		process.stdout.write(summarize(profile, 0, Infinity, top, `${path.basename(file)} (whole profile)`) + "\n");
 		return;
 	}
-	for (const w of windows) process.stdout.write(summarize(profile, w.fromMs, w.toMs, top, `${processName} ${w.label}`) + "\n\n");
+	for (const w of windows)
+		process.stdout.write(summarize(profile, w.fromMs, w.toMs, top, `${processName} ${w.label}`) + "\n\n");
 }
 
 main();

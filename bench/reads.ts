@@ -11,7 +11,19 @@ import brokerConfig from "../moleculer.config";
 import { groupIds, makeHost } from "./hosts";
 import { freePort, type Nats } from "../test/support/net";
 import type { LoadOptions, LoadResult } from "./load";
-import { DIST, envInt, procLogs, rawGet, runProductionCommand, serviceNames, sleep, spawnNode, stopProc, waitForHttp200, type Proc } from "./support";
+import {
+	DIST,
+	envInt,
+	procLogs,
+	rawGet,
+	runProductionCommand,
+	serviceNames,
+	sleep,
+	spawnNode,
+	stopProc,
+	waitForHttp200,
+	type Proc,
+} from "./support";
 
 export const DURATION = envInt("BENCH_DURATION", 10);
 export const WARMUP = envInt("BENCH_WARMUP", 3, 0);
@@ -91,10 +103,20 @@ export async function seed(dir: string, hosts: number): Promise<SeedInfo> {
 				grainBytes += JSON.stringify(h.grain).length;
 				batch.push(h);
 			}
-			const res = await broker.call<{ created: number; updated: number }, { hosts: unknown[] }>("hosts.upsertMany", { hosts: batch });
-			if (res.created + res.updated !== batch.length) throw new Error(`hosts.upsertMany answered ${JSON.stringify(res)} for ${batch.length} hosts`);
+			const res = await broker.call<{ created: number; updated: number }, { hosts: unknown[] }>("hosts.upsertMany", {
+				hosts: batch,
+			});
+			if (res.created + res.updated !== batch.length)
+				throw new Error(`hosts.upsertMany answered ${JSON.stringify(res)} for ${batch.length} hosts`);
 		}
-		return { dir, hosts, down, avgDocBytes: docBytes / hosts, avgGrainBytes: grainBytes / hosts, seconds: (Date.now() - started) / 1000 };
+		return {
+			dir,
+			hosts,
+			down,
+			avgDocBytes: docBytes / hosts,
+			avgGrainBytes: grainBytes / hosts,
+			seconds: (Date.now() - started) / 1000,
+		};
 	} finally {
 		await broker.stop();
 		// process.env turns undefined into the string "undefined": put back what was there, or nothing.
@@ -128,10 +150,23 @@ function runServices(name: string, services: string[], env: Record<string, strin
 }
 
 /** The deployment on `dataDir`, with its read caches on or off; resolves once it answers the item (and the list). */
-export async function startDeployment(deployment: Deployment, cache: Cache, dataDir: string, namespace: string, nats: Nats | null, fixedHost: string): Promise<Running> {
+export async function startDeployment(
+	deployment: Deployment,
+	cache: Cache,
+	dataDir: string,
+	namespace: string,
+	nats: Nats | null,
+	fixedHost: string,
+): Promise<Running> {
 	const port = await freePort();
 	const base = `http://127.0.0.1:${port}`;
-	const common = { PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, NAMESPACE: namespace, ...(cache === "off" ? { READ_CACHE_MS: "0" } : {}) };
+	const common = {
+		PORT: String(port),
+		HOST: "127.0.0.1",
+		DATA_DIR: dataDir,
+		NAMESPACE: namespace,
+		...(cache === "off" ? { READ_CACHE_MS: "0" } : {}),
+	};
 	let servers: Proc[];
 	let health: string | null = null;
 	if (deployment === "inproc") {
@@ -141,9 +176,23 @@ export async function startDeployment(deployment: Deployment, cache: Cache, data
 	} else {
 		if (!nats) throw new Error("no NATS server");
 		const env = { ...common, TRANSPORTER: nats.url };
-		servers = [runServices("nats-data", serviceNames().filter(s => s !== "api"), env), runServices("nats-api", ["api"], env)];
+		servers = [
+			runServices(
+				"nats-data",
+				serviceNames().filter(s => s !== "api"),
+				env,
+			),
+			runServices("nats-api", ["api"], env),
+		];
 	}
-	const running: Running = { deployment, cache, base, servers, health, stop: () => Promise.all(servers.map(p => stopProc(p))).then(() => undefined) };
+	const running: Running = {
+		deployment,
+		cache,
+		base,
+		servers,
+		health,
+		stop: () => Promise.all(servers.map(p => stopProc(p))).then(() => undefined),
+	};
 	try {
 		await waitForHttp200(base + paths(fixedHost).item, 300_000, servers);
 		await waitForHttp200(base + paths(fixedHost).list, 30_000, servers);
@@ -169,27 +218,40 @@ export interface Captured {
 }
 
 /** The answer to `request`, checked against the seed (a wrong answer would make every figure worthless) and kept for the bare server. */
-export async function capture(base: string, request: RequestName, dir: string, label: string, seeded: SeedInfo, fixedHost: string): Promise<Captured> {
+export async function capture(
+	base: string,
+	request: RequestName,
+	dir: string,
+	label: string,
+	seeded: SeedInfo,
+	fixedHost: string,
+): Promise<Captured> {
 	const url = paths(fixedHost)[request];
 	const res = await rawGet(base + url);
-	if (res.status !== 200) throw new Error(`GET ${url} answered ${res.status}: ${res.body.toString("utf8").slice(0, 500)}`);
+	if (res.status !== 200)
+		throw new Error(`GET ${url} answered ${res.status}: ${res.body.toString("utf8").slice(0, 500)}`);
 	const again = await rawGet(base + url);
-	if (!again.body.equals(res.body)) throw new Error(`GET ${url} is not deterministic: two calls gave different bodies; the bench cannot verify bodies`);
+	if (!again.body.equals(res.body))
+		throw new Error(`GET ${url} is not deterministic: two calls gave different bodies; the bench cannot verify bodies`);
 	const json = JSON.parse(res.body.toString("utf8"));
 	if (request === "list" || request === "filtered" || request === "filtered1") {
 		const items = json._items as Array<Record<string, unknown>>;
 		const total = request === "list" ? seeded.hosts : seeded.down;
-		if (!Array.isArray(items) || items.length !== Math.min(25, total)) throw new Error(`${request} answered ${items?.length} items, expected ${Math.min(25, total)}`);
-		if (json._meta?.total !== total) throw new Error(`${request} _meta.total is ${json._meta?.total}, expected ${total}`);
+		if (!Array.isArray(items) || items.length !== Math.min(25, total))
+			throw new Error(`${request} answered ${items?.length} items, expected ${Math.min(25, total)}`);
+		if (json._meta?.total !== total)
+			throw new Error(`${request} _meta.total is ${json._meta?.total}, expected ${total}`);
 		if (items.some(i => "grain" in i)) throw new Error(`${request} items carry \`grain\` despite the projection`);
-		if (request !== "list" && items.some(i => i.status !== "down")) throw new Error(`${request} answered hosts that are not down`);
+		if (request !== "list" && items.some(i => i.status !== "down"))
+			throw new Error(`${request} answered hosts that are not down`);
 	} else if (request === "root") {
 		if (!Array.isArray(json._links?.child)) throw new Error("GET /api/ answered no _links.child");
 	} else if (json._id !== fixedHost || typeof json.grain !== "object") {
 		throw new Error(`item answered ${json._id} ${typeof json.grain}, expected ${fixedHost} with its grain`);
 	}
 	const headers: Record<string, string> = {};
-	for (const [k, v] of Object.entries(res.headers)) if (!NOT_REPLAYED.has(k) && v !== undefined) headers[k] = Array.isArray(v) ? v.join(", ") : v;
+	for (const [k, v] of Object.entries(res.headers))
+		if (!NOT_REPLAYED.has(k) && v !== undefined) headers[k] = Array.isArray(v) ? v.join(", ") : v;
 	const bodyFile = path.join(dir, `${label}-${request}.body`);
 	fs.writeFileSync(bodyFile, res.body);
 	if (PROFILE_DIR) fs.writeFileSync(path.join(PROFILE_DIR, `${label}-${request}.body`), res.body);
@@ -219,7 +281,13 @@ export interface Replayer {
  * and moleculer-web with fleet-ctl's metrics settings and nothing of fleet-ctl, bench/floor-server.ts), or
  * `floor-nats` (the same split in two processes over the NATS server at `natsUrl`, as fleet-ctl's split deployment).
  */
-export async function startBare(captured: Captured[], dir: string, label: string, kind: "bare" | "floor" | "floor-nats" = "bare", natsUrl?: string): Promise<Replayer> {
+export async function startBare(
+	captured: Captured[],
+	dir: string,
+	label: string,
+	kind: "bare" | "floor" | "floor-nats" = "bare",
+	natsUrl?: string,
+): Promise<Replayer> {
 	const specFile = path.join(dir, `${label}-${kind}.json`);
 	const routes: Record<string, unknown> = {};
 	for (const c of captured) routes[c.path] = { status: c.status, headers: c.headers, body: c.body.toString("base64") };
@@ -228,18 +296,45 @@ export async function startBare(captured: Captured[], dir: string, label: string
 	const procs: Proc[] = [];
 	if (kind === "floor-nats") {
 		if (!natsUrl) throw new Error("floor-nats needs a NATS server");
-		const env = { ...process.env, PORT: "0", FLOOR_TRANSPORTER: natsUrl, FLOOR_NAMESPACE: `floor-${process.pid}-${Date.now().toString(36)}` };
-		procs.push(spawnNode(`${kind}-${label}-answer`, [script, specFile], { ...env, FLOOR_ROLE: "answer" }, profileFlags(`${kind}-${label}-answer`)));
+		const env = {
+			...process.env,
+			PORT: "0",
+			FLOOR_TRANSPORTER: natsUrl,
+			FLOOR_NAMESPACE: `floor-${process.pid}-${Date.now().toString(36)}`,
+		};
+		procs.push(
+			spawnNode(
+				`${kind}-${label}-answer`,
+				[script, specFile],
+				{ ...env, FLOOR_ROLE: "answer" },
+				profileFlags(`${kind}-${label}-answer`),
+			),
+		);
 		await printed(procs[0], /ANSWERING/, "the floor's answering process");
-		procs.push(spawnNode(`${kind}-${label}-gateway`, [script, specFile], { ...env, FLOOR_ROLE: "gateway" }, profileFlags(`${kind}-${label}-gateway`)));
+		procs.push(
+			spawnNode(
+				`${kind}-${label}-gateway`,
+				[script, specFile],
+				{ ...env, FLOOR_ROLE: "gateway" },
+				profileFlags(`${kind}-${label}-gateway`),
+			),
+		);
 	} else {
-		procs.push(spawnNode(`${kind}-${label}`, [script, specFile], { ...process.env, PORT: "0" }, profileFlags(`${kind}-${label}`)));
+		procs.push(
+			spawnNode(
+				`${kind}-${label}`,
+				[script, specFile],
+				{ ...process.env, PORT: "0" },
+				profileFlags(`${kind}-${label}`),
+			),
+		);
 	}
 	try {
 		const base = `http://127.0.0.1:${await printed(procs[procs.length - 1], /LISTENING (\d+)/, `${kind} server`)}`;
 		for (const c of captured) {
 			const res = await rawGet(base + c.path);
-			if (!res.body.equals(c.body) || res.headers["content-type"] !== c.headers["content-type"]) throw new Error(`${kind} server does not replay ${c.path} faithfully`);
+			if (!res.body.equals(c.body) || res.headers["content-type"] !== c.headers["content-type"])
+				throw new Error(`${kind} server does not replay ${c.path} faithfully`);
 		}
 		return { base, procs };
 	} catch (err) {
@@ -297,12 +392,33 @@ export interface CpuUse {
  * Load on `url` from a child process (autocannon), every body checked against `bodyFile`, with the CPU the servers
  * used meanwhile; with `vary`, a new value in place of that placeholder in the URL and the body of each request.
  */
-export async function load(url: string, bodyFile: string, serverPids: number[], natsPid?: number, connections = CONNECTIONS, duration = DURATION, vary?: string): Promise<LoadResult & { cpu: CpuUse }> {
-	const opts: LoadOptions = { url, connections, duration, warmup: WARMUP, expectBodyFile: bodyFile, ...(vary ? { vary } : {}) };
+export async function load(
+	url: string,
+	bodyFile: string,
+	serverPids: number[],
+	natsPid?: number,
+	connections = CONNECTIONS,
+	duration = DURATION,
+	vary?: string,
+): Promise<LoadResult & { cpu: CpuUse }> {
+	const opts: LoadOptions = {
+		url,
+		connections,
+		duration,
+		warmup: WARMUP,
+		expectBodyFile: bodyFile,
+		...(vary ? { vary } : {}),
+	};
 	const proc = spawnNode("autocannon", [path.join(__dirname, "load.js"), JSON.stringify(opts)], { ...process.env });
 	const sample = () => {
 		const perServer = serverPids.map(cpuSeconds);
-		return { at: performance.now(), perServer, server: perServer.reduce((a, b) => a + b, 0), loader: cpuSeconds(proc.child.pid), nats: natsPid ? cpuSeconds(natsPid) : NaN };
+		return {
+			at: performance.now(),
+			perServer,
+			server: perServer.reduce((a, b) => a + b, 0),
+			loader: cpuSeconds(proc.child.pid),
+			nats: natsPid ? cpuSeconds(natsPid) : NaN,
+		};
 	};
 	let start: ReturnType<typeof sample> | null = null;
 	let end: ReturnType<typeof sample> | null = null;
@@ -323,7 +439,13 @@ export async function load(url: string, bodyFile: string, serverPids: number[], 
 	for (const w of warn) process.stderr.write(`  ! ${w}\n`);
 	const s0 = start as ReturnType<typeof sample> | null;
 	const s1 = end as ReturnType<typeof sample> | null;
-	const pct = (k: "server" | "loader" | "nats") => (s0 && s1 ? (100 * (s1[k] - s0[k])) / ((s1.at - s0.at) / 1000) : NaN);
-	const perServer = serverPids.map((_, i) => (s0 && s1 ? (100 * (s1.perServer[i] - s0.perServer[i])) / ((s1.at - s0.at) / 1000) : NaN));
-	return { ...(JSON.parse(line) as LoadResult), cpu: { server: pct("server"), perServer, loader: pct("loader"), nats: pct("nats") } };
+	const pct = (k: "server" | "loader" | "nats") =>
+		s0 && s1 ? (100 * (s1[k] - s0[k])) / ((s1.at - s0.at) / 1000) : NaN;
+	const perServer = serverPids.map((_, i) =>
+		s0 && s1 ? (100 * (s1.perServer[i] - s0.perServer[i])) / ((s1.at - s0.at) / 1000) : NaN,
+	);
+	return {
+		...(JSON.parse(line) as LoadResult),
+		cpu: { server: pct("server"), perServer, loader: pct("loader"), nats: pct("nats") },
+	};
 }

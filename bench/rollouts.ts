@@ -15,7 +15,18 @@ import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { SaltApiSimulator } from "../test/simulators/salt-api";
 import { SaltClient } from "../services/cm-gateway/salt-client";
 import { profileFlags } from "./reads";
-import { againstFleetCtl, apiJson, benchCluster, envInt, fmt, quantile, runProductionCommand, serviceNames, sleep, waitForHttp200 } from "./support";
+import {
+	againstFleetCtl,
+	apiJson,
+	benchCluster,
+	envInt,
+	fmt,
+	quantile,
+	runProductionCommand,
+	serviceNames,
+	sleep,
+	waitForHttp200,
+} from "./support";
 
 const MINIONS = envInt("BENCH_ROLLOUT_MINIONS", 10_000, 20);
 const ROUNDS = 2;
@@ -45,13 +56,36 @@ class BusClock {
 	}
 }
 
-export async function benchRollouts(dataDir: string, log: (msg: string) => void): Promise<{ report: string; valid: boolean }> {
-	const sim = new SaltApiSimulator({ minions: MINIONS, timeout: 5, gatherJobTimeout: 0, latencyMs: [2, 50], presenceIntervalMs: 3_600_000, downFraction: 0, keyMix: { pending: 0, rejected: 0, denied: 0 } });
+export async function benchRollouts(
+	dataDir: string,
+	log: (msg: string) => void,
+): Promise<{ report: string; valid: boolean }> {
+	const sim = new SaltApiSimulator({
+		minions: MINIONS,
+		timeout: 5,
+		gatherJobTimeout: 0,
+		latencyMs: [2, 50],
+		presenceIntervalMs: 3_600_000,
+		downFraction: 0,
+		keyMix: { pending: 0, rejected: 0, denied: 0 },
+	});
 	const { url: salt } = await sim.start();
 	const clock = new BusClock(sim);
 	const { nats, namespace, base, env } = await benchCluster("rollouts", dataDir, sim.cmApiEnv);
-	const proc = runProductionCommand("rollouts-all", serviceNames(), { ...env, CM_API_TIMEOUT_MS: "120000", CM_SYNC_INTERVAL_MS: "0", CM_JOB_POLL_MS: "60000", ROLLOUT_TICK_MS: "1000" }, profileFlags("rollouts-all"));
-	const broker = new ServiceBroker({ namespace, nodeID: `bench-rollouts-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], logger: false, serializer: "JSONExt", requestTimeout: 600_000 });
+	const proc = runProductionCommand(
+		"rollouts-all",
+		serviceNames(),
+		{ ...env, CM_API_TIMEOUT_MS: "120000", CM_SYNC_INTERVAL_MS: "0", CM_JOB_POLL_MS: "60000", ROLLOUT_TICK_MS: "1000" },
+		profileFlags("rollouts-all"),
+	);
+	const broker = new ServiceBroker({
+		namespace,
+		nodeID: `bench-rollouts-${process.pid}`,
+		transporter: nats.url as BrokerOptions["transporter"],
+		logger: false,
+		serializer: "JSONExt",
+		requestTimeout: 600_000,
+	});
 	const direct = new SaltClient({ url: salt, ...sim.credentials, timeoutMs: 120_000 });
 	let valid = true;
 	const invalid = (why: string) => {
@@ -79,17 +113,35 @@ export async function benchRollouts(dataDir: string, log: (msg: string) => void)
 				sim.resetExecutions();
 				log(`rollouts: round ${round + 1}, a rollout over ${fmt(reachable.length)} hosts ...`);
 				// Every minion with a key is a host; the few whose key is not accepted are not reached (within the budget).
-				const created = await apiJson(base, "POST", "/api/rollouts", { name: `bench ${round}`, target: "*", fun: "test.ping", canary: 1, batch: "10%", failure_budget: sim.minionIds().length - reachable.length });
-				if (created.status !== 201) throw new Error(`POST /api/rollouts answered ${created.status}: ${JSON.stringify(created.body)}`);
+				const created = await apiJson(base, "POST", "/api/rollouts", {
+					name: `bench ${round}`,
+					target: "*",
+					fun: "test.ping",
+					canary: 1,
+					batch: "10%",
+					failure_budget: sim.minionIds().length - reachable.length,
+				});
+				if (created.status !== 201)
+					throw new Error(`POST /api/rollouts answered ${created.status}: ${JSON.stringify(created.body)}`);
 				let r: { status: string; batches: Array<{ jid: string; state: string }>; succeeded: number } | undefined;
 				// Polled without its hosts and batches (a 10,000-host record is large), read whole once it ended.
 				for (const deadline = Date.now() + 600_000; Date.now() < deadline; await sleep(200)) {
-					r = (await apiJson(base, "GET", `/api/rollouts/${created.body._id}?projection=${encodeURIComponent('{"hosts":0,"batches":0}')}`)).body;
+					r = (
+						await apiJson(
+							base,
+							"GET",
+							`/api/rollouts/${created.body._id}?projection=${encodeURIComponent('{"hosts":0,"batches":0}')}`,
+						)
+					).body;
 					if (r?.status !== "running") break;
 				}
 				r = (await apiJson(base, "GET", `/api/rollouts/${created.body._id}`)).body;
-				if (r?.status !== "finished" || r.succeeded !== reachable.length) invalid(`rollout ${round + 1} ended ${r?.status} with ${r?.succeeded} of ${reachable.length} hosts succeeded`);
-				if (sim.executions().length !== reachable.length) invalid(`rollout ${round + 1}: ${sim.executions().length} executions for ${reachable.length} hosts`);
+				if (r?.status !== "finished" || r.succeeded !== reachable.length)
+					invalid(
+						`rollout ${round + 1} ended ${r?.status} with ${r?.succeeded} of ${reachable.length} hosts succeeded`,
+					);
+				if (sim.executions().length !== reachable.length)
+					invalid(`rollout ${round + 1}: ${sim.executions().length} executions for ${reachable.length} hosts`);
 				const jids = (r?.batches ?? []).map(b => b.jid);
 				batches = jids.length;
 				const s = clock.gaps(jids);
@@ -98,22 +150,39 @@ export async function benchRollouts(dataDir: string, log: (msg: string) => void)
 
 				sim.resetExecutions();
 				log(`rollouts: round ${round + 1}, the same batches straight against salt-api ...`);
-				const plan = [reachable.slice(0, 1), ...Array.from({ length: Math.ceil((reachable.length - 1) / Math.ceil(reachable.length / 10)) }, (_, i) => reachable.slice(1 + i * Math.ceil(reachable.length / 10), 1 + (i + 1) * Math.ceil(reachable.length / 10)))].filter(b => b.length);
+				const plan = [
+					reachable.slice(0, 1),
+					...Array.from({ length: Math.ceil((reachable.length - 1) / Math.ceil(reachable.length / 10)) }, (_, i) =>
+						reachable.slice(1 + i * Math.ceil(reachable.length / 10), 1 + (i + 1) * Math.ceil(reachable.length / 10)),
+					),
+				].filter(b => b.length);
 				const baseJids: string[] = [];
 				for (const hosts of plan) {
-					const ret = await direct.lowstate<{ jid: string }>({ client: "local_async", tgt: hosts, tgt_type: "list", fun: "test.ping" });
+					const ret = await direct.lowstate<{ jid: string }>({
+						client: "local_async",
+						tgt: hosts,
+						tgt_type: "list",
+						fun: "test.ping",
+					});
 					baseJids.push(ret.jid);
-					for (const deadline = Date.now() + 120_000; (clock.returns.get(ret.jid)?.length ?? 0) < hosts.length; await sleep(1)) {
+					for (
+						const deadline = Date.now() + 120_000;
+						(clock.returns.get(ret.jid)?.length ?? 0) < hosts.length;
+						await sleep(1)
+					) {
 						if (Date.now() > deadline) throw new Error(`baseline batch ${ret.jid} did not return`);
 					}
 				}
-				if (sim.executions().length !== reachable.length) invalid(`baseline ${round + 1}: ${sim.executions().length} executions for ${reachable.length} hosts`);
+				if (sim.executions().length !== reachable.length)
+					invalid(`baseline ${round + 1}: ${sim.executions().length} executions for ${reachable.length} hosts`);
 				const f = clock.gaps(baseJids);
 				floor.gaps.push(...f.gaps);
 				floor.jobs.push(...f.jobs);
 			}
-			if (subject.gaps.some(Number.isNaN) || floor.gaps.some(Number.isNaN)) invalid("a batch's publication or returns were not seen on the bus");
-			const row = (what: string, t: number[]) => `| ${what} | ${fmt(quantile(t, 0.5), 0)} | ${fmt(quantile(t, 0.99), 0)} | ${fmt(Math.max(...t), 0)} |`;
+			if (subject.gaps.some(Number.isNaN) || floor.gaps.some(Number.isNaN))
+				invalid("a batch's publication or returns were not seen on the bus");
+			const row = (what: string, t: number[]) =>
+				`| ${what} | ${fmt(quantile(t, 0.5), 0)} | ${fmt(quantile(t, 0.99), 0)} | ${fmt(Math.max(...t), 0)} |`;
 			lines.push(
 				`Rollout of test.ping over ${fmt(reachable.length)} minions (salt-api simulator, 2–50 ms per return), canary 1 then batches of 10% (${batches} batches), ${ROUNDS} rounds alternating with the same batches driven straight against salt-api; fleet-ctl in one process on NATS and NeDB, its driver looking every 1 s besides the moment a job ends:`,
 				"",

@@ -85,14 +85,51 @@ import { benchCurve } from "./curve";
 import { benchUi } from "./ui";
 import { benchUnindexed } from "./unindexed";
 import { benchEngines } from "./engines";
-import { DIST, envInt, benchNats, benchNatsIfStarted, cleanup, stopProc, tempDirs, type Proc } from "./support";
-import { CONNECTIONS, DURATION, PROFILE_DIR, WARMUP, capture, findPidByName, load, paths, seed, startBare, startDeployment, type Cache, type Captured, type CpuUse, type Deployment, type Replayer, type RequestName, type SeedInfo } from "./reads";
+import { DIST, envInt, benchNats, benchNatsIfStarted, cleanup, stopProc, tempDirs } from "./support";
+import {
+	CONNECTIONS,
+	DURATION,
+	PROFILE_DIR,
+	WARMUP,
+	capture,
+	findPidByName,
+	load,
+	paths,
+	seed,
+	startBare,
+	startDeployment,
+	type Cache,
+	type Captured,
+	type CpuUse,
+	type Deployment,
+	type Replayer,
+	type RequestName,
+	type SeedInfo,
+} from "./reads";
 
 /** The pids of a replaying server's processes. */
 const pids = (r: Replayer) => r.procs.map(p => p.child.pid ?? 0);
 
 const HOSTS = envInt("BENCH_HOSTS", 10_000);
-const PARTS = ["inproc", "nats", "unindexed", "engines", "curve", "cm", "scale", "groups", "jobs", "rollouts", "conformity", "governance", "tasks", "webhooks", "vpn", "stats", "ui"];
+const PARTS = [
+	"inproc",
+	"nats",
+	"unindexed",
+	"engines",
+	"curve",
+	"cm",
+	"scale",
+	"groups",
+	"jobs",
+	"rollouts",
+	"conformity",
+	"governance",
+	"tasks",
+	"webhooks",
+	"vpn",
+	"stats",
+	"ui",
+];
 const ONLY = (process.env.BENCH_ONLY || PARTS.join(",")).split(",").map(s => s.trim());
 const READ_DEPLOYMENTS = ONLY.filter(d => d === "inproc" || d === "nats") as Deployment[];
 const REQUESTS = (process.env.BENCH_REQUESTS || "list,item,filtered").split(",").map(s => s.trim());
@@ -101,7 +138,14 @@ const FILTER_CONNECTIONS = envInt("BENCH_FILTER_CONNECTIONS", 32);
 const FIXED_HOST = hostId(Math.min(4242, HOSTS - 1));
 
 /** Targets (issue 20): requests/s through fleet-ctl over requests/s of the bare server; p99 and p50 latencies in ms. */
-const TARGETS: Array<{ deployment: Deployment; cache: Cache; request: RequestName; minRatio?: number; maxP99?: number; maxP50?: number }> = [
+const TARGETS: Array<{
+	deployment: Deployment;
+	cache: Cache;
+	request: RequestName;
+	minRatio?: number;
+	maxP99?: number;
+	maxP50?: number;
+}> = [
 	{ deployment: "inproc", cache: "on", request: "list", minRatio: 0.5 },
 	{ deployment: "inproc", cache: "on", request: "item", minRatio: 0.5 },
 	{ deployment: "nats", cache: "on", request: "list", minRatio: 0.5 },
@@ -127,19 +171,28 @@ interface Row {
 }
 
 const LABELS: Record<Deployment, string> = { inproc: "in-process", nats: "over NATS" };
-const REQUEST_LABELS: Record<RequestName, string> = { list: "list", item: "item", root: "root", filtered: "filtered list", filtered1: "filtered list, 1 conn" };
+const REQUEST_LABELS: Record<RequestName, string> = {
+	list: "list",
+	item: "item",
+	root: "root",
+	filtered: "filtered list",
+	filtered1: "filtered list, 1 conn",
+};
 
 function label(r: { deployment: Deployment; cache: Cache; request: RequestName }): string {
 	return `${LABELS[r.deployment]} ${REQUEST_LABELS[r.request]}${r.cache === "off" ? " (caches off)" : ""}`;
 }
 
 function fmtNum(n: number, digits = 0): string {
-	return Number.isFinite(n) ? n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits }) : "-";
+	return Number.isFinite(n)
+		? n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits })
+		: "-";
 }
 
 function table(header: string[], rows: string[][], alignLeft = 1): string {
 	const widths = header.map((h, i) => Math.max(h.length, ...rows.map(r => r[i].length)));
-	const line = (cells: string[]) => cells.map((c, i) => (i < alignLeft ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
+	const line = (cells: string[]) =>
+		cells.map((c, i) => (i < alignLeft ? c.padEnd(widths[i]) : c.padStart(widths[i]))).join("  ");
 	return [line(header), widths.map(w => "-".repeat(w)).join("  "), ...rows.map(line)].join("\n");
 }
 
@@ -150,12 +203,18 @@ function failures(r: LoadResult): number {
 function report(rows: Row[], seedInfo: SeedInfo): boolean {
 	const out: string[] = [];
 	out.push("");
-	out.push(`fleet-ctl bench — node ${process.version}, ${os.cpus().length} cpu (${os.cpus()[0]?.model ?? "?"}), ${CONNECTIONS} connections, ${WARMUP}s warm-up + ${DURATION}s measured per line`);
-	out.push(`storage: NeDB, ${seedInfo.hosts.toLocaleString("en-US")} hosts (avg ${fmtNum(seedInfo.avgDocBytes)} B per host as JSON, grain ${fmtNum(seedInfo.avgGrainBytes)} B), seeded in ${seedInfo.seconds.toFixed(1)}s`);
+	out.push(
+		`fleet-ctl bench — node ${process.version}, ${os.cpus().length} cpu (${os.cpus()[0]?.model ?? "?"}), ${CONNECTIONS} connections, ${WARMUP}s warm-up + ${DURATION}s measured per line`,
+	);
+	out.push(
+		`storage: NeDB, ${seedInfo.hosts.toLocaleString("en-US")} hosts (avg ${fmtNum(seedInfo.avgDocBytes)} B per host as JSON, grain ${fmtNum(seedInfo.avgGrainBytes)} B), seeded in ${seedInfo.seconds.toFixed(1)}s`,
+	);
 	const p = paths(FIXED_HOST);
 	out.push(`list = GET ${p.list}`);
 	out.push(`item = GET ${p.item}`);
-	out.push(`filtered list = GET ${p.filtered} (${fmtNum(seedInfo.down)} hosts down; ${FILTER_CONNECTIONS} connections, then 1)`);
+	out.push(
+		`filtered list = GET ${p.filtered} (${fmtNum(seedInfo.down)} hosts down; ${FILTER_CONNECTIONS} connections, then 1)`,
+	);
 	out.push("");
 	out.push(
 		table(
@@ -174,14 +233,27 @@ function report(rows: Row[], seedInfo: SeedInfo): boolean {
 		),
 	);
 	out.push("");
-	out.push("CPU over the measured phase, % of one core (2 cores in all; a server at ~100% is saturated, a load generator at ~100% caps the figure):");
+	out.push(
+		"CPU over the measured phase, % of one core (2 cores in all; a server at ~100% is saturated, a load generator at ~100% caps the figure):",
+	);
 	const cpu = (v: number) => (Number.isFinite(v) ? `${v.toFixed(0)}%` : "-");
 	out.push(
 		table(
-			["scenario", "fleet-ctl processes", "CPU µs/req", "NATS server", "loader (ours)", "bare server", "CPU µs/req", "loader (bare)"],
+			[
+				"scenario",
+				"fleet-ctl processes",
+				"CPU µs/req",
+				"NATS server",
+				"loader (ours)",
+				"bare server",
+				"CPU µs/req",
+				"loader (bare)",
+			],
 			rows.map(r => [
 				label(r),
-				r.ours.cpu.perServer.length === 2 ? `${cpu(r.ours.cpu.server)} (data ${cpu(r.ours.cpu.perServer[0])} + gateway ${cpu(r.ours.cpu.perServer[1])})` : cpu(r.ours.cpu.server),
+				r.ours.cpu.perServer.length === 2
+					? `${cpu(r.ours.cpu.server)} (data ${cpu(r.ours.cpu.perServer[0])} + gateway ${cpu(r.ours.cpu.perServer[1])})`
+					: cpu(r.ours.cpu.server),
 				fmtNum((r.ours.cpu.server / 100 / r.ours.rps) * 1e6),
 				cpu(r.ours.cpu.nats),
 				cpu(r.ours.cpu.loader),
@@ -192,7 +264,10 @@ function report(rows: Row[], seedInfo: SeedInfo): boolean {
 		),
 	);
 	for (const r of rows) {
-		if (r.bare.cpu.loader >= 90) out.push(`  note: ${label(r)}: the load generator was the bottleneck of the bare run (${cpu(r.bare.cpu.loader)}), so the bare figure understates the ceiling and the ratio flatters fleet-ctl.`);
+		if (r.bare.cpu.loader >= 90)
+			out.push(
+				`  note: ${label(r)}: the load generator was the bottleneck of the bare run (${cpu(r.bare.cpu.loader)}), so the bare figure understates the ceiling and the ratio flatters fleet-ctl.`,
+			);
 	}
 	out.push("");
 	out.push("failures (ours / bare) — all must be 0:");
@@ -218,7 +293,8 @@ function report(rows: Row[], seedInfo: SeedInfo): boolean {
 			continue;
 		}
 		const checks: Array<[string, number, boolean]> = [];
-		if (t.minRatio !== undefined) checks.push([`ratio >= ${t.minRatio}`, r.ours.rps / r.bare.rps, r.ours.rps / r.bare.rps >= t.minRatio]);
+		if (t.minRatio !== undefined)
+			checks.push([`ratio >= ${t.minRatio}`, r.ours.rps / r.bare.rps, r.ours.rps / r.bare.rps >= t.minRatio]);
 		if (t.maxP99 !== undefined) checks.push([`p99 < ${t.maxP99}`, r.ours.p99, r.ours.p99 < t.maxP99]);
 		if (t.maxP50 !== undefined) checks.push([`p50 <= ${t.maxP50}`, r.ours.p50, r.ours.p50 <= t.maxP50]);
 		const floorRatio = r.floor.rps / r.bare.rps;
@@ -228,25 +304,58 @@ function report(rows: Row[], seedInfo: SeedInfo): boolean {
 				: floorRatio < (t.minRatio ?? 0)
 					? ", under the target: no request routed by moleculer-web can meet it on this machine"
 					: "";
-		const floor = t.minRatio !== undefined ? `  (the stack's floor for a routed read here: ${floorRatio.toFixed(3)}${floorNote})` : "";
-		for (const [what, value, met] of checks) out.push(`  ${(label(t) + " " + what).padEnd(60)} ${value.toFixed(3)}  ${met ? "MET" : "NOT MET"}${what.startsWith("ratio") ? floor : ""}`);
+		const floor =
+			t.minRatio !== undefined
+				? `  (the stack's floor for a routed read here: ${floorRatio.toFixed(3)}${floorNote})`
+				: "";
+		for (const [what, value, met] of checks)
+			out.push(
+				`  ${(label(t) + " " + what).padEnd(60)} ${value.toFixed(3)}  ${met ? "MET" : "NOT MET"}${what.startsWith("ratio") ? floor : ""}`,
+			);
 	}
 	out.push("");
-	out.push("the stack's floor: Moleculer + moleculer-web with fleet-ctl's metrics settings and no fleet-ctl code, answering the same bytes (bench/floor-server.ts);");
-	out.push("in the gateway's process for cached and in-process reads, over NATS from an action in a second process for the NATS reads with the caches off:");
+	out.push(
+		"the stack's floor: Moleculer + moleculer-web with fleet-ctl's metrics settings and no fleet-ctl code, answering the same bytes (bench/floor-server.ts);",
+	);
+	out.push(
+		"in the gateway's process for cached and in-process reads, over NATS from an action in a second process for the NATS reads with the caches off:",
+	);
 	out.push(
 		table(
-			["scenario", "floor", "floor req/s", "floor CPU µs/req", "floor ÷ bare", "fleet-ctl ÷ floor", "fleet-ctl CPU µs/req over the floor's"],
+			[
+				"scenario",
+				"floor",
+				"floor req/s",
+				"floor CPU µs/req",
+				"floor ÷ bare",
+				"fleet-ctl ÷ floor",
+				"fleet-ctl CPU µs/req over the floor's",
+			],
 			rows.map(r => {
 				const f = r.floor;
-				const cpuPerReq = (x: LoadResult & { cpu: CpuUse }) => ((x.cpu.server + (Number.isFinite(x.cpu.nats) ? x.cpu.nats : 0)) / 100 / x.rps) * 1e6;
-				return [label(r), r.floorKind === "floor-nats" ? "over NATS" : "gateway", fmtNum(f.rps), fmtNum(cpuPerReq(f)), (f.rps / r.bare.rps).toFixed(3), (r.ours.rps / f.rps).toFixed(3), fmtNum(cpuPerReq(r.ours) - cpuPerReq(f))];
+				const cpuPerReq = (x: LoadResult & { cpu: CpuUse }) =>
+					((x.cpu.server + (Number.isFinite(x.cpu.nats) ? x.cpu.nats : 0)) / 100 / x.rps) * 1e6;
+				return [
+					label(r),
+					r.floorKind === "floor-nats" ? "over NATS" : "gateway",
+					fmtNum(f.rps),
+					fmtNum(cpuPerReq(f)),
+					(f.rps / r.bare.rps).toFixed(3),
+					(r.ours.rps / f.rps).toFixed(3),
+					fmtNum(cpuPerReq(r.ours) - cpuPerReq(f)),
+				];
 			}),
 		),
 	);
-	out.push("  The floor is a request that moleculer-web routes: with the caches off, a target above `floor ÷ bare` cannot be met by any code on this stack on this machine,");
-	out.push("  and `fleet-ctl ÷ floor` is what fleet-ctl's own code leaves of it. With the caches on, the gateway sends a kept answer before routing the read");
-	out.push("  (services/api/kept-reads.ts): fleet-ctl can then go beyond the floor (a ratio over 1, a negative CPU difference).");
+	out.push(
+		"  The floor is a request that moleculer-web routes: with the caches off, a target above `floor ÷ bare` cannot be met by any code on this stack on this machine,",
+	);
+	out.push(
+		"  and `fleet-ctl ÷ floor` is what fleet-ctl's own code leaves of it. With the caches on, the gateway sends a kept answer before routing the read",
+	);
+	out.push(
+		"  (services/api/kept-reads.ts): fleet-ctl can then go beyond the floor (a ratio over 1, a negative CPU difference).",
+	);
 	out.push("  CPU per request here counts the NATS server too where there is one.");
 	const bad = rows.filter(r => failures(r.ours) + failures(r.bare) + failures(r.floor) > 0);
 	if (bad.length) {
@@ -254,9 +363,15 @@ function report(rows: Row[], seedInfo: SeedInfo): boolean {
 		out.push("!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!!");
 		out.push("!!! INVALID RUN: some requests failed; the figures above measure errors, not work.");
 		for (const r of bad) {
-			for (const [who, x] of [["ours", r.ours], ["bare", r.bare], ["floor", r.floor]] as const) {
+			for (const [who, x] of [
+				["ours", r.ours],
+				["bare", r.bare],
+				["floor", r.floor],
+			] as const) {
 				if (!failures(x)) continue;
-				out.push(`!!! ${label(r)} (${who}): non-2xx ${x.non2xx} ${JSON.stringify(x.statusCodes)}, errors ${x.errors}, timeouts ${x.timeouts}, mismatches ${x.mismatches}`);
+				out.push(
+					`!!! ${label(r)} (${who}): non-2xx ${x.non2xx} ${JSON.stringify(x.statusCodes)}, errors ${x.errors}, timeouts ${x.timeouts}, mismatches ${x.mismatches}`,
+				);
 				if (x.firstError) out.push(`!!!   first error: ${x.firstError}`);
 				if (x.firstMismatch) out.push(`!!!   first mismatching body: ${x.firstMismatch}`);
 			}
@@ -278,9 +393,11 @@ interface TimelineEntry {
 }
 
 async function main(): Promise<number> {
-	if (!fs.existsSync(path.join(DIST, "moleculer.config.js"))) throw new Error("dist/ is missing: run `npm run build` (npm run bench does)");
+	if (!fs.existsSync(path.join(DIST, "moleculer.config.js")))
+		throw new Error("dist/ is missing: run `npm run build` (npm run bench does)");
 	for (const d of ONLY) if (!PARTS.includes(d)) throw new Error(`BENCH_ONLY: unknown part '${d}'`);
-	for (const r of REQUESTS) if (!["list", "item", "root", "filtered"].includes(r)) throw new Error(`BENCH_REQUESTS: unknown request '${r}'`);
+	for (const r of REQUESTS)
+		if (!["list", "item", "root", "filtered"].includes(r)) throw new Error(`BENCH_REQUESTS: unknown request '${r}'`);
 	for (const c of CACHES) if (c !== "on" && c !== "off") throw new Error(`BENCH_CACHES: unknown setting '${c}'`);
 	if (PROFILE_DIR) fs.mkdirSync(PROFILE_DIR, { recursive: true });
 
@@ -292,27 +409,43 @@ async function main(): Promise<number> {
 	if (READ_DEPLOYMENTS.length) valid = await benchReads(tmp, log);
 	if (ONLY.includes("unindexed")) {
 		const unindexed = await benchUnindexed(path.join(tmp, "unindexed"), log);
-		process.stdout.write(`\na filter no index serves, against the work's own limit — node ${process.version}, ${os.cpus().length} cpu, load average ${os.loadavg().map(l => l.toFixed(1)).join(" ")}\n\n${unindexed.report}\n`);
+		process.stdout.write(
+			`\na filter no index serves, against the work's own limit — node ${process.version}, ${os.cpus().length} cpu, load average ${os
+				.loadavg()
+				.map(l => l.toFixed(1))
+				.join(" ")}\n\n${unindexed.report}\n`,
+		);
 		valid &&= unindexed.valid;
 	}
 	if (ONLY.includes("engines")) {
 		const engines = await benchEngines(log);
-		process.stdout.write(`\nthe embedded engine against node:sqlite — node ${process.version}, ${os.cpus().length} cpu, load average ${os.loadavg().map(l => l.toFixed(1)).join(" ")}\n\n${engines.report}\n`);
+		process.stdout.write(
+			`\nthe embedded engine against node:sqlite — node ${process.version}, ${os.cpus().length} cpu, load average ${os
+				.loadavg()
+				.map(l => l.toFixed(1))
+				.join(" ")}\n\n${engines.report}\n`,
+		);
 		valid &&= engines.valid;
 	}
 	if (ONLY.includes("curve")) {
 		const curve = await benchCurve(path.join(tmp, "curve"), log);
-		process.stdout.write(`\ncost curve — node ${process.version}, ${os.cpus().length} cpu, in-process, caches off\n\n${curve.report}\n`);
+		process.stdout.write(
+			`\ncost curve — node ${process.version}, ${os.cpus().length} cpu, in-process, caches off\n\n${curve.report}\n`,
+		);
 		valid &&= curve.valid;
 	}
 	if (ONLY.includes("cm")) {
 		const cm = await benchCm(path.join(tmp, "cm-data"), log);
-		process.stdout.write(`\ncm-gateway bench — node ${process.version}, ${os.cpus().length} cpu, salt-api simulator in the bench process\n\n${cm.report}\n`);
+		process.stdout.write(
+			`\ncm-gateway bench — node ${process.version}, ${os.cpus().length} cpu, salt-api simulator in the bench process\n\n${cm.report}\n`,
+		);
 		valid &&= cm.valid;
 	}
 	if (ONLY.includes("scale")) {
 		const scale = await benchScale(path.join(tmp, "scale-data"), log);
-		process.stdout.write(`\nscale bench (the real 1,004-minion run's rows) — node ${process.version}, ${os.cpus().length} cpu, salt-api simulator in the bench process\n\n${scale.report}\n`);
+		process.stdout.write(
+			`\nscale bench (the real 1,004-minion run's rows) — node ${process.version}, ${os.cpus().length} cpu, salt-api simulator in the bench process\n\n${scale.report}\n`,
+		);
 		valid &&= scale.valid;
 	}
 	if (ONLY.includes("groups")) {
@@ -327,17 +460,23 @@ async function main(): Promise<number> {
 	}
 	if (ONLY.includes("rollouts")) {
 		const rollouts = await benchRollouts(path.join(tmp, "rollouts-data"), log);
-		process.stdout.write(`\nrollouts bench — node ${process.version}, ${os.cpus().length} cpu, salt-api simulator in the bench process\n\n${rollouts.report}\n`);
+		process.stdout.write(
+			`\nrollouts bench — node ${process.version}, ${os.cpus().length} cpu, salt-api simulator in the bench process\n\n${rollouts.report}\n`,
+		);
 		valid &&= rollouts.valid;
 	}
 	if (ONLY.includes("conformity")) {
 		const conformity = await benchConformity(path.join(tmp, "conformity-data"), log);
-		process.stdout.write(`\nconformity bench — node ${process.version}, ${os.cpus().length} cpu\n\n${conformity.report}\n`);
+		process.stdout.write(
+			`\nconformity bench — node ${process.version}, ${os.cpus().length} cpu\n\n${conformity.report}\n`,
+		);
 		valid &&= conformity.valid;
 	}
 	if (ONLY.includes("governance")) {
 		const governance = await benchGovernance(path.join(tmp, "governance-data"), log);
-		process.stdout.write(`\ngovernance bench — node ${process.version}, ${os.cpus().length} cpu, salt-api simulator in the bench process\n\n${governance.report}\n`);
+		process.stdout.write(
+			`\ngovernance bench — node ${process.version}, ${os.cpus().length} cpu, salt-api simulator in the bench process\n\n${governance.report}\n`,
+		);
 		valid &&= governance.valid;
 	}
 	if (ONLY.includes("tasks")) {
@@ -352,17 +491,23 @@ async function main(): Promise<number> {
 	}
 	if (ONLY.includes("vpn")) {
 		const vpn = await benchVpn(path.join(tmp, "vpn-data"), log);
-		process.stdout.write(`\nVPN bench — node ${process.version}, ${os.cpus().length} cpu, Pritunl simulator in the bench process\n\n${vpn.report}\n`);
+		process.stdout.write(
+			`\nVPN bench — node ${process.version}, ${os.cpus().length} cpu, Pritunl simulator in the bench process\n\n${vpn.report}\n`,
+		);
 		valid &&= vpn.valid;
 	}
 	if (ONLY.includes("stats")) {
 		const stats = await benchStats(log);
-		process.stdout.write(`\nstatistics bench — node ${process.version}, ${os.cpus().length} cpu, stats service on NeDB in memory\n\n${stats.report}\n`);
+		process.stdout.write(
+			`\nstatistics bench — node ${process.version}, ${os.cpus().length} cpu, stats service on NeDB in memory\n\n${stats.report}\n`,
+		);
 		valid &&= stats.valid;
 	}
 	if (ONLY.includes("ui")) {
 		const ui = await benchUi(path.join(tmp, "ui"), log);
-		process.stdout.write(`\nhosts page bench — node ${process.version}, ${os.cpus().length} cpu, the built dashboard in Chromium\n\n${ui.report}\n`);
+		process.stdout.write(
+			`\nhosts page bench — node ${process.version}, ${os.cpus().length} cpu, the built dashboard in Chromium\n\n${ui.report}\n`,
+		);
 		valid &&= ui.valid;
 	}
 	await (await benchNatsIfStarted())?.stop();
@@ -373,7 +518,9 @@ async function main(): Promise<number> {
 async function benchReads(tmp: string, log: (msg: string) => void): Promise<boolean> {
 	log(`seeding ${HOSTS} hosts through hosts.upsertMany into ${tmp}/seed ...`);
 	const seedInfo = await seed(path.join(tmp, "seed"), HOSTS);
-	log(`seeded in ${seedInfo.seconds.toFixed(1)}s (avg host ${fmtNum(seedInfo.avgDocBytes)} B, grain ${fmtNum(seedInfo.avgGrainBytes)} B, ${seedInfo.down} down)`);
+	log(
+		`seeded in ${seedInfo.seconds.toFixed(1)}s (avg host ${fmtNum(seedInfo.avgDocBytes)} B, grain ${fmtNum(seedInfo.avgGrainBytes)} B, ${seedInfo.down} down)`,
+	);
 
 	const rows: Row[] = [];
 	const timeline: TimelineEntry[] = [];
@@ -381,7 +528,9 @@ async function benchReads(tmp: string, log: (msg: string) => void): Promise<bool
 	for (const deployment of READ_DEPLOYMENTS) {
 		for (const cache of CACHES) {
 			// A filter is worth measuring only where it misses the caches; the one-connection run repeats it.
-			const requests = REQUESTS.flatMap(r => (r !== "filtered" ? [r] : cache === "off" && deployment === "inproc" ? ["filtered", "filtered1"] : [])) as RequestName[];
+			const requests = REQUESTS.flatMap(r =>
+				r !== "filtered" ? [r] : cache === "off" && deployment === "inproc" ? ["filtered", "filtered1"] : [],
+			) as RequestName[];
 			if (!requests.length) continue;
 			const dataDir = path.join(tmp, `${deployment}-${cache}-data`);
 			fs.cpSync(seedInfo.dir, dataDir, { recursive: true });
@@ -390,33 +539,75 @@ async function benchReads(tmp: string, log: (msg: string) => void): Promise<bool
 				log(`NATS at ${nats.url}${nats.external ? "" : " (started for this run)"}`);
 			}
 			const namespace = `bench-${process.pid}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
-			log(`${LABELS[deployment]}, caches ${cache}: starting (${deployment === "inproc" ? "one process, all services" : `gateway + data services over NATS, namespace ${namespace}`}) ...`);
+			log(
+				`${LABELS[deployment]}, caches ${cache}: starting (${deployment === "inproc" ? "one process, all services" : `gateway + data services over NATS, namespace ${namespace}`}) ...`,
+			);
 			const running = await startDeployment(deployment, cache, dataDir, namespace, nats, FIXED_HOST);
 			let bare: Replayer | null = null;
 			let floor: Replayer | null = null;
 			try {
 				const captured: Captured[] = [];
-				for (const request of requests) captured.push(await capture(running.base, request, tmp, `${deployment}-${cache}`, seedInfo, FIXED_HOST));
+				for (const request of requests)
+					captured.push(await capture(running.base, request, tmp, `${deployment}-${cache}`, seedInfo, FIXED_HOST));
 				bare = await startBare(captured, tmp, `${deployment}-${cache}`);
 				// The floor answers what fleet-ctl answers, from the process fleet-ctl answers it from: the gateway for
 				// cached reads and in one process; over NATS with the caches off, an action in another process.
 				const floorKind = deployment === "nats" && cache === "off" ? "floor-nats" : "floor";
 				floor = await startBare(captured, tmp, `${deployment}-${cache}`, floorKind, nats?.url);
 				for (const c of captured) {
-					const connections = c.request === "filtered" ? FILTER_CONNECTIONS : c.request === "filtered1" ? 1 : CONNECTIONS;
+					const connections =
+						c.request === "filtered" ? FILTER_CONNECTIONS : c.request === "filtered1" ? 1 : CONNECTIONS;
 					const name = label({ deployment, cache, request: c.request });
-					log(`${name}: fleet-ctl (${c.body.length} B, ${connections} connections, ${WARMUP}s warm-up + ${DURATION}s) ...`);
+					log(
+						`${name}: fleet-ctl (${c.body.length} B, ${connections} connections, ${WARMUP}s warm-up + ${DURATION}s) ...`,
+					);
 					const natsPid = deployment === "nats" ? (nats?.child?.pid ?? findPidByName("nats-server")) : undefined;
-					const ours = await load(running.base + c.path, c.bodyFile, running.servers.map(p => p.child.pid ?? 0), natsPid, connections);
-					for (const s of running.servers) timeline.push({ process: s.name, label: `${name} (measured phase)`, fromMs: ours.measuredFrom - s.spawnedAt, toMs: ours.measuredTo - s.spawnedAt });
-					log(`  ${fmtNum(ours.rps)} req/s, p50 ${fmtNum(ours.p50, 2)} ms, p99 ${fmtNum(ours.p99, 2)} ms${failures(ours) ? `, ${failures(ours)} FAILURES` : ""}`);
+					const ours = await load(
+						running.base + c.path,
+						c.bodyFile,
+						running.servers.map(p => p.child.pid ?? 0),
+						natsPid,
+						connections,
+					);
+					for (const s of running.servers)
+						timeline.push({
+							process: s.name,
+							label: `${name} (measured phase)`,
+							fromMs: ours.measuredFrom - s.spawnedAt,
+							toMs: ours.measuredTo - s.spawnedAt,
+						});
+					log(
+						`  ${fmtNum(ours.rps)} req/s, p50 ${fmtNum(ours.p50, 2)} ms, p99 ${fmtNum(ours.p99, 2)} ms${failures(ours) ? `, ${failures(ours)} FAILURES` : ""}`,
+					);
 					log(`${name}: bare node:http ...`);
 					const b = await load(bare.base + c.path, c.bodyFile, pids(bare), undefined, connections);
-					log(`  ${fmtNum(b.rps)} req/s, p50 ${fmtNum(b.p50, 2)} ms, p99 ${fmtNum(b.p99, 2)} ms${failures(b) ? `, ${failures(b)} FAILURES` : ""}`);
-					log(`${name}: the stack's floor (moleculer-web${floorKind === "floor-nats" ? " and an action over NATS" : ""}, no fleet-ctl code) ...`);
-					const f = await load(floor.base + c.path, c.bodyFile, pids(floor), floorKind === "floor-nats" ? natsPid : undefined, connections);
-					log(`  ${fmtNum(f.rps)} req/s, p50 ${fmtNum(f.p50, 2)} ms, p99 ${fmtNum(f.p99, 2)} ms${failures(f) ? `, ${failures(f)} FAILURES` : ""}`);
-					rows.push({ deployment, cache, connections, request: c.request, bytes: c.body.length, ours, bare: b, floor: f, floorKind });
+					log(
+						`  ${fmtNum(b.rps)} req/s, p50 ${fmtNum(b.p50, 2)} ms, p99 ${fmtNum(b.p99, 2)} ms${failures(b) ? `, ${failures(b)} FAILURES` : ""}`,
+					);
+					log(
+						`${name}: the stack's floor (moleculer-web${floorKind === "floor-nats" ? " and an action over NATS" : ""}, no fleet-ctl code) ...`,
+					);
+					const f = await load(
+						floor.base + c.path,
+						c.bodyFile,
+						pids(floor),
+						floorKind === "floor-nats" ? natsPid : undefined,
+						connections,
+					);
+					log(
+						`  ${fmtNum(f.rps)} req/s, p50 ${fmtNum(f.p50, 2)} ms, p99 ${fmtNum(f.p99, 2)} ms${failures(f) ? `, ${failures(f)} FAILURES` : ""}`,
+					);
+					rows.push({
+						deployment,
+						cache,
+						connections,
+						request: c.request,
+						bytes: c.body.length,
+						ours,
+						bare: b,
+						floor: f,
+						floorKind,
+					});
 				}
 			} finally {
 				await Promise.all([running.stop(), ...[bare, floor].flatMap(r => r?.procs ?? []).map(p => stopProc(p))]);
@@ -425,7 +616,9 @@ async function benchReads(tmp: string, log: (msg: string) => void): Promise<bool
 	}
 	if (PROFILE_DIR) {
 		fs.writeFileSync(path.join(PROFILE_DIR, "timeline.json"), JSON.stringify(timeline, null, 2));
-		log(`CPU profiles and timeline.json in ${PROFILE_DIR} (summarize: node dist/bench/profile-top.js ${PROFILE_DIR}/inproc-all.cpuprofile)`);
+		log(
+			`CPU profiles and timeline.json in ${PROFILE_DIR} (summarize: node dist/bench/profile-top.js ${PROFILE_DIR}/inproc-all.cpuprofile)`,
+		);
 	}
 	return report(rows, seedInfo);
 }

@@ -24,7 +24,8 @@ export function quantile(values: number[], q: number): number {
 }
 
 /** A figure for the report: thousands separated, `digits` decimals. */
-export const fmt = (n: number, digits = 0) => n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
+export const fmt = (n: number, digits = 0) =>
+	n.toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits });
 
 /** A positive integer from the environment, or the fallback. */
 export function envInt(name: string, fallback: number, min = 1): number {
@@ -39,11 +40,22 @@ export function envInt(name: string, fallback: number, min = 1): number {
  * Where a bench part runs fleet-ctl: the NATS server, a namespace of its own, a free port, and the
  * environment every fleet-ctl process of the part shares (extra settings on top).
  */
-export async function benchCluster(part: string, dataDir: string, extra: Record<string, string> = {}): Promise<{ nats: Nats; namespace: string; base: string; env: Record<string, string> }> {
+export async function benchCluster(
+	part: string,
+	dataDir: string,
+	extra: Record<string, string> = {},
+): Promise<{ nats: Nats; namespace: string; base: string; env: Record<string, string> }> {
 	const nats = await benchNats();
 	const namespace = `bench-${part}-${process.pid}-${Date.now().toString(36)}`;
 	const port = await freePort();
-	const env = { PORT: String(port), HOST: "127.0.0.1", DATA_DIR: dataDir, NAMESPACE: namespace, TRANSPORTER: nats.url, ...extra };
+	const env = {
+		PORT: String(port),
+		HOST: "127.0.0.1",
+		DATA_DIR: dataDir,
+		NAMESPACE: namespace,
+		TRANSPORTER: nats.url,
+		...extra,
+	};
 	return { nats, namespace, base: `http://127.0.0.1:${port}`, env };
 }
 
@@ -114,15 +126,19 @@ export function procLogs(...ps: Proc[]): string {
 	return ps.map(p => `--- ${p.name} (pid ${p.child.pid}) ---\n${p.log.join("").slice(-6000)}`).join("\n");
 }
 
-
-
 /** A part's failure, saying how fleet-ctl ended and what it logged. */
 export function withProcLogs(err: unknown, proc: Proc): Error {
-	return new Error(`${(err as Error).message}\nfleet-ctl exit code ${proc.child.exitCode}, signal ${proc.child.signalCode}\n${procLogs(proc)}`);
+	return new Error(
+		`${(err as Error).message}\nfleet-ctl exit code ${proc.child.exitCode}, signal ${proc.child.signalCode}\n${procLogs(proc)}`,
+	);
 }
 
 /** Runs a part's work against fleet-ctl (`proc`, reached through `broker`), then stops both; a failure says how fleet-ctl ended. */
-export async function againstFleetCtl<T>(proc: Proc, broker: { stop(): Promise<void> }, work: () => Promise<T>): Promise<T> {
+export async function againstFleetCtl<T>(
+	proc: Proc,
+	broker: { stop(): Promise<void> },
+	work: () => Promise<T>,
+): Promise<T> {
 	try {
 		return await work();
 	} catch (err) {
@@ -142,12 +158,18 @@ export interface RawResponse {
 /** One GET with the exact bytes of the answer (no decoding, no decompression). */
 export function rawGet(url: string): Promise<RawResponse> {
 	return new Promise((resolve, reject) => {
-		const req = http.get(url, { agent: false, headers: { authorization: `Bearer ${process.env.BENCH_TOKEN}` } }, res => {
-			const chunks: Buffer[] = [];
-			res.on("data", c => chunks.push(c));
-			res.on("end", () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
-			res.on("error", reject);
-		});
+		const req = http.get(
+			url,
+			{ agent: false, headers: { authorization: `Bearer ${process.env.BENCH_TOKEN}` } },
+			res => {
+				const chunks: Buffer[] = [];
+				res.on("data", c => chunks.push(c));
+				res.on("end", () =>
+					resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
+				);
+				res.on("error", reject);
+			},
+		);
 		req.setTimeout(30_000, () => req.destroy(new Error(`timeout on GET ${url}`)));
 		req.on("error", reject);
 	});
@@ -158,7 +180,10 @@ export async function waitForHttp200(url: string, timeoutMs: number, watch: Proc
 	let last = "no answer";
 	while (Date.now() < deadline) {
 		const dead = watch.find(p => p.child.exitCode !== null || p.child.signalCode !== null);
-		if (dead) throw new Error(`${dead.name} exited (code ${dead.child.exitCode}, signal ${dead.child.signalCode}) before ${url} answered\n${procLogs(...watch)}`);
+		if (dead)
+			throw new Error(
+				`${dead.name} exited (code ${dead.child.exitCode}, signal ${dead.child.signalCode}) before ${url} answered\n${procLogs(...watch)}`,
+			);
 		try {
 			const res = await rawGet(url);
 			if (res.status === 200) return;
@@ -182,14 +207,33 @@ export function serverEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
 	// The VPN sync off: the seeded hosts carry a VPN identity in an organization fleet-ctl has no record of, which
 	// the sync rightly clears a few seconds after start — the reads' reference bodies would then stop matching
 	// (issue 20: every run was invalid). The read paths measured here do not depend on it.
-	const env: NodeJS.ProcessEnv = { ...process.env, LOGLEVEL: "warn", MONGO_URI: "", CTL_ADMIN_TOKEN: process.env.BENCH_TOKEN, RATE_LIMIT_PER_MINUTE: "0", HEALTH_PORT: "0", VPN_SYNC_INTERVAL_MS: "0", ...extra };
+	const env: NodeJS.ProcessEnv = {
+		...process.env,
+		LOGLEVEL: "warn",
+		MONGO_URI: "",
+		CTL_ADMIN_TOKEN: process.env.BENCH_TOKEN,
+		RATE_LIMIT_PER_MINUTE: "0",
+		HEALTH_PORT: "0",
+		VPN_SYNC_INTERVAL_MS: "0",
+		...extra,
+	};
 	if (!extra.TRANSPORTER) delete env.TRANSPORTER;
 	return env;
 }
 
 /** The production command (moleculer-runner on the build) with the given services. */
-export function runProductionCommand(name: string, services: string[], env: Record<string, string>, nodeFlags: string[] = []): Proc {
-	return spawnNode(name, [RUNNER, "--config", path.join(DIST, "moleculer.config.js")], serverEnv({ SERVICES: services.join(","), SERVICEDIR: path.join(DIST, "services"), ...env }), nodeFlags);
+export function runProductionCommand(
+	name: string,
+	services: string[],
+	env: Record<string, string>,
+	nodeFlags: string[] = [],
+): Proc {
+	return spawnNode(
+		name,
+		[RUNNER, "--config", path.join(DIST, "moleculer.config.js")],
+		serverEnv({ SERVICES: services.join(","), SERVICEDIR: path.join(DIST, "services"), ...env }),
+		nodeFlags,
+	);
 }
 
 let natsShared: Promise<Nats> | null = null;
@@ -210,19 +254,37 @@ export function benchNatsIfStarted(): Promise<Nats> | null {
 
 /** How many of a job's returns are `actions` records by now (GET /api/actions with a `where` on the jid). */
 export async function recordedReturns(base: string, jid: string): Promise<number> {
-	return (await apiJson(base, "GET", `/api/actions?where=${encodeURIComponent(JSON.stringify({ jid, state: "finished" }))}&max_results=1`)).body._meta.total as number;
+	return (
+		await apiJson(
+			base,
+			"GET",
+			`/api/actions?where=${encodeURIComponent(JSON.stringify({ jid, state: "finished" }))}&max_results=1`,
+		)
+	).body._meta.total as number;
 }
 
 /**
  * One JSON request to the API with the bench token, on a connection of its own (no keep-alive: a
  * reused socket the server is closing makes a failure that is not the service's).
  */
-export function apiJson(base: string, method: string, p: string, body?: unknown): Promise<{ status: number; body: any }> {
+export function apiJson(
+	base: string,
+	method: string,
+	p: string,
+	body?: unknown,
+): Promise<{ status: number; body: any }> {
 	const payload = body === undefined ? undefined : Buffer.from(JSON.stringify(body));
 	return new Promise((resolve, reject) => {
 		const req = http.request(
 			base + p,
-			{ method, agent: false, headers: { authorization: `Bearer ${process.env.BENCH_TOKEN}`, ...(payload ? { "content-type": "application/json", "content-length": String(payload.length) } : {}) } },
+			{
+				method,
+				agent: false,
+				headers: {
+					authorization: `Bearer ${process.env.BENCH_TOKEN}`,
+					...(payload ? { "content-type": "application/json", "content-length": String(payload.length) } : {}),
+				},
+			},
 			res => {
 				const chunks: Buffer[] = [];
 				res.on("data", c => chunks.push(c));
@@ -231,7 +293,11 @@ export function apiJson(base: string, method: string, p: string, body?: unknown)
 					try {
 						resolve({ status: res.statusCode ?? 0, body: text ? JSON.parse(text) : undefined });
 					} catch {
-						reject(new Error(`${method} ${p}: answered ${res.statusCode} with a body that is not JSON: ${text.slice(0, 200)}`));
+						reject(
+							new Error(
+								`${method} ${p}: answered ${res.statusCode} with a body that is not JSON: ${text.slice(0, 200)}`,
+							),
+						);
 					}
 				});
 				res.on("error", reject);

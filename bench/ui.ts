@@ -32,11 +32,25 @@ export async function benchUi(dir: string, log: (m: string) => void): Promise<{ 
 	fs.mkdirSync(dir, { recursive: true });
 	log(`ui: seeding ${HOSTS} hosts ...`);
 	const seeded = await seed(path.join(dir, "seed"), HOSTS);
-	log(`ui: seeded in ${seeded.seconds.toFixed(1)} s (${seeded.down} down); starting the production command (caches off) ...`);
-	const running = await startDeployment("inproc", "off", seeded.dir, `ui-${process.pid}-${Date.now().toString(36)}`, null, hostId(42));
+	log(
+		`ui: seeded in ${seeded.seconds.toFixed(1)} s (${seeded.down} down); starting the production command (caches off) ...`,
+	);
+	const running = await startDeployment(
+		"inproc",
+		"off",
+		seeded.dir,
+		`ui-${process.pid}-${Date.now().toString(36)}`,
+		null,
+		hostId(42),
+	);
 	const browser = await openBrowser({ width: 1400, height: 900 });
 	const problems: string[] = [];
-	const times = { first: [] as number[], firstBase: [] as number[], filtered: [] as number[], filteredBase: [] as number[] };
+	const times = {
+		first: [] as number[],
+		firstBase: [] as number[],
+		filtered: [] as number[],
+		filteredBase: [] as number[],
+	};
 	try {
 		const { page } = browser;
 		await page.goto(`${running.base}/`);
@@ -50,11 +64,21 @@ export async function benchUi(dir: string, log: (m: string) => void): Promise<{ 
 		const baseline = (url: string) =>
 			page.evaluate(async u => {
 				const t0 = performance.now();
-				const res = await fetch(u, { headers: { Authorization: `Bearer ${sessionStorage.getItem("fleet-ctl.token")}`, Accept: "application/json" } });
+				const res = await fetch(u, {
+					headers: { Authorization: `Bearer ${sessionStorage.getItem("fleet-ctl.token")}`, Accept: "application/json" },
+				});
 				const body = (await res.json()) as { _items: Array<{ _id: string }>; _meta: { total: number } };
-				return { ms: performance.now() - t0, ids: body._items.map((i: { _id: string }) => i._id), total: body._meta.total };
+				return {
+					ms: performance.now() - t0,
+					ids: body._items.map((i: { _id: string }) => i._id),
+					total: body._meta.total,
+				};
 			}, url);
-		const onScreen = () => page.evaluate(() => ({ ids: [...document.querySelectorAll("#hosts tbody tr")].map((tr: any) => tr.getAttribute("data-host")), page: document.querySelector("#host-page")?.textContent ?? "" }));
+		const onScreen = () =>
+			page.evaluate(() => ({
+				ids: [...document.querySelectorAll("#hosts tbody tr")].map((tr: any) => tr.getAttribute("data-host")),
+				page: document.querySelector("#host-page")?.textContent ?? "",
+			}));
 		for (let round = 0; round < ROUNDS; round++) {
 			// The page, from another one: until its rows are on screen.
 			await page.evaluate(() => (location.hash = "#/tokens"));
@@ -64,13 +88,19 @@ export async function benchUi(dir: string, log: (m: string) => void): Promise<{ 
 					new Promise<number>(resolve => {
 						const t0 = performance.now();
 						location.hash = "#/hosts";
-						const look = () => (document.querySelectorAll("#hosts tbody tr").length === 25 ? resolve(performance.now() - t0) : requestAnimationFrame(look));
+						const look = () =>
+							document.querySelectorAll("#hosts tbody tr").length === 25
+								? resolve(performance.now() - t0)
+								: requestAnimationFrame(look);
 						look();
 					}),
 			);
 			const shown = await onScreen();
 			const base = await baseline(listUrl);
-			if (JSON.stringify(shown.ids) !== JSON.stringify(base.ids) || !shown.page.includes(`· ${base.total} hosts`)) problems.push(`first rows: the page shows ${shown.ids.length} rows (${shown.page}), the API ${base.ids.length} of ${base.total}`);
+			if (JSON.stringify(shown.ids) !== JSON.stringify(base.ids) || !shown.page.includes(`· ${base.total} hosts`))
+				problems.push(
+					`first rows: the page shows ${shown.ids.length} rows (${shown.page}), the API ${base.ids.length} of ${base.total}`,
+				);
 			times.first.push(first);
 			times.firstBase.push(base.ms);
 			// The status filter: until the filtered rows and total are on screen.
@@ -81,14 +111,20 @@ export async function benchUi(dir: string, log: (m: string) => void): Promise<{ 
 						const t0 = performance.now();
 						select.value = "down";
 						select.dispatchEvent(new Event("change", { bubbles: true }));
-						const look = () => (document.querySelector("#host-page")?.textContent?.includes(`· ${n} hosts`) ? resolve(performance.now() - t0) : requestAnimationFrame(look));
+						const look = () =>
+							document.querySelector("#host-page")?.textContent?.includes(`· ${n} hosts`)
+								? resolve(performance.now() - t0)
+								: requestAnimationFrame(look);
 						look();
 					}),
 				seeded.down,
 			);
 			const shownDown = await onScreen();
 			const baseDown = await baseline(filteredUrl);
-			if (JSON.stringify(shownDown.ids) !== JSON.stringify(baseDown.ids) || baseDown.total !== seeded.down) problems.push(`filtered page: the page shows ${shownDown.ids.join(",").slice(0, 80)}…, the API ${baseDown.ids.join(",").slice(0, 80)}… (${baseDown.total} of ${seeded.down} down)`);
+			if (JSON.stringify(shownDown.ids) !== JSON.stringify(baseDown.ids) || baseDown.total !== seeded.down)
+				problems.push(
+					`filtered page: the page shows ${shownDown.ids.join(",").slice(0, 80)}…, the API ${baseDown.ids.join(",").slice(0, 80)}… (${baseDown.total} of ${seeded.down} down)`,
+				);
 			times.filtered.push(filtered);
 			times.filteredBase.push(baseDown.ms);
 			await page.evaluate(() => {
@@ -96,7 +132,10 @@ export async function benchUi(dir: string, log: (m: string) => void): Promise<{ 
 				select.value = "";
 				select.dispatchEvent(new Event("change", { bubbles: true }));
 			});
-			await page.waitForFunction(n => document.querySelector("#host-page")?.textContent?.includes(`· ${n} hosts`), HOSTS);
+			await page.waitForFunction(
+				n => document.querySelector("#host-page")?.textContent?.includes(`· ${n} hosts`),
+				HOSTS,
+			);
 		}
 		problems.push(...browser.problems);
 	} finally {
@@ -115,6 +154,11 @@ export async function benchUi(dir: string, log: (m: string) => void): Promise<{ 
 		row("first rows", times.first, times.firstBase, GOAL_MS.first),
 		row("filtered page", times.filtered, times.filteredBase, GOAL_MS.filtered),
 	];
-	if (problems.length) lines.push("", "!!! INVALID RUN: what the page showed is not what the API answers, or the page failed:", ...problems.slice(0, 10).map(p => `!!!   ${p}`));
+	if (problems.length)
+		lines.push(
+			"",
+			"!!! INVALID RUN: what the page showed is not what the API answers, or the page failed:",
+			...problems.slice(0, 10).map(p => `!!!   ${p}`),
+		);
 	return { report: lines.join("\n"), valid: problems.length === 0 && times.first.length === ROUNDS };
 }

@@ -16,7 +16,18 @@ import { batchesBySize } from "../lib/fleet/batches";
 import { PritunlClient } from "../services/vpn/pritunl-client";
 import { PritunlSimulator } from "../test/simulators/pritunl";
 import { hostId, makeHost } from "./hosts";
-import { apiJson, benchCluster, envInt, fmt, withProcLogs, quantile, runProductionCommand, serviceNames, stopProc, waitForHttp200 } from "./support";
+import {
+	apiJson,
+	benchCluster,
+	envInt,
+	fmt,
+	withProcLogs,
+	quantile,
+	runProductionCommand,
+	serviceNames,
+	stopProc,
+	waitForHttp200,
+} from "./support";
 
 const HOSTS = envInt("BENCH_HOSTS", 10_000);
 const ORGS = 10;
@@ -34,12 +45,25 @@ async function measure(fn: (run: number) => Promise<unknown>, runs = RUNS): Prom
 	return { p50: quantile(times, 0.5), p99: quantile(times, 0.99) };
 }
 
-export async function benchVpn(dataDir: string, log: (msg: string) => void): Promise<{ report: string; valid: boolean }> {
+export async function benchVpn(
+	dataDir: string,
+	log: (msg: string) => void,
+): Promise<{ report: string; valid: boolean }> {
 	const sim = new PritunlSimulator({ username: "bench", password: "bench-pritunl-pw" });
 	const { url } = await sim.start();
-	const { nats, namespace, base, env } = await benchCluster("vpn", dataDir, { VPN_SYNC_INTERVAL_MS: "0", OUTBOUND_ALLOW: "127.0.0.1/32" }); // the Pritunl simulator is on loopback (docs/security.md, "Outbound addresses")
+	const { nats, namespace, base, env } = await benchCluster("vpn", dataDir, {
+		VPN_SYNC_INTERVAL_MS: "0",
+		OUTBOUND_ALLOW: "127.0.0.1/32",
+	}); // the Pritunl simulator is on loopback (docs/security.md, "Outbound addresses")
 	const proc = runProductionCommand("vpn-all", serviceNames(), env);
-	const broker = new ServiceBroker({ namespace, nodeID: `bench-vpn-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], logger: false, serializer: "JSONExt", requestTimeout: 600_000 });
+	const broker = new ServiceBroker({
+		namespace,
+		nodeID: `bench-vpn-${process.pid}`,
+		transporter: nats.url as BrokerOptions["transporter"],
+		logger: false,
+		serializer: "JSONExt",
+		requestTimeout: 600_000,
+	});
 	const floorClient = new PritunlClient({ url, username: "bench", password: "bench-pritunl-pw" });
 	let valid = true;
 	const lines: string[] = [];
@@ -50,17 +74,40 @@ export async function benchVpn(dataDir: string, log: (msg: string) => void): Pro
 
 		log(`vpn: seeding ${HOSTS} hosts and ${ORGS} organizations with their users ...`);
 		const stamp = Date.now();
-		for (const batch of batchesBySize(Array.from({ length: HOSTS }, (_, i) => makeHost(i, stamp, [])), 500)) await broker.call("hosts.upsertMany", { hosts: batch });
-		const manager = await apiJson(base, "POST", "/api/vpn_managers", { name: "bench", server_address: url, dashboard_address: `${url}/`, username: "bench", password: "bench-pritunl-pw" });
-		if (manager.status !== 201) throw new Error(`POST /api/vpn_managers answered ${manager.status}: ${JSON.stringify(manager.body)}`);
+		for (const batch of batchesBySize(
+			Array.from({ length: HOSTS }, (_, i) => makeHost(i, stamp, [])),
+			500,
+		))
+			await broker.call("hosts.upsertMany", { hosts: batch });
+		const manager = await apiJson(base, "POST", "/api/vpn_managers", {
+			name: "bench",
+			server_address: url,
+			dashboard_address: `${url}/`,
+			username: "bench",
+			password: "bench-pritunl-pw",
+		});
+		if (manager.status !== 201)
+			throw new Error(`POST /api/vpn_managers answered ${manager.status}: ${JSON.stringify(manager.body)}`);
 		const pids: string[] = [];
 		for (let o = 0; o < ORGS; o++) {
-			const org = await apiJson(base, "POST", "/api/vpn_organizations", { name: `bench-org-${o}`, vpn_representation: { name: `bench-org-${o}` }, cipher_type: "rsa", vpn_manager: manager.body._id });
-			if (org.status !== 201) throw new Error(`POST /api/vpn_organizations answered ${org.status}: ${JSON.stringify(org.body)}`);
+			const org = await apiJson(base, "POST", "/api/vpn_organizations", {
+				name: `bench-org-${o}`,
+				vpn_representation: { name: `bench-org-${o}` },
+				cipher_type: "rsa",
+				vpn_manager: manager.body._id,
+			});
+			if (org.status !== 201)
+				throw new Error(`POST /api/vpn_organizations answered ${org.status}: ${JSON.stringify(org.body)}`);
 			pids.push(sim.orgList().find(x => x.name === `bench-org-${o}`)!.id);
 		}
 		const users: string[] = [];
-		for (let i = 0; i < HOSTS; i++) users.push(sim.addUser(pids[i % ORGS], { name: hostId(i), yubico_id: i % 2 ? `cccccc${String(i).padStart(6, "0")}` : null }).id);
+		for (let i = 0; i < HOSTS; i++)
+			users.push(
+				sim.addUser(pids[i % ORGS], {
+					name: hostId(i),
+					yubico_id: i % 2 ? `cccccc${String(i).padStart(6, "0")}` : null,
+				}).id,
+			);
 
 		const floor = () =>
 			measure(async () => {
@@ -71,7 +118,9 @@ export async function benchVpn(dataDir: string, log: (msg: string) => void): Pro
 			const res = await broker.call<{ hosts: string[]; failed: unknown[] }, Record<string, never>>("vpn.sync", {});
 			if (res.failed.length || res.hosts.length !== wantChanged) {
 				valid = false;
-				throw new Error(`vpn.sync changed ${res.hosts.length} hosts (expected ${wantChanged}), failures: ${JSON.stringify(res.failed)}`);
+				throw new Error(
+					`vpn.sync changed ${res.hosts.length} hosts (expected ${wantChanged}), failures: ${JSON.stringify(res.failed)}`,
+				);
 			}
 		};
 
@@ -82,7 +131,8 @@ export async function benchVpn(dataDir: string, log: (msg: string) => void): Pro
 		const same = await measure(() => sync(0));
 		log("vpn: syncs after 100 new hardware tokens ...");
 		const changed = await measure(async run => {
-			for (let k = 0; k < 100; k++) sim.updateUser(users[(run * 100 + k * 97) % HOSTS], { yubico_id: `cccccc${run}${String(k).padStart(5, "0")}` });
+			for (let k = 0; k < 100; k++)
+				sim.updateUser(users[(run * 100 + k * 97) % HOSTS], { yubico_id: `cccccc${run}${String(k).padStart(5, "0")}` });
 			await sync(100);
 		});
 		const sample = await apiJson(base, "GET", `/api/hosts/${encodeURIComponent(hostId(1))}`);

@@ -11,7 +11,19 @@
 import http from "node:http";
 import type { AddressInfo } from "node:net";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
-import { apiJson, benchCluster, envInt, fmt, quantile, runProductionCommand, serviceNames, sleep, stopProc, waitForHttp200, type Proc } from "./support";
+import {
+	apiJson,
+	benchCluster,
+	envInt,
+	fmt,
+	quantile,
+	runProductionCommand,
+	serviceNames,
+	sleep,
+	stopProc,
+	waitForHttp200,
+	type Proc,
+} from "./support";
 
 const ALERTS = envInt("BENCH_ALERTS", 300);
 const HANGING = envInt("BENCH_HANGING", 3, 0);
@@ -52,13 +64,28 @@ function receiver(answer: boolean): Promise<Receiver> {
 	);
 }
 
-export async function benchWebhooks(dataDir: string, log: (msg: string) => void): Promise<{ report: string; valid: boolean }> {
+export async function benchWebhooks(
+	dataDir: string,
+	log: (msg: string) => void,
+): Promise<{ report: string; valid: boolean }> {
 	const rows: string[] = [];
 	let valid = true;
 	for (const hanging of [0, HANGING]) {
-		const { nats, namespace, base, env } = await benchCluster(`webhooks${hanging}`, `${dataDir}-${hanging}`, { WEBHOOK_ALLOW_PRIVATE: "true", WEBHOOK_TIMEOUT_MS: "2000", WEBHOOK_QUEUE_MAX: String(ALERTS * (HANGING + 2)), CM_API_URL: "" });
+		const { nats, namespace, base, env } = await benchCluster(`webhooks${hanging}`, `${dataDir}-${hanging}`, {
+			WEBHOOK_ALLOW_PRIVATE: "true",
+			WEBHOOK_TIMEOUT_MS: "2000",
+			WEBHOOK_QUEUE_MAX: String(ALERTS * (HANGING + 2)),
+			CM_API_URL: "",
+		});
 		const procs: Proc[] = [runProductionCommand(`webhooks-${hanging}`, serviceNames(), env)];
-		const broker = new ServiceBroker({ namespace, nodeID: `bench-webhooks-${process.pid}-${hanging}`, transporter: nats.url as BrokerOptions["transporter"], logger: false, serializer: "JSONExt", requestTimeout: 60_000 });
+		const broker = new ServiceBroker({
+			namespace,
+			nodeID: `bench-webhooks-${process.pid}-${hanging}`,
+			transporter: nats.url as BrokerOptions["transporter"],
+			logger: false,
+			serializer: "JSONExt",
+			requestTimeout: 60_000,
+		});
 		const healthy = await receiver(true);
 		const stuck = await Promise.all(Array.from({ length: hanging }, () => receiver(false)));
 		try {
@@ -73,7 +100,11 @@ export async function benchWebhooks(dataDir: string, log: (msg: string) => void)
 			const raisedAt = new Map<number, number>();
 			const start = Date.now();
 			for (let i = 0; i < ALERTS; i += 10) {
-				const batch = Array.from({ length: Math.min(10, ALERTS - i) }, (_, k) => ({ type: "bench.alert", level: "info", payload: { n: i + k } }));
+				const batch = Array.from({ length: Math.min(10, ALERTS - i) }, (_, k) => ({
+					type: "bench.alert",
+					level: "info",
+					payload: { n: i + k },
+				}));
 				const at = Date.now();
 				await broker.call("alerts.raiseMany", { alerts: batch });
 				for (const a of batch) raisedAt.set(a.payload.n, at);
@@ -102,5 +133,15 @@ export async function benchWebhooks(dataDir: string, log: (msg: string) => void)
 		}
 	}
 	const head = "receivers | raising all alerts | delivered | deliveries/s | lateness p50 | p99 | max";
-	return { report: [`| ${head} |`, `|${head.split("|").map(() => "---").join("|")}|`, ...rows.map(r => `| ${r} |`)].join("\n"), valid };
+	return {
+		report: [
+			`| ${head} |`,
+			`|${head
+				.split("|")
+				.map(() => "---")
+				.join("|")}|`,
+			...rows.map(r => `| ${r} |`),
+		].join("\n"),
+		valid,
+	};
 }

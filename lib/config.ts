@@ -286,19 +286,36 @@ function oidcConfig(): OidcConfig | null {
 	if (!issuer) return null;
 	const clientId = str("OIDC_CLIENT_ID");
 	const publicUrl = str("CTL_PUBLIC_URL").replace(/\/+$/, "");
-	if (!clientId) throw new Error("OIDC_ISSUER is set but OIDC_CLIENT_ID is not: the client fleet-ctl is registered as at the provider");
-	if (!/^https?:\/\/[^/]+/.test(publicUrl)) throw new Error("OIDC_ISSUER is set but CTL_PUBLIC_URL is not an http(s) URL: where browsers reach fleet-ctl (the redirect URI is <CTL_PUBLIC_URL>/auth/callback)");
+	if (!clientId)
+		throw new Error(
+			"OIDC_ISSUER is set but OIDC_CLIENT_ID is not: the client fleet-ctl is registered as at the provider",
+		);
+	if (!/^https?:\/\/[^/]+/.test(publicUrl))
+		throw new Error(
+			"OIDC_ISSUER is set but CTL_PUBLIC_URL is not an http(s) URL: where browsers reach fleet-ctl (the redirect URI is <CTL_PUBLIC_URL>/auth/callback)",
+		);
 	let roles: unknown;
 	try {
 		roles = JSON.parse(str("OIDC_ROLES", "[]"));
 	} catch {
-		throw new Error('OIDC_ROLES must be JSON: [{"group": "fleet-admins", "role": "admin"}, {"group": "*", "role": "viewer"}]');
+		throw new Error(
+			'OIDC_ROLES must be JSON: [{"group": "fleet-admins", "role": "admin"}, {"group": "*", "role": "viewer"}]',
+		);
 	}
 	const valid = (r: unknown): r is OidcRoleRule => {
 		const rule = r as OidcRoleRule;
-		return !!rule && typeof rule.group === "string" && rule.group.length > 0 && ["viewer", "operator", "admin"].includes(rule.role) && (rule.scope === undefined || (typeof rule.scope === "object" && rule.scope !== null));
+		return (
+			!!rule &&
+			typeof rule.group === "string" &&
+			rule.group.length > 0 &&
+			["viewer", "operator", "admin"].includes(rule.role) &&
+			(rule.scope === undefined || (typeof rule.scope === "object" && rule.scope !== null))
+		);
 	};
-	if (!Array.isArray(roles) || !roles.length || !roles.every(valid)) throw new Error('OIDC_ROLES must list at least one {"group", "role": viewer|operator|admin, "scope"?}: without it no one could sign in');
+	if (!Array.isArray(roles) || !roles.length || !roles.every(valid))
+		throw new Error(
+			'OIDC_ROLES must list at least one {"group", "role": viewer|operator|admin, "scope"?}: without it no one could sign in',
+		);
 	for (const rule of roles) {
 		// A scope is checked as a token's is: a pattern RE2 cannot compile would otherwise refuse runs at run time.
 		const issues = rule.scope === undefined ? null : scopeIssues(rule.scope);
@@ -324,7 +341,10 @@ function oidcConfig(): OidcConfig | null {
  */
 function requiredMongoUri(): string {
 	const uri = str("MONGO_URI");
-	if (!uri && bool("REQUIRE_MONGO_URI", false)) throw new Error("MONGO_URI is empty but REQUIRE_MONGO_URI is set: every replica would keep its own data. Set MONGO_URI (the Secret fleet-ctl-secrets).");
+	if (!uri && bool("REQUIRE_MONGO_URI", false))
+		throw new Error(
+			"MONGO_URI is empty but REQUIRE_MONGO_URI is set: every replica would keep its own data. Set MONGO_URI (the Secret fleet-ctl-secrets).",
+		);
 	return uri;
 }
 
@@ -360,8 +380,13 @@ function addressList(name: string): string[] {
 function adminToken(): string {
 	const raw = str("CTL_ADMIN_TOKEN");
 	if (!raw || bearerToken(`Bearer ${raw}`) === raw) return raw;
-	if (raw.length < MIN_TOKEN_LENGTH) throw new Error(`CTL_ADMIN_TOKEN is too short (${raw.length} characters): a token needs at least ${MIN_TOKEN_LENGTH}, or every request with it is refused (401)`);
-	throw new Error(`CTL_ADMIN_TOKEN must be at most 512 characters of A-Z a-z 0-9 . _ ~ + / = - (no spaces), or every request with it is refused (401)`);
+	if (raw.length < MIN_TOKEN_LENGTH)
+		throw new Error(
+			`CTL_ADMIN_TOKEN is too short (${raw.length} characters): a token needs at least ${MIN_TOKEN_LENGTH}, or every request with it is refused (401)`,
+		);
+	throw new Error(
+		`CTL_ADMIN_TOKEN must be at most 512 characters of A-Z a-z 0-9 . _ ~ + / = - (no spaces), or every request with it is refused (401)`,
+	);
 }
 
 /** The shortest token a request may carry (lib/http/auth.ts bearerToken). */
@@ -370,7 +395,8 @@ const MIN_TOKEN_LENGTH = 16;
 /** CM_PATCH_PREFIX as a directory relative to the file roots: no leading "/", one trailing "/". */
 function patchPrefix(raw: string): string {
 	const trimmed = raw.trim().replace(/^\/+/, "").replace(/\/+$/, "");
-	if (trimmed.split("/").some(part => part === "." || part === "..")) throw new Error(`CM_PATCH_PREFIX must be a plain directory path, got '${raw}'`);
+	if (trimmed.split("/").some(part => part === "." || part === ".."))
+		throw new Error(`CM_PATCH_PREFIX must be a plain directory path, got '${raw}'`);
 	return trimmed ? `${trimmed}/` : "";
 }
 
@@ -388,7 +414,8 @@ function brokerSettings(): BrokerSettings {
 		bulkheadQueue: envInt("BULKHEAD_QUEUE", 256),
 		serviceDir: str("SERVICEDIR"),
 		services: str("SERVICES"),
-		nodeWarningsSilenced: process.execArgv.includes("--no-warnings") || /(^|\s)--no-warnings(\s|$)/.test(str("NODE_OPTIONS")),
+		nodeWarningsSilenced:
+			process.execArgv.includes("--no-warnings") || /(^|\s)--no-warnings(\s|$)/.test(str("NODE_OPTIONS")),
 	};
 }
 

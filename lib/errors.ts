@@ -41,7 +41,12 @@ export const ErrorType = {
 export type ErrorTypeName = (typeof ErrorType)[keyof typeof ErrorType];
 
 /** The types of Moleculer's own errors a caller may branch on (its parameter validation, its routing). */
-export type BrokerErrorType = "VALIDATION_ERROR" | "SERVICE_NOT_FOUND" | "SERVICE_NOT_AVAILABLE" | "QUEUE_FULL" | "REQUEST_REJECTED";
+export type BrokerErrorType =
+	| "VALIDATION_ERROR"
+	| "SERVICE_NOT_FOUND"
+	| "SERVICE_NOT_AVAILABLE"
+	| "QUEUE_FULL"
+	| "REQUEST_REJECTED";
 
 export const DOMAIN_TYPES: ReadonlySet<string> = new Set(Object.values(ErrorType));
 
@@ -56,7 +61,10 @@ export interface DomainData {
 }
 
 /** Whether `err` (local, or restored from the transporter) is a domain error of `type`. */
-export function isError(err: unknown, type: ErrorTypeName | BrokerErrorType): err is Error & { type: string; code: number; data?: DomainData } {
+export function isError(
+	err: unknown,
+	type: ErrorTypeName | BrokerErrorType,
+): err is Error & { type: string; code: number; data?: DomainData } {
 	return (err as { type?: unknown } | null)?.type === type;
 }
 
@@ -93,7 +101,9 @@ export class InvalidItems extends DomainError {
 export class Malformed extends messageOnly("Malformed", ErrorType.Malformed, 400) {}
 
 export class Unauthenticated extends DomainError {
-	constructor(message = "The server could not verify that you are authorized to access the URL requested. You either supplied the wrong credentials (e.g. a bad password), or your browser doesn't understand how to supply the credentials required.") {
+	constructor(
+		message = "The server could not verify that you are authorized to access the URL requested. You either supplied the wrong credentials (e.g. a bad password), or your browser doesn't understand how to supply the credentials required.",
+	) {
 		super("Unauthenticated", ErrorType.Unauthenticated, 401, message);
 	}
 }
@@ -117,7 +127,9 @@ export class OutsideWindow extends DomainError {
 }
 
 export class NotFound extends DomainError {
-	constructor(message = "The requested URL was not found on the server. If you entered the URL manually please check your spelling and try again.") {
+	constructor(
+		message = "The requested URL was not found on the server. If you entered the URL manually please check your spelling and try again.",
+	) {
 		super("NotFound", ErrorType.NotFound, 404, message);
 	}
 }
@@ -149,7 +161,14 @@ export class UpstreamFailed extends DomainError {
  */
 export class TargetUnevaluable extends DomainError {
 	constructor(reason: string, field?: string) {
-		if (field) super("TargetUnevaluable", ErrorType.TargetUnevaluable, 422, "Insertion failure: 1 document(s) contain(s) error(s)", { reason, issues: { [field]: reason } });
+		if (field)
+			super(
+				"TargetUnevaluable",
+				ErrorType.TargetUnevaluable,
+				422,
+				"Insertion failure: 1 document(s) contain(s) error(s)",
+				{ reason, issues: { [field]: reason } },
+			);
 		else super("TargetUnevaluable", ErrorType.TargetUnevaluable, 400, `target: ${reason}`, { reason });
 	}
 }

@@ -24,11 +24,25 @@ import { readMethods } from "./eve-collection/reads";
 import { writeMethods } from "./eve-collection/writes";
 import { etagMethods } from "./eve-collection/etags";
 
-export type { EveCollectionOptions, EveServiceSchema, EveThis, EveVars, HttpMeta, Relation, RestContext, RestParams, SoftDelete, WriteInfo } from "./eve-collection/types";
+export type {
+	EveCollectionOptions,
+	EveServiceSchema,
+	EveThis,
+	EveVars,
+	HttpMeta,
+	Relation,
+	RestContext,
+	RestParams,
+	SoftDelete,
+	WriteInfo,
+} from "./eve-collection/types";
 
 const queryParam = { type: "multi", optional: true, rules: [{ type: "array" }, { type: "object" }] } as const;
 const idParam = { type: "string", min: 1, max: 512 } as const;
-const lookupParams = { ids: { type: "array", items: "string", max: 10000 }, field: { type: "enum", values: ["_id", "name"], optional: true } } as const;
+const lookupParams = {
+	ids: { type: "array", items: "string", max: 10000 },
+	field: { type: "enum", values: ["_id", "name"], optional: true },
+} as const;
 
 export function EveCollection(opts: EveCollectionOptions): Partial<ServiceSchema> {
 	return eveCollectionSchema(opts) as Partial<ServiceSchema>;
@@ -82,7 +96,9 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				params: lookupParams,
 				async handler(this: EveThis, ctx: Context<{ ids: string[]; field?: string }>) {
 					const field = ctx.params.field ?? "_id";
-					const docs = await this.store.find(this.visibleFilter({ [field]: { $in: ctx.params.ids } }, false), { only: [field] });
+					const docs = await this.store.find(this.visibleFilter({ [field]: { $in: ctx.params.ids } }, false), {
+						only: [field],
+					});
 					return docs.map(d => String(d[field]));
 				},
 			},
@@ -110,7 +126,9 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 			const auto = ["_id", "_created", "_updated"];
 			if (softFlag) auto.push(softFlag);
 			// Read-only fields are known to the schema (Eve's `readonly`): sending one is "field is read-only", not "unknown field".
-			const readOnly: ValidationSchema = Object.fromEntries((opts.readOnlyFields ?? []).map(f => [f, { type: "forbidden" }]));
+			const readOnly: ValidationSchema = Object.fromEntries(
+				(opts.readOnlyFields ?? []).map(f => [f, { type: "forbidden" }]),
+			);
 			this.eve = {
 				opts,
 				softFlag,
@@ -120,7 +138,10 @@ function eveCollectionSchema(opts: EveCollectionOptions): Partial<EveServiceSche
 				// What clients write must be well-formed Unicode, in every string field of every collection.
 				createCheck: compileSchema({ ...opts.schema, ...readOnly }, { wellFormed: true }),
 				// PATCH never enforces `required` (Eve), whichever schema it checks against.
-				patchCheck: compileSchema({ ...partialSchema(opts.patchSchema ?? opts.schema), ...readOnly }, { wellFormed: true }),
+				patchCheck: compileSchema(
+					{ ...partialSchema(opts.patchSchema ?? opts.schema), ...readOnly },
+					{ wellFormed: true },
+				),
 				pageSizeDefault: config.pageSizeDefault,
 				pageSizeLimit: config.pageSizeLimit,
 				reads: new ReadCache(config.readCacheMs, READ_CACHE_ENTRIES),

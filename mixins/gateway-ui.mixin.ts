@@ -24,16 +24,25 @@ import { OBJECT_ID } from "../lib/eve/ids";
 import { configOf } from "../lib/config";
 
 /** The dashboard and the docs page load nothing from elsewhere and run no inline script or style. */
-const CSP = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
+const CSP =
+	"default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; font-src 'self'; object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'";
 
 /**
  * moleculer-web's rootCallOptions hook, which sees every request: the security headers on every response,
  * and the request's method in the call's meta (a HEAD of the alert stream gets no body, so it must not
  * register a stream that nothing would ever read or close).
  */
-export function securityHeaders(options: { meta?: Record<string, unknown> }, req: IncomingMessage, res: ServerResponse): void {
+export function securityHeaders(
+	options: { meta?: Record<string, unknown> },
+	req: IncomingMessage,
+	res: ServerResponse,
+): void {
 	const lastEventId = req.headers["last-event-id"];
-	options.meta = { ...options.meta, $method: req.method, ...(typeof lastEventId === "string" && OBJECT_ID.test(lastEventId) ? { $lastEventId: lastEventId } : {}) };
+	options.meta = {
+		...options.meta,
+		$method: req.method,
+		...(typeof lastEventId === "string" && OBJECT_ID.test(lastEventId) ? { $lastEventId: lastEventId } : {}),
+	};
 	setSecurityHeaders(res);
 }
 
@@ -50,11 +59,17 @@ export function setSecurityHeaders(res: ServerResponse): void {
 /** The built dashboard (dist/ui, made by `npm run build`); from the sources (tests), the built one next to them. */
 export function uiFolder(): string {
 	const candidates = [path.resolve(__dirname, "..", "ui"), path.resolve(__dirname, "..", "dist", "ui")];
-	return candidates.find(dir => fs.existsSync(path.join(dir, "index.html")) && fs.existsSync(path.join(dir, "assets"))) ?? candidates[0];
+	return (
+		candidates.find(dir => fs.existsSync(path.join(dir, "index.html")) && fs.existsSync(path.join(dir, "assets"))) ??
+		candidates[0]
+	);
 }
 
 /** The `assets` setting of the gateway: static files, never listing a directory, revalidated. */
-export const UI_ASSETS = { folder: uiFolder(), options: { index: "index.html", maxAge: 0, dotfiles: "ignore", fallthrough: true } };
+export const UI_ASSETS = {
+	folder: uiFolder(),
+	options: { index: "index.html", maxAge: 0, dotfiles: "ignore", fallthrough: true },
+};
 
 const STREAM_MAX_SECONDS = 3600;
 const HEARTBEAT_MS = 15_000;
@@ -68,7 +83,10 @@ const STREAM_SHARE_RETRY_S = 5;
 const JID = /^\d{20}$/;
 
 function packageVersion(): string {
-	for (const p of [path.resolve(__dirname, "..", "package.json"), path.resolve(__dirname, "..", "..", "package.json")]) {
+	for (const p of [
+		path.resolve(__dirname, "..", "package.json"),
+		path.resolve(__dirname, "..", "..", "package.json"),
+	]) {
 		try {
 			return JSON.parse(fs.readFileSync(p, "utf8")).version as string;
 		} catch {
@@ -80,7 +98,8 @@ function packageVersion(): string {
 
 function renderAlert(alert: Record<string, any>): Record<string, unknown> {
 	const out: Record<string, unknown> = { ...alert };
-	for (const k of ["_created", "_updated"]) if (alert[k] instanceof Date || typeof alert[k] === "string") out[k] = formatHttpDate(new Date(alert[k]));
+	for (const k of ["_created", "_updated"])
+		if (alert[k] instanceof Date || typeof alert[k] === "string") out[k] = formatHttpDate(new Date(alert[k]));
 	return out;
 }
 
@@ -110,7 +129,12 @@ interface UiVars {
 type UiThis = Service &
 	UiVars & {
 		replayAlerts(ctx: Context, stream: PassThrough, lastId: string): Promise<void>;
-		openStream(ctx: Context<{ query?: unknown }, Record<string, any>>, streams: Set<PassThrough>, kind: string, replay?: (stream: PassThrough) => Promise<void>): Promise<PassThrough>;
+		openStream(
+			ctx: Context<{ query?: unknown }, Record<string, any>>,
+			streams: Set<PassThrough>,
+			kind: string,
+			replay?: (stream: PassThrough) => Promise<void>,
+		): Promise<PassThrough>;
 		pushToStreams(streams: Set<PassThrough>, text: string): void;
 	};
 
@@ -120,21 +144,40 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 		whoami: {
 			handler(ctx: Context<unknown, Record<string, any>>) {
 				const user = ctx.meta.user ?? {};
-				return { _id: user.id, name: user.name, role: user.role, scope: user.scope ?? null, principal: user.principal, ...(user.subject ? { subject: user.subject } : {}), session: user.session === true };
+				return {
+					_id: user.id,
+					name: user.name,
+					role: user.role,
+					scope: user.scope ?? null,
+					principal: user.principal,
+					...(user.subject ? { subject: user.subject } : {}),
+					session: user.session === true,
+				};
 			},
 		},
 
 		/** GET /api/openapi.json */
 		openapi: {
 			async handler(this: UiThis, ctx: Context) {
-				const services = [...new Set(ROUTES.flatMap(r => (Object.values(r.methods) as RouteMethod[]).map(m => m.action.split(".")))
-					.filter(([, verb]) => verb === "list" || verb === "get")
-					.map(([service]) => service))];
+				const services = [
+					...new Set(
+						ROUTES.flatMap(r => (Object.values(r.methods) as RouteMethod[]).map(m => m.action.split(".")))
+							.filter(([, verb]) => verb === "list" || verb === "get")
+							.map(([service]) => service),
+					),
+				];
 				const collections = new Map<string, CollectionDescription>();
 				await Promise.all(
 					services.map(async service => {
 						try {
-							collections.set(service, await ctx.call<CollectionDescription, Record<string, never>>(`${service}.eveSchema`, {}, { timeout: 5000 }));
+							collections.set(
+								service,
+								await ctx.call<CollectionDescription, Record<string, never>>(
+									`${service}.eveSchema`,
+									{},
+									{ timeout: 5000 },
+								),
+							);
 						} catch {
 							// not running: documented without its fields
 						}
@@ -151,7 +194,9 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 		 */
 		alertStream: {
 			async handler(this: UiThis, ctx: Context<{ query?: unknown }, Record<string, any>>) {
-				return this.openStream(ctx, this.alertStreams, "alert", stream => (ctx.meta.$lastEventId ? this.replayAlerts(ctx, stream, ctx.meta.$lastEventId) : Promise.resolve()));
+				return this.openStream(ctx, this.alertStreams, "alert", stream =>
+					ctx.meta.$lastEventId ? this.replayAlerts(ctx, stream, ctx.meta.$lastEventId) : Promise.resolve(),
+				);
 			},
 		},
 
@@ -164,7 +209,8 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 			async handler(this: UiThis, ctx: Context<{ query?: unknown }, Record<string, any>>) {
 				const jid = QueryArgs.from(ctx.params.query).get("jid");
 				if (jid !== undefined && !JID.test(jid)) throw new EveError(400, "jid must be a Salt job id (20 digits)");
-				if (this.returnStreams.size >= STREAMS_MAX) throw new EveError(503, `too many open job-return streams on this gateway (${STREAMS_MAX}); try again later`);
+				if (this.returnStreams.size >= STREAMS_MAX)
+					throw new EveError(503, `too many open job-return streams on this gateway (${STREAMS_MAX}); try again later`);
 				// openStream keeps its streams in a set; these are kept with the job each follows.
 				const stream = await this.openStream(ctx, new Set<PassThrough>(), "job-return");
 				if (stream.writableEnded) return stream;
@@ -190,16 +236,28 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 		 * An event stream (`?timeout=<seconds>` ends it sooner) kept in `streams` until it closes, with `replay` written
 		 * first (a reconnecting client's missed events).
 		 */
-		async openStream(this: UiThis, ctx: Context<{ query?: unknown }, Record<string, any>>, streams: Set<PassThrough>, kind: string, replay?: (stream: PassThrough) => Promise<void>) {
+		async openStream(
+			this: UiThis,
+			ctx: Context<{ query?: unknown }, Record<string, any>>,
+			streams: Set<PassThrough>,
+			kind: string,
+			replay?: (stream: PassThrough) => Promise<void>,
+		) {
 			const raw = QueryArgs.from(ctx.params.query).get("timeout");
 			const seconds = raw === undefined || raw === "" ? STREAM_MAX_SECONDS : Number(raw);
-			if (!Number.isInteger(seconds) || seconds < 0) throw new EveError(400, "timeout must be a whole number of seconds");
+			if (!Number.isInteger(seconds) || seconds < 0)
+				throw new EveError(400, "timeout must be a whole number of seconds");
 			const principal = String(ctx.meta.user?.principal ?? "");
 			const held = this.streamShares.get(principal) ?? 0;
 			if (held >= this.streamsPerPrincipal) {
-				throw new EveError(429, `too many open streams: ${principal} holds ${held} on this gateway, its share (STREAMS_PER_PRINCIPAL=${this.streamsPerPrincipal}); close one first`, { retryAfter: STREAM_SHARE_RETRY_S } as never);
+				throw new EveError(
+					429,
+					`too many open streams: ${principal} holds ${held} on this gateway, its share (STREAMS_PER_PRINCIPAL=${this.streamsPerPrincipal}); close one first`,
+					{ retryAfter: STREAM_SHARE_RETRY_S } as never,
+				);
 			}
-			if (streams.size >= STREAMS_MAX) throw new EveError(503, `too many open ${kind} streams on this gateway (${STREAMS_MAX}); try again later`);
+			if (streams.size >= STREAMS_MAX)
+				throw new EveError(503, `too many open ${kind} streams on this gateway (${STREAMS_MAX}); try again later`);
 			const stream = new PassThrough();
 			ctx.meta.$responseType = "text/event-stream; charset=utf-8";
 			ctx.meta.$responseHeaders = { "Cache-Control": "no-cache, no-store", "X-Accel-Buffering": "no" };
@@ -244,8 +302,21 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 		async replayAlerts(this: UiThis, ctx: Context, stream: PassThrough, lastId: string) {
 			try {
 				const since = `${lastId.slice(0, 8)}${"0".repeat(16)}`;
-				const page = readJson<{ _items: Array<Record<string, any>> }>(await ctx.call("alerts.list", { query: [["where", JSON.stringify({ _id: { $gte: since } })], ["sort", "-_id"], ["max_results", "50"]] }));
-				stream.write([...page._items].reverse().map(a => `id: ${a._id}\nevent: alert\ndata: ${JSON.stringify(a)}\n\n`).join(""));
+				const page = readJson<{ _items: Array<Record<string, any>> }>(
+					await ctx.call("alerts.list", {
+						query: [
+							["where", JSON.stringify({ _id: { $gte: since } })],
+							["sort", "-_id"],
+							["max_results", "50"],
+						],
+					}),
+				);
+				stream.write(
+					[...page._items]
+						.reverse()
+						.map(a => `id: ${a._id}\nevent: alert\ndata: ${JSON.stringify(a)}\n\n`)
+						.join(""),
+				);
 			} catch (err) {
 				this.logger.warn("Could not replay the alerts a reconnecting stream missed:", (err as Error).message);
 			}
@@ -257,7 +328,12 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 		"alerts.raised": {
 			handler(this: UiThis, ctx: Context<{ alerts: Array<Record<string, any>> }>) {
 				if (!this.alertStreams.size) return;
-				this.pushToStreams(this.alertStreams, ctx.params.alerts.map(a => `id: ${a._id}\nevent: alert\ndata: ${JSON.stringify(renderAlert(a))}\n\n`).join(""));
+				this.pushToStreams(
+					this.alertStreams,
+					ctx.params.alerts
+						.map(a => `id: ${a._id}\nevent: alert\ndata: ${JSON.stringify(renderAlert(a))}\n\n`)
+						.join(""),
+				);
 			},
 		},
 		/** Returns recorded on any node (services/cm-gateway/returns.ts): the jobs they belong to. */
@@ -276,7 +352,10 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 		"approvals.changed": {
 			handler(this: UiThis, ctx: Context<{ approvals: Array<Record<string, any>> }>) {
 				if (!this.approvalStreams.size) return;
-				this.pushToStreams(this.approvalStreams, ctx.params.approvals.map(a => `event: approval\ndata: ${JSON.stringify(a)}\n\n`).join(""));
+				this.pushToStreams(
+					this.approvalStreams,
+					ctx.params.approvals.map(a => `event: approval\ndata: ${JSON.stringify(a)}\n\n`).join(""),
+				);
 			},
 		},
 	},
@@ -289,7 +368,8 @@ export const GatewayUi: Partial<ServiceSchema<ServiceSettingSchema, Record<strin
 		this.streamsPerPrincipal = configOf(this.broker).streamsPerPrincipal;
 		this.packageVersion = packageVersion();
 		this.heartbeat = setInterval(() => {
-			for (const stream of [...this.alertStreams, ...this.approvalStreams, ...this.returnStreams.keys()]) stream.write(": keep-alive\n\n");
+			for (const stream of [...this.alertStreams, ...this.approvalStreams, ...this.returnStreams.keys()])
+				stream.write(": keep-alive\n\n");
 		}, HEARTBEAT_MS);
 		this.heartbeat.unref?.();
 	},

@@ -27,7 +27,10 @@ export function JobReturns(resource: string, fields: ValidationSchema): Partial<
 				writes: [],
 				idPattern: JOB_RETURN_ID,
 				schema: { ...jobReturnSchema, ...fields },
-				relations: { host: { resource: "hosts", service: "hosts", embeddable: true, validate: false }, jid: { resource: "salt_jobs", service: "salt-jobs", embeddable: true, validate: false } },
+				relations: {
+					host: { resource: "hosts", service: "hosts", embeddable: true, validate: false },
+					jid: { resource: "salt_jobs", service: "salt-jobs", embeddable: true, validate: false },
+				},
 			}),
 		],
 		actions: {
@@ -45,7 +48,8 @@ export function JobReturns(resource: string, fields: ValidationSchema): Partial<
 					for (const r of ctx.params.returns) {
 						const _id = `${r.jid}${r.host}`;
 						const issues = this.eve.createCheck(r);
-						if (issues || !JOB_RETURN_ID.test(_id)) throw new Invalid(issues ?? { _id: "invalid" }, `job return ${_id} is invalid`);
+						if (issues || !JOB_RETURN_ID.test(_id))
+							throw new Invalid(issues ?? { _id: "invalid" }, `job return ${_id} is invalid`);
 						byId.delete(_id);
 						// A run's arguments are stored masked (lib/security/masking.ts): no secret in the job history.
 						byId.set(_id, { ...r, _id, ...(r.args !== undefined ? { args: maskSecrets(r.args) } : {}) });
@@ -54,7 +58,9 @@ export function JobReturns(resource: string, fields: ValidationSchema): Partial<
 					const ids = docs.map(d => d._id);
 					const existing = new Map((await this.store.find({ _id: { $in: ids } })).map(d => [d._id, d]));
 					await this.store.removeMany({ _id: { $in: [...existing.keys()] } });
-					await this.store.insertMany(docs.map(d => ({ ...d, _created: existing.get(d._id)?._created ?? now, _updated: now })));
+					await this.store.insertMany(
+						docs.map(d => ({ ...d, _created: existing.get(d._id)?._created ?? now, _updated: now })),
+					);
 					await this.notifyChanged(ctx, "created", ids);
 					return { ids };
 				},

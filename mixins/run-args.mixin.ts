@@ -38,8 +38,14 @@ export const RunArgs: Partial<ServiceSchema> = {
 		eveList(this: EveThis, ctx: RestContext & Context<unknown, UserMeta>, args: QueryArgs) {
 			if (!seesRunArgs(ctx.meta.user?.role)) {
 				const fields = [...ARG_LISTS, ...KWARG_DICTS];
-				const touched = filterTouches(parseWhere(args.get("where")), fields) ?? parseSort(args.get("sort")).find(([f]) => fields.some(a => pathsOverlap(f, a)))?.[0];
-				if (touched) throw new EveError(403, `'${touched}' is a run's arguments, which a ${ctx.meta.user?.role ?? "caller"} is not shown: it cannot be filtered or sorted on`);
+				const touched =
+					filterTouches(parseWhere(args.get("where")), fields) ??
+					parseSort(args.get("sort")).find(([f]) => fields.some(a => pathsOverlap(f, a)))?.[0];
+				if (touched)
+					throw new EveError(
+						403,
+						`'${touched}' is a run's arguments, which a ${ctx.meta.user?.role ?? "caller"} is not shown: it cannot be filtered or sorted on`,
+					);
 			}
 			return readMethods.eveList.call(this, ctx, args);
 		},

@@ -22,8 +22,9 @@ import { NedbStore, type NedbDatastore } from "../lib/storage/nedb-store";
 import { manageNedbFile, type ManagedFile, type NedbFileDatastore } from "../lib/storage/nedb-file";
 import { encodePath } from "../lib/storage/store-keys";
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
-const Datastore = require("@seald-io/nedb") as new (opts: Record<string, unknown>) => NedbDatastore & NedbFileDatastore & { loadDatabaseAsync(): Promise<void> };
+const Datastore = require("@seald-io/nedb") as new (
+	opts: Record<string, unknown>,
+) => NedbDatastore & NedbFileDatastore & { loadDatabaseAsync(): Promise<void> };
 import { MongoStore } from "../lib/storage/mongo-store";
 import { MongoAdapter } from "../lib/storage/mongo-adapter";
 
@@ -52,11 +53,17 @@ function createAdapter(config: Config, collection: string, deferred?: string): u
 type OpenNedb = NedbDatastore & { managed: ManagedFile };
 
 /** A NeDB datastore for `collection`: in memory (DATA_DIR=":memory:"), or in its file under DATA_DIR, managed, with its `deferred` field left in the file at a load, read when first needed (lib/storage/nedb-deferred.ts). */
-function nedbDatastore(dataDir: string, collection: string, deferred?: string): OpenNedb & NedbFileDatastore & { loadDatabaseAsync(): Promise<void> } {
+function nedbDatastore(
+	dataDir: string,
+	collection: string,
+	deferred?: string,
+): OpenNedb & NedbFileDatastore & { loadDatabaseAsync(): Promise<void> } {
 	const opts = dataDir === ":memory:" ? { inMemoryOnly: true } : { filename: path.join(dataDir, `${collection}.db`) };
 	if (dataDir !== ":memory:") fs.mkdirSync(dataDir, { recursive: true });
 	const db = new Datastore(opts);
-	return Object.assign(db, { managed: manageNedbFile(db, undefined, deferred === undefined ? undefined : encodePath(deferred)) });
+	return Object.assign(db, {
+		managed: manageNedbFile(db, undefined, deferred === undefined ? undefined : encodePath(deferred)),
+	});
 }
 
 /** The datastores of this process's NeDB files, by absolute path: loaded once, with how many services hold each. */
@@ -137,7 +144,10 @@ export function Storage(collection: string, extra: string[] = [], deferred?: str
 			storeStats: {
 				visibility: "public",
 				handler(this: StorageThis & { store: { ops?: StoreOps } }) {
-					return { node: (this as unknown as { broker: { nodeID: string } }).broker.nodeID, ops: this.store?.ops ?? null };
+					return {
+						node: (this as unknown as { broker: { nodeID: string } }).broker.nodeID,
+						ops: this.store?.ops ?? null,
+					};
 				},
 			},
 		},
@@ -173,7 +183,9 @@ export function Storage(collection: string, extra: string[] = [], deferred?: str
 				if (broker.started) hydrate();
 				else broker.localBus.once("$broker.started", hydrate);
 				const deferredField = managed.deferred;
-				this.stopGauge = beforeScrape(broker, () => setMetric(broker, "fleet.store.deferred.pending", deferredField.unread, { collection }));
+				this.stopGauge = beforeScrape(broker, () =>
+					setMetric(broker, "fleet.store.deferred.pending", deferredField.unread, { collection }),
+				);
 			}
 		},
 

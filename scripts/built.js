@@ -23,7 +23,20 @@ const { spawnSync } = require("node:child_process");
 const ROOT = path.resolve(__dirname, "..");
 const STAMP = path.join(ROOT, "dist", ".build-stamp");
 /** What `npm run build` reads (tsconfig.build.json's include, the UI and its build). */
-const SOURCES = ["moleculer.config.ts", "lib", "services", "mixins", "types", "test", "bench", "ui", "scripts/build-ui.js", "tsconfig.json", "tsconfig.build.json", "package-lock.json"];
+const SOURCES = [
+	"moleculer.config.ts",
+	"lib",
+	"services",
+	"mixins",
+	"types",
+	"test",
+	"bench",
+	"ui",
+	"scripts/build-ui.js",
+	"tsconfig.json",
+	"tsconfig.build.json",
+	"package-lock.json",
+];
 const SKIP = new Set(["node_modules", "dist", ".stryker-tmp", "reports", "test-artifacts"]);
 
 /** Source files newer than `since` (ms), at most `max` of them. Iterative: no recursion on the tree's depth. */

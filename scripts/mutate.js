@@ -23,15 +23,25 @@ function git(...args) {
 }
 
 function baseRef(asked) {
-	for (const ref of asked ? [asked] : ["origin/main", "main"]) if (git("rev-parse", "--verify", "--quiet", `${ref}^{commit}`) !== null) return ref;
-	throw new Error(asked ? `--since: '${asked}' is not a commit` : "--since: neither origin/main nor main exists; name a ref: --since <ref>");
+	for (const ref of asked ? [asked] : ["origin/main", "main"])
+		if (git("rev-parse", "--verify", "--quiet", `${ref}^{commit}`) !== null) return ref;
+	throw new Error(
+		asked
+			? `--since: '${asked}' is not a commit`
+			: "--since: neither origin/main nor main exists; name a ref: --since <ref>",
+	);
 }
 
 /** Files changed against `ref`: since the merge base (committed), plus what is staged, unstaged or untracked. */
 function changedSince(ref) {
 	const base = git("merge-base", "HEAD", ref) ?? ref;
 	const lists = [git("diff", "--name-only", base), git("ls-files", "--others", "--exclude-standard")];
-	return new Set(lists.filter(Boolean).flatMap(l => l.split("\n")).filter(Boolean));
+	return new Set(
+		lists
+			.filter(Boolean)
+			.flatMap(l => l.split("\n"))
+			.filter(Boolean),
+	);
 }
 
 function scores(modules) {
@@ -70,9 +80,13 @@ async function main() {
 	if (run.status !== 0) return run.status ?? 1;
 	if (args.includes("--dryRunOnly")) return 0;
 	const measured = scores(mutateGiven ? Object.keys(JSON.parse(fs.readFileSync(REPORT, "utf8")).files) : modules);
-	console.log(`\nScore per module (killed or timed out / mutants that compile; needs ${MIN_SCORE}%), ${Math.round((Date.now() - started) / 1000)} s:`);
+	console.log(
+		`\nScore per module (killed or timed out / mutants that compile; needs ${MIN_SCORE}%), ${Math.round((Date.now() - started) / 1000)} s:`,
+	);
 	for (const { file, detected, valid, score } of measured) {
-		console.log(`  ${score >= MIN_SCORE ? "ok  " : "LOW "} ${score.toFixed(2).padStart(6)}%  ${String(detected).padStart(4)}/${String(valid).padEnd(4)}  ${file}`);
+		console.log(
+			`  ${score >= MIN_SCORE ? "ok  " : "LOW "} ${score.toFixed(2).padStart(6)}%  ${String(detected).padStart(4)}/${String(valid).padEnd(4)}  ${file}`,
+		);
 	}
 	return measured.every(m => m.score >= MIN_SCORE) ? 0 : 2;
 }

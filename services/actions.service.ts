@@ -44,8 +44,17 @@ const ActionsService: EveServiceSchema = {
 			visibility: "public",
 			params: { jid: "string" },
 			async handler(this: EveThis, ctx: Context<{ jid: string }>) {
-				const docs = await this.store.find({ jid: ctx.params.jid }, { only: ["host", "state", "return", "retcode", "success"] });
-				return docs.map(d => ({ host: d.host, state: d.state, return: d.return, retcode: d.retcode, success: d.success }));
+				const docs = await this.store.find(
+					{ jid: ctx.params.jid },
+					{ only: ["host", "state", "return", "retcode", "success"] },
+				);
+				return docs.map(d => ({
+					host: d.host,
+					state: d.state,
+					return: d.return,
+					retcode: d.retcode,
+					success: d.success,
+				}));
 			},
 		},
 		/** Drops every host record of these jobs (internal: the job history's retention). */
@@ -79,8 +88,19 @@ const ActionsService: EveServiceSchema = {
 		running: {
 			visibility: "public",
 			async handler(this: EveThis, _ctx: Context) {
-				const docs = await this.store.find({ state: "running" }, { only: ["jid", "action", "host", "args", "task", "run", "_created"] });
-				return docs.map(d => ({ jid: d.jid, action: d.action, host: d.host, args: d.args, task: d.task, run: d.run, _created: d._created }));
+				const docs = await this.store.find(
+					{ state: "running" },
+					{ only: ["jid", "action", "host", "args", "task", "run", "_created"] },
+				);
+				return docs.map(d => ({
+					jid: d.jid,
+					action: d.action,
+					host: d.host,
+					args: d.args,
+					task: d.task,
+					run: d.run,
+					_created: d._created,
+				}));
 			},
 		},
 	},

@@ -11,8 +11,6 @@ import type { Doc } from "../lib/storage/store";
 import { ALERT_LEVELS } from "../lib/contracts/fleet";
 import { action } from "../lib/contracts/call";
 
-
-
 interface NewAlert {
 	type: string;
 	level: string;
@@ -67,7 +65,15 @@ const AlertsService: EveServiceSchema<AlertsThis> = {
 		async insertAlerts(this: AlertsThis, ctx: Context, alerts: NewAlert[]): Promise<string[]> {
 			if (!alerts.length) return [];
 			const now = nowSeconds();
-			const docs = alerts.map(a => ({ type: a.type, level: a.level, payload: a.payload, read: false, _id: newObjectId(), _created: now, _updated: now }));
+			const docs = alerts.map(a => ({
+				type: a.type,
+				level: a.level,
+				payload: a.payload,
+				read: false,
+				_id: newObjectId(),
+				_created: now,
+				_updated: now,
+			}));
 			await this.store.insertMany(docs);
 			const ids = docs.map(d => d._id);
 			await this.notifyChanged(ctx, "created", ids);

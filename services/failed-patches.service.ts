@@ -7,7 +7,12 @@ import { JobReturns } from "../mixins/job-returns.mixin";
 
 const FailedPatchesService: ServiceSchema = {
 	name: "failed-patches",
-	mixins: [JobReturns("failed_patches", { patch: { type: "string", optional: true }, return: { type: "array", items: "object", optional: true } })],
+	mixins: [
+		JobReturns("failed_patches", {
+			patch: { type: "string", optional: true },
+			return: { type: "array", items: "object", optional: true },
+		}),
+	],
 };
 
 export default FailedPatchesService;

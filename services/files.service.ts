@@ -41,7 +41,6 @@ const FilesService: EveServiceSchema<FilesThis> = {
 	],
 
 	actions: {
-
 		/** POST /files (multipart/form-data: `name`, then the `data` file). */
 		upload: {
 			params: { contentType: { type: "string", max: 1024 }, query: { type: "any", optional: true } },
@@ -105,7 +104,11 @@ const FilesService: EveServiceSchema<FilesThis> = {
 						busboy.emit("error", tooLarge);
 					});
 					saving = ctx
-						.call("media.save", { contentType: mimetype || "application/octet-stream", filename, maxBytes: maxUploadBytes }, { stream: file })
+						.call(
+							"media.save",
+							{ contentType: mimetype || "application/octet-stream", filename, maxBytes: maxUploadBytes },
+							{ stream: file },
+						)
 						.then((res: any) => {
 							upload.mediaId = res.id;
 						})

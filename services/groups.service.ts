@@ -5,7 +5,13 @@
  * hosts service recomputes memberships on.
  */
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../mixins/eve-collection.mixin";
+import {
+	EveCollection,
+	type EveServiceSchema,
+	type EveThis,
+	type RestContext,
+	type WriteInfo,
+} from "../mixins/eve-collection.mixin";
 import { OBJECT_ID, HOSTNAME, idFromName } from "../lib/eve/ids";
 import { nowSeconds } from "../lib/eve/dates";
 import { Malformed } from "../lib/errors";
@@ -50,7 +56,12 @@ const GroupsService: EveServiceSchema<GroupsThis> = {
 					strict: true,
 					props: {
 						regex: { type: "string", max: 1000, optional: true },
-						grain: { type: "record", key: { type: "string", min: 1, max: 200 }, value: { type: "string", max: 1000 }, optional: true },
+						grain: {
+							type: "record",
+							key: { type: "string", min: 1, max: 200 },
+							value: { type: "string", max: 1000 },
+							optional: true,
+						},
 						// A compound target (docs/targeting.md), without F@; null (a PATCH) drops it.
 						target: { type: "string", min: 1, max: 10_000, optional: true, nullable: true },
 					},
@@ -84,7 +95,12 @@ const GroupsService: EveServiceSchema<GroupsThis> = {
 				const groups = await this.store.find({ _id: { $in: ids } });
 				const explicit = new Set<string>();
 				for (const g of groups) for (const h of g.hosts ?? []) explicit.add(h);
-				const rules = groups.map(g => g.info as Rule | undefined).filter((r): r is Rule => !!r && (r.regex !== undefined || typeof r.target === "string" || Object.keys(r.grain ?? {}).length > 0));
+				const rules = groups
+					.map(g => g.info as Rule | undefined)
+					.filter(
+						(r): r is Rule =>
+							!!r && (r.regex !== undefined || typeof r.target === "string" || Object.keys(r.grain ?? {}).length > 0),
+					);
 				if (!explicit.size && !rules.length) return [];
 				return call(ctx, "hosts.resolve", { explicit: [...explicit], rules });
 			},
@@ -123,11 +139,28 @@ const GroupsService: EveServiceSchema<GroupsThis> = {
 				const { master, nodegroups } = ctx.params;
 				const tag = `build_graph:${master}`;
 				const rootId = idFromName(`graph/${master}`);
-				const wanted = nodegroups.map(n => ({ _id: idFromName(`graph/${master}/nodegroup/${n.name}`), name: n.name, type: 1, info: n.info ?? {}, subgroups: [], hosts: [], generated_by: tag }));
+				const wanted = nodegroups.map(n => ({
+					_id: idFromName(`graph/${master}/nodegroup/${n.name}`),
+					name: n.name,
+					type: 1,
+					info: n.info ?? {},
+					subgroups: [],
+					hosts: [],
+					generated_by: tag,
+				}));
 				const existing = new Map((await this.store.find({ generated_by: tag })).map(d => [String(d._id), d]));
 				const root = existing.get(rootId);
-				const kept = (root?.subgroups ?? []).filter((id: string) => !existing.has(id) || wanted.some(w => w._id === id));
-				const rootDoc = { _id: rootId, name: master, type: 2, subgroups: [...new Set([...wanted.map(w => w._id), ...kept])], hosts: root?.hosts ?? [], generated_by: tag };
+				const kept = (root?.subgroups ?? []).filter(
+					(id: string) => !existing.has(id) || wanted.some(w => w._id === id),
+				);
+				const rootDoc = {
+					_id: rootId,
+					name: master,
+					type: 2,
+					subgroups: [...new Set([...wanted.map(w => w._id), ...kept])],
+					hosts: root?.hosts ?? [],
+					generated_by: tag,
+				};
 				const now = nowSeconds();
 				const created: string[] = [];
 				const updated: string[] = [];
@@ -136,8 +169,23 @@ const GroupsService: EveServiceSchema<GroupsThis> = {
 					if (!before) {
 						await this.store.insertMany([{ ...doc, _created: now, _updated: now }]);
 						created.push(doc._id);
-					} else if (["name", "type", "info", "subgroups"].some(k => JSON.stringify(before[k]) !== JSON.stringify((doc as Doc)[k]))) {
-						await this.store.updateMany({ _id: doc._id }, { $set: { name: doc.name, type: doc.type, info: (doc as Doc).info, subgroups: doc.subgroups, _updated: now } });
+					} else if (
+						["name", "type", "info", "subgroups"].some(
+							k => JSON.stringify(before[k]) !== JSON.stringify((doc as Doc)[k]),
+						)
+					) {
+						await this.store.updateMany(
+							{ _id: doc._id },
+							{
+								$set: {
+									name: doc.name,
+									type: doc.type,
+									info: (doc as Doc).info,
+									subgroups: doc.subgroups,
+									_updated: now,
+								},
+							},
+						);
 						updated.push(doc._id);
 					}
 				}
@@ -145,7 +193,14 @@ const GroupsService: EveServiceSchema<GroupsThis> = {
 				await this.removeDocs(ctx as unknown as RestContext, stale);
 				if (created.length) await this.afterWrite(ctx as unknown as RestContext, "created", created);
 				if (updated.length) await this.afterWrite(ctx as unknown as RestContext, "updated", updated);
-				return { master, root: rootId, groups: wanted.length + 1, created: created.length, updated: updated.length, removed: stale.length };
+				return {
+					master,
+					root: rootId,
+					groups: wanted.length + 1,
+					created: created.length,
+					updated: updated.length,
+					removed: stale.length,
+				};
 			},
 		}),
 
@@ -154,7 +209,14 @@ const GroupsService: EveServiceSchema<GroupsThis> = {
 			visibility: "public",
 			async handler(this: GroupsThis): Promise<GroupDef[]> {
 				const all = await this.store.find({});
-				return all.map(g => ({ _id: String(g._id), name: g.name, type: g.type ?? 0, hosts: g.hosts ?? [], subgroups: g.subgroups ?? [], info: g.info }));
+				return all.map(g => ({
+					_id: String(g._id),
+					name: g.name,
+					type: g.type ?? 0,
+					hosts: g.hosts ?? [],
+					subgroups: g.subgroups ?? [],
+					info: g.info,
+				}));
 			},
 		}),
 
@@ -164,10 +226,16 @@ const GroupsService: EveServiceSchema<GroupsThis> = {
 			async handler(this: GroupsThis, ctx: RestContext) {
 				const where = parseWhere(QueryArgs.from(ctx.params.query).get("where"));
 				const keys = Object.keys(where);
-				if (keys.length !== 1 || keys[0] !== "type") throw new Malformed('DELETE /groups needs where={"type": <integer or array of integers>}');
+				if (keys.length !== 1 || keys[0] !== "type")
+					throw new Malformed('DELETE /groups needs where={"type": <integer or array of integers>}');
 				const raw = where.type;
-				const types = Array.isArray(raw) ? raw : raw !== null && typeof raw === "object" && Array.isArray((raw as Doc).$in) ? (raw as Doc).$in : [raw];
-				if (types.length === 0 || !types.every((t: unknown) => Number.isInteger(t))) throw new Malformed("`type` must be an integer or an array of integers");
+				const types = Array.isArray(raw)
+					? raw
+					: raw !== null && typeof raw === "object" && Array.isArray((raw as Doc).$in)
+						? (raw as Doc).$in
+						: [raw];
+				if (types.length === 0 || !types.every((t: unknown) => Number.isInteger(t)))
+					throw new Malformed("`type` must be an integer or an array of integers");
 				const docs = await this.store.find({ type: { $in: types } });
 				await this.removeDocs(ctx, docs);
 				ctx.meta.$statusCode = 204;
@@ -183,7 +251,8 @@ const GroupsService: EveServiceSchema<GroupsThis> = {
 		 */
 		async prepareInput(this: GroupsThis, _ctx: RestContext, doc: Doc) {
 			const grain = (doc.info as { grain?: unknown } | undefined)?.grain;
-			if (grain !== null && typeof grain === "object" && Object.hasOwn(grain, "__proto__")) return { doc, issues: { info: { grain: "a grain named '__proto__' cannot be matched" } } };
+			if (grain !== null && typeof grain === "object" && Object.hasOwn(grain, "__proto__"))
+				return { doc, issues: { info: { grain: "a grain named '__proto__' cannot be matched" } } };
 			return { doc };
 		},
 		async subgroupIndex(this: GroupsThis): Promise<Map<string, string[]>> {

@@ -24,7 +24,8 @@ const DEFAULT_LEASE_MS = 60_000;
 /** Leases as versions before issue 45 stored them: `lease_until` (null once the run ended), owned by the run. */
 export const OLD_LEASES: OldLeases = {
 	filter: { lease_until: { $exists: true } },
-	lease: d => (d.lease_until && d.status === "running" ? { owner: String(d.run), until: new Date(d.lease_until) } : null),
+	lease: d =>
+		d.lease_until && d.status === "running" ? { owner: String(d.run), until: new Date(d.lease_until) } : null,
 	unset: ["lease_until"],
 };
 
@@ -74,7 +75,20 @@ const JobsService: EveServiceSchema = {
 				const { kind, params } = ctx.params;
 				const now = nowSeconds();
 				const holder = { owner: newObjectId(), ms: ctx.params.leaseMs ?? DEFAULT_LEASE_MS, now };
-				const fields = { action: kind, status: "running", params, started: now, finished: null, lease_ms: holder.ms, progress: { done: 0, total: 0 }, percent: null, result: null, error: null, run: holder.owner, _updated: now };
+				const fields = {
+					action: kind,
+					status: "running",
+					params,
+					started: now,
+					finished: null,
+					lease_ms: holder.ms,
+					progress: { done: 0, total: 0 },
+					percent: null,
+					result: null,
+					error: null,
+					run: holder.owner,
+					_updated: now,
+				};
 				// Free once the last run ended (its lease let go) or its process died (its lease passed).
 				let doc = await claim(this.store, { _id: kind }, holder, { $set: fields });
 				if (!doc) {
@@ -84,7 +98,9 @@ const JobsService: EveServiceSchema = {
 					} catch (err) {
 						if (!(err instanceof DuplicateKeyError)) throw err;
 						const running = await this.store.findOne({ _id: kind });
-						throw new Conflict(`${kind} is already running (started ${running?.started ? formatHttpDate(new Date(running.started)) : "just now"}); follow it at jobs/${kind}`);
+						throw new Conflict(
+							`${kind} is already running (started ${running?.started ? formatHttpDate(new Date(running.started)) : "just now"}); follow it at jobs/${kind}`,
+						);
 					}
 				}
 				await this.notifyChanged(ctx, "updated", [kind]);
@@ -106,7 +122,11 @@ const JobsService: EveServiceSchema = {
 					strict: true,
 					props: {
 						status: { type: "enum", values: ["running", "finished", "failed"], optional: true },
-						progress: { type: "object", optional: true, props: { done: { type: "number", min: 0 }, total: { type: "number", min: 0 } } },
+						progress: {
+							type: "object",
+							optional: true,
+							props: { done: { type: "number", min: 0 }, total: { type: "number", min: 0 } },
+						},
 						result: { type: "object", optional: true, nullable: true },
 						error: { type: "string", optional: true, nullable: true },
 					},
@@ -118,12 +138,23 @@ const JobsService: EveServiceSchema = {
 				const current = await this.store.findOne({ _id: id, run });
 				if (!current) return false;
 				const ending = set.status && set.status !== "running";
-				const progress: Progress | undefined = set.progress ?? (ending && set.status === "finished" && current.progress?.total > 0 ? { done: current.progress.total, total: current.progress.total } : undefined);
+				const progress: Progress | undefined =
+					set.progress ??
+					(ending && set.status === "finished" && current.progress?.total > 0
+						? { done: current.progress.total, total: current.progress.total }
+						: undefined);
 				const fields: Doc = { ...set, ...(progress ? { progress, percent: percentOf(progress) } : {}), _updated: now };
 				if (ending) Object.assign(fields, { finished: now, ...(set.status === "finished" ? { percent: 100 } : {}) });
 				if (typeof fields.error === "string") fields.error = fields.error.slice(0, 1000);
 				// The run's lease is renewed by its progress, let go at its end.
-				const written = ending ? await release(this.store, { _id: id, run }, { $set: fields }) : await renew(this.store, { _id: id, run }, { owner: run, ms: current.lease_ms ?? DEFAULT_LEASE_MS, now }, { $set: fields });
+				const written = ending
+					? await release(this.store, { _id: id, run }, { $set: fields })
+					: await renew(
+							this.store,
+							{ _id: id, run },
+							{ owner: run, ms: current.lease_ms ?? DEFAULT_LEASE_MS, now },
+							{ $set: fields },
+						);
 				await this.notifyChanged(ctx, "updated", [id]);
 				return written;
 			},

@@ -20,7 +20,10 @@ const CHUNK_BYTES = 255 * 1024;
  * reader's cookies. `attachment` makes the browser save it; `sandbox` (no `allow-*`) gives anything that renders it
  * anyway an opaque origin with no script, no form, no cookie; nosniff keeps the uploaded type from being guessed at.
  */
-const DOWNLOAD_HEADERS = { "Content-Security-Policy": "sandbox; default-src 'none'", "X-Content-Type-Options": "nosniff" };
+const DOWNLOAD_HEADERS = {
+	"Content-Security-Policy": "sandbox; default-src 'none'",
+	"X-Content-Type-Options": "nosniff",
+};
 
 /**
  * `Content-Disposition: attachment` with a safe filename: an ASCII fallback with nothing but `[A-Za-z0-9._-]` (no
@@ -28,7 +31,11 @@ const DOWNLOAD_HEADERS = { "Content-Security-Policy": "sandbox; default-src 'non
  */
 function attachment(name: string): string {
 	const base = name.split(/[\\/]/).pop() || "download";
-	const ascii = base.replace(/[^A-Za-z0-9._-]+/g, "_").replace(/^[._]+/, "").slice(0, 200) || "download";
+	const ascii =
+		base
+			.replace(/[^A-Za-z0-9._-]+/g, "_")
+			.replace(/^[._]+/, "")
+			.slice(0, 200) || "download";
 	return `attachment; filename="${ascii}"; filename*=UTF-8''${encodeURIComponent(base).replace(/['()*]/g, c => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)}`;
 }
 
@@ -44,7 +51,11 @@ const MediaService: ServiceSchema<ServiceSettingSchema, Record<string, any>, Med
 		/** Stores the bytes of ctx.stream; answers 413 (and keeps nothing) past `maxBytes`. */
 		save: {
 			visibility: "public",
-			params: { contentType: { type: "string", max: 255 }, filename: { type: "string", max: 1024, optional: true }, maxBytes: { type: "number", integer: true, positive: true } },
+			params: {
+				contentType: { type: "string", max: 255 },
+				filename: { type: "string", max: 1024, optional: true },
+				maxBytes: { type: "number", integer: true, positive: true },
+			},
 			async handler(this: MediaThis, ctx: Context<{ contentType: string; filename?: string; maxBytes: number }>) {
 				const stream = ctx.stream;
 				if (!stream) throw new Malformed("no file content");
@@ -74,10 +85,20 @@ const MediaService: ServiceSchema<ServiceSettingSchema, Record<string, any>, Med
 						await flush(false);
 					}
 					await flush(true);
-					await this.store.insertMany([{ _id: id, chunks: n, length, content_type: ctx.params.contentType, filename: ctx.params.filename ?? "", _created: nowSeconds() }]);
+					await this.store.insertMany([
+						{
+							_id: id,
+							chunks: n,
+							length,
+							content_type: ctx.params.contentType,
+							filename: ctx.params.filename ?? "",
+							_created: nowSeconds(),
+						},
+					]);
 				} catch (err) {
 					await this.store.removeMany({ media: id });
-					if ((err as { name?: string }).name === "PayloadTooLarge") throw new TooLarge(`file too large (limit ${ctx.params.maxBytes} bytes)`);
+					if ((err as { name?: string }).name === "PayloadTooLarge")
+						throw new TooLarge(`file too large (limit ${ctx.params.maxBytes} bytes)`);
 					throw err;
 				}
 				return { id, length, contentType: ctx.params.contentType };
@@ -92,7 +113,12 @@ const MediaService: ServiceSchema<ServiceSettingSchema, Record<string, any>, Med
 				const head = await this.store.findOne({ _id: ctx.params.id });
 				if (!head) throw new NotFound();
 				ctx.meta.$responseType = head.content_type || "application/octet-stream";
-				ctx.meta.$responseHeaders = { "Content-Length": String(head.length), "Last-Modified": formatHttpDate(head._created), ...DOWNLOAD_HEADERS, "Content-Disposition": attachment(head.filename || ctx.params.id) };
+				ctx.meta.$responseHeaders = {
+					"Content-Length": String(head.length),
+					"Last-Modified": formatHttpDate(head._created),
+					...DOWNLOAD_HEADERS,
+					"Content-Disposition": attachment(head.filename || ctx.params.id),
+				};
 				const store = this.store;
 				const mediaId = head._id;
 				const total = head.chunks as number;

@@ -44,7 +44,6 @@ export interface JobOpening {
 	started?: Date | string;
 }
 
-
 const count = { type: "number", integer: true, min: 0 } as const;
 
 const SaltJobsService: EveServiceSchema = {
@@ -105,11 +104,33 @@ const SaltJobsService: EveServiceSchema = {
 				const j = ctx.params.job;
 				const started = j.started ? new Date(j.started) : new Date();
 				// Stored masked (lib/security/masking.ts): the history never holds a run's secrets, whoever reads or filters it.
-				const about: Doc = { fun: j.fun, args: maskSecrets(j.args ?? []), target: j.target, user: j.user, origin: j.origin, ...(j.task ? { task: j.task } : {}), ...(j.run ? { run: j.run } : {}), ...(j.rollout ? { rollout: j.rollout } : {}), ...(j.batch !== undefined ? { batch: j.batch } : {}) };
+				const about: Doc = {
+					fun: j.fun,
+					args: maskSecrets(j.args ?? []),
+					target: j.target,
+					user: j.user,
+					origin: j.origin,
+					...(j.task ? { task: j.task } : {}),
+					...(j.run ? { run: j.run } : {}),
+					...(j.rollout ? { rollout: j.rollout } : {}),
+					...(j.batch !== undefined ? { batch: j.batch } : {}),
+				};
 				const now = new Date();
-				const record: Doc = { ...about, minions: j.minions, expected: j.minions.length, returned: 0, succeeded: 0, failed: 0, timed_out: 0, started, finished: j.minions.length ? null : started, state: j.minions.length ? "running" : "finished" };
+				const record: Doc = {
+					...about,
+					minions: j.minions,
+					expected: j.minions.length,
+					returned: 0,
+					succeeded: 0,
+					failed: 0,
+					timed_out: 0,
+					started,
+					finished: j.minions.length ? null : started,
+					state: j.minions.length ? "running" : "finished",
+				};
 				const issues = this.eve.createCheck(record);
-				if (issues || !JOB_ID.test(j.jid)) throw new Error(`job ${j.jid} cannot be recorded: ${JSON.stringify(issues ?? { _id: "invalid" })}`);
+				if (issues || !JOB_ID.test(j.jid))
+					throw new Error(`job ${j.jid} cannot be recorded: ${JSON.stringify(issues ?? { _id: "invalid" })}`);
 				const doc: Doc = { _id: j.jid, ...record, _created: now, _updated: now };
 				try {
 					await this.store.insertMany([doc]);
@@ -129,19 +150,38 @@ const SaltJobsService: EveServiceSchema = {
 			visibility: "public",
 			params: { jids: { type: "array", items: "string", max: 1000 } },
 			async handler(this: EveThis, ctx: Context<{ jids: string[] }>) {
-				const jobs = await this.store.find({ _id: { $in: ctx.params.jids } }, { only: ["expected", "state", "finished"] });
+				const jobs = await this.store.find(
+					{ _id: { $in: ctx.params.jids } },
+					{ only: ["expected", "state", "finished"] },
+				);
 				if (!jobs.length) return { tallied: 0 };
-				const counts = new Map((await ctx.call<JobCounts[], { jids: string[] }>("actions.jobCounts", { jids: jobs.map(j => String(j._id)) })).map(c => [c.jid, c]));
+				const counts = new Map(
+					(
+						await ctx.call<JobCounts[], { jids: string[] }>("actions.jobCounts", { jids: jobs.map(j => String(j._id)) })
+					).map(c => [c.jid, c]),
+				);
 				const now = new Date();
 				const ended: string[] = [];
 				for (const job of jobs) {
 					const c = counts.get(String(job._id)) ?? noCounts(String(job._id));
 					const done = c.running === 0 && c.returned + c.timed_out >= job.expected;
-					const set: Doc = { returned: c.returned, succeeded: c.succeeded, failed: c.failed, timed_out: c.timed_out, state: done ? "finished" : "running", finished: done ? (job.finished ?? now) : null, _updated: now };
+					const set: Doc = {
+						returned: c.returned,
+						succeeded: c.succeeded,
+						failed: c.failed,
+						timed_out: c.timed_out,
+						state: done ? "finished" : "running",
+						finished: done ? (job.finished ?? now) : null,
+						_updated: now,
+					};
 					await this.store.updateMany({ _id: job._id }, { $set: set });
 					if (done && job.state !== "finished") ended.push(String(job._id));
 				}
-				await this.notifyChanged(ctx, "updated", jobs.map(j => String(j._id)));
+				await this.notifyChanged(
+					ctx,
+					"updated",
+					jobs.map(j => String(j._id)),
+				);
 				// Whoever waits for a job (a rollout's next batch) hears it at once.
 				if (ended.length) ctx.broadcast("salt-jobs.finished", { jids: ended });
 				return { tallied: jobs.length };
@@ -153,7 +193,20 @@ const SaltJobsService: EveServiceSchema = {
 			params: { jids: { type: "array", items: "string", max: 1000 } },
 			async handler(this: EveThis, ctx: Context<{ jids: string[] }>) {
 				const docs = await this.store.find({ _id: { $in: ctx.params.jids } }, { exclude: ["minions"] });
-				return docs.map(d => ({ jid: String(d._id), fun: d.fun, args: d.args ?? [], rollout: d.rollout ?? null, expected: d.expected, returned: d.returned, succeeded: d.succeeded, failed: d.failed, timed_out: d.timed_out, state: d.state, started: d.started, finished: d.finished ?? null }));
+				return docs.map(d => ({
+					jid: String(d._id),
+					fun: d.fun,
+					args: d.args ?? [],
+					rollout: d.rollout ?? null,
+					expected: d.expected,
+					returned: d.returned,
+					succeeded: d.succeeded,
+					failed: d.failed,
+					timed_out: d.timed_out,
+					state: d.state,
+					started: d.started,
+					finished: d.finished ?? null,
+				}));
 			},
 		},
 		/** Drops the jobs started before the retention period, and their hosts' records (also run every hour). */
@@ -173,7 +226,9 @@ const SaltJobsService: EveServiceSchema = {
 					if (old.length < PRUNE_BATCH) break;
 				}
 				if (removed) {
-					this.logger.info(`Retention: dropped ${removed} job(s) started before ${before.toISOString()} and their hosts' returns`);
+					this.logger.info(
+						`Retention: dropped ${removed} job(s) started before ${before.toISOString()} and their hosts' returns`,
+					);
 					await this.notifyChanged(ctx, "removed", []);
 				}
 				return { removed };
@@ -184,13 +239,18 @@ const SaltJobsService: EveServiceSchema = {
 		/** Besides the task link: the job's per-host returns, in `actions`. */
 		relatedLinks(this: EveThis, doc: Doc, shown?: Doc): Record<string, Link | Link[]> | null {
 			const related = readMethods.relatedLinks.call(this, doc, shown) ?? {};
-			related.actions = { title: "actions", href: `actions?where=${encodeURIComponent(JSON.stringify({ jid: doc._id }))}` };
+			related.actions = {
+				title: "actions",
+				href: `actions?where=${encodeURIComponent(JSON.stringify({ jid: doc._id }))}`,
+			};
 			return related;
 		},
 	},
 	started(this: EveThis & { pruneTimer?: NodeJS.Timeout }) {
 		this.pruneTimer = setInterval(() => {
-			this.broker.call("salt-jobs.prune", {}).catch((err: Error) => this.logger.warn("Job history retention sweep failed:", err.message));
+			this.broker
+				.call("salt-jobs.prune", {})
+				.catch((err: Error) => this.logger.warn("Job history retention sweep failed:", err.message));
 		}, PRUNE_EVERY_MS);
 		this.pruneTimer.unref?.();
 	},

@@ -59,18 +59,28 @@ const SettingsService: EveServiceSchema<SettingsThis> = {
 			const given = Object.fromEntries(top.map(k => [k, doc[k]]));
 			const nested = rest.addresses;
 			// A malformed `addresses` is left for the schema to report.
-			rest.addresses = nested === undefined ? given : nested && typeof nested === "object" && !Array.isArray(nested) ? { ...nested, ...given } : nested;
+			rest.addresses =
+				nested === undefined
+					? given
+					: nested && typeof nested === "object" && !Array.isArray(nested)
+						? { ...nested, ...given }
+						: nested;
 			return { doc: rest };
 		},
 
 		async checkRules(this: SettingsThis, ctx: RestContext, doc: Doc): Promise<Issues | null> {
 			const resolver = doc.addresses?.resolver_address;
-			const problem = typeof resolver === "string" && resolver !== "" ? outboundUrlProblem(resolver, outboundPolicy("ip-resolver", this.config)) : null;
+			const problem =
+				typeof resolver === "string" && resolver !== ""
+					? outboundUrlProblem(resolver, outboundPolicy("ip-resolver", this.config))
+					: null;
 			if (problem) return { addresses: { resolver_address: problem } };
 			const file = doc.addresses?.file;
 			if (typeof file !== "string" || file === "") return null;
 			const found: string[] = await ctx.call("files.exist", { ids: [file] });
-			return found.length ? null : { addresses: { file: `value '${file}' must exist in resource 'files', field '_id'.` } };
+			return found.length
+				? null
+				: { addresses: { file: `value '${file}' must exist in resource 'files', field '_id'.` } };
 		},
 	},
 	created(this: SettingsThis) {
@@ -80,7 +90,9 @@ const SettingsService: EveServiceSchema<SettingsThis> = {
 		if (await this.store.findOne({ _id: "0" })) return;
 		const now = nowSeconds();
 		try {
-			await this.store.insertMany([{ addresses: { resolver_address: "", master_address: "", file: "" }, _id: "0", _created: now, _updated: now }]);
+			await this.store.insertMany([
+				{ addresses: { resolver_address: "", master_address: "", file: "" }, _id: "0", _created: now, _updated: now },
+			]);
 		} catch (err) {
 			// Another replica created it first.
 			if (!(err instanceof DuplicateKeyError)) throw err;

@@ -27,15 +27,28 @@ const UpdatesService: EveServiceSchema = {
 		/** Creates or refreshes patches by name, keeping local descriptions (internal: the cm-gateway calls it). */
 		upsertMany: {
 			visibility: "public",
-			params: { patches: { type: "array", max: 10_000, items: { type: "object", props: { name: "string", text: "string" } } } },
+			params: {
+				patches: { type: "array", max: 10_000, items: { type: "object", props: { name: "string", text: "string" } } },
+			},
 			async handler(this: EveThis, ctx: Context<{ patches: Array<{ name: string; text: string }> }>) {
 				const now = nowSeconds();
-				const existing = new Map((await this.store.find({ name: { $in: ctx.params.patches.map(p => p.name) } })).map(d => [d.name, d]));
+				const existing = new Map(
+					(await this.store.find({ name: { $in: ctx.params.patches.map(p => p.name) } })).map(d => [d.name, d]),
+				);
 				const fresh: Doc[] = [];
 				for (const p of ctx.params.patches) {
 					const old = existing.get(p.name);
-					if (!old) fresh.push({ name: p.name, text: p.text, description: "", _id: newObjectId(), _created: now, _updated: now });
-					else if (old.text !== p.text) await this.store.updateMany({ _id: old._id }, { $set: { text: p.text, _updated: now } });
+					if (!old)
+						fresh.push({
+							name: p.name,
+							text: p.text,
+							description: "",
+							_id: newObjectId(),
+							_created: now,
+							_updated: now,
+						});
+					else if (old.text !== p.text)
+						await this.store.updateMany({ _id: old._id }, { $set: { text: p.text, _updated: now } });
 				}
 				await this.store.insertMany(fresh);
 				await this.notifyChanged(ctx, "updated", []);

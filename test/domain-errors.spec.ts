@@ -8,7 +8,17 @@
 import fs from "node:fs";
 import path from "node:path";
 import { ServiceBroker } from "moleculer";
-import { ErrorType, Invalid, NotFound, OutsideWindow, RunRefused, TargetUnevaluable, Unauthenticated, isError, runRefused } from "../lib/errors";
+import {
+	ErrorType,
+	Invalid,
+	NotFound,
+	OutsideWindow,
+	RunRefused,
+	TargetUnevaluable,
+	Unauthenticated,
+	isError,
+	runRefused,
+} from "../lib/errors";
 import { DEFAULT_MESSAGES } from "../lib/eve/errors";
 import { toEveError } from "../services/api/errors";
 
@@ -29,7 +39,11 @@ const MESSAGE_MATCH = [
 	/\.(test|exec)\([^)]*\.message\b/,
 	/(?<!typeof\s+[\w$.()]*)\.message\s*(===|!==|==|!=)\s*["'`]/,
 ];
-const STATUS_BRANCH = [/\.code\s*(===|!==|==|!=)\s*\d/, /\b\d{3}\s*(===|!==|==|!=)\s*[\w.()?]*\.code\b/, /\[\s*\d{3}(\s*,\s*\d{3})*\s*\]\.includes\([^)]*\.code\b/];
+const STATUS_BRANCH = [
+	/\.code\s*(===|!==|==|!=)\s*\d/,
+	/\b\d{3}\s*(===|!==|==|!=)\s*[\w.()?]*\.code\b/,
+	/\[\s*\d{3}(\s*,\s*\d{3})*\s*\]\.includes\([^)]*\.code\b/,
+];
 
 /** What breaks the rules in one file's source (comment lines are skipped). */
 function findings(file: string, source: string): Finding[] {
@@ -94,19 +108,28 @@ describe("the error rules, read from services/", () => {
 		].join("\n");
 		expect(findings("services/x/y.ts", good)).toEqual([]);
 		// The gateway speaks HTTP: it keeps EveError and reads statuses, but never matches a message either.
-		expect(findings("services/api/z.ts", 'throw new EveError(405);\nif (code === 429) retry();\nif (/x/.test(err.message)) y();').map(f => f.rule)).toEqual(["message-match"]);
+		expect(
+			findings(
+				"services/api/z.ts",
+				"throw new EveError(405);\nif (code === 429) retry();\nif (/x/.test(err.message)) y();",
+			).map(f => f.rule),
+		).toEqual(["message-match"]);
 	});
 });
 
 describe("domain errors across the transporter", () => {
-	const node = (nodeID: string) => new ServiceBroker({ nodeID, logger: false, transporter: "Fake", serializer: "JSON" });
+	const node = (nodeID: string) =>
+		new ServiceBroker({ nodeID, logger: false, transporter: "Fake", serializer: "JSON" });
 	const server = node("errors-server");
 	const client = node("errors-client");
 	server.createService({
 		name: "thrower",
 		actions: {
 			outside: () => {
-				throw new OutsideWindow("state.apply is outside the maintenance windows of web-01", { window: { name: "nightly", start: "2030-01-01T02:00:00.000Z" }, refused: ["web-01"] });
+				throw new OutsideWindow("state.apply is outside the maintenance windows of web-01", {
+					window: { name: "nightly", start: "2030-01-01T02:00:00.000Z" },
+					refused: ["web-01"],
+				});
 			},
 			refused: () => {
 				throw runRefused("the token is revoked");
@@ -126,7 +149,11 @@ describe("domain errors across the transporter", () => {
 		const err = await client.call("thrower.outside").catch((e: unknown) => e);
 		expect(err).not.toBeInstanceOf(OutsideWindow);
 		expect(isError(err, ErrorType.OutsideWindow)).toBe(true);
-		expect(err).toMatchObject({ type: "OUTSIDE_WINDOW", code: 409, data: { window: { name: "nightly" }, refused: ["web-01"] } });
+		expect(err).toMatchObject({
+			type: "OUTSIDE_WINDOW",
+			code: 409,
+			data: { window: { name: "nightly" }, refused: ["web-01"] },
+		});
 		const refused = await client.call("thrower.refused").catch((e: unknown) => e);
 		expect(isError(refused, ErrorType.RunRefused) && refused.data?.reason).toBe("the token is revoked");
 		expect(isError(refused, ErrorType.OutsideWindow)).toBe(false);
@@ -137,14 +164,32 @@ describe("domain errors across the transporter", () => {
 		expect(outside).toEqual({
 			code: 409,
 			internal: false,
-			body: { _status: "ERR", _error: { code: 409, message: "state.apply is outside the maintenance windows of web-01" }, _next_window: { name: "nightly", start: "2030-01-01T02:00:00.000Z" }, _refused: ["web-01"] },
+			body: {
+				_status: "ERR",
+				_error: { code: 409, message: "state.apply is outside the maintenance windows of web-01" },
+				_next_window: { name: "nightly", start: "2030-01-01T02:00:00.000Z" },
+				_refused: ["web-01"],
+			},
 		});
-		expect(toEveError(await client.call("thrower.refused").catch((e: unknown) => e)).body).toEqual({ _status: "ERR", _error: { code: 403, message: "the run is refused: the token is revoked" } });
-		expect(toEveError(await client.call("thrower.target").catch((e: unknown) => e)).body).toEqual({ _status: "ERR", _error: { code: 422, message: "Insertion failure: 1 document(s) contain(s) error(s)" }, _issues: { target: "unbalanced parentheses" } });
+		expect(toEveError(await client.call("thrower.refused").catch((e: unknown) => e)).body).toEqual({
+			_status: "ERR",
+			_error: { code: 403, message: "the run is refused: the token is revoked" },
+		});
+		expect(toEveError(await client.call("thrower.target").catch((e: unknown) => e)).body).toEqual({
+			_status: "ERR",
+			_error: { code: 422, message: "Insertion failure: 1 document(s) contain(s) error(s)" },
+			_issues: { target: "unbalanced parentheses" },
+		});
 		// Local ones too, with Eve's default messages where none is given.
 		expect(toEveError(new NotFound()).body._error).toEqual({ code: 404, message: DEFAULT_MESSAGES[404] });
 		expect(toEveError(new Unauthenticated()).body._error).toEqual({ code: 401, message: DEFAULT_MESSAGES[401] });
-		expect(toEveError(new Invalid({ name: "required field" })).body).toEqual({ _status: "ERR", _error: { code: 422, message: "Insertion failure: 1 document(s) contain(s) error(s)" }, _issues: { name: "required field" } });
-		expect(new RunRefused("the check is refused: no token authorizes it", "no token authorizes it").data).toEqual({ reason: "no token authorizes it" });
+		expect(toEveError(new Invalid({ name: "required field" })).body).toEqual({
+			_status: "ERR",
+			_error: { code: 422, message: "Insertion failure: 1 document(s) contain(s) error(s)" },
+			_issues: { name: "required field" },
+		});
+		expect(new RunRefused("the check is refused: no token authorizes it", "no token authorizes it").data).toEqual({
+			reason: "no token authorizes it",
+		});
 	});
 });

@@ -10,7 +10,10 @@ import { startEmbedded, startSplit, type Harness } from "./support/harness";
 import { request, expectEveError, eventually } from "./support/http";
 
 /** Reads a stream until `enough` says so of what came (or the stream ended), then lets it go. */
-async function readUntil(reader: ReadableStreamDefaultReader<string>, enough: (text: string) => boolean): Promise<string> {
+async function readUntil(
+	reader: ReadableStreamDefaultReader<string>,
+	enough: (text: string) => boolean,
+): Promise<string> {
 	let text = "";
 	while (!enough(text)) {
 		const { value, done } = await reader.read();
@@ -30,7 +33,8 @@ const alertsIn = (text: string): any[] =>
 		.map(block => JSON.parse(/^data: (.*)$/m.exec(block)![1]));
 
 /** Reads server-sent events until `count` alert events arrived (or the stream ended). */
-const readAlerts = async (reader: ReadableStreamDefaultReader<string>, count: number): Promise<any[]> => alertsIn(await readUntil(reader, text => alertsIn(text).length >= count));
+const readAlerts = async (reader: ReadableStreamDefaultReader<string>, count: number): Promise<any[]> =>
+	alertsIn(await readUntil(reader, text => alertsIn(text).length >= count));
 
 describe("gateway: alert stream, whoami, dashboard files", () => {
 	let h: Harness;
@@ -41,9 +45,9 @@ describe("gateway: alert stream, whoami, dashboard files", () => {
 	});
 	afterAll(() => h?.stop());
 
-
 	it("pushes every alert raised to every open stream, as server-sent events", async () => {
-		const open = () => fetch(`${h.api}/alerts/stream`, { headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}` } });
+		const open = () =>
+			fetch(`${h.api}/alerts/stream`, { headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}` } });
 		const [a, b] = await Promise.all([open(), open()]);
 		expect(a.status).toBe(200);
 		expect(a.headers.get("content-type")).toMatch(/^text\/event-stream/);
@@ -63,7 +67,8 @@ describe("gateway: alert stream, whoami, dashboard files", () => {
 	it("tells a job-return stream when returns of its job are recorded (every job's without jid), and refuses a bad jid", async () => {
 		const A = "20261125040000000001";
 		const B = "20261125040000000002";
-		const open = (q: string) => fetch(`${h.api}/actions/stream${q}`, { headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}` } });
+		const open = (q: string) =>
+			fetch(`${h.api}/actions/stream${q}`, { headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}` } });
 		const [one, all] = await Promise.all([open(`?jid=${A}`), open("")]);
 		expect(one.status).toBe(200);
 		expect(one.headers.get("content-type")).toMatch(/^text\/event-stream/);
@@ -71,7 +76,8 @@ describe("gateway: alert stream, whoami, dashboard files", () => {
 		for (const r of [r1, r2]) expect((await r.read()).value).toContain("event: ready");
 		h.broker!.broadcast("actions.returned", { jids: [B] });
 		h.broker!.broadcast("actions.returned", { jids: [A, B] });
-		const events = (text: string) => [...text.matchAll(/^event: returns\ndata: (.*)$/gm)].map(m => JSON.parse(m[1]).jid);
+		const events = (text: string) =>
+			[...text.matchAll(/^event: returns\ndata: (.*)$/gm)].map(m => JSON.parse(m[1]).jid);
 		expect(events(await readUntil(r2, t => events(t).length >= 3))).toEqual([B, A, B]);
 		expect(events(await readUntil(r1, t => events(t).length >= 1))).toEqual([A]);
 		expectEveError(await request("GET", `${h.api}/actions/stream?jid=nope`), 400);
@@ -81,16 +87,24 @@ describe("gateway: alert stream, whoami, dashboard files", () => {
 
 	it("replays to a stream that reconnects with Last-Event-ID the alerts raised since that one", async () => {
 		await h.call("alerts.raise", { type: "sse.seen", level: "info", payload: {} });
-		const seen = (await request("GET", `${h.api}/alerts?where=${encodeURIComponent('{"type":"sse.seen"}')}`)).body._items[0]._id as string;
+		const seen = (await request("GET", `${h.api}/alerts?where=${encodeURIComponent('{"type":"sse.seen"}')}`)).body
+			._items[0]._id as string;
 		// Raised while the browser was reconnecting: no stream was open.
 		await h.call("alerts.raise", { type: "sse.missed", level: "warning", payload: { n: 3 } });
-		const res = await fetch(`${h.api}/alerts/stream`, { headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}`, "last-event-id": seen } });
+		const res = await fetch(`${h.api}/alerts/stream`, {
+			headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}`, "last-event-id": seen },
+		});
 		expect(res.status).toBe(200);
 		const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
 		const text = await readUntil(reader, t => /"sse\.missed"[^\n]*\n\n/.test(t));
 		const missed = text.split("\n\n").find(block => block.includes('"sse.missed"'));
 		expect(missed).toMatch(/^id: [0-9a-f]{24}\nevent: alert\ndata: /);
-		expect(JSON.parse(/^data: (.*)$/m.exec(missed!)![1])).toMatchObject({ type: "sse.missed", level: "warning", payload: { n: 3 }, read: false });
+		expect(JSON.parse(/^data: (.*)$/m.exec(missed!)![1])).toMatchObject({
+			type: "sse.missed",
+			level: "warning",
+			payload: { n: 3 },
+			read: false,
+		});
 	});
 
 	it("authenticates the stream like any route, ends it after ?timeout, and refuses a bad timeout", async () => {
@@ -106,14 +120,20 @@ describe("gateway: alert stream, whoami, dashboard files", () => {
 		const me = await request("GET", `${h.api}/whoami`);
 		expect(me.body).toMatchObject({ name: "bootstrap-admin", role: "admin", scope: null });
 		const viewer = await request("POST", `${h.api}/tokens`, { body: { name: "ui-viewer", role: "viewer" } });
-		expect((await request("GET", `${h.api}/whoami`, { token: viewer.body.token })).body).toMatchObject({ _id: viewer.body._id, name: "ui-viewer", role: "viewer" });
+		expect((await request("GET", `${h.api}/whoami`, { token: viewer.body.token })).body).toMatchObject({
+			_id: viewer.body._id,
+			name: "ui-viewer",
+			role: "viewer",
+		});
 	});
 
 	it("serves the dashboard without a token, with security headers, and nothing outside it", async () => {
 		const index = await fetch(`${base}/`);
 		expect(index.status).toBe(200);
 		// The built page names its bundle (content-hashed, docs/dashboard.md), from this origin.
-		const entry = /<script type="module" crossorigin src="\.\/(assets\/index-[\w-]+\.js)"><\/script>/.exec(await index.text())?.[1];
+		const entry = /<script type="module" crossorigin src="\.\/(assets\/index-[\w-]+\.js)"><\/script>/.exec(
+			await index.text(),
+		)?.[1];
 		expect(entry).toBeDefined();
 		for (const res of [index, await fetch(`${base}/${entry}`), await fetch(`${base}/nope.html`)]) {
 			expect(res.headers.get("content-security-policy")).toMatch(/default-src 'self'/);
@@ -129,15 +149,33 @@ describe("gateway: alert stream, whoami, dashboard files", () => {
 		const job = await h.call("jobs.claim", { kind: "load_updates", params: { prefix: "patches/" } });
 		expectEveError(await request("GET", `${h.api}/jobs/bogus-kind`), 404);
 		await expect(h.call("jobs.claim", { kind: "load_updates" })).rejects.toMatchObject({ code: 409 });
-		expect(await h.call("jobs.update", { id: "load_updates", run: job.run, set: { progress: { done: 1, total: 4 } } })).toBe(true);
+		expect(
+			await h.call("jobs.update", { id: "load_updates", run: job.run, set: { progress: { done: 1, total: 4 } } }),
+		).toBe(true);
 		// The run holds the kind's lease (the one lease of lib/runtime/lease.ts), renewed by its progress.
 		const running = (await request("GET", `${h.api}/jobs/load_updates`)).body;
-		expect(running).toMatchObject({ status: "running", percent: 25, progress: { done: 1, total: 4 }, lease: { owner: job.run, until: expect.stringMatching(/GMT$/) } });
+		expect(running).toMatchObject({
+			status: "running",
+			percent: 25,
+			progress: { done: 1, total: 4 },
+			lease: { owner: job.run, until: expect.stringMatching(/GMT$/) },
+		});
 		// A stale run (taken over) cannot write any more.
-		expect(await h.call("jobs.update", { id: "load_updates", run: "someone-else", set: { status: "failed", error: "x" } })).toBe(false);
-		await h.call("jobs.update", { id: "load_updates", run: job.run, set: { status: "finished", result: { loaded: 4 } } });
+		expect(
+			await h.call("jobs.update", { id: "load_updates", run: "someone-else", set: { status: "failed", error: "x" } }),
+		).toBe(false);
+		await h.call("jobs.update", {
+			id: "load_updates",
+			run: job.run,
+			set: { status: "finished", result: { loaded: 4 } },
+		});
 		const done = (await request("GET", `${h.api}/graph_jobs/load_updates`)).body;
-		expect(done).toMatchObject({ status: "finished", percent: 100, progress: { done: 4, total: 4 }, result: { loaded: 4 } });
+		expect(done).toMatchObject({
+			status: "finished",
+			percent: 100,
+			progress: { done: 4, total: 4 },
+			result: { loaded: 4 },
+		});
 		expect(done.lease_ms).toBeUndefined();
 		// Ended, the lease is let go: the kind is free for the next run at once.
 		expect(done.lease).toBeUndefined();
@@ -148,14 +186,20 @@ describe("gateway: alert stream, whoami, dashboard files", () => {
 	});
 
 	it("stops promptly while a browser still holds a stream open (the streams are ended first)", async () => {
-		const res = await fetch(`${h.api}/alerts/stream`, { headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}` } });
+		const res = await fetch(`${h.api}/alerts/stream`, {
+			headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}` },
+		});
 		const reader = res.body!.getReader();
 		await reader.read();
 		const started = Date.now();
 		await h.restart();
 		expect(Date.now() - started).toBeLessThan(10_000);
 		// The stream ended with the gateway, and the restarted one answers.
-		for (let r = await reader.read().catch(() => ({ done: true })); !r.done; r = await reader.read().catch(() => ({ done: true }))) {
+		for (
+			let r = await reader.read().catch(() => ({ done: true }));
+			!r.done;
+			r = await reader.read().catch(() => ({ done: true }))
+		) {
 			// drain what was still buffered
 		}
 		expect((await request("GET", `${h.api}/whoami`)).status).toBe(200);
@@ -195,7 +239,7 @@ describe("gateway: alert stream, whoami, dashboard files", () => {
 
 describe("split over NATS: alerts reach the gateway's streams and the webhooks from the data process", () => {
 	let h: Harness;
-	let hits: string[] = [];
+	const hits: string[] = [];
 	const receiver = http.createServer((req, res) => {
 		let body = "";
 		req.on("data", c => (body += c));
@@ -217,7 +261,9 @@ describe("split over NATS: alerts reach the gateway's streams and the webhooks f
 	it("pushes an alert raised in the data process to a stream held by the gateway process, and delivers it", async () => {
 		const url = `http://127.0.0.1:${(receiver.address() as AddressInfo).port}/hook`;
 		expect((await request("POST", `${h.api}/webhooks`, { body: { url, types: ["split.*"] } })).status).toBe(201);
-		const res = await fetch(`${h.api}/alerts/stream`, { headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}` } });
+		const res = await fetch(`${h.api}/alerts/stream`, {
+			headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}` },
+		});
 		const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
 		expect((await reader.read()).value).toContain("event: ready");
 		await h.call("alerts.raise", { type: "split.alert", level: "critical", payload: {} });
@@ -227,7 +273,11 @@ describe("split over NATS: alerts reach the gateway's streams and the webhooks f
 		// after it, and nothing else did (not a fixed wait).
 		await eventually(async () => (hits.length ? true : undefined), 5000, "the delivery");
 		await h.call("alerts.raise", { type: "split.marker", level: "info", payload: {} });
-		await eventually(async () => (hits.includes("split.marker") ? true : undefined), 5000, "the later alert's delivery");
+		await eventually(
+			async () => (hits.includes("split.marker") ? true : undefined),
+			5000,
+			"the later alert's delivery",
+		);
 		expect(hits).toEqual(["split.alert", "split.marker"]);
 	}, 30_000);
 });

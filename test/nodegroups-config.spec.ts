@@ -10,7 +10,9 @@ describe("nodegroup definitions", () => {
 
 	it("keep `constructor` and `prototype` keys, as names and as grains", () => {
 		const defs = read('{"prototype":{"regex":"^web-"},"odd":{"grain":{"constructor":"x*","ctl:prototype":"y"}}}');
-		expect(JSON.stringify(defs)).toBe('[{"name":"prototype","info":{"regex":"^web-"}},{"name":"odd","info":{"grain":{"constructor":"x*","ctl:prototype":"y"}}}]');
+		expect(JSON.stringify(defs)).toBe(
+			'[{"name":"prototype","info":{"regex":"^web-"}},{"name":"odd","info":{"grain":{"constructor":"x*","ctl:prototype":"y"}}}]',
+		);
 	});
 
 	it("refuse `__proto__` anywhere, saying where it comes from", () => {

@@ -29,7 +29,14 @@ import { DIST, ROOT, hasExited, tempDir } from "./support/harness";
 import { request, withQuery } from "./support/http";
 import { canConnect } from "./support/net";
 
-const DOCS = ["README.md", ...fs.readdirSync(path.join(ROOT, "docs")).filter(f => f.endsWith(".md")).sort().map(f => `docs/${f}`)];
+const DOCS = [
+	"README.md",
+	...fs
+		.readdirSync(path.join(ROOT, "docs"))
+		.filter(f => f.endsWith(".md"))
+		.sort()
+		.map(f => `docs/${f}`),
+];
 
 interface Block {
 	file: string;
@@ -79,7 +86,9 @@ describe("the shell examples in README.md and docs/", () => {
 
 	it.each(DOCS)("%s: a curl whose URL holds braces or brackets turns globbing off (-g)", file => {
 		const globbed = curlLines(file).filter(line => {
-			const urls = [...line.matchAll(/'([^']*)'|"([^"]*)"|(\S+)/g)].map(m => m[1] ?? m[2] ?? m[3]).filter(w => /^(https?:\/\/)?[\w.-]+(:\d+|\$\w+)?\/\S*\?/.test(w) || /^\$\{?\w+\}?\/\S*\?/.test(w));
+			const urls = [...line.matchAll(/'([^']*)'|"([^"]*)"|(\S+)/g)]
+				.map(m => m[1] ?? m[2] ?? m[3])
+				.filter(w => /^(https?:\/\/)?[\w.-]+(:\d+|\$\w+)?\/\S*\?/.test(w) || /^\$\{?\w+\}?\/\S*\?/.test(w));
 			const globOff = /\s-(\w*g\w*)\s|\s--globoff\s/.test(` ${line} `);
 			return urls.some(u => /[{}[\]]/.test(u)) && !globOff;
 		});
@@ -89,7 +98,9 @@ describe("the shell examples in README.md and docs/", () => {
 	it("are `sh` (run against the demo) or `sh elsewhere` (not run), and there are some of each", () => {
 		expect(runnable.length).toBeGreaterThan(5);
 		expect(elsewhere.length).toBeGreaterThan(0);
-		expect(shellBlocks.filter(b => !runnable.includes(b) && !elsewhere.includes(b)).map(b => `${where(b)} \`\`\`${b.info}`)).toEqual([]);
+		expect(
+			shellBlocks.filter(b => !runnable.includes(b) && !elsewhere.includes(b)).map(b => `${where(b)} \`\`\`${b.info}`),
+		).toEqual([]);
 	});
 
 	it("no `sh` block sets T: the reader's T is the token the demo printed", () => {
@@ -98,13 +109,16 @@ describe("the shell examples in README.md and docs/", () => {
 });
 
 describe("not run against the demo (```sh elsewhere```), but at least valid shell", () => {
-	it.each(elsewhere.map(b => [`${where(b)}: ${b.body.trim().split("\n")[0].slice(0, 70)}`, b] as const))("%s", (_, b) => {
-		expect(b.body.trim()).not.toBe("");
-		// bash -n parses without running: an unclosed quote or a broken continuation fails here.
-		const parsed = spawnSync("bash", ["-n", "-c", b.body], { encoding: "utf8" });
-		expect(parsed.stderr).toBe("");
-		expect(parsed.status).toBe(0);
-	});
+	it.each(elsewhere.map(b => [`${where(b)}: ${b.body.trim().split("\n")[0].slice(0, 70)}`, b] as const))(
+		"%s",
+		(_, b) => {
+			expect(b.body.trim()).not.toBe("");
+			// bash -n parses without running: an unclosed quote or a broken continuation fails here.
+			const parsed = spawnSync("bash", ["-n", "-c", b.body], { encoding: "utf8" });
+			expect(parsed.stderr).toBe("");
+			expect(parsed.status).toBe(0);
+		},
+	);
 });
 
 // ------------------------------------------------------------------ against the demo
@@ -117,7 +131,8 @@ interface Demo {
 	ports: { api: number; health: number; salt: number; pritunl: number };
 }
 
-const READY = /fleet-ctl demo is ready: (http:\/\/[^/\s]+:(\d+))\/.*\n\s+export T=(\S+)\n[\s\S]*?salt-api simulator: http:\/\/[^\s]+:(\d+) [\s\S]*?Pritunl simulator: +http:\/\/[^\s]+:(\d+) [\s\S]*?health and metrics: http:\/\/localhost:(\d+)\/[\s\S]*?Ctrl-C stops everything\./;
+const READY =
+	/fleet-ctl demo is ready: (http:\/\/[^/\s]+:(\d+))\/.*\n\s+export T=(\S+)\n[\s\S]*?salt-api simulator: http:\/\/[^\s]+:(\d+) [\s\S]*?Pritunl simulator: +http:\/\/[^\s]+:(\d+) [\s\S]*?health and metrics: http:\/\/localhost:(\d+)\/[\s\S]*?Ctrl-C stops everything\./;
 
 /** `node dist/test/simulators/demo.js` in a process group of its own (killed whole), as on a fresh machine. */
 async function startDemo(temps: string[]): Promise<Demo> {
@@ -126,9 +141,24 @@ async function startDemo(temps: string[]): Promise<Demo> {
 	const dataDir = tempDir("demo");
 	temps.push(dataDir);
 	// Only what a fresh shell has: nothing the other suites set (CTL_ADMIN_TOKEN, DATA_DIR, …) reaches the demo.
-	const base = Object.fromEntries(["PATH", "HOME", "LANG", "TMPDIR"].filter(k => process.env[k] !== undefined).map(k => [k, process.env[k]!]));
-	const env = { ...base, PORT: "0", HEALTH_PORT: "0", HOST: "127.0.0.1", DEMO_DATA_DIR: dataDir, DEMO_PRITUNL_PORT: "0", DEMO_SALT_PORT: "0" };
-	const child = spawn(process.execPath, [script], { cwd: ROOT, env, detached: true, stdio: ["ignore", "pipe", "pipe"] });
+	const base = Object.fromEntries(
+		["PATH", "HOME", "LANG", "TMPDIR"].filter(k => process.env[k] !== undefined).map(k => [k, process.env[k]!]),
+	);
+	const env = {
+		...base,
+		PORT: "0",
+		HEALTH_PORT: "0",
+		HOST: "127.0.0.1",
+		DEMO_DATA_DIR: dataDir,
+		DEMO_PRITUNL_PORT: "0",
+		DEMO_SALT_PORT: "0",
+	};
+	const child = spawn(process.execPath, [script], {
+		cwd: ROOT,
+		env,
+		detached: true,
+		stdio: ["ignore", "pipe", "pipe"],
+	});
 	const out: string[] = [];
 	child.stdout!.on("data", d => out.push(String(d)));
 	child.stderr!.on("data", d => out.push(String(d)));
@@ -136,8 +166,16 @@ async function startDemo(temps: string[]): Promise<Demo> {
 	for (;;) {
 		const text = out.join("");
 		const m = READY.exec(text);
-		if (m) return { child, out, api: `${m[1]}/api`, token: m[3], ports: { api: Number(m[2]), salt: Number(m[4]), pritunl: Number(m[5]), health: Number(m[6]) } };
-		if (hasExited(child)) throw new Error(`the demo exited (${child.exitCode ?? child.signalCode}) before it was ready:\n${text}`);
+		if (m)
+			return {
+				child,
+				out,
+				api: `${m[1]}/api`,
+				token: m[3],
+				ports: { api: Number(m[2]), salt: Number(m[4]), pritunl: Number(m[5]), health: Number(m[6]) },
+			};
+		if (hasExited(child))
+			throw new Error(`the demo exited (${child.exitCode ?? child.signalCode}) before it was ready:\n${text}`);
 		if (!text && Date.now() - began > 60_000) throw new Error("the demo printed nothing within 60 s");
 		if (Date.now() - began > 180_000) throw new Error(`no ready block from the demo within 180 s:\n${text}`);
 		await new Promise(r => setTimeout(r, 100));
@@ -193,17 +231,24 @@ describe("every ```sh example, run against a fresh `npm run demo`", () => {
 	const temps: string[] = [];
 
 	beforeAll(async () => {
-		const missing = spawnSync("bash", ["-c", "for t in curl jq; do command -v $t >/dev/null || echo $t; done"], { encoding: "utf8" }).stdout.trim();
-		if (missing) throw new Error(`the examples need ${missing.split("\n").join(" and ")} on PATH (apt-get install curl jq)`);
+		const missing = spawnSync("bash", ["-c", "for t in curl jq; do command -v $t >/dev/null || echo $t; done"], {
+			encoding: "utf8",
+		}).stdout.trim();
+		if (missing)
+			throw new Error(`the examples need ${missing.split("\n").join(" and ")} on PATH (apt-get install curl jq)`);
 		demo = await startDemo(temps);
 		cwd = tempDir("examples");
 		const curlHome = tempDir("curlhome");
 		temps.push(cwd, curlHome);
-		fs.writeFileSync(path.join(curlHome, ".curlrc"), `connect-to = localhost:3000:127.0.0.1:${demo.ports.api}\nconnect-to = localhost:3001:127.0.0.1:${demo.ports.health}\n`);
+		fs.writeFileSync(
+			path.join(curlHome, ".curlrc"),
+			`connect-to = localhost:3000:127.0.0.1:${demo.ports.api}\nconnect-to = localhost:3001:127.0.0.1:${demo.ports.health}\n`,
+		);
 		env = { PATH: process.env.PATH ?? "/usr/bin:/bin", HOME: cwd, LANG: "C.UTF-8", CURL_HOME: curlHome, T: demo.token };
 		// The examples reach the demo through the .curlrc (else they would find whatever listens on :3000).
 		const probe = await bash('curl -s localhost:3000/api/whoami -H "Authorization: Bearer $T"', cwd, env);
-		if (!/"role":"admin"/.test(probe.stdout)) throw new Error(`curl does not reach the demo through ${curlHome}/.curlrc: ${JSON.stringify(probe)}`);
+		if (!/"role":"admin"/.test(probe.stdout))
+			throw new Error(`curl does not reach the demo through ${curlHome}/.curlrc: ${JSON.stringify(probe)}`);
 	}, 240_000);
 
 	afterAll(async () => {
@@ -219,7 +264,10 @@ describe("every ```sh example, run against a fresh `npm run demo`", () => {
 		"%s",
 		async file => {
 			const mine = runnable.filter(b => b.file === file);
-			const script = ["set -e -o pipefail", ...mine.flatMap((b, i) => [`printf '\\n${MARK(i)}\\n'; printf '\\n${MARK(i)}\\n' >&2`, b.body])].join("\n");
+			const script = [
+				"set -e -o pipefail",
+				...mine.flatMap((b, i) => [`printf '\\n${MARK(i)}\\n'; printf '\\n${MARK(i)}\\n' >&2`, b.body]),
+			].join("\n");
 			const run = await bash(script, cwd, env);
 			const part = (text: string, i: number) => text.split(MARK(i))[1]?.split(MARK(i + 1))[0] ?? "";
 			const failures: string[] = [];
@@ -228,7 +276,9 @@ describe("every ```sh example, run against a fresh `npm run demo`", () => {
 				const reached = run.stdout.includes(MARK(i));
 				const failedHere = run.code !== 0 && reached && !run.stdout.includes(MARK(i + 1));
 				if (failedHere || EVE_ERROR.test(stdout + stderr)) {
-					failures.push(`${where(b)} ${failedHere ? `exited ${run.code}` : "answered an Eve error"}\n--- block ---\n${b.body}\n--- stdout ---\n${stdout.trim()}\n--- stderr ---\n${stderr.trim()}`);
+					failures.push(
+						`${where(b)} ${failedHere ? `exited ${run.code}` : "answered an Eve error"}\n--- block ---\n${b.body}\n--- stdout ---\n${stdout.trim()}\n--- stderr ---\n${stderr.trim()}`,
+					);
 				}
 			});
 			if (run.code !== 0 && !failures.length) failures.push(`exit ${run.code}\n${run.stdout}\n${run.stderr}`);
@@ -246,16 +296,29 @@ describe("every ```sh example, run against a fresh `npm run demo`", () => {
 		};
 		const hosts: any[] = (await get("hosts", { max_results: 50 }))._items;
 		const status = Object.fromEntries(hosts.map(h => [h._id, h.status]));
-		expect(status).toMatchObject({ "web-01": "up", "web-02": "up", "web-03": "up", "db-01": "up", "db-02": "up", "app-01": "down" });
+		expect(status).toMatchObject({
+			"web-01": "up",
+			"web-02": "up",
+			"web-03": "up",
+			"db-01": "up",
+			"db-02": "up",
+			"app-01": "down",
+		});
 		expect(hosts.find(h => h._id === "new-01")).toMatchObject({ key: "pending" });
-		expect(hosts.filter(h => h.vpn_representation && Object.keys(h.vpn_representation).length > 0).map(h => h._id)).toContain("web-01");
+		expect(
+			hosts.filter(h => h.vpn_representation && Object.keys(h.vpn_representation).length > 0).map(h => h._id),
+		).toContain("web-01");
 		const [web] = (await get("groups", { where: { name: "web" } }))._items;
 		expect(web.hosts).toContain("web-01");
 		expect(JSON.stringify(await get(`groups/${web._id}/hostnames`))).toContain('"web-01"');
 		const [databases] = (await get("groups", { where: { name: "databases" } }))._items;
 		expect(databases.info).toEqual({ regex: "db-" });
-		expect((await get("tasks", { where: { name: "ping databases" } }))._items).toEqual([expect.objectContaining({ fun: "test.ping", tgt: [databases._id], status: "scheduled" })]);
-		expect((await get("vpn_organizations", { where: { name: "fleet" } }))._items[0].vpn_representation.user_count).toBe(6);
+		expect((await get("tasks", { where: { name: "ping databases" } }))._items).toEqual([
+			expect.objectContaining({ fun: "test.ping", tgt: [databases._id], status: "scheduled" }),
+		]);
+		expect((await get("vpn_organizations", { where: { name: "fleet" } }))._items[0].vpn_representation.user_count).toBe(
+			6,
+		);
 	});
 
 	it("stops on Ctrl-C (SIGINT to its process group): fleet-ctl and both simulators gone, exit code 0", async () => {

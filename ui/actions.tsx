@@ -37,7 +37,11 @@ function Return({ text }: { text?: string | null }) {
 }
 
 export function ActionsPage() {
-	const { filters, page, setFilter, setPage } = useUrlView("actions", { host: "", fun: "", state: "" }, { state: STATES });
+	const { filters, page, setFilter, setPage } = useUrlView(
+		"actions",
+		{ host: "", fun: "", state: "" },
+		{ state: STATES },
+	);
 	const [res, setRes] = useState<{ items: Action[]; total: number; page: number } | null>(null);
 	const [error, setError] = useState("");
 	useEffect(() => {
@@ -48,7 +52,15 @@ export function ActionsPage() {
 		let current = true;
 		const t = setTimeout(
 			() =>
-				api<{ _items: Action[]; _meta: { total: number } }>("GET", q("actions", { where: Object.keys(where).length ? where : undefined, sort: "-_created", page, max_results: PAGE }))
+				api<{ _items: Action[]; _meta: { total: number } }>(
+					"GET",
+					q("actions", {
+						where: Object.keys(where).length ? where : undefined,
+						sort: "-_created",
+						page,
+						max_results: PAGE,
+					}),
+				)
 					.then(r => current && (setRes({ items: r._items, total: r._meta.total, page }), setError("")))
 					.catch(err => current && setError((err as Error).message)),
 			filters.host || filters.fun ? TYPING_MS : 0,
@@ -65,16 +77,39 @@ export function ActionsPage() {
 			<h1>Actions</h1>
 			<p class="muted">Each host of each job fleet-ctl started: what it ran, how it went, what it returned.</p>
 			<div class="bar" role="search">
-				<input type="search" id="actions-host" placeholder="Host name starts with…" aria-label="Host name starts with" value={filters.host} onInput={set("host")} />
-				<input type="search" id="actions-fun" placeholder="Function starts with…" aria-label="Function starts with" value={filters.fun} onInput={set("fun")} />
-				<Choice id="actions-state" label="State" any="any state" values={STATES} value={filters.state} onChange={set("state")} />
+				<input
+					type="search"
+					id="actions-host"
+					placeholder="Host name starts with…"
+					aria-label="Host name starts with"
+					value={filters.host}
+					onInput={set("host")}
+				/>
+				<input
+					type="search"
+					id="actions-fun"
+					placeholder="Function starts with…"
+					aria-label="Function starts with"
+					value={filters.fun}
+					onInput={set("fun")}
+				/>
+				<Choice
+					id="actions-state"
+					label="State"
+					any="any state"
+					values={STATES}
+					value={filters.state}
+					onChange={set("state")}
+				/>
 			</div>
 			<Problem text={error} />
 			{res === null ? (
 				<p class="muted">{error ? "" : "Loading…"}</p>
 			) : res.items.length === 0 ? (
 				<p class="empty" id="actions-empty">
-					{filtered ? "No action matches these filters: a host or function prefix matches from the start of the name." : "No action yet: run a function from a host's or a group's page (operators), or let a task or a rollout run; each host's part is listed here."}
+					{filtered
+						? "No action matches these filters: a host or function prefix matches from the start of the name."
+						: "No action yet: run a function from a host's or a group's page (operators), or let a task or a rollout run; each host's part is listed here."}
 				</p>
 			) : (
 				<div class="table-scroll" tabIndex={0}>
@@ -105,7 +140,9 @@ export function ActionsPage() {
 					</table>
 				</div>
 			)}
-			{res && res.total > 0 && <Pager id="actions-page" page={res.page} size={PAGE} total={res.total} noun="actions" onPage={setPage} />}
+			{res && res.total > 0 && (
+				<Pager id="actions-page" page={res.page} size={PAGE} total={res.total} noun="actions" onPage={setPage} />
+			)}
 		</section>
 	);
 }

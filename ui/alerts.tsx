@@ -39,7 +39,8 @@ function whereOf(f: Filters): Record<string, unknown> | undefined {
 }
 
 /** Whether a new alert belongs to the list the filters select. */
-const matches = (a: Alert, f: Filters) => (!f.level || a.level === f.level) && (!f.read || (f.read === "read") === !!a.read);
+const matches = (a: Alert, f: Filters) =>
+	(!f.level || a.level === f.level) && (!f.read || (f.read === "read") === !!a.read);
 
 /** An alert's payload in words: its host linked by name, then its other fields as `key: value`. */
 function Details({ payload }: { payload?: Record<string, unknown> | null }) {
@@ -59,7 +60,11 @@ function Details({ payload }: { payload?: Record<string, unknown> | null }) {
 }
 
 export function AlertsPage() {
-	const { filters, page, setFilter, setPage } = useUrlView<Filters>("alerts", { level: "", read: "" }, { level: LEVELS, read: READ });
+	const { filters, page, setFilter, setPage } = useUrlView<Filters>(
+		"alerts",
+		{ level: "", read: "" },
+		{ level: LEVELS, read: READ },
+	);
 	const [res, setRes] = useState<{ items: Alert[]; total: number; page: number } | null>(null);
 	const [tick, setTick] = useState(0);
 	const [error, guard] = useGuard();
@@ -74,7 +79,10 @@ export function AlertsPage() {
 		const n = ++reads.current;
 		let current = true;
 		void guard(async () => {
-			const r = await api<{ _items: Alert[]; _meta: { total: number } }>("GET", q("alerts", { where: whereOf(filters), sort: "-_created", page, max_results: PAGE }));
+			const r = await api<{ _items: Alert[]; _meta: { total: number } }>(
+				"GET",
+				q("alerts", { where: whereOf(filters), sort: "-_created", page, max_results: PAGE }),
+			);
 			if (!current) return;
 			// What came before this read started, it has: no longer kept aside.
 			for (const [id, l] of live.current) if (l.seen < n) live.current.delete(id);
@@ -107,12 +115,27 @@ export function AlertsPage() {
 	const markAll = () =>
 		guard(async () => {
 			// Each read with mark_as_read marks the page it returns: unread pages are read until none is left.
-			for (let i = 0; i < 100; i++) if ((await api<{ _items: Alert[] }>("GET", q("alerts", { where: { read: false }, max_results: 50, mark_as_read: 1 })))._items.length === 0) break;
+			for (let i = 0; i < 100; i++)
+				if (
+					(
+						await api<{ _items: Alert[] }>(
+							"GET",
+							q("alerts", { where: { read: false }, max_results: 50, mark_as_read: 1 }),
+						)
+					)._items.length === 0
+				)
+					break;
 			for (const l of live.current.values()) l.alert = { ...l.alert, read: true };
 			reread();
 		});
 	const listed = new Set(res?.items.map(a => a._id));
-	const arrived = page === 1 ? [...live.current.values()].map(l => l.alert).filter(a => !listed.has(a._id) && matches(a, filters)).reverse() : [];
+	const arrived =
+		page === 1
+			? [...live.current.values()]
+					.map(l => l.alert)
+					.filter(a => !listed.has(a._id) && matches(a, filters))
+					.reverse()
+			: [];
 	const rows = [...arrived, ...(res?.items ?? [])].slice(0, PAGE);
 	const set = (k: keyof Filters) => (e: Event) => setFilter(k, (e.target as HTMLSelectElement).value);
 	const filtered = !!whereOf(filters);
@@ -120,8 +143,22 @@ export function AlertsPage() {
 		<section>
 			<h1>Alerts</h1>
 			<div class="bar" role="search">
-				<Choice id="alerts-level" label="Level" any="any level" values={LEVELS} value={filters.level} onChange={set("level")} />
-				<Choice id="alerts-read" label="Read or not" any="read or not" values={READ} value={filters.read} onChange={set("read")} />
+				<Choice
+					id="alerts-level"
+					label="Level"
+					any="any level"
+					values={LEVELS}
+					value={filters.level}
+					onChange={set("level")}
+				/>
+				<Choice
+					id="alerts-read"
+					label="Read or not"
+					any="read or not"
+					values={READ}
+					value={filters.read}
+					onChange={set("read")}
+				/>
 				<button type="button" id="mark-all" onClick={() => void markAll()}>
 					Mark all read
 				</button>
@@ -162,11 +199,15 @@ export function AlertsPage() {
 					<p class="muted">{error ? "" : "Loading…"}</p>
 				) : (
 					<p class="empty" id="alerts-empty">
-						{filtered ? "No alert matches these filters: choose another level, or read or not." : "No alert yet: hosts going down, keys waiting for acceptance, failed patches and drifted states raise alerts, and they appear here as they are raised."}
+						{filtered
+							? "No alert matches these filters: choose another level, or read or not."
+							: "No alert yet: hosts going down, keys waiting for acceptance, failed patches and drifted states raise alerts, and they appear here as they are raised."}
 					</p>
 				)}
 			</div>
-			{res && res.total > 0 && <Pager id="alerts-page" page={res.page} size={PAGE} total={res.total} noun="alerts" onPage={setPage} />}
+			{res && res.total > 0 && (
+				<Pager id="alerts-page" page={res.page} size={PAGE} total={res.total} noun="alerts" onPage={setPage} />
+			)}
 		</section>
 	);
 }

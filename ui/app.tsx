@@ -6,7 +6,18 @@
  */
 import { render } from "preact";
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, q, token, followAlerts, signInOptions, signOutSession, borrowToken, shareToken, ApiError, type Me } from "./client";
+import {
+	api,
+	q,
+	token,
+	followAlerts,
+	signInOptions,
+	signOutSession,
+	borrowToken,
+	shareToken,
+	ApiError,
+	type Me,
+} from "./client";
 import type { PageProps } from "./parts";
 import { ActionsPage } from "./actions";
 import { AlertsPage, ALERTS_READ, type Alert } from "./alerts";
@@ -40,21 +51,51 @@ export interface PageDef {
 }
 
 export const PAGES: PageDef[] = [
-	{ path: "hosts", label: "Hosts", key: "h", role: "viewer", page: ({ me, id }) => (id ? <HostPage id={id} me={me} /> : <HostsPage />) },
-	{ path: "groups", label: "Groups", key: "g", role: "viewer", page: ({ me, id }) => (id ? <GroupPage id={id} me={me} /> : <GroupsPage me={me} />) },
+	{
+		path: "hosts",
+		label: "Hosts",
+		key: "h",
+		role: "viewer",
+		page: ({ me, id }) => (id ? <HostPage id={id} me={me} /> : <HostsPage />),
+	},
+	{
+		path: "groups",
+		label: "Groups",
+		key: "g",
+		role: "viewer",
+		page: ({ me, id }) => (id ? <GroupPage id={id} me={me} /> : <GroupsPage me={me} />),
+	},
 	{ path: "stats", label: "Statistics", key: "s", role: "viewer", page: () => <StatsPage /> },
 	{ path: "alerts", label: "Alerts", key: "a", role: "viewer", page: () => <AlertsPage /> },
 	{ path: "actions", label: "Actions", key: "x", role: "viewer", page: () => <ActionsPage /> },
 	{ path: "tasks", label: "Tasks", key: "t", role: "viewer", page: ({ me }) => <TasksPage me={me} /> },
-	{ path: "history", label: "Job history", key: "j", role: "viewer", page: ({ id }) => (id ? <JobPage jid={id} /> : <HistoryList />) },
+	{
+		path: "history",
+		label: "Job history",
+		key: "j",
+		role: "viewer",
+		page: ({ id }) => (id ? <JobPage jid={id} /> : <HistoryList />),
+	},
 	{ path: "jobs", label: "Jobs", key: "l", role: "viewer", page: ({ me }) => <JobsPage me={me} /> },
-	{ path: "rollouts", label: "Rollouts", key: "r", role: "viewer", page: ({ me, id }) => (id ? <RolloutPage id={id} me={me} /> : <RolloutsPage me={me} />) },
+	{
+		path: "rollouts",
+		label: "Rollouts",
+		key: "r",
+		role: "viewer",
+		page: ({ me, id }) => (id ? <RolloutPage id={id} me={me} /> : <RolloutsPage me={me} />),
+	},
 	{ path: "approvals", label: "Approvals", key: "p", role: "operator", page: ({ me }) => <ApprovalsPage me={me} /> },
 	{ path: "windows", label: "Windows", key: "w", role: "viewer", page: ({ me }) => <WindowsPage me={me} /> },
 	{ path: "vpn", label: "VPN", key: "v", role: "viewer", page: ({ me }) => <VpnPage me={me} /> },
 	{ path: "tokens", label: "Tokens", key: "k", role: "viewer", page: ({ me }) => <TokensPage me={me} /> },
 	{ path: "audit", label: "Audit", key: "u", role: "admin", page: () => <AuditPage /> },
-	{ path: "webhooks", label: "Webhooks", key: "b", role: "admin", page: ({ id }) => (id ? <DeliveriesPage id={id} /> : <WebhooksPage />) },
+	{
+		path: "webhooks",
+		label: "Webhooks",
+		key: "b",
+		role: "admin",
+		page: ({ id }) => (id ? <DeliveriesPage id={id} /> : <WebhooksPage />),
+	},
 ];
 
 const offered = (me: Me) => PAGES.filter(p => RANK[me.role] >= RANK[p.role]);
@@ -109,7 +150,16 @@ function SignIn({ message, onToken }: { message: string; onToken: (t: string) =>
 				)}
 			</div>
 			<p class="muted">Paste an API token. It is kept in this tab only (sessionStorage).</p>
-			<input ref={input} type="password" id="token" placeholder="fct_…" autoComplete="off" aria-label="API token" value={value} onInput={e => setValue((e.target as HTMLInputElement).value)} />
+			<input
+				ref={input}
+				type="password"
+				id="token"
+				placeholder="fct_…"
+				autoComplete="off"
+				aria-label="API token"
+				value={value}
+				onInput={e => setValue((e.target as HTMLInputElement).value)}
+			/>
 			<button type="submit">Sign in</button>
 			{error && (
 				<p class="error" role="alert">
@@ -120,13 +170,30 @@ function SignIn({ message, onToken }: { message: string; onToken: (t: string) =>
 	);
 }
 
-function Header({ me, here, unread, onHelp, onSignOut }: { me: Me; here: string; unread: number; onHelp: () => void; onSignOut: () => void }) {
+function Header({
+	me,
+	here,
+	unread,
+	onHelp,
+	onSignOut,
+}: {
+	me: Me;
+	here: string;
+	unread: number;
+	onHelp: () => void;
+	onSignOut: () => void;
+}) {
 	return (
 		<header id="top">
 			<strong class="brand">fleet-ctl</strong>
 			<nav id="nav" aria-label="Pages">
 				{offered(me).map(p => (
-					<a key={p.path} href={`#/${p.path}`} class={here === p.path ? "active" : ""} aria-current={here === p.path ? "page" : undefined}>
+					<a
+						key={p.path}
+						href={`#/${p.path}`}
+						class={here === p.path ? "active" : ""}
+						aria-current={here === p.path ? "page" : undefined}
+					>
 						{p.label}
 						{p.path === "alerts" && unread > 0 && (
 							<span class="badge" id="unread">
@@ -142,7 +209,14 @@ function Header({ me, here, unread, onHelp, onSignOut }: { me: Me; here: string;
 				<span class="muted">{me.name} · </span>
 				<span class={`pill ${me.role}`}>{me.role}</span>
 			</span>
-			<button type="button" id="shortcuts" class="secondary" aria-label="Keyboard shortcuts" aria-haspopup="dialog" onClick={onHelp}>
+			<button
+				type="button"
+				id="shortcuts"
+				class="secondary"
+				aria-label="Keyboard shortcuts"
+				aria-haspopup="dialog"
+				onClick={onHelp}
+			>
 				?
 			</button>
 			<button type="button" id="signout" onClick={onSignOut}>
@@ -222,7 +296,9 @@ function App() {
 				if (err instanceof ApiError && err.status === 401) return;
 				if (!token.get()) return;
 				const wait = Math.min(15, 2 ** (attempt - 1));
-				setProblem(`fleet-ctl did not answer (${err instanceof Error ? err.message : String(err)}): trying again in ${wait} s.`);
+				setProblem(
+					`fleet-ctl did not answer (${err instanceof Error ? err.message : String(err)}): trying again in ${wait} s.`,
+				);
 				setTimeout(() => void boot(attempt + 1), wait * 1000);
 			});
 	const signedOut = (message = "") => {
@@ -238,7 +314,15 @@ function App() {
 		const onRefused = () => {
 			const session = meRef.current?.session === true;
 			// After the view that made the refused request has shown its error: the sign-in replaces it.
-			setTimeout(() => signedOut(session ? "Your session ended (it expired or was revoked): sign in again." : "The token was refused (invalid, expired or revoked): sign in again."), 0);
+			setTimeout(
+				() =>
+					signedOut(
+						session
+							? "Your session ended (it expired or was revoked): sign in again."
+							: "The token was refused (invalid, expired or revoked): sign in again.",
+					),
+				0,
+			);
 		};
 		window.addEventListener("hashchange", onHash);
 		window.addEventListener(ALERTS_READ, onRead);
@@ -258,7 +342,9 @@ function App() {
 						token.set(lent);
 						return start();
 					}
-					return fetch("/api/whoami", { headers: { Accept: "application/json" } }).then(res => (res.ok ? start() : signedOut()));
+					return fetch("/api/whoami", { headers: { Accept: "application/json" } }).then(res =>
+						res.ok ? start() : signedOut(),
+					);
 				})
 				.catch(() => signedOut());
 		return () => {

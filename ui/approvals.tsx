@@ -33,12 +33,23 @@ export interface Approval {
 	policies: Policy[];
 	votes: Vote[];
 	expires: string;
-	dry_run?: { state: string; predicted?: Array<{ host: string; state_id: string }>; predicted_total?: number; predicted_failures?: number; error?: string };
+	dry_run?: {
+		state: string;
+		predicted?: Array<{ host: string; state_id: string }>;
+		predicted_total?: number;
+		predicted_failures?: number;
+		error?: string;
+	};
 	run?: { status: string; jid?: string | null; message?: string };
 	_created: string;
 }
 
-const callText = (a: Approval) => [a.call.fun, ...(a.call.arg ?? []).map(x => (typeof x === "string" ? x : JSON.stringify(x))), ...Object.entries(a.call.kwarg ?? {}).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`)].join(" ");
+const callText = (a: Approval) =>
+	[
+		a.call.fun,
+		...(a.call.arg ?? []).map(x => (typeof x === "string" ? x : JSON.stringify(x))),
+		...Object.entries(a.call.kwarg ?? {}).map(([k, v]) => `${k}=${typeof v === "string" ? v : JSON.stringify(v)}`),
+	].join(" ");
 
 function DryRun({ a }: { a: Approval }) {
 	const d = a.dry_run;
@@ -56,7 +67,11 @@ function Decide({ a, me, onDone }: { a: Approval; me: Me; onDone: (a: Approval) 
 	const [comment, setComment] = useState("");
 	const [busy, setBusy] = useState(false);
 	const [error, setError] = useState("");
-	const mayDecide = a.status === "pending" && a.requester.token !== me._id && a.policies.some(p => p.roles.includes(me.role)) && !a.votes.some(v => v.name === me.name);
+	const mayDecide =
+		a.status === "pending" &&
+		a.requester.token !== me._id &&
+		a.policies.some(p => p.roles.includes(me.role)) &&
+		!a.votes.some(v => v.name === me.name);
 	if (!mayDecide) return null;
 	const vote = async (decision: "approve" | "reject") => {
 		setBusy(true);
@@ -71,7 +86,12 @@ function Decide({ a, me, onDone }: { a: Approval; me: Me; onDone: (a: Approval) 
 	};
 	return (
 		<div class="decide">
-			<input aria-label={`Comment on request ${a._id}`} placeholder="comment" value={comment} onInput={e => setComment((e.target as HTMLInputElement).value)} />
+			<input
+				aria-label={`Comment on request ${a._id}`}
+				placeholder="comment"
+				value={comment}
+				onInput={e => setComment((e.target as HTMLInputElement).value)}
+			/>
 			<button type="button" disabled={busy} onClick={() => vote("approve")}>
 				Approve
 			</button>
@@ -100,18 +120,39 @@ interface PolicyRecord {
 /** How long a threshold counts a principal's asks: "this run" for 0, else the largest whole unit. */
 function windowText(s: number): string {
 	if (s === 0) return "this run";
-	const [n, unit] = s % 86_400 === 0 ? [s / 86_400, "day"] : s % 3600 === 0 ? [s / 3600, "hour"] : s % 60 === 0 ? [s / 60, "minute"] : [s, "second"];
+	const [n, unit] =
+		s % 86_400 === 0
+			? [s / 86_400, "day"]
+			: s % 3600 === 0
+				? [s / 3600, "hour"]
+				: s % 60 === 0
+					? [s / 60, "minute"]
+					: [s, "second"];
 	return `${n} ${unit}${n === 1 ? "" : "s"}`;
 }
 
 /** The approval policies: which runs need approvers; admins add, disable and delete them. */
 function Policies({ me }: { me: Me }) {
 	const [items, setItems] = useState<PolicyRecord[] | null>(null);
-	const [form, setForm] = useState({ name: "", functions: "cmd.run", target: "", more_than_hosts: "0", window: "3600", count: "1", roles: "admin" });
+	const [form, setForm] = useState({
+		name: "",
+		functions: "cmd.run",
+		target: "",
+		more_than_hosts: "0",
+		window: "3600",
+		count: "1",
+		roles: "admin",
+	});
 	const [error, guard] = useGuard();
 	const [refusal, setRefusal] = useState("");
 	const admin = me.role === "admin";
-	const load = () => guard(async () => setItems((await api<{ _items: PolicyRecord[] }>("GET", q("approval_policies", { sort: "name", max_results: 50 })))._items));
+	const load = () =>
+		guard(async () =>
+			setItems(
+				(await api<{ _items: PolicyRecord[] }>("GET", q("approval_policies", { sort: "name", max_results: 50 })))
+					._items,
+			),
+		);
 	useEffect(() => void load(), []);
 	const change = (p: PolicyRecord, what: "toggle" | "delete") =>
 		guard(async () => {
@@ -123,7 +164,11 @@ function Policies({ me }: { me: Me }) {
 		ev.preventDefault();
 		setRefusal("");
 		try {
-			const list = (v: string) => v.split(",").map(x => x.trim()).filter(Boolean);
+			const list = (v: string) =>
+				v
+					.split(",")
+					.map(x => x.trim())
+					.filter(Boolean);
 			await api("POST", "approval_policies", {
 				name: form.name,
 				functions: list(form.functions),
@@ -142,7 +187,11 @@ function Policies({ me }: { me: Me }) {
 	const input = (k: keyof typeof form, label: string) => (
 		<label class="field">
 			<span>{label}</span>
-			<input id={`policy-${k}`} value={form[k]} onInput={e => setForm({ ...form, [k]: (e.target as HTMLInputElement).value })} />
+			<input
+				id={`policy-${k}`}
+				value={form[k]}
+				onInput={e => setForm({ ...form, [k]: (e.target as HTMLInputElement).value })}
+			/>
 		</label>
 	);
 	return (
@@ -150,17 +199,33 @@ function Policies({ me }: { me: Me }) {
 			<h2>Policies</h2>
 			<Problem text={error} />
 			{items === null ? null : items.length === 0 ? (
-				<p class="empty">No approval policy: every run goes as its token allows.{admin ? " Add one below." : " Admins add them."}</p>
+				<p class="empty">
+					No approval policy: every run goes as its token allows.{admin ? " Add one below." : " Admins add them."}
+				</p>
 			) : (
 				<Scroll>
 					<table id="policies">
-						<Head columns={["Name", "Functions", "Hosts", "More than", "Within", "From", "Approvers", "State", ...(admin ? [""] : [])]} />
+						<Head
+							columns={[
+								"Name",
+								"Functions",
+								"Hosts",
+								"More than",
+								"Within",
+								"From",
+								"Approvers",
+								"State",
+								...(admin ? [""] : []),
+							]}
+						/>
 						<tbody>
 							{items.map(p => (
 								<tr key={p._id} data-id={p._id}>
 									<td>{p.name}</td>
 									<td class="mono">{p.functions.join(", ")}</td>
-									<td class="mono">{p.targets?.target ?? (p.targets?.groups?.length ? `${p.targets.groups.length} group(s)` : "any")}</td>
+									<td class="mono">
+										{p.targets?.target ?? (p.targets?.groups?.length ? `${p.targets.groups.length} group(s)` : "any")}
+									</td>
 									<td>{p.more_than_hosts ?? 0} host(s)</td>
 									<td>{windowText(p.window ?? 3600)}</td>
 									<td>{p.origins?.join(", ") ?? "anywhere"}</td>
@@ -168,9 +233,17 @@ function Policies({ me }: { me: Me }) {
 										{p.approvers.count} × {p.approvers.roles.join("/")}
 									</td>
 									<td>
-										<span class={`pill ${p.enabled === false ? "paused" : "up"}`}>{p.enabled === false ? "disabled" : "enabled"}</span>
+										<span class={`pill ${p.enabled === false ? "paused" : "up"}`}>
+											{p.enabled === false ? "disabled" : "enabled"}
+										</span>
 									</td>
-									{admin && <RuleActions enabled={p.enabled !== false} onToggle={() => void change(p, "toggle")} onDelete={() => void change(p, "delete")} />}
+									{admin && (
+										<RuleActions
+											enabled={p.enabled !== false}
+											onToggle={() => void change(p, "toggle")}
+											onDelete={() => void change(p, "delete")}
+										/>
+									)}
 								</tr>
 							))}
 						</tbody>
@@ -201,7 +274,10 @@ export function ApprovalsPage({ me }: { me: Me }) {
 	const [error, setError] = useState("");
 	const load = async () => {
 		try {
-			const res = await api<{ _items: Approval[] }>("GET", q("approvals", { ...(all ? {} : { where: { status: "pending" } }), max_results: 50 }));
+			const res = await api<{ _items: Approval[] }>(
+				"GET",
+				q("approvals", { ...(all ? {} : { where: { status: "pending" } }), max_results: 50 }),
+			);
 			setItems(res._items);
 			setError("");
 		} catch (err) {
@@ -224,20 +300,25 @@ export function ApprovalsPage({ me }: { me: Me }) {
 		);
 		return () => stream.stop();
 	}, [all]);
-	const replace = (a: Approval) => setItems(list => (list ?? []).map(x => (x._id === a._id ? a : x)).filter(x => all || x.status === "pending"));
+	const replace = (a: Approval) =>
+		setItems(list => (list ?? []).map(x => (x._id === a._id ? a : x)).filter(x => all || x.status === "pending"));
 	return (
 		<section>
 			<h1>Approvals</h1>
 			<p>
 				<label>
-					<input type="checkbox" checked={all} onChange={e => setAll((e.target as HTMLInputElement).checked)} /> show decided requests too
+					<input type="checkbox" checked={all} onChange={e => setAll((e.target as HTMLInputElement).checked)} /> show
+					decided requests too
 				</label>
 			</p>
 			<Problem text={error} />
 			{items === null ? (
 				<p class="muted">Loading…</p>
 			) : items.length === 0 ? (
-				<p class="empty">{all ? "No approval request yet." : "No request waits for a decision."} Runs that an approval policy matches (admins write them: POST /api/approval_policies) appear here as they are asked for.</p>
+				<p class="empty">
+					{all ? "No approval request yet." : "No request waits for a decision."} Runs that an approval policy matches
+					(admins write them: POST /api/approval_policies) appear here as they are asked for.
+				</p>
 			) : (
 				<Scroll>
 					<table id="approvals">
@@ -251,16 +332,28 @@ export function ApprovalsPage({ me }: { me: Me }) {
 										{a.hosts_count} {a.target ? <span class="muted mono">{a.target}</span> : null}
 									</td>
 									<td>
-										{a.requester.name} <span class="muted">({a.origin}{a.definition ? ` ${a.definition.kind}` : ""})</span>
+										{a.requester.name}{" "}
+										<span class="muted">
+											({a.origin}
+											{a.definition ? ` ${a.definition.kind}` : ""})
+										</span>
 									</td>
 									<td>{a.policies.map(p => `${p.name}: ${p.count} × ${p.roles.join("/")}`).join("; ")}</td>
-									<td>{a.votes.length ? a.votes.map(v => `${v.decision} by ${v.name}${v.comment ? ` (“${v.comment}”)` : ""}`).join("; ") : "–"}</td>
+									<td>
+										{a.votes.length
+											? a.votes.map(v => `${v.decision} by ${v.name}${v.comment ? ` (“${v.comment}”)` : ""}`).join("; ")
+											: "–"}
+									</td>
 									<td>
 										<DryRun a={a} />
 									</td>
 									<td>
 										<span class={`pill ${a.status}`}>{a.status}</span>
-										{a.run?.jid ? <span class="mono"> job {a.run.jid}</span> : a.run?.message ? <span class="error"> {a.run.message}</span> : null}
+										{a.run?.jid ? (
+											<span class="mono"> job {a.run.jid}</span>
+										) : a.run?.message ? (
+											<span class="error"> {a.run.message}</span>
+										) : null}
 									</td>
 									<td>
 										<Decide a={a} me={me} onDone={replace} />

@@ -97,7 +97,10 @@ export function AuditPage() {
 		if (filter.path) where.path = { $gte: filter.path, $lt: `${filter.path}\uffff` };
 		// Only the answer to the filters now shown: a slower answer to earlier ones must not replace it.
 		let current = true;
-		api<{ _items: Record[]; _meta: { total: number } }>("GET", q("audit", { where, sort: "-_id", max_results: PAGE, page }))
+		api<{ _items: Record[]; _meta: { total: number } }>(
+			"GET",
+			q("audit", { where, sort: "-_id", max_results: PAGE, page }),
+		)
 			.then(res => {
 				if (!current) return;
 				setData({ items: res._items, total: res._meta.total });
@@ -142,13 +145,35 @@ export function AuditPage() {
 					</select>
 				</label>
 				<label>
-					Method <input id="audit-method" size={8} value={draft.method} placeholder="POST, TASK…" onInput={type("method")} onChange={set("method")} />
+					Method{" "}
+					<input
+						id="audit-method"
+						size={8}
+						value={draft.method}
+						placeholder="POST, TASK…"
+						onInput={type("method")}
+						onChange={set("method")}
+					/>
 				</label>
 				<label>
-					Who <input id="audit-name" value={draft.name} placeholder="token name" onInput={type("name")} onChange={set("name")} />
+					Who{" "}
+					<input
+						id="audit-name"
+						value={draft.name}
+						placeholder="token name"
+						onInput={type("name")}
+						onChange={set("name")}
+					/>
 				</label>
 				<label>
-					Path <input id="audit-path" value={draft.path} placeholder="/api/hosts" onInput={type("path")} onChange={set("path")} />
+					Path{" "}
+					<input
+						id="audit-path"
+						value={draft.path}
+						placeholder="/api/hosts"
+						onInput={type("path")}
+						onChange={set("path")}
+					/>
 				</label>
 			</form>
 			<Problem text={error} />
@@ -162,7 +187,12 @@ export function AuditPage() {
 						<Head columns={["When", "Who", "Request", "Run", "Status"]} />
 						<tbody>
 							{data.items.map(r => (
-								<tr key={r._id} data-id={r._id} onClick={() => setOpen(open === r._id ? null : r._id)} class="clickable">
+								<tr
+									key={r._id}
+									data-id={r._id}
+									onClick={() => setOpen(open === r._id ? null : r._id)}
+									class="clickable"
+								>
 									<td>{r._created}</td>
 									<td>
 										{r.name ?? "–"} <span class="muted">{r.role ?? ""}</span>
@@ -177,7 +207,22 @@ export function AuditPage() {
 										{r.fun ? `${r.fun} on ${r.targets?.length ?? 0} host(s)` : "–"}
 										{r.break_glass ? <span class="pill warning"> break-glass</span> : null}
 										{open === r._id && (
-											<pre class="mono">{JSON.stringify({ args: r.args, targets: r.targets, jid: r.jid, message: r.message, break_glass: r.break_glass, approval: r.approval, agent: r.agent, source: r.source }, null, 2)}</pre>
+											<pre class="mono">
+												{JSON.stringify(
+													{
+														args: r.args,
+														targets: r.targets,
+														jid: r.jid,
+														message: r.message,
+														break_glass: r.break_glass,
+														approval: r.approval,
+														agent: r.agent,
+														source: r.source,
+													},
+													null,
+													2,
+												)}
+											</pre>
 										)}
 									</td>
 									<td>

@@ -91,8 +91,12 @@ export function q(path: string, query: Record<string, unknown> = {}): string {
 	const parts: string[] = [];
 	for (const [k, v] of Object.entries(query)) {
 		if (v === undefined || v === null || v === "") continue;
-		if (Array.isArray(v) && k.endsWith("[]")) for (const item of v) parts.push(`${encodeURIComponent(k)}=${encodeURIComponent(String(item))}`);
-		else parts.push(`${encodeURIComponent(k)}=${encodeURIComponent(typeof v === "string" || typeof v === "number" ? String(v) : JSON.stringify(v))}`);
+		if (Array.isArray(v) && k.endsWith("[]"))
+			for (const item of v) parts.push(`${encodeURIComponent(k)}=${encodeURIComponent(String(item))}`);
+		else
+			parts.push(
+				`${encodeURIComponent(k)}=${encodeURIComponent(typeof v === "string" || typeof v === "number" ? String(v) : JSON.stringify(v))}`,
+			);
 	}
 	return parts.length ? `${path}?${parts.join("&")}` : path;
 }
@@ -144,14 +148,22 @@ interface SseEvent {
  * (re)connected (`ready`) or lost; `headers` are asked again at every connection (Last-Event-ID). Reconnects after a
  * pause until `stop()`. fetch(), not EventSource: EventSource cannot send the Authorization header.
  */
-function followEvents(path: string, onEvent: (e: SseEvent) => void, onState: (connected: boolean) => void, headers: () => Record<string, string> = () => ({})): { stop(): void } {
+function followEvents(
+	path: string,
+	onEvent: (e: SseEvent) => void,
+	onState: (connected: boolean) => void,
+	headers: () => Record<string, string> = () => ({}),
+): { stop(): void } {
 	let stopped = false;
 	let controller: AbortController | null = null;
 	const loop = async () => {
 		while (!stopped) {
 			controller = new AbortController();
 			try {
-				const res = await fetch(`/api/${path}`, { headers: { ...who(), Accept: "text/event-stream", ...headers() }, signal: controller.signal });
+				const res = await fetch(`/api/${path}`, {
+					headers: { ...who(), Accept: "text/event-stream", ...headers() },
+					signal: controller.signal,
+				});
 				if (res.status === 401) {
 					window.dispatchEvent(new CustomEvent("fleet:unauthorized"));
 					return;
@@ -220,7 +232,12 @@ export function followAlerts(onAlert: (alert: any) => void, onState: (connected:
 }
 
 /** Reads a stream of the API (`path`) and calls `onEvent` with each `event`'s data; `onOpen` at every (re)connection, so that a page reads again what it may have missed. */
-export function followStream(path: string, event: string, onEvent: (data: any) => void, onOpen: () => void): { stop(): void } {
+export function followStream(
+	path: string,
+	event: string,
+	onEvent: (data: any) => void,
+	onOpen: () => void,
+): { stop(): void } {
 	return followEvents(
 		path,
 		e => {
@@ -244,7 +261,10 @@ export async function signInOptions(): Promise<{ oidc: boolean; name?: string }>
 
 /** Ends the single sign-on session here, then goes where the gateway says (the provider's logout). */
 export async function signOutSession(): Promise<void> {
-	const res = await fetch("/auth/logout", { method: "POST", headers: { Accept: "application/json", "X-CSRF-Token": csrfToken() } });
+	const res = await fetch("/auth/logout", {
+		method: "POST",
+		headers: { Accept: "application/json", "X-CSRF-Token": csrfToken() },
+	});
 	const body = res.ok ? await res.json() : null;
 	location.href = body?.redirect ?? "/";
 }

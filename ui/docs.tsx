@@ -40,7 +40,14 @@ function AskToken({ message, onToken }: { message: string; onToken: (t: string) 
 			<h1>API documentation</h1>
 			<p class="muted">The document is served to signed-in callers: paste an API token.</p>
 			{message && <p class="error">{message}</p>}
-			<input type="password" id="token" placeholder="fct_…" aria-label="API token" value={value} onInput={e => setValue((e.target as HTMLInputElement).value)} />
+			<input
+				type="password"
+				id="token"
+				placeholder="fct_…"
+				aria-label="API token"
+				value={value}
+				onInput={e => setValue((e.target as HTMLInputElement).value)}
+			/>
 			<button type="submit">Show</button>
 		</form>
 	);
@@ -65,9 +72,22 @@ function TryIt({ path }: { path: string }) {
 	return (
 		<div class="try">
 			{names.map(n => (
-				<input key={n} placeholder={n} aria-label={n} data-param={n} value={params[n] ?? ""} onInput={e => setParams({ ...params, [n]: (e.target as HTMLInputElement).value })} />
+				<input
+					key={n}
+					placeholder={n}
+					aria-label={n}
+					data-param={n}
+					value={params[n] ?? ""}
+					onInput={e => setParams({ ...params, [n]: (e.target as HTMLInputElement).value })}
+				/>
 			))}
-			<input placeholder="query, e.g. max_results=5" aria-label="query" class="try-query" value={query} onInput={e => setQuery((e.target as HTMLInputElement).value)} />
+			<input
+				placeholder="query, e.g. max_results=5"
+				aria-label="query"
+				class="try-query"
+				value={query}
+				onInput={e => setQuery((e.target as HTMLInputElement).value)}
+			/>
 			<button type="button" onClick={() => void run()}>
 				Try it
 			</button>

@@ -15,7 +15,6 @@ declare const echarts: {
 	init(el: HTMLElement): { setOption(o: unknown): void; dispose(): void; on(e: string, f: (p: any) => void): void };
 };
 
-
 interface GraphNode {
 	id: string;
 	name: string;
@@ -37,7 +36,15 @@ const KINDS = [
 
 function ruleWords(info: Group["info"]): string {
 	if (!info) return "–";
-	const parts = [info.target ? `target ${info.target}` : "", info.regex ? `name matches ${info.regex}` : "", info.grain && Object.keys(info.grain).length ? `grains ${Object.entries(info.grain).map(([k, v]) => `${k}=${v}`).join(", ")}` : ""].filter(Boolean);
+	const parts = [
+		info.target ? `target ${info.target}` : "",
+		info.regex ? `name matches ${info.regex}` : "",
+		info.grain && Object.keys(info.grain).length
+			? `grains ${Object.entries(info.grain)
+					.map(([k, v]) => `${k}=${v}`)
+					.join(", ")}`
+			: "",
+	].filter(Boolean);
 	return parts.join("; ") || "–";
 }
 
@@ -49,7 +56,10 @@ function Graph({ group, groups }: { group: Group; groups: Group[] }) {
 		let chart: ReturnType<typeof echarts.init> | null = null;
 		let current = true;
 		(async () => {
-			const graph = await api<{ nodes: GraphNode[]; edges: Array<{ source: string; target: string }> }>("GET", `graph/${encodeURIComponent(group._id)}`);
+			const graph = await api<{ nodes: GraphNode[]; edges: Array<{ source: string; target: string }> }>(
+				"GET",
+				`graph/${encodeURIComponent(group._id)}`,
+			);
 			// Each group of the graph with the hosts it brings itself: listed, or selected by its rule (never its subgroups').
 			const byId = new Map(groups.map(g => [g._id, g]));
 			const hostEdges: Array<{ source: string; target: string }> = [];
@@ -58,7 +68,8 @@ function Graph({ group, groups }: { group: Group; groups: Group[] }) {
 			for (const node of graph.nodes) {
 				const g = byId.get(node.id);
 				const own = new Set(g?.hosts ?? []);
-				if (g && (g.type ?? 0) === 1) for (const h of await api<string[]>("GET", `groups/${encodeURIComponent(g._id)}/hostnames`)) own.add(h);
+				if (g && (g.type ?? 0) === 1)
+					for (const h of await api<string[]>("GET", `groups/${encodeURIComponent(g._id)}/hostnames`)) own.add(h);
 				for (const h of own) {
 					if (!hostNodes.has(h) && hostNodes.size >= MAX_HOST_NODES) {
 						more++;
@@ -71,7 +82,15 @@ function Graph({ group, groups }: { group: Group; groups: Group[] }) {
 			if (!current) return;
 			const el = box.current as HTMLDivElement;
 			chart = echarts.init(el);
-			const nodes = [...graph.nodes.map(n => ({ ...n, category: (n.type ?? 0) === 1 || n.value === 1 ? 1 : 0, itemStyle: undefined, symbolSize: Math.max(n.symbolSize, 16) })), ...hostNodes.values()];
+			const nodes = [
+				...graph.nodes.map(n => ({
+					...n,
+					category: (n.type ?? 0) === 1 || n.value === 1 ? 1 : 0,
+					itemStyle: undefined,
+					symbolSize: Math.max(n.symbolSize, 16),
+				})),
+				...hostNodes.values(),
+			];
 			chart.setOption({
 				tooltip: {},
 				legend: [{ data: KINDS.map(k => k.name) }],
@@ -98,7 +117,8 @@ function Graph({ group, groups }: { group: Group; groups: Group[] }) {
 			// A group's node opens its group, a host's its host.
 			chart.on("click", (p: { dataType?: string; data?: { id?: string } }) => {
 				const id = p.dataType === "node" ? p.data?.id : undefined;
-				if (id) location.hash = id.startsWith("host:") ? `#/hosts/${encodeURIComponent(id.slice(5))}` : `#/groups/${id}`;
+				if (id)
+					location.hash = id.startsWith("host:") ? `#/hosts/${encodeURIComponent(id.slice(5))}` : `#/groups/${id}`;
 			});
 			setNote(more ? `${hostNodes.size} hosts drawn; ${more} more are not (see the list above).` : "");
 		})().catch(err => current && setError((err as Error).message));
@@ -111,7 +131,13 @@ function Graph({ group, groups }: { group: Group; groups: Group[] }) {
 		<section>
 			<h2>Graph</h2>
 			<Problem text={error} />
-			<div class="chart" id="graph" ref={box} role="img" aria-label={`The group ${group.name}, its subgroups and their hosts`} />
+			<div
+				class="chart"
+				id="graph"
+				ref={box}
+				role="img"
+				aria-label={`The group ${group.name}, its subgroups and their hosts`}
+			/>
 			{note && <p class="muted">{note}</p>}
 		</section>
 	);
@@ -125,7 +151,18 @@ export function GroupPage({ id, me }: { id: string; me: Me }) {
 	const [tick, setTick] = useState(0);
 	useEffect(() => {
 		let current = true;
-		Promise.all([api<Group>("GET", `groups/${encodeURIComponent(id)}`), api<{ _items: Group[] }>("GET", q("groups", { sort: "name", max_results: 200, projection: { name: 1, type: 1, hosts: 1, subgroups: 1, info: 1 } })), api<string[]>("GET", `groups/${encodeURIComponent(id)}/hostnames`)])
+		Promise.all([
+			api<Group>("GET", `groups/${encodeURIComponent(id)}`),
+			api<{ _items: Group[] }>(
+				"GET",
+				q("groups", {
+					sort: "name",
+					max_results: 200,
+					projection: { name: 1, type: 1, hosts: 1, subgroups: 1, info: 1 },
+				}),
+			),
+			api<string[]>("GET", `groups/${encodeURIComponent(id)}/hostnames`),
+		])
 			.then(([g, all, names]) => {
 				if (!current) return;
 				setGroup(g);
@@ -207,7 +244,15 @@ export function GroupPage({ id, me }: { id: string; me: Me }) {
 				</section>
 			</div>
 			{me.role !== "viewer" && <RunPanel kind="groups" id={group._id} />}
-			{me.role === "admin" && <GroupForm key={group._updated} group={group} groups={groups} prefix="edit-group" onDone={() => setTick(t => t + 1)} />}
+			{me.role === "admin" && (
+				<GroupForm
+					key={group._updated}
+					group={group}
+					groups={groups}
+					prefix="edit-group"
+					onDone={() => setTick(t => t + 1)}
+				/>
+			)}
 			<Graph group={group} groups={groups} />
 		</section>
 	);

@@ -5,7 +5,7 @@
  * hosts it would select previewed as it is typed (POST /targets/preview), and Delete.
  */
 import { useEffect, useState } from "preact/hooks";
-import { api, q, ApiError, type Me } from "./client";
+import { api, q, type ApiError, type Me } from "./client";
 import { Button, Field, GroupPicker, Head, Problem, Scroll, TargetPreview, useGuard, useTargetPreview } from "./parts";
 
 export interface Group {
@@ -19,13 +19,29 @@ export interface Group {
 }
 
 /** What a group's `type` means (docs/graph.md). */
-export const GROUP_KINDS: Record<number, string> = { 0: "static", 1: "automatic (rule)", 2: "graph root", 3: "type 3", 4: "type 4" };
+export const GROUP_KINDS: Record<number, string> = {
+	0: "static",
+	1: "automatic (rule)",
+	2: "graph root",
+	3: "type 3",
+	4: "type 4",
+};
 
 /**
  * The form that makes a group (`group` absent) or changes one: name, listed hosts, a compound target rule (previewed
  * as it is typed; emptied on a change, the rule is dropped) and subgroups. `prefix` names its elements.
  */
-export function GroupForm({ group, groups, prefix, onDone }: { group?: Group; groups: Group[]; prefix: string; onDone: () => void }) {
+export function GroupForm({
+	group,
+	groups,
+	prefix,
+	onDone,
+}: {
+	group?: Group;
+	groups: Group[];
+	prefix: string;
+	onDone: () => void;
+}) {
 	const [name, setName] = useState(group?.name ?? "");
 	const [hosts, setHosts] = useState((group?.hosts ?? []).join(", "));
 	const [target, setTarget] = useState(group?.info?.target ?? "");
@@ -40,9 +56,22 @@ export function GroupForm({ group, groups, prefix, onDone }: { group?: Group; gr
 		try {
 			const listed = hosts.split(/[\s,]+/).filter(Boolean);
 			const rule = target.trim();
-			if (group) await api("PATCH", `groups/${group._id}`, { name, hosts: listed, subgroups, info: { target: rule || null }, type: rule || otherRule ? 1 : 0 });
+			if (group)
+				await api("PATCH", `groups/${group._id}`, {
+					name,
+					hosts: listed,
+					subgroups,
+					info: { target: rule || null },
+					type: rule || otherRule ? 1 : 0,
+				});
 			else {
-				await api("POST", "groups", { name, type: target ? 1 : 0, ...(listed.length ? { hosts: listed } : {}), ...(subgroups.length ? { subgroups } : {}), ...(target ? { info: { target } } : {}) });
+				await api("POST", "groups", {
+					name,
+					type: target ? 1 : 0,
+					...(listed.length ? { hosts: listed } : {}),
+					...(subgroups.length ? { subgroups } : {}),
+					...(target ? { info: { target } } : {}),
+				});
 				setName("");
 				setHosts("");
 				setTarget("");
@@ -58,17 +87,37 @@ export function GroupForm({ group, groups, prefix, onDone }: { group?: Group; gr
 		<form class="card" id={group ? "edit-group" : "new-group"} onSubmit={submit}>
 			<h2>{group ? "Change the group" : "New group"}</h2>
 			<Field label="Name">
-				<input id={`${prefix}-name`} required value={name} onInput={e => setName((e.target as HTMLInputElement).value)} />
+				<input
+					id={`${prefix}-name`}
+					required
+					value={name}
+					onInput={e => setName((e.target as HTMLInputElement).value)}
+				/>
 			</Field>
 			<Field label="Hosts (listed)">
-				<input id={`${prefix}-hosts`} value={hosts} placeholder="web-01, web-02" onInput={e => setHosts((e.target as HTMLInputElement).value)} />
+				<input
+					id={`${prefix}-hosts`}
+					value={hosts}
+					placeholder="web-01, web-02"
+					onInput={e => setHosts((e.target as HTMLInputElement).value)}
+				/>
 			</Field>
 			<Field label="Rule (compound target)">
-				<input id={`${prefix}-target`} value={target} placeholder="G@roles:web and not web-9*" onInput={e => setTarget((e.target as HTMLInputElement).value)} />
+				<input
+					id={`${prefix}-target`}
+					value={target}
+					placeholder="G@roles:web and not web-9*"
+					onInput={e => setTarget((e.target as HTMLInputElement).value)}
+				/>
 			</Field>
 			<TargetPreview id={`${prefix}-preview`} preview={preview} />
 			<Field label="Subgroups">
-				<GroupPicker id={`${prefix}-subgroups`} groups={group ? groups.filter(g => g._id !== group._id) : groups} chosen={subgroups} onChange={setSubgroups} />
+				<GroupPicker
+					id={`${prefix}-subgroups`}
+					groups={group ? groups.filter(g => g._id !== group._id) : groups}
+					chosen={subgroups}
+					onChange={setSubgroups}
+				/>
 			</Field>
 			<button type="submit">{group ? "Save changes" : "Add group"}</button>
 			<Problem text={error} />
@@ -87,7 +136,9 @@ export function GroupsPage({ me }: { me: Me }) {
 			setGroups(res._items);
 			// What each group resolves to now: its listed hosts, its subgroups' and its rule's.
 			const resolved: Record<string, number> = {};
-			await Promise.all(res._items.map(async g => (resolved[g._id] = (await api<string[]>("GET", `groups/${g._id}/hostnames`)).length)));
+			await Promise.all(
+				res._items.map(async g => (resolved[g._id] = (await api<string[]>("GET", `groups/${g._id}/hostnames`)).length)),
+			);
 			setCounts(resolved);
 		});
 	useEffect(() => void load(), []);
@@ -104,7 +155,10 @@ export function GroupsPage({ me }: { me: Me }) {
 			{groups === null ? (
 				<p class="muted">Loading…</p>
 			) : groups.length === 0 ? (
-				<p class="empty">No group yet: a group names hosts (listed, by a rule, or through its subgroups) to run on together.{admin ? " Add one below." : ""}</p>
+				<p class="empty">
+					No group yet: a group names hosts (listed, by a rule, or through its subgroups) to run on together.
+					{admin ? " Add one below." : ""}
+				</p>
 			) : (
 				<Scroll>
 					<table id="groups">
@@ -117,7 +171,15 @@ export function GroupsPage({ me }: { me: Me }) {
 									</td>
 									<td>{GROUP_KINDS[g.type ?? 0] ?? `type ${g.type}`}</td>
 									<td>{counts[g._id] ?? "…"}</td>
-									<td class="mono">{g.info?.target ?? g.info?.regex ?? (g.info?.grain ? Object.entries(g.info.grain).map(([k, v]) => `${k}=${v}`).join(", ") : "–")}</td>
+									<td class="mono">
+										{g.info?.target ??
+											g.info?.regex ??
+											(g.info?.grain
+												? Object.entries(g.info.grain)
+														.map(([k, v]) => `${k}=${v}`)
+														.join(", ")
+												: "–")}
+									</td>
 									<td>{(g.subgroups ?? []).map(s => names[s] ?? s).join(", ") || "–"}</td>
 									{admin && (
 										<td>

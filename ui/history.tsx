@@ -62,7 +62,8 @@ function targetGroups(target: string | undefined): string[] {
 /** The group names a target's F@ terms give instead of ids (F@web). */
 function targetGroupNames(target: string | undefined): string[] {
 	const out: string[] = [];
-	for (const term of (target ?? "").split(/[\s()]+/)) if (term.startsWith("F@") && term.length > 2 && !OBJECT_ID.test(term.slice(2))) out.push(term.slice(2));
+	for (const term of (target ?? "").split(/[\s()]+/))
+		if (term.startsWith("F@") && term.length > 2 && !OBJECT_ID.test(term.slice(2))) out.push(term.slice(2));
 	return out;
 }
 
@@ -73,7 +74,9 @@ function targetGroupNames(target: string | undefined): string[] {
 function useTargetNames(targets: Array<string | undefined>): Record<string, string | null> {
 	const names = useNames({ groups: targets.flatMap(targetGroups) });
 	const ids = useNames({ groups: targets.flatMap(targetGroupNames) }, "name");
-	const byName = Object.fromEntries(Object.entries(ids).map(([k, id]) => [`group-named/${k.slice("groups/".length)}`, id]));
+	const byName = Object.fromEntries(
+		Object.entries(ids).map(([k, id]) => [`group-named/${k.slice("groups/".length)}`, id]),
+	);
 	return { ...names, ...byName };
 }
 
@@ -109,7 +112,8 @@ function GroupRef({ id, names }: { id: string; names: Record<string, string | nu
 /** One term of a target in words: an L@ list as its hosts (the first few) and groups, F@ as the group, others as written. */
 function Term({ term, names, shown }: { term: string; names: Record<string, string | null>; shown: number }) {
 	if (term.startsWith("F@")) return <GroupRef id={term.slice(2)} names={names} />;
-	if (!term.startsWith("L@")) return /^[\s()]+$/.test(term) || /^(and|or|not)$/.test(term) ? <>{term}</> : <span class="mono">{term}</span>;
+	if (!term.startsWith("L@"))
+		return /^[\s()]+$/.test(term) || /^(and|or|not)$/.test(term) ? term : <span class="mono">{term}</span>;
 	const members = term.slice(2).split(",").filter(Boolean);
 	const hosts = members.filter(m => !OBJECT_ID.test(m));
 	const groups = members.filter(m => OBJECT_ID.test(m));
@@ -131,7 +135,15 @@ function Term({ term, names, shown }: { term: string; names: Record<string, stri
 }
 
 /** A job's target in names (the recorded expression in its title). */
-function Target({ target, names, shown = HOSTS_SHOWN }: { target?: string; names: Record<string, string | null>; shown?: number }) {
+function Target({
+	target,
+	names,
+	shown = HOSTS_SHOWN,
+}: {
+	target?: string;
+	names: Record<string, string | null>;
+	shown?: number;
+}) {
 	if (!target) return <>–</>;
 	return (
 		<span class="target" title={target}>
@@ -146,7 +158,11 @@ function Target({ target, names, shown = HOSTS_SHOWN }: { target?: string; names
 }
 
 export function HistoryList() {
-	const { filters, page, setFilter, setPage } = useUrlView("history", { fun: "", origin: "", state: "" }, { origin: ORIGINS, state: STATES });
+	const { filters, page, setFilter, setPage } = useUrlView(
+		"history",
+		{ fun: "", origin: "", state: "" },
+		{ origin: ORIGINS, state: STATES },
+	);
 	const { fun, origin, state } = filters;
 	const [res, setRes] = useState<{ _items: SaltJob[]; _meta: { total: number; max_results: number } } | null>(null);
 	const [error, setError] = useState("");
@@ -157,11 +173,22 @@ export function HistoryList() {
 		if (origin) where.origin = origin;
 		if (state) where.state = state;
 		let current = true;
-		const t = setTimeout(() => {
-			api("GET", q("salt_jobs", { where: Object.keys(where).length ? where : undefined, sort: "-started", page, max_results: 25 }))
-				.then(r => current && (setRes(r), setError("")))
-				.catch(err => current && setError((err as Error).message));
-		}, fun ? 250 : 0);
+		const t = setTimeout(
+			() => {
+				api(
+					"GET",
+					q("salt_jobs", {
+						where: Object.keys(where).length ? where : undefined,
+						sort: "-started",
+						page,
+						max_results: 25,
+					}),
+				)
+					.then(r => current && (setRes(r), setError("")))
+					.catch(err => current && setError((err as Error).message));
+			},
+			fun ? 250 : 0,
+		);
 		return () => {
 			current = false;
 			clearTimeout(t);
@@ -170,12 +197,17 @@ export function HistoryList() {
 	// Returns recorded for any job: the counts on screen change (one read per burst).
 	useEffect(() => {
 		let pending: ReturnType<typeof setTimeout> | undefined;
-		const live = followStream("actions/stream", "returns", () => {
-			pending ??= setTimeout(() => {
-				pending = undefined;
-				setTick(n => n + 1);
-			}, RELIST_MS);
-		}, () => undefined);
+		const live = followStream(
+			"actions/stream",
+			"returns",
+			() => {
+				pending ??= setTimeout(() => {
+					pending = undefined;
+					setTick(n => n + 1);
+				}, RELIST_MS);
+			},
+			() => undefined,
+		);
 		return () => {
 			live.stop();
 			clearTimeout(pending);
@@ -187,16 +219,39 @@ export function HistoryList() {
 		<section>
 			<h1>Job history</h1>
 			<div class="bar" role="search">
-				<input type="search" id="history-fun" placeholder="Function starts with…" aria-label="Function" value={fun} onInput={set("fun")} />
-				<Choice id="history-origin" label="Origin" any="any origin" values={ORIGINS} value={origin} onChange={set("origin")} />
-				<Choice id="history-state" label="State" any="running or finished" values={STATES} value={state} onChange={set("state")} />
+				<input
+					type="search"
+					id="history-fun"
+					placeholder="Function starts with…"
+					aria-label="Function"
+					value={fun}
+					onInput={set("fun")}
+				/>
+				<Choice
+					id="history-origin"
+					label="Origin"
+					any="any origin"
+					values={ORIGINS}
+					value={origin}
+					onChange={set("origin")}
+				/>
+				<Choice
+					id="history-state"
+					label="State"
+					any="running or finished"
+					values={STATES}
+					value={state}
+					onChange={set("state")}
+				/>
 			</div>
 			<Problem text={error} />
 			{res === null ? (
 				<p class="muted">Loading…</p>
 			) : res._items.length === 0 ? (
 				<p class="empty" id="history-empty">
-					{fun || origin || state ? "No job matches these filters." : "No job yet: runs from a host's or a group's page, tasks, rollouts and jobs started on the master itself are recorded here."}
+					{fun || origin || state
+						? "No job matches these filters."
+						: "No job yet: runs from a host's or a group's page, tasks, rollouts and jobs started on the master itself are recorded here."}
 				</p>
 			) : (
 				<div class="table-scroll" tabIndex={0}>
@@ -226,7 +281,16 @@ export function HistoryList() {
 					</table>
 				</div>
 			)}
-			{res && res._items.length > 0 && <Pager id="history-page" page={page} size={res._meta.max_results} total={res._meta.total} noun="jobs" onPage={setPage} />}
+			{res && res._items.length > 0 && (
+				<Pager
+					id="history-page"
+					page={page}
+					size={res._meta.max_results}
+					total={res._meta.total}
+					noun="jobs"
+					onPage={setPage}
+				/>
+			)}
 		</section>
 	);
 }
@@ -242,7 +306,12 @@ export function JobPage({ jid }: { jid: string }) {
 				.catch(err => setError((err as Error).message));
 		void read();
 		// Its counts follow its returns.
-		const live = followStream(`actions/stream?jid=${jid}`, "returns", () => void read(), () => undefined);
+		const live = followStream(
+			`actions/stream?jid=${jid}`,
+			"returns",
+			() => void read(),
+			() => undefined,
+		);
 		return () => live.stop();
 	}, [jid]);
 	return (

@@ -11,9 +11,16 @@ import { RunPanel } from "./run";
 
 type Doc = Record<string, any>;
 
-
 /** A definition list of the record's keys that are present, each `dd` marked with its key. */
-function Facts({ record, keys, render: custom = {} }: { record: Doc; keys: string[]; render?: Record<string, (v: any) => preact.ComponentChildren> }) {
+function Facts({
+	record,
+	keys,
+	render: custom = {},
+}: {
+	record: Doc;
+	keys: string[];
+	render?: Record<string, (v: any) => preact.ComponentChildren>;
+}) {
 	return (
 		<dl class="kv">
 			{keys
@@ -77,7 +84,23 @@ function VpnCard({ host, operator }: { host: Doc; operator: boolean }) {
 	return (
 		<section class="card" id="host-vpn">
 			<h2>VPN identity</h2>
-			<Facts record={vpn} keys={["name", "organization_name", "email", "type", "auth_type", "disabled", "hwtoken_id", "otp_secret", "pin", "groups", "dns_servers", "mac_addresses"]} />
+			<Facts
+				record={vpn}
+				keys={[
+					"name",
+					"organization_name",
+					"email",
+					"type",
+					"auth_type",
+					"disabled",
+					"hwtoken_id",
+					"otp_secret",
+					"pin",
+					"groups",
+					"dns_servers",
+					"mac_addresses",
+				]}
+			/>
 			{operator && (
 				<div class="bar">
 					<button type="button" id="vpn-profile" class="secondary" disabled={busy} onClick={() => void fetchProfile()}>
@@ -93,7 +116,17 @@ function VpnCard({ host, operator }: { host: Doc; operator: boolean }) {
 }
 
 function WindowsCard({ id }: { id: string }) {
-	const windows = useRead<{ _items: Array<{ _id: string; name: string; functions?: string[]; timezone?: string; open: { end: string } | null; next: Array<{ start: string; end: string }>; error?: string }> }>(q(`hosts/${encodeURIComponent(id)}/maintenance_windows`, { count: 1 }));
+	const windows = useRead<{
+		_items: Array<{
+			_id: string;
+			name: string;
+			functions?: string[];
+			timezone?: string;
+			open: { end: string } | null;
+			next: Array<{ start: string; end: string }>;
+			error?: string;
+		}>;
+	}>(q(`hosts/${encodeURIComponent(id)}/maintenance_windows`, { count: 1 }));
 	const when = (iso: string) => new Date(iso).toUTCString();
 	return (
 		<section class="card" id="host-windows">
@@ -107,7 +140,13 @@ function WindowsCard({ id }: { id: string }) {
 						{windows.value._items.map(w => (
 							<li key={w._id}>
 								<a href="#/windows">{w.name}</a>
-								{w.functions?.length ? ` (${w.functions.join(", ")})` : ""}: {w.error ?? (w.open ? `open now, until ${when(w.open.end)}` : w.next[0] ? `closed; next opens ${when(w.next[0].start)}` : "closed, with no opening ahead")}
+								{w.functions?.length ? ` (${w.functions.join(", ")})` : ""}:{" "}
+								{w.error ??
+									(w.open
+										? `open now, until ${when(w.open.end)}`
+										: w.next[0]
+											? `closed; next opens ${when(w.next[0].start)}`
+											: "closed, with no opening ahead")}
 							</li>
 						))}
 					</ul>
@@ -124,7 +163,11 @@ function ConformityCard({ id, operator }: { id: string; operator: boolean }) {
 		setFixing("Applying the drifted states…");
 		try {
 			const res = await api<Doc>("POST", `hosts/${encodeURIComponent(id)}/conformity/fix`);
-			setFixing(res.status === "pending_approval" ? "Held for approval: nothing ran yet." : `Fix started${res.task_id ? ` (job ${res.task_id})` : ""}; the host is checked again after.`);
+			setFixing(
+				res.status === "pending_approval"
+					? "Held for approval: nothing ran yet."
+					: `Fix started${res.task_id ? ` (job ${res.task_id})` : ""}; the host is checked again after.`,
+			);
 			view.reload();
 		} catch (err) {
 			setFixing((err as Error).message);
@@ -136,11 +179,15 @@ function ConformityCard({ id, operator }: { id: string; operator: boolean }) {
 			<Problem text={view.error ?? ""} />
 			{c &&
 				(c.state === "unknown" ? (
-					<p class="muted">Never checked: a conformity check (Conformity checks, or POST /api/conformity_checks) compares the host with its declared state.</p>
+					<p class="muted">
+						Never checked: a conformity check (Conformity checks, or POST /api/conformity_checks) compares the host with
+						its declared state.
+					</p>
 				) : (
 					<>
 						<p>
-							<span class={`pill ${c.state === "conformant" ? "up" : "down"}`}>{c.state}</span> since {shown(c.since)}, checked {shown(c.checked)}: {c.drifted} state(s) would change, {c.failing} failing
+							<span class={`pill ${c.state === "conformant" ? "up" : "down"}`}>{c.state}</span> since {shown(c.since)},
+							checked {shown(c.checked)}: {c.drifted} state(s) would change, {c.failing} failing
 							{c.suppressed ? `, ${c.suppressed} suppressed` : ""}.
 						</p>
 						{c.states?.length > 0 && (
@@ -154,7 +201,13 @@ function ConformityCard({ id, operator }: { id: string; operator: boolean }) {
 													{s.sls}: {s.state_id}
 												</td>
 												<td class="mono">{s.fun}</td>
-												<td>{s.result === false ? <span class="pill failed">failing</span> : <span class="pill pending">drifted</span>}</td>
+												<td>
+													{s.result === false ? (
+														<span class="pill failed">failing</span>
+													) : (
+														<span class="pill pending">drifted</span>
+													)}
+												</td>
 												<td class="mono">{shown(s.changes ?? s.comment)}</td>
 											</tr>
 										))}
@@ -182,15 +235,24 @@ function Grains({ grains }: { grains: Doc }) {
 	const [find, setFind] = useState("");
 	const keys = useMemo(() => Object.keys(grains).sort(), [grains]);
 	const needle = find.trim().toLowerCase();
-	const matching = needle ? keys.filter(k => k.toLowerCase().includes(needle) || shown(grains[k]).toLowerCase().includes(needle)) : keys;
+	const matching = needle
+		? keys.filter(k => k.toLowerCase().includes(needle) || shown(grains[k]).toLowerCase().includes(needle))
+		: keys;
 	return (
 		<section class="card" id="host-grains">
-			<h2>
-				Grains ({needle ? `${matching.length} of ${keys.length}` : keys.length})
-			</h2>
-			<input type="search" id="grain-filter" placeholder="Find a grain by name or value…" aria-label="Find a grain" value={find} onInput={e => setFind((e.target as HTMLInputElement).value)} />
+			<h2>Grains ({needle ? `${matching.length} of ${keys.length}` : keys.length})</h2>
+			<input
+				type="search"
+				id="grain-filter"
+				placeholder="Find a grain by name or value…"
+				aria-label="Find a grain"
+				value={find}
+				onInput={e => setFind((e.target as HTMLInputElement).value)}
+			/>
 			{matching.length === 0 ? (
-				<p class="muted">{keys.length ? "No grain matches." : "No grains known yet (the inventory sync brings them)."}</p>
+				<p class="muted">
+					{keys.length ? "No grain matches." : "No grains known yet (the inventory sync brings them)."}
+				</p>
 			) : (
 				<div class="table-scroll" tabIndex={0}>
 					<table>
@@ -213,16 +275,39 @@ function Grains({ grains }: { grains: Doc }) {
 /** Each record's `return` holds one entry per state step; the failed ones say why. */
 function failedSteps(p: Doc): string {
 	const steps = (Array.isArray(p.return) ? p.return : []).filter((step: Doc) => step && step.result === false);
-	return steps.map((step: Doc) => `${step.__id__ ?? step.name ?? "step"}: ${step.comment ?? ""}${step.changes?.stderr ? ` — ${String(step.changes.stderr).slice(0, 200)}` : ""}`).join("\n") || "–";
+	return (
+		steps
+			.map(
+				(step: Doc) =>
+					`${step.__id__ ?? step.name ?? "step"}: ${step.comment ?? ""}${step.changes?.stderr ? ` — ${String(step.changes.stderr).slice(0, 200)}` : ""}`,
+			)
+			.join("\n") || "–"
+	);
 }
 
 export function HostPage({ id, me }: { id: string; me: Me }) {
 	const host = useRead<Doc>(`hosts/${encodeURIComponent(id)}`, [id]);
 	const h = host.value;
 	const groupIds: string[] = Array.isArray(h?.groups) ? h.groups.slice(0, 50) : [];
-	const groups = useRead<{ _items: Array<{ _id: string; name: string }> }>(groupIds.length ? q("groups", { where: { _id: { $in: groupIds } }, projection: { name: 1 }, max_results: 50 }) : null, [groupIds.join(",")]);
-	const actions = useRead<{ _items: Doc[] }>(q("actions", { where: { host: id }, sort: "-_created", max_results: 10, projection: { action: 1, state: 1, return: 1, jid: 1 } }), [id]);
-	const failed = useRead<{ _items: Doc[] }>(q("failed_patches", { where: { host: id }, sort: "-_created", max_results: 10 }), [id]);
+	const groups = useRead<{ _items: Array<{ _id: string; name: string }> }>(
+		groupIds.length
+			? q("groups", { where: { _id: { $in: groupIds } }, projection: { name: 1 }, max_results: 50 })
+			: null,
+		[groupIds.join(",")],
+	);
+	const actions = useRead<{ _items: Doc[] }>(
+		q("actions", {
+			where: { host: id },
+			sort: "-_created",
+			max_results: 10,
+			projection: { action: 1, state: 1, return: 1, jid: 1 },
+		}),
+		[id],
+	);
+	const failed = useRead<{ _items: Doc[] }>(
+		q("failed_patches", { where: { host: id }, sort: "-_created", max_results: 10 }),
+		[id],
+	);
 	const operator = me.role !== "viewer";
 	const names = Object.fromEntries((groups.value?._items ?? []).map(g => [g._id, g.name]));
 	if (host.error)
@@ -255,7 +340,18 @@ export function HostPage({ id, me }: { id: string; me: Me }) {
 					<h2>Host</h2>
 					<Facts
 						record={h}
-						keys={["status", "ip", "version", "os", "heartbeat", "groups", "nodegroups", "identification_number", "last_action", "_updated"]}
+						keys={[
+							"status",
+							"ip",
+							"version",
+							"os",
+							"heartbeat",
+							"groups",
+							"nodegroups",
+							"identification_number",
+							"last_action",
+							"_updated",
+						]}
 						render={{
 							groups: (ids: string[]) =>
 								ids.length
@@ -302,7 +398,9 @@ export function HostPage({ id, me }: { id: string; me: Me }) {
 							</table>
 						</div>
 					) : (
-						<p class="muted">No actions yet: runs on this host (here, on its groups, by tasks and rollouts) are listed here.</p>
+						<p class="muted">
+							No actions yet: runs on this host (here, on its groups, by tasks and rollouts) are listed here.
+						</p>
 					))}
 			</section>
 			<section class="card">

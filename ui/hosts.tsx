@@ -81,7 +81,8 @@ function writeView(v: View): void {
 function shownColumns(): string[] {
 	try {
 		const kept = JSON.parse(localStorage.getItem(COLUMNS_KEY) ?? "null");
-		if (Array.isArray(kept) && kept.every(c => typeof c === "string")) return kept.filter(c => HOST_COLUMNS.some(col => col.field === c));
+		if (Array.isArray(kept) && kept.every(c => typeof c === "string"))
+			return kept.filter(c => HOST_COLUMNS.some(col => col.field === c));
 	} catch {
 		// a broken value: the default
 	}
@@ -127,7 +128,11 @@ function Cell({ host, column, groupNames }: { host: Host; column: Column; groupN
 			</td>
 		);
 	}
-	return <td class={column.mono ? "mono" : column.field === "_updated" ? "muted" : ""}>{value == null || value === "" ? "–" : String(value)}</td>;
+	return (
+		<td class={column.mono ? "mono" : column.field === "_updated" ? "muted" : ""}>
+			{value == null || value === "" ? "–" : String(value)}
+		</td>
+	);
 }
 
 export function HostsPage() {
@@ -135,7 +140,11 @@ export function HostsPage() {
 	const [prefix, setPrefix] = useState(view.prefix);
 	const [shown, setShown] = useState<string[]>(shownColumns);
 	// The page shown, with the view it answers (the headings' arrows say how the rows on screen are sorted).
-	const [res, setRes] = useState<{ _items: Host[]; _meta: { total: number; page: number; max_results: number }; view: View } | null>(null);
+	const [res, setRes] = useState<{
+		_items: Host[];
+		_meta: { total: number; page: number; max_results: number };
+		view: View;
+	} | null>(null);
 	const [groups, setGroups] = useState<Array<{ _id: string; name: string }>>([]);
 	const [error, setError] = useState("");
 	const [loading, setLoading] = useState(false);
@@ -144,7 +153,10 @@ export function HostsPage() {
 
 	// The groups, for the filter and to name each host's groups.
 	useEffect(() => {
-		api<{ _items: Array<{ _id: string; name: string }> }>("GET", q("groups", { sort: "name", max_results: 200, projection: { name: 1 } }))
+		api<{ _items: Array<{ _id: string; name: string }> }>(
+			"GET",
+			q("groups", { sort: "name", max_results: 200, projection: { name: 1 } }),
+		)
 			.then(r => setGroups(r._items))
 			.catch(() => setGroups([]));
 	}, []);
@@ -160,7 +172,16 @@ export function HostsPage() {
 		let current = true;
 		setLoading(true);
 		const projection = Object.fromEntries(columns.filter(c => c.field !== "_id").map(c => [c.field, 1]));
-		api("GET", q("hosts", { where: whereOf(view), sort: view.sort, page: view.page, max_results: view.size, projection: Object.keys(projection).length ? projection : { status: 1 } }))
+		api(
+			"GET",
+			q("hosts", {
+				where: whereOf(view),
+				sort: view.sort,
+				page: view.page,
+				max_results: view.size,
+				projection: Object.keys(projection).length ? projection : { status: 1 },
+			}),
+		)
 			.then(r => {
 				if (!current) return;
 				setRes({ ...r, view });
@@ -187,13 +208,30 @@ export function HostsPage() {
 		<section>
 			<h1>Hosts</h1>
 			<div class="bar" role="search">
-				<input type="search" id="host-filter" placeholder="Host name starts with…" aria-label="Filter hosts by name" value={prefix} onInput={e => setPrefix((e.target as HTMLInputElement).value)} />
-				<select id="host-status" aria-label="Status" value={view.status} onChange={e => change({ status: (e.target as HTMLSelectElement).value })}>
+				<input
+					type="search"
+					id="host-filter"
+					placeholder="Host name starts with…"
+					aria-label="Filter hosts by name"
+					value={prefix}
+					onInput={e => setPrefix((e.target as HTMLInputElement).value)}
+				/>
+				<select
+					id="host-status"
+					aria-label="Status"
+					value={view.status}
+					onChange={e => change({ status: (e.target as HTMLSelectElement).value })}
+				>
 					<option value="">any status</option>
 					<option value="up">up</option>
 					<option value="down">down</option>
 				</select>
-				<select id="host-key" aria-label="Key state" value={view.key} onChange={e => change({ key: (e.target as HTMLSelectElement).value })}>
+				<select
+					id="host-key"
+					aria-label="Key state"
+					value={view.key}
+					onChange={e => change({ key: (e.target as HTMLSelectElement).value })}
+				>
 					<option value="">any key state</option>
 					{["accepted", "pending", "rejected", "denied"].map(k => (
 						<option key={k} value={k}>
@@ -201,7 +239,12 @@ export function HostsPage() {
 						</option>
 					))}
 				</select>
-				<select id="host-group" aria-label="Group" value={view.group} onChange={e => change({ group: (e.target as HTMLSelectElement).value })}>
+				<select
+					id="host-group"
+					aria-label="Group"
+					value={view.group}
+					onChange={e => change({ group: (e.target as HTMLSelectElement).value })}
+				>
 					<option value="">any group</option>
 					{groups.map(g => (
 						<option key={g._id} value={g._id}>
@@ -215,7 +258,8 @@ export function HostsPage() {
 						<legend class="sr-only">Columns shown</legend>
 						{HOST_COLUMNS.filter(c => c.field !== "_id").map(c => (
 							<label key={c.field}>
-								<input type="checkbox" checked={shown.includes(c.field)} onChange={() => toggleColumn(c.field)} /> {c.label}
+								<input type="checkbox" checked={shown.includes(c.field)} onChange={() => toggleColumn(c.field)} />{" "}
+								{c.label}
 							</label>
 						))}
 					</fieldset>
@@ -226,7 +270,9 @@ export function HostsPage() {
 				<p class="muted">Loading…</p>
 			) : res._items.length === 0 ? (
 				<p class="empty" id="hosts-empty">
-					{filtered ? "No host matches these filters: clear one to see more." : "No host yet: hosts appear here once the Salt master knows their minions (the inventory syncs every few minutes)."}
+					{filtered
+						? "No host matches these filters: clear one to see more."
+						: "No host yet: hosts appear here once the Salt master knows their minions (the inventory syncs every few minutes)."}
 				</p>
 			) : (
 				<div class="table-scroll" tabIndex={0} aria-busy={loading}>
@@ -234,10 +280,21 @@ export function HostsPage() {
 						<thead>
 							<tr>
 								{columns.map(c => {
-									const dir = res.view.sort === c.field ? "ascending" : res.view.sort === `-${c.field}` ? "descending" : undefined;
+									const dir =
+										res.view.sort === c.field
+											? "ascending"
+											: res.view.sort === `-${c.field}`
+												? "descending"
+												: undefined;
 									return (
 										// The whole heading sorts; its button is how a keyboard reaches it (its click comes up to the heading).
-										<th key={c.field} class="sortable" data-field={c.field} aria-sort={dir ?? "none"} onClick={() => sortBy(c.field)}>
+										<th
+											key={c.field}
+											class="sortable"
+											data-field={c.field}
+											aria-sort={dir ?? "none"}
+											onClick={() => sortBy(c.field)}
+										>
 											<button type="button" class="link" title={`Sort by ${c.label.toLowerCase()}`}>
 												{c.label}
 												{dir === "ascending" ? " ▲" : dir === "descending" ? " ▼" : ""}
@@ -261,16 +318,31 @@ export function HostsPage() {
 			)}
 			{res !== null && (
 				<div class="bar pager">
-					<button type="button" class="secondary" disabled={view.page <= 1} onClick={() => setView(v => ({ ...v, page: v.page - 1 }))}>
+					<button
+						type="button"
+						class="secondary"
+						disabled={view.page <= 1}
+						onClick={() => setView(v => ({ ...v, page: v.page - 1 }))}
+					>
 						‹ Previous
 					</button>
 					<span id="host-page" aria-live="polite">
 						page {res._meta.page} of {pages} · {res._meta.total} hosts
 					</span>
-					<button type="button" class="secondary" disabled={view.page >= pages} onClick={() => setView(v => ({ ...v, page: v.page + 1 }))}>
+					<button
+						type="button"
+						class="secondary"
+						disabled={view.page >= pages}
+						onClick={() => setView(v => ({ ...v, page: v.page + 1 }))}
+					>
 						Next ›
 					</button>
-					<select id="host-size" aria-label="Hosts per page" value={String(view.size)} onChange={e => change({ size: Number((e.target as HTMLSelectElement).value) })}>
+					<select
+						id="host-size"
+						aria-label="Hosts per page"
+						value={String(view.size)}
+						onChange={e => change({ size: Number((e.target as HTMLSelectElement).value) })}
+					>
 						{PAGE_SIZES.map(s => (
 							<option key={s} value={String(s)}>
 								{s} per page

@@ -32,7 +32,17 @@ const RUNNING_MS = 1000;
 const IDLE_MS = 5000;
 
 /** A form that starts one kind of work: its fields (optional), its button. */
-function Start({ id, label, onStart, children }: { id: string; label: string; onStart: () => Promise<unknown>; children?: preact.ComponentChildren }) {
+function Start({
+	id,
+	label,
+	onStart,
+	children,
+}: {
+	id: string;
+	label: string;
+	onStart: () => Promise<unknown>;
+	children?: preact.ComponentChildren;
+}) {
 	const [error, setError] = useState("");
 	const [busy, setBusy] = useState(false);
 	const submit = async (ev: Event) => {
@@ -88,23 +98,46 @@ export function JobsPage({ me }: PageProps) {
 	return (
 		<section>
 			<h1>Jobs</h1>
-			<p class="muted">Long work fleet-ctl does in the background: the latest run of each kind, its progress and its result.</p>
+			<p class="muted">
+				Long work fleet-ctl does in the background: the latest run of each kind, its progress and its result.
+			</p>
 			{operator && (
 				<div class="grid2">
 					<Start id="job-load-updates" label="Load patches from the master" onStart={start("updates")}>
 						<p class="muted">Reads the patches on the master's file server.</p>
 					</Start>
 					{admin && (
-						<Start id="job-build-graph" label="Build the graph" onStart={start("graph", { action: "build_graph", ...(master.trim() ? { master: master.trim() } : {}) })}>
+						<Start
+							id="job-build-graph"
+							label="Build the graph"
+							onStart={start("graph", { action: "build_graph", ...(master.trim() ? { master: master.trim() } : {}) })}
+						>
 							<Field label="Master (empty: the settings' address)">
-								<input id="job-master" value={master} placeholder="salt-master-1" onInput={e => setMaster((e.target as HTMLInputElement).value)} />
+								<input
+									id="job-master"
+									value={master}
+									placeholder="salt-master-1"
+									onInput={e => setMaster((e.target as HTMLInputElement).value)}
+								/>
 							</Field>
 						</Start>
 					)}
 					{admin && (
-						<Start id="job-request-ips" label="Resolve IP addresses" onStart={start("graph", { action: "request_ips", ...(resolver.trim() ? { ip_resolver: resolver.trim() } : {}) })}>
+						<Start
+							id="job-request-ips"
+							label="Resolve IP addresses"
+							onStart={start("graph", {
+								action: "request_ips",
+								...(resolver.trim() ? { ip_resolver: resolver.trim() } : {}),
+							})}
+						>
 							<Field label="IP resolver URL (empty: the settings' address)">
-								<input id="job-resolver" value={resolver} placeholder="https://resolver.example/ips" onInput={e => setResolver((e.target as HTMLInputElement).value)} />
+								<input
+									id="job-resolver"
+									value={resolver}
+									placeholder="https://resolver.example/ips"
+									onInput={e => setResolver((e.target as HTMLInputElement).value)}
+								/>
 							</Field>
 						</Start>
 					)}
@@ -115,7 +148,8 @@ export function JobsPage({ me }: PageProps) {
 				<p class="muted">{error ? "" : "Loading…"}</p>
 			) : jobs.length === 0 ? (
 				<p class="empty" id="jobs-empty">
-					No long work has run yet: the inventory sync runs on its own{operator ? "; start a patch load above" : ""}{admin ? ", or build the graph or resolve the IP addresses" : ""}.
+					No long work has run yet: the inventory sync runs on its own{operator ? "; start a patch load above" : ""}
+					{admin ? ", or build the graph or resolve the IP addresses" : ""}.
 				</p>
 			) : (
 				<div class="table-scroll" tabIndex={0}>
@@ -133,7 +167,8 @@ export function JobsPage({ me }: PageProps) {
 											<Pill value={j.status} />
 										</td>
 										<td class="nowrap">
-											<progress max={100} value={percent ?? 0} aria-label={`${KINDS[j._id] ?? j._id}: progress`} /> {percent === null ? "–" : `${percent}%`} ({j.progress?.done ?? 0}/{j.progress?.total ?? 0})
+											<progress max={100} value={percent ?? 0} aria-label={`${KINDS[j._id] ?? j._id}: progress`} />{" "}
+											{percent === null ? "–" : `${percent}%`} ({j.progress?.done ?? 0}/{j.progress?.total ?? 0})
 										</td>
 										<td class="nowrap">{j.started ?? "–"}</td>
 										<td class="nowrap">{j.finished ?? (j.status === "running" ? "not yet" : "–")}</td>

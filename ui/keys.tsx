@@ -17,7 +17,8 @@ export interface ShortcutPage {
 const SEQUENCE_MS = 1500;
 
 /** The fields a page filters or searches with, in the order `/` prefers them. */
-const FILTER = 'main [role="search"] input, main [role="search"] select, main form.filters input, main input[type="search"]';
+const FILTER =
+	'main [role="search"] input, main [role="search"] select, main form.filters input, main input[type="search"]';
 
 /** Whether a key pressed there is typing (a field, a list to choose from, editable text), not a shortcut. */
 function typing(target: EventTarget | null): boolean {
@@ -90,7 +91,12 @@ export function Shortcuts({ pages, onClose }: { pages: ShortcutPage[]; onClose: 
 			before?.focus?.();
 		};
 	}, []);
-	const rows: Array<[string[], string]> = [...pages.map(p => [["g", p.key], `Go to ${p.label}`] as [string[], string]), [["/"], "Put the cursor in the page's filter or search field"], [["?"], "Show this help"], [["Esc"], "Close this help"]];
+	const rows: Array<[string[], string]> = [
+		...pages.map(p => [["g", p.key], `Go to ${p.label}`] as [string[], string]),
+		[["/"], "Put the cursor in the page's filter or search field"],
+		[["?"], "Show this help"],
+		[["Esc"], "Close this help"],
+	];
 	return (
 		<dialog id="shortcuts-help" ref={dialog} aria-labelledby="shortcuts-title" onClose={onClose}>
 			<h2 id="shortcuts-title">Keyboard shortcuts</h2>

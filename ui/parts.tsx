@@ -4,7 +4,7 @@
  * filters and page, written only while the page is the one shown).
  */
 import { useEffect, useState } from "preact/hooks";
-import { api, ApiError, q, type Me } from "./client";
+import { api, type ApiError, q, type Me } from "./client";
 
 /** An error said in words, announced to screen readers; nothing when there is none. */
 export function Problem({ text }: { text: string }) {
@@ -58,7 +58,15 @@ export function useGuard(): [string, (action: () => Promise<unknown>) => Promise
 }
 
 /** The admin's buttons of a rule that can be set aside: Enable or Disable, and Delete. */
-export function RuleActions({ enabled, onToggle, onDelete }: { enabled: boolean; onToggle: () => void; onDelete: () => void }) {
+export function RuleActions({
+	enabled,
+	onToggle,
+	onDelete,
+}: {
+	enabled: boolean;
+	onToggle: () => void;
+	onDelete: () => void;
+}) {
 	return (
 		<td>
 			<button type="button" class="secondary" onClick={onToggle}>
@@ -91,9 +99,26 @@ export function Field({ label, children }: { label: string; children: preact.Com
 }
 
 /** A list of groups to pick several of, by name (their ids are what `onChange` gets). */
-export function GroupPicker({ id, groups, chosen, onChange, rows = 6 }: { id: string; groups: Array<{ _id: string; name: string }>; chosen: string[]; onChange: (ids: string[]) => void; rows?: number }) {
+export function GroupPicker({
+	id,
+	groups,
+	chosen,
+	onChange,
+	rows = 6,
+}: {
+	id: string;
+	groups: Array<{ _id: string; name: string }>;
+	chosen: string[];
+	onChange: (ids: string[]) => void;
+	rows?: number;
+}) {
 	return (
-		<select id={id} multiple size={Math.min(rows, Math.max(2, groups.length))} onChange={e => onChange([...(e.target as HTMLSelectElement).selectedOptions].map(o => o.value))}>
+		<select
+			id={id}
+			multiple
+			size={Math.min(rows, Math.max(2, groups.length))}
+			onChange={e => onChange([...(e.target as HTMLSelectElement).selectedOptions].map(o => o.value))}
+		>
 			{groups.map(g => (
 				<option key={g._id} value={g._id} selected={chosen.includes(g._id)}>
 					{g.name}
@@ -156,7 +181,13 @@ export function TargetPreview({ id, preview }: { id: string; preview: TargetPrev
 /** What a refused write says, with its fields' issues in words (`field message; …`). */
 export function refusal(err: unknown): string {
 	const issues = (err as ApiError).issues as Record<string, unknown> | undefined;
-	return `${(err as Error).message}${issues ? `: ${Object.entries(issues).map(([k, v]) => `${k} ${typeof v === "string" ? v : JSON.stringify(v)}`).join("; ")}` : ""}`;
+	return `${(err as Error).message}${
+		issues
+			? `: ${Object.entries(issues)
+					.map(([k, v]) => `${k} ${typeof v === "string" ? v : JSON.stringify(v)}`)
+					.join("; ")}`
+			: ""
+	}`;
 }
 
 /** A record's id as the API makes it (a MongoDB ObjectId): what a page shows a name instead of. */
@@ -179,10 +210,15 @@ export function useNames(wanted: Record<string, string[]>, by: "_id" | "name" = 
 		let current = true;
 		// A lookup that failed (the gateway busy, a rate limit) is asked again a few times while the page shows these rows.
 		const look = (collection: string, values: string[], tries: number): void =>
-			void api<{ _items: Array<{ _id: string; name?: unknown }> }>("GET", q(collection, { where: { [by]: { $in: values } }, projection: { name: 1 }, max_results: values.length }))
+			void api<{ _items: Array<{ _id: string; name?: unknown }> }>(
+				"GET",
+				q(collection, { where: { [by]: { $in: values } }, projection: { name: 1 }, max_results: values.length }),
+			)
 				.then(res => {
 					if (!current) return;
-					const found: Record<string, string | null> = Object.fromEntries(values.map(v => [`${collection}/${v}`, null]));
+					const found: Record<string, string | null> = Object.fromEntries(
+						values.map(v => [`${collection}/${v}`, null]),
+					);
 					if (by === "name") {
 						for (const r of res._items) if (typeof r.name === "string") found[`${collection}/${r.name}`] = r._id;
 					} else {
@@ -215,7 +251,21 @@ export function startsWith(prefix: string): { $gte: string; $lt: string } {
 }
 
 /** Newer/older buttons around "page N of M · T <noun>", for a list the server pages. */
-export function Pager({ id, page, size, total, noun, onPage }: { id: string; page: number; size: number; total: number; noun: string; onPage: (page: number) => void }) {
+export function Pager({
+	id,
+	page,
+	size,
+	total,
+	noun,
+	onPage,
+}: {
+	id: string;
+	page: number;
+	size: number;
+	total: number;
+	noun: string;
+	onPage: (page: number) => void;
+}) {
 	const pages = Math.max(1, Math.ceil(total / size));
 	return (
 		<div class="bar pager">
@@ -233,7 +283,21 @@ export function Pager({ id, page, size, total, noun, onPage }: { id: string; pag
 }
 
 /** A filter's list to choose from: "any …" (the empty value), then each value as itself. */
-export function Choice({ id, label, any, values, value, onChange }: { id: string; label: string; any: string; values: string[]; value: string; onChange: (e: Event) => void }) {
+export function Choice({
+	id,
+	label,
+	any,
+	values,
+	value,
+	onChange,
+}: {
+	id: string;
+	label: string;
+	any: string;
+	values: string[];
+	value: string;
+	onChange: (e: Event) => void;
+}) {
 	return (
 		<select id={id} aria-label={label} value={value} onChange={onChange}>
 			<option value="">{any}</option>

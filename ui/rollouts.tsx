@@ -4,7 +4,7 @@
  * Resume and Abort for operators; and a form to start one (the target resolved and authorized by the API).
  */
 import { useEffect, useState } from "preact/hooks";
-import { api, q, ApiError, type Me } from "./client";
+import { api, q, type ApiError, type Me } from "./client";
 import { Head, Problem, Scroll } from "./parts";
 import { parseRunArgs, splitWords } from "../lib/repl/words";
 
@@ -47,7 +47,12 @@ const FOLLOW_MS = 1500;
 const CONTROLS: Record<string, string[]> = { running: ["pause", "abort"], paused: ["resume", "abort"] };
 
 const progress = (r: Rollout) => `${r.done} of ${r.total}`;
-const waitingText = (r: Rollout) => (r.waiting ? (r.waiting.for === "window" ? `waits for the window '${r.waiting.window}' (${r.waiting.until})` : `waits for approval ${r.waiting.approval}`) : "");
+const waitingText = (r: Rollout) =>
+	r.waiting
+		? r.waiting.for === "window"
+			? `waits for the window '${r.waiting.window}' (${r.waiting.until})`
+			: `waits for approval ${r.waiting.approval}`
+		: "";
 
 export function RolloutPage({ id, me }: { id: string; me: Me }) {
 	const [r, setR] = useState<Rollout | null>(null);
@@ -80,7 +85,9 @@ export function RolloutPage({ id, me }: { id: string; me: Me }) {
 			</p>
 			<h1>{r.name}</h1>
 			<p>
-				<span class="mono">{r.fun}</span> on <span class="mono">{r.target}</span>: <span class={`pill ${r.status}`}>{r.status}</span> {progress(r)} host(s) done, {r.failed + r.timed_out + r.unreached} failure(s) (budget {r.budget})
+				<span class="mono">{r.fun}</span> on <span class="mono">{r.target}</span>:{" "}
+				<span class={`pill ${r.status}`}>{r.status}</span> {progress(r)} host(s) done,{" "}
+				{r.failed + r.timed_out + r.unreached} failure(s) (budget {r.budget})
 				{r.reason ? <span class="muted"> — {r.reason}</span> : null}
 				{r.waiting ? <span class="muted"> — {waitingText(r)}</span> : null}
 			</p>
@@ -93,7 +100,19 @@ export function RolloutPage({ id, me }: { id: string; me: Me }) {
 			<Problem text={error || r.last_error || ""} />
 			<Scroll>
 				<table id="batches">
-					<Head columns={["Wave", "Hosts", "State", "Job", "Succeeded", "Failed", "Timed out", "Unreached", "Predicted changes"]} />
+					<Head
+						columns={[
+							"Wave",
+							"Hosts",
+							"State",
+							"Job",
+							"Succeeded",
+							"Failed",
+							"Timed out",
+							"Unreached",
+							"Predicted changes",
+						]}
+					/>
 					<tbody>
 						{(r.batches ?? []).map(b => (
 							<tr key={b.index} data-batch={b.index}>
@@ -107,7 +126,11 @@ export function RolloutPage({ id, me }: { id: string; me: Me }) {
 								<td>{b.failed ?? "–"}</td>
 								<td>{b.timed_out ?? "–"}</td>
 								<td>{b.unreached ?? "–"}</td>
-								<td>{b.predicted_total === undefined ? "–" : `${b.predicted_total}${b.predicted_failures ? ` (${b.predicted_failures} failing)` : ""}`}</td>
+								<td>
+									{b.predicted_total === undefined
+										? "–"
+										: `${b.predicted_total}${b.predicted_failures ? ` (${b.predicted_failures} failing)` : ""}`}
+								</td>
 							</tr>
 						))}
 					</tbody>
@@ -118,10 +141,26 @@ export function RolloutPage({ id, me }: { id: string; me: Me }) {
 }
 
 function NewRollout() {
-	const [form, setForm] = useState({ name: "", target: "", call: "", batch: "10%", canary: "1", failure_budget: "0", wait_s: "0", dry_run_first: false });
+	const [form, setForm] = useState({
+		name: "",
+		target: "",
+		call: "",
+		batch: "10%",
+		canary: "1",
+		failure_budget: "0",
+		wait_s: "0",
+		dry_run_first: false,
+	});
 	const [issues, setIssues] = useState<Record<string, string>>({});
 	const [error, setError] = useState("");
-	const set = (k: keyof typeof form) => (e: Event) => setForm({ ...form, [k]: (e.target as HTMLInputElement).type === "checkbox" ? (e.target as HTMLInputElement).checked : (e.target as HTMLInputElement).value });
+	const set = (k: keyof typeof form) => (e: Event) =>
+		setForm({
+			...form,
+			[k]:
+				(e.target as HTMLInputElement).type === "checkbox"
+					? (e.target as HTMLInputElement).checked
+					: (e.target as HTMLInputElement).value,
+		});
 	const count = (v: string) => (/^\d+$/.test(v) ? Number(v) : v);
 	const submit = async (ev: Event) => {
 		ev.preventDefault();
@@ -130,10 +169,23 @@ function NewRollout() {
 		try {
 			const [fun, ...words] = splitWords(form.call);
 			const { arg, kwarg } = parseRunArgs(words);
-			const made = await api<{ _id: string }>("POST", "rollouts", { name: form.name, target: form.target, fun: fun ?? "", ...(arg.length ? { arg } : {}), ...(Object.keys(kwarg).length ? { kwarg } : {}), batch: count(form.batch), canary: Number(form.canary), failure_budget: count(form.failure_budget), wait_s: Number(form.wait_s), dry_run_first: form.dry_run_first });
+			const made = await api<{ _id: string }>("POST", "rollouts", {
+				name: form.name,
+				target: form.target,
+				fun: fun ?? "",
+				...(arg.length ? { arg } : {}),
+				...(Object.keys(kwarg).length ? { kwarg } : {}),
+				batch: count(form.batch),
+				canary: Number(form.canary),
+				failure_budget: count(form.failure_budget),
+				wait_s: Number(form.wait_s),
+				dry_run_first: form.dry_run_first,
+			});
 			location.hash = `#/rollouts/${made._id}`;
 		} catch (err) {
-			const found = Object.fromEntries(Object.entries(((err as ApiError).issues ?? {}) as Record<string, unknown>).map(([k, v]) => [k, String(v)]));
+			const found = Object.fromEntries(
+				Object.entries(((err as ApiError).issues ?? {}) as Record<string, unknown>).map(([k, v]) => [k, String(v)]),
+			);
 			setIssues(found);
 			setError((err as Error).message);
 		}
@@ -141,7 +193,13 @@ function NewRollout() {
 	const field = (k: keyof typeof form, label: string, hint: string) => (
 		<label class="field">
 			<span>{label}</span>
-			<input id={`rollout-${k}`} value={String(form[k])} placeholder={hint} aria-invalid={issues[k] ? "true" : undefined} onInput={set(k)} />
+			<input
+				id={`rollout-${k}`}
+				value={String(form[k])}
+				placeholder={hint}
+				aria-invalid={issues[k] ? "true" : undefined}
+				onInput={set(k)}
+			/>
 			{issues[k] && <span class="error">{issues[k]}</span>}
 		</label>
 	);
@@ -157,7 +215,12 @@ function NewRollout() {
 			{field("wait_s", "Wait between batches (s)", "0")}
 			<label class="field">
 				<span>Dry run first (states)</span>
-				<input id="rollout-dry_run_first" type="checkbox" checked={form.dry_run_first} onChange={set("dry_run_first")} />
+				<input
+					id="rollout-dry_run_first"
+					type="checkbox"
+					checked={form.dry_run_first}
+					onChange={set("dry_run_first")}
+				/>
 			</label>
 			<button type="submit">Start</button>
 			<Problem text={error} />
@@ -184,7 +247,10 @@ export function RolloutsPage({ me }: { me: Me }) {
 			{items === null ? (
 				<p class="muted">Loading…</p>
 			) : items.length === 0 ? (
-				<p class="empty">No rollout yet: a change in waves (a canary, then batches, paused past its failure budget).{me.role === "viewer" ? "" : " Start one below."}</p>
+				<p class="empty">
+					No rollout yet: a change in waves (a canary, then batches, paused past its failure budget).
+					{me.role === "viewer" ? "" : " Start one below."}
+				</p>
 			) : (
 				<Scroll>
 					<table id="rollouts">

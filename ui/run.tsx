@@ -22,7 +22,6 @@ const POLL_MS = 5000;
 /** How long a page follows a job. */
 const FOLLOW_MS = 120_000;
 
-
 /** The hosts of job `jid`, as their returns arrive. */
 export function JobReturns({ jid }: { jid: string }) {
 	const [records, setRecords] = useState<{ items: ActionRecord[]; total: number } | null>(null);
@@ -39,7 +38,10 @@ export function JobReturns({ jid }: { jid: string }) {
 			}
 			reading = true;
 			try {
-				const res = await api<{ _items: ActionRecord[]; _meta: { total: number } }>("GET", q("actions", { where: { jid }, sort: "host", max_results: 50, projection: { host: 1, state: 1, return: 1 } }));
+				const res = await api<{ _items: ActionRecord[]; _meta: { total: number } }>(
+					"GET",
+					q("actions", { where: { jid }, sort: "host", max_results: 50, projection: { host: 1, state: 1, return: 1 } }),
+				);
 				setRecords({ items: res._items, total: res._meta.total });
 				setError("");
 				finished = res._meta.total > 0 && res._items.every(a => a.state !== "running");
@@ -54,7 +56,12 @@ export function JobReturns({ jid }: { jid: string }) {
 				void read();
 			}
 		};
-		const live = followStream(`actions/stream?jid=${jid}`, "returns", () => void read(), () => void read());
+		const live = followStream(
+			`actions/stream?jid=${jid}`,
+			"returns",
+			() => void read(),
+			() => void read(),
+		);
 		const poll = setInterval(() => void read(), POLL_MS);
 		const deadline = setTimeout(() => stop(), FOLLOW_MS);
 		function stop() {
@@ -73,7 +80,9 @@ export function JobReturns({ jid }: { jid: string }) {
 				<>
 					<p id="run-summary">
 						job <span class="mono nowrap">{jid}</span>: {records.total - running} of {records.total} host(s) answered
-						{records.total > records.items.length ? ` (the first ${records.items.length} shown: the job history has them all)` : ""}
+						{records.total > records.items.length
+							? ` (the first ${records.items.length} shown: the job history has them all)`
+							: ""}
 					</p>
 					<div class="table-scroll" tabIndex={0}>
 						<table id="run-returns">
@@ -119,7 +128,11 @@ export function RunPanel({ kind, id }: { kind: "hosts" | "groups"; id: string })
 		setBusy(true);
 		try {
 			const { arg, kwarg } = parseRunArgs(splitWords(args));
-			const res = await api<{ task_id?: string | null; status?: string; approval?: { _id: string } }>("POST", `${kind}/${encodeURIComponent(id)}`, { cm_client: "local_async", fun: fun.trim(), arg, kwarg });
+			const res = await api<{ task_id?: string | null; status?: string; approval?: { _id: string } }>(
+				"POST",
+				`${kind}/${encodeURIComponent(id)}`,
+				{ cm_client: "local_async", fun: fun.trim(), arg, kwarg },
+			);
 			if (res.status === "pending_approval") setStarted({ held: { id: res.approval?._id ?? "" } });
 			else if (!res.task_id) setStarted({ nothing: true });
 			else setStarted({ jid: res.task_id });
@@ -133,8 +146,21 @@ export function RunPanel({ kind, id }: { kind: "hosts" | "groups"; id: string })
 		<section class="card" id="run">
 			<h2>Run a function</h2>
 			<form class="bar" onSubmit={submit}>
-				<input id="run-fun" aria-label="Salt function" size={18} value={fun} onInput={e => setFun((e.target as HTMLInputElement).value)} />
-				<input id="run-args" aria-label="Arguments" placeholder="args and k=v …" size={30} value={args} onInput={e => setArgs((e.target as HTMLInputElement).value)} />
+				<input
+					id="run-fun"
+					aria-label="Salt function"
+					size={18}
+					value={fun}
+					onInput={e => setFun((e.target as HTMLInputElement).value)}
+				/>
+				<input
+					id="run-args"
+					aria-label="Arguments"
+					placeholder="args and k=v …"
+					size={30}
+					value={args}
+					onInput={e => setArgs((e.target as HTMLInputElement).value)}
+				/>
 				<button type="submit" id="run-go" disabled={busy}>
 					{`Run on ${kind === "hosts" ? "host" : "group"}`}
 				</button>
@@ -144,7 +170,8 @@ export function RunPanel({ kind, id }: { kind: "hosts" | "groups"; id: string })
 				{started?.nothing && <p id="run-summary">No minion matched: nothing ran.</p>}
 				{started?.held && (
 					<p id="run-summary">
-						Held for approval: nothing ran yet; it runs once the request is approved. <a href="#/approvals">See the request</a>.
+						Held for approval: nothing ran yet; it runs once the request is approved.{" "}
+						<a href="#/approvals">See the request</a>.
 					</p>
 				)}
 				{started?.jid && <JobReturns key={started.jid} jid={started.jid} />}

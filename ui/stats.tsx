@@ -7,7 +7,7 @@
  * never answering) are told apart.
  */
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, q, ApiError } from "./client";
+import { api, q, type ApiError } from "./client";
 
 declare const echarts: {
 	init(el: HTMLElement): { setOption(o: unknown): void; dispose(): void; on(e: string, f: () => void): void };
@@ -52,7 +52,14 @@ function Chart({ drawn }: { drawn: Drawn }) {
 		const el = box.current as HTMLDivElement;
 		el.removeAttribute("data-drawn");
 		const chart = echarts.init(el);
-		const series = (name: "up" | "down" | "unknown", color: string) => ({ name, type: "line", color, showSymbol: drawn.points.length < 3, ...(name === "up" ? { areaStyle: { opacity: 0.15 } } : {}), data: drawn.points.map(p => [p.at, p[name]]) });
+		const series = (name: "up" | "down" | "unknown", color: string) => ({
+			name,
+			type: "line",
+			color,
+			showSymbol: drawn.points.length < 3,
+			...(name === "up" ? { areaStyle: { opacity: 0.15 } } : {}),
+			data: drawn.points.map(p => [p.at, p[name]]),
+		});
 		chart.setOption({
 			tooltip: { trigger: "axis" },
 			legend: { data: ["up", "down", "unknown"] },
@@ -63,7 +70,17 @@ function Chart({ drawn }: { drawn: Drawn }) {
 		chart.on("finished", () => el.setAttribute("data-drawn", "1"));
 		return () => chart.dispose();
 	}, [drawn]);
-	return <div class="chart" id="online-chart" ref={box} data-points={String(drawn.points.length)} data-interval={String(drawn.interval)} role="img" aria-label={`Hosts up, down and unknown, ${drawn.label}`} />;
+	return (
+		<div
+			class="chart"
+			id="online-chart"
+			ref={box}
+			data-points={String(drawn.points.length)}
+			data-interval={String(drawn.interval)}
+			role="img"
+			aria-label={`Hosts up, down and unknown, ${drawn.label}`}
+		/>
+	);
 }
 
 export function StatsPage() {
@@ -77,19 +94,31 @@ export function StatsPage() {
 		const end = Math.ceil(Date.now() / 1000) * 1000;
 		const begin = end - seconds * 1000;
 		const interval = pointInterval(seconds);
-		const ask = (where?: Record<string, unknown>) => api<Point[]>("GET", q("hosts/statistics/online", { "range[]": [when(begin), when(end)], interval, ...(where ? { where } : {}) }));
+		const ask = (where?: Record<string, unknown>) =>
+			api<Point[]>(
+				"GET",
+				q("hosts/statistics/online", { "range[]": [when(begin), when(end)], interval, ...(where ? { where } : {}) }),
+			);
 		Promise.all([ask(), ask({ status: "down" })])
 			.then(([all, down]) => {
 				if (!current) return;
 				const downAt = new Map(down.map(p => [p.timestamp, p.hostnames.down]));
 				const points = all.map(p => {
 					const d = downAt.get(p.timestamp) ?? 0;
-					return { from: p.timestamp, at: Math.min(Date.parse(p.timestamp) + interval * 1000, end), up: p.hostnames.up, down: d, unknown: p.hostnames.down - d };
+					return {
+						from: p.timestamp,
+						at: Math.min(Date.parse(p.timestamp) + interval * 1000, end),
+						up: p.hostnames.up,
+						down: d,
+						unknown: p.hostnames.down - d,
+					};
 				});
 				setDrawn({ label, interval, begin, end, points });
 				setError(null);
 			})
-			.catch(err => current && setError({ text: (err as Error).message, unavailable: (err as ApiError).status === 503 }));
+			.catch(
+				err => current && setError({ text: (err as Error).message, unavailable: (err as ApiError).status === 503 }),
+			);
 		return () => {
 			current = false;
 		};
@@ -102,7 +131,11 @@ export function StatsPage() {
 			<div class="bar">
 				<label>
 					Range{" "}
-					<select id="range" value={String(range)} onChange={e => setRange(Number((e.target as HTMLSelectElement).value))}>
+					<select
+						id="range"
+						value={String(range)}
+						onChange={e => setRange(Number((e.target as HTMLSelectElement).value))}
+					>
 						{RANGES.map(([label], i) => (
 							<option key={label} value={String(i)}>
 								{label}
@@ -113,7 +146,9 @@ export function StatsPage() {
 			</div>
 			{error ? (
 				<div class="unavailable" id="online-unavailable" role="alert">
-					{error.unavailable ? `Statistics are not available: ${error.text}` : `Could not load the statistics: ${error.text}`}
+					{error.unavailable
+						? `Statistics are not available: ${error.text}`
+						: `Could not load the statistics: ${error.text}`}
 				</div>
 			) : drawn === null ? (
 				<p class="muted">Loading…</p>

@@ -6,7 +6,18 @@
  */
 import { useEffect, useState } from "preact/hooks";
 import { api, q, type Me } from "./client";
-import { Button, Field, GroupPicker, Head, OBJECT_ID, Problem, TargetPreview, useGuard, refusal, useTargetPreview } from "./parts";
+import {
+	Button,
+	Field,
+	GroupPicker,
+	Head,
+	OBJECT_ID,
+	Problem,
+	TargetPreview,
+	useGuard,
+	refusal,
+	useTargetPreview,
+} from "./parts";
 import { parseRunArgs, splitWords } from "../lib/repl/words";
 
 interface Task {
@@ -34,7 +45,12 @@ const PREVIEW_DELAY_MS = 300;
 /** "1 h 30 min": an interval in seconds, in words. */
 export function duration(seconds: number): string {
 	const parts: string[] = [];
-	for (const [unit, size] of [["d", 86400], ["h", 3600], ["min", 60], ["s", 1]] as const) {
+	for (const [unit, size] of [
+		["d", 86400],
+		["h", 3600],
+		["min", 60],
+		["s", 1],
+	] as const) {
 		const n = Math.floor(seconds / size);
 		if (n) parts.push(`${n} ${unit}`);
 		seconds -= n * size;
@@ -55,7 +71,6 @@ function wallTime(httpDate: string | undefined): string {
 	const d = new Date(httpDate);
 	return Number.isNaN(d.getTime()) ? "" : d.toISOString().slice(0, 16).replace("T", " ");
 }
-
 
 /** Asks `ask` once typing pauses (and again when `deps` change); its answer, or the reason it failed. */
 function usePreview<T>(ask: (() => Promise<T>) | null, deps: unknown[]): { value?: T; error?: string } | null {
@@ -95,10 +110,20 @@ function kwargWords(kwarg: Record<string, unknown>): string {
 		if (!/[\s'"]/.test(text)) return text;
 		return text.includes("'") ? `"${text}"` : `'${text}'`;
 	};
-	return Object.entries(kwarg).map(([k, v]) => `${k}=${word(v)}`).join(" ");
+	return Object.entries(kwarg)
+		.map(([k, v]) => `${k}=${word(v)}`)
+		.join(" ");
 }
 
-function TaskForm({ task, groups, onDone }: { task: Task | null; groups: Array<{ _id: string; name: string }>; onDone: () => void }) {
+function TaskForm({
+	task,
+	groups,
+	onDone,
+}: {
+	task: Task | null;
+	groups: Array<{ _id: string; name: string }>;
+	onDone: () => void;
+}) {
 	const [name, setName] = useState(task?.name ?? "");
 	const [fun, setFun] = useState(task?.fun ?? "test.ping");
 	const [kwargs, setKwargs] = useState(task?.kwarg ? kwargWords(task.kwarg) : "");
@@ -111,8 +136,16 @@ function TaskForm({ task, groups, onDone }: { task: Task | null; groups: Array<{
 	const [cron, setCron] = useState(task?.cron ?? "0 3 * * *");
 	const [timezone, setTimezone] = useState(task?.timezone ?? "");
 	const [error, setError] = useState("");
-	const schedule = { start, ...(every === "interval" ? { interval: Number(interval) } : {}), ...(every === "cron" ? { cron } : {}), ...(timezone.trim() ? { timezone: timezone.trim() } : {}) };
-	const runs = usePreview(() => api<{ next: string[] }>("POST", q("tasks/preview", { count: 5 }), schedule), [start, every, interval, cron, timezone]);
+	const schedule = {
+		start,
+		...(every === "interval" ? { interval: Number(interval) } : {}),
+		...(every === "cron" ? { cron } : {}),
+		...(timezone.trim() ? { timezone: timezone.trim() } : {}),
+	};
+	const runs = usePreview(
+		() => api<{ next: string[] }>("POST", q("tasks/preview", { count: 5 }), schedule),
+		[start, every, interval, cron, timezone],
+	);
 	const selects = useTargetPreview(target);
 
 	const submit = async (ev: Event) => {
@@ -122,9 +155,24 @@ function TaskForm({ task, groups, onDone }: { task: Task | null; groups: Array<{
 			const { arg, kwarg } = parseRunArgs(splitWords(kwargs));
 			if (arg.length) throw new Error(`a task takes keyword arguments only (k=v): ${arg.map(String).join(" ")}`);
 			const tgt = [...hosts.split(/[\s,]+/).filter(Boolean), ...chosen];
-			const body = { name, fun: fun.trim(), kwarg, ...(tgt.length ? { tgt } : {}), ...(target.trim() ? { target: target.trim() } : {}), ...schedule };
+			const body = {
+				name,
+				fun: fun.trim(),
+				kwarg,
+				...(tgt.length ? { tgt } : {}),
+				...(target.trim() ? { target: target.trim() } : {}),
+				...schedule,
+			};
 			// A change says what the task no longer has too: no listed targets, no compound target, no repetition.
-			if (task) await api("PUT", "tasks", { _id: task._id, ...body, tgt: tgt.length ? tgt : null, target: target.trim() || null, interval: every === "interval" ? Number(interval) : 0, cron: every === "cron" ? cron : null });
+			if (task)
+				await api("PUT", "tasks", {
+					_id: task._id,
+					...body,
+					tgt: tgt.length ? tgt : null,
+					target: target.trim() || null,
+					interval: every === "interval" ? Number(interval) : 0,
+					cron: every === "cron" ? cron : null,
+				});
 			else await api("POST", "tasks", body);
 			onDone();
 		} catch (err) {
@@ -142,7 +190,12 @@ function TaskForm({ task, groups, onDone }: { task: Task | null; groups: Array<{
 				<input id="task-fun" required value={fun} onInput={value(setFun)} placeholder="state.apply" />
 			</Field>
 			<Field label="Keyword arguments">
-				<input id="task-kwarg" value={kwargs} onInput={value(setKwargs)} placeholder='mods=patches pillar={"reboot":false}' />
+				<input
+					id="task-kwarg"
+					value={kwargs}
+					onInput={value(setKwargs)}
+					placeholder='mods=patches pillar={"reboot":false}'
+				/>
 			</Field>
 			<Field label="Hosts">
 				<input id="task-hosts" value={hosts} onInput={value(setHosts)} placeholder="web-01, web-02" />
@@ -206,7 +259,13 @@ export function TasksPage({ me }: { me: Me }) {
 	const operator = me.role !== "viewer";
 	const load = () =>
 		guard(async () => {
-			const [res, g] = await Promise.all([api<{ _items: Task[] }>("GET", q("tasks", { sort: "name", max_results: 200 })), api<{ _items: Array<{ _id: string; name: string }> }>("GET", q("groups", { sort: "name", max_results: 200, projection: { name: 1 } }))]);
+			const [res, g] = await Promise.all([
+				api<{ _items: Task[] }>("GET", q("tasks", { sort: "name", max_results: 200 })),
+				api<{ _items: Array<{ _id: string; name: string }> }>(
+					"GET",
+					q("groups", { sort: "name", max_results: 200, projection: { name: 1 } }),
+				),
+			]);
 			setTasks(res._items);
 			setGroups(g._items);
 		});
@@ -217,7 +276,11 @@ export function TasksPage({ me }: { me: Me }) {
 			await action();
 			await load();
 		});
-	const targets = (t: Task) => [...(t.tgt ?? []).map(x => (OBJECT_ID.test(x) ? `group ${names[x] ?? "(a group you cannot see)"}` : x)), ...(t.target ? [t.target] : [])].join(", ");
+	const targets = (t: Task) =>
+		[
+			...(t.tgt ?? []).map(x => (OBJECT_ID.test(x) ? `group ${names[x] ?? "(a group you cannot see)"}` : x)),
+			...(t.target ? [t.target] : []),
+		].join(", ");
 	return (
 		<section>
 			<h1>Tasks</h1>
@@ -226,12 +289,25 @@ export function TasksPage({ me }: { me: Me }) {
 				<p class="muted">Loading…</p>
 			) : tasks.length === 0 ? (
 				<p class="empty" id="tasks-empty">
-					No task yet: a task runs a Salt function on hosts or groups at the times it says (once, every so often, or on a cron schedule).{operator ? " Add one below." : ""}
+					No task yet: a task runs a Salt function on hosts or groups at the times it says (once, every so often, or on
+					a cron schedule).{operator ? " Add one below." : ""}
 				</p>
 			) : (
 				<div class="table-scroll" tabIndex={0}>
 					<table id="tasks" class="fits">
-						<Head columns={["Name", "Function", "Targets", "Schedule", "Status", "Next run", "Runs", "Last run", ...(operator ? [""] : [])]} />
+						<Head
+							columns={[
+								"Name",
+								"Function",
+								"Targets",
+								"Schedule",
+								"Status",
+								"Next run",
+								"Runs",
+								"Last run",
+								...(operator ? [""] : []),
+							]}
+						/>
 						<tbody>
 							{tasks.map(t => (
 								<tr key={t._id} data-id={t._id}>
@@ -244,11 +320,22 @@ export function TasksPage({ me }: { me: Me }) {
 									</td>
 									<td>{t.next ?? "–"}</td>
 									<td>{t.count_of_execution ?? 0}</td>
-									<td>{t.last_run?.state ? <span class={`pill ${t.last_run.state}`}>{t.last_run.state}</span> : "–"}</td>
+									<td>
+										{t.last_run?.state ? <span class={`pill ${t.last_run.state}`}>{t.last_run.state}</span> : "–"}
+									</td>
 									{operator && (
 										<td class="nowrap">
 											{(t.status === "scheduled" || t.status === "paused") && (
-												<button type="button" class="secondary" data-task={t._id} onClick={() => void act(() => api("PATCH", `tasks/${t._id}/${t.status === "scheduled" ? "paused" : "scheduled"}`))}>
+												<button
+													type="button"
+													class="secondary"
+													data-task={t._id}
+													onClick={() =>
+														void act(() =>
+															api("PATCH", `tasks/${t._id}/${t.status === "scheduled" ? "paused" : "scheduled"}`),
+														)
+													}
+												>
 													{t.status === "scheduled" ? "Pause" : "Resume"}
 												</button>
 											)}{" "}

@@ -28,8 +28,17 @@ interface Token {
 }
 
 const ROLES = ["viewer", "operator", "admin"] as const;
-const scopeText = (t: Token) => (t.scope ? [t.scope.groups ? `groups ${t.scope.groups.join(", ")}` : "", t.scope.functions ? `functions ${t.scope.functions.join(", ")}` : ""].filter(Boolean).join("; ") : "–");
-const state = (t: Token) => (t.revoked ? "revoked" : t.expires && new Date(t.expires).getTime() <= Date.now() ? "expired" : "active");
+const scopeText = (t: Token) =>
+	t.scope
+		? [
+				t.scope.groups ? `groups ${t.scope.groups.join(", ")}` : "",
+				t.scope.functions ? `functions ${t.scope.functions.join(", ")}` : "",
+			]
+				.filter(Boolean)
+				.join("; ")
+		: "–";
+const state = (t: Token) =>
+	t.revoked ? "revoked" : t.expires && new Date(t.expires).getTime() <= Date.now() ? "expired" : "active";
 /** Indentation stops here: deeper tokens are drawn at this depth (their `data-depth` still says how deep). */
 const DEPTH_SHOWN = 6;
 
@@ -58,7 +67,17 @@ function asTree(items: Token[]): Array<{ token: Token; depth: number; maker?: To
  * Tokens as a tree-ordered table: name (under its maker, indented), (kind, principal,) role, scope, expiry, state, and
  * Revoke for the active ones.
  */
-function TokenTable({ id, items, kinds, onRevoke }: { id: string; items: Token[]; kinds: boolean; onRevoke: (t: Token) => void }) {
+function TokenTable({
+	id,
+	items,
+	kinds,
+	onRevoke,
+}: {
+	id: string;
+	items: Token[];
+	kinds: boolean;
+	onRevoke: (t: Token) => void;
+}) {
 	return (
 		<Scroll>
 			<table id={id}>
@@ -66,7 +85,10 @@ function TokenTable({ id, items, kinds, onRevoke }: { id: string; items: Token[]
 				<tbody>
 					{asTree(items).map(({ token: t, depth, maker }) => (
 						<tr key={t._id} data-id={t._id} data-depth={depth}>
-							<td class={`token-name depth-${Math.min(depth, DEPTH_SHOWN)}`} title={maker ? `made by ${maker.name}` : undefined}>
+							<td
+								class={`token-name depth-${Math.min(depth, DEPTH_SHOWN)}`}
+								title={maker ? `made by ${maker.name}` : undefined}
+							>
 								{depth > 0 && <span aria-hidden="true">↳ </span>}
 								{t.name}
 								{maker && <span class="sr-only"> (made by {maker.name})</span>}
@@ -82,11 +104,7 @@ function TokenTable({ id, items, kinds, onRevoke }: { id: string; items: Token[]
 							<td>
 								<span class={`pill ${state(t)}`}>{state(t)}</span>
 							</td>
-							<td>
-								{state(t) === "active" && (
-									<Button label="Revoke" onClick={() => onRevoke(t)} />
-								)}
-							</td>
+							<td>{state(t) === "active" && <Button label="Revoke" onClick={() => onRevoke(t)} />}</td>
 						</tr>
 					))}
 				</tbody>
@@ -121,14 +139,23 @@ function MyTokens({ me }: { me: Me }) {
 	return (
 		<section>
 			<h2>Your API tokens</h2>
-			<p class="muted">For scripts and the REPL: a role at most yours ({me.role}){me.scope ? ", within your scope" : ""}, for 90 days. Sent as <code>Authorization: Bearer …</code>.</p>
+			<p class="muted">
+				For scripts and the REPL: a role at most yours ({me.role}){me.scope ? ", within your scope" : ""}, for 90 days.
+				Sent as <code>Authorization: Bearer …</code>.
+			</p>
 			<Problem text={error} />
 			{made && (
 				<div class="card" id="new-token" role="status">
 					<p>
 						The secret of <strong>{made.name}</strong>, shown this once:
 					</p>
-					<input class="mono" readOnly value={made.token} aria-label="The new token's secret" onFocus={e => (e.target as HTMLInputElement).select()} />
+					<input
+						class="mono"
+						readOnly
+						value={made.token}
+						aria-label="The new token's secret"
+						onFocus={e => (e.target as HTMLInputElement).select()}
+					/>
 				</div>
 			)}
 			{items === null ? (
@@ -140,7 +167,13 @@ function MyTokens({ me }: { me: Me }) {
 			)}
 			<form class="card" id="new-my-token" onSubmit={create}>
 				<Field label="Name">
-					<input id="my-token-name" required value={name} placeholder="backup script" onInput={e => setName((e.target as HTMLInputElement).value)} />
+					<input
+						id="my-token-name"
+						required
+						value={name}
+						placeholder="backup script"
+						onInput={e => setName((e.target as HTMLInputElement).value)}
+					/>
 				</Field>
 				<Field label="Role">
 					<select id="my-token-role" value={role} onChange={e => setRole((e.target as HTMLSelectElement).value)}>
@@ -160,7 +193,10 @@ function MyTokens({ me }: { me: Me }) {
 function AllTokens() {
 	const [items, setItems] = useState<Token[] | null>(null);
 	const [error, guard] = useGuard();
-	const load = () => guard(async () => setItems((await api<{ _items: Token[] }>("GET", q("tokens", { sort: "-_created", max_results: 50 })))._items));
+	const load = () =>
+		guard(async () =>
+			setItems((await api<{ _items: Token[] }>("GET", q("tokens", { sort: "-_created", max_results: 50 })))._items),
+		);
 	useEffect(() => void load(), []);
 	const revoke = (t: Token) =>
 		guard(async () => {

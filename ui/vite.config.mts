@@ -21,6 +21,8 @@ export default defineConfig({
 		assetsInlineLimit: 0,
 		modulePreload: { polyfill: false },
 		sourcemap: false,
-		rollupOptions: { input: { index: resolve(import.meta.dirname, "index.html"), docs: resolve(import.meta.dirname, "docs.html") } },
+		rollupOptions: {
+			input: { index: resolve(import.meta.dirname, "index.html"), docs: resolve(import.meta.dirname, "docs.html") },
+		},
 	},
 });

@@ -35,7 +35,10 @@ export function VpnPage({ me }: { me: Me }) {
 	const admin = me.role === "admin";
 	const load = () =>
 		guard(async () => {
-			const [m, o] = await Promise.all([api<{ _items: Manager[] }>("GET", q("vpn_managers", { sort: "name", max_results: 50 })), api<{ _items: Organization[] }>("GET", q("vpn_organizations", { sort: "name", max_results: 50 }))]);
+			const [m, o] = await Promise.all([
+				api<{ _items: Manager[] }>("GET", q("vpn_managers", { sort: "name", max_results: 50 })),
+				api<{ _items: Organization[] }>("GET", q("vpn_organizations", { sort: "name", max_results: 50 })),
+			]);
 			setManagers(m._items);
 			setOrgs(o._items);
 		});
@@ -69,7 +72,13 @@ export function VpnPage({ me }: { me: Me }) {
 			await load();
 		});
 	const input = (k: keyof typeof NEW_MANAGER, label: string, hint: string) => {
-		const props = { id: `manager-${k}`, value: form[k], placeholder: hint, autoComplete: "off", onInput: (e: Event) => setForm({ ...form, [k]: (e.target as HTMLInputElement).value }) };
+		const props = {
+			id: `manager-${k}`,
+			value: form[k],
+			placeholder: hint,
+			autoComplete: "off",
+			onInput: (e: Event) => setForm({ ...form, [k]: (e.target as HTMLInputElement).value }),
+		};
 		return (
 			<label class="field">
 				<span>{label}</span>
@@ -90,7 +99,9 @@ export function VpnPage({ me }: { me: Me }) {
 			{managers === null ? (
 				<p class="muted">Loading…</p>
 			) : managers.length === 0 ? (
-				<p class="empty">No VPN manager: hosts have no VPN identity until an admin adds the Pritunl server that keeps them.</p>
+				<p class="empty">
+					No VPN manager: hosts have no VPN identity until an admin adds the Pritunl server that keeps them.
+				</p>
 			) : (
 				<Scroll>
 					<table id="vpn-managers">
@@ -131,12 +142,8 @@ export function VpnPage({ me }: { me: Me }) {
 									<td>{names[o.vpn_manager] ?? o.vpn_manager}</td>
 									<td>{o._updated ?? "–"}</td>
 									<td>
-										{me.role !== "viewer" && (
-											<Button label="Sync" onClick={() => sync(o)} />
-										)}{" "}
-										{admin && (
-											<Button label="Delete" onClick={() => remove(`vpn_organizations/${o._id}`)} />
-										)}
+										{me.role !== "viewer" && <Button label="Sync" onClick={() => sync(o)} />}{" "}
+										{admin && <Button label="Delete" onClick={() => remove(`vpn_organizations/${o._id}`)} />}
 									</td>
 								</tr>
 							))}
@@ -159,10 +166,19 @@ export function VpnPage({ me }: { me: Me }) {
 						<form class="card" id="new-organization" onSubmit={addOrg}>
 							<h3>Create an organization</h3>
 							<Field label="Name">
-								<input id="organization-name" required value={org.name} onInput={e => setOrg({ ...org, name: (e.target as HTMLInputElement).value })} />
+								<input
+									id="organization-name"
+									required
+									value={org.name}
+									onInput={e => setOrg({ ...org, name: (e.target as HTMLInputElement).value })}
+								/>
 							</Field>
 							<Field label="In manager">
-								<select id="organization-manager" value={org.vpn_manager} onChange={e => setOrg({ ...org, vpn_manager: (e.target as HTMLSelectElement).value })}>
+								<select
+									id="organization-manager"
+									value={org.vpn_manager}
+									onChange={e => setOrg({ ...org, vpn_manager: (e.target as HTMLSelectElement).value })}
+								>
 									{managers.map(m => (
 										<option key={m._id} value={m._id}>
 											{m.name}

@@ -29,7 +29,12 @@ function WebhookForm({ hook, onDone }: { hook: Webhook | null; onDone: (secret?:
 		setError("");
 		try {
 			// No level ticked: every level.
-			const body = { url: url.trim(), types: types.split(/[\s,]+/).filter(Boolean), ...(levels.length || hook ? { levels } : {}), ...(description.trim() || hook ? { description: description.trim() } : {}) };
+			const body = {
+				url: url.trim(),
+				types: types.split(/[\s,]+/).filter(Boolean),
+				...(levels.length || hook ? { levels } : {}),
+				...(description.trim() || hook ? { description: description.trim() } : {}),
+			};
 			if (hook) {
 				await api("PATCH", `webhooks/${hook._id}`, body);
 				onDone();
@@ -38,26 +43,45 @@ function WebhookForm({ hook, onDone }: { hook: Webhook | null; onDone: (secret?:
 			setError(refusal(err));
 		}
 	};
-	const toggle = (level: string) => setLevels(ls => (ls.includes(level) ? ls.filter(l => l !== level) : LEVELS.filter(l => l === level || ls.includes(l))));
+	const toggle = (level: string) =>
+		setLevels(ls =>
+			ls.includes(level) ? ls.filter(l => l !== level) : LEVELS.filter(l => l === level || ls.includes(l)),
+		);
 	return (
 		<form class="card" id={hook ? "wh-edit" : "wh-form"} onSubmit={submit}>
 			<h2>{hook ? "Change the webhook" : "Subscribe a receiver"}</h2>
 			<Field label="Receiver URL">
-				<input id={hook ? "wh-edit-url" : "wh-url"} required value={url} placeholder="https://receiver.example/fleet" onInput={e => setUrl((e.target as HTMLInputElement).value)} />
+				<input
+					id={hook ? "wh-edit-url" : "wh-url"}
+					required
+					value={url}
+					placeholder="https://receiver.example/fleet"
+					onInput={e => setUrl((e.target as HTMLInputElement).value)}
+				/>
 			</Field>
 			<Field label="Alert types">
-				<input id={hook ? "wh-edit-types" : "wh-types"} value={types} placeholder="host.* patch.failed" onInput={e => setTypes((e.target as HTMLInputElement).value)} />
+				<input
+					id={hook ? "wh-edit-types" : "wh-types"}
+					value={types}
+					placeholder="host.* patch.failed"
+					onInput={e => setTypes((e.target as HTMLInputElement).value)}
+				/>
 			</Field>
 			<fieldset class="levels">
 				<legend>Levels (none ticked: every level)</legend>
 				{LEVELS.map(level => (
 					<label key={level}>
-						<input type="checkbox" data-level={level} checked={levels.includes(level)} onChange={() => toggle(level)} /> {level}
+						<input type="checkbox" data-level={level} checked={levels.includes(level)} onChange={() => toggle(level)} />{" "}
+						{level}
 					</label>
 				))}
 			</fieldset>
 			<Field label="Description">
-				<input id={hook ? "wh-edit-description" : "wh-description"} value={description} onInput={e => setDescription((e.target as HTMLInputElement).value)} />
+				<input
+					id={hook ? "wh-edit-description" : "wh-description"}
+					value={description}
+					onInput={e => setDescription((e.target as HTMLInputElement).value)}
+				/>
 			</Field>
 			<div class="bar">
 				<button type="submit">{hook ? "Save changes" : "Subscribe"}</button>
@@ -118,7 +142,10 @@ export function WebhooksPage() {
 			{hooks === null ? (
 				<p class="muted">Loading…</p>
 			) : hooks.length === 0 ? (
-				<p class="empty">No webhook yet: subscribe a receiver above to have alerts posted to it as they are raised, signed with its secret.</p>
+				<p class="empty">
+					No webhook yet: subscribe a receiver above to have alerts posted to it as they are raised, signed with its
+					secret.
+				</p>
 			) : (
 				<div class="table-scroll" tabIndex={0}>
 					<table id="webhooks">
@@ -140,10 +167,22 @@ export function WebhooksPage() {
 										<button type="button" class="secondary" onClick={() => setEditing(w)}>
 											Edit
 										</button>{" "}
-										<button type="button" class="secondary" data-webhook={w._id} data-do="toggle" onClick={() => void act(() => api("PATCH", `webhooks/${w._id}`, { active: w.active === false }))}>
+										<button
+											type="button"
+											class="secondary"
+											data-webhook={w._id}
+											data-do="toggle"
+											onClick={() => void act(() => api("PATCH", `webhooks/${w._id}`, { active: w.active === false }))}
+										>
 											{w.active === false ? "Activate" : "Pause"}
 										</button>{" "}
-										<button type="button" class="secondary" data-webhook={w._id} data-do="delete" onClick={() => void act(() => api("DELETE", `webhooks/${w._id}`))}>
+										<button
+											type="button"
+											class="secondary"
+											data-webhook={w._id}
+											data-do="delete"
+											onClick={() => void act(() => api("DELETE", `webhooks/${w._id}`))}
+										>
 											Delete
 										</button>
 									</td>
@@ -164,7 +203,13 @@ export function DeliveriesPage({ id }: { id: string }) {
 	useEffect(
 		() =>
 			void guard(async () => {
-				const [w, d] = await Promise.all([api<Webhook>("GET", `webhooks/${encodeURIComponent(id)}`), api<{ _items: Array<Record<string, any>> }>("GET", q(`webhooks/${encodeURIComponent(id)}/deliveries`, { max_results: 50 }))]);
+				const [w, d] = await Promise.all([
+					api<Webhook>("GET", `webhooks/${encodeURIComponent(id)}`),
+					api<{ _items: Array<Record<string, any>> }>(
+						"GET",
+						q(`webhooks/${encodeURIComponent(id)}/deliveries`, { max_results: 50 }),
+					),
+				]);
 				setHook(w);
 				setRows(d._items);
 			}),
@@ -180,7 +225,9 @@ export function DeliveriesPage({ id }: { id: string }) {
 			{rows === null ? (
 				<p class="muted">{error ? "" : "Loading…"}</p>
 			) : rows.length === 0 ? (
-				<p class="empty">Nothing delivered yet: an alert of the types and levels it listens to is posted as soon as it is raised.</p>
+				<p class="empty">
+					Nothing delivered yet: an alert of the types and levels it listens to is posted as soon as it is raised.
+				</p>
 			) : (
 				<div class="table-scroll" tabIndex={0}>
 					<table id="deliveries">

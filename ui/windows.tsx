@@ -6,7 +6,7 @@
  */
 import { useEffect, useState } from "preact/hooks";
 import { Head, Problem, RuleActions, Scroll, useGuard } from "./parts";
-import { api, q, ApiError, type Me } from "./client";
+import { api, q, type ApiError, type Me } from "./client";
 
 interface Window {
 	_id: string;
@@ -28,7 +28,15 @@ interface Preview {
 	next: Opening[];
 }
 
-const EMPTY = { name: "", target: "", functions: "state.apply, pkg.*", rrule: "FREQ=WEEKLY;BYDAY=SA", start: "", timezone: Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC", duration: "PT4H" };
+const EMPTY = {
+	name: "",
+	target: "",
+	functions: "state.apply, pkg.*",
+	rrule: "FREQ=WEEKLY;BYDAY=SA",
+	start: "",
+	timezone: Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC",
+	duration: "PT4H",
+};
 
 /** Issues of a refused write, flattened to one line per field (`targets.target: …`). */
 function issuesOf(err: unknown): Record<string, string> {
@@ -48,7 +56,13 @@ function NewWindow({ onMade }: { onMade: () => void }) {
 	const field = (key: keyof typeof EMPTY, label: string, hint: string, issueKey: string = key) => (
 		<label class="field">
 			<span>{label}</span>
-			<input id={`window-${key}`} value={form[key]} placeholder={hint} aria-invalid={issues[issueKey] ? "true" : undefined} onInput={e => setForm({ ...form, [key]: (e.target as HTMLInputElement).value })} />
+			<input
+				id={`window-${key}`}
+				value={form[key]}
+				placeholder={hint}
+				aria-invalid={issues[issueKey] ? "true" : undefined}
+				onInput={e => setForm({ ...form, [key]: (e.target as HTMLInputElement).value })}
+			/>
 			{issues[issueKey] && <span class="error">{issues[issueKey]}</span>}
 		</label>
 	);
@@ -57,8 +71,19 @@ function NewWindow({ onMade }: { onMade: () => void }) {
 		setIssues({});
 		setError("");
 		try {
-			const functions = form.functions.split(",").map(s => s.trim()).filter(Boolean);
-			await api("POST", "maintenance_windows", { name: form.name, targets: { target: form.target }, functions, rrule: form.rrule, start: form.start, timezone: form.timezone, duration: form.duration });
+			const functions = form.functions
+				.split(",")
+				.map(s => s.trim())
+				.filter(Boolean);
+			await api("POST", "maintenance_windows", {
+				name: form.name,
+				targets: { target: form.target },
+				functions,
+				rrule: form.rrule,
+				start: form.start,
+				timezone: form.timezone,
+				duration: form.duration,
+			});
 			setForm({ ...EMPTY });
 			onMade();
 		} catch (err) {
@@ -95,11 +120,19 @@ export function WindowsPage({ me }: { me: Me }) {
 			setWindows(res._items);
 			const ids = [...new Set(res._items.flatMap(w => w.targets.groups ?? []))];
 			if (ids.length) {
-				const g = await api<{ _items: Array<{ _id: string; name: string }> }>("GET", q("groups", { where: { _id: { $in: ids } }, projection: { name: 1 }, max_results: 50 }));
+				const g = await api<{ _items: Array<{ _id: string; name: string }> }>(
+					"GET",
+					q("groups", { where: { _id: { $in: ids } }, projection: { name: 1 }, max_results: 50 }),
+				);
 				setGroups(Object.fromEntries(g._items.map(x => [x._id, x.name])));
 			}
 			const shown: Record<string, Preview> = {};
-			await Promise.all(res._items.map(async w => (shown[w._id] = await api<Preview>("GET", q(`maintenance_windows/${w._id}/preview`, { count: 1 })))));
+			await Promise.all(
+				res._items.map(
+					async w =>
+						(shown[w._id] = await api<Preview>("GET", q(`maintenance_windows/${w._id}/preview`, { count: 1 }))),
+				),
+			);
 			setPreviews(shown);
 		});
 	useEffect(() => void load(), []);
@@ -112,12 +145,17 @@ export function WindowsPage({ me }: { me: Me }) {
 	return (
 		<section>
 			<h1>Maintenance windows</h1>
-			<p class="muted">Outside its windows, a function a window governs is refused on the hosts it governs (409, naming the next opening); tasks and rollouts wait for the window. Everything else runs at any time.</p>
+			<p class="muted">
+				Outside its windows, a function a window governs is refused on the hosts it governs (409, naming the next
+				opening); tasks and rollouts wait for the window. Everything else runs at any time.
+			</p>
 			<Problem text={error} />
 			{windows === null ? (
 				<p class="muted">Loading…</p>
 			) : windows.length === 0 ? (
-				<p class="empty">No maintenance window: every function runs at any time.{admin ? " Add one below." : " Admins add them."}</p>
+				<p class="empty">
+					No maintenance window: every function runs at any time.{admin ? " Add one below." : " Admins add them."}
+				</p>
 			) : (
 				<Scroll>
 					<table id="windows">
@@ -128,15 +166,44 @@ export function WindowsPage({ me }: { me: Me }) {
 								return (
 									<tr key={w._id} data-id={w._id}>
 										<td>{w.name}</td>
-										<td>{[...(w.targets.groups ?? []).map(g => `group ${groups[g] ?? g}`), ...(w.targets.target ? [w.targets.target] : [])].join(" or ")}</td>
+										<td>
+											{[
+												...(w.targets.groups ?? []).map(g => `group ${groups[g] ?? g}`),
+												...(w.targets.target ? [w.targets.target] : []),
+											].join(" or ")}
+										</td>
 										<td class="mono">{w.functions.join(", ")}</td>
 										<td>
 											<span class="mono">{w.rrule}</span> from {w.start} ({w.timezone}), {w.duration}
 										</td>
 										{/* Until its preview has come, a window's state and next opening are not known: not "closed", not "none". */}
-										<td>{w.enabled === false ? <span class="pill paused">disabled</span> : !p ? <span class="muted">…</span> : p.open ? <span class="pill up">open until {p.open.end}</span> : <span class="pill">closed</span>}</td>
-										<td>{!p ? <span class="muted">…</span> : p.next[0] ? `${p.next[0].start} – ${p.next[0].end}` : "none within ten years"}</td>
-										{admin && <RuleActions enabled={w.enabled !== false} onToggle={() => void act(w, "toggle")} onDelete={() => void act(w, "delete")} />}
+										<td>
+											{w.enabled === false ? (
+												<span class="pill paused">disabled</span>
+											) : !p ? (
+												<span class="muted">…</span>
+											) : p.open ? (
+												<span class="pill up">open until {p.open.end}</span>
+											) : (
+												<span class="pill">closed</span>
+											)}
+										</td>
+										<td>
+											{!p ? (
+												<span class="muted">…</span>
+											) : p.next[0] ? (
+												`${p.next[0].start} – ${p.next[0].end}`
+											) : (
+												"none within ten years"
+											)}
+										</td>
+										{admin && (
+											<RuleActions
+												enabled={w.enabled !== false}
+												onToggle={() => void act(w, "toggle")}
+												onDelete={() => void act(w, "delete")}
+											/>
+										)}
 									</tr>
 								);
 							})}

@@ -21,7 +21,14 @@ interface Calls {
 }
 
 /** Calls the contracted action `name`. */
-export function call<N extends ActionName>(by: Calls, name: N, ...rest: {} extends ParamsOf<N> ? [params?: ParamsOf<N>, opts?: CallingOptions] : [params: ParamsOf<N>, opts?: CallingOptions]): Promise<ResultOf<N>> {
+// biome-ignore lint/complexity/noBannedTypes: `{} extends P` asks whether P has no required field, which is the point
+export function call<N extends ActionName>(
+	by: Calls,
+	name: N,
+	...rest: {} extends ParamsOf<N>
+		? [params?: ParamsOf<N>, opts?: CallingOptions]
+		: [params: ParamsOf<N>, opts?: CallingOptions]
+): Promise<ResultOf<N>> {
 	return by.call(name, ...rest) as Promise<ResultOf<N>>;
 }
 

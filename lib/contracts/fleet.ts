@@ -19,7 +19,11 @@ export const FLEET_PARAMS = {
 	/** The generated part of the graph for a master (POST /graph build_graph). */
 	"groups.applyGenerated": {
 		master: { type: "string", min: 1, max: 200 },
-		nodegroups: { type: "array", max: 10_000, items: { type: "object", props: { name: "string", info: { type: "object", optional: true } } } },
+		nodegroups: {
+			type: "array",
+			max: 10_000,
+			items: { type: "object", props: { name: "string", info: { type: "object", optional: true } } },
+		},
 	},
 	/** Every group with its links and rules. */
 	"groups.rules": {},
@@ -36,7 +40,14 @@ export const FLEET_PARAMS = {
 export interface FleetResults {
 	"groups.hostnames": string[];
 	"groups.expandTargets": string[];
-	"groups.applyGenerated": { master: string; root: string; groups: number; created: number; updated: number; removed: number };
+	"groups.applyGenerated": {
+		master: string;
+		root: string;
+		groups: number;
+		created: number;
+		updated: number;
+		removed: number;
+	};
 	"groups.rules": GroupDef[];
 	"nodegroups.rules": NodegroupDef[];
 	"nodegroups.known": Record<string, string | null>;

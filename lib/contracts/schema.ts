@@ -43,25 +43,39 @@ export type RuleType<R, Mode extends "in" | "out"> = R extends readonly (infer A
 			: R extends { type: "record"; value: infer V }
 				? Record<string, RuleType<V, Mode>>
 				: R extends { type: "object"; props: infer P }
-				? Props<P, Mode>
-				: R extends { type: "enum"; values: readonly (infer V)[] }
-					? V
-					: R extends { type: "equal"; value: infer V }
+					? Props<P, Mode>
+					: R extends { type: "enum"; values: readonly (infer V)[] }
 						? V
-						: R extends { type: "multi"; rules: readonly (infer A)[] }
-							? RuleType<A, Mode>
-							: R extends { type: infer T }
-								? Named<T, Mode>
-								: unknown;
+						: R extends { type: "equal"; value: infer V }
+							? V
+							: R extends { type: "multi"; rules: readonly (infer A)[] }
+								? RuleType<A, Mode>
+								: R extends { type: infer T }
+									? Named<T, Mode>
+									: unknown;
 
 /** Whether the field may be absent: optional for both sides, defaulted only for callers. */
-type Absent<R, Mode> = Mode extends "in" ? (Optional<R> extends true ? true : Defaulted<R>) : Optional<R> extends true ? (Defaulted<R> extends true ? false : true) : false;
+type Absent<R, Mode> = Mode extends "in"
+	? Optional<R> extends true
+		? true
+		: Defaulted<R>
+	: Optional<R> extends true
+		? Defaulted<R> extends true
+			? false
+			: true
+		: false;
 type Nullable<R> = R extends { nullable: true } ? null : never;
 
 type Flat<T> = { [K in keyof T]: T[K] } & {};
 type Props<P, Mode extends "in" | "out"> = Flat<
-	{ -readonly [K in keyof P as K extends `$$${string}` ? never : Absent<P[K], Mode> extends true ? never : K]: RuleType<P[K], Mode> | Nullable<P[K]> } & {
-		-readonly [K in keyof P as K extends `$$${string}` ? never : Absent<P[K], Mode> extends true ? K : never]?: RuleType<P[K], Mode> | Nullable<P[K]>;
+	{
+		-readonly [K in keyof P as K extends `$$${string}` ? never : Absent<P[K], Mode> extends true ? never : K]:
+			| RuleType<P[K], Mode>
+			| Nullable<P[K]>;
+	} & {
+		-readonly [K in keyof P as K extends `$$${string}` ? never : Absent<P[K], Mode> extends true ? K : never]?:
+			| RuleType<P[K], Mode>
+			| Nullable<P[K]>;
 	}
 >;
 

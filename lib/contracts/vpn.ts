@@ -57,7 +57,10 @@ export const VPN_PARAMS = {
 	"vpn-organizations.checkRecord": { record: "any" },
 	"vpn-organizations.insertRecord": { record: "object" },
 	"vpn-organizations.claimForRemoval": { id: "string" },
-	"vpn-organizations.records": { ids: { type: "array", items: "string", optional: true }, managers: { type: "array", items: "string", optional: true } },
+	"vpn-organizations.records": {
+		ids: { type: "array", items: "string", optional: true },
+		managers: { type: "array", items: "string", optional: true },
+	},
 	"vpn-organizations.setRepresentation": { id: "string", vpn_representation: "object" },
 	"vpn-organizations.removeRecord": { id: "string" },
 	"vpn-organizations.countByManager": { ids: { type: "array", items: "string" } },

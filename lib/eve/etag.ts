@@ -47,10 +47,12 @@ export function quoteEtag(etag: string): string {
  */
 export function canonical(value: unknown): string {
 	if (value === null || typeof value !== "object") return canonicalScalar(value);
-	if (value instanceof Date) return `{"$date":${JSON.stringify(Number.isNaN(value.getTime()) ? null : value.toISOString())}}`;
+	if (value instanceof Date)
+		return `{"$date":${JSON.stringify(Number.isNaN(value.getTime()) ? null : value.toISOString())}}`;
 	if (Array.isArray(value)) {
 		let out = "[";
-		for (let i = 0; i < value.length; i++) out += (i ? "," : "") + (value[i] === undefined ? "null" : canonical(value[i]));
+		for (let i = 0; i < value.length; i++)
+			out += (i ? "," : "") + (value[i] === undefined ? "null" : canonical(value[i]));
 		return out + "]";
 	}
 	if (Buffer.isBuffer(value)) return `{"$binary":${JSON.stringify(value.toString("base64"))}}`;

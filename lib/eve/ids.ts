@@ -20,6 +20,8 @@ export function idFromName(name: string): string {
 
 export function newObjectId(): string {
 	counter = (counter + 1) % 0xffffff;
-	const seconds = Math.floor(Date.now() / 1000).toString(16).padStart(8, "0");
+	const seconds = Math.floor(Date.now() / 1000)
+		.toString(16)
+		.padStart(8, "0");
 	return seconds + processPart + counter.toString(16).padStart(6, "0");
 }

@@ -36,7 +36,13 @@ export function pageMeta(paging: Paging, total: number): PageMeta {
 }
 
 /** The list's `_links`, in Eve's order: parent, self, next, last, prev. */
-export function pageLinks(resource: string, args: QueryArgs, paging: Paging, pageSizeDefault: number, total: number): Record<string, Link> {
+export function pageLinks(
+	resource: string,
+	args: QueryArgs,
+	paging: Paging,
+	pageSizeDefault: number,
+	total: number,
+): Record<string, Link> {
 	const href = (page: number) => resource + linkQuery(args, paging, pageSizeDefault, page);
 	const links: Record<string, Link> = {
 		parent: HOME_LINK,

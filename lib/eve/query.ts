@@ -46,7 +46,21 @@ export class QueryArgs {
 
 // ---------------------------------------------------------------- where
 
-const FIELD_OPERATORS = new Set(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$not", "$all", "$size", "$elemMatch"]);
+const FIELD_OPERATORS = new Set([
+	"$eq",
+	"$ne",
+	"$gt",
+	"$gte",
+	"$lt",
+	"$lte",
+	"$in",
+	"$nin",
+	"$exists",
+	"$not",
+	"$all",
+	"$size",
+	"$elemMatch",
+]);
 const LOGICAL_OPERATORS = new Set(["$and", "$or", "$nor"]);
 const BANNED_OPERATORS = new Set(["$where", "$function", "$accumulator", "$expr", "$regex", "$text", "$jsonSchema"]);
 /** Inside `{"$elemMatch": {<operators>}}` on arrays of scalars only comparisons make sense. */
@@ -138,7 +152,8 @@ class WhereChecker {
 					out[op] = this.operators(arg, depth + 1, FIELD_OPERATORS);
 					break;
 				case "$elemMatch":
-					if (!isPlainObject(arg) || Object.keys(arg).length === 0) throw badRequest("$elemMatch needs a non-empty object");
+					if (!isPlainObject(arg) || Object.keys(arg).length === 0)
+						throw badRequest("$elemMatch needs a non-empty object");
 					out[op] = Object.keys(arg).some(k => k.startsWith("$"))
 						? this.operators(arg, depth + 1, SCALAR_ELEM_OPERATORS)
 						: this.query(arg, depth + 1);
@@ -236,8 +251,16 @@ function protoKeyIn(value: unknown): string | null {
 }
 
 // Eve's fallback parser for expressions like: name == "x" and (type >= 1 or when > datetime(2024,1,1))
-const TOKEN = /\s*(?:(==|!=|<=|>=|<|>)|(\(|\)|,)|("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)|([A-Za-z_][A-Za-z0-9_.]*))/y;
-const COMPARISONS: Record<string, string | null> = { "==": null, "!=": "$ne", "<": "$lt", "<=": "$lte", ">": "$gt", ">=": "$gte" };
+const TOKEN =
+	/\s*(?:(==|!=|<=|>=|<|>)|(\(|\)|,)|("(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*')|(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)|([A-Za-z_][A-Za-z0-9_.]*))/y;
+const COMPARISONS: Record<string, string | null> = {
+	"==": null,
+	"!=": "$ne",
+	"<": "$lt",
+	"<=": "$lte",
+	">": "$gt",
+	">=": "$gte",
+};
 
 /** `src` is trimmed and not empty: every position left holds a token (the sticky TOKEN matches there or not at all). */
 function parsePythonWhere(src: string): Filter {
@@ -354,7 +377,6 @@ export function filterTouches(filter: unknown, paths: string[]): string | undefi
 }
 
 // ---------------------------------------------------------------- sort, projection, embedded, paging
-
 
 /** `-a,b` or Eve's Python form `[("a", -1), ("b", 1)]`. */
 export function parseSort(raw: string | undefined): SortSpec {

@@ -28,7 +28,12 @@ export const MASK = "********";
  * Applies Eve's projection rules to a stored document: base = the collection's fields plus the
  * auto fields; any 1 makes it inclusive; auto fields can never be hidden.
  */
-export function project(doc: Record<string, unknown>, fields: Set<string>, autoFields: Set<string>, projection: Projection | null): Record<string, unknown> {
+export function project(
+	doc: Record<string, unknown>,
+	fields: Set<string>,
+	autoFields: Set<string>,
+	projection: Projection | null,
+): Record<string, unknown> {
 	const out: Record<string, unknown> = {};
 	if (projection?.mode === "include") {
 		for (const path of projection.fields) {

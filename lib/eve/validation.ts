@@ -6,7 +6,12 @@
  * field (a string rule with the 24-hex pattern) that gets anything else is "must be of objectid type".
  * Schemas of client documents also refuse strings that are not well-formed Unicode (see malformedStrings).
  */
-import Validator, { type ValidationError, type ValidationSchema, type ValidationRuleObject, type ValidationRule } from "fastest-validator";
+import Validator, {
+	type ValidationError,
+	type ValidationSchema,
+	type ValidationRuleObject,
+	type ValidationRule,
+} from "fastest-validator";
 import type { Issues } from "./errors";
 import { OBJECT_ID } from "./ids";
 
@@ -48,7 +53,8 @@ const TYPE_MARK = "\u0000eve-type:";
 
 function describe(err: ValidationError, doc: unknown, path: string[]): string {
 	if (err.type === "required") return valueAt(doc, path) === null ? "null value not allowed" : "required field";
-	if (typeof err.message === "string" && err.message.startsWith(TYPE_MARK)) return `must be of ${err.message.slice(TYPE_MARK.length)} type`;
+	if (typeof err.message === "string" && err.message.startsWith(TYPE_MARK))
+		return `must be of ${err.message.slice(TYPE_MARK.length)} type`;
 	if (TYPE_NAMES[err.type]) return `must be of ${TYPE_NAMES[err.type]} type`;
 	switch (err.type) {
 		case "enumValue":
@@ -156,7 +162,8 @@ function mergeIssues(into: Issues, more: Issues): void {
 	while (stack.length) {
 		const { node, path: at } = stack.pop() as { node: Issues; path: string[] };
 		for (const [key, value] of Object.entries(node)) {
-			if (value !== null && typeof value === "object" && !Array.isArray(value)) stack.push({ node: value as Issues, path: [...at, key] });
+			if (value !== null && typeof value === "object" && !Array.isArray(value))
+				stack.push({ node: value as Issues, path: [...at, key] });
 			else for (const message of Array.isArray(value) ? value : [value]) addIssue(into, [...at, key], String(message));
 		}
 	}
@@ -172,7 +179,12 @@ export interface CompileOptions {
 type RuleLike = ValidationRule | ValidationRule[];
 
 function isRuleObject(rule: unknown): rule is ValidationRuleObject {
-	return rule !== null && typeof rule === "object" && !Array.isArray(rule) && typeof (rule as { type?: unknown }).type === "string";
+	return (
+		rule !== null &&
+		typeof rule === "object" &&
+		!Array.isArray(rule) &&
+		typeof (rule as { type?: unknown }).type === "string"
+	);
 }
 
 /** Whether a rule is an ObjectId reference as the schemas write it: a string with the 24-hex pattern. */
@@ -195,7 +207,8 @@ function withEveTypes(rule: RuleLike): RuleLike {
 		messages.string = `${TYPE_MARK}objectid`;
 		messages.stringPattern = `${TYPE_MARK}objectid`;
 	}
-	if (Object.keys(messages).length) out.messages = { ...(out.messages as Record<string, string> | undefined), ...messages };
+	if (Object.keys(messages).length)
+		out.messages = { ...(out.messages as Record<string, string> | undefined), ...messages };
 	for (const key of ["props", "properties"] as const) {
 		const nested: unknown = out[key];
 		if (nested && typeof nested === "object") out[key] = withEveTypesAll(nested as ValidationSchema);
@@ -210,7 +223,8 @@ function withEveTypes(rule: RuleLike): RuleLike {
 
 function withEveTypesAll(schema: ValidationSchema): ValidationSchema {
 	const out: ValidationSchema = {};
-	for (const [key, rule] of Object.entries(schema)) out[key] = key.startsWith("$$") ? rule : withEveTypes(rule as RuleLike);
+	for (const [key, rule] of Object.entries(schema))
+		out[key] = key.startsWith("$$") ? rule : withEveTypes(rule as RuleLike);
 	return out;
 }
 
@@ -248,20 +262,27 @@ function nullIssues(schema: ValidationSchema, doc: unknown, path: string[], issu
 		const items = rule.items as unknown;
 		if (Array.isArray(value) && isRuleObject(items)) {
 			const inner = (items.props ?? items.properties) as ValidationSchema | undefined;
-			if (inner && typeof inner === "object") value.forEach((element, i) => nullIssues(inner, element, [...path, key, String(i)], issues));
+			if (inner && typeof inner === "object")
+				value.forEach((element, i) => nullIssues(inner, element, [...path, key, String(i)], issues));
 		}
 	}
 }
 
 /** Compiles a record schema into a checker that returns Eve issues, or null when the document is valid. */
 export function compileSchema(schema: ValidationSchema, options: CompileOptions = {}): Check {
-	const check = validator.compile({ $$strict: true, ...withEveTypesAll(schema) }) as (v: unknown) => true | ValidationError[];
+	const check = validator.compile({ $$strict: true, ...withEveTypesAll(schema) }) as (
+		v: unknown,
+	) => true | ValidationError[];
 	return doc => {
 		if (doc === null || typeof doc !== "object" || Array.isArray(doc)) return { _root: "must be of dict type" };
 		const result = check(doc);
 		const nulls: Issues = {};
 		nullIssues(schema, doc, [], nulls);
-		const found = [result === true ? null : toIssues(result, doc), Object.keys(nulls).length ? nulls : null, options.wellFormed ? malformedStrings(doc) : null].filter((i): i is Issues => i !== null);
+		const found = [
+			result === true ? null : toIssues(result, doc),
+			Object.keys(nulls).length ? nulls : null,
+			options.wellFormed ? malformedStrings(doc) : null,
+		].filter((i): i is Issues => i !== null);
 		if (!found.length) return null;
 		for (const more of found.slice(1)) mergeIssues(found[0], more);
 		return found[0];
@@ -280,7 +301,11 @@ export function partialSchema(schema: ValidationSchema): ValidationSchema {
 			continue;
 		}
 		const obj: ValidationRuleObject | null =
-			typeof rule === "string" ? null : Array.isArray(rule) ? { type: "multi", rules: rule } : { ...(rule as ValidationRuleObject) };
+			typeof rule === "string"
+				? null
+				: Array.isArray(rule)
+					? { type: "multi", rules: rule }
+					: { ...(rule as ValidationRuleObject) };
 		if (obj) delete obj.default;
 		out[key] = obj ? { ...obj, optional: true } : `${rule}|optional`;
 	}

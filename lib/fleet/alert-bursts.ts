@@ -19,7 +19,12 @@ export function summarizeBursts(alerts: AlertDraft[], bursty: Set<string>, burst
 	}
 	for (const [type, list] of byType) {
 		if (list.length <= burst) out.push(...list);
-		else out.push({ type, level: list[0].level, payload: { count: list.length, hostnames: list.slice(0, 100).map(a => a.payload.hostname) } });
+		else
+			out.push({
+				type,
+				level: list[0].level,
+				payload: { count: list.length, hostnames: list.slice(0, 100).map(a => a.payload.hostname) },
+			});
 	}
 	return out;
 }

@@ -33,6 +33,9 @@ export function batchEnd<T>(items: T[], start: number, maxCount: number, maxByte
 /** Text cut to `maxBytes` (UTF-8), saying how much was left out. */
 export function capText(text: string, maxBytes: number): string {
 	if (Buffer.byteLength(text) <= maxBytes) return text;
-	const cut = Buffer.from(text).subarray(0, maxBytes).toString("utf8").replace(/\uFFFD$/, "");
+	const cut = Buffer.from(text)
+		.subarray(0, maxBytes)
+		.toString("utf8")
+		.replace(/\uFFFD$/, "");
 	return `${cut}\n… [${Buffer.byteLength(text) - Buffer.byteLength(cut)} more bytes not kept]`;
 }

@@ -76,7 +76,9 @@ const COMPARE_STEPS = 20;
 export function patternWidth(pattern: string, kind: "glob" | "regex"): number {
 	let width = 1;
 	for (const c of pattern) if ((kind === "glob" ? "*?[" : "*+?|").includes(c)) width++;
-	if (kind === "regex") for (const [, counts] of pattern.matchAll(/\{(\d+(?:,\d*)?)\}/g)) width += Math.max(...counts.split(",").map(n => Number(n) || 0));
+	if (kind === "regex")
+		for (const [, counts] of pattern.matchAll(/\{(\d+(?:,\d*)?)\}/g))
+			width += Math.max(...counts.split(",").map(n => Number(n) || 0));
 	return width;
 }
 
@@ -105,7 +107,10 @@ class Meter {
 
 	start(host: string): void {
 		this.total += this.perHost - (MAX_TARGET_STEPS_PER_HOST - Math.max(this.left, 0));
-		if (this.total < 0) throw new TargetError(`evaluating the target on the fleet takes more than the limit of ${MAX_TARGET_STEPS_PER_RESOLUTION} steps and ${MAX_TARGET_STEPS_PER_HOST_ON_AVERAGE} a host on average for one resolution: use fewer or shorter patterns, fewer '*' parts in grain paths, or narrow it first (a host glob or a group before grain terms)`);
+		if (this.total < 0)
+			throw new TargetError(
+				`evaluating the target on the fleet takes more than the limit of ${MAX_TARGET_STEPS_PER_RESOLUTION} steps and ${MAX_TARGET_STEPS_PER_HOST_ON_AVERAGE} a host on average for one resolution: use fewer or shorter patterns, fewer '*' parts in grain paths, or narrow it first (a host glob or a group before grain terms)`,
+			);
 		this.left = MAX_TARGET_STEPS_PER_HOST;
 		this.host = host;
 	}
@@ -113,7 +118,9 @@ class Meter {
 	readonly charge = (steps: number): void => {
 		this.left -= steps;
 		if (this.left < 0) {
-			throw new TargetError(`evaluating the target on '${this.host}' takes more than the limit of ${MAX_TARGET_STEPS_PER_HOST} steps per host (grains looked at, and characters of values times characters of the patterns they are compared with): use fewer or shorter patterns, or fewer '*' parts in grain paths`);
+			throw new TargetError(
+				`evaluating the target on '${this.host}' takes more than the limit of ${MAX_TARGET_STEPS_PER_HOST} steps per host (grains looked at, and characters of values times characters of the patterns they are compared with): use fewer or shorter patterns, or fewer '*' parts in grain paths`,
+			);
 		}
 	};
 
@@ -182,7 +189,9 @@ function compileRegex(pattern: string, word: string): RE2JS {
 	try {
 		return RE2JS.compile(pattern);
 	} catch (err) {
-		throw new TargetError(`'${word}': invalid regular expression (RE2 syntax: no backreferences or lookaround): ${(err as Error).message.replace(/^error parsing regexp: /, "")}`);
+		throw new TargetError(
+			`'${word}': invalid regular expression (RE2 syntax: no backreferences or lookaround): ${(err as Error).message.replace(/^error parsing regexp: /, "")}`,
+		);
 	}
 }
 
@@ -196,7 +205,8 @@ function tryCompile(pattern: string): RE2JS | null {
 }
 
 /** What RE2 compiles for a grain pattern: a glob as its regex, a regex as it is. */
-const patternSource = (kind: "glob" | "regex", pattern: string): string => (kind === "glob" ? globPattern(pattern) : pattern);
+const patternSource = (kind: "glob" | "regex", pattern: string): string =>
+	kind === "glob" ? globPattern(pattern) : pattern;
 
 /**
  * The per-value comparison of `G@` (a glob: Python's fnmatch, the whole value) or `P@` (a regex from the start:
@@ -231,11 +241,14 @@ const ipv4Number = (address: string): number => address.split(".").reduce((n, oc
 function addressBits(address: string, family: 4 | 6): bigint {
 	if (family === 4) return BigInt(ipv4Number(address));
 	const groups = (part: string | undefined): string[] =>
-		(part ? part.split(":") : []).flatMap(g => (g.includes(".") ? [(ipv4Number(g) >>> 16).toString(16), (ipv4Number(g) & 0xffff).toString(16)] : [g]));
+		(part ? part.split(":") : []).flatMap(g =>
+			g.includes(".") ? [(ipv4Number(g) >>> 16).toString(16), (ipv4Number(g) & 0xffff).toString(16)] : [g],
+		);
 	const [head, tail] = address.split("%")[0].split("::");
 	const left = groups(head);
 	const right = groups(tail);
-	const all = tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill("0"), ...right];
+	const all =
+		tail === undefined ? left : [...left, ...Array<string>(8 - left.length - right.length).fill("0"), ...right];
 	return all.reduce((n, g) => (n << 16n) | BigInt(parseInt(g, 16)), 0n);
 }
 
@@ -275,10 +288,16 @@ function subnetTest(pattern: string, word: string): Test {
 	const family = slash > 0 ? isIP(pattern.slice(0, slash)) : 0;
 	const network = pattern.slice(0, slash);
 	const bits = family === 4 || family === 6 ? prefixLength(pattern.slice(slash + 1), family) : null;
-	if (bits === null || !(family === 4 || family === 6)) throw new TargetError(`'${word}': S@ takes an IP address or a subnet in CIDR notation (10.0.0.0/8, or 10.0.0.0/255.0.0.0)`);
+	if (bits === null || !(family === 4 || family === 6))
+		throw new TargetError(
+			`'${word}': S@ takes an IP address or a subnet in CIDR notation (10.0.0.0/8, or 10.0.0.0/255.0.0.0)`,
+		);
 	// Python's ip_network is strict: Salt logs "Invalid IP/CIDR target" and selects nothing; here, the reason.
 	const hostBits = (1n << BigInt((family === 4 ? 32 : 128) - bits)) - 1n;
-	if ((addressBits(network, family) & hostBits) !== 0n) throw new TargetError(`'${word}': ${network}/${bits} has host bits set, which Salt refuses (it selects nothing): give the network's address`);
+	if ((addressBits(network, family) & hostBits) !== 0n)
+		throw new TargetError(
+			`'${word}': ${network}/${bits} has host bits set, which Salt refuses (it selects nothing): give the network's address`,
+		);
 	const list = new BlockList();
 	const type = family === 4 ? "ipv4" : "ipv6";
 	list.addSubnet(network, bits, type);
@@ -291,7 +310,13 @@ function shown(word: string): string {
 }
 
 /** One word of an expression as a test. */
-function compileTerm(word: string, ctx: TargetContext, named: string[], flags: { grains: boolean; nodegroups: boolean }, meter: Meter): Test {
+function compileTerm(
+	word: string,
+	ctx: TargetContext,
+	named: string[],
+	flags: { grains: boolean; nodegroups: boolean },
+	meter: Meter,
+): Test {
 	const m = ENGINE.exec(word);
 	if (!m) {
 		if (!GLOB_CHARS.test(word)) {
@@ -306,7 +331,8 @@ function compileTerm(word: string, ctx: TargetContext, named: string[], flags: {
 		};
 	}
 	const [, engine, delimiter, pattern] = m;
-	if (delimiter && !"GPIJ".includes(engine)) throw new TargetError(`'${word}': only G@, P@, I@ and J@ take a delimiter`);
+	if (delimiter && !"GPIJ".includes(engine))
+		throw new TargetError(`'${word}': only G@, P@, I@ and J@ take a delimiter`);
 	if (pattern === "") throw new TargetError(`'${word}': nothing after ${engine}@`);
 	switch (engine) {
 		case "E": {
@@ -327,16 +353,30 @@ function compileTerm(word: string, ctx: TargetContext, named: string[], flags: {
 		case "P": {
 			flags.grains = true;
 			const d = delimiter || ":";
-			if (!pattern.includes(d)) throw new TargetError(`'${word}': ${engine}@ takes a grain path and a ${engine === "G" ? "glob" : "regex"}, separated by '${d}' (G@os:Debian)`);
-			if (word.length > MAX_GRAIN_TERM_LENGTH) throw new TargetError(`${shown(word)}: a ${engine}@ term is longer than ${MAX_GRAIN_TERM_LENGTH} characters (the limit of a grain term)`);
+			if (!pattern.includes(d))
+				throw new TargetError(
+					`'${word}': ${engine}@ takes a grain path and a ${engine === "G" ? "glob" : "regex"}, separated by '${d}' (G@os:Debian)`,
+				);
+			if (word.length > MAX_GRAIN_TERM_LENGTH)
+				throw new TargetError(
+					`${shown(word)}: a ${engine}@ term is longer than ${MAX_GRAIN_TERM_LENGTH} characters (the limit of a grain term)`,
+				);
 			// Salt splits at the term's delimiter, and inside dicts at ':' whatever the delimiter: both bounded.
 			for (const cut of new Set([d, ":"])) {
 				const parts = pattern.split(cut).length;
-				if (parts > MAX_GRAIN_PATH_PARTS) throw new TargetError(`${shown(word)}: a ${engine}@ term has ${parts} parts separated by '${cut}', more than the limit of ${MAX_GRAIN_PATH_PARTS}`);
+				if (parts > MAX_GRAIN_PATH_PARTS)
+					throw new TargetError(
+						`${shown(word)}: a ${engine}@ term has ${parts} parts separated by '${cut}', more than the limit of ${MAX_GRAIN_PATH_PARTS}`,
+					);
 			}
 			const kind = engine === "G" ? "glob" : "regex";
 			const splits = pattern.split(d);
-			const candidates = splits.slice(1).map((_, i) => splits.slice(i + 1).join(d).toLowerCase());
+			const candidates = splits.slice(1).map((_, i) =>
+				splits
+					.slice(i + 1)
+					.join(d)
+					.toLowerCase(),
+			);
 			if (!candidates.some(c => tryCompile(patternSource(kind, c)))) {
 				if (engine === "P") compileRegex(candidates[candidates.length - 1], word);
 				throw new TargetError(`'${word}': invalid glob`);
@@ -360,14 +400,18 @@ function compileTerm(word: string, ctx: TargetContext, named: string[], flags: {
 		}
 		case "I":
 		case "J":
-			throw new TargetError(`'${word}': pillar targeting (I@, J@) is not evaluated by fleet-ctl: it holds no pillar data`);
+			throw new TargetError(
+				`'${word}': pillar targeting (I@, J@) is not evaluated by fleet-ctl: it holds no pillar data`,
+			);
 		case "R":
 			throw new TargetError(`'${word}': range targeting (R@) needs a range server; fleet-ctl does not evaluate it`);
 		case "T":
 		case "M":
 			throw new TargetError(`'${word}': the proxy engines (T@, M@) are not evaluated by fleet-ctl`);
 		default:
-			throw new TargetError(`'${word}': unknown target engine ${engine}@ (known: G@ P@ E@ L@ S@ N@ and fleet-ctl's F@)`);
+			throw new TargetError(
+				`'${word}': unknown target engine ${engine}@ (known: G@ P@ E@ L@ S@ N@ and fleet-ctl's F@)`,
+			);
 	}
 }
 
@@ -391,7 +435,10 @@ export function groupRefs(expression: string): string[] {
  */
 export function compileTarget(expression: string, ctx: TargetContext, bounded = false): CompiledTarget {
 	if (typeof expression !== "string" || expression.trim() === "") throw new TargetError("the target is empty");
-	if (expression.length > MAX_TARGET_LENGTH) throw new TargetError(`the target is longer than the limit of ${MAX_TARGET_LENGTH} characters (${expression.length})`);
+	if (expression.length > MAX_TARGET_LENGTH)
+		throw new TargetError(
+			`the target is longer than the limit of ${MAX_TARGET_LENGTH} characters (${expression.length})`,
+		);
 	const tokens: string[] = [];
 	let terms = 0;
 	for (const word of expression.split(/\s+/).filter(Boolean)) {
@@ -401,13 +448,18 @@ export function compileTarget(expression: string, ctx: TargetContext, bounded = 
 				if (word !== "(" && word !== "not") throw new TargetError(`the target cannot begin with '${word}'`);
 			} else {
 				if (last === "(" && (word === "and" || word === "or")) throw new TargetError(`'${word}' cannot follow '('`);
-				if (word === "not" && last === "not") throw new TargetError("'not not': Salt reads it as 'not and not', which it cannot evaluate");
+				if (word === "not" && last === "not")
+					throw new TargetError("'not not': Salt reads it as 'not and not', which it cannot evaluate");
 				if (word === "not" && last !== "and" && last !== "or" && last !== "(") tokens.push("and");
 			}
 		} else if ((word.startsWith("(") || word.endsWith(")")) && !ENGINE.test(word)) {
-			throw new TargetError(`'${word}': parentheses must stand alone, separated by spaces (as Salt reads them): ( ${word.replace(/^\(|\)$/g, "")} )`);
+			throw new TargetError(
+				`'${word}': parentheses must stand alone, separated by spaces (as Salt reads them): ( ${word.replace(/^\(|\)$/g, "")} )`,
+			);
 		} else if (++terms > MAX_TARGET_TERMS) {
-			throw new TargetError(`the target has more than the limit of ${MAX_TARGET_TERMS} terms (an L@ list is one term: L@a,b,c)`);
+			throw new TargetError(
+				`the target has more than the limit of ${MAX_TARGET_TERMS} terms (an L@ list is one term: L@a,b,c)`,
+			);
 		}
 		tokens.push(word);
 	}
@@ -417,7 +469,10 @@ export function compileTarget(expression: string, ctx: TargetContext, bounded = 
 	let at = 0;
 	const peek = () => tokens[at];
 	const expectTerm = (depth: number): Test => {
-		if (depth > MAX_TARGET_DEPTH) throw new TargetError(`the target nests parentheses and 'not' deeper than the limit of ${MAX_TARGET_DEPTH} levels`);
+		if (depth > MAX_TARGET_DEPTH)
+			throw new TargetError(
+				`the target nests parentheses and 'not' deeper than the limit of ${MAX_TARGET_DEPTH} levels`,
+			);
 		const word = tokens[at++];
 		if (word === undefined) throw new TargetError("the target ends where a term is expected");
 		if (word === "not") {
@@ -433,21 +488,25 @@ export function compileTarget(expression: string, ctx: TargetContext, bounded = 
 		return compileTerm(word, ctx, named, flags, meter);
 	};
 	/** Terms joined by one operator: `and` (every one holds) over `not`/terms, `or` (one holds) over `and`s. */
-	const joined = (op: "and" | "or", next: (depth: number) => Test) => (depth: number): Test => {
-		const parts = [next(depth)];
-		while (peek() === op) {
-			at++;
-			parts.push(next(depth));
-		}
-		if (parts.length === 1) return parts[0];
-		return op === "and" ? h => parts.every(p => p(h)) : h => parts.some(p => p(h));
-	};
+	const joined =
+		(op: "and" | "or", next: (depth: number) => Test) =>
+		(depth: number): Test => {
+			const parts = [next(depth)];
+			while (peek() === op) {
+				at++;
+				parts.push(next(depth));
+			}
+			if (parts.length === 1) return parts[0];
+			return op === "and" ? h => parts.every(p => p(h)) : h => parts.some(p => p(h));
+		};
 	const andExpr = joined("and", expectTerm);
 	const orExpr: (depth: number) => Test = joined("or", andExpr);
 	const evaluate = orExpr(0);
 	if (at < tokens.length) {
 		const next = tokens[at];
-		throw next === ")" ? new UnbalancedTargetError("a ')' closes nothing") : new TargetError(`'${next}' follows a term without 'and' or 'or'`);
+		throw next === ")"
+			? new UnbalancedTargetError("a ')' closes nothing")
+			: new TargetError(`'${next}' follows a term without 'and' or 'or'`);
 	}
 	const test: Test = h => {
 		meter.start(h._id);

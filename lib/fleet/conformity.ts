@@ -45,18 +45,31 @@ export interface Judgement {
 	digest: string;
 }
 
-const suppressedBy = (rules: Suppression[]) => (s: StateResult) => rules.some(r => (r.sls !== undefined || r.state_id !== undefined) && (r.sls === undefined || r.sls === s.sls) && (r.state_id === undefined || r.state_id === s.state_id));
+const suppressedBy = (rules: Suppression[]) => (s: StateResult) =>
+	rules.some(
+		r =>
+			(r.sls !== undefined || r.state_id !== undefined) &&
+			(r.sls === undefined || r.sls === s.sls) &&
+			(r.state_id === undefined || r.state_id === s.state_id),
+	);
 
 function digestOf(state: ConformityState, states: DriftedState[]): string {
-	return crypto.createHash("sha256").update(JSON.stringify([state, states])).digest("base64url").slice(0, 22);
+	return crypto
+		.createHash("sha256")
+		.update(JSON.stringify([state, states]))
+		.digest("base64url")
+		.slice(0, 22);
 }
 
 /** What a host's return (or its silence: `answered` false) says of its conformity. */
 export function judge(ret: unknown, answered: boolean, rules: Suppression[] = []): Judgement {
-	if (!answered) return { state: "unknown", states: [], drifted: 0, failing: 0, suppressed: 0, digest: digestOf("unknown", []) };
+	if (!answered)
+		return { state: "unknown", states: [], drifted: 0, failing: 0, suppressed: 0, digest: digestOf("unknown", []) };
 	const reading = readStates(ret);
 	if ("error" in reading) {
-		const states: DriftedState[] = [{ state_id: "render", sls: "", fun: "", name: "", result: false, predicted_changes: {}, comment: reading.error }];
+		const states: DriftedState[] = [
+			{ state_id: "render", sls: "", fun: "", name: "", result: false, predicted_changes: {}, comment: reading.error },
+		];
 		return { state: "failing", states, drifted: 0, failing: 1, suppressed: 0, digest: digestOf("failing", states) };
 	}
 	const noisy = suppressedBy(rules);
@@ -68,13 +81,31 @@ export function judge(ret: unknown, answered: boolean, rules: Suppression[] = []
 			suppressed++;
 			continue;
 		}
-		states.push({ state_id: s.state_id, sls: s.sls, fun: s.fun, name: s.name, result: s.result, predicted_changes: s.changes, comment: s.comment });
+		states.push({
+			state_id: s.state_id,
+			sls: s.sls,
+			fun: s.fun,
+			name: s.name,
+			result: s.result,
+			predicted_changes: s.changes,
+			comment: s.comment,
+		});
 	}
 	const failing = states.filter(s => s.result === false).length;
 	const drifted = states.length - failing;
 	const state: ConformityState = failing ? "failing" : drifted ? "drifted" : "conformant";
 	// The digest leaves comments out: Salt words them with times and pids that change at every check.
-	return { state, states, drifted, failing, suppressed, digest: digestOf(state, states.map(s => ({ ...s, comment: "" }))) };
+	return {
+		state,
+		states,
+		drifted,
+		failing,
+		suppressed,
+		digest: digestOf(
+			state,
+			states.map(s => ({ ...s, comment: "" })),
+		),
+	};
 }
 
 /**
@@ -98,7 +129,10 @@ export function isStateTest(fun: string, args: unknown[]): boolean {
 }
 
 /** A transition worth an alert: into drift or failure from conformity, or back; `unknown` (silence) moves nothing. */
-export function transitionAlert(from: ConformityState | null, to: ConformityState): "host.drifted" | "host.conformant" | null {
+export function transitionAlert(
+	from: ConformityState | null,
+	to: ConformityState,
+): "host.drifted" | "host.conformant" | null {
 	const bad = (s: ConformityState | null) => s === "drifted" || s === "failing";
 	if (bad(to) && !bad(from)) return "host.drifted";
 	if (to === "conformant" && bad(from)) return "host.conformant";

@@ -149,7 +149,9 @@ export function compileRule(rule: Rule | undefined): ((host: HostFacts) => boole
 
 /** Does any rule test grains (so that hosts must be read with theirs)? */
 export function needsGrains(rules: Array<Rule | undefined>): boolean {
-	return rules.some(r => (r?.grain && Object.keys(r.grain).length > 0) || (typeof r?.target === "string" && targetUsesGrains(r.target)));
+	return rules.some(
+		r => (r?.grain && Object.keys(r.grain).length > 0) || (typeof r?.target === "string" && targetUsesGrains(r.target)),
+	);
 }
 
 function targetUsesGrains(target: string): boolean {
@@ -184,7 +186,8 @@ export class GroupIndex {
 		for (const g of groups) {
 			const seen = new Set<string>([g._id]);
 			const queue = [g._id];
-			while (queue.length) for (const p of parents.get(queue.shift()!) ?? []) if (!seen.has(p)) queue.push(p), seen.add(p);
+			while (queue.length)
+				for (const p of parents.get(queue.shift()!) ?? []) if (!seen.has(p)) queue.push(p), seen.add(p);
 			this.closure.set(g._id, [...seen]);
 		}
 		for (const n of nodegroups) {

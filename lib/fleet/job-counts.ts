@@ -13,7 +13,14 @@ export interface JobCounts {
 	timed_out: number;
 }
 
-export const noCounts = (jid: string): JobCounts => ({ jid, running: 0, returned: 0, succeeded: 0, failed: 0, timed_out: 0 });
+export const noCounts = (jid: string): JobCounts => ({
+	jid,
+	running: 0,
+	returned: 0,
+	succeeded: 0,
+	failed: 0,
+	timed_out: 0,
+});
 
 /** Did this answered host fail, by what Salt sent with its return? */
 export function returnFailed(r: { success?: unknown; retcode?: unknown }): boolean {

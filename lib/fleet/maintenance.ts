@@ -48,8 +48,10 @@ export function parseDuration(text: string): number | null {
 /** The rule's options, or why it is not one a window may use. */
 export function parseRule(text: string): Partial<Options> | string {
 	const value = text.trim().replace(/^RRULE:/i, "");
-	if (!value || /[\r\n]/.test(value)) return "must be one RRULE value (e.g. FREQ=WEEKLY;BYDAY=SA;BYHOUR=2), without DTSTART: the window's start gives it";
-	if (/(^|;)\s*(DTSTART|TZID)\s*[=:]/i.test(value)) return "must not hold DTSTART or TZID: give the window's start and timezone";
+	if (!value || /[\r\n]/.test(value))
+		return "must be one RRULE value (e.g. FREQ=WEEKLY;BYDAY=SA;BYHOUR=2), without DTSTART: the window's start gives it";
+	if (/(^|;)\s*(DTSTART|TZID)\s*[=:]/i.test(value))
+		return "must not hold DTSTART or TZID: give the window's start and timezone";
 	let options: Partial<Options>;
 	try {
 		options = RRule.parseString(value);
@@ -57,9 +59,12 @@ export function parseRule(text: string): Partial<Options> | string {
 		return `is not an RFC 5545 RRULE: ${String((err as Error).message).slice(0, 200)}`;
 	}
 	if (options.freq === undefined) return "must name FREQ";
-	if (options.freq === RRule.SECONDLY || options.freq === RRule.MINUTELY) return "must recur at most hourly (FREQ=HOURLY, DAILY, WEEKLY, MONTHLY or YEARLY)";
-	if (options.interval !== undefined && (options.interval < 1 || options.interval > 1000)) return "INTERVAL must be between 1 and 1000";
-	if (options.count !== undefined && options.count !== null && (options.count < 1 || options.count > 10_000)) return "COUNT must be between 1 and 10000";
+	if (options.freq === RRule.SECONDLY || options.freq === RRule.MINUTELY)
+		return "must recur at most hourly (FREQ=HOURLY, DAILY, WEEKLY, MONTHLY or YEARLY)";
+	if (options.interval !== undefined && (options.interval < 1 || options.interval > 1000))
+		return "INTERVAL must be between 1 and 1000";
+	if (options.count !== undefined && options.count !== null && (options.count < 1 || options.count > 10_000))
+		return "COUNT must be between 1 and 10000";
 	return options;
 }
 
@@ -79,13 +84,16 @@ export interface CompiledWindow {
 
 export function compileWindow(t: WindowTiming): CompiledWindow | Record<string, string> {
 	const issues: Record<string, string> = {};
-	if (!validTimeZone(t.timezone)) issues.timezone = `unknown time zone '${t.timezone.slice(0, 100)}' (an IANA name, e.g. Europe/Paris or UTC)`;
+	if (!validTimeZone(t.timezone))
+		issues.timezone = `unknown time zone '${t.timezone.slice(0, 100)}' (an IANA name, e.g. Europe/Paris or UTC)`;
 	const durationMs = parseDuration(t.duration);
-	if (durationMs === null) issues.duration = "must be an ISO 8601 duration between one minute and 31 days, e.g. PT4H or P1DT2H";
+	if (durationMs === null)
+		issues.duration = "must be an ISO 8601 duration between one minute and 31 days, e.g. PT4H or P1DT2H";
 	const options = parseRule(t.rrule);
 	if (typeof options === "string") issues.rrule = options;
 	const m = /^(\d{4})-(\d{2})-(\d{2})[T ](\d{2}):(\d{2})$/.exec(t.start);
-	if (!m || !parseWallTime(t.start, issues.timezone ? "UTC" : t.timezone)) issues.start = `must be a wall time "YYYY-MM-DDTHH:MM" (in the window's timezone) between ${FIRST_YEAR} and ${LAST_YEAR}`;
+	if (!m || !parseWallTime(t.start, issues.timezone ? "UTC" : t.timezone))
+		issues.start = `must be a wall time "YYYY-MM-DDTHH:MM" (in the window's timezone) between ${FIRST_YEAR} and ${LAST_YEAR}`;
 	if (Object.keys(issues).length || typeof options === "string" || !m || durationMs === null) return issues;
 	const [y, mo, d, h, mi] = m.slice(1).map(Number);
 	const rule = new RRule({ ...options, dtstart: new Date(Date.UTC(y, mo - 1, d, h, mi)), tzid: null }, true);
@@ -98,7 +106,14 @@ export function isCompiled(c: CompiledWindow | Record<string, string>): c is Com
 
 /** A floating date (UTC fields = the zone's wall clock) as the instant the zone's clocks show it first. */
 function instantOf(floating: Date, tz: string): number {
-	return instantsOf(floating.getUTCFullYear(), floating.getUTCMonth() + 1, floating.getUTCDate(), floating.getUTCHours(), floating.getUTCMinutes(), tz).instants[0];
+	return instantsOf(
+		floating.getUTCFullYear(),
+		floating.getUTCMonth() + 1,
+		floating.getUTCDate(),
+		floating.getUTCHours(),
+		floating.getUTCMinutes(),
+		tz,
+	).instants[0];
 }
 
 /** An instant as a floating date in the zone. */
@@ -120,7 +135,8 @@ function ruleFor(c: CompiledWindow, from: Date): RRule {
 	const { options } = c.rule;
 	if (options.count) return c.rule;
 	const nearStart = c.near?.options.dtstart.getTime();
-	if (nearStart !== undefined && nearStart <= from.getTime() && from.getTime() - nearStart < 8 * NEAR_SLACK_MS) return c.near!;
+	if (nearStart !== undefined && nearStart <= from.getTime() && from.getTime() - nearStart < 8 * NEAR_SLACK_MS)
+		return c.near!;
 	const base = nearStart !== undefined && nearStart <= from.getTime() ? c.near! : c.rule;
 	const anchor = base.before(new Date(from.getTime() - NEAR_SLACK_MS), true);
 	if (!anchor) return c.rule;
@@ -128,7 +144,13 @@ function ruleFor(c: CompiledWindow, from: Date): RRule {
 	return c.near;
 }
 
-function openings(c: CompiledWindow, from: Date, to: Date, max: number, keep: (o: Opening) => boolean = () => true): Opening[] {
+function openings(
+	c: CompiledWindow,
+	from: Date,
+	to: Date,
+	max: number,
+	keep: (o: Opening) => boolean = () => true,
+): Opening[] {
 	const found: Opening[] = [];
 	let steps = 0;
 	ruleFor(c, from).between(from, to, true, (d: Date) => {

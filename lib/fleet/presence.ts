@@ -6,7 +6,10 @@
  */
 export type PresenceTransition = "host.down" | "host.up";
 
-export function presenceTransition(before: { status?: unknown; _soft_deleted?: unknown } | undefined, after: string | undefined): PresenceTransition | null {
+export function presenceTransition(
+	before: { status?: unknown; _soft_deleted?: unknown } | undefined,
+	after: string | undefined,
+): PresenceTransition | null {
 	if (!before || before._soft_deleted || !after) return null;
 	if (before.status === "up" && after === "down") return "host.down";
 	if (before.status === "down" && after === "up") return "host.up";
@@ -20,5 +23,7 @@ export function presenceTransition(before: { status?: unknown; _soft_deleted?: u
  * nobody reads to the second (docs/storage.md, "What a write costs").
  */
 export function heartbeatDue(stored: unknown, now: Date, resolutionMs: number): boolean {
-	return !(stored instanceof Date) || now.getTime() - stored.getTime() >= resolutionMs || stored.getTime() > now.getTime();
+	return (
+		!(stored instanceof Date) || now.getTime() - stored.getTime() >= resolutionMs || stored.getTime() > now.getTime()
+	);
 }

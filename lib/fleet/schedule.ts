@@ -40,7 +40,17 @@ const formatters = new Map<string, Intl.DateTimeFormat>();
 function formatter(tz: string): Intl.DateTimeFormat {
 	let f = formatters.get(tz);
 	if (!f) {
-		f = new Intl.DateTimeFormat("en-US", { timeZone: tz, hourCycle: "h23", year: "numeric", month: "numeric", day: "numeric", hour: "numeric", minute: "numeric", second: "numeric", weekday: "short" });
+		f = new Intl.DateTimeFormat("en-US", {
+			timeZone: tz,
+			hourCycle: "h23",
+			year: "numeric",
+			month: "numeric",
+			day: "numeric",
+			hour: "numeric",
+			minute: "numeric",
+			second: "numeric",
+			weekday: "short",
+		});
 		formatters.set(tz, f);
 	}
 	return f;
@@ -72,7 +82,14 @@ const WEEKDAYS: Record<string, number> = { Sun: 0, Mon: 1, Tue: 2, Wed: 3, Thu: 
 export function wallClock(at: Date, tz: string): WallClock {
 	const parts: Record<string, string> = {};
 	for (const p of formatter(tz).formatToParts(at)) parts[p.type] = p.value;
-	return { year: +parts.year, month: +parts.month, day: +parts.day, hour: +parts.hour, minute: +parts.minute, weekday: WEEKDAYS[parts.weekday] };
+	return {
+		year: +parts.year,
+		month: +parts.month,
+		day: +parts.day,
+		hour: +parts.hour,
+		minute: +parts.minute,
+		weekday: WEEKDAYS[parts.weekday],
+	};
 }
 
 /** The zone's offset from UTC at an instant, in ms (UTC+3 → +3 h). */
@@ -87,9 +104,18 @@ function offsetAt(at: number, tz: string): number {
  * over it (earliest first), none when they jump over it — then the instant it would have been, which the
  * clocks show shifted by the jump.
  */
-export function instantsOf(year: number, month: number, day: number, hour: number, minute: number, tz: string): { instants: number[]; skipped: boolean } {
+export function instantsOf(
+	year: number,
+	month: number,
+	day: number,
+	hour: number,
+	minute: number,
+	tz: string,
+): { instants: number[]; skipped: boolean } {
 	const asUtc = Date.UTC(year, month - 1, day, hour, minute);
-	const offsets = [...new Set([offsetAt(asUtc - 14 * 3600_000, tz), offsetAt(asUtc + 14 * 3600_000, tz), offsetAt(asUtc, tz)])];
+	const offsets = [
+		...new Set([offsetAt(asUtc - 14 * 3600_000, tz), offsetAt(asUtc + 14 * 3600_000, tz), offsetAt(asUtc, tz)]),
+	];
 	const instants = offsets
 		.map(off => asUtc - off)
 		.filter(u => {
@@ -123,7 +149,15 @@ export interface Cron {
 	dayEither: boolean;
 }
 
-const MACROS: Record<string, string> = { "@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *", "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *" };
+const MACROS: Record<string, string> = {
+	"@yearly": "0 0 1 1 *",
+	"@annually": "0 0 1 1 *",
+	"@monthly": "0 0 1 * *",
+	"@weekly": "0 0 * * 0",
+	"@daily": "0 0 * * *",
+	"@midnight": "0 0 * * *",
+	"@hourly": "0 * * * *",
+};
 const MONTH_NAMES = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
 const DAY_NAMES = ["sun", "mon", "tue", "wed", "thu", "fri", "sat"];
 
@@ -158,14 +192,22 @@ function field(text: string, min: number, max: number, names: string[] = [], nam
 export function parseCron(expr: string): Cron {
 	const text = MACROS[expr.trim().toLowerCase()] ?? expr.trim();
 	const parts = text.split(/\s+/);
-	if (parts.length !== 5) throw new CronError(`a cron expression has five fields (minute hour day month weekday), not ${parts.length}`);
+	if (parts.length !== 5)
+		throw new CronError(`a cron expression has five fields (minute hour day month weekday), not ${parts.length}`);
 	const [mi, h, d, mo, wd] = parts;
 	const weekdays = field(wd, 0, 7, DAY_NAMES);
 	if (weekdays.has(7)) {
 		weekdays.delete(7);
 		weekdays.add(0);
 	}
-	return { minutes: field(mi, 0, 59), hours: field(h, 0, 23), days: field(d, 1, 31), months: field(mo, 1, 12, MONTH_NAMES, 1), weekdays, dayEither: d !== "*" && wd !== "*" };
+	return {
+		minutes: field(mi, 0, 59),
+		hours: field(h, 0, 23),
+		days: field(d, 1, 31),
+		months: field(mo, 1, 12, MONTH_NAMES, 1),
+		weekdays,
+		dayEither: d !== "*" && wd !== "*",
+	};
 }
 
 function dayMatches(c: Cron, year: number, month: number, day: number): boolean {
@@ -189,7 +231,10 @@ const MONTH_DAYS = [31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31];
 export function neverDueReason(c: Cron): string | null {
 	if (c.dayEither || c.days.size === 31) return null;
 	for (const month of c.months) for (const day of c.days) if (day <= MONTH_DAYS[month - 1]) return null;
-	const months = [...c.months].sort((a, b) => a - b).map(m => MONTH_NAMES[m - 1]).join(", ");
+	const months = [...c.months]
+		.sort((a, b) => a - b)
+		.map(m => MONTH_NAMES[m - 1])
+		.join(", ");
 	const days = [...c.days].sort((a, b) => a - b).join(", ");
 	return `never due: no date matches day ${days} of ${months}`;
 }
@@ -229,7 +274,8 @@ export function nextCron(c: Cron, tz: string, after: Date): Date | null {
 /** The first due time strictly after `after` (or at start, if start is after it); null when none is left. */
 export function nextDue(s: Schedule, after: Date): Date | null {
 	let next: Date | null;
-	if (s.cron) next = nextCron(parseCron(s.cron), s.timezone || "UTC", new Date(Math.max(after.getTime(), s.start.getTime() - 1)));
+	if (s.cron)
+		next = nextCron(parseCron(s.cron), s.timezone || "UTC", new Date(Math.max(after.getTime(), s.start.getTime() - 1)));
 	else if (s.interval && s.interval > 0) {
 		const ms = s.interval * 1000;
 		const k = after < s.start ? 0 : Math.floor((after.getTime() - s.start.getTime()) / ms) + 1;
@@ -281,10 +327,18 @@ export interface RunPlan {
  * `overlap: skip` (the default). Either way `next` is the first due time after max(now, due): runs missed
  * during an outage never fire in a burst.
  */
-export function planRun(s: Schedule & RunPolicy, due: Date, now: Date, graceMs: number, previousOutstanding: boolean): RunPlan {
+export function planRun(
+	s: Schedule & RunPolicy,
+	due: Date,
+	now: Date,
+	graceMs: number,
+	previousOutstanding: boolean,
+): RunPlan {
 	const next = nextDue(s, now > due ? now : due);
-	if (now.getTime() - due.getTime() > graceMs && s.misfire === "skip") return { skip: "missed (misfire policy skip)", next };
-	if (previousOutstanding && s.overlap !== "allow") return { skip: "the previous run still has hosts outstanding (overlap policy skip)", next };
+	if (now.getTime() - due.getTime() > graceMs && s.misfire === "skip")
+		return { skip: "missed (misfire policy skip)", next };
+	if (previousOutstanding && s.overlap !== "allow")
+		return { skip: "the previous run still has hosts outstanding (overlap policy skip)", next };
 	return { skip: null, next };
 }
 

@@ -78,7 +78,11 @@ export interface PredictedChange {
 export const PREDICTED_MAX = 2000;
 
 /** The functions a dry run (`test=True`) is for: the catalogue's `dryRun` functions (state.apply, state.sls, state.highstate). */
-export const STATE_FUNCTIONS: ReadonlySet<string> = new Set(Object.entries(CATALOGUE).filter(([, e]) => e.dryRun === true).map(([fun]) => fun));
+export const STATE_FUNCTIONS: ReadonlySet<string> = new Set(
+	Object.entries(CATALOGUE)
+		.filter(([, e]) => e.dryRun === true)
+		.map(([fun]) => fun),
+);
 
 /**
  * The states of one host's dry-run return that would change or fail, normalized (readStates). A
@@ -87,8 +91,19 @@ export const STATE_FUNCTIONS: ReadonlySet<string> = new Set(Object.entries(CATAL
  */
 export function predictedChanges(host: string, ret: unknown): PredictedChange[] {
 	const reading = readStates(ret);
-	if ("error" in reading) return [{ host, state_id: "render", sls: "", function: "", name: "", result: false, changes: { comment: reading.error } }];
-	return reading.states.filter(changesOrFails).map(st => ({ host, state_id: st.state_id, sls: st.sls, function: st.fun, name: st.name, result: st.result, changes: st.changes }));
+	if ("error" in reading)
+		return [
+			{ host, state_id: "render", sls: "", function: "", name: "", result: false, changes: { comment: reading.error } },
+		];
+	return reading.states.filter(changesOrFails).map(st => ({
+		host,
+		state_id: st.state_id,
+		sls: st.sls,
+		function: st.fun,
+		name: st.name,
+		result: st.result,
+		changes: st.changes,
+	}));
 }
 
 /** One host's record of a dry run, as the job history keeps it (`actions.returnsOf`). */
@@ -120,7 +135,12 @@ export function readDryRun(returns: DryRunReturn[], expected: number): DryRunRea
 			continue;
 		}
 		const changes = predictedChanges(ret.host, returnValue(ret.return));
-		if (ret.success === false || (typeof ret.retcode === "number" && ret.retcode !== 0) || changes.some(c => c.result === false)) failures++;
+		if (
+			ret.success === false ||
+			(typeof ret.retcode === "number" && ret.retcode !== 0) ||
+			changes.some(c => c.result === false)
+		)
+			failures++;
 		predicted.push(...changes);
 	}
 	return { predicted: predicted.slice(0, PREDICTED_MAX), total: predicted.length, failures };

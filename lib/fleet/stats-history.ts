@@ -18,7 +18,18 @@ import { formatHttpDate, parseHttpDate } from "../eve/dates";
 import { filterMentions } from "../eve/query";
 
 /** The fields of a host entry besides `_id` (the spec's, then what the statistics need). */
-export const ENTRY_FIELDS = ["version", "ip", "nodegroups", "_created", "_updated", "_soft_deleted", "status", "last_stateapply", "last_distupgrade", "groups"];
+export const ENTRY_FIELDS = [
+	"version",
+	"ip",
+	"nodegroups",
+	"_created",
+	"_updated",
+	"_soft_deleted",
+	"status",
+	"last_stateapply",
+	"last_distupgrade",
+	"groups",
+];
 /** Fields whose change alone is no new version of an entry: `_updated` moves with every heartbeat. */
 const TRACKED = ENTRY_FIELDS.filter(f => f !== "_updated");
 
@@ -63,8 +74,10 @@ export function decodeEntries(data: string): Doc[] {
 }
 
 function sameValue(a: unknown, b: unknown): boolean {
-	if (a instanceof Date || b instanceof Date) return a instanceof Date && b instanceof Date && a.getTime() === b.getTime();
-	if (Array.isArray(a) || Array.isArray(b)) return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((v, i) => sameValue(v, b[i]));
+	if (a instanceof Date || b instanceof Date)
+		return a instanceof Date && b instanceof Date && a.getTime() === b.getTime();
+	if (Array.isArray(a) || Array.isArray(b))
+		return Array.isArray(a) && Array.isArray(b) && a.length === b.length && a.every((v, i) => sameValue(v, b[i]));
 	return (a ?? null) === (b ?? null);
 }
 
@@ -74,7 +87,11 @@ export function toEntry(raw: Doc): Entry {
 	for (const f of ENTRY_FIELDS) {
 		const v = raw[f];
 		if (v === undefined || v === null) continue;
-		e[f] = (f === "_created" || f === "_updated" || f === "last_stateapply" || f === "last_distupgrade") && !(v instanceof Date) ? new Date(v) : v;
+		e[f] =
+			(f === "_created" || f === "_updated" || f === "last_stateapply" || f === "last_distupgrade") &&
+			!(v instanceof Date)
+				? new Date(v)
+				: v;
 	}
 	e._soft_deleted = raw._soft_deleted === true;
 	return e;
@@ -198,7 +215,14 @@ export const PART_ENTRIES = 2000;
  * since. Answers the documents to store (the whole fleet in a keyframe, else what changed) and the
  * counts of its live hosts.
  */
-export function nextSnapshot(state: FleetState, read: Entry[], complete: boolean, index: number, keyframe: boolean, snapshot = String(index)): { docs: Doc[]; counts: Doc; up: number; down: number } {
+export function nextSnapshot(
+	state: FleetState,
+	read: Entry[],
+	complete: boolean,
+	index: number,
+	keyframe: boolean,
+	snapshot = String(index),
+): { docs: Doc[]; counts: Doc; up: number; down: number } {
 	const changes: Doc[] = [];
 	for (const e of read) {
 		const change = changeOf(state.hosts.get(e._id), e);
@@ -223,7 +247,14 @@ export function nextSnapshot(state: FleetState, read: Entry[], complete: boolean
 	const stored = keyframe ? [...state.hosts.values()] : changes;
 	const docs: Doc[] = [];
 	for (let part = 0; part * PART_ENTRIES < stored.length || part === 0; part++) {
-		docs.push({ _id: `${snapshot}-${part}`, snapshot, index, part, full: keyframe, data: encodeEntries(stored.slice(part * PART_ENTRIES, (part + 1) * PART_ENTRIES)) });
+		docs.push({
+			_id: `${snapshot}-${part}`,
+			snapshot,
+			index,
+			part,
+			full: keyframe,
+			data: encodeEntries(stored.slice(part * PART_ENTRIES, (part + 1) * PART_ENTRIES)),
+		});
 	}
 	const [up, down, other] = tally.total;
 	return { docs, counts: { _id: `${snapshot}-counts`, snapshot, index, counts: tally.rows() }, up, down: down + other };
@@ -334,7 +365,7 @@ export function countsReader(where: Filter): CountsReader | null {
 		statuses = null;
 	}
 	// Combined with a status, a facet's rows give only the up and down columns.
-	if (statuses && statuses.some(s => s !== "up" && s !== "down")) return null;
+	if (statuses?.some(s => s !== "up" && s !== "down")) return null;
 	const { field, values } = facet;
 	const want = new Set(values);
 	const cols = statuses ? [statuses.includes("up"), statuses.includes("down"), false] : [true, true, true];
@@ -359,7 +390,8 @@ function stringValues(cond: unknown): string[] | null {
 	if (keys.length !== 1) return null;
 	const v = (cond as Record<string, unknown>)[keys[0]];
 	if (keys[0] === "$eq") return typeof v === "string" ? [v] : null;
-	if (keys[0] === "$in") return Array.isArray(v) && v.length > 0 && v.every(x => typeof x === "string") ? [...new Set(v as string[])] : null;
+	if (keys[0] === "$in")
+		return Array.isArray(v) && v.length > 0 && v.every(x => typeof x === "string") ? [...new Set(v as string[])] : null;
 	return null;
 }
 
@@ -375,21 +407,30 @@ export interface Range {
 
 /** `range[]` (or `range`) given twice: start and end as HTTP-dates, start not after end. */
 export function parseRange(values: string[]): Range {
-	if (values.length === 0) throw badRequest("`range[]` is required: two HTTP-dates (start, end), e.g. range[]=Mon, 01 Jan 2024 00:00:00 GMT&range[]=Tue, 02 Jan 2024 00:00:00 GMT");
-	if (values.length !== 2) throw badRequest(`\`range[]\` needs exactly two HTTP-dates (start, end), got ${values.length}`);
+	if (values.length === 0)
+		throw badRequest(
+			"`range[]` is required: two HTTP-dates (start, end), e.g. range[]=Mon, 01 Jan 2024 00:00:00 GMT&range[]=Tue, 02 Jan 2024 00:00:00 GMT",
+		);
+	if (values.length !== 2)
+		throw badRequest(`\`range[]\` needs exactly two HTTP-dates (start, end), got ${values.length}`);
 	const [start, end] = values.map(v => parseHttpDate(v.trim()));
-	if (!start || !end) throw badRequest(`\`range[]\` values must be HTTP-dates like 'Mon, 01 Jan 2024 00:00:00 GMT', got '${(start ? values[1] : values[0]).slice(0, 60)}'`);
+	if (!start || !end)
+		throw badRequest(
+			`\`range[]\` values must be HTTP-dates like 'Mon, 01 Jan 2024 00:00:00 GMT', got '${(start ? values[1] : values[0]).slice(0, 60)}'`,
+		);
 	if (start > end) throw badRequest("`range[]` is reversed: the start is after the end");
 	return { start, end };
 }
 
 /** `interval` in seconds: a positive integer giving at most MAX_POINTS points over the range. */
 export function parseInterval(raw: string | undefined, range: Range): number {
-	if (raw === undefined || raw.trim() === "") throw badRequest("`interval` is required: the seconds between two neighbouring points");
+	if (raw === undefined || raw.trim() === "")
+		throw badRequest("`interval` is required: the seconds between two neighbouring points");
 	const n = Number(raw);
 	if (!Number.isSafeInteger(n) || n < 1) throw badRequest("`interval` must be a positive integer (seconds)");
 	const points = Math.floor((range.end.getTime() - range.start.getTime()) / (n * 1000)) + 1;
-	if (points > MAX_POINTS) throw badRequest(`\`interval\` ${n} s gives ${points} points over this range; at most ${MAX_POINTS} are answered`);
+	if (points > MAX_POINTS)
+		throw badRequest(`\`interval\` ${n} s gives ${points} points over this range; at most ${MAX_POINTS} are answered`);
 	return n;
 }
 
@@ -402,7 +443,8 @@ export function entryTest(where: Filter): EntryTest {
 	const live = !filterMentions(where, "_soft_deleted");
 	const fields = new Set(["_soft_deleted"]);
 	collectFields(where, fields);
-	if (Object.keys(where).length === 0) return Object.assign(live ? (e: Entry) => e._soft_deleted !== true : () => true, { fields });
+	if (Object.keys(where).length === 0)
+		return Object.assign(live ? (e: Entry) => e._soft_deleted !== true : () => true, { fields });
 	const test = recordTest(where);
 	return Object.assign((e: Entry) => (!live || e._soft_deleted !== true) && test(e), { fields });
 }
@@ -503,7 +545,10 @@ export class BucketLasts {
 	 * Sets each shown snapshot's counts to those `count` gives for it. Where it gives none: with "stop", false at
 	 * once (the counts are then partly set); with "drop", that bucket shows no point.
 	 */
-	recount(count: (index: number) => { up: number; down: number } | null | undefined, missing: "stop" | "drop"): boolean {
+	recount(
+		count: (index: number) => { up: number; down: number } | null | undefined,
+		missing: "stop" | "drop",
+	): boolean {
 		for (let b = 0; b < this.index.length; b++) {
 			if (this.index[b] < 0) continue;
 			const c = count(this.index[b]);
@@ -524,11 +569,14 @@ export class BucketLasts {
 		const out: OnlinePoint[] = [];
 		for (let b = 0; b < this.index.length; b++) {
 			if (this.index[b] < 0) continue;
-			out.push({ timestamp: formatHttpDate(new Date(this.start + b * this.width)), _id: null, hostnames: { up: this.up[b], down: this.down[b] } });
+			out.push({
+				timestamp: formatHttpDate(new Date(this.start + b * this.width)),
+				_id: null,
+				hostnames: { up: this.up[b], down: this.down[b] },
+			});
 		}
 		return out;
 	}
-
 }
 
 /**
@@ -576,7 +624,13 @@ export function onlinePipeline(range: Range, interval: number): Doc[] {
 		// Sorting only the counted fields keeps the in-memory sort small (a month is 43,200 headers).
 		{ $project: { _id: 0, index: 1, timestamp: 1, up: 1, down: 1 } },
 		{ $sort: { index: 1 } },
-		{ $group: { _id: { $floor: { $divide: [{ $subtract: ["$timestamp", range.start] }, interval * 1000] } }, up: { $last: "$up" }, down: { $last: "$down" } } },
+		{
+			$group: {
+				_id: { $floor: { $divide: [{ $subtract: ["$timestamp", range.start] }, interval * 1000] } },
+				up: { $last: "$up" },
+				down: { $last: "$down" },
+			},
+		},
 		{ $sort: { _id: 1 } },
 	];
 }
@@ -584,7 +638,11 @@ export function onlinePipeline(range: Range, interval: number): Doc[] {
 /** The points from onlinePipeline's answer (`_id` the bucket number). */
 export function onlineFromBuckets(buckets: Doc[], range: Range, interval: number): OnlinePoint[] {
 	const start = range.start.getTime();
-	return buckets.map(b => ({ timestamp: formatHttpDate(new Date(start + Number(b._id) * interval * 1000)), _id: null, hostnames: { up: Number(b.up), down: Number(b.down) } }));
+	return buckets.map(b => ({
+		timestamp: formatHttpDate(new Date(start + Number(b._id) * interval * 1000)),
+		_id: null,
+		hostnames: { up: Number(b.up), down: Number(b.down) },
+	}));
 }
 
 /**
@@ -592,7 +650,12 @@ export function onlineFromBuckets(buckets: Doc[], range: Range, interval: number
  * up to `last`: each entry any snapshot of [first, last] holds, at least once (an entry unchanged over
  * several snapshots is seen once).
  */
-export function eachInRange(docs: Iterable<ChangeDoc>, first: number, last: number, look: (e: Entry, change?: Doc) => void): void {
+export function eachInRange(
+	docs: Iterable<ChangeDoc>,
+	first: number,
+	last: number,
+	look: (e: Entry, change?: Doc) => void,
+): void {
 	let inRange = false;
 	const state = new FleetState({
 		enter: (e, change) => {
@@ -614,7 +677,13 @@ export function eachInRange(docs: Iterable<ChangeDoc>, first: number, last: numb
  * The hosts that match `test` in at least one snapshot of [first, last] (`all`), and those of them whose
  * entry also met `hit` in one of those snapshots (`hits`).
  */
-export function uniqueHosts(docs: Iterable<ChangeDoc>, first: number, last: number, test: EntryTest, hit: (e: Entry) => boolean): { all: Set<string>; hits: Set<string> } {
+export function uniqueHosts(
+	docs: Iterable<ChangeDoc>,
+	first: number,
+	last: number,
+	test: EntryTest,
+	hit: (e: Entry) => boolean,
+): { all: Set<string>; hits: Set<string> } {
 	const all = new Set<string>();
 	const hits = new Set<string>();
 	const cache = cachedTest(test);
@@ -656,11 +725,22 @@ export const SUMMARY_FORM = 2;
 
 /** Whether a stored summary is the one of period [from, to] in the current form. */
 export function currentSummary(found: Doc | null | undefined, to: number): found is PeriodSummary {
-	return !!found && found.form === SUMMARY_FORM && found.to === to && Array.isArray(found.applies) && Array.isArray(found.upgrades);
+	return (
+		!!found &&
+		found.form === SUMMARY_FORM &&
+		found.to === to &&
+		Array.isArray(found.applies) &&
+		Array.isArray(found.upgrades)
+	);
 }
 
 /** Which list of a period summary each unfiltered unique statistic unions. */
-export const SUMMARY_FIELD: Record<string, "up" | "applies" | "upgrades" | "fresh"> = { unique_online: "up", unique_updated: "applies", unique_dist_upgraded: "upgrades", new_hosts: "fresh" };
+export const SUMMARY_FIELD: Record<string, "up" | "applies" | "upgrades" | "fresh"> = {
+	unique_online: "up",
+	unique_updated: "applies",
+	unique_dist_upgraded: "upgrades",
+	new_hosts: "fresh",
+};
 
 /**
  * The union of period summaries in the database (MongoDB): the hostnames in list `field` of the current
@@ -668,9 +748,18 @@ export const SUMMARY_FIELD: Record<string, "up" | "applies" | "upgrades" | "fres
  * the hosts with a time inside the range. The database answers one document `{_id: null, ids}` (none when
  * nothing matched); summaryHits is the same selection in the service.
  */
-export function summaryUnionPipeline(froms: number[], field: "all" | "up" | "fresh" | "applies" | "upgrades", range: Range): Doc[] {
-	const head: Doc[] = [{ $match: { from: { $in: froms }, form: SUMMARY_FORM } }, { $project: { _id: 0, [field]: 1 } }, { $unwind: `$${field}` }];
-	if (field !== "applies" && field !== "upgrades") return [...head, { $group: { _id: null, ids: { $addToSet: `$${field}` } } }];
+export function summaryUnionPipeline(
+	froms: number[],
+	field: "all" | "up" | "fresh" | "applies" | "upgrades",
+	range: Range,
+): Doc[] {
+	const head: Doc[] = [
+		{ $match: { from: { $in: froms }, form: SUMMARY_FORM } },
+		{ $project: { _id: 0, [field]: 1 } },
+		{ $unwind: `$${field}` },
+	];
+	if (field !== "applies" && field !== "upgrades")
+		return [...head, { $group: { _id: null, ids: { $addToSet: `$${field}` } } }];
 	return [
 		...head,
 		{ $unwind: `$${field}.t` },
@@ -699,8 +788,18 @@ export function summarize(docs: Iterable<ChangeDoc>, from: number, to: number): 
 		note(applies, e._id, e.last_stateapply);
 		note(upgrades, e._id, e.last_distupgrade);
 	});
-	const plain = (m: Map<string, Set<number>>): HostTimes[] => [...m].map(([id, t]) => ({ id, t: [...t].sort((a, b) => a - b) }));
-	return { form: SUMMARY_FORM, from, to, all: [...all], up: [...up], fresh: [...fresh], applies: plain(applies), upgrades: plain(upgrades) };
+	const plain = (m: Map<string, Set<number>>): HostTimes[] =>
+		[...m].map(([id, t]) => ({ id, t: [...t].sort((a, b) => a - b) }));
+	return {
+		form: SUMMARY_FORM,
+		from,
+		to,
+		all: [...all],
+		up: [...up],
+		fresh: [...fresh],
+		applies: plain(applies),
+		upgrades: plain(upgrades),
+	};
 }
 
 /** The hits of one unfiltered statistic in a period summary (`first`, `last`: the range's snapshots). */

@@ -43,7 +43,8 @@ class PyTuple {
 	constructor(readonly items: unknown[]) {}
 }
 
-const isDict = (v: unknown): v is Dict => v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof PyTuple);
+const isDict = (v: unknown): v is Dict =>
+	v !== null && typeof v === "object" && !Array.isArray(v) && !(v instanceof PyTuple);
 const INDEX = /^-?\d+$/;
 /** What answering one (dict, suffix) question costs in steps, beyond the values it looks at (its bookkeeping). */
 const QUESTION_STEPS = 20;
@@ -51,7 +52,8 @@ const QUESTION_STEPS = 20;
 /** Python's str() of a grain value, as subdict_match compares it (before lowercasing). */
 function pyText(v: unknown): string {
 	if (typeof v === "string") return v;
-	if (v instanceof PyTuple) return `(${v.items.map(i => (typeof i === "string" ? `'${i}'` : pyText(i))).join(", ")}${v.items.length === 1 ? "," : ""})`;
+	if (v instanceof PyTuple)
+		return `(${v.items.map(i => (typeof i === "string" ? `'${i}'` : pyText(i))).join(", ")}${v.items.length === 1 ? "," : ""})`;
 	if (typeof v === "boolean") return v ? "True" : "False";
 	if (v === null || v === undefined) return "None";
 	if (typeof v === "number") return String(v);
@@ -107,7 +109,12 @@ function firstAtOrAfter(sorted: number[], from: number): number {
  * at, QUESTION_STEPS for each dict and suffix answered), so that the caller can bound them; the value tests
  * count their own.
  */
-export function subdictMatcher(expr: string, delimiter: string, compile: PatternCompiler, charge: (steps: number) => void = () => {}): (grains: unknown) => boolean {
+export function subdictMatcher(
+	expr: string,
+	delimiter: string,
+	compile: PatternCompiler,
+	charge: (steps: number) => void = () => {},
+): (grains: unknown) => boolean {
 	const lowered = expr.toLowerCase();
 	const tests = new Map<number, ValueTest | null>();
 	/** The value test of the pattern that starts at `at`. */
@@ -117,7 +124,9 @@ export function subdictMatcher(expr: string, delimiter: string, compile: Pattern
 		return test;
 	};
 	// Only a path that starts at a tuple grain (or `*`, the whole grains) can meet one: the others need no copy.
-	const reachesTuple = expr.startsWith("*") || TUPLE_GRAINS.some(k => expr.startsWith(`${k}${delimiter}`) || expr.startsWith(`${k}${DEFAULT_DELIMITER}`));
+	const reachesTuple =
+		expr.startsWith("*") ||
+		TUPLE_GRAINS.some(k => expr.startsWith(`${k}${delimiter}`) || expr.startsWith(`${k}${DEFAULT_DELIMITER}`));
 	const delimiters = new Map<string, number[]>([[delimiter, positions(expr, delimiter)]]);
 	if (!delimiters.has(DEFAULT_DELIMITER)) delimiters.set(DEFAULT_DELIMITER, positions(expr, DEFAULT_DELIMITER));
 

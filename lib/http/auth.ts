@@ -89,7 +89,14 @@ const compiledGlobs = new Map<string, RegExp>();
 export function globMatches(glob: string, value: string): boolean {
 	let re = compiledGlobs.get(glob);
 	if (!re) {
-		re = new RegExp("^" + glob.split("*").map(part => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&")).join(".*") + "$");
+		re = new RegExp(
+			"^" +
+				glob
+					.split("*")
+					.map(part => part.replace(/[.+?^${}()|[\]\\]/g, "\\$&"))
+					.join(".*") +
+				"$",
+		);
 		// Globs come from token scopes and webhooks: few, but bounded anyway.
 		if (compiledGlobs.size >= 10_000) compiledGlobs.clear();
 		compiledGlobs.set(glob, re);
@@ -119,15 +126,23 @@ export interface RunCall {
  * effective call (lib/security/effective-call.ts) by the scope rules of lib/security/scopes.ts. Deny by
  * default: every reason is named.
  */
-export function runDenial(role: Role, scope: Scope | undefined, call: RunCall, allowedHosts: Set<string> | null): string | null {
+export function runDenial(
+	role: Role,
+	scope: Scope | undefined,
+	call: RunCall,
+	allowedHosts: Set<string> | null,
+): string | null {
 	if (!roleAllows(role, "operator")) return `a ${role} token cannot run functions`;
-	if (!(RUN_CLIENTS as readonly string[]).includes(call.client)) return `client '${call.client}' is not allowed (only ${RUN_CLIENTS.join(", ")})`;
+	if (!(RUN_CLIENTS as readonly string[]).includes(call.client))
+		return `client '${call.client}' is not allowed (only ${RUN_CLIENTS.join(", ")})`;
 	const denial = callDenial(scope, effectiveCall(call.fun, call.arg, call.kwarg));
 	if (denial) return denial;
 	if (allowedHosts) {
-		if (entryOf(call.fun)?.beyondHost) return `function '${call.fun}' acts beyond the hosts it runs on (other minions through the master, or the master itself): a token limited to groups never runs it`;
+		if (entryOf(call.fun)?.beyondHost)
+			return `function '${call.fun}' acts beyond the hosts it runs on (other minions through the master, or the master itself): a token limited to groups never runs it`;
 		const outside = call.targets.filter(t => !allowedHosts.has(t));
-		if (outside.length) return `targets outside the token's scope: ${outside.slice(0, 20).join(", ")}${outside.length > 20 ? ", …" : ""}`;
+		if (outside.length)
+			return `targets outside the token's scope: ${outside.slice(0, 20).join(", ")}${outside.length > 20 ? ", …" : ""}`;
 	}
 	return null;
 }
@@ -149,6 +164,11 @@ export function runsArbitraryCode(role: Role, scope: Scope | undefined): boolean
 export const ARBITRARY_CODE_WARNING = "this token can run any command as root on its hosts";
 
 /** `arbitrary_code` (and its `warning`) as the tokens API shows them on a token (docs/security.md, "Scopes"). */
-export function arbitraryCodeFields(role: Role, scope: Scope | undefined): { arbitrary_code: boolean; warning?: string } {
-	return runsArbitraryCode(role, scope) ? { arbitrary_code: true, warning: ARBITRARY_CODE_WARNING } : { arbitrary_code: false };
+export function arbitraryCodeFields(
+	role: Role,
+	scope: Scope | undefined,
+): { arbitrary_code: boolean; warning?: string } {
+	return runsArbitraryCode(role, scope)
+		? { arbitrary_code: true, warning: ARBITRARY_CODE_WARNING }
+		: { arbitrary_code: false };
 }

@@ -31,7 +31,9 @@ export const TARGET_PREVIEW_BODY = { target: { type: "string", min: 1, max: 10_0
 export const RUN_TARGET_BODY = { ...TARGET_PREVIEW_BODY, ...RUN_BODY };
 
 /** POST /hosts/{id}/all_status: start or stop the live status.all_status poll. */
-export const ALL_STATUS_BODY = { action: { type: "enum", values: ["start", "stop", "stop_all"], optional: true, default: "start" } };
+export const ALL_STATUS_BODY = {
+	action: { type: "enum", values: ["start", "stop", "stop_all"], optional: true, default: "start" },
+};
 
 /** POST /graph: the background jobs (docs/graph.md). */
 export const GRAPH_ACTIONS = ["build_graph", "request_ips"] as const;

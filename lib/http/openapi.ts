@@ -125,7 +125,13 @@ export function objectSchema(props: Record<string, Rule>, strict = false, requir
 }
 
 /** The description a collection service gives of itself, from its EveCollection options. */
-export function describeCollection(opts: { resource: string; schema: Record<string, Rule>; patchSchema?: Record<string, Rule>; readOnlyFields?: string[]; writes?: string[] }): CollectionDescription {
+export function describeCollection(opts: {
+	resource: string;
+	schema: Record<string, Rule>;
+	patchSchema?: Record<string, Rule>;
+	readOnlyFields?: string[];
+	writes?: string[];
+}): CollectionDescription {
 	const writes = new Set(opts.writes ?? ["create", "patch", "remove"]);
 	const shown = objectSchema(opts.schema, false, false);
 	const meta: Record<string, JsonSchema> = {
@@ -137,7 +143,9 @@ export function describeCollection(opts: { resource: string; schema: Record<stri
 	for (const f of opts.readOnlyFields ?? []) meta[f] = { readOnly: true };
 	const item: JsonSchema = { type: "object", properties: { ...meta, ...(shown.properties as JsonSchema) } };
 	const create = writes.has("create") ? { type: "object", ...objectSchema(opts.schema, true, true) } : null;
-	const patch = writes.has("patch") ? { type: "object", ...objectSchema(opts.patchSchema ?? opts.schema, true, false) } : null;
+	const patch = writes.has("patch")
+		? { type: "object", ...objectSchema(opts.patchSchema ?? opts.schema, true, false) }
+		: null;
 	return { resource: opts.resource, item, create, patch };
 }
 
@@ -147,7 +155,11 @@ const LIST_PARAMS = [
 	{ name: "projection", description: 'Fields to show or hide: {"grain": 0}' },
 	{ name: "embedded", description: 'References to embed: {"vpn_manager": 1}' },
 	{ name: "page", description: "Page number, from 1", schema: { type: "integer", minimum: 1 } },
-	{ name: "max_results", description: "Page size (clamped to PAGE_SIZE_LIMIT)", schema: { type: "integer", minimum: 1 } },
+	{
+		name: "max_results",
+		description: "Page size (clamped to PAGE_SIZE_LIMIT)",
+		schema: { type: "integer", minimum: 1 },
+	},
 ];
 
 const ERRORS: Record<string, string> = {
@@ -173,7 +185,13 @@ function schemaName(resource: string): string {
 
 /** `/hosts/:id` → `/hosts/{id}`. */
 export function openApiPath(path: string): string {
-	return "/" + path.split("/").map(seg => (seg.startsWith(":") ? `{${seg.slice(1)}}` : seg)).join("/");
+	return (
+		"/" +
+		path
+			.split("/")
+			.map(seg => (seg.startsWith(":") ? `{${seg.slice(1)}}` : seg))
+			.join("/")
+	);
 }
 
 /** A collection's name as people say one of its records: `approval_policies` → "approval policy", `vpn_managers` → "VPN manager". */
@@ -188,11 +206,17 @@ function writeSummary(verb: string, path: string): string | undefined {
 	const one = singular(path.split("/")[0]);
 	const a = /^[aeiou]/i.test(one) ? "an" : "a";
 	if (verb === "patch") return `Change ${a} ${one} (the fields given; If-Match to change only the version read)`;
-	if (verb === "remove") return path.startsWith("tokens") ? "Revoke a token (its record stays, for the audit log)" : `Delete ${a} ${one}`;
+	if (verb === "remove")
+		return path.startsWith("tokens") ? "Revoke a token (its record stays, for the audit log)" : `Delete ${a} ${one}`;
 	return undefined;
 }
 
-function operation(method: string, path: string, def: RouteMethod, collections: Map<string, CollectionDescription>): JsonSchema {
+function operation(
+	method: string,
+	path: string,
+	def: RouteMethod,
+	collections: Map<string, CollectionDescription>,
+): JsonSchema {
 	const [service, verb] = def.action.split(".");
 	const coll = collections.get(service);
 	const params: JsonSchema[] = path
@@ -204,25 +228,85 @@ function operation(method: string, path: string, def: RouteMethod, collections: 
 	let summary = def.summary ?? writeSummary(verb, path) ?? `${def.action}`;
 	if (verb === "list" && coll) {
 		summary = def.summary ?? `List ${coll.resource}`;
-		for (const p of LIST_PARAMS) params.push({ name: p.name, in: "query", required: false, description: p.description, schema: p.schema ?? { type: "string" } });
-		responses["200"] = { description: "A page of records", content: { "application/json": { schema: { type: "object", properties: { _items: { type: "array", items: ref(schemaName(coll.resource)) }, _links: { type: "object" }, _meta: ref("EveMeta") } } } } };
+		for (const p of LIST_PARAMS)
+			params.push({
+				name: p.name,
+				in: "query",
+				required: false,
+				description: p.description,
+				schema: p.schema ?? { type: "string" },
+			});
+		responses["200"] = {
+			description: "A page of records",
+			content: {
+				"application/json": {
+					schema: {
+						type: "object",
+						properties: {
+							_items: { type: "array", items: ref(schemaName(coll.resource)) },
+							_links: { type: "object" },
+							_meta: ref("EveMeta"),
+						},
+					},
+				},
+			},
+		};
 	} else if (verb === "get" && coll) {
 		summary = def.summary ?? `One record of ${coll.resource}`;
-		for (const p of LIST_PARAMS.slice(2, 4)) params.push({ name: p.name, in: "query", required: false, description: p.description, schema: { type: "string" } });
-		responses["200"] = { description: "The record", content: { "application/json": { schema: ref(schemaName(coll.resource)) } } };
+		for (const p of LIST_PARAMS.slice(2, 4))
+			params.push({
+				name: p.name,
+				in: "query",
+				required: false,
+				description: p.description,
+				schema: { type: "string" },
+			});
+		responses["200"] = {
+			description: "The record",
+			content: { "application/json": { schema: ref(schemaName(coll.resource)) } },
+		};
 	} else if (def.events) {
-		params.push({ name: "Last-Event-ID", in: "header", required: false, description: "The id of the last alert received: the alerts raised since then are sent first", schema: { type: "string" } });
-		params.push({ name: "timeout", in: "query", required: false, description: "Close the stream after this many seconds (default 3600)", schema: { type: "integer", minimum: 0 } });
-		responses["200"] = { description: "text/event-stream: one `alert` event per new alert (data: the alert as JSON); comments keep the connection alive", content: { "text/event-stream": { schema: { type: "string" } } } };
+		params.push({
+			name: "Last-Event-ID",
+			in: "header",
+			required: false,
+			description: "The id of the last alert received: the alerts raised since then are sent first",
+			schema: { type: "string" },
+		});
+		params.push({
+			name: "timeout",
+			in: "query",
+			required: false,
+			description: "Close the stream after this many seconds (default 3600)",
+			schema: { type: "integer", minimum: 0 },
+		});
+		responses["200"] = {
+			description:
+				"text/event-stream: one `alert` event per new alert (data: the alert as JSON); comments keep the connection alive",
+			content: { "text/event-stream": { schema: { type: "string" } } },
+		};
 	} else if (method === "DELETE") {
 		responses["204"] = { description: "Deleted (or already absent)" };
 	} else if (verb === "create") {
 		summary = def.summary ?? `Create ${coll?.resource ?? service} record(s)`;
 		responses["201"] = { description: "Created", content: generic };
 	} else {
-		responses["200"] = { description: "OK", content: def.action === "media.get" ? { "application/octet-stream": { schema: { type: "string", contentEncoding: "binary" } } } : generic };
+		responses["200"] = {
+			description: "OK",
+			content:
+				def.action === "media.get"
+					? { "application/octet-stream": { schema: { type: "string", contentEncoding: "binary" } } }
+					: generic,
+		};
 	}
-	for (const p of def.query ?? []) params.push({ name: p.name, in: "query", required: p.required === true, description: p.description, schema: p.schema ?? { type: "string" } });
+	for (const p of def.query ?? [])
+		params.push({
+			name: p.name,
+			in: "query",
+			required: p.required === true,
+			description: p.description,
+			schema: p.schema ?? { type: "string" },
+		});
 	for (const [code, description] of Object.entries(ERRORS)) {
 		if (code === "405") continue;
 		responses[code] = { $ref: `#/components/responses/E${code}` };
@@ -239,11 +323,31 @@ function operation(method: string, path: string, def: RouteMethod, collections: 
 		responses,
 	};
 	if (def.body === "json") {
-		const body = def.bodySchema ? { type: "object", ...objectSchema(def.bodySchema as Record<string, Rule>, true) } : verb === "create" ? coll?.create : verb === "patch" ? coll?.patch : null;
-		const schema = body ? (verb === "create" ? { anyOf: [body, { type: "array", items: body }] } : body) : { type: ["object", "array"] };
+		const body = def.bodySchema
+			? { type: "object", ...objectSchema(def.bodySchema as Record<string, Rule>, true) }
+			: verb === "create"
+				? coll?.create
+				: verb === "patch"
+					? coll?.patch
+					: null;
+		const schema = body
+			? verb === "create"
+				? { anyOf: [body, { type: "array", items: body }] }
+				: body
+			: { type: ["object", "array"] };
 		op.requestBody = { required: true, content: { "application/json": { schema } } };
 	} else if (def.body === "stream") {
-		op.requestBody = { required: true, content: { "multipart/form-data": { schema: { type: "object", properties: { file: { type: "string", contentMediaType: "application/octet-stream" } } } } } };
+		op.requestBody = {
+			required: true,
+			content: {
+				"multipart/form-data": {
+					schema: {
+						type: "object",
+						properties: { file: { type: "string", contentMediaType: "application/octet-stream" } },
+					},
+				},
+			},
+		};
 	}
 	return op;
 }
@@ -258,7 +362,13 @@ export function buildOpenApi(collections: Map<string, CollectionDescription>, ve
 				tags: ["root"],
 				"x-fleet-role": "viewer",
 				"x-fleet-action": "api.root",
-				responses: { "200": { description: "Links to every collection", content: { "application/json": { schema: { type: "object" } } } }, "401": { $ref: "#/components/responses/E401" } },
+				responses: {
+					"200": {
+						description: "Links to every collection",
+						content: { "application/json": { schema: { type: "object" } } },
+					},
+					"401": { $ref: "#/components/responses/E401" },
+				},
 			},
 		},
 	};
@@ -266,9 +376,20 @@ export function buildOpenApi(collections: Map<string, CollectionDescription>, ve
 		EveError: {
 			type: "object",
 			required: ["_status", "_error"],
-			properties: { _status: { const: "ERR" }, _error: { type: "object", required: ["code", "message"], properties: { code: { type: "integer" }, message: { type: "string" } } }, _issues: { type: "object" } },
+			properties: {
+				_status: { const: "ERR" },
+				_error: {
+					type: "object",
+					required: ["code", "message"],
+					properties: { code: { type: "integer" }, message: { type: "string" } },
+				},
+				_issues: { type: "object" },
+			},
 		},
-		EveMeta: { type: "object", properties: { page: { type: "integer" }, max_results: { type: "integer" }, total: { type: "integer" } } },
+		EveMeta: {
+			type: "object",
+			properties: { page: { type: "integer" }, max_results: { type: "integer" }, total: { type: "integer" } },
+		},
 	};
 	for (const c of collections.values()) schemas[schemaName(c.resource)] = c.item;
 	for (const route of ROUTES) {
@@ -277,17 +398,26 @@ export function buildOpenApi(collections: Map<string, CollectionDescription>, ve
 			// A collection whose service is not running: its records, without their fields.
 			if ((verb === "list" || verb === "get") && !collections.has(service)) {
 				const resource = route.path.split("/")[0];
-				schemas[schemaName(resource)] ??= { type: "object", description: `the ${service} service was not running when this document was made` };
+				schemas[schemaName(resource)] ??= {
+					type: "object",
+					description: `the ${service} service was not running when this document was made`,
+				};
 				collections.set(service, { resource, item: schemas[schemaName(resource)], create: null, patch: null });
 			}
 		}
 	}
 	for (const route of ROUTES) {
 		const entry: Record<string, JsonSchema> = {};
-		for (const [method, def] of Object.entries(route.methods) as Array<[string, RouteMethod]>) entry[method.toLowerCase()] = operation(method, route.path, def, collections);
+		for (const [method, def] of Object.entries(route.methods) as Array<[string, RouteMethod]>)
+			entry[method.toLowerCase()] = operation(method, route.path, def, collections);
 		paths[openApiPath(route.path)] = entry;
 	}
-	const responses = Object.fromEntries(Object.entries(ERRORS).map(([code, description]) => [`E${code}`, { description, content: { "application/json": { schema: ref("EveError") } } }]));
+	const responses = Object.fromEntries(
+		Object.entries(ERRORS).map(([code, description]) => [
+			`E${code}`,
+			{ description, content: { "application/json": { schema: ref("EveError") } } },
+		]),
+	);
 	return {
 		openapi: "3.1.0",
 		info: {
@@ -299,6 +429,10 @@ export function buildOpenApi(collections: Map<string, CollectionDescription>, ve
 		security: [{ bearer: [] }],
 		tags: [...new Set(ROUTES.map(r => r.path.split("/")[0]))].map(name => ({ name })),
 		paths,
-		components: { securitySchemes: { bearer: { type: "http", scheme: "bearer", description: "An API token (fct_…)" } }, schemas, responses },
+		components: {
+			securitySchemes: { bearer: { type: "http", scheme: "bearer", description: "An API token (fct_…)" } },
+			schemas,
+			responses,
+		},
 	};
 }

@@ -33,10 +33,19 @@ export function scopedCaller(ctx: Context): Caller | null {
 export async function authorizeScopedWork(ctx: Context, action: string, what: string, work: WorkCall): Promise<void> {
 	const caller = scopedCaller(ctx);
 	if (!caller) return;
-	const refused = (why: string) => new RunRefused(`your token may not ${action} ${what}: it is not wholly inside the token's scope (${why})`, why);
-	if (caller.scope?.groups && !work.hosts.length) throw refused("it selects no host now, so nothing shows it stays within your groups");
+	const refused = (why: string) =>
+		new RunRefused(`your token may not ${action} ${what}: it is not wholly inside the token's scope (${why})`, why);
+	if (caller.scope?.groups && !work.hosts.length)
+		throw refused("it selects no host now, so nothing shows it stays within your groups");
 	try {
-		await call(ctx, "tokens.authorizeRun", { token: caller.id, client: work.client, fun: work.fun, ...(work.arg ? { arg: work.arg } : {}), kwarg: work.kwarg ?? {}, targets: work.hosts });
+		await call(ctx, "tokens.authorizeRun", {
+			token: caller.id,
+			client: work.client,
+			fun: work.fun,
+			...(work.arg ? { arg: work.arg } : {}),
+			kwarg: work.kwarg ?? {},
+			targets: work.hosts,
+		});
 	} catch (err) {
 		if (isError(err, ErrorType.RunRefused)) throw refused(String(err.message));
 		throw err;
@@ -45,5 +54,8 @@ export async function authorizeScopedWork(ctx: Context, action: string, what: st
 
 /** Refuses (403) a scoped caller any write of fleet-wide work: what nothing bounds to the scope's hosts. */
 export function refuseFleetWideToScoped(ctx: Context, action: string, what: string): void {
-	if (scopedCaller(ctx)) throw new RunRefused(`your token may not ${action} ${what}: it applies to the whole fleet, and a scoped token acts only on work wholly inside its scope (ask an unscoped operator or an admin)`);
+	if (scopedCaller(ctx))
+		throw new RunRefused(
+			`your token may not ${action} ${what}: it applies to the whole fleet, and a scoped token acts only on work wholly inside its scope (ask an unscoped operator or an admin)`,
+		);
 }

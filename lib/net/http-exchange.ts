@@ -83,13 +83,25 @@ export function exchange(r: ExchangeRequest): Promise<ExchangeResponse> {
 				}
 				chunks.push(c);
 			});
-			res.on("end", () => finish(null, { status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }));
+			res.on("end", () =>
+				finish(null, { status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks) }),
+			);
 			const cut = () => finish(new ExchangeError("cut", null));
 			res.on("error", cut);
 			res.on("aborted", cut);
 		};
 		try {
-			req = r.transport.request(r.url, { method: r.method, headers: r.headers, agent: r.agent, ...(r.lookup ? { lookup: r.lookup } : {}), ...(r.signal ? { signal: r.signal } : {}) }, onResponse);
+			req = r.transport.request(
+				r.url,
+				{
+					method: r.method,
+					headers: r.headers,
+					agent: r.agent,
+					...(r.lookup ? { lookup: r.lookup } : {}),
+					...(r.signal ? { signal: r.signal } : {}),
+				},
+				onResponse,
+			);
 		} catch (err) {
 			// Options Node refuses before connecting (an unusable CA).
 			return finish(new ExchangeError("setup", err as NodeJS.ErrnoException));
@@ -98,7 +110,9 @@ export function exchange(r: ExchangeRequest): Promise<ExchangeResponse> {
 			finish(new ExchangeError("timeout", null));
 			req.destroy();
 		}, r.timeoutMs);
-		req.on("error", (err: NodeJS.ErrnoException) => finish(r.ownError?.(err) ? err : new ExchangeError(failureOf(err), err)));
+		req.on("error", (err: NodeJS.ErrnoException) =>
+			finish(r.ownError?.(err) ? err : new ExchangeError(failureOf(err), err)),
+		);
 		req.end(r.body);
 	});
 }

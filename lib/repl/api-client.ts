@@ -37,7 +37,8 @@ function encodeQuery(query: Query): string {
 	const params = new URLSearchParams();
 	for (const [key, value] of Object.entries(query)) {
 		if (value === undefined) continue;
-		for (const v of Array.isArray(value) && key.endsWith("[]") ? value : [value]) params.append(key, typeof v === "string" ? v : JSON.stringify(v));
+		for (const v of Array.isArray(value) && key.endsWith("[]") ? value : [value])
+			params.append(key, typeof v === "string" ? v : JSON.stringify(v));
 	}
 	const text = params.toString();
 	return text ? `?${text}` : "";
@@ -47,7 +48,11 @@ function encodeQuery(query: Query): string {
 function eveMessage(status: number, text: string): string {
 	try {
 		const body = JSON.parse(text) as { _error?: { message?: string }; _issues?: Record<string, unknown> };
-		const issues = body._issues ? ` (${Object.entries(body._issues).map(([k, v]) => `${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`).join("; ")})` : "";
+		const issues = body._issues
+			? ` (${Object.entries(body._issues)
+					.map(([k, v]) => `${k}: ${typeof v === "string" ? v : JSON.stringify(v)}`)
+					.join("; ")})`
+			: "";
 		if (body._error?.message) return `${body._error.message}${issues}`;
 	} catch {
 		// not JSON: the status says it
@@ -80,11 +85,20 @@ export class ApiClient {
 		if (body !== undefined) headers["Content-Type"] = "application/json";
 		let res: Response;
 		try {
-			res = await fetch(`${this.url}/${path}`, { method, headers, body: body === undefined ? undefined : JSON.stringify(body), signal: AbortSignal.timeout(this.timeoutMs) });
+			res = await fetch(`${this.url}/${path}`, {
+				method,
+				headers,
+				body: body === undefined ? undefined : JSON.stringify(body),
+				signal: AbortSignal.timeout(this.timeoutMs),
+			});
 		} catch (err) {
 			const e = err as Error & { cause?: { code?: string; message?: string } };
-			if (e.name === "TimeoutError") throw new ApiError(504, `fleet-ctl at ${this.url} did not answer within ${this.timeoutMs} ms`);
-			throw new ApiError(0, `fleet-ctl does not answer at ${this.url} (${e.cause?.code ?? e.cause?.message ?? e.message}): start it (npm start), or point CTL_API_URL at its API`);
+			if (e.name === "TimeoutError")
+				throw new ApiError(504, `fleet-ctl at ${this.url} did not answer within ${this.timeoutMs} ms`);
+			throw new ApiError(
+				0,
+				`fleet-ctl does not answer at ${this.url} (${e.cause?.code ?? e.cause?.message ?? e.message}): start it (npm start), or point CTL_API_URL at its API`,
+			);
 		}
 		const text = await res.text();
 		if (!res.ok) throw new ApiError(res.status, eveMessage(res.status, text));

@@ -38,7 +38,11 @@ function cell(v: unknown): string {
 export function textTable(columns: string[], rows: Row[], max = 60): string {
 	const data = rows.map(r => columns.map(c => cell(r[c]).slice(0, max)));
 	const widths = columns.map((c, i) => Math.max(c.length, ...data.map(r => r[i].length)));
-	const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i])).join("  ").trimEnd();
+	const line = (cells: string[]) =>
+		cells
+			.map((c, i) => c.padEnd(widths[i]))
+			.join("  ")
+			.trimEnd();
 	return [line(columns), line(widths.map(w => "-".repeat(w))), ...data.map(line)].join("\n");
 }
 
@@ -110,7 +114,11 @@ export class FleetRepl {
 				this.api.token = rest[0] ?? "";
 				return await this.whoami();
 			}
-			if (!this.api.token && name !== undefined && COMMANDS.has(name)) throw new ApiError(401, "no identity: start the REPL with REPL_OPERATOR_TOKEN=<token> (a viewer reads, an operator runs), or `login <token>`");
+			if (!this.api.token && name !== undefined && COMMANDS.has(name))
+				throw new ApiError(
+					401,
+					"no identity: start the REPL with REPL_OPERATOR_TOKEN=<token> (a viewer reads, an operator runs), or `login <token>`",
+				);
 			switch (name) {
 				case "hosts":
 					return await this.hosts(rest);
@@ -163,7 +171,12 @@ export class FleetRepl {
 	}
 
 	async hosts(words: string[]): Promise<string> {
-		const res = await this.list("hosts", { where: parseFilterWords(words), sort: "_id", max_results: PAGE, projection: { grain: 0 } });
+		const res = await this.list("hosts", {
+			where: parseFilterWords(words),
+			sort: "_id",
+			max_results: PAGE,
+			projection: { grain: 0 },
+		});
 		return `${textTable(["_id", "status", "ip", "version", "key"], res._items)}\n${res._items.length} of ${res._meta.total} host(s)`;
 	}
 
@@ -173,11 +186,19 @@ export class FleetRepl {
 		if (exact._meta.total > 0) return name;
 		if (name.includes(".")) return null;
 		// Ids that start with "<name>." ("/" is the character after ".").
-		const short = await this.list("hosts", { where: { _id: { $gte: `${name}.`, $lt: `${name}/` } }, sort: "_id", max_results: 5, projection: { _id: 1 } });
+		const short = await this.list("hosts", {
+			where: { _id: { $gte: `${name}.`, $lt: `${name}/` } },
+			sort: "_id",
+			max_results: 5,
+			projection: { _id: 1 },
+		});
 		if (short._meta.total === 0) return null;
 		if (short._meta.total > 1) {
 			const some = short._items.map(h => String(h._id)).join(", ");
-			throw new ApiError(409, `'${name}' is the short name of ${short._meta.total} hosts (${some}${short._meta.total > short._items.length ? ", …" : ""}): give the full name`);
+			throw new ApiError(
+				409,
+				`'${name}' is the short name of ${short._meta.total} hosts (${some}${short._meta.total > short._items.length ? ", …" : ""}): give the full name`,
+			);
 		}
 		return String(short._items[0]._id);
 	}
@@ -187,9 +208,23 @@ export class FleetRepl {
 		const id = await this.hostId(name);
 		if (!id) throw new ApiError(404, `no host '${name}'`);
 		const host = await this.api.get<Row>(`hosts/${encodeURIComponent(id)}`, { embedded: { groups: 1 } });
-		const groups = Array.isArray(host.groups) ? host.groups.map(g => (g && typeof g === "object" ? (g as Row).name : g)) : host.groups;
+		const groups = Array.isArray(host.groups)
+			? host.groups.map(g => (g && typeof g === "object" ? (g as Row).name : g))
+			: host.groups;
 		const shown: Row = { ...host, groups };
-		const fields = ["_id", "status", "ip", "version", "key", "fingerprint", "heartbeat", "groups", "nodegroups", "last_action", "_updated"];
+		const fields = [
+			"_id",
+			"status",
+			"ip",
+			"version",
+			"key",
+			"fingerprint",
+			"heartbeat",
+			"groups",
+			"nodegroups",
+			"last_action",
+			"_updated",
+		];
 		const grain = (host.grain ?? {}) as Row;
 		const vpn = host.vpn_representation as Row | undefined;
 		const actions = await this.list("actions", { where: { host: id }, sort: "-_created", max_results: 5 });
@@ -211,13 +246,20 @@ export class FleetRepl {
 	}
 
 	async alerts(all: boolean): Promise<string> {
-		const res = await this.list("alerts", { where: all ? undefined : { read: false }, sort: "-_created", max_results: PAGE });
+		const res = await this.list("alerts", {
+			where: all ? undefined : { read: false },
+			sort: "-_created",
+			max_results: PAGE,
+		});
 		return `${textTable(["_created", "level", "type", "payload"], res._items, 80)}\n${res._meta.total} ${all ? "" : "unread "}alert(s)`;
 	}
 
 	async jobs(): Promise<string> {
 		const res = await this.list("jobs", { sort: "_id", max_results: PAGE });
-		const rows = res._items.map(j => ({ ...j, progress: `${j.percent ?? "-"}% (${(j.progress as Row)?.done ?? 0}/${(j.progress as Row)?.total ?? 0})` }));
+		const rows = res._items.map(j => ({
+			...j,
+			progress: `${j.percent ?? "-"}% (${(j.progress as Row)?.done ?? 0}/${(j.progress as Row)?.total ?? 0})`,
+		}));
 		return textTable(["_id", "status", "progress", "started", "finished", "error"], rows);
 	}
 
@@ -231,10 +273,18 @@ export class FleetRepl {
 		const begin = new Date(end.getTime() - seconds * 1000);
 		// About 40 lines whatever the range (`interval` is required, in seconds): whole minutes, at least one.
 		const interval = Math.max(60, Math.ceil(seconds / 40 / 60) * 60);
-		const points = await this.api.get<Array<{ timestamp: string; hostnames?: { up?: number; down?: number } }>>("hosts/statistics/online", { "range[]": [begin.toUTCString(), end.toUTCString()], interval: String(interval) });
+		const points = await this.api.get<Array<{ timestamp: string; hostnames?: { up?: number; down?: number } }>>(
+			"hosts/statistics/online",
+			{ "range[]": [begin.toUTCString(), end.toUTCString()], interval: String(interval) },
+		);
 		if (!points.length) return `no snapshots in the last ${range}`;
 		const most = Math.max(1, ...points.map(p => (p.hostnames?.up ?? 0) + (p.hostnames?.down ?? 0)));
-		return points.map(p => `${p.timestamp}  up ${String(p.hostnames?.up ?? 0).padStart(5)}  down ${String(p.hostnames?.down ?? 0).padStart(5)}  ${"#".repeat(Math.round(((p.hostnames?.up ?? 0) / most) * 40))}`).join("\n");
+		return points
+			.map(
+				p =>
+					`${p.timestamp}  up ${String(p.hostnames?.up ?? 0).padStart(5)}  down ${String(p.hostnames?.down ?? 0).padStart(5)}  ${"#".repeat(Math.round(((p.hostnames?.up ?? 0) / most) * 40))}`,
+			)
+			.join("\n");
 	}
 
 	// ------------------------------------------------------------ doing
@@ -245,8 +295,18 @@ export class FleetRepl {
 		// An admin's reason to run outside the maintenance windows (docs/security.md): not a Salt argument.
 		const glass = words.find(w => w.startsWith("--break-glass="));
 		const { arg, kwarg } = parseRunArgs(words.filter(w => w !== glass));
-		const run = { cm_client: "local_async", fun, arg, kwarg, ...(glass ? { break_glass: glass.slice("--break-glass=".length) } : {}) };
-		type Answer = { task_id: string | null; status: string; approval?: { _id: string; policies: Array<{ name: string }>; expires: string } };
+		const run = {
+			cm_client: "local_async",
+			fun,
+			arg,
+			kwarg,
+			...(glass ? { break_glass: glass.slice("--break-glass=".length) } : {}),
+		};
+		type Answer = {
+			task_id: string | null;
+			status: string;
+			approval?: { _id: string; policies: Array<{ name: string }>; expires: string };
+		};
 		let res: Answer;
 		let label: string;
 		if (isCompound(name)) {
@@ -272,13 +332,26 @@ export class FleetRepl {
 
 	/** Approval requests: pending ones (newest first), or all of them with `--all`. */
 	async approvals(all: boolean): Promise<string> {
-		const res = await this.list("approvals", { ...(all ? {} : { where: { status: "pending" } }), sort: "-_id", max_results: PAGE });
+		const res = await this.list("approvals", {
+			...(all ? {} : { where: { status: "pending" } }),
+			sort: "-_id",
+			max_results: PAGE,
+		});
 		if (!res._items.length) return all ? "no approval requests" : "no pending approval requests";
 		const rows = res._items.map(a => {
 			const call = a.call as { fun: string };
 			const requester = a.requester as { name: string };
 			const votes = a.votes as Array<{ decision: string }>;
-			return { id: a._id, status: a.status, fun: call.fun, hosts: a.hosts_count, target: a.target, by: requester.name, votes: votes.map(v => v.decision).join(","), expires: a.expires };
+			return {
+				id: a._id,
+				status: a.status,
+				fun: call.fun,
+				hosts: a.hosts_count,
+				target: a.target,
+				by: requester.name,
+				votes: votes.map(v => v.decision).join(","),
+				expires: a.expires,
+			};
 		});
 		return textTable(["id", "status", "fun", "hosts", "target", "by", "votes", "expires"], rows, 40);
 	}
@@ -286,7 +359,11 @@ export class FleetRepl {
 	/** approve|reject <id> [comment…]: a vote; the one that completes the approvals runs the request. */
 	async decide(verb: "approve" | "reject", id: string | undefined, comment: string): Promise<string> {
 		if (!id) return `usage: ${verb} <approval id> [comment…]`;
-		const a = await this.api.send<{ status: string; run?: { jid?: string | null; status: string; message?: string } }>("POST", `approvals/${encodeURIComponent(id)}/${verb}`, comment ? { comment } : {});
+		const a = await this.api.send<{ status: string; run?: { jid?: string | null; status: string; message?: string } }>(
+			"POST",
+			`approvals/${encodeURIComponent(id)}/${verb}`,
+			comment ? { comment } : {},
+		);
 		if (a.status === "done" && a.run?.jid) return `approved: it ran as job ${a.run.jid}`;
 		if (a.status === "failed") return `approved, but the run failed: ${a.run?.message ?? a.run?.status ?? "unknown"}`;
 		return `${id}: ${a.status}`;
@@ -297,18 +374,40 @@ export class FleetRepl {
 		if (!host) {
 			const res = await this.list("maintenance_windows", { sort: "name", max_results: PAGE });
 			if (!res._items.length) return "no maintenance windows: every function runs at any time";
-			return textTable(["name", "functions", "rrule", "start", "timezone", "duration", "enabled"], res._items.map(w => ({ ...w, enabled: w.enabled !== false })), 40);
+			return textTable(
+				["name", "functions", "rrule", "start", "timezone", "duration", "enabled"],
+				res._items.map(w => ({ ...w, enabled: w.enabled !== false })),
+				40,
+			);
 		}
 		const id = (await this.hostId(host)) ?? host;
-		const res = await this.api.get<{ _items: Array<{ name: string; functions: string[]; open: { end: string } | null; next: Array<{ start: string; end: string }> }> }>(`hosts/${encodeURIComponent(id)}/maintenance_windows?count=1`);
+		const res = await this.api.get<{
+			_items: Array<{
+				name: string;
+				functions: string[];
+				open: { end: string } | null;
+				next: Array<{ start: string; end: string }>;
+			}>;
+		}>(`hosts/${encodeURIComponent(id)}/maintenance_windows?count=1`);
 		if (!res._items.length) return `no maintenance window governs ${id}: every function runs at any time`;
-		return textTable(["window", "functions", "now", "next"], res._items.map(w => ({ window: w.name, functions: w.functions, now: w.open ? `open until ${w.open.end}` : "closed", next: w.next[0] ? `${w.next[0].start} – ${w.next[0].end}` : "none within 400 days" })), 60);
+		return textTable(
+			["window", "functions", "now", "next"],
+			res._items.map(w => ({
+				window: w.name,
+				functions: w.functions,
+				now: w.open ? `open until ${w.open.end}` : "closed",
+				next: w.next[0] ? `${w.next[0].start} – ${w.next[0].end}` : "none within 400 days",
+			})),
+			60,
+		);
 	}
 
 	/** The hosts a compound target selects now (POST /targets/preview), and those it names that do not exist. */
 	async preview(expression: string | undefined): Promise<string> {
 		if (!expression) return "usage: preview '<compound target>'  (docs/targeting.md: G@os:Debian and web-*)";
-		const res = await this.api.send<{ count: number; hosts: string[]; missing: string[] }>("POST", "targets/preview", { target: expression });
+		const res = await this.api.send<{ count: number; hosts: string[]; missing: string[] }>("POST", "targets/preview", {
+			target: expression,
+		});
 		const lines = [...res.hosts, `${res.count} host(s)`];
 		if (res.missing.length) lines.push(`named but not in the fleet: ${res.missing.join(", ")}`);
 		return lines.join("\n");
@@ -316,7 +415,11 @@ export class FleetRepl {
 
 	/** A group by name or id first (`exec web …`), then a host by id or short name. */
 	private async resolveTarget(name: string): Promise<Target> {
-		const groups = await this.list("groups", { where: OBJECT_ID.test(name) ? { _id: name } : { name }, max_results: 2, projection: { name: 1 } });
+		const groups = await this.list("groups", {
+			where: OBJECT_ID.test(name) ? { _id: name } : { name },
+			max_results: 2,
+			projection: { name: 1 },
+		});
 		if (groups._meta.total > 1) throw new ApiError(409, `several groups are named '${name}': give its id`);
 		if (groups._meta.total === 1) return { kind: "group", id: String(groups._items[0]._id), label: name };
 		const host = await this.hostId(name);
@@ -363,12 +466,19 @@ export class FleetRepl {
 		let since: string | undefined;
 		let told = false;
 		try {
-			print(`job ${jid} started; returns as they come${this.opts.onWait ? " (Ctrl-C stops waiting, the job goes on)" : ""}:`);
+			print(
+				`job ${jid} started; returns as they come${this.opts.onWait ? " (Ctrl-C stops waiting, the job goes on)" : ""}:`,
+			);
 			for (;;) {
 				// The hosts still awaited (a page of them), and how many records the job has (none yet: not written);
 				// read before the returns, so that every return of a job found done has been printed.
 				const [waiting, all] = await Promise.all([
-					this.list("actions", { where: { jid, state: "running" }, sort: "host", max_results: PAGE, projection: { host: 1 } }),
+					this.list("actions", {
+						where: { jid, state: "running" },
+						sort: "host",
+						max_results: PAGE,
+						projection: { host: 1 },
+					}),
 					this.list("actions", { where: { jid }, max_results: 1, projection: { host: 1 } }),
 				]);
 				for (const a of await this.newReturns(jid, since, shown)) {
@@ -380,8 +490,14 @@ export class FleetRepl {
 				// Once, after the quick ones: which hosts are still awaited, and which of them are down.
 				if (!told && waiting._meta.total && Date.now() > deadline - waitMs + 2000) {
 					told = true;
-					const down = await this.list("hosts", { where: { _id: { $in: waiting._items.map(a => String(a.host)) }, status: { $ne: "up" } }, max_results: PAGE, projection: { status: 1 } });
-					const note = down._items.length ? `; not up: ${down._items.map(h => `${h._id} (${h.status})`).join(", ")}` : "";
+					const down = await this.list("hosts", {
+						where: { _id: { $in: waiting._items.map(a => String(a.host)) }, status: { $ne: "up" } },
+						max_results: PAGE,
+						projection: { status: 1 },
+					});
+					const note = down._items.length
+						? `; not up: ${down._items.map(h => `${h._id} (${h.status})`).join(", ")}`
+						: "";
 					print(`  … waiting for ${waiting._meta.total} host(s)${note}`);
 				}
 				await new Promise<void>(resolve => {
@@ -419,7 +535,10 @@ export class FleetRepl {
 
 	async sync(): Promise<string> {
 		const res = await this.api.send<Row>("POST", "inventory/sync");
-		return `inventory reconciled: ${Object.entries(res).filter(([k]) => !k.startsWith("_")).map(([k, v]) => `${k} ${v}`).join(", ")}`;
+		return `inventory reconciled: ${Object.entries(res)
+			.filter(([k]) => !k.startsWith("_"))
+			.map(([k, v]) => `${k} ${v}`)
+			.join(", ")}`;
 	}
 }
 
@@ -428,7 +547,22 @@ function isCompound(word: string): boolean {
 	return /\s|^[A-Z]\S?@|[*?[]/.test(word);
 }
 
-const COMMANDS = new Set(["hosts", "host", "exec", "preview", "tasks", "task", "sync", "stats", "alerts", "jobs", "approvals", "approve", "reject", "windows"]);
+const COMMANDS = new Set([
+	"hosts",
+	"host",
+	"exec",
+	"preview",
+	"tasks",
+	"task",
+	"sync",
+	"stats",
+	"alerts",
+	"jobs",
+	"approvals",
+	"approve",
+	"reject",
+	"windows",
+]);
 
 /**
  * Ctrl-C while `exec` waits stops that wait (and only that): the REPL's own Ctrl-C handling (clear the line,
@@ -463,15 +597,26 @@ export function replCommands(server: () => REPLServer | undefined = () => undefi
 		async action(broker: ServiceBroker, args: { words?: string[] }) {
 			const s = server();
 			const { replApiUrl, replOperatorToken } = configOf(broker);
-			repl ??= new FleetRepl({ url: replApiUrl, token: replOperatorToken, print: line => console.log(line), onWait: s ? ctrlCStopsWaits(s) : undefined });
+			repl ??= new FleetRepl({
+				url: replApiUrl,
+				token: replOperatorToken,
+				print: line => console.log(line),
+				onWait: s ? ctrlCStopsWaits(s) : undefined,
+			});
 			console.log(await repl.runWords(args.words?.length ? args.words : [spec.split(" ")[0]]));
 		},
 	});
 	return [
-		command("hosts [filter...]", "List hosts: hosts status=up, or hosts '{\"key\": \"pending\"}'"),
+		command("hosts [filter...]", 'List hosts: hosts status=up, or hosts \'{"key": "pending"}\''),
 		command("host <id>", "One host (id or short name): identity, keys, OS, groups, VPN identity, recent actions"),
-		command("exec <target> <fun> [args...]", "Run a Salt function on a group (name), a host (id or short name) or a quoted compound target, returns as they come: exec web test.ping; exec web-01 cmd.run 'uptime'; exec 'G@os:Debian and web-*' test.ping"),
-		command("preview <compound target>", "The hosts a compound target selects now (docs/targeting.md): preview G@os:Debian and not web-*"),
+		command(
+			"exec <target> <fun> [args...]",
+			"Run a Salt function on a group (name), a host (id or short name) or a quoted compound target, returns as they come: exec web test.ping; exec web-01 cmd.run 'uptime'; exec 'G@os:Debian and web-*' test.ping",
+		),
+		command(
+			"preview <compound target>",
+			"The hosts a compound target selects now (docs/targeting.md): preview G@os:Debian and not web-*",
+		),
 		command("tasks", "List scheduled tasks"),
 		command("approvals [--all]", "Approval requests: the pending ones, or all with --all"),
 		command("approve <id> [comment...]", "Approve a request (the approval that completes it runs it, once)"),

@@ -28,7 +28,9 @@ useConfig(broker, config);
 
 void broker.start().then(
 	() => {
-		console.log(`fleet-ctl REPL: talking to ${config.replApiUrl}${config.replOperatorToken ? "" : " (no token: `login <token>` first)"}. \`help\` lists the commands, Ctrl-D leaves.`);
+		console.log(
+			`fleet-ctl REPL: talking to ${config.replApiUrl}${config.replOperatorToken ? "" : " (no token: `login <token>` first)"}. \`help\` lists the commands, Ctrl-D leaves.`,
+		);
 		server = broker.repl() as REPLServer | undefined;
 	},
 	(err: Error) => {

@@ -19,7 +19,10 @@ interface Logger {
 
 export const requestScope = new AsyncLocalStorage<RequestScope>();
 
-const BODY = JSON.stringify({ _status: "ERR", _error: { code: 500, message: "An unexpected error occurred while handling the request" } });
+const BODY = JSON.stringify({
+	_status: "ERR",
+	_error: { code: 500, message: "An unexpected error occurred while handling the request" },
+});
 
 /** Answers 500 on the response of the request the error escaped from, unless it was answered already. */
 function failRequest(scope: RequestScope | undefined): void {
@@ -29,7 +32,11 @@ function failRequest(scope: RequestScope | undefined): void {
 		res.destroy();
 		return;
 	}
-	res.writeHead(500, { "Content-Type": "application/json", "Content-Length": Buffer.byteLength(BODY), Connection: "close" });
+	res.writeHead(500, {
+		"Content-Type": "application/json",
+		"Content-Length": Buffer.byteLength(BODY),
+		Connection: "close",
+	});
 	res.end(scope?.req.method === "HEAD" ? undefined : BODY);
 }
 

@@ -19,7 +19,9 @@ export function nodeProblem(version: string = process.version): string | null {
 }
 
 /** This process's configuration, or why it must not start (Node.js too old, a setting loadConfig refuses). */
-export function startProblem(version: string = process.version): { config: Config; problem: null } | { config: null; problem: string } {
+export function startProblem(
+	version: string = process.version,
+): { config: Config; problem: null } | { config: null; problem: string } {
 	const node = nodeProblem(version);
 	if (node) return { config: null, problem: node };
 	try {
@@ -68,7 +70,9 @@ export class QuietConsoleLogger extends Loggers.Console {
 		(this.opts as { level?: unknown }).level = loggerFactory.broker.options.logLevel || "info";
 	}
 
-	override getLogHandler(bindings: Parameters<Loggers.Console["getLogHandler"]>[0]): ReturnType<Loggers.Console["getLogHandler"]> {
+	override getLogHandler(
+		bindings: Parameters<Loggers.Console["getLogHandler"]>[0],
+	): ReturnType<Loggers.Console["getLogHandler"]> {
 		const handler = super.getLogHandler(bindings);
 		if (!handler) return handler;
 		return (level, args) => handler(level === "info" && isChatter(args) ? "debug" : level, args);
@@ -87,7 +91,12 @@ export function gatewayUrl(broker: ServiceBroker): string | null {
 	const api = broker.getLocalService("api") as { server?: Server } | undefined;
 	const addr = api?.server?.address() as AddressInfo | string | null | undefined;
 	if (!addr || typeof addr === "string") return null;
-	const host = addr.address === "0.0.0.0" || addr.address === "::" ? "localhost" : addr.family === "IPv6" ? `[${addr.address}]` : addr.address;
+	const host =
+		addr.address === "0.0.0.0" || addr.address === "::"
+			? "localhost"
+			: addr.family === "IPv6"
+				? `[${addr.address}]`
+				: addr.address;
 	return `http://${host}:${addr.port}`;
 }
 
@@ -101,7 +110,11 @@ export function startBlock(url: string | null, token: string | null): string[] {
 	if (url) lines.push(`fleet-ctl is running: ${url}/ (API: ${url}/api)`);
 	if (token) {
 		lines.push(`admin token (shown once, keep it safe): ${token}`);
-		lines.push(url ? `next: curl -s ${url}/api/ -H "Authorization: Bearer ${token}"` : `next: send it as "Authorization: Bearer ${token}" to the API`);
+		lines.push(
+			url
+				? `next: curl -s ${url}/api/ -H "Authorization: Bearer ${token}"`
+				: `next: send it as "Authorization: Bearer ${token}" to the API`,
+		);
 	}
 	return lines;
 }

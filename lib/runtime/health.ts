@@ -56,10 +56,15 @@ const everStarted = new WeakSet<ServiceBroker>();
 export function readiness(broker: ServiceBroker): Readiness {
 	const reasons: string[] = [];
 	if (!broker.started) reasons.push(everStarted.has(broker) ? "stopping" : "starting");
-	const transit = broker.transit as { connected?: boolean; disconnecting?: boolean; tx?: { connected?: boolean } } | undefined;
-	if (transit && (!transit.connected || transit.disconnecting || transit.tx?.connected === false)) reasons.push("transporter not connected");
+	const transit = broker.transit as
+		| { connected?: boolean; disconnecting?: boolean; tx?: { connected?: boolean } }
+		| undefined;
+	if (transit && (!transit.connected || transit.disconnecting || transit.tx?.connected === false))
+		reasons.push("transporter not connected");
 	const local = (broker.services ?? []) as unknown as LocalService[];
-	const available = new Set(broker.registry.getServiceList({ onlyAvailable: true, skipInternal: true }).map((s: { name: string }) => s.name));
+	const available = new Set(
+		broker.registry.getServiceList({ onlyAvailable: true, skipInternal: true }).map((s: { name: string }) => s.name),
+	);
 	const missing = new Set<string>();
 	for (const svc of local) {
 		for (const need of READY_NEEDS[svc.name] ?? []) if (!available.has(need)) missing.add(need);
@@ -73,8 +78,11 @@ export function readiness(broker: ServiceBroker): Readiness {
 
 /** The services of `broker` not yet started: a local service is registered on its node once its `started` has run. */
 export function unstartedServices(broker: ServiceBroker, except?: Service): string[] {
-	const catalog = (broker.registry as unknown as { services: { has(fullName: string, nodeID: string): boolean } }).services;
-	return broker.services.filter(svc => svc !== except && !catalog.has(svc.fullName, broker.nodeID)).map(svc => svc.fullName);
+	const catalog = (broker.registry as unknown as { services: { has(fullName: string, nodeID: string): boolean } })
+		.services;
+	return broker.services
+		.filter(svc => svc !== except && !catalog.has(svc.fullName, broker.nodeID))
+		.map(svc => svc.fullName);
 }
 
 /**
@@ -111,7 +119,11 @@ export function HealthMiddleware(opts: HealthOptions) {
 
 	const send = (res: http.ServerResponse, code: number, body: unknown, type = "application/json") => {
 		const payload = typeof body === "string" ? body : JSON.stringify(body);
-		res.writeHead(code, { "Content-Type": type, "Content-Length": Buffer.byteLength(payload), "Cache-Control": "no-store" });
+		res.writeHead(code, {
+			"Content-Type": type,
+			"Content-Length": Buffer.byteLength(payload),
+			"Cache-Control": "no-store",
+		});
 		res.end(payload);
 	};
 
@@ -130,7 +142,9 @@ export function HealthMiddleware(opts: HealthOptions) {
 					return send(res, state.ready ? 200 : 503, { ...state, nodeID: broker.nodeID });
 				}
 				if (path === "/metrics") {
-					const reporter = ((broker.metrics as unknown as { reporter?: unknown[] }).reporter ?? []).find(r => r instanceof ScrapedPrometheusReporter) as ScrapedPrometheusReporter | undefined;
+					const reporter = ((broker.metrics as unknown as { reporter?: unknown[] }).reporter ?? []).find(
+						r => r instanceof ScrapedPrometheusReporter,
+					) as ScrapedPrometheusReporter | undefined;
 					if (!reporter) return send(res, 404, { error: "metrics are off (METRICS_ENABLED=false)" });
 					return send(res, 200, reporter.text(), "text/plain; version=0.0.4; charset=utf-8");
 				}
@@ -150,8 +164,13 @@ export function HealthMiddleware(opts: HealthOptions) {
 			return listen(opts.port)
 				.catch((err: NodeJS.ErrnoException) => {
 					// A second process on one machine (`npm run repl` next to `npm start`) takes another port.
-					if (err.code !== "EADDRINUSE" || opts.fixed) throw new Error(`The health listener cannot listen on ${opts.host}:${opts.port} (${err.code}): set HEALTH_PORT to a free port, or 0 for any`);
-					broker.logger.warn(`Port ${opts.port} is taken: the health listener takes a free one (set HEALTH_PORT to choose)`);
+					if (err.code !== "EADDRINUSE" || opts.fixed)
+						throw new Error(
+							`The health listener cannot listen on ${opts.host}:${opts.port} (${err.code}): set HEALTH_PORT to a free port, or 0 for any`,
+						);
+					broker.logger.warn(
+						`Port ${opts.port} is taken: the health listener takes a free one (set HEALTH_PORT to choose)`,
+					);
 					return listen(0);
 				})
 				.then(() => {

@@ -78,7 +78,10 @@ export function findLapsed(store: Store, where: Filter, now: Date, opts?: FindOp
  */
 export function claim(store: Store, where: Filter, holder: Holder, update?: Update): Promise<Doc | null> {
 	const now = holder.now ?? new Date();
-	return store.findOneAndUpdate(both(where, claimable(now)), withSet(update, { [LEASE]: leaseFor({ ...holder, now }) }));
+	return store.findOneAndUpdate(
+		both(where, claimable(now)),
+		withSet(update, { [LEASE]: leaseFor({ ...holder, now }) }),
+	);
 }
 
 /**
@@ -92,7 +95,10 @@ export function takeOver(store: Store, where: Filter, holder: Holder, update?: U
 
 /** Renews the holder's lease on the records of `where` (with `update`); false when it holds none there. */
 export async function renew(store: Store, where: Filter, holder: Holder, update?: Update): Promise<boolean> {
-	return (await store.updateMany(both(where, heldBy(holder.owner)), withSet(update, { [UNTIL]: leaseFor(holder).until }))) > 0;
+	return (
+		(await store.updateMany(both(where, heldBy(holder.owner)), withSet(update, { [UNTIL]: leaseFor(holder).until }))) >
+		0
+	);
 }
 
 /**
@@ -123,7 +129,10 @@ export async function migrateLeases(store: Store, old: OldLeases): Promise<numbe
 	let moved = 0;
 	for (const doc of await store.find(old.filter)) {
 		const lease = old.lease(doc);
-		const update: Update = { ...(lease ? { $set: { [LEASE]: lease } } : {}), ...(old.unset.length ? { $unset: Object.fromEntries(old.unset.map(f => [f, true as const])) } : {}) };
+		const update: Update = {
+			...(lease ? { $set: { [LEASE]: lease } } : {}),
+			...(old.unset.length ? { $unset: Object.fromEntries(old.unset.map(f => [f, true as const])) } : {}),
+		};
 		moved += await store.updateMany(both({ _id: doc._id }, old.filter), update);
 	}
 	return moved;
@@ -132,6 +141,7 @@ export async function migrateLeases(store: Store, old: OldLeases): Promise<numbe
 // ---------------------------------------------------------------- the pass loop
 
 /** A pass; may answer in how many ms the next one is due (none: when asked). */
+// biome-ignore lint/suspicious/noConfusingVoidType: a pass that says nothing of its next is any async function
 export type Pass = () => Promise<number | void>;
 
 /**
@@ -150,6 +160,7 @@ export class PassLoop {
 	constructor(
 		private readonly pass: Pass,
 		/** Reports a failed pass; may answer in how many ms the next is due. */
+		// biome-ignore lint/suspicious/noConfusingVoidType: a handler that logs and answers nothing is a plain callback
 		private readonly onError: (err: Error) => number | void,
 	) {}
 
@@ -178,6 +189,7 @@ export class PassLoop {
 	private async loop(): Promise<void> {
 		// Started on the next tick, so that `running` is set before the pass's code runs (a pass asking for another).
 		await Promise.resolve();
+		// biome-ignore lint/suspicious/noConfusingVoidType: what a Pass answers
 		let next: number | void;
 		do {
 			this.again = false;

@@ -15,14 +15,26 @@ const requestScope = new AsyncLocalStorage<string>();
 type Bindings = Record<string, unknown>;
 
 function errorFields(err: Error & { code?: unknown; type?: unknown }, withStack: boolean): Record<string, unknown> {
-	return { name: err.name, message: err.message, ...(err.code !== undefined ? { code: err.code } : {}), ...(err.type ? { type: err.type } : {}), ...(withStack && err.stack ? { stack: err.stack } : {}) };
+	return {
+		name: err.name,
+		message: err.message,
+		...(err.code !== undefined ? { code: err.code } : {}),
+		...(err.type ? { type: err.type } : {}),
+		...(withStack && err.stack ? { stack: err.stack } : {}),
+	};
 }
 
 /**
  * The JSON line formatter: {time, level, msg, nodeID, ns, mod, svc, ...fields}. A plain object as the
  * first argument gives fields (requestID, action, ...); an Error anywhere becomes `err`.
  */
-export function jsonFormatter(this: unknown, type: string, args: unknown[], bindings: Bindings, helpers: { printArgs(a: unknown[]): unknown[] }): string[] {
+export function jsonFormatter(
+	this: unknown,
+	type: string,
+	args: unknown[],
+	bindings: Bindings,
+	helpers: { printArgs(a: unknown[]): unknown[] },
+): string[] {
 	const line: Record<string, unknown> = { time: new Date().toISOString(), level: type, msg: "", ...bindings };
 	const requestID = requestScope.getStore();
 	if (requestID) line.requestID = requestID;
@@ -53,7 +65,9 @@ export function routeProcessWarnings(broker: ServiceBroker, silenced: boolean): 
 	if (!silenced || warningsRouted) return;
 	warningsRouted = true;
 	const logger = broker.getLogger("process");
-	process.on("warning", (w: Error & { code?: string }) => logger.warn({ warning: w.name, ...(w.code ? { code: w.code } : {}) }, w.message));
+	process.on("warning", (w: Error & { code?: string }) =>
+		logger.warn({ warning: w.name, ...(w.code ? { code: w.code } : {}) }, w.message),
+	);
 }
 
 /** A request id from a client: kept when it is short and plain, so it cannot forge or flood log lines. */
@@ -77,24 +91,39 @@ export const OWN_FAILURE_LOG = "ownFailureLog";
  * line logged meanwhile carries it; off otherwise, since the scope costs every promise a little.
  */
 export function RequestLogMiddleware(opts: { carryRequestId?: boolean } = {}) {
-	const inScope = <T>(ctx: Context, run: () => T): T => (opts.carryRequestId && ctx.requestID ? requestScope.run(ctx.requestID, run) : run());
+	const inScope = <T>(ctx: Context, run: () => T): T =>
+		opts.carryRequestId && ctx.requestID ? requestScope.run(ctx.requestID, run) : run();
 	return {
 		name: "RequestLog",
 		localEvent(next: (ctx: Context) => unknown) {
 			return opts.carryRequestId ? (ctx: Context) => inScope(ctx, () => next(ctx)) : next;
 		},
-		localAction(this: ServiceBroker, next: (ctx: Context) => Promise<unknown>, action: { name: string; [OWN_FAILURE_LOG]?: boolean }) {
+		localAction(
+			this: ServiceBroker,
+			next: (ctx: Context) => Promise<unknown>,
+			action: { name: string; [OWN_FAILURE_LOG]?: boolean },
+		) {
 			const logger = this.getLogger("request");
 			const debug = ["debug", "trace"].includes(String(this.options.logLevel));
 			return function requestLog(ctx: Context) {
 				const started = debug ? process.hrtime.bigint() : 0n;
-				const fields = () => ({ requestID: ctx.requestID, action: action.name, caller: ctx.caller ?? undefined, ...(debug ? { ms: Number(process.hrtime.bigint() - started) / 1e6 } : {}) });
+				const fields = () => ({
+					requestID: ctx.requestID,
+					action: action.name,
+					caller: ctx.caller ?? undefined,
+					...(debug ? { ms: Number(process.hrtime.bigint() - started) / 1e6 } : {}),
+				});
 				const p = inScope(ctx, () => next(ctx));
-				if (debug) p.then(() => logger.debug(fields(), "action done"), () => undefined);
+				if (debug)
+					p.then(
+						() => logger.debug(fields(), "action done"),
+						() => undefined,
+					);
 				return p.catch((err: Error & { code?: number; nodeID?: string; type?: unknown }) => {
 					// A failure that came from another node was logged there, with the same request id.
 					const here = !err?.nodeID || err.nodeID === ctx.nodeID;
-					const server = here && !action[OWN_FAILURE_LOG] && !isAnswer(err) && (typeof err?.code !== "number" || err.code >= 500);
+					const server =
+						here && !action[OWN_FAILURE_LOG] && !isAnswer(err) && (typeof err?.code !== "number" || err.code >= 500);
 					if (server) logger.error(fields(), `action ${action.name} failed:`, err);
 					else if (debug) logger.debug(fields(), `action ${action.name} answered ${err.code}:`, err.message);
 					throw err;

@@ -47,7 +47,8 @@ export function ResendUndeliveredMiddleware() {
 }
 
 function nodeAvailable(broker: ServiceBroker, nodeID: string | null): boolean {
-	const nodes = (broker.registry as unknown as { nodes: { get(id: string): { available: boolean } | undefined } }).nodes;
+	const nodes = (broker.registry as unknown as { nodes: { get(id: string): { available: boolean } | undefined } })
+		.nodes;
 	return !nodeID || nodes.get(nodeID)?.available !== false;
 }
 
@@ -58,9 +59,14 @@ function nodeAvailable(broker: ServiceBroker, nodeID: string | null): boolean {
 function elsewhere(broker: ServiceBroker, ctx: Context): Promise<unknown> {
 	const action = (ctx.action as { name: string }).name;
 	const gone = ctx.nodeID;
-	const registry = broker.registry as unknown as { getActionEndpoints(action: string): { next(ctx: Context): { id: string; action: { handler(ctx: Context): Promise<unknown> } } | null } | undefined };
+	const registry = broker.registry as unknown as {
+		getActionEndpoints(
+			action: string,
+		): { next(ctx: Context): { id: string; action: { handler(ctx: Context): Promise<unknown> } } | null } | undefined;
+	};
 	const endpoint = ctx.options?.nodeID ? null : registry.getActionEndpoints(action)?.next(ctx);
-	if (!endpoint || endpoint.id === gone) return Promise.reject(new Errors.ServiceNotAvailableError({ action, nodeID: gone ?? undefined }));
+	if (!endpoint || endpoint.id === gone)
+		return Promise.reject(new Errors.ServiceNotAvailableError({ action, nodeID: gone ?? undefined }));
 	ctx.setEndpoint(endpoint as never);
 	return endpoint.action.handler(ctx);
 }
@@ -104,7 +110,10 @@ export interface BulkheadOptions {
 /** Puts a bulkhead on every action of the slow-backend services (an action's own `bulkhead` wins). */
 export function SlowBackendBulkheads(opts: BulkheadOptions) {
 	// Moleculer takes a queue of 0 as unbounded, and with no concurrency nothing would ever run.
-	if (!(opts.concurrency >= 1) || !(opts.maxQueueSize >= 1)) throw new Error(`Bulkheads need BULKHEAD_CONCURRENCY >= 1 and BULKHEAD_QUEUE >= 1 (Moleculer takes a queue of 0 as unbounded), got ${opts.concurrency} and ${opts.maxQueueSize}`);
+	if (!(opts.concurrency >= 1) || !(opts.maxQueueSize >= 1))
+		throw new Error(
+			`Bulkheads need BULKHEAD_CONCURRENCY >= 1 and BULKHEAD_QUEUE >= 1 (Moleculer takes a queue of 0 as unbounded), got ${opts.concurrency} and ${opts.maxQueueSize}`,
+		);
 	return {
 		name: "SlowBackendBulkheads",
 		serviceCreating(_service: unknown, schema: ServiceSchema) {
@@ -112,7 +121,10 @@ export function SlowBackendBulkheads(opts: BulkheadOptions) {
 			for (const [name, def] of Object.entries(schema.actions)) {
 				if (!def) continue;
 				const action = (typeof def === "function" ? { handler: def } : def) as { bulkhead?: object };
-				(schema.actions as Record<string, unknown>)[name] = { ...action, bulkhead: { enabled: true, ...opts, ...action.bulkhead } };
+				(schema.actions as Record<string, unknown>)[name] = {
+					...action,
+					bulkhead: { enabled: true, ...opts, ...action.bulkhead },
+				};
 			}
 		},
 	};
@@ -126,13 +138,19 @@ export function SlowBackendBulkheads(opts: BulkheadOptions) {
 export function RestartedNodeMiddleware() {
 	return {
 		name: "RestartedNodes",
-		created(broker: { localBus: { on(event: string, fn: (p: { node: { id: string; instanceID: string } }) => void): void }; transit?: { removePendingRequestByNodeID(id: string): void }; logger: { warn(...a: unknown[]): void } }) {
+		created(broker: {
+			localBus: { on(event: string, fn: (p: { node: { id: string; instanceID: string } }) => void): void };
+			transit?: { removePendingRequestByNodeID(id: string): void };
+			logger: { warn(...a: unknown[]): void };
+		}) {
 			const instances = new Map<string, string>();
 			const seen = ({ node }: { node: { id: string; instanceID: string } }) => {
 				const before = instances.get(node.id);
 				instances.set(node.id, node.instanceID);
 				if (before && before !== node.instanceID && broker.transit) {
-					broker.logger.warn(`Node '${node.id}' restarted: failing the requests its previous instance had not answered`);
+					broker.logger.warn(
+						`Node '${node.id}' restarted: failing the requests its previous instance had not answered`,
+					);
 					broker.transit.removePendingRequestByNodeID(node.id);
 				}
 			};
@@ -165,7 +183,14 @@ export function NatsConnectionMiddleware() {
 	return {
 		name: "NatsConnection",
 		started(broker: ServiceBroker) {
-			const transit = broker.transit as unknown as { tx: NatsTransporter; pendingRequests: Map<string, { nodeID: string }>; removePendingRequestByNodeID(id: string): void; discoverer?: unknown } | undefined;
+			const transit = broker.transit as unknown as
+				| {
+						tx: NatsTransporter;
+						pendingRequests: Map<string, { nodeID: string }>;
+						removePendingRequestByNodeID(id: string): void;
+						discoverer?: unknown;
+				  }
+				| undefined;
 			const tx = transit?.tx;
 			const status = tx?.client?.status?.bind(tx.client);
 			if (!transit || !tx || !status) return;
@@ -179,14 +204,17 @@ export function NatsConnectionMiddleware() {
 						settle = null;
 						tx.connected = false;
 						logger.warn("NATS connection lost: calls fail until it is back");
-						for (const nodeID of new Set([...transit.pendingRequests.values()].map(r => r.nodeID))) transit.removePendingRequestByNodeID(nodeID);
+						for (const nodeID of new Set([...transit.pendingRequests.values()].map(r => r.nodeID)))
+							transit.removePendingRequestByNodeID(nodeID);
 					} else if (s.type === "reconnect") {
 						if (settle) clearTimeout(settle);
 						settle = setTimeout(() => {
 							settle = null;
 							tx.connected = true;
 							logger.info("NATS connection back");
-							void (broker.registry as unknown as { discoverer: { sendLocalNodeInfo(): Promise<void> } }).discoverer.sendLocalNodeInfo().catch(() => undefined);
+							void (broker.registry as unknown as { discoverer: { sendLocalNodeInfo(): Promise<void> } }).discoverer
+								.sendLocalNodeInfo()
+								.catch(() => undefined);
 						}, RECONNECT_SETTLE_MS);
 						settle.unref();
 					}

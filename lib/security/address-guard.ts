@@ -85,7 +85,8 @@ export function parseCidr(text: string): Cidr {
 	const ip = parseIp(addr);
 	const max = ip?.family === 4 ? 32 : 128;
 	const bits = len === undefined ? max : /^\d{1,3}$/.test(len) ? Number(len) : NaN;
-	if (!ip || extra !== undefined || !(bits >= 0 && bits <= max)) throw new Error(`'${text}' is not an address or a CIDR (a.b.c.d/n, v6::/n)`);
+	if (!ip || extra !== undefined || !(bits >= 0 && bits <= max))
+		throw new Error(`'${text}' is not an address or a CIDR (a.b.c.d/n, v6::/n)`);
 	return { ...ip, bits };
 }
 
@@ -100,7 +101,16 @@ function inCidr(ip: IpAddress, c: Cidr): boolean {
 
 // ------------------------------------------------------------------ classification
 
-export type AddressClass = "public" | "private" | "cgnat" | "loopback" | "link-local" | "unspecified" | "multicast" | "reserved" | "documentation";
+export type AddressClass =
+	| "public"
+	| "private"
+	| "cgnat"
+	| "loopback"
+	| "link-local"
+	| "unspecified"
+	| "multicast"
+	| "reserved"
+	| "documentation";
 
 /** One reason an address is what it is: its own range, or an IPv4 address it embeds. */
 export interface Finding {
@@ -168,14 +178,34 @@ interface Embedding {
 }
 
 /** ::ffff:a.b.c.d — to the socket layer, the IPv4 address itself. */
-const MAPPED: Embedding = { form: "IPv4-mapped", only: true, match: b => zero(b, 0, 10) && b[10] === 0xff && b[11] === 0xff, readings: b => [pick(b, LAST32)] };
+const MAPPED: Embedding = {
+	form: "IPv4-mapped",
+	only: true,
+	match: b => zero(b, 0, 10) && b[10] === 0xff && b[11] === 0xff,
+	readings: b => [pick(b, LAST32)],
+};
 
 const EMBEDDINGS: Embedding[] = [
 	MAPPED,
-	{ form: "IPv4-translated (SIIT)", only: true, match: b => zero(b, 0, 8) && b[8] === 0xff && b[9] === 0xff && zero(b, 10, 12), readings: b => [pick(b, LAST32)] },
+	{
+		form: "IPv4-translated (SIIT)",
+		only: true,
+		match: b => zero(b, 0, 8) && b[8] === 0xff && b[9] === 0xff && zero(b, 10, 12),
+		readings: b => [pick(b, LAST32)],
+	},
 	// Deprecated: its own range (::/8, reserved) applies too. :: and ::1 are not embeddings but themselves.
-	{ form: "IPv4-compatible", only: false, match: b => zero(b, 0, 12) && !zero(b, 12, 15), readings: b => [pick(b, LAST32)] },
-	{ form: "NAT64", only: true, match: b => startsWith(b, [0, 0x64, 0xff, 0x9b]) && zero(b, 4, 12), readings: b => [pick(b, LAST32)] },
+	{
+		form: "IPv4-compatible",
+		only: false,
+		match: b => zero(b, 0, 12) && !zero(b, 12, 15),
+		readings: b => [pick(b, LAST32)],
+	},
+	{
+		form: "NAT64",
+		only: true,
+		match: b => startsWith(b, [0, 0x64, 0xff, 0x9b]) && zero(b, 4, 12),
+		readings: b => [pick(b, LAST32)],
+	},
 	{
 		// RFC 6052 with the operator's own prefix length (/96, /64, /56 or /48; the u octet, byte 8, skipped): every reading is checked.
 		form: "local-use NAT64",
@@ -185,9 +215,19 @@ const EMBEDDINGS: Embedding[] = [
 	},
 	{ form: "6to4", only: false, match: b => startsWith(b, [0x20, 0x02]), readings: b => [pick(b, [2, 3, 4, 5])] },
 	// Teredo: the server, then the client, stored as the bitwise NOT of the last 32 bits.
-	{ form: "Teredo", only: false, match: b => startsWith(b, [0x20, 0x01, 0, 0]), readings: b => [pick(b, [4, 5, 6, 7]), pick(b, LAST32).map(x => ~x & 0xff)] },
+	{
+		form: "Teredo",
+		only: false,
+		match: b => startsWith(b, [0x20, 0x01, 0, 0]),
+		readings: b => [pick(b, [4, 5, 6, 7]), pick(b, LAST32).map(x => ~x & 0xff)],
+	},
 	// ISATAP: an interface id of 0000:5efe or 0200:5efe (the u/l bit) then the IPv4 address, under any prefix.
-	{ form: "ISATAP", only: false, match: b => (b[8] & 0xfd) === 0 && b[9] === 0 && b[10] === 0x5e && b[11] === 0xfe, readings: b => [pick(b, LAST32)] },
+	{
+		form: "ISATAP",
+		only: false,
+		match: b => (b[8] & 0xfd) === 0 && b[9] === 0 && b[10] === 0x5e && b[11] === 0xfe,
+		readings: b => [pick(b, LAST32)],
+	},
 ];
 
 /** Every class an address has: its own range's, and that of each IPv4 address it embeds. */
@@ -195,7 +235,11 @@ export function classify(ip: IpAddress): Finding[] {
 	if (ip.family === 4) return [{ cls: rangeClass(ip) }];
 	const found = EMBEDDINGS.filter(e => e.match(ip.bytes));
 	const own: Finding[] = found.some(e => e.only) ? [] : [{ cls: rangeClass(ip) }];
-	const embedded = found.flatMap(e => e.readings(ip.bytes).map(v4 => ({ cls: rangeClass({ family: 4, bytes: v4 }), embedded: { ipv4: dotted(v4), form: e.form } })));
+	const embedded = found.flatMap(e =>
+		e
+			.readings(ip.bytes)
+			.map(v4 => ({ cls: rangeClass({ family: 4, bytes: v4 }), embedded: { ipv4: dotted(v4), form: e.form } })),
+	);
 	// Embedded first: a refusal names the IPv4 address that decided it when there is one.
 	return [...embedded, ...own];
 }
@@ -219,7 +263,11 @@ export interface OutboundPolicy {
 }
 
 /** dns.lookup as the connect-time check calls it (answers an address, or every address with `all`). */
-export type Resolve = (hostname: string, options: dns.LookupOptions, callback: (err: NodeJS.ErrnoException | null, answer: string | dns.LookupAddress[], family?: number) => void) => void;
+export type Resolve = (
+	hostname: string,
+	options: dns.LookupOptions,
+	callback: (err: NodeJS.ErrnoException | null, answer: string | dns.LookupAddress[], family?: number) => void,
+) => void;
 
 const systemResolve: Resolve = (hostname, options, callback) => dns.lookup(hostname, options, callback);
 
@@ -229,21 +277,41 @@ export interface OutboundSettings {
 	webhookAllowPrivate?: boolean;
 }
 
-const PEERS: Record<Integration, string> = { webhook: "the webhook receiver", "ip-resolver": "the IP resolver", pritunl: "the Pritunl server" };
+const PEERS: Record<Integration, string> = {
+	webhook: "the webhook receiver",
+	"ip-resolver": "the IP resolver",
+	pritunl: "the Pritunl server",
+};
 /** Private ranges follow each integration's nature: a resolver and a Pritunl server live on the private network. */
-const BY_NATURE: Record<Integration, AddressClass[]> = { webhook: ["public"], "ip-resolver": ["public", "private", "cgnat"], pritunl: ["public", "private", "cgnat"] };
+const BY_NATURE: Record<Integration, AddressClass[]> = {
+	webhook: ["public"],
+	"ip-resolver": ["public", "private", "cgnat"],
+	pritunl: ["public", "private", "cgnat"],
+};
 /** What WEBHOOK_ALLOW_PRIVATE=true adds for webhooks (as before: receivers on an internal network, and loopback). */
 const WEBHOOK_PRIVATE: AddressClass[] = ["private", "cgnat", "loopback"];
 
-export function outboundPolicy(integration: Integration, settings: OutboundSettings, resolve: Resolve = systemResolve): OutboundPolicy {
+export function outboundPolicy(
+	integration: Integration,
+	settings: OutboundSettings,
+	resolve: Resolve = systemResolve,
+): OutboundPolicy {
 	const privateSwitch = new Set(integration === "webhook" ? WEBHOOK_PRIVATE : []);
 	const allowed = new Set([...BY_NATURE[integration], ...(settings.webhookAllowPrivate ? privateSwitch : [])]);
-	return { integration, peer: PEERS[integration], allowed, allowList: settings.outboundAllow.map(parseCidr), privateSwitch, resolve };
+	return {
+		integration,
+		peer: PEERS[integration],
+		allowed,
+		allowList: settings.outboundAllow.map(parseCidr),
+		privateSwitch,
+		resolve,
+	};
 }
 
 function allowListed(ip: IpAddress, policy: OutboundPolicy): boolean {
 	// An IPv4-mapped address is the IPv4 address itself to the socket layer: an entry for either matches.
-	const mapped = ip.family === 6 && MAPPED.match(ip.bytes) ? { family: 4 as const, bytes: pick(ip.bytes, LAST32) } : null;
+	const mapped =
+		ip.family === 6 && MAPPED.match(ip.bytes) ? { family: 4 as const, bytes: pick(ip.bytes, LAST32) } : null;
 	return policy.allowList.some(c => inCidr(ip, c) || (mapped !== null && inCidr(mapped, c)));
 }
 
@@ -252,7 +320,9 @@ function explain(f: Finding): string {
 }
 
 function howToAllow(f: Finding, policy: OutboundPolicy): string {
-	return policy.privateSwitch.has(f.cls) ? "WEBHOOK_ALLOW_PRIVATE=true or OUTBOUND_ALLOW allows it" : "only OUTBOUND_ALLOW can allow it";
+	return policy.privateSwitch.has(f.cls)
+		? "WEBHOOK_ALLOW_PRIVATE=true or OUTBOUND_ALLOW allows it"
+		: "only OUTBOUND_ALLOW can allow it";
 }
 
 /** Why `ip` may not be reached under `policy`, or null when it may. `shown` is how the address is named. */
@@ -264,7 +334,10 @@ export function addressRefusal(ip: IpAddress, shown: string, policy: OutboundPol
 
 /** The host of a URL without brackets or trailing dots, lower case. */
 function bareHost(url: URL): string {
-	return url.hostname.replace(/^\[|\]$/g, "").replace(/\.+$/, "").toLowerCase();
+	return url.hostname
+		.replace(/^\[|\]$/g, "")
+		.replace(/\.+$/, "")
+		.toLowerCase();
 }
 
 function isLocalhostName(host: string): boolean {
@@ -317,13 +390,19 @@ export function literalHostRefusal(url: URL, policy: OutboundPolicy): OutboundRe
 	return why ? new OutboundRefusedError(why) : null;
 }
 
-type LookupCallback = (err: NodeJS.ErrnoException | null, address?: string | dns.LookupAddress[], family?: number) => void;
+type LookupCallback = (
+	err: NodeJS.ErrnoException | null,
+	address?: string | dns.LookupAddress[],
+	family?: number,
+) => void;
 
 /** The first address of a DNS answer the policy refuses, as a message. */
 function answerRefusal(answer: dns.LookupAddress[], hostname: string, policy: OutboundPolicy): string | null {
 	for (const { address } of answer) {
 		const ip = parseIp(address);
-		const why = ip ? addressRefusal(ip, `${address} (${hostname})`, policy) : `${policy.peer}'s name ${hostname} resolved to something that is not an address`;
+		const why = ip
+			? addressRefusal(ip, `${address} (${hostname})`, policy)
+			: `${policy.peer}'s name ${hostname} resolved to something that is not an address`;
 		if (why) return why;
 	}
 	return null;
@@ -343,7 +422,8 @@ export function guardedLookup(policy: OutboundPolicy): LookupFunction {
 			const all = Array.isArray(answer) ? answer : [{ address: answer, family: isIP(answer) }];
 			const why = answerRefusal(all, hostname, policy);
 			if (why) return done(new OutboundRefusedError(why));
-			if (!all.length) return done(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: "ENOTFOUND" }));
+			if (!all.length)
+				return done(Object.assign(new Error(`getaddrinfo ENOTFOUND ${hostname}`), { code: "ENOTFOUND" }));
 			if (options.all) done(null, all);
 			else done(null, all[0].address, all[0].family);
 		});

@@ -55,7 +55,7 @@ const RANK: Record<FunctionClass | "unknown", number> = { read: 0, change: 1, se
 
 /** A function's class, or `unknown` when the catalogue does not have it (treated as more dangerous than `arbitrary`). */
 export function classOf(fun: string): FunctionClass | "unknown" {
-	return Object.prototype.hasOwnProperty.call(CATALOGUE, fun) ? CATALOGUE[fun].class : "unknown";
+	return Object.hasOwn(CATALOGUE, fun) ? CATALOGUE[fun].class : "unknown";
 }
 
 /** Whether `a` is at least as dangerous as `b`. */
@@ -65,5 +65,5 @@ export function atLeast(a: FunctionClass | "unknown", b: FunctionClass | "unknow
 
 /** The catalogue's entry for `fun`, when it has one. */
 export function entryOf(fun: string): CatalogueEntry | undefined {
-	return Object.prototype.hasOwnProperty.call(CATALOGUE, fun) ? CATALOGUE[fun] : undefined;
+	return Object.hasOwn(CATALOGUE, fun) ? CATALOGUE[fun] : undefined;
 }

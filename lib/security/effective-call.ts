@@ -96,7 +96,8 @@ export function yamlify(s: string): unknown {
 	if ((t.startsWith("[") && t.endsWith("]")) || (t.startsWith("{") && t.endsWith("}"))) return new Structured(t);
 	const v = scalar(t);
 	if (v !== undefined) return v;
-	if (t.length >= 2 && ((t.startsWith("'") && t.endsWith("'")) || (t.startsWith('"') && t.endsWith('"')))) t = t.slice(1, -1);
+	if (t.length >= 2 && ((t.startsWith("'") && t.endsWith("'")) || (t.startsWith('"') && t.endsWith('"'))))
+		t = t.slice(1, -1);
 	return t === s.trim() ? s : t;
 }
 
@@ -105,7 +106,11 @@ function isPlainObject(v: unknown): v is Record<string, unknown> {
 }
 
 /** The call the minion will execute for `fun` with `arg` and `kwarg` as sent to salt-api's `local` client. */
-export function effectiveCall(fun: string, arg: readonly unknown[] | undefined, kwarg: Readonly<Record<string, unknown>> | undefined): EffectiveCall {
+export function effectiveCall(
+	fun: string,
+	arg: readonly unknown[] | undefined,
+	kwarg: Readonly<Record<string, unknown>> | undefined,
+): EffectiveCall {
 	const args: unknown[] = [];
 	const kwargs: Record<string, unknown> = Object.create(null) as Record<string, unknown>;
 	const published: unknown[] = [...(arg ?? [])];
@@ -128,5 +133,5 @@ export function effectiveCall(fun: string, arg: readonly unknown[] | undefined, 
 
 /** Whether the effective keyword `name` is exactly the boolean true (never a string or a number that Python finds truthy). */
 export function kwargIsTrue(call: EffectiveCall, name: string): boolean {
-	return Object.prototype.hasOwnProperty.call(call.kwargs, name) && call.kwargs[name] === true;
+	return Object.hasOwn(call.kwargs, name) && call.kwargs[name] === true;
 }

@@ -46,7 +46,9 @@ export function maskSecrets(value: unknown, depth = 0): unknown {
 	if (typeof value === "string") return maskKwargString(value, depth);
 	if (Array.isArray(value)) return value.map(v => maskSecrets(v, depth + 1));
 	if (value !== null && typeof value === "object" && !(value instanceof Date) && !Buffer.isBuffer(value)) {
-		return Object.fromEntries(Object.entries(value).map(([k, v]) => [k, isSecretKey(k) && v != null ? MASK : maskSecrets(v, depth + 1)]));
+		return Object.fromEntries(
+			Object.entries(value).map(([k, v]) => [k, isSecretKey(k) && v != null ? MASK : maskSecrets(v, depth + 1)]),
+		);
 	}
 	return value;
 }
@@ -63,14 +65,16 @@ export function withholdArgs(args: unknown): unknown {
 			const kw = parseKwargString(a);
 			return kw ? `${kw.key}=${MASK}` : MASK;
 		}
-		if (a !== null && typeof a === "object" && !Array.isArray(a) && (a as Record<string, unknown>).__kwarg__ === true) return withholdKwarg(a);
+		if (a !== null && typeof a === "object" && !Array.isArray(a) && (a as Record<string, unknown>).__kwarg__ === true)
+			return withholdKwarg(a);
 		return MASK;
 	});
 }
 
 /** A `kwarg` dict with every value withheld, its keys kept (a `__kwarg__: true` flag kept as it is). */
 export function withholdKwarg(kwarg: unknown): unknown {
-	if (kwarg === null || typeof kwarg !== "object" || Array.isArray(kwarg)) return kwarg === undefined ? undefined : MASK;
+	if (kwarg === null || typeof kwarg !== "object" || Array.isArray(kwarg))
+		return kwarg === undefined ? undefined : MASK;
 	return Object.fromEntries(Object.entries(kwarg).map(([k, v]) => [k, k === "__kwarg__" && v === true ? v : MASK]));
 }
 
@@ -100,20 +104,31 @@ function masksASecret(s: string): boolean {
  * that the rule shows so — which keeps a secret where it was and never carries it to another key or record; `kept`
  * and `unkept` are the paths of the masks put back and of those with nothing to keep there (`kwarg.password`).
  */
-export function keepMasked(sent: unknown, stored: unknown, path: string): { value: unknown; kept: string[]; unkept: string[] } {
+export function keepMasked(
+	sent: unknown,
+	stored: unknown,
+	path: string,
+): { value: unknown; kept: string[]; unkept: string[] } {
 	const kept: string[] = [];
 	const unkept: string[] = [];
 	const walk = (s: unknown, old: unknown, at: string, secret: boolean): unknown => {
 		if (typeof s === "string") {
-			const restores = (secret && s === MASK && old != null) || (typeof old === "string" && old !== s && maskSecrets(old) === s);
+			const restores =
+				(secret && s === MASK && old != null) || (typeof old === "string" && old !== s && maskSecrets(old) === s);
 			if (restores) kept.push(at);
 			else if ((secret && s === MASK) || masksASecret(s)) unkept.push(at);
 			return restores ? old : s;
 		}
 		if (Array.isArray(s)) return s.map((v, i) => walk(v, Array.isArray(old) ? old[i] : undefined, `${at}.${i}`, false));
 		if (s === null || typeof s !== "object" || s instanceof Date) return s;
-		const within = old !== null && typeof old === "object" && !Array.isArray(old) ? (old as Record<string, unknown>) : {};
-		return Object.fromEntries(Object.entries(s).map(([k, v]) => [k, walk(v, Object.hasOwn(within, k) ? within[k] : undefined, `${at}.${k}`, isSecretKey(k))]));
+		const within =
+			old !== null && typeof old === "object" && !Array.isArray(old) ? (old as Record<string, unknown>) : {};
+		return Object.fromEntries(
+			Object.entries(s).map(([k, v]) => [
+				k,
+				walk(v, Object.hasOwn(within, k) ? within[k] : undefined, `${at}.${k}`, isSecretKey(k)),
+			]),
+		);
 	};
 	return { value: walk(sent, stored, path, false), kept, unkept };
 }

@@ -48,9 +48,21 @@ export const PATTERN_MAX = 500;
 export const VALUE_MAX = 10_000;
 
 /** The fastest-validator rules of `scope.functions` and `scope.calls` (services/tokens/tokens.service.ts). */
-export const SCOPE_FUNCTIONS_SCHEMA = { type: "array", items: { type: "string", pattern: SCOPE_FUNCTION }, min: 1, max: 200, optional: true } as const;
+export const SCOPE_FUNCTIONS_SCHEMA = {
+	type: "array",
+	items: { type: "string", pattern: SCOPE_FUNCTION },
+	min: 1,
+	max: 200,
+	optional: true,
+} as const;
 const patternRule = { type: "string", min: 1, max: PATTERN_MAX, custom: checkPattern } as const;
-const nameList = { type: "array", items: { type: "string", min: 1, max: 200 }, min: 1, max: 100, optional: true } as const;
+const nameList = {
+	type: "array",
+	items: { type: "string", min: 1, max: 200 },
+	min: 1,
+	max: 100,
+	optional: true,
+} as const;
 export const SCOPE_CALLS_SCHEMA = {
 	type: "record",
 	optional: true,
@@ -61,7 +73,13 @@ export const SCOPE_CALLS_SCHEMA = {
 		props: {
 			args: { type: "array", items: { ...patternRule, nullable: true }, max: 50, optional: true },
 			kwargs: { type: "record", key: { type: "string", min: 1, max: 200 }, value: patternRule, optional: true },
-			mods: { type: "array", items: { type: "string", pattern: /^[A-Za-z0-9_.*/-]{1,200}$/ }, min: 1, max: 100, optional: true },
+			mods: {
+				type: "array",
+				items: { type: "string", pattern: /^[A-Za-z0-9_.*/-]{1,200}$/ },
+				min: 1,
+				max: 100,
+				optional: true,
+			},
 			saltenv: nameList,
 			pillarenv: nameList,
 		},
@@ -73,14 +91,20 @@ const checkScope = new Validator({ useNewCustomCheckerFunction: true }).compile(
 	$$root: true,
 	type: "object",
 	strict: true,
-	props: { groups: { type: "array", items: { type: "string", min: 1, max: 200 }, max: 1000, optional: true }, functions: SCOPE_FUNCTIONS_SCHEMA, calls: SCOPE_CALLS_SCHEMA },
+	props: {
+		groups: { type: "array", items: { type: "string", min: 1, max: 200 }, max: 1000, optional: true },
+		functions: SCOPE_FUNCTIONS_SCHEMA,
+		calls: SCOPE_CALLS_SCHEMA,
+	},
 });
 
 /** What is wrong with a scope given outside the API (OIDC_ROLES), in one line, or null. */
 export function scopeIssues(scope: unknown): string | null {
 	const result = checkScope(scope);
 	if (result === true) return null;
-	return (result as Array<{ field?: string; message?: string }>).map(e => `${e.field ?? "scope"}: ${e.message ?? "invalid"}`).join("; ");
+	return (result as Array<{ field?: string; message?: string }>)
+		.map(e => `${e.field ?? "scope"}: ${e.message ?? "invalid"}`)
+		.join("; ");
 }
 
 /** fastest-validator's custom check: the pattern compiles in RE2. */
@@ -134,25 +158,39 @@ export function grantsName(functions: readonly string[], fun: string): boolean {
 export function innerFunction(call: EffectiveCall): string | undefined | null {
 	const inner = entryOf(call.fun)?.inner;
 	if (!inner) return null;
-	const has = (k: string | undefined): k is string => k !== undefined && Object.prototype.hasOwnProperty.call(call.kwargs, k);
+	const has = (k: string | undefined): k is string => k !== undefined && Object.hasOwn(call.kwargs, k);
 	// `mine.send`: `mine_function`, when given, names what runs instead of `name`.
-	const named = has(inner.override) ? call.kwargs[inner.override] : has(inner.kwarg) ? call.kwargs[inner.kwarg] : inner.index !== undefined ? call.args[inner.index] : undefined;
+	const named = has(inner.override)
+		? call.kwargs[inner.override]
+		: has(inner.kwarg)
+			? call.kwargs[inner.kwarg]
+			: inner.index !== undefined
+				? call.args[inner.index]
+				: undefined;
 	return typeof named === "string" && /^[A-Za-z0-9_]+\.[A-Za-z0-9_]+$/.test(named) ? named : undefined;
 }
 
 /** Why `functions` does not grant the call's function (a relay: with what it runs), or null. */
-export function functionDenial(functions: readonly string[], call: EffectiveCall, calls: Record<string, CallMatcher> | undefined): string | null {
+export function functionDenial(
+	functions: readonly string[],
+	call: EffectiveCall,
+	calls: Record<string, CallMatcher> | undefined,
+): string | null {
 	const { fun } = call;
 	if (!grantsName(functions, fun)) return `function '${fun}' is outside the token's scope (${whyNot(fun)})`;
 	// A scope with @arbitrary may run anything: what a relay runs adds nothing to it.
 	if (functions.includes("@arbitrary")) return null;
 	const inner = innerFunction(call);
 	if (inner === null) return null;
-	if (inner === undefined) return `function '${fun}' runs a function its arguments do not name plainly: only @arbitrary grants it so`;
-	if (entryOf(inner)?.inner) return `function '${fun}' would run '${inner}', which runs other functions in turn: only @arbitrary grants that`;
-	if (!grantsName(functions, inner)) return `function '${fun}' would run '${inner}', which is outside the token's scope (${whyNot(inner)})`;
+	if (inner === undefined)
+		return `function '${fun}' runs a function its arguments do not name plainly: only @arbitrary grants it so`;
+	if (entryOf(inner)?.inner)
+		return `function '${fun}' would run '${inner}', which runs other functions in turn: only @arbitrary grants that`;
+	if (!grantsName(functions, inner))
+		return `function '${fun}' would run '${inner}', which is outside the token's scope (${whyNot(inner)})`;
 	const matcher = Object.keys(calls ?? {}).find(k => globMatches(k, inner));
-	if (matcher !== undefined) return `function '${fun}' would run '${inner}', whose arguments scope.calls['${matcher}'] restricts: they cannot be checked through ${fun}; call ${inner} directly`;
+	if (matcher !== undefined)
+		return `function '${fun}' would run '${inner}', whose arguments scope.calls['${matcher}'] restricts: they cannot be checked through ${fun}; call ${inner} directly`;
 	return null;
 }
 
@@ -217,10 +255,14 @@ function fullMatch(pattern: string, value: unknown): boolean {
 function slsNames(call: EffectiveCall): string[] | null | undefined {
 	const at = MODS_AT[call.fun];
 	if (at === undefined) return undefined;
-	const has = Object.prototype.hasOwnProperty.call(call.kwargs, "mods");
+	const has = Object.hasOwn(call.kwargs, "mods");
 	const mods = has ? call.kwargs.mods : call.args[at];
 	if (mods === undefined || mods === null || mods === "") return null;
-	if (typeof mods === "string") return mods.split(",").map(s => s.trim()).filter(Boolean);
+	if (typeof mods === "string")
+		return mods
+			.split(",")
+			.map(s => s.trim())
+			.filter(Boolean);
 	if (Array.isArray(mods) && mods.every(m => typeof m === "string")) return mods as string[];
 	return undefined;
 }
@@ -232,13 +274,15 @@ export function argumentDenial(scope: FunctionScope, call: EffectiveCall): strin
 		for (const key of Object.keys(call.kwargs)) {
 			if (key.startsWith("__")) return `keyword '${key}' is refused for a scoped token (Salt's own publication data)`;
 			const why = GUARDED_KEYWORDS[key];
-			if (why && !matchers.some(([, m]) => m.kwargs && Object.prototype.hasOwnProperty.call(m.kwargs, key))) return `keyword '${key}' is refused for a scoped token (${why}); a scope.calls entry for ${call.fun} may allow it by naming it in its kwargs`;
+			if (why && !matchers.some(([, m]) => m.kwargs && Object.hasOwn(m.kwargs, key)))
+				return `keyword '${key}' is refused for a scoped token (${why}); a scope.calls entry for ${call.fun} may allow it by naming it in its kwargs`;
 		}
 		for (const env of ["saltenv", "pillarenv"] as const) {
-			if (!Object.prototype.hasOwnProperty.call(call.kwargs, env)) continue;
+			if (!Object.hasOwn(call.kwargs, env)) continue;
 			const value = call.kwargs[env];
 			const lists = matchers.filter(([, m]) => m[env]).map(([k, m]) => [k, m[env]!] as const);
-			if (!lists.length && value !== "base") return `${env} '${textOf(value).slice(0, 100)}' is refused for a scoped token: only base, unless a scope.calls entry for ${call.fun} lists it in its ${env}`;
+			if (!lists.length && value !== "base")
+				return `${env} '${textOf(value).slice(0, 100)}' is refused for a scoped token: only base, unless a scope.calls entry for ${call.fun} lists it in its ${env}`;
 			const refusing = lists.find(([, list]) => typeof value !== "string" || !list.includes(value));
 			if (refusing) return `${env} '${textOf(value).slice(0, 100)}' is not among scope.calls['${refusing[0]}'].${env}`;
 		}
@@ -258,12 +302,14 @@ function matcherDenial(key: string, m: CallMatcher, call: EffectiveCall): string
 		for (let i = 0; i < call.args.length; i++) {
 			// The sls names are the mods rule's, whatever position they take.
 			if (i === mods && m.mods && !m.args) continue;
-			if (i >= args.length) return `argument ${i + 1} of ${call.fun} is not allowed by ${rule} (it allows ${args.length} positional argument${args.length === 1 ? "" : "s"})`;
+			if (i >= args.length)
+				return `argument ${i + 1} of ${call.fun} is not allowed by ${rule} (it allows ${args.length} positional argument${args.length === 1 ? "" : "s"})`;
 			const p = args[i];
-			if (p !== null && !fullMatch(p, call.args[i])) return `argument ${i + 1} of ${call.fun} does not match ${rule}.args[${i}]`;
+			if (p !== null && !fullMatch(p, call.args[i]))
+				return `argument ${i + 1} of ${call.fun} does not match ${rule}.args[${i}]`;
 		}
 		for (const [k, v] of Object.entries(call.kwargs)) {
-			const p = m.kwargs && Object.prototype.hasOwnProperty.call(m.kwargs, k) ? m.kwargs[k] : undefined;
+			const p = m.kwargs && Object.hasOwn(m.kwargs, k) ? m.kwargs[k] : undefined;
 			if (p === undefined) {
 				// The sls names are the mods rule's when the matcher has one.
 				if (FREE_KEYWORDS.has(k) || (k === "mods" && m.mods)) continue;
@@ -274,10 +320,13 @@ function matcherDenial(key: string, m: CallMatcher, call: EffectiveCall): string
 	}
 	if (m.mods) {
 		const names = slsNames(call);
-		if (names === undefined) return `${rule} restricts the sls names, and ${call.fun} names them in a form that cannot be read (give mods as a name, a comma list or a list of names)`;
-		if (names === null) return `${rule} restricts the sls names, and ${call.fun} without mods applies the whole highstate`;
+		if (names === undefined)
+			return `${rule} restricts the sls names, and ${call.fun} names them in a form that cannot be read (give mods as a name, a comma list or a list of names)`;
+		if (names === null)
+			return `${rule} restricts the sls names, and ${call.fun} without mods applies the whole highstate`;
 		const outside = names.filter(n => !m.mods!.some(g => globMatches(g, n)));
-		if (outside.length) return `sls ${outside.slice(0, 10).join(", ")} not allowed by ${rule}.mods (${m.mods.join(", ")})`;
+		if (outside.length)
+			return `sls ${outside.slice(0, 10).join(", ")} not allowed by ${rule}.mods (${m.mods.join(", ")})`;
 	}
 	return null;
 }
@@ -295,7 +344,11 @@ export function callDenial(scope: FunctionScope | undefined, call: EffectiveCall
 /** Whether a scope's functions grant any function that runs arbitrary code (or one the catalogue does not know). */
 export function grantsArbitrary(functions: readonly string[] | undefined): boolean {
 	if (!functions) return true;
-	return functions.some(e => e === "@arbitrary" || (!e.startsWith("@") && !e.includes("*") && (classOf(e) === "arbitrary" || classOf(e) === "unknown")));
+	return functions.some(
+		e =>
+			e === "@arbitrary" ||
+			(!e.startsWith("@") && !e.includes("*") && (classOf(e) === "arbitrary" || classOf(e) === "unknown")),
+	);
 }
 
 /** The functions of `wanted` (one entry) that `have` does not grant: none when it grants all of them. */
@@ -316,7 +369,10 @@ export function functionsExceed(have: FunctionScope, wanted: FunctionScope | und
 		const outside = wanted.functions.filter(e => entryBeyond(have.functions!, e));
 		if (outside.length) return `functions outside your scope: ${outside.join(", ")}`;
 	}
-	const missing = Object.entries(have.calls ?? {}).filter(([k, m]) => JSON.stringify(wanted?.calls?.[k]) !== JSON.stringify(m)).map(([k]) => k);
-	if (missing.length) return `your scope restricts the arguments of ${missing.join(", ")}: keep those scope.calls entries as they are`;
+	const missing = Object.entries(have.calls ?? {})
+		.filter(([k, m]) => JSON.stringify(wanted?.calls?.[k]) !== JSON.stringify(m))
+		.map(([k]) => k);
+	if (missing.length)
+		return `your scope restricts the arguments of ${missing.join(", ")}: keep those scope.calls entries as they are`;
 	return null;
 }

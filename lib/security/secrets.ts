@@ -54,7 +54,10 @@ export function encryptSecret(config: SecretsSource, plain: string): string {
 
 export function decryptSecret(config: SecretsSource, stored: string): string {
 	if (!stored.startsWith(PREFIX)) throw new Error("not an encrypted secret");
-	const [iv, tag, body] = stored.slice(PREFIX.length).split(":").map(s => Buffer.from(s, "base64"));
+	const [iv, tag, body] = stored
+		.slice(PREFIX.length)
+		.split(":")
+		.map(s => Buffer.from(s, "base64"));
 	const decipher = createDecipheriv("aes-256-gcm", key(config), iv);
 	decipher.setAuthTag(tag);
 	return Buffer.concat([decipher.update(body), decipher.final()]).toString("utf8");

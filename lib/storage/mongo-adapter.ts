@@ -12,7 +12,17 @@
  * the rest of the Mongo path. `search` (MongoDB's `$text`) is refused with a message: no index fleet-ctl
  * makes is a text index, and the emulator has no `$text` to test it on.
  */
-import { MongoClient, ObjectId, type Collection, type Db, type Document, type Filter, type MongoClientOptions, type Sort, type TopologyDescriptionChangedEvent } from "mongodb";
+import {
+	MongoClient,
+	ObjectId,
+	type Collection,
+	type Db,
+	type Document,
+	type Filter,
+	type MongoClientOptions,
+	type Sort,
+	type TopologyDescriptionChangedEvent,
+} from "mongodb";
 import { Errors, type Service, type ServiceBroker } from "moleculer";
 
 /** moleculer-db's find/count parameters (its `FilterOptions`, `CountOptions`). */
@@ -46,7 +56,8 @@ export class MongoAdapter {
 
 	init(_broker: ServiceBroker, service: Service): void {
 		this.service = service as unknown as SchemaService;
-		if (!this.service.schema.collection) throw new Errors.ServiceSchemaError("Missing `collection` definition in schema of service!", {});
+		if (!this.service.schema.collection)
+			throw new Errors.ServiceSchemaError("Missing `collection` definition in schema of service!", {});
 	}
 
 	/** Connects (moleculer-db calls it again a second after a failure): the client is there before it answers, not yet reachable. */
@@ -79,7 +90,8 @@ export class MongoAdapter {
 	}
 
 	private coll(): Collection<Document> {
-		if (!this.collection) throw new Errors.MoleculerServerError("MongoDB is not connected", 503, "STORAGE_NOT_CONNECTED");
+		if (!this.collection)
+			throw new Errors.MoleculerServerError("MongoDB is not connected", 503, "STORAGE_NOT_CONNECTED");
 		return this.collection;
 	}
 
@@ -173,7 +185,12 @@ export class MongoAdapter {
 	}
 
 	private refuseSearch(params: AdapterFindParams): void {
-		if (params.search) throw new Errors.MoleculerClientError("Full-text search is not supported on this MongoDB adapter", 400, "SEARCH_NOT_SUPPORTED");
+		if (params.search)
+			throw new Errors.MoleculerClientError(
+				"Full-text search is not supported on this MongoDB adapter",
+				400,
+				"SEARCH_NOT_SUPPORTED",
+			);
 	}
 }
 

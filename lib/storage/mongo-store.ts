@@ -4,7 +4,16 @@
 import type { Collection, Document, Filter as MongoFilter, UpdateFilter } from "mongodb";
 import type { Doc, Filter, FindOptions, IndexOptions, Page, Store, Update } from "./store";
 import { DuplicateKeyError } from "./store";
-import { decodeAll, decodeKeys, encodeFilter, encodeKeys, encodePath, encodePaths, encodeSort, encodeUpdate } from "./store-keys";
+import {
+	decodeAll,
+	decodeKeys,
+	encodeFilter,
+	encodeKeys,
+	encodePath,
+	encodePaths,
+	encodeSort,
+	encodeUpdate,
+} from "./store-keys";
 
 /** A collection of the current MongoDB driver (lib/storage/mongo-adapter.ts connects it). */
 export type MongoCollection = Collection<Document>;
@@ -52,13 +61,19 @@ export class MongoStore implements Store {
 	}
 
 	async updateMany(filter: Filter, update: Update): Promise<number> {
-		const res = await this.collection.updateMany(encodeFilter(filter) as MongoFilter<Document>, encodeUpdate(update) as UpdateFilter<Document>).catch(mongoDuplicate);
+		const res = await this.collection
+			.updateMany(encodeFilter(filter) as MongoFilter<Document>, encodeUpdate(update) as UpdateFilter<Document>)
+			.catch(mongoDuplicate);
 		return res.matchedCount;
 	}
 
 	async findOneAndUpdate(filter: Filter, update: Update): Promise<Doc | null> {
 		// The driver (6 and later) answers the document itself, or null.
-		const doc = await this.collection.findOneAndUpdate(encodeFilter(filter) as MongoFilter<Document>, encodeUpdate(update) as UpdateFilter<Document>, { returnDocument: "after" }).catch(mongoDuplicate);
+		const doc = await this.collection
+			.findOneAndUpdate(encodeFilter(filter) as MongoFilter<Document>, encodeUpdate(update) as UpdateFilter<Document>, {
+				returnDocument: "after",
+			})
+			.catch(mongoDuplicate);
 		return decodeKeys(doc as Doc | null);
 	}
 
@@ -69,7 +84,10 @@ export class MongoStore implements Store {
 
 	async ensureIndex(field: string, opts: IndexOptions = {}): Promise<void> {
 		if (field === "_id") return;
-		await this.collection.createIndex({ [encodePath(field)]: 1 }, { unique: opts.unique ?? false, sparse: opts.sparse ?? false });
+		await this.collection.createIndex(
+			{ [encodePath(field)]: 1 },
+			{ unique: opts.unique ?? false, sparse: opts.sparse ?? false },
+		);
 	}
 
 	async dropIndex(): Promise<void> {

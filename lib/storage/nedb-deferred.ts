@@ -223,7 +223,8 @@ export class DeferredField {
 			for (; this.next <= last; this.next++) {
 				const record = this.pending[this.next];
 				const slot = record[SLOT];
-				if (slot instanceof Pending) this.hydrate(record, slot, bytes?.toString("utf8", slot.start - first.start, slot.end - first.start));
+				if (slot instanceof Pending)
+					this.hydrate(record, slot, bytes?.toString("utf8", slot.start - first.start, slot.end - first.start));
 			}
 			if (performance.now() >= until) break;
 		}
@@ -253,14 +254,19 @@ export class DeferredField {
  * `doc`'s line with its deferred `field` written last (see the header), each part written by `write` (JSON.stringify
  * with NeDB's dates); a field still pending is copied as the file held it, never parsed to be written again.
  */
-export function serializeDeferred(doc: Doc, deferred: DeferredField, write: (value: unknown) => string | undefined): string {
+export function serializeDeferred(
+	doc: Doc,
+	deferred: DeferredField,
+	write: (value: unknown) => string | undefined,
+): string {
 	const field = deferred.field;
-	if (!Object.prototype.hasOwnProperty.call(doc, field)) return write(doc) as string;
+	if (!Object.hasOwn(doc, field)) return write(doc) as string;
 	const others: Doc = {};
 	for (const key of Object.keys(doc)) {
 		if (key === field) continue;
 		// defineProperty: a key `__proto__` stays a key (an assignment would set the copy's prototype).
-		if (key === "__proto__") Object.defineProperty(others, key, { value: doc[key], enumerable: true, writable: true, configurable: true });
+		if (key === "__proto__")
+			Object.defineProperty(others, key, { value: doc[key], enumerable: true, writable: true, configurable: true });
 		else others[key] = doc[key];
 	}
 	const head = write(others) as string;

@@ -154,7 +154,8 @@ function forget(shared: Shared): void {
  * apply): 16 MiB less heap at 50,000 hosts than sharing with other records' grains alone.
  */
 function settleValue(value: unknown, record: Doc, field: string, shared: Shared): unknown {
-	if (value === null || typeof value !== "object") return typeof value === "string" ? sharedString(value, shared.strings) : value;
+	if (value === null || typeof value !== "object")
+		return typeof value === "string" ? sharedString(value, shared.strings) : value;
 	// Forgotten every SHARE_EPOCH values, as a load forgets its strings every SHARE_EPOCH records.
 	shared.settled = (shared.settled ?? 0) + 1;
 	if (shared.settled % SHARE_EPOCH === 0) forget(shared);
@@ -162,7 +163,8 @@ function settleValue(value: unknown, record: Doc, field: string, shared: Shared)
 		if (key === field) continue;
 		const own = record[key];
 		if (typeof own === "string") {
-			if (own.length >= UNSHARED_BELOW && own.length <= SHARED_STRING_MAX && !shared.strings.has(own)) shared.strings.set(own, own);
+			if (own.length >= UNSHARED_BELOW && own.length <= SHARED_STRING_MAX && !shared.strings.has(own))
+				shared.strings.set(own, own);
 		} else if (own instanceof Date && !shared.dates.has(own.getTime())) shared.dates.set(own.getTime(), own);
 	}
 	const holder: Doc = { value };
@@ -226,7 +228,7 @@ function sharedString(value: string, shared: Map<string, string>): string {
 
 /** The Date a NeDB date object (`{"$$date": ms}`) stands for, one per instant of the file; undefined for any other value. */
 function dateOf(value: object, dates: Map<unknown, Date>): Date | undefined {
-	if (Array.isArray(value) || !Object.prototype.hasOwnProperty.call(value, DATE_KEY)) return undefined;
+	if (Array.isArray(value) || !Object.hasOwn(value, DATE_KEY)) return undefined;
 	const at = (value as Doc)[DATE_KEY];
 	let date = dates.get(at);
 	if (date === undefined) dates.set(at, (date = new Date(at as number)));
@@ -265,7 +267,13 @@ function withNedbDates(value: unknown): unknown {
 		if (item === null || typeof item !== "object") continue;
 		const written = withNedbDates(item);
 		// defineProperty: a key `__proto__` stays a key (an assignment would set the copy's prototype).
-		if (written !== item) Object.defineProperty((copy ??= { ...(value as Doc) }), key, { value: written, enumerable: true, writable: true, configurable: true });
+		if (written !== item)
+			Object.defineProperty((copy ??= { ...(value as Doc) }), key, {
+				value: written,
+				enumerable: true,
+				writable: true,
+				configurable: true,
+			});
 	}
 	return copy ?? value;
 }
@@ -395,14 +403,24 @@ async function readLines(db: NedbFileDatastore, file: string, deferred?: Deferre
 	take(last, 0, last.length, lineOffset);
 	if (lines > 0 && corrupt / lines > db.persistence.corruptAlertThreshold) {
 		const rate = corrupt / lines;
-		throw Object.assign(new Error(`${Math.floor(100 * rate)}% of the data file is corrupt, more than given corruptAlertThreshold (${Math.floor(100 * db.persistence.corruptAlertThreshold)}%). Cautiously refusing to start NeDB to prevent dataloss.`), { corruptionRate: rate, corruptItems: corrupt, dataLength: lines });
+		throw Object.assign(
+			new Error(
+				`${Math.floor(100 * rate)}% of the data file is corrupt, more than given corruptAlertThreshold (${Math.floor(100 * db.persistence.corruptAlertThreshold)}%). Cautiously refusing to start NeDB to prevent dataloss.`,
+			),
+			{ corruptionRate: rate, corruptItems: corrupt, dataLength: lines },
+		);
 	}
 	const data = [...byId.values()];
 	// The compact form: one line per record, one per index definition (none for _id).
 	const definitions = Object.keys(indexes).filter(f => f !== "_id").length;
 	// A collection with a deferred field: its marker first, once; without one: no marker.
 	const markerRight = deferred ? marked && markers === 1 : markers === 0;
-	return { data, indexes, compact: markerRight && corrupt === 0 && lines === data.length + definitions + markers && indexLines === definitions };
+	return {
+		data,
+		indexes,
+		compact:
+			markerRight && corrupt === 0 && lines === data.length + definitions + markers && indexLines === definitions,
+	};
 }
 
 /**
@@ -424,22 +442,32 @@ const HYDRATE_SLICE_MS = 4;
  * Takes over the load and the compaction of a file-backed datastore (call before loading it). `onCompact`
  * hears of every rewrite (tests, logs).
  */
-export function manageNedbFile(db: NedbFileDatastore, onCompact: () => void = () => undefined, deferredField?: string): ManagedFile {
+export function manageNedbFile(
+	db: NedbFileDatastore,
+	onCompact: () => void = () => undefined,
+	deferredField?: string,
+): ManagedFile {
 	if (db.inMemoryOnly || !db.filename) return { checkGrowth: async () => false, stop: () => undefined };
 	const file = db.filename;
 	const persistence = db.persistence;
 	// A field is deferred only where lines are written as JSON.stringify makes them (no serialization hooks).
 	const hooked = persistence.afterSerialization("{}") !== "{}" || persistence.beforeDeserialization("{}") !== "{}";
 	const deferredShared: Shared = { strings: new Map(), dates: new Map(), lists: new Map(), settled: 0 };
-	const deferred = deferredField && !hooked ? new DeferredField(deferredField, (value, record) => settleValue(value, record, deferredField, deferredShared)) : undefined;
+	const deferred =
+		deferredField && !hooked
+			? new DeferredField(deferredField, (value, record) => settleValue(value, record, deferredField, deferredShared))
+			: undefined;
 	const line = (doc: Doc) => persistence.afterSerialization(serializeRecord(doc, deferred));
 	// NeDB's rewrite (its persistCachedDatabaseAsync) with the records serialized by serializeRecord: its
 	// crash-safe write of every record and of every index's definition but _id's.
 	const rewrite = async () => {
 		const lines = deferred ? [line({ [DEFERRED_MARKER]: deferred.field })] : [];
 		for (const doc of db.getAllData()) lines.push(line(doc));
-		for (const [fieldName, index] of Object.entries(db.indexes as Record<string, { unique: boolean; sparse: boolean }>)) {
-			if (fieldName !== "_id") lines.push(line({ $$indexCreated: { fieldName, unique: index.unique, sparse: index.sparse } }));
+		for (const [fieldName, index] of Object.entries(
+			db.indexes as Record<string, { unique: boolean; sparse: boolean }>,
+		)) {
+			if (fieldName !== "_id")
+				lines.push(line({ $$indexCreated: { fieldName, unique: index.unique, sparse: index.sparse } }));
 		}
 		await storage.crashSafeWriteFileLinesAsync(file, lines, persistence.modes);
 		db.emit("compaction.done");

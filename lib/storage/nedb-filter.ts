@@ -28,19 +28,34 @@ function rewriteFieldOps(field: string, ops: Record<string, unknown>): Filter[] 
 				conds.push({ $not: equals(field, arg) });
 				break;
 			case "$in":
-				conds.push((arg as unknown[]).includes(null) ? { $or: (arg as unknown[]).map(v => equals(field, v)) } : setMembership(field, arg as unknown[]) ?? { [field]: { $in: arg } });
+				conds.push(
+					(arg as unknown[]).includes(null)
+						? { $or: (arg as unknown[]).map(v => equals(field, v)) }
+						: (setMembership(field, arg as unknown[]) ?? { [field]: { $in: arg } }),
+				);
 				break;
 			case "$nin":
-				conds.push({ $not: { $or: [{ [field]: { $in: arg } }, ...((arg as unknown[]).includes(null) ? [equals(field, null)] : [])] } });
+				conds.push({
+					$not: {
+						$or: [{ [field]: { $in: arg } }, ...((arg as unknown[]).includes(null) ? [equals(field, null)] : [])],
+					},
+				});
 				break;
 			case "$not":
 				conds.push({ $not: toNedbFilter({ [field]: arg }) });
 				break;
 			case "$all":
-				conds.push((arg as unknown[]).length === 0 ? { [field]: { $in: [] } } : { $and: (arg as unknown[]).map(v => ({ [field]: v })) });
+				conds.push(
+					(arg as unknown[]).length === 0
+						? { [field]: { $in: [] } }
+						: { $and: (arg as unknown[]).map(v => ({ [field]: v })) },
+				);
 				break;
 			case "$elemMatch":
-				native.$elemMatch = isPlain(arg) && Object.keys(arg).some(k => k.startsWith("$")) ? scalarElemOps(arg) : toNedbFilter(arg as Filter);
+				native.$elemMatch =
+					isPlain(arg) && Object.keys(arg).some(k => k.startsWith("$"))
+						? scalarElemOps(arg)
+						: toNedbFilter(arg as Filter);
 				break;
 			default:
 				native[op] = arg;
@@ -86,7 +101,8 @@ export function toNedbFilter(filter: Filter): Filter {
 	for (const [key, value] of Object.entries(filter)) {
 		if (key === "$and" || key === "$or") conds.push({ [key]: (value as Filter[]).map(toNedbFilter) });
 		else if (key === "$nor") conds.push({ $not: { $or: (value as Filter[]).map(toNedbFilter) } });
-		else if (isPlain(value) && Object.keys(value).some(k => k.startsWith("$"))) conds.push(...rewriteFieldOps(key, value));
+		else if (isPlain(value) && Object.keys(value).some(k => k.startsWith("$")))
+			conds.push(...rewriteFieldOps(key, value));
 		else conds.push(equals(key, value));
 	}
 	if (conds.length === 0) return {};

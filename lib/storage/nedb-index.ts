@@ -55,7 +55,11 @@ export function bucketKey(value: unknown): string | null {
 type Bounds = Partial<Record<"$gt" | "$gte" | "$lt" | "$lte", unknown>>;
 
 function comparable(a: unknown, b: unknown): boolean {
-	return (typeof a === "string" && typeof b === "string") || (typeof a === "number" && typeof b === "number") || (a instanceof Date && b instanceof Date);
+	return (
+		(typeof a === "string" && typeof b === "string") ||
+		(typeof a === "number" && typeof b === "number") ||
+		(a instanceof Date && b instanceof Date)
+	);
 }
 
 function inBounds(value: unknown, bounds: Bounds): boolean {
@@ -63,7 +67,13 @@ function inBounds(value: unknown, bounds: Bounds): boolean {
 	for (const [op, bound] of Object.entries(bounds)) {
 		if (!comparable(value, bound)) return false;
 		const b = bound instanceof Date ? bound.getTime() : (bound as string | number);
-		if ((op === "$gt" && !(v > b)) || (op === "$gte" && !(v >= b)) || (op === "$lt" && !(v < b)) || (op === "$lte" && !(v <= b))) return false;
+		if (
+			(op === "$gt" && !(v > b)) ||
+			(op === "$gte" && !(v >= b)) ||
+			(op === "$lt" && !(v < b)) ||
+			(op === "$lte" && !(v <= b))
+		)
+			return false;
 	}
 	return true;
 }
@@ -92,7 +102,12 @@ export class BucketIndex {
 	 * `irregular`). A single value, as most are, is answered without a list: this runs for every record and
 	 * every such index at load (400,000 times for 50,000 hosts).
 	 */
-	private keysOf(doc: Doc): { irregular: boolean; key: string | null; value: unknown; more: Map<string, unknown> | null } {
+	private keysOf(doc: Doc): {
+		irregular: boolean;
+		key: string | null;
+		value: unknown;
+		more: Map<string, unknown> | null;
+	} {
 		const value = model.getDotValue(doc, this.fieldName);
 		if (!Array.isArray(value)) {
 			const key = bucketKey(value);
@@ -261,7 +276,8 @@ export class BucketIndex {
 	/** The records whose value (or an element of it) is within the bounds: the keys are compared, no record is visited. */
 	getBetweenBounds(bounds: Bounds): Doc[] {
 		const out = new Set<Doc>();
-		for (const bucket of this.buckets.values()) if (inBounds(bucket.value, bounds)) for (const d of bucket.docs) out.add(d);
+		for (const bucket of this.buckets.values())
+			if (inBounds(bucket.value, bounds)) for (const d of bucket.docs) out.add(d);
 		return [...out];
 	}
 

@@ -38,7 +38,11 @@ interface NedbModel {
  * fills in one pass and whose removals it replaces, and which the planner walks (its `tree.tree` root node).
  */
 export interface NedbIndexClass {
-	new (options: { fieldName: string; unique?: boolean; sparse?: boolean }): {
+	new (options: {
+		fieldName: string;
+		unique?: boolean;
+		sparse?: boolean;
+	}): {
 		fieldName: string;
 		insert(doc: unknown): void;
 		remove(doc: unknown): void;
@@ -52,15 +56,16 @@ export interface NedbIndexClass {
 /** The function of NeDB's `lib/storage.js` the engine calls. */
 interface NedbStorage {
 	/** NeDB's crash-safe rewrite of a file: a temporary file written and flushed, then renamed over it. */
-	crashSafeWriteFileLinesAsync(file: string, lines: string[], modes: { fileMode: number; dirMode: number }): Promise<void>;
+	crashSafeWriteFileLinesAsync(
+		file: string,
+		lines: string[],
+		modes: { fileMode: number; dirMode: number },
+	): Promise<void>;
 }
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const model = require("@seald-io/nedb/lib/model.js") as NedbModel;
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const storage = require("@seald-io/nedb/lib/storage.js") as NedbStorage;
 /** NeDB's tree index class, for the specs that compare nedb-tree.ts and the planner's walks with it. */
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 export const NedbIndex = require("@seald-io/nedb/lib/indexes.js") as NedbIndexClass;
 
 export const { deepCopy, modify, getDotValue, compareThings, match, serialize, checkObject } = model;
@@ -68,6 +73,5 @@ export const { crashSafeWriteFileLinesAsync } = storage;
 
 /** The release of NeDB installed (its package.json), to be held to NEDB_VERSION. */
 export function installedNedbVersion(): string {
-	// eslint-disable-next-line @typescript-eslint/no-require-imports
 	return (require("@seald-io/nedb/package.json") as { version: string }).version;
 }

@@ -37,9 +37,10 @@ export interface PlannedDatastore {
 const RANGE_OPS = new Set(["$gt", "$gte", "$lt", "$lte"]);
 
 function isScalar(v: unknown): boolean {
-	return typeof v === "string" || typeof v === "boolean" || (typeof v === "number" && !Number.isNaN(v)) || v instanceof Date;
+	return (
+		typeof v === "string" || typeof v === "boolean" || (typeof v === "number" && !Number.isNaN(v)) || v instanceof Date
+	);
 }
-
 
 /** The filter as a list of one-key filters all of which must hold (`$and` members flattened into it). */
 export function conjuncts(filter: Filter): Filter[] {
@@ -63,7 +64,11 @@ function isPrimitive(v: unknown): v is string | number | boolean {
  * to the matcher by the caller.)
  */
 function valueTest(op: string, arg: unknown): ((v: unknown) => boolean) | null {
-	const eq = isPrimitive(arg) ? (v: unknown) => v === arg : arg === null ? (v: unknown) => v === null || v === undefined : null;
+	const eq = isPrimitive(arg)
+		? (v: unknown) => v === arg
+		: arg === null
+			? (v: unknown) => v === null || v === undefined
+			: null;
 	const list = Array.isArray(arg) && arg.every(isPrimitive) ? new Set<unknown>(arg) : null;
 	switch (op) {
 		case "$eq":
@@ -119,7 +124,9 @@ export function quickCheck(cond: Filter): ((doc: Doc) => boolean) | null {
 	const ops = Object.keys(value);
 	if (!ops.length) return null;
 	const rangeOps = ops.filter(op => RANGE_OPS.has(op));
-	const range = rangeOps.length ? rangeCheck(field, Object.fromEntries(rangeOps.map(op => [op, value[op]])), matcher) : null;
+	const range = rangeOps.length
+		? rangeCheck(field, Object.fromEntries(rangeOps.map(op => [op, value[op]])), matcher)
+		: null;
 	if (rangeOps.length && !range) return null;
 	if (rangeOps.length === ops.length) return range;
 	const tests: Array<(v: unknown) => boolean> = [];
@@ -148,10 +155,20 @@ export function quickCheck(cond: Filter): ((doc: Doc) => boolean) | null {
 }
 
 /** Bounds all of one type (string, number or Date) on a top-level field; null for bounds of mixed or other types. */
-function rangeCheck(field: string, value: Record<string, unknown>, matcher: () => (doc: Doc) => boolean): ((doc: Doc) => boolean) | null {
+function rangeCheck(
+	field: string,
+	value: Record<string, unknown>,
+	matcher: () => (doc: Doc) => boolean,
+): ((doc: Doc) => boolean) | null {
 	const ops = Object.keys(value);
 	const bounds = ops.map(op => value[op]);
-	const kind = bounds.every(b => typeof b === "string") ? "string" : bounds.every(b => typeof b === "number" && !Number.isNaN(b)) ? "number" : bounds.every(b => b instanceof Date && !Number.isNaN(b.getTime())) ? "date" : null;
+	const kind = bounds.every(b => typeof b === "string")
+		? "string"
+		: bounds.every(b => typeof b === "number" && !Number.isNaN(b))
+			? "number"
+			: bounds.every(b => b instanceof Date && !Number.isNaN(b.getTime()))
+				? "date"
+				: null;
 	if (!kind) return null;
 	const keyOf = kind === "date" ? (v: unknown) => (v as Date).getTime() : (v: unknown) => v as string | number;
 	const has = kind === "date" ? (v: unknown) => v instanceof Date : (v: unknown) => typeof v === kind;
@@ -162,7 +179,12 @@ function rangeCheck(field: string, value: Record<string, unknown>, matcher: () =
 		const v = doc[field];
 		if (!has(v)) return slow(doc);
 		const k = keyOf(v);
-		return (gt === undefined || k > gt) && (gte === undefined || k >= gte) && (lt === undefined || k < lt) && (lte === undefined || k <= lte);
+		return (
+			(gt === undefined || k > gt) &&
+			(gte === undefined || k >= gte) &&
+			(lt === undefined || k < lt) &&
+			(lte === undefined || k <= lte)
+		);
 	};
 }
 
@@ -190,15 +212,23 @@ export function recordTest(filter: Filter): (doc: Doc) => boolean {
 }
 
 /** How an index can answer one conjunct; null when it cannot. */
-type Access = { kind: "eq"; value: unknown } | { kind: "in"; values: unknown[] } | { kind: "range"; bounds: Record<string, unknown> };
+type Access =
+	| { kind: "eq"; value: unknown }
+	| { kind: "in"; values: unknown[] }
+	| { kind: "range"; bounds: Record<string, unknown> };
 
 function accessOf(cond: unknown): Access | null {
 	if (isScalar(cond)) return { kind: "eq", value: cond };
 	if (!isPlain(cond)) return null;
 	const ops = Object.keys(cond);
 	if (ops.length === 1 && ops[0] === "$eq" && isScalar(cond.$eq)) return { kind: "eq", value: cond.$eq };
-	if (ops.length === 1 && ops[0] === "$in" && Array.isArray(cond.$in) && cond.$in.every(isScalar)) return { kind: "in", values: cond.$in };
-	if (ops.length > 0 && ops.every(op => RANGE_OPS.has(op)) && ops.every(op => typeof cond[op] === "string" || typeof cond[op] === "number" || cond[op] instanceof Date)) {
+	if (ops.length === 1 && ops[0] === "$in" && Array.isArray(cond.$in) && cond.$in.every(isScalar))
+		return { kind: "in", values: cond.$in };
+	if (
+		ops.length > 0 &&
+		ops.every(op => RANGE_OPS.has(op)) &&
+		ops.every(op => typeof cond[op] === "string" || typeof cond[op] === "number" || cond[op] instanceof Date)
+	) {
 		return { kind: "range", bounds: cond };
 	}
 	return null;
@@ -230,15 +260,43 @@ function sourceFor(index: TreeIndex | BucketIndex, access: Access, at: number): 
 		if (access.kind === "eq") {
 			const size = index.countMatching(access.value);
 			const ordered = size < ORDERED_SHARE * index.recordCount ? () => index.inIdOrder(access.value) : undefined;
-			return { size, exact: true, list: () => index.getMatching(access.value), set: index.holders(access.value) ?? new Set(), answers: at, ...(ordered ? { inIdOrder: ordered } : {}) };
+			return {
+				size,
+				exact: true,
+				list: () => index.getMatching(access.value),
+				set: index.holders(access.value) ?? new Set(),
+				answers: at,
+				...(ordered ? { inIdOrder: ordered } : {}),
+			};
 		}
-		if (access.kind === "in") return { size: index.countMatching(access.values), exact: false, list: () => index.getMatching(access.values), answers: at };
-		return { size: index.countBetweenBounds(access.bounds), exact: false, list: () => index.getBetweenBounds(access.bounds), answers: at };
+		if (access.kind === "in")
+			return {
+				size: index.countMatching(access.values),
+				exact: false,
+				list: () => index.getMatching(access.values),
+				answers: at,
+			};
+		return {
+			size: index.countBetweenBounds(access.bounds),
+			exact: false,
+			list: () => index.getBetweenBounds(access.bounds),
+			answers: at,
+		};
 	}
 	// NeDB's tree orders values of different types against each other: a range also lists other types, so
 	// the condition is still checked; its equality is exact.
-	const docs = access.kind === "eq" ? index.getMatching(access.value) : access.kind === "in" ? index.getMatching(access.values) : treeBetween(index, access.bounds);
-	return { size: docs.length, exact: access.kind !== "range", list: () => docs, answers: access.kind === "range" ? -1 : at };
+	const docs =
+		access.kind === "eq"
+			? index.getMatching(access.value)
+			: access.kind === "in"
+				? index.getMatching(access.values)
+				: treeBetween(index, access.bounds);
+	return {
+		size: docs.length,
+		exact: access.kind !== "range",
+		list: () => docs,
+		answers: access.kind === "range" ? -1 : at,
+	};
 }
 
 /**
@@ -249,11 +307,18 @@ function sourceFor(index: TreeIndex | BucketIndex, access: Access, at: number): 
 export function treeBetween(index: TreeIndex, bounds: Record<string, unknown>): Doc[] {
 	const root = (index as unknown as { tree?: { tree?: TreeNode } }).tree?.tree;
 	if (!root) return index.getBetweenBounds(bounds);
-	const has = (op: string) => Object.prototype.hasOwnProperty.call(bounds, op);
+	const has = (op: string) => Object.hasOwn(bounds, op);
 	// Of $gt and $gte both given, the stricter bound decides, as in NeDB's tree (the same for $lt and $lte).
 	const bound = (strict: string, loose: string, looser: number): TreeBound | undefined => {
-		if (has(strict) && has(loose)) return looser * compareValues(bounds[loose], bounds[strict]) > 0 ? { value: bounds[loose], strict: false } : { value: bounds[strict], strict: true };
-		return has(strict) ? { value: bounds[strict], strict: true } : has(loose) ? { value: bounds[loose], strict: false } : undefined;
+		if (has(strict) && has(loose))
+			return looser * compareValues(bounds[loose], bounds[strict]) > 0
+				? { value: bounds[loose], strict: false }
+				: { value: bounds[strict], strict: true };
+		return has(strict)
+			? { value: bounds[strict], strict: true }
+			: has(loose)
+				? { value: bounds[loose], strict: false }
+				: undefined;
 	};
 	return walkTree(root, 1, Infinity, Infinity, () => true, bound("$gt", "$gte", 1), bound("$lt", "$lte", -1))!.records;
 }
@@ -288,7 +353,11 @@ interface Plan {
  * check reads the record's own field (the record is read anyway by the other conjuncts, where a set lookup of
  * 10,000 records misses the processor's caches), the lookup answers a list without NeDB's matcher.
  */
-function fastest(field: string, lookup: ((doc: Doc) => boolean) | null, quick: ((doc: Doc) => boolean) | null): ((doc: Doc) => boolean) | null {
+function fastest(
+	field: string,
+	lookup: ((doc: Doc) => boolean) | null,
+	quick: ((doc: Doc) => boolean) | null,
+): ((doc: Doc) => boolean) | null {
 	if (!lookup || !quick) return lookup ?? quick;
 	return doc => (Array.isArray(doc[field]) ? lookup(doc) : quick(doc));
 }
@@ -305,7 +374,8 @@ function plan(db: PlannedDatastore, filter: Filter): Plan {
 	servable.forEach((s, at) => {
 		if (!s) return;
 		const source = sourceFor(s.index, s.access, at);
-		if (!best || source.size < best.size || (source.size === best.size && best.answers < 0 && source.answers >= 0)) best = source;
+		if (!best || source.size < best.size || (source.size === best.size && best.answers < 0 && source.answers >= 0))
+			best = source;
 	});
 	const chosen = best as Source | null;
 	// What is left: an equality or `$in` a bucket index holds is a set lookup; the rest NeDB's matcher checks.
@@ -325,15 +395,19 @@ function plan(db: PlannedDatastore, filter: Filter): Plan {
 	conds.forEach((cond, at) => {
 		if (at === chosen?.answers) return;
 		const s = servable[at];
-		const complement = s && s.index instanceof BucketIndex && s.access.kind !== "range" ? s.index.complementOf(s.access.kind === "eq" ? [s.access.value] : s.access.values) : null;
+		const complement =
+			s && s.index instanceof BucketIndex && s.access.kind !== "range"
+				? s.index.complementOf(s.access.kind === "eq" ? [s.access.value] : s.access.values)
+				: null;
 		excluded = excluded && complement ? [...excluded, ...complement] : null;
 		// Every record holds the value (each holds one key, and no other key is held): nothing to check. An Eve
 		// list's soft-delete condition while no record is deleted.
-		if (complement && complement.every(set => set.size === 0)) return;
+		if (complement?.every(set => set.size === 0)) return;
 		// No record holds a list there (a regular bucket index): the quick check alone.
 		const quick = quickCheck(cond);
 		const look = lookup(at);
-		const holds = quick && s?.index instanceof BucketIndex && s.index.regular ? quick : fastest(Object.keys(cond)[0], look, quick);
+		const holds =
+			quick && s?.index instanceof BucketIndex && s.index.regular ? quick : fastest(Object.keys(cond)[0], look, quick);
 		if (holds) lookups.push(holds);
 		else matched.push(cond);
 		if (complement) byExclusion.push(...complement);
@@ -367,10 +441,12 @@ function plan(db: PlannedDatastore, filter: Filter): Plan {
 			for (const doc of set) if (check(doc)) count++;
 			// The records of `set` an excluding conjunct fails, once each, that the others had counted.
 			const failing = new Set<Doc>();
-			for (const s of byExclusion) for (const doc of s) if (set.has(doc) && !failing.has(doc)) {
-				failing.add(doc);
-				if (check(doc)) count--;
-			}
+			for (const s of byExclusion)
+				for (const doc of s)
+					if (set.has(doc) && !failing.has(doc)) {
+						failing.add(doc);
+						if (check(doc)) count--;
+					}
 			return { count, checked: set.size + byExclusion.reduce((n, s) => n + s.size, 0) };
 		},
 	};
@@ -420,7 +496,15 @@ interface TreeBound {
 }
 
 /** Up to `want` records of the _id index in order; see walkTree. Null when there is no _id index or the budget runs out. */
-function walkIds(db: PlannedDatastore, dir: 1 | -1, want: number, budget: number, keep: (doc: Doc) => boolean, from?: TreeBound, to?: TreeBound): { records: Doc[]; walked: number } | null {
+function walkIds(
+	db: PlannedDatastore,
+	dir: 1 | -1,
+	want: number,
+	budget: number,
+	keep: (doc: Doc) => boolean,
+	from?: TreeBound,
+	to?: TreeBound,
+): { records: Doc[]; walked: number } | null {
 	const root = (db.indexes._id as unknown as { tree?: { tree?: TreeNode } } | undefined)?.tree?.tree;
 	return root ? walkTree(root, dir, want, budget, keep, from, to) : null;
 }
@@ -431,10 +515,18 @@ function walkIds(db: PlannedDatastore, dir: 1 | -1, want: number, budget: number
  * the keys before it (in the walk's direction) are skipped by descending the tree, not walked; with `to`, it
  * stops past that key.
  */
-function walkTree(root: TreeNode, dir: 1 | -1, want: number, budget: number, keep: (doc: Doc) => boolean, from?: TreeBound, to?: TreeBound): { records: Doc[]; walked: number } | null {
+function walkTree(
+	root: TreeNode,
+	dir: 1 | -1,
+	want: number,
+	budget: number,
+	keep: (doc: Doc) => boolean,
+	from?: TreeBound,
+	to?: TreeBound,
+): { records: Doc[]; walked: number } | null {
 	const out: Doc[] = [];
 	// An empty tree's root holds no key (a key may be undefined: a record without the field, in a non-sparse index).
-	if (!Object.prototype.hasOwnProperty.call(root, "key")) return { records: out, walked: 0 };
+	if (!Object.hasOwn(root, "key")) return { records: out, walked: 0 };
 	const stack: TreeNode[] = [];
 	let node: TreeNode | null = root;
 	let walked = 0;
@@ -477,7 +569,11 @@ function walkTree(root: TreeNode, dir: 1 | -1, want: number, budget: number, kee
  */
 function idBoundOf(conds: Filter[], dir: 1 | -1): { bound: TreeBound; end?: TreeBound; at: number } | null {
 	const boundOf = (cond: Filter, strictOp: string, op: string): TreeBound | undefined =>
-		isScalar(cond[strictOp]) ? { value: cond[strictOp], strict: true } : isScalar(cond[op]) ? { value: cond[op], strict: false } : undefined;
+		isScalar(cond[strictOp])
+			? { value: cond[strictOp], strict: true }
+			: isScalar(cond[op])
+				? { value: cond[op], strict: false }
+				: undefined;
 	for (let at = 0; at < conds.length; at++) {
 		const cond = conds[at]._id;
 		if (!isPlain(cond)) continue;
@@ -498,7 +594,13 @@ function idBoundOf(conds: Filter[], dir: 1 | -1): { bound: TreeBound; end?: Tree
  * condition has an index, the walk tests it by its bucket (and gives up past the cost of its candidates), or its
  * candidates are checked and ordered. Null when there is no _id index.
  */
-export function selectInIdOrder(db: PlannedDatastore, filter: Filter, dir: 1 | -1, skip: number, limit: number): { records: Doc[]; checked: number; ordered: number } | null {
+export function selectInIdOrder(
+	db: PlannedDatastore,
+	filter: Filter,
+	dir: 1 | -1,
+	skip: number,
+	limit: number,
+): { records: Doc[]; checked: number; ordered: number } | null {
 	const conds = conjuncts(filter);
 	const found = idBoundOf(conds, dir);
 	const want = skip + limit;
@@ -510,12 +612,28 @@ export function selectInIdOrder(db: PlannedDatastore, filter: Filter, dir: 1 | -
 	const source = p?.source;
 	if (!p || !source) {
 		// No index among the other conditions: each record is checked wherever it is read, and the walk reads fewest.
-		const walk = walkIds(db, dir, want, Infinity, p ? doc => inRange(doc) && p.check(doc) : inRange, found?.bound, found?.end);
+		const walk = walkIds(
+			db,
+			dir,
+			want,
+			Infinity,
+			p ? doc => inRange(doc) && p.check(doc) : inRange,
+			found?.bound,
+			found?.end,
+		);
 		return walk ? { records: walk.records.slice(skip), checked: walk.walked, ordered: 0 } : null;
 	}
 	if (source.set && source.size > want * 4) {
 		// A value many records hold: told by its bucket while walking, up to as many records as it holds.
-		const walk = walkIds(db, dir, want, source.size, doc => p.inSource(doc) && inRange(doc) && p.check(doc), found?.bound, found?.end);
+		const walk = walkIds(
+			db,
+			dir,
+			want,
+			source.size,
+			doc => p.inSource(doc) && inRange(doc) && p.check(doc),
+			found?.bound,
+			found?.end,
+		);
 		if (walk) return { records: walk.records.slice(skip), checked: walk.walked, ordered: 0 };
 	}
 	const candidates = source.list();
@@ -527,7 +645,12 @@ export function selectInIdOrder(db: PlannedDatastore, filter: Filter, dir: 1 | -
  * Up to `want` records of a list in _id order (`dir` -1: from the last), each passing `keep` when given, and how
  * many were read.
  */
-function takeInOrder(list: Doc[], dir: 1 | -1, want: number, keep: ((doc: Doc) => boolean) | null): { records: Doc[]; walked: number } {
+function takeInOrder(
+	list: Doc[],
+	dir: 1 | -1,
+	want: number,
+	keep: ((doc: Doc) => boolean) | null,
+): { records: Doc[]; walked: number } {
 	if (!keep) {
 		const records = dir === 1 ? list.slice(0, want) : list.slice(Math.max(0, list.length - want)).reverse();
 		return { records, walked: records.length };
@@ -550,7 +673,13 @@ function takeInOrder(list: Doc[], dir: 1 | -1, want: number, keep: ((doc: Doc) =
  * them: O(page + candidates), not O(collection) and no heap. A walk of the _id index that would pass more
  * records than the candidates gives up for the candidates' page (pageOf). Otherwise every match, then the page.
  */
-export function selectPage(db: PlannedDatastore, filter: Filter, sort: SortSpec, skip = 0, limit?: number): { total: number; records: Doc[]; checked: number; ordered: number } {
+export function selectPage(
+	db: PlannedDatastore,
+	filter: Filter,
+	sort: SortSpec,
+	skip = 0,
+	limit?: number,
+): { total: number; records: Doc[]; checked: number; ordered: number } {
 	const p = plan(db, filter);
 	const byId = sort.length === 0 || (sort.length === 1 && sort[0][0] === "_id");
 	if (byId && limit !== undefined && p.source) {
@@ -583,10 +712,20 @@ export function selectPage(db: PlannedDatastore, filter: Filter, sort: SortSpec,
 		const dir = sort.length ? sort[0][1] : 1;
 		// A rare value's records are read in order from the index; otherwise the _id index is walked.
 		const walk =
-			total === 0 ? { records: [], walked: 0 } : source.inIdOrder ? takeInOrder(source.inIdOrder(), dir, skip + limit, p.rest > 0 ? p.check : null) : walkIds(db, dir, skip + limit, source.size, keep);
+			total === 0
+				? { records: [], walked: 0 }
+				: source.inIdOrder
+					? takeInOrder(source.inIdOrder(), dir, skip + limit, p.rest > 0 ? p.check : null)
+					: walkIds(db, dir, skip + limit, source.size, keep);
 		if (walk) return { total, records: walk.records.slice(skip), checked: checked + walk.walked, ordered: 0 };
 		if (excluding || countedInSet) records = source.list().filter(p.check);
-		if (records) return { total, records: pageOf(records, sort, skip, limit), checked: checked + source.size, ordered: records.length };
+		if (records)
+			return {
+				total,
+				records: pageOf(records, sort, skip, limit),
+				checked: checked + source.size,
+				ordered: records.length,
+			};
 	}
 	const { records, checked } = selectRecords(db, filter);
 	return { total: records.length, records: pageOf(records, sort, skip, limit), checked, ordered: records.length };
@@ -605,10 +744,12 @@ function compareValues(x: unknown, y: unknown): number {
 
 /** Compares two records by the sort (stored field names), then by `_id`. */
 function comparator(sort: SortSpec): (a: Doc, b: Doc) => number {
-	const criteria = (sort.some(([f]) => f === "_id") ? sort : [...sort, ["_id", 1] as [string, 1]]).map(([field, dir]) => ({
-		dir,
-		get: field.includes(".") ? (d: Doc) => model.getDotValue(d, field) : (d: Doc) => d[field],
-	}));
+	const criteria = (sort.some(([f]) => f === "_id") ? sort : [...sort, ["_id", 1] as [string, 1]]).map(
+		([field, dir]) => ({
+			dir,
+			get: field.includes(".") ? (d: Doc) => model.getDotValue(d, field) : (d: Doc) => d[field],
+		}),
+	);
 	if (criteria.length === 1) {
 		const [{ dir, get }] = criteria;
 		return (a, b) => dir * compareValues(get(a), get(b));

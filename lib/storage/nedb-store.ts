@@ -15,7 +15,11 @@ import * as model from "./nedb-internals";
 /** The part of a NeDB datastore the store uses: writes, index definitions, and for reads its records and indexes. */
 export interface NedbDatastore extends PlannedDatastore {
 	insertAsync(docs: Doc[]): Promise<Doc[]>;
-	updateAsync(q: Filter, u: Update, o: Record<string, unknown>): Promise<{ numAffected: number; affectedDocuments: Doc | Doc[] | null }>;
+	updateAsync(
+		q: Filter,
+		u: Update,
+		o: Record<string, unknown>,
+	): Promise<{ numAffected: number; affectedDocuments: Doc | Doc[] | null }>;
 	removeAsync(q: Filter, o: Record<string, unknown>): Promise<number>;
 	ensureIndexAsync(o: { fieldName: string; unique?: boolean; sparse?: boolean }): Promise<void>;
 	removeIndexAsync(fieldName: string): Promise<void>;
@@ -25,7 +29,6 @@ export interface NedbDatastore extends PlannedDatastore {
 	_updateIndexes(modifications: Array<{ oldDoc: Doc; newDoc: Doc }>): void;
 	persistence: { persistNewStateAsync(docs: Doc[]): Promise<void> };
 }
-
 
 function nedbDuplicate(err: unknown): never {
 	const e = err as { errorType?: string; key?: unknown };
@@ -95,7 +98,8 @@ export class NedbStore implements Store {
 		const drop = !keep && opts.exclude?.length ? new Set(encodePaths(opts.exclude)) : null;
 		return records.map(record => {
 			const copy: Doc = {};
-			for (const key of Object.keys(record)) if (keep ? keep.has(key) : !drop?.has(key)) copy[key] = model.deepCopy(record[key]);
+			for (const key of Object.keys(record))
+				if (keep ? keep.has(key) : !drop?.has(key)) copy[key] = model.deepCopy(record[key]);
 			// Decided without readableOf, which would walk the whole record (a deferred field included: nedb-deferred.ts).
 			return readPlain(record) || this.readable.get(record) === record ? copy : decodeKeys(copy);
 		});
@@ -130,14 +134,23 @@ export class NedbStore implements Store {
 			});
 		}
 		return this.select(filter, records => {
-			const ordered = opts.sort?.length || opts.skip || opts.limit ? pageOf(records, encodeSort(opts.sort ?? []), opts.skip, opts.limit) : records;
+			const ordered =
+				opts.sort?.length || opts.skip || opts.limit
+					? pageOf(records, encodeSort(opts.sort ?? []), opts.skip, opts.limit)
+					: records;
 			return this.copies(ordered, opts);
 		});
 	}
 
 	findPage(filter: Filter, opts: FindOptions): Promise<Page> {
 		return this.db.executor.pushAsync(async () => {
-			const { total, records, checked, ordered } = selectPage(this.db, encodeFilter(filter), encodeSort(opts.sort ?? []), opts.skip, opts.limit);
+			const { total, records, checked, ordered } = selectPage(
+				this.db,
+				encodeFilter(filter),
+				encodeSort(opts.sort ?? []),
+				opts.skip,
+				opts.limit,
+			);
 			this.checked += checked;
 			this.ordered += ordered;
 			return { total, docs: this.copies(records, opts) };
@@ -146,7 +159,13 @@ export class NedbStore implements Store {
 
 	findPageShared(filter: Filter, opts: FindOptions): Promise<Page> {
 		return this.db.executor.pushAsync(async () => {
-			const { total, records, checked, ordered } = selectPage(this.db, encodeFilter(filter), encodeSort(opts.sort ?? []), opts.skip, opts.limit);
+			const { total, records, checked, ordered } = selectPage(
+				this.db,
+				encodeFilter(filter),
+				encodeSort(opts.sort ?? []),
+				opts.skip,
+				opts.limit,
+			);
 			this.checked += checked;
 			this.ordered += ordered;
 			return { total, docs: records.map(r => this.readableOf(r)) };
@@ -176,7 +195,10 @@ export class NedbStore implements Store {
 
 	async updateMany(filter: Filter, update: Update): Promise<number> {
 		const stored = encodeUpdate(update);
-		const counts = await this.perQuery(encodeFilter(filter), async q => (await this.db.updateAsync(q, stored, { multi: true }).catch(nedbDuplicate)).numAffected);
+		const counts = await this.perQuery(
+			encodeFilter(filter),
+			async q => (await this.db.updateAsync(q, stored, { multi: true }).catch(nedbDuplicate)).numAffected,
+		);
 		return counts.reduce((a, b) => a + b, 0);
 	}
 
@@ -205,12 +227,17 @@ export class NedbStore implements Store {
 	}
 
 	async findOneAndUpdate(filter: Filter, update: Update): Promise<Doc | null> {
-		const res = await this.db.updateAsync(toNedbFilter(encodeFilter(filter)), encodeUpdate(update), { multi: false, returnUpdatedDocs: true }).catch(nedbDuplicate);
+		const res = await this.db
+			.updateAsync(toNedbFilter(encodeFilter(filter)), encodeUpdate(update), { multi: false, returnUpdatedDocs: true })
+			.catch(nedbDuplicate);
 		return res.numAffected ? decodeKeys(res.affectedDocuments as Doc) : null;
 	}
 
 	async removeMany(filter: Filter): Promise<number> {
-		return (await this.perQuery(encodeFilter(filter), q => this.db.removeAsync(q, { multi: true }))).reduce((a, b) => a + b, 0);
+		return (await this.perQuery(encodeFilter(filter), q => this.db.removeAsync(q, { multi: true }))).reduce(
+			(a, b) => a + b,
+			0,
+		);
 	}
 
 	/**

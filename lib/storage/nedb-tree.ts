@@ -131,7 +131,7 @@ export function quickRemovals(index: TreeIndex): void {
 
 /** The node holding `key`, found as NeDB's tree finds it (its own comparison); null when no node holds it. */
 function nodeOf(root: TreeNode, key: unknown): TreeNode | null {
-	if (!Object.prototype.hasOwnProperty.call(root, "key")) return null;
+	if (!Object.hasOwn(root, "key")) return null;
 	let node: TreeNode | null = root;
 	while (node !== null) {
 		const c = node.compareKeys(key, node.key);

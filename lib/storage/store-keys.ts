@@ -214,7 +214,8 @@ function hasOperatorKey(v: unknown): v is Record<string, unknown> {
 }
 
 function tooDeep(depth: number): void {
-	if (depth > MAX_FILTER_DEPTH) throw new Error(`a filter or update nested more than ${MAX_FILTER_DEPTH} levels deep cannot be stored`);
+	if (depth > MAX_FILTER_DEPTH)
+		throw new Error(`a filter or update nested more than ${MAX_FILTER_DEPTH} levels deep cannot be stored`);
 }
 
 /**
@@ -239,8 +240,10 @@ function encodeQuery(filter: Record<string, unknown>, depth: number): Record<str
 	tooDeep(depth);
 	const pairs: Array<[string, unknown]> = [];
 	for (const [key, value] of Object.entries(filter)) {
-		if (LOGICAL.has(key) && Array.isArray(value)) pairs.push([key, mapSame(value, q => (isPlainObject(q) ? encodeQuery(q, depth + 1) : q))]);
-		else if (key.charCodeAt(0) === DOLLAR) pairs.push([key, value]); // $where, $expr…: not ours to rewrite
+		if (LOGICAL.has(key) && Array.isArray(value))
+			pairs.push([key, mapSame(value, q => (isPlainObject(q) ? encodeQuery(q, depth + 1) : q))]);
+		else if (key.charCodeAt(0) === DOLLAR)
+			pairs.push([key, value]); // $where, $expr…: not ours to rewrite
 		else pairs.push([encodePath(key), encodeCondition(value, depth + 1)]);
 	}
 	return rebuilt(filter, pairs);
@@ -261,7 +264,9 @@ function encodeOperand(op: string, arg: unknown, depth: number): unknown {
 			return encodeCondition(arg, depth);
 		case "$all":
 			// literals, or `{$elemMatch: …}` conditions
-			return Array.isArray(arg) ? mapSame(arg, v => (hasOperatorKey(v) ? encodeCondition(v, depth) : encodeKeys(v))) : encodeKeys(arg);
+			return Array.isArray(arg)
+				? mapSame(arg, v => (hasOperatorKey(v) ? encodeCondition(v, depth) : encodeKeys(v)))
+				: encodeKeys(arg);
 		case "$elemMatch":
 			// `{$elemMatch: {$gt: 1}}` on scalars, `{$elemMatch: {k: "x"}}` (a query on each element) on documents
 			if (hasOperatorKey(arg)) return encodeCondition(arg, depth);
@@ -316,7 +321,10 @@ function encodeUpdateValue(op: string, value: unknown): unknown {
 		case "$push":
 		case "$addToSet":
 			if (isPlainObject(value) && Array.isArray(value.$each) && Object.keys(value).every(k => ARRAY_MODIFIERS.has(k))) {
-				return rebuilt(value, Object.entries(value).map(([k, v]): [string, unknown] => [k, k === "$each" ? encodeKeys(v) : v]));
+				return rebuilt(
+					value,
+					Object.entries(value).map(([k, v]): [string, unknown] => [k, k === "$each" ? encodeKeys(v) : v]),
+				);
 			}
 			return encodeKeys(value);
 		default:

@@ -104,13 +104,39 @@ export class DuplicateKeyError extends Error {
 	}
 }
 
-
 /** Operations a store was asked for, by kind, since it was made (the benchmarks' database load). */
-export type StoreOps = Record<"find" | "findPage" | "findPageShared" | "findOne" | "findOneShared" | "count" | "insertMany" | "updateMany" | "findOneAndUpdate" | "removeMany" | "scan" | "aggregate", number>;
+export type StoreOps = Record<
+	| "find"
+	| "findPage"
+	| "findPageShared"
+	| "findOne"
+	| "findOneShared"
+	| "count"
+	| "insertMany"
+	| "updateMany"
+	| "findOneAndUpdate"
+	| "removeMany"
+	| "scan"
+	| "aggregate",
+	number
+>;
 
 /** The store, counting the operations asked of it in `ops`. */
 export function countingStore(store: Store): Store & { ops: StoreOps } {
-	const ops: StoreOps = { find: 0, findPage: 0, findPageShared: 0, findOne: 0, findOneShared: 0, count: 0, insertMany: 0, updateMany: 0, findOneAndUpdate: 0, removeMany: 0, scan: 0, aggregate: 0 };
+	const ops: StoreOps = {
+		find: 0,
+		findPage: 0,
+		findPageShared: 0,
+		findOne: 0,
+		findOneShared: 0,
+		count: 0,
+		insertMany: 0,
+		updateMany: 0,
+		findOneAndUpdate: 0,
+		removeMany: 0,
+		scan: 0,
+		aggregate: 0,
+	};
 	const wrapped = Object.create(store) as Store & { ops: StoreOps };
 	for (const name of Object.keys(ops) as Array<keyof StoreOps>) {
 		// A store without the operation (NeDB has no aggregate) keeps it absent: callers test for it.
@@ -124,4 +150,3 @@ export function countingStore(store: Store): Store & { ops: StoreOps } {
 	wrapped.ops = ops;
 	return wrapped;
 }
-

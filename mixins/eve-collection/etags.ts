@@ -3,7 +3,14 @@
  * filters that make a write land only on the version the client named (412 otherwise).
  */
 import { notFound } from "../../lib/eve/errors";
-import { REVISION_FIELD, documentEtag, ifMatchPasses, parseEtagCondition, preconditionFailed, type EtagCondition } from "../../lib/eve/etag";
+import {
+	REVISION_FIELD,
+	documentEtag,
+	ifMatchPasses,
+	parseEtagCondition,
+	preconditionFailed,
+	type EtagCondition,
+} from "../../lib/eve/etag";
 import { checkFilter, type Filter } from "../../lib/eve/query";
 import type { Doc } from "../../lib/storage/store";
 import type { EveThis, RestContext } from "./types";

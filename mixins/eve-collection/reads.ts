@@ -6,7 +6,21 @@
 import { badRequest, notFound } from "../../lib/eve/errors";
 import { quoteEtag } from "../../lib/eve/etag";
 import { renderDates, formatHttpDate } from "../../lib/eve/dates";
-import { QueryArgs, parseWhere, parseSort, parseProjection, parseEmbedded, parsePaging, linkQuery, filterMentions, filterTouches, pathsOverlap, queryFlag, type Filter, type Projection } from "../../lib/eve/query";
+import {
+	type QueryArgs,
+	parseWhere,
+	parseSort,
+	parseProjection,
+	parseEmbedded,
+	parsePaging,
+	linkQuery,
+	filterMentions,
+	filterTouches,
+	pathsOverlap,
+	queryFlag,
+	type Filter,
+	type Projection,
+} from "../../lib/eve/query";
 import { HOME_LINK, itemTitle, project, MASK, type Link } from "../../lib/eve/render";
 import { RawJson, renderedChunks, toRendered, type RenderCache } from "../../lib/eve/render-cache";
 import { pageLinks, pageMeta, pageWindow } from "../../lib/eve/paging";
@@ -25,10 +39,19 @@ export const readMethods = {
 	 * they are and cross the transporter unescaped (lib/runtime/serializer.ts). `embedded` reads depend on
 	 * other collections and side-effecting reads (see readCacheable) are never cached.
 	 */
-	async cachedRead(this: EveThis, ctx: RestContext, id: string, args: QueryArgs, compute: () => Promise<unknown>): Promise<Buffer> {
+	async cachedRead(
+		this: EveThis,
+		ctx: RestContext,
+		id: string,
+		args: QueryArgs,
+		compute: () => Promise<unknown>,
+	): Promise<Buffer> {
 		const cacheable = !args.has("embedded") && this.readCacheable(args);
 		// The key only where something may be kept (READ_CACHE_MS=0 keeps nothing).
-		const key = cacheable && this.eve.reads.enabled ? `${this.readVariant(ctx)}\u0000${id}\u0000${JSON.stringify(args.pairs)}` : "";
+		const key =
+			cacheable && this.eve.reads.enabled
+				? `${this.readVariant(ctx)}\u0000${id}\u0000${JSON.stringify(args.pairs)}`
+				: "";
 		ctx.meta.$responseType = JSON_TYPE;
 		// Tells the gateway whether it may keep the response too.
 		ctx.meta.$cacheable = cacheable;
@@ -41,7 +64,12 @@ export const readMethods = {
 		const generation = this.eve.reads.generation;
 		const value = await compute();
 		const body = value instanceof RawJson ? value.body : Buffer.from(JSON.stringify(value));
-		if (key && body.length <= READ_CACHE_MAX_BYTES) this.eve.reads.set(key, { body, headers: ctx.meta.$responseHeaders, conditional: ctx.meta.$conditional === true }, generation);
+		if (key && body.length <= READ_CACHE_MAX_BYTES)
+			this.eve.reads.set(
+				key,
+				{ body, headers: ctx.meta.$responseHeaders, conditional: ctx.meta.$conditional === true },
+				generation,
+			);
 		return body;
 	},
 
@@ -80,17 +108,27 @@ export const readMethods = {
 		const embedded = parseEmbedded(args.get("embedded"));
 		const paging = parsePaging(args, pageSizeDefault, pageSizeLimit);
 		const secrets = this.eve.opts.secretPaths ?? [];
-		const secret = secrets.length ? (filterTouches(where, secrets) ?? sort.map(([f]) => f).find(f => secrets.some(p => pathsOverlap(f, p)))) : undefined;
+		const secret = secrets.length
+			? (filterTouches(where, secrets) ?? sort.map(([f]) => f).find(f => secrets.some(p => pathsOverlap(f, p))))
+			: undefined;
 		if (secret) throw badRequest(`'${secret}' holds a secret: it cannot be filtered or sorted on`);
 		const show = this.eve.opts.softDelete ? queryFlag(args, this.eve.opts.softDelete.showParam) : false;
 		const filter = this.listFilter(this.visibleFilter(where, show), args);
 
-		const exclude = [...(this.eve.opts.listHidden ?? []), ...(projection?.mode === "exclude" ? projection.fields.filter(f => !f.includes(".") && !this.eve.autoFields.has(f)) : [])];
+		const exclude = [
+			...(this.eve.opts.listHidden ?? []),
+			...(projection?.mode === "exclude"
+				? projection.fields.filter(f => !f.includes(".") && !this.eve.autoFields.has(f))
+				: []),
+		];
 		const rendered = this.renderedRecords(args, embedded);
 		const window = { sort, ...pageWindow(paging) };
 		// The total and the page in one pass (the embedded store), through the indexes; with rendered records kept,
 		// the store's own records (each version rendered once), else copies.
-		const { total, docs } = rendered && this.store.findPageShared ? await this.store.findPageShared(filter, window) : await this.store.findPage(filter, { ...window, exclude });
+		const { total, docs } =
+			rendered && this.store.findPageShared
+				? await this.store.findPageShared(filter, window)
+				: await this.store.findPage(filter, { ...window, exclude });
 		let items: Doc[] = [];
 		let chunks: Buffer[] | null = null;
 		if (rendered) {
@@ -112,7 +150,9 @@ export const readMethods = {
 		const headers: Record<string, string> = { "X-Total-Count": String(total) };
 		// The newest `_updated` of the page (compared as numbers: comparing Dates converts each to a primitive).
 		let newest: Date | null = null;
-		for (const d of docs) if (d._updated instanceof Date && (newest === null || d._updated.getTime() > newest.getTime())) newest = d._updated;
+		for (const d of docs)
+			if (d._updated instanceof Date && (newest === null || d._updated.getTime() > newest.getTime()))
+				newest = d._updated;
 		if (newest) headers["Last-Modified"] = formatHttpDate(newest);
 		ctx.meta.$responseHeaders = headers;
 		// A list is never answered 304 (Eve ignores If-Modified-Since on collections): a member removed
@@ -132,7 +172,14 @@ export const readMethods = {
 	 */
 	renderedRecords(this: EveThis, args: QueryArgs, embedded: string[]): RenderCache | null {
 		const rendered = this.eve.rendered;
-		if (!rendered || embedded.length > 0 || !this.store.findPageShared || !this.store.findOneShared || !this.readCacheable(args)) return null;
+		if (
+			!rendered ||
+			embedded.length > 0 ||
+			!this.store.findPageShared ||
+			!this.store.findOneShared ||
+			!this.readCacheable(args)
+		)
+			return null;
 		return rendered;
 	},
 
@@ -177,18 +224,40 @@ export const readMethods = {
 	},
 
 	/** An item read from the record's rendering kept for its version (renderedRecords): the same bytes as eveGet's. */
-	renderedItem(this: EveThis, ctx: RestContext, rendered: RenderCache, doc: Doc, projection: Projection | null, args: QueryArgs): RawJson {
+	renderedItem(
+		this: EveThis,
+		ctx: RestContext,
+		rendered: RenderCache,
+		doc: Doc,
+		projection: Projection | null,
+		args: QueryArgs,
+	): RawJson {
 		const variant = `${this.readVariant(ctx)}\u0000${args.get("projection") ?? ""}\u0000item`;
 		let r = rendered.get(doc, variant);
-		if (!r) rendered.set(doc, variant, (r = { ...toRendered(this.renderOne(ctx, doc, projection, true)), etag: this.etagOf(ctx, doc) }));
+		if (!r)
+			rendered.set(
+				doc,
+				variant,
+				(r = { ...toRendered(this.renderOne(ctx, doc, projection, true)), etag: this.etagOf(ctx, doc) }),
+			);
 		this.itemHeaders(ctx, doc, r.etag as string);
 		ctx.meta.$conditional = true;
-		return new RawJson(renderedChunks(r, `"parent":${JSON.stringify(HOME_LINK)},"collection":${JSON.stringify(this.collectionLink(args))}`));
+		return new RawJson(
+			renderedChunks(
+				r,
+				`"parent":${JSON.stringify(HOME_LINK)},"collection":${JSON.stringify(this.collectionLink(args))}`,
+			),
+		);
 	},
 
 	/** An item's link to its collection, repeating the item read's query as Eve does. */
 	collectionLink(this: EveThis, args: QueryArgs): Link {
-		return { title: this.eve.opts.resource, href: this.eve.opts.resource + linkQuery(args, { page: 1, maxResults: this.eve.pageSizeDefault }, this.eve.pageSizeDefault, 1) };
+		return {
+			title: this.eve.opts.resource,
+			href:
+				this.eve.opts.resource +
+				linkQuery(args, { page: 1, maxResults: this.eve.pageSizeDefault }, this.eve.pageSizeDefault, 1),
+		};
 	},
 
 	itemHeaders(this: EveThis, ctx: RestContext, doc: Doc, etag: string): void {
@@ -213,7 +282,8 @@ export const readMethods = {
 		// Eve's key order: payload, then _updated, _created, _id; dates as HTTP-dates (nested values copied
 		// only where they hold one: renderDates). One new record, not a projected, a dated and an ordered one.
 		const ordered: Doc = {};
-		for (const k of Object.keys(out)) if (k !== "_updated" && k !== "_created" && k !== "_id") ordered[k] = renderDates(out[k]);
+		for (const k of Object.keys(out))
+			if (k !== "_updated" && k !== "_created" && k !== "_id") ordered[k] = renderDates(out[k]);
 		for (const k of ["_updated", "_created", "_id"]) if (k in out) ordered[k] = renderDates(out[k]);
 		return ordered;
 	},
@@ -248,7 +318,14 @@ export const readMethods = {
 		return out;
 	},
 
-	async renderMany(this: EveThis, ctx: RestContext, docs: Doc[], projection: Projection | null, embedded: string[], single: boolean): Promise<Doc[]> {
+	async renderMany(
+		this: EveThis,
+		ctx: RestContext,
+		docs: Doc[],
+		projection: Projection | null,
+		embedded: string[],
+		single: boolean,
+	): Promise<Doc[]> {
 		const items = docs.map(doc => this.renderOne(ctx, doc, projection, single));
 		for (const field of embedded) {
 			const rel = this.eve.opts.relations?.[field];
@@ -271,5 +348,4 @@ export const readMethods = {
 		}
 		return items;
 	},
-
 };

@@ -130,9 +130,21 @@ export interface EveMethods {
 	selfLink(id: string): Link;
 	relatedLinks(doc: Doc, shown?: Doc): Record<string, Link | Link[]> | null;
 	renderOne(ctx: RestContext, doc: Doc, projection: Projection | null, single: boolean): Doc;
-	renderMany(ctx: RestContext, docs: Doc[], projection: Projection | null, embedded: string[], single: boolean): Promise<Doc[]>;
+	renderMany(
+		ctx: RestContext,
+		docs: Doc[],
+		projection: Projection | null,
+		embedded: string[],
+		single: boolean,
+	): Promise<Doc[]>;
 	renderedRecords(args: QueryArgs, embedded: string[]): RenderCache | null;
-	renderedItem(ctx: RestContext, rendered: RenderCache, doc: Doc, projection: Projection | null, args: QueryArgs): RawJson;
+	renderedItem(
+		ctx: RestContext,
+		rendered: RenderCache,
+		doc: Doc,
+		projection: Projection | null,
+		args: QueryArgs,
+	): RawJson;
 	collectionLink(args: QueryArgs): Link;
 	itemHeaders(ctx: RestContext, doc: Doc, etag: string): void;
 	prepareInput(ctx: RestContext, doc: Doc, info: WriteInfo): Promise<{ doc: Doc; issues?: Issues }>;
@@ -161,7 +173,12 @@ export interface EveMethods {
 export type EveThis = Service & EveVars & EveMethods;
 
 /** The schema type of a service that composes EveCollection. */
-export type EveServiceSchema<T extends EveThis = EveThis> = ServiceSchema<ServiceSettingSchema & Record<string, any>, Record<string, any>, EveVars, T>;
+export type EveServiceSchema<T extends EveThis = EveThis> = ServiceSchema<
+	ServiceSettingSchema & Record<string, any>,
+	Record<string, any>,
+	EveVars,
+	T
+>;
 
 export interface EveState {
 	opts: EveCollectionOptions;

@@ -19,7 +19,12 @@ export const writeMethods = {
 	 * Hook: coerces and completes a client document before schema validation (e.g. a date
 	 * given as "YYYY-MM-DD HH:MM"). Returns the document, or issues to report.
 	 */
-	async prepareInput(this: EveThis, _ctx: RestContext, doc: Doc, _info: WriteInfo): Promise<{ doc: Doc; issues?: Issues }> {
+	async prepareInput(
+		this: EveThis,
+		_ctx: RestContext,
+		doc: Doc,
+		_info: WriteInfo,
+	): Promise<{ doc: Doc; issues?: Issues }> {
 		return { doc };
 	},
 
@@ -34,12 +39,22 @@ export const writeMethods = {
 	},
 
 	/** Hook: after records were written or removed. */
-	async afterWrite(this: EveThis, ctx: RestContext, op: "created" | "updated" | "removed", ids: string[]): Promise<void> {
+	async afterWrite(
+		this: EveThis,
+		ctx: RestContext,
+		op: "created" | "updated" | "removed",
+		ids: string[],
+	): Promise<void> {
 		await this.notifyChanged(ctx, op, ids);
 	},
 
 	/** Drops cached reads here and on every replica, and emits `<service>.<op>` for other services. */
-	async notifyChanged(this: EveThis, ctx: Context, op: "created" | "updated" | "removed", ids: string[]): Promise<void> {
+	async notifyChanged(
+		this: EveThis,
+		ctx: Context,
+		op: "created" | "updated" | "removed",
+		ids: string[],
+	): Promise<void> {
 		this.forgetCachedReads();
 		ctx.broadcast("eve.collectionChanged", { service: this.name }, { groups: [this.name, "api"] });
 		ctx.emit(`${this.name}.${op}`, { ids });
@@ -68,20 +83,30 @@ export const writeMethods = {
 	},
 
 	/** Schema, reference and rule checks for one document; issues or the document to store. */
-	async validateDoc(this: EveThis, ctx: RestContext, raw: unknown, info: WriteInfo): Promise<{ doc?: Doc; issues?: Issues }> {
-		if (raw === null || typeof raw !== "object" || Array.isArray(raw)) return { issues: { _root: "must be of dict type" } };
+	async validateDoc(
+		this: EveThis,
+		ctx: RestContext,
+		raw: unknown,
+		info: WriteInfo,
+	): Promise<{ doc?: Doc; issues?: Issues }> {
+		if (raw === null || typeof raw !== "object" || Array.isArray(raw))
+			return { issues: { _root: "must be of dict type" } };
 		const input = { ...(raw as Doc) };
 		let clientId: string | undefined;
 		if (info.op === "create" && "_id" in input) {
 			clientId = input._id;
 			delete input._id;
 			if (!this.eve.opts.clientIds) return { issues: { _id: "unknown field" } };
-			if (typeof clientId !== "string" || !this.eve.opts.idPattern.test(clientId)) return { issues: { _id: "must be of objectid type" } };
+			if (typeof clientId !== "string" || !this.eve.opts.idPattern.test(clientId))
+				return { issues: { _id: "must be of objectid type" } };
 		}
 		const prepared = await this.prepareInput(ctx, input, info);
 		if (prepared.issues && Object.keys(prepared.issues).length) return { issues: prepared.issues };
 		const check = info.op === "create" ? this.eve.createCheck : this.eve.patchCheck;
-		const issues = check(prepared.doc) ?? (await this.referenceIssues(ctx, prepared.doc)) ?? (await this.checkRules(ctx, prepared.doc, info));
+		const issues =
+			check(prepared.doc) ??
+			(await this.referenceIssues(ctx, prepared.doc)) ??
+			(await this.checkRules(ctx, prepared.doc, info));
 		if (issues) return { issues };
 		const doc = prepared.doc;
 		if (clientId) doc._id = clientId;
@@ -106,7 +131,10 @@ export const writeMethods = {
 		if (failed) {
 			const message = `Insertion failure: ${failed} document(s) contain(s) error(s)`;
 			if (!bulk) throw validationFailed(results[0].issues as Issues, message);
-			throw new InvalidItems(results.map(r => (r.issues ? { _status: "ERR", _issues: r.issues } : { _status: "OK" })), message);
+			throw new InvalidItems(
+				results.map(r => (r.issues ? { _status: "ERR", _issues: r.issues } : { _status: "OK" })),
+				message,
+			);
 		}
 
 		const now = nowSeconds();
@@ -158,7 +186,8 @@ export const writeMethods = {
 		// Before the body is looked at, as Eve's get_document: a stale edit is a 412 whatever it holds.
 		this.checkIfMatch(ctx, existing);
 		if (body === undefined || body === null || typeof body !== "object") throw badRequest("a JSON object is required");
-		if (Array.isArray(body)) throw validationFailed({ _root: "must be of dict type" }, "Update failure: the document contains errors");
+		if (Array.isArray(body))
+			throw validationFailed({ _root: "must be of dict type" }, "Update failure: the document contains errors");
 		const resolved = resolveDottedKeys(body as Doc, existing);
 		if (resolved.issues) throw validationFailed(resolved.issues, "Update failure: the document contains errors");
 		const { doc, issues } = await this.validateDoc(ctx, resolved.doc, { op: "patch", existing });
@@ -175,9 +204,13 @@ export const writeMethods = {
 		const conditional = this.checkIfMatch(ctx, existing);
 		const stored = await this.beforeStore(ctx, changes, { op: "patch", existing });
 		const $set: Doc = { _updated: nowSeconds(), [REVISION_FIELD]: newRevision() };
-		for (const [k, v] of Object.entries(stored)) $set[k] = merge && !exact.includes(k) ? mergeNested(existing[k], v) : v;
+		for (const [k, v] of Object.entries(stored))
+			$set[k] = merge && !exact.includes(k) ? mergeNested(existing[k], v) : v;
 		const update: Update = { $set };
-		const updated = await this.store.findOneAndUpdate(conditional ? this.versionFilter(existing) : this.liveFilter(existing), update);
+		const updated = await this.store.findOneAndUpdate(
+			conditional ? this.versionFilter(existing) : this.liveFilter(existing),
+			update,
+		);
 		if (!updated) throw await this.writeRefused(existing, conditional);
 		await this.afterWrite(ctx, "updated", [String(existing._id)]);
 		ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, ETag: quoteEtag(this.etagOf(ctx, updated)) };
@@ -205,7 +238,9 @@ export const writeMethods = {
 	async claimForRemoval(this: EveThis, ctx: RestContext, id: string): Promise<Doc> {
 		const doc = await this.visibleItem(id);
 		if (this.checkIfMatch(ctx, doc)) {
-			const claimed = await this.store.findOneAndUpdate(this.versionFilter(doc), { $set: { [REVISION_FIELD]: newRevision() } });
+			const claimed = await this.store.findOneAndUpdate(this.versionFilter(doc), {
+				$set: { [REVISION_FIELD]: newRevision() },
+			});
 			if (!claimed) throw await this.writeRefused(doc, true);
 		}
 		return doc;
@@ -215,9 +250,12 @@ export const writeMethods = {
 	async removeDocs(this: EveThis, ctx: RestContext, docs: Doc[]): Promise<void> {
 		if (docs.length === 0) return;
 		const ids = docs.map(d => String(d._id));
-		if (this.eve.softFlag) await this.store.updateMany({ _id: { $in: ids } }, { $set: { [this.eve.softFlag]: true, _updated: nowSeconds(), [REVISION_FIELD]: newRevision() } });
+		if (this.eve.softFlag)
+			await this.store.updateMany(
+				{ _id: { $in: ids } },
+				{ $set: { [this.eve.softFlag]: true, _updated: nowSeconds(), [REVISION_FIELD]: newRevision() } },
+			);
 		else await this.store.removeMany({ _id: { $in: ids } });
 		await this.afterWrite(ctx, "removed", ids);
 	},
-
 };

@@ -9,13 +9,28 @@ import { EveError } from "../../lib/eve/errors";
 import type { Req } from "./requests";
 
 export function aliasesFor(): Record<string, unknown> {
-	const aliases: Record<string, unknown> = { "GET /": { action: "api.root", role: "viewer" }, "HEAD /": { action: "api.root", role: "viewer" } };
+	const aliases: Record<string, unknown> = {
+		"GET /": { action: "api.root", role: "viewer" },
+		"HEAD /": { action: "api.root", role: "viewer" },
+	};
 	for (const route of ROUTES) {
 		const allowed = Object.keys(route.methods);
 		for (const [method, def] of Object.entries(route.methods) as Array<[string, RouteMethod]>) {
 			// An object alias takes its type from `type`; a "stream:" prefix would stay in the action name.
-			const common = { action: def.action, role: def.role, cachedBy: def.cachedBy, unavailable: def.unavailable, audited: def.audited, computes: def.computes, writesWith: def.writesWith };
-			aliases[`${method} /${route.path}`] = { ...common, type: def.body === "stream" ? "stream" : "call", bodyKind: def.body ?? "none" };
+			const common = {
+				action: def.action,
+				role: def.role,
+				cachedBy: def.cachedBy,
+				unavailable: def.unavailable,
+				audited: def.audited,
+				computes: def.computes,
+				writesWith: def.writesWith,
+			};
+			aliases[`${method} /${route.path}`] = {
+				...common,
+				type: def.body === "stream" ? "stream" : "call",
+				bodyKind: def.body ?? "none",
+			};
 			if (method === "GET") aliases[`HEAD /${route.path}`] = { ...common, bodyKind: "none" };
 		}
 		const allow = [...new Set([...allowed, ...(allowed.includes("GET") ? ["HEAD"] : []), "OPTIONS"])].join(", ");

@@ -27,7 +27,18 @@ import { KeptReadMetrics } from "./kept-metrics";
 import { keptKey, serveKept } from "./kept-reads";
 import { toEveError } from "./errors";
 import { CSRF_COOKIE, SESSION_COOKIE, csrfOf, parseCookies, signInFor, type AuthMeta, type SignIn } from "./sessions";
-import { MUTATING, changesState, discardBody, hasBody, isJson, jsonParser, queryPairs, userAgent, type JsonParser, type Req } from "./requests";
+import {
+	MUTATING,
+	changesState,
+	discardBody,
+	hasBody,
+	isJson,
+	jsonParser,
+	queryPairs,
+	userAgent,
+	type JsonParser,
+	type Req,
+} from "./requests";
 
 type Meta = Record<string, any>;
 
@@ -83,7 +94,14 @@ const ALIAS_LOOKUPS = 2000;
 const AUTH_ACTIONS = new Set(["api.authConfig", "api.authLogin", "api.authCallback", "api.authLogout"]);
 
 /** moleculer-web's own methods, which the ones below wrap. */
-const gatewayMethods = (ApiGateway as unknown as { methods: Record<"httpHandler" | "sendResponse" | "sendError" | "aliasHandler" | "callAction" | "resolveAlias", (this: unknown, ...args: unknown[]) => unknown> }).methods;
+const gatewayMethods = (
+	ApiGateway as unknown as {
+		methods: Record<
+			"httpHandler" | "sendResponse" | "sendError" | "aliasHandler" | "callAction" | "resolveAlias",
+			(this: unknown, ...args: unknown[]) => unknown
+		>;
+	}
+).methods;
 
 /**
  * moleculer-web warns, with the error's stack, when a client closes a streamed answer before its end: for a live
@@ -95,7 +113,8 @@ function clientCloseAtDebug(logger: Logger): Logger {
 		...logger,
 		warn(...args: unknown[]) {
 			const about = args[1] as { err?: { code?: unknown }; url?: unknown } | undefined;
-			if (args[0] === "Stream got an error." && about?.err?.code === "ERR_STREAM_PREMATURE_CLOSE") return logger.debug("The client closed its stream:", about.url);
+			if (args[0] === "Stream got an error." && about?.err?.code === "ERR_STREAM_PREMATURE_CLOSE")
+				return logger.debug("The client closed its stream:", about.url);
 			return warn(...args);
 		},
 	};
@@ -119,18 +138,39 @@ const FromConfig = {
 		// Request logging builds strings on every request; LOGLEVEL=debug turns it on.
 		const logRequests = config.broker.logLevel === "debug" ? "debug" : null;
 		const cors = config.corsOrigins.length
-			? { origin: config.corsOrigins, methods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"], exposedHeaders: ["X-Total-Count", "Location"], maxAge: 21600 }
+			? {
+					origin: config.corsOrigins,
+					methods: ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE"],
+					exposedHeaders: ["X-Total-Count", "Location"],
+					maxAge: 21600,
+				}
 			: undefined;
-		Object.assign(schema.settings ?? {}, { port: config.port, ip: config.host, logRequest: logRequests, logResponse: logRequests, cors });
+		Object.assign(schema.settings ?? {}, {
+			port: config.port,
+			ip: config.host,
+			logRequest: logRequests,
+			logResponse: logRequests,
+			cors,
+		});
 	},
 } as Partial<ServiceSchema>;
 
-const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, Record<string, never>, ApiVars, ApiThis> = {
+const ApiService: ServiceSchema<
+	ServiceSettingSchema & Record<string, unknown>,
+	Record<string, never>,
+	ApiVars,
+	ApiThis
+> = {
 	name: "api",
 	// GatewayUi: the dashboard at /, security headers, whoami, openapi.json, the alert stream. Listed first so
 	// that its `stopped` (ending the open streams) runs before moleculer-web's waits for the connections to close.
 	// OpensLast last: Moleculer runs the `started` of the last mixin first, so it waits before moleculer-web's opens the port.
-	mixins: [GatewayUi as unknown as Partial<ServiceSchema>, ApiGateway as unknown as Partial<ServiceSchema>, OpensLast, FromConfig],
+	mixins: [
+		GatewayUi as unknown as Partial<ServiceSchema>,
+		ApiGateway as unknown as Partial<ServiceSchema>,
+		OpensLast,
+		FromConfig,
+	],
 
 	settings: {
 		log4XXResponses: false,
@@ -139,7 +179,12 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 		assets: UI_ASSETS,
 		// Security headers on every answer; X-Request-Id (or X-Correlation-Id) from the client when it is a plain
 		// token, else a new one: it is ctx.requestID in every service the request reaches, and comes back as X-Request-ID.
-		rootCallOptions(this: ApiThis, options: { requestID?: string; meta?: Record<string, unknown> }, req: IncomingMessage, res: ServerResponse) {
+		rootCallOptions(
+			this: ApiThis,
+			options: { requestID?: string; meta?: Record<string, unknown> },
+			req: IncomingMessage,
+			res: ServerResponse,
+		) {
 			securityHeaders(options, req, res);
 			options.requestID = acceptedRequestId(req.headers["x-correlation-id"] ?? req.headers["x-request-id"]);
 		},
@@ -154,7 +199,12 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 				whitelist: [...AUTH_ACTIONS],
 				mergeParams: false,
 				bodyParsers: false,
-				aliases: { "GET config": "api.authConfig", "GET login": "api.authLogin", "GET callback": "api.authCallback", "POST logout": "api.authLogout" },
+				aliases: {
+					"GET config": "api.authConfig",
+					"GET login": "api.authLogin",
+					"GET callback": "api.authCallback",
+					"POST logout": "api.authLogout",
+				},
 				callOptions: { timeout: 30_000 },
 				onBeforeCall(ctx: Context<unknown, AuthMeta>, _route: unknown, req: Req) {
 					ctx.meta.cookies = parseCookies(req.headers.cookie);
@@ -176,10 +226,22 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 				aliases: aliasesFor(),
 				callOptions: { timeout: 30_000 },
 				// Authentication, authorization and the parameters' shape: see aliasHandler below.
-				async onAfterCall(this: ApiThis, ctx: Context<unknown, Record<string, any>>, _route: unknown, req: Req, res: ServerResponse, data: unknown) {
+				async onAfterCall(
+					this: ApiThis,
+					ctx: Context<unknown, Record<string, any>>,
+					_route: unknown,
+					req: Req,
+					res: ServerResponse,
+					data: unknown,
+				) {
 					if (this.audited(req)) await this.audit(req, ctx.meta.$statusCode ?? res.statusCode ?? 200, null, data);
 					if (req.$cacheGeneration !== undefined && ctx.meta.$cacheable === true && Buffer.isBuffer(data)) {
-						const entry: CachedResponse = { body: data, type: ctx.meta.$responseType, headers: { ...ctx.meta.$responseHeaders }, conditional: ctx.meta.$conditional === true };
+						const entry: CachedResponse = {
+							body: data,
+							type: ctx.meta.$responseType,
+							headers: { ...ctx.meta.$responseHeaders },
+							conditional: ctx.meta.$conditional === true,
+						};
 						this.readCache(req.$alias?.cachedBy).set(this.cacheKey(req), entry, req.$cacheGeneration);
 					}
 					const location = ctx.meta.$location;
@@ -195,7 +257,10 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			const { code, body, internal } = toEveError(err, req.$alias?.unavailable);
 			if (internal) this.logger.error("Request failed:", req.method, req.url, err);
 			// An expected refusal (no master configured, a service not running, salt-api down): one line, no stack.
-			else if (code >= 500) this.logger.warn(`${code} ${req.method} ${(req.originalUrl ?? req.url ?? "").split("?")[0]}: ${body._error.message}`);
+			else if (code >= 500)
+				this.logger.warn(
+					`${code} ${req.method} ${(req.originalUrl ?? req.url ?? "").split("?")[0]}: ${body._error.message}`,
+				);
 			const send = () => {
 				if (res.headersSent) {
 					res.destroy();
@@ -236,7 +301,11 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 		authConfig: {
 			visibility: "published",
 			handler(this: ApiThis) {
-				return { oidc: this.signIn !== null, ...(this.signIn ? { name: this.signIn.name } : {}), cookies: { session: SESSION_COOKIE, csrf: CSRF_COOKIE } };
+				return {
+					oidc: this.signIn !== null,
+					...(this.signIn ? { name: this.signIn.name } : {}),
+					cookies: { session: SESSION_COOKIE, csrf: CSRF_COOKIE },
+				};
 			},
 		},
 		/** GET /auth/login: to the provider (services/api/sessions.ts). */
@@ -299,7 +368,9 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 						? [408, "Request Timeout", "the request took too long to arrive"]
 						: [400, "Bad Request", "malformed HTTP request"];
 			const payload = JSON.stringify({ _status: "ERR", _error: { code, message } });
-			socket.end(`HTTP/1.1 ${code} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\nConnection: close\r\n\r\n${payload}`);
+			socket.end(
+				`HTTP/1.1 ${code} ${reason}\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(payload)}\r\nConnection: close\r\n\r\n${payload}`,
+			);
 		});
 		// Last: every request runs in the crash guard's scope, so an error nothing caught answers it 500.
 		scopeRequests(this.server);
@@ -328,7 +399,8 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 	methods: {
 		/** The sign-in flow, or a 404 when OIDC is not configured. */
 		requireSignIn(this: ApiThis): SignIn {
-			if (!this.signIn) throw new EveError(404, "single sign-on is not configured here (OIDC_ISSUER): use an API token");
+			if (!this.signIn)
+				throw new EveError(404, "single sign-on is not configured here (OIDC_ISSUER): use an API token");
 			return this.signIn;
 		},
 
@@ -336,7 +408,13 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 		async authenticate(this: ApiThis, ctx: Context<unknown, Record<string, any>>, req: Req): Promise<Caller> {
 			// An API token in the header; else a signed-in browser's session cookie (services/api/sessions.ts).
 			const { token, cookieSecret } = credentialOf(req.headers);
-			if (!token) throw new EveError(401, this.signIn ? "sign in (GET /auth/login), or send an API token: Authorization: Bearer <token>" : "an API token is required: Authorization: Bearer <token>");
+			if (!token)
+				throw new EveError(
+					401,
+					this.signIn
+						? "sign in (GET /auth/login), or send an API token: Authorization: Bearer <token>"
+						: "an API token is required: Authorization: Bearer <token>",
+				);
 			const hash = hashToken(token);
 			let caller: KnownCaller | null | undefined = this.callers.get(hash);
 			if (caller === undefined) {
@@ -346,7 +424,15 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			}
 			const refused = callerRefusal(caller, cookieSecret !== undefined);
 			if (refused !== null || !caller) throw new EveError(401, refused ?? "");
-			const user: Caller = { id: caller.id, name: caller.name, role: caller.role, scope: caller.scope, principal: caller.principal, ...(caller.subject ? { subject: caller.subject } : {}), ...(cookieSecret !== undefined ? { session: true } : {}) };
+			const user: Caller = {
+				id: caller.id,
+				name: caller.name,
+				role: caller.role,
+				scope: caller.scope,
+				principal: caller.principal,
+				...(caller.subject ? { subject: caller.subject } : {}),
+				...(cookieSecret !== undefined ? { session: true } : {}),
+			};
 			// Set before the rate limit, so that the audit record of a refused write says whose it was.
 			ctx.meta.user = user;
 			// Another site can make the browser send the cookie, not read the CSRF token: no state changes without it (a GET with mark_as_read included).
@@ -382,11 +468,20 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 			this.prepareParams(req);
 			// Runs are authorized where they start (the cm-gateway, the tasks service), on what they resolve
 			// to; they write their audit record under this id before anything runs, and answer what they ran.
-			ctx.meta.request = { source: req.socket.remoteAddress ?? "", agent: userAgent(req), method: req.method, path: (req.originalUrl ?? req.url ?? "").slice(0, 4096) };
+			ctx.meta.request = {
+				source: req.socket.remoteAddress ?? "",
+				agent: userAgent(req),
+				method: req.method,
+				path: (req.originalUrl ?? req.url ?? "").slice(0, 4096),
+			};
 			// No service has the action (no master configured, its service not running): the 503 moleculer-web would
 			// answer, without the broker's warning about each such request (onError logs it once).
 			const action = req.$alias?.action;
-			if (action && !(this.broker.registry as unknown as { getActionEndpoints(name: string): unknown }).getActionEndpoints(action)) throw new ApiGateway.Errors.ServiceUnavailableError("SERVICE_UNAVAILABLE", { action });
+			if (
+				action &&
+				!(this.broker.registry as unknown as { getActionEndpoints(name: string): unknown }).getActionEndpoints(action)
+			)
+				throw new ApiGateway.Errors.ServiceUnavailableError("SERVICE_UNAVAILABLE", { action });
 			return gatewayMethods.aliasHandler.call(this, req, res, alias);
 		},
 
@@ -428,14 +523,17 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 		authorizeRole(this: ApiThis, ctx: Context<unknown, Record<string, any>>, req: Req) {
 			const caller: Caller = ctx.meta.user;
 			const need = req.$alias?.role;
-			if (need && !roleAllows(caller.role, need)) throw new EveError(403, `the ${caller.role} role may not ${req.method} ${req.originalUrl?.split("?")[0]}`);
+			if (need && !roleAllows(caller.role, need))
+				throw new EveError(403, `the ${caller.role} role may not ${req.method} ${req.originalUrl?.split("?")[0]}`);
 		},
 
 		/** A fixed one-minute window per principal; RATE_LIMIT_PER_MINUTE=0 turns it off. A request over the limit is counted too. */
 		rateLimit(this: ApiThis, key: string) {
 			const limit = this.config.rateLimitPerMinute;
 			if (limit && this.rateCount(key, true) > limit) {
-				throw new EveError(429, "Rate limit exceeded", { retryAfter: Math.max(1, Math.ceil((this.rateWindowStart + 60_000 - Date.now()) / 1000)) } as never);
+				throw new EveError(429, "Rate limit exceeded", {
+					retryAfter: Math.max(1, Math.ceil((this.rateWindowStart + 60_000 - Date.now()) / 1000)),
+				} as never);
 			}
 		},
 
@@ -497,7 +595,12 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 					await this.broker.call<unknown, AuditBegin>("audit.begin", {
 						id,
 						who: { token: caller?.id ?? null, name: caller?.name ?? null, role: caller?.role ?? null },
-						request: { source: req.socket.remoteAddress ?? "", ...(userAgent(req) ? { agent: userAgent(req) } : {}), method, path },
+						request: {
+							source: req.socket.remoteAddress ?? "",
+							...(userAgent(req) ? { agent: userAgent(req) } : {}),
+							method,
+							path,
+						},
 						...(run ? { run: { targets: run.targets, fun: run.fun } } : {}),
 						...(body !== undefined ? { body } : {}),
 						result,
@@ -521,7 +624,11 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 
 		readCache(this: ApiThis, service: string): ReadCache<CachedResponse> {
 			let cache = this.readCaches.get(service);
-			if (!cache) this.readCaches.set(service, (cache = new ReadCache<CachedResponse>(this.config.readCacheMs, GATEWAY_CACHE_ENTRIES)));
+			if (!cache)
+				this.readCaches.set(
+					service,
+					(cache = new ReadCache<CachedResponse>(this.config.readCacheMs, GATEWAY_CACHE_ENTRIES)),
+				);
 			return cache;
 		},
 
@@ -529,7 +636,15 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 		 * Serves a cacheable read from the responses kept here (after authentication and validation,
 		 * which have run by now), so repeated reads do not cross the transporter; otherwise calls on.
 		 */
-		callAction(this: ApiThis, route: unknown, actionName: string, req: Req, res: ServerResponse, params: unknown, isStream: boolean) {
+		callAction(
+			this: ApiThis,
+			route: unknown,
+			actionName: string,
+			req: Req,
+			res: ServerResponse,
+			params: unknown,
+			isStream: boolean,
+		) {
 			const service = req.$alias?.cachedBy;
 			if (service && (req.method === "GET" || req.method === "HEAD")) {
 				const cache: ReadCache<CachedResponse> = this.readCache(service);
@@ -544,7 +659,8 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 				}
 				req.$cacheGeneration = cache.generation;
 			}
-			const call = () => gatewayMethods.callAction.call(this, route, actionName, req, res, params, isStream) as Promise<unknown>;
+			const call = () =>
+				gatewayMethods.callAction.call(this, route, actionName, req, res, params, isStream) as Promise<unknown>;
 			// Reads are idempotent: one whose node left before answering (a crash, NATS lost) is sent again.
 			return req.method === "GET" || req.method === "HEAD" ? retryRejected(call) : call();
 		},
@@ -556,7 +672,8 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 		 */
 		sendResponse(this: unknown, req: Req, res: ServerResponse, data: unknown, action?: { name?: string }): void {
 			const ctx = req.$ctx;
-			if (ctx && notModified(req.method, req.headers, ctx.meta, action?.name ?? req.$alias?.action)) ctx.meta.$statusCode = 304;
+			if (ctx && notModified(req.method, req.headers, ctx.meta, action?.name ?? req.$alias?.action))
+				ctx.meta.$statusCode = 304;
 			delete req.headers["if-none-match"];
 			delete req.headers["if-modified-since"];
 			gatewayMethods.sendResponse.call(this, req, res, data, action);
@@ -565,7 +682,12 @@ const ApiService: ServiceSchema<ServiceSettingSchema & Record<string, unknown>, 
 		/** A plain OPTIONS (no CORS preflight) must reach the "*" aliases that answer it, not the GET ones. */
 		resolveAlias(this: ApiThis, url: string, method?: string) {
 			const m = method ?? "OPTIONS";
-			return this.aliasLookups.resolve(this.aliases, url, m, () => gatewayMethods.resolveAlias.call(this, url, m) as ReturnType<AliasLookups["resolve"]>);
+			return this.aliasLookups.resolve(
+				this.aliases,
+				url,
+				m,
+				() => gatewayMethods.resolveAlias.call(this, url, m) as ReturnType<AliasLookups["resolve"]>,
+			);
 		},
 
 		parseQueryString(req: IncomingMessage) {

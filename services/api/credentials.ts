@@ -27,8 +27,13 @@ export function credentialOf(headers: IncomingHttpHeaders): Credential {
 }
 
 /** Why this caller is not let in (the 401's message), or null when it is. */
-export function callerRefusal(caller: KnownCaller | null | undefined, fromCookie: boolean, now = Date.now()): string | null {
-	if (!caller || (caller.expires && new Date(caller.expires).getTime() <= now)) return "the API token is invalid, expired or revoked";
+export function callerRefusal(
+	caller: KnownCaller | null | undefined,
+	fromCookie: boolean,
+	now = Date.now(),
+): string | null {
+	if (!caller || (caller.expires && new Date(caller.expires).getTime() <= now))
+		return "the API token is invalid, expired or revoked";
 	// A cookie carries only a session (never an API token): another site can make the browser send it, not read it.
 	if (fromCookie && !caller.session) return "the session cookie does not hold a session: sign in again";
 	return null;

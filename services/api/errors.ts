@@ -23,7 +23,7 @@ export interface EveErrorBody {
 export function toEveError(err: any, unavailable?: string): { code: number; body: EveErrorBody; internal: boolean } {
 	let code = 500;
 	let message: string | undefined;
-	let extra: Partial<EveErrorBody> = {};
+	const extra: Partial<EveErrorBody> = {};
 	let internal = false;
 
 	// The domain errors (lib/errors.ts) and Eve's own, local or restored from the transporter (by `type`: the class
@@ -43,7 +43,12 @@ export function toEveError(err: any, unavailable?: string): { code: number; body
 		// body-parser (moleculer-web passes its errors on as MoleculerErrors with the same type)
 		const status = err.status ?? err.code;
 		code = status === 413 ? 413 : 400;
-		message = status === 413 ? `request body too large${typeof err.limit === "number" ? ` (limit ${err.limit} bytes)` : ""}` : err.type === "entity.parse.failed" ? "malformed JSON in the request body" : "unreadable request body";
+		message =
+			status === 413
+				? `request body too large${typeof err.limit === "number" ? ` (limit ${err.limit} bytes)` : ""}`
+				: err.type === "entity.parse.failed"
+					? "malformed JSON in the request body"
+					: "unreadable request body";
 	} else if (err?.name === "QueueIsFullError") {
 		// a bulkhead (lib/runtime/resilience.ts): too much of this kind of work waits already
 		code = 503;
@@ -55,8 +60,12 @@ export function toEveError(err: any, unavailable?: string): { code: number; body
 	} else if (err?.name === "ServiceNotAvailableError") {
 		// the action exists, but no endpoint takes calls now (its circuit breaker is open, or its nodes are going)
 		code = 503;
-		message = "the service that handles this request is not answering at the moment (it failed repeatedly, or is restarting); try again shortly";
-	} else if (err?.name === "ServiceUnavailableError" || (err?.name === "ServiceNotFoundError" && err?.data?.action && !String(err.data.action).startsWith("$"))) {
+		message =
+			"the service that handles this request is not answering at the moment (it failed repeatedly, or is restarting); try again shortly";
+	} else if (
+		err?.name === "ServiceUnavailableError" ||
+		(err?.name === "ServiceNotFoundError" && err?.data?.action && !String(err.data.action).startsWith("$"))
+	) {
 		code = 503;
 		message = unavailable ?? "the service that handles this request is not available";
 	} else if (err?.name === "RequestTimeoutError") {
@@ -79,5 +88,9 @@ export function toEveError(err: any, unavailable?: string): { code: number; body
 	}
 	if (!DEFAULT_MESSAGES[code] && (code < 400 || code > 599)) code = 500;
 	if (internal) message = DEFAULT_MESSAGES[500];
-	return { code, body: { _status: "ERR", _error: { code, message: message || DEFAULT_MESSAGES[code] || "Error" }, ...extra }, internal };
+	return {
+		code,
+		body: { _status: "ERR", _error: { code, message: message || DEFAULT_MESSAGES[code] || "Error" }, ...extra },
+		internal,
+	};
 }

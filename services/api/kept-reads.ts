@@ -111,16 +111,23 @@ export function serveKept(gw: KeptReadGateway, req: Req, res: ServerResponse): b
 	const hit = kept.get(keptKey(caller.role, url));
 	if (!hit) return false;
 	// The routed path answers 503 when the action's service is gone, and 404 for an action not published.
-	const endpoints = (gw.broker.registry as unknown as { getActionEndpoints(name: string): EndpointList | null }).getActionEndpoints(alias.action);
+	const endpoints = (
+		gw.broker.registry as unknown as { getActionEndpoints(name: string): EndpointList | null }
+	).getActionEndpoints(alias.action);
 	const action = endpoints?.hasAvailable() ? endpoints.getFirst()?.action : undefined;
 	if (!action || (action.visibility != null && action.visibility !== "published")) return false;
 	// Last, as it counts the request: from here on it is answered.
 	if (!gw.rateRoom(caller.principal)) return false;
 
 	const startedAt = performance.now();
-	const requestId = acceptedRequestId(req.headers["x-correlation-id"] ?? req.headers["x-request-id"]) ?? gw.broker.generateUid();
+	const requestId =
+		acceptedRequestId(req.headers["x-correlation-id"] ?? req.headers["x-request-id"]) ?? gw.broker.generateUid();
 	// A plain GET (no validator to weigh, nothing set on the response yet) of an answer sent before: its head again.
-	const plain = method === "GET" && req.headers["if-none-match"] === undefined && req.headers["if-modified-since"] === undefined && res.getHeaderNames().length === 0;
+	const plain =
+		method === "GET" &&
+		req.headers["if-none-match"] === undefined &&
+		req.headers["if-modified-since"] === undefined &&
+		res.getHeaderNames().length === 0;
 	const head = plain ? heads.get(hit) : undefined;
 	if (head) {
 		const headers = head.headers.slice();
@@ -132,7 +139,9 @@ export function serveKept(gw: KeptReadGateway, req: Req, res: ServerResponse): b
 		res.setHeader("X-Request-ID", requestId);
 		req.originalUrl ??= url;
 		// What sendResponse reads of the routed request: the kept answer's type and headers, and the route (its ETag setting).
-		req.$ctx = { meta: { $responseType: hit.type, $responseHeaders: { ...hit.headers }, $conditional: hit.conditional } } as unknown as Req["$ctx"];
+		req.$ctx = {
+			meta: { $responseType: hit.type, $responseHeaders: { ...hit.headers }, $conditional: hit.conditional },
+		} as unknown as Req["$ctx"];
 		(req as Req & { $route?: unknown }).$route = alias.route;
 		gw.sendResponse(req, res, hit.body, action);
 		if (plain && res.statusCode === 200) {

@@ -12,10 +12,18 @@ import { EveError } from "../../lib/eve/errors";
 import type { QueryPairs } from "../../lib/eve/query";
 import { MAX_JSON_DEPTH, tooDeep } from "../../lib/eve/json-depth";
 
-
 export type Req = IncomingMessage & {
 	$params: Record<string, any>;
-	$alias?: { action?: string; unavailable?: string; bodyKind?: BodyKind; cachedBy?: string; role?: Role; audited?: boolean; computes?: boolean; writesWith?: string };
+	$alias?: {
+		action?: string;
+		unavailable?: string;
+		bodyKind?: BodyKind;
+		cachedBy?: string;
+		role?: Role;
+		audited?: boolean;
+		computes?: boolean;
+		writesWith?: string;
+	};
 	$endpoint?: { action: unknown };
 	$cacheGeneration?: number;
 	/** Bytes of the JSON body as received (0 for an empty body), set while it is read. */
@@ -40,7 +48,11 @@ export type JsonParser = (req: IncomingMessage, res: ServerResponse, next: (err?
 
 /** The JSON body parser of bodies of at most `limit` bytes (MAX_BODY_BYTES). */
 export function jsonParser(limit: number): JsonParser {
-	return (ApiGateway as unknown as { bodyParser: { json(opts: unknown): JsonParser } }).bodyParser.json({ strict: true, limit, verify: verifyDepth });
+	return (ApiGateway as unknown as { bodyParser: { json(opts: unknown): JsonParser } }).bodyParser.json({
+		strict: true,
+		limit,
+		verify: verifyDepth,
+	});
 }
 
 /** The query string as ordered pairs; Eve's links repeat it in the client's order. */
@@ -83,7 +95,10 @@ export function userAgent(req: IncomingMessage): string | undefined {
 }
 
 export function isJson(req: IncomingMessage): boolean {
-	const type = String(req.headers["content-type"] ?? "").split(";")[0].trim().toLowerCase();
+	const type = String(req.headers["content-type"] ?? "")
+		.split(";")[0]
+		.trim()
+		.toLowerCase();
 	return type === "application/json" || (type.startsWith("application/") && type.endsWith("+json"));
 }
 

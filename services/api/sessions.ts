@@ -70,7 +70,11 @@ export function roleFor(rules: OidcRoleRule[], groups: string[]): OidcRoleRule |
 	return rules.find(r => r.group === "*" || groups.includes(r.group)) ?? null;
 }
 
-function cookie(name: string, value: string, opts: { maxAge: number; httpOnly: boolean; path: string; sameSite: "Lax" | "Strict"; secure: boolean }): string {
+function cookie(
+	name: string,
+	value: string,
+	opts: { maxAge: number; httpOnly: boolean; path: string; sameSite: "Lax" | "Strict"; secure: boolean },
+): string {
 	return `${name}=${encodeURIComponent(value)}; Path=${opts.path}; Max-Age=${opts.maxAge}; SameSite=${opts.sameSite}${opts.httpOnly ? "; HttpOnly" : ""}${opts.secure ? "; Secure" : ""}`;
 }
 
@@ -102,11 +106,20 @@ export class SignIn {
 		this.discovered ??= (async () => {
 			const lib: OidcClient = await import("openid-client");
 			const auth = this.oidc.clientSecret ? lib.ClientSecretPost(this.oidc.clientSecret) : lib.None();
-			const config = await lib.discovery(new URL(this.oidc.issuer), this.oidc.clientId, undefined, auth, this.oidc.allowHttp ? { execute: [lib.allowInsecureRequests] } : undefined);
+			const config = await lib.discovery(
+				new URL(this.oidc.issuer),
+				this.oidc.clientId,
+				undefined,
+				auth,
+				this.oidc.allowHttp ? { execute: [lib.allowInsecureRequests] } : undefined,
+			);
 			return { lib, config };
 		})().catch(err => {
 			this.discovered = null;
-			throw new EveError(502, `the sign-in provider ${this.oidc.issuer} could not be reached or read: ${(err as Error).message}`);
+			throw new EveError(
+				502,
+				`the sign-in provider ${this.oidc.issuer} could not be reached or read: ${(err as Error).message}`,
+			);
 		});
 		return this.discovered;
 	}
@@ -117,9 +130,30 @@ export class SignIn {
 		const verifier = lib.randomPKCECodeVerifier();
 		const state = lib.randomState();
 		const nonce = lib.randomNonce();
-		const url = lib.buildAuthorizationUrl(config, { redirect_uri: this.redirectUri, scope: this.oidc.scopes, code_challenge: await lib.calculatePKCECodeChallenge(verifier), code_challenge_method: "S256", state, nonce });
-		const tx = encryptSecret(this.secrets, JSON.stringify({ state, nonce, verifier, until: Date.now() + LOGIN_TTL_S * 1000 }));
-		meta.$responseHeaders = { "Set-Cookie": [cookie(LOGIN_COOKIE, tx, { maxAge: LOGIN_TTL_S, httpOnly: true, path: "/auth", sameSite: "Lax", secure: this.secure })], "Cache-Control": "no-store" };
+		const url = lib.buildAuthorizationUrl(config, {
+			redirect_uri: this.redirectUri,
+			scope: this.oidc.scopes,
+			code_challenge: await lib.calculatePKCECodeChallenge(verifier),
+			code_challenge_method: "S256",
+			state,
+			nonce,
+		});
+		const tx = encryptSecret(
+			this.secrets,
+			JSON.stringify({ state, nonce, verifier, until: Date.now() + LOGIN_TTL_S * 1000 }),
+		);
+		meta.$responseHeaders = {
+			"Set-Cookie": [
+				cookie(LOGIN_COOKIE, tx, {
+					maxAge: LOGIN_TTL_S,
+					httpOnly: true,
+					path: "/auth",
+					sameSite: "Lax",
+					secure: this.secure,
+				}),
+			],
+			"Cache-Control": "no-store",
+		};
 		meta.$statusCode = 302;
 		meta.$location = url.href;
 	}
@@ -130,7 +164,13 @@ export class SignIn {
 	 * session opened (revoking the person's tokens that reach further than their groups now give) and audited.
 	 */
 	async callback(ctx: Context, meta: AuthMeta): Promise<void> {
-		const clearLogin = cookie(LOGIN_COOKIE, "", { maxAge: 0, httpOnly: true, path: "/auth", sameSite: "Lax", secure: this.secure });
+		const clearLogin = cookie(LOGIN_COOKIE, "", {
+			maxAge: 0,
+			httpOnly: true,
+			path: "/auth",
+			sameSite: "Lax",
+			secure: this.secure,
+		});
 		const fail = (why: string) => {
 			meta.$responseHeaders = { "Set-Cookie": [clearLogin], "Cache-Control": "no-store" };
 			meta.$statusCode = 302;
@@ -147,7 +187,11 @@ export class SignIn {
 		let claims: Record<string, unknown>;
 		let idToken: string | undefined;
 		try {
-			const tokens = await lib.authorizationCodeGrant(config, new URL(meta.url ?? "/", this.oidc.publicUrl.replace(/\/$/, "") + "/"), { pkceCodeVerifier: tx.verifier, expectedState: tx.state, expectedNonce: tx.nonce });
+			const tokens = await lib.authorizationCodeGrant(
+				config,
+				new URL(meta.url ?? "/", this.oidc.publicUrl.replace(/\/$/, "") + "/"),
+				{ pkceCodeVerifier: tx.verifier, expectedState: tx.state, expectedNonce: tx.nonce },
+			);
 			claims = { ...(tokens.claims() ?? {}) };
 			idToken = tokens.id_token;
 			if (!Array.isArray(claims[this.oidc.groupsClaim]) && tokens.access_token && typeof claims.sub === "string") {
@@ -166,21 +210,61 @@ export class SignIn {
 		const rule = roleFor(this.oidc.roles, groups);
 		const subject = `oidc:${sub}`;
 		if (!rule) {
-			await this.audit(ctx, meta, { method: "GET", name, role: null, status: 403, outcome: "denied", message: `sign-in of ${subject} refused: the groups [${groups.join(", ").slice(0, 500)}] give no role (OIDC_ROLES)` });
+			await this.audit(ctx, meta, {
+				method: "GET",
+				name,
+				role: null,
+				status: 403,
+				outcome: "denied",
+				message: `sign-in of ${subject} refused: the groups [${groups.join(", ").slice(0, 500)}] give no role (OIDC_ROLES)`,
+			});
 			// What the person held before no longer applies either: their sessions and tokens are revoked.
 			await ctx.call("tokens.revokeSubject", { subject });
 			return fail(`your groups (${groups.join(", ") || "none"}) give no role in fleet-ctl`);
 		}
-		const session = await ctx.call<{ id: string; secret: string; revoked: number }, Record<string, unknown>>("tokens.openSession", { subject, name, role: rule.role, ...(rule.scope ? { scope: rule.scope } : {}), ttlS: this.oidc.sessionTtlS });
-		await this.audit(ctx, meta, { method: "GET", token: session.id, name: `${name} (session)`, role: rule.role, status: 200, outcome: "ok", message: `signed in as ${subject} through ${this.oidc.issuer}: role ${rule.role} (group ${rule.group})${session.revoked ? `; ${session.revoked} of their tokens that reached further were revoked` : ""}` });
+		const session = await ctx.call<{ id: string; secret: string; revoked: number }, Record<string, unknown>>(
+			"tokens.openSession",
+			{ subject, name, role: rule.role, ...(rule.scope ? { scope: rule.scope } : {}), ttlS: this.oidc.sessionTtlS },
+		);
+		await this.audit(ctx, meta, {
+			method: "GET",
+			token: session.id,
+			name: `${name} (session)`,
+			role: rule.role,
+			status: 200,
+			outcome: "ok",
+			message: `signed in as ${subject} through ${this.oidc.issuer}: role ${rule.role} (group ${rule.group})${session.revoked ? `; ${session.revoked} of their tokens that reached further were revoked` : ""}`,
+		});
 		const ttl = this.oidc.sessionTtlS;
 		meta.$responseHeaders = {
 			"Set-Cookie": [
 				clearLogin,
-				cookie(SESSION_COOKIE, session.secret, { maxAge: ttl, httpOnly: true, path: "/", sameSite: "Lax", secure: this.secure }),
-				cookie(CSRF_COOKIE, csrfOf(session.secret), { maxAge: ttl, httpOnly: false, path: "/", sameSite: "Strict", secure: this.secure }),
+				cookie(SESSION_COOKIE, session.secret, {
+					maxAge: ttl,
+					httpOnly: true,
+					path: "/",
+					sameSite: "Lax",
+					secure: this.secure,
+				}),
+				cookie(CSRF_COOKIE, csrfOf(session.secret), {
+					maxAge: ttl,
+					httpOnly: false,
+					path: "/",
+					sameSite: "Strict",
+					secure: this.secure,
+				}),
 				// For the provider's logout (id_token_hint): only /auth reads it.
-				...(idToken ? [cookie("fleet_idt", idToken, { maxAge: ttl, httpOnly: true, path: "/auth", sameSite: "Lax", secure: this.secure })] : []),
+				...(idToken
+					? [
+							cookie("fleet_idt", idToken, {
+								maxAge: ttl,
+								httpOnly: true,
+								path: "/auth",
+								sameSite: "Lax",
+								secure: this.secure,
+							}),
+						]
+					: []),
 			],
 			"Cache-Control": "no-store",
 		};
@@ -192,16 +276,36 @@ export class SignIn {
 	async logout(ctx: Context, meta: AuthMeta): Promise<{ redirect: string }> {
 		const secret = meta.cookies?.[SESSION_COOKIE];
 		if (!secret) throw new EveError(401, "no session to sign out of");
-		if (meta.csrfHeader !== csrfOf(secret)) throw new EveError(403, "the request lacks its CSRF token (X-CSRF-Token, the value of the fleet_csrf cookie)");
+		if (meta.csrfHeader !== csrfOf(secret))
+			throw new EveError(403, "the request lacks its CSRF token (X-CSRF-Token, the value of the fleet_csrf cookie)");
 		await ctx.call("tokens.closeSession", { hash: hashToken(secret) });
-		await this.audit(ctx, meta, { method: "POST", name: null, role: null, status: 200, outcome: "ok", message: "signed out" });
+		await this.audit(ctx, meta, {
+			method: "POST",
+			name: null,
+			role: null,
+			status: 200,
+			outcome: "ok",
+			message: "signed out",
+		});
 		const idToken = meta.cookies?.fleet_idt;
-		const clear = (name: string, path: string, httpOnly: boolean) => cookie(name, "", { maxAge: 0, httpOnly, path, sameSite: "Lax", secure: this.secure });
-		meta.$responseHeaders = { "Set-Cookie": [clear(SESSION_COOKIE, "/", true), clear(CSRF_COOKIE, "/", false), clear("fleet_idt", "/auth", true)], "Cache-Control": "no-store" };
+		const clear = (name: string, path: string, httpOnly: boolean) =>
+			cookie(name, "", { maxAge: 0, httpOnly, path, sameSite: "Lax", secure: this.secure });
+		meta.$responseHeaders = {
+			"Set-Cookie": [
+				clear(SESSION_COOKIE, "/", true),
+				clear(CSRF_COOKIE, "/", false),
+				clear("fleet_idt", "/auth", true),
+			],
+			"Cache-Control": "no-store",
+		};
 		let redirect = "/";
 		try {
 			const { lib, config } = await this.provider();
-			if (config.serverMetadata().end_session_endpoint) redirect = lib.buildEndSessionUrl(config, { post_logout_redirect_uri: `${this.oidc.publicUrl}/`, ...(idToken ? { id_token_hint: idToken } : {}) }).href;
+			if (config.serverMetadata().end_session_endpoint)
+				redirect = lib.buildEndSessionUrl(config, {
+					post_logout_redirect_uri: `${this.oidc.publicUrl}/`,
+					...(idToken ? { id_token_hint: idToken } : {}),
+				}).href;
 		} catch (err) {
 			this.log("Signed out here, but not at the provider:", (err as Error).message);
 		}
@@ -209,17 +313,39 @@ export class SignIn {
 	}
 
 	/** A sign-in or sign-out, told to the audit service (which builds the record): who, from where, how it went. */
-	private async audit(ctx: Context, meta: AuthMeta, entry: { method: "GET" | "POST"; token?: string; name: string | null; role: string | null; status: number; outcome: AuditOutcome; message: string }) {
+	private async audit(
+		ctx: Context,
+		meta: AuthMeta,
+		entry: {
+			method: "GET" | "POST";
+			token?: string;
+			name: string | null;
+			role: string | null;
+			status: number;
+			outcome: AuditOutcome;
+			message: string;
+		},
+	) {
 		const facts: AuditBegin = {
 			who: { token: entry.token ?? null, name: entry.name, role: entry.role },
-			request: { source: meta.source ?? "", ...(meta.agent ? { agent: meta.agent } : {}), method: entry.method, path: (meta.url ?? "").split("?")[0] },
+			request: {
+				source: meta.source ?? "",
+				...(meta.agent ? { agent: meta.agent } : {}),
+				method: entry.method,
+				path: (meta.url ?? "").split("?")[0],
+			},
 			result: { status: entry.status, outcome: entry.outcome, message: entry.message },
 		};
-		await ctx.call<unknown, AuditBegin>("audit.begin", facts).catch(err => this.log("Could not audit a sign-in:", (err as Error).message));
+		await ctx
+			.call<unknown, AuditBegin>("audit.begin", facts)
+			.catch(err => this.log("Could not audit a sign-in:", (err as Error).message));
 	}
 }
 
 /** The gateway's sign-in, when OIDC is configured. */
-export function signInFor(config: SecretsSource & { oidc: OidcConfig | null }, log: (what: string, why: string) => void): SignIn | null {
+export function signInFor(
+	config: SecretsSource & { oidc: OidcConfig | null },
+	log: (what: string, why: string) => void,
+): SignIn | null {
 	return config.oidc ? new SignIn(config.oidc, log, config) : null;
 }

@@ -68,14 +68,25 @@ const AuditService: EveServiceSchema<AuditThis> = {
 			params: {
 				id: { type: "string", pattern: OBJECT_ID, optional: true },
 				who: { type: "object", props: { token: NULLABLE_STRING, name: NULLABLE_STRING, role: NULLABLE_STRING } },
-				request: { type: "object", props: { source: "string", agent: { type: "string", optional: true }, method: "string", path: "string" } },
+				request: {
+					type: "object",
+					props: { source: "string", agent: { type: "string", optional: true }, method: "string", path: "string" },
+				},
 				run: {
 					type: "object",
 					optional: true,
 					props: {
 						targets: { type: "array", items: "string", optional: true },
 						fun: { type: "string", optional: true, nullable: true },
-						call: { type: "object", optional: true, props: { cm_client: "string", arg: { type: "array", optional: true }, kwarg: { type: "object", optional: true } } },
+						call: {
+							type: "object",
+							optional: true,
+							props: {
+								cm_client: "string",
+								arg: { type: "array", optional: true },
+								kwarg: { type: "object", optional: true },
+							},
+						},
 						break_glass: { type: "string", optional: true },
 						approval: { type: "string", optional: true },
 					},
@@ -95,7 +106,8 @@ const AuditService: EveServiceSchema<AuditThis> = {
 				try {
 					await this.store.insertMany([{ ...record, _id: id, _created: now, _updated: now }]);
 				} catch (err) {
-					if (err instanceof DuplicateKeyError) throw new Conflict(`audit record ${id} was begun already: a record is begun once, then completed`);
+					if (err instanceof DuplicateKeyError)
+						throw new Conflict(`audit record ${id} was begun already: a record is begun once, then completed`);
 					throw err;
 				}
 				await this.notifyChanged(ctx, "created", [id]);

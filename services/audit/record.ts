@@ -21,7 +21,12 @@ export function outcomeOf(status: number): AuditOutcome {
 }
 
 /** The outcome fields of a record: status, outcome (given, or the status's), the message cut, the jid. */
-export function resultFields(result: AuditResult): { status: number; outcome: AuditOutcome; message?: string; jid: string | null } {
+export function resultFields(result: AuditResult): {
+	status: number;
+	outcome: AuditOutcome;
+	message?: string;
+	jid: string | null;
+} {
 	return {
 		status: result.status,
 		outcome: result.outcome ?? outcomeOf(result.status),
@@ -39,7 +44,11 @@ export function boundedArgs(args: unknown): unknown {
 		text = "";
 	}
 	if (text && text.length <= ARGS_MAX) return args;
-	return { truncated: true, bytes: text.length, keys: args && typeof args === "object" ? Object.keys(args).slice(0, 50) : [] };
+	return {
+		truncated: true,
+		bytes: text.length,
+		keys: args && typeof args === "object" ? Object.keys(args).slice(0, 50) : [],
+	};
 }
 
 /** A new record from what `audit.begin` was told: without a result, a run's record before it runs (started, 202). */
@@ -47,7 +56,15 @@ export function buildRecord(facts: AuditBegin): Record<string, unknown> {
 	const { who, request, run, body } = facts;
 	const call = run?.call;
 	// A run's complete call is kept whole (what ran); a request's body only when it is not large.
-	const args = call ? { cm_client: call.cm_client, ...(call.arg ? { arg: call.arg } : {}), ...(call.kwarg ? { kwarg: call.kwarg } : {}) } : body === undefined ? undefined : boundedArgs(body);
+	const args = call
+		? {
+				cm_client: call.cm_client,
+				...(call.arg ? { arg: call.arg } : {}),
+				...(call.kwarg ? { kwarg: call.kwarg } : {}),
+			}
+		: body === undefined
+			? undefined
+			: boundedArgs(body);
 	return {
 		token: who.token,
 		name: who.name,

@@ -32,6 +32,10 @@ export class GatewayAlerts {
 		const up = transitions.length - down;
 		if (up) countMetric(this.gw.broker, "fleet.hosts.presence.changes.total", { to: "up" }, up);
 		if (down) countMetric(this.gw.broker, "fleet.hosts.presence.changes.total", { to: "down" }, down);
-		return transitions.map(({ id, to }) => (to === "host.down" ? { type: to, level: "warning", payload: { hostname: id, status: "down" } } : { type: to, level: "info", payload: { hostname: id, status: "up" } }));
+		return transitions.map(({ id, to }) =>
+			to === "host.down"
+				? { type: to, level: "warning", payload: { hostname: id, status: "down" } }
+				: { type: to, level: "info", payload: { hostname: id, status: "up" } },
+		);
 	}
 }

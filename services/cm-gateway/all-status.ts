@@ -58,19 +58,25 @@ export class AllStatusPolls {
 		const { config } = this.gw;
 		const until = await throughTheDoor<number | Hold>(
 			req,
-			this.runs.doorEffects<number | Hold>(ctx, req, async () => {
-				const ends = Date.now() + config.cmAllStatusMaxMs;
-				const running = this.monitors.get(id);
-				if (running) Object.assign(running, { until: ends, token: by.token });
-				else {
-					const timer = setInterval(() => void this.poll(id), config.cmAllStatusIntervalMs);
-					timer.unref?.();
-					this.monitors.set(id, { timer, until: ends, token: by.token });
-					// The first poll runs now, so that a salt-api that is down is reported to the caller.
-					await this.poll(id, true);
-				}
-				return ends;
-			}, undefined, hold => hold),
+			this.runs.doorEffects<number | Hold>(
+				ctx,
+				req,
+				async () => {
+					const ends = Date.now() + config.cmAllStatusMaxMs;
+					const running = this.monitors.get(id);
+					if (running) Object.assign(running, { until: ends, token: by.token });
+					else {
+						const timer = setInterval(() => void this.poll(id), config.cmAllStatusIntervalMs);
+						timer.unref?.();
+						this.monitors.set(id, { timer, until: ends, token: by.token });
+						// The first poll runs now, so that a salt-api that is down is reported to the caller.
+						await this.poll(id, true);
+					}
+					return ends;
+				},
+				undefined,
+				hold => hold,
+			),
 		);
 		if (typeof until !== "number") {
 			// Held for approval: nothing polls; once approved, one status.all_status runs.
@@ -79,7 +85,14 @@ export class AllStatusPolls {
 			meta.$responseHeaders = { ...meta.$responseHeaders, Location: `/api/approvals/${until.approval._id}` };
 			return { _status: "OK", action, host: id, polling: false, status: "pending_approval", approval: until.approval };
 		}
-		return { _status: "OK", action, host: id, polling: true, interval: config.cmAllStatusIntervalMs / 1000, until: formatHttpDate(new Date(until)) };
+		return {
+			_status: "OK",
+			action,
+			host: id,
+			polling: true,
+			interval: config.cmAllStatusIntervalMs / 1000,
+			until: formatHttpDate(new Date(until)),
+		};
 	}
 
 	/** One `status.all_status` on the host, unless the previous one is still out. */
@@ -91,10 +104,22 @@ export class AllStatusPolls {
 		const { config, logger } = this.gw;
 		try {
 			// Every poll is a run: the token that started the poll must still allow it (revoked: it stops).
-			if (!rethrow) await call(this.gw.broker, "tokens.authorizeRun", { token: monitor.token, client: ALL_STATUS_CALL.cm_client, fun: ALL_STATUS_CALL.fun, targets: [host] });
+			if (!rethrow)
+				await call(this.gw.broker, "tokens.authorizeRun", {
+					token: monitor.token,
+					client: ALL_STATUS_CALL.cm_client,
+					fun: ALL_STATUS_CALL.fun,
+					targets: [host],
+				});
 			// …and, when a maintenance window governs status.all_status on the host, inside it (closed: it stops).
-			const windows = rethrow ? null : await this.gw.broker.call<{ refused: string[] }, Record<string, unknown>>("maintenance-windows.check", { fun: ALL_STATUS_CALL.fun, targets: [host] });
-			if (windows?.refused.length) throw new OutsideWindow(`the maintenance windows of '${host}' governing status.all_status are closed`);
+			const windows = rethrow
+				? null
+				: await this.gw.broker.call<{ refused: string[] }, Record<string, unknown>>("maintenance-windows.check", {
+						fun: ALL_STATUS_CALL.fun,
+						targets: [host],
+					});
+			if (windows?.refused.length)
+				throw new OutsideWindow(`the maintenance windows of '${host}' governing status.all_status are closed`);
 		} catch (err) {
 			if (isError(err, ErrorType.RunRefused) || isError(err, ErrorType.OutsideWindow)) {
 				logger.warn(`Stopping the status.all_status poll of '${host}':`, (err as Error).message);
@@ -103,8 +128,14 @@ export class AllStatusPolls {
 			return;
 		}
 		try {
-			const started = await this.runs.startAsync({ client: "local_async", tgt: [host], tgt_type: "list", fun: "status.all_status" }, [], Math.max(config.cmAllStatusIntervalMs * 3, 5000), { monitor: true });
-			if (!started && rethrow) throw new NothingToRun(`host '${host}' has no accepted key on the master: nothing to poll`);
+			const started = await this.runs.startAsync(
+				{ client: "local_async", tgt: [host], tgt_type: "list", fun: "status.all_status" },
+				[],
+				Math.max(config.cmAllStatusIntervalMs * 3, 5000),
+				{ monitor: true },
+			);
+			if (!started && rethrow)
+				throw new NothingToRun(`host '${host}' has no accepted key on the master: nothing to poll`);
 		} catch (err) {
 			if (rethrow) {
 				this.stop(host);

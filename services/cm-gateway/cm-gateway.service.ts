@@ -68,7 +68,9 @@ function parts(svc: CmGatewayThis): Parts {
 }
 
 /** Made by the broker that loads it (moleculer's function services): which actions exist depends on its configuration. */
-export default function CmGatewayService(broker: ServiceBroker): ServiceSchema<ServiceSettingSchema, Record<string, never>, Vars, CmGatewayThis> {
+export default function CmGatewayService(
+	broker: ServiceBroker,
+): ServiceSchema<ServiceSettingSchema, Record<string, never>, Vars, CmGatewayThis> {
 	const config = configOf(broker);
 	const configured = config.cmApiUrl !== "";
 	const target = { id: "string", body: { type: "any", optional: true }, query: { type: "any", optional: true } };
@@ -213,9 +215,19 @@ export default function CmGatewayService(broker: ServiceBroker): ServiceSchema<S
 				caFile: config.cmApiCa || undefined,
 				onMasterUnanswering: () => inventory.presenceGuard.masterUnanswering(),
 				// Runner and wheel functions are fleet-ctl's own few; an execution function is the operator's, not a label.
-				onCall: (client, fun) => countMetric(this.broker, "fleet.salt.api.calls.total", { client, fun: client === "runner" || client === "wheel" ? fun : "" }),
+				onCall: (client, fun) =>
+					countMetric(this.broker, "fleet.salt.api.calls.total", {
+						client,
+						fun: client === "runner" || client === "wheel" ? fun : "",
+					}),
 			});
-			const gw: GatewayContext = { broker: this.broker, logger: this.logger, config, salt, stopping: () => this.stopping };
+			const gw: GatewayContext = {
+				broker: this.broker,
+				logger: this.logger,
+				config,
+				salt,
+				stopping: () => this.stopping,
+			};
 			const alerts = new GatewayAlerts(gw);
 			const inventory = new Inventory(gw, alerts);
 			const reconciliation = new Reconciliation(gw, inventory);
@@ -227,12 +239,37 @@ export default function CmGatewayService(broker: ServiceBroker): ServiceSchema<S
 			const governance = new Governance(gw, async (ctx, req, approval) => {
 				const { breakGlass: _glass, definition: _definition, ...by } = req.by;
 				const kwarg = { ...(req.body.kwarg ?? {}), test: true };
-				const answer = await runs.start(ctx, { ...by, path: `/api/approvals/${approval}`, auditId: undefined }, req.targets, { ...req.body, cm_client: "local_async", kwarg }, {}, req.target ?? `L@${req.targets.join(",")}`);
+				const answer = await runs.start(
+					ctx,
+					{ ...by, path: `/api/approvals/${approval}`, auditId: undefined },
+					req.targets,
+					{ ...req.body, cm_client: "local_async", kwarg },
+					{},
+					req.target ?? `L@${req.targets.join(",")}`,
+				);
 				return answer.task_id;
 			});
 			const runs: Runs = new Runs(gw, returns, poll, history, governance);
-			const events: EventFollower = new EventFollower(gw, { returns, poll, inventory, reconciliation, alerts, history });
-			this.parts = { salt, returns, poll, runs, inventory, reconciliation, events, patches: new Patches(gw), allStatus: new AllStatusPolls(gw, runs, returns), history };
+			const events: EventFollower = new EventFollower(gw, {
+				returns,
+				poll,
+				inventory,
+				reconciliation,
+				alerts,
+				history,
+			});
+			this.parts = {
+				salt,
+				returns,
+				poll,
+				runs,
+				inventory,
+				reconciliation,
+				events,
+				patches: new Patches(gw),
+				allStatus: new AllStatusPolls(gw, runs, returns),
+				history,
+			};
 		},
 
 		started() {
@@ -240,12 +277,24 @@ export default function CmGatewayService(broker: ServiceBroker): ServiceSchema<S
 			if (!p) return;
 			// The inventory is written through these services: start following the master once they are there.
 			void this.broker
-				.waitForServices(["hosts", "actions", "salt-jobs", "failed-patches", "alerts", "maintenance-windows", "approvals"])
+				.waitForServices([
+					"hosts",
+					"actions",
+					"salt-jobs",
+					"failed-patches",
+					"alerts",
+					"maintenance-windows",
+					"approvals",
+				])
 				.then(() => {
 					if (this.stopping) return;
 					if (config.cmEvents) p.events.open();
 					if (config.cmSyncIntervalMs > 0) p.reconciliation.schedule(0);
-					void p.poll.resume().catch((err: Error) => this.logger.warn("Could not resume the jobs started before this restart:", err.message));
+					void p.poll
+						.resume()
+						.catch((err: Error) =>
+							this.logger.warn("Could not resume the jobs started before this restart:", err.message),
+						);
 				})
 				.catch((err: Error) => this.logger.error("The cm-gateway cannot follow the master:", err.message));
 		},

@@ -28,7 +28,8 @@ export const JID = /^\d{20}(_\d+)?$/;
 export const UPSERT_BATCH = 1000;
 
 export const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v === "object" && !Array.isArray(v);
-export const strings = (v: unknown): string[] => (Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : []);
+export const strings = (v: unknown): string[] =>
+	Array.isArray(v) ? v.filter((x): x is string => typeof x === "string") : [];
 
 /** Runs `fn` over `items` with at most `limit` at a time; the first failure stops the rest and is thrown. */
 export async function eachLimited<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {

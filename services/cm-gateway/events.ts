@@ -12,7 +12,7 @@ import { PassLoop } from "../../lib/runtime/lease";
 import type { EventStream, SaltEvent } from "./salt-events";
 import { describeForgery, forgeryOf, RETURN_TAG, type Forgery } from "./forged-events";
 import { verdictOf } from "./job-tracker";
-import { pemFinger, type KnownHost } from "./salt-inventory";
+import { pemFinger } from "./salt-inventory";
 import type { GatewayAlerts } from "./alerts";
 import { isObject, strings, type Alert, type GatewayContext } from "./context";
 import type { Inventory } from "./inventory";
@@ -43,7 +43,14 @@ export class EventFollower {
 
 	constructor(
 		private readonly gw: GatewayContext,
-		private readonly parts: { returns: Returns; poll: JobPoll; inventory: Inventory; reconciliation: Reconciliation; alerts: GatewayAlerts; history: JobHistory },
+		private readonly parts: {
+			returns: Returns;
+			poll: JobPoll;
+			inventory: Inventory;
+			reconciliation: Reconciliation;
+			alerts: GatewayAlerts;
+			history: JobHistory;
+		},
 	) {}
 
 	/** Is the stream open, and how many events came (readiness, tests). */
@@ -109,7 +116,8 @@ export class EventFollower {
 			// forgeryOf made sure the return's own id is the one its tag names.
 			const host = ret[2];
 			const verdict = verdictOf(ev.data);
-			if (!returns.take(ret[1], host, ev.data.return, verdict) && !returns.tracker.has(ret[1])) returns.tracker.keepEarly(ret[1], host, ev.data.return, verdict);
+			if (!returns.take(ret[1], host, ev.data.return, verdict) && !returns.tracker.has(ret[1]))
+				returns.tracker.keepEarly(ret[1], host, ev.data.return, verdict);
 			// Any return proves its minion alive now, sooner than the master's next presence loop.
 			if (HOSTNAME.test(host) && inventory.aliveNews(host)) {
 				this.aliveQueue.add(host);
@@ -133,7 +141,10 @@ export class EventFollower {
 	 */
 	private distrustCache(tag: string): void {
 		const ret = RETURN_TAG.exec(tag);
-		if (ret && this.parts.returns.tracker.distrust(ret[1], ret[2])) this.gw.logger.warn(`Job ${ret[1]}: the return of ${JSON.stringify(ret[2].slice(0, 200))} in the master's job cache may be forged; it is awaited from the event stream only (docs/salt.md, "Forged events")`);
+		if (ret && this.parts.returns.tracker.distrust(ret[1], ret[2]))
+			this.gw.logger.warn(
+				`Job ${ret[1]}: the return of ${JSON.stringify(ret[2].slice(0, 200))} in the master's job cache may be forged; it is awaited from the event stream only (docs/salt.md, "Forged events")`,
+			);
 	}
 
 	/**
@@ -145,7 +156,9 @@ export class EventFollower {
 		const key = `${forged.kind}\0${forged.sender}`;
 		if (this.forgersLogged.has(key) || this.forgersLogged.size >= 1000) return;
 		this.forgersLogged.add(key);
-		this.gw.logger.warn(`Ignored an event a minion forged on the Salt master's bus: ${describeForgery(tag, forged)} (docs/salt.md, "Forged events"; later ones from this sender are only counted in fleet_salt_events_forged_total)`);
+		this.gw.logger.warn(
+			`Ignored an event a minion forged on the Salt master's bus: ${describeForgery(tag, forged)} (docs/salt.md, "Forged events"; later ones from this sender are only counted in fleet_salt_events_forged_total)`,
+		);
 	}
 
 	/** A batch applied in the lane now, or right after the one being written. */
@@ -165,7 +178,10 @@ export class EventFollower {
 					await this.flushAlive();
 				});
 		} catch (err) {
-			this.gw.logger.warn(`Could not apply ${batch.length} Salt event(s); the next reconciliation will:`, (err as Error).message);
+			this.gw.logger.warn(
+				`Could not apply ${batch.length} Salt event(s); the next reconciliation will:`,
+				(err as Error).message,
+			);
 		}
 		if (this.queue.length || this.refreshQueue.size || this.aliveQueue.size) this.kick();
 	}
@@ -189,7 +205,13 @@ export class EventFollower {
 				const id = tag.slice("salt/minion/".length, -"/start".length);
 				presence.set(id, true);
 				this.queueRefresh(id);
-			} else if (tag === "salt/auth" && typeof data.id === "string" && data.result === true && data.act === "accept" && typeof data.pub === "string") {
+			} else if (
+				tag === "salt/auth" &&
+				typeof data.id === "string" &&
+				data.result === true &&
+				data.act === "accept" &&
+				typeof data.pub === "string"
+			) {
 				// Every salt-call authenticates: re-read the host only if this is not the key it is known by.
 				authed.set(data.id, pemFinger(data.pub));
 			} else if ((tag === "salt/key" || tag === "salt/auth") && typeof data.id === "string") {
@@ -197,8 +219,13 @@ export class EventFollower {
 			} else if (tag === VNC_EVENT_TAG) {
 				// `hostname` is the sender's minion id (the host's _id, vouched for by the master), not the name the host wrote.
 				const inner = isObject(data.data) ? data.data : {};
-				const hostname = typeof data.id === "string" ? data.id : typeof inner.hostname === "string" ? inner.hostname : "";
-				alerts.push({ type: "vnc.connect", level: "info", payload: { hostname, status: typeof inner.status === "string" ? inner.status.slice(0, 100) : "" } });
+				const hostname =
+					typeof data.id === "string" ? data.id : typeof inner.hostname === "string" ? inner.hostname : "";
+				alerts.push({
+					type: "vnc.connect",
+					level: "info",
+					payload: { hostname, status: typeof inner.status === "string" ? inner.status.slice(0, 100) : "" },
+				});
 			}
 		}
 		// Hosts first (a minion that just started may be new), then presence.
@@ -215,7 +242,9 @@ export class EventFollower {
 			// A reading that takes down a mass of the fleet (a master that just restarted knows no one yet) waits for confirmation.
 			const loss = await call(this.gw.broker, "hosts.presenceLoss", { up, down, complete });
 			if (inventory.presenceGuard.judge(loss.up, loss.losing) === "hold") {
-				this.gw.logger.warn(`Presence: a reading would take ${loss.losing} of ${loss.up} hosts down at once; holding it until a later reading confirms it (docs/salt.md, "Presence")`);
+				this.gw.logger.warn(
+					`Presence: a reading would take ${loss.losing} of ${loss.up} hosts down at once; holding it until a later reading confirms it (docs/salt.md, "Presence")`,
+				);
 				countMetric(this.gw.broker, "fleet.hosts.presence.held.total");
 				down = [];
 				complete = false;
@@ -235,9 +264,18 @@ export class EventFollower {
 		let unchanged = new Set<string>();
 		try {
 			const known = await call(this.gw.broker, "hosts.inventoryState", { ids });
-			unchanged = new Set(known.filter(h => h.key === "accepted" && !h._soft_deleted && !h.key_conflict && h.fingerprint === authed.get(h._id)).map(h => h._id));
+			unchanged = new Set(
+				known
+					.filter(
+						h => h.key === "accepted" && !h._soft_deleted && !h.key_conflict && h.fingerprint === authed.get(h._id),
+					)
+					.map(h => h._id),
+			);
 		} catch (err) {
-			this.gw.logger.warn(`Could not read ${ids.length} host(s) to compare their keys; reading them from the master:`, (err as Error).message);
+			this.gw.logger.warn(
+				`Could not read ${ids.length} host(s) to compare their keys; reading them from the master:`,
+				(err as Error).message,
+			);
 		}
 		for (const id of ids) if (!unchanged.has(id)) this.queueRefresh(id);
 	}
@@ -249,7 +287,10 @@ export class EventFollower {
 		try {
 			await this.parts.inventory.refreshHosts(ids);
 		} catch (err) {
-			this.gw.logger.warn(`Could not refresh ${ids.length} host(s) from the master; the next reconciliation will:`, (err as Error).message);
+			this.gw.logger.warn(
+				`Could not refresh ${ids.length} host(s) from the master; the next reconciliation will:`,
+				(err as Error).message,
+			);
 		}
 	}
 

@@ -49,8 +49,24 @@ export interface TaskSchedule {
  * The digest a task's definition is approved under: what it runs (client, function, arguments, targets), when
  * (its whole schedule) and as whom (its owner token). A change to any of them makes the next run ask again.
  */
-export function taskDefinitionDigest(d: { cm_client: string; fun: string; kwarg?: Record<string, unknown>; tgt: string[]; target?: string; owner?: string | null; schedule?: TaskSchedule }): string {
-	return canonicalDigest({ cm_client: d.cm_client, fun: d.fun, kwarg: d.kwarg ?? {}, tgt: d.tgt, target: d.target ?? null, owner: d.owner ?? null, schedule: d.schedule ?? null });
+export function taskDefinitionDigest(d: {
+	cm_client: string;
+	fun: string;
+	kwarg?: Record<string, unknown>;
+	tgt: string[];
+	target?: string;
+	owner?: string | null;
+	schedule?: TaskSchedule;
+}): string {
+	return canonicalDigest({
+		cm_client: d.cm_client,
+		fun: d.fun,
+		kwarg: d.kwarg ?? {},
+		tgt: d.tgt,
+		target: d.target ?? null,
+		owner: d.owner ?? null,
+		schedule: d.schedule ?? null,
+	});
 }
 
 /**
@@ -75,18 +91,44 @@ export class Governance {
 	/** The verdict on an authorized run: null (run now), a hold (202), or a thrown 409/403. */
 	async govern(ctx: Context, req: RunRequest, holder: TokenHolder): Promise<Hold | null> {
 		const { by, targets, body } = req;
-		if (by.breakGlass !== undefined && holder.role !== "admin") throw runRefused(`only an admin may run outside the maintenance windows (break_glass); ${holder.name} is ${holder.role}`);
-		const verdict = await ctx.call<WindowVerdict, Record<string, unknown>>("maintenance-windows.check", { fun: body.fun, arg: body.arg, kwarg: body.kwarg, targets });
+		if (by.breakGlass !== undefined && holder.role !== "admin")
+			throw runRefused(
+				`only an admin may run outside the maintenance windows (break_glass); ${holder.name} is ${holder.role}`,
+			);
+		const verdict = await ctx.call<WindowVerdict, Record<string, unknown>>("maintenance-windows.check", {
+			fun: body.fun,
+			arg: body.arg,
+			kwarg: body.kwarg,
+			targets,
+		});
 		if (verdict.refused.length) {
 			if (by.breakGlass === undefined) throw this.outsideWindows(body.fun, verdict);
-			this.gw.logger.warn(`Break-glass: ${holder.name} runs ${body.fun} on ${verdict.refused.length} host(s) outside their maintenance windows: ${by.breakGlass}`);
-			await call(ctx, "alerts.raise", { type: "maintenance.break_glass", level: "warning", payload: { by: holder.name, token: holder.id, fun: body.fun, hosts: verdict.refused.slice(0, 100), outside: verdict.refused.length, reason: by.breakGlass, approval: by.approval ?? null } })
-				.catch((err: Error) => this.gw.logger.error("Could not raise the break-glass alert:", err.message));
+			this.gw.logger.warn(
+				`Break-glass: ${holder.name} runs ${body.fun} on ${verdict.refused.length} host(s) outside their maintenance windows: ${by.breakGlass}`,
+			);
+			await call(ctx, "alerts.raise", {
+				type: "maintenance.break_glass",
+				level: "warning",
+				payload: {
+					by: holder.name,
+					token: holder.id,
+					fun: body.fun,
+					hosts: verdict.refused.slice(0, 100),
+					outside: verdict.refused.length,
+					reason: by.breakGlass,
+					approval: by.approval ?? null,
+				},
+			}).catch((err: Error) => this.gw.logger.error("Could not raise the break-glass alert:", err.message));
 		}
 		const gate = await ctx.call<GateAnswer, Record<string, unknown>>("approvals.gate", {
 			requester: { token: holder.id, name: holder.name, role: holder.role, identity: holder.principal },
 			origin: policyOrigin(by),
-			call: { cm_client: body.cm_client, fun: body.fun, ...(body.arg ? { arg: body.arg } : {}), ...(body.kwarg ? { kwarg: body.kwarg } : {}) },
+			call: {
+				cm_client: body.cm_client,
+				fun: body.fun,
+				...(body.arg ? { arg: body.arg } : {}),
+				...(body.kwarg ? { kwarg: body.kwarg } : {}),
+			},
 			hosts: targets,
 			...(req.target !== undefined ? { target: req.target } : {}),
 			...(by.definition ? { definition: by.definition } : {}),
@@ -100,16 +142,26 @@ export class Governance {
 
 	/** The 409 of a run outside its hosts' windows: which hosts, and when the first of their windows opens. */
 	private outsideWindows(fun: string, verdict: WindowVerdict): OutsideWindow {
-		const named = verdict.refused.slice(0, NAMED_MAX).join(", ") + (verdict.refused.length > NAMED_MAX ? `, … (${verdict.refused.length} in all)` : "");
-		const next = verdict.next ? `the next window, '${verdict.next.name}', opens ${verdict.next.start} (until ${verdict.next.end})` : "none of their windows opens again within 400 days";
-		return new OutsideWindow(`${fun} is outside the maintenance windows of ${named}: ${next}; an admin may run it now with a stated reason (break_glass)`, { window: verdict.next, refused: verdict.refused.slice(0, 1000) });
+		const named =
+			verdict.refused.slice(0, NAMED_MAX).join(", ") +
+			(verdict.refused.length > NAMED_MAX ? `, … (${verdict.refused.length} in all)` : "");
+		const next = verdict.next
+			? `the next window, '${verdict.next.name}', opens ${verdict.next.start} (until ${verdict.next.end})`
+			: "none of their windows opens again within 400 days";
+		return new OutsideWindow(
+			`${fun} is outside the maintenance windows of ${named}: ${next}; an admin may run it now with a stated reason (break_glass)`,
+			{ window: verdict.next, refused: verdict.refused.slice(0, 1000) },
+		);
 	}
 
 	/** A state run held for approval gets a dry run (test=True), so approvers see what it would change. */
 	private async dryRun(ctx: Context, req: RunRequest, approval: string): Promise<void> {
 		try {
 			const jid = await this.startDryRun(ctx, req, approval);
-			await ctx.call("approvals.attachDryRun", jid ? { id: approval, jid } : { id: approval, error: "no minion answered the dry run" });
+			await ctx.call(
+				"approvals.attachDryRun",
+				jid ? { id: approval, jid } : { id: approval, error: "no minion answered the dry run" },
+			);
 		} catch (err) {
 			const message = String((err as Error).message).slice(0, 2000);
 			this.gw.logger.warn(`The dry run of approval ${approval} could not start:`, message);

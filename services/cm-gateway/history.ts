@@ -32,7 +32,19 @@ export interface HistoryEntry {
 }
 
 /** Salt's target types as compound engines (docs/targeting.md): an external job's target reads as one expression. */
-const ENGINES: Record<string, string> = { grain: "G@", grain_pcre: "P@", pcre: "E@", list: "L@", ipcidr: "S@", nodegroup: "N@", pillar: "I@", pillar_pcre: "J@", pillar_exact: "I@", range: "R@", data: "" };
+const ENGINES: Record<string, string> = {
+	grain: "G@",
+	grain_pcre: "P@",
+	pcre: "E@",
+	list: "L@",
+	ipcidr: "S@",
+	nodegroup: "N@",
+	pillar: "I@",
+	pillar_pcre: "J@",
+	pillar_exact: "I@",
+	range: "R@",
+	data: "",
+};
 /** How long a job's own jids are remembered (a bus event later than this is not expected). */
 const OWN_KEEP_MS = 600_000;
 /** Bounds on what is held: remembered jids, jobs seen on the bus waiting for their grace. */
@@ -58,8 +70,18 @@ export function originOf(by: Requester): Exclude<JobOriginKind, "repl" | "extern
 }
 
 /** A run's history entry: the target as given, the name of the token that authorized it. */
-export function historyEntry(by: Requester, holder: TokenHolder, target: string, rollout?: { id: string; batch?: number }): HistoryEntry {
-	return { target, user: holder.name ?? by.name ?? null, origin: originOf(by), ...(rollout ? { rollout: rollout.id, ...(rollout.batch !== undefined ? { batch: rollout.batch } : {}) } : {}) };
+export function historyEntry(
+	by: Requester,
+	holder: TokenHolder,
+	target: string,
+	rollout?: { id: string; batch?: number },
+): HistoryEntry {
+	return {
+		target,
+		user: holder.name ?? by.name ?? null,
+		origin: originOf(by),
+		...(rollout ? { rollout: rollout.id, ...(rollout.batch !== undefined ? { batch: rollout.batch } : {}) } : {}),
+	};
 }
 
 /** Why minions cannot evaluate a compound target (unbalanced parentheses), or null. */
@@ -103,7 +125,8 @@ export class JobHistory {
 	/** A job this process started (monitoring polls too): never taken for an external one. */
 	started(jid: string): void {
 		const now = Date.now();
-		if (this.own.size >= OWN_MAX) for (const [j, at] of this.own) if (now - at > OWN_KEEP_MS || this.own.size >= OWN_MAX) this.own.delete(j);
+		if (this.own.size >= OWN_MAX)
+			for (const [j, at] of this.own) if (now - at > OWN_KEEP_MS || this.own.size >= OWN_MAX) this.own.delete(j);
 		this.own.set(jid, now);
 		const timer = this.waiting.get(jid);
 		if (timer) clearTimeout(timer);
@@ -144,7 +167,9 @@ export class JobHistory {
 		const asked = this.unanswered.get(runKey(fun, Array.isArray(data.tgt) ? strings(data.tgt) : strings(data.minions)));
 		if (asked && asked.seen.length < ASKED_SEEN_MAX) asked.seen.push(jid);
 		if (this.waiting.size >= WAITING_MAX) {
-			this.gw.logger.warn(`Job history: ${WAITING_MAX} jobs seen on the bus are waiting already; job ${jid} (${fun}) is not recorded`);
+			this.gw.logger.warn(
+				`Job history: ${WAITING_MAX} jobs seen on the bus are waiting already; job ${jid} (${fun}) is not recorded`,
+			);
 			return;
 		}
 		const deadline = Date.now() + this.gw.config.cmApiTimeoutMs + this.gw.config.cmExternalJobGraceMs;
@@ -152,7 +177,11 @@ export class JobHistory {
 			this.waiting.delete(jid);
 			if (this.own.has(jid) || this.gw.stopping()) return;
 			// A run of this function on these hosts still waits for salt-api here: the job may be it.
-			if (this.unanswered.has(runKey(fun, Array.isArray(data.tgt) ? strings(data.tgt) : strings(data.minions))) && Date.now() < deadline) return this.wait(jid, check);
+			if (
+				this.unanswered.has(runKey(fun, Array.isArray(data.tgt) ? strings(data.tgt) : strings(data.minions))) &&
+				Date.now() < deadline
+			)
+				return this.wait(jid, check);
 			void this.external(jid, fun, data);
 		};
 		this.wait(jid, check);
@@ -168,12 +197,18 @@ export class JobHistory {
 	private async external(jid: string, fun: string, data: Record<string, unknown>): Promise<void> {
 		const unreadable = data.tgt_type === "compound" && typeof data.tgt === "string" ? unbalanced(data.tgt) : null;
 		// The master published it to these minions, and none of them can read the target: nothing will answer.
-		if (unreadable) this.gw.logger.warn(`Job ${jid} (${fun}) was published with a compound target its minions cannot evaluate (${unreadable}): recorded as finished with no host`);
+		if (unreadable)
+			this.gw.logger.warn(
+				`Job ${jid} (${fun}) was published with a compound target its minions cannot evaluate (${unreadable}): recorded as finished with no host`,
+			);
 		const minions = unreadable ? [] : strings(data.minions);
 		const args = Array.isArray(data.arg) ? data.arg : [];
 		const user = typeof data.user === "string" ? `salt:${data.user}`.slice(0, 300) : null;
 		const history: HistoryEntry = { target: targetExpression(data.tgt, data.tgt_type), user, origin: "external" };
-		const started = typeof data._stamp === "string" && !Number.isNaN(Date.parse(`${data._stamp}Z`)) ? new Date(`${data._stamp}Z`) : new Date();
+		const started =
+			typeof data._stamp === "string" && !Number.isNaN(Date.parse(`${data._stamp}Z`))
+				? new Date(`${data._stamp}Z`)
+				: new Date();
 		this.started(jid);
 		try {
 			await this.returns.writeRunning(jid, fun, args, minions, { history, started });

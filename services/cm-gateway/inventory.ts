@@ -50,7 +50,11 @@ export class Inventory {
 		private readonly alerts: GatewayAlerts,
 	) {
 		const { config } = gw;
-		this.presenceGuard = new PresenceGuard({ maxLoss: config.cmPresenceMaxLossPercent / 100, minHosts: 2, confirmMs: config.cmPresenceConfirmMs });
+		this.presenceGuard = new PresenceGuard({
+			maxLoss: config.cmPresenceMaxLossPercent / 100,
+			minHosts: 2,
+			confirmMs: config.cmPresenceConfirmMs,
+		});
 	}
 
 	/**
@@ -76,19 +80,31 @@ export class Inventory {
 	async wheel(fun: string, extra: Record<string, unknown> = {}): Promise<Record<string, unknown>> {
 		const event = await this.gw.salt.lowstate({ client: "wheel", fun, ...extra }, { safe: true });
 		const data = isObject(event) ? event.data : undefined;
-		if (!isObject(data) || data.success === false || !isObject(data.return)) throw new SaltApiError(502, "malformed", `salt-api sent a malformed answer to ${fun}`);
+		if (!isObject(data) || data.success === false || !isObject(data.return))
+			throw new SaltApiError(502, "malformed", `salt-api sent a malformed answer to ${fun}`);
 		return data.return;
 	}
 
 	/** Writes a presence reading, raising host.down / host.up into `alerts`. */
-	async applyPresence(up: string[], down: string[], complete: boolean, alerts: Alert[], changesOnly = false): Promise<void> {
+	async applyPresence(
+		up: string[],
+		down: string[],
+		complete: boolean,
+		alerts: Alert[],
+		changesOnly = false,
+	): Promise<void> {
 		const res = await call(this.gw.broker, "hosts.setPresence", { up, down, complete, changesOnly });
 		const now = Date.now();
 		if (!changesOnly) for (const id of [...up, ...down]) this.presenceTouched.set(id, now);
 		else for (const id of res.wentUp) this.presenceTouched.set(id, now);
 		for (const id of down) this.aliveSeen.delete(id);
 		for (const id of res.wentDown) this.aliveSeen.delete(id);
-		alerts.push(...this.alerts.presenceAlerts([...res.wentDown.map(id => ({ id, to: "host.down" as const })), ...res.wentUp.map(id => ({ id, to: "host.up" as const }))]));
+		alerts.push(
+			...this.alerts.presenceAlerts([
+				...res.wentDown.map(id => ({ id, to: "host.down" as const })),
+				...res.wentUp.map(id => ({ id, to: "host.up" as const })),
+			]),
+		);
 	}
 
 	/** Marks up the minions job returns proved alive (only those not up already: a job's returns rewrite nothing). */
@@ -115,14 +131,25 @@ export class Inventory {
 		};
 		const wanted = new Set(ids);
 		if (ids.length >= FINGER_ALL_FROM) record(await this.wheel("key.finger", { match: "*" }), wanted);
-		else await eachLimited(ids, this.gw.config.cmApiConcurrency, async id => record(await this.wheel("key.finger", { match: id }), new Set([id])));
+		else
+			await eachLimited(ids, this.gw.config.cmApiConcurrency, async id =>
+				record(await this.wheel("key.finger", { match: id }), new Set([id])),
+			);
 		const present = [...views.keys()];
 		if (present.length) {
-			const grains = await this.gw.salt.lowstate({ client: "runner", fun: "cache.grains", tgt: present, tgt_type: "list" }, { safe: true });
-			if (!isObject(grains)) throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to cache.grains");
+			const grains = await this.gw.salt.lowstate(
+				{ client: "runner", fun: "cache.grains", tgt: present, tgt_type: "list" },
+				{ safe: true },
+			);
+			if (!isObject(grains))
+				throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to cache.grains");
 			for (const id of present) if (isObject(grains[id])) views.get(id)!.grains = grains[id] as Record<string, unknown>;
 		}
-		await this.applyMasterView(views, ids.filter(id => !views.has(id)), startedAt);
+		await this.applyMasterView(
+			views,
+			ids.filter(id => !views.has(id)),
+			startedAt,
+		);
 		for (const id of ids) this.touched.set(id, Math.max(this.touched.get(id) ?? 0, startedAt));
 	}
 
@@ -150,14 +177,21 @@ export class Inventory {
 	 * soft-deletes the `gone` ones, raises fingerprint and presence alerts. Hosts an event changed after
 	 * `readAt` are left alone: the event is newer than these reads.
 	 */
-	async applyMasterView(views: Map<string, MasterView>, gone: string[], readAt: number, knownHosts?: Map<string, KnownHost>): Promise<ViewCounts> {
+	async applyMasterView(
+		views: Map<string, MasterView>,
+		gone: string[],
+		readAt: number,
+		knownHosts?: Map<string, KnownHost>,
+	): Promise<ViewCounts> {
 		const { broker, logger } = this.gw;
 		const fresher = (id: string) => (this.touched.get(id) ?? 0) >= readAt;
 		// A presence reading since the reads knows the status better, not the key or grains: a host it could not
 		// write because it did not exist yet is still created (a first reconciliation outlasts a presence loop).
 		const presenceFresher = (id: string) => (this.presenceTouched.get(id) ?? 0) >= readAt;
 		const ids = [...views.keys(), ...gone];
-		const known = knownHosts ?? new Map((ids.length ? await call(broker, "hosts.inventoryState", { ids }) : []).map(h => [h._id, h]));
+		const known =
+			knownHosts ??
+			new Map((ids.length ? await call(broker, "hosts.inventoryState", { ids }) : []).map(h => [h._id, h]));
 		const now = new Date();
 		const changes: Array<{ _id: string } & Record<string, unknown>> = [];
 		const alerts: Alert[] = [];
@@ -169,7 +203,8 @@ export class Inventory {
 			const { status, ...rest } = view;
 			const { doc, fingerprintChange, keyConflict } = hostUpdate(id, presenceFresher(id) ? rest : view, host, now);
 			changes.push(doc);
-			if (fingerprintChange) alerts.push({ type: "fingerprint.changed", level: "warning", payload: { ...fingerprintChange } });
+			if (fingerprintChange)
+				alerts.push({ type: "fingerprint.changed", level: "warning", payload: { ...fingerprintChange } });
 			if (keyConflict) alerts.push({ type: "key.conflict", level: "warning", payload: { ...keyConflict } });
 			if (doc.status === "down") this.aliveSeen.delete(id);
 			const moved = presenceTransition(host, doc.status as string | undefined);
@@ -191,7 +226,10 @@ export class Inventory {
 		alerts.push(...this.alerts.presenceAlerts(transitions));
 		await this.alerts.raise(alerts);
 		const fingerprints = alerts.filter(a => a.type === "fingerprint.changed").length;
-		if (removed.length || restored.length || fingerprints) logger.info(`Inventory: ${removed.length} host(s) soft-deleted, ${restored.length} restored, ${fingerprints} fingerprint(s) changed`);
+		if (removed.length || restored.length || fingerprints)
+			logger.info(
+				`Inventory: ${removed.length} host(s) soft-deleted, ${restored.length} restored, ${fingerprints} fingerprint(s) changed`,
+			);
 		return { created, updated, removed: removed.length, restored: restored.length, fingerprints_changed: fingerprints };
 	}
 }

@@ -56,7 +56,13 @@ export class JobPoll {
 		const now = Date.now();
 		const pollMs = this.gw.config.cmJobPollMs;
 		const next = this.nextRead.get(jid) ?? { at: now, gap: pollMs };
-		const due = force || !this.streamUp || this.wanted.has("*") || this.wanted.has(jid) || now >= next.at || deadline - now <= pollMs;
+		const due =
+			force ||
+			!this.streamUp ||
+			this.wanted.has("*") ||
+			this.wanted.has(jid) ||
+			now >= next.at ||
+			deadline - now <= pollMs;
 		if (due && this.streamUp) this.nextRead.set(jid, { at: now + next.gap * 2, gap: next.gap * 2 });
 		else if (!this.nextRead.has(jid)) this.nextRead.set(jid, next);
 		return due;
@@ -84,7 +90,8 @@ export class JobPoll {
 				try {
 					const res = await this.gw.salt.listJob(jid);
 					const result: Record<string, { return?: unknown }> = res.info[0]?.Result ?? {};
-					for (const host of hosts) if (host in result) this.returns.take(jid, host, result[host]?.return, verdictOf(result[host]));
+					for (const host of hosts)
+						if (host in result) this.returns.take(jid, host, result[host]?.return, verdictOf(result[host]));
 				} catch (err) {
 					this.gw.logger.warn(`Could not read job ${jid} from salt-api:`, (err as Error).message);
 				}
@@ -97,15 +104,41 @@ export class JobPoll {
 
 	/** After a restart: waits again for the jobs whose hosts are still "running", until their deadlines. */
 	async resume(): Promise<void> {
-		const running: Array<{ jid: string; action: string; host: string; args: unknown[]; task?: string; run?: string; _created: Date | string }> = await this.gw.broker.call("actions.running");
-		const jobs = new Map<string, { fun: string; args: unknown[]; hosts: string[]; created: number; task?: string; run?: string }>();
+		const running: Array<{
+			jid: string;
+			action: string;
+			host: string;
+			args: unknown[];
+			task?: string;
+			run?: string;
+			_created: Date | string;
+		}> = await this.gw.broker.call("actions.running");
+		const jobs = new Map<
+			string,
+			{ fun: string; args: unknown[]; hosts: string[]; created: number; task?: string; run?: string }
+		>();
 		for (const r of running) {
-			const job = jobs.get(r.jid) ?? { fun: r.action, args: r.args ?? [], hosts: [], created: new Date(r._created).getTime(), task: r.task, run: r.run };
+			const job = jobs.get(r.jid) ?? {
+				fun: r.action,
+				args: r.args ?? [],
+				hosts: [],
+				created: new Date(r._created).getTime(),
+				task: r.task,
+				run: r.run,
+			};
 			job.hosts.push(r.host);
 			jobs.set(r.jid, job);
 		}
 		// A new process has kept no early return: nothing comes back from tracking them.
-		for (const [jid, job] of jobs) this.returns.tracker.track(jid, job.fun, job.args, job.hosts, Math.max(0, job.created + this.gw.config.cmJobTimeoutMs - Date.now()), { task: job.task, run: job.run });
+		for (const [jid, job] of jobs)
+			this.returns.tracker.track(
+				jid,
+				job.fun,
+				job.args,
+				job.hosts,
+				Math.max(0, job.created + this.gw.config.cmJobTimeoutMs - Date.now()),
+				{ task: job.task, run: job.run },
+			);
 		if (jobs.size) {
 			this.gw.logger.info(`Waiting again for the returns of ${jobs.size} job(s) started before this restart`);
 			await this.poll(true);

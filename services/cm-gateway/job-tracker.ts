@@ -35,7 +35,10 @@ export interface Verdict {
 export function verdictOf(data: unknown): Verdict {
 	if (!data || typeof data !== "object") return {};
 	const { retcode, success } = data as { retcode?: unknown; success?: unknown };
-	return { ...(Number.isInteger(retcode) ? { retcode: retcode as number } : {}), ...(typeof success === "boolean" ? { success } : {}) };
+	return {
+		...(Number.isInteger(retcode) ? { retcode: retcode as number } : {}),
+		...(typeof success === "boolean" ? { success } : {}),
+	};
 }
 
 /** Where a job came from. */
@@ -88,28 +91,57 @@ export class JobTracker {
 	}
 
 	/** Starts waiting for a job's hosts; answers the returns that arrived before. */
-	track(jid: string, fun: string, args: unknown[], minions: string[], timeoutMs: number, origin: JobOrigin = {}): JobReturn[] {
+	track(
+		jid: string,
+		fun: string,
+		args: unknown[],
+		minions: string[],
+		timeoutMs: number,
+		origin: JobOrigin = {},
+	): JobReturn[] {
 		// Already waited for (a resumed or adopted job this process started itself): the hosts that answered
 		// stay answered, so no return is taken, and recorded, twice.
 		if (this.jobs.has(jid)) return [];
-		const job: TrackedJob = { jid, fun, args, pending: new Set(minions), distrusted: new Set(), deadline: Date.now() + timeoutMs, monitor: origin.monitor === true, task: origin.task, run: origin.run };
+		const job: TrackedJob = {
+			jid,
+			fun,
+			args,
+			pending: new Set(minions),
+			distrusted: new Set(),
+			deadline: Date.now() + timeoutMs,
+			monitor: origin.monitor === true,
+			task: origin.task,
+			run: origin.run,
+		};
 		const early = this.early.get(jid);
 		this.early.delete(jid);
 		const out: JobReturn[] = [];
 		if (job.pending.size) this.jobs.set(jid, job);
-		if (early) for (const [host, { raw, verdict }] of early.returns) {
-			const r = this.take(jid, host, raw, verdict);
-			if (r) out.push(r);
-		}
+		if (early)
+			for (const [host, { raw, verdict }] of early.returns) {
+				const r = this.take(jid, host, raw, verdict);
+				if (r) out.push(r);
+			}
 		return out;
 	}
 
 	/** A return from either source: the record to write, or null if it is not awaited (or was taken). */
 	take(jid: string, host: string, raw: unknown, verdict: Verdict = {}): JobReturn | null {
 		const job = this.jobs.get(jid);
-		if (!job || !job.pending.delete(host)) return null;
+		if (!job?.pending.delete(host)) return null;
 		if (!job.pending.size) this.jobs.delete(jid);
-		return { jid, action: job.fun, host, state: "finished", args: job.args, raw, monitor: job.monitor, task: job.task, run: job.run, ...verdict };
+		return {
+			jid,
+			action: job.fun,
+			host,
+			state: "finished",
+			args: job.args,
+			raw,
+			monitor: job.monitor,
+			task: job.task,
+			run: job.run,
+			...verdict,
+		};
 	}
 
 	/** A return seen on the event stream for a jid that is not tracked: kept in case it soon will be. */
@@ -156,7 +188,18 @@ export class JobTracker {
 		const out: JobReturn[] = [];
 		for (const job of [...this.jobs.values()]) {
 			if (now < job.deadline) continue;
-			for (const host of job.pending) out.push({ jid: job.jid, action: job.fun, host, state: "timeout", args: job.args, raw: NO_RETURN, monitor: job.monitor, task: job.task, run: job.run });
+			for (const host of job.pending)
+				out.push({
+					jid: job.jid,
+					action: job.fun,
+					host,
+					state: "timeout",
+					args: job.args,
+					raw: NO_RETURN,
+					monitor: job.monitor,
+					task: job.task,
+					run: job.run,
+				});
 			this.jobs.delete(job.jid);
 		}
 		return out;

@@ -21,7 +21,11 @@ export interface LoadResult {
  * unless "patches/web.sls" exists, which Salt prefers). Names with another "." cannot be given to
  * `state.apply` (Salt reads the dot as a directory): `skip` hears about them.
  */
-export function patchPaths(paths: string[], prefix: string, skip: (path: string) => void = () => {}): Array<{ path: string; name: string }> {
+export function patchPaths(
+	paths: string[],
+	prefix: string,
+	skip: (path: string) => void = () => {},
+): Array<{ path: string; name: string }> {
 	const byName = new Map<string, { path: string; name: string; init: boolean }>();
 	for (const path of paths) {
 		if (!path.startsWith(prefix) || !path.endsWith(".sls")) continue;
@@ -57,9 +61,15 @@ export class Patches {
 
 	private async read(ctx: Context, job: JobHandle): Promise<LoadResult> {
 		const { salt, config, logger } = this.gw;
-		const listed = await salt.lowstate({ client: "runner", fun: "fileserver.file_list", saltenv: "base" }, { safe: true });
-		if (!Array.isArray(listed) || listed.some(p => typeof p !== "string")) throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to fileserver.file_list");
-		const paths = patchPaths(listed as string[], config.cmPatchPrefix, path => logger.warn(`Skipping patch file '${path}': its name cannot be given to state.apply`));
+		const listed = await salt.lowstate(
+			{ client: "runner", fun: "fileserver.file_list", saltenv: "base" },
+			{ safe: true },
+		);
+		if (!Array.isArray(listed) || listed.some(p => typeof p !== "string"))
+			throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to fileserver.file_list");
+		const paths = patchPaths(listed as string[], config.cmPatchPrefix, path =>
+			logger.warn(`Skipping patch file '${path}': its name cannot be given to state.apply`),
+		);
 
 		const patches: Array<{ name: string; text: string }> = [];
 		const unreadable: string[] = [];
@@ -74,16 +84,22 @@ export class Patches {
 		patches.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
 		let created = 0;
 		for (const batch of batchesBySize(patches, UPSERT_BATCH)) {
-			const res = await ctx.call<{ created: number }, { patches: typeof batch }>("updates.upsertMany", { patches: batch });
+			const res = await ctx.call<{ created: number }, { patches: typeof batch }>("updates.upsertMany", {
+				patches: batch,
+			});
 			created += res.created;
 		}
 		// What could be read is kept, but a listed patch that could not be read is never a success.
 		if (unreadable.length) {
 			unreadable.sort();
-			const names = unreadable.slice(0, 20).join(", ") + (unreadable.length > 20 ? `, … (${unreadable.length - 20} more)` : "");
-			throw new UpstreamFailed(`the master listed ${paths.length} patch file(s) but sent ${unreadable.length} of them as no text: ${names}; ${patches.length} loaded (${created} new)`, {
-				issues: { unreadable: unreadable.slice(0, 100) },
-			});
+			const names =
+				unreadable.slice(0, 20).join(", ") + (unreadable.length > 20 ? `, … (${unreadable.length - 20} more)` : "");
+			throw new UpstreamFailed(
+				`the master listed ${paths.length} patch file(s) but sent ${unreadable.length} of them as no text: ${names}; ${patches.length} loaded (${created} new)`,
+				{
+					issues: { unreadable: unreadable.slice(0, 100) },
+				},
+			);
 		}
 		return { _status: "OK", loaded: patches.length, created };
 	}
@@ -97,15 +113,24 @@ export class Patches {
 	private async readOne(path: string): Promise<string | null> {
 		let text: unknown;
 		try {
-			text = await this.gw.salt.lowstate({ client: "runner", fun: "salt.cmd", arg: ["cp.get_file_str", `salt://${path}`], kwarg: { saltenv: "base" } }, { safe: true });
+			text = await this.gw.salt.lowstate(
+				{ client: "runner", fun: "salt.cmd", arg: ["cp.get_file_str", `salt://${path}`], kwarg: { saltenv: "base" } },
+				{ safe: true },
+			);
 		} catch (err) {
 			if ((err as { kind?: string }).kind === "auth") {
-				throw new SaltApiError(502, "auth", `the master refused to read '${path}' through runner salt.cmd cp.get_file_str: grant it to CM_API_USER in external_auth (docs/salt.md, "The API user and its permissions")`);
+				throw new SaltApiError(
+					502,
+					"auth",
+					`the master refused to read '${path}' through runner salt.cmd cp.get_file_str: grant it to CM_API_USER in external_auth (docs/salt.md, "The API user and its permissions")`,
+				);
 			}
 			throw err;
 		}
 		if (typeof text === "string") return text;
-		this.gw.logger.warn(`Patch file '${path}': the master sent no text (${text === false ? "not found" : typeof text})`);
+		this.gw.logger.warn(
+			`Patch file '${path}': the master sent no text (${text === false ? "not found" : typeof text})`,
+		);
 		return null;
 	}
 }

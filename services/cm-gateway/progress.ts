@@ -13,7 +13,12 @@ export interface JobHandle {
 
 const NOOP: JobHandle = { progress: async () => undefined, finish: async () => undefined, fail: async () => undefined };
 
-export async function trackJob(broker: ServiceBroker, kind: string, params: Record<string, unknown> = {}, leaseMs = 5 * 60_000): Promise<JobHandle> {
+export async function trackJob(
+	broker: ServiceBroker,
+	kind: string,
+	params: Record<string, unknown> = {},
+	leaseMs = 5 * 60_000,
+): Promise<JobHandle> {
 	let job: { _id: string; run: string };
 	try {
 		job = await broker.call("jobs.claim", { kind, params, leaseMs });

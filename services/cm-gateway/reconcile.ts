@@ -64,7 +64,10 @@ export class Reconciliation {
 				.catch((err: Error) => {
 					this.failures++;
 					const retry = nextSyncDelay(this.failures, this.gw.config.cmSyncRetryMs, this.gw.config.cmSyncIntervalMs);
-					this.gw.logger.warn(`Inventory reconciliation failed; the hosts are left as they were, next try in ${retry} ms:`, err.message);
+					this.gw.logger.warn(
+						`Inventory reconciliation failed; the hosts are left as they were, next try in ${retry} ms:`,
+						err.message,
+					);
 				})
 				.finally(() => this.schedule());
 		}, delay);
@@ -121,13 +124,21 @@ export class Reconciliation {
 		try {
 			const option = await salt.lowstate({ client: "runner", fun: "config.get", arg: ["nodegroups"] }, { safe: true });
 			// Not set on the master: config.get answers its default, "". A list of one-key dicts is Salt's other spelling.
-			const nodegroups = Array.isArray(option) ? Object.assign({}, ...option.filter(isObject)) : isObject(option) ? option : option === "" ? {} : null;
-			if (!nodegroups) throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to config.get nodegroups");
+			const nodegroups = Array.isArray(option)
+				? Object.assign({}, ...option.filter(isObject))
+				: isObject(option)
+					? option
+					: option === ""
+						? {}
+						: null;
+			if (!nodegroups)
+				throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to config.get nodegroups");
 			await call(broker, "nodegroups.fromMaster", { nodegroups });
 			this.nodegroupsTrouble = null;
 		} catch (err) {
 			const why = (err as Error).message;
-			if (why !== this.nodegroupsTrouble) logger.warn(`Could not read the master's nodegroups (N@ keeps the ones read before; docs/salt.md): ${why}`);
+			if (why !== this.nodegroupsTrouble)
+				logger.warn(`Could not read the master's nodegroups (N@ keeps the ones read before; docs/salt.md): ${why}`);
 			this.nodegroupsTrouble = why;
 		}
 	}
@@ -147,9 +158,11 @@ export class Reconciliation {
 		const keys = await inventory.wheel("key.list_all");
 		const fingers = await inventory.wheel("key.finger", { match: "*" });
 		const present = await salt.lowstate({ client: "runner", fun: "manage.present" }, { safe: true });
-		if (!Array.isArray(present)) throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to manage.present");
+		if (!Array.isArray(present))
+			throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to manage.present");
 		for (const dir of ["minions", "minions_pre", "minions_rejected", "minions_denied"]) {
-			if (keys[dir] !== undefined && !Array.isArray(keys[dir])) throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to key.list_all");
+			if (keys[dir] !== undefined && !Array.isArray(keys[dir]))
+				throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to key.list_all");
 		}
 
 		await this.masterNodegroups();
@@ -162,7 +175,9 @@ export class Reconciliation {
 		const live = [...known.values()].filter(h => h.status === "up" && h.key === "accepted" && !h._soft_deleted);
 		const losing = live.filter(h => views.get(h._id)?.status === "down");
 		if (inventory.presenceGuard.judge(live.length, losing.length) === "hold") {
-			logger.warn(`Presence: the master sees ${losing.length} of ${live.length} hosts up as gone; holding their status until a later reading confirms it (docs/salt.md, "Presence")`);
+			logger.warn(
+				`Presence: the master sees ${losing.length} of ${live.length} hosts up as gone; holding their status until a later reading confirms it (docs/salt.md, "Presence")`,
+			);
 			countMetric(broker, "fleet.hosts.presence.held.total");
 			for (const h of losing) delete views.get(h._id)!.status;
 		}
@@ -173,16 +188,25 @@ export class Reconciliation {
 		const ids = [...views.keys()];
 		for (let i = 0; i < ids.length; i += SYNC_BATCH) {
 			const batch = ids.slice(i, i + SYNC_BATCH);
-			const grains = await salt.lowstate({ client: "runner", fun: "cache.grains", tgt: batch, tgt_type: "list" }, { safe: true });
-			if (!isObject(grains)) throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to cache.grains");
+			const grains = await salt.lowstate(
+				{ client: "runner", fun: "cache.grains", tgt: batch, tgt_type: "list" },
+				{ safe: true },
+			);
+			if (!isObject(grains))
+				throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to cache.grains");
 			const batchViews = new Map<string, MasterView>();
-			for (const id of batch) batchViews.set(id, isObject(grains[id]) ? { ...views.get(id)!, grains: grains[id] as Record<string, unknown> } : views.get(id)!);
+			for (const id of batch)
+				batchViews.set(
+					id,
+					isObject(grains[id]) ? { ...views.get(id)!, grains: grains[id] as Record<string, unknown> } : views.get(id)!,
+				);
 			add(await inventory.turn(() => inventory.applyMasterView(batchViews, [], startedAt, known)));
 			await progress(Math.min(ids.length, i + SYNC_BATCH), ids.length);
 		}
 		const gone = [...known.values()].filter(h => !h._soft_deleted && !views.has(h._id)).map(h => h._id);
 		if (gone.length) add(await inventory.turn(() => inventory.applyMasterView(new Map(), gone, startedAt, known)));
-		for (const touched of [inventory.touched, inventory.presenceTouched]) for (const [id, at] of touched) if (at < startedAt) touched.delete(id);
+		for (const touched of [inventory.touched, inventory.presenceTouched])
+			for (const [id, at] of touched) if (at < startedAt) touched.delete(id);
 		return { _status: "OK", hosts: views.size, ...total };
 	}
 }

@@ -27,15 +27,22 @@ function asText(value: unknown): string {
 /** A step whose command output is cut to the size an `actions` return keeps. */
 function capStep(step: PatchStep, maxBytes: number): PatchStep {
 	const changes = { ...step.changes };
-	for (const k of ["stdout", "stderr"]) if (typeof changes[k] === "string") changes[k] = capText(changes[k] as string, maxBytes);
+	for (const k of ["stdout", "stderr"])
+		if (typeof changes[k] === "string") changes[k] = capText(changes[k] as string, maxBytes);
 	return { ...step, comment: capText(step.comment, maxBytes), changes };
 }
 
 /** Salt's `retcode` and `success` of a return, when it sent them. */
-const verdict = (r: JobReturn) => ({ ...(r.retcode !== undefined ? { retcode: r.retcode } : {}), ...(r.success !== undefined ? { success: r.success } : {}) });
+const verdict = (r: JobReturn) => ({
+	...(r.retcode !== undefined ? { retcode: r.retcode } : {}),
+	...(r.success !== undefined ? { success: r.success } : {}),
+});
 
 /** The task and run an `actions` record links to, when the job is a task's run. */
-export const links = (o: { task?: string; run?: string }) => ({ ...(o.task ? { task: o.task } : {}), ...(o.run ? { run: o.run } : {}) });
+export const links = (o: { task?: string; run?: string }) => ({
+	...(o.task ? { task: o.task } : {}),
+	...(o.run ? { run: o.run } : {}),
+});
 
 export class Returns {
 	readonly tracker = new JobTracker();
@@ -72,7 +79,10 @@ export class Returns {
 	writeRunning(jid: string, fun: string, args: unknown[], hosts: string[], origin: JobOrigin = {}): Promise<void> {
 		const written = (async () => {
 			if (origin.history) await this.openJob(jid, fun, args, hosts, origin);
-			for (const returns of batchesBySize(hosts.map(host => ({ jid, action: fun, host, state: "running", args, return: "", ...links(origin) })), UPSERT_BATCH)) {
+			for (const returns of batchesBySize(
+				hosts.map(host => ({ jid, action: fun, host, state: "running", args, return: "", ...links(origin) })),
+				UPSERT_BATCH,
+			)) {
 				try {
 					await this.gw.broker.call("actions.record", { returns });
 				} catch (err) {
@@ -90,7 +100,19 @@ export class Returns {
 	async openJob(jid: string, fun: string, args: unknown[], minions: string[], origin: JobOrigin): Promise<void> {
 		const h = origin.history;
 		if (!h) return;
-		const job = { jid, fun, args, minions, target: h.target, user: h.user, origin: h.origin, ...links(origin), ...(h.rollout ? { rollout: h.rollout } : {}), ...(h.batch !== undefined ? { batch: h.batch } : {}), ...(origin.started ? { started: origin.started } : {}) };
+		const job = {
+			jid,
+			fun,
+			args,
+			minions,
+			target: h.target,
+			user: h.user,
+			origin: h.origin,
+			...links(origin),
+			...(h.rollout ? { rollout: h.rollout } : {}),
+			...(h.batch !== undefined ? { batch: h.batch } : {}),
+			...(origin.started ? { started: origin.started } : {}),
+		};
 		try {
 			await this.gw.broker.call("salt-jobs.open", { job });
 		} catch (err) {
@@ -138,7 +160,10 @@ export class Returns {
 			try {
 				await this.gw.broker.call("salt-jobs.tally", { jids: jids.slice(i, i + 1000) });
 			} catch (err) {
-				this.gw.logger.warn(`Could not update the job history's counts of ${jids.length} job(s):`, (err as Error).message);
+				this.gw.logger.warn(
+					`Could not update the job history's counts of ${jids.length} job(s):`,
+					(err as Error).message,
+				);
 			}
 		}
 	}
@@ -150,7 +175,16 @@ export class Returns {
 	async record(records: JobReturn[]): Promise<void> {
 		if (!records.length) return;
 		const { broker, config } = this.gw;
-		const returns = records.map(r => ({ jid: r.jid, action: r.action, host: r.host, state: r.state, args: r.args, return: capText(asText(r.raw), config.cmReturnMaxBytes), ...verdict(r), ...links(r) }));
+		const returns = records.map(r => ({
+			jid: r.jid,
+			action: r.action,
+			host: r.host,
+			state: r.state,
+			args: r.args,
+			return: capText(asText(r.raw), config.cmReturnMaxBytes),
+			...verdict(r),
+			...links(r),
+		}));
 		const byState = new Map<string, number>();
 		for (const r of records) byState.set(r.state, (byState.get(r.state) ?? 0) + 1);
 		for (const [state, n] of byState) countMetric(broker, "fleet.job.returns.total", { state }, n);
@@ -163,20 +197,41 @@ export class Returns {
 		const known = new Set<string>(await broker.call<string[], { ids: string[] }>("hosts.exist", { ids: hosts }));
 		const latest = new Map<string, string>();
 		for (const r of records) if (!r.monitor && known.has(r.host)) latest.set(r.host, `${r.jid}${r.host}`);
-		if (latest.size) await call(broker, "hosts.upsertMany", { hosts: [...latest].map(([_id, last_action]) => ({ _id, last_action })) });
+		if (latest.size)
+			await call(broker, "hosts.upsertMany", {
+				hosts: [...latest].map(([_id, last_action]) => ({ _id, last_action })),
+			});
 
 		const failed = [];
 		for (const r of records) {
 			if (r.state !== "finished") continue;
 			const patch = patchOf(r.action, r.args, config.cmPatchPrefix);
 			const steps = patch ? failedPatchSteps(r.raw, patch) : null;
-			if (patch && steps) failed.push({ jid: r.jid, action: r.action, host: r.host, state: r.state, patch, return: steps.map(step => capStep(step, config.cmReturnMaxBytes)) });
+			if (patch && steps)
+				failed.push({
+					jid: r.jid,
+					action: r.action,
+					host: r.host,
+					state: r.state,
+					patch,
+					return: steps.map(step => capStep(step, config.cmReturnMaxBytes)),
+				});
 		}
 		if (failed.length) {
-			for (const batch of batchesBySize(failed, UPSERT_BATCH)) await broker.call("failed-patches.record", { returns: batch });
-			await this.alerts.raise(failed.map(f => ({ type: "patch.failed", level: "error", payload: { hostname: f.host, patch: f.patch, jid: f.jid, failed_patch: `${f.jid}${f.host}` } })));
+			for (const batch of batchesBySize(failed, UPSERT_BATCH))
+				await broker.call("failed-patches.record", { returns: batch });
+			await this.alerts.raise(
+				failed.map(f => ({
+					type: "patch.failed",
+					level: "error",
+					payload: { hostname: f.host, patch: f.patch, jid: f.jid, failed_patch: `${f.jid}${f.host}` },
+				})),
+			);
 		}
-		for (const r of records) if (r.state === "finished" && known.has(r.host) && GRAIN_CHANGING.test(r.action)) this.grainsChanged(r.host);
-		for (const r of records) if (r.action === "status.all_status") broker.broadcast("cm.allStatus", { hostname: r.host, jid: r.jid, state: r.state, return: r.raw });
+		for (const r of records)
+			if (r.state === "finished" && known.has(r.host) && GRAIN_CHANGING.test(r.action)) this.grainsChanged(r.host);
+		for (const r of records)
+			if (r.action === "status.all_status")
+				broker.broadcast("cm.allStatus", { hostname: r.host, jid: r.jid, state: r.state, return: r.raw });
 	}
 }

@@ -105,18 +105,27 @@ export interface Hold {
 }
 
 /** The 503 of a run whose audit record could not be stored. */
-export const AUDIT_UNAVAILABLE = "the audit log could not be written, so nothing was run (every run is recorded before it starts); try again once the audit service answers";
+export const AUDIT_UNAVAILABLE =
+	"the audit log could not be written, so nothing was run (every run is recorded before it starts); try again once the audit service answers";
 
 /** The facts of a run for its audit record: the token (the one that authorized it, else the one asked for), the request, the hosts and the complete call. */
 export function auditFacts(req: RunRequest, holder: TokenHolder | null, approval = req.by.approval): AuditFacts {
 	const { by, targets, body } = req;
 	return {
-		who: { token: holder?.id ?? (by.token || null), name: holder?.name ?? by.name ?? null, role: holder?.role ?? by.role ?? null },
+		who: {
+			token: holder?.id ?? (by.token || null),
+			name: holder?.name ?? by.name ?? null,
+			role: holder?.role ?? by.role ?? null,
+		},
 		request: { source: by.source, ...(by.agent ? { agent: by.agent } : {}), method: by.method, path: by.path },
 		run: {
 			targets,
 			fun: body.fun,
-			call: { cm_client: body.cm_client, ...(body.arg ? { arg: body.arg } : {}), ...(body.kwarg ? { kwarg: body.kwarg } : {}) },
+			call: {
+				cm_client: body.cm_client,
+				...(body.arg ? { arg: body.arg } : {}),
+				...(body.kwarg ? { kwarg: body.kwarg } : {}),
+			},
 			...(by.breakGlass ? { break_glass: by.breakGlass } : {}),
 			...(approval ? { approval } : {}),
 		},
@@ -144,11 +153,19 @@ export async function authorizeRun<R>(req: RunRequest, fx: DoorEffects<R>): Prom
  * A refusal of one of `types` (RunRefused by the token, by a break-glass only an admin may give or by an approval that
  * does not cover the run; OutsideWindow by a maintenance window) written as `denied` with its status, best effort.
  */
-async function auditRefusal<R>(req: RunRequest, holder: TokenHolder | null, err: unknown, types: ErrorTypeName[], fx: DoorEffects<R>): Promise<void> {
+async function auditRefusal<R>(
+	req: RunRequest,
+	holder: TokenHolder | null,
+	err: unknown,
+	types: ErrorTypeName[],
+	fx: DoorEffects<R>,
+): Promise<void> {
 	if (!types.some(type => isError(err, type))) return;
 	const e = err as { code: number; message?: unknown };
 	const result: AuditResult = { status: e.code, outcome: "denied", message: String(e.message) };
-	await fx.beginAudit(req.by.auditId ?? fx.newId(), auditFacts(req, holder), result).catch((auditErr: unknown) => fx.log("Could not write the audit record of a refused run:", errorMessage(auditErr)));
+	await fx
+		.beginAudit(req.by.auditId ?? fx.newId(), auditFacts(req, holder), result)
+		.catch((auditErr: unknown) => fx.log("Could not write the audit record of a refused run:", errorMessage(auditErr)));
 }
 
 /**
@@ -167,12 +184,21 @@ export async function governRun<R>(req: RunRequest, holder: TokenHolder, fx: Doo
 	}
 	if (!hold) return null;
 	const result: AuditResult = { status: 202, outcome: "held", message: `held for approval ${hold.approval._id}` };
-	await fx.beginAudit(req.by.auditId ?? fx.newId(), auditFacts(req, holder, hold.approval._id), result).catch((auditErr: unknown) => fx.log("Could not write the audit record of a run held for approval:", errorMessage(auditErr)));
+	await fx
+		.beginAudit(req.by.auditId ?? fx.newId(), auditFacts(req, holder, hold.approval._id), result)
+		.catch((auditErr: unknown) =>
+			fx.log("Could not write the audit record of a run held for approval:", errorMessage(auditErr)),
+		);
 	return hold;
 }
 
 /** Step 2: the run's record, before it runs; when it is not stored, a 503 and nothing runs. */
-export async function beginAudit<R>(id: string, req: RunRequest, holder: TokenHolder, fx: DoorEffects<R>): Promise<void> {
+export async function beginAudit<R>(
+	id: string,
+	req: RunRequest,
+	holder: TokenHolder,
+	fx: DoorEffects<R>,
+): Promise<void> {
 	let stored: unknown = null;
 	try {
 		stored = await fx.beginAudit(id, auditFacts(req, holder));
@@ -196,7 +222,8 @@ export async function startRun<R>(req: RunRequest, fx: DoorEffects<R>): Promise<
 	const holder = await authorizeRun(req, fx);
 	const hold = await governRun(req, holder, fx);
 	if (hold) {
-		if (!fx.held) throw new HeldForApproval("a run was held for approval where none can be answered", hold.approval._id);
+		if (!fx.held)
+			throw new HeldForApproval("a run was held for approval where none can be answered", hold.approval._id);
 		return fx.held(hold);
 	}
 	const auditId = req.by.auditId ?? fx.newId();

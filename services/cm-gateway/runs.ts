@@ -12,7 +12,15 @@ import { compileSchema } from "../../lib/eve/validation";
 import { RUN_BODY, RUN_TARGET_BODY } from "../../lib/http/bodies";
 import { NO_RETURN, verdictOf, type JobOrigin, type JobReturn, type Verdict } from "./job-tracker";
 import { SaltApiError, type Lowstate } from "./salt-client";
-import { startRun as throughTheDoor, type DoorEffects, type Hold, type Requester, type RunBody, type RunRequest, type TokenHolder } from "./run-door";
+import {
+	startRun as throughTheDoor,
+	type DoorEffects,
+	type Hold,
+	type Requester,
+	type RunBody,
+	type RunRequest,
+	type TokenHolder,
+} from "./run-door";
 import { taskDefinitionDigest, withoutTest, type Governance, type TaskSchedule } from "./governance";
 import { canonicalDigest } from "../../lib/eve/etag";
 import { JID, isObject, strings, type GatewayContext } from "./context";
@@ -81,7 +89,11 @@ const checkTargetBody = compileSchema(RUN_TARGET_BODY, { wellFormed: true });
  */
 export function requester(ctx: Context<unknown, RunMeta>): Requester {
 	const { user, audit, request } = ctx.meta;
-	const own = audit !== undefined && typeof audit.id === "string" && OBJECT_ID.test(audit.id) && audit.action === ctx.action?.name;
+	const own =
+		audit !== undefined &&
+		typeof audit.id === "string" &&
+		OBJECT_ID.test(audit.id) &&
+		audit.action === ctx.action?.name;
 	return {
 		token: user?.id ?? "",
 		name: user?.name ?? null,
@@ -96,13 +108,19 @@ export function requester(ctx: Context<unknown, RunMeta>): Requester {
 
 /** A task run's target in the job history: its `tgt` list (hosts and group ids as listed) as an `L@` term, or-ed with its compound target. */
 export function taskTargetExpression(tgt: string[], target?: string): string {
-	const parts = [...(tgt.length ? [`L@${tgt.join(",")}`] : []), ...(target !== undefined ? [tgt.length ? `(${target})` : target] : [])];
+	const parts = [
+		...(tgt.length ? [`L@${tgt.join(",")}`] : []),
+		...(target !== undefined ? [tgt.length ? `(${target})` : target] : []),
+	];
 	return parts.join(" or ");
 }
 
 /** Salt's `fun_args` for the job: arg, then kwarg as {"__kwarg__": true, ...}. */
 export function funArgs(body: RunBody): unknown[] {
-	return [...(body.arg ?? []), ...(body.kwarg && Object.keys(body.kwarg).length ? [{ __kwarg__: true, ...body.kwarg }] : [])];
+	return [
+		...(body.arg ?? []),
+		...(body.kwarg && Object.keys(body.kwarg).length ? [{ __kwarg__: true, ...body.kwarg }] : []),
+	];
 }
 
 /** Whether a `local` full_return answer names its job: a host's `jid`, or salt's "Minion did not return" text naming it. */
@@ -136,7 +154,9 @@ export class Runs {
 	}
 
 	/** The run fields of a checked body, and its break-glass reason apart (it is not part of the Salt call). */
-	splitBody<B extends RunBody & { break_glass?: string }>(body: B): { call: Omit<B, "break_glass">; breakGlass?: string } {
+	splitBody<B extends RunBody & { break_glass?: string }>(
+		body: B,
+	): { call: Omit<B, "break_glass">; breakGlass?: string } {
 		const { break_glass, ...call } = body;
 		return { call, ...(break_glass !== undefined ? { breakGlass: break_glass } : {}) };
 	}
@@ -167,7 +187,9 @@ export class Runs {
 	async listedTargets(ctx: Context, tgt: string[]): Promise<string[]> {
 		if (!tgt.length) return [];
 		const names = await call(ctx, "groups.expandTargets", { tgt });
-		const known = new Set<string>(names.length ? await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: names }) : []);
+		const known = new Set<string>(
+			names.length ? await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: names }) : [],
+		);
 		const live = names.filter(h => known.has(h));
 		const removed = new Set<string>(live.length ? await call(ctx, "hosts.softDeletedAmong", { ids: live }) : []);
 		return live.filter(h => !removed.has(h)).sort();
@@ -175,10 +197,20 @@ export class Runs {
 
 	/** `POST /hosts/{id}` or `POST /groups/{id}`: the body checked, the target resolved, the run started. */
 	async onTarget(ctx: Context<{ id: string; body?: unknown }, RunMeta>, kind: "host" | "group"): Promise<RunAnswer> {
-		const { call: body, breakGlass } = this.splitBody(this.validateBody<RunBody & { break_glass?: string }>(ctx.params.body));
-		const targets = kind === "host" ? await this.hostTarget(ctx, ctx.params.id) : await this.groupTargets(ctx, ctx.params.id);
+		const { call: body, breakGlass } = this.splitBody(
+			this.validateBody<RunBody & { break_glass?: string }>(ctx.params.body),
+		);
+		const targets =
+			kind === "host" ? await this.hostTarget(ctx, ctx.params.id) : await this.groupTargets(ctx, ctx.params.id);
 		// The job history's `target`: the host as named, the group as the compound term that names it.
-		return this.start(ctx, { ...requester(ctx), ...(breakGlass ? { breakGlass } : {}) }, targets, body, {}, kind === "host" ? ctx.params.id : `F@${ctx.params.id}`);
+		return this.start(
+			ctx,
+			{ ...requester(ctx), ...(breakGlass ? { breakGlass } : {}) },
+			targets,
+			body,
+			{},
+			kind === "host" ? ctx.params.id : `F@${ctx.params.id}`,
+		);
 	}
 
 	/**
@@ -187,7 +219,10 @@ export class Runs {
 	 * expression, so the minions Salt would select cannot differ from the ones checked.
 	 */
 	async onCompound(ctx: Context<{ body?: unknown }, RunMeta>): Promise<RunAnswer> {
-		const { target, ...checked } = this.validateBody<RunBody & { target: string; break_glass?: string }>(ctx.params.body, checkTargetBody);
+		const { target, ...checked } = this.validateBody<RunBody & { target: string; break_glass?: string }>(
+			ctx.params.body,
+			checkTargetBody,
+		);
 		const { call: body, breakGlass } = this.splitBody(checked);
 		const { hosts } = await call(ctx, "hosts.resolveTarget", { target });
 		if (!hosts.length) throw new NothingToRun(`the target '${target.slice(0, 200)}' selects no live host`);
@@ -208,8 +243,19 @@ export class Runs {
 			if (!targets.length) throw new NothingToRun("none of the task's targets is a live host or a group with hosts");
 			// A task runs as its owner's token as that token is now (docs/security.md).
 			// Approved once per definition: what it runs, when and as whom (a change to any needs a new approval).
-			const definition = { kind: "task" as const, id: task, digest: taskDefinitionDigest(ctx.params), ...(schedule ? { schedule } : {}) };
-			const by: Requester = { token: owner ?? "", source: `scheduler@${this.gw.broker.nodeID}`.slice(0, 200), method: "TASK", path: `/api/tasks/${task}`, definition };
+			const definition = {
+				kind: "task" as const,
+				id: task,
+				digest: taskDefinitionDigest(ctx.params),
+				...(schedule ? { schedule } : {}),
+			};
+			const by: Requester = {
+				token: owner ?? "",
+				source: `scheduler@${this.gw.broker.nodeID}`.slice(0, 200),
+				method: "TASK",
+				path: `/api/tasks/${task}`,
+				definition,
+			};
 			return this.start(ctx, by, targets, { cm_client, fun, kwarg }, { task, run }, expression);
 		});
 	}
@@ -227,8 +273,19 @@ export class Runs {
 			const live = await this.listedTargets(ctx, hosts);
 			if (!live.length) return { task_id: null, status: "no_minions", return: { return: [{}] } };
 			// Approved once per rollout (its call and target; a batch's dry run is never held), its threshold counting the whole rollout.
-			const definition = { kind: "rollout" as const, id: rollout, digest: canonicalDigest({ fun, arg: arg ?? [], kwarg: withoutTest(kwarg), target }), ...(total ? { hosts: total } : {}) };
-			const by: Requester = { token: owner ?? "", source: `rollout@${this.gw.broker.nodeID}`.slice(0, 200), method: "ROLLOUT", path: `/api/rollouts/${rollout}`, definition };
+			const definition = {
+				kind: "rollout" as const,
+				id: rollout,
+				digest: canonicalDigest({ fun, arg: arg ?? [], kwarg: withoutTest(kwarg), target }),
+				...(total ? { hosts: total } : {}),
+			};
+			const by: Requester = {
+				token: owner ?? "",
+				source: `rollout@${this.gw.broker.nodeID}`.slice(0, 200),
+				method: "ROLLOUT",
+				path: `/api/rollouts/${rollout}`,
+				definition,
+			};
 			return this.start(ctx, by, live, body, { run }, target, { id: rollout, batch });
 		});
 	}
@@ -238,17 +295,32 @@ export class Runs {
 	 * same answer; asked again later, the job its hosts' records name; asked by a replica taking over from one that
 	 * died, the job Salt knows by its metadata (adopted). Only when none exists does `start` run.
 	 */
-	private async once(ctx: Context, run: string | undefined, takeover: boolean | undefined, fun: string, args: unknown[], origin: JobOrigin, start: () => Promise<RunAnswer>): Promise<RunAnswer> {
+	private async once(
+		ctx: Context,
+		run: string | undefined,
+		takeover: boolean | undefined,
+		fun: string,
+		args: unknown[],
+		origin: JobOrigin,
+		start: () => Promise<RunAnswer>,
+	): Promise<RunAnswer> {
 		const inFlight = run ? this.inFlight.get(run) : undefined;
 		if (inFlight) return inFlight;
 		const work = (async (): Promise<RunAnswer> => {
 			if (run) {
 				const started = await ctx.call<{ jid: string } | null, { run: string }>("actions.byRun", { run });
-				if (started) return { task_id: started.jid, status: "scheduled", return: { return: [{ jid: started.jid }] }, repeated: true };
+				if (started)
+					return {
+						task_id: started.jid,
+						status: "scheduled",
+						return: { return: [{ jid: started.jid }] },
+						repeated: true,
+					};
 				// No record: the cm-gateway that started it may have died before writing them. Salt knows.
 				if (takeover) {
 					const adopted = await this.adopt(run, fun, args, origin);
-					if (adopted) return { task_id: adopted, status: "scheduled", return: { return: [{ jid: adopted }] }, repeated: true };
+					if (adopted)
+						return { task_id: adopted, status: "scheduled", return: { return: [{ jid: adopted }] }, repeated: true };
 				}
 			}
 			return start();
@@ -267,10 +339,19 @@ export class Runs {
 	 * against the requester's token as it is now (tokens.authorizeRun), written to the audit log — and only if
 	 * that record is stored is the job handed to salt-api. Its outcome completes the same record.
 	 */
-	start(ctx: Context, by: Requester, targets: string[], body: RunBody, origin: JobOrigin, target: string, rollout?: { id: string; batch?: number }): Promise<RunAnswer> {
+	start(
+		ctx: Context,
+		by: Requester,
+		targets: string[],
+		body: RunBody,
+		origin: JobOrigin,
+		target: string,
+		rollout?: { id: string; batch?: number },
+	): Promise<RunAnswer> {
 		const req: RunRequest = { by, targets, body, target };
 		// The job's history record names the token that authorized it, as it was then.
-		const execute = (holder: TokenHolder) => this.execute(targets, body, { ...origin, history: historyEntry(by, holder, target, rollout) });
+		const execute = (holder: TokenHolder) =>
+			this.execute(targets, body, { ...origin, history: historyEntry(by, holder, target, rollout) });
 		const held = (hold: Hold): RunAnswer => {
 			// Held for approval: 202, the request where it can be followed.
 			const meta = ctx.meta as { $statusCode?: number; $responseHeaders?: Record<string, string> };
@@ -278,7 +359,10 @@ export class Runs {
 			meta.$responseHeaders = { ...meta.$responseHeaders, Location: `/api/approvals/${hold.approval._id}` };
 			return { task_id: null, status: "pending_approval", return: null, approval: hold.approval };
 		};
-		return throughTheDoor(req, this.doorEffects(ctx, req, execute, res => res.task_id ?? null, held));
+		return throughTheDoor(
+			req,
+			this.doorEffects(ctx, req, execute, res => res.task_id ?? null, held),
+		);
 	}
 
 	/**
@@ -287,23 +371,61 @@ export class Runs {
 	 * windows (or with the break-glass reason it was asked with), audited — carrying the approval as its grant.
 	 */
 	async ofApproval(ctx: Context<{ id: string }>): Promise<RunAnswer> {
-		const a = await ctx.call<{ _id: string; call: RunBody; hosts: string[]; target?: string; requester: { token: string }; break_glass?: string }, { id: string }>("approvals.forRun", { id: ctx.params.id });
-		const by: Requester = { token: a.requester.token, source: `approval@${this.gw.broker.nodeID}`.slice(0, 200), method: "APPROVAL", path: `/api/approvals/${a._id}`, approval: String(a._id), ...(a.break_glass ? { breakGlass: a.break_glass } : {}) };
-		const body: RunBody = { cm_client: a.call.cm_client, fun: a.call.fun, ...(a.call.arg ? { arg: a.call.arg } : {}), ...(a.call.kwarg ? { kwarg: a.call.kwarg } : {}) };
+		const a = await ctx.call<
+			{
+				_id: string;
+				call: RunBody;
+				hosts: string[];
+				target?: string;
+				requester: { token: string };
+				break_glass?: string;
+			},
+			{ id: string }
+		>("approvals.forRun", { id: ctx.params.id });
+		const by: Requester = {
+			token: a.requester.token,
+			source: `approval@${this.gw.broker.nodeID}`.slice(0, 200),
+			method: "APPROVAL",
+			path: `/api/approvals/${a._id}`,
+			approval: String(a._id),
+			...(a.break_glass ? { breakGlass: a.break_glass } : {}),
+		};
+		const body: RunBody = {
+			cm_client: a.call.cm_client,
+			fun: a.call.fun,
+			...(a.call.arg ? { arg: a.call.arg } : {}),
+			...(a.call.kwarg ? { kwarg: a.call.kwarg } : {}),
+		};
 		return this.start(ctx, by, a.hosts, body, {}, a.target ?? `L@${a.hosts.join(",")}`);
 	}
 
 	/** The door's effects for a run asked for in `ctx`: the token check, the audit writes, `execute`. */
-	doorEffects<R>(ctx: Context, req: RunRequest, execute: (holder: TokenHolder) => Promise<R>, jidOf?: (result: R) => string | null, held?: (hold: Hold) => R): DoorEffects<R> {
+	doorEffects<R>(
+		ctx: Context,
+		req: RunRequest,
+		execute: (holder: TokenHolder) => Promise<R>,
+		jidOf?: (result: R) => string | null,
+		held?: (hold: Hold) => R,
+	): DoorEffects<R> {
 		const { by, targets, body } = req;
 		return {
-			authorize: () => call(ctx, "tokens.authorizeRun", { token: by.token, client: body.cm_client, fun: body.fun, arg: body.arg, kwarg: body.kwarg, targets }),
+			authorize: () =>
+				call(ctx, "tokens.authorizeRun", {
+					token: by.token,
+					client: body.cm_client,
+					fun: body.fun,
+					arg: body.arg,
+					kwarg: body.kwarg,
+					targets,
+				}),
 			govern: holder => this.governance.govern(ctx, req, holder),
 			held,
 			// A refusal's record is written in the refused call's context; a run's records by the gateway itself.
 			beginAudit: async (id, facts, result) => {
 				const params: AuditBegin = { id, ...facts, ...(result ? { result } : {}) };
-				const stored = await (result?.outcome === "denied" ? ctx.call<AuditAnswer, AuditBegin>("audit.begin", params) : this.gw.broker.call<AuditAnswer, AuditBegin>("audit.begin", params));
+				const stored = await (result?.outcome === "denied"
+					? ctx.call<AuditAnswer, AuditBegin>("audit.begin", params)
+					: this.gw.broker.call<AuditAnswer, AuditBegin>("audit.begin", params));
 				// The request's own record: its gateway completes it rather than beginning another (lib/contracts/audit.ts).
 				if (id === by.auditId) (ctx.meta as AuditMeta).auditBegun = id;
 				return stored;
@@ -321,13 +443,18 @@ export class Runs {
 	 * recorded and followed like one started here. Answers its jid, or null.
 	 */
 	private async adopt(run: string, fun: string, args: unknown[], origin: JobOrigin): Promise<string | null> {
-		const jobs = await this.gw.salt.lowstate({ client: "runner", fun: "jobs.list_jobs", search_metadata: { fleet_ctl_run: run } }, { safe: true });
+		const jobs = await this.gw.salt.lowstate(
+			{ client: "runner", fun: "jobs.list_jobs", search_metadata: { fleet_ctl_run: run } },
+			{ safe: true },
+		);
 		const jid = isObject(jobs) ? Object.keys(jobs).find(j => JID.test(j)) : undefined;
 		if (!jid) return null;
 		const listed = await this.gw.salt.listJob(jid);
 		const info = listed.info[0] ?? {};
 		const minions = strings(info.Minions);
-		const result: Record<string, { return?: unknown }> = isObject(info.Result) ? (info.Result as Record<string, { return?: unknown }>) : {};
+		const result: Record<string, { return?: unknown }> = isObject(info.Result)
+			? (info.Result as Record<string, { return?: unknown }>)
+			: {};
 		this.gw.logger.warn(`Task run ${run} was already started as job ${jid}: following it instead of starting it again`);
 		this.history.started(jid);
 		await this.returns.writeRunning(jid, fun, args, minions, origin);
@@ -385,20 +512,52 @@ export class Runs {
 		if (jid) {
 			this.history.started(jid);
 			await this.returns.openJob(jid, body.fun, args, Object.keys(ret), { ...origin, started: startedAt });
-			const records: JobReturn[] = answered.map(a => ({ jid: a.jid, action: body.fun, host: a.host, state: "finished", args, raw: a.raw, monitor: false, task, run, ...a.verdict }));
-			for (const host of missing) records.push({ jid, action: body.fun, host, state: "timeout", args, raw: outputs[host] === false ? NO_RETURN : outputs[host], monitor: false, task, run });
+			const records: JobReturn[] = answered.map(a => ({
+				jid: a.jid,
+				action: body.fun,
+				host: a.host,
+				state: "finished",
+				args,
+				raw: a.raw,
+				monitor: false,
+				task,
+				run,
+				...a.verdict,
+			}));
+			for (const host of missing)
+				records.push({
+					jid,
+					action: body.fun,
+					host,
+					state: "timeout",
+					args,
+					raw: outputs[host] === false ? NO_RETURN : outputs[host],
+					monitor: false,
+					task,
+					run,
+				});
 			await this.returns.record(records);
 		}
-		return { task_id: jid, status: Object.keys(outputs).length ? "finished" : "no_minions", return: { return: [outputs] } };
+		return {
+			task_id: jid,
+			status: Object.keys(outputs).length ? "finished" : "no_minions",
+			return: { return: [outputs] },
+		};
 	}
 
 	/** Publishes a local_async job and tracks its hosts; null when no minion matched. */
-	async startAsync(chunk: Lowstate, args: unknown[], timeoutMs: number, origin: JobOrigin): Promise<{ jid: string; ret: unknown } | null> {
+	async startAsync(
+		chunk: Lowstate,
+		args: unknown[],
+		timeoutMs: number,
+		origin: JobOrigin,
+	): Promise<{ jid: string; ret: unknown } | null> {
 		const startedAt = new Date();
 		const ret = await this.history.asking(chunk.fun, strings(chunk.tgt), () => this.gw.salt.lowstate(chunk));
 		if (!isObject(ret) || Object.keys(ret).length === 0) return null;
 		const { jid, minions } = ret as { jid?: unknown; minions?: unknown };
-		if (typeof jid !== "string" || !JID.test(jid) || !Array.isArray(minions)) throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to local_async");
+		if (typeof jid !== "string" || !JID.test(jid) || !Array.isArray(minions))
+			throw new SaltApiError(502, "malformed", "salt-api sent a malformed answer to local_async");
 		this.history.started(jid);
 		origin = { ...origin, started: origin.started ?? startedAt };
 		const hosts = minions.map(String);

@@ -164,14 +164,18 @@ export class SaltClient {
 
 	constructor(private readonly opts: SaltClientOptions) {
 		this.base = new URL(opts.url.endsWith("/") ? opts.url : `${opts.url}/`);
-		if (this.base.protocol !== "http:" && this.base.protocol !== "https:") throw new Error(`CM_API_URL must be an http(s) URL, got '${this.base.protocol}'`);
+		if (this.base.protocol !== "http:" && this.base.protocol !== "https:")
+			throw new Error(`CM_API_URL must be an http(s) URL, got '${this.base.protocol}'`);
 		this.timeoutMs = opts.timeoutMs ?? 30_000;
 		this.attempts = Math.max(1, opts.attempts ?? 3);
 		this.backoffMs = opts.backoffMs ?? 200;
 		this.semaphore = new Semaphore(Math.max(1, opts.concurrency ?? 8));
 		if (this.base.protocol === "https:") {
 			this.transport = https;
-			const tls = { rejectUnauthorized: opts.tlsVerify !== false, ca: opts.caFile ? fs.readFileSync(opts.caFile) : undefined };
+			const tls = {
+				rejectUnauthorized: opts.tlsVerify !== false,
+				ca: opts.caFile ? fs.readFileSync(opts.caFile) : undefined,
+			};
 			this.agent = new https.Agent({ keepAlive: true, ...tls });
 			this.streamAgent = new https.Agent({ keepAlive: false, ...tls });
 		} else {
@@ -201,7 +205,8 @@ export class SaltClient {
 		this.opts.onCall?.(chunk.client, chunk.fun);
 		const body = await this.authed("POST", "", [chunk], safe, opts.timeoutMs);
 		const ret = (body as { return?: unknown })?.return;
-		if (!Array.isArray(ret) || ret.length < 1) throw new SaltApiError(502, "malformed", "salt-api sent a response without a `return` list");
+		if (!Array.isArray(ret) || ret.length < 1)
+			throw new SaltApiError(502, "malformed", "salt-api sent a response without a `return` list");
 		return ret[0] as T;
 	}
 
@@ -209,7 +214,8 @@ export class SaltClient {
 	async listJob(jid: string): Promise<{ info: Array<Record<string, any>>; return: Array<Record<string, unknown>> }> {
 		if (!/^\d{20}(_\d+)?$/.test(jid)) throw new Error(`not a jid: ${jid}`);
 		const body = (await this.authed("GET", `jobs/${jid}`, undefined, true)) as any;
-		if (!body || !Array.isArray(body.info) || !Array.isArray(body.return)) throw new SaltApiError(502, "malformed", "salt-api sent a malformed job");
+		if (!body || !Array.isArray(body.info) || !Array.isArray(body.return))
+			throw new SaltApiError(502, "malformed", "salt-api sent a malformed job");
 		return body;
 	}
 
@@ -217,7 +223,10 @@ export class SaltClient {
 	 * Follows the master's event bus (`GET /events`) until `close()` (salt-events.ts): every event goes to
 	 * `onEvent`; the stream is re-opened after a backoff whenever it ends.
 	 */
-	streamEvents(handlers: EventStreamHandlers, opts: { minBackoffMs?: number; maxBackoffMs?: number } = {}): EventStream {
+	streamEvents(
+		handlers: EventStreamHandlers,
+		opts: { minBackoffMs?: number; maxBackoffMs?: number } = {},
+	): EventStream {
 		return followEvents(
 			{
 				url: new URL("events", this.base),
@@ -253,12 +262,17 @@ export class SaltClient {
 		const body = await this.withRetries(true, async () => {
 			const res = await this.send("POST", "login", { username, password, eauth }, undefined, this.timeoutMs);
 			if (res.status === 401 || res.status === 403) {
-				throw new SaltApiError(502, "auth", `salt-api refused the login of user '${username}' with eauth '${eauth}' (check CM_API_USER, CM_API_PASSWORD, CM_API_EAUTH and the master's external_auth)`);
+				throw new SaltApiError(
+					502,
+					"auth",
+					`salt-api refused the login of user '${username}' with eauth '${eauth}' (check CM_API_USER, CM_API_PASSWORD, CM_API_EAUTH and the master's external_auth)`,
+				);
 			}
 			return this.parse(res);
 		});
 		const entry = (body as { return?: Array<{ token?: unknown; expire?: unknown; start?: unknown }> })?.return?.[0];
-		if (!entry || typeof entry.token !== "string" || !entry.token) throw new SaltApiError(502, "malformed", "salt-api sent a login response without a token");
+		if (!entry || typeof entry.token !== "string" || !entry.token)
+			throw new SaltApiError(502, "malformed", "salt-api sent a login response without a token");
 		const expire = typeof entry.expire === "number" ? entry.expire * 1000 : Date.now() + 3600_000;
 		const start = typeof entry.start === "number" ? entry.start * 1000 : Date.now();
 		// Salt's clock may differ from ours: use the lifetime it granted, minus a margin.
@@ -274,7 +288,13 @@ export class SaltClient {
 	 * A call with the session token: a 401 forgets the token, logs in again and sends once more (the
 	 * 401 proves the request did not run). Other failures are retried only when `safe`.
 	 */
-	private async authed(method: string, path: string, payload: unknown, safe: boolean, timeoutMs = this.timeoutMs): Promise<unknown> {
+	private async authed(
+		method: string,
+		path: string,
+		payload: unknown,
+		safe: boolean,
+		timeoutMs = this.timeoutMs,
+	): Promise<unknown> {
 		return this.withRetries(safe, async () => {
 			for (let attempt = 0; ; attempt++) {
 				const token = await this.ensureToken();
@@ -282,7 +302,11 @@ export class SaltClient {
 				if (res.status === 401) {
 					if (this.token === token) this.token = null;
 					if (attempt === 0) continue;
-					throw new SaltApiError(502, "auth", "salt-api refused the session right after a fresh login (check the eauth permissions of CM_API_USER)");
+					throw new SaltApiError(
+						502,
+						"auth",
+						"salt-api refused the session right after a fresh login (check the eauth permissions of CM_API_USER)",
+					);
 				}
 				return this.parse(res);
 			}
@@ -300,7 +324,9 @@ export class SaltClient {
 			try {
 				return await fn();
 			} catch (err) {
-				const retryable = err instanceof SaltApiError && (err.kind === "unreachable" || err.kind === "upstream" || err.kind === "malformed");
+				const retryable =
+					err instanceof SaltApiError &&
+					(err.kind === "unreachable" || err.kind === "upstream" || err.kind === "malformed");
 				if (!safe || !retryable || attempt >= this.attempts || this.closed) throw err;
 				await sleep(this.backoffMs * 2 ** (attempt - 1));
 			}
@@ -317,13 +343,31 @@ export class SaltClient {
 			}
 		}
 		const detail = htmlMessage(res.text);
-		if (res.status === 504) throw new SaltApiError(504, "timeout", `salt-api timed out waiting for the master or the minions${detail ? `: ${detail}` : ""}`);
+		if (res.status === 504)
+			throw new SaltApiError(
+				504,
+				"timeout",
+				`salt-api timed out waiting for the master or the minions${detail ? `: ${detail}` : ""}`,
+			);
 		if (res.status === 500 || res.status === 503) {
 			this.opts.onMasterUnanswering?.();
-			throw new SaltApiError(503, "master", `the Salt master is not answering (salt-api answered ${res.status}${detail ? `: ${detail}` : ""})`);
+			throw new SaltApiError(
+				503,
+				"master",
+				`the Salt master is not answering (salt-api answered ${res.status}${detail ? `: ${detail}` : ""})`,
+			);
 		}
-		if (res.status >= 500) throw new SaltApiError(502, "upstream", `salt-api failed with status ${res.status}${detail ? `: ${detail}` : ""}`);
-		throw new SaltApiError(502, "refused", `salt-api refused the request with status ${res.status}${detail ? `: ${detail}` : ""}`);
+		if (res.status >= 500)
+			throw new SaltApiError(
+				502,
+				"upstream",
+				`salt-api failed with status ${res.status}${detail ? `: ${detail}` : ""}`,
+			);
+		throw new SaltApiError(
+			502,
+			"refused",
+			`salt-api refused the request with status ${res.status}${detail ? `: ${detail}` : ""}`,
+		);
 	}
 
 	private refuseWhenClosed(): void {
@@ -331,7 +375,13 @@ export class SaltClient {
 	}
 
 	/** One HTTP exchange, under the semaphore, with a timeout. */
-	private async send(method: string, path: string, payload: unknown, token: string | undefined, timeoutMs: number): Promise<RawResponse> {
+	private async send(
+		method: string,
+		path: string,
+		payload: unknown,
+		token: string | undefined,
+		timeoutMs: number,
+	): Promise<RawResponse> {
 		this.refuseWhenClosed();
 		const release = await this.semaphore.acquire();
 		try {
@@ -339,14 +389,21 @@ export class SaltClient {
 			this.refuseWhenClosed();
 			return await this.exchange(method, path, payload, token, timeoutMs);
 		} catch (err) {
-			if (err instanceof AttemptError) throw new SaltApiError(err.kind === "timeout" ? 504 : 502, err.kind, err.message);
+			if (err instanceof AttemptError)
+				throw new SaltApiError(err.kind === "timeout" ? 504 : 502, err.kind, err.message);
 			throw err;
 		} finally {
 			release();
 		}
 	}
 
-	private async exchange(method: string, path: string, payload: unknown, token: string | undefined, timeoutMs: number): Promise<RawResponse> {
+	private async exchange(
+		method: string,
+		path: string,
+		payload: unknown,
+		token: string | undefined,
+		timeoutMs: number,
+	): Promise<RawResponse> {
 		const url = new URL(path, this.base);
 		const body = payload === undefined ? undefined : Buffer.from(JSON.stringify(payload));
 		const headers: Record<string, string> = { Accept: "application/json" };
@@ -356,13 +413,26 @@ export class SaltClient {
 		}
 		if (token) headers["X-Auth-Token"] = token;
 		try {
-			const res = await exchange({ transport: this.transport, url, method, headers, agent: this.agent, body, timeoutMs, signal: this.closing.signal });
+			const res = await exchange({
+				transport: this.transport,
+				url,
+				method,
+				headers,
+				agent: this.agent,
+				body,
+				timeoutMs,
+				signal: this.closing.signal,
+			});
 			return { status: res.status, text: res.body.toString("utf8") };
 		} catch (err) {
 			if (!(err instanceof ExchangeError)) throw err;
 			if (err.kind === "timeout") throw new AttemptError("timeout", `salt-api did not answer within ${timeoutMs} ms`);
 			if (err.kind === "cut") throw new AttemptError("malformed", "salt-api's response was cut off");
-			if (err.kind === "tls") throw new AttemptError("unreachable", `salt-api's TLS certificate was not accepted (${err.detail}); set CM_API_CA, or CM_API_TLS_VERIFY=false for tests`);
+			if (err.kind === "tls")
+				throw new AttemptError(
+					"unreachable",
+					`salt-api's TLS certificate was not accepted (${err.detail}); set CM_API_CA, or CM_API_TLS_VERIFY=false for tests`,
+				);
 			throw new AttemptError("unreachable", `salt-api at ${this.base.host} is unreachable (${err.detail})`);
 		}
 	}

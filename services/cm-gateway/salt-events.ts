@@ -59,7 +59,10 @@ export class SseParser {
 
 	constructor(
 		private readonly onRecord: (fields: { tag?: string; data: string }) => void,
-		private readonly opts: { maxRecordChars?: number; onDropped?: (tag: string | undefined, chars: number) => void } = {},
+		private readonly opts: {
+			maxRecordChars?: number;
+			onDropped?: (tag: string | undefined, chars: number) => void;
+		} = {},
 	) {}
 
 	push(chunk: string): void {
@@ -140,7 +143,11 @@ export interface StreamConnection {
  * `minBackoffMs`, doubling up to `maxBackoffMs`, reset once a stream delivered events). A 401 drops
  * the session and logs in again without waiting. Records whose data is not JSON are skipped.
  */
-export function followEvents(conn: StreamConnection, handlers: EventStreamHandlers, opts: { minBackoffMs?: number; maxBackoffMs?: number } = {}): EventStream {
+export function followEvents(
+	conn: StreamConnection,
+	handlers: EventStreamHandlers,
+	opts: { minBackoffMs?: number; maxBackoffMs?: number } = {},
+): EventStream {
 	const minBackoff = opts.minBackoffMs ?? 250;
 	const maxBackoff = Math.max(minBackoff, opts.maxBackoffMs ?? 15_000);
 	let backoff = minBackoff;
@@ -175,7 +182,7 @@ export function followEvents(conn: StreamConnection, handlers: EventStreamHandle
 			return disconnected((err as Error).message, backoff);
 		}
 		if (stopped) return;
-					let delivered = false;
+		let delivered = false;
 		let done = false;
 		const end = (reason: string, delay: number) => {
 			if (done) return;
@@ -184,49 +191,62 @@ export function followEvents(conn: StreamConnection, handlers: EventStreamHandle
 			disconnected(reason, delivered ? minBackoff : delay);
 			if (delivered) backoff = minBackoff;
 		};
-		const req = conn.transport.request(conn.url, { method: "GET", agent: conn.agent, headers: { Accept: "text/event-stream", "X-Auth-Token": token } }, res => {
-			clearTimeout(headersTimer);
-			if (res.statusCode === 401) {
-				res.resume();
-				conn.dropToken(token);
-				const delay = refusedBefore ? backoff : 0;
-				refusedBefore = true;
-				return end("salt-api refused the event stream's session (check the eauth permissions of CM_API_USER)", delay);
-			}
-			if (res.statusCode !== 200) {
-				res.resume();
-				return end(`salt-api answered ${res.statusCode} to GET /events`, backoff);
-			}
-			res.socket?.setKeepAlive(true, 30_000);
-			refusedBefore = false;
-			connected = true;
-			handlers.onConnect?.();
-			const parser = new SseParser(({ tag, data }) => {
-				let parsed: unknown;
-				try {
-					parsed = JSON.parse(data);
-				} catch {
-					return;
+		const req = conn.transport.request(
+			conn.url,
+			{ method: "GET", agent: conn.agent, headers: { Accept: "text/event-stream", "X-Auth-Token": token } },
+			res => {
+				clearTimeout(headersTimer);
+				if (res.statusCode === 401) {
+					res.resume();
+					conn.dropToken(token);
+					const delay = refusedBefore ? backoff : 0;
+					refusedBefore = true;
+					return end("salt-api refused the event stream's session (check the eauth permissions of CM_API_USER)", delay);
 				}
-				const p = parsed as { tag?: unknown; data?: unknown };
-				const eventTag = typeof p?.tag === "string" ? p.tag : tag;
-				if (!eventTag || !p.data || typeof p.data !== "object") return;
-				delivered = true;
-				handlers.onEvent({ tag: eventTag, data: p.data as Record<string, unknown> });
-			}, { onDropped: (tag, chars) => handlers.onDropped?.(tag, chars) });
-			res.setEncoding("utf8");
-			res.on("data", (chunk: string) => parser.push(chunk));
-			const ended = (reason: string) => {
-				const cut = done ? undefined : parser.cutTag();
-				if (cut !== undefined) handlers.onCut?.(cut);
-				end(cut === undefined ? reason : `${reason} in the middle of event ${JSON.stringify(cut.slice(0, 200))}`, backoff);
-			};
-			res.on("end", () => ended("salt-api closed the event stream"));
-			res.on("error", () => ended("the event stream was cut off"));
-			res.on("aborted", () => ended("the event stream was cut off"));
-		});
+				if (res.statusCode !== 200) {
+					res.resume();
+					return end(`salt-api answered ${res.statusCode} to GET /events`, backoff);
+				}
+				res.socket?.setKeepAlive(true, 30_000);
+				refusedBefore = false;
+				connected = true;
+				handlers.onConnect?.();
+				const parser = new SseParser(
+					({ tag, data }) => {
+						let parsed: unknown;
+						try {
+							parsed = JSON.parse(data);
+						} catch {
+							return;
+						}
+						const p = parsed as { tag?: unknown; data?: unknown };
+						const eventTag = typeof p?.tag === "string" ? p.tag : tag;
+						if (!eventTag || !p.data || typeof p.data !== "object") return;
+						delivered = true;
+						handlers.onEvent({ tag: eventTag, data: p.data as Record<string, unknown> });
+					},
+					{ onDropped: (tag, chars) => handlers.onDropped?.(tag, chars) },
+				);
+				res.setEncoding("utf8");
+				res.on("data", (chunk: string) => parser.push(chunk));
+				const ended = (reason: string) => {
+					const cut = done ? undefined : parser.cutTag();
+					if (cut !== undefined) handlers.onCut?.(cut);
+					end(
+						cut === undefined ? reason : `${reason} in the middle of event ${JSON.stringify(cut.slice(0, 200))}`,
+						backoff,
+					);
+				};
+				res.on("end", () => ended("salt-api closed the event stream"));
+				res.on("error", () => ended("the event stream was cut off"));
+				res.on("aborted", () => ended("the event stream was cut off"));
+			},
+		);
 		current = req;
-		const headersTimer = setTimeout(() => end(`salt-api did not open the event stream within ${conn.timeoutMs} ms`, backoff), conn.timeoutMs);
+		const headersTimer = setTimeout(
+			() => end(`salt-api did not open the event stream within ${conn.timeoutMs} ms`, backoff),
+			conn.timeoutMs,
+		);
 		headersTimer.unref?.();
 		req.on("error", (err: NodeJS.ErrnoException) => {
 			clearTimeout(headersTimer);

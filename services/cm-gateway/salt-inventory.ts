@@ -17,7 +17,9 @@ import type { InventoryState, KeyConflict, KeyState } from "../../lib/contracts/
  */
 export function pemFinger(pem: string): string {
 	const lines = pem.replace(/\r/g, "").replace(/\n+$/, "").split("\n").slice(1, -1);
-	const hex = createHash("sha256").update(lines.map(l => `${l}\n`).join("")).digest("hex");
+	const hex = createHash("sha256")
+		.update(lines.map(l => `${l}\n`).join(""))
+		.digest("hex");
 	return hex.match(/../g)!.join(":");
 }
 
@@ -59,7 +61,11 @@ export interface KeyConflictAlert {
  * ../shared/reference/salt-3006/events6.txt): it goes by the first of KEY_DIRS (accepted first) and the other
  * is its `conflict`. Ids not matching `valid` are left out.
  */
-export function keyViews(lists: Record<string, unknown> | null, fingers: Record<string, unknown> | null, valid: (id: string) => boolean): Map<string, MasterView> {
+export function keyViews(
+	lists: Record<string, unknown> | null,
+	fingers: Record<string, unknown> | null,
+	valid: (id: string) => boolean,
+): Map<string, MasterView> {
 	const views = new Map<string, MasterView>();
 	const seen = (id: string, key: KeyState, fingerprint: string | undefined) => {
 		if (!valid(id)) return;
@@ -94,7 +100,8 @@ export function sanitizeGrains(value: unknown): unknown {
 	if (Array.isArray(value)) return value.map(sanitizeGrains);
 	if (!value || typeof value !== "object") return value;
 	const out: Record<string, unknown> = {};
-	for (const [k, v] of Object.entries(value as Record<string, unknown>)) out[k.replace(/\./g, "_").replace(/^\$/, "_")] = sanitizeGrains(v);
+	for (const [k, v] of Object.entries(value as Record<string, unknown>))
+		out[k.replace(/\./g, "_").replace(/^\$/, "_")] = sanitizeGrains(v);
 	return out;
 }
 
@@ -103,7 +110,9 @@ export function grainDate(value: unknown): Date | undefined {
 	if (typeof value !== "string") return undefined;
 	const m = /^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?)\s*(Z|[+-]\d{2}:?\d{2})?$/.exec(value.trim());
 	if (!m) return undefined;
-	const d = new Date(`${m[1]}T${m[2]}${m[3] ? (m[3] === "Z" ? "Z" : m[3].includes(":") ? m[3] : `${m[3].slice(0, 3)}:${m[3].slice(3)}`) : "Z"}`);
+	const d = new Date(
+		`${m[1]}T${m[2]}${m[3] ? (m[3] === "Z" ? "Z" : m[3].includes(":") ? m[3] : `${m[3].slice(0, 3)}:${m[3].slice(3)}`) : "Z"}`,
+	);
 	return Number.isNaN(d.getTime()) ? undefined : d;
 }
 
@@ -112,7 +121,9 @@ export function grainIp(grains: Record<string, unknown>): string | undefined {
 	if (typeof grains.ip === "string" && grains.ip) return grains.ip;
 	const ifaces = grains.ip_interfaces;
 	if (!ifaces || typeof ifaces !== "object") return undefined;
-	const all = Object.values(ifaces as Record<string, unknown>).flatMap(a => (Array.isArray(a) ? a.filter((x): x is string => typeof x === "string") : []));
+	const all = Object.values(ifaces as Record<string, unknown>).flatMap(a =>
+		Array.isArray(a) ? a.filter((x): x is string => typeof x === "string") : [],
+	);
 	const usable = all.filter(a => !/^127\./.test(a) && a !== "::1" && !/^fe80:/i.test(a));
 	return usable.find(a => a.includes(".")) ?? usable[0];
 }
@@ -120,7 +131,12 @@ export function grainIp(grains: Record<string, unknown>): string | undefined {
 /** The host fields read from grains: `grain`, `version`, `ip`, `last_distupgrade`, `last_stateapply`. */
 export function grainFields(grains: Record<string, unknown>): Record<string, unknown> {
 	const doc: Record<string, unknown> = { grain: sanitizeGrains(grains) };
-	const version = typeof grains.cmversion === "string" ? grains.cmversion : typeof grains.saltversion === "string" ? grains.saltversion : undefined;
+	const version =
+		typeof grains.cmversion === "string"
+			? grains.cmversion
+			: typeof grains.saltversion === "string"
+				? grains.saltversion
+				: undefined;
 	if (version) doc.version = version;
 	const ip = grainIp(grains);
 	if (ip) doc.ip = ip;
@@ -137,7 +153,16 @@ export function grainFields(grains: Record<string, unknown>): Record<string, unk
  * master does not track their presence) and `heartbeat` when up; `fingerprint`, with a changed one's
  * predecessor pushed to `fingerprint_history`; and the grain fields.
  */
-export function hostUpdate(id: string, view: MasterView, known: KnownHost | undefined, now: Date): { doc: { _id: string } & Record<string, unknown>; fingerprintChange?: FingerprintChange; keyConflict?: KeyConflictAlert } {
+export function hostUpdate(
+	id: string,
+	view: MasterView,
+	known: KnownHost | undefined,
+	now: Date,
+): {
+	doc: { _id: string } & Record<string, unknown>;
+	fingerprintChange?: FingerprintChange;
+	keyConflict?: KeyConflictAlert;
+} {
 	const doc: { _id: string } & Record<string, unknown> = { _id: id, key: view.key };
 	const status = view.key !== "accepted" ? "unknown" : view.status;
 	if (status) doc.status = status;
@@ -158,7 +183,13 @@ export function hostUpdate(id: string, view: MasterView, known: KnownHost | unde
 		doc.key_conflict = view.conflict;
 		const was = known?.key_conflict;
 		if (!was || was.key !== view.conflict.key || was.fingerprint !== view.conflict.fingerprint) {
-			keyConflict = { hostname: id, key: view.key, ...(view.fingerprint ? { fingerprint: view.fingerprint } : {}), conflict_key: view.conflict.key, ...(view.conflict.fingerprint ? { conflict_fingerprint: view.conflict.fingerprint } : {}) };
+			keyConflict = {
+				hostname: id,
+				key: view.key,
+				...(view.fingerprint ? { fingerprint: view.fingerprint } : {}),
+				conflict_key: view.conflict.key,
+				...(view.conflict.fingerprint ? { conflict_fingerprint: view.conflict.fingerprint } : {}),
+			};
 		}
 	} else if (view.conflict === null && known?.key_conflict) doc.key_conflict = null;
 	return { doc, fingerprintChange, keyConflict };

@@ -36,7 +36,12 @@ const isObject = (v: unknown): v is Record<string, unknown> => !!v && typeof v =
 /** The mods of a run that are patches (under `prefix`, a directory such as "patches/"; "" is every file), joined by ",". */
 function modsName(mods: unknown, prefix: string): string | null {
 	// Salt takes mods as a list or a comma-separated string, and sls names with "/" for ".".
-	const list = typeof mods === "string" ? mods.split(",") : Array.isArray(mods) && mods.every(m => typeof m === "string") ? (mods as string[]) : [];
+	const list =
+		typeof mods === "string"
+			? mods.split(",")
+			: Array.isArray(mods) && mods.every(m => typeof m === "string")
+				? (mods as string[])
+				: [];
 	const dotted = prefix.replace(/\//g, ".");
 	const patches = list.map(m => m.trim()).filter(m => m && `${m.replace(/\//g, ".")}.`.startsWith(dotted));
 	return patches.length ? patches.join(",") : null;
@@ -90,7 +95,18 @@ export function failedPatchSteps(ret: unknown, patch: string): PatchStep[] | nul
 		const errors = ret.filter((e): e is string => typeof e === "string");
 		if (!errors.length) return null;
 		return [
-			{ __id__: "render", __run_num__: 0, __sls__: patch, name: patch, result: false, comment: errors.join("\n"), start_time: "", duration: 0, changes: {}, cmd: "" },
+			{
+				__id__: "render",
+				__run_num__: 0,
+				__sls__: patch,
+				name: patch,
+				result: false,
+				comment: errors.join("\n"),
+				start_time: "",
+				duration: 0,
+				changes: {},
+				cmd: "",
+			},
 		];
 	}
 	if (!isObject(ret)) return null;

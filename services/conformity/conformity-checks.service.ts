@@ -14,7 +14,13 @@
  */
 import crypto from "node:crypto";
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
+import {
+	EveCollection,
+	type EveServiceSchema,
+	type EveThis,
+	type RestContext,
+	type WriteInfo,
+} from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import type { Issues } from "../../lib/eve/errors";
 import { ErrorType, Invalid, isError, RunRefused } from "../../lib/errors";
@@ -24,7 +30,7 @@ import type { Doc } from "../../lib/storage/store";
 import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
 import { writeMethods } from "../../mixins/eve-collection/writes";
 import { call } from "../../lib/contracts/call";
-import { PassLoop, claim, findLapsed, migrateLeases, release, takeOver, type OldLeases } from "../../lib/runtime/lease";
+import { PassLoop, claim, findLapsed, migrateLeases, takeOver, type OldLeases } from "../../lib/runtime/lease";
 
 const SHARE = /^(\d{1,3})%$/;
 const share = { type: "string", pattern: SHARE } as const;
@@ -47,10 +53,19 @@ type ChecksThis = EveThis & {
 };
 
 /** The pass of `check` due at `due`: the same 24-hex id on every replica (the rollout's id). */
-export const passId = (check: string, due: Date) => crypto.createHash("sha256").update(`${check}:${due.toISOString()}`).digest("hex").slice(0, 24);
+export const passId = (check: string, due: Date) =>
+	crypto.createHash("sha256").update(`${check}:${due.toISOString()}`).digest("hex").slice(0, 24);
 
-const scheduleOf = (c: Doc, tz: string): Schedule => ({ start: new Date(c._created ?? c.start ?? Date.now()), interval: c.interval ?? 0, cron: c.cron ?? null, timezone: tz });
-const kwargOf = (c: Doc) => ({ test: true, ...(c.mods !== undefined && c.mods !== "" && !(Array.isArray(c.mods) && !c.mods.length) ? { mods: c.mods } : {}) });
+const scheduleOf = (c: Doc, tz: string): Schedule => ({
+	start: new Date(c._created ?? c.start ?? Date.now()),
+	interval: c.interval ?? 0,
+	cron: c.cron ?? null,
+	timezone: tz,
+});
+const kwargOf = (c: Doc) => ({
+	test: true,
+	...(c.mods !== undefined && c.mods !== "" && !(Array.isArray(c.mods) && !c.mods.length) ? { mods: c.mods } : {}),
+});
 
 /**
  * Passes as versions before issue 45 left them unstarted: no lease, the pass's `at` being when it was claimed (or
@@ -67,7 +82,14 @@ export function oldLeases(leaseMs: number): OldLeases {
 const fields = {
 	name: { type: "string", min: 1, max: 200 },
 	target: { type: "string", min: 1, max: 10_000 },
-	mods: { type: "multi", optional: true, rules: [{ type: "string", max: 500 }, { type: "array", items: { type: "string", min: 1, max: 500 }, max: 100 }] },
+	mods: {
+		type: "multi",
+		optional: true,
+		rules: [
+			{ type: "string", max: 500 },
+			{ type: "array", items: { type: "string", min: 1, max: 500 }, max: 100 },
+		],
+	},
 	interval: { type: "number", integer: true, min: 10, max: 31_536_000, optional: true },
 	cron: { type: "string", min: 1, max: 200, optional: true },
 	batch: { type: "multi", optional: true, rules: [share, { type: "number", integer: true, min: 1, max: 100_000 }] },
@@ -94,7 +116,8 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 
 		async checkRules(this: ChecksThis, _ctx: RestContext, doc: Doc, info: WriteInfo): Promise<Issues | null> {
 			const c = { ...(info.existing ?? {}), ...doc };
-			if ((c.interval === undefined || c.interval === null) === (c.cron === undefined || c.cron === null)) return { interval: "give either interval (seconds) or cron, one of them" };
+			if ((c.interval === undefined || c.interval === null) === (c.cron === undefined || c.cron === null))
+				return { interval: "give either interval (seconds) or cron, one of them" };
 			if (typeof c.cron === "string") {
 				try {
 					parseCron(c.cron);
@@ -115,7 +138,13 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 			const { hosts } = await call(ctx, "hosts.resolveTarget", { target: check.target, field: "target" });
 			if (!hosts.length) throw new Invalid({ target: "selects no live host" });
 			(ctx.meta as { auditRun?: { fun: string; targets: string[] } }).auditRun = { fun: "state.apply", targets: hosts };
-			await call(ctx, "tokens.authorizeRun", { token: user.id, client: "local_async", fun: "state.apply", kwarg: kwargOf(check), targets: hosts });
+			await call(ctx, "tokens.authorizeRun", {
+				token: user.id,
+				client: "local_async",
+				fun: "state.apply",
+				kwarg: kwargOf(check),
+				targets: hosts,
+			});
 			return user.id;
 		},
 
@@ -127,9 +156,16 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 				hosts = (await call(ctx, "hosts.resolveTarget", { target: check.target })).hosts;
 			} catch (err) {
 				if (!isError(err, ErrorType.TargetUnevaluable)) throw err;
-				throw new RunRefused(`your token may not ${action} this check: its target cannot be evaluated now, so nothing shows it lies inside the token's scope`);
+				throw new RunRefused(
+					`your token may not ${action} this check: its target cannot be evaluated now, so nothing shows it lies inside the token's scope`,
+				);
 			}
-			await authorizeScopedWork(ctx, action, "this check", { client: "local_async", fun: "state.apply", kwarg: kwargOf(check), hosts });
+			await authorizeScopedWork(ctx, action, "this check", {
+				client: "local_async",
+				fun: "state.apply",
+				kwarg: kwargOf(check),
+				hosts,
+			});
 		},
 
 		async removeDocs(this: ChecksThis, ctx: RestContext, docs: Doc[]) {
@@ -142,10 +178,17 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 			const merged = { ...(info.existing ?? {}), ...doc };
 			const out: Doc = { ...doc };
 			// Creating, or changing what runs or where, needs the writer to be allowed it; the writer owns it then.
-			if (info.op === "create" || ["target", "mods"].some(k => k in doc)) out.owner = await this.authorizeCheck(ctx, merged);
+			if (info.op === "create" || ["target", "mods"].some(k => k in doc))
+				out.owner = await this.authorizeCheck(ctx, merged);
 			if (info.op === "create" || ["interval", "cron", "status"].some(k => k in doc)) {
 				const now = new Date();
-				out.next = merged.status === "paused" ? null : nextDue(scheduleOf({ ...merged, _created: merged._created ?? now }, this.timezone), new Date(now.getTime() - 1));
+				out.next =
+					merged.status === "paused"
+						? null
+						: nextDue(
+								scheduleOf({ ...merged, _created: merged._created ?? now }, this.timezone),
+								new Date(now.getTime() - 1),
+							);
 			}
 			if (info.op === "create") out.passes = 0;
 			return out;
@@ -168,7 +211,10 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 			for (const c of await this.store.find({ status: "scheduled", next: { $lte: now } }, { limit: DUE_LIMIT })) {
 				const due = new Date(c.next);
 				const claimed = await claim(this.store, { _id: c._id, next: due, status: "scheduled" }, holder, {
-					$set: { next: nextDue(scheduleOf(c, this.timezone), now), last_pass: { due, rollout: passId(String(c._id), due), at: now, started: false, error: null } },
+					$set: {
+						next: nextDue(scheduleOf(c, this.timezone), now),
+						last_pass: { due, rollout: passId(String(c._id), due), at: now, started: false, error: null },
+					},
 					$inc: { passes: 1 },
 				});
 				if (claimed) await this.startPass(claimed);
@@ -183,14 +229,26 @@ const ConformityChecksService: EveServiceSchema<ChecksThis> = {
 		/** Makes the pass's rollout (once, whoever asks); a refusal (the owner's token, a target that selects nothing) is recorded and not retried. */
 		async startPass(this: ChecksThis, c: Doc) {
 			const pass = c.last_pass;
-			const set = (fields: Doc) => this.store.updateMany({ _id: c._id, "last_pass.rollout": pass.rollout }, { $set: fields });
+			const set = (fields: Doc) =>
+				this.store.updateMany({ _id: c._id, "last_pass.rollout": pass.rollout }, { $set: fields });
 			try {
-				const started = await this.broker.call<{ total: number }, Record<string, unknown>>("rollouts.startCheck", { id: pass.rollout, check: String(c._id), name: c.name, target: c.target, kwarg: kwargOf(c), batch: c.batch, jitter_s: c.jitter_s ?? 0, owner: c.owner });
+				const started = await this.broker.call<{ total: number }, Record<string, unknown>>("rollouts.startCheck", {
+					id: pass.rollout,
+					check: String(c._id),
+					name: c.name,
+					target: c.target,
+					kwarg: kwargOf(c),
+					batch: c.batch,
+					jitter_s: c.jitter_s ?? 0,
+					owner: c.owner,
+				});
 				await set({ "last_pass.started": true, "last_pass.hosts": started.total, "last_pass.error": null });
 			} catch (err) {
 				const e = err as { message: string };
-				if (REFUSALS.some(type => isError(err, type))) await set({ "last_pass.started": true, "last_pass.error": String(e.message).slice(0, 2000) });
-				else this.logger.warn(`Conformity check ${c._id}: its pass could not start yet (tried again later):`, e.message);
+				if (REFUSALS.some(type => isError(err, type)))
+					await set({ "last_pass.started": true, "last_pass.error": String(e.message).slice(0, 2000) });
+				else
+					this.logger.warn(`Conformity check ${c._id}: its pass could not start yet (tried again later):`, e.message);
 			}
 			await this.notifyChanged(this.broker as unknown as Context, "updated", [String(c._id)]);
 		},

@@ -5,7 +5,12 @@
  * host's checks); every write is audited like any other.
  * A rule applies from the next check on (a judgement already made is not redone).
  */
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../../mixins/eve-collection.mixin";
+import {
+	EveCollection,
+	type EveServiceSchema,
+	type EveThis,
+	type RestContext,
+} from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import type { Issues } from "../../lib/eve/errors";
 import type { Doc } from "../../lib/storage/store";
@@ -31,7 +36,10 @@ const ConformityRulesService: EveServiceSchema = {
 			visibility: "public",
 			async handler(this: EveThis) {
 				const docs = await this.store.find({}, { only: ["sls", "state_id"] });
-				return docs.map(d => ({ ...(d.sls !== undefined ? { sls: d.sls } : {}), ...(d.state_id !== undefined ? { state_id: d.state_id } : {}) }));
+				return docs.map(d => ({
+					...(d.sls !== undefined ? { sls: d.sls } : {}),
+					...(d.state_id !== undefined ? { state_id: d.state_id } : {}),
+				}));
 			},
 		},
 	},
@@ -45,9 +53,15 @@ const ConformityRulesService: EveServiceSchema = {
 			refuseFleetWideToScoped(ctx, "delete", "a suppression rule");
 			await writeMethods.removeDocs.call(this, ctx, docs);
 		},
-		async checkRules(this: EveThis, _ctx: RestContext, doc: Doc, info: { op: string; existing?: Doc }): Promise<Issues | null> {
+		async checkRules(
+			this: EveThis,
+			_ctx: RestContext,
+			doc: Doc,
+			info: { op: string; existing?: Doc },
+		): Promise<Issues | null> {
 			const merged = { ...(info.existing ?? {}), ...doc };
-			if (merged.sls === undefined && merged.state_id === undefined) return { sls: "give sls, state_id or both: a rule naming neither would suppress every state" };
+			if (merged.sls === undefined && merged.state_id === undefined)
+				return { sls: "give sls, state_id or both: a rule naming neither would suppress every state" };
 			return null;
 		},
 	},

@@ -25,10 +25,27 @@ import { Invalid, NotFound, NothingToRun, RunRefused } from "../../lib/errors";
 import { newObjectId } from "../../lib/eve/ids";
 import { formatHttpDate } from "../../lib/eve/dates";
 import { summarizeBursts, type AlertDraft } from "../../lib/fleet/alert-bursts";
-import { isHighstateTest, isStateTest, judge, transitionAlert, type ConformityState, type Suppression } from "../../lib/fleet/conformity";
+import {
+	isHighstateTest,
+	isStateTest,
+	judge,
+	transitionAlert,
+	type ConformityState,
+	type Suppression,
+} from "../../lib/fleet/conformity";
 import { returnValue } from "../../lib/fleet/state-results";
 import type { Doc } from "../../lib/storage/store";
-import { appliedOrFailed, authorizeFix, hostFixCalls, isFixable, planTargetFix, targetFixCalls, type FixCall, type HostConformity, type StoredState } from "./fix-plan";
+import {
+	appliedOrFailed,
+	authorizeFix,
+	hostFixCalls,
+	isFixable,
+	planTargetFix,
+	targetFixCalls,
+	type FixCall,
+	type HostConformity,
+	type StoredState,
+} from "./fix-plan";
 import { call } from "../../lib/contracts/call";
 
 type ConformityThis = Service &
@@ -36,7 +53,11 @@ type ConformityThis = Service &
 		checkedResolutionMs: number;
 		alertBurst: number;
 		judgeJob(jid: string): Promise<{ judged: number; changed: number }>;
-		fixOne(ctx: Context<unknown, { user?: { id: string } }>, host: string, doc: Doc | null): Promise<Record<string, unknown>>;
+		fixOne(
+			ctx: Context<unknown, { user?: { id: string } }>,
+			host: string,
+			doc: Doc | null,
+		): Promise<Record<string, unknown>>;
 		recheckFixes(rolloutIds: string[]): Promise<void>;
 		judgeFinished(jids: string[], attempt: number): Promise<void>;
 	};
@@ -63,7 +84,12 @@ const JUDGE_TRIES = 6;
 const SERIES_MAX = 500;
 const STATES: ConformityState[] = ["conformant", "drifted", "failing", "unknown"];
 
-const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>, Record<string, any>, ConformityThis> = {
+const ConformityService: ServiceSchema<
+	ServiceSettingSchema,
+	Record<string, any>,
+	Record<string, any>,
+	ConformityThis
+> = {
 	name: "conformity",
 	mixins: [Storage("conformity", ["conformity_transitions", "conformity_passes", "conformity_fixes"])],
 
@@ -75,7 +101,10 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 				const [live] = await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: [ctx.params.id] });
 				if (!live) throw new NotFound(`host '${ctx.params.id.slice(0, 253)}' not found`);
 				const doc = await this.store.findOne({ _id: live });
-				const timeline = await this.stores.conformity_transitions.find({ host: live }, { sort: [["at", -1]], limit: TIMELINE_MAX });
+				const timeline = await this.stores.conformity_transitions.find(
+					{ host: live },
+					{ sort: [["at", -1]], limit: TIMELINE_MAX },
+				);
 				const date = (d: unknown) => (d ? formatHttpDate(new Date(d as string)) : null);
 				return {
 					host: live,
@@ -87,7 +116,14 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 					failing: doc?.failing ?? 0,
 					suppressed: doc?.suppressed ?? 0,
 					states: doc?.states ?? [],
-					timeline: timeline.map(t => ({ from: t.from, to: t.to, at: date(t.at), jid: t.jid, drifted: t.drifted, failing: t.failing })),
+					timeline: timeline.map(t => ({
+						from: t.from,
+						to: t.to,
+						at: date(t.at),
+						jid: t.jid,
+						drifted: t.drifted,
+						failing: t.failing,
+					})),
 				};
 			},
 		},
@@ -104,17 +140,34 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 					if (!live.has(d._id)) return;
 					judged++;
 					counts[d.state] = (counts[d.state] ?? 0) + 1;
-					for (const s of (d.states ?? []) as Array<{ sls: string; state_id: string; fun: string; result: boolean | null }>) {
+					for (const s of (d.states ?? []) as Array<{
+						sls: string;
+						state_id: string;
+						fun: string;
+						result: boolean | null;
+					}>) {
 						const key = `${s.sls}\0${s.state_id}`;
-						const t = top.get(key) ?? top.set(key, { sls: s.sls, state_id: s.state_id, fun: s.fun, hosts: 0, failing: 0 }).get(key)!;
+						const t =
+							top.get(key) ??
+							top.set(key, { sls: s.sls, state_id: s.state_id, fun: s.fun, hosts: 0, failing: 0 }).get(key)!;
 						t.hosts++;
 						if (s.result === false) t.failing++;
 					}
 				});
 				counts.unknown += live.size - judged;
-				const ranked = [...top.values()].sort((a, b) => b.hosts - a.hosts || a.sls.localeCompare(b.sls) || a.state_id.localeCompare(b.state_id)).slice(0, TOP_MAX);
+				const ranked = [...top.values()]
+					.sort((a, b) => b.hosts - a.hosts || a.sls.localeCompare(b.sls) || a.state_id.localeCompare(b.state_id))
+					.slice(0, TOP_MAX);
 				const passes = await this.stores.conformity_passes.find({}, { sort: [["at", -1]], limit: SERIES_MAX });
-				const series = passes.reverse().map(p => ({ at: formatHttpDate(new Date(p.at)), jid: p._id, judged: p.judged, changed: p.changed, conformant: p.conformant, drifted: p.drifted, failing: p.failing }));
+				const series = passes.reverse().map(p => ({
+					at: formatHttpDate(new Date(p.at)),
+					jid: p._id,
+					judged: p.judged,
+					changed: p.changed,
+					conformant: p.conformant,
+					drifted: p.drifted,
+					failing: p.failing,
+				}));
 				return { hosts: live.size, counts, top: ranked, series };
 			},
 		},
@@ -147,13 +200,25 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 			params: { body: { type: "any", optional: true }, query: { type: "any", optional: true } },
 			async handler(this: ConformityThis, ctx: Context<{ body?: unknown }, { user?: { id: string } }>) {
 				const body = ctx.params.body as { target?: unknown } | undefined;
-				if (!body || typeof body !== "object" || typeof body.target !== "string" || !body.target.length || body.target.length > 10_000) throw new Invalid({ target: "a compound target (a string of 1 to 10,000 characters) is required" });
+				if (
+					!body ||
+					typeof body !== "object" ||
+					typeof body.target !== "string" ||
+					!body.target.length ||
+					body.target.length > 10_000
+				)
+					throw new Invalid({ target: "a compound target (a string of 1 to 10,000 characters) is required" });
 				const { hosts } = await call(ctx, "hosts.resolveTarget", { target: body.target, field: "target" });
 				const docs = await this.store.find({ _id: { $in: hosts } }, { only: ["state", "states"] });
 				const plan = planTargetFix(docs as HostConformity[]);
 				const drifted = plan.hosts;
-				if (!drifted.length) throw new NothingToRun(`none of the ${hosts.length} host(s) the target selects has a drifted state to fix`);
-				if (drifted.length === 1) return { target: body.target, ...(await this.fixOne(ctx, drifted[0], docs.find(d => d._id === drifted[0]) ?? null)) };
+				if (!drifted.length)
+					throw new NothingToRun(`none of the ${hosts.length} host(s) the target selects has a drifted state to fix`);
+				if (drifted.length === 1)
+					return {
+						target: body.target,
+						...(await this.fixOne(ctx, drifted[0], docs.find(d => d._id === drifted[0]) ?? null)),
+					};
 				const owner = ctx.meta.user?.id;
 				if (!owner) throw new RunRefused("the fix is refused: no token authorizes it", "no token authorizes it");
 				// Everything authorized before anything is made, the re-check included: a fix is refused whole, saying why.
@@ -164,10 +229,21 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 				for (const [i, g] of plan.groups.entries()) {
 					const rollout = derivedId(`${fix}:${i}`);
 					const { fun, arg, kwarg } = calls[i];
-					await ctx.call("rollouts.startFix", { id: rollout, fix, name: `fix ${g.sls}/${g.state_id}`, hosts: g.hosts, fun, arg, kwarg, owner });
+					await ctx.call("rollouts.startFix", {
+						id: rollout,
+						fix,
+						name: `fix ${g.sls}/${g.state_id}`,
+						hosts: g.hosts,
+						fun,
+						arg,
+						kwarg,
+						owner,
+					});
 					fixes.push({ state_id: g.state_id, sls: g.sls, hosts: g.hosts.length, rollout });
 				}
-				await this.stores.conformity_fixes.insertMany([{ _id: fix, owner, hosts: drifted, rollouts: fixes.map(f => f.rollout), recheck: null, at: new Date() }]);
+				await this.stores.conformity_fixes.insertMany([
+					{ _id: fix, owner, hosts: drifted, rollouts: fixes.map(f => f.rollout), recheck: null, at: new Date() },
+				]);
 				return { target: body.target, fix, hosts: drifted.length, fixes, recheck: null };
 			},
 		},
@@ -210,26 +286,42 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 				const jobs = await this.broker.call<JobSummary[], { jids: string[] }>("salt-jobs.summaries", { jids });
 				// A batch of a scheduled check (a rollout the check made) is judged whatever its mods.
 				const rollouts = [...new Set(jobs.map(j => j.rollout).filter((r): r is string => !!r))];
-				const checks: Record<string, string> = rollouts.length ? await this.broker.call("rollouts.checksOf", { ids: rollouts }) : {};
+				const checks: Record<string, string> = rollouts.length
+					? await this.broker.call("rollouts.checksOf", { ids: rollouts })
+					: {};
 				for (const job of jobs) {
 					const fromCheck = !!job.rollout && job.rollout in checks && isStateTest(job.fun, job.args ?? []);
 					if (fromCheck || isHighstateTest(job.fun, job.args ?? [])) await this.judgeJob(job.jid);
 				}
 			} catch (err) {
 				if (attempt + 1 >= JUDGE_TRIES) {
-					this.logger.error(`Could not judge the conformity of job(s) ${jids.join(", ")}; the next check will:`, (err as Error).message);
+					this.logger.error(
+						`Could not judge the conformity of job(s) ${jids.join(", ")}; the next check will:`,
+						(err as Error).message,
+					);
 					return;
 				}
-				this.logger.warn(`Could not judge the conformity of job(s) ${jids.join(", ")} yet (tried again):`, (err as Error).message);
+				this.logger.warn(
+					`Could not judge the conformity of job(s) ${jids.join(", ")} yet (tried again):`,
+					(err as Error).message,
+				);
 				setTimeout(() => void this.judgeFinished(jids, attempt + 1), 500 * 2 ** attempt).unref?.();
 			}
 		},
 
 		/** One host's drifted states applied one `state.sls_id` each (as the caller, audited each), then a check. */
-		async fixOne(this: ConformityThis, ctx: Context<unknown, { user?: { id: string } }>, host: string, doc: Doc | null) {
+		async fixOne(
+			this: ConformityThis,
+			ctx: Context<unknown, { user?: { id: string } }>,
+			host: string,
+			doc: Doc | null,
+		) {
 			const states: StoredState[] = doc?.states ?? [];
 			const drifted = states.filter(isFixable);
-			if (!drifted.length) throw new NothingToRun(`host '${host}' has no drifted state to fix (its last check found it ${doc?.state ?? "never checked"})`);
+			if (!drifted.length)
+				throw new NothingToRun(
+					`host '${host}' has no drifted state to fix (its last check found it ${doc?.state ?? "never checked"})`,
+				);
 			const owner = ctx.meta.user?.id;
 			if (!owner) throw new RunRefused("the fix is refused: no token authorizes it", "no token authorizes it");
 			// The drifted states one run each, then the check: every run authorized before the first (a fix is refused
@@ -239,29 +331,75 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 			// Each run gets an audit record of its own, the request its own: a run writes under the request's record only
 			// when it is the action the request was routed to (services/cm-gateway/runs.ts `requester`).
 			const run = (fix: FixCall) =>
-				ctx.call<{ task_id: string | null; status: string; approval?: { _id: string }; return: { return: Array<Record<string, unknown>> } }, Record<string, unknown>>("cm-gateway.runOnHost", { id: host, body: { cm_client: fix.client, fun: fix.fun, ...(fix.arg ? { arg: fix.arg } : {}), ...(Object.keys(fix.kwarg).length ? { kwarg: fix.kwarg } : {}) } });
+				ctx.call<
+					{
+						task_id: string | null;
+						status: string;
+						approval?: { _id: string };
+						return: { return: Array<Record<string, unknown>> };
+					},
+					Record<string, unknown>
+				>("cm-gateway.runOnHost", {
+					id: host,
+					body: {
+						cm_client: fix.client,
+						fun: fix.fun,
+						...(fix.arg ? { arg: fix.arg } : {}),
+						...(Object.keys(fix.kwarg).length ? { kwarg: fix.kwarg } : {}),
+					},
+				});
 			const fixed = [];
 			for (const [i, s] of drifted.entries()) {
 				const res = await run(calls[i]);
 				if (res.status === "pending_approval" && res.approval) {
 					// An approval policy holds it (docs/security.md): nothing ran; it runs once approved.
-					fixed.push({ state_id: s.state_id, sls: s.sls, jid: null, result: "awaiting_approval", approval: res.approval._id });
+					fixed.push({
+						state_id: s.state_id,
+						sls: s.sls,
+						jid: null,
+						result: "awaiting_approval",
+						approval: res.approval._id,
+					});
 					continue;
 				}
-				fixed.push({ state_id: s.state_id, sls: s.sls, jid: res.task_id, result: appliedOrFailed(res.return?.return?.[0]?.[host]) });
+				fixed.push({
+					state_id: s.state_id,
+					sls: s.sls,
+					jid: res.task_id,
+					result: appliedOrFailed(res.return?.return?.[0]?.[host]),
+				});
 			}
 			const checked = await run(calls[drifted.length]);
-			return { host, fixed, skipped: states.filter(s => !drifted.includes(s)).map(s => ({ state_id: s.state_id, sls: s.sls, result: s.result })), check: checked.task_id };
+			return {
+				host,
+				fixed,
+				skipped: states
+					.filter(s => !drifted.includes(s))
+					.map(s => ({ state_id: s.state_id, sls: s.sls, result: s.result })),
+				check: checked.task_id,
+			};
 		},
 
 		/** Fixes whose rollouts all ended: their hosts checked again, once (a rollout of test=True under a derived id). */
 		async recheckFixes(this: ConformityThis, rolloutIds: string[]) {
 			for (const f of await this.stores.conformity_fixes.find({ recheck: null, rollouts: { $in: rolloutIds } })) {
-				const statuses = await this.broker.call<Record<string, string>, { ids: string[] }>("rollouts.statuses", { ids: f.rollouts });
+				const statuses = await this.broker.call<Record<string, string>, { ids: string[] }>("rollouts.statuses", {
+					ids: f.rollouts,
+				});
 				if (!f.rollouts.every((id: string) => statuses[id] === "finished" || statuses[id] === "aborted")) continue;
 				const recheck = derivedId(`${f._id}:recheck`);
 				try {
-					await this.broker.call("rollouts.startCheck", { id: recheck, check: String(f._id), name: "after the fix", target: `fix ${f._id}`, hosts: f.hosts, kwarg: { test: true }, batch: "10%", jitter_s: 0, owner: f.owner });
+					await this.broker.call("rollouts.startCheck", {
+						id: recheck,
+						check: String(f._id),
+						name: "after the fix",
+						target: `fix ${f._id}`,
+						hosts: f.hosts,
+						kwarg: { test: true },
+						batch: "10%",
+						jitter_s: 0,
+						owner: f.owner,
+					});
 					await this.stores.conformity_fixes.updateMany({ _id: f._id, recheck: null }, { $set: { recheck } });
 				} catch (err) {
 					this.logger.warn(`Could not check again the hosts of fix ${f._id}:`, (err as Error).message);
@@ -270,7 +408,10 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 		},
 
 		async judgeJob(this: ConformityThis, jid: string) {
-			const returns = await this.broker.call<Array<{ host: string; state: string; return: string }>, { jid: string }>("actions.returnsOf", { jid });
+			const returns = await this.broker.call<Array<{ host: string; state: string; return: string }>, { jid: string }>(
+				"actions.returnsOf",
+				{ jid },
+			);
 			const hosts = returns.map(r => r.host);
 			const stored = new Map((await this.store.find({ _id: { $in: hosts } })).map(d => [String(d._id), d]));
 			// The suppression rules as they are now (a store that cannot be read counts as none: nothing is hidden).
@@ -294,19 +435,48 @@ const ConformityService: ServiceSchema<ServiceSettingSchema, Record<string, any>
 				if (!moved && was?.digest === j.digest && !stale) continue;
 				changed++;
 				const since = moved || !was ? now : new Date(was.since);
-				const doc = { state: j.state, since, checked: now, jid, digest: j.digest, drifted: j.drifted, failing: j.failing, suppressed: j.suppressed, states: j.states };
+				const doc = {
+					state: j.state,
+					since,
+					checked: now,
+					jid,
+					digest: j.digest,
+					drifted: j.drifted,
+					failing: j.failing,
+					suppressed: j.suppressed,
+					states: j.states,
+				};
 				if (was) await this.store.updateMany({ _id: r.host }, { $set: doc });
 				else await this.store.insertMany([{ _id: r.host, ...doc }]);
-				summaries.push({ _id: r.host, conformity: { state: j.state, since, checked: now, drifted: j.drifted, failing: j.failing } });
+				summaries.push({
+					_id: r.host,
+					conformity: { state: j.state, since, checked: now, drifted: j.drifted, failing: j.failing },
+				});
 				if (!moved) continue;
-				transitions.push({ _id: newObjectId(), host: r.host, from, to: j.state, at: now, jid, drifted: j.drifted, failing: j.failing });
+				transitions.push({
+					_id: newObjectId(),
+					host: r.host,
+					from,
+					to: j.state,
+					at: now,
+					jid,
+					drifted: j.drifted,
+					failing: j.failing,
+				});
 				const alert = transitionAlert(from, j.state);
-				if (alert === "host.drifted") alerts.push({ type: alert, level: "warning", payload: { hostname: r.host, state: j.state, drifted: j.drifted, failing: j.failing, jid } });
-				if (alert === "host.conformant") alerts.push({ type: alert, level: "info", payload: { hostname: r.host, jid } });
+				if (alert === "host.drifted")
+					alerts.push({
+						type: alert,
+						level: "warning",
+						payload: { hostname: r.host, state: j.state, drifted: j.drifted, failing: j.failing, jid },
+					});
+				if (alert === "host.conformant")
+					alerts.push({ type: alert, level: "info", payload: { hostname: r.host, jid } });
 			}
 			if (transitions.length) await this.stores.conformity_transitions.insertMany(transitions);
 			if (summaries.length) await call(this.broker, "hosts.setConformity", { hosts: summaries });
-			if (alerts.length) await call(this.broker, "alerts.raiseMany", { alerts: summarizeBursts(alerts, BURSTY, this.alertBurst) });
+			if (alerts.length)
+				await call(this.broker, "alerts.raiseMany", { alerts: summarizeBursts(alerts, BURSTY, this.alertBurst) });
 			// The fleet after this check: one small point of the series (a few numbers, whatever the fleet's size).
 			const point: Doc = { _id: jid, at: now, judged: returns.length, changed };
 			for (const st of ["conformant", "drifted", "failing"]) point[st] = await this.store.count({ state: st });

@@ -48,25 +48,50 @@ export function planTargetFix(docs: HostConformity[]): { groups: FixGroup[]; hos
 	for (const d of docs) {
 		for (const st of (d.states ?? []).filter(isFixable)) {
 			const key = `${st.sls}\0${st.state_id}`;
-			(groups.get(key) ?? groups.set(key, { state_id: st.state_id, sls: st.sls, hosts: [] }).get(key)!).hosts.push(String(d._id));
+			(groups.get(key) ?? groups.set(key, { state_id: st.state_id, sls: st.sls, hosts: [] }).get(key)!).hosts.push(
+				String(d._id),
+			);
 		}
 	}
-	const sorted = [...groups.values()].sort((a, b) => a.sls.localeCompare(b.sls) || a.state_id.localeCompare(b.state_id));
+	const sorted = [...groups.values()].sort(
+		(a, b) => a.sls.localeCompare(b.sls) || a.state_id.localeCompare(b.state_id),
+	);
 	for (const g of sorted) g.hosts.sort();
 	return { groups: sorted, hosts: [...new Set(sorted.flatMap(g => g.hosts))].sort() };
 }
 
 /** The check that follows a fix (`state.apply test=True`: the highstate's dry run, judged like any check). */
-export const recheckCall = (hosts: string[]): FixCall => ({ client: "local_async", fun: "state.apply", kwarg: { test: true }, targets: hosts });
+export const recheckCall = (hosts: string[]): FixCall => ({
+	client: "local_async",
+	fun: "state.apply",
+	kwarg: { test: true },
+	targets: hosts,
+});
 
 /** A target's fix: one rollout per group (`state.sls_id` with `queue=True` on its hosts), then one re-check of them all. */
 export function targetFixCalls(plan: { groups: FixGroup[]; hosts: string[] }): FixCall[] {
-	return [...plan.groups.map((g): FixCall => ({ client: "local_async", fun: "state.sls_id", arg: [g.state_id, g.sls], kwarg: { queue: true }, targets: g.hosts })), recheckCall(plan.hosts)];
+	return [
+		...plan.groups.map(
+			(g): FixCall => ({
+				client: "local_async",
+				fun: "state.sls_id",
+				arg: [g.state_id, g.sls],
+				kwarg: { queue: true },
+				targets: g.hosts,
+			}),
+		),
+		recheckCall(plan.hosts),
+	];
 }
 
 /** One host's fix: its drifted states one `state.sls_id` each (waited for), then a check of the host. */
 export function hostFixCalls(host: string, drifted: StoredState[]): FixCall[] {
-	return [...drifted.map((s): FixCall => ({ client: "local", fun: "state.sls_id", arg: [s.state_id, s.sls], kwarg: {}, targets: [host] })), recheckCall([host])];
+	return [
+		...drifted.map(
+			(s): FixCall => ({ client: "local", fun: "state.sls_id", arg: [s.state_id, s.sls], kwarg: {}, targets: [host] }),
+		),
+		recheckCall([host]),
+	];
 }
 
 /**

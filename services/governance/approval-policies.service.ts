@@ -15,12 +15,32 @@
  * The approvals service asks `matching` for every run the run door lets through (services/governance/approvals.service.ts).
  */
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../../mixins/eve-collection.mixin";
+import {
+	EveCollection,
+	type EveServiceSchema,
+	type EveThis,
+	type RestContext,
+} from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import type { Issues } from "../../lib/eve/errors";
 import { canonicalDigest } from "../../lib/eve/etag";
 import type { Doc } from "../../lib/storage/store";
-import { DEFAULT_EXPIRY_S, FUNCTIONS_SCHEMA, ORIGINS, TARGETS_SCHEMA, governedNames, governs, hostsOf, originCovered, isDryRun, targetsIssues, type HostsMemo, type MatchedPolicy, type Origin, type Targets } from "./scope";
+import {
+	DEFAULT_EXPIRY_S,
+	FUNCTIONS_SCHEMA,
+	ORIGINS,
+	TARGETS_SCHEMA,
+	governedNames,
+	governs,
+	hostsOf,
+	originCovered,
+	isDryRun,
+	targetsIssues,
+	type HostsMemo,
+	type MatchedPolicy,
+	type Origin,
+	type Targets,
+} from "./scope";
 import { effectiveCall, Structured } from "../../lib/security/effective-call";
 
 /** A threshold counts the hosts of this many seconds of a principal's asks, unless the policy says otherwise. */
@@ -35,12 +55,24 @@ const PRUNE_MS = 60_000;
  */
 export function definitionKey(fun: string, arg: unknown[] = [], kwarg: Record<string, unknown> = {}): string {
 	const call = effectiveCall(fun, arg, kwarg);
-	const keywords = Object.fromEntries(Object.entries(call.kwargs).filter(([k]) => !k.startsWith("__pub_")).map(([k, v]) => [k, v instanceof Structured ? v.text : v]));
+	const keywords = Object.fromEntries(
+		Object.entries(call.kwargs)
+			.filter(([k]) => !k.startsWith("__pub_"))
+			.map(([k, v]) => [k, v instanceof Structured ? v.text : v]),
+	);
 	const positional = call.args.map(v => (v instanceof Structured ? v.text : v));
 	return canonicalDigest({ fun, arg: positional, kwarg: keywords });
 }
 
-type PoliciesThis = EveThis & { prunedAt: number; tallied(principal: string, key: string, hosts: string[], windowS: number): Promise<Array<{ hosts: string[]; at: Date }>> };
+type PoliciesThis = EveThis & {
+	prunedAt: number;
+	tallied(
+		principal: string,
+		key: string,
+		hosts: string[],
+		windowS: number,
+	): Promise<Array<{ hosts: string[]; at: Date }>>;
+};
 
 const PoliciesService: EveServiceSchema<PoliciesThis> = {
 	name: "approval-policies",
@@ -53,13 +85,26 @@ const PoliciesService: EveServiceSchema<PoliciesThis> = {
 				functions: FUNCTIONS_SCHEMA,
 				targets: { ...TARGETS_SCHEMA, optional: true },
 				more_than_hosts: { type: "number", integer: true, min: 0, max: 1_000_000, optional: true },
-				origins: { type: "array", items: { type: "enum", values: [...ORIGINS] }, min: 1, max: ORIGINS.length, unique: true, optional: true },
+				origins: {
+					type: "array",
+					items: { type: "enum", values: [...ORIGINS] },
+					min: 1,
+					max: ORIGINS.length,
+					unique: true,
+					optional: true,
+				},
 				approvers: {
 					type: "object",
 					strict: true,
 					props: {
 						count: { type: "number", integer: true, min: 1, max: 10 },
-						roles: { type: "array", items: { type: "enum", values: ["operator", "admin"] }, min: 1, max: 2, unique: true },
+						roles: {
+							type: "array",
+							items: { type: "enum", values: ["operator", "admin"] },
+							min: 1,
+							max: 2,
+							unique: true,
+						},
 					},
 				},
 				expires_after: { type: "number", integer: true, min: 60, max: 30 * 86_400, optional: true },
@@ -91,15 +136,31 @@ const PoliciesService: EveServiceSchema<PoliciesThis> = {
 				origin: { type: "enum", values: [...ORIGINS] },
 				principal: { type: "string", min: 1, max: 500, optional: true },
 			},
-			async handler(this: PoliciesThis, ctx: Context<{ fun: string; arg?: unknown[]; kwarg?: Record<string, unknown>; hosts: string[]; scale?: number; origin: Origin; principal?: string }>): Promise<MatchedPolicy[]> {
+			async handler(
+				this: PoliciesThis,
+				ctx: Context<{
+					fun: string;
+					arg?: unknown[];
+					kwarg?: Record<string, unknown>;
+					hosts: string[];
+					scale?: number;
+					origin: Origin;
+					principal?: string;
+				}>,
+			): Promise<MatchedPolicy[]> {
 				const { fun, arg, kwarg, hosts, origin, principal } = ctx.params;
 				if (isDryRun(fun, arg, kwarg)) return [];
 				const names = governedNames(fun, arg, kwarg);
-				const policies = (await this.store.find({ enabled: { $ne: false } }, { sort: [["_id", 1]] })).filter(p => governs(p.functions ?? [], names) && (!p.origins || originCovered(p.origins, origin)));
+				const policies = (await this.store.find({ enabled: { $ne: false } }, { sort: [["_id", 1]] })).filter(
+					p => governs(p.functions ?? [], names) && (!p.origins || originCovered(p.origins, origin)),
+				);
 				// The principal's asks of this definition within the longest window a watching threshold gives, this one recorded first.
 				const windows = policies.filter(p => (p.more_than_hosts ?? 0) > 0).map(p => p.window ?? DEFAULT_WINDOW_S);
 				const longest = Math.max(0, ...windows);
-				const asks = principal && longest > 0 && hosts.length ? await this.tallied(principal, definitionKey(fun, arg, kwarg), hosts, longest) : [];
+				const asks =
+					principal && longest > 0 && hosts.length
+						? await this.tallied(principal, definitionKey(fun, arg, kwarg), hosts, longest)
+						: [];
 				const matched: MatchedPolicy[] = [];
 				const memo: HostsMemo = new Map();
 				for (const p of policies) {
@@ -117,7 +178,13 @@ const PoliciesService: EveServiceSchema<PoliciesThis> = {
 					// A rollout's batch is a part of the rollout: a threshold counts the whole rollout (scale) once the batch is in scope.
 					const counted = inScope > 0 ? Math.max(countedHosts, ctx.params.scale ?? 0) : 0;
 					if (counted <= (p.more_than_hosts ?? 0)) continue;
-					matched.push({ policy: String(p._id), name: p.name, count: p.approvers.count, roles: p.approvers.roles, expires_after: p.expires_after ?? DEFAULT_EXPIRY_S });
+					matched.push({
+						policy: String(p._id),
+						name: p.name,
+						count: p.approvers.count,
+						roles: p.approvers.roles,
+						expires_after: p.expires_after ?? DEFAULT_EXPIRY_S,
+					});
 				}
 				return matched;
 			},
@@ -138,11 +205,19 @@ const PoliciesService: EveServiceSchema<PoliciesThis> = {
 				this.prunedAt = now.getTime();
 				await tallies.removeMany({ at: { $lt: new Date(now.getTime() - MAX_WINDOW_S * 1000) } });
 			}
-			const asks = await tallies.find({ who, at: { $gte: new Date(now.getTime() - windowS * 1000) } }, { only: ["hosts", "at"] });
+			const asks = await tallies.find(
+				{ who, at: { $gte: new Date(now.getTime() - windowS * 1000) } },
+				{ only: ["hosts", "at"] },
+			);
 			return asks.map(a => ({ hosts: a.hosts as string[], at: new Date(a.at) }));
 		},
 
-		async checkRules(this: PoliciesThis, ctx: RestContext, doc: Doc, info: { op: string; existing?: Doc }): Promise<Issues | null> {
+		async checkRules(
+			this: PoliciesThis,
+			ctx: RestContext,
+			doc: Doc,
+			info: { op: string; existing?: Doc },
+		): Promise<Issues | null> {
 			const merged = { ...(info.existing ?? {}), ...doc };
 			return targetsIssues(ctx, merged.targets, "targets", false);
 		},

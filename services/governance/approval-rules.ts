@@ -25,7 +25,9 @@ export function callDigest(call: HeldCall, hosts: string[], target?: string): st
  * exactly this call on these hosts (its digest, with its own target), as its requester's token.
  */
 export function grantCovers(doc: Doc | null, call: HeldCall, hosts: string[], token: string): boolean {
-	return doc?.status === "running" && doc.digest === callDigest(call, hosts, doc.target) && doc.requester?.token === token;
+	return (
+		doc?.status === "running" && doc.digest === callDigest(call, hosts, doc.target) && doc.requester?.token === token
+	);
 }
 
 /** Whether a pending request still holds its run at `now` (ms): before its expiry. */
@@ -59,16 +61,26 @@ export interface Vote {
  * its policies name count (403, naming them).
  */
 export function voteRefusal(doc: Doc, voter: Voter): Forbidden | Conflict | null {
-	if (voter.principal === doc.requester.identity || voter.id === doc.requester.token) return new Forbidden("the requester of a run cannot approve or reject it: another approver must");
-	if ((doc.votes as Vote[]).some(v => v.identity === voter.principal)) return new Conflict(`${voter.name} has already voted on this request`);
+	if (voter.principal === doc.requester.identity || voter.id === doc.requester.token)
+		return new Forbidden("the requester of a run cannot approve or reject it: another approver must");
+	if ((doc.votes as Vote[]).some(v => v.identity === voter.principal))
+		return new Conflict(`${voter.name} has already voted on this request`);
 	const policies = doc.policies as MatchedPolicy[];
-	if (!policies.some(p => p.roles.includes(voter.role))) return new Forbidden(`the role ${voter.role} cannot decide this request: its policies take approvers of the roles ${[...new Set(policies.flatMap(p => p.roles))].join(", ")}`);
+	if (!policies.some(p => p.roles.includes(voter.role)))
+		return new Forbidden(
+			`the role ${voter.role} cannot decide this request: its policies take approvers of the roles ${[...new Set(policies.flatMap(p => p.roles))].join(", ")}`,
+		);
 	return null;
 }
 
 /** A request's status after `votes` (the last one just cast): rejected by any rejection, approved once every policy has its count of approvals from its roles. */
-export function statusAfter(policies: readonly MatchedPolicy[], votes: readonly Vote[]): "approved" | "rejected" | "pending" {
+export function statusAfter(
+	policies: readonly MatchedPolicy[],
+	votes: readonly Vote[],
+): "approved" | "rejected" | "pending" {
 	if (votes.some(v => v.decision === "rejected")) return "rejected";
-	const complete = policies.every(p => votes.filter(v => v.decision === "approved" && p.roles.includes(v.role)).length >= p.count);
+	const complete = policies.every(
+		p => votes.filter(v => v.decision === "approved" && p.roles.includes(v.role)).length >= p.count,
+	);
 	return complete ? "approved" : "pending";
 }

@@ -14,15 +14,39 @@
  * The rules themselves (digest, grant, expiry, who votes, what the votes make) are pure, in approval-rules.ts.
  */
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../../mixins/eve-collection.mixin";
+import {
+	EveCollection,
+	type EveServiceSchema,
+	type EveThis,
+	type RestContext,
+} from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
-import { Conflict, ErrorType, Forbidden, Invalid, isError, NotFound, runRefused, Unauthenticated } from "../../lib/errors";
+import {
+	Conflict,
+	ErrorType,
+	Forbidden,
+	Invalid,
+	isError,
+	NotFound,
+	runRefused,
+	Unauthenticated,
+} from "../../lib/errors";
 import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
 import { maskSecrets } from "../../lib/security/masking";
 import { readDryRun, type DryRunReturn } from "../../lib/fleet/state-results";
 import type { Doc } from "../../lib/storage/store";
 import { ORIGINS, type MatchedPolicy, type Origin } from "./scope";
-import { DECISIONS, callDigest, expiryOf, grantCovers, statusAfter, stillPending, voteRefusal, type HeldCall, type Vote } from "./approval-rules";
+import {
+	DECISIONS,
+	callDigest,
+	expiryOf,
+	grantCovers,
+	statusAfter,
+	stillPending,
+	voteRefusal,
+	type HeldCall,
+	type Vote,
+} from "./approval-rules";
 import type { Caller } from "../../lib/http/auth";
 import { call } from "../../lib/contracts/call";
 
@@ -73,7 +97,10 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 			writes: [],
 			defaultSort: [["_id", -1]],
 			schema: {
-				status: { type: "enum", values: ["pending", "approved", "rejected", "expired", "superseded", "running", "done", "failed"] },
+				status: {
+					type: "enum",
+					values: ["pending", "approved", "rejected", "expired", "superseded", "running", "done", "failed"],
+				},
 				origin: { type: "enum", values: [...ORIGINS] },
 				call: { type: "object" },
 				hosts: { type: "array", items: "string" },
@@ -106,10 +133,27 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 			params: {
 				requester: { type: "object", props: { token: "string", name: "string", role: "string", identity: "string" } },
 				origin: { type: "enum", values: [...ORIGINS] },
-				call: { type: "object", props: { cm_client: { type: "enum", values: ["local", "local_async"] }, fun: "string", arg: { type: "array", optional: true }, kwarg: { type: "object", optional: true } } },
+				call: {
+					type: "object",
+					props: {
+						cm_client: { type: "enum", values: ["local", "local_async"] },
+						fun: "string",
+						arg: { type: "array", optional: true },
+						kwarg: { type: "object", optional: true },
+					},
+				},
 				hosts: { type: "array", items: "string", max: 100_000 },
 				target: { type: "string", optional: true },
-				definition: { type: "object", optional: true, props: { kind: { type: "enum", values: ["task", "rollout"] }, id: "string", digest: "string", hosts: { type: "number", optional: true } } },
+				definition: {
+					type: "object",
+					optional: true,
+					props: {
+						kind: { type: "enum", values: ["task", "rollout"] },
+						id: "string",
+						digest: "string",
+						hosts: { type: "number", optional: true },
+					},
+				},
 				grant: { type: "string", optional: true },
 				break_glass: { type: "string", optional: true },
 			},
@@ -118,25 +162,45 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 				if (grant) {
 					const doc = OBJECT_ID.test(grant) ? await this.store.findOne({ _id: grant }) : null;
 					if (grantCovers(doc, call, hosts, requester.token)) return { pass: true };
-					throw runRefused(`approval ${grant.slice(0, 24)} does not cover it (it is not being carried out, or its call, hosts or requester differ)`);
+					throw runRefused(
+						`approval ${grant.slice(0, 24)} does not cover it (it is not being carried out, or its call, hosts or requester differ)`,
+					);
 				}
-				const policies = await ctx.call<MatchedPolicy[], Doc>("approval-policies.matching", { fun: call.fun, arg: call.arg, kwarg: call.kwarg, hosts, origin, scale: definition?.hosts, principal: requester.identity });
+				const policies = await ctx.call<MatchedPolicy[], Doc>("approval-policies.matching", {
+					fun: call.fun,
+					arg: call.arg,
+					kwarg: call.kwarg,
+					hosts,
+					origin,
+					scale: definition?.hosts,
+					principal: requester.identity,
+				});
 				if (!policies.length) return { pass: true };
 				// What a request runs: a definition's fields (its digest), or an ad-hoc call on its hosts.
 				const digest = definition ? definition.digest : callDigest(call, hosts, target);
 				if (definition) {
 					const same = { "definition.kind": definition.kind, "definition.id": definition.id };
 					// What the definition ran before was approved for that, not for this: those requests no longer apply.
-					const stale = await this.store.find({ ...same, digest: { $ne: digest }, status: { $in: ["pending", "approved"] } }, { only: ["_id"] });
+					const stale = await this.store.find(
+						{ ...same, digest: { $ne: digest }, status: { $in: ["pending", "approved"] } },
+						{ only: ["_id"] },
+					);
 					if (stale.length) {
-						await this.store.updateMany({ _id: { $in: stale.map(d => d._id) } }, { $set: { status: "superseded", _updated: new Date() } });
+						await this.store.updateMany(
+							{ _id: { $in: stale.map(d => d._id) } },
+							{ $set: { status: "superseded", _updated: new Date() } },
+						);
 						await this.announce(ctx, await this.store.find({ _id: { $in: stale.map(d => d._id) } }));
 					}
 					if (await this.store.findOne({ ...same, digest, status: "approved" })) return { pass: true };
 					const pending = await this.store.findOne({ ...same, digest, status: "pending" });
 					if (stillPending(pending, Date.now())) return { held: this.render(pending), created: false };
 				} else {
-					const pending = await this.store.findOne({ digest, status: "pending", "requester.identity": requester.identity });
+					const pending = await this.store.findOne({
+						digest,
+						status: "pending",
+						"requester.identity": requester.identity,
+					});
 					if (stillPending(pending, Date.now())) return { held: this.render(pending), created: false };
 				}
 				const now = new Date();
@@ -178,9 +242,15 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 		/** The dry run started for a request (internal: the cm-gateway): its predicted changes are read when it ends. */
 		attachDryRun: {
 			visibility: "public",
-			params: { id: { type: "string", pattern: OBJECT_ID }, jid: { type: "string", optional: true }, error: { type: "string", optional: true } },
+			params: {
+				id: { type: "string", pattern: OBJECT_ID },
+				jid: { type: "string", optional: true },
+				error: { type: "string", optional: true },
+			},
 			async handler(this: ApprovalsThis, ctx: Context<{ id: string; jid?: string; error?: string }>) {
-				const dry = ctx.params.jid ? { jid: ctx.params.jid, state: "running" } : { state: "failed", error: String(ctx.params.error ?? "").slice(0, 2000) };
+				const dry = ctx.params.jid
+					? { jid: ctx.params.jid, state: "running" }
+					: { state: "failed", error: String(ctx.params.error ?? "").slice(0, 2000) };
 				await this.store.updateMany({ _id: ctx.params.id }, { $set: { dry_run: dry, _updated: new Date() } });
 				const doc = await this.store.findOne({ _id: ctx.params.id });
 				if (doc) await this.announce(ctx, [doc]);
@@ -195,20 +265,32 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 		 * approves the request, and an ad-hoc request then runs at once, exactly once; a rejection ends it.
 		 */
 		decide: {
-			params: { id: "string", decision: "string", body: { type: "any", optional: true }, query: { type: "any", optional: true } },
-			async handler(this: ApprovalsThis, ctx: Context<{ id: string; decision: string; body?: unknown }, RestContext["meta"] & { user?: Caller }>) {
+			params: {
+				id: "string",
+				decision: "string",
+				body: { type: "any", optional: true },
+				query: { type: "any", optional: true },
+			},
+			async handler(
+				this: ApprovalsThis,
+				ctx: Context<{ id: string; decision: string; body?: unknown }, RestContext["meta"] & { user?: Caller }>,
+			) {
 				const decision = DECISIONS[ctx.params.decision];
-				if (!decision) throw new Invalid({ decision: `unallowed value '${ctx.params.decision.slice(0, 50)}' (approve or reject)` });
+				if (!decision)
+					throw new Invalid({ decision: `unallowed value '${ctx.params.decision.slice(0, 50)}' (approve or reject)` });
 				const body = (ctx.params.body ?? {}) as Record<string, unknown>;
-				if (typeof body !== "object" || Array.isArray(body) || body === null) throw new Invalid({ body: "must be an object: {\"comment\": \"…\"}" });
+				if (typeof body !== "object" || Array.isArray(body) || body === null)
+					throw new Invalid({ body: 'must be an object: {"comment": "…"}' });
 				const unknown = Object.keys(body).filter(k => k !== "comment");
 				if (unknown.length) throw new Invalid(Object.fromEntries(unknown.map(k => [k, "unknown field"])));
-				if (body.comment !== undefined && (typeof body.comment !== "string" || body.comment.length > 2000)) throw new Invalid({ comment: "must be a string of at most 2000 characters" });
+				if (body.comment !== undefined && (typeof body.comment !== "string" || body.comment.length > 2000))
+					throw new Invalid({ comment: "must be a string of at most 2000 characters" });
 				const user = ctx.meta.user;
 				if (!user) throw new Unauthenticated();
 				await this.expire(ctx);
 				const doc = await this.visibleItem(ctx.params.id);
-				if (doc.status !== "pending") throw new Conflict(`the request is ${doc.status}: it can no longer be ${decision}`);
+				if (doc.status !== "pending")
+					throw new Conflict(`the request is ${doc.status}: it can no longer be ${decision}`);
 				// Principals, not tokens: a token minted from the requester's (or a voter's) is the same one.
 				const identity = user.principal;
 				const refused = voteRefusal(doc, user);
@@ -216,23 +298,56 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 				if (decision === "approved") {
 					// An approver vouches for the run: their own token must allow it (the complete call on those hosts).
 					try {
-						await call(ctx, "tokens.authorizeRun", { token: user.id, client: doc.call.cm_client, fun: doc.call.fun, arg: doc.call.arg, kwarg: doc.call.kwarg, targets: doc.hosts });
+						await call(ctx, "tokens.authorizeRun", {
+							token: user.id,
+							client: doc.call.cm_client,
+							fun: doc.call.fun,
+							arg: doc.call.arg,
+							kwarg: doc.call.kwarg,
+							targets: doc.hosts,
+						});
 					} catch (err) {
-						if (isError(err, ErrorType.RunRefused)) throw new Forbidden(`you may not approve a run you could not make yourself: ${err.data?.reason}`);
+						if (isError(err, ErrorType.RunRefused))
+							throw new Forbidden(`you may not approve a run you could not make yourself: ${err.data?.reason}`);
 						throw err;
 					}
 				}
 				if (scopedCaller(ctx)) {
 					// A scoped token decides only work wholly inside its scope (a rejection too); a rollout's request is for all its hosts, not the batch held.
-					const hosts = doc.definition?.kind === "rollout" ? await ctx.call<string[], { id: string }>("rollouts.frozenHosts", { id: doc.definition.id }) : doc.hosts;
-					await authorizeScopedWork(ctx, decision === "approved" ? "approve" : "reject", "this request", { client: doc.call.cm_client, fun: doc.call.fun, arg: doc.call.arg, kwarg: doc.call.kwarg, hosts });
+					const hosts =
+						doc.definition?.kind === "rollout"
+							? await ctx.call<string[], { id: string }>("rollouts.frozenHosts", { id: doc.definition.id })
+							: doc.hosts;
+					await authorizeScopedWork(ctx, decision === "approved" ? "approve" : "reject", "this request", {
+						client: doc.call.cm_client,
+						fun: doc.call.fun,
+						arg: doc.call.arg,
+						kwarg: doc.call.kwarg,
+						hosts,
+					});
 				}
-				const vote = { decision, token: user.id, name: user.name, role: user.role, identity, comment: (body.comment as string | undefined) ?? "", at: new Date() };
+				const vote = {
+					decision,
+					token: user.id,
+					name: user.name,
+					role: user.role,
+					identity,
+					comment: (body.comment as string | undefined) ?? "",
+					at: new Date(),
+				};
 				const votes = [...(doc.votes as Vote[]), vote];
 				const status = statusAfter(doc.policies as MatchedPolicy[], votes);
-				const updated = await this.store.findOneAndUpdate({ _id: doc._id, status: "pending", votes: { $size: doc.votes.length } }, { $set: { votes, status, _updated: new Date() } });
+				const updated = await this.store.findOneAndUpdate(
+					{ _id: doc._id, status: "pending", votes: { $size: doc.votes.length } },
+					{ $set: { votes, status, _updated: new Date() } },
+				);
 				if (!updated) throw new Conflict("the request changed meanwhile (another vote, or it expired); read it again");
-				await this.announce(ctx, [updated], status === "pending" ? undefined : `approval.${status}`, status === "rejected" ? "warning" : "info");
+				await this.announce(
+					ctx,
+					[updated],
+					status === "pending" ? undefined : `approval.${status}`,
+					status === "rejected" ? "warning" : "info",
+				);
 				if (status === "approved" && !updated.definition) return this.render(await this.runApproved(ctx, updated));
 				return this.render(updated);
 			},
@@ -243,7 +358,10 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 		/** A request's dry run ended: its predicted changes, read from its hosts' returns. */
 		async "salt-jobs.finished"(this: ApprovalsThis, ctx: Context<{ jids: string[] }>) {
 			const docs = await this.store.find({ "dry_run.jid": { $in: ctx.params.jids } });
-			for (const doc of docs) await this.fillPredicted(ctx, doc).catch(err => this.logger.warn(`Could not read the dry run of approval ${doc._id}:`, (err as Error).message));
+			for (const doc of docs)
+				await this.fillPredicted(ctx, doc).catch(err =>
+					this.logger.warn(`Could not read the dry run of approval ${doc._id}:`, (err as Error).message),
+				);
 		},
 	},
 
@@ -252,7 +370,15 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 		transformOutput(this: ApprovalsThis, doc: Doc): Doc {
 			if (!doc.call) return doc;
 			const { digest: _digest, ...rest } = doc;
-			return { ...rest, call: { ...doc.call, ...(doc.call.arg ? { arg: maskSecrets(doc.call.arg) } : {}), ...(doc.call.kwarg ? { kwarg: maskSecrets(doc.call.kwarg) } : {}) }, requester: { name: doc.requester?.name, role: doc.requester?.role, token: doc.requester?.token } };
+			return {
+				...rest,
+				call: {
+					...doc.call,
+					...(doc.call.arg ? { arg: maskSecrets(doc.call.arg) } : {}),
+					...(doc.call.kwarg ? { kwarg: maskSecrets(doc.call.kwarg) } : {}),
+				},
+				requester: { name: doc.requester?.name, role: doc.requester?.role, token: doc.requester?.token },
+			};
 		},
 
 		render(this: ApprovalsThis, doc: Doc): Doc {
@@ -262,12 +388,28 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 		/** Announces changed requests (cache, SSE) and, for a new state, raises its alert. */
 		async announce(this: ApprovalsThis, ctx: Context, docs: Doc[], alert?: string, level = "info") {
 			if (!docs.length) return;
-			await this.notifyChanged(ctx, "updated", docs.map(d => String(d._id)));
+			await this.notifyChanged(
+				ctx,
+				"updated",
+				docs.map(d => String(d._id)),
+			);
 			ctx.broadcast("approvals.changed", { approvals: docs.map(d => this.render(d)) });
 			if (!alert) return;
 			for (const d of docs) {
-				const payload = { approval: String(d._id), fun: d.call.fun, hosts: d.hosts_count, target: d.target ?? null, origin: d.origin, requester: d.requester.name, policies: (d.policies as MatchedPolicy[]).map(p => p.name), expires: new Date(d.expires).toISOString(), ...(d.definition ? { definition: `${d.definition.kind} ${d.definition.id}` } : {}) };
-				await call(ctx, "alerts.raise", { type: alert, level, payload }).catch(err => this.logger.warn(`Could not raise ${alert}:`, (err as Error).message));
+				const payload = {
+					approval: String(d._id),
+					fun: d.call.fun,
+					hosts: d.hosts_count,
+					target: d.target ?? null,
+					origin: d.origin,
+					requester: d.requester.name,
+					policies: (d.policies as MatchedPolicy[]).map(p => p.name),
+					expires: new Date(d.expires).toISOString(),
+					...(d.definition ? { definition: `${d.definition.kind} ${d.definition.id}` } : {}),
+				};
+				await call(ctx, "alerts.raise", { type: alert, level, payload }).catch(err =>
+					this.logger.warn(`Could not raise ${alert}:`, (err as Error).message),
+				);
 			}
 		},
 
@@ -277,8 +419,16 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 			const due = await this.store.find({ status: "pending", expires: { $lte: now } }, { only: ["_id"], limit: 1000 });
 			if (!due.length) return;
 			const ids = due.map(d => d._id);
-			await this.store.updateMany({ _id: { $in: ids }, status: "pending" }, { $set: { status: "expired", _updated: now } });
-			await this.announce(ctx, await this.store.find({ _id: { $in: ids }, status: "expired" }), "approval.expired", "warning");
+			await this.store.updateMany(
+				{ _id: { $in: ids }, status: "pending" },
+				{ $set: { status: "expired", _updated: now } },
+			);
+			await this.announce(
+				ctx,
+				await this.store.find({ _id: { $in: ids }, status: "expired" }),
+				"approval.expired",
+				"warning",
+			);
 		},
 
 		/**
@@ -286,17 +436,31 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 		 * loses it runs nothing), then asked of the cm-gateway, which puts it through the run door as its requester.
 		 */
 		async runApproved(this: ApprovalsThis, ctx: Context, doc: Doc): Promise<Doc> {
-			const claimed = await this.store.findOneAndUpdate({ _id: doc._id, status: "approved" }, { $set: { status: "running", _updated: new Date() } });
+			const claimed = await this.store.findOneAndUpdate(
+				{ _id: doc._id, status: "approved" },
+				{ $set: { status: "running", _updated: new Date() } },
+			);
 			if (!claimed) return (await this.store.findOne({ _id: doc._id })) ?? doc;
 			let run: Doc;
 			try {
-				const answer = await ctx.call<{ task_id: string | null; status: string }, { id: string }>("cm-gateway.runApproved", { id: String(doc._id) });
+				const answer = await ctx.call<{ task_id: string | null; status: string }, { id: string }>(
+					"cm-gateway.runApproved",
+					{ id: String(doc._id) },
+				);
 				run = { status: answer.status, jid: answer.task_id, at: new Date() };
 			} catch (err) {
 				const e = err as { code?: number; message?: string };
-				run = { status: "failed", code: typeof e.code === "number" ? e.code : 500, message: String(e.message ?? err).slice(0, 2000), at: new Date() };
+				run = {
+					status: "failed",
+					code: typeof e.code === "number" ? e.code : 500,
+					message: String(e.message ?? err).slice(0, 2000),
+					at: new Date(),
+				};
 			}
-			const done = await this.store.findOneAndUpdate({ _id: doc._id, status: "running" }, { $set: { status: run.status === "failed" ? "failed" : "done", run, _updated: new Date() } });
+			const done = await this.store.findOneAndUpdate(
+				{ _id: doc._id, status: "running" },
+				{ $set: { status: run.status === "failed" ? "failed" : "done", run, _updated: new Date() } },
+			);
 			if (done) await this.announce(ctx, [done], run.status === "failed" ? "approval.failed" : undefined, "error");
 			return done ?? claimed;
 		},
@@ -305,7 +469,13 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 		async fillPredicted(this: ApprovalsThis, ctx: Context, doc: Doc) {
 			const returns = await ctx.call<DryRunReturn[], { jid: string }>("actions.returnsOf", { jid: doc.dry_run.jid });
 			const { predicted, total, failures } = readDryRun(returns, doc.hosts_count);
-			const dry = { ...doc.dry_run, state: "finished", predicted, predicted_total: total, predicted_failures: failures };
+			const dry = {
+				...doc.dry_run,
+				state: "finished",
+				predicted,
+				predicted_total: total,
+				predicted_failures: failures,
+			};
 			await this.store.updateMany({ _id: doc._id }, { $set: { dry_run: dry, _updated: new Date() } });
 			const fresh = await this.store.findOne({ _id: doc._id });
 			if (fresh) await this.announce(ctx, [fresh]);
@@ -313,7 +483,13 @@ const ApprovalsService: EveServiceSchema<ApprovalsThis> = {
 	},
 
 	started(this: ApprovalsThis) {
-		this.sweepTimer = setInterval(() => void this.expire(this.broker as unknown as Context).catch(err => this.logger.warn("Expiry sweep failed:", (err as Error).message)), SWEEP_MS);
+		this.sweepTimer = setInterval(
+			() =>
+				void this.expire(this.broker as unknown as Context).catch(err =>
+					this.logger.warn("Expiry sweep failed:", (err as Error).message),
+				),
+			SWEEP_MS,
+		);
 		this.sweepTimer.unref?.();
 	},
 

@@ -8,15 +8,38 @@
  * operators ask `ofHost` (GET /hosts/{id}/maintenance_windows) and `preview` for the next openings.
  */
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../../mixins/eve-collection.mixin";
+import {
+	EveCollection,
+	type EveServiceSchema,
+	type EveThis,
+	type RestContext,
+} from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import type { Issues } from "../../lib/eve/errors";
 import { Malformed, NotFound, OutsideWindow } from "../../lib/errors";
 import { QueryArgs } from "../../lib/eve/query";
 import { canonical } from "../../lib/eve/etag";
-import { PREVIEW_HORIZON_MS, compileWindow, isCompiled, nextOpenings, openingAt, type CompiledWindow, type Opening } from "../../lib/fleet/maintenance";
+import {
+	PREVIEW_HORIZON_MS,
+	compileWindow,
+	isCompiled,
+	nextOpenings,
+	openingAt,
+	type CompiledWindow,
+	type Opening,
+} from "../../lib/fleet/maintenance";
 import type { Doc } from "../../lib/storage/store";
-import { FUNCTIONS_SCHEMA, TARGETS_SCHEMA, governedNames, governs, hostsOf, isDryRun, targetsIssues, type HostsMemo, type Targets } from "./scope";
+import {
+	FUNCTIONS_SCHEMA,
+	TARGETS_SCHEMA,
+	governedNames,
+	governs,
+	hostsOf,
+	isDryRun,
+	targetsIssues,
+	type HostsMemo,
+	type Targets,
+} from "./scope";
 
 /** A window's next opening as answers show it. */
 export interface NextWindow {
@@ -72,8 +95,17 @@ const MaintenanceWindowsService: EveServiceSchema<WindowsThis> = {
 		 */
 		check: {
 			visibility: "public",
-			params: { fun: { type: "string", max: 200 }, arg: { type: "array", optional: true }, kwarg: { type: "object", optional: true }, targets: { type: "array", items: "string", max: 100_000 }, at: { type: "date", optional: true, convert: true } },
-			async handler(this: WindowsThis, ctx: Context<{ fun: string; arg?: unknown[]; kwarg?: Record<string, unknown>; targets: string[]; at?: Date }>): Promise<WindowVerdict> {
+			params: {
+				fun: { type: "string", max: 200 },
+				arg: { type: "array", optional: true },
+				kwarg: { type: "object", optional: true },
+				targets: { type: "array", items: "string", max: 100_000 },
+				at: { type: "date", optional: true, convert: true },
+			},
+			async handler(
+				this: WindowsThis,
+				ctx: Context<{ fun: string; arg?: unknown[]; kwarg?: Record<string, unknown>; targets: string[]; at?: Date }>,
+			): Promise<WindowVerdict> {
 				const { fun, arg, kwarg, targets } = ctx.params;
 				if (isDryRun(fun, arg, kwarg)) return { refused: [], next: null };
 				const windows = await this.governing(governedNames(fun, arg, kwarg));
@@ -89,7 +121,9 @@ const MaintenanceWindowsService: EveServiceSchema<WindowsThis> = {
 					try {
 						hosts = await hostsOf(ctx, w.targets as Targets, memo);
 					} catch (err) {
-						throw new OutsideWindow(`the maintenance window '${w.name}' (${w._id}) governs ${fun} but its target cannot be evaluated now (${(err as Error).message}); nothing it may govern runs until an admin mends it`);
+						throw new OutsideWindow(
+							`the maintenance window '${w.name}' (${w._id}) governs ${fun} but its target cannot be evaluated now (${(err as Error).message}); nothing it may govern runs until an admin mends it`,
+						);
 					}
 					const isOpen = openingAt(this.compiled(w), now) !== null;
 					let touches = false;
@@ -100,12 +134,16 @@ const MaintenanceWindowsService: EveServiceSchema<WindowsThis> = {
 					}
 					if (touches && !isOpen) closedWindows.push(w);
 				}
-				const refused = [...open].filter(([, ok]) => !ok).map(([h]) => h).sort();
+				const refused = [...open]
+					.filter(([, ok]) => !ok)
+					.map(([h]) => h)
+					.sort();
 				if (!refused.length) return { refused, next: null };
 				let next: NextWindow | null = null;
 				for (const w of closedWindows) {
 					const [o] = nextOpenings(this.compiled(w), now, 1);
-					if (o && (!next || o.start.toISOString() < next.start)) next = { window: String(w._id), name: w.name, ...iso(o) };
+					if (o && (!next || o.start.toISOString() < next.start))
+						next = { window: String(w._id), name: w.name, ...iso(o) };
 				}
 				return { refused, next };
 			},
@@ -124,7 +162,12 @@ const MaintenanceWindowsService: EveServiceSchema<WindowsThis> = {
 				for (const w of await this.store.find({ enabled: { $ne: false } }, { sort: [["name", 1]] })) {
 					const hosts = await hostsOf(ctx, w.targets as Targets, memo).catch(() => null);
 					if (hosts && !hosts.has(ctx.params.id)) continue;
-					items.push({ ...this.openingView(w, now, count), ...(hosts ? {} : { error: "its target cannot be evaluated now: it refuses its functions on every host it may govern" }) });
+					items.push({
+						...this.openingView(w, now, count),
+						...(hosts
+							? {}
+							: { error: "its target cannot be evaluated now: it refuses its functions on every host it may govern" }),
+					});
 				}
 				return { host: ctx.params.id, _items: items };
 			},
@@ -150,7 +193,9 @@ const MaintenanceWindowsService: EveServiceSchema<WindowsThis> = {
 			if (hit && hit.updated === version) return hit.window;
 			const c = compileWindow({ rrule: doc.rrule, start: doc.start, timezone: doc.timezone, duration: doc.duration });
 			// Checked on every write: a stored window that does not compile was written by hand; it governs, closed.
-			const window = isCompiled(c) ? c : compileWindow({ rrule: "FREQ=YEARLY;COUNT=1", start: "1970-01-01T00:00", timezone: "UTC", duration: "PT1M" });
+			const window = isCompiled(c)
+				? c
+				: compileWindow({ rrule: "FREQ=YEARLY;COUNT=1", start: "1970-01-01T00:00", timezone: "UTC", duration: "PT1M" });
 			if (!isCompiled(window)) throw new Error("the closed window does not compile");
 			if (this.compiledCache.size > 10_000) this.compiledCache.clear();
 			this.compiledCache.set(id, { updated: version, window });
@@ -166,19 +211,37 @@ const MaintenanceWindowsService: EveServiceSchema<WindowsThis> = {
 		countParam(this: WindowsThis, ctx: Context<{ query?: unknown }>): number {
 			const raw = QueryArgs.from(ctx.params.query).get("count");
 			const count = raw === undefined || raw === "" ? 5 : Number(raw);
-			if (!Number.isInteger(count) || count < 1 || count > 100) throw new Malformed("count must be a whole number from 1 to 100");
+			if (!Number.isInteger(count) || count < 1 || count > 100)
+				throw new Malformed("count must be a whole number from 1 to 100");
 			return count;
 		},
 
 		openingView(this: WindowsThis, doc: Doc, now: Date, count: number): Doc {
 			const c = this.compiled(doc);
 			const current = openingAt(c, now);
-			return { _id: String(doc._id), name: doc.name, functions: doc.functions, timezone: doc.timezone, open: current ? iso(current) : null, next: nextOpenings(c, now, count, PREVIEW_HORIZON_MS).map(iso) };
+			return {
+				_id: String(doc._id),
+				name: doc.name,
+				functions: doc.functions,
+				timezone: doc.timezone,
+				open: current ? iso(current) : null,
+				next: nextOpenings(c, now, count, PREVIEW_HORIZON_MS).map(iso),
+			};
 		},
 
-		async checkRules(this: WindowsThis, ctx: RestContext, doc: Doc, info: { op: string; existing?: Doc }): Promise<Issues | null> {
+		async checkRules(
+			this: WindowsThis,
+			ctx: RestContext,
+			doc: Doc,
+			info: { op: string; existing?: Doc },
+		): Promise<Issues | null> {
 			const merged = { ...(info.existing ?? {}), ...doc };
-			const timing = compileWindow({ rrule: merged.rrule, start: merged.start, timezone: merged.timezone, duration: merged.duration });
+			const timing = compileWindow({
+				rrule: merged.rrule,
+				start: merged.start,
+				timezone: merged.timezone,
+				duration: merged.duration,
+			});
 			if (!isCompiled(timing)) return timing;
 			return targetsIssues(ctx, merged.targets, "targets", true);
 		},

@@ -48,7 +48,12 @@ export const TARGETS_SCHEMA = {
 } as const;
 
 /** `functions` in a window's or a policy's schema: Salt function globs (`*` only). */
-export const FUNCTIONS_SCHEMA = { type: "array", items: { type: "string", pattern: FUNCTION_GLOB }, min: 1, max: 200 } as const;
+export const FUNCTIONS_SCHEMA = {
+	type: "array",
+	items: { type: "string", pattern: FUNCTION_GLOB },
+	min: 1,
+	max: 200,
+} as const;
 
 export interface Targets {
 	groups?: string[];
@@ -60,7 +65,11 @@ export interface Targets {
  * governs `test.try module=cmd.run`). `null` when a relay does not name what it runs plainly (or names another
  * relay): it may run anything, so every window and policy governs it.
  */
-export function governedNames(fun: string, arg: unknown[] | undefined, kwarg: Record<string, unknown> | undefined): string[] | null {
+export function governedNames(
+	fun: string,
+	arg: unknown[] | undefined,
+	kwarg: Record<string, unknown> | undefined,
+): string[] | null {
 	const inner = innerFunction(effectiveCall(fun, arg, kwarg));
 	if (inner === null) return [fun];
 	if (inner === undefined || entryOf(inner)?.inner) return null;
@@ -83,9 +92,15 @@ export function isDryRun(fun: string, arg: unknown[] | undefined, kwarg: Record<
 }
 
 /** What is wrong with `targets` (under `field`): neither given, a group that does not exist, an expression that cannot be evaluated. */
-export async function targetsIssues(ctx: Context, targets: Targets | undefined, field: string, required: boolean): Promise<Issues | null> {
+export async function targetsIssues(
+	ctx: Context,
+	targets: Targets | undefined,
+	field: string,
+	required: boolean,
+): Promise<Issues | null> {
 	if (!targets) return required ? { [field]: "required field" } : null;
-	if (!targets.groups?.length && targets.target === undefined) return { [field]: "give groups, a compound target, or both" };
+	if (!targets.groups?.length && targets.target === undefined)
+		return { [field]: "give groups, a compound target, or both" };
 	const groups = targets.groups ?? [];
 	if (groups.length) {
 		const found = new Set(await ctx.call<string[], { ids: string[] }>("groups.exist", { ids: groups }));
@@ -130,7 +145,11 @@ export async function hostsOf(ctx: Context, targets: Targets, memo: HostsMemo = 
 	// rather than guess which hosts it governs.
 	if (targets.target !== undefined) {
 		const expr = targets.target;
-		for (const h of await once(`t:${expr}`, async () => (await call(ctx, "hosts.resolveTarget", { target: expr })).hosts)) hosts.add(h);
+		for (const h of await once(
+			`t:${expr}`,
+			async () => (await call(ctx, "hosts.resolveTarget", { target: expr })).hosts,
+		))
+			hosts.add(h);
 	}
 	return hosts;
 }

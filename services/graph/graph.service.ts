@@ -27,7 +27,7 @@ import { Invalid, Malformed, NotFound } from "../../lib/errors";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import { QueryArgs, parseWhere } from "../../lib/eve/query";
 import { compileSchema } from "../../lib/eve/validation";
-import { GRAPH_ACTIONS, GRAPH_RUN_BODY } from "../../lib/http/bodies";
+import { type GRAPH_ACTIONS, GRAPH_RUN_BODY } from "../../lib/http/bodies";
 import type { GroupDef } from "../../lib/fleet/group-rules";
 import { RESOLVE_BATCH, ResolverError, checkResolverUrl, resolveBatch } from "./ip-resolver";
 import { outboundPolicy, type OutboundPolicy } from "../../lib/security/address-guard";
@@ -104,10 +104,16 @@ function typeFilter(raw: string | undefined): ((t: number) => boolean) | null {
 	const where = parseWhere(raw);
 	const keys = Object.keys(where);
 	if (keys.length === 0) return null;
-	if (keys.length !== 1 || keys[0] !== "type") throw new Malformed('the nodes of a graph are filtered by `type` only: where={"type": 1}');
+	if (keys.length !== 1 || keys[0] !== "type")
+		throw new Malformed('the nodes of a graph are filtered by `type` only: where={"type": 1}');
 	const t = where.type as unknown;
-	const list = Number.isInteger(t) ? [t as number] : t && typeof t === "object" && !Array.isArray(t) && Object.keys(t).join() === "$in" ? ((t as { $in: unknown }).$in as unknown) : null;
-	if (!Array.isArray(list) || !list.every(Number.isInteger)) throw new Malformed("`type` must be an integer or {\"$in\": [integers]}");
+	const list = Number.isInteger(t)
+		? [t as number]
+		: t && typeof t === "object" && !Array.isArray(t) && Object.keys(t).join() === "$in"
+			? ((t as { $in: unknown }).$in as unknown)
+			: null;
+	if (!Array.isArray(list) || !list.every(Number.isInteger))
+		throw new Malformed('`type` must be an integer or {"$in": [integers]}');
 	return v => (list as number[]).includes(v);
 }
 
@@ -154,12 +160,16 @@ const GraphService: ServiceSchema = {
 				if (body.action === "build_graph") {
 					if (body.ip_resolver !== undefined) throw new Invalid({ ip_resolver: "used only with request_ips" });
 					const master = body.master ?? addresses.master_address;
-					if (!master) throw new Invalid({ master: "required: name the master, or set addresses.master_address in the settings" });
+					if (!master)
+						throw new Invalid({ master: "required: name the master, or set addresses.master_address in the settings" });
 					params = { master };
 				} else {
 					if (body.master !== undefined) throw new Invalid({ master: "used only with build_graph" });
 					const raw = body.ip_resolver ?? addresses.resolver_address;
-					if (!raw) throw new Invalid({ ip_resolver: "required: give the resolver's URL, or set addresses.resolver_address in the settings" });
+					if (!raw)
+						throw new Invalid({
+							ip_resolver: "required: give the resolver's URL, or set addresses.resolver_address in the settings",
+						});
 					try {
 						params = { ip_resolver: checkResolverUrl(raw, this.resolverPolicy()).href };
 					} catch (err) {
@@ -171,7 +181,13 @@ const GraphService: ServiceSchema = {
 				ctx.meta.$statusCode = 202;
 				// moleculer-web sends $location only with 201 and redirects; a 202 names its job by header itself.
 				ctx.meta.$responseHeaders = { ...ctx.meta.$responseHeaders, Location: `/api/graph_jobs/${job._id}` };
-				return { _status: "OK", _id: job._id, status: job.status, started: formatHttpDate(job.started), _links: { self: { title: "Graph job", href: `graph_jobs/${job._id}` } } };
+				return {
+					_status: "OK",
+					_id: job._id,
+					status: job.status,
+					started: formatHttpDate(job.started),
+					_links: { self: { title: "Graph job", href: `graph_jobs/${job._id}` } },
+				};
 			},
 		},
 	},
@@ -205,7 +221,9 @@ const GraphService: ServiceSchema = {
 				await this.jobUpdate(job, { status: "finished", result });
 			} catch (err) {
 				this.logger.warn(`${job.action} failed:`, (err as Error).message);
-				await this.jobUpdate(job, { status: "failed", error: (err as Error).message.slice(0, 1000) }).catch(() => undefined);
+				await this.jobUpdate(job, { status: "failed", error: (err as Error).message.slice(0, 1000) }).catch(
+					() => undefined,
+				);
 			}
 		},
 
@@ -250,8 +268,13 @@ const GraphService: ServiceSchema = {
 				}
 				if (answer) {
 					const at = nowSeconds();
-					const updates = [...answer.addresses].map(([_id, a]) => ({ _id, resolved: { ...a, resolver: url.href, at }, ...(own.get(_id) ? { nat: own.get(_id) !== a.ip } : {}) }));
-					for (const batch of batchesBySize(updates, 1000)) await call(this.broker, "hosts.upsertMany", { hosts: batch });
+					const updates = [...answer.addresses].map(([_id, a]) => ({
+						_id,
+						resolved: { ...a, resolver: url.href, at },
+						...(own.get(_id) ? { nat: own.get(_id) !== a.ip } : {}),
+					}));
+					for (const batch of batchesBySize(updates, 1000))
+						await call(this.broker, "hosts.upsertMany", { hosts: batch });
 					counts.resolved += answer.addresses.size;
 					counts.rejected += answer.rejected;
 					counts.unknown += names.length - answer.addresses.size;
@@ -259,7 +282,8 @@ const GraphService: ServiceSchema = {
 				await this.jobUpdate(job, { progress: { done: Math.min(total, i + names.length), total } });
 			}
 			const batches = Math.ceil(total / RESOLVE_BATCH);
-			if (batches > 0 && counts.failed_batches === batches) throw new Error(`every request to the IP resolver failed: ${errors.join("; ")}`);
+			if (batches > 0 && counts.failed_batches === batches)
+				throw new Error(`every request to the IP resolver failed: ${errors.join("; ")}`);
 			return { resolver: url.href, ...counts, errors };
 		},
 	},

@@ -22,7 +22,13 @@ import http from "node:http";
 import https from "node:https";
 import { isIP } from "node:net";
 import { rejectProtoKeys } from "../../lib/eve/query";
-import { guardedLookup, isOutboundRefusal, literalHostRefusal, outboundUrlProblem, type OutboundPolicy } from "../../lib/security/address-guard";
+import {
+	guardedLookup,
+	isOutboundRefusal,
+	literalHostRefusal,
+	outboundUrlProblem,
+	type OutboundPolicy,
+} from "../../lib/security/address-guard";
 
 export const RESOLVE_BATCH = 500;
 export const MAX_ANSWER_BYTES = 4 * 1024 * 1024;
@@ -48,7 +54,8 @@ export function checkResolverUrl(raw: string, policy: OutboundPolicy): URL {
 	} catch {
 		throw new ResolverError(`'${raw.slice(0, 200)}' is not a URL`);
 	}
-	if (url.protocol !== "http:" && url.protocol !== "https:") throw new ResolverError("the IP resolver must be an http(s) URL");
+	if (url.protocol !== "http:" && url.protocol !== "https:")
+		throw new ResolverError("the IP resolver must be an http(s) URL");
 	if (url.username || url.password) throw new ResolverError("the IP resolver URL must not hold credentials");
 	const problem = outboundUrlProblem(raw, policy);
 	if (problem) throw new ResolverError(problem);
@@ -56,17 +63,30 @@ export function checkResolverUrl(raw: string, policy: OutboundPolicy): URL {
 }
 
 /** One POST /resolve. */
-export async function resolveBatch(base: URL, hosts: string[], timeoutMs: number, policy: OutboundPolicy): Promise<BatchResult> {
+export async function resolveBatch(
+	base: URL,
+	hosts: string[],
+	timeoutMs: number,
+	policy: OutboundPolicy,
+): Promise<BatchResult> {
 	const target = new URL("resolve", base.href.endsWith("/") ? base : new URL(`${base.href}/`));
 	const text = await post(target, JSON.stringify({ hosts }), timeoutMs, policy);
 	let parsed: unknown;
 	try {
 		parsed = JSON.parse(text, rejectProtoKeys);
 	} catch (err) {
-		throw new ResolverError(`the IP resolver answered something that is not JSON (${(err as Error).message.slice(0, 100)})`);
+		throw new ResolverError(
+			`the IP resolver answered something that is not JSON (${(err as Error).message.slice(0, 100)})`,
+		);
 	}
 	const addresses = (parsed as { addresses?: unknown })?.addresses;
-	if (!parsed || typeof parsed !== "object" || !addresses || typeof addresses !== "object" || Array.isArray(addresses)) {
+	if (
+		!parsed ||
+		typeof parsed !== "object" ||
+		!addresses ||
+		typeof addresses !== "object" ||
+		Array.isArray(addresses)
+	) {
 		throw new ResolverError("the IP resolver's answer has no `addresses` object");
 	}
 	const asked = new Set(hosts);
@@ -74,7 +94,13 @@ export async function resolveBatch(base: URL, hosts: string[], timeoutMs: number
 	let rejected = 0;
 	for (const [name, entry] of Object.entries(addresses as Record<string, unknown>)) {
 		const e = entry as { ip?: unknown; gateway?: unknown } | null;
-		const ok = asked.has(name) && e && typeof e === "object" && typeof e.ip === "string" && isIP(e.ip) !== 0 && (e.gateway === undefined || e.gateway === null || (typeof e.gateway === "string" && isIP(e.gateway) !== 0));
+		const ok =
+			asked.has(name) &&
+			e &&
+			typeof e === "object" &&
+			typeof e.ip === "string" &&
+			isIP(e.ip) !== 0 &&
+			(e.gateway === undefined || e.gateway === null || (typeof e.gateway === "string" && isIP(e.gateway) !== 0));
 		if (!ok) {
 			rejected++;
 			continue;
@@ -98,29 +124,44 @@ function post(url: URL, body: string, timeoutMs: number, policy: OutboundPolicy)
 			req.destroy();
 			reject(new ResolverError(message));
 		};
-		const req = transport.request(url, { method: "POST", agent: false, lookup: guardedLookup(policy), headers: { "Content-Type": "application/json", "Content-Length": String(payload.length), Accept: "application/json" } }, res => {
-			if (res.statusCode !== 200) {
-				res.resume();
-				return fail(`the IP resolver answered ${res.statusCode}`);
-			}
-			const chunks: Buffer[] = [];
-			let size = 0;
-			res.on("data", (c: Buffer) => {
-				size += c.length;
-				if (size > MAX_ANSWER_BYTES) return fail(`the IP resolver's answer is larger than ${MAX_ANSWER_BYTES} bytes`);
-				chunks.push(c);
-			});
-			res.on("end", () => {
-				if (done) return;
-				done = true;
-				clearTimeout(timer);
-				resolve(Buffer.concat(chunks).toString("utf8"));
-			});
-			res.on("error", () => fail("the IP resolver's answer was cut off"));
-			res.on("aborted", () => fail("the IP resolver's answer was cut off"));
-		});
+		const req = transport.request(
+			url,
+			{
+				method: "POST",
+				agent: false,
+				lookup: guardedLookup(policy),
+				headers: {
+					"Content-Type": "application/json",
+					"Content-Length": String(payload.length),
+					Accept: "application/json",
+				},
+			},
+			res => {
+				if (res.statusCode !== 200) {
+					res.resume();
+					return fail(`the IP resolver answered ${res.statusCode}`);
+				}
+				const chunks: Buffer[] = [];
+				let size = 0;
+				res.on("data", (c: Buffer) => {
+					size += c.length;
+					if (size > MAX_ANSWER_BYTES) return fail(`the IP resolver's answer is larger than ${MAX_ANSWER_BYTES} bytes`);
+					chunks.push(c);
+				});
+				res.on("end", () => {
+					if (done) return;
+					done = true;
+					clearTimeout(timer);
+					resolve(Buffer.concat(chunks).toString("utf8"));
+				});
+				res.on("error", () => fail("the IP resolver's answer was cut off"));
+				res.on("aborted", () => fail("the IP resolver's answer was cut off"));
+			},
+		);
 		const timer = setTimeout(() => fail(`the IP resolver did not answer within ${timeoutMs} ms`), timeoutMs);
-		req.on("error", (err: NodeJS.ErrnoException) => fail(isOutboundRefusal(err) ? err.message : `the IP resolver is unreachable (${err.code || err.message})`));
+		req.on("error", (err: NodeJS.ErrnoException) =>
+			fail(isOutboundRefusal(err) ? err.message : `the IP resolver is unreachable (${err.code || err.message})`),
+		);
 		req.end(payload);
 	});
 }

@@ -2,10 +2,9 @@
  * Hosts' conformity (internal action of the hosts service for the conformity service, docs/conformity.md): the
  * summary the host record shows — `state`, `since`, `checked`, `drifted`, `failing` — written where it changed.
  */
-import type { ActionSchema, Context } from "moleculer";
+import type { ActionSchema } from "moleculer";
 import type { HostsThis } from "./types";
 import { nowSeconds } from "../../lib/eve/dates";
-import type { Doc } from "../../lib/storage/store";
 import { action } from "../../lib/contracts/call";
 
 export const conformityActions: Record<string, ActionSchema<HostsThis>> = {
@@ -24,7 +23,9 @@ export const conformityActions: Record<string, ActionSchema<HostsThis>> = {
 		async handler(this: HostsThis, ctx) {
 			const wanted = new Map(ctx.params.hosts.map(h => [h._id, h.conformity]));
 			const current = new Map<string, string>();
-			await this.store.scan({ _id: { $in: [...wanted.keys()] } }, ["conformity"], d => current.set(d._id, JSON.stringify(d.conformity ?? null)));
+			await this.store.scan({ _id: { $in: [...wanted.keys()] } }, ["conformity"], d =>
+				current.set(d._id, JSON.stringify(d.conformity ?? null)),
+			);
 			const now = nowSeconds();
 			const changed: string[] = [];
 			for (const [id, was] of current) {

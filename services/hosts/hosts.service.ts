@@ -14,10 +14,8 @@ import { compileSchema } from "../../lib/eve/validation";
 import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
 import { batchEnd } from "../../lib/fleet/batches";
 import { configOf } from "../../lib/config";
-import { setMetric } from "../../lib/runtime/metrics";
 import { ENTRY_FIELDS } from "../../lib/fleet/stats-history";
-import { presenceTransition } from "../../lib/fleet/presence";
-import { compileRule, needsGrains, type HostFacts, type Rule } from "../../lib/fleet/group-rules";
+import { compileRule, needsGrains, type HostFacts } from "../../lib/fleet/group-rules";
 import { presenceActions, presenceMethods } from "./presence";
 import { inventoryUpdate } from "./changes";
 import { membershipActions, membershipLoop, membershipMethods } from "./memberships";
@@ -56,8 +54,6 @@ const HOST_FIELDS = [
 	"grain",
 ];
 
-
-
 const stringList = { type: "array", items: "string", optional: true } as const;
 
 const hostSchema = {
@@ -73,20 +69,39 @@ const hostSchema = {
 	heartbeat: "date|optional",
 	nat: "boolean|optional",
 	fingerprint: "string|optional",
-	fingerprint_history: { type: "array", optional: true, items: { type: "object", props: { added: "date", fingerprint: "string" } } },
+	fingerprint_history: {
+		type: "array",
+		optional: true,
+		items: { type: "object", props: { added: "date", fingerprint: "string" } },
+	},
 	// Beyond the spec: a second key the master holds for this id besides the trusted one (docs/salt.md, "Key conflicts").
-	key_conflict: { type: "object", optional: true, nullable: true, props: { key: { type: "enum", values: ["pending", "rejected", "denied"] }, fingerprint: "string|optional" } },
+	key_conflict: {
+		type: "object",
+		optional: true,
+		nullable: true,
+		props: { key: { type: "enum", values: ["pending", "rejected", "denied"] }, fingerprint: "string|optional" },
+	},
 	identification_number: { type: "string", max: 200, optional: true },
 	vpn_organization: { type: "string", optional: true, nullable: true },
 	vpn_representation: { type: "object", optional: true, nullable: true },
 	grain: { type: "object", optional: true },
 	// Beyond the spec: what the IP resolver said (POST /graph request_ips; docs/graph.md).
-	resolved: { type: "object", optional: true, props: { ip: "string", gateway: { type: "string", optional: true }, resolver: "string", at: "date" } },
+	resolved: {
+		type: "object",
+		optional: true,
+		props: { ip: "string", gateway: { type: "string", optional: true }, resolver: "string", at: "date" },
+	},
 	// Beyond the spec: how the host compares with its declared state (docs/conformity.md).
 	conformity: {
 		type: "object",
 		optional: true,
-		props: { state: { type: "enum", values: ["conformant", "drifted", "failing", "unknown"] }, since: "date", checked: "date", drifted: "number", failing: "number" },
+		props: {
+			state: { type: "enum", values: ["conformant", "drifted", "failing", "unknown"] },
+			since: "date",
+			checked: "date",
+			drifted: "number",
+			failing: "number",
+		},
 	},
 } as const;
 
@@ -103,7 +118,16 @@ const HostsService: EveServiceSchema<HostsThis> = {
 			listHidden: ["grain"],
 			// Three quarters of a host's record: parsed when first read, not at a start (docs/storage.md).
 			deferred: "grain",
-			indexes: { status: {}, key: {}, nodegroups: {}, groups: {}, vpn_organization: {}, version: {}, ip: { ordered: true }, "conformity.state": { sparse: true } },
+			indexes: {
+				status: {},
+				key: {},
+				nodegroups: {},
+				groups: {},
+				vpn_organization: {},
+				version: {},
+				ip: { ordered: true },
+				"conformity.state": { sparse: true },
+			},
 			secretPaths: ["vpn_representation.otp_secret"],
 			// A host as shown depends on the record and the caller's role alone (transformOutput, readVariant).
 			renderCache: true,
@@ -111,7 +135,12 @@ const HostsService: EveServiceSchema<HostsThis> = {
 				nodegroups: { resource: "nodegroups", service: "nodegroups", field: "name", many: true, validate: false },
 				groups: { resource: "groups", service: "groups", many: true, embeddable: true, validate: false },
 				last_action: { resource: "actions", service: "actions", embeddable: true, validate: false },
-				vpn_organization: { resource: "vpn_organizations", service: "vpn-organizations", embeddable: true, validate: false },
+				vpn_organization: {
+					resource: "vpn_organizations",
+					service: "vpn-organizations",
+					embeddable: true,
+					validate: false,
+				},
 			},
 		}),
 	],
@@ -154,16 +183,29 @@ const HostsService: EveServiceSchema<HostsThis> = {
 				// by one where it cannot, or where one of them was refused (the others still written).
 				for (let from = 0; from < updates.length; from += UPDATE_EACH_BATCH) {
 					const batch = updates.slice(from, from + UPDATE_EACH_BATCH);
-					const each = this.store.updateEach ? await this.store.updateEach(batch).then(() => true, (err: unknown) => (err instanceof DuplicateKeyError ? false : Promise.reject(err))) : false;
+					const each = this.store.updateEach
+						? await this.store.updateEach(batch).then(
+								() => true,
+								(err: unknown) => (err instanceof DuplicateKeyError ? false : Promise.reject(err)),
+							)
+						: false;
 					if (!each) for (const [_id, update] of batch) await this.store.updateMany({ _id }, update);
 				}
 				const fresh = [...incoming.values()].filter(h => !existing.has(h._id)).map(h => this.newHost(h, now));
 				await this.store.insertMany(fresh);
-				if (fresh.length) await this.notifyChanged(ctx, "created", fresh.map(d => d._id));
+				if (fresh.length)
+					await this.notifyChanged(
+						ctx,
+						"created",
+						fresh.map(d => d._id),
+					);
 				if (changed.length) await this.notifyChanged(ctx, "updated", changed);
 				if (fresh.length) this.countHostsSoon();
 				// New hosts and new grains may change what groups and nodegroups select.
-				const affected = [...fresh.map(d => d._id as string), ...updates.filter(([, u]) => "grain" in u.$set).map(([id]) => id)];
+				const affected = [
+					...fresh.map(d => d._id as string),
+					...updates.filter(([, u]) => "grain" in u.$set).map(([id]) => id),
+				];
 				if (affected.length) await this.updateMembership(ctx, affected);
 				return { created: fresh.length, updated: changed.length };
 			},
@@ -189,7 +231,13 @@ const HostsService: EveServiceSchema<HostsThis> = {
 				const { ids, after, limit } = ctx.params;
 				if (limit) {
 					const id: Doc = { ...(ids ? { $in: ids } : {}), ...(after !== undefined ? { $gt: after } : {}) };
-					return (await this.store.find(Object.keys(id).length ? { _id: id } : {}, { sort: [["_id", 1]], limit, only: fields })).map(state);
+					return (
+						await this.store.find(Object.keys(id).length ? { _id: id } : {}, {
+							sort: [["_id", 1]],
+							limit,
+							only: fields,
+						})
+					).map(state);
 				}
 				// A pass over the fleet: only these fields are taken, the records (and their grains) are not copied.
 				const out: InventoryState[] = [];
@@ -208,12 +256,18 @@ const HostsService: EveServiceSchema<HostsThis> = {
 			visibility: "public",
 			async handler(this: HostsThis, ctx) {
 				const names = new Set(ctx.params.explicit);
-				if (names.size) for (const d of await this.store.find({ _id: { $in: [...names] }, _soft_deleted: true }, { only: ["_id"] })) names.delete(d._id);
+				if (names.size)
+					for (const d of await this.store.find({ _id: { $in: [...names] }, _soft_deleted: true }, { only: ["_id"] }))
+						names.delete(d._id);
 				const tests = ctx.params.rules.map(r => compileRule(r)).filter((t): t is NonNullable<typeof t> => t !== null);
 				if (tests.length) {
-					await this.store.scan({ _soft_deleted: false }, needsGrains(ctx.params.rules) ? ["grain", "nodegroups"] : ["nodegroups"], d => {
-						if (tests.some(t => t(d as HostFacts))) names.add(d._id);
-					});
+					await this.store.scan(
+						{ _soft_deleted: false },
+						needsGrains(ctx.params.rules) ? ["grain", "nodegroups"] : ["nodegroups"],
+						d => {
+							if (tests.some(t => t(d as HostFacts))) names.add(d._id);
+						},
+					);
 				}
 				return [...names].sort();
 			},
@@ -254,7 +308,9 @@ const HostsService: EveServiceSchema<HostsThis> = {
 				if (after !== undefined) filter._id = { $gt: after };
 				// Only this page (and one more, to tell whether more follow) is read, in _id order: the database sorts,
 				// by its _id index, instead of the whole rest of the fleet being read and sorted for every page.
-				const page: StatisticEntry[] = (await this.store.find(filter, { sort: [["_id", 1]], limit: limit + 1, only: ENTRY_FIELDS })).map(d => {
+				const page: StatisticEntry[] = (
+					await this.store.find(filter, { sort: [["_id", 1]], limit: limit + 1, only: ENTRY_FIELDS })
+				).map(d => {
 					const e: StatisticEntry = { _id: d._id, _soft_deleted: d._soft_deleted === true };
 					for (const f of ENTRY_FIELDS) if (d[f] !== undefined && d[f] !== null) e[f] = d[f];
 					return e;
@@ -279,10 +335,26 @@ const HostsService: EveServiceSchema<HostsThis> = {
 
 	events: {
 		// Any change of a group or of the nodegroup definitions may change every host's memberships.
-		"groups.created": { handler(this: HostsThis) { this.scheduleMembership(); } },
-		"groups.updated": { handler(this: HostsThis) { this.scheduleMembership(); } },
-		"groups.removed": { handler(this: HostsThis) { this.scheduleMembership(); } },
-		"nodegroups.changed": { handler(this: HostsThis) { this.scheduleMembership(); } },
+		"groups.created": {
+			handler(this: HostsThis) {
+				this.scheduleMembership();
+			},
+		},
+		"groups.updated": {
+			handler(this: HostsThis) {
+				this.scheduleMembership();
+			},
+		},
+		"groups.removed": {
+			handler(this: HostsThis) {
+				this.scheduleMembership();
+			},
+		},
+		"nodegroups.changed": {
+			handler(this: HostsThis) {
+				this.scheduleMembership();
+			},
+		},
 	},
 
 	methods: {
@@ -302,10 +374,16 @@ const HostsService: EveServiceSchema<HostsThis> = {
 		},
 
 		/** `otp_secret` is a secret: shown in clear to admins only (never in embedded records). */
-		transformOutput(this: HostsThis, doc: Doc, _single: boolean, ctx?: Context<unknown, { user?: { role?: string } }>): Doc {
+		transformOutput(
+			this: HostsThis,
+			doc: Doc,
+			_single: boolean,
+			ctx?: Context<unknown, { user?: { role?: string } }>,
+		): Doc {
 			const vpn = doc.vpn_representation;
 			if (ctx?.meta.user?.role === "admin") return doc;
-			if (vpn && typeof vpn === "object" && vpn.otp_secret) return { ...doc, vpn_representation: { ...vpn, otp_secret: MASK } };
+			if (vpn && typeof vpn === "object" && vpn.otp_secret)
+				return { ...doc, vpn_representation: { ...vpn, otp_secret: MASK } };
 			return doc;
 		},
 

@@ -6,7 +6,7 @@
 import type { ActionSchema, Context } from "moleculer";
 import type { HostsThis } from "./types";
 import { nowSeconds } from "../../lib/eve/dates";
-import { GroupIndex, type GroupDef, type HostFacts, type NodegroupDef } from "../../lib/fleet/group-rules";
+import { GroupIndex, type HostFacts } from "../../lib/fleet/group-rules";
 import { call } from "../../lib/contracts/call";
 import { PassLoop } from "../../lib/runtime/lease";
 
@@ -58,23 +58,27 @@ export const membershipMethods = {
 			return 0;
 		}
 		const changes = new Map<string, { groups: string[]; nodegroups: string[]; ids: string[] }>();
-		await this.store.scan(ids ? { _id: { $in: ids } } : {}, index.usesGrains ? ["grain", "groups", "nodegroups"] : ["groups", "nodegroups"], d => {
-			// Nodegroups first: a group's compound rule may read them (N@).
-			const nodegroups = index.nodegroupsOf(d as HostFacts);
-			// Not a spread of the record: that would read its grain, parsed only when a rule reads it (lib/storage/nedb-deferred.ts).
-			const groups = index.groupsOf({
-				_id: d._id as string,
-				get grain() {
-					return d.grain;
-				},
-				nodegroups,
-			});
-			if (sameList(groups, d.groups) && sameList(nodegroups, d.nodegroups)) return;
-			const key = JSON.stringify([groups, nodegroups]);
-			const entry = changes.get(key) ?? { groups, nodegroups, ids: [] };
-			entry.ids.push(d._id);
-			changes.set(key, entry);
-		});
+		await this.store.scan(
+			ids ? { _id: { $in: ids } } : {},
+			index.usesGrains ? ["grain", "groups", "nodegroups"] : ["groups", "nodegroups"],
+			d => {
+				// Nodegroups first: a group's compound rule may read them (N@).
+				const nodegroups = index.nodegroupsOf(d as HostFacts);
+				// Not a spread of the record: that would read its grain, parsed only when a rule reads it (lib/storage/nedb-deferred.ts).
+				const groups = index.groupsOf({
+					_id: d._id as string,
+					get grain() {
+						return d.grain;
+					},
+					nodegroups,
+				});
+				if (sameList(groups, d.groups) && sameList(nodegroups, d.nodegroups)) return;
+				const key = JSON.stringify([groups, nodegroups]);
+				const entry = changes.get(key) ?? { groups, nodegroups, ids: [] };
+				entry.ids.push(d._id);
+				changes.set(key, entry);
+			},
+		);
 		if (!changes.size) return 0;
 		const now = nowSeconds();
 		const changed: string[] = [];

@@ -4,7 +4,7 @@
  * (for the presence guard), and a key leaving or coming back (soft delete, restore). Transitions are decided
  * by the one presence rule (lib/fleet/presence.ts).
  */
-import type { ActionSchema, Context } from "moleculer";
+import type { ActionSchema } from "moleculer";
 import type { HostsThis } from "./types";
 import { nowSeconds } from "../../lib/eve/dates";
 import type { Doc } from "../../lib/storage/store";
@@ -51,8 +51,10 @@ export const presenceActions: Record<string, ActionSchema<HostsThis>> = {
 					if (presenceTransition(d, "down")) wentDown.push(id);
 				}
 			}
-			if (nowUp.length) await this.store.updateMany({ _id: { $in: nowUp } }, { $set: { status: "up", heartbeat: now, _updated: now } });
-			if (nowDown.length) await this.store.updateMany({ _id: { $in: nowDown } }, { $set: { status: "down", _updated: now } });
+			if (nowUp.length)
+				await this.store.updateMany({ _id: { $in: nowUp } }, { $set: { status: "up", heartbeat: now, _updated: now } });
+			if (nowDown.length)
+				await this.store.updateMany({ _id: { $in: nowDown } }, { $set: { status: "down", _updated: now } });
 			if (nowUp.length || nowDown.length) await this.notifyChanged(ctx, "updated", [...nowUp, ...nowDown]);
 			if (nowUp.length || nowDown.length) this.countHostsSoon();
 			return { wentUp, wentDown };
@@ -67,7 +69,9 @@ export const presenceActions: Record<string, ActionSchema<HostsThis>> = {
 		visibility: "public",
 		async handler(this: HostsThis, ctx) {
 			const { up, docs } = await this.presenceDocs(ctx.params);
-			const losing = docs.filter((d: Doc) => d.key === "accepted" && d._soft_deleted !== true && d.status === "up" && !up.has(d._id as string)).length;
+			const losing = docs.filter(
+				(d: Doc) => d.key === "accepted" && d._soft_deleted !== true && d.status === "up" && !up.has(d._id as string),
+			).length;
 			const live = await this.store.count({ status: "up", key: "accepted", _soft_deleted: false });
 			return { up: live, losing };
 		},
@@ -83,11 +87,16 @@ export const presenceActions: Record<string, ActionSchema<HostsThis>> = {
 		async handler(this: HostsThis, ctx) {
 			const { ids, present } = ctx.params;
 			if (!ids.length) return [];
-			const docs = await this.store.find({ _id: { $in: ids }, _soft_deleted: present ? true : { $ne: true } }, { exclude: ["grain"] });
+			const docs = await this.store.find(
+				{ _id: { $in: ids }, _soft_deleted: present ? true : { $ne: true } },
+				{ exclude: ["grain"] },
+			);
 			const changed = docs.map(d => d._id as string);
 			if (!changed.length) return [];
 			const now = nowSeconds();
-			const update = present ? { $set: { _soft_deleted: false, _updated: now } } : { $set: { _soft_deleted: true, _updated: now }, $unset: { key: true as const } };
+			const update = present
+				? { $set: { _soft_deleted: false, _updated: now } }
+				: { $set: { _soft_deleted: true, _updated: now }, $unset: { key: true as const } };
 			await this.store.updateMany({ _id: { $in: changed } }, update);
 			await this.notifyChanged(ctx, "updated", changed);
 			return changed;
@@ -102,7 +111,8 @@ export const presenceMethods = {
 		const down = new Set(reading.down.filter(id => !up.has(id)));
 		const docs: Doc[] = [];
 		const fields = ["key", "status", "heartbeat", "_soft_deleted"];
-		const presence = (d: Doc) => docs.push({ _id: d._id, key: d.key, status: d.status, heartbeat: d.heartbeat, _soft_deleted: d._soft_deleted });
+		const presence = (d: Doc) =>
+			docs.push({ _id: d._id, key: d.key, status: d.status, heartbeat: d.heartbeat, _soft_deleted: d._soft_deleted });
 		await this.store.scan({ _id: { $in: [...up, ...down] } }, fields, presence);
 		if (reading.complete) {
 			await this.store.scan({ status: "up", key: "accepted" }, fields, d => {

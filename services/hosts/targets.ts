@@ -7,7 +7,6 @@
 import type { ActionSchema, Context } from "moleculer";
 import type { HostsThis } from "./types";
 import type { RestContext } from "../../mixins/eve-collection.mixin";
-import type { GroupDef } from "../../lib/fleet/group-rules";
 import { ErrorType, Invalid, isError, TargetUnevaluable } from "../../lib/errors";
 import { compileSchema } from "../../lib/eve/validation";
 import { TARGET_PREVIEW_BODY } from "../../lib/http/bodies";
@@ -36,8 +35,10 @@ async function groupMembers(ctx: Context, expression: string): Promise<(ref: str
 	for (const ref of refs) {
 		const named = groups.filter(g => g._id === ref);
 		const matches = named.length ? named : groups.filter(g => g.name === ref);
-		if (matches.length > 1) members.set(ref, new TargetError(`'F@${ref}': ${matches.length} groups are named '${ref}': give one's id`));
-		else if (matches.length === 1) members.set(ref, new Set(await call(ctx, "groups.hostnames", { id: matches[0]._id })));
+		if (matches.length > 1)
+			members.set(ref, new TargetError(`'F@${ref}': ${matches.length} groups are named '${ref}': give one's id`));
+		else if (matches.length === 1)
+			members.set(ref, new Set(await call(ctx, "groups.hostnames", { id: matches[0]._id })));
 	}
 	return ref => {
 		const found = members.get(ref);
@@ -47,18 +48,28 @@ async function groupMembers(ctx: Context, expression: string): Promise<(ref: str
 }
 
 /** Why each `N@` name cannot select hosts: unknown to the nodegroups service, or a master's definition fleet-ctl cannot evaluate. */
-async function nodegroupCheck(ctx: Context, expression: string): Promise<((name: string) => string | null) | undefined> {
+async function nodegroupCheck(
+	ctx: Context,
+	expression: string,
+): Promise<((name: string) => string | null) | undefined> {
 	if (!expression.includes("N@")) return undefined;
 	const known = await call(ctx, "nodegroups.known");
-	return name => (Object.prototype.hasOwnProperty.call(known, name) ? known[name] : `no nodegroup is named '${name}' (the master's are read at each reconciliation; GET /api/nodegroups)`);
+	return name =>
+		Object.hasOwn(known, name)
+			? known[name]
+			: `no nodegroup is named '${name}' (the master's are read at each reconciliation; GET /api/nodegroups)`;
 }
 
 export const targetMethods = {
 	/** The live hosts `expression` selects (throws TargetUnevaluable, a 400 with the reason, when it cannot be evaluated). */
 	async targetHosts(this: HostsThis, ctx: Context, expression: string): Promise<Resolution> {
-		let compiled;
+		let compiled: ReturnType<typeof compileTarget>;
 		try {
-			compiled = compileTarget(expression, { group: await groupMembers(ctx, expression), nodegroup: await nodegroupCheck(ctx, expression) }, true);
+			compiled = compileTarget(
+				expression,
+				{ group: await groupMembers(ctx, expression), nodegroup: await nodegroupCheck(ctx, expression) },
+				true,
+			);
 		} catch (err) {
 			if (err instanceof TargetError) throw new TargetUnevaluable(err.message);
 			throw err;
@@ -104,7 +115,8 @@ export const targetActions: Record<string, ActionSchema<HostsThis>> = {
 			try {
 				return await this.targetHosts(ctx, ctx.params.target);
 			} catch (err) {
-				if (ctx.params.field && isError(err, ErrorType.TargetUnevaluable)) throw new TargetUnevaluable(String(err.data?.reason), ctx.params.field);
+				if (ctx.params.field && isError(err, ErrorType.TargetUnevaluable))
+					throw new TargetUnevaluable(String(err.data?.reason), ctx.params.field);
 				throw err;
 			}
 		},

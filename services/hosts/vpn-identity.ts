@@ -2,10 +2,9 @@
  * Hosts' VPN identity (internal actions of the hosts service for the vpn service): the VPN sync's result
  * written where it changed, and a host's identity with its secret for the profile download.
  */
-import type { ActionSchema, Context } from "moleculer";
+import type { ActionSchema } from "moleculer";
 import type { HostsThis } from "./types";
 import { nowSeconds } from "../../lib/eve/dates";
-import type { Doc } from "../../lib/storage/store";
 import { action } from "../../lib/contracts/call";
 
 export const vpnActions: Record<string, ActionSchema<HostsThis>> = {
@@ -22,8 +21,20 @@ export const vpnActions: Record<string, ActionSchema<HostsThis>> = {
 			const current = new Map<string, { org: unknown; rep: string }>();
 			const { existing } = ctx.params;
 			// With `existing`, also the hosts of organizations deleted meanwhile (a delete that raced a sync).
-			const stale = existing ? [{ $and: [{ vpn_organization: { $exists: true } }, { vpn_organization: { $ne: null } }, { vpn_organization: { $nin: existing } }] }] : [];
-			const filter = { $or: [{ _id: { $in: [...wanted.keys()] } }, { vpn_organization: { $in: ctx.params.orgs } }, ...stale] };
+			const stale = existing
+				? [
+						{
+							$and: [
+								{ vpn_organization: { $exists: true } },
+								{ vpn_organization: { $ne: null } },
+								{ vpn_organization: { $nin: existing } },
+							],
+						},
+					]
+				: [];
+			const filter = {
+				$or: [{ _id: { $in: [...wanted.keys()] } }, { vpn_organization: { $in: ctx.params.orgs } }, ...stale],
+			};
 			await this.store.scan(filter, ["vpn_organization", "vpn_representation"], d => {
 				current.set(d._id, { org: d.vpn_organization ?? null, rep: JSON.stringify(d.vpn_representation ?? null) });
 			});
@@ -35,8 +46,16 @@ export const vpnActions: Record<string, ActionSchema<HostsThis>> = {
 				const rep = want?.vpn_representation ?? null;
 				if (was.org === org && was.rep === JSON.stringify(rep)) continue;
 				// No identity any more: the fields go, as on a host that never had one.
-				if (want) await this.store.updateMany({ _id: id }, { $set: { vpn_organization: org, vpn_representation: rep, _updated: now } });
-				else await this.store.updateMany({ _id: id }, { $unset: { vpn_organization: true, vpn_representation: true }, $set: { _updated: now } });
+				if (want)
+					await this.store.updateMany(
+						{ _id: id },
+						{ $set: { vpn_organization: org, vpn_representation: rep, _updated: now } },
+					);
+				else
+					await this.store.updateMany(
+						{ _id: id },
+						{ $unset: { vpn_organization: true, vpn_representation: true }, $set: { _updated: now } },
+					);
 				changed.push(id);
 			}
 			if (changed.length) await this.notifyChanged(ctx, "updated", changed);
@@ -49,7 +68,11 @@ export const vpnActions: Record<string, ActionSchema<HostsThis>> = {
 		visibility: "public",
 		async handler(this: HostsThis, ctx) {
 			const doc = await this.visibleItem(ctx.params.id);
-			return { _id: doc._id, vpn_organization: doc.vpn_organization ?? null, vpn_representation: doc.vpn_representation ?? null };
+			return {
+				_id: doc._id,
+				vpn_organization: doc.vpn_organization ?? null,
+				vpn_representation: doc.vpn_representation ?? null,
+			};
 		},
 	}),
 };

@@ -6,7 +6,6 @@
  * words. Items are addressable by id or by name; `source` says where each came from.
  */
 import fs from "node:fs";
-import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type EveThis } from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, idFromName } from "../../lib/eve/ids";
 import { configOf, type Config } from "../../lib/config";
@@ -22,7 +21,12 @@ const infoSchema = {
 	strict: true,
 	props: {
 		regex: { type: "string", max: 1000, optional: true },
-		grain: { type: "record", key: { type: "string", min: 1, max: 200 }, value: { type: "string", max: 1000 }, optional: true },
+		grain: {
+			type: "record",
+			key: { type: "string", min: 1, max: 200 },
+			value: { type: "string", max: 1000 },
+			optional: true,
+		},
 		target: { type: "string", max: 1000, optional: true },
 	},
 } as const;
@@ -52,7 +56,8 @@ const nodegroupSchema = {
  * the nodegroup would select more hosts than configured.
  */
 function refuseProtoKey(key: string, value: unknown): unknown {
-	if (key === "__proto__") throw new Error('nodegroup definitions (NODEGROUPS, NODEGROUPS_FILE): a key "__proto__" cannot be used');
+	if (key === "__proto__")
+		throw new Error('nodegroup definitions (NODEGROUPS, NODEGROUPS_FILE): a key "__proto__" cannot be used');
 	return value;
 }
 
@@ -62,9 +67,12 @@ export function readNodegroupDefinitions(config: Pick<Config, "nodegroups" | "no
 	if (!raw && config.nodegroupsFile) raw = fs.readFileSync(config.nodegroupsFile, "utf8");
 	if (!raw) return [];
 	const parsed = JSON.parse(raw, refuseProtoKey) as Record<string, unknown>;
-	if (!parsed || typeof parsed !== "object" || Array.isArray(parsed)) throw new Error("NODEGROUPS must be a JSON object: name -> definition");
+	if (!parsed || typeof parsed !== "object" || Array.isArray(parsed))
+		throw new Error("NODEGROUPS must be a JSON object: name -> definition");
 	// Salt-style definitions (a compound string or a list of words) may name each other with N@, as on a master.
-	const saltStyle = Object.fromEntries(Object.entries(parsed).filter(([, def]) => typeof def === "string" || Array.isArray(def)));
+	const saltStyle = Object.fromEntries(
+		Object.entries(parsed).filter(([, def]) => typeof def === "string" || Array.isArray(def)),
+	);
 	const expanded = new Map(expandNodegroups(saltStyle).map(e => [e.name, e]));
 	const check = compileSchema(nodegroupSchema);
 	return Object.entries(parsed).map(([name, def]) => {
@@ -82,7 +90,13 @@ export function masterDefinitions(option: Record<string, unknown>): Definition[]
 	return expandNodegroups(option).map(e => {
 		if ("problem" in e) return { name: e.name, info: {}, problem: e.problem };
 		const issues = ruleProblems({ target: e.target }, true);
-		return issues ? { name: e.name, info: {}, problem: `the master's nodegroup '${e.name}' (${e.target}) cannot be evaluated by fleet-ctl: ${issues.target}` } : { name: e.name, info: { target: e.target } };
+		return issues
+			? {
+					name: e.name,
+					info: {},
+					problem: `the master's nodegroup '${e.name}' (${e.target}) cannot be evaluated by fleet-ctl: ${issues.target}`,
+				}
+			: { name: e.name, info: { target: e.target } };
 	});
 }
 
@@ -97,14 +111,25 @@ type NodegroupsThis = EveThis & NodegroupsMembers;
 
 const NodegroupsService: EveServiceSchema<NodegroupsThis> = {
 	name: "nodegroups",
-	mixins: [EveCollection({ resource: "nodegroups", writes: [], idPattern: OBJECT_ID, lookupField: "name", schema: nodegroupSchema })],
+	mixins: [
+		EveCollection({
+			resource: "nodegroups",
+			writes: [],
+			idPattern: OBJECT_ID,
+			lookupField: "name",
+			schema: nodegroupSchema,
+		}),
+	],
 
 	actions: {
 		/** Every nodegroup that selects hosts, as its rule (internal: the hosts service computes memberships). */
 		rules: action("nodegroups.rules", {
 			visibility: "public",
 			async handler(this: NodegroupsThis): Promise<NodegroupDef[]> {
-				return (await this.store.find({ problem: { $exists: false } }, { sort: [["name", 1]] })).map(d => ({ name: d.name, info: d.info }));
+				return (await this.store.find({ problem: { $exists: false } }, { sort: [["name", 1]] })).map(d => ({
+					name: d.name,
+					info: d.info,
+				}));
 			},
 		}),
 		/** Every nodegroup's name, with why it selects nothing here (null when it can be evaluated): for `N@` in targets. */
@@ -120,7 +145,10 @@ const NodegroupsService: EveServiceSchema<NodegroupsThis> = {
 			visibility: "public",
 			async handler(this: NodegroupsThis, ctx) {
 				const local = new Set(this.configured.map(d => d.name));
-				const changed = await this.sync("master", masterDefinitions(ctx.params.nodegroups).filter(d => !local.has(d.name)));
+				const changed = await this.sync(
+					"master",
+					masterDefinitions(ctx.params.nodegroups).filter(d => !local.has(d.name)),
+				);
 				if (changed) this.broker.emit("nodegroups.changed", {});
 				return changed;
 			},
@@ -140,14 +168,32 @@ const NodegroupsService: EveServiceSchema<NodegroupsThis> = {
 				const existing = await this.store.findOne({ _id });
 				const fields: Doc = { info, source };
 				if (existing) {
-					const same = JSON.stringify(existing.info) === JSON.stringify(info) && existing.source === source && existing.problem === problem;
+					const same =
+						JSON.stringify(existing.info) === JSON.stringify(info) &&
+						existing.source === source &&
+						existing.problem === problem;
 					if (same) continue;
-					await this.store.updateMany({ _id }, problem === undefined ? { $set: { ...fields, _updated: now }, $unset: { problem: true } } : { $set: { ...fields, problem, _updated: now } });
+					await this.store.updateMany(
+						{ _id },
+						problem === undefined
+							? { $set: { ...fields, _updated: now }, $unset: { problem: true } }
+							: { $set: { ...fields, problem, _updated: now } },
+					);
 					changed += 1;
 					continue;
 				}
 				try {
-					await this.store.insertMany([{ name, type: 1, ...fields, ...(problem === undefined ? {} : { problem }), _id, _created: now, _updated: now }]);
+					await this.store.insertMany([
+						{
+							name,
+							type: 1,
+							...fields,
+							...(problem === undefined ? {} : { problem }),
+							_id,
+							_created: now,
+							_updated: now,
+						},
+					]);
 					changed += 1;
 				} catch (err) {
 					if (!(err instanceof DuplicateKeyError)) throw err;

@@ -25,7 +25,7 @@ function wordsOf(def: unknown): string[] {
 
 function expand(name: string, defs: Record<string, unknown>, stack: string[]): { words: string[]; nested: boolean } {
 	if (stack.includes(name)) throw new ExpansionError(`it refers to itself (${[...stack, name].join(" -> ")})`);
-	if (!Object.prototype.hasOwnProperty.call(defs, name)) throw new ExpansionError(`it refers to N@${name}, which the master does not define`);
+	if (!Object.hasOwn(defs, name)) throw new ExpansionError(`it refers to N@${name}, which the master does not define`);
 	const out: string[] = [];
 	let nested = false;
 	for (const word of wordsOf(defs[name])) {
@@ -53,7 +53,8 @@ export function expandNodegroups(defs: Record<string, unknown>): Expansion[] {
 		try {
 			return { name, target: expandOne(name, defs) };
 		} catch (err) {
-			if (err instanceof ExpansionError) return { name, problem: `the master's nodegroup '${name}' cannot be expanded: ${err.message}` };
+			if (err instanceof ExpansionError)
+				return { name, problem: `the master's nodegroup '${name}' cannot be expanded: ${err.message}` };
 			throw err;
 		}
 	});

@@ -34,7 +34,9 @@ export function inFlight(r: Pick<RolloutProgress, "batches" | "current">): boole
 }
 
 /** Failures counted against the budget: those since the last resume (the ones before it were accepted). */
-export function spentFailures(r: Pick<RolloutProgress, "failed" | "timed_out" | "unreached" | "accepted_failures">): number {
+export function spentFailures(
+	r: Pick<RolloutProgress, "failed" | "timed_out" | "unreached" | "accepted_failures">,
+): number {
 	return r.failed + r.timed_out + r.unreached - r.accepted_failures;
 }
 
@@ -89,13 +91,21 @@ export type AfterDryRun =
 	/** The batch runs for real (its predicted failures within the budget). */
 	| { do: "run" };
 
-export function afterDryRun(r: RolloutProgress, b: Batch, reading: Pick<DryRunReading, "predicted" | "failures">): AfterDryRun {
+export function afterDryRun(
+	r: RolloutProgress,
+	b: Batch,
+	reading: Pick<DryRunReading, "predicted" | "failures">,
+): AfterDryRun {
 	const spent = spentFailures(r);
 	if (spent + reading.failures > r.budget) {
-		return { do: "pause", reason: `the dry run of batch ${b.index} predicts ${reading.failures} failure(s); with ${spent} so far that is over the budget of ${r.budget}` };
+		return {
+			do: "pause",
+			reason: `the dry run of batch ${b.index} predicts ${reading.failures} failure(s); with ${spent} so far that is over the budget of ${r.budget}`,
+		};
 	}
 	// A host that did not answer predicts nothing, which is no "nothing would change": the batch runs, and counts it.
-	if (!reading.predicted.length && reading.failures === 0) return { do: "skip", current: r.current + 1, done: r.done + sizeOf(b), last: r.current + 1 >= r.batches.length };
+	if (!reading.predicted.length && reading.failures === 0)
+		return { do: "skip", current: r.current + 1, done: r.done + sizeOf(b), last: r.current + 1 >= r.batches.length };
 	return { do: "run" };
 }
 
@@ -109,19 +119,47 @@ export interface JobCounts {
 }
 
 /** A finished batch counted: its own fields, and the rollout's totals with it (hosts the job did not reach are failures). */
-export function countBatch(r: RolloutProgress, b: Batch, job: JobCounts): { batch: Required<Pick<Batch, "expected" | "returned" | "succeeded" | "failed" | "timed_out" | "unreached">>; rollout: Pick<RolloutProgress, "done" | "succeeded" | "failed" | "timed_out" | "unreached"> } {
+export function countBatch(
+	r: RolloutProgress,
+	b: Batch,
+	job: JobCounts,
+): {
+	batch: Required<Pick<Batch, "expected" | "returned" | "succeeded" | "failed" | "timed_out" | "unreached">>;
+	rollout: Pick<RolloutProgress, "done" | "succeeded" | "failed" | "timed_out" | "unreached">;
+} {
 	const unreached = Math.max(0, sizeOf(b) - job.expected);
 	return {
-		batch: { expected: job.expected, returned: job.returned, succeeded: job.succeeded, failed: job.failed, timed_out: job.timed_out, unreached },
-		rollout: { done: r.done + sizeOf(b), succeeded: r.succeeded + job.succeeded, failed: r.failed + job.failed, timed_out: r.timed_out + job.timed_out, unreached: r.unreached + unreached },
+		batch: {
+			expected: job.expected,
+			returned: job.returned,
+			succeeded: job.succeeded,
+			failed: job.failed,
+			timed_out: job.timed_out,
+			unreached,
+		},
+		rollout: {
+			done: r.done + sizeOf(b),
+			succeeded: r.succeeded + job.succeeded,
+			failed: r.failed + job.failed,
+			timed_out: r.timed_out + job.timed_out,
+			unreached: r.unreached + unreached,
+		},
 	};
 }
 
 /** A batch none of whose hosts is live any more (or has an accepted key): nothing ran, every host unreached. */
-export function nobodyLive(r: RolloutProgress, b: Batch, dry: boolean): { state: Batch["state"]; unreached: number; rollout: Partial<Pick<RolloutProgress, "done" | "unreached">> } {
+export function nobodyLive(
+	r: RolloutProgress,
+	b: Batch,
+	dry: boolean,
+): { state: Batch["state"]; unreached: number; rollout: Partial<Pick<RolloutProgress, "done" | "unreached">> } {
 	// A dry run of nobody predicts nothing: the batch is `ready`, and its real run finds nobody too (and counts them).
 	if (dry) return { state: "ready", unreached: sizeOf(b), rollout: {} };
-	return { state: "finished", unreached: sizeOf(b), rollout: { unreached: r.unreached + sizeOf(b), done: r.done + sizeOf(b) } };
+	return {
+		state: "finished",
+		unreached: sizeOf(b),
+		rollout: { unreached: r.unreached + sizeOf(b), done: r.done + sizeOf(b) },
+	};
 }
 
 /** What follows a finished batch (`r` counted with it). */
@@ -138,7 +176,14 @@ export function afterBatch(r: RolloutProgress, index: number, random: number): A
 	const current = index + 1;
 	const waitMs = r.wait_s * 1000 + Math.floor(random * (r.jitter_s ?? 0) * 1000);
 	if (spent > r.budget) {
-		return { current, waitMs, next: { do: "pause", reason: `${spent} host(s) failed, timed out or were not reached (batch ${index}: ${batchFailures(r.batches[index])}), over the failure budget of ${r.budget}` } };
+		return {
+			current,
+			waitMs,
+			next: {
+				do: "pause",
+				reason: `${spent} host(s) failed, timed out or were not reached (batch ${index}: ${batchFailures(r.batches[index])}), over the failure budget of ${r.budget}`,
+			},
+		};
 	}
 	return { current, waitMs, next: current >= r.batches.length ? { do: "finish" } : { do: "next" } };
 }

@@ -17,10 +17,29 @@ import type { Doc } from "../../lib/storage/store";
 import { configOf } from "../../lib/config";
 import { ErrorType, isError } from "../../lib/errors";
 import { countMetric } from "../../lib/runtime/metrics";
-import { PassLoop, both, claim, claimable, heldBy, migrateLeases, release, type OldLeases } from "../../lib/runtime/lease";
+import {
+	PassLoop,
+	both,
+	claim,
+	claimable,
+	heldBy,
+	migrateLeases,
+	release,
+	type OldLeases,
+} from "../../lib/runtime/lease";
 import { readDryRun, type DryRunReturn } from "../../lib/fleet/state-results";
 import { sizeOf, type Batch } from "./plan";
-import { afterBatch, afterDryRun, countBatch, inFlight, nextStep, nobodyLive, stateBeforeAsk, type JobCounts, type RolloutProgress } from "./decisions";
+import {
+	afterBatch,
+	afterDryRun,
+	countBatch,
+	inFlight,
+	nextStep,
+	nobodyLive,
+	stateBeforeAsk,
+	type JobCounts,
+	type RolloutProgress,
+} from "./decisions";
 import { call } from "../../lib/contracts/call";
 
 /** What the driver keeps on the service. */
@@ -43,7 +62,13 @@ export interface RolloutsMembers {
 	rolloutHosts(id: string): Promise<string[]>;
 	batchHosts(r: Doc, b: Batch): Promise<string[]>;
 	plannedRollout(_id: string, doc: Doc, hosts: string[], owner: string): Promise<Doc>;
-	createInternal(ctx: Context, id: string, base: Doc, owner: string, only?: string[]): Promise<{ _id: string; total: number; repeated: boolean }>;
+	createInternal(
+		ctx: Context,
+		id: string,
+		base: Doc,
+		owner: string,
+		only?: string[],
+	): Promise<{ _id: string; total: number; repeated: boolean }>;
 	resolveRollout(ctx: RestContext, target: string): Promise<string[]>;
 }
 
@@ -74,7 +99,13 @@ export const OLD_LEASES: OldLeases = {
 export const driverMethods = {
 	driverCreated(this: RolloutsThis) {
 		const config = configOf(this.broker);
-		this.driver = { enabled: config.rolloutDriver, tickMs: config.rolloutTickMs, leaseMs: config.rolloutLeaseMs, timer: null, passes: null };
+		this.driver = {
+			enabled: config.rolloutDriver,
+			tickMs: config.rolloutTickMs,
+			leaseMs: config.rolloutLeaseMs,
+			timer: null,
+			passes: null,
+		};
 	},
 
 	async driverStarted(this: RolloutsThis) {
@@ -83,7 +114,10 @@ export const driverMethods = {
 		if (moved) this.logger.info(`Moved the claims of ${moved} rollouts to \`lease\``);
 		if (!this.driver.enabled) return;
 		// No pass before that: a claim of the older shape would look free.
-		this.driver.passes = new PassLoop(() => this.drive(), err => this.logger.warn("Rollout pass failed; the next one tries again:", err.message));
+		this.driver.passes = new PassLoop(
+			() => this.drive(),
+			err => this.logger.warn("Rollout pass failed; the next one tries again:", err.message),
+		);
 		this.driver.timer = setInterval(() => this.kick(), this.driver.tickMs);
 		this.driver.timer.unref?.();
 		this.kick();
@@ -103,7 +137,10 @@ export const driverMethods = {
 	/** One pass: each rollout with something to do, claimed, stepped, let go. */
 	async drive(this: RolloutsThis) {
 		const now = new Date();
-		const due = await this.store.find({ $and: [{ next_at: { $lte: now } }, { $or: [{ status: "running" }, { in_flight: true }] }, claimable(now)] }, { only: ["_id"], limit: PASS_MAX });
+		const due = await this.store.find(
+			{ $and: [{ next_at: { $lte: now } }, { $or: [{ status: "running" }, { in_flight: true }] }, claimable(now)] },
+			{ only: ["_id"], limit: PASS_MAX },
+		);
 		for (const { _id } of due) {
 			if (this.driver.passes?.stopping) return;
 			const claimed = await claim(this.store, { _id }, { owner: this.broker.nodeID, ms: this.driver.leaseMs });
@@ -113,10 +150,18 @@ export const driverMethods = {
 				progressed = await this.stepRollout(claimed);
 			} catch (err) {
 				this.logger.warn(`Rollout ${_id}: step failed, retried later:`, (err as Error).message);
-				await this.saveProgress(claimed, { last_error: String((err as Error).message).slice(0, 2000), next_at: new Date(Date.now() + RETRY_MS) });
+				await this.saveProgress(claimed, {
+					last_error: String((err as Error).message).slice(0, 2000),
+					next_at: new Date(Date.now() + RETRY_MS),
+				});
 			} finally {
 				const fresh = await this.store.findOne({ _id });
-				await release(this.store, { _id }, { $set: { in_flight: !!fresh?.batches && inFlight(fresh as RolloutProgress) } }, this.broker.nodeID);
+				await release(
+					this.store,
+					{ _id },
+					{ $set: { in_flight: !!fresh?.batches && inFlight(fresh as RolloutProgress) } },
+					this.broker.nodeID,
+				);
 			}
 			if (progressed) this.kick();
 		}
@@ -152,13 +197,30 @@ export const driverMethods = {
 		let answer: { task_id: string | null; repeated?: boolean; status?: string; approval?: { _id: string } };
 		const back = { [`${at}.state`]: stateBeforeAsk(dry, r.dry_run_first), in_flight: false };
 		try {
-			answer = await this.broker.call("cm-gateway.runRolloutBatch", { rollout: String(r._id), batch: b.index, run: runId(r, b, dry), takeover, owner: r.owner, fun: r.fun, ...(r.arg ? { arg: r.arg } : {}), ...(kwarg ? { kwarg } : {}), hosts: await this.batchHosts(r, b), target: r.target, total: r.total });
+			answer = await this.broker.call("cm-gateway.runRolloutBatch", {
+				rollout: String(r._id),
+				batch: b.index,
+				run: runId(r, b, dry),
+				takeover,
+				owner: r.owner,
+				fun: r.fun,
+				...(r.arg ? { arg: r.arg } : {}),
+				...(kwarg ? { kwarg } : {}),
+				hosts: await this.batchHosts(r, b),
+				target: r.target,
+				total: r.total,
+			});
 		} catch (err) {
 			const e = err as { message: string; data?: { window?: { name: string; start: string } } };
 			if (isError(err, ErrorType.OutsideWindow) && e.data?.window) {
 				// Outside a maintenance window: the batch waits for it to open (docs/rollouts.md), nothing ran.
 				const until = new Date(e.data.window.start);
-				await this.saveProgress(r, { ...back, waiting: { for: "window", window: e.data.window.name, until }, last_error: e.message.slice(0, 2000), next_at: until });
+				await this.saveProgress(r, {
+					...back,
+					waiting: { for: "window", window: e.data.window.name, until },
+					last_error: e.message.slice(0, 2000),
+					next_at: until,
+				});
 				return;
 			}
 			if (isError(err, ErrorType.RunRefused)) {
@@ -167,23 +229,48 @@ export const driverMethods = {
 				await this.pauseForBudget(r, `batch ${b.index} was refused: ${e.message}`.slice(0, 2000));
 				return;
 			}
-			await this.saveProgress(r, { last_error: String(e.message).slice(0, 2000), next_at: new Date(Date.now() + RETRY_MS) });
+			await this.saveProgress(r, {
+				last_error: String(e.message).slice(0, 2000),
+				next_at: new Date(Date.now() + RETRY_MS),
+			});
 			return;
 		}
 		if (answer.status === "pending_approval" && answer.approval) {
 			// Held: the rollout's definition awaits approval; asked again shortly (and at once when it is decided).
-			await this.saveProgress(r, { ...back, waiting: { for: "approval", approval: answer.approval._id }, last_error: null, next_at: new Date(Date.now() + APPROVAL_POLL_MS) });
+			await this.saveProgress(r, {
+				...back,
+				waiting: { for: "approval", approval: answer.approval._id },
+				last_error: null,
+				next_at: new Date(Date.now() + APPROVAL_POLL_MS),
+			});
 			return;
 		}
 		if (!answer.task_id) {
 			// None of the batch's hosts is live any more (or has an accepted key): nothing ran.
 			const none = nobodyLive(r as RolloutProgress, b, dry);
-			await this.saveProgress(r, { [`${at}.state`]: none.state, [`${at}.unreached`]: none.unreached, [`${at}.finished`]: new Date(), ...none.rollout, last_error: null });
+			await this.saveProgress(r, {
+				[`${at}.state`]: none.state,
+				[`${at}.unreached`]: none.unreached,
+				[`${at}.finished`]: new Date(),
+				...none.rollout,
+				last_error: null,
+			});
 			if (!dry) await this.afterBatch(await this.store.findOne({ _id: r._id }), b.index);
 			return;
 		}
-		countMetric(this.broker, "fleet.rollout.batches.total", { kind: dry ? "dry_run" : "run", repeated: String(answer.repeated === true) });
-		await this.saveProgress(r, { [`${at}.state`]: dry ? "dry_running" : "running", [`${at}.${dry ? "dry_jid" : "jid"}`]: answer.task_id, [`${at}.started`]: b.started ?? new Date(), in_flight: true, next_at: new Date(), last_error: null, waiting: null });
+		countMetric(this.broker, "fleet.rollout.batches.total", {
+			kind: dry ? "dry_run" : "run",
+			repeated: String(answer.repeated === true),
+		});
+		await this.saveProgress(r, {
+			[`${at}.state`]: dry ? "dry_running" : "running",
+			[`${at}.${dry ? "dry_jid" : "jid"}`]: answer.task_id,
+			[`${at}.started`]: b.started ?? new Date(),
+			in_flight: true,
+			next_at: new Date(),
+			last_error: null,
+			waiting: null,
+		});
 	},
 
 	/** Looks at the batch's job (or dry run) in the history; once it ended, counts it and decides what comes next. */
@@ -191,12 +278,16 @@ export const driverMethods = {
 		const jid = dry ? b.dry_jid : b.jid;
 		if (!jid) return;
 		const [job] = await this.broker.call<JobSummary[], { jids: string[] }>("salt-jobs.summaries", { jids: [jid] });
-		if (!job || job.state !== "finished") return;
+		if (job?.state !== "finished") return;
 		const at = `batches.${b.index}`;
 		if (dry) {
 			const returns = await this.broker.call<DryRunReturn[], { jid: string }>("actions.returnsOf", { jid });
 			const reading = readDryRun(returns, sizeOf(b));
-			const set: Doc = { [`${at}.predicted`]: reading.predicted, [`${at}.predicted_total`]: reading.total, [`${at}.predicted_failures`]: reading.failures };
+			const set: Doc = {
+				[`${at}.predicted`]: reading.predicted,
+				[`${at}.predicted_total`]: reading.total,
+				[`${at}.predicted_failures`]: reading.failures,
+			};
 			const next = afterDryRun(r as RolloutProgress, b, reading);
 			if (next.do === "pause") {
 				await this.saveProgress(r, { ...set, [`${at}.state`]: "ready" });
@@ -205,7 +296,14 @@ export const driverMethods = {
 			}
 			if (next.do === "skip") {
 				// Nothing would change: the batch is skipped, the next one follows.
-				await this.saveProgress(r, { ...set, [`${at}.state`]: "skipped", [`${at}.finished`]: new Date(), current: next.current, done: next.done, next_at: new Date() });
+				await this.saveProgress(r, {
+					...set,
+					[`${at}.state`]: "skipped",
+					[`${at}.finished`]: new Date(),
+					current: next.current,
+					done: next.done,
+					next_at: new Date(),
+				});
 				if (next.last) await this.moveStatus(r, ["running", "paused"], "finished", null);
 				this.kick();
 				return;
@@ -215,7 +313,9 @@ export const driverMethods = {
 			return;
 		}
 		const counted = countBatch(r as RolloutProgress, b, job);
-		const batchSet = Object.fromEntries(Object.entries({ state: "finished", finished: new Date(), ...counted.batch }).map(([k, v]) => [`${at}.${k}`, v]));
+		const batchSet = Object.fromEntries(
+			Object.entries({ state: "finished", finished: new Date(), ...counted.batch }).map(([k, v]) => [`${at}.${k}`, v]),
+		);
 		await this.saveProgress(r, { ...batchSet, ...counted.rollout, in_flight: false });
 		await this.afterBatch(await this.store.findOne({ _id: r._id }), b.index);
 	},
@@ -250,14 +350,19 @@ export const driverMethods = {
 
 	/** Writes progress while the claim is this replica's (a lost claim writes nothing: another replica has it). */
 	async saveProgress(this: RolloutsThis, r: Doc, set: Doc): Promise<boolean> {
-		const n = await this.store.updateMany(both({ _id: r._id }, heldBy(this.broker.nodeID)), { $set: { ...set, _updated: new Date() } });
+		const n = await this.store.updateMany(both({ _id: r._id }, heldBy(this.broker.nodeID)), {
+			$set: { ...set, _updated: new Date() },
+		});
 		if (n) await this.notifyChanged(this.broker as unknown as Context, "updated", [String(r._id)]);
 		return n > 0;
 	},
 
 	/** Moves the status if it is still one of `from` (an operator's pause or abort meanwhile wins). */
 	async moveStatus(this: RolloutsThis, r: Doc, from: string[], to: string, reason: string | null): Promise<boolean> {
-		const n = await this.store.updateMany({ _id: r._id, status: { $in: from } }, { $set: { status: to, reason, _updated: new Date() } });
+		const n = await this.store.updateMany(
+			{ _id: r._id, status: { $in: from } },
+			{ $set: { status: to, reason, _updated: new Date() } },
+		);
 		if (n) await this.notifyChanged(this.broker as unknown as Context, "updated", [String(r._id)]);
 		return n > 0;
 	},
@@ -267,7 +372,11 @@ export const driverMethods = {
 		if (!(await this.moveStatus(r, ["running"], "paused", why))) return;
 		this.logger.warn(`Rollout ${r._id} (${r.name}) paused: ${why}`);
 		try {
-			await call(this.broker, "alerts.raise", { type: "rollout.paused", level: "error", payload: { rollout: String(r._id), name: r.name, reason: why } });
+			await call(this.broker, "alerts.raise", {
+				type: "rollout.paused",
+				level: "error",
+				payload: { rollout: String(r._id), name: r.name, reason: why },
+			});
 		} catch (err) {
 			this.logger.error(`Could not raise the alert of rollout ${r._id}:`, (err as Error).message);
 		}

@@ -51,7 +51,8 @@ export function planBatches(total: number, canary: number, batch: string | numbe
 	const first = Math.min(canary, total);
 	if (first > 0) out.push({ index: 0, canary: true, from: 0, to: first, state: "pending" });
 	const size = Math.max(1, hostsOf(batch, total, true));
-	for (let i = first; i < total; i += size) out.push({ index: out.length, canary: false, from: i, to: Math.min(total, i + size), state: "pending" });
+	for (let i = first; i < total; i += size)
+		out.push({ index: out.length, canary: false, from: i, to: Math.min(total, i + size), state: "pending" });
 	return out;
 }
 

@@ -9,7 +9,12 @@
  * takes over asks for the same run and gets the job already started (never a second one).
  */
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
+import {
+	EveCollection,
+	type EveServiceSchema,
+	type RestContext,
+	type WriteInfo,
+} from "../../mixins/eve-collection.mixin";
 import type { Issues } from "../../lib/eve/errors";
 import { Conflict, Invalid, NothingToRun, RunRefused } from "../../lib/errors";
 import { SALT_FUN } from "../../lib/http/bodies";
@@ -48,14 +53,42 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 				arg: { type: "array", optional: true, max: 1000 },
 				kwarg: { type: "object", optional: true },
 				canary: { type: "number", integer: true, min: 0, max: 100_000, optional: true },
-				batch: { type: "multi", optional: true, rules: [share, { type: "number", integer: true, min: 1, max: 100_000 }] },
-				failure_budget: { type: "multi", optional: true, rules: [share, { type: "number", integer: true, min: 0, max: 100_000 }] },
+				batch: {
+					type: "multi",
+					optional: true,
+					rules: [share, { type: "number", integer: true, min: 1, max: 100_000 }],
+				},
+				failure_budget: {
+					type: "multi",
+					optional: true,
+					rules: [share, { type: "number", integer: true, min: 0, max: 100_000 }],
+				},
 				wait_s: { type: "number", integer: true, min: 0, max: 86_400, optional: true },
 				// Beyond wait_s, a random share of this many seconds before each batch (conformity checks spread their load).
 				jitter_s: { type: "number", integer: true, min: 0, max: 3600, optional: true },
 				dry_run_first: { type: "boolean", optional: true },
 			},
-			readOnlyFields: ["check", "fix", "status", "reason", "owner", "total", "hosts", "batches", "current", "budget", "accepted_failures", "done", "succeeded", "failed", "timed_out", "unreached", "next_at", "last_error", "waiting"],
+			readOnlyFields: [
+				"check",
+				"fix",
+				"status",
+				"reason",
+				"owner",
+				"total",
+				"hosts",
+				"batches",
+				"current",
+				"budget",
+				"accepted_failures",
+				"done",
+				"succeeded",
+				"failed",
+				"timed_out",
+				"unreached",
+				"next_at",
+				"last_error",
+				"waiting",
+			],
 			// A 10,000-host rollout's hosts and batches are for its own page; lists carry the progress.
 			listHidden: ["hosts", "batches"],
 			// Stored whole: a filter on them would reveal a secret a comparison at a time.
@@ -73,21 +106,45 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 			async handler(this: RolloutsThis, ctx: Context<{ id: string; action: string }, RestContext["meta"]>) {
 				const rollout = await this.visibleItem(ctx.params.id);
 				const move = CONTROLS[ctx.params.action];
-				if (!move) throw new Invalid({ action: `unallowed value '${ctx.params.action.slice(0, 50)}' (one of: pause, resume, abort)` }, "Update failure: the document contains errors");
-				if (!move.from.includes(rollout.status)) throw new Invalid({ status: `a ${rollout.status} rollout cannot be ${move.done}` }, "Update failure: the document contains errors");
+				if (!move)
+					throw new Invalid(
+						{ action: `unallowed value '${ctx.params.action.slice(0, 50)}' (one of: pause, resume, abort)` },
+						"Update failure: the document contains errors",
+					);
+				if (!move.from.includes(rollout.status))
+					throw new Invalid(
+						{ status: `a ${rollout.status} rollout cannot be ${move.done}` },
+						"Update failure: the document contains errors",
+					);
 				// A scoped token moves only a rollout wholly inside its scope: its call on every host it was frozen with.
-				await authorizeScopedWork(ctx, ctx.params.action, "this rollout", { client: "local_async", fun: rollout.fun, arg: rollout.arg, kwarg: rollout.kwarg, hosts: await this.rolloutHosts(String(rollout._id)) });
+				await authorizeScopedWork(ctx, ctx.params.action, "this rollout", {
+					client: "local_async",
+					fun: rollout.fun,
+					arg: rollout.arg,
+					kwarg: rollout.kwarg,
+					hosts: await this.rolloutHosts(String(rollout._id)),
+				});
 				const who = (ctx.meta as { user?: { name?: string } }).user?.name ?? "an operator";
 				let set: Doc = { status: move.to, reason: `${move.to} by ${who}` };
 				if (ctx.params.action === "resume") {
 					// Resuming makes batches run: the resumer must be allowed to run the rest too (the owner stays);
 					// the failures so far are accepted, the budget counts from here.
 					const all = await this.rolloutHosts(String(rollout._id));
-					const left = (rollout.batches as Batch[]).filter(b => b.state !== "finished" && b.state !== "skipped").flatMap(b => all.slice(b.from, b.to));
+					const left = (rollout.batches as Batch[])
+						.filter(b => b.state !== "finished" && b.state !== "skipped")
+						.flatMap(b => all.slice(b.from, b.to));
 					await this.authorizeRollout(ctx as unknown as RestContext, rollout, left);
-					set = { status: "running", reason: null, accepted_failures: rollout.failed + rollout.timed_out + rollout.unreached, next_at: new Date() };
+					set = {
+						status: "running",
+						reason: null,
+						accepted_failures: rollout.failed + rollout.timed_out + rollout.unreached,
+						next_at: new Date(),
+					};
 				}
-				const updated = await this.store.findOneAndUpdate({ _id: rollout._id, status: rollout.status }, { $set: { ...set, _updated: new Date() } });
+				const updated = await this.store.findOneAndUpdate(
+					{ _id: rollout._id, status: rollout.status },
+					{ $set: { ...set, _updated: new Date() } },
+				);
 				if (!updated) throw new Conflict("the rollout changed meanwhile; read it again");
 				await this.afterWrite(ctx as unknown as RestContext, "updated", [String(rollout._id)]);
 				this.kick();
@@ -115,9 +172,34 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 				/** Exactly these hosts (those still live) rather than the target resolved now. */
 				hosts: { type: "array", items: "string", max: 100_000, optional: true },
 			},
-			async handler(this: RolloutsThis, ctx: Context<{ id: string; check: string; name: string; target: string; kwarg: Doc; batch: string | number; jitter_s: number; owner: string; hosts?: string[] }>) {
+			async handler(
+				this: RolloutsThis,
+				ctx: Context<{
+					id: string;
+					check: string;
+					name: string;
+					target: string;
+					kwarg: Doc;
+					batch: string | number;
+					jitter_s: number;
+					owner: string;
+					hosts?: string[];
+				}>,
+			) {
 				const { id, check, name, target, kwarg, batch, jitter_s, owner, hosts } = ctx.params;
-				const base: Doc = { name: `conformity check: ${name}`.slice(0, 200), target, fun: "state.apply", kwarg, canary: 0, batch, failure_budget: "100%", wait_s: 0, jitter_s, dry_run_first: false, check };
+				const base: Doc = {
+					name: `conformity check: ${name}`.slice(0, 200),
+					target,
+					fun: "state.apply",
+					kwarg,
+					canary: 0,
+					batch,
+					failure_budget: "100%",
+					wait_s: 0,
+					jitter_s,
+					dry_run_first: false,
+					check,
+				};
 				return this.createInternal(ctx, id, base, owner, hosts);
 			},
 		},
@@ -137,9 +219,33 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 				kwarg: "object",
 				owner: "string",
 			},
-			async handler(this: RolloutsThis, ctx: Context<{ id: string; fix: string; name: string; hosts: string[]; fun: string; arg: unknown[]; kwarg: Doc; owner: string }>) {
+			async handler(
+				this: RolloutsThis,
+				ctx: Context<{
+					id: string;
+					fix: string;
+					name: string;
+					hosts: string[];
+					fun: string;
+					arg: unknown[];
+					kwarg: Doc;
+					owner: string;
+				}>,
+			) {
 				const { id, fix, name, hosts, fun, arg, kwarg, owner } = ctx.params;
-				const base: Doc = { name: name.slice(0, 200), target: `L@${hosts.join(",")}`.slice(0, 10_000), fun, arg, kwarg, canary: 1, batch: "10%", failure_budget: 0, wait_s: 0, dry_run_first: false, fix };
+				const base: Doc = {
+					name: name.slice(0, 200),
+					target: `L@${hosts.join(",")}`.slice(0, 10_000),
+					fun,
+					arg,
+					kwarg,
+					canary: 1,
+					batch: "10%",
+					failure_budget: 0,
+					wait_s: 0,
+					dry_run_first: false,
+					fix,
+				};
 				return this.createInternal(ctx, id, base, owner, hosts);
 			},
 		},
@@ -165,7 +271,10 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 			visibility: "public",
 			params: { ids: { type: "array", items: "string", max: 1000 } },
 			async handler(this: RolloutsThis, ctx: Context<{ ids: string[] }>) {
-				const docs = await this.store.find({ _id: { $in: ctx.params.ids }, check: { $exists: true } }, { only: ["check"] });
+				const docs = await this.store.find(
+					{ _id: { $in: ctx.params.ids }, check: { $exists: true } },
+					{ only: ["check"] },
+				);
 				return Object.fromEntries(docs.map(d => [String(d._id), String(d.check)]));
 			},
 		},
@@ -181,18 +290,25 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 		},
 		/** A maintenance window was written: batches waiting for one ask again now (it may be open). */
 		async "maintenance-windows.*"(this: RolloutsThis) {
-			if (await this.store.updateMany({ status: "running", "waiting.for": "window" }, { $set: { next_at: new Date() } })) this.kick();
+			if (
+				await this.store.updateMany({ status: "running", "waiting.for": "window" }, { $set: { next_at: new Date() } })
+			)
+				this.kick();
 		},
 		/**
 		 * A rollout's approval request was decided: approved, its waiting batch is asked again now; rejected, expired
 		 * or superseded, the rollout pauses and says why (docs/rollouts.md).
 		 */
-		async "approvals.changed"(this: RolloutsThis, ctx: Context<{ approvals: Array<{ _id: string; status: string; definition?: { kind: string; id: string } }> }>) {
+		async "approvals.changed"(
+			this: RolloutsThis,
+			ctx: Context<{ approvals: Array<{ _id: string; status: string; definition?: { kind: string; id: string } }> }>,
+		) {
 			for (const a of ctx.params.approvals) {
 				if (a.definition?.kind !== "rollout" || a.status === "pending") continue;
 				const r = await this.store.findOne({ _id: a.definition.id, "waiting.approval": a._id });
 				if (!r) continue;
-				if (a.status === "approved") await this.store.updateMany({ _id: r._id, "waiting.approval": a._id }, { $set: { next_at: new Date() } });
+				if (a.status === "approved")
+					await this.store.updateMany({ _id: r._id, "waiting.approval": a._id }, { $set: { next_at: new Date() } });
 				else await this.pauseForBudget(r, `its approval request ${a._id} was ${a.status}`);
 			}
 			this.kick();
@@ -206,7 +322,14 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 			if (info.op !== "create") return { doc };
 			// A call copied from a rollout as shown, masks in it: a new rollout has no secret for a mask to keep.
 			const unkept = ["arg", "kwarg"].flatMap(f => keepMasked(doc[f], undefined, f).unkept);
-			if (unkept.length) return { doc, issues: { [unkept[0].split(".")[0]]: `${unkept.join(", ")}: the mask (********) stands for a stored secret, and a new rollout stores none: give the value` } };
+			if (unkept.length)
+				return {
+					doc,
+					issues: {
+						[unkept[0].split(".")[0]]:
+							`${unkept.join(", ")}: the mask (********) stands for a stored secret, and a new rollout stores none: give the value`,
+					},
+				};
 			return { doc: { canary: 1, batch: "10%", failure_budget: 0, wait_s: 0, dry_run_first: false, ...doc } };
 		},
 
@@ -216,7 +339,8 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 				if (m && Number(m[1]) > 100) return { [f]: "a share is at most 100%" };
 			}
 			if (doc.batch === "0%") return { batch: "a batch has at least one host" };
-			if (doc.dry_run_first && !STATE_FUNCTIONS.has(doc.fun)) return { dry_run_first: `a dry run (test=True) is for ${[...STATE_FUNCTIONS].join(", ")}` };
+			if (doc.dry_run_first && !STATE_FUNCTIONS.has(doc.fun))
+				return { dry_run_first: `a dry run (test=True) is for ${[...STATE_FUNCTIONS].join(", ")}` };
 			return null;
 		},
 
@@ -231,7 +355,14 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 			const user = (ctx.meta as { user?: { id: string } }).user;
 			if (!user?.id) throw new RunRefused("the rollout is refused: no token authorizes it", "no token authorizes it");
 			(ctx.meta as { auditRun?: { fun: string; targets: string[] } }).auditRun = { fun: rollout.fun, targets: hosts };
-			await call(ctx, "tokens.authorizeRun", { token: user.id, client: "local_async", fun: rollout.fun, arg: rollout.arg, kwarg: rollout.kwarg ?? {}, targets: hosts });
+			await call(ctx, "tokens.authorizeRun", {
+				token: user.id,
+				client: "local_async",
+				fun: rollout.fun,
+				arg: rollout.arg,
+				kwarg: rollout.kwarg ?? {},
+				targets: hosts,
+			});
 			return user.id;
 		},
 
@@ -250,9 +381,19 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 		async createInternal(this: RolloutsThis, ctx: Context, id: string, base: Doc, owner: string, only?: string[]) {
 			const existing = await this.store.findOne({ _id: id });
 			if (existing) return { _id: existing._id, total: existing.total, repeated: true };
-			const hosts = only ? (await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: only })).sort() : (await call(ctx, "hosts.resolveTarget", { target: base.target })).hosts;
-			if (!hosts.length) throw new NothingToRun(`the target '${String(base.target).slice(0, 200)}' selects no live host`);
-			await call(ctx, "tokens.authorizeRun", { token: owner, client: "local_async", fun: base.fun, arg: base.arg, kwarg: base.kwarg ?? {}, targets: hosts });
+			const hosts = only
+				? (await ctx.call<string[], { ids: string[] }>("hosts.exist", { ids: only })).sort()
+				: (await call(ctx, "hosts.resolveTarget", { target: base.target })).hosts;
+			if (!hosts.length)
+				throw new NothingToRun(`the target '${String(base.target).slice(0, 200)}' selects no live host`);
+			await call(ctx, "tokens.authorizeRun", {
+				token: owner,
+				client: "local_async",
+				fun: base.fun,
+				arg: base.arg,
+				kwarg: base.kwarg ?? {},
+				targets: hosts,
+			});
 			const now = new Date();
 			const doc = { ...(await this.plannedRollout(id, base, hosts, owner)), _created: now, _updated: now };
 			try {
@@ -306,7 +447,8 @@ const RolloutsService: EveServiceSchema<RolloutsThis> = {
 			const [doc] = docs;
 			const hosts = await this.rolloutHosts(String(doc._id));
 			doc.hosts = hosts;
-			if (Array.isArray(doc.batches)) doc.batches = (doc.batches as Batch[]).map(b => ({ ...b, hosts: hosts.slice(b.from, b.to) }));
+			if (Array.isArray(doc.batches))
+				doc.batches = (doc.batches as Batch[]).map(b => ({ ...b, hosts: hosts.slice(b.from, b.to) }));
 		},
 
 		async afterWrite(this: RolloutsThis, ctx: RestContext, op: "created" | "updated" | "removed", ids: string[]) {

@@ -4,10 +4,18 @@
  */
 import type { EveThis } from "../../mixins/eve-collection.mixin";
 import type { Store } from "../../lib/storage/store";
-import type { BucketLasts, ChangeDoc, EntryTest, FleetState, PeriodSummary, Range, Snap } from "../../lib/fleet/stats-history";
+import type {
+	BucketLasts,
+	ChangeDoc,
+	EntryTest,
+	FleetState,
+	PeriodSummary,
+	Range,
+	Snap,
+} from "../../lib/fleet/stats-history";
 import { configOf } from "../../lib/config";
-import { type Doc } from "../../lib/storage/store";
-import { summarize, type Entry } from "../../lib/fleet/stats-history";
+import type { Doc } from "../../lib/storage/store";
+import type { Entry } from "../../lib/fleet/stats-history";
 
 export const CHANGES = "hosts_statistic_changes";
 /** Per snapshot, its live hosts counted per value of the fields filtered `online` reads (lib/fleet/stats-history.ts Tally). */
@@ -51,8 +59,20 @@ export interface StatsMembers {
 	bucketLasts(range: Range, interval: number): Promise<BucketLasts>;
 	snapsIn(range: Range): Promise<Array<Snap & { up: number; down: number }>>;
 	statistic(kind: string, query: unknown): Promise<unknown>;
-	replayUnique(first: number, last: number, test: EntryTest, hit: (e: Entry) => boolean): Promise<{ all: Set<string>; hits: Set<string> }>;
-	uniqueByPeriods(kind: string, range: Range, first: number, last: number, test: EntryTest, hit: (e: Entry) => boolean): Promise<{ all: Set<string>; hits: Set<string> }>;
+	replayUnique(
+		first: number,
+		last: number,
+		test: EntryTest,
+		hit: (e: Entry) => boolean,
+	): Promise<{ all: Set<string>; hits: Set<string> }>;
+	uniqueByPeriods(
+		kind: string,
+		range: Range,
+		first: number,
+		last: number,
+		test: EntryTest,
+		hit: (e: Entry) => boolean,
+	): Promise<{ all: Set<string>; hits: Set<string> }>;
 	periodSummary(from: number, to: number): Promise<PeriodSummary>;
 }
 

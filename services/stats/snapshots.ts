@@ -7,7 +7,7 @@
 import type { Context } from "moleculer";
 import { newObjectId } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
-import { DuplicateKeyError, type Doc, type Store } from "../../lib/storage/store";
+import { DuplicateKeyError, type Store } from "../../lib/storage/store";
 import { FleetState, nextSnapshot, toEntry, type Entry } from "../../lib/fleet/stats-history";
 import { CHANGES, COUNTS, PERIODS, SINCE_SLACK_MS, LEASE_MIN_MS, cfg } from "./history";
 import type { StatsThis } from "./history";
@@ -89,7 +89,10 @@ export const snapshotMethods = {
 		let seen: Date | null = null;
 		let after: string | undefined;
 		for (;;) {
-			const page = await call(this.broker, "hosts.statisticEntries", { ...(since ? { since } : {}), ...(after !== undefined ? { after } : {}) });
+			const page = await call(this.broker, "hosts.statisticEntries", {
+				...(since ? { since } : {}),
+				...(after !== undefined ? { after } : {}),
+			});
 			for (const raw of page.entries) entries.push(toEntry(raw));
 			if (page.seen && (!seen || new Date(page.seen) > seen)) seen = new Date(page.seen);
 			if (!page.more || !page.entries.length) break;
@@ -105,13 +108,22 @@ export const snapshotMethods = {
 		this.cached = null;
 		// A keyframe (or a previous snapshot without a watermark) reads every host; the others only those written since.
 		const full = keyframe || !prev?.seen;
-		const read: HostRead = await this.readHosts(full ? null : new Date(new Date(prev!.seen).getTime() - SINCE_SLACK_MS));
+		const read: HostRead = await this.readHosts(
+			full ? null : new Date(new Date(prev!.seen).getTime() - SINCE_SLACK_MS),
+		);
 		const { docs, counts, up, down } = nextSnapshot(state, read.entries, full, header.index, keyframe, header._id);
 		const changes: Store = this.changes();
 		await changes.insertMany(docs);
 		await this.stores[COUNTS].insertMany([counts]);
-		const seen = read.seen && prev?.seen && new Date(prev.seen) > read.seen ? new Date(prev.seen) : (read.seen ?? prev?.seen ?? null);
-		const completed = await release(this.store, { _id: header._id, complete: false }, { $set: { complete: true, keyframe, up, down, total: up + down, seen, _updated: nowSeconds() } });
+		const seen =
+			read.seen && prev?.seen && new Date(prev.seen) > read.seen
+				? new Date(prev.seen)
+				: (read.seen ?? prev?.seen ?? null);
+		const completed = await release(
+			this.store,
+			{ _id: header._id, complete: false },
+			{ $set: { complete: true, keyframe, up, down, total: up + down, seen, _updated: nowSeconds() } },
+		);
 		// Too slow: its lease passed and another replica undid it (the caller removes what it stored).
 		if (!completed) throw new Error(`snapshot ${header.index} was undone by another replica after its lease`);
 		this.cached = { id: header._id, index: header.index, state };
@@ -130,7 +142,10 @@ export const snapshotMethods = {
 	 */
 	async dropExpired(this: StatsThis, now: Date): Promise<void> {
 		const cutoff = new Date(now.getTime() - cfg(this).statsRetentionDays * 86_400_000);
-		const [oldest] = await this.store.find({ complete: true, timestamp: { $gte: cutoff } }, { sort: [["index", 1]], limit: 1, only: ["index"] });
+		const [oldest] = await this.store.find(
+			{ complete: true, timestamp: { $gte: cutoff } },
+			{ sort: [["index", 1]], limit: 1, only: ["index"] },
+		);
 		if (!oldest) return;
 		const kf = await this.keyframeFor(oldest.index);
 		if (!kf || kf.index === 0) return;

@@ -5,7 +5,32 @@
  */
 import { QueryArgs, parseWhere } from "../../lib/eve/query";
 import { DuplicateKeyError, type Doc, type Store } from "../../lib/storage/store";
-import { BucketLasts, FIRST, FleetState, entryTest, happenedIn, online, onlineFromBuckets, onlinePipeline, countsReader, parseInterval, parseRange, uniqueHosts, summarize, currentSummary, summaryHits, summaryUnionPipeline, SUMMARY_FIELD, SUMMARY_FORM, type PeriodSummary, type ChangeDoc, type Entry, type EntryTest, type Range, type Snap } from "../../lib/fleet/stats-history";
+import {
+	BucketLasts,
+	FIRST,
+	FleetState,
+	entryTest,
+	happenedIn,
+	online,
+	onlineFromBuckets,
+	onlinePipeline,
+	countsReader,
+	parseInterval,
+	parseRange,
+	uniqueHosts,
+	summarize,
+	currentSummary,
+	summaryHits,
+	summaryUnionPipeline,
+	SUMMARY_FIELD,
+	SUMMARY_FORM,
+	type PeriodSummary,
+	type ChangeDoc,
+	type Entry,
+	type EntryTest,
+	type Range,
+	type Snap,
+} from "../../lib/fleet/stats-history";
 import { COUNTS, PERIODS } from "./history";
 import type { StatsThis } from "./history";
 import type { Header } from "./history";
@@ -26,7 +51,10 @@ function spanOf(indexes: number[]): [number, number] {
 
 export const statisticMethods = {
 	async keyframeFor(this: StatsThis, index: number): Promise<Header | null> {
-		const [kf] = await this.store.find({ keyframe: true, complete: true, index: { $lte: index } }, { sort: [["index", -1]], limit: 1, only: ["index"] });
+		const [kf] = await this.store.find(
+			{ keyframe: true, complete: true, index: { $lte: index } },
+			{ sort: [["index", -1]], limit: 1, only: ["index"] },
+		);
 		return (kf as Header) ?? null;
 	},
 
@@ -37,7 +65,9 @@ export const statisticMethods = {
 	async loadDocs(this: StatsThis, from: number, to: number): Promise<ChangeDoc[]> {
 		const out: ChangeDoc[] = [];
 		const changes: Store = this.changes();
-		await changes.scan({ index: { $gte: from, $lte: to } }, ["index", "part", "full", "data"], d => out.push(d as ChangeDoc));
+		await changes.scan({ index: { $gte: from, $lte: to } }, ["index", "part", "full", "data"], d =>
+			out.push(d as ChangeDoc),
+		);
 		return out.sort((a, b) => a.index - b.index || a.part - b.part);
 	},
 
@@ -55,7 +85,10 @@ export const statisticMethods = {
 	 * The stored counts of these snapshots, by index (null where a snapshot stored none; undefined where it is
 	 * not found). Dense indexes are read as one range, into a list by offset: no map of 43,200 entries.
 	 */
-	async countsOf(this: StatsThis, indexes: number[]): Promise<(index: number) => Array<string | number> | null | undefined> {
+	async countsOf(
+		this: StatsThis,
+		indexes: number[],
+	): Promise<(index: number) => Array<string | number> | null | undefined> {
 		const rowsOf = (d: Doc) => (Array.isArray(d.counts) ? (d.counts as Array<string | number>) : null);
 		if (!indexes.length) return () => undefined;
 		const [low, high] = spanOf(indexes);
@@ -70,25 +103,46 @@ export const statisticMethods = {
 		}
 		const out = new Map<number, Array<string | number> | null>();
 		// In chunks: a month of one-minute snapshots at a five-minute interval is 8,640 of them.
-		for (let i = 0; i < indexes.length; i += 5000) await this.stores[COUNTS].scan({ index: { $in: indexes.slice(i, i + 5000) } }, ["index", "counts"], d => out.set(d.index, rowsOf(d)));
+		for (let i = 0; i < indexes.length; i += 5000)
+			await this.stores[COUNTS].scan({ index: { $in: indexes.slice(i, i + 5000) } }, ["index", "counts"], d =>
+				out.set(d.index, rowsOf(d)),
+			);
 		return index => out.get(index);
 	},
 
 	/** Each bucket's latest complete snapshot of the range, with the counts its header stores. */
 	async bucketLasts(this: StatsThis, range: Range, interval: number): Promise<BucketLasts> {
 		const lasts = new BucketLasts(range, interval);
-		await this.store.scan({ complete: true, timestamp: { $gte: range.start, $lte: range.end } }, ["index", "timestamp", "up", "down"], d => {
-			lasts.offer(d.index, d.timestamp instanceof Date ? d.timestamp.getTime() : Date.parse(d.timestamp), d.up, d.down);
-		});
+		await this.store.scan(
+			{ complete: true, timestamp: { $gte: range.start, $lte: range.end } },
+			["index", "timestamp", "up", "down"],
+			d => {
+				lasts.offer(
+					d.index,
+					d.timestamp instanceof Date ? d.timestamp.getTime() : Date.parse(d.timestamp),
+					d.up,
+					d.down,
+				);
+			},
+		);
 		return lasts;
 	},
 
 	/** The complete snapshots whose timestamp lies in the range, in index order. */
 	async snapsIn(this: StatsThis, range: Range): Promise<Array<Snap & { up: number; down: number }>> {
 		const out: Array<Snap & { up: number; down: number }> = [];
-		await this.store.scan({ complete: true, timestamp: { $gte: range.start, $lte: range.end } }, ["index", "timestamp", "up", "down"], d => {
-			out.push({ index: d.index, timestamp: d.timestamp instanceof Date ? d.timestamp.getTime() : Date.parse(d.timestamp), up: d.up, down: d.down });
-		});
+		await this.store.scan(
+			{ complete: true, timestamp: { $gte: range.start, $lte: range.end } },
+			["index", "timestamp", "up", "down"],
+			d => {
+				out.push({
+					index: d.index,
+					timestamp: d.timestamp instanceof Date ? d.timestamp.getTime() : Date.parse(d.timestamp),
+					up: d.up,
+					down: d.down,
+				});
+			},
+		);
 		return out.sort((a, b) => a.index - b.index);
 	},
 
@@ -101,7 +155,8 @@ export const statisticMethods = {
 		if (kind === "online") {
 			const filtered = Object.keys(where).length > 0;
 			// No filter: the headers' stored counts, on MongoDB bucketed in the database.
-			if (!filtered && this.store.aggregate) return onlineFromBuckets(await this.store.aggregate(onlinePipeline(range, interval)), range, interval);
+			if (!filtered && this.store.aggregate)
+				return onlineFromBuckets(await this.store.aggregate(onlinePipeline(range, interval)), range, interval);
 			const lasts = await this.bucketLasts(range, interval);
 			if (!filtered || !lasts.size) return lasts.points();
 			// A filter the stored counts answer reads those of the shown snapshots, not the changes.
@@ -130,7 +185,11 @@ export const statisticMethods = {
 			unique_dist_upgraded: happenedIn("last_distupgrade", range),
 			new_hosts: (e: Entry) => e[FIRST] >= first && e[FIRST] <= last,
 		}[kind] as (e: Entry) => boolean;
-		const { all, hits }: { all: Set<string>; hits: Set<string> } = !snaps.length ? { all: new Set(), hits: new Set() } : Object.keys(where).length ? await this.replayUnique(first, last, test, hit) : await this.uniqueByPeriods(kind, range, first, last, test, hit);
+		const { all, hits }: { all: Set<string>; hits: Set<string> } = !snaps.length
+			? { all: new Set(), hits: new Set() }
+			: Object.keys(where).length
+				? await this.replayUnique(first, last, test, hit)
+				: await this.uniqueByPeriods(kind, range, first, last, test, hit);
 		const sorted = (ids: Set<string>) => [...ids].sort();
 		return [
 			{
@@ -145,7 +204,13 @@ export const statisticMethods = {
 	},
 
 	/** A unique statistic by replaying snapshots [first, last] from the keyframe before them. */
-	async replayUnique(this: StatsThis, first: number, last: number, test: EntryTest, hit: (e: Entry) => boolean): Promise<{ all: Set<string>; hits: Set<string> }> {
+	async replayUnique(
+		this: StatsThis,
+		first: number,
+		last: number,
+		test: EntryTest,
+		hit: (e: Entry) => boolean,
+	): Promise<{ all: Set<string>; hits: Set<string> }> {
 		const kf = await this.keyframeFor(first);
 		return uniqueHosts(kf ? await this.loadDocs(kf.index, last) : [], first, last, test, hit);
 	},
@@ -154,16 +219,31 @@ export const statisticMethods = {
 	 * An unfiltered unique statistic: the keyframe periods wholly inside [first, last] from their summaries,
 	 * the parts before and after them by replay.
 	 */
-	async uniqueByPeriods(this: StatsThis, kind: string, range: Range, first: number, last: number, test: EntryTest, hit: (e: Entry) => boolean): Promise<{ all: Set<string>; hits: Set<string> }> {
+	async uniqueByPeriods(
+		this: StatsThis,
+		kind: string,
+		range: Range,
+		first: number,
+		last: number,
+		test: EntryTest,
+		hit: (e: Entry) => boolean,
+	): Promise<{ all: Set<string>; hits: Set<string> }> {
 		const starts: number[] = [];
-		await this.store.scan({ keyframe: true, complete: true, index: { $gte: first, $lte: last + 1 } }, ["index"], d => starts.push(d.index));
+		await this.store.scan({ keyframe: true, complete: true, index: { $gte: first, $lte: last + 1 } }, ["index"], d =>
+			starts.push(d.index),
+		);
 		starts.sort((a, b) => a - b);
 		const periods: Array<[number, number]> = [];
 		for (let i = 0; i + 1 < starts.length; i++) periods.push([starts[i], starts[i + 1] - 1]);
 		const all = new Set<string>();
 		const hits = new Set<string>();
 		const fresh = new Set<string>();
-		const segments: Array<[number, number]> = periods.length ? [[first, periods[0][0] - 1], [periods[periods.length - 1][1] + 1, last]] : [[first, last]];
+		const segments: Array<[number, number]> = periods.length
+			? [
+					[first, periods[0][0] - 1],
+					[periods[periods.length - 1][1] + 1, last],
+				]
+			: [[first, last]];
 		for (const [a, b] of segments) {
 			if (a > b) continue;
 			const part: { all: Set<string>; hits: Set<string> } = await this.replayUnique(a, b, test, hit);
@@ -174,15 +254,28 @@ export const statisticMethods = {
 		if (periods.length && periodStore.aggregate) {
 			// MongoDB: the summaries are unioned in the database; only which periods have a current one is read here.
 			const current = new Map<number, number>();
-			await periodStore.scan({ from: { $in: periods.map(p => p[0]) }, form: SUMMARY_FORM }, ["from", "to"], d => current.set(d.from, d.to));
+			await periodStore.scan({ from: { $in: periods.map(p => p[0]) }, form: SUMMARY_FORM }, ["from", "to"], d =>
+				current.set(d.from, d.to),
+			);
 			for (const [from, to] of periods) if (current.get(from) !== to) await this.periodSummary(from, to);
-			const union = async (field: "all" | "up" | "fresh" | "applies" | "upgrades"): Promise<string[]> => ((await periodStore.aggregate!(summaryUnionPipeline(periods.map(p => p[0]), field, range)))[0]?.ids ?? []) as string[];
+			const union = async (field: "all" | "up" | "fresh" | "applies" | "upgrades"): Promise<string[]> =>
+				((
+					await periodStore.aggregate!(
+						summaryUnionPipeline(
+							periods.map(p => p[0]),
+							field,
+							range,
+						),
+					)
+				)[0]?.ids ?? []) as string[];
 			for (const id of await union("all")) all.add(id);
 			for (const id of await union(SUMMARY_FIELD[kind])) (kind === "new_hosts" ? fresh : hits).add(id);
 		} else if (periods.length) {
 			// The stored summaries are read in place (NeDB would copy each whole record for a find), and only read.
 			const stored = new Map<number, PeriodSummary>();
-			await periodStore.scan({ from: { $gte: periods[0][0], $lte: periods[periods.length - 1][0] } }, [], d => stored.set(d.from, d as PeriodSummary));
+			await periodStore.scan({ from: { $gte: periods[0][0], $lte: periods[periods.length - 1][0] } }, [], d =>
+				stored.set(d.from, d as PeriodSummary),
+			);
 			for (const [from, to] of periods) {
 				const found = stored.get(from);
 				const summary: PeriodSummary = currentSummary(found, to) ? found : await this.periodSummary(from, to);

@@ -11,41 +11,16 @@
  */
 import type { Context } from "moleculer";
 import { EveCollection, type EveServiceSchema, type RestContext } from "../../mixins/eve-collection.mixin";
-import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
-import { nowSeconds, renderDates } from "../../lib/eve/dates";
+import { OBJECT_ID } from "../../lib/eve/ids";
+import { renderDates } from "../../lib/eve/dates";
 import { Malformed } from "../../lib/errors";
-import { QueryArgs, filterTouches, parseProjection, parseSort, parseWhere, type Filter } from "../../lib/eve/query";
-import { DuplicateKeyError, type Doc, type Store } from "../../lib/storage/store";
-import {
-	FIRST,
-	FleetState,
-	nextSnapshot,
-	entryTest,
-	happenedIn,
-	online,
-	onlineFromBuckets,
-	onlinePipeline,
-	parseInterval,
-	parseRange,
-	toEntry,
-	uniqueHosts,
-	summarize,
-	currentSummary,
-	summaryHits,
-	summaryUnionPipeline,
-	SUMMARY_FIELD,
-	SUMMARY_FORM,
-	type PeriodSummary,
-	type ChangeDoc,
-	type Entry,
-	type EntryTest,
-	type Range,
-	type Snap,
-} from "../../lib/fleet/stats-history";
+import { type QueryArgs, filterTouches, parseProjection, parseSort, type Filter } from "../../lib/eve/query";
+import type { Doc } from "../../lib/storage/store";
+import { FleetState } from "../../lib/fleet/stats-history";
 import { OLD_LEASES, snapshotMethods } from "./snapshots";
 import { migrateLeases } from "../../lib/runtime/lease";
 import { statisticMethods } from "./statistics";
-import { CHANGES, COUNTS, PERIODS, cfg, type Header } from "./history";
+import { CHANGES, COUNTS, PERIODS, cfg } from "./history";
 import type { StatsThis } from "./history";
 
 const StatsService: EveServiceSchema<StatsThis> = {
@@ -95,7 +70,10 @@ const StatsService: EveServiceSchema<StatsThis> = {
 		listFilter(this: StatsThis, filter: Filter, args: QueryArgs): Filter {
 			const sorted = parseSort(args.get("sort")).find(([f]) => f === "hosts" || f.startsWith("hosts."));
 			const touched = filterTouches(filter, ["hosts"]) ?? sorted?.[0];
-			if (touched) throw new Malformed(`'${touched}': snapshots cannot be filtered or sorted on their host entries; use the aggregated statistics (/hosts/statistics/...) with \`where\``);
+			if (touched)
+				throw new Malformed(
+					`'${touched}': snapshots cannot be filtered or sorted on their host entries; use the aggregated statistics (/hosts/statistics/...) with \`where\``,
+				);
 			return Object.keys(filter).length ? { $and: [filter, { complete: true }] } : { complete: true };
 		},
 
@@ -107,7 +85,11 @@ const StatsService: EveServiceSchema<StatsThis> = {
 		/** Rebuilds the `hosts` of the snapshots shown, unless the projection leaves them out. */
 		async beforeRender(this: StatsThis, _ctx: RestContext, docs: Doc[], args: QueryArgs): Promise<void> {
 			const projection = parseProjection(args.get("projection"));
-			const wanted = !projection || (projection.mode === "include" ? projection.fields.some(f => f === "hosts" || f.startsWith("hosts.")) : !projection.fields.includes("hosts"));
+			const wanted =
+				!projection ||
+				(projection.mode === "include"
+					? projection.fields.some(f => f === "hosts" || f.startsWith("hosts."))
+					: !projection.fields.includes("hosts"));
 			if (!wanted) return;
 			let state: FleetState | null = null;
 			let from = -1;
@@ -143,7 +125,9 @@ const StatsService: EveServiceSchema<StatsThis> = {
 			// Every replica wakes at the start of each interval; the claim picks one.
 			const wait = intervalMs - (Date.now() % intervalMs) + 20;
 			this.snapshotTimer = setTimeout(async () => {
-				this.snapshotRun = this.takeSnapshot(new Date()).catch((err: Error) => this.logger.warn("Could not take the fleet snapshot:", err.message));
+				this.snapshotRun = this.takeSnapshot(new Date()).catch((err: Error) =>
+					this.logger.warn("Could not take the fleet snapshot:", err.message),
+				);
 				await this.snapshotRun;
 				if (!this.snapshotsStopping) this.scheduleSnapshots();
 			}, wait);

@@ -11,7 +11,17 @@ import { newObjectId } from "../../lib/eve/ids";
 import { planRun, type Schedule } from "../../lib/fleet/schedule";
 import type { Doc } from "../../lib/storage/store";
 import { countMetric, observeMetric } from "../../lib/runtime/metrics";
-import { claimRun, deferRun, findDue, findExpired, findSoonest, recordRun, renewLease, takeOverRun, type LastRun } from "./task-claims";
+import {
+	claimRun,
+	deferRun,
+	findDue,
+	findExpired,
+	findSoonest,
+	recordRun,
+	renewLease,
+	takeOverRun,
+	type LastRun,
+} from "./task-claims";
 import { PassLoop } from "../../lib/runtime/lease";
 import { configOf, type Config } from "../../lib/config";
 import { call } from "../../lib/contracts/call";
@@ -45,13 +55,27 @@ export type TasksThis = EveThis & TasksMembers;
 
 /** The schedule a task describes. */
 export function scheduleOf(t: Doc, timezone: string): Schedule {
-	return { start: new Date(t.start), end: t.end ? new Date(t.end) : null, interval: t.interval ?? 0, cron: t.cron ?? null, timezone: t.timezone ?? timezone };
+	return {
+		start: new Date(t.start),
+		end: t.end ? new Date(t.end) : null,
+		interval: t.interval ?? 0,
+		cron: t.cron ?? null,
+		timezone: t.timezone ?? timezone,
+	};
 }
 
 /** The task's schedule as its definition's approval covers it (cm-gateway governance.ts, TaskSchedule). */
 function definitionSchedule(t: Doc) {
 	const iso = (d: unknown) => (d ? new Date(d as string).toISOString() : null);
-	return { start: iso(t.start), end: iso(t.end), interval: t.interval ?? 0, cron: t.cron ?? null, timezone: t.timezone ?? null, misfire: t.misfire ?? null, overlap: t.overlap ?? null };
+	return {
+		start: iso(t.start),
+		end: iso(t.end),
+		interval: t.interval ?? 0,
+		cron: t.cron ?? null,
+		timezone: t.timezone ?? null,
+		misfire: t.misfire ?? null,
+		overlap: t.overlap ?? null,
+	};
 }
 
 /** Waits between attempts to hand a run to a cm-gateway that is not there or cannot reach salt-api. */
@@ -64,7 +88,14 @@ const CLAIM_CONCURRENCY = 16;
  * audit record not stored), no cm-gateway (or the node left before answering), a bulkhead's queue full, secrets at
  * rest unreadable, or salt-api unreachable or its master not answering. Told by type, never by message.
  */
-const NOTHING_RAN: ReadonlySet<string> = new Set([ErrorType.NothingRan, "SERVICE_NOT_FOUND", "SERVICE_NOT_AVAILABLE", "REQUEST_REJECTED", "QUEUE_FULL", "SECRETS"]);
+const NOTHING_RAN: ReadonlySet<string> = new Set([
+	ErrorType.NothingRan,
+	"SERVICE_NOT_FOUND",
+	"SERVICE_NOT_AVAILABLE",
+	"REQUEST_REJECTED",
+	"QUEUE_FULL",
+	"SECRETS",
+]);
 const SALT_NOT_REACHED: ReadonlySet<string> = new Set(["unreachable", "master"]);
 export function nothingRan(e: { type?: string; data?: { kind?: string } }): boolean {
 	if (typeof e.type !== "string") return false;
@@ -74,7 +105,6 @@ export function nothingRan(e: { type?: string; data?: { kind?: string } }): bool
 export function cfg(svc: { broker: object }): Config {
 	return configOf(svc.broker);
 }
-
 
 export const schedulerMethods = {
 	/** The scheduler's passes (asked for by kickScheduler): each answers when the next is due; a failed one is tried again in a second. */
@@ -111,9 +141,17 @@ export const schedulerMethods = {
 				this.lastTakeoverScan = 0;
 				break;
 			}
-			const taken = await takeOverRun(this.store, { _id: t._id, pending: t.pending }, this.broker.nodeID, new Date(), cfg(this).taskLeaseMs);
+			const taken = await takeOverRun(
+				this.store,
+				{ _id: t._id, pending: t.pending },
+				this.broker.nodeID,
+				new Date(),
+				cfg(this).taskLeaseMs,
+			);
 			if (taken) {
-				this.logger.warn(`Task '${t._id}': taking over run ${t.pending.run} (due ${new Date(t.pending.due).toISOString()}) from ${t.lease.owner}, whose lease passed`);
+				this.logger.warn(
+					`Task '${t._id}': taking over run ${t.pending.run} (due ${new Date(t.pending.due).toISOString()}) from ${t.lease.owner}, whose lease passed`,
+				);
 				void this.handOver(taken, true);
 			}
 		}
@@ -148,12 +186,34 @@ export const schedulerMethods = {
 		const due = new Date(t.next);
 		// A run that waited for a maintenance window is judged by when it was due (misfire policy), not by the window.
 		const scheduled = t.window_wait?.due ? new Date(t.window_wait.due) : due;
-		const outstanding = t.overlap !== "allow" && !!t.last_run?.jid && (await this.broker.call<number, { jid: string }>("actions.outstanding", { jid: t.last_run.jid }).catch(() => 0)) > 0;
-		const { skip, next } = planRun({ ...scheduleOf(t, cfg(this).taskTimezone), misfire: t.misfire, overlap: t.overlap }, scheduled, now, cfg(this).taskMisfireGraceMs, outstanding);
+		const outstanding =
+			t.overlap !== "allow" &&
+			!!t.last_run?.jid &&
+			(await this.broker.call<number, { jid: string }>("actions.outstanding", { jid: t.last_run.jid }).catch(() => 0)) >
+				0;
+		const { skip, next } = planRun(
+			{ ...scheduleOf(t, cfg(this).taskTimezone), misfire: t.misfire, overlap: t.overlap },
+			scheduled,
+			now,
+			cfg(this).taskMisfireGraceMs,
+			outstanding,
+		);
 		const skipped = skip && outstanding && !skip.startsWith("missed") ? `${skip} (job ${t.last_run.jid})` : skip;
 		// Only with no run pending: a task holds one run at a time, so a run still being handed over (retrying, or
 		// held by a replica that died and awaiting takeover) is never overwritten and lost by the next one.
-		const claimed = await claimRun(this.store, { _id: t._id }, { due, next, skipped: skipped || null, run: newObjectId(), by: this.broker.nodeID, now, leaseMs: cfg(this).taskLeaseMs });
+		const claimed = await claimRun(
+			this.store,
+			{ _id: t._id },
+			{
+				due,
+				next,
+				skipped: skipped || null,
+				run: newObjectId(),
+				by: this.broker.nodeID,
+				now,
+				leaseMs: cfg(this).taskLeaseMs,
+			},
+		);
 		if (!claimed) return; // another replica won this run, or the task changed
 		observeMetric(this.broker, "fleet.task.lateness_seconds", Math.max(0, now.getTime() - due.getTime()) / 1000);
 		if (skipped) countMetric(this.broker, "fleet.task.runs.total", { outcome: "skipped" });
@@ -187,34 +247,56 @@ export const schedulerMethods = {
 		let result: LastRun;
 		for (let attempt = 0; ; attempt++) {
 			try {
-				const res: { task_id: string | null; status: string; approval?: { _id: string } } = await this.broker.call("cm-gateway.runTask", {
-					task: t._id,
-					run: pending.run,
-					takeover,
-					owner: t.owner ?? null,
-					cm_client: t.cm_client ?? "local_async",
-					fun: t.fun,
-					kwarg: t.kwarg ?? {},
-					tgt: t.tgt ?? [],
-					...(typeof t.target === "string" ? { target: t.target } : {}),
-					schedule: definitionSchedule(t),
-				});
+				const res: { task_id: string | null; status: string; approval?: { _id: string } } = await this.broker.call(
+					"cm-gateway.runTask",
+					{
+						task: t._id,
+						run: pending.run,
+						takeover,
+						owner: t.owner ?? null,
+						cm_client: t.cm_client ?? "local_async",
+						fun: t.fun,
+						kwarg: t.kwarg ?? {},
+						tgt: t.tgt ?? [],
+						...(typeof t.target === "string" ? { target: t.target } : {}),
+						schedule: definitionSchedule(t),
+					},
+				);
 				if (res.status === "pending_approval" && res.approval) {
 					// Held: nothing ran. Its runs pass once the task's definition is approved (docs/security.md).
-					result = { due: pending.due, at: new Date(), status: "awaiting_approval", message: `the task's definition awaits approval ${res.approval._id}; nothing ran`, approval: res.approval._id };
+					result = {
+						due: pending.due,
+						at: new Date(),
+						status: "awaiting_approval",
+						message: `the task's definition awaits approval ${res.approval._id}; nothing ran`,
+						approval: res.approval._id,
+					};
 					countMetric(this.broker, "fleet.task.runs.total", { outcome: result.status });
 					if (await recordRun(this.store, t._id, pending.run, result, new Date())) this.noteChanged(t._id);
-					await call(this.broker, "alerts.raise", { type: "task.awaiting_approval", level: "warning", payload: { task: t._id, name: t.name, approval: res.approval._id } }).catch(() => undefined);
+					await call(this.broker, "alerts.raise", {
+						type: "task.awaiting_approval",
+						level: "warning",
+						payload: { task: t._id, name: t.name, approval: res.approval._id },
+					}).catch(() => undefined);
 					return;
 				}
 				result = { due: pending.due, at: new Date(), status: res.task_id ? "started" : "no_minions", jid: res.task_id };
 				break;
 			} catch (err) {
-				const e = err as { type?: string; message: string; data?: { kind?: string; window?: { start: string; name: string } } };
+				const e = err as {
+					type?: string;
+					message: string;
+					data?: { kind?: string; window?: { start: string; name: string } };
+				};
 				if (isError(err, ErrorType.OutsideWindow) && e.data?.window) {
 					// Outside a maintenance window: the run waits for the window to open (the misfire policy decides then).
 					const until = new Date(e.data.window.start);
-					const waiting: LastRun = { due: pending.due, at: new Date(), status: "waiting", message: `outside the maintenance window: waits for '${e.data.window.name}' opening ${until.toISOString()}` };
+					const waiting: LastRun = {
+						due: pending.due,
+						at: new Date(),
+						status: "waiting",
+						message: `outside the maintenance window: waits for '${e.data.window.name}' opening ${until.toISOString()}`,
+					};
 					countMetric(this.broker, "fleet.task.runs.total", { outcome: "waiting" });
 					if (await deferRun(this.store, t, pending.run, waiting, until, new Date())) this.noteChanged(t._id);
 					return;
@@ -222,7 +304,16 @@ export const schedulerMethods = {
 				const retryable = nothingRan(e) && attempt < RETRY_DELAYS_MS.length;
 				if (!retryable) {
 					result = { due: pending.due, at: new Date(), status: "failed", message: e.message.slice(0, 500) };
-					await call(this.broker, "alerts.raise", { type: "task.failed", level: "error", payload: { task: t._id, name: t.name, due: new Date(pending.due).toISOString(), message: e.message.slice(0, 500) } }).catch(() => undefined);
+					await call(this.broker, "alerts.raise", {
+						type: "task.failed",
+						level: "error",
+						payload: {
+							task: t._id,
+							name: t.name,
+							due: new Date(pending.due).toISOString(),
+							message: e.message.slice(0, 500),
+						},
+					}).catch(() => undefined);
 					break;
 				}
 				await new Promise(r => setTimeout(r, RETRY_DELAYS_MS[attempt]));

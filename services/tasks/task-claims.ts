@@ -80,7 +80,11 @@ export function claimFilter(task: { _id: string }, due: Date): Filter {
  */
 export function claimUpdate(claim: Claim): Update {
 	const set: Doc = { next: claim.next, status: claim.next ? "scheduled" : "finished", _updated: claim.now };
-	if (claim.skipped) return { $set: { ...set, last_run: { due: claim.due, at: claim.now, status: "skipped", message: claim.skipped } }, $unset: { window_wait: true } };
+	if (claim.skipped)
+		return {
+			$set: { ...set, last_run: { due: claim.due, at: claim.now, status: "skipped", message: claim.skipped } },
+			$unset: { window_wait: true },
+		};
 	const pending: PendingRun = { run: claim.run, due: claim.due };
 	return { $set: { ...set, pending }, $unset: { window_wait: true }, $inc: { count_of_execution: 1 } };
 }
@@ -120,12 +124,25 @@ export function claimRun(store: Store, task: { _id: string }, c: Claim): Promise
 }
 
 /** Takes a dead replica's run over: the task as it is after, or null when another replica took it first or it was recorded. */
-export function takeOverRun(store: Store, task: { _id: string; pending: { run: string } }, by: string, now: Date, leaseMs: number): Promise<Doc | null> {
+export function takeOverRun(
+	store: Store,
+	task: { _id: string; pending: { run: string } },
+	by: string,
+	now: Date,
+	leaseMs: number,
+): Promise<Doc | null> {
 	return takeOver(store, runFilter(task._id, task.pending.run), { owner: by, ms: leaseMs, now });
 }
 
 /** Renews `by`'s lease on the run; false when the run is no longer pending or another replica took it over. */
-export function renewLease(store: Store, taskId: string, run: string, by: string, now: Date, leaseMs: number): Promise<boolean> {
+export function renewLease(
+	store: Store,
+	taskId: string,
+	run: string,
+	by: string,
+	now: Date,
+	leaseMs: number,
+): Promise<boolean> {
 	return renew(store, runFilter(taskId, run), { owner: by, ms: leaseMs, now });
 }
 
@@ -137,11 +154,27 @@ export function renewLease(store: Store, taskId: string, run: string, by: string
 export function deferUpdate(task: Doc, result: LastRun, until: Date, now: Date): Update {
 	const next = task.next && new Date(task.next).getTime() < until.getTime() ? new Date(task.next) : until;
 	const due = task.window_wait?.due ?? result.due;
-	return { $set: { last_run: result, next, status: task.status === "finished" ? "scheduled" : task.status, window_wait: { due, until }, _updated: now }, $unset: { pending: true } };
+	return {
+		$set: {
+			last_run: result,
+			next,
+			status: task.status === "finished" ? "scheduled" : task.status,
+			window_wait: { due, until },
+			_updated: now,
+		},
+		$unset: { pending: true },
+	};
 }
 
 /** Defers the run to its window, letting the task's lease go; false when the run is no longer pending. */
-export function deferRun(store: Store, task: Doc, run: string, result: LastRun, until: Date, now: Date): Promise<boolean> {
+export function deferRun(
+	store: Store,
+	task: Doc,
+	run: string,
+	result: LastRun,
+	until: Date,
+	now: Date,
+): Promise<boolean> {
 	return release(store, runFilter(task._id, run), deferUpdate(task, result, until, now));
 }
 

@@ -13,15 +13,31 @@
  */
 import type { Context } from "moleculer";
 import { writeMethods } from "../../mixins/eve-collection/writes";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
-import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
-import { FIRST_YEAR, LAST_YEAR, firstDue, neverDueReason, nextDue, parseCron, parseWallTime, planRun, preview, resumedNext, validTimeZone, type Schedule } from "../../lib/fleet/schedule";
+import {
+	EveCollection,
+	type EveServiceSchema,
+	type RestContext,
+	type WriteInfo,
+} from "../../mixins/eve-collection.mixin";
+import { OBJECT_ID } from "../../lib/eve/ids";
+import {
+	FIRST_YEAR,
+	LAST_YEAR,
+	firstDue,
+	neverDueReason,
+	nextDue,
+	parseCron,
+	parseWallTime,
+	preview,
+	resumedNext,
+	validTimeZone,
+	type Schedule,
+} from "../../lib/fleet/schedule";
 import { QueryArgs } from "../../lib/eve/query";
 import { formatHttpDate, parseHttpDate } from "../../lib/eve/dates";
 import type { Issues } from "../../lib/eve/errors";
 import { ErrorType, Invalid, isError, Malformed, NotFound, RunRefused } from "../../lib/errors";
 import type { Doc } from "../../lib/storage/store";
-import { countMetric, observeMetric } from "../../lib/runtime/metrics";
 import { SALT_FUN } from "../../lib/http/bodies";
 import { authorizeScopedWork, scopedCaller } from "../../lib/http/work-scope";
 import { keepMasked, maskSecrets } from "../../lib/security/masking";
@@ -34,9 +50,26 @@ import { call } from "../../lib/contracts/call";
 
 export const TASK_STATUSES = ["scheduled", "paused", "finished"];
 /** The fields that decide what a task runs, or when: changing one needs the changer's scope to cover the task. */
-export const RUN_FIELDS = ["fun", "tgt", "target", "kwarg", "cm_client", "start", "end", "interval", "cron", "timezone", "misfire", "overlap"];
+export const RUN_FIELDS = [
+	"fun",
+	"tgt",
+	"target",
+	"kwarg",
+	"cm_client",
+	"start",
+	"end",
+	"interval",
+	"cron",
+	"timezone",
+	"misfire",
+	"overlap",
+];
 /** Which status a client may move a task to, from each status. */
-const MOVES: Record<string, string[]> = { scheduled: ["paused", "scheduled"], paused: ["scheduled", "paused"], finished: ["finished"] };
+const MOVES: Record<string, string[]> = {
+	scheduled: ["paused", "scheduled"],
+	paused: ["scheduled", "paused"],
+	finished: ["finished"],
+};
 
 /** What a task's secrets were given for: a mask sent back keeps them only while these stay as they are. */
 const CALL_FIELDS = ["fun", "cm_client", "tgt", "target"];
@@ -48,7 +81,8 @@ const SCHEDULE_FIELDS = ["start", "end", "interval", "cron", "timezone"];
 function previewCount(query: unknown): number {
 	const raw = QueryArgs.from(query).get("count");
 	const count = raw === undefined ? 10 : Number(raw);
-	if (!Number.isInteger(count) || count < 1 || count > 1000) throw new Malformed("`count` must be an integer from 1 to 1000");
+	if (!Number.isInteger(count) || count < 1 || count > 1000)
+		throw new Malformed("`count` must be an integer from 1 to 1000");
 	return count;
 }
 
@@ -75,10 +109,12 @@ function taskTimeProblem(value: unknown, date: Date | null): string | null {
 	const m = typeof value === "string" ? STATED_YEAR.exec(value) : null;
 	if (!m) return null;
 	const year = m[1] ?? m[3];
-	if (Number(year) < FIRST_YEAR || Number(year) > LAST_YEAR) return `must be in the years ${FIRST_YEAR} to ${LAST_YEAR} (${year} given)`;
+	if (Number(year) < FIRST_YEAR || Number(year) > LAST_YEAR)
+		return `must be in the years ${FIRST_YEAR} to ${LAST_YEAR} (${year} given)`;
 	if (!date || m[2] === undefined) return null;
 	const weekday = WEEKDAY_NAMES[date.getUTCDay()];
-	if (m[2].toLowerCase() !== weekday.slice(0, 3).toLowerCase()) return `names another date than the one given: ${date.toUTCString().slice(5, 16)} is a ${weekday}, not ${m[2]}`;
+	if (m[2].toLowerCase() !== weekday.slice(0, 3).toLowerCase())
+		return `names another date than the one given: ${date.toUTCString().slice(5, 16)} is a ${weekday}, not ${m[2]}`;
 	return null;
 }
 
@@ -95,7 +131,8 @@ function neverFiresIssue(s: Schedule): Issues | null {
 	}
 	if (first) return null;
 	const unbounded = s.end ? firstDue({ ...s, end: null }) : null;
-	if (unbounded) return { end: `the task would never run: its first due time (${unbounded.toUTCString()}) is after end` };
+	if (unbounded)
+		return { end: `the task would never run: its first due time (${unbounded.toUTCString()}) is after end` };
 	return { cron: "never due after start" };
 }
 
@@ -122,7 +159,14 @@ const TasksService: EveServiceSchema<TasksThis> = {
 				status: { type: "enum", values: ["scheduled", "paused"], optional: true, default: "scheduled" },
 				// Required unless `target` is given (checkRules).
 				// null (a change through PUT) drops it: the task then runs on its `target` alone.
-				tgt: { type: "array", items: { type: "string", min: 1, max: 253 }, min: 1, max: 100_000, optional: true, nullable: true },
+				tgt: {
+					type: "array",
+					items: { type: "string", min: 1, max: 253 },
+					min: 1,
+					max: 100_000,
+					optional: true,
+					nullable: true,
+				},
 				// Beyond the spec: a compound target (docs/targeting.md), resolved at each run like the groups of `tgt`.
 				target: { type: "string", min: 1, max: 10_000, optional: true, nullable: true },
 				interval: { type: "number", integer: true, min: 0, max: 366 * 24 * 3600, optional: true, default: 0 },
@@ -136,7 +180,6 @@ const TasksService: EveServiceSchema<TasksThis> = {
 	],
 
 	actions: {
-
 		/** PATCH /tasks/{id}/{status} */
 		setStatus: {
 			params: { id: "string", status: "string", query: { type: "any", optional: true } },
@@ -144,17 +187,28 @@ const TasksService: EveServiceSchema<TasksThis> = {
 				const task = await this.visibleItem(ctx.params.id);
 				const wanted = ctx.params.status;
 				if (!TASK_STATUSES.includes(wanted)) {
-					throw new Invalid({ status: `unallowed value '${wanted}' (one of: scheduled, paused)` }, "Update failure: the document contains errors");
+					throw new Invalid(
+						{ status: `unallowed value '${wanted}' (one of: scheduled, paused)` },
+						"Update failure: the document contains errors",
+					);
 				}
 				if (!MOVES[task.status]?.includes(wanted)) {
-					throw new Invalid({ status: `a ${task.status} task cannot become ${wanted}` }, "Update failure: the document contains errors");
+					throw new Invalid(
+						{ status: `a ${task.status} task cannot become ${wanted}` },
+						"Update failure: the document contains errors",
+					);
 				}
 				// Resuming does not make up for the runs missed while paused: the next one is the next due from now.
 				if (task.status === "paused" && wanted === "scheduled") {
 					// Resuming makes runs happen: the resumer must be allowed to run the task too (its owner stays).
 					await this.authorizeTask(ctx as unknown as RestContext, task);
 					const next = resumedNext(scheduleOf(task, cfg(this).taskTimezone), new Date());
-					return this.applyPatch(ctx, task, next ? { status: wanted, next } : { status: "finished", next: null }, false);
+					return this.applyPatch(
+						ctx,
+						task,
+						next ? { status: wanted, next } : { status: "finished", next: null },
+						false,
+					);
 				}
 				return this.applyPatch(ctx, task, { status: wanted }, false);
 			},
@@ -167,8 +221,12 @@ const TasksService: EveServiceSchema<TasksThis> = {
 				const count = previewCount(ctx.params.query);
 				const task = await this.visibleItem(ctx.params.id);
 				if (task.status === "finished") return { _id: task._id, next: [] };
-				const from = task.status === "scheduled" && task.next ? new Date(new Date(task.next).getTime() - 1) : new Date();
-				return { _id: task._id, next: preview(scheduleOf(task, cfg(this).taskTimezone), from, count).map(formatHttpDate) };
+				const from =
+					task.status === "scheduled" && task.next ? new Date(new Date(task.next).getTime() - 1) : new Date();
+				return {
+					_id: task._id,
+					next: preview(scheduleOf(task, cfg(this).taskTimezone), from, count).map(formatHttpDate),
+				};
 			},
 		},
 
@@ -182,10 +240,15 @@ const TasksService: EveServiceSchema<TasksThis> = {
 			async handler(this: TasksThis, ctx: RestContext) {
 				const count = previewCount(ctx.params.query);
 				const body = ctx.params.body;
-				if (body === null || typeof body !== "object" || Array.isArray(body)) throw new Malformed("a JSON object is required");
+				if (body === null || typeof body !== "object" || Array.isArray(body))
+					throw new Malformed("a JSON object is required");
 				// Only the schedule is read; what saving needs besides it (a name, a function, targets) is stood in for.
 				const schedule = Object.fromEntries(Object.entries(body as Doc).filter(([k]) => SCHEDULE_FIELDS.includes(k)));
-				const { doc, issues } = await this.validateDoc(ctx, { name: "preview", fun: "test.ping", tgt: ["preview"], ...schedule }, { op: "create" });
+				const { doc, issues } = await this.validateDoc(
+					ctx,
+					{ name: "preview", fun: "test.ping", tgt: ["preview"], ...schedule },
+					{ op: "create" },
+				);
 				if (issues || !doc) throw new Invalid(issues ?? {}, "the schedule contains errors");
 				const from = new Date(Math.max(doc.start.getTime() - 1, Date.now()));
 				return { next: preview(scheduleOf(doc, cfg(this).taskTimezone), from, count).map(formatHttpDate) };
@@ -197,9 +260,11 @@ const TasksService: EveServiceSchema<TasksThis> = {
 			params: { body: { type: "any", optional: true }, query: { type: "any", optional: true } },
 			async handler(this: TasksThis, ctx: RestContext) {
 				const body = ctx.params.body as Doc;
-				if (body === null || typeof body !== "object" || Array.isArray(body)) throw new Malformed("a JSON object is required");
+				if (body === null || typeof body !== "object" || Array.isArray(body))
+					throw new Malformed("a JSON object is required");
 				const { _id, ...changes } = body;
-				if (_id === undefined) throw new Invalid({ _id: "required field" }, "Update failure: the document contains errors");
+				if (_id === undefined)
+					throw new Invalid({ _id: "required field" }, "Update failure: the document contains errors");
 				if (typeof _id !== "string" || !OBJECT_ID.test(_id)) throw new NotFound();
 				const existing = await this.visibleItem(_id);
 				const { doc, issues } = await this.validateDoc(ctx, changes, { op: "patch", existing });
@@ -215,7 +280,8 @@ const TasksService: EveServiceSchema<TasksThis> = {
 			const issues: Issues = {};
 			const out = { ...doc };
 			const tz = typeof doc.timezone === "string" ? doc.timezone : (info.existing?.timezone ?? cfg(this).taskTimezone);
-			if (typeof doc.timezone === "string" && !validTimeZone(doc.timezone)) issues.timezone = `unknown time zone '${doc.timezone}' (an IANA name such as Europe/Berlin)`;
+			if (typeof doc.timezone === "string" && !validTimeZone(doc.timezone))
+				issues.timezone = `unknown time zone '${doc.timezone}' (an IANA name such as Europe/Berlin)`;
 			if (typeof doc.cron === "string") {
 				try {
 					// A cron no date matches (Feb 30) would never fire.
@@ -251,9 +317,17 @@ const TasksService: EveServiceSchema<TasksThis> = {
 		keptSecrets(this: TasksThis, doc: Doc, existing: Doc | undefined): { kwarg: unknown } | { problem: string } {
 			const sent = "kwarg" in doc ? doc.kwarg : maskSecrets(existing?.kwarg ?? {});
 			const { value, kept, unkept } = keepMasked(sent, existing?.kwarg, "kwarg");
-			if (unkept.length) return { problem: `${unkept.join(", ")}: the mask (********) keeps a secret this task stores there, and it stores none: give the value` };
-			const moved = existing ? CALL_FIELDS.filter(k => k in doc && JSON.stringify(doc[k] ?? null) !== JSON.stringify(existing[k] ?? null)) : [];
-			if (kept.length && moved.length) return { problem: `${kept.join(", ")}: the mask (********) keeps a stored secret only for the call it was given for, and this change also changes ${moved.join(", ")}: give the value again` };
+			if (unkept.length)
+				return {
+					problem: `${unkept.join(", ")}: the mask (********) keeps a secret this task stores there, and it stores none: give the value`,
+				};
+			const moved = existing
+				? CALL_FIELDS.filter(k => k in doc && JSON.stringify(doc[k] ?? null) !== JSON.stringify(existing[k] ?? null))
+				: [];
+			if (kept.length && moved.length)
+				return {
+					problem: `${kept.join(", ")}: the mask (********) keeps a stored secret only for the call it was given for, and this change also changes ${moved.join(", ")}: give the value again`,
+				};
 			return { kwarg: value };
 		},
 
@@ -268,7 +342,8 @@ const TasksService: EveServiceSchema<TasksThis> = {
 			const interval = "interval" in doc ? doc.interval : info.existing?.interval;
 			if (cron && interval > 0) return { cron: "give either cron or interval, not both" };
 			// A schedule that can never fire is refused, whatever the clock says (a past one-shot still runs once).
-			if (start instanceof Date && cron) return neverFiresIssue(scheduleOf({ ...info.existing, ...doc, start, end }, cfg(this).taskTimezone));
+			if (start instanceof Date && cron)
+				return neverFiresIssue(scheduleOf({ ...info.existing, ...doc, start, end }, cfg(this).taskTimezone));
 			return null;
 		},
 
@@ -284,15 +359,25 @@ const TasksService: EveServiceSchema<TasksThis> = {
 			// What the write leaves to run, for its audit record, refused or not (the gateway reads it from meta).
 			const meta = ctx.meta as { auditRun?: { fun: string; targets: string[] } };
 			meta.auditRun = meta.auditRun
-				? { fun: [...new Set([...meta.auditRun.fun.split(","), task.fun])].join(",").slice(0, 200), targets: [...new Set([...meta.auditRun.targets, ...targets])] }
+				? {
+						fun: [...new Set([...meta.auditRun.fun.split(","), task.fun])].join(",").slice(0, 200),
+						targets: [...new Set([...meta.auditRun.targets, ...targets])],
+					}
 				: { fun: task.fun, targets };
-			await call(ctx, "tokens.authorizeRun", { token: user.id, client: task.cm_client ?? "local_async", fun: task.fun, kwarg: task.kwarg ?? {}, targets });
+			await call(ctx, "tokens.authorizeRun", {
+				token: user.id,
+				client: task.cm_client ?? "local_async",
+				fun: task.fun,
+				kwarg: task.kwarg ?? {},
+				targets,
+			});
 			return user.id;
 		},
 
 		/** What a task would run on now: its `tgt` (groups resolved) and the hosts its compound `target` selects. */
 		async taskTargetsNow(this: TasksThis, ctx: RestContext, task: Doc): Promise<string[]> {
-			const named = Array.isArray(task.tgt) && task.tgt.length ? await call(ctx, "groups.expandTargets", { tgt: task.tgt }) : [];
+			const named =
+				Array.isArray(task.tgt) && task.tgt.length ? await call(ctx, "groups.expandTargets", { tgt: task.tgt }) : [];
 			if (typeof task.target !== "string") return named;
 			// An expression that cannot be evaluated is the document's fault: 422 on the field.
 			const resolved = await call(ctx, "hosts.resolveTarget", { target: task.target, field: "target" });
@@ -311,9 +396,16 @@ const TasksService: EveServiceSchema<TasksThis> = {
 			} catch (err) {
 				// A target that no longer evaluates bounds nothing: not shown to be inside the scope.
 				if (!isError(err, ErrorType.TargetUnevaluable)) throw err;
-				throw new RunRefused(`your token may not ${action} this task: its target cannot be evaluated now, so nothing shows it lies inside the token's scope`);
+				throw new RunRefused(
+					`your token may not ${action} this task: its target cannot be evaluated now, so nothing shows it lies inside the token's scope`,
+				);
 			}
-			await authorizeScopedWork(ctx, action, "this task", { client: task.cm_client ?? "local_async", fun: task.fun, kwarg: task.kwarg ?? {}, hosts });
+			await authorizeScopedWork(ctx, action, "this task", {
+				client: task.cm_client ?? "local_async",
+				fun: task.fun,
+				kwarg: task.kwarg ?? {},
+				hosts,
+			});
 		},
 
 		async removeDocs(this: TasksThis, ctx: RestContext, docs: Doc[]) {
@@ -331,26 +423,44 @@ const TasksService: EveServiceSchema<TasksThis> = {
 				return { ...doc, ...zone, next, ...(next ? {} : { status: "finished" }), count_of_execution: 0, owner };
 			}
 			// A change of what runs or when makes the changer the owner, if they may run the whole result.
-			const changed: Doc = RUN_FIELDS.some(k => k in doc) && info.existing ? { ...doc, owner: await this.authorizeTask(ctx, { ...info.existing, ...doc }) } : doc;
+			const changed: Doc =
+				RUN_FIELDS.some(k => k in doc) && info.existing
+					? { ...doc, owner: await this.authorizeTask(ctx, { ...info.existing, ...doc }) }
+					: doc;
 			// A change of when the task runs moves `next`: from start while it has not run, else from now.
-			if (["start", "end", "interval", "cron", "timezone"].some(k => k in doc) && info.existing && info.existing.status !== "finished") {
-				const zone: Doc = doc.cron && !doc.timezone && !info.existing.timezone ? { timezone: cfg(this).taskTimezone } : {};
+			if (
+				["start", "end", "interval", "cron", "timezone"].some(k => k in doc) &&
+				info.existing &&
+				info.existing.status !== "finished"
+			) {
+				const zone: Doc =
+					doc.cron && !doc.timezone && !info.existing.timezone ? { timezone: cfg(this).taskTimezone } : {};
 				const merged: Doc = { ...info.existing, ...changed, ...zone };
 				const from = merged.count_of_execution === 0 ? new Date(merged.start.getTime() - 1) : new Date();
 				return { ...changed, ...zone, next: nextDue(scheduleOf(merged, cfg(this).taskTimezone), from) };
 			}
 			return changed;
 		},
-
 	},
 
 	events: {
-		"tasks.created": { handler(this: TasksThis) { this.kickScheduler(); } },
-		"tasks.updated": { handler(this: TasksThis) { this.kickScheduler(); } },
+		"tasks.created": {
+			handler(this: TasksThis) {
+				this.kickScheduler();
+			},
+		},
+		"tasks.updated": {
+			handler(this: TasksThis) {
+				this.kickScheduler();
+			},
+		},
 		/** A maintenance window was written: the runs waiting for one are looked at again now (it may be open). */
 		"maintenance-windows.*": {
 			async handler(this: TasksThis) {
-				const n = await this.store.updateMany({ status: "scheduled", window_wait: { $exists: true }, pending: { $exists: false } }, { $set: { next: new Date() } });
+				const n = await this.store.updateMany(
+					{ status: "scheduled", window_wait: { $exists: true }, pending: { $exists: false } },
+					{ $set: { next: new Date() } },
+				);
 				if (n) this.kickScheduler();
 			},
 		},

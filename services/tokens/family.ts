@@ -20,7 +20,11 @@ export function servicePrincipal(id: string): string {
  * found up its chain of parents: the first with a principal or a subject, else the service account of the chain's
  * first token. Each record is visited once, so a cycle (which no write makes) ends the walk.
  */
-export async function resolvePrincipal(store: Store, doc: Doc, known: Map<string, string> = new Map()): Promise<string> {
+export async function resolvePrincipal(
+	store: Store,
+	doc: Doc,
+	known: Map<string, string> = new Map(),
+): Promise<string> {
 	const seen = new Set<string>();
 	let current: Doc | null = doc;
 	let root = String(doc._id);
@@ -45,7 +49,11 @@ export async function resolvePrincipal(store: Store, doc: Doc, known: Map<string
  * Calls `visit` with `roots`, then with each generation of tokens minted from the one before, once the visit of
  * that one is done. Each token is visited once: bounded by the collection, whatever the records say.
  */
-async function eachGeneration(store: Store, roots: string[], visit: (generation: string[]) => Promise<void>): Promise<void> {
+async function eachGeneration(
+	store: Store,
+	roots: string[],
+	visit: (generation: string[]) => Promise<void>,
+): Promise<void> {
 	const seen = new Set(roots);
 	let generation = roots;
 	while (generation.length) {
@@ -100,6 +108,11 @@ export async function migratePrincipals(store: Store): Promise<{ assigned: numbe
 	}
 	for (const [principal, ids] of byPrincipal) await store.updateMany({ _id: { $in: ids } }, { $set: { principal } });
 	const revokedBefore = await store.find({ revoked: true, session: { $ne: true } }, IDS);
-	const revoked = revokedBefore.length ? await revokeFamily(store, revokedBefore.map(d => String(d._id))) : [];
+	const revoked = revokedBefore.length
+		? await revokeFamily(
+				store,
+				revokedBefore.map(d => String(d._id)),
+			)
+		: [];
 	return { assigned: missing.length, revoked };
 }

@@ -15,11 +15,23 @@ import type { EveThis, RestContext } from "../../mixins/eve-collection.mixin";
 import { Forbidden, Invalid, NotFound, Unauthenticated } from "../../lib/errors";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
-import { arbitraryCodeFields, hashToken, newToken, roleAllows, scopeExceeds, type Caller, type Role, type Scope } from "../../lib/http/auth";
+import {
+	arbitraryCodeFields,
+	hashToken,
+	newToken,
+	roleAllows,
+	scopeExceeds,
+	type Caller,
+	type Role,
+	type Scope,
+} from "../../lib/http/auth";
 import type { Doc, Filter, Store } from "../../lib/storage/store";
 import { familyOf, resolvePrincipal, revokeFamily } from "./family";
 
-type PersonalThis = EveThis & { prepareInput(ctx: RestContext, doc: Doc): Promise<{ doc: Doc; issues?: Record<string, unknown> }>; usable(doc: Doc | null): boolean };
+type PersonalThis = EveThis & {
+	prepareInput(ctx: RestContext, doc: Doc): Promise<{ doc: Doc; issues?: Record<string, unknown> }>;
+	usable(doc: Doc | null): boolean;
+};
 
 /** The 401 of a request whose token was revoked (or expired) since the gateway let it in. */
 const GONE = "the API token is invalid, expired or revoked";
@@ -34,12 +46,35 @@ const SESSION_KEEP_MS = 7 * 86_400_000;
 function tokenDoc(fields: Doc): { doc: Doc; secret: string } {
 	const secret = newToken();
 	const now = nowSeconds();
-	return { secret, doc: { ...fields, hash: hashToken(secret), prefix: secret.slice(0, 8), revoked: false, _id: newObjectId(), _created: now, _updated: now } };
+	return {
+		secret,
+		doc: {
+			...fields,
+			hash: hashToken(secret),
+			prefix: secret.slice(0, 8),
+			revoked: false,
+			_id: newObjectId(),
+			_created: now,
+			_updated: now,
+		},
+	};
 }
 
 /** What a personal token shows its owner (never its hash). */
 function shown(d: Doc): Doc {
-	return { _id: String(d._id), name: d.name, role: d.role, ...(d.scope ? { scope: d.scope } : {}), ...arbitraryCodeFields(d.role, d.scope), expires: d.expires, prefix: d.prefix, revoked: d.revoked, principal: d.principal, ...(d.owner ? { owner: d.owner } : {}), _created: d._created };
+	return {
+		_id: String(d._id),
+		name: d.name,
+		role: d.role,
+		...(d.scope ? { scope: d.scope } : {}),
+		...arbitraryCodeFields(d.role, d.scope),
+		expires: d.expires,
+		prefix: d.prefix,
+		revoked: d.revoked,
+		principal: d.principal,
+		...(d.owner ? { owner: d.owner } : {}),
+		_created: d._created,
+	};
 }
 
 /**
@@ -62,7 +97,10 @@ export const personalActions: Record<string, ActionSchema<PersonalThis>> = {
 			scope: { type: "object", optional: true },
 			ttlS: { type: "number", integer: true, min: 1 },
 		},
-		async handler(this: PersonalThis, ctx: Context<{ subject: string; name: string; role: Role; scope?: Scope; ttlS: number }>) {
+		async handler(
+			this: PersonalThis,
+			ctx: Context<{ subject: string; name: string; role: Role; scope?: Scope; ttlS: number }>,
+		) {
 			const { subject, name, role, scope, ttlS } = ctx.params;
 			const now = Date.now();
 			// What the person's groups give now is all they keep: their tokens that reach further are revoked, with
@@ -73,10 +111,19 @@ export const personalActions: Record<string, ActionSchema<PersonalThis>> = {
 			const sessions: string[] = [];
 			const tokens: string[] = [];
 			for (const t of beyond) (t.session === true ? sessions : tokens).push(String(t._id));
-			if (sessions.length) await this.store.updateMany({ _id: { $in: sessions } }, { $set: { revoked: true, _updated: nowSeconds() } });
+			if (sessions.length)
+				await this.store.updateMany({ _id: { $in: sessions } }, { $set: { revoked: true, _updated: nowSeconds() } });
 			await revokeFamily(this.store, tokens);
 			await this.store.removeMany({ session: true, expires: { $lt: new Date(now - SESSION_KEEP_MS) } });
-			const { doc, secret } = tokenDoc({ name: `${name} (session)`, role, ...(scope ? { scope } : {}), expires: new Date(now + ttlS * 1000), session: true, subject, principal: subject });
+			const { doc, secret } = tokenDoc({
+				name: `${name} (session)`,
+				role,
+				...(scope ? { scope } : {}),
+				expires: new Date(now + ttlS * 1000),
+				session: true,
+				subject,
+				principal: subject,
+			});
 			await this.store.insertMany([doc]);
 			await this.notifyChanged(ctx, "created", [doc._id]);
 			return { id: doc._id, secret, expires: doc.expires, revoked: beyond.length };
@@ -88,8 +135,14 @@ export const personalActions: Record<string, ActionSchema<PersonalThis>> = {
 		visibility: "public",
 		params: { subject: { type: "string", min: 1, max: 300 } },
 		async handler(this: PersonalThis, ctx: Context<{ subject: string }>) {
-			const theirs = await this.store.find({ $or: [{ subject: ctx.params.subject }, { principal: ctx.params.subject }] }, { only: ["_id"] });
-			const revoked = await revokeFamily(this.store, theirs.map(t => String(t._id)));
+			const theirs = await this.store.find(
+				{ $or: [{ subject: ctx.params.subject }, { principal: ctx.params.subject }] },
+				{ only: ["_id"] },
+			);
+			const revoked = await revokeFamily(
+				this.store,
+				theirs.map(t => String(t._id)),
+			);
 			if (revoked.length) await this.notifyChanged(ctx, "updated", revoked);
 			return { revoked: revoked.length };
 		},
@@ -100,7 +153,10 @@ export const personalActions: Record<string, ActionSchema<PersonalThis>> = {
 		visibility: "public",
 		params: { hash: { type: "string", length: 64 } },
 		async handler(this: PersonalThis, ctx: Context<{ hash: string }>) {
-			const n = await this.store.updateMany({ hash: ctx.params.hash, session: true }, { $set: { revoked: true, _updated: nowSeconds() } });
+			const n = await this.store.updateMany(
+				{ hash: ctx.params.hash, session: true },
+				{ $set: { revoked: true, _updated: nowSeconds() } },
+			);
 			if (n) await this.notifyChanged(ctx, "updated", []);
 			return { closed: n > 0 };
 		},
@@ -116,12 +172,14 @@ export const personalActions: Record<string, ActionSchema<PersonalThis>> = {
 			const caller = ctx.meta.user;
 			if (!caller) throw new Unauthenticated();
 			const body = ctx.params.body;
-			if (!body || typeof body !== "object" || Array.isArray(body)) throw new Invalid({ body: 'a token: {"name": "…", "role"?, "scope"?, "expires"?}' });
+			if (!body || typeof body !== "object" || Array.isArray(body))
+				throw new Invalid({ body: 'a token: {"name": "…", "role"?, "scope"?, "expires"?}' });
 			const input = { role: caller.role, ...(body as Doc) };
 			const { doc, issues } = await this.prepareInput(ctx as unknown as RestContext, input);
 			const problems = issues ?? this.eve.createCheck(doc);
 			if (problems) throw new Invalid(problems);
-			if (!roleAllows(caller.role, doc.role)) throw new Forbidden(`a token you make may not have a role above yours (${caller.role})`);
+			if (!roleAllows(caller.role, doc.role))
+				throw new Forbidden(`a token you make may not have a role above yours (${caller.role})`);
 			const exceeds = scopeExceeds(caller.scope, doc.scope);
 			if (exceeds) throw new Forbidden(`a token you make may not reach further than you: ${exceeds}`);
 			const now = Date.now();
@@ -132,9 +190,20 @@ export const personalActions: Record<string, ActionSchema<PersonalThis>> = {
 			const limit = Math.min(now + MINE_MAX_MS, callerExpiry ? callerExpiry.getTime() : Infinity);
 			const expires: Date = doc.expires ?? new Date(Math.min(now + MINE_DEFAULT_MS, limit));
 			if (expires.getTime() <= now) throw new Invalid({ expires: "must be in the future" });
-			if (expires.getTime() > limit) throw new Invalid({ expires: `must be at most ${new Date(limit).toISOString()} (a year, and no later than the token you use)` });
+			if (expires.getTime() > limit)
+				throw new Invalid({
+					expires: `must be at most ${new Date(limit).toISOString()} (a year, and no later than the token you use)`,
+				});
 			const principal = await resolvePrincipal(this.store, maker!);
-			const made = tokenDoc({ name: doc.name, role: doc.role, ...(doc.scope ? { scope: doc.scope } : {}), expires, ...(caller.subject ? { subject: caller.subject } : {}), principal, owner: caller.id });
+			const made = tokenDoc({
+				name: doc.name,
+				role: doc.role,
+				...(doc.scope ? { scope: doc.scope } : {}),
+				expires,
+				...(caller.subject ? { subject: caller.subject } : {}),
+				principal,
+				owner: caller.id,
+			});
 			await this.store.insertMany([made.doc]);
 			// Checked again once written: a revocation of the maker that began before this write found nothing to
 			// cascade to, so this one goes now; one that begins after it finds this token (family.ts).
@@ -170,7 +239,9 @@ export const personalActions: Record<string, ActionSchema<PersonalThis>> = {
 		async handler(this: PersonalThis, ctx: Context<{ id: string }, { user?: Caller; $statusCode?: number }>) {
 			const caller = ctx.meta.user;
 			if (!caller) throw new Unauthenticated();
-			const found = OBJECT_ID.test(ctx.params.id) ? await this.store.findOne({ $and: [{ _id: ctx.params.id }, await mineFilter(this.store, caller)] }) : null;
+			const found = OBJECT_ID.test(ctx.params.id)
+				? await this.store.findOne({ $and: [{ _id: ctx.params.id }, await mineFilter(this.store, caller)] })
+				: null;
 			if (!found) throw new NotFound(`no token '${ctx.params.id.slice(0, 24)}' of yours`);
 			const revoked = await revokeFamily(this.store, [ctx.params.id]);
 			await this.notifyChanged(ctx, "updated", [ctx.params.id, ...revoked]);

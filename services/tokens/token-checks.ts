@@ -16,12 +16,28 @@ export function usable(doc: Doc | null, now: number): boolean {
 
 /** The caller a usable record is for the gateway (tokens.verify): its expiry included, and whether it is a session. */
 export function verifiedCaller(doc: Doc, principal: string): Caller & { expires?: Date } {
-	return { id: String(doc._id), name: doc.name, role: doc.role, scope: doc.scope, expires: doc.expires, principal, ...(doc.subject ? { subject: doc.subject } : {}), ...(doc.session ? { session: true } : {}) };
+	return {
+		id: String(doc._id),
+		name: doc.name,
+		role: doc.role,
+		scope: doc.scope,
+		expires: doc.expires,
+		principal,
+		...(doc.subject ? { subject: doc.subject } : {}),
+		...(doc.session ? { session: true } : {}),
+	};
 }
 
 /** The caller a run is audited as (tokens.authorizeRun). */
 export function runCaller(doc: Doc, principal: string): Caller {
-	return { id: String(doc._id), name: doc.name, role: doc.role, principal, ...(doc.scope ? { scope: doc.scope } : {}), ...(doc.subject ? { subject: doc.subject } : {}) };
+	return {
+		id: String(doc._id),
+		name: doc.name,
+		role: doc.role,
+		principal,
+		...(doc.scope ? { scope: doc.scope } : {}),
+		...(doc.subject ? { subject: doc.subject } : {}),
+	};
 }
 
 /** Why the token record found (null: none) authorizes no run at `now`, before what it may run is looked at; null when it may. */
@@ -34,8 +50,12 @@ export function tokenRefusal(doc: Doc | null, now: number): string | null {
 /** A write's `expires` as sent (an HTTP-date or ISO 8601 string) made a Date, or the issue saying what it must be. */
 export function parseExpires(doc: Doc): { doc: Doc; issues?: Issues } {
 	if (!("expires" in doc) || doc.expires instanceof Date) return { doc };
-	const when = typeof doc.expires === "string" ? (parseHttpDate(doc.expires) ?? (/^\d{4}-\d{2}-\d{2}T/.test(doc.expires) ? new Date(doc.expires) : null)) : null;
-	if (!when || Number.isNaN(when.getTime())) return { doc, issues: { expires: "must be of datetime type (an HTTP-date or ISO 8601)" } };
+	const when =
+		typeof doc.expires === "string"
+			? (parseHttpDate(doc.expires) ?? (/^\d{4}-\d{2}-\d{2}T/.test(doc.expires) ? new Date(doc.expires) : null))
+			: null;
+	if (!when || Number.isNaN(when.getTime()))
+		return { doc, issues: { expires: "must be of datetime type (an HTTP-date or ISO 8601)" } };
 	return { doc: { ...doc, expires: when } };
 }
 

@@ -12,13 +12,27 @@
  * starts, the tasks service for every task created or changed.
  */
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
+import {
+	EveCollection,
+	type EveServiceSchema,
+	type EveThis,
+	type RestContext,
+	type WriteInfo,
+} from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
 import type { Issues } from "../../lib/eve/errors";
 import { ErrorType, isError, runRefused } from "../../lib/errors";
 import { SCOPE_CALLS_SCHEMA, SCOPE_FUNCTIONS_SCHEMA } from "../../lib/security/scopes";
-import { ROLES, arbitraryCodeFields, hashToken, newToken, runDenial, type Caller, type RunCall, type Scope } from "../../lib/http/auth";
+import {
+	ROLES,
+	arbitraryCodeFields,
+	hashToken,
+	newToken,
+	runDenial,
+	type Caller,
+	type Scope,
+} from "../../lib/http/auth";
 import { configOf } from "../../lib/config";
 import { announceAdminToken } from "../../lib/runtime/first-screen";
 import { DuplicateKeyError, type Doc } from "../../lib/storage/store";
@@ -47,7 +61,17 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			resource: "tokens",
 			writes: ["create", "remove"],
 			idPattern: OBJECT_ID,
-			readOnlyFields: ["revoked", "prefix", "bootstrap", "session", "subject", "owner", "principal", "arbitrary_code", "warning"],
+			readOnlyFields: [
+				"revoked",
+				"prefix",
+				"bootstrap",
+				"session",
+				"subject",
+				"owner",
+				"principal",
+				"arbitrary_code",
+				"warning",
+			],
 			schema: {
 				name: { type: "string", min: 1, max: 200 },
 				role: { type: "enum", values: [...ROLES] },
@@ -141,7 +165,14 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			(ctx.locals as Record<string, string[]>).secrets.push(secret);
 			// A token an admin makes is a service account of its own (family.ts).
 			const _id = newObjectId();
-			return { ...doc, _id, principal: servicePrincipal(_id), hash: hashToken(secret), prefix: secret.slice(0, 8), revoked: false };
+			return {
+				...doc,
+				_id,
+				principal: servicePrincipal(_id),
+				hash: hashToken(secret),
+				prefix: secret.slice(0, 8),
+				revoked: false,
+			};
 		},
 
 		async eveCreate(this: TokensThis, ctx: RestContext, body: unknown) {
@@ -149,7 +180,10 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			const secrets: string[] = (ctx.locals as Record<string, string[]>).secrets ?? [];
 			const sent = (Array.isArray(body) ? body : [body]) as Doc[];
 			// What the new token can do is said where it is made, as in its record (transformOutput).
-			if (res._items) res._items.forEach((item: Doc, i: number) => Object.assign(item, { token: secrets[i] }, arbitraryCodeFields(sent[i].role, sent[i].scope)));
+			if (res._items)
+				res._items.forEach((item: Doc, i: number) =>
+					Object.assign(item, { token: secrets[i] }, arbitraryCodeFields(sent[i].role, sent[i].scope)),
+				);
 			else Object.assign(res, { token: secrets[0] }, arbitraryCodeFields(sent[0].role, sent[0].scope));
 			return res;
 		},
@@ -176,8 +210,17 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			if (fromEnv) {
 				const hash = hashToken(fromEnv);
 				// A changed CTL_ADMIN_TOKEN replaces the previous one, and the tokens minted from it.
-				const previous = await this.store.find({ bootstrap: true, hash: { $ne: hash }, revoked: { $ne: true } }, { only: ["_id"] });
-				if (previous.length) await this.announceRevoked(await revokeFamily(this.store, previous.map(d => String(d._id))));
+				const previous = await this.store.find(
+					{ bootstrap: true, hash: { $ne: hash }, revoked: { $ne: true } },
+					{ only: ["_id"] },
+				);
+				if (previous.length)
+					await this.announceRevoked(
+						await revokeFamily(
+							this.store,
+							previous.map(d => String(d._id)),
+						),
+					);
 				if (!(await this.store.findOne({ hash }))) await this.insertBootstrap(hash, fromEnv.slice(0, 8));
 				return;
 			}
@@ -203,7 +246,20 @@ const TokensService: EveServiceSchema<TokensThis> = {
 			const now = nowSeconds();
 			try {
 				const _id = newObjectId();
-				await this.store.insertMany([{ name: BOOTSTRAP_NAME, role: "admin", hash, prefix, revoked: false, bootstrap: true, principal: servicePrincipal(_id), _id, _created: now, _updated: now }]);
+				await this.store.insertMany([
+					{
+						name: BOOTSTRAP_NAME,
+						role: "admin",
+						hash,
+						prefix,
+						revoked: false,
+						bootstrap: true,
+						principal: servicePrincipal(_id),
+						_id,
+						_created: now,
+						_updated: now,
+					},
+				]);
 				this.forgetCachedReads();
 				return true;
 			} catch (err) {
@@ -220,7 +276,10 @@ const TokensService: EveServiceSchema<TokensThis> = {
 		await this.store.ensureIndex("owner", { sparse: true });
 		// Records from before principals get theirs (and past revocations their cascade), once, on either store.
 		const migrated = await migratePrincipals(this.store);
-		if (migrated.assigned) this.logger.info(`Tokens: ${migrated.assigned} records given their principal, ${migrated.revoked.length} tokens minted from revoked ones revoked`);
+		if (migrated.assigned)
+			this.logger.info(
+				`Tokens: ${migrated.assigned} records given their principal, ${migrated.revoked.length} tokens minted from revoked ones revoked`,
+			);
 		await this.announceRevoked(migrated.revoked);
 		await this.bootstrap();
 	},

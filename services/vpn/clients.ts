@@ -15,11 +15,19 @@ import { call } from "../../lib/contracts/call";
 
 /** Pritunl's `Organization.dict()` keys the record keeps (later versions add more; they are kept too). */
 export function isOrg(o: unknown): o is Doc {
-	return o !== null && typeof o === "object" && typeof (o as Doc).id === "string" && OBJECT_ID.test((o as Doc).id) && typeof (o as Doc).name === "string";
+	return (
+		o !== null &&
+		typeof o === "object" &&
+		typeof (o as Doc).id === "string" &&
+		OBJECT_ID.test((o as Doc).id) &&
+		typeof (o as Doc).name === "string"
+	);
 }
 
 export function isUser(u: unknown): u is Doc {
-	return u !== null && typeof u === "object" && typeof (u as Doc).id === "string" && typeof (u as Doc).name === "string";
+	return (
+		u !== null && typeof u === "object" && typeof (u as Doc).id === "string" && typeof (u as Doc).name === "string"
+	);
 }
 
 /** The manager a record names is gone (a record made before managers refused deletion, or a race). */
@@ -77,7 +85,11 @@ export class ManagerClients {
 		try {
 			client = this.newClient(m);
 		} catch (err) {
-			throw new PritunlError(502, "unreachable", `the VPN manager '${m.name}' has an unusable server_address (${(err as Error).message})`);
+			throw new PritunlError(
+				502,
+				"unreachable",
+				`the VPN manager '${m.name}' has an unusable server_address (${(err as Error).message})`,
+			);
 		}
 		const entry = { key, client, name: m.name };
 		this.kept.set(managerId, entry);

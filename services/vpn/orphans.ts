@@ -5,7 +5,6 @@
  */
 import type { Context, Logger, ServiceBroker } from "moleculer";
 import type { Config } from "../../lib/config";
-import type { Doc } from "../../lib/storage/store";
 import type { PritunlClient } from "./pritunl-client";
 import { NoManager, deleteInPritunl, orgList, type ManagerClients } from "./clients";
 import { call } from "../../lib/contracts/call";
@@ -72,35 +71,54 @@ export class Orphans {
 	 * Removes what a failed create made in Pritunl. When that fails, or when the create's outcome is
 	 * unknown (`lookAgain`: Pritunl may still be carrying it out), the syncs look for it again.
 	 */
-	async undoCreate(ctx: Context, client: PritunlClient, found: Pick<Orphan, "manager" | "id" | "name" | "before" | "pending">, lookAgain: boolean): Promise<void> {
+	async undoCreate(
+		ctx: Context,
+		client: PritunlClient,
+		found: Pick<Orphan, "manager" | "id" | "name" | "before" | "pending">,
+		lookAgain: boolean,
+	): Promise<void> {
 		const timeout = this.deps.config.pritunlTimeoutMs;
-		const orphan: Orphan = { ...found, client, attempts: 0, recheckAfter: Date.now() + 2 * timeout, ...(lookAgain ? { lookUntil: Date.now() + ORPHAN_LOOK_TIMEOUTS * timeout } : {}) };
+		const orphan: Orphan = {
+			...found,
+			client,
+			attempts: 0,
+			recheckAfter: Date.now() + 2 * timeout,
+			...(lookAgain ? { lookUntil: Date.now() + ORPHAN_LOOK_TIMEOUTS * timeout } : {}),
+		};
 		try {
 			const removed = await this.remove(ctx, orphan);
 			if (lookAgain && !removed) this.keep(orphan);
 			else await this.endCreate(orphan.pending);
 		} catch (err) {
 			this.keep({ ...orphan, recheckAfter: Date.now() + timeout });
-			this.deps.logger.error(`Could not remove the Pritunl organization '${orphan.name}'${orphan.id ? ` (${orphan.id})` : ""} made by a failed create; the syncs try again:`, (err as Error).message);
+			this.deps.logger.error(
+				`Could not remove the Pritunl organization '${orphan.name}'${orphan.id ? ` (${orphan.id})` : ""} made by a failed create; the syncs try again:`,
+				(err as Error).message,
+			);
 		}
 	}
 
 	/** The create's database entry goes: nothing of it is left to look for. */
 	async endCreate(pending: string | undefined): Promise<void> {
 		if (!pending) return;
-		await call(this.deps.broker, "vpn-organizations.createEnded", { id: pending }).catch((err: Error) => this.deps.logger.warn(`Could not end the create entry ${pending}:`, err.message));
+		await call(this.deps.broker, "vpn-organizations.createEnded", { id: pending }).catch((err: Error) =>
+			this.deps.logger.warn(`Could not end the create entry ${pending}:`, err.message),
+		);
 	}
 
 	/** Looks again for what failed creates may have left in Pritunl (see Orphan). */
 	async clean(ctx: Context): Promise<void> {
 		const { config, logger } = this.deps;
-		await this.adoptUnfinishedCreates(ctx).catch((err: Error) => logger.warn("Could not read the unfinished creates:", err.message));
+		await this.adoptUnfinishedCreates(ctx).catch((err: Error) =>
+			logger.warn("Could not read the unfinished creates:", err.message),
+		);
 		const due = this.orphans.filter(o => o.recheckAfter <= Date.now());
 		for (const orphan of due) {
 			try {
 				const removed = await this.remove(ctx, orphan);
 				this.orphans = this.orphans.filter(o => o !== orphan);
-				if (!removed && orphan.lookUntil && Date.now() < orphan.lookUntil) this.keep({ ...orphan, recheckAfter: Date.now() + config.pritunlTimeoutMs });
+				if (!removed && orphan.lookUntil && Date.now() < orphan.lookUntil)
+					this.keep({ ...orphan, recheckAfter: Date.now() + config.pritunlTimeoutMs });
 				else await this.endCreate(orphan.pending);
 			} catch (err) {
 				if (++orphan.attempts < ORPHAN_ATTEMPTS) {
@@ -109,7 +127,10 @@ export class Orphans {
 				}
 				this.orphans = this.orphans.filter(o => o !== orphan);
 				await this.endCreate(orphan.pending);
-				logger.error(`Gave up removing the Pritunl organization '${orphan.name}'${orphan.id ? ` (${orphan.id})` : ""} left by a failed create; remove it in Pritunl:`, (err as Error).message);
+				logger.error(
+					`Gave up removing the Pritunl organization '${orphan.name}'${orphan.id ? ` (${orphan.id})` : ""} left by a failed create; remove it in Pritunl:`,
+					(err as Error).message,
+				);
 			}
 		}
 		this.arm();
@@ -126,7 +147,10 @@ export class Orphans {
 		const candidates = (await orgList(client)).filter(o => o.name === orphan.name && !before.has(o.id));
 		if (!candidates.length) return false;
 		// More than one new organization of that name: someone else made one too, and which is ours cannot be told.
-		if (candidates.length > 1) throw new Error(`${candidates.length} new organizations are named '${orphan.name}': none is removed; a person must choose`);
+		if (candidates.length > 1)
+			throw new Error(
+				`${candidates.length} new organizations are named '${orphan.name}': none is removed; a person must choose`,
+			);
 		// An organization created since under the same name through fleet-ctl has a record: it stays.
 		const records = await call(ctx, "vpn-organizations.records", { managers: [orphan.manager] });
 		const recorded = new Set(records.map(r => r.vpn_representation?.id));
@@ -146,10 +170,13 @@ export class Orphans {
 		this.timer = null;
 		if (this.deps.stopping() || !this.orphans.length) return;
 		const at = Math.min(...this.orphans.map(o => o.recheckAfter));
-		this.timer = setTimeout(() => {
-			this.timer = null;
-			this.deps.lookSoon();
-		}, Math.max(0, at - Date.now()));
+		this.timer = setTimeout(
+			() => {
+				this.timer = null;
+				this.deps.lookSoon();
+			},
+			Math.max(0, at - Date.now()),
+		);
 		this.timer.unref?.();
 	}
 
@@ -157,7 +184,9 @@ export class Orphans {
 	private async adoptUnfinishedCreates(ctx: Context): Promise<void> {
 		const { config, logger, clients } = this.deps;
 		const timeout = config.pritunlTimeoutMs;
-		const creates = await call(ctx, "vpn-organizations.unfinishedCreates", { olderThanMs: UNFINISHED_AFTER_TIMEOUTS * timeout });
+		const creates = await call(ctx, "vpn-organizations.unfinishedCreates", {
+			olderThanMs: UNFINISHED_AFTER_TIMEOUTS * timeout,
+		});
 		for (const c of creates) {
 			if (this.orphans.some(o => o.pending === c._id)) continue;
 			let client: PritunlClient;
@@ -165,12 +194,25 @@ export class Orphans {
 				client = (await clients.of(ctx, c.manager)).client;
 			} catch (err) {
 				if (!(err instanceof NoManager)) continue; // unreachable now: the next look tries again
-				logger.error(`A create of the Pritunl organization '${c.name}' stopped half-way and its VPN manager is gone: if Pritunl has it, remove it there`);
+				logger.error(
+					`A create of the Pritunl organization '${c.name}' stopped half-way and its VPN manager is gone: if Pritunl has it, remove it there`,
+				);
 				await this.endCreate(c._id);
 				continue;
 			}
-			logger.warn(`A create of the Pritunl organization '${c.name}' stopped half-way (its process ended): looking for what it left`);
-			this.keep({ manager: c.manager, name: c.name, before: c.before ?? [], pending: c._id, client, attempts: 0, recheckAfter: 0, lookUntil: Date.now() + ORPHAN_LOOK_TIMEOUTS * timeout });
+			logger.warn(
+				`A create of the Pritunl organization '${c.name}' stopped half-way (its process ended): looking for what it left`,
+			);
+			this.keep({
+				manager: c.manager,
+				name: c.name,
+				before: c.before ?? [],
+				pending: c._id,
+				client,
+				attempts: 0,
+				recheckAfter: 0,
+				lookUntil: Date.now() + ORPHAN_LOOK_TIMEOUTS * timeout,
+			});
 		}
 	}
 }

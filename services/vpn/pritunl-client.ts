@@ -25,7 +25,12 @@ import https from "node:https";
 import tls from "node:tls";
 import { createHmac, randomUUID } from "node:crypto";
 import { Errors } from "moleculer";
-import { guardedLookup, isOutboundRefusal, literalHostRefusal, type OutboundPolicy } from "../../lib/security/address-guard";
+import {
+	guardedLookup,
+	isOutboundRefusal,
+	literalHostRefusal,
+	type OutboundPolicy,
+} from "../../lib/security/address-guard";
 import { ExchangeError, exchange } from "../../lib/net/http-exchange";
 
 export type PritunlErrorKind = "unreachable" | "timeout" | "auth" | "upstream" | "malformed" | "refused" | "blocked";
@@ -75,8 +80,17 @@ export function pritunlBaseUrl(serverAddress: string): string {
 }
 
 /** The request signature of Pritunl's API-token auth (pritunl/auth/app.py). */
-export function pritunlSignature(secret: string, token: string, timestamp: string, nonce: string, method: string, path: string): string {
-	return createHmac("sha256", secret).update([token, timestamp, nonce, method.toUpperCase(), path].join("&")).digest("base64");
+export function pritunlSignature(
+	secret: string,
+	token: string,
+	timestamp: string,
+	nonce: string,
+	method: string,
+	path: string,
+): string {
+	return createHmac("sha256", secret)
+		.update([token, timestamp, nonce, method.toUpperCase(), path].join("&"))
+		.digest("base64");
 }
 
 export interface PritunlResponse {
@@ -109,7 +123,11 @@ function errorText(body: Buffer): string {
 	} catch {
 		// plain text
 	}
-	return text.replace(/<[^>]*>/g, " ").replace(/\s+/g, " ").trim().slice(0, 200);
+	return text
+		.replace(/<[^>]*>/g, " ")
+		.replace(/\s+/g, " ")
+		.trim()
+		.slice(0, 200);
 }
 
 export class PritunlClient {
@@ -157,13 +175,24 @@ export class PritunlClient {
 	}
 
 	/** A call answered with JSON. */
-	async json<T = unknown>(method: string, path: string, payload?: unknown, opts: CallOptions = {}): Promise<{ status: number; body: T }> {
+	async json<T = unknown>(
+		method: string,
+		path: string,
+		payload?: unknown,
+		opts: CallOptions = {},
+	): Promise<{ status: number; body: T }> {
 		const res = await this.call(method, path, payload, opts);
-		if (opts.accept?.includes(res.status) && (res.status < 200 || res.status >= 300)) return { status: res.status, body: undefined as T };
+		if (opts.accept?.includes(res.status) && (res.status < 200 || res.status >= 300))
+			return { status: res.status, body: undefined as T };
 		try {
 			return { status: res.status, body: JSON.parse(res.body.toString("utf8")) as T };
 		} catch {
-			throw new PritunlError(502, "malformed", `Pritunl sent a malformed answer to ${method} ${path} (status ${res.status}, not JSON)`, res.status);
+			throw new PritunlError(
+				502,
+				"malformed",
+				`Pritunl sent a malformed answer to ${method} ${path} (status ${res.status}, not JSON)`,
+				res.status,
+			);
 		}
 	}
 
@@ -177,7 +206,12 @@ export class PritunlClient {
 				if (opts.accept?.includes(res.status)) return res;
 				throw this.statusError(method, path, res);
 			} catch (err) {
-				const retry = safe && attempt < 2 && err instanceof PritunlError && (err.kind === "unreachable" || err.kind === "timeout") && !this.closed;
+				const retry =
+					safe &&
+					attempt < 2 &&
+					err instanceof PritunlError &&
+					(err.kind === "unreachable" || err.kind === "timeout") &&
+					!this.closed;
 				if (!retry) throw err;
 			}
 		}
@@ -189,7 +223,13 @@ export class PritunlClient {
 	private async authed(method: string, path: string, payload: unknown): Promise<PritunlResponse> {
 		if (this.tokenAuth) {
 			const res = await this.send(method, path, payload, this.signedHeaders(method, path));
-			if (res.status === 401) throw new PritunlError(502, "auth", "Pritunl refused the API token (check the manager's api_token and api_secret, that the administrator has API access, and that this machine's clock is right)", 401);
+			if (res.status === 401)
+				throw new PritunlError(
+					502,
+					"auth",
+					"Pritunl refused the API token (check the manager's api_token and api_secret, that the administrator has API access, and that this machine's clock is right)",
+					401,
+				);
 			return res;
 		}
 		for (let attempt = 0; ; attempt++) {
@@ -197,7 +237,8 @@ export class PritunlClient {
 			const res = await this.send(method, path, payload, { Cookie: session.cookie, "Csrf-Token": session.csrf });
 			if (res.status !== 401) return res;
 			if (this.session === session) this.session = null;
-			if (attempt > 0) throw new PritunlError(502, "auth", "Pritunl refused the session right after a fresh login", 401);
+			if (attempt > 0)
+				throw new PritunlError(502, "auth", "Pritunl refused the session right after a fresh login", 401);
 		}
 	}
 
@@ -227,15 +268,20 @@ export class PritunlClient {
 		const res = await this.send("POST", "/auth/session", { username, password: this.opts.password ?? "" }, {});
 		if (res.status === 401 || res.status === 402 || res.status === 400 || res.status === 403) {
 			const why = errorText(res.body);
-			const reason = res.status === 402 ? "the administrator needs two-factor authentication, which fleet-ctl cannot answer (use API-token auth)" : why || `status ${res.status}`;
+			const reason =
+				res.status === 402
+					? "the administrator needs two-factor authentication, which fleet-ctl cannot answer (use API-token auth)"
+					: why || `status ${res.status}`;
 			throw new PritunlError(502, "auth", `Pritunl refused the login of '${username}': ${reason}`, res.status);
 		}
 		if (res.status < 200 || res.status >= 300) throw this.statusError("POST", "/auth/session", res);
 		const cookies = (res.headers["set-cookie"] ?? []).map(c => c.split(";")[0].trim()).filter(c => /^[^=]+=/.test(c));
-		if (!cookies.length) throw new PritunlError(502, "malformed", "Pritunl accepted the login but set no session cookie", res.status);
+		if (!cookies.length)
+			throw new PritunlError(502, "malformed", "Pritunl accepted the login but set no session cookie", res.status);
 		const cookie = cookies.join("; ");
 		const state = await this.send("GET", "/state", undefined, { Cookie: cookie });
-		if (state.status === 401) throw new PritunlError(502, "auth", "Pritunl dropped the session right after the login", 401);
+		if (state.status === 401)
+			throw new PritunlError(502, "auth", "Pritunl dropped the session right after the login", 401);
 		if (state.status < 200 || state.status >= 300) throw this.statusError("GET", "/state", state);
 		let csrf: unknown;
 		try {
@@ -243,7 +289,8 @@ export class PritunlClient {
 		} catch {
 			csrf = undefined;
 		}
-		if (typeof csrf !== "string" || !csrf) throw new PritunlError(502, "malformed", "Pritunl's /state has no csrf_token", state.status);
+		if (typeof csrf !== "string" || !csrf)
+			throw new PritunlError(502, "malformed", "Pritunl's /state has no csrf_token", state.status);
 		this.logins++;
 		this.session = { cookie, csrf };
 		return this.session;
@@ -253,13 +300,29 @@ export class PritunlClient {
 		const detail = errorText(res.body);
 		const what = `${method} ${path.split("?")[0]}`;
 		if (res.status === 504) return new PritunlError(504, "timeout", `Pritunl timed out on ${what}`, res.status);
-		if (res.status >= 500) return new PritunlError(502, "upstream", `Pritunl failed on ${what} with status ${res.status}${detail ? `: ${detail}` : ""}`, res.status);
-		return new PritunlError(502, "refused", `Pritunl refused ${what} with status ${res.status}${detail ? `: ${detail}` : ""}`, res.status);
+		if (res.status >= 500)
+			return new PritunlError(
+				502,
+				"upstream",
+				`Pritunl failed on ${what} with status ${res.status}${detail ? `: ${detail}` : ""}`,
+				res.status,
+			);
+		return new PritunlError(
+			502,
+			"refused",
+			`Pritunl refused ${what} with status ${res.status}${detail ? `: ${detail}` : ""}`,
+			res.status,
+		);
 	}
 
 	// ---------------------------------------------------------------- one exchange
 
-	private async send(method: string, path: string, payload: unknown, headers: Record<string, string>): Promise<PritunlResponse> {
+	private async send(
+		method: string,
+		path: string,
+		payload: unknown,
+		headers: Record<string, string>,
+	): Promise<PritunlResponse> {
 		if (this.closed) throw new PritunlError(502, "unreachable", "the Pritunl client is closed");
 		const url = new URL(path, this.base);
 		const refused = this.opts.outbound ? literalHostRefusal(url, this.opts.outbound) : null;
@@ -275,13 +338,28 @@ export class PritunlClient {
 		const host = this.base.host;
 		try {
 			const lookup = this.opts.outbound ? guardedLookup(this.opts.outbound) : undefined;
-			return await exchange({ transport: this.transport, url, method, headers: all, agent: this.agent, body, timeoutMs: this.timeoutMs, maxBytes: limit, lookup, ownError: isOutboundRefusal });
+			return await exchange({
+				transport: this.transport,
+				url,
+				method,
+				headers: all,
+				agent: this.agent,
+				body,
+				timeoutMs: this.timeoutMs,
+				maxBytes: limit,
+				lookup,
+				ownError: isOutboundRefusal,
+			});
 		} catch (err) {
 			if (isOutboundRefusal(err as Error)) throw new PritunlError(502, "blocked", (err as Error).message);
 			if (!(err instanceof ExchangeError)) throw err;
 			switch (err.kind) {
 				case "timeout":
-					throw new PritunlError(504, "timeout", `Pritunl at ${host} did not answer ${what} within ${this.timeoutMs} ms`);
+					throw new PritunlError(
+						504,
+						"timeout",
+						`Pritunl at ${host} did not answer ${what} within ${this.timeoutMs} ms`,
+					);
 				case "too-large":
 					throw new PritunlError(502, "malformed", `Pritunl's answer to ${what} is larger than ${limit} bytes`);
 				case "cut":
@@ -289,7 +367,11 @@ export class PritunlClient {
 				case "setup":
 					throw new PritunlError(502, "unreachable", `cannot connect to Pritunl at ${host} (${err.message})`);
 				case "tls":
-					throw new PritunlError(502, "unreachable", `Pritunl's TLS certificate at ${host} was not accepted (${err.detail}); give the manager its ca_certificate`);
+					throw new PritunlError(
+						502,
+						"unreachable",
+						`Pritunl's TLS certificate at ${host} was not accepted (${err.detail}); give the manager its ca_certificate`,
+					);
 				case "reset":
 					throw new PritunlError(502, "malformed", `Pritunl at ${host} dropped the connection during ${what}`);
 				default:

@@ -78,7 +78,9 @@ export class VpnSync {
 
 	/** A look for what failed creates left in Pritunl, outside a sync (which looks too), in line with the syncs. */
 	lookForOrphans(): void {
-		this.inLine(() => this.deps.orphans.clean(this.deps.broker as unknown as Context)).catch((err: Error) => this.deps.logger.warn("Looking for organizations left by failed creates failed:", err.message));
+		this.inLine(() => this.deps.orphans.clean(this.deps.broker as unknown as Context)).catch((err: Error) =>
+			this.deps.logger.warn("Looking for organizations left by failed creates failed:", err.message),
+		);
 	}
 
 	/** The periodic sync: the first `firstInMs` from now, then every VPN_SYNC_INTERVAL_MS. */
@@ -104,7 +106,7 @@ export class VpnSync {
 		await this.chain.catch(() => undefined);
 	}
 
-private async once(ctx: Context, only?: string[]): Promise<SyncResult> {
+	private async once(ctx: Context, only?: string[]): Promise<SyncResult> {
 		const records = await call(ctx, "vpn-organizations.records", only ? { ids: only } : {});
 		const byManager = new Map<string, Doc[]>();
 		for (const r of records) byManager.set(r.vpn_manager, [...(byManager.get(r.vpn_manager) ?? []), r]);
@@ -122,7 +124,9 @@ private async once(ctx: Context, only?: string[]): Promise<SyncResult> {
 					const pid = record.vpn_representation?.id;
 					const current = pritunl.get(pid);
 					if (!current) {
-						this.deps.logger.warn(`The VPN organization '${record.name}' (${record._id}) is not in the Pritunl of manager '${name}' any more: its hosts have no VPN identity`);
+						this.deps.logger.warn(
+							`The VPN organization '${record.name}' (${record._id}) is not in the Pritunl of manager '${name}' any more: its hosts have no VPN identity`,
+						);
 						found.push({ record, users: [] });
 						continue;
 					}
@@ -131,31 +135,52 @@ private async once(ctx: Context, only?: string[]): Promise<SyncResult> {
 						found.push({ record, users: [] });
 						continue;
 					}
-					if (!Array.isArray(res.body) || !res.body.every(isUser)) throw malformed(`list of users of organization '${record.name}'`);
-					found.push({ record: { ...record, vpn_representation: current }, users: res.body.filter((u: Doc) => (u.type ?? "client") === "client") });
+					if (!Array.isArray(res.body) || !res.body.every(isUser))
+						throw malformed(`list of users of organization '${record.name}'`);
+					found.push({
+						record: { ...record, vpn_representation: current },
+						users: res.body.filter((u: Doc) => (u.type ?? "client") === "client"),
+					});
 				}
 				// Only once the whole manager was read: a failure half-way changes nothing of its hosts.
 				for (const { record, users } of found) {
-					if (pritunl.has(record.vpn_representation?.id)) await call(ctx, "vpn-organizations.setRepresentation", { id: record._id, vpn_representation: record.vpn_representation });
+					if (pritunl.has(record.vpn_representation?.id))
+						await call(ctx, "vpn-organizations.setRepresentation", {
+							id: record._id,
+							vpn_representation: record.vpn_representation,
+						});
 					synced.push(record._id);
 					result.organizations++;
 					result.users += users.length;
 					for (const u of users) {
 						// The same hostname in two organizations: the older organization record keeps it.
-						if (!assignments.has(u.name)) assignments.set(u.name, { _id: u.name, vpn_organization: record._id, vpn_representation: userRepresentation(u) });
+						if (!assignments.has(u.name))
+							assignments.set(u.name, {
+								_id: u.name,
+								vpn_organization: record._id,
+								vpn_representation: userRepresentation(u),
+							});
 					}
 				}
 			} catch (err) {
 				const code = typeof (err as { code?: unknown }).code === "number" ? (err as { code: number }).code : 502;
 				const message = (err as Error).message;
-				this.deps.logger.warn(`VPN sync of manager '${name}' failed; its hosts keep their last VPN identity until the next sync:`, message);
+				this.deps.logger.warn(
+					`VPN sync of manager '${name}' failed; its hosts keep their last VPN identity until the next sync:`,
+					message,
+				);
 				result.failed.push({ manager: managerId, error: message, code: code === 504 ? 504 : code >= 500 ? 502 : code });
 			}
 		}
 		await this.deps.orphans.clean(ctx);
 		const valid = [...assignments.values()].filter(a => HOSTNAME.test(a._id));
 		const existing = only ? undefined : records.map(r => String(r._id));
-		if (synced.length || valid.length || existing) result.hosts = await call(ctx, "hosts.setVpn", { orgs: synced, assignments: valid, ...(existing ? { existing } : {}) });
+		if (synced.length || valid.length || existing)
+			result.hosts = await call(ctx, "hosts.setVpn", {
+				orgs: synced,
+				assignments: valid,
+				...(existing ? { existing } : {}),
+			});
 		return result;
 	}
 }

@@ -5,8 +5,13 @@
  * address the outbound guard allows a Pritunl server (lib/security/address-guard.ts, the "pritunl" policy).
  */
 import { X509Certificate } from "node:crypto";
-import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
+import {
+	EveCollection,
+	type EveServiceSchema,
+	type EveThis,
+	type RestContext,
+	type WriteInfo,
+} from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import type { Issues } from "../../lib/eve/errors";
 import { Conflict } from "../../lib/errors";
@@ -90,7 +95,8 @@ const VpnManagersService: EveServiceSchema<VpnManagersThis> = {
 			if ((doc.api_token === undefined) !== (doc.api_secret === undefined)) {
 				return { [doc.api_token === undefined ? "api_token" : "api_secret"]: "api_token and api_secret go together" };
 			}
-			if (typeof doc.ca_certificate === "string" && !validPem(doc.ca_certificate)) return { ca_certificate: "must be one or more PEM certificates" };
+			if (typeof doc.ca_certificate === "string" && !validPem(doc.ca_certificate))
+				return { ca_certificate: "must be one or more PEM certificates" };
 			if (info.op !== "create") return null;
 			const blocked = serverAddressProblem(doc.server_address, outboundPolicy("pritunl", this.config));
 			if (blocked) return { server_address: blocked };

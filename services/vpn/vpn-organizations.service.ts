@@ -3,7 +3,12 @@
  * The organization's `auth_token` and `auth_secret` are secrets and never shown in clear.
  */
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../../mixins/eve-collection.mixin";
+import {
+	EveCollection,
+	type EveServiceSchema,
+	type EveThis,
+	type RestContext,
+} from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
 import { MASK } from "../../lib/eve/render";
@@ -44,7 +49,9 @@ const VpnOrganizationsService: EveServiceSchema = {
 			visibility: "public",
 			async handler(this: EveThis, ctx) {
 				const _id = newObjectId();
-				await this.stores[CREATES].insertMany([{ _id, manager: ctx.params.manager, name: ctx.params.name, before: ctx.params.before, at: new Date() }]);
+				await this.stores[CREATES].insertMany([
+					{ _id, manager: ctx.params.manager, name: ctx.params.name, before: ctx.params.before, at: new Date() },
+				]);
 				return _id;
 			},
 		}),
@@ -59,7 +66,10 @@ const VpnOrganizationsService: EveServiceSchema = {
 		unfinishedCreates: action("vpn-organizations.unfinishedCreates", {
 			visibility: "public",
 			async handler(this: EveThis, ctx) {
-				return (await this.stores[CREATES].find({ at: { $lt: new Date(Date.now() - ctx.params.olderThanMs) } }, { limit: 100 })) as OrganizationCreate[];
+				return (await this.stores[CREATES].find(
+					{ at: { $lt: new Date(Date.now() - ctx.params.olderThanMs) } },
+					{ limit: 100 },
+				)) as OrganizationCreate[];
 			},
 		}),
 		/** What is wrong with an organization record before anything is made for it (internal: the vpn service). */
@@ -67,7 +77,8 @@ const VpnOrganizationsService: EveServiceSchema = {
 			visibility: "public",
 			async handler(this: EveThis, ctx) {
 				const record = ctx.params.record;
-				if (record === null || typeof record !== "object" || Array.isArray(record)) return { _root: "must be of dict type" };
+				if (record === null || typeof record !== "object" || Array.isArray(record))
+					return { _root: "must be of dict type" };
 				return this.eve.createCheck(record) ?? (await this.referenceIssues(ctx, record as Doc));
 			},
 		}),
@@ -109,7 +120,12 @@ const VpnOrganizationsService: EveServiceSchema = {
 				const filter: Doc = {};
 				if (ctx.params.ids) filter._id = { $in: ctx.params.ids };
 				if (ctx.params.managers) filter.vpn_manager = { $in: ctx.params.managers };
-				return (await this.store.find(filter, { sort: [["_created", 1], ["_id", 1]] })) as VpnOrganizationRecord[];
+				return (await this.store.find(filter, {
+					sort: [
+						["_created", 1],
+						["_id", 1],
+					],
+				})) as VpnOrganizationRecord[];
 			},
 		}),
 		/** Pritunl's current record of an organization (internal: the vpn sync); writes only a change. */
@@ -119,7 +135,10 @@ const VpnOrganizationsService: EveServiceSchema = {
 				const doc = await this.store.findOne({ _id: ctx.params.id });
 				if (!doc) return false;
 				if (JSON.stringify(doc.vpn_representation) === JSON.stringify(ctx.params.vpn_representation)) return false;
-				await this.store.updateMany({ _id: ctx.params.id }, { $set: { vpn_representation: ctx.params.vpn_representation, _updated: nowSeconds() } });
+				await this.store.updateMany(
+					{ _id: ctx.params.id },
+					{ $set: { vpn_representation: ctx.params.vpn_representation, _updated: nowSeconds() } },
+				);
 				await this.notifyChanged(ctx, "updated", [ctx.params.id]);
 				return true;
 			},

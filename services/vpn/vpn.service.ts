@@ -100,23 +100,38 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 				const before = await orgList(client);
 				// Names are how an unanswered create is found again and undone: two organizations of one name in
 				// one Pritunl would make that guess, and the undo could remove the wrong one.
-				if (before.some((o: Doc) => o.name === name)) throw new Conflict(`the Pritunl of this VPN manager already has an organization named '${name}'`);
+				if (before.some((o: Doc) => o.name === name))
+					throw new Conflict(`the Pritunl of this VPN manager already has an organization named '${name}'`);
 				// Kept in the database until the create is over: should this process die half-way, another finds it.
 				const beforeIds = before.map((o: Doc) => o.id);
-				const pending = await call(ctx, "vpn-organizations.createStarted", { manager: record.vpn_manager, name, before: beforeIds });
+				const pending = await call(ctx, "vpn-organizations.createStarted", {
+					manager: record.vpn_manager,
+					name,
+					before: beforeIds,
+				});
 				let org: Doc;
 				try {
 					const res = await client.json("POST", "/organization", { name, auth_api: wanted.auth_api === true });
 					if (!isOrg(res.body)) throw malformed("organization in answer to its creation");
 					org = res.body;
 				} catch (err) {
-					const ambiguous = err instanceof PritunlError && (err.kind === "timeout" || err.kind === "malformed" || err.kind === "upstream");
-					if (ambiguous) await orphans.undoCreate(ctx, client, { manager: record.vpn_manager, name, before: beforeIds, pending }, true);
+					const ambiguous =
+						err instanceof PritunlError &&
+						(err.kind === "timeout" || err.kind === "malformed" || err.kind === "upstream");
+					if (ambiguous)
+						await orphans.undoCreate(
+							ctx,
+							client,
+							{ manager: record.vpn_manager, name, before: beforeIds, pending },
+							true,
+						);
 					else await orphans.endCreate(pending);
 					throw err;
 				}
 				try {
-					const written = await call(ctx, "vpn-organizations.insertRecord", { record: { ...record, vpn_representation: org } });
+					const written = await call(ctx, "vpn-organizations.insertRecord", {
+						record: { ...record, vpn_representation: org },
+					});
 					await orphans.endCreate(pending);
 					ctx.meta.$statusCode = 201;
 					ctx.meta.$location = `/api/vpn_organizations/${written._id}`;
@@ -141,7 +156,10 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 					if (err instanceof NoManager) return null;
 					throw err;
 				});
-				if (!mc) this.logger.warn(`The VPN organization '${record.name}' (${record._id}) has no manager any more: only its record is deleted`);
+				if (!mc)
+					this.logger.warn(
+						`The VPN organization '${record.name}' (${record._id}) has no manager any more: only its record is deleted`,
+					);
 				else if (typeof pid === "string" && OBJECT_ID.test(pid)) await deleteInPritunl(mc.client, pid);
 				await call(ctx, "vpn-organizations.removeRecord", { id: record._id });
 				await call(ctx, "hosts.setVpn", { orgs: [record._id], assignments: [] });
@@ -155,7 +173,12 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 			async handler(this: VpnThis, ctx: Ctx<{ id: string }>) {
 				const record = await organizationRecord(ctx, ctx.params.id);
 				const result = await this.parts.sync.run(ctx, [record._id]);
-				if (result.failed.length) throw new UpstreamFailed(result.failed[0].error, { manager: result.failed[0].manager }, result.failed[0].code);
+				if (result.failed.length)
+					throw new UpstreamFailed(
+						result.failed[0].error,
+						{ manager: result.failed[0].manager },
+						result.failed[0].code,
+					);
 				return { _status: "OK", organization: record._id, users: result.users, hosts_changed: result.hosts.length };
 			},
 		},
@@ -175,16 +198,22 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 			async handler(this: VpnThis, ctx: Ctx<{ id: string }>) {
 				const host = await call(ctx, "hosts.vpnIdentity", { id: ctx.params.id });
 				const rep = host.vpn_representation;
-				if (!host.vpn_organization || !rep || typeof rep.id !== "string") throw new NotFound(`host '${host._id}' has no VPN identity`);
+				if (!host.vpn_organization || !rep || typeof rep.id !== "string")
+					throw new NotFound(`host '${host._id}' has no VPN identity`);
 				const [record] = await call(ctx, "vpn-organizations.records", { ids: [host.vpn_organization] });
 				const orgId = record?.vpn_representation?.id;
-				if (!record || typeof orgId !== "string" || !OBJECT_ID.test(orgId) || !OBJECT_ID.test(rep.id)) throw new NotFound(`host '${host._id}' has no VPN identity`);
+				if (!record || typeof orgId !== "string" || !OBJECT_ID.test(orgId) || !OBJECT_ID.test(rep.id))
+					throw new NotFound(`host '${host._id}' has no VPN identity`);
 				const { client } = await this.parts.clients.of(ctx, record.vpn_manager).catch((err: unknown) => {
-					if (err instanceof NoManager) throw new NotFound(`the VPN organization '${record.name}' of host '${host._id}' has no VPN manager any more`);
+					if (err instanceof NoManager)
+						throw new NotFound(
+							`the VPN organization '${record.name}' of host '${host._id}' has no VPN manager any more`,
+						);
 					throw err;
 				});
 				const res = await client.call("GET", `/key/${orgId}/${rep.id}.tar`, undefined, { raw: true, accept: [404] });
-				if (res.status === 404) throw new NotFound(`Pritunl has no user '${rep.name}' in organization '${record.name}' any more`);
+				if (res.status === 404)
+					throw new NotFound(`Pritunl has no user '${rep.name}' in organization '${record.name}' any more`);
 				const type = String(res.headers["content-type"] ?? "");
 				if (/json|html/i.test(type)) throw malformed("profile (not an archive)");
 				ctx.meta.$responseType = "application/x-tar";
@@ -220,7 +249,10 @@ const VpnService: ServiceSchema<ServiceSettingSchema, Record<string, never>, Var
 				if (this.stopping) return;
 				// Creates a vpn process left half-way (this one before a restart, or another replica) are looked for
 				// once they are old enough, whether or not periodic syncs run (every sync looks for them too).
-				this.adoptTimer = setTimeout(() => sync.lookForOrphans(), UNFINISHED_AFTER_TIMEOUTS * config.pritunlTimeoutMs + 1000);
+				this.adoptTimer = setTimeout(
+					() => sync.lookForOrphans(),
+					UNFINISHED_AFTER_TIMEOUTS * config.pritunlTimeoutMs + 1000,
+				);
 				this.adoptTimer.unref?.();
 				sync.schedule(1000);
 			})

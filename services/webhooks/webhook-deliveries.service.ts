@@ -5,7 +5,12 @@
  * at `/api/webhook_deliveries` and, for one webhook, `/api/webhooks/{id}/deliveries`.
  */
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext } from "../../mixins/eve-collection.mixin";
+import {
+	EveCollection,
+	type EveServiceSchema,
+	type EveThis,
+	type RestContext,
+} from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID } from "../../lib/eve/ids";
 import { nowSeconds } from "../../lib/eve/dates";
 import { NotFound } from "../../lib/errors";
@@ -56,14 +61,23 @@ const WebhookDeliveriesService: EveServiceSchema = {
 			params: { id: "string", query: { type: "any", optional: true } },
 			async handler(this: EveThis, ctx: RestContext) {
 				const id = ctx.params.id as string;
-				if (!OBJECT_ID.test(id) || (await ctx.call<string[], { ids: string[] }>("webhooks.exist", { ids: [id] })).length === 0) throw new NotFound(`webhook '${id}' not found`);
+				if (
+					!OBJECT_ID.test(id) ||
+					(await ctx.call<string[], { ids: string[] }>("webhooks.exist", { ids: [id] })).length === 0
+				)
+					throw new NotFound(`webhook '${id}' not found`);
 				const given = QueryArgs.from(ctx.params.query).pairs;
 				// The webhook is the filter; a client's own `where` narrows it further.
 				const userWhere = given.find(([k]) => k === "where")?.[1];
-				const where = userWhere && userWhere.trim() ? { $and: [{ webhook: id }, parseWhere(userWhere)] } : { webhook: id };
-				const pairs: Array<[string, string]> = [...given.filter(([k]) => k !== "where"), ["where", JSON.stringify(where)]];
+				const where = userWhere?.trim() ? { $and: [{ webhook: id }, parseWhere(userWhere)] } : { webhook: id };
+				const pairs: Array<[string, string]> = [
+					...given.filter(([k]) => k !== "where"),
+					["where", JSON.stringify(where)],
+				];
 				if (!pairs.some(([k]) => k === "sort")) pairs.push(["sort", "-_created"]);
-				return this.cachedRead(ctx, `webhook:${id}`, new QueryArgs(pairs), () => this.eveList(ctx, new QueryArgs(pairs)));
+				return this.cachedRead(ctx, `webhook:${id}`, new QueryArgs(pairs), () =>
+					this.eveList(ctx, new QueryArgs(pairs)),
+				);
 			},
 		},
 	},

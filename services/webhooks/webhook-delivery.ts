@@ -24,7 +24,13 @@ export function signature(secret: string, timestamp: number, body: string): stri
 }
 
 /** What a receiver does (test/webhooks/webhooks.spec.ts's receiver uses it; docs/webhooks.md shows it). */
-export function verifySignature(secret: string, header: string | undefined, body: string, toleranceSeconds = 300, now = Date.now()): boolean {
+export function verifySignature(
+	secret: string,
+	header: string | undefined,
+	body: string,
+	toleranceSeconds = 300,
+	now = Date.now(),
+): boolean {
 	const m = /^t=(\d+),v1=([0-9a-f]{64})$/.exec(header ?? "");
 	if (!m) return false;
 	const t = Number(m[1]);
@@ -41,7 +47,13 @@ export interface AttemptResult {
 }
 
 /** One POST of `body`; never throws: every outcome, a refusal by the SSRF guard included, is an AttemptResult. */
-export function deliver(url: string, body: string, headers: Record<string, string>, timeoutMs: number, policy: OutboundPolicy): Promise<AttemptResult> {
+export function deliver(
+	url: string,
+	body: string,
+	headers: Record<string, string>,
+	timeoutMs: number,
+	policy: OutboundPolicy,
+): Promise<AttemptResult> {
 	const started = Date.now();
 	return new Promise(resolve => {
 		let done = false;
@@ -67,7 +79,12 @@ export function deliver(url: string, body: string, headers: Record<string, strin
 		try {
 			req = lib.request(target, {
 				method: "POST",
-				headers: { ...headers, "content-type": "application/json", "content-length": String(Buffer.byteLength(body)), "user-agent": "fleet-ctl-webhooks/1" },
+				headers: {
+					...headers,
+					"content-type": "application/json",
+					"content-length": String(Buffer.byteLength(body)),
+					"user-agent": "fleet-ctl-webhooks/1",
+				},
 				lookup: guardedLookup(policy),
 				agent: false,
 			});
@@ -88,7 +105,12 @@ export function deliver(url: string, body: string, headers: Record<string, strin
 				if (read > MAX_RESPONSE_BYTES) res.destroy();
 			});
 			const status = res.statusCode ?? 0;
-			const end = () => finish({ ok: status >= 200 && status < 300, status, error: status >= 200 && status < 300 ? null : `HTTP ${status}` });
+			const end = () =>
+				finish({
+					ok: status >= 200 && status < 300,
+					status,
+					error: status >= 200 && status < 300 ? null : `HTTP ${status}`,
+				});
 			res.on("end", end);
 			res.on("close", end);
 			res.on("error", end);

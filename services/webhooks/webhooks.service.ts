@@ -17,7 +17,13 @@
  * persisted: deliveries still pending when the process stops stay `pending` in the log (docs/webhooks.md).
  */
 import type { Context } from "moleculer";
-import { EveCollection, type EveServiceSchema, type EveThis, type RestContext, type WriteInfo } from "../../mixins/eve-collection.mixin";
+import {
+	EveCollection,
+	type EveServiceSchema,
+	type EveThis,
+	type RestContext,
+	type WriteInfo,
+} from "../../mixins/eve-collection.mixin";
 import { OBJECT_ID, newObjectId } from "../../lib/eve/ids";
 import { globMatches } from "../../lib/http/auth";
 import { formatHttpDate } from "../../lib/eve/dates";
@@ -83,7 +89,13 @@ const WebhooksService: EveServiceSchema<WebhooksThis> = {
 			secretPaths: ["secret"],
 			schema: {
 				url: { type: "string", min: 1, max: 2048 },
-				types: { type: "array", items: { type: "string", pattern: /^[A-Za-z0-9_.*-]{1,200}$/ }, min: 1, max: 100, optional: true },
+				types: {
+					type: "array",
+					items: { type: "string", pattern: /^[A-Za-z0-9_.*-]{1,200}$/ },
+					min: 1,
+					max: 100,
+					optional: true,
+				},
 				levels: { type: "array", items: { type: "enum", values: LEVELS }, max: LEVELS.length, optional: true },
 				active: { type: "boolean", optional: true },
 				description: { type: "string", max: 500, optional: true },
@@ -95,7 +107,9 @@ const WebhooksService: EveServiceSchema<WebhooksThis> = {
 		"alerts.raised": {
 			async handler(this: WebhooksThis, ctx: Context<{ alerts: Doc[] }>) {
 				const hooks = await this.store.find({ active: { $ne: false } });
-				for (const alert of ctx.params.alerts) for (const hook of hooks) if (hookMatches(hook, alert as { type: string; level: string })) await this.enqueue(hook, alert);
+				for (const alert of ctx.params.alerts)
+					for (const hook of hooks)
+						if (hookMatches(hook, alert as { type: string; level: string })) await this.enqueue(hook, alert);
 			},
 		},
 	},
@@ -126,7 +140,17 @@ const WebhooksService: EveServiceSchema<WebhooksThis> = {
 
 		async log(this: WebhooksThis, d: Delivery, set: Doc) {
 			try {
-				await this.broker.call("webhook-deliveries.log", { id: d.id, set: { webhook: d.hook, alert: String(d.alert._id), type: d.alert.type, level: d.alert.level, attempts: d.attempts, ...set } });
+				await this.broker.call("webhook-deliveries.log", {
+					id: d.id,
+					set: {
+						webhook: d.hook,
+						alert: String(d.alert._id),
+						type: d.alert.type,
+						level: d.alert.level,
+						attempts: d.attempts,
+						...set,
+					},
+				});
 			} catch (err) {
 				this.logger.warn("Could not log a webhook delivery:", (err as Error).message);
 			}
@@ -134,11 +158,27 @@ const WebhooksService: EveServiceSchema<WebhooksThis> = {
 
 		async enqueue(this: WebhooksThis, hook: Doc, alert: Doc) {
 			const id = newObjectId();
-			const rendered = { ...alert, _created: alert._created ? formatHttpDate(new Date(alert._created)) : undefined, _updated: alert._updated ? formatHttpDate(new Date(alert._updated)) : undefined };
-			const d: Delivery = { id, hook: String(hook._id), alert, body: JSON.stringify({ id, event: "alert", webhook: String(hook._id), alert: rendered }), attempts: 0, dueAt: Date.now() };
+			const rendered = {
+				...alert,
+				_created: alert._created ? formatHttpDate(new Date(alert._created)) : undefined,
+				_updated: alert._updated ? formatHttpDate(new Date(alert._updated)) : undefined,
+			};
+			const d: Delivery = {
+				id,
+				hook: String(hook._id),
+				alert,
+				body: JSON.stringify({ id, event: "alert", webhook: String(hook._id), alert: rendered }),
+				attempts: 0,
+				dueAt: Date.now(),
+			};
 			// Bounded per receiver: a dead receiver's backlog must not crowd out deliveries to the others.
-			if (this.queue.reduce((n: number, q: Delivery) => n + (q.hook === d.hook ? 1 : 0), 0) >= this.config.webhookQueueMax) {
-				await this.log(d, { status: "dropped", last_error: `this webhook's delivery queue is full (${this.config.webhookQueueMax})` });
+			if (
+				this.queue.reduce((n: number, q: Delivery) => n + (q.hook === d.hook ? 1 : 0), 0) >= this.config.webhookQueueMax
+			) {
+				await this.log(d, {
+					status: "dropped",
+					last_error: `this webhook's delivery queue is full (${this.config.webhookQueueMax})`,
+				});
 				return;
 			}
 			this.queue.push(d);
@@ -167,10 +207,13 @@ const WebhooksService: EveServiceSchema<WebhooksThis> = {
 			}
 			if (nextDue < Infinity) {
 				if (this.timer) clearTimeout(this.timer);
-				this.timer = setTimeout(() => {
-					this.timer = null;
-					this.pump();
-				}, Math.max(5, nextDue - now));
+				this.timer = setTimeout(
+					() => {
+						this.timer = null;
+						this.pump();
+					},
+					Math.max(5, nextDue - now),
+				);
 				this.timer.unref?.();
 			}
 		},
@@ -201,20 +244,38 @@ const WebhooksService: EveServiceSchema<WebhooksThis> = {
 		/** An attempt that failed on our side (storage, a secret that no longer decrypts): logged, never thrown into the void. */
 		async attemptBroke(this: WebhooksThis, d: Delivery, err: Error) {
 			this.logger.error(`Webhook delivery ${d.id} could not be attempted:`, err.message);
-			await this.log(d, { status: "failed", next_attempt: null, last_error: `fleet-ctl could not attempt the delivery: ${err.message}`.slice(0, 500) });
+			await this.log(d, {
+				status: "failed",
+				next_attempt: null,
+				last_error: `fleet-ctl could not attempt the delivery: ${err.message}`.slice(0, 500),
+			});
 		},
 
 		async attempt(this: WebhooksThis, d: Delivery) {
 			const hook = await this.store.findOne({ _id: d.hook });
 			if (!hook || hook.active === false) {
 				this.failing.delete(d.hook);
-				await this.log(d, { status: "cancelled", next_attempt: null, last_error: hook ? "the webhook was deactivated" : "the webhook was deleted" });
+				await this.log(d, {
+					status: "cancelled",
+					next_attempt: null,
+					last_error: hook ? "the webhook was deactivated" : "the webhook was deleted",
+				});
 				return;
 			}
 			d.attempts++;
 			const t = Math.floor(Date.now() / 1000);
-			const headers = { "x-fleet-event": String(d.alert.type), "x-fleet-delivery": d.id, "x-fleet-signature": signature(decryptSecret(this.config, hook.secret), t, d.body) };
-			const r = await deliver(hook.url, d.body, headers, this.config.webhookTimeoutMs, outboundPolicy("webhook", this.config));
+			const headers = {
+				"x-fleet-event": String(d.alert.type),
+				"x-fleet-delivery": d.id,
+				"x-fleet-signature": signature(decryptSecret(this.config, hook.secret), t, d.body),
+			};
+			const r = await deliver(
+				hook.url,
+				d.body,
+				headers,
+				this.config.webhookTimeoutMs,
+				outboundPolicy("webhook", this.config),
+			);
 			const common = { last_status: r.status, last_error: r.error, duration_ms: r.durationMs };
 			// A failed attempt puts the webhook in the slow lane, a success takes it back out.
 			if (r.ok) {

@@ -9,9 +9,16 @@ import { KeptReadMetrics } from "../../services/api/kept-metrics";
 import { leanMetrics, ScrapedPrometheusReporter } from "../../lib/runtime/metrics";
 import { parsePrometheus, type Sample } from "../support/prometheus";
 
-async function brokerWithMetrics(lean: boolean): Promise<{ broker: ServiceBroker; reporter: ScrapedPrometheusReporter }> {
+async function brokerWithMetrics(
+	lean: boolean,
+): Promise<{ broker: ServiceBroker; reporter: ScrapedPrometheusReporter }> {
 	const reporter = new ScrapedPrometheusReporter();
-	const broker = new ServiceBroker({ nodeID: "kept-metrics", logger: false, transporter: null, metrics: { enabled: true, reporter: [reporter as never] } });
+	const broker = new ServiceBroker({
+		nodeID: "kept-metrics",
+		logger: false,
+		transporter: null,
+		metrics: { enabled: true, reporter: [reporter as never] },
+	});
 	broker.createService({ name: "api", actions: { rest: () => null } });
 	await broker.start();
 	if (lean) leanMetrics(broker);
@@ -39,17 +46,28 @@ describe("kept reads in the request metrics", () => {
 				for (const ms of durations) {
 					kept.record(ms);
 					oneByOne.broker.metrics.increment("moleculer.request.total", labels);
-					oneByOne.broker.metrics.increment("moleculer.request.levels", { service: "api", action: "api.rest", caller: null, level: 1 });
+					oneByOne.broker.metrics.increment("moleculer.request.levels", {
+						service: "api",
+						action: "api.rest",
+						caller: null,
+						level: 1,
+					});
 					oneByOne.broker.metrics.observe("moleculer.request.time", ms, labels);
 				}
-				const want = restSeries(oneByOne.reporter).filter(s => !/rate|quantile/.test(s.name) && s.labels.quantile === undefined);
+				const want = restSeries(oneByOne.reporter).filter(
+					s => !/rate|quantile/.test(s.name) && s.labels.quantile === undefined,
+				);
 				expect(want.find(s => s.name === "moleculer_request_total")?.value).toBe(durations.length);
-				const got = restSeries(batched.reporter).filter(s => !/rate|quantile/.test(s.name) && s.labels.quantile === undefined);
+				const got = restSeries(batched.reporter).filter(
+					s => !/rate|quantile/.test(s.name) && s.labels.quantile === undefined,
+				);
 				expect(got).toEqual(want);
 				// A second round adds to the first.
 				for (const ms of durations.slice(0, 5)) kept.record(ms);
 				kept.stop();
-				expect(restSeries(batched.reporter).find(s => s.name === "moleculer_request_total")?.value).toBe(durations.length + 5);
+				expect(restSeries(batched.reporter).find(s => s.name === "moleculer_request_total")?.value).toBe(
+					durations.length + 5,
+				);
 			} finally {
 				kept.stop();
 				await batched.broker.stop();
@@ -62,7 +80,13 @@ describe("kept reads in the request metrics", () => {
 		const { broker } = await brokerWithMetrics(true);
 		const kept = new KeptReadMetrics(broker, "api");
 		try {
-			const count = () => (broker.metrics.getMetric("moleculer.request.total")?.snapshot() as unknown as Array<{ labels: { action: string }; value: number }>).find(v => v.labels.action === "api.rest")?.value ?? 0;
+			const count = () =>
+				(
+					broker.metrics.getMetric("moleculer.request.total")!.snapshot() as unknown as Array<{
+						labels: { action: string };
+						value: number;
+					}>
+				).find(v => v.labels.action === "api.rest")?.value ?? 0;
 			kept.record(0.1);
 			kept.record(0.2);
 			expect(count()).toBe(0);

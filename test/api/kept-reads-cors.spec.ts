@@ -29,6 +29,8 @@ describe("kept reads with CORS configured", () => {
 		const plain = await raw("GET", url, { authorization: `Bearer ${ADMIN_TOKEN}`, "x-request-id": "kept-cors" });
 		expect(routed.count()).toBe(2);
 		expect(plain.body).toBe(first.body);
-		expect(plain.headers.filter(([k]) => !k.toLowerCase().startsWith("access-control-") && k !== "Vary")).toEqual(first.headers.filter(([k]) => !k.toLowerCase().startsWith("access-control-") && k !== "Vary"));
+		expect(plain.headers.filter(([k]) => !k.toLowerCase().startsWith("access-control-") && k !== "Vary")).toEqual(
+			first.headers.filter(([k]) => !k.toLowerCase().startsWith("access-control-") && k !== "Vary"),
+		);
 	});
 });

@@ -11,7 +11,11 @@ import { expectEveError, request } from "../support/http";
 import { parsePrometheus, total } from "../support/prometheus";
 import { ScrapedPrometheusReporter } from "../../lib/runtime/metrics";
 
-const HOSTS = Array.from({ length: 30 }, (_, i) => ({ _id: `kept-${String(i).padStart(2, "0")}.example.org`, key: "accepted", status: i % 3 ? "up" : "down" }));
+const HOSTS = Array.from({ length: 30 }, (_, i) => ({
+	_id: `kept-${String(i).padStart(2, "0")}.example.org`,
+	key: "accepted",
+	status: i % 3 ? "up" : "down",
+}));
 
 describe("kept reads", () => {
 	const LIMIT = 40;
@@ -26,7 +30,10 @@ describe("kept reads", () => {
 	};
 
 	beforeAll(async () => {
-		h = await startEmbedded({ env: { RATE_LIMIT_PER_MINUTE: String(LIMIT), READ_CACHE_MS: "60000" }, broker: { metrics: { enabled: true, reporter: [reporter as never] } } });
+		h = await startEmbedded({
+			env: { RATE_LIMIT_PER_MINUTE: String(LIMIT), READ_CACHE_MS: "60000" },
+			broker: { metrics: { enabled: true, reporter: [reporter as never] } },
+		});
 		await h.call("hosts.upsertMany", { hosts: HOSTS });
 		routed = routedCounter(h);
 	});
@@ -42,7 +49,8 @@ describe("kept reads", () => {
 			["GET", list, {}],
 			["HEAD", `${h.api}/hosts?max_results=2`, {}],
 		];
-		const etag = async () => (await raw("GET", item, bearer(reader.token))).headers.find(([k]) => k === "ETag")?.[1] ?? "";
+		const etag = async () =>
+			(await raw("GET", item, bearer(reader.token))).headers.find(([k]) => k === "ETag")?.[1] ?? "";
 		for (let i = 0; i < cases.length + 1; i++) {
 			// Last, the item again with its ETag in If-None-Match: a 304 either way.
 			const [method, url, extra] = cases[i] ?? ["GET", item, { "if-none-match": await etag() }];
@@ -58,7 +66,9 @@ describe("kept reads", () => {
 			expect([method, url, again]).toEqual([method, url, first]);
 			// With the request's own id.
 			const otherId = await raw(method, url, { ...headers, "x-request-id": `kept-case-${i}-other` });
-			expect(otherId.headers).toEqual(first.headers.map(([k, v]) => [k, k === "X-Request-ID" ? `kept-case-${i}-other` : v]));
+			expect(otherId.headers).toEqual(
+				first.headers.map(([k, v]) => [k, k === "X-Request-ID" ? `kept-case-${i}-other` : v]),
+			);
 			expect(otherId.body).toBe(first.body);
 			// The same request with a body (which the gateway reads and drops) takes the routed path to the same kept answer.
 			const routedHit = await raw(method, url, headers, "{}");
@@ -68,8 +78,17 @@ describe("kept reads", () => {
 		}
 		// The answers are the fleet's: the list filtered and sorted as asked, with the gateway's security headers.
 		const down = await raw("GET", list, bearer(reader.token));
-		expect(JSON.parse(down.body)._items.map((x: { _id: string }) => x._id)).toEqual(HOSTS.filter(x => x.status === "down").map(x => x._id).reverse().slice(0, 4));
-		expect(Object.fromEntries(down.headers)).toMatchObject({ "X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY", "X-Request-ID": expect.stringMatching(/^[\w-]{8,}$/) });
+		expect(JSON.parse(down.body)._items.map((x: { _id: string }) => x._id)).toEqual(
+			HOSTS.filter(x => x.status === "down")
+				.map(x => x._id)
+				.reverse()
+				.slice(0, 4),
+		);
+		expect(Object.fromEntries(down.headers)).toMatchObject({
+			"X-Content-Type-Options": "nosniff",
+			"X-Frame-Options": "DENY",
+			"X-Request-ID": expect.stringMatching(/^[\w-]{8,}$/),
+		});
 	});
 
 	it("counts a kept read in the request metrics as the routed one", async () => {
@@ -78,18 +97,23 @@ describe("kept reads", () => {
 		const rest = { name: "moleculer_request_total", labels: { action: "api.rest" } };
 		expect((await raw("GET", url, bearer(ADMIN_TOKEN))).status).toBe(200);
 		const before = scrape();
-		const series = before.filter(s => s.name === rest.name && s.labels.action === "api.rest").map(s => JSON.stringify(s.labels));
+		const series = before
+			.filter(s => s.name === rest.name && s.labels.action === "api.rest")
+			.map(s => JSON.stringify(s.labels));
 		const routedBefore = routed.count();
 		for (let i = 0; i < 3; i++) expect((await raw("GET", url, bearer(ADMIN_TOKEN))).status).toBe(200);
 		expect(routed.count()).toBe(routedBefore);
 		const after = scrape();
 		expect(total(after, rest.name, rest.labels) - total(before, rest.name, rest.labels)).toBe(3);
 		// The same series (labels) as the routed requests', and their durations observed.
-		expect(after.filter(s => s.name === rest.name && s.labels.action === "api.rest").map(s => JSON.stringify(s.labels))).toEqual(series);
+		expect(
+			after.filter(s => s.name === rest.name && s.labels.action === "api.rest").map(s => JSON.stringify(s.labels)),
+		).toEqual(series);
 		const observed = (s: typeof after) => total(s, "moleculer_request_time_bucket", { action: "api.rest", le: "+Inf" });
 		expect(observed(after) - observed(before)).toBe(3);
 		// In their buckets too (each took well under a second), as the routed ones are.
-		const underASecond = (s: typeof after) => total(s, "moleculer_request_time_bucket", { action: "api.rest", le: "1000" });
+		const underASecond = (s: typeof after) =>
+			total(s, "moleculer_request_time_bucket", { action: "api.rest", le: "1000" });
 		expect(underASecond(after) - underASecond(before)).toBe(3);
 	});
 
@@ -123,13 +147,18 @@ describe("kept reads", () => {
 		const url = `${h.api}/hosts?max_results=1`;
 		const gateway = h.broker!.getLocalService("api") as unknown as { rateWindowStart: number };
 		// All in one one-minute window (see test/e2e/access-limits.spec.ts): wait for a fresh one when little is left.
-		if (gateway.rateWindowStart + 60_000 - Date.now() < 20_000) await new Promise(r => setTimeout(r, gateway.rateWindowStart + 60_000 - Date.now() + 10));
+		if (gateway.rateWindowStart + 60_000 - Date.now() < 20_000)
+			await new Promise(r => setTimeout(r, gateway.rateWindowStart + 60_000 - Date.now() + 10));
 		const before = routed.count();
-		for (let i = 1; i <= LIMIT; i++) expect([i, (await raw("GET", url, bearer(limited.token))).status]).toEqual([i, 200]);
+		for (let i = 1; i <= LIMIT; i++)
+			expect([i, (await raw("GET", url, bearer(limited.token))).status]).toEqual([i, 200]);
 		// The first was routed (and kept), the other 39 answered from the kept answer.
 		expect(routed.count()).toBe(before + 1);
 		const over = await request("GET", url, { token: limited.token });
-		expect(expectEveError(over, 429)).toEqual({ _status: "ERR", _error: { code: 429, message: "Rate limit exceeded" } });
+		expect(expectEveError(over, 429)).toEqual({
+			_status: "ERR",
+			_error: { code: 429, message: "Rate limit exceeded" },
+		});
 		expect(Number(over.headers.get("retry-after"))).toBeGreaterThanOrEqual(1);
 		expect(routed.count()).toBe(before + 2);
 	});

@@ -28,7 +28,11 @@ describe("sessions", () => {
 			{ group: "*", role: "viewer" },
 		];
 		expect(roleFor(rules, ["fleet-ops", "fleet-admins"])?.role).toBe("admin");
-		expect(roleFor(rules, ["fleet-ops"])).toEqual({ group: "fleet-ops", role: "operator", scope: { functions: ["test.*"] } });
+		expect(roleFor(rules, ["fleet-ops"])).toEqual({
+			group: "fleet-ops",
+			role: "operator",
+			scope: { functions: ["test.*"] },
+		});
 		expect(roleFor(rules, [])?.role).toBe("viewer");
 		expect(roleFor(rules.slice(0, 2), ["contractors"])).toBeNull();
 	});
@@ -40,18 +44,41 @@ describe("OIDC_ROLES scopes", () => {
 		process.env = { ...saved };
 	});
 	const withRoles = (roles: unknown) => {
-		Object.assign(process.env, { OIDC_ISSUER: "https://id.example.com", OIDC_CLIENT_ID: "fleet-ctl", CTL_PUBLIC_URL: "https://fleet.example.com", OIDC_ROLES: JSON.stringify(roles) });
+		Object.assign(process.env, {
+			OIDC_ISSUER: "https://id.example.com",
+			OIDC_CLIENT_ID: "fleet-ctl",
+			CTL_PUBLIC_URL: "https://fleet.example.com",
+			OIDC_ROLES: JSON.stringify(roles),
+		});
 		return () => loadConfig();
 	};
 
 	it("stops the start on a scope a token could not have (a pattern RE2 cannot compile, an unknown class, an unknown field)", () => {
-		expect(withRoles([{ group: "ops", role: "operator", scope: { functions: ["cmd.run"], calls: { "cmd.run": { args: ["(unclosed"] } } } }])).toThrow(/OIDC_ROLES: the scope of group 'ops' is not valid: .*args/);
-		expect(withRoles([{ group: "ops", role: "operator", scope: { functions: ["@everything"] } }])).toThrow(/OIDC_ROLES: the scope of group 'ops'/);
-		expect(withRoles([{ group: "ops", role: "operator", scope: { functions: ["test.*"], hosts: ["web-*"] } }])).toThrow(/OIDC_ROLES: the scope of group 'ops'/);
+		expect(
+			withRoles([
+				{
+					group: "ops",
+					role: "operator",
+					scope: { functions: ["cmd.run"], calls: { "cmd.run": { args: ["(unclosed"] } } },
+				},
+			]),
+		).toThrow(/OIDC_ROLES: the scope of group 'ops' is not valid: .*args/);
+		expect(withRoles([{ group: "ops", role: "operator", scope: { functions: ["@everything"] } }])).toThrow(
+			/OIDC_ROLES: the scope of group 'ops'/,
+		);
+		expect(withRoles([{ group: "ops", role: "operator", scope: { functions: ["test.*"], hosts: ["web-*"] } }])).toThrow(
+			/OIDC_ROLES: the scope of group 'ops'/,
+		);
 	});
 
 	it("takes the scopes tokens take", () => {
-		const rules = [{ group: "ops", role: "operator", scope: { functions: ["@read", "state.apply"], calls: { "state.apply": { mods: ["web*"], saltenv: ["base"] } } } }];
+		const rules = [
+			{
+				group: "ops",
+				role: "operator",
+				scope: { functions: ["@read", "state.apply"], calls: { "state.apply": { mods: ["web*"], saltenv: ["base"] } } },
+			},
+		];
 		expect(withRoles(rules)().oidc?.roles).toEqual(rules);
 	});
 });

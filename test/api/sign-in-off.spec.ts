@@ -20,10 +20,14 @@ describe("single sign-on not configured", () => {
 		expect(await (await fetch(`${base}/auth/config`)).json()).toMatchObject({ oidc: false });
 		const login = await fetch(`${base}/auth/login`, { redirect: "manual" });
 		expect(login.status).toBe(404);
-		expect(((await login.json()) as { _error: { message: string } })._error.message).toMatch(/single sign-on is not configured/);
+		expect(((await login.json()) as { _error: { message: string } })._error.message).toMatch(
+			/single sign-on is not configured/,
+		);
 		expect((await request("GET", `${h.api}/whoami`)).body).toMatchObject({ role: "admin", session: false });
 		// An API token put in the session cookie is refused: a cookie carries only sessions.
-		const res = await fetch(`${h.api}/whoami`, { headers: { cookie: `fleet_session=${process.env.FLEET_TEST_TOKEN}` } });
+		const res = await fetch(`${h.api}/whoami`, {
+			headers: { cookie: `fleet_session=${process.env.FLEET_TEST_TOKEN}` },
+		});
 		expect(res.status).toBe(401);
 		// A malformed cookie is no cookie: still a 401 in Eve's shape, never a 500.
 		const bad = await fetch(`${h.api}/whoami`, { headers: { cookie: "fleet_session=%E0%A4%A" } });

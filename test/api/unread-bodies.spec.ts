@@ -16,15 +16,26 @@ interface Answer {
 
 function send(api: string, method: string, path: string, body: Buffer, chunked: boolean): Promise<Answer> {
 	const base = new URL(api);
-	const headers: Record<string, string> = { authorization: `Bearer ${ADMIN_TOKEN}`, "content-type": "application/json" };
+	const headers: Record<string, string> = {
+		authorization: `Bearer ${ADMIN_TOKEN}`,
+		"content-type": "application/json",
+	};
 	if (chunked) headers["transfer-encoding"] = "chunked";
 	else headers["content-length"] = String(body.length);
 	return new Promise(resolve => {
 		const out = http.request({ host: base.hostname, port: base.port, method, path, headers, agent: false }, res => {
 			const chunks: Buffer[] = [];
 			res.on("data", (c: Buffer) => chunks.push(c));
-			res.on("end", () => resolve({ status: res.statusCode, bytes: Buffer.concat(chunks).length, text: Buffer.concat(chunks).toString("utf8") }));
-			res.on("error", err => resolve({ status: res.statusCode, bytes: Buffer.concat(chunks).length, text: "", error: err.message }));
+			res.on("end", () =>
+				resolve({
+					status: res.statusCode,
+					bytes: Buffer.concat(chunks).length,
+					text: Buffer.concat(chunks).toString("utf8"),
+				}),
+			);
+			res.on("error", err =>
+				resolve({ status: res.statusCode, bytes: Buffer.concat(chunks).length, text: "", error: err.message }),
+			);
 		});
 		out.on("error", err => resolve({ bytes: 0, text: "", error: err.message }));
 		out.end(body);
@@ -52,11 +63,19 @@ describe("bodies on routes that take none", () => {
 
 	it("answers a body past the limit with a whole 413 in Eve's shape, on every kind of route", async () => {
 		const body = Buffer.from(JSON.stringify({ name: "a".repeat(1_100_000) }));
-		for (const [method, path] of [["GET", "/api/openapi.json"], ["GET", "/api/hosts"], ["DELETE", "/api/hosts/nope.example"], ["POST", "/api/targets/preview"]]) {
+		for (const [method, path] of [
+			["GET", "/api/openapi.json"],
+			["GET", "/api/hosts"],
+			["DELETE", "/api/hosts/nope.example"],
+			["POST", "/api/targets/preview"],
+		]) {
 			const res = await send(h.api, method, path, body, true);
 			expect(res.error).toBeUndefined();
 			expect(res.status).toBe(413);
-			expect(JSON.parse(res.text)).toEqual({ _status: "ERR", _error: { code: 413, message: expect.stringMatching(/too large/) } });
+			expect(JSON.parse(res.text)).toEqual({
+				_status: "ERR",
+				_error: { code: 413, message: expect.stringMatching(/too large/) },
+			});
 		}
 	});
 });

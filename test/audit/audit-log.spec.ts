@@ -8,7 +8,7 @@
 import type { Middleware } from "moleculer";
 import { SaltApiSimulator } from "../simulators/salt-api";
 import { startEmbedded, type Harness } from "../support/harness";
-import { request, expectEveError, withQuery } from "../support/http";
+import { request, expectEveError, withQuery, type Reply } from "../support/http";
 import { csrfOf } from "../../services/api/sessions";
 import { newObjectId } from "../../lib/eve/ids";
 import { MASK } from "../../lib/eve/render";
@@ -29,7 +29,8 @@ describe("the audit log through the API", () => {
 		localAction(next: (ctx: any) => Promise<unknown>, action: { name: string }) {
 			if (action.name !== "audit.begin" && action.name !== "audit.complete") return next;
 			return async (ctx: any) => {
-				if (failRunBegin && action.name === "audit.begin" && ctx.params.run?.call && !ctx.params.result) throw Object.assign(new Error("audit store unavailable (test)"), { code: 500 });
+				if (failRunBegin && action.name === "audit.begin" && ctx.params.run?.call && !ctx.params.result)
+					throw Object.assign(new Error("audit store unavailable (test)"), { code: 500 });
 				const res = (await next(ctx)) as { _id: string };
 				calls.push({ action: action.name, id: String(res._id) });
 				return res;
@@ -38,11 +39,19 @@ describe("the audit log through the API", () => {
 	} as unknown as Middleware;
 
 	const url = (path: string, query: Record<string, unknown> = {}) => withQuery(`${h.api}/${path}`, query);
-	const audit = async (where: Record<string, unknown>) => (await request("GET", url("audit", { where, sort: "_id" }))).body._items as Array<Record<string, any>>;
+	const audit = async (where: Record<string, unknown>) =>
+		(await request("GET", url("audit", { where, sort: "_id" }))).body._items as Array<Record<string, any>>;
 	const callsOf = (id: string) => calls.filter(c => c.id === id).map(c => c.action);
 
 	beforeAll(async () => {
-		sim = new SaltApiSimulator({ minions: 3, timeout: 1, gatherJobTimeout: 0, latencyMs: [1, 5], presenceEvents: false, downFraction: 0 });
+		sim = new SaltApiSimulator({
+			minions: 3,
+			timeout: 1,
+			gatherJobTimeout: 0,
+			latencyMs: [1, 5],
+			presenceEvents: false,
+			downFraction: 0,
+		});
 		await sim.start();
 		h = await startEmbedded({
 			env: {
@@ -59,9 +68,12 @@ describe("the audit log through the API", () => {
 			broker: { middlewares: [AuditWatch] },
 		});
 		const hosts = async () => (await request("GET", url("hosts", { max_results: 1 }))).body._meta?.total;
-		for (let i = 0; i < 200 && (await hosts()) !== sim.minionIds().length; i++) await new Promise(r => setTimeout(r, 50));
+		for (let i = 0; i < 200 && (await hosts()) !== sim.minionIds().length; i++)
+			await new Promise(r => setTimeout(r, 50));
 		IN = sim.upMinions()[0];
-		const made = await request("POST", url("tokens"), { body: { name: "audit-op", role: "operator", scope: { functions: ["test.*"] } } });
+		const made = await request("POST", url("tokens"), {
+			body: { name: "audit-op", role: "operator", scope: { functions: ["test.*"] } },
+		});
 		op = { id: made.body._id, secret: made.body.token };
 	});
 	afterAll(async () => {
@@ -70,7 +82,12 @@ describe("the audit log through the API", () => {
 	});
 
 	it("shows a run as one record: begun once by the run door before the job, completed with its jid, its secrets masked", async () => {
-		const body = { cm_client: "local", fun: "test.arg", arg: ["whoami", "password=hunter2"], kwarg: { token: "t0k", user: "root" } };
+		const body = {
+			cm_client: "local",
+			fun: "test.arg",
+			arg: ["whoami", "password=hunter2"],
+			kwarg: { token: "t0k", user: "root" },
+		};
 		const res = await request("POST", url(`hosts/${IN}`), { body, headers: { "user-agent": "audit-spec/1" } });
 		expect(res.status).toBe(200);
 		const records = await audit({ jid: res.body.task_id });
@@ -95,11 +112,24 @@ describe("the audit log through the API", () => {
 
 	it("shows a refused run (403) as one record, denied, saying why, with what was asked", async () => {
 		const before = sim.jobs().length;
-		const res = await request("POST", url(`hosts/${IN}`), { token: op.secret, body: { fun: "cmd.run", kwarg: { cmd: "id", password: "pw" } } });
+		const res = await request("POST", url(`hosts/${IN}`), {
+			token: op.secret,
+			body: { fun: "cmd.run", kwarg: { cmd: "id", password: "pw" } },
+		});
 		expect(expectEveError(res, 403)._error.message).toContain("'cmd.run'");
 		const records = await audit({ token: op.id, fun: "cmd.run" });
 		expect(records).toHaveLength(1);
-		expect(records[0]).toMatchObject({ name: "audit-op", role: "operator", method: "POST", path: `/api/hosts/${IN}`, targets: [IN], status: 403, outcome: "denied", message: res.body._error.message, jid: null });
+		expect(records[0]).toMatchObject({
+			name: "audit-op",
+			role: "operator",
+			method: "POST",
+			path: `/api/hosts/${IN}`,
+			targets: [IN],
+			status: 403,
+			outcome: "denied",
+			message: res.body._error.message,
+			jid: null,
+		});
 		expect(records[0].args).toStrictEqual({ cm_client: "local_async", kwarg: { cmd: "id", password: MASK } });
 		expect(callsOf(records[0]._id)).toStrictEqual(["audit.begin", "audit.complete"]);
 		expect(sim.jobs().length).toBe(before);
@@ -108,19 +138,37 @@ describe("the audit log through the API", () => {
 	it("runs nothing when the run's record cannot be begun: 503 saying so, the request on record as failed", async () => {
 		const before = sim.jobs().length;
 		failRunBegin = true;
-		let res;
+		let res: Reply;
 		try {
-			res = await request("POST", url(`hosts/${IN}`), { token: op.secret, body: { cm_client: "local", fun: "test.echo", arg: ["not-run"] } });
+			res = await request("POST", url(`hosts/${IN}`), {
+				token: op.secret,
+				body: { cm_client: "local", fun: "test.echo", arg: ["not-run"] },
+			});
 		} finally {
 			failRunBegin = false;
 		}
 		expect(expectEveError(res, 503)._error.message).toMatch(/^the audit log could not be written, so nothing was run/);
 		// A marker run made afterwards is in salt's log: anything the refused request started would be there before it.
-		const marker = await request("POST", url(`hosts/${IN}`), { token: op.secret, body: { cm_client: "local", fun: "test.echo", arg: ["marker"] } });
+		const marker = await request("POST", url(`hosts/${IN}`), {
+			token: op.secret,
+			body: { cm_client: "local", fun: "test.echo", arg: ["marker"] },
+		});
 		expect(marker.status).toBe(200);
-		expect(sim.jobs().slice(before).map(j => j.arg)).toStrictEqual([["marker"]]);
+		expect(
+			sim
+				.jobs()
+				.slice(before)
+				.map(j => j.arg),
+		).toStrictEqual([["marker"]]);
 		const records = await audit({ token: op.id, status: 503 });
-		expect(records).toEqual([expect.objectContaining({ path: `/api/hosts/${IN}`, outcome: "failed", fun: null, args: { cm_client: "local", fun: "test.echo", arg: ["not-run"] } })]);
+		expect(records).toEqual([
+			expect.objectContaining({
+				path: `/api/hosts/${IN}`,
+				outcome: "failed",
+				fun: null,
+				args: { cm_client: "local", fun: "test.echo", arg: ["not-run"] },
+			}),
+		]);
 	});
 
 	it("writes a request no run took part in once, whole (a write, a refusal before any action)", async () => {
@@ -139,26 +187,60 @@ describe("the audit log through the API", () => {
 
 	it("records a sign-out (the session ended here although the provider is unreachable)", async () => {
 		const secret = `fct_${"s".repeat(43)}`;
-		const res = await fetch(`${h.api.replace(/\/api$/, "")}/auth/logout`, { method: "POST", headers: { cookie: `fleet_session=${secret}`, "x-csrf-token": csrfOf(secret), "user-agent": "audit-spec/1" } });
+		const res = await fetch(`${h.api.replace(/\/api$/, "")}/auth/logout`, {
+			method: "POST",
+			headers: { cookie: `fleet_session=${secret}`, "x-csrf-token": csrfOf(secret), "user-agent": "audit-spec/1" },
+		});
 		expect(res.status).toBe(200);
 		expect(await res.json()).toEqual({ redirect: "/" });
 		const records = await audit({ path: "/auth/logout" });
-		expect(records).toEqual([expect.objectContaining({ method: "POST", agent: "audit-spec/1", status: 200, outcome: "ok", message: "signed out", fun: null, jid: null })]);
+		expect(records).toEqual([
+			expect.objectContaining({
+				method: "POST",
+				agent: "audit-spec/1",
+				status: 200,
+				outcome: "ok",
+				message: "signed out",
+				fun: null,
+				jid: null,
+			}),
+		]);
 	});
 
 	it("begins a record once: a second begin under its id is refused (409) and the first stays as it was; only a begun record completes", async () => {
 		const id = newObjectId();
-		const facts: AuditBegin = { id, who: { token: null, name: null, role: null }, request: { source: "test", method: "CALL", path: "/test/once" }, run: { targets: [IN], fun: "test.ping", call: { cm_client: "local" } } };
+		const facts: AuditBegin = {
+			id,
+			who: { token: null, name: null, role: null },
+			request: { source: "test", method: "CALL", path: "/test/once" },
+			run: { targets: [IN], fun: "test.ping", call: { cm_client: "local" } },
+		};
 		await h.broker!.call("audit.begin", facts);
-		await expect(h.broker!.call("audit.begin", { ...facts, request: { ...facts.request, path: "/test/twice" }, result: { status: 200 } })).rejects.toMatchObject({ code: 409 });
-		expect(await audit({ _id: id })).toEqual([expect.objectContaining({ path: "/test/once", status: 202, outcome: "started" })]);
-		await expect(h.broker!.call("audit.complete", { id: newObjectId(), result: { status: 200 } })).rejects.toMatchObject({ code: 404 });
+		await expect(
+			h.broker!.call("audit.begin", {
+				...facts,
+				request: { ...facts.request, path: "/test/twice" },
+				result: { status: 200 },
+			}),
+		).rejects.toMatchObject({ code: 409 });
+		expect(await audit({ _id: id })).toEqual([
+			expect.objectContaining({ path: "/test/once", status: 202, outcome: "started" }),
+		]);
+		await expect(
+			h.broker!.call("audit.complete", { id: newObjectId(), result: { status: 200 } }),
+		).rejects.toMatchObject({ code: 404 });
 		// A jid once known stays; a refusal or a hold stays one.
 		await h.broker!.call("audit.complete", { id, result: { status: 200, outcome: "ok", jid: "20300101000000000001" } });
 		await h.broker!.call("audit.complete", { id, result: { status: 504, message: "timed out" } });
-		expect(await audit({ _id: id })).toEqual([expect.objectContaining({ status: 504, outcome: "failed", message: "timed out", jid: "20300101000000000001" })]);
+		expect(await audit({ _id: id })).toEqual([
+			expect.objectContaining({ status: 504, outcome: "failed", message: "timed out", jid: "20300101000000000001" }),
+		]);
 		const held = newObjectId();
-		await h.broker!.call("audit.begin", { ...facts, id: held, result: { status: 202, outcome: "held", message: "held for approval x" } });
+		await h.broker!.call("audit.begin", {
+			...facts,
+			id: held,
+			result: { status: 202, outcome: "held", message: "held for approval x" },
+		});
 		await h.broker!.call("audit.complete", { id: held, result: { status: 202 } });
 		expect(await audit({ _id: held })).toEqual([expect.objectContaining({ status: 202, outcome: "held" })]);
 	});

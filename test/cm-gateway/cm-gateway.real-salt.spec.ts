@@ -45,7 +45,13 @@ interface Ctx {
 function withMaster(simOpts: Record<string, unknown>, env: Record<string, string> = {}): () => Ctx {
 	const ctx = {} as Ctx;
 	beforeAll(async () => {
-		ctx.sim = new SaltApiSimulator({ ids: FLEET, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], ...simOpts } as ConstructorParameters<typeof SaltApiSimulator>[0]);
+		ctx.sim = new SaltApiSimulator({
+			ids: FLEET,
+			timeout: 1,
+			gatherJobTimeout: 0,
+			latencyMs: [2, 10],
+			...simOpts,
+		} as ConstructorParameters<typeof SaltApiSimulator>[0]);
 		await ctx.sim.start();
 		ctx.h = await startEmbedded({
 			env: {
@@ -58,8 +64,16 @@ function withMaster(simOpts: Record<string, unknown>, env: Record<string, string
 				...env,
 			},
 		});
-		await eventually(async () => ((await ctx.h.call("cm-gateway.eventStreamStatus")).connected ? true : undefined), SOON, "the event stream");
-		await eventually(async () => ((await hostsOf(ctx)).length === FLEET.length ? true : undefined), SOON, "the fleet in the inventory");
+		await eventually(
+			async () => ((await ctx.h.call("cm-gateway.eventStreamStatus")).connected ? true : undefined),
+			SOON,
+			"the event stream",
+		);
+		await eventually(
+			async () => ((await hostsOf(ctx)).length === FLEET.length ? true : undefined),
+			SOON,
+			"the fleet in the inventory",
+		);
 	});
 	afterAll(async () => {
 		await ctx.h?.stop();
@@ -69,12 +83,20 @@ function withMaster(simOpts: Record<string, unknown>, env: Record<string, string
 }
 
 const api = (c: Ctx, path: string) => `${c.h.api}/${path}`;
-const hostsOf = async (c: Ctx) => (await request("GET", withQuery(api(c, "hosts"), { max_results: 50, sort: "_id" }))).body._items as any[];
+const hostsOf = async (c: Ctx) =>
+	(await request("GET", withQuery(api(c, "hosts"), { max_results: 50, sort: "_id" }))).body._items as any[];
 const host = async (c: Ctx, id: string) => (await request("GET", api(c, `hosts/${id}`))).body;
-const alerts = async (c: Ctx, type: string) => (await request("GET", withQuery(api(c, "alerts"), { where: { type }, max_results: 100, sort: "_created" }))).body._items as any[];
+const alerts = async (c: Ctx, type: string) =>
+	(await request("GET", withQuery(api(c, "alerts"), { where: { type }, max_results: 100, sort: "_created" }))).body
+		._items as any[];
 
 /** The next event the master puts on its bus that `match` accepts. */
-function nextEvent(sim: SaltApiSimulator, match: (e: SaltEvent) => boolean, what: string, ms = SOON): Promise<SaltEvent> {
+function nextEvent(
+	sim: SaltApiSimulator,
+	match: (e: SaltEvent) => boolean,
+	what: string,
+	ms = SOON,
+): Promise<SaltEvent> {
 	return new Promise((resolve, reject) => {
 		const timer = setTimeout(() => {
 			off();
@@ -96,24 +118,43 @@ function nextEvent(sim: SaltApiSimulator, match: (e: SaltEvent) => boolean, what
  */
 async function settled(c: Ctx, marker: string, from = "db-01"): Promise<void> {
 	c.sim.vncConnect(from, marker);
-	await eventually(async () => ((await alerts(c, "vnc.connect")).some(a => a.payload.status === marker) ? true : undefined), SOON, `the marker ${marker}`);
+	await eventually(
+		async () => ((await alerts(c, "vnc.connect")).some(a => a.payload.status === marker) ? true : undefined),
+		SOON,
+		`the marker ${marker}`,
+	);
 }
 
 const statuses = async (c: Ctx) => Object.fromEntries((await hostsOf(c)).map(x => [x._id, x.status]));
 
 describe("issue 17: presence as a real master gives it", () => {
 	// loop_interval 400 ms; a held reading is confirmed by one at least 250 ms later (the next loop).
-	const c = withMaster({ presenceIntervalMs: 400, restartPresentDelayMs: 50, masterDownAnswerMs: 200 }, { CM_PRESENCE_CONFIRM_MS: "250" });
+	const c = withMaster(
+		{ presenceIntervalMs: 400, restartPresentDelayMs: 50, masterDownAnswerMs: 200 },
+		{ CM_PRESENCE_CONFIRM_MS: "250" },
+	);
 
 	it("a master restart (its first event an empty presence list) marks no host down and raises no alert", async () => {
-		await eventually(async () => (Object.values(await statuses(c())).every(s => s === "up") ? true : undefined), SOON, "every host up");
-		const empty = nextEvent(c().sim, e => e.tag === "salt/presence/present" && Array.isArray(e.data.present) && e.data.present.length === 0, "the empty presence list after the restart");
+		await eventually(
+			async () => (Object.values(await statuses(c())).every(s => s === "up") ? true : undefined),
+			SOON,
+			"every host up",
+		);
+		const empty = nextEvent(
+			c().sim,
+			e => e.tag === "salt/presence/present" && Array.isArray(e.data.present) && e.data.present.length === 0,
+			"the empty presence list after the restart",
+		);
 		await c().sim.restartMaster({ downMs: 100 });
 		await empty;
 		await settled(c(), "after-empty-list");
 		expect(await statuses(c())).toEqual({ "db-01": "up", "web-01": "up", "web-02": "up" });
 		// The true list one loop later: still no alert either way.
-		await nextEvent(c().sim, e => e.tag === "salt/presence/present" && Array.isArray(e.data.present) && e.data.present.length === FLEET.length, "the full presence list");
+		await nextEvent(
+			c().sim,
+			e => e.tag === "salt/presence/present" && Array.isArray(e.data.present) && e.data.present.length === FLEET.length,
+			"the full presence list",
+		);
 		await settled(c(), "after-full-list");
 		expect(await statuses(c())).toEqual({ "db-01": "up", "web-01": "up", "web-02": "up" });
 		expect([...(await alerts(c(), "host.down")), ...(await alerts(c(), "host.up"))]).toEqual([]);
@@ -123,7 +164,11 @@ describe("issue 17: presence as a real master gives it", () => {
 		c().sim.setDown("web-01");
 		c().sim.setDown("web-02");
 		// The loop that first sees them gone: change {lost} and the present list, milliseconds apart. Held.
-		await nextEvent(c().sim, e => e.tag === "salt/presence/present" && JSON.stringify(e.data.present) === JSON.stringify(["db-01"]), "the first reading without them");
+		await nextEvent(
+			c().sim,
+			e => e.tag === "salt/presence/present" && JSON.stringify(e.data.present) === JSON.stringify(["db-01"]),
+			"the first reading without them",
+		);
 		await settled(c(), "after-first-loss");
 		expect(await statuses(c())).toEqual({ "db-01": "up", "web-01": "up", "web-02": "up" });
 		expect(await alerts(c(), "host.down")).toEqual([]);
@@ -134,26 +179,43 @@ describe("issue 17: presence as a real master gives it", () => {
 		expect((await alerts(c(), "host.down")).map(a => a.payload.hostname).sort()).toEqual(["web-01", "web-02"]);
 		c().sim.setUp("web-01");
 		c().sim.setUp("web-02");
-		await eventually(async () => (Object.values(await statuses(c())).every(s => s === "up") ? true : undefined), SOON, "every host up again");
+		await eventually(
+			async () => (Object.values(await statuses(c())).every(s => s === "up") ? true : undefined),
+			SOON,
+			"every host up again",
+		);
 	});
 
 	it("one host going down is not a mass loss: reported at the first reading", async () => {
 		const before = (await alerts(c(), "host.down")).length;
 		c().sim.setDown("db-01");
-		await nextEvent(c().sim, e => e.tag === "salt/presence/present" && !(e.data.present as string[]).includes("db-01"), "a reading without db-01");
+		await nextEvent(
+			c().sim,
+			e => e.tag === "salt/presence/present" && !(e.data.present as string[]).includes("db-01"),
+			"a reading without db-01",
+		);
 		await settled(c(), "after-db-01-down", "web-01");
 		expect((await host(c(), "db-01")).status).toBe("down");
 		expect((await alerts(c(), "host.down")).slice(before).map(a => a.payload.hostname)).toEqual(["db-01"]);
 		c().sim.setUp("db-01");
-		await eventually(async () => ((await host(c(), "db-01")).status === "up" ? true : undefined), SOON, "db-01 up again");
+		await eventually(
+			async () => ((await host(c(), "db-01")).status === "up" ? true : undefined),
+			SOON,
+			"db-01 up again",
+		);
 	});
 
 	it("while the master is down a run is answered 503 'the Salt master is not answering', a held runner call 504 at CM_API_TIMEOUT_MS", async () => {
 		await c().sim.goDown("master-down");
 		try {
 			for (const cm_client of ["local", "local_async"]) {
-				const err = expectEveError(await request("POST", api(c(), "hosts/web-01"), { body: { cm_client, fun: "test.ping" } }), 503);
-				expect(err._error.message).toBe("the Salt master is not answering (salt-api answered 500: An unexpected error occurred)");
+				const err = expectEveError(
+					await request("POST", api(c(), "hosts/web-01"), { body: { cm_client, fun: "test.ping" } }),
+					503,
+				);
+				expect(err._error.message).toBe(
+					"the Salt master is not answering (salt-api answered 500: An unexpected error occurred)",
+				);
 			}
 			// salt-api holds runner calls until the master is back (master_down_timings.md): fleet-ctl's own timeout answers.
 			const started = Date.now();
@@ -171,8 +233,19 @@ describe("a first reconciliation slower than the master's presence loop", () => 
 	const c = withMaster({ presenceIntervalMs: 100, latencyMs: [150, 250] });
 
 	it("still creates every host (a presence reading knows the status better, not whether the host exists)", async () => {
-		// withMaster waited for the fleet in the inventory; the status is the presence readings'.
-		expect((await hostsOf(c())).map(x => [x._id, x.key, x.status])).toEqual(FLEET.slice().sort().map(id => [id, "accepted", "up"]));
+		// withMaster waited for the fleet in the inventory; the status is the next presence reading's (every 100 ms).
+		const fleet = FLEET.slice()
+			.sort()
+			.map(id => [id, "accepted", "up"]);
+		const seen = await eventually(
+			async () => {
+				const hosts = (await hostsOf(c())).map(x => [x._id, x.key, x.status]);
+				return JSON.stringify(hosts) === JSON.stringify(fleet) ? hosts : undefined;
+			},
+			SOON,
+			"every host created and up",
+		);
+		expect(seen).toEqual(fleet);
 	});
 });
 
@@ -192,7 +265,12 @@ describe("issue 17: keys, returns, reconciliation and patches", () => {
 			SOON,
 			"the conflict on web-02",
 		);
-		expect({ key: shown.key, fingerprint: shown.fingerprint, key_conflict: shown.key_conflict, history: shown.fingerprint_history }).toEqual({
+		expect({
+			key: shown.key,
+			fingerprint: shown.fingerprint,
+			key_conflict: shown.key_conflict,
+			history: shown.fingerprint_history,
+		}).toEqual({
 			key: "accepted",
 			fingerprint: trusted,
 			key_conflict: { key: "denied", fingerprint: fresh },
@@ -200,15 +278,31 @@ describe("issue 17: keys, returns, reconciliation and patches", () => {
 		});
 		// A reconciliation sees the same: no second alert.
 		await c().h.call("cm-gateway.sync");
-		expect((await alerts(c(), "key.conflict")).map(a => a.payload)).toEqual([{ hostname: "web-02", key: "accepted", fingerprint: trusted, conflict_key: "denied", conflict_fingerprint: fresh }]);
+		expect((await alerts(c(), "key.conflict")).map(a => a.payload)).toEqual([
+			{
+				hostname: "web-02",
+				key: "accepted",
+				fingerprint: trusted,
+				conflict_key: "denied",
+				conflict_fingerprint: fresh,
+			},
+		]);
 		expect(await alerts(c(), "fingerprint.changed")).toEqual([]);
 
 		// The old key is back on the minion and the denied one removed: the conflict clears, and nothing "changed".
 		c().sim.restoreOldKey("web-02");
-		await eventually(async () => (!("key_conflict" in (await host(c(), "web-02"))) ? true : undefined), SOON, "the conflict to clear");
+		await eventually(
+			async () => (!("key_conflict" in (await host(c(), "web-02"))) ? true : undefined),
+			SOON,
+			"the conflict to clear",
+		);
 		await c().h.call("cm-gateway.sync");
 		const after = await host(c(), "web-02");
-		expect({ key: after.key, fingerprint: after.fingerprint, history: after.fingerprint_history }).toEqual({ key: "accepted", fingerprint: trusted, history: [] });
+		expect({ key: after.key, fingerprint: after.fingerprint, history: after.fingerprint_history }).toEqual({
+			key: "accepted",
+			fingerprint: trusted,
+			history: [],
+		});
 		expect(await alerts(c(), "fingerprint.changed")).toEqual([]);
 		expect(await alerts(c(), "key.conflict")).toHaveLength(1);
 	});
@@ -219,8 +313,14 @@ describe("issue 17: keys, returns, reconciliation and patches", () => {
 		const before = (await alerts(c(), "host.up")).length;
 		const ran = await request("POST", api(c(), "hosts/web-01"), { body: { cm_client: "local", fun: "test.ping" } });
 		expect(ran.status).toBe(200);
-		await eventually(async () => ((await host(c(), "web-01")).status === "up" ? true : undefined), SOON, "web-01 up from its return");
-		expect((await alerts(c(), "host.up")).slice(before).map(a => a.payload)).toEqual([{ hostname: "web-01", status: "up" }]);
+		await eventually(
+			async () => ((await host(c(), "web-01")).status === "up" ? true : undefined),
+			SOON,
+			"web-01 up from its return",
+		);
+		expect((await alerts(c(), "host.up")).slice(before).map(a => a.payload)).toEqual([
+			{ hostname: "web-01", status: "up" },
+		]);
 	});
 
 	it("the reconciliation publishes nothing to minions, even with one of them down, and reads presence from the master", async () => {
@@ -246,14 +346,26 @@ describe("issue 17: keys, returns, reconciliation and patches", () => {
 		c().sim.setNodegroups({ web: "web-*", webprod: "N@web and G@env:prod" });
 		expect(await c().h.call("cm-gateway.sync")).toMatchObject({ _status: "OK" });
 		const listed = (await request("GET", api(c(), "nodegroups"))).body._items;
-		expect(listed.map((n: any) => [n.name, n.source, n.info.target])).toEqual([["web", "master", "web-*"], ["webprod", "master", "( web-* ) and G@env:prod"]]);
+		expect(listed.map((n: any) => [n.name, n.source, n.info.target])).toEqual([
+			["web", "master", "web-*"],
+			["webprod", "master", "( web-* ) and G@env:prod"],
+		]);
 		// The grant names the option: the master refuses the API user any other (salt-api's 401).
 		const { CM_API_URL, CM_API_USER, CM_API_PASSWORD, CM_API_EAUTH } = c().sim.cmApiEnv;
 		const ask = (key: string) =>
 			fetch(`${CM_API_URL}/run`, {
 				method: "POST",
 				headers: { "content-type": "application/json", accept: "application/json" },
-				body: JSON.stringify([{ client: "runner", fun: "config.get", arg: [key], username: CM_API_USER, password: CM_API_PASSWORD, eauth: CM_API_EAUTH }]),
+				body: JSON.stringify([
+					{
+						client: "runner",
+						fun: "config.get",
+						arg: [key],
+						username: CM_API_USER,
+						password: CM_API_PASSWORD,
+						eauth: CM_API_EAUTH,
+					},
+				]),
 			});
 		expect((await ask("nodegroups")).status).toBe(200);
 		expect((await ask("external_auth")).status).toBe(401);
@@ -265,14 +377,19 @@ describe("issue 17: keys, returns, reconciliation and patches", () => {
 		const res = await request("POST", api(c(), "updates"));
 		expect(res.status).toBe(200);
 		expect(res.body.loaded).toBeGreaterThanOrEqual(1);
-		const listed = (await request("GET", withQuery(api(c(), "updates"), { where: { name: "patches.fix-motd" } }))).body._items;
+		const listed = (await request("GET", withQuery(api(c(), "updates"), { where: { name: "patches.fix-motd" } }))).body
+			._items;
 		expect(listed.map((u: any) => [u.name, u.text])).toEqual([["patches.fix-motd", text]]);
 	});
 });
 
 describe("issue 17: a grant without the file server read", () => {
 	// The documented grant without its salt.cmd entry.
-	const narrow = DOCUMENTED_GRANT.map(p => (typeof p === "object" && "@runner" in p ? { "@runner": (p["@runner"] as unknown[]).filter(f => typeof f === "string") } : p));
+	const narrow = DOCUMENTED_GRANT.map(p =>
+		typeof p === "object" && "@runner" in p
+			? { "@runner": (p["@runner"] as unknown[]).filter(f => typeof f === "string") }
+			: p,
+	);
 	const c = withMaster({ presenceIntervalMs: 3_600_000, perms: narrow });
 
 	it("answers 502 naming the missing permission, and never reports a listed patch as loaded when it was not read", async () => {
@@ -285,6 +402,9 @@ describe("issue 17: a grant without the file server read", () => {
 	it("reconciles without the master's nodegroups when the grant lacks config.get: none is invented, the sync succeeds", async () => {
 		expect(await c().h.call("cm-gateway.sync")).toMatchObject({ _status: "OK", hosts: 3 });
 		expect((await request("GET", api(c(), "nodegroups"))).body._meta.total).toBe(0);
-		expect(expectEveError(await request("POST", api(c(), "targets/preview"), { body: { target: "N@web" } }), 400)._error.message).toMatch(/no nodegroup is named 'web'/);
+		expect(
+			expectEveError(await request("POST", api(c(), "targets/preview"), { body: { target: "N@web" } }), 400)._error
+				.message,
+		).toMatch(/no nodegroup is named 'web'/);
 	});
 });

@@ -13,7 +13,11 @@ import { request, expectEveError, eventually } from "../support/http";
  */
 async function comeBack(sim: SaltApiSimulator): Promise<void> {
 	await sim.comeBack();
-	await eventually(async () => (sim.connectedMinions().length ? true : undefined), 10_000, "the minions to reconnect to the master");
+	await eventually(
+		async () => (sim.connectedMinions().length ? true : undefined),
+		10_000,
+		"the minions to reconnect to the master",
+	);
 }
 
 /** A master whose outages are short in tests: salt-api answers 500 after 200 ms, the minions reconnect 20 ms after a start. */
@@ -36,7 +40,14 @@ describe("cm-gateway: remote execution against salt-api", () => {
 	};
 
 	beforeAll(async () => {
-		sim = new SaltApiSimulator({ minions: 20, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 20], presenceEvents: false, ...FAST_OUTAGES });
+		sim = new SaltApiSimulator({
+			minions: 20,
+			timeout: 1,
+			gatherJobTimeout: 0,
+			latencyMs: [2, 20],
+			presenceEvents: false,
+			...FAST_OUTAGES,
+		});
 		await sim.start();
 		h = await startEmbedded({
 			env: {
@@ -73,7 +84,15 @@ describe("cm-gateway: remote execution against salt-api", () => {
 		const jid = res.body.task_id;
 		expect(sim.job(jid)).toMatchObject({ fun: "test.ping", tgt: [A], tgtType: "list" });
 		const rec = await action(`${jid}${A}`);
-		expect(rec).toMatchObject({ _id: `${jid}${A}`, jid, action: "test.ping", host: A, state: "finished", args: [], return: "true" });
+		expect(rec).toMatchObject({
+			_id: `${jid}${A}`,
+			jid,
+			action: "test.ping",
+			host: A,
+			state: "finished",
+			args: [],
+			return: "true",
+		});
 		const host = await request("GET", url(`hosts/${A}`));
 		expect(host.body.last_action).toBe(`${jid}${A}`);
 	});
@@ -94,7 +113,13 @@ describe("cm-gateway: remote execution against salt-api", () => {
 		expect(res.body.status).toBe("scheduled");
 		expect(res.body.return).toEqual({ return: [{ jid: res.body.task_id, minions: [C] }] });
 		const rec = await eventually(() => action(`${res.body.task_id}${C}`));
-		expect(rec).toMatchObject({ jid: res.body.task_id, action: "test.ping", host: C, state: "finished", return: "true" });
+		expect(rec).toMatchObject({
+			jid: res.body.task_id,
+			action: "test.ping",
+			host: C,
+			state: "finished",
+			return: "true",
+		});
 		const host = await eventually(async () => {
 			const r = await request("GET", url(`hosts/${C}`));
 			return r.body.last_action === `${res.body.task_id}${C}` ? r.body : undefined;
@@ -110,7 +135,10 @@ describe("cm-gateway: remote execution against salt-api", () => {
 			events: {
 				"actions.returned"(ctx: { params: { jids: string[] } }) {
 					const jids = ctx.params.jids;
-					told.push({ jids, readable: Promise.all(jids.map(async j => (await request("GET", url(`actions/${j}${C}`))).status === 200)) });
+					told.push({
+						jids,
+						readable: Promise.all(jids.map(async j => (await request("GET", url(`actions/${j}${C}`))).status === 200)),
+					});
 				},
 			},
 		});
@@ -140,7 +168,11 @@ describe("cm-gateway: remote execution against salt-api", () => {
 	it("reads a job with a silent host from the master's job cache a few times, not at every poll, while the event stream is up", async () => {
 		// Each read is a runner call (jobs.list_job) that cost a real master 0.3-1.6 s at 1,000 minions; one job
 		// waiting 10 minutes on a down host made 79 of them (docs/salt.md, "A real master with 1,004 minions").
-		await eventually(async () => ((await h.call("cm-gateway.eventStreamStatus")).connected ? true : undefined), 10_000, "the event stream");
+		await eventually(
+			async () => ((await h.call("cm-gateway.eventStreamStatus")).connected ? true : undefined),
+			10_000,
+			"the event stream",
+		);
 		sim.setNeverReturns(B, true);
 		try {
 			const res = await run(`hosts/${B}`, { cm_client: "local_async", fun: "test.ping" });
@@ -179,7 +211,8 @@ describe("cm-gateway: remote execution against salt-api", () => {
 		expect(sim.executionCount(A, "test.ping")).toBe(1);
 		expect(sim.executionCount(B, "test.ping")).toBe(1);
 		expect(sim.executionCount(C)).toBe(0);
-		for (const host of [A, B]) expect(await action(`${res.body.task_id}${host}`)).toMatchObject({ state: "finished", host });
+		for (const host of [A, B])
+			expect(await action(`${res.body.task_id}${host}`)).toMatchObject({ state: "finished", host });
 
 		const async = await run(`groups/${group}`, { cm_client: "local_async", fun: "test.ping" });
 		expect(async.status).toBe(200);
@@ -201,15 +234,21 @@ describe("cm-gateway: remote execution against salt-api", () => {
 		// The soft-deleted host named in the expression is never a target; the run is audited once.
 		expect(sim.executionCount(GONE)).toBe(0);
 		expect(await audited()).toBe(before + 1);
-		const records = (await request("GET", url(`audit?where=${encodeURIComponent(JSON.stringify({ path: "/api/run" }))}`))).body._items;
+		const records = (
+			await request("GET", url(`audit?where=${encodeURIComponent(JSON.stringify({ path: "/api/run" }))}`))
+		).body._items;
 		expect(records).toHaveLength(1);
 		expect(records[0]).toMatchObject({ method: "POST", path: "/api/run" });
 	});
 
 	it("refuses a compound run that selects nothing (422), cannot be evaluated (400) or has a bad body (422), running nothing", async () => {
 		sim.resetExecutions();
-		expect(expectEveError(await run("run", { target: "nothing-is-named-so-*", fun: "test.ping" }), 422)._error.message).toMatch(/selects no live host/);
-		expect(expectEveError(await run("run", { target: "I@role:web", fun: "test.ping" }), 400)._error.message).toMatch(/pillar/);
+		expect(
+			expectEveError(await run("run", { target: "nothing-is-named-so-*", fun: "test.ping" }), 422)._error.message,
+		).toMatch(/selects no live host/);
+		expect(expectEveError(await run("run", { target: "I@role:web", fun: "test.ping" }), 400)._error.message).toMatch(
+			/pillar/,
+		);
 		expectEveError(await run("run", { fun: "test.ping" }), 422);
 		expectEveError(await run("run", { target: A, fun: "test.ping", tgt: "*" }), 422);
 		expectEveError(await run("run", { target: A, fun: "not a function" }), 422);
@@ -281,7 +320,10 @@ describe("cm-gateway: remote execution against salt-api", () => {
 		// reconnection starts a reconciliation, whose calls may fall in this window too, the first of them refused as
 		// well: one login serves them all, and nothing sent with the session it opened is refused. A call sent with
 		// the old session before the login answered may be refused after it: it is sent again with the new one.)
-		const posts = sim.requests().slice(before).filter(r => r.method === "POST");
+		const posts = sim
+			.requests()
+			.slice(before)
+			.filter(r => r.method === "POST");
 		const seen = posts.map(r => `${r.method} ${r.path} ${r.status}`);
 		expect(seen.filter(s => s.startsWith("POST /login"))).toEqual(["POST /login 200"]);
 		expect(seen[0]).toBe("POST / 401");
@@ -303,10 +345,21 @@ describe("cm-gateway: remote execution against salt-api", () => {
 			expectEveError(await run(`hosts/${A}`, { cm_client: "local_async", fun: "test.ping" }), 502);
 			// "Not sent again", proven by a later job: a marker run through the same client, waited for to return
 			// (cm_client local); the job log then holds the one test.ping and the marker, nothing sent after them.
-			await eventually(async () => (sim.executionCount(A, "test.ping") >= 1 ? true : undefined), 5000, `the ${kind} job's execution`);
+			await eventually(
+				async () => (sim.executionCount(A, "test.ping") >= 1 ? true : undefined),
+				5000,
+				`the ${kind} job's execution`,
+			);
 			const marker = await run(`hosts/${A}`, { cm_client: "local", fun: "test.echo", arg: [`marker-${kind}`] });
 			expect(marker.status).toBe(200);
-			expect([kind, sim.jobs().slice(jobsBefore).filter(j => ["test.ping", "test.echo"].includes(j.fun)).map(j => j.fun)]).toEqual([kind, ["test.ping", "test.echo"]]);
+			expect([
+				kind,
+				sim
+					.jobs()
+					.slice(jobsBefore)
+					.filter(j => ["test.ping", "test.echo"].includes(j.fun))
+					.map(j => j.fun),
+			]).toEqual([kind, ["test.ping", "test.echo"]]);
 			expect([kind, sim.executionCount(A, "test.ping")]).toEqual([kind, 1]);
 		}
 	});
@@ -335,30 +388,53 @@ describe("cm-gateway: remote execution against salt-api", () => {
 			expect(res.status).toBe(200);
 			expect(res.body).toEqual({ _status: "OK", loaded: 4, created: 4 });
 			const all = await patches();
-			expect(Object.keys(all).sort()).toEqual(["patches.fix-ntp", "patches.fix1", "patches.openssl-cve-2024-5535", "patches.web"]);
+			expect(Object.keys(all).sort()).toEqual([
+				"patches.fix-ntp",
+				"patches.fix1",
+				"patches.openssl-cve-2024-5535",
+				"patches.web",
+			]);
 			expect(all["patches.fix1"]).toMatchObject({ text: FIX1, description: "" });
 			expect(all["patches.web"].text).toBe(WEB);
 			expect(all["patches.fix-ntp"].text).toMatch(/cmd\.run/);
 			// The load's progress is the load_updates job: every patch file read, and the result.
 			const job = (await request("GET", url("jobs/load_updates"))).body;
-			expect(job).toMatchObject({ status: "finished", percent: 100, progress: { done: 4, total: 4 }, result: { loaded: 4, created: 4 }, params: { prefix: "patches/" } });
+			expect(job).toMatchObject({
+				status: "finished",
+				percent: 100,
+				progress: { done: 4, total: 4 },
+				result: { loaded: 4, created: 4 },
+				params: { prefix: "patches/" },
+			});
 			// Loading again creates nothing.
 			expect((await load()).body).toEqual({ _status: "OK", loaded: 4, created: 0 });
 			expect(Object.keys(await patches())).toHaveLength(4);
 		});
 
 		it("ignores the files that are not patches (other directories, non-.sls files, unnameable sls)", async () => {
-			expect(sim.files()).toEqual(expect.arrayContaining(["top.sls", "common.sls", "other/fix9.sls", "patches/notes.txt", "patches/files/timesyncd.conf", "patches/fix.v2.sls"]));
+			expect(sim.files()).toEqual(
+				expect.arrayContaining([
+					"top.sls",
+					"common.sls",
+					"other/fix9.sls",
+					"patches/notes.txt",
+					"patches/files/timesyncd.conf",
+					"patches/fix.v2.sls",
+				]),
+			);
 			await load();
 			const names = Object.keys(await patches());
-			for (const name of ["top", "common", "other.fix9", "patches.notes", "patches.files.timesyncd", "patches.fix.v2"]) expect(names).not.toContain(name);
+			for (const name of ["top", "common", "other.fix9", "patches.notes", "patches.files.timesyncd", "patches.fix.v2"])
+				expect(names).not.toContain(name);
 			expect(names.every(n => n.startsWith("patches."))).toBe(true);
 		});
 
 		it("keeps a local description when the text changed on the master, and keeps patches removed from the master", async () => {
 			await load();
 			const id = (await patches())["patches.fix1"]._id;
-			expect((await request("PATCH", url(`updates/${id}`), { body: { description: "Fixes the foo service" } })).status).toBe(200);
+			expect(
+				(await request("PATCH", url(`updates/${id}`), { body: { description: "Fixes the foo service" } })).status,
+			).toBe(200);
 			const changed = "apply_fix:\n  cmd.run:\n    - name: /opt/fix.sh --v2\n";
 			sim.setPatch("fix1", changed);
 			expect(sim.removeFile("patches/web/init.sls")).toBe(true);
@@ -366,7 +442,12 @@ describe("cm-gateway: remote execution against salt-api", () => {
 				const res = await load();
 				expect(res.body).toEqual({ _status: "OK", loaded: 3, created: 0 });
 				const item = await request("GET", url(`updates/${id}`));
-				expect(item.body).toMatchObject({ _id: id, name: "patches.fix1", text: changed, description: "Fixes the foo service" });
+				expect(item.body).toMatchObject({
+					_id: id,
+					name: "patches.fix1",
+					text: changed,
+					description: "Fixes the foo service",
+				});
 				expect((await patches())["patches.web"]).toMatchObject({ text: WEB });
 			} finally {
 				sim.setFile("patches/web/init.sls", WEB);
@@ -426,7 +507,14 @@ describe("cm-gateway: inventory reconciliation (cm-gateway.sync)", () => {
 	const httpDate = (grain: string) => new Date(grain.replace(" ", "T")).toUTCString();
 
 	beforeAll(async () => {
-		sim = new SaltApiSimulator({ minions: 12, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceEvents: false, ...FAST_OUTAGES });
+		sim = new SaltApiSimulator({
+			minions: 12,
+			timeout: 1,
+			gatherJobTimeout: 0,
+			latencyMs: [2, 10],
+			presenceEvents: false,
+			...FAST_OUTAGES,
+		});
 		await sim.start();
 		h = await startEmbedded({
 			env: { ...sim.cmApiEnv, CM_API_TIMEOUT_MS: "2000", CM_SYNC_INTERVAL_MS: "0", CM_EVENTS: "false" },
@@ -441,7 +529,15 @@ describe("cm-gateway: inventory reconciliation (cm-gateway.sync)", () => {
 	it("lists exactly the master's minions with key states, fingerprints, up/down, version, ip, dates and grains", async () => {
 		const res = await sync();
 		const ids = sim.minionIds();
-		expect(res).toMatchObject({ _status: "OK", hosts: ids.length, created: ids.length, updated: 0, removed: 0, restored: 0, fingerprints_changed: 0 });
+		expect(res).toMatchObject({
+			_status: "OK",
+			hosts: ids.length,
+			created: ids.length,
+			updated: 0,
+			removed: 0,
+			restored: 0,
+			fingerprints_changed: 0,
+		});
 		const all = await listed();
 		expect(Object.keys(all).sort()).toEqual([...ids].sort());
 		const states = new Set<string>();
@@ -462,7 +558,13 @@ describe("cm-gateway: inventory reconciliation (cm-gateway.sync)", () => {
 			expect(host.last_stateapply).toBe(httpDate(ctl.last_stateapply));
 			const one = await item(id);
 			expect(one.status).toBe(200);
-			expect(one.body.grain).toMatchObject({ cpu_model: m.grains.cpu_model, num_cpus: m.grains.num_cpus, cmversion: m.grains.cmversion, ctl, ip_interfaces: m.grains.ip_interfaces });
+			expect(one.body.grain).toMatchObject({
+				cpu_model: m.grains.cpu_model,
+				num_cpus: m.grains.num_cpus,
+				cmversion: m.grains.cmversion,
+				ctl,
+				ip_interfaces: m.grains.ip_interfaces,
+			});
 		}
 		expect([...states].sort()).toEqual(["accepted", "denied", "pending", "rejected"]);
 		expect(Object.values(all).some((x: any) => x.status === "down")).toBe(true);
@@ -503,7 +605,15 @@ describe("cm-gateway: inventory reconciliation (cm-gateway.sync)", () => {
 		expect(typeof host.fingerprint_history[0].added).toBe("string");
 		const alerts = await request("GET", `${url("alerts")}?max_results=50`);
 		expect(alerts.status).toBe(200);
-		expect(alerts.body._items).toEqual(expect.arrayContaining([expect.objectContaining({ type: "fingerprint.changed", level: "warning", payload: expect.objectContaining({ hostname: id, fingerprint: fresh }) })]));
+		expect(alerts.body._items).toEqual(
+			expect.arrayContaining([
+				expect.objectContaining({
+					type: "fingerprint.changed",
+					level: "warning",
+					payload: expect.objectContaining({ hostname: id, fingerprint: fresh }),
+				}),
+			]),
+		);
 		// Unchanged on the next run: no new history entry.
 		await sync();
 		expect((await item(id)).body.fingerprint_history).toHaveLength(1);
@@ -575,9 +685,18 @@ describe("cm-gateway: periodic inventory reconciliation (CM_SYNC_INTERVAL_MS)", 
 	let sim: SaltApiSimulator;
 	let h: Harness;
 	beforeAll(async () => {
-		sim = new SaltApiSimulator({ minions: 5, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceEvents: false, ...FAST_OUTAGES });
+		sim = new SaltApiSimulator({
+			minions: 5,
+			timeout: 1,
+			gatherJobTimeout: 0,
+			latencyMs: [2, 10],
+			presenceEvents: false,
+			...FAST_OUTAGES,
+		});
 		await sim.start();
-		h = await startEmbedded({ env: { ...sim.cmApiEnv, CM_API_TIMEOUT_MS: "2000", CM_SYNC_INTERVAL_MS: "200", CM_EVENTS: "false" } });
+		h = await startEmbedded({
+			env: { ...sim.cmApiEnv, CM_API_TIMEOUT_MS: "2000", CM_SYNC_INTERVAL_MS: "200", CM_EVENTS: "false" },
+		});
 	});
 	afterAll(async () => {
 		await h?.stop();
@@ -606,11 +725,26 @@ describe("cm-gateway: a failed reconciliation is tried again soon (CM_SYNC_RETRY
 	let h: Harness;
 	const posts = () => sim.requests().filter(r => r.method === "POST" && r.path === "/");
 	beforeAll(async () => {
-		sim = new SaltApiSimulator({ minions: 5, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceEvents: false, ...FAST_OUTAGES });
+		sim = new SaltApiSimulator({
+			minions: 5,
+			timeout: 1,
+			gatherJobTimeout: 0,
+			latencyMs: [2, 10],
+			presenceEvents: false,
+			...FAST_OUTAGES,
+		});
 		await sim.start();
 		// The start reconciliation and the next two fail (salt-api's 500 is a master down: not tried again by the client).
 		sim.failNext(3, 500, { filter: { method: "POST", path: "/" } });
-		h = await startEmbedded({ env: { ...sim.cmApiEnv, CM_API_TIMEOUT_MS: "2000", CM_SYNC_INTERVAL_MS: "3000", CM_SYNC_RETRY_MS: "300", CM_EVENTS: "false" } });
+		h = await startEmbedded({
+			env: {
+				...sim.cmApiEnv,
+				CM_API_TIMEOUT_MS: "2000",
+				CM_SYNC_INTERVAL_MS: "3000",
+				CM_SYNC_RETRY_MS: "300",
+				CM_EVENTS: "false",
+			},
+		});
 	});
 	afterAll(async () => {
 		await h?.stop();
@@ -618,8 +752,13 @@ describe("cm-gateway: a failed reconciliation is tried again soon (CM_SYNC_RETRY
 	});
 
 	it("fills the inventory once the master answers, not an interval later, then waits the interval again", async () => {
-		const ids = async () => ((await request("GET", `${h.api}/hosts?max_results=50`)).body._items as any[]).map(x => x._id).sort();
-		await eventually(async () => ((await ids()).length === sim.minionIds().length ? true : undefined), 15_000, "the hosts after the failed reconciliations");
+		const ids = async () =>
+			((await request("GET", `${h.api}/hosts?max_results=50`)).body._items as any[]).map(x => x._id).sort();
+		await eventually(
+			async () => ((await ids()).length === sim.minionIds().length ? true : undefined),
+			15_000,
+			"the hosts after the failed reconciliations",
+		);
 		expect(await ids()).toEqual(sim.minionIds().sort());
 		const failed = posts().filter(r => r.status === 500);
 		expect(failed).toHaveLength(3);
@@ -646,7 +785,10 @@ describe("cm-gateway without a configured master", () => {
 	afterAll(() => h?.stop());
 
 	it("answers 503 in Eve's shape for remote execution and serves the rest of the API", async () => {
-		const res = expectEveError(await request("POST", `${h.api}/hosts/nomaster-1.example`, { body: { cm_client: "local", fun: "test.ping" } }), 503);
+		const res = expectEveError(
+			await request("POST", `${h.api}/hosts/nomaster-1.example`, { body: { cm_client: "local", fun: "test.ping" } }),
+			503,
+		);
 		expect(res._error.message).toMatch(/no configuration-management master is configured/);
 		const g = await request("POST", `${h.api}/groups`, { body: { name: "nm", hosts: ["nomaster-1.example"] } });
 		expectEveError(await request("POST", `${h.api}/groups/${g.body._id}`, { body: { fun: "test.ping" } }), 503);

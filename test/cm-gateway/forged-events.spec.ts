@@ -24,15 +24,29 @@ describe("cm-gateway: events a minion forged on the master's bus", () => {
 	const eventsApplied = async (from: string) => {
 		const status = `marker-${++markers}`;
 		sim.vncConnect(from, status);
-		await eventually(async () => ((await get(withQuery("alerts", { where: { type: "vnc.connect", "payload.status": status } })))._items.length ? true : undefined), SOON, `the marker ${status}`);
+		await eventually(
+			async () =>
+				(await get(withQuery("alerts", { where: { type: "vnc.connect", "payload.status": status } })))._items.length
+					? true
+					: undefined,
+			SOON,
+			`the marker ${status}`,
+		);
 		// Returns are written 50 ms after they arrive (returns.ts RETURN_FLUSH_MS): let a flush pass too.
 		await new Promise(r => setTimeout(r, 300));
 	};
 	/** Runs a function on minion `from` as a job the master publishes (what a token allowed to run it does). */
-	const onMinion = (from: string, fun: string, arg: unknown[]) => expect(sim.cliJob([from], fun, arg, { tgtType: "list" })).not.toBeNull();
+	const onMinion = (from: string, fun: string, arg: unknown[]) =>
+		expect(sim.cliJob([from], fun, arg, { tgtType: "list" })).not.toBeNull();
 
 	beforeAll(async () => {
-		sim = new SaltApiSimulator({ ids: ["web-01", "web-02", "web-03", "db-01", "db-02", "db-03"], timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceIntervalMs: 3_600_000 });
+		sim = new SaltApiSimulator({
+			ids: ["web-01", "web-02", "web-03", "db-01", "db-02", "db-03"],
+			timeout: 1,
+			gatherJobTimeout: 0,
+			latencyMs: [2, 10],
+			presenceIntervalMs: 3_600_000,
+		});
 		await sim.start();
 		h = await startEmbedded({
 			captureLogs: true,
@@ -48,8 +62,16 @@ describe("cm-gateway: events a minion forged on the master's bus", () => {
 				CM_PRESENCE_MAX_LOSS_PERCENT: "100",
 			},
 		});
-		await eventually(async () => ((await h.call("cm-gateway.eventStreamStatus")).connected ? true : undefined), SOON, "the event stream");
-		await eventually(async () => ((await get(withQuery("hosts", { where: { status: "up" } })))._meta.total === 6 ? true : undefined), SOON, "every host up");
+		await eventually(
+			async () => ((await h.call("cm-gateway.eventStreamStatus")).connected ? true : undefined),
+			SOON,
+			"the event stream",
+		);
+		await eventually(
+			async () => ((await get(withQuery("hosts", { where: { status: "up" } })))._meta.total === 6 ? true : undefined),
+			SOON,
+			"every host up",
+		);
 	});
 	afterAll(async () => {
 		await h?.stop();
@@ -60,16 +82,39 @@ describe("cm-gateway: events a minion forged on the master's bus", () => {
 		const [attacker, victim] = sim.upMinions();
 		for (const id of [attacker, victim]) sim.setMinionDelay(id, REAL_RETURN_MS);
 		try {
-			const g = await request("POST", url("groups"), { body: { name: "forged-returns", type: 0, hosts: [attacker, victim] } });
-			const run = await request("POST", url(`groups/${g.body._id}`), { body: { cm_client: "local_async", fun: "test.echo", arg: ["real"] } });
+			const g = await request("POST", url("groups"), {
+				body: { name: "forged-returns", type: 0, hosts: [attacker, victim] },
+			});
+			const run = await request("POST", url(`groups/${g.body._id}`), {
+				body: { cm_client: "local_async", fun: "test.echo", arg: ["real"] },
+			});
 			expect(run.status).toBe(200);
 			const jid: string = run.body.task_id;
-			const actions = async () => Object.fromEntries(((await get(withQuery("actions", { where: { jid } })))._items as any[]).map(a => [a.host, { state: a.state, return: a.return }]));
-			await eventually(async () => (Object.keys(await actions()).length === 2 ? true : undefined), SOON, "the running records");
+			const actions = async () =>
+				Object.fromEntries(
+					((await get(withQuery("actions", { where: { jid } })))._items as any[]).map(a => [
+						a.host,
+						{ state: a.state, return: a.return },
+					]),
+				);
+			await eventually(
+				async () => (Object.keys(await actions()).length === 2 ? true : undefined),
+				SOON,
+				"the running records",
+			);
 			const running = { [attacker]: { state: "running", return: "" }, [victim]: { state: "running", return: "" } };
 			expect(await actions()).toEqual(running);
 
-			const payload = { id: victim, jid, fun: "test.echo", fun_args: ["real"], return: "forged", retcode: 0, success: true, cmd: "_return" };
+			const payload = {
+				id: victim,
+				jid,
+				fun: "test.echo",
+				fun_args: ["real"],
+				return: "forged",
+				retcode: 0,
+				success: true,
+				cmd: "_return",
+			};
 			const tag = `salt/job/${jid}/ret/${victim}`;
 			// The _minion_event wrapper: event.fire_master and event.send through the minion daemon.
 			onMinion(attacker, "event.fire_master", [payload, tag]);
@@ -83,12 +128,23 @@ describe("cm-gateway: events a minion forged on the master's bus", () => {
 			expect(job).toMatchObject({ state: "running", expected: 2, returned: 0, succeeded: 0, failed: 0 });
 
 			// The real returns still land.
-			await eventually(async () => {
-				const a = await actions();
-				return a[attacker]?.state === "finished" && a[victim]?.state === "finished" ? a : undefined;
-			}, SOON, "the real returns");
-			expect(await actions()).toEqual({ [attacker]: { state: "finished", return: "real" }, [victim]: { state: "finished", return: "real" } });
-			await eventually(async () => ((await get(`salt_jobs/${jid}`)).state === "finished" ? true : undefined), SOON, "the job finished");
+			await eventually(
+				async () => {
+					const a = await actions();
+					return a[attacker]?.state === "finished" && a[victim]?.state === "finished" ? a : undefined;
+				},
+				SOON,
+				"the real returns",
+			);
+			expect(await actions()).toEqual({
+				[attacker]: { state: "finished", return: "real" },
+				[victim]: { state: "finished", return: "real" },
+			});
+			await eventually(
+				async () => ((await get(`salt_jobs/${jid}`)).state === "finished" ? true : undefined),
+				SOON,
+				"the job finished",
+			);
 			expect(await get(`salt_jobs/${jid}`)).toMatchObject({ state: "finished", returned: 2, succeeded: 2, failed: 0 });
 
 			// Logged at warn once per sender and kind, without the payload.
@@ -96,7 +152,7 @@ describe("cm-gateway: events a minion forged on the master's bus", () => {
 			const lines = logs.split("\n").filter(l => l.includes("forged on the Salt master's bus"));
 			expect(lines.filter(l => l.includes(`minion_event on tag "${tag}" from "${attacker}"`))).toHaveLength(1);
 			expect(lines.filter(l => l.includes(`return_spoof on tag "${tag}"`))).toHaveLength(1);
-			expect(lines.join("\n")).not.toContain("forged\"");
+			expect(lines.join("\n")).not.toContain('forged"');
 			expect(lines.join("\n")).not.toContain('"return"');
 		} finally {
 			for (const id of [attacker, victim]) sim.setMinionDelay(id, null);
@@ -111,13 +167,23 @@ describe("cm-gateway: events a minion forged on the master's bus", () => {
 		sim.setMinionDelay(victim, 50);
 		try {
 			// fire_master's own `tok` is bytes: rest_cherrypy writes the tag line and dies (captures, events1.txt's end).
-			onMinion(attacker, "event.fire_master", [{}, "x", { __kwarg__: true, preload: { cmd: "_return", id: attacker, jid: "20261129000000000001", return: "cut" } }]);
-			const run = await request("POST", url(`hosts/${victim}`), { body: { cm_client: "local_async", fun: "test.echo", arg: ["during-the-cut"] } });
+			onMinion(attacker, "event.fire_master", [
+				{},
+				"x",
+				{ __kwarg__: true, preload: { cmd: "_return", id: attacker, jid: "20261129000000000001", return: "cut" } },
+			]);
+			const run = await request("POST", url(`hosts/${victim}`), {
+				body: { cm_client: "local_async", fun: "test.echo", arg: ["during-the-cut"] },
+			});
 			expect(run.status).toBe(200);
 			const jid: string = run.body.task_id;
 			await eventually(async () => (cuts() > before ? true : undefined), SOON, "the stream cut");
 			// The victim's return came while the stream was down: the job cache read on reconnection brings it.
-			await eventually(async () => ((await get(`actions/${jid}${victim}`))?.state === "finished" ? true : undefined), SOON, "the return made during the cut");
+			await eventually(
+				async () => ((await get(`actions/${jid}${victim}`))?.state === "finished" ? true : undefined),
+				SOON,
+				"the return made during the cut",
+			);
 			expect(await get(`actions/${jid}${victim}`)).toMatchObject({ state: "finished", return: "during-the-cut" });
 			expect(sim.requests().some(r => r.path === `/jobs/${jid}`)).toBe(true);
 			expect((await h.call("cm-gateway.eventStreamStatus")).connected).toBe(true);
@@ -132,19 +198,45 @@ describe("cm-gateway: events a minion forged on the master's bus", () => {
 		const before = cuts();
 		sim.setMinionDelay(victim, REAL_RETURN_MS);
 		try {
-			const run = await request("POST", url(`hosts/${victim}`), { body: { cm_client: "local_async", fun: "test.echo", arg: ["real"] } });
+			const run = await request("POST", url(`hosts/${victim}`), {
+				body: { cm_client: "local_async", fun: "test.echo", arg: ["real"] },
+			});
 			expect(run.status).toBe(200);
 			const jid: string = run.body.task_id;
 			// fire_master's own (bytes) `tok`: the stream is cut at this event's tag; Salt 3006.0 keeps it in the job cache.
-			onMinion(attacker, "event.fire_master", [{}, "x", { __kwarg__: true, preload: { cmd: "_return", id: victim, jid, fun: "test.echo", fun_args: ["real"], return: "forged", retcode: 0, success: true } }]);
+			onMinion(attacker, "event.fire_master", [
+				{},
+				"x",
+				{
+					__kwarg__: true,
+					preload: {
+						cmd: "_return",
+						id: victim,
+						jid,
+						fun: "test.echo",
+						fun_args: ["real"],
+						return: "forged",
+						retcode: 0,
+						success: true,
+					},
+				},
+			]);
 			await eventually(async () => (cuts() > before ? true : undefined), SOON, "the stream cut");
 			expect(sim.job(jid)?.returns[victim]).toBe("forged");
 			// The reconnection reads the job cache for the jobs still awaited: that host is not taken from it.
-			await eventually(async () => ((await h.call("cm-gateway.eventStreamStatus")).connected ? true : undefined), SOON, "the stream back");
+			await eventually(
+				async () => ((await h.call("cm-gateway.eventStreamStatus")).connected ? true : undefined),
+				SOON,
+				"the stream back",
+			);
 			await eventsApplied(attacker);
 			expect(await get(`actions/${jid}${victim}`)).toMatchObject({ state: "running", return: "" });
 			// The victim's real return still comes on the event stream.
-			await eventually(async () => ((await get(`actions/${jid}${victim}`))?.state === "finished" ? true : undefined), SOON, "the real return");
+			await eventually(
+				async () => ((await get(`actions/${jid}${victim}`))?.state === "finished" ? true : undefined),
+				SOON,
+				"the real return",
+			);
 			expect(await get(`actions/${jid}${victim}`)).toMatchObject({ state: "finished", return: "real" });
 		} finally {
 			sim.setMinionDelay(victim, null);
@@ -162,14 +254,27 @@ describe("cm-gateway: events a minion forged on the master's bus", () => {
 		try {
 			// Anyone allowed test.* on a host does this, from fleet-ctl or not.
 			expect(sim.cliJob([other], "test.get_opts", [], { tgtType: "list" })).not.toBeNull();
-			const run = await request("POST", url(`hosts/${victim}`), { body: { cm_client: "local_async", fun: "test.echo", arg: ["during-the-get-opts-cut"] } });
+			const run = await request("POST", url(`hosts/${victim}`), {
+				body: { cm_client: "local_async", fun: "test.echo", arg: ["during-the-get-opts-cut"] },
+			});
 			expect(run.status).toBe(200);
 			const jid: string = run.body.task_id;
 			await eventually(async () => (cuts() > before ? true : undefined), SOON, "the stream cut");
-			await eventually(async () => ((await get(`actions/${jid}${victim}`))?.state === "finished" ? true : undefined), SOON, "the return made during the cut");
-			expect(await get(`actions/${jid}${victim}`)).toMatchObject({ state: "finished", return: "during-the-get-opts-cut" });
+			await eventually(
+				async () => ((await get(`actions/${jid}${victim}`))?.state === "finished" ? true : undefined),
+				SOON,
+				"the return made during the cut",
+			);
+			expect(await get(`actions/${jid}${victim}`)).toMatchObject({
+				state: "finished",
+				return: "during-the-get-opts-cut",
+			});
 			expect(sim.requests().some(r => r.path === `/jobs/${jid}`)).toBe(true);
-			await eventually(async () => ((await h.call("cm-gateway.eventStreamStatus")).connected ? true : undefined), SOON, "the stream back");
+			await eventually(
+				async () => ((await h.call("cm-gateway.eventStreamStatus")).connected ? true : undefined),
+				SOON,
+				"the stream back",
+			);
 		} finally {
 			sim.setMinionDelay(other, null);
 			sim.setMinionDelay(victim, null);
@@ -178,7 +283,10 @@ describe("cm-gateway: events a minion forged on the master's bus", () => {
 
 	it("a forged presence change or presence list leaves every host up", async () => {
 		const [attacker, victim] = sim.upMinions();
-		const upHosts = async () => ((await get(withQuery("hosts", { where: { status: "up" }, max_results: 50 })))._items as any[]).map(x => x._id).sort();
+		const upHosts = async () =>
+			((await get(withQuery("hosts", { where: { status: "up" }, max_results: 50 })))._items as any[])
+				.map(x => x._id)
+				.sort();
 		const before = await upHosts();
 		expect(before).toHaveLength(6);
 		onMinion(attacker, "event.fire_master", [{ new: [], lost: [victim] }, "salt/presence/change"]);
@@ -190,7 +298,11 @@ describe("cm-gateway: events a minion forged on the master's bus", () => {
 		// The master's own presence still moves hosts.
 		sim.setUp(victim, false);
 		sim.firePresence();
-		await eventually(async () => ((await get(`hosts/${victim}`)).status === "down" ? true : undefined), SOON, "the real loss");
+		await eventually(
+			async () => ((await get(`hosts/${victim}`)).status === "down" ? true : undefined),
+			SOON,
+			"the real loss",
+		);
 		sim.setUp(victim, true);
 	});
 });

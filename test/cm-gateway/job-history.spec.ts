@@ -21,11 +21,15 @@ describe("job history: /api/salt_jobs", () => {
 	const list = (query: Record<string, unknown>) => request("GET", withQuery(url("salt_jobs"), query));
 	/** The job's record once it is finished. */
 	const finished = (jid: string) =>
-		eventually(async () => {
-			const res = await get(`salt_jobs/${jid}`);
-			if (process.env.DBG) console.log(res.status, JSON.stringify(res.body));
-			return res.status === 200 && res.body.state === "finished" ? res.body : undefined;
-		}, 8000, `job ${jid} finished in the history`);
+		eventually(
+			async () => {
+				const res = await get(`salt_jobs/${jid}`);
+				if (process.env.DBG) console.log(res.status, JSON.stringify(res.body));
+				return res.status === 200 && res.body.state === "finished" ? res.body : undefined;
+			},
+			8000,
+			`job ${jid} finished in the history`,
+		);
 
 	/**
 	 * The bus's jobs up to now have been looked at: a job started outside fleet-ctl now (on `host`) is recorded. Each
@@ -38,17 +42,36 @@ describe("job history: /api/salt_jobs", () => {
 	};
 
 	beforeAll(async () => {
-		sim = new SaltApiSimulator({ minions: 8, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 20], presenceEvents: false });
+		sim = new SaltApiSimulator({
+			minions: 8,
+			timeout: 1,
+			gatherJobTimeout: 0,
+			latencyMs: [2, 20],
+			presenceEvents: false,
+		});
 		await sim.start();
 		h = await startEmbedded({
-			env: { ...sim.cmApiEnv, CM_API_TIMEOUT_MS: "5000", CM_JOB_POLL_MS: "100", CM_JOB_TIMEOUT_MS: "1500", CM_SYNC_INTERVAL_MS: "0", CM_EXTERNAL_JOB_GRACE_MS: "150" },
+			env: {
+				...sim.cmApiEnv,
+				CM_API_TIMEOUT_MS: "5000",
+				CM_JOB_POLL_MS: "100",
+				CM_JOB_TIMEOUT_MS: "1500",
+				CM_SYNC_INTERVAL_MS: "0",
+				CM_EXTERNAL_JOB_GRACE_MS: "150",
+			},
 		});
 		[A, B, C, D] = sim.upMinions();
-		await h.call("hosts.upsertMany", { hosts: sim.upMinions().map(_id => ({ _id, status: "up", key: "accepted", grain: { os: "Debian" } })) });
+		await h.call("hosts.upsertMany", {
+			hosts: sim.upMinions().map(_id => ({ _id, status: "up", key: "accepted", grain: { os: "Debian" } })),
+		});
 		const g = await request("POST", url("groups"), { body: { name: "jh-web", type: 0, hosts: [A, B] } });
 		expect(g.status).toBe(201);
 		group = g.body._id;
-		await eventually(async () => ((await h.call<{ connected: boolean }>("cm-gateway.eventStreamStatus")).connected ? true : undefined), 5000, "the event stream");
+		await eventually(
+			async () => ((await h.call<{ connected: boolean }>("cm-gateway.eventStreamStatus")).connected ? true : undefined),
+			5000,
+			"the event stream",
+		);
 	});
 	afterAll(async () => {
 		await h?.stop();
@@ -60,7 +83,9 @@ describe("job history: /api/salt_jobs", () => {
 	});
 
 	it("records a group run: what, on what as given, the frozen hosts, who, from where, and the counts once the hosts returned", async () => {
-		const res = await request("POST", url(`groups/${group}`), { body: { fun: "test.echo", arg: ["hi"], kwarg: { note: "x" } } });
+		const res = await request("POST", url(`groups/${group}`), {
+			body: { fun: "test.echo", arg: ["hi"], kwarg: { note: "x" } },
+		});
 		expect(res.status).toBe(200);
 		const jid = res.body.task_id;
 		expect(jid).toMatch(JID);
@@ -85,7 +110,12 @@ describe("job history: /api/salt_jobs", () => {
 		const href: string = job._links.related.actions.href;
 		const returns = await get(href);
 		expect(returns.body._items.map((a: { host: string }) => a.host).sort()).toEqual([A, B].sort());
-		expect(returns.body._items[0]).toMatchObject({ jid, retcode: 0, success: true, _links: { related: { jid: { href: `salt_jobs/${jid}` } } } });
+		expect(returns.body._items[0]).toMatchObject({
+			jid,
+			retcode: 0,
+			success: true,
+			_links: { related: { jid: { href: `salt_jobs/${jid}` } } },
+		});
 		const embedded = await get(`actions/${jid}${A}?embedded=${encodeURIComponent('{"jid":1}')}`);
 		expect(embedded.body.jid).toMatchObject({ _id: jid, fun: "test.echo", state: "finished" });
 	});
@@ -93,10 +123,20 @@ describe("job history: /api/salt_jobs", () => {
 	it("counts failed hosts (Salt's retcode) and silent ones (timed out), and finishes the job when none is left", async () => {
 		sim.failPatch(PATCH, [A]);
 		sim.setNeverReturns(C, true);
-		const res = await request("POST", url("run"), { body: { target: `L@${A},${B},${C}`, fun: "state.apply", kwarg: { mods: PATCH } } });
+		const res = await request("POST", url("run"), {
+			body: { target: `L@${A},${B},${C}`, fun: "state.apply", kwarg: { mods: PATCH } },
+		});
 		expect(res.status).toBe(200);
 		const job = await finished(res.body.task_id);
-		expect(job).toMatchObject({ target: `L@${A},${B},${C}`, expected: 3, returned: 2, succeeded: 1, failed: 1, timed_out: 1, state: "finished" });
+		expect(job).toMatchObject({
+			target: `L@${A},${B},${C}`,
+			expected: 3,
+			returned: 2,
+			succeeded: 1,
+			failed: 1,
+			timed_out: 1,
+			state: "finished",
+		});
 		expect((await get(`actions/${res.body.task_id}${A}`)).body).toMatchObject({ retcode: 2, success: false });
 	});
 
@@ -105,8 +145,14 @@ describe("job history: /api/salt_jobs", () => {
 		sim.setMinionDelay(D, 2000);
 		try {
 			let answered = false;
-			const pending = request("POST", url(`hosts/${D}`), { body: { cm_client: "local", fun: "test.ping" } }).finally(() => (answered = true));
-			await eventually(async () => sim.jobs().find(j => j.fun === "test.ping" && j.minions.includes(D)), 5000, "the job on the bus");
+			const pending = request("POST", url(`hosts/${D}`), { body: { cm_client: "local", fun: "test.ping" } }).finally(
+				() => (answered = true),
+			);
+			await eventually(
+				async () => sim.jobs().find(j => j.fun === "test.ping" && j.minions.includes(D)),
+				5000,
+				"the job on the bus",
+			);
 			// Past its grace (a later job's has passed), salt-api still waiting: the job is not recorded as someone else's.
 			await busSeen(A);
 			expect(answered).toBe(false);
@@ -114,7 +160,15 @@ describe("job history: /api/salt_jobs", () => {
 			const res = await pending;
 			expect(res.status).toBe(200);
 			const job = await finished(res.body.task_id);
-			expect(job).toMatchObject({ target: D, minions: [D], expected: 1, returned: 1, succeeded: 1, origin: "api", user: "bootstrap-admin" });
+			expect(job).toMatchObject({
+				target: D,
+				minions: [D],
+				expected: 1,
+				returned: 1,
+				succeeded: 1,
+				origin: "api",
+				user: "bootstrap-admin",
+			});
 		} finally {
 			sim.setMinionDelay(D, null);
 		}
@@ -127,8 +181,21 @@ describe("job history: /api/salt_jobs", () => {
 		expect(res.body).toMatchObject({ status: "finished", return: { return: [{ [C]: false }] } });
 		expect(res.body.task_id).toMatch(JID);
 		const job = await finished(res.body.task_id);
-		expect(job).toMatchObject({ fun: "test.ping", target: C, minions: [C], expected: 1, returned: 0, timed_out: 1, origin: "api", user: "bootstrap-admin" });
-		expect((await get(`actions/${res.body.task_id}${C}`)).body).toMatchObject({ jid: res.body.task_id, host: C, state: "timeout" });
+		expect(job).toMatchObject({
+			fun: "test.ping",
+			target: C,
+			minions: [C],
+			expected: 1,
+			returned: 0,
+			timed_out: 1,
+			origin: "api",
+			user: "bootstrap-admin",
+		});
+		expect((await get(`actions/${res.body.task_id}${C}`)).body).toMatchObject({
+			jid: res.body.task_id,
+			host: C,
+			state: "timeout",
+		});
 		// A job started on the master afterwards is recorded as external: by then the run's job would have been too.
 		sim.setNeverReturns(C, false);
 		const later = sim.cliJob([C], "test.echo", ["after"], { tgtType: "list", user: "ops" });
@@ -142,14 +209,29 @@ describe("job history: /api/salt_jobs", () => {
 		const cli = sim.cliJob(`( ${A} or ${B}`, "test.ping", [], { tgtType: "compound", user: "ops" });
 		expect(cli?.minions.sort()).toEqual([A, B].sort());
 		const job = await finished(cli!.jid);
-		expect(job).toMatchObject({ origin: "external", user: "salt:ops", target: `( ${A} or ${B}`, minions: [], expected: 0, state: "finished" });
+		expect(job).toMatchObject({
+			origin: "external",
+			user: "salt:ops",
+			target: `( ${A} or ${B}`,
+			minions: [],
+			expected: 0,
+			state: "finished",
+		});
 	});
 
 	it("records jobs started outside fleet-ctl from the bus (user salt:<user>, target as an expression), not the master's own plumbing", async () => {
 		const cli = sim.cliJob(`${A.slice(0, -1)}*`, "test.ping", [], { user: "root" });
 		expect(cli).not.toBeNull();
 		const job = await finished(cli!.jid);
-		expect(job).toMatchObject({ _id: cli!.jid, fun: "test.ping", target: `${A.slice(0, -1)}*`, origin: "external", user: "salt:root", expected: cli!.minions.length, returned: cli!.minions.length });
+		expect(job).toMatchObject({
+			_id: cli!.jid,
+			fun: "test.ping",
+			target: `${A.slice(0, -1)}*`,
+			origin: "external",
+			user: "salt:root",
+			expected: cli!.minions.length,
+			returned: cli!.minions.length,
+		});
 		expect(job.minions).toEqual([...cli!.minions].sort());
 		const listed = sim.cliJob([B, C], "cmd.run", ["uptime"], { tgtType: "list", user: "ops" });
 		expect((await finished(listed!.jid)).target).toBe(`L@${B},${C}`);
@@ -161,25 +243,46 @@ describe("job history: /api/salt_jobs", () => {
 
 	it("takes the origin from the server, not the client's User-Agent, and links a task's runs to the task", async () => {
 		// Any client can say it is the REPL: an interactive request is `api` whatever its User-Agent.
-		const repl = await request("POST", url(`hosts/${B}`), { body: { fun: "test.ping" }, headers: { "User-Agent": "fleet-ctl-repl (ops-laptop)" } });
+		const repl = await request("POST", url(`hosts/${B}`), {
+			body: { fun: "test.ping" },
+			headers: { "User-Agent": "fleet-ctl-repl (ops-laptop)" },
+		});
 		expect((await finished(repl.body.task_id)).origin).toBe("api");
 		const token = await request("POST", url("tokens"), { body: { name: "jh-operator", role: "operator" } });
 		expect(token.status).toBe(201);
-		const ran = await h.call<{ task_id: string }>("cm-gateway.runTask", { task: "65f000000000000000000001", owner: token.body._id, cm_client: "local_async", fun: "test.ping", tgt: [C], target: `${D}` });
+		const ran = await h.call<{ task_id: string }>("cm-gateway.runTask", {
+			task: "65f000000000000000000001",
+			owner: token.body._id,
+			cm_client: "local_async",
+			fun: "test.ping",
+			tgt: [C],
+			target: `${D}`,
+		});
 		const job = await finished(ran.task_id);
-		expect(job).toMatchObject({ origin: "task", task: "65f000000000000000000001", user: "jh-operator", target: `L@${C} or (${D})`, minions: [C, D].sort() });
+		expect(job).toMatchObject({
+			origin: "task",
+			task: "65f000000000000000000001",
+			user: "jh-operator",
+			target: `L@${C} or (${D})`,
+			minions: [C, D].sort(),
+		});
 	});
 
 	it("filters on every field (a host finds every job that targeted it), newest first, with keyset paging on _id", async () => {
 		const jids: string[] = [];
-		for (const host of [A, B, A]) jids.push((await request("POST", url(`hosts/${host}`), { body: { fun: "test.ping" } })).body.task_id);
+		for (const host of [A, B, A])
+			jids.push((await request("POST", url(`hosts/${host}`), { body: { fun: "test.ping" } })).body.task_id);
 		for (const jid of jids) await finished(jid);
 		const ofA = await list({ where: { minions: A, _id: { $gte: jids[0] } } });
 		expect(ofA.status).toBe(200);
 		expect(ofA.body._items.map((j: { _id: string }) => j._id)).toEqual([jids[2], jids[0]]);
 		// Lists carry the counts; the host list is on the record's own page.
 		expect(ofA.body._items[0].minions).toBeUndefined();
-		expect(ofA.body._items[0]).toMatchObject({ expected: 1, returned: 1, _links: { self: { href: `salt_jobs/${jids[2]}` } } });
+		expect(ofA.body._items[0]).toMatchObject({
+			expected: 1,
+			returned: 1,
+			_links: { self: { href: `salt_jobs/${jids[2]}` } },
+		});
 		// Keyset paging: the page after a jid, in the same order.
 		const page1 = await list({ where: { _id: { $gte: jids[0] } }, max_results: 2 });
 		expect(page1.body._items.map((j: { _id: string }) => j._id)).toEqual([jids[2], jids[1]]);
@@ -187,11 +290,17 @@ describe("job history: /api/salt_jobs", () => {
 		expect(page2.body._items.map((j: { _id: string }) => j._id)).toEqual([jids[0]]);
 		const oldestFirst = await list({ where: { _id: { $in: jids } }, sort: "started,_id" });
 		expect(oldestFirst.body._items.map((j: { _id: string }) => j._id)).toEqual(jids);
-		for (const where of [{ origin: "external" }, { fun: "state.apply", failed: { $gt: 0 } }, { user: "bootstrap-admin", state: "finished" }, { timed_out: { $gte: 1 } }]) {
+		for (const where of [
+			{ origin: "external" },
+			{ fun: "state.apply", failed: { $gt: 0 } },
+			{ user: "bootstrap-admin", state: "finished" },
+			{ timed_out: { $gte: 1 } },
+		]) {
 			const res = await list({ where });
 			expect(res.status).toBe(200);
 			expect(res.body._items.length).toBeGreaterThan(0);
-			for (const item of res.body._items) for (const [k, v] of Object.entries(where)) if (typeof v === "string") expect(item[k]).toBe(v);
+			for (const item of res.body._items)
+				for (const [k, v] of Object.entries(where)) if (typeof v === "string") expect(item[k]).toBe(v);
 		}
 	});
 

@@ -10,7 +10,13 @@ function guard(opts: Partial<{ maxLoss: number; minHosts: number; confirmMs: num
 describe("the presence guard", () => {
 	it("applies readings that lose nothing, one host, or half of the hosts up or less", () => {
 		const { g } = guard();
-		expect([g.judge(3, 0), g.judge(0, 0), g.judge(3, 1), g.judge(100, 50), g.judge(1, 1)]).toEqual(["apply", "apply", "apply", "apply", "apply"]);
+		expect([g.judge(3, 0), g.judge(0, 0), g.judge(3, 1), g.judge(100, 50), g.judge(1, 1)]).toEqual([
+			"apply",
+			"apply",
+			"apply",
+			"apply",
+			"apply",
+		]);
 		expect(g.holding).toBe(false);
 	});
 

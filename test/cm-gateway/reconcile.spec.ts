@@ -10,7 +10,9 @@ describe("nextSyncDelay", () => {
 	});
 
 	it("retries after CM_SYNC_RETRY_MS, doubling per failure in a row, never later than the interval", () => {
-		expect([1, 2, 3, 4, 5, 6, 7].map(f => nextSyncDelay(f, 5000, 300_000))).toEqual([5000, 10_000, 20_000, 40_000, 80_000, 160_000, 300_000]);
+		expect([1, 2, 3, 4, 5, 6, 7].map(f => nextSyncDelay(f, 5000, 300_000))).toEqual([
+			5000, 10_000, 20_000, 40_000, 80_000, 160_000, 300_000,
+		]);
 		expect(nextSyncDelay(10_000, 5000, 300_000)).toBe(300_000);
 	});
 

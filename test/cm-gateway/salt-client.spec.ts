@@ -18,12 +18,37 @@ describe("salt-api client, closed while calls wait", () => {
 		const silent = http.createServer((req, res) => {
 			if (req.url !== "/login") return void held.push(res);
 			res.writeHead(200, { "Content-Type": "application/json" });
-			res.end(JSON.stringify({ return: [{ token: "t", start: Date.now() / 1000, expire: Date.now() / 1000 + 3600, user: "u", eauth: "pam", perms: [".*"] }] }));
+			res.end(
+				JSON.stringify({
+					return: [
+						{
+							token: "t",
+							start: Date.now() / 1000,
+							expire: Date.now() / 1000 + 3600,
+							user: "u",
+							eauth: "pam",
+							perms: [".*"],
+						},
+					],
+				}),
+			);
 		});
 		await new Promise<void>(r => silent.listen(0, "127.0.0.1", () => r()));
-		const c = new SaltClient({ url: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`, username: "u", password: "p", timeoutMs: 20_000, concurrency: 1, attempts: 1 });
+		const c = new SaltClient({
+			url: `http://127.0.0.1:${(silent.address() as AddressInfo).port}`,
+			username: "u",
+			password: "p",
+			timeoutMs: 20_000,
+			concurrency: 1,
+			attempts: 1,
+		});
 		try {
-			const calls = [1, 2, 3].map(() => c.lowstate({ client: "local", tgt: "*", fun: "test.ping" }).then(() => "answered", (e: unknown) => e));
+			const calls = [1, 2, 3].map(() =>
+				c.lowstate({ client: "local", tgt: "*", fun: "test.ping" }).then(
+					() => "answered",
+					(e: unknown) => e,
+				),
+			);
 			// One call in flight, two waiting for their turn.
 			for (let i = 0; i < 50 && held.length === 0; i++) await new Promise(r => setTimeout(r, 20));
 			expect(held).toHaveLength(1);
@@ -59,7 +84,12 @@ describe("salt-api client", () => {
 
 	it("retries a safe read (GET /jobs/<jid>) after a 502, but never a remote execution", async () => {
 		const [id] = sim.upMinions();
-		const job = await client.lowstate<{ jid: string }>({ client: "local_async", tgt: [id], tgt_type: "list", fun: "test.ping" });
+		const job = await client.lowstate<{ jid: string }>({
+			client: "local_async",
+			tgt: [id],
+			tgt_type: "list",
+			fun: "test.ping",
+		});
 		sim.failNext(1, 502, { filter: { path: `/jobs/${job.jid}` } });
 		const res = await client.listJob(job.jid);
 		expect(res.info[0].jid).toBe(job.jid);
@@ -67,24 +97,41 @@ describe("salt-api client", () => {
 		sim.resetExecutions();
 		const before = sim.requests().length;
 		sim.failNext(1, 500, { filter: { method: "POST", path: "/" } });
-		const err: any = await client.lowstate({ client: "local_async", tgt: [id], tgt_type: "list", fun: "test.ping" }).catch(e => e);
+		const err: any = await client
+			.lowstate({ client: "local_async", tgt: [id], tgt_type: "list", fun: "test.ping" })
+			.catch(e => e);
 		expect(err).toBeInstanceOf(SaltApiError);
 		expect(err.code).toBe(503);
-		expect(sim.requests().slice(before).map(r => `${r.method} ${r.path}`)).toEqual(["POST /"]);
+		expect(
+			sim
+				.requests()
+				.slice(before)
+				.map(r => `${r.method} ${r.path}`),
+		).toEqual(["POST /"]);
 	});
 
 	// A real salt-api answers 500 {"status": 500, "return": "An unexpected error occurred"} after ~5 s while the
 	// master is down (../shared/reference/salt-3006/README.md): that is the master not answering, not a salt-api bug.
-	it.each([500, 503])("reports salt-api's %i as 503 'the Salt master is not answering', and does not retry it even on a safe read", async status => {
-		const before = sim.requests().length;
-		sim.failNext(1, status, { filter: { method: "POST", path: "/" } });
-		const err: any = await client.lowstate({ client: "wheel", fun: "key.list_all" }, { safe: true }).catch(e => e);
-		expect(err).toBeInstanceOf(SaltApiError);
-		expect({ code: err.code, kind: err.kind }).toEqual({ code: 503, kind: "master" });
-		expect(err.message).toMatch(new RegExp(`^the Salt master is not answering \\(salt-api answered ${status}(: .+)?\\)$`));
-		expect(err.message).not.toMatch(/salt-api failed/);
-		expect(sim.requests().slice(before).map(r => `${r.method} ${r.path}`)).toEqual(["POST /"]);
-	});
+	it.each([500, 503])(
+		"reports salt-api's %i as 503 'the Salt master is not answering', and does not retry it even on a safe read",
+		async status => {
+			const before = sim.requests().length;
+			sim.failNext(1, status, { filter: { method: "POST", path: "/" } });
+			const err: any = await client.lowstate({ client: "wheel", fun: "key.list_all" }, { safe: true }).catch(e => e);
+			expect(err).toBeInstanceOf(SaltApiError);
+			expect({ code: err.code, kind: err.kind }).toEqual({ code: 503, kind: "master" });
+			expect(err.message).toMatch(
+				new RegExp(`^the Salt master is not answering \\(salt-api answered ${status}(: .+)?\\)$`),
+			);
+			expect(err.message).not.toMatch(/salt-api failed/);
+			expect(
+				sim
+					.requests()
+					.slice(before)
+					.map(r => `${r.method} ${r.path}`),
+			).toEqual(["POST /"]);
+		},
+	);
 
 	it("reports refused credentials as a 502 without the password, and HTML error pages without parsing them", async () => {
 		const bad = new SaltClient({ url: sim.url, username: "saltapi", password: "s3cret-not-this", timeoutMs: 2000 });
@@ -128,9 +175,19 @@ describe("salt-api client", () => {
 		});
 		await new Promise<void>(r => server.listen(0, "127.0.0.1", r));
 		const { port } = server.address() as AddressInfo;
-		const limited = new SaltClient({ url: `http://127.0.0.1:${port}`, username: "u", password: "p", concurrency: 2, timeoutMs: 1500, attempts: 3, backoffMs: 10 });
+		const limited = new SaltClient({
+			url: `http://127.0.0.1:${port}`,
+			username: "u",
+			password: "p",
+			concurrency: 2,
+			timeoutMs: 1500,
+			attempts: 3,
+			backoffMs: 10,
+		});
 		try {
-			await Promise.all(Array.from({ length: 6 }, () => limited.lowstate({ client: "runner", fun: "manage.present" }, { safe: true })));
+			await Promise.all(
+				Array.from({ length: 6 }, () => limited.lowstate({ client: "runner", fun: "manage.present" }, { safe: true })),
+			);
 			expect(peak).toBe(2);
 			// A safe read that timed out is not sent again: one more wait of the whole timeout would outlast the caller.
 			const jobs = () => requests.filter(r => r.startsWith("GET /jobs/")).length;
@@ -146,36 +203,45 @@ describe("salt-api client", () => {
 		}
 	});
 
-	(opensslAvailable ? it : it.skip)(`verifies TLS certificates by default; a CA file or CM_API_TLS_VERIFY=false lets a self-signed one through${opensslAvailable ? "" : " (skipped: no openssl to make a certificate)"}`, async () => {
-		const { key, cert, certFile } = selfSignedCert("tls");
-		const server = https.createServer({ key, cert }, (req, res) => {
-			res.setHeader("Content-Type", "application/json");
-			res.end(JSON.stringify(req.url === "/login" ? { return: [{ token: "b".repeat(40), start: 1, expire: 43201 }] } : { return: [{ ok: true }] }));
-		});
-		await new Promise<void>(r => server.listen(0, "127.0.0.1", r));
-		const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
-		const call = async (opts: { tlsVerify?: boolean; caFile?: string }) => {
-			const c = new SaltClient({ url, username: "u", password: "p", attempts: 1, timeoutMs: 2000, ...opts });
+	(opensslAvailable ? it : it.skip)(
+		`verifies TLS certificates by default; a CA file or CM_API_TLS_VERIFY=false lets a self-signed one through${opensslAvailable ? "" : " (skipped: no openssl to make a certificate)"}`,
+		async () => {
+			const { key, cert, certFile } = selfSignedCert("tls");
+			const server = https.createServer({ key, cert }, (req, res) => {
+				res.setHeader("Content-Type", "application/json");
+				res.end(
+					JSON.stringify(
+						req.url === "/login"
+							? { return: [{ token: "b".repeat(40), start: 1, expire: 43201 }] }
+							: { return: [{ ok: true }] },
+					),
+				);
+			});
+			await new Promise<void>(r => server.listen(0, "127.0.0.1", r));
+			const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}`;
+			const call = async (opts: { tlsVerify?: boolean; caFile?: string }) => {
+				const c = new SaltClient({ url, username: "u", password: "p", attempts: 1, timeoutMs: 2000, ...opts });
+				try {
+					return await c.lowstate({ client: "runner", fun: "manage.status" }, { safe: true });
+				} catch (err) {
+					return err;
+				} finally {
+					c.close();
+				}
+			};
 			try {
-				return await c.lowstate({ client: "runner", fun: "manage.status" }, { safe: true });
-			} catch (err) {
-				return err;
+				const refused = (await call({})) as SaltApiError;
+				expect(refused).toBeInstanceOf(SaltApiError);
+				expect(refused.code).toBe(502);
+				expect(refused.message).toMatch(/TLS certificate/);
+				expect(await call({ caFile: certFile })).toEqual({ ok: true });
+				expect(await call({ tlsVerify: false })).toEqual({ ok: true });
 			} finally {
-				c.close();
+				server.closeAllConnections();
+				await new Promise(r => server.close(r));
 			}
-		};
-		try {
-			const refused = (await call({})) as SaltApiError;
-			expect(refused).toBeInstanceOf(SaltApiError);
-			expect(refused.code).toBe(502);
-			expect(refused.message).toMatch(/TLS certificate/);
-			expect(await call({ caFile: certFile })).toEqual({ ok: true });
-			expect(await call({ tlsVerify: false })).toEqual({ ok: true });
-		} finally {
-			server.closeAllConnections();
-			await new Promise(r => server.close(r));
-		}
-	});
+		},
+	);
 
 	describe("the event stream (GET /events)", () => {
 		const until = async (check: () => boolean, what: string, ms = 5000) => {
@@ -189,7 +255,8 @@ describe("salt-api client", () => {
 		it("parses records split anywhere, CRLF line ends, the leading retry line and multi-line data", () => {
 			const got: Array<{ tag?: string; data: string }> = [];
 			const parser = new SseParser(r => got.push(r));
-			const text = 'retry: 400\ntag: salt/a\ndata: {"tag":"salt/a","data":{}}\n\r\ntag: salt/b\r\ndata: {"x":\r\ndata: 1}\r\n\r\n: a comment\n\ntag: salt/c\ndata: par';
+			const text =
+				'retry: 400\ntag: salt/a\ndata: {"tag":"salt/a","data":{}}\n\r\ntag: salt/b\r\ndata: {"x":\r\ndata: 1}\r\n\r\n: a comment\n\ntag: salt/c\ndata: par';
 			for (let i = 0; i < text.length; i += 7) parser.push(text.slice(i, i + 7));
 			expect(got).toEqual([
 				{ tag: "salt/a", data: '{"tag":"salt/a","data":{}}' },
@@ -203,7 +270,14 @@ describe("salt-api client", () => {
 			const got: Array<{ tag?: string; data: string }> = [];
 			const parser = new SseParser(r => got.push(r));
 			// The shape of a runner's return over a fleet: one event, one data line of 6 MB.
-			const big = JSON.stringify({ tag: "salt/run/1/ret", data: { return: Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`m${i}.example`, { os: "Debian", n: "x".repeat(260) }])) } });
+			const big = JSON.stringify({
+				tag: "salt/run/1/ret",
+				data: {
+					return: Object.fromEntries(
+						Array.from({ length: 20_000 }, (_, i) => [`m${i}.example`, { os: "Debian", n: "x".repeat(260) }]),
+					),
+				},
+			});
 			const text = `tag: salt/run/1/ret\ndata: ${big}\n\ntag: salt/b\ndata: {"n":2}\n\n`;
 			for (let i = 0; i < text.length; i += 4096) parser.push(text.slice(i, i + 4096));
 			expect(got.map(r => r.tag)).toEqual(["salt/run/1/ret", "salt/b"]);
@@ -212,7 +286,10 @@ describe("salt-api client", () => {
 			const small = 'retry: 400\r\ntag: a\r\ndata: {"x":1}\r\n\r\n: note\n\ntag: b\ndata: l1\ndata: l2\n\n';
 			const whole: Array<{ tag?: string; data: string }> = [];
 			new SseParser(r => whole.push(r)).push(small);
-			expect(whole).toEqual([{ tag: "a", data: '{"x":1}' }, { tag: "b", data: "l1\nl2" }]);
+			expect(whole).toEqual([
+				{ tag: "a", data: '{"x":1}' },
+				{ tag: "b", data: "l1\nl2" },
+			]);
 			fc.assert(
 				fc.property(fc.uniqueArray(fc.integer({ min: 1, max: small.length - 1 }), { maxLength: 12 }), cuts => {
 					const parts: Array<{ tag?: string; data: string }> = [];
@@ -231,10 +308,16 @@ describe("salt-api client", () => {
 		it("skips an event longer than it keeps, says so, and delivers the events after it", () => {
 			const got: Array<{ tag?: string; data: string }> = [];
 			const dropped: Array<[string | undefined, number]> = [];
-			const parser = new SseParser(r => got.push(r), { maxRecordChars: 1000, onDropped: (tag, chars) => dropped.push([tag, chars]) });
+			const parser = new SseParser(r => got.push(r), {
+				maxRecordChars: 1000,
+				onDropped: (tag, chars) => dropped.push([tag, chars]),
+			});
 			const text = `tag: a\ndata: {"n":1}\n\ntag: huge\ndata: ${"y".repeat(5000)}\ndata: more\n\ntag: many\n${"data: zzzzzzzzzz\n".repeat(200)}\ntag: c\ndata: {"n":3}\n\n`;
 			for (let i = 0; i < text.length; i += 300) parser.push(text.slice(i, i + 300));
-			expect(got).toEqual([{ tag: "a", data: '{"n":1}' }, { tag: "c", data: '{"n":3}' }]);
+			expect(got).toEqual([
+				{ tag: "a", data: '{"n":1}' },
+				{ tag: "c", data: '{"n":3}' },
+			]);
 			expect(dropped.map(([tag]) => tag)).toEqual(["huge", "many"]);
 			expect(dropped[0][1]).toBeGreaterThan(5000);
 		});
@@ -243,7 +326,10 @@ describe("salt-api client", () => {
 			const events: SaltEvent[] = [];
 			let connects = 0;
 			const c = new SaltClient({ url: sim.url, ...sim.credentials, timeoutMs: 2000 });
-			const stream = c.streamEvents({ onEvent: e => events.push(e), onConnect: () => connects++ }, { minBackoffMs: 20, maxBackoffMs: 200 });
+			const stream = c.streamEvents(
+				{ onEvent: e => events.push(e), onConnect: () => connects++ },
+				{ minBackoffMs: 20, maxBackoffMs: 200 },
+			);
 			try {
 				await until(() => stream.connected, "the stream");
 				sim.fireEvent("ctl/test/one", { n: 1 });
@@ -271,7 +357,10 @@ describe("salt-api client", () => {
 			// the closed one, had it still (or again) been connected, would have had it at the same time.
 			const witness: SaltEvent[] = [];
 			const other = new SaltClient({ url: sim.url, ...sim.credentials, timeoutMs: 2000 });
-			const otherStream = other.streamEvents({ onEvent: e => witness.push(e) }, { minBackoffMs: 20, maxBackoffMs: 200 });
+			const otherStream = other.streamEvents(
+				{ onEvent: e => witness.push(e) },
+				{ minBackoffMs: 20, maxBackoffMs: 200 },
+			);
 			try {
 				await until(() => otherStream.connected, "the witness stream");
 				sim.fireEvent("ctl/test/after", {});
@@ -289,7 +378,10 @@ describe("salt-api client", () => {
 			const events: SaltEvent[] = [];
 			const reasons: string[] = [];
 			const c = new SaltClient({ url: sim.url, ...sim.credentials, timeoutMs: 2000, backoffMs: 10 });
-			const stream = c.streamEvents({ onEvent: e => events.push(e), onDisconnect: r => reasons.push(r) }, { minBackoffMs: 20, maxBackoffMs: 100 });
+			const stream = c.streamEvents(
+				{ onEvent: e => events.push(e), onDisconnect: r => reasons.push(r) },
+				{ minBackoffMs: 20, maxBackoffMs: 100 },
+			);
 			try {
 				await until(() => stream.connected, "the stream");
 				await sim.goDown("refuse");

@@ -23,7 +23,9 @@ describe("patchOf", () => {
 		expect(patchOf("state.apply", [{ __kwarg__: true, mods: "patches.fix1" }], P)).toBe("patches.fix1");
 		expect(patchOf("state.apply", ["patches.fix1"], P)).toBe("patches.fix1");
 		expect(patchOf("state.sls", ["patches.a", { __kwarg__: true, test: true }], P)).toBe("patches.a");
-		expect(patchOf("state.apply", [{ __kwarg__: true, mods: ["patches.a", "patches.b"] }], P)).toBe("patches.a,patches.b");
+		expect(patchOf("state.apply", [{ __kwarg__: true, mods: ["patches.a", "patches.b"] }], P)).toBe(
+			"patches.a,patches.b",
+		);
 		expect(patchOf("state.apply", ["patches.a, patches.b"], P)).toBe("patches.a,patches.b");
 		expect(patchOf("state.apply", ["patches"], P)).toBe("patches");
 		expect(patchOf("state.apply", ["patches/sub/fix"], P)).toBe("patches/sub/fix");
@@ -67,24 +69,65 @@ describe("failedPatchSteps", () => {
 
 	it("keeps every step of a failed run, in __run_num__ order, with cmd and salt's own fields", () => {
 		const ret = {
-			"cmd_|-restart_|-systemctl restart ssh_|-run": step({ __id__: "restart", name: "systemctl restart ssh", __run_num__: 1, result: false, changes: { pid: 7, retcode: 1, stdout: "", stderr: "boom" } }),
+			"cmd_|-restart_|-systemctl restart ssh_|-run": step({
+				__id__: "restart",
+				name: "systemctl restart ssh",
+				__run_num__: 1,
+				result: false,
+				changes: { pid: 7, retcode: 1, stdout: "", stderr: "boom" },
+			}),
 			"pkg_|-ssl_|-openssl_|-installed": step({ __id__: "ssl", name: "openssl", __run_num__: 0, changes: {} }),
 		};
 		const steps = failedPatchSteps(ret, "patches.fix1")!;
 		expect(steps.map(s => s.__id__)).toEqual(["ssl", "restart"]);
-		expect(steps[0]).toMatchObject({ cmd: "pkg.installed openssl", result: true, __sls__: "patches.fix1", duration: 812.345, start_time: "12:00:00.123456" });
-		expect(steps[1]).toMatchObject({ cmd: "systemctl restart ssh", result: false, changes: { pid: 7, retcode: 1, stdout: "", stderr: "boom" }, comment: 'Command "/opt/fix.sh" run' });
+		expect(steps[0]).toMatchObject({
+			cmd: "pkg.installed openssl",
+			result: true,
+			__sls__: "patches.fix1",
+			duration: 812.345,
+			start_time: "12:00:00.123456",
+		});
+		expect(steps[1]).toMatchObject({
+			cmd: "systemctl restart ssh",
+			result: false,
+			changes: { pid: 7, retcode: 1, stdout: "", stderr: "boom" },
+			comment: 'Command "/opt/fix.sh" run',
+		});
 	});
 
 	it("counts 'No states found' as a failure", () => {
-		const ret = { "no_|-states_|-states_|-None": { result: false, comment: "No states found for this minion", name: "No States", changes: {}, __run_num__: 0 } };
-		expect(failedPatchSteps(ret, "patches.fix1")).toEqual([expect.objectContaining({ result: false, comment: "No states found for this minion", __sls__: "patches.fix1" })]);
+		const ret = {
+			"no_|-states_|-states_|-None": {
+				result: false,
+				comment: "No states found for this minion",
+				name: "No States",
+				changes: {},
+				__run_num__: 0,
+			},
+		};
+		expect(failedPatchSteps(ret, "patches.fix1")).toEqual([
+			expect.objectContaining({ result: false, comment: "No states found for this minion", __sls__: "patches.fix1" }),
+		]);
 	});
 
 	it("turns a render error (a list of strings) into one failed 'render' step", () => {
-		const steps = failedPatchSteps(["Rendering SLS 'base:patches.fix1' failed: mapping values are not allowed here"], "patches.fix1");
+		const steps = failedPatchSteps(
+			["Rendering SLS 'base:patches.fix1' failed: mapping values are not allowed here"],
+			"patches.fix1",
+		);
 		expect(steps).toEqual([
-			{ __id__: "render", __run_num__: 0, __sls__: "patches.fix1", name: "patches.fix1", result: false, comment: "Rendering SLS 'base:patches.fix1' failed: mapping values are not allowed here", start_time: "", duration: 0, changes: {}, cmd: "" },
+			{
+				__id__: "render",
+				__run_num__: 0,
+				__sls__: "patches.fix1",
+				name: "patches.fix1",
+				result: false,
+				comment: "Rendering SLS 'base:patches.fix1' failed: mapping values are not allowed here",
+				start_time: "",
+				duration: 0,
+				changes: {},
+				cmd: "",
+			},
 		]);
 	});
 });

@@ -15,11 +15,17 @@ function diagnostics(file: string): string[] {
 	const config = ts.readConfigFile(path.join(ROOT, "tsconfig.json"), ts.sys.readFile).config;
 	const { options } = ts.parseJsonConfigFileContent(config, ts.sys, ROOT);
 	const program = ts.createProgram([file], { ...options, noEmit: true });
-	return ts.getPreEmitDiagnostics(program).map(d => `${d.file ? path.relative(ROOT, d.file.fileName) + ":" + (d.file.getLineAndCharacterOfPosition(d.start ?? 0).line + 1) : ""} ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`);
+	return ts
+		.getPreEmitDiagnostics(program)
+		.map(
+			d =>
+				`${d.file ? path.relative(ROOT, d.file.fileName) + ":" + (d.file.getLineAndCharacterOfPosition(d.start ?? 0).line + 1) : ""} ${ts.flattenDiagnosticMessageText(d.messageText, "\n")}`,
+		);
 }
 
 function sources(dir: string): string[] {
-	return fs.readdirSync(path.join(ROOT, dir), { withFileTypes: true, recursive: true })
+	return fs
+		.readdirSync(path.join(ROOT, dir), { withFileTypes: true, recursive: true })
 		.filter(e => e.isFile() && e.name.endsWith(".ts"))
 		.map(e => path.join(e.parentPath, e.name));
 }
@@ -28,7 +34,10 @@ describe("typed internal calls (lib/contracts)", () => {
 	it("rejects every wrong call and handler of the fixture, and nothing else in it", () => {
 		// Each mistake carries @ts-expect-error: a mistake tsc stops rejecting is "Unused '@ts-expect-error' directive".
 		expect(diagnostics(FIXTURE)).toEqual([]);
-		const lines = fs.readFileSync(FIXTURE, "utf8").split("\n").filter(l => l.trim().startsWith("// @ts-expect-error"));
+		const lines = fs
+			.readFileSync(FIXTURE, "utf8")
+			.split("\n")
+			.filter(l => l.trim().startsWith("// @ts-expect-error"));
 		expect(lines.length).toBe(9);
 	}, 120_000);
 
@@ -45,13 +54,17 @@ describe("typed internal calls (lib/contracts)", () => {
 		}
 	}, 120_000);
 
-	const code = [...sources("services"), ...sources("mixins"), ...sources("lib")].filter(f => !f.includes(`${path.sep}contracts${path.sep}`));
+	const code = [...sources("services"), ...sources("mixins"), ...sources("lib")].filter(
+		f => !f.includes(`${path.sep}contracts${path.sep}`),
+	);
 	const text = new Map(code.map(f => [f, fs.readFileSync(f, "utf8")]));
 
 	it.each(Object.keys(PARAMS))("%s is declared with its contract and called only through it", name => {
 		const declared = [...text].filter(([, s]) => s.includes(`action("${name}", {`));
 		expect(declared.map(([f]) => path.relative(ROOT, f))).toHaveLength(1);
-		const raw = [...text].filter(([, s]) => new RegExp(`\\.\\s*(call|mcall)(<[^(]*>)?\\(\\s*"${name.replace(".", "\\.")}"`).test(s));
+		const raw = [...text].filter(([, s]) =>
+			new RegExp(`\\.\\s*(call|mcall)(<[^(]*>)?\\(\\s*"${name.replace(".", "\\.")}"`).test(s),
+		);
 		expect(raw.map(([f]) => path.relative(ROOT, f))).toEqual([]);
 	});
 });

@@ -20,7 +20,9 @@ export async function wrongCalls(ctx: Context): Promise<void> {
 	// @ts-expect-error a list where a list of strings is due
 	await call(ctx, "tokens.authorizeRun", { token: "t", client: "local", fun: "test.ping", targets: [1] });
 	// @ts-expect-error the caller's role is a Role, not any string
-	const role: "nobody" = (await call(ctx, "tokens.authorizeRun", { token: "t", client: "local", fun: "test.ping", targets: [] })).role;
+	const role: "nobody" = (
+		await call(ctx, "tokens.authorizeRun", { token: "t", client: "local", fun: "test.ping", targets: [] })
+	).role;
 	void n;
 	void role;
 }
@@ -35,6 +37,11 @@ export const wrongHandlers = {
 /** What compiles: the contract's own shapes (so the fixture proves the lines above fail for their reason). */
 export async function rightCalls(ctx: Context): Promise<string[]> {
 	const { hosts, missing } = await call(ctx, "hosts.resolveTarget", { target: "web-*", field: "target" });
-	const caller = await call(ctx, "tokens.authorizeRun", { token: "t", client: "local", fun: "test.ping", targets: hosts });
+	const caller = await call(ctx, "tokens.authorizeRun", {
+		token: "t",
+		client: "local",
+		fun: "test.ping",
+		targets: hosts,
+	});
 	return [...hosts, ...missing, caller.principal, ...(await call(ctx, "groups.expandTargets", { tgt: ["a"] }))];
 }

@@ -7,13 +7,26 @@ import { createHash, randomBytes } from "node:crypto";
 import fs from "node:fs";
 import path from "node:path";
 import { Loggers, ServiceBroker, type BrokerOptions } from "moleculer";
-import { ADMIN_TOKEN, ALL_SERVICES, apiOf, runServices, startEmbedded, tempDir, type Harness, type Proc } from "../support/harness";
+import {
+	ADMIN_TOKEN,
+	ALL_SERVICES,
+	apiOf,
+	runServices,
+	startEmbedded,
+	tempDir,
+	type Harness,
+	type Proc,
+} from "../support/harness";
 import { natsServerBinary, spawnNats } from "../support/net";
 import { request, expectEveError } from "../support/http";
 
 const sleep = (ms: number) => new Promise(r => setTimeout(r, ms));
 
-async function until<T>(what: string, probe: () => Promise<T | undefined> | T | undefined, timeoutMs = 30_000): Promise<T> {
+async function until<T>(
+	what: string,
+	probe: () => Promise<T | undefined> | T | undefined,
+	timeoutMs = 30_000,
+): Promise<T> {
 	const deadline = Date.now() + timeoutMs;
 	while (Date.now() < deadline) {
 		const value = await probe();
@@ -69,7 +82,8 @@ describe("rate limit per token", () => {
 		expect((await request("GET", `${h.api}/hosts?n=1`, { token })).status).toBe(200);
 		const window = gateway.rateWindowStart;
 		expect(window + 60_000 - Date.now()).toBeGreaterThanOrEqual(29_000);
-		for (let i = 2; i <= LIMIT; i++) expect([i, (await request("GET", `${h.api}/hosts?n=${i}`, { token })).status]).toEqual([i, 200]);
+		for (let i = 2; i <= LIMIT; i++)
+			expect([i, (await request("GET", `${h.api}/hosts?n=${i}`, { token })).status]).toEqual([i, 200]);
 
 		const limited = await request("GET", `${h.api}/hosts`, { token });
 		const body = expectEveError(limited, 429);
@@ -87,10 +101,20 @@ describe("rate limit per token", () => {
 		expectEveError(await request("GET", `${h.api}/hosts`, { token: null }), 401);
 		// All in the one window: the counts above were never restarted.
 		expect(gateway.rateWindowStart).toBe(window);
-		const audit = await request("GET", `${h.api}/audit?where=${encodeURIComponent('{"status": 429}')}`, { token: auditor.body.token });
+		const audit = await request("GET", `${h.api}/audit?where=${encodeURIComponent('{"status": 429}')}`, {
+			token: auditor.body.token,
+		});
 		expect(audit.status).toBe(200);
-		expect(audit.body._items).toEqual([expect.objectContaining({ method: "POST", path: "/api/groups", outcome: "denied", name: "limited-admin" })]);
-		expect((await request("GET", `${h.api}/groups?where=${encodeURIComponent('{"name":"limited"}')}`, { token: other.body.token })).body._meta.total).toBe(0);
+		expect(audit.body._items).toEqual([
+			expect.objectContaining({ method: "POST", path: "/api/groups", outcome: "denied", name: "limited-admin" }),
+		]);
+		expect(
+			(
+				await request("GET", `${h.api}/groups?where=${encodeURIComponent('{"name":"limited"}')}`, {
+					token: other.body.token,
+				})
+			).body._meta.total,
+		).toBe(0);
 	});
 });
 
@@ -101,7 +125,14 @@ describe("the bootstrap admin token of the production command", () => {
 		const dataDir = tempDir("bootstrap");
 		// CTL_ADMIN_TOKEN="" counts as unset (the harness sets it for every other process). PORT 0: each start
 		// binds a port of its own choosing, read back (apiOf).
-		const env = { DATA_DIR: dataDir, PORT: "0", HOST: "127.0.0.1", TRANSPORTER: "", CTL_ADMIN_TOKEN: "", LOGLEVEL: "info" };
+		const env = {
+			DATA_DIR: dataDir,
+			PORT: "0",
+			HOST: "127.0.0.1",
+			TRANSPORTER: "",
+			CTL_ADMIN_TOKEN: "",
+			LOGLEVEL: "info",
+		};
 
 		let proc = runServices([], env);
 		try {
@@ -114,7 +145,15 @@ describe("the bootstrap admin token of the production command", () => {
 			expect(proc.log.join("").split("admin token (shown once").length).toBe(2);
 			expectEveError(await request("GET", `${api}/settings/0`, { token: ADMIN_TOKEN }), 401);
 			const list = await request("GET", `${api}/tokens`, { token });
-			expect(list.body._items).toEqual([expect.objectContaining({ name: "bootstrap-admin", role: "admin", bootstrap: true, revoked: false, prefix: token.slice(0, 8) })]);
+			expect(list.body._items).toEqual([
+				expect.objectContaining({
+					name: "bootstrap-admin",
+					role: "admin",
+					bootstrap: true,
+					revoked: false,
+					prefix: token.slice(0, 8),
+				}),
+			]);
 			expect((await request("POST", `${api}/groups`, { token, body: { name: "made-by-bootstrap" } })).status).toBe(201);
 
 			// Only the hash is kept.
@@ -139,7 +178,9 @@ describe("the bootstrap admin token of the production command", () => {
 			const chosen = `fct_chosen-${randomBytes(12).toString("hex")}`;
 			proc = runServices([], { ...env, CTL_ADMIN_TOKEN: chosen });
 			api = await apiOf(proc);
-			await until("the API with CTL_ADMIN_TOKEN", async () => ((await apiStatus(api, chosen)) === 200 ? true : undefined));
+			await until("the API with CTL_ADMIN_TOKEN", async () =>
+				(await apiStatus(api, chosen)) === 200 ? true : undefined,
+			);
 			expectEveError(await request("GET", `${api}/settings/0`, { token }), 401);
 			expect(await sigterm(proc)).toBe(0);
 			expect(proc.log.join("")).not.toContain("admin token");
@@ -161,7 +202,8 @@ describe("NATS credentials", () => {
 
 	/** A broker that keeps every log line (down to debug) in `log`, and does not retry a refused connection. */
 	function broker(url: string, log: string[]): ServiceBroker {
-		const text = (a: unknown) => (a instanceof Error ? `${a.message} ${a.stack}` : typeof a === "string" ? a : JSON.stringify(a));
+		const text = (a: unknown) =>
+			a instanceof Error ? `${a.message} ${a.stack}` : typeof a === "string" ? a : JSON.stringify(a);
 		class Capture extends Loggers.Base<{ level: "debug" }> {
 			override getLogHandler() {
 				return (level: string, args: unknown[]) => void log.push(`${level} ${args.map(text).join(" ")}`);
@@ -215,7 +257,11 @@ describe("NATS credentials", () => {
 			await until("the refusal", () => (/Authorization Violation/i.test(log.join("\n")) ? true : undefined), 10_000);
 			// The end of its attempt: the transit's "Connection is failed." (with reconnecting disabled nothing comes
 			// after it; the start could only have finished before), not a fixed wait.
-			await until("the failed connection", () => (/^warn Connection is failed\./m.test(log.join("\n")) ? true : undefined), 10_000);
+			await until(
+				"the failed connection",
+				() => (/^warn Connection is failed\./m.test(log.join("\n")) ? true : undefined),
+				10_000,
+			);
 			expect(started).toBe(false);
 			expect(outsider.transit?.connected).toBe(false);
 			expect(log.join("\n")).not.toContain(PASSWORD);
@@ -224,12 +270,24 @@ describe("NATS credentials", () => {
 
 	it("runs the production command with credentials in TRANSPORTER and never prints the password", async () => {
 		const url = `nats://${USER}:${PASSWORD}@127.0.0.1:${port}`;
-		const env = { DATA_DIR: tempDir("creds"), PORT: "0", HOST: "127.0.0.1", TRANSPORTER: url, NAMESPACE: "creds", LOGLEVEL: "debug" };
-		const data = runServices(ALL_SERVICES().filter(s => s !== "api"), env);
+		const env = {
+			DATA_DIR: tempDir("creds"),
+			PORT: "0",
+			HOST: "127.0.0.1",
+			TRANSPORTER: url,
+			NAMESPACE: "creds",
+			LOGLEVEL: "debug",
+		};
+		const data = runServices(
+			ALL_SERVICES().filter(s => s !== "api"),
+			env,
+		);
 		const gateway = runServices(["api"], env);
 		procs.push(data, gateway);
 		const api = await apiOf(gateway);
-		await until("the API over an authenticated NATS", async () => ((await apiStatus(api, ADMIN_TOKEN)) === 200 ? true : undefined));
+		await until("the API over an authenticated NATS", async () =>
+			(await apiStatus(api, ADMIN_TOKEN)) === 200 ? true : undefined,
+		);
 		// A broker of this test, with the credentials, sees and calls the processes' services.
 		const client = broker(url, []);
 		await client.start();
@@ -238,9 +296,17 @@ describe("NATS credentials", () => {
 		expect((await request("POST", `${api}/groups`, { body: { name: "over-authenticated-nats" } })).status).toBe(201);
 
 		// And one process that gives the wrong password: refused, and it says so without the password.
-		const refused = runServices(["settings"], { ...env, TRANSPORTER: `nats://${USER}:not-${PASSWORD}@127.0.0.1:${port}`, NODEID: `refused-${process.pid}` });
+		const refused = runServices(["settings"], {
+			...env,
+			TRANSPORTER: `nats://${USER}:not-${PASSWORD}@127.0.0.1:${port}`,
+			NODEID: `refused-${process.pid}`,
+		});
 		procs.push(refused);
-		await until("the refused process to report it", () => (/Authorization Violation/i.test(refused.log.join("")) ? true : undefined), 15_000);
+		await until(
+			"the refused process to report it",
+			() => (/Authorization Violation/i.test(refused.log.join("")) ? true : undefined),
+			15_000,
+		);
 		expect(client.registry.nodes.toArray().map(n => n.id)).not.toContain(`refused-${process.pid}`);
 
 		await Promise.all([sigterm(data), sigterm(gateway), sigterm(refused)]);
@@ -254,12 +320,18 @@ describe("NATS credentials", () => {
 		const { child: tokenServer, port: tokenPort } = await spawnNats(natsBin(), null, ["--auth", TOKEN]);
 		const onTokenServer: ServiceBroker[] = [];
 		try {
-			const env = { DATA_DIR: tempDir("creds-token"), PORT: "0", TRANSPORTER: `nats://${TOKEN}@127.0.0.1:${tokenPort}`, NAMESPACE: "creds", LOGLEVEL: "debug" };
+			const env = {
+				DATA_DIR: tempDir("creds-token"),
+				PORT: "0",
+				TRANSPORTER: `nats://${TOKEN}@127.0.0.1:${tokenPort}`,
+				NAMESPACE: "creds",
+				LOGLEVEL: "debug",
+			};
 			const proc = runServices(["settings"], env);
 			procs.push(proc);
 			const client = broker(`nats://127.0.0.1:${tokenPort}`, []);
 			onTokenServer.push(client);
-			(client.transit?.tx as unknown as { opts: Record<string, unknown> }).opts.token = TOKEN;
+			(client.transit!.tx as unknown as { opts: Record<string, unknown> }).opts.token = TOKEN;
 			await client.start();
 			await client.waitForServices(["settings"], 15_000);
 			expect(await client.call("settings.exist", { ids: ["0"] })).toEqual(["0"]);

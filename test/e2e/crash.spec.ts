@@ -61,14 +61,21 @@ const DEEP = 5000;
 const deepArray = (n: number) => "[".repeat(n) + "]".repeat(n);
 const deepObject = (n: number) => '{"a":'.repeat(n) + "1" + "}".repeat(n);
 
-
 describe("deep JSON against the production command", () => {
 	let proc: Proc;
 	let api = "";
 	const tokens: Partial<Record<Role, string>> = { admin: ADMIN_TOKEN };
 
 	beforeAll(async () => {
-		proc = runServices([], { DATA_DIR: tempDir("crash"), PORT: "0", HOST: "127.0.0.1", TRANSPORTER: "", RATE_LIMIT_PER_MINUTE: "0", HTTP_HEADERS_TIMEOUT_MS: "2000", HTTP_REQUEST_TIMEOUT_MS: "3000" });
+		proc = runServices([], {
+			DATA_DIR: tempDir("crash"),
+			PORT: "0",
+			HOST: "127.0.0.1",
+			TRANSPORTER: "",
+			RATE_LIMIT_PER_MINUTE: "0",
+			HTTP_HEADERS_TIMEOUT_MS: "2000",
+			HTTP_REQUEST_TIMEOUT_MS: "3000",
+		});
 		api = await apiOf(proc);
 		await waitForApi(api, proc);
 		for (const role of ["viewer", "operator"] as const) {
@@ -79,10 +86,19 @@ describe("deep JSON against the production command", () => {
 	}, 60_000);
 	afterAll(() => (proc ? stopProc(proc) : undefined));
 
-	const jsonRoutes = () => JSON_ROUTES.map(([method, path, least]) => ({ method, path: path.replace(/:id/g, UNKNOWN_ID).replace(/:decision/g, "approve"), least }));
+	const jsonRoutes = () =>
+		JSON_ROUTES.map(([method, path, least]) => ({
+			method,
+			path: path.replace(/:id/g, UNKNOWN_ID).replace(/:decision/g, "approve"),
+			least,
+		}));
 
 	it("knows every JSON route of the route table (a route added there is added to JSON_ROUTES with its role)", () => {
-		const table = ROUTES.flatMap(r => (Object.entries(r.methods) as Array<[string, RouteMethod]>).filter(([, def]) => def.body === "json").map(([method]) => `${method} ${r.path}`));
+		const table = ROUTES.flatMap(r =>
+			(Object.entries(r.methods) as Array<[string, RouteMethod]>)
+				.filter(([, def]) => def.body === "json")
+				.map(([method]) => `${method} ${r.path}`),
+		);
 		expect(table.sort()).toEqual(JSON_ROUTES.map(([method, path]) => `${method} ${path}`).sort());
 	});
 
@@ -97,10 +113,16 @@ describe("deep JSON against the production command", () => {
 		for (const { method, path, least } of jsonRoutes()) {
 			for (const [role, token] of Object.entries(tokens) as Array<[Role, string]>) {
 				for (const [kind, raw] of Object.entries(bodies)) {
-					const res = await request(method, `${api}/${path}`, { token, raw, headers: { "content-type": "application/json" } });
+					const res = await request(method, `${api}/${path}`, {
+						token,
+						raw,
+						headers: { "content-type": "application/json" },
+					});
 					const want = RANK.indexOf(role) >= RANK.indexOf(least) ? 400 : 403;
-					if (res.status !== want || res.body?._status !== "ERR" || res.body?._error?.code !== want) wrong.push(`${role} ${method} /${path} (${kind}): ${res.status} ${res.text.slice(0, 120)}`);
-					else if (want === 400 && !res.body._error.message.includes(`nested more than ${MAX_JSON_DEPTH}`)) wrong.push(`${role} ${method} /${path} (${kind}): ${res.body._error.message}`);
+					if (res.status !== want || res.body?._status !== "ERR" || res.body?._error?.code !== want)
+						wrong.push(`${role} ${method} /${path} (${kind}): ${res.status} ${res.text.slice(0, 120)}`);
+					else if (want === 400 && !res.body._error.message.includes(`nested more than ${MAX_JSON_DEPTH}`))
+						wrong.push(`${role} ${method} /${path} (${kind}): ${res.body._error.message}`);
 				}
 			}
 		}
@@ -111,11 +133,30 @@ describe("deep JSON against the production command", () => {
 
 	it("takes a body nested exactly 64 deep as any other, and refuses 65", async () => {
 		const kwarg = (depth: number) => JSON.parse(deepObject(depth - 1)); // inside the body: one level more
-		const ok = await request("POST", `${api}/tasks`, { body: { name: "crash-deep-ok", fun: "test.ping", tgt: ["h1"], start: "2031-01-01 00:00", kwarg: kwarg(MAX_JSON_DEPTH) } });
+		const ok = await request("POST", `${api}/tasks`, {
+			body: {
+				name: "crash-deep-ok",
+				fun: "test.ping",
+				tgt: ["h1"],
+				start: "2031-01-01 00:00",
+				kwarg: kwarg(MAX_JSON_DEPTH),
+			},
+		});
 		expect(ok.status).toBe(201);
 		const back = await request("GET", `${api}/tasks/${ok.body._id}`);
 		expect(back.body.kwarg).toEqual(kwarg(MAX_JSON_DEPTH));
-		expectEveError(await request("POST", `${api}/tasks`, { body: { name: "crash-deep-no", fun: "test.ping", tgt: ["h1"], start: "2031-01-01 00:00", kwarg: kwarg(MAX_JSON_DEPTH + 1) } }), 400);
+		expectEveError(
+			await request("POST", `${api}/tasks`, {
+				body: {
+					name: "crash-deep-no",
+					fun: "test.ping",
+					tgt: ["h1"],
+					start: "2031-01-01 00:00",
+					kwarg: kwarg(MAX_JSON_DEPTH + 1),
+				},
+			}),
+			400,
+		);
 		// The refused one is in the audit log like any refused write.
 		const audit = await request("GET", withQuery(`${api}/audit`, { where: { path: "/api/tasks", status: 400 } }));
 		expect(audit.body._meta.total).toBeGreaterThanOrEqual(1);
@@ -124,12 +165,17 @@ describe("deep JSON against the production command", () => {
 	it("answers 400 to `where` nested 5,000 deep (JSON or Eve's Python form) on every list, and stays up", async () => {
 		const lists = ROUTES.filter(r => r.methods.GET?.action.endsWith(".list")).map(r => r.path);
 		expect(lists).toHaveLength(LISTS);
-		const wheres = [deepArray(2000), `{"$and":${deepArray(2000)}}`, "(".repeat(3000) + 'name == "x"' + ")".repeat(3000)];
+		const wheres = [
+			deepArray(2000),
+			`{"$and":${deepArray(2000)}}`,
+			"(".repeat(3000) + 'name == "x"' + ")".repeat(3000),
+		];
 		const wrong: string[] = [];
 		for (const path of lists) {
 			for (const where of wheres) {
 				const res = await request("GET", withQuery(`${api}/${path}`, { where }));
-				if (res.status !== 400 || res.body?._status !== "ERR") wrong.push(`GET /${path}: ${res.status} ${res.text.slice(0, 120)}`);
+				if (res.status !== 400 || res.body?._status !== "ERR")
+					wrong.push(`GET /${path}: ${res.status} ${res.text.slice(0, 120)}`);
 			}
 		}
 		expect(wrong).toEqual([]);
@@ -150,7 +196,9 @@ describe("deep JSON against the production command", () => {
 			});
 		const [headers, body] = await Promise.all([
 			slow(`GET /api/groups HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\nX-Slow: `),
-			slow(`POST /api/groups HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":`),
+			slow(
+				`POST /api/groups HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ADMIN_TOKEN}\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"name":`,
+			),
 		]);
 		expect(headers).toMatch(/^HTTP\/1\.1 408 /);
 		expect(body).toMatch(/^HTTP\/1\.1 408 /);

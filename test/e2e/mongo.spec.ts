@@ -11,7 +11,11 @@ describeIf(`MongoDB storage${mongoUri ? "" : " (skipped: MONGO_URI is not set)"}
 	beforeAll(async () => {
 		// With MongoDB, secrets need a key from the environment (no key file next to NeDB data).
 		// captureLogs at the production level (info): the access suite scans what the services logged for secrets.
-		h = await startEmbedded({ mongoUri: uniqueMongoUri(mongoUri as string), env: { ...SUITE_ENV, CTL_SECRET_KEY: "e2e-mongo-leg-secret-key", LOGLEVEL: "info" }, captureLogs: true });
+		h = await startEmbedded({
+			mongoUri: uniqueMongoUri(mongoUri as string),
+			env: { ...SUITE_ENV, CTL_SECRET_KEY: "e2e-mongo-leg-secret-key", LOGLEVEL: "info" },
+			captureLogs: true,
+		});
 	});
 	afterAll(() => h?.stop());
 

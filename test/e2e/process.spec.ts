@@ -7,10 +7,19 @@ import fs from "node:fs";
 import os from "node:os";
 import path from "node:path";
 import { ServiceBroker, type BrokerOptions } from "moleculer";
-import { ADMIN_TOKEN, ALL_SERVICES, apiOf, ensureNats, freePort, runServices, tempDir, waitForApi, type Nats, type Proc } from "../support/harness";
+import {
+	ALL_SERVICES,
+	apiOf,
+	ensureNats,
+	freePort,
+	runServices,
+	tempDir,
+	waitForApi,
+	type Nats,
+	type Proc,
+} from "../support/harness";
 import { eventually, request } from "../support/http";
 import { describeReplicated } from "../support/replicas";
-
 
 function sigterm(proc: Proc): Promise<{ code: number | null; ms: number }> {
 	const started = Date.now();
@@ -51,7 +60,13 @@ describe("the production command", () => {
 		const namespace = `proc-${process.pid}`;
 		beforeAll(async () => {
 			nats = await ensureNats();
-			client = new ServiceBroker({ logger: false, namespace, nodeID: `proc-client-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], serializer: "JSONExt" });
+			client = new ServiceBroker({
+				logger: false,
+				namespace,
+				nodeID: `proc-client-${process.pid}`,
+				transporter: nats.url as BrokerOptions["transporter"],
+				serializer: "JSONExt",
+			});
 			await client.start();
 		});
 		afterAll(async () => {
@@ -60,14 +75,26 @@ describe("the production command", () => {
 		});
 
 		it("names nodes <hostname>-<pid> and every process exits 0 on SIGTERM", async () => {
-			const env = { DATA_DIR: tempDir("proc-nats"), PORT: "0", HOST: "127.0.0.1", TRANSPORTER: nats.url, NAMESPACE: namespace };
-			const data = runServices(ALL_SERVICES().filter(s => s !== "api"), env);
+			const env = {
+				DATA_DIR: tempDir("proc-nats"),
+				PORT: "0",
+				HOST: "127.0.0.1",
+				TRANSPORTER: nats.url,
+				NAMESPACE: namespace,
+			};
+			const data = runServices(
+				ALL_SERVICES().filter(s => s !== "api"),
+				env,
+			);
 			const gateway = runServices(["api"], env);
 			await client.waitForServices(ALL_SERVICES(), 30_000);
 			await waitForApi(await apiOf(gateway), gateway);
 
 			const nodes: Array<{ id: string; local: boolean }> = await client.call("$node.list");
-			const remote = nodes.filter(n => !n.local).map(n => n.id).sort();
+			const remote = nodes
+				.filter(n => !n.local)
+				.map(n => n.id)
+				.sort();
 			expect(remote).toEqual([`${os.hostname()}-${data.child.pid}`, `${os.hostname()}-${gateway.child.pid}`].sort());
 
 			const [g, d] = await Promise.all([sigterm(gateway), sigterm(data)]);
@@ -77,11 +104,31 @@ describe("the production command", () => {
 
 		it("keeps host memberships current with groups, hosts and nodegroups in separate processes", async () => {
 			const ns = `${namespace}-m`;
-			const env = { DATA_DIR: tempDir("proc-members"), MONGO_URI: "", PORT: "0", HOST: "127.0.0.1", TRANSPORTER: nats.url, NAMESPACE: ns, NODEGROUPS: JSON.stringify({ "pm-web": { regex: "^pm-web-" } }) };
+			const env = {
+				DATA_DIR: tempDir("proc-members"),
+				MONGO_URI: "",
+				PORT: "0",
+				HOST: "127.0.0.1",
+				TRANSPORTER: nats.url,
+				NAMESPACE: ns,
+				NODEGROUPS: JSON.stringify({ "pm-web": { regex: "^pm-web-" } }),
+			};
 			const rest = ALL_SERVICES().filter(s => !["api", "groups", "hosts", "nodegroups"].includes(s));
-			const procs = [runServices(["groups"], env), runServices(["hosts"], env), runServices(["nodegroups"], env), runServices(rest, env), runServices(["api"], env)];
+			const procs = [
+				runServices(["groups"], env),
+				runServices(["hosts"], env),
+				runServices(["nodegroups"], env),
+				runServices(rest, env),
+				runServices(["api"], env),
+			];
 			let api = "";
-			const seeder = new ServiceBroker({ logger: false, namespace: ns, nodeID: `proc-seeder-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], serializer: "JSONExt" });
+			const seeder = new ServiceBroker({
+				logger: false,
+				namespace: ns,
+				nodeID: `proc-seeder-${process.pid}`,
+				transporter: nats.url as BrokerOptions["transporter"],
+				serializer: "JSONExt",
+			});
 			const hostGroups = async (id: string, want: number) => {
 				for (let i = 0; i < 100; i++) {
 					const body = (await request("GET", `${api}/hosts/${id}`)).body;
@@ -95,14 +142,21 @@ describe("the production command", () => {
 				await seeder.waitForServices(ALL_SERVICES(), 30_000);
 				api = await apiOf(procs[4]);
 				await waitForApi(api, procs[4]);
-				const explicit = (await request("POST", `${api}/groups`, { body: { name: "pm-explicit", hosts: ["pm-web-1"] } })).body._id;
-				await seeder.call("hosts.upsertMany", { hosts: [{ _id: "pm-web-1", status: "up", key: "accepted", grain: { os: "ALT" } }] });
+				const explicit = (
+					await request("POST", `${api}/groups`, { body: { name: "pm-explicit", hosts: ["pm-web-1"] } })
+				).body._id;
+				await seeder.call("hosts.upsertMany", {
+					hosts: [{ _id: "pm-web-1", status: "up", key: "accepted", grain: { os: "ALT" } }],
+				});
 				const first = await hostGroups("pm-web-1", 1);
 				expect(first.groups).toEqual([explicit]);
 				expect(first.nodegroups).toEqual(["pm-web"]);
 
-				const auto = (await request("POST", `${api}/groups`, { body: { name: "pm-auto", type: 1, info: { grain: { os: "ALT" } } } })).body._id;
-				const parent = (await request("POST", `${api}/groups`, { body: { name: "pm-parent", subgroups: [auto] } })).body._id;
+				const auto = (
+					await request("POST", `${api}/groups`, { body: { name: "pm-auto", type: 1, info: { grain: { os: "ALT" } } } })
+				).body._id;
+				const parent = (await request("POST", `${api}/groups`, { body: { name: "pm-parent", subgroups: [auto] } })).body
+					._id;
 				expect((await hostGroups("pm-web-1", 3)).groups).toEqual([explicit, auto, parent].sort());
 				expect((await request("DELETE", `${api}/groups/${explicit}`)).status).toBe(204);
 				expect((await hostGroups("pm-web-1", 2)).groups).toEqual([auto, parent].sort());
@@ -123,8 +177,16 @@ describeReplicated("two data replicas on shared storage", legOf => {
 		const api = await leg.run(["api"], env).api();
 		await Promise.all(replicas.map(r => r.ready()));
 		// both replicas of groups must be serving before the round-robin means anything
-		await eventually(async () => ((await leg.serving("groups")) === 2 ? true : undefined), 30_000, "both replicas of groups serving");
-		await eventually(async () => ((await request("GET", `${api}/settings/0`).catch(() => null))?.status === 200 ? true : undefined), 30_000, "the gateway");
+		await eventually(
+			async () => ((await leg.serving("groups")) === 2 ? true : undefined),
+			30_000,
+			"both replicas of groups serving",
+		);
+		await eventually(
+			async () => ((await request("GET", `${api}/settings/0`).catch(() => null))?.status === 200 ? true : undefined),
+			30_000,
+			"the gateway",
+		);
 
 		const id = (await request("POST", `${api}/groups`, { body: { name: "replicated", hosts: [] } })).body._id;
 		const where = encodeURIComponent('{"name":"replicated"}');
@@ -152,7 +214,11 @@ describe("the NATS server the tests use", () => {
 		try {
 			const nats = await ensureNats();
 			expect(nats.url).not.toBe(`nats://127.0.0.1:${closed}`);
-			const probe = new ServiceBroker({ logger: false, nodeID: `probe-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"] });
+			const probe = new ServiceBroker({
+				logger: false,
+				nodeID: `probe-${process.pid}`,
+				transporter: nats.url as BrokerOptions["transporter"],
+			});
 			await probe.start();
 			expect(probe.transit?.connected).toBe(true);
 			await probe.stop();

@@ -8,8 +8,19 @@ import { ServiceBroker, type BrokerOptions } from "moleculer";
 import { ADMIN_TOKEN, ensureNats, tempDir, type Nats } from "../support/harness";
 import { eventually } from "../support/http";
 import { parsePrometheus } from "../support/prometheus";
-import { Balancer, LOAD_SERVICES, Load, exited, failures, probe, sleep, startNode, stopNode, waitReady, type Node } from "../support/cluster";
-
+import {
+	Balancer,
+	LOAD_SERVICES,
+	Load,
+	exited,
+	failures,
+	probe,
+	sleep,
+	startNode,
+	stopNode,
+	waitReady,
+	type Node,
+} from "../support/cluster";
 
 describe("operations over NATS", () => {
 	let nats: Nats;
@@ -29,7 +40,15 @@ describe("operations over NATS", () => {
 
 	it("readiness: false until storage and the needed services are there, false again while stopping; request ids and metrics", async () => {
 		const namespace = `ops-ready-${process.pid}`;
-		const env = { TRANSPORTER: nats.url, NAMESPACE: namespace, DATA_DIR: tempDir("ops-ready"), PORT: "0", HOST: "127.0.0.1", LOG_FORMAT: "json", LOGLEVEL: "debug" };
+		const env = {
+			TRANSPORTER: nats.url,
+			NAMESPACE: namespace,
+			DATA_DIR: tempDir("ops-ready"),
+			PORT: "0",
+			HOST: "127.0.0.1",
+			LOG_FORMAT: "json",
+			LOGLEVEL: "debug",
+		};
 
 		// MongoDB that does not answer: alive, never ready. "Does not answer" is a listener of this test's own
 		// that drops every connection, so the driver's attempts can be counted.
@@ -40,17 +59,32 @@ describe("operations over NATS", () => {
 		});
 		await new Promise<void>(resolve => silent.listen(0, "127.0.0.1", () => resolve()));
 		try {
-			const noMongo = await start(["settings"], { ...env, MONGO_URI: `mongodb://127.0.0.1:${(silent.address() as AddressInfo).port}/x`, CTL_SECRET_KEY: "k", LOGLEVEL: "warn" });
+			const noMongo = await start(["settings"], {
+				...env,
+				MONGO_URI: `mongodb://127.0.0.1:${(silent.address() as AddressInfo).port}/x`,
+				CTL_SECRET_KEY: "k",
+				LOGLEVEL: "warn",
+			});
 			for (let i = 0; i < 100 && (await probe(noMongo, "/live")).status !== 200; i++) await sleep(100);
 			let stuck = await probe(noMongo, "/ready");
 			for (let i = 0; i < 100 && !stuck.body?.reasons?.includes("settings: storage not connected"); i++) {
 				await sleep(100);
 				stuck = await probe(noMongo, "/ready");
 			}
-			expect(stuck).toEqual({ status: 503, body: expect.objectContaining({ ready: false, reasons: expect.arrayContaining(["starting", "settings: storage not connected"]) }) });
+			expect(stuck).toEqual({
+				status: 503,
+				body: expect.objectContaining({
+					ready: false,
+					reasons: expect.arrayContaining(["starting", "settings: storage not connected"]),
+				}),
+			});
 			// Still not ready after it tried MongoDB again (two more connections dropped), not after a fixed wait.
 			const seen = attempts;
-			await eventually(async () => (attempts >= seen + 2 ? true : undefined), 30_000, "two more attempts to reach MongoDB");
+			await eventually(
+				async () => (attempts >= seen + 2 ? true : undefined),
+				30_000,
+				"two more attempts to reach MongoDB",
+			);
 			expect((await probe(noMongo, "/live")).status).toBe(200);
 			expect((await probe(noMongo, "/ready")).status).toBe(503);
 			noMongo.proc.child.kill("SIGKILL");
@@ -76,10 +110,14 @@ describe("operations over NATS", () => {
 		// the request id: taken from the client, answered, and in both processes' JSON logs
 		const id = `ops-trace-${process.pid}`;
 		const api = `http://127.0.0.1:${await gateway.apiPort()}/api`;
-		const res = await fetch(`${api}/groups?where=${encodeURIComponent('{"name":"traced"}')}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "x-request-id": id } });
+		const res = await fetch(`${api}/groups?where=${encodeURIComponent('{"name":"traced"}')}`, {
+			headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "x-request-id": id },
+		});
 		expect(res.status).toBe(200);
 		expect(res.headers.get("x-request-id")).toBe(id);
-		const forged = await fetch(`${api}/settings/0`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "x-request-id": "evil id\twith=spaces" } });
+		const forged = await fetch(`${api}/settings/0`, {
+			headers: { authorization: `Bearer ${ADMIN_TOKEN}`, "x-request-id": "evil id\twith=spaces" },
+		});
 		expect(forged.headers.get("x-request-id")).toMatch(/^[\w-]{8,}$/);
 		const logLines = (node: Node) =>
 			node.proc.log
@@ -90,14 +128,26 @@ describe("operations over NATS", () => {
 		let traced: { gateway: any[]; data: any[] } = { gateway: [], data: [] };
 		for (let i = 0; i < 50 && !(traced.gateway.length && traced.data.length); i++) {
 			await sleep(100);
-			traced = { gateway: logLines(gateway).filter(l => l.requestID === id), data: logLines(data).filter(l => l.requestID === id) };
+			traced = {
+				gateway: logLines(gateway).filter(l => l.requestID === id),
+				data: logLines(data).filter(l => l.requestID === id),
+			};
 		}
 		expect(traced.gateway.map(l => l.action)).toContain("api.rest");
 		expect(traced.data.length).toBeGreaterThan(0);
-		for (const line of [...traced.gateway, ...traced.data]) expect(line).toEqual(expect.objectContaining({ time: expect.any(String), level: expect.any(String), nodeID: expect.any(String) }));
+		for (const line of [...traced.gateway, ...traced.data])
+			expect(line).toEqual(
+				expect.objectContaining({ time: expect.any(String), level: expect.any(String), nodeID: expect.any(String) }),
+			);
 
 		// metrics: the fleet's hosts by presence from the hosts service, requests and event loop lag everywhere
-		const client = new ServiceBroker({ logger: false, namespace, nodeID: `ops-client-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], serializer: "JSONExt" });
+		const client = new ServiceBroker({
+			logger: false,
+			namespace,
+			nodeID: `ops-client-${process.pid}`,
+			transporter: nats.url as BrokerOptions["transporter"],
+			serializer: "JSONExt",
+		});
 		await client.start();
 		try {
 			await client.waitForServices(["hosts"], 10_000);
@@ -110,14 +160,18 @@ describe("operations over NATS", () => {
 		let hosts: Record<string, number> = {};
 		for (let i = 0; i < 50 && hosts.up !== 2; i++) {
 			await sleep(100);
-			hosts = Object.fromEntries((await scrape(data)).filter(s => s.name === "fleet_hosts").map(s => [s.labels.status, s.value]));
+			hosts = Object.fromEntries(
+				(await scrape(data)).filter(s => s.name === "fleet_hosts").map(s => [s.labels.status, s.value]),
+			);
 		}
 		expect(hosts).toEqual({ up: 2, down: 1, unknown: 0 });
 		const gw = await scrape(gateway);
 		const rest = gw.filter(s => s.name === "moleculer_request_total" && s.labels.action === "api.rest");
 		expect(rest.reduce((n, s) => n + s.value, 0)).toBeGreaterThanOrEqual(2);
 		expect(gw.some(s => s.name === "moleculer_request_error_total")).toBe(false);
-		const buckets = gw.filter(s => s.name === "moleculer_request_time_bucket" && s.labels.action === "api.rest").map(s => s.value);
+		const buckets = gw
+			.filter(s => s.name === "moleculer_request_time_bucket" && s.labels.action === "api.rest")
+			.map(s => s.value);
 		expect(buckets.length).toBeGreaterThan(3);
 		expect(buckets).toEqual([...buckets].sort((a, b) => a - b));
 		const lag = gw.find(s => s.name === "process_eventloop_lag_p99_seconds");
@@ -154,7 +208,12 @@ describe("operations over NATS", () => {
 		const gatewayEnv = async () => ({ ...base, PORT: "0" });
 		// each data replica on its own NeDB files: every request is answered from whichever replica gets it
 		const dataEnv = () => ({ ...base, DATA_DIR: tempDir("ops-roll") });
-		const [gw1, gw2, d1, d2] = await Promise.all([start(["api"], await gatewayEnv()), start(["api"], await gatewayEnv()), start(LOAD_SERVICES, dataEnv()), start(LOAD_SERVICES, dataEnv())]);
+		const [gw1, gw2, d1, d2] = await Promise.all([
+			start(["api"], await gatewayEnv()),
+			start(["api"], await gatewayEnv()),
+			start(LOAD_SERVICES, dataEnv()),
+			start(LOAD_SERVICES, dataEnv()),
+		]);
 		await Promise.all([gw1, gw2, d1, d2].map(n => waitReady(n)));
 		const balancer = new Balancer();
 		const [port1, port2] = [await gw1.apiPort(), await gw2.apiPort()];
@@ -165,7 +224,10 @@ describe("operations over NATS", () => {
 				(w, i) =>
 					i % 2 === 0
 						? { method: "POST", path: "/api/groups", body: { name: `roll-${w}-${i}` } }
-						: { method: "GET", path: `/api/groups?where=${encodeURIComponent(JSON.stringify({ name: `roll-${w}-${i - 1}` }))}` },
+						: {
+								method: "GET",
+								path: `/api/groups?where=${encodeURIComponent(JSON.stringify({ name: `roll-${w}-${i - 1}` }))}`,
+							},
 				6,
 			);
 			// Not an oracle: the load runs for a while before each step (its outcomes are checked at the end).

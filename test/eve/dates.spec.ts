@@ -12,7 +12,23 @@ describe("formatHttpDate", () => {
 			const d = new Date(day + s * 1000 + (s % 1000));
 			expect(formatHttpDate(d)).toBe(d.toUTCString());
 		}
-		const edges = [0, -1, -999, -1000, -1001, -86_400_000, -86_400_001, Date.UTC(999, 0, 1), Date.UTC(-1, 5, 3, 4, 5, 6), Date.UTC(10_000, 0, 1) - 1, Date.UTC(10_000, 0, 1), 8.64e15, -8.64e15, 1.5, -1.5];
+		const edges = [
+			0,
+			-1,
+			-999,
+			-1000,
+			-1001,
+			-86_400_000,
+			-86_400_001,
+			Date.UTC(999, 0, 1),
+			Date.UTC(-1, 5, 3, 4, 5, 6),
+			Date.UTC(10_000, 0, 1) - 1,
+			Date.UTC(10_000, 0, 1),
+			8.64e15,
+			-8.64e15,
+			1.5,
+			-1.5,
+		];
 		for (const t of edges) expect(formatHttpDate(new Date(t))).toBe(new Date(t).toUTCString());
 		expect(formatHttpDate(new Date(NaN))).toBe("Invalid Date");
 	});
@@ -24,7 +40,8 @@ describe("formatHttpDate", () => {
 			const d = new Date(t);
 			const text = formatHttpDate(d);
 			expect(text).toBe(d.toUTCString());
-			if (d.getUTCFullYear() >= 1000 && d.getUTCFullYear() <= 9999) expect(parseHttpDate(text)?.getTime()).toBe(Math.floor(t / 1000) * 1000);
+			if (d.getUTCFullYear() >= 1000 && d.getUTCFullYear() <= 9999)
+				expect(parseHttpDate(text)?.getTime()).toBe(Math.floor(t / 1000) * 1000);
 		}
 	});
 });

@@ -4,7 +4,14 @@
  * gateway answers 304 (services/api/api.service.ts notModified), dotted PATCH keys (lib/eve/patch.ts), Eve's
  * type names in issues (lib/eve/validation.ts) and empty `where`/`sort` in links (lib/eve/query.ts).
  */
-import { canonical, documentEtag, ifMatchPasses, ifNoneMatchHits, parseEtagCondition, quoteEtag } from "../../lib/eve/etag";
+import {
+	canonical,
+	documentEtag,
+	ifMatchPasses,
+	ifNoneMatchHits,
+	parseEtagCondition,
+	quoteEtag,
+} from "../../lib/eve/etag";
 import { mergeNested, resolveDottedKeys } from "../../lib/eve/patch";
 import { compileSchema } from "../../lib/eve/validation";
 import { QueryArgs, linkQuery } from "../../lib/eve/query";
@@ -12,12 +19,19 @@ import { OBJECT_ID } from "../../lib/eve/ids";
 import { notModified } from "../../services/api/conditional";
 
 describe("record ETags", () => {
-	const doc = { name: "web", info: { regex: "^w", grain: { os: "ALT" } }, _updated: new Date("2026-01-02T03:04:05Z"), _id: "0123456789abcdef01234567" };
+	const doc = {
+		name: "web",
+		info: { regex: "^w", grain: { os: "ALT" } },
+		_updated: new Date("2026-01-02T03:04:05Z"),
+		_id: "0123456789abcdef01234567",
+	};
 
 	it("is a 40-hex SHA-1 that ignores key order and changes with any stored value, _updated included", () => {
 		const etag = documentEtag(doc);
 		expect(etag).toMatch(/^[0-9a-f]{40}$/);
-		expect(documentEtag({ _id: doc._id, _updated: doc._updated, info: { grain: { os: "ALT" }, regex: "^w" }, name: "web" })).toBe(etag);
+		expect(
+			documentEtag({ _id: doc._id, _updated: doc._updated, info: { grain: { os: "ALT" }, regex: "^w" }, name: "web" }),
+		).toBe(etag);
 		expect(documentEtag({ ...doc, info: { regex: "^w", grain: { os: "Debian" } } })).not.toBe(etag);
 		expect(documentEtag({ ...doc, _updated: new Date("2026-01-02T03:04:06Z") })).not.toBe(etag);
 		expect(documentEtag({ ...doc, _rev: "a1" })).not.toBe(etag);
@@ -68,8 +82,14 @@ describe("If-Match and If-None-Match", () => {
 
 describe("when the gateway answers 304 (notModified)", () => {
 	const ETAG = `"${"b".repeat(40)}"`;
-	const item = { $conditional: true, $responseHeaders: { ETag: ETAG, "Last-Modified": "Sun, 22 Nov 2026 05:44:21 GMT" } };
-	const list = { $conditional: false, $responseHeaders: { "Last-Modified": "Sun, 22 Nov 2026 05:44:21 GMT", "X-Total-Count": "3" } };
+	const item = {
+		$conditional: true,
+		$responseHeaders: { ETag: ETAG, "Last-Modified": "Sun, 22 Nov 2026 05:44:21 GMT" },
+	};
+	const list = {
+		$conditional: false,
+		$responseHeaders: { "Last-Modified": "Sun, 22 Nov 2026 05:44:21 GMT", "X-Total-Count": "3" },
+	};
 	const FUTURE = "Fri, 01 Jan 2100 00:00:00 GMT";
 
 	it("for an item read whose ETag If-None-Match lists, on GET and HEAD only", () => {
@@ -89,7 +109,9 @@ describe("when the gateway answers 304 (notModified)", () => {
 		const media = { $responseHeaders: { "Last-Modified": "Sun, 22 Nov 2026 05:44:21 GMT" } };
 		expect(notModified("GET", { "if-modified-since": FUTURE }, media, "media.get")).toBe(true);
 		expect(notModified("GET", { "if-modified-since": "Sun, 22 Nov 2026 05:44:21 GMT" }, media, "media.get")).toBe(true);
-		expect(notModified("GET", { "if-modified-since": "Sun, 22 Nov 2026 05:44:20 GMT" }, media, "media.get")).toBe(false);
+		expect(notModified("GET", { "if-modified-since": "Sun, 22 Nov 2026 05:44:20 GMT" }, media, "media.get")).toBe(
+			false,
+		);
 		expect(notModified("GET", { "if-modified-since": "garbage" }, media, "media.get")).toBe(false);
 		// With If-None-Match, If-Modified-Since is not looked at (RFC 9110 13.2.2).
 		expect(notModified("GET", { "if-none-match": '"x"', "if-modified-since": FUTURE }, media, "media.get")).toBe(false);
@@ -100,15 +122,22 @@ describe("dotted PATCH keys", () => {
 	const existing = { name: "g", type: 1, info: { regex: "^a", grain: { os: "ALT", role: "web" } } };
 
 	it("folds a dotted key into the whole new value of its field, keeping the stored siblings", () => {
-		expect(resolveDottedKeys({ "info.regex": "^w-" }, existing)).toEqual({ doc: { info: { regex: "^w-", grain: { os: "ALT", role: "web" } } }, exact: ["info"] });
+		expect(resolveDottedKeys({ "info.regex": "^w-" }, existing)).toEqual({
+			doc: { info: { regex: "^w-", grain: { os: "ALT", role: "web" } } },
+			exact: ["info"],
+		});
 		expect(resolveDottedKeys({ "info.grain.os": "Debian", name: "x" }, existing)).toEqual({
 			doc: { name: "x", info: { regex: "^a", grain: { os: "Debian", role: "web" } } },
 			exact: ["info"],
 		});
 		// A dict given at a dotted path replaces what was there (MongoDB's $set of the path).
-		expect(resolveDottedKeys({ "info.grain": { os: "X" } }, existing).doc).toEqual({ info: { regex: "^a", grain: { os: "X" } } });
+		expect(resolveDottedKeys({ "info.grain": { os: "X" } }, existing).doc).toEqual({
+			info: { regex: "^a", grain: { os: "X" } },
+		});
 		// A plain key of the same field is merged first, then the dotted key on top.
-		expect(resolveDottedKeys({ info: { grain: { arch: "x86" } }, "info.regex": "^b" }, existing).doc).toEqual({ info: { regex: "^b", grain: { os: "ALT", role: "web", arch: "x86" } } });
+		expect(resolveDottedKeys({ info: { grain: { arch: "x86" } }, "info.regex": "^b" }, existing).doc).toEqual({
+			info: { regex: "^b", grain: { os: "ALT", role: "web", arch: "x86" } },
+		});
 		expect(resolveDottedKeys({ "extra.a.b": 1 }, existing).doc).toEqual({ extra: { a: { b: 1 } } });
 		expect(existing.info).toEqual({ regex: "^a", grain: { os: "ALT", role: "web" } });
 	});
@@ -119,14 +148,21 @@ describe("dotted PATCH keys", () => {
 	});
 
 	it("reports paths that cannot be set", () => {
-		expect(resolveDottedKeys({ "name.first": "x" }, existing).issues).toEqual({ "name.first": "'name' is not a dict: a field inside it cannot be set" });
-		expect(resolveDottedKeys({ "info.regex.x": "y" }, existing).issues).toEqual({ "info.regex.x": "'info.regex' is not a dict: a field inside it cannot be set" });
+		expect(resolveDottedKeys({ "name.first": "x" }, existing).issues).toEqual({
+			"name.first": "'name' is not a dict: a field inside it cannot be set",
+		});
+		expect(resolveDottedKeys({ "info.regex.x": "y" }, existing).issues).toEqual({
+			"info.regex.x": "'info.regex' is not a dict: a field inside it cannot be set",
+		});
 		expect(resolveDottedKeys({ "info..x": 1 }, existing).issues).toHaveProperty(["info..x"]);
 		expect(resolveDottedKeys({ ".x": 1 }, existing).issues).toHaveProperty([".x"]);
 	});
 
 	it("keeps __proto__ a key, never the prototype", () => {
-		const out = resolveDottedKeys({ "info.__proto__": { polluted: true } }, existing).doc.info as Record<string, unknown>;
+		const out = resolveDottedKeys({ "info.__proto__": { polluted: true } }, existing).doc.info as Record<
+			string,
+			unknown
+		>;
 		expect(Object.hasOwn(out, "__proto__")).toBe(true);
 		expect(({} as Record<string, unknown>).polluted).toBeUndefined();
 		const merged = mergeNested({ a: 1 }, JSON.parse('{"__proto__": {"x": 1}}')) as Record<string, unknown>;
@@ -146,7 +182,16 @@ describe("Eve's type names in issues", () => {
 	});
 
 	it("says integer for integer rules and objectid for 24-hex string rules, at any depth", () => {
-		expect(check({ type: "x", ratio: "y", ref: "nope", refs: ["0123456789abcdef01234567", 5, "z"], info: { count: "c" }, name: 5 })).toEqual({
+		expect(
+			check({
+				type: "x",
+				ratio: "y",
+				ref: "nope",
+				refs: ["0123456789abcdef01234567", 5, "z"],
+				info: { count: "c" },
+				name: 5,
+			}),
+		).toEqual({
 			type: "must be of integer type",
 			ratio: "must be of number type",
 			ref: "must be of objectid type",
@@ -162,8 +207,29 @@ describe("Eve's type names in issues", () => {
 describe("empty where and sort in links", () => {
 	it("drops where= and sort= when empty, as Eve's querydef does", () => {
 		const paging = { page: 2, maxResults: 10 };
-		expect(linkQuery(new QueryArgs([["where", ""], ["sort", ""], ["foo", ""]]), paging, 25, 2)).toBe("?max_results=10&page=2&foo=");
-		expect(linkQuery(new QueryArgs([["where", '{"a":1}'], ["sort", "-a"]]), paging, 25, 1)).toBe('?max_results=10&where={"a":1}&sort=-a');
+		expect(
+			linkQuery(
+				new QueryArgs([
+					["where", ""],
+					["sort", ""],
+					["foo", ""],
+				]),
+				paging,
+				25,
+				2,
+			),
+		).toBe("?max_results=10&page=2&foo=");
+		expect(
+			linkQuery(
+				new QueryArgs([
+					["where", '{"a":1}'],
+					["sort", "-a"],
+				]),
+				paging,
+				25,
+				1,
+			),
+		).toBe('?max_results=10&where={"a":1}&sort=-a');
 		expect(linkQuery(new QueryArgs([["where", ""]]), { page: 1, maxResults: 25 }, 25, 1)).toBe("");
 	});
 });

@@ -59,12 +59,18 @@ describe("where: the operators allowed (docs/api.md), each with what it becomes"
 		['{"n":{"$size":3}}', { n: { $size: 3 } }],
 		['{"n":{"$not":{"$gt":1,"$lt":0}}}', { n: { $not: { $gt: 1, $lt: 0 } } }],
 		['{"n":{"$elemMatch":{"$gt":1,"$lt":5}}}', { n: { $elemMatch: { $gt: 1, $lt: 5 } } }],
-		['{"n":{"$elemMatch":{"$eq":1,"$ne":2,"$gte":0,"$lte":9,"$in":[1],"$nin":[3],"$exists":true}}}', { n: { $elemMatch: { $eq: 1, $ne: 2, $gte: 0, $lte: 9, $in: [1], $nin: [3], $exists: true } } }],
+		[
+			'{"n":{"$elemMatch":{"$eq":1,"$ne":2,"$gte":0,"$lte":9,"$in":[1],"$nin":[3],"$exists":true}}}',
+			{ n: { $elemMatch: { $eq: 1, $ne: 2, $gte: 0, $lte: 9, $in: [1], $nin: [3], $exists: true } } },
+		],
 		['{"nested":{"$elemMatch":{"k":"x","v":{"$gt":1}}}}', { nested: { $elemMatch: { k: "x", v: { $gt: 1 } } } }],
 		['{"$and":[{"a":1},{"b":{"$gt":2}}]}', { $and: [{ a: 1 }, { b: { $gt: 2 } }] }],
 		['{"$or":[{"a":1}]}', { $or: [{ a: 1 }] }],
 		['{"$nor":[{"a":1},{"$or":[{"b":2}]}]}', { $nor: [{ a: 1 }, { $or: [{ b: 2 }] }] }],
-		['{"name":"alpha","info.os":"ALT","_id":"x","a-b.c_d.0":1}', { name: "alpha", "info.os": "ALT", _id: "x", "a-b.c_d.0": 1 }],
+		[
+			'{"name":"alpha","info.os":"ALT","_id":"x","a-b.c_d.0":1}',
+			{ name: "alpha", "info.os": "ALT", _id: "x", "a-b.c_d.0": 1 },
+		],
 		['{"kwarg":{"a.b":1,"list":[{"x":null}]}}', { kwarg: { "a.b": 1, list: [{ x: null }] } }],
 		['{"tags":["web","db"]}', { tags: ["web", "db"] }],
 		['{"flag":true,"none":null,"n":-1.5}', { flag: true, none: null, n: -1.5 }],
@@ -102,42 +108,98 @@ describe("where: the operators allowed (docs/api.md), each with what it becomes"
 });
 
 describe("where: what the allowlists refuse (400, saying why)", () => {
-	it.each(["$where", "$function", "$accumulator", "$expr", "$regex", "$text", "$jsonSchema"])("the banned operator %s, at the top, on a field, under $not and $elemMatch", op => {
-		expect(refusal(() => parseWhere(`{"${op}":"1"}`))).toBe(`query operator ${op} is not allowed`);
-		expect(refusal(() => parseWhere(`{"a":{"${op}":"1"}}`))).toBe(`query operator ${op} is not allowed`);
-		expect(refusal(() => parseWhere(`{"a":{"$not":{"${op}":"1"}}}`))).toBe(`query operator ${op} is not allowed`);
-		expect(refusal(() => parseWhere(`{"a":{"$elemMatch":{"${op}":"1"}}}`))).toBe(`query operator ${op} is not allowed`);
-		expect(refusal(() => parseWhere(`{"a":{"$elemMatch":{"k":{"${op}":"1"}}}}`))).toBe(`query operator ${op} is not allowed`);
-		expect(refusal(() => parseWhere(`{"$or":[{"a":{"${op}":"1"}}]}`))).toBe(`query operator ${op} is not allowed`);
-	});
+	it.each(["$where", "$function", "$accumulator", "$expr", "$regex", "$text", "$jsonSchema"])(
+		"the banned operator %s, at the top, on a field, under $not and $elemMatch",
+		op => {
+			expect(refusal(() => parseWhere(`{"${op}":"1"}`))).toBe(`query operator ${op} is not allowed`);
+			expect(refusal(() => parseWhere(`{"a":{"${op}":"1"}}`))).toBe(`query operator ${op} is not allowed`);
+			expect(refusal(() => parseWhere(`{"a":{"$not":{"${op}":"1"}}}`))).toBe(`query operator ${op} is not allowed`);
+			expect(refusal(() => parseWhere(`{"a":{"$elemMatch":{"${op}":"1"}}}`))).toBe(
+				`query operator ${op} is not allowed`,
+			);
+			expect(refusal(() => parseWhere(`{"a":{"$elemMatch":{"k":{"${op}":"1"}}}}`))).toBe(
+				`query operator ${op} is not allowed`,
+			);
+			expect(refusal(() => parseWhere(`{"$or":[{"a":{"${op}":"1"}}]}`))).toBe(`query operator ${op} is not allowed`);
+		},
+	);
 
-	it.each(["$mod", "$type", "$options", "$comment", "$near", "$geoWithin", "$lookup", "$set", "$", "$$x", "$IN", "$eq ", "$bitsAllSet"])("the unknown operator %j, at the top and on a field", op => {
+	it.each([
+		"$mod",
+		"$type",
+		"$options",
+		"$comment",
+		"$near",
+		"$geoWithin",
+		"$lookup",
+		"$set",
+		"$",
+		"$$x",
+		"$IN",
+		"$eq ",
+		"$bitsAllSet",
+	])("the unknown operator %j, at the top and on a field", op => {
 		expect(refusal(() => parseWhere(JSON.stringify({ [op]: 1 })))).toBe(`unknown or unsupported query operator ${op}`);
-		expect(refusal(() => parseWhere(JSON.stringify({ a: { [op]: 1 } })))).toBe(`unknown or unsupported query operator ${op}`);
+		expect(refusal(() => parseWhere(JSON.stringify({ a: { [op]: 1 } })))).toBe(
+			`unknown or unsupported query operator ${op}`,
+		);
 	});
 
 	it("names a long unknown operator by its first 60 characters", () => {
 		const op = "$" + "x".repeat(70);
-		expect(refusal(() => parseWhere(JSON.stringify({ a: { [op]: 1 } })))).toBe(`unknown or unsupported query operator $${"x".repeat(59)}…`);
-		expect(refusal(() => parseWhere(JSON.stringify({ a: { ["$" + "y".repeat(59)]: 1 } })))).toBe(`unknown or unsupported query operator $${"y".repeat(59)}`);
+		expect(refusal(() => parseWhere(JSON.stringify({ a: { [op]: 1 } })))).toBe(
+			`unknown or unsupported query operator $${"x".repeat(59)}…`,
+		);
+		expect(refusal(() => parseWhere(JSON.stringify({ a: { ["$" + "y".repeat(59)]: 1 } })))).toBe(
+			`unknown or unsupported query operator $${"y".repeat(59)}`,
+		);
 	});
 
-	it.each(["$eq", "$ne", "$gt", "$gte", "$lt", "$lte", "$in", "$nin", "$exists", "$not", "$all", "$size", "$elemMatch"])("the field operator %s at the top of a query", op => {
-		expect(refusal(() => parseWhere(`{"${op}":[{"a":1}]}`))).toBe(`operator ${op} is not allowed at the top of a query`);
-		expect(refusal(() => parseWhere(`{"$or":[{"${op}":1}]}`))).toBe(`operator ${op} is not allowed at the top of a query`);
+	it.each([
+		"$eq",
+		"$ne",
+		"$gt",
+		"$gte",
+		"$lt",
+		"$lte",
+		"$in",
+		"$nin",
+		"$exists",
+		"$not",
+		"$all",
+		"$size",
+		"$elemMatch",
+	])("the field operator %s at the top of a query", op => {
+		expect(refusal(() => parseWhere(`{"${op}":[{"a":1}]}`))).toBe(
+			`operator ${op} is not allowed at the top of a query`,
+		);
+		expect(refusal(() => parseWhere(`{"$or":[{"${op}":1}]}`))).toBe(
+			`operator ${op} is not allowed at the top of a query`,
+		);
 	});
 
 	it.each(["$and", "$or", "$nor"])("the logical operator %s in a field's condition, under $not or $elemMatch", op => {
 		expect(refusal(() => parseWhere(`{"a":{"${op}":[{"b":1}]}}`))).toBe(`query operator ${op} is not allowed here`);
-		expect(refusal(() => parseWhere(`{"a":{"$not":{"${op}":[{"b":1}]}}}`))).toBe(`query operator ${op} is not allowed here`);
-		expect(refusal(() => parseWhere(`{"a":{"$elemMatch":{"${op}":[{"b":1}]}}}`))).toBe(`query operator ${op} is not allowed here`);
+		expect(refusal(() => parseWhere(`{"a":{"$not":{"${op}":[{"b":1}]}}}`))).toBe(
+			`query operator ${op} is not allowed here`,
+		);
+		expect(refusal(() => parseWhere(`{"a":{"$elemMatch":{"${op}":[{"b":1}]}}}`))).toBe(
+			`query operator ${op} is not allowed here`,
+		);
 	});
 
-	it.each(["$all", "$size", "$not", "$elemMatch"])("inside $elemMatch on scalars, where only comparisons make sense: %s", op => {
-		const arg = { $all: "[1]", $size: "1", $not: '{"$gt":1}', $elemMatch: '{"$gt":1}' }[op];
-		expect(refusal(() => parseWhere(`{"tags":{"$elemMatch":{"${op}":${arg}}}}`))).toBe(`query operator ${op} is not allowed here`);
-		expect(refusal(() => parseWhere(`{"tags":{"$elemMatch":{"$gt":0,"${op}":${arg}}}}`))).toBe(`query operator ${op} is not allowed here`);
-	});
+	it.each(["$all", "$size", "$not", "$elemMatch"])(
+		"inside $elemMatch on scalars, where only comparisons make sense: %s",
+		op => {
+			const arg = { $all: "[1]", $size: "1", $not: '{"$gt":1}', $elemMatch: '{"$gt":1}' }[op];
+			expect(refusal(() => parseWhere(`{"tags":{"$elemMatch":{"${op}":${arg}}}}`))).toBe(
+				`query operator ${op} is not allowed here`,
+			);
+			expect(refusal(() => parseWhere(`{"tags":{"$elemMatch":{"$gt":0,"${op}":${arg}}}}`))).toBe(
+				`query operator ${op} is not allowed here`,
+			);
+		},
+	);
 
 	it("a logical operator without a non-empty array of queries", () => {
 		expect(refusal(() => parseWhere('{"$and":[]}'))).toBe("$and needs a non-empty array of queries");
@@ -151,25 +213,43 @@ describe("where: what the allowlists refuse (400, saying why)", () => {
 		expect(refusal(() => parseWhere('{"a":{"$in":1}}'))).toBe("$in needs an array");
 		expect(refusal(() => parseWhere('{"a":{"$nin":"x"}}'))).toBe("$nin needs an array");
 		expect(refusal(() => parseWhere('{"a":{"$all":{"0":1}}}'))).toBe("$all needs an array");
-		for (const bad of ['"yes"', "2", "-1", "null", "[]", '"true"']) expect(refusal(() => parseWhere(`{"a":{"$exists":${bad}}}`))).toBe("$exists needs true or false");
-		for (const bad of ["-1", "1.5", '"1"', "null", "true"]) expect(refusal(() => parseWhere(`{"a":{"$size":${bad}}}`))).toBe("$size needs a non-negative integer");
-		for (const bad of ["1", '"x"', "[]", '{"b":1}', '{"$gt":1,"b":1}', "null"]) expect(refusal(() => parseWhere(`{"a":{"$not":${bad}}}`))).toBe("$not needs an object of operators");
-		for (const bad of ["{}", "[1]", "1", "null", '"x"']) expect(refusal(() => parseWhere(`{"a":{"$elemMatch":${bad}}}`))).toBe("$elemMatch needs a non-empty object");
+		for (const bad of ['"yes"', "2", "-1", "null", "[]", '"true"'])
+			expect(refusal(() => parseWhere(`{"a":{"$exists":${bad}}}`))).toBe("$exists needs true or false");
+		for (const bad of ["-1", "1.5", '"1"', "null", "true"])
+			expect(refusal(() => parseWhere(`{"a":{"$size":${bad}}}`))).toBe("$size needs a non-negative integer");
+		for (const bad of ["1", '"x"', "[]", '{"b":1}', '{"$gt":1,"b":1}', "null"])
+			expect(refusal(() => parseWhere(`{"a":{"$not":${bad}}}`))).toBe("$not needs an object of operators");
+		for (const bad of ["{}", "[1]", "1", "null", '"x"'])
+			expect(refusal(() => parseWhere(`{"a":{"$elemMatch":${bad}}}`))).toBe("$elemMatch needs a non-empty object");
 	});
 
 	it("operators mixed with fields in one condition", () => {
-		expect(refusal(() => parseWhere('{"a":{"$gt":1,"b":2}}'))).toBe("cannot mix operators and fields in one condition ('b')");
-		expect(refusal(() => parseWhere('{"a":{"b":2,"$gt":1}}'))).toBe("cannot mix operators and fields in one condition ('b')");
-		expect(refusal(() => parseWhere('{"a":{"$elemMatch":{"k":1,"$gt":1}}}'))).toBe("cannot mix operators and fields in one condition ('k')");
-		expect(refusal(() => parseWhere(JSON.stringify({ a: { $gt: 1, ["b".repeat(70)]: 2 } })))).toBe(`cannot mix operators and fields in one condition ('${"b".repeat(60)}…')`);
+		expect(refusal(() => parseWhere('{"a":{"$gt":1,"b":2}}'))).toBe(
+			"cannot mix operators and fields in one condition ('b')",
+		);
+		expect(refusal(() => parseWhere('{"a":{"b":2,"$gt":1}}'))).toBe(
+			"cannot mix operators and fields in one condition ('b')",
+		);
+		expect(refusal(() => parseWhere('{"a":{"$elemMatch":{"k":1,"$gt":1}}}'))).toBe(
+			"cannot mix operators and fields in one condition ('k')",
+		);
+		expect(refusal(() => parseWhere(JSON.stringify({ a: { $gt: 1, ["b".repeat(70)]: 2 } })))).toBe(
+			`cannot mix operators and fields in one condition ('${"b".repeat(60)}…')`,
+		);
 	});
 
 	it("a key starting with $ inside a compared value (it would read as an operator)", () => {
 		expect(refusal(() => parseWhere('{"a":{"b":{"$gt":1}}}'))).toBe("operator $gt is not allowed inside a value");
 		expect(refusal(() => parseWhere('{"a":[{"$x":1}]}'))).toBe("operator $x is not allowed inside a value");
-		expect(refusal(() => parseWhere('{"a":{"$in":[{"$where":"1"}]}}'))).toBe("operator $where is not allowed inside a value");
-		expect(refusal(() => parseWhere('{"a":{"$eq":{"k":{"$ne":1}}}}'))).toBe("operator $ne is not allowed inside a value");
-		expect(refusal(() => parseWhere(JSON.stringify({ a: { b: { ["$" + "z".repeat(70)]: 1 } } })))).toBe(`operator $${"z".repeat(59)}… is not allowed inside a value`);
+		expect(refusal(() => parseWhere('{"a":{"$in":[{"$where":"1"}]}}'))).toBe(
+			"operator $where is not allowed inside a value",
+		);
+		expect(refusal(() => parseWhere('{"a":{"$eq":{"k":{"$ne":1}}}}'))).toBe(
+			"operator $ne is not allowed inside a value",
+		);
+		expect(refusal(() => parseWhere(JSON.stringify({ a: { b: { ["$" + "z".repeat(70)]: 1 } } })))).toBe(
+			`operator $${"z".repeat(59)}… is not allowed inside a value`,
+		);
 	});
 
 	it("__proto__, constructor and prototype anywhere: as a field, in a path, inside a compared value", () => {
@@ -184,11 +264,22 @@ describe("where: what the allowlists refuse (400, saying why)", () => {
 			// a filter built from a client's data
 			expect(refusal(() => checkFilter(own([[k, 1]])))).toBe(`invalid field name '${k}'`);
 			expect(refusal(() => checkFilter({ a: own([[k, 1]]) }))).toBe(`invalid key '${k}' inside a value`);
-			expect(refusal(() => checkFilter({ a: { $in: [own([["b", own([[k, 1]])]])] } }))).toBe(`invalid key '${k}' inside a value`);
+			expect(refusal(() => checkFilter({ a: { $in: [own([["b", own([[k, 1]])]])] } }))).toBe(
+				`invalid key '${k}' inside a value`,
+			);
 			// the Python-like syntax
 			expect(refusal(() => parseWhere(`${k} == 1`))).toBe(`invalid field name '${k}'`);
 		}
-		expect(refusal(() => checkFilter({ a: own([["__proto__".padEnd(70, "x"), 1], ["__proto__", 1]]) }))).toBe("invalid key '__proto__' inside a value");
+		expect(
+			refusal(() =>
+				checkFilter({
+					a: own([
+						["__proto__".padEnd(70, "x"), 1],
+						["__proto__", 1],
+					]),
+				}),
+			),
+		).toBe("invalid key '__proto__' inside a value");
 		expect(Object.keys(Object.prototype)).toEqual([]);
 	});
 
@@ -214,8 +305,12 @@ describe("where: what the allowlists refuse (400, saying why)", () => {
 		expect(parseWhere(JSON.stringify({ [longest]: 1 }))).toEqual({ [longest]: 1 });
 		const tooLong = longest + "c";
 		expect(refusal(() => parseWhere(JSON.stringify({ [tooLong]: 1 })))).toBe(`invalid field name '${"a".repeat(60)}…'`);
-		expect(refusal(() => parseWhere(JSON.stringify({ ["c".repeat(60) + " "]: 1 })))).toBe(`invalid field name '${"c".repeat(60)}…'`);
-		expect(refusal(() => parseWhere(JSON.stringify({ ["c".repeat(59) + " "]: 1 })))).toBe(`invalid field name '${"c".repeat(59)} '`);
+		expect(refusal(() => parseWhere(JSON.stringify({ ["c".repeat(60) + " "]: 1 })))).toBe(
+			`invalid field name '${"c".repeat(60)}…'`,
+		);
+		expect(refusal(() => parseWhere(JSON.stringify({ ["c".repeat(59) + " "]: 1 })))).toBe(
+			`invalid field name '${"c".repeat(59)} '`,
+		);
 	});
 
 	it("checkFieldPath names what it checks", () => {
@@ -225,7 +320,8 @@ describe("where: what the allowlists refuse (400, saying why)", () => {
 	});
 
 	it("a `where` that is valid JSON but not an object", () => {
-		for (const w of ["[1]", "[]", "1", "-1", '"x"', "true", "false", "null", "[{}]"]) expect(refusal(() => parseWhere(w))).toBe("`where` must be a JSON object");
+		for (const w of ["[1]", "[]", "1", "-1", '"x"', "true", "false", "null", "[{}]"])
+			expect(refusal(() => parseWhere(w))).toBe("`where` must be a JSON object");
 		expect(refusal(() => checkFilter(new Date(0)))).toBe("`where` must be a JSON object");
 		expect(refusal(() => checkFilter(undefined))).toBe("`where` must be a JSON object");
 	});
@@ -236,7 +332,7 @@ describe("where: what the allowlists refuse (400, saying why)", () => {
 		expect(parseWhere("  \t ")).toEqual({});
 		expect(parseWhere("  {} ")).toEqual({});
 		expect(parseWhere(' {"a":1}\n')).toEqual({ a: 1 });
-		expect(parseWhere('  a == 1 \n')).toEqual({ a: 1 });
+		expect(parseWhere("  a == 1 \n")).toEqual({ a: 1 });
 		expect(parseWhere("\ta == 1 and b == 'x'\t")).toEqual({ $and: [{ a: 1 }, { b: "x" }] });
 	});
 });
@@ -253,7 +349,9 @@ describe("where: its bounds (16 KiB, 64 levels before parsing, 12 levels and 200
 	it("more than 64 levels of brackets or parentheses is refused before either parser", () => {
 		expect(refusal(() => parseWhere("(".repeat(65) + "a == 1" + ")".repeat(65)))).toBe("`where` is nested too deeply");
 		expect(parseWhere("(".repeat(64) + "a == 1" + ")".repeat(64))).toEqual({ a: 1 });
-		expect(refusal(() => parseWhere('{"a":' + "[".repeat(64) + "]".repeat(64) + "}"))).toBe("`where` is nested too deeply");
+		expect(refusal(() => parseWhere('{"a":' + "[".repeat(64) + "]".repeat(64) + "}"))).toBe(
+			"`where` is nested too deeply",
+		);
 		// unbalanced: the bound holds before JSON.parse would fail
 		expect(refusal(() => parseWhere("[".repeat(65)))).toBe("`where` is nested too deeply");
 	});
@@ -291,7 +389,7 @@ describe("where: its bounds (16 KiB, 64 levels before parsing, 12 levels and 200
 		expect(refusal(() => parseWhere(list(1999)))).toBe("`where` is too large");
 		// the query, the field's operators and 1998 values
 		const inList = (n: number) => `{"a":{"$in":[${Array.from({ length: n }, () => "1").join(",")}]}}`;
-		expect(((parseWhere(inList(1998)).a as { $in: unknown[] }).$in).length).toBe(1998);
+		expect((parseWhere(inList(1998)).a as { $in: unknown[] }).$in.length).toBe(1998);
 		expect(refusal(() => parseWhere(inList(1999)))).toBe("`where` is too large");
 		const LETTERS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_";
 		const name = (i: number) => LETTERS[i % 53] + LETTERS[Math.floor(i / 53)];
@@ -342,7 +440,9 @@ describe("where: Eve's Python-like syntax", () => {
 
 	it("reads datetime(y, m, d[, h[, mi[, s]]]) as a UTC date", () => {
 		expect(parseWhere("when > datetime(2024,1,2)")).toEqual({ when: { $gt: new Date("2024-01-02T00:00:00Z") } });
-		expect(parseWhere("when > datetime(2024, 12, 31, 23)")).toEqual({ when: { $gt: new Date("2024-12-31T23:00:00Z") } });
+		expect(parseWhere("when > datetime(2024, 12, 31, 23)")).toEqual({
+			when: { $gt: new Date("2024-12-31T23:00:00Z") },
+		});
 		expect(parseWhere("when > datetime(2024,1,2,3,4)")).toEqual({ when: { $gt: new Date("2024-01-02T03:04:00Z") } });
 		expect(parseWhere("when == datetime(2024,1,2,3,4,5)")).toEqual({ when: new Date("2024-01-02T03:04:05Z") });
 		expect(parseWhere(`when == "${DATE}"`)).toEqual({ when: DATE_VALUE });
@@ -433,12 +533,18 @@ describe("what a filter names", () => {
 		expect(filterTouches({ "vpn_representation.otp_secret": "x" }, secrets)).toBe("vpn_representation.otp_secret");
 		expect(filterTouches({ vpn_representation: { a: 1 } }, secrets)).toBe("vpn_representation");
 		expect(filterTouches({ "vpn_representation.otp_secret.x": 1 }, secrets)).toBe("vpn_representation.otp_secret.x");
-		expect(filterTouches({ a: 1, $or: [{ b: 1 }, { $and: [{ "vpn_representation.auth_token": 1 }] }] }, secrets)).toBe("vpn_representation.auth_token");
-		expect(filterTouches({ "vpn_representation.name": 1, other: { "vpn_representation.otp_secret": 1 } }, secrets)).toBeUndefined();
+		expect(filterTouches({ a: 1, $or: [{ b: 1 }, { $and: [{ "vpn_representation.auth_token": 1 }] }] }, secrets)).toBe(
+			"vpn_representation.auth_token",
+		);
+		expect(
+			filterTouches({ "vpn_representation.name": 1, other: { "vpn_representation.otp_secret": 1 } }, secrets),
+		).toBeUndefined();
 		expect(filterTouches({ a: 1 }, secrets)).toBeUndefined();
 		expect(filterTouches([{ a: 1 }, { vpn_representation: 1 }], secrets)).toBe("vpn_representation");
 		expect(filterTouches("vpn_representation", secrets)).toBeUndefined();
-		expect(filterTouches({ a: 1, vpn_representation: 1, "vpn_representation.auth_token": 1 }, secrets)).toBe("vpn_representation");
+		expect(filterTouches({ a: 1, vpn_representation: 1, "vpn_representation.auth_token": 1 }, secrets)).toBe(
+			"vpn_representation",
+		);
 	});
 });
 
@@ -449,25 +555,73 @@ describe("sort", () => {
 		["  ", []],
 		["a", [["a", 1]]],
 		["-a", [["a", -1]]],
-		["-a,b", [["a", -1], ["b", 1]]],
-		[" - a , b.c ", [["a", -1], ["b.c", 1]]],
-		['[("a", -1), ("b", 1)]', [["a", -1], ["b", 1]]],
+		[
+			"-a,b",
+			[
+				["a", -1],
+				["b", 1],
+			],
+		],
+		[
+			" - a , b.c ",
+			[
+				["a", -1],
+				["b.c", 1],
+			],
+		],
+		[
+			'[("a", -1), ("b", 1)]',
+			[
+				["a", -1],
+				["b", 1],
+			],
+		],
 		["[('a', -1)]", [["a", -1]]],
 		[' [("a", -1)] ', [["a", -1]]],
 		['[["a", 1]]', [["a", 1]]],
 		["[]", []],
-		["a,b,c,d,e,f,g,h", [["a", 1], ["b", 1], ["c", 1], ["d", 1], ["e", 1], ["f", 1], ["g", 1], ["h", 1]]],
+		[
+			"a,b,c,d,e,f,g,h",
+			[
+				["a", 1],
+				["b", 1],
+				["c", 1],
+				["d", 1],
+				["e", 1],
+				["f", 1],
+				["g", 1],
+				["h", 1],
+			],
+		],
 	])("%j", (raw, want) => {
 		expect(parseSort(raw)).toEqual(want);
 	});
 
-	it.each(["-", ",", "a,", ",a", "a,,b", "- ,a", '[("a", 2)]', '[("a", "1")]', "[(1, 1)]", '[("a")]', '["a"]', "[(", "[('a', -1),]", '[("a", -1)', "[1]"])("%j is a 400, Unable to parse", raw => {
+	it.each([
+		"-",
+		",",
+		"a,",
+		",a",
+		"a,,b",
+		"- ,a",
+		'[("a", 2)]',
+		'[("a", "1")]',
+		"[(1, 1)]",
+		'[("a")]',
+		'["a"]',
+		"[(",
+		"[('a', -1),]",
+		'[("a", -1)',
+		"[1]",
+	])("%j is a 400, Unable to parse", raw => {
 		expect(refusal(() => parseSort(raw))).toBe("Unable to parse `sort` clause");
 	});
 
 	it("names at most 8 fields", () => {
 		expect(refusal(() => parseSort("a,b,c,d,e,f,g,h,i"))).toBe("`sort` names too many fields");
-		expect(refusal(() => parseSort(JSON.stringify(Array.from({ length: 9 }, (_, i) => [`f${i}`, 1]))))).toBe("`sort` names too many fields");
+		expect(refusal(() => parseSort(JSON.stringify(Array.from({ length: 9 }, (_, i) => [`f${i}`, 1]))))).toBe(
+			"`sort` names too many fields",
+		);
 	});
 
 	it("takes plain field paths only", () => {
@@ -492,8 +646,20 @@ describe("projection and embedded", () => {
 	});
 
 	it("projection: values 0 or 1, an object, plain field names", () => {
-		for (const bad of ["2", '"1"', "null", "-1", "[1]", "{}", "0.5"]) expect(refusal(() => parseProjection(`{"a":${bad}}`))).toBe("`projection` values must be 0 or 1");
-		for (const bad of ["[1]", "1", '"a"', "null", "{", "a:1", '{"__proto__":1}', '{"a":{"constructor":1}}', '{"a":[{"b":{"prototype":1}}]}']) expect(refusal(() => parseProjection(bad))).toBe("Unable to parse `projection` clause");
+		for (const bad of ["2", '"1"', "null", "-1", "[1]", "{}", "0.5"])
+			expect(refusal(() => parseProjection(`{"a":${bad}}`))).toBe("`projection` values must be 0 or 1");
+		for (const bad of [
+			"[1]",
+			"1",
+			'"a"',
+			"null",
+			"{",
+			"a:1",
+			'{"__proto__":1}',
+			'{"a":{"constructor":1}}',
+			'{"a":[{"b":{"prototype":1}}]}',
+		])
+			expect(refusal(() => parseProjection(bad))).toBe("Unable to parse `projection` clause");
 		// Nested past any call stack: refused, not a crash.
 		const deep = `{"a":${"[".repeat(200_000)}${"]".repeat(200_000)}}`;
 		expect(refusal(() => parseProjection(deep))).toBe("Unable to parse `projection` clause");
@@ -508,8 +674,10 @@ describe("projection and embedded", () => {
 		expect(parseEmbedded(" ")).toEqual([]);
 		expect(parseEmbedded("{}")).toEqual([]);
 		expect(parseEmbedded('{"group":1,"host":0,"x.y":true,"z":false}')).toEqual(["group", "x.y"]);
-		for (const bad of ["2", '"1"', "null"]) expect(refusal(() => parseEmbedded(`{"a":${bad}}`))).toBe("`embedded` values must be 0 or 1");
-		for (const bad of ["[1]", "1", "x", '{"prototype":1}']) expect(refusal(() => parseEmbedded(bad))).toBe("Unable to parse `embedded` clause");
+		for (const bad of ["2", '"1"', "null"])
+			expect(refusal(() => parseEmbedded(`{"a":${bad}}`))).toBe("`embedded` values must be 0 or 1");
+		for (const bad of ["[1]", "1", "x", '{"prototype":1}'])
+			expect(refusal(() => parseEmbedded(bad))).toBe("Unable to parse `embedded` clause");
 		expect(refusal(() => parseEmbedded('{"a b":1}'))).toBe("invalid embedded field name 'a b'");
 		expect(refusal(() => parseEmbedded('{"a b":0}'))).toBe("invalid embedded field name 'a b'");
 	});
@@ -518,7 +686,8 @@ describe("projection and embedded", () => {
 		const value = { x: 1 };
 		expect(rejectProtoKeys("a", value)).toBe(value);
 		expect(rejectProtoKeys("", 1)).toBe(1);
-		for (const k of ["__proto__", "constructor", "prototype"]) expect(() => rejectProtoKeys(k, 1)).toThrow(`invalid key '${k}'`);
+		for (const k of ["__proto__", "constructor", "prototype"])
+			expect(() => rejectProtoKeys(k, 1)).toThrow(`invalid key '${k}'`);
 	});
 });
 
@@ -553,17 +722,40 @@ describe("paging (PAGINATION_DEFAULT 25, PAGINATION_LIMIT 50): garbage falls bac
 		[[["page", "1.5"]], 1, 25],
 		[[["page", ""]], 1, 25],
 		[[["page", "99999999999999999999"]], 1, 25],
-		[[["page", "2"], ["page", "7"]], 2, 25],
-		[[["max_results", "5"], ["max_results", "7"], ["page", "9"]], 9, 5],
+		[
+			[
+				["page", "2"],
+				["page", "7"],
+			],
+			2,
+			25,
+		],
+		[
+			[
+				["max_results", "5"],
+				["max_results", "7"],
+				["page", "9"],
+			],
+			9,
+			5,
+		],
 	] as Array<[Array<[string, string]>, number, number]>)("%j: page %d of %d", (pairs, page, maxResults) => {
 		expect(paging(pairs)).toEqual({ page, maxResults });
 	});
 
 	it("a page so far out that skipping to it would overflow is clamped (and empty)", () => {
 		expect(paging([["page", "9007199254740991"]])).toEqual({ page: 360287970189639, maxResults: 25 });
-		expect(paging([["page", "9007199254740991"], ["max_results", "50"]])).toEqual({ page: 180143985094819, maxResults: 50 });
+		expect(
+			paging([
+				["page", "9007199254740991"],
+				["max_results", "50"],
+			]),
+		).toEqual({ page: 180143985094819, maxResults: 50 });
 		expect(paging([["page", "360287970189639"]])).toEqual({ page: 360287970189639, maxResults: 25 });
-		expect(parsePaging(new QueryArgs([["page", "9007199254740991"]]), 1, 1)).toEqual({ page: 9007199254740991, maxResults: 1 });
+		expect(parsePaging(new QueryArgs([["page", "9007199254740991"]]), 1, 1)).toEqual({
+			page: 9007199254740991,
+			maxResults: 1,
+		});
 	});
 
 	it("the deployment's default and limit", () => {
@@ -586,14 +778,28 @@ describe("links: Eve's query string", () => {
 			["where", '{"a":1}'],
 			["y", "2"],
 		]);
-		expect(linkQuery(q, { page: 2, maxResults: 10 }, 25, 3)).toBe('?max_results=10&where={"a":1}&sort=-a&page=3&x=1&y=2');
+		expect(linkQuery(q, { page: 2, maxResults: 10 }, 25, 3)).toBe(
+			'?max_results=10&where={"a":1}&sort=-a&page=3&x=1&y=2',
+		);
 		expect(linkQuery(q, { page: 2, maxResults: 10 }, 25, 1)).toBe('?max_results=10&where={"a":1}&sort=-a&x=1&y=2');
 		expect(linkQuery(q, { page: 2, maxResults: 25 }, 25, 2)).toBe('?where={"a":1}&sort=-a&page=2&x=1&y=2');
 	});
 
 	it("nothing at all: no query string", () => {
 		expect(linkQuery(args([]), { page: 1, maxResults: 25 }, 25, 1)).toBe("");
-		expect(linkQuery(args([["projection", "{}"], ["embedded", "{}"], ["page", "1"], ["max_results", "25"]]), { page: 1, maxResults: 25 }, 25, 1)).toBe("");
+		expect(
+			linkQuery(
+				args([
+					["projection", "{}"],
+					["embedded", "{}"],
+					["page", "1"],
+					["max_results", "25"],
+				]),
+				{ page: 1, maxResults: 25 },
+				25,
+				1,
+			),
+		).toBe("");
 		expect(linkQuery(args([]), { page: 1, maxResults: 25 }, 25, 2)).toBe("?page=2");
 		// An empty where= (or sort=) is dropped, as Eve's `if req.where` does (a differential run against Eve 2.3).
 		expect(linkQuery(args([["where", ""]]), { page: 1, maxResults: 25 }, 25, 1)).toBe("");
@@ -605,7 +811,11 @@ describe("links: Eve's query string", () => {
 
 describe("query arguments", () => {
 	it("keeps the pairs in order and answers the first value of a key", () => {
-		const q = new QueryArgs([["a", "1"], ["b", "2"], ["a", "3"]]);
+		const q = new QueryArgs([
+			["a", "1"],
+			["b", "2"],
+			["a", "3"],
+		]);
 		expect(q.get("a")).toBe("1");
 		expect(q.get("c")).toBeUndefined();
 		expect(q.all("a")).toEqual(["1", "3"]);
@@ -616,8 +826,25 @@ describe("query arguments", () => {
 	});
 
 	it("is made from the gateway's pairs, or from an object of parameters", () => {
-		expect(QueryArgs.from([["a", 1], ["b", null], ["c", undefined], [2, "x"]]).pairs).toEqual([["a", "1"], ["b", ""], ["c", ""], ["2", "x"]]);
-		expect(QueryArgs.from({ a: "x", b: { c: 1 }, d: 2, e: [1] }).pairs).toEqual([["a", "x"], ["b", '{"c":1}'], ["d", "2"], ["e", "[1]"]]);
+		expect(
+			QueryArgs.from([
+				["a", 1],
+				["b", null],
+				["c", undefined],
+				[2, "x"],
+			]).pairs,
+		).toEqual([
+			["a", "1"],
+			["b", ""],
+			["c", ""],
+			["2", "x"],
+		]);
+		expect(QueryArgs.from({ a: "x", b: { c: 1 }, d: 2, e: [1] }).pairs).toEqual([
+			["a", "x"],
+			["b", '{"c":1}'],
+			["d", "2"],
+			["e", "[1]"],
+		]);
 		for (const nothing of [undefined, null, "a=1", 5]) expect(QueryArgs.from(nothing).pairs).toEqual([]);
 	});
 

@@ -8,15 +8,21 @@ import { RenderCache, renderedChunks, toRendered } from "../../lib/eve/render-ca
 describe("RenderCache", () => {
 	it("renders a record with its links, and item links appended, as JSON.stringify does", () => {
 		fc.assert(
-			fc.property(fc.dictionary(fc.string(), fc.jsonValue()), fc.dictionary(fc.string(), fc.jsonValue()), (fields, links) => {
-				const item = { ...fields, _links: links };
-				delete (item as Record<string, unknown>)["__proto__"];
-				const parsed = JSON.parse(JSON.stringify(item)) as Record<string, unknown>;
-				const text = (more?: string) => Buffer.concat(renderedChunks(toRendered(parsed), more)).toString("utf8");
-				expect(text()).toBe(JSON.stringify(parsed));
-				const more = { parent: { title: "home", href: "/" } };
-				expect(text(`"parent":${JSON.stringify(more.parent)}`)).toBe(JSON.stringify({ ...parsed, _links: { ...(parsed._links as object), ...more } }));
-			}),
+			fc.property(
+				fc.dictionary(fc.string(), fc.jsonValue()),
+				fc.dictionary(fc.string(), fc.jsonValue()),
+				(fields, links) => {
+					const item = { ...fields, _links: links };
+					delete (item as Record<string, unknown>).__proto__;
+					const parsed = JSON.parse(JSON.stringify(item)) as Record<string, unknown>;
+					const text = (more?: string) => Buffer.concat(renderedChunks(toRendered(parsed), more)).toString("utf8");
+					expect(text()).toBe(JSON.stringify(parsed));
+					const more = { parent: { title: "home", href: "/" } };
+					expect(text(`"parent":${JSON.stringify(more.parent)}`)).toBe(
+						JSON.stringify({ ...parsed, _links: { ...(parsed._links as object), ...more } }),
+					);
+				},
+			),
 		);
 	});
 

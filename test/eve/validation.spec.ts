@@ -13,7 +13,9 @@ describe("compileSchema issues", () => {
 		const check = compileSchema({ kwarg: { type: "object", optional: true } }, { wellFormed: true });
 		const issues = check(JSON.parse('{"kwarg":{"__proto__":{"polluted":"\\ud800"}}}'));
 		expect(({} as Record<string, unknown>).polluted).toBeUndefined();
-		expect(JSON.stringify(issues)).toBe('{"kwarg":{"__proto__":{"polluted":"must be well-formed Unicode (a lone UTF-16 surrogate is not)"}}}');
+		expect(JSON.stringify(issues)).toBe(
+			'{"kwarg":{"__proto__":{"polluted":"must be well-formed Unicode (a lone UTF-16 surrogate is not)"}}}',
+		);
 	});
 
 	it("reports unknown fields named `__proto__` or `constructor` as data too", () => {
@@ -31,13 +33,23 @@ describe("compileSchema and null", () => {
 		note: "string|optional",
 		until: { type: "date", optional: true, nullable: true },
 		anything: { type: "any", optional: true },
-		info: { type: "object", optional: true, props: { regex: { type: "string", optional: true }, grain: { type: "object", optional: true, nullable: true } } },
-		steps: { type: "array", optional: true, items: { type: "object", props: { cmd: { type: "string", optional: true } } } },
+		info: {
+			type: "object",
+			optional: true,
+			props: { regex: { type: "string", optional: true }, grain: { type: "object", optional: true, nullable: true } },
+		},
+		steps: {
+			type: "array",
+			optional: true,
+			items: { type: "object", props: { cmd: { type: "string", optional: true } } },
+		},
 		required: { type: "string" },
 	});
 
 	it("refuses null for a field whose rule does not say nullable, at any depth, as Eve does", () => {
-		expect(check({ required: "x", name: null, note: null, info: { regex: null }, steps: [{ cmd: "a" }, { cmd: null }] })).toEqual({
+		expect(
+			check({ required: "x", name: null, note: null, info: { regex: null }, steps: [{ cmd: "a" }, { cmd: null }] }),
+		).toEqual({
 			name: "null value not allowed",
 			note: "null value not allowed",
 			info: { regex: "null value not allowed" },

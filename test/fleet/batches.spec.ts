@@ -8,7 +8,8 @@ describe("batchesBySize", () => {
 		const big = (n: number) => ({ pad: "x".repeat(n) });
 		const batches = batchesBySize([big(400), big(400), big(400), big(2000), big(10)], 100, 1000);
 		expect(batches.map(b => b.map(x => x.pad.length))).toEqual([[400, 400], [400], [2000], [10]]);
-		for (const b of batches.filter(b => b.length > 1)) expect(Buffer.byteLength(JSON.stringify(b))).toBeLessThanOrEqual(1000 + b.length + 1);
+		for (const b of batches.filter(b => b.length > 1))
+			expect(Buffer.byteLength(JSON.stringify(b))).toBeLessThanOrEqual(1000 + b.length + 1);
 		expect(batchesBySize([], 10)).toEqual([]);
 	});
 });

@@ -3,7 +3,20 @@
  * evaluated on fleet-ctl's inventory: each case is what Salt selects among these hosts, and what fleet-ctl
  * refuses (with the reason) where Salt would select nothing because the expression is malformed.
  */
-import { compileTarget, groupRefs, TargetError, MAX_GRAIN_PATH_PARTS, MAX_GRAIN_TERM_LENGTH, MAX_TARGET_DEPTH, MAX_TARGET_LENGTH, MAX_TARGET_STEPS_PER_HOST, MAX_TARGET_STEPS_PER_HOST_ON_AVERAGE, MAX_TARGET_STEPS_PER_RESOLUTION, MAX_TARGET_TERMS, type TargetHost } from "../../lib/fleet/compound";
+import {
+	compileTarget,
+	groupRefs,
+	TargetError,
+	MAX_GRAIN_PATH_PARTS,
+	MAX_GRAIN_TERM_LENGTH,
+	MAX_TARGET_DEPTH,
+	MAX_TARGET_LENGTH,
+	MAX_TARGET_STEPS_PER_HOST,
+	MAX_TARGET_STEPS_PER_HOST_ON_AVERAGE,
+	MAX_TARGET_STEPS_PER_RESOLUTION,
+	MAX_TARGET_TERMS,
+	type TargetHost,
+} from "../../lib/fleet/compound";
 import { HOSTS, ctx } from "./compound-hosts";
 
 const select = (expr: string) => HOSTS.filter(compileTarget(expr, ctx).test).map(h => h._id);
@@ -129,7 +142,10 @@ describe("compound targets", () => {
 		["G@os:[Z-a]", /^'G@os:\[Z-a\]': invalid glob$/],
 		["P@os", /^'P@os': P@ takes a grain path and a regex, separated by ':' \(G@os:Debian\)$/],
 		["G|@os:Debian", /^'G\|@os:Debian': G@ takes a grain path and a glob, separated by '\|' \(G@os:Debian\)$/],
-		["P@os:(deb", /^'P@os:\(deb': invalid regular expression \(RE2 syntax: no backreferences or lookaround\): missing closing \): `\(deb`$/],
+		[
+			"P@os:(deb",
+			/^'P@os:\(deb': invalid regular expression \(RE2 syntax: no backreferences or lookaround\): missing closing \): `\(deb`$/,
+		],
 		["I|@role|web", /pillar/],
 		["T@x", /proxy engines/],
 		["M@x", /proxy engines/],
@@ -155,7 +171,10 @@ describe("compound targets", () => {
 		["S@10.0.0.0/255.0.255.0", /CIDR/],
 		["S@fd00::/ffff::", /CIDR/],
 		// Salt refuses a subnet with host bits set (and selects nothing): issue 46
-		["S@10.0.1.5/24", /^'S@10.0.1.5\/24': 10.0.1.5\/24 has host bits set, which Salt refuses \(it selects nothing\): give the network's address$/],
+		[
+			"S@10.0.1.5/24",
+			/^'S@10.0.1.5\/24': 10.0.1.5\/24 has host bits set, which Salt refuses \(it selects nothing\): give the network's address$/,
+		],
 		["S@10.0.2.7/255.255.255.0", /10.0.2.7\/24 has host bits set/],
 		["S@fd00::5/64", /fd00::5\/64 has host bits set/],
 		["S@::ffff:10.0.1.5/120", /has host bits set/],
@@ -175,16 +194,22 @@ describe("compound targets", () => {
 	it("bounds the nesting, the length and the terms of an expression, each refusal naming its limit", () => {
 		const deep = `${"( ".repeat(MAX_TARGET_DEPTH + 1)}web-01${" )".repeat(MAX_TARGET_DEPTH + 1)}`;
 		expect(refuse(deep)).toBe("the target nests parentheses and 'not' deeper than the limit of 64 levels");
-		expect(refuse(`${"not ( ".repeat(MAX_TARGET_DEPTH)}web-01${" )".repeat(MAX_TARGET_DEPTH)}`)).toMatch(/deeper than the limit of 64 levels/);
+		expect(refuse(`${"not ( ".repeat(MAX_TARGET_DEPTH)}web-01${" )".repeat(MAX_TARGET_DEPTH)}`)).toMatch(
+			/deeper than the limit of 64 levels/,
+		);
 		const ok = `${"( ".repeat(MAX_TARGET_DEPTH - 1)}web-01${" )".repeat(MAX_TARGET_DEPTH - 1)}`;
 		expect(select(ok)).toEqual(["web-01"]);
-		expect(refuse(`web-01 or ${"x ".repeat(6000)}`)).toBe("the target is longer than the limit of 10000 characters (12010)");
+		expect(refuse(`web-01 or ${"x ".repeat(6000)}`)).toBe(
+			"the target is longer than the limit of 10000 characters (12010)",
+		);
 		expect(MAX_TARGET_LENGTH).toBe(10_000);
 		// Terms: words other than operators; 100 are evaluated, 101 are not.
 		const terms = (n: number) => Array.from({ length: n }, (_, i) => `web-${i}`).join(" or ");
 		expect(select(terms(MAX_TARGET_TERMS))).toEqual([]);
 		expect(MAX_TARGET_TERMS).toBe(100);
-		expect(refuse(terms(MAX_TARGET_TERMS + 1))).toBe("the target has more than the limit of 100 terms (an L@ list is one term: L@a,b,c)");
+		expect(refuse(terms(MAX_TARGET_TERMS + 1))).toBe(
+			"the target has more than the limit of 100 terms (an L@ list is one term: L@a,b,c)",
+		);
 		expect(select(`L@${Array.from({ length: 1000 }, (_, i) => `web-${i}`).join(",")},web-01`)).toEqual(["web-01"]);
 	});
 
@@ -192,7 +217,9 @@ describe("compound targets", () => {
 		// 32 parts: evaluated; 33: refused, by either separator.
 		expect(select(`G@${"a:".repeat(MAX_GRAIN_PATH_PARTS - 1)}x`)).toEqual([]);
 		expect(MAX_GRAIN_PATH_PARTS).toBe(32);
-		expect(refuse(`G@${"a:".repeat(MAX_GRAIN_PATH_PARTS)}x`)).toMatch(/^'G@a:a:.*…': a G@ term has 33 parts separated by ':', more than the limit of 32$/);
+		expect(refuse(`G@${"a:".repeat(MAX_GRAIN_PATH_PARTS)}x`)).toMatch(
+			/^'G@a:a:.*…': a G@ term has 33 parts separated by ':', more than the limit of 32$/,
+		);
 		// The term is quoted whole up to 60 characters, past them its first 60 and '…'.
 		const parts33 = (letters: number) => `G@${"a".repeat(letters)}${":".repeat(MAX_GRAIN_PATH_PARTS)}`;
 		const why = ": a G@ term has 33 parts separated by ':', more than the limit of 32";
@@ -200,11 +227,17 @@ describe("compound targets", () => {
 		expect(parts33(26)).toHaveLength(60);
 		expect(refuse(parts33(26))).toBe(`'${parts33(26)}'${why}`);
 		expect(refuse(parts33(27))).toBe(`'G@${"a".repeat(27)}${":".repeat(31)}…'${why}`);
-		expect(refuse(`P|@${"a|".repeat(MAX_GRAIN_PATH_PARTS)}x`)).toMatch(/a P@ term has 33 parts separated by '\|', more than the limit of 32$/);
-		expect(refuse(`G|@os|${"a:".repeat(MAX_GRAIN_PATH_PARTS)}x`)).toMatch(/a G@ term has 33 parts separated by ':', more than the limit of 32$/);
+		expect(refuse(`P|@${"a|".repeat(MAX_GRAIN_PATH_PARTS)}x`)).toMatch(
+			/a P@ term has 33 parts separated by '\|', more than the limit of 32$/,
+		);
+		expect(refuse(`G|@os|${"a:".repeat(MAX_GRAIN_PATH_PARTS)}x`)).toMatch(
+			/a G@ term has 33 parts separated by ':', more than the limit of 32$/,
+		);
 		// The finding of issue 43: refused at once, before any host is read.
 		const started = Date.now();
-		expect(refuse(`G@${"a:".repeat(4998)}b`)).toMatch(/: a G@ term is longer than 1000 characters \(the limit of a grain term\)$/);
+		expect(refuse(`G@${"a:".repeat(4998)}b`)).toMatch(
+			/: a G@ term is longer than 1000 characters \(the limit of a grain term\)$/,
+		);
 		expect(Date.now() - started).toBeLessThan(500);
 		expect(MAX_GRAIN_TERM_LENGTH).toBe(1000);
 		const longest = `G@os:${"x".repeat(MAX_GRAIN_TERM_LENGTH - 5)}`;
@@ -216,11 +249,15 @@ describe("compound targets", () => {
 	it("bounds the work of one host's evaluation, whatever the size of its grains, and says which host and limit", () => {
 		expect(MAX_TARGET_STEPS_PER_HOST).toBe(100_000);
 		// 2,000 flags: a term compares each (steps: their characters times the pattern's), 20 such terms too many.
-		const big: TargetHost = { _id: "big-01", grain: { os: "Debian", flags: Array.from({ length: 2000 }, (_, i) => `flag${i}`), notes: "y".repeat(5000) } };
+		const big: TargetHost = {
+			_id: "big-01",
+			grain: { os: "Debian", flags: Array.from({ length: 2000 }, (_, i) => `flag${i}`), notes: "y".repeat(5000) },
+		};
 		const terms = (n: number) => Array.from({ length: n }, (_, i) => `G@flags:nope${i}`).join(" or ");
 		expect(compileTarget(terms(1), ctx).test(big)).toBe(false);
 		expect(compileTarget("G@flags:flag1999 and G@os:debian", ctx).test(big)).toBe(true);
-		const refusal = "evaluating the target on 'big-01' takes more than the limit of 100000 steps per host (grains looked at, and characters of values times characters of the patterns they are compared with): use fewer or shorter patterns, or fewer '*' parts in grain paths";
+		const refusal =
+			"evaluating the target on 'big-01' takes more than the limit of 100000 steps per host (grains looked at, and characters of values times characters of the patterns they are compared with): use fewer or shorter patterns, or fewer '*' parts in grain paths";
 		expect(() => compileTarget(terms(20), ctx).test(big)).toThrow(new TargetError(refusal));
 		// A regex RE2 matches in time proportional to the value times the pattern: long ones on long values.
 		expect(compileTarget("P@notes:(y|yy)*z", ctx).test(big)).toBe(false);
@@ -239,13 +276,20 @@ describe("compound targets", () => {
 		// the glob's width 19 (18 '*'); the first host also compiles the 36-character pattern, 720. The budget runs
 		// out when 20,000,000 + 2,500 n < 95,021 n + 720: after 217 hosts, refused on the 218th.
 		const costly = `G@notes:${"*y".repeat(18)}`;
-		const hosts = Array.from({ length: 300 }, (_, i): TargetHost => ({ _id: `big-${i}`, grain: { notes: "y".repeat(4999) } }));
+		const hosts = Array.from(
+			{ length: 300 },
+			(_, i): TargetHost => ({ _id: `big-${i}`, grain: { notes: "y".repeat(4999) } }),
+		);
 		expect(hosts.filter(compileTarget(costly, ctx).test)).toHaveLength(300);
 		const bounded = compileTarget(costly, ctx, true);
 		let evaluated = 0;
 		expect(() => {
 			for (const h of hosts) if (bounded.test(h)) evaluated++;
-		}).toThrow(new TargetError("evaluating the target on the fleet takes more than the limit of 20000000 steps and 2500 a host on average for one resolution: use fewer or shorter patterns, fewer '*' parts in grain paths, or narrow it first (a host glob or a group before grain terms)"));
+		}).toThrow(
+			new TargetError(
+				"evaluating the target on the fleet takes more than the limit of 20000000 steps and 2500 a host on average for one resolution: use fewer or shorter patterns, fewer '*' parts in grain paths, or narrow it first (a host glob or a group before grain terms)",
+			),
+		);
 		expect(evaluated).toBe(217);
 		// Ordinary targets are far below the average: a fleet of them is never refused (on 50,000 hosts:
 		// compound-fleet.spec.ts, ten seconds, too slow for the mutation run's unit specs).
@@ -254,7 +298,11 @@ describe("compound targets", () => {
 	});
 
 	it("compares a split whose glob or regex RE2 cannot compile as no match, as Salt does, instead of failing the evaluation", () => {
-		const hosts: TargetHost[] = [{ _id: "h1", grain: { a: "[z-a]:x" } }, { _id: "h2", grain: { a: { "[z-a]": "x" } } }, { _id: "h3", grain: { a: { "(": "x" } } }];
+		const hosts: TargetHost[] = [
+			{ _id: "h1", grain: { a: "[z-a]:x" } },
+			{ _id: "h2", grain: { a: { "[z-a]": "x" } } },
+			{ _id: "h3", grain: { a: { "(": "x" } } },
+		];
 		expect(hosts.filter(compileTarget("G@a:[z-a]:x", ctx).test).map(h => h._id)).toEqual(["h2"]);
 		expect(hosts.filter(compileTarget("P@a:(:x", ctx).test).map(h => h._id)).toEqual(["h3"]);
 	});
@@ -268,7 +316,8 @@ describe("compound targets", () => {
 
 describe("globs, as Python's fnmatch reads them (G@ on grain values, and host ids)", () => {
 	/** Whether `G@v:<glob>` selects a host whose grain `v` is `value`. */
-	const globbed = (glob: string, value: string) => compileTarget(`G@v:${glob}`, ctx).test({ _id: "h", grain: { v: value } });
+	const globbed = (glob: string, value: string) =>
+		compileTarget(`G@v:${glob}`, ctx).test({ _id: "h", grain: { v: value } });
 	it.each<[string, string, boolean]>([
 		// every character other than * ? [ is itself, regex syntax included
 		["a.b", "a.b", true],
@@ -359,9 +408,13 @@ describe("what a pattern costs on a host (docs/targeting.md: 20 + the value's ch
 	it("charges host ids too", () => {
 		const long: TargetHost = { _id: "y".repeat(5000) };
 		expect(compileTarget("*".repeat(18), ctx).test(long)).toBe(true);
-		expect(() => compileTarget("*".repeat(19), ctx).test(long)).toThrow(/takes more than the limit of 100000 steps per host/);
+		expect(() => compileTarget("*".repeat(19), ctx).test(long)).toThrow(
+			/takes more than the limit of 100000 steps per host/,
+		);
 		expect(compileTarget(`E@${"y+".repeat(18)}`, ctx).test(long)).toBe(true);
-		expect(() => compileTarget(`E@${"y+".repeat(19)}`, ctx).test(long)).toThrow(/takes more than the limit of 100000 steps per host/);
+		expect(() => compileTarget(`E@${"y+".repeat(19)}`, ctx).test(long)).toThrow(
+			/takes more than the limit of 100000 steps per host/,
+		);
 	});
 });
 
@@ -375,9 +428,13 @@ describe("groupRefs", () => {
 describe("compileTarget's edges", () => {
 	it("takes an expression of exactly the limit's length, and nests exactly the limit's depth", () => {
 		expect(select(`L@web-01,${"x".repeat(MAX_TARGET_LENGTH - 9)}`)).toEqual(["web-01"]);
-		expect(refuse(`L@web-01,${"x".repeat(MAX_TARGET_LENGTH - 8)}`)).toBe("the target is longer than the limit of 10000 characters (10001)");
+		expect(refuse(`L@web-01,${"x".repeat(MAX_TARGET_LENGTH - 8)}`)).toBe(
+			"the target is longer than the limit of 10000 characters (10001)",
+		);
 		expect(select(`${"( ".repeat(MAX_TARGET_DEPTH)}web-01${" )".repeat(MAX_TARGET_DEPTH)}`)).toEqual(["web-01"]);
-		expect(select(`${"not ".repeat(1)}( ${"( ".repeat(MAX_TARGET_DEPTH - 2)}web-01${" )".repeat(MAX_TARGET_DEPTH - 1)}`)).toEqual(["web-02", "db-01", "old-web-01", "mail.example.com"]);
+		expect(
+			select(`${"not ".repeat(1)}( ${"( ".repeat(MAX_TARGET_DEPTH - 2)}web-01${" )".repeat(MAX_TARGET_DEPTH - 1)}`),
+		).toEqual(["web-02", "db-01", "old-web-01", "mail.example.com"]);
 	});
 
 	it("refuses what is not a string as empty", () => {
@@ -389,7 +446,13 @@ describe("compileTarget's edges", () => {
 			const { usesGrains, usesNodegroups } = compileTarget(expr, ctx);
 			return [usesGrains, usesNodegroups];
 		};
-		expect([reads("web-*"), reads("S@10.0.0.0/8"), reads("P@os:deb"), reads("N@web"), reads("E@web or L@a,b or F@front")]).toEqual([
+		expect([
+			reads("web-*"),
+			reads("S@10.0.0.0/8"),
+			reads("P@os:deb"),
+			reads("N@web"),
+			reads("E@web or L@a,b or F@front"),
+		]).toEqual([
 			[false, false],
 			[true, false],
 			[true, false],
@@ -409,7 +472,8 @@ describe("compileTarget's edges", () => {
 			{ _id: "text", grain: { ipv4: "10.0.1.5", ipv6: "fd00::5" } },
 			{ _id: "mixed", grain: { ipv4: [5, null, "10.0.1.5"], ipv6: [1, "fd00::5"] } },
 		];
-		for (const expr of ["S@10.0.1.5", "S@10.0.1.0/24", "S@fd00::5", "S@fd00::/8"]) expect([expr, hosts.filter(compileTarget(expr, ctx).test).map(h => h._id)]).toEqual([expr, ["mixed"]]);
+		for (const expr of ["S@10.0.1.5", "S@10.0.1.0/24", "S@fd00::5", "S@fd00::/8"])
+			expect([expr, hosts.filter(compileTarget(expr, ctx).test).map(h => h._id)]).toEqual([expr, ["mixed"]]);
 	});
 
 	it("skips what Salt cannot read as an address in ipv4/ipv6 (a list, a scope left empty): its minion selects nothing from it", () => {
@@ -419,12 +483,18 @@ describe("compileTarget's edges", () => {
 			{ _id: "empty-scope", grain: { ipv6: ["fd00::5%"] } },
 			{ _id: "plain", grain: { ipv4: ["10.0.1.5"], ipv6: ["fd00::5"] } },
 		];
-		for (const expr of ["S@10.0.1.5", "S@10.0.1.0/24", "S@fd00::5", "S@fd00::/8"]) expect([expr, hosts.filter(compileTarget(expr, ctx).test).map(h => h._id)]).toEqual([expr, ["plain"]]);
+		for (const expr of ["S@10.0.1.5", "S@10.0.1.0/24", "S@fd00::5", "S@fd00::/8"])
+			expect([expr, hosts.filter(compileTarget(expr, ctx).test).map(h => h._id)]).toEqual([expr, ["plain"]]);
 	});
 
 	it("refuses N@ with the reason the caller gives (no such nodegroup), and evaluates the nodegroups it knows", () => {
-		const withNodegroups = { ...ctx, nodegroup: (name: string) => (name === "web" ? null : `no nodegroup is named '${name}'`) };
-		expect(() => compileTarget("N@web or N@nonexistent", withNodegroups)).toThrow(new TargetError("'N@nonexistent': no nodegroup is named 'nonexistent'"));
+		const withNodegroups = {
+			...ctx,
+			nodegroup: (name: string) => (name === "web" ? null : `no nodegroup is named '${name}'`),
+		};
+		expect(() => compileTarget("N@web or N@nonexistent", withNodegroups)).toThrow(
+			new TargetError("'N@nonexistent': no nodegroup is named 'nonexistent'"),
+		);
 		expect(HOSTS.filter(compileTarget("N@web", withNodegroups).test).map(h => h._id)).toEqual(["web-01", "web-02"]);
 	});
 
@@ -434,7 +504,10 @@ describe("compileTarget's edges", () => {
 		// 500 hosts take 500 × 42,505 = 20,000,000 + 2,500 × 501: the 501st host starts with nothing left and is
 		// evaluated, the 502nd is refused. Four steps more on the first host, and the 501st is refused.
 		const value = "y".repeat(10_620);
-		const fleet = (first: number): TargetHost[] => [{ _id: "h-0", grain: { notes: "y".repeat(first) } }, ...Array.from({ length: 501 }, (_, i) => ({ _id: `h-${i + 1}`, grain: { notes: value } }))];
+		const fleet = (first: number): TargetHost[] => [
+			{ _id: "h-0", grain: { notes: "y".repeat(first) } },
+			...Array.from({ length: 501 }, (_, i) => ({ _id: `h-${i + 1}`, grain: { notes: value } })),
+		];
 		const evaluated = (hosts: TargetHost[]) => {
 			const bounded = compileTarget("G@notes:***", ctx, true);
 			let n = 0;
@@ -452,6 +525,8 @@ describe("compileTarget's edges", () => {
 		// 20 + (n + 1) × 3 (width 3): 100,000 for n = 33,312.
 		const at = (n: number): TargetHost => ({ _id: `n-${n}`, grain: { notes: "y".repeat(n) } });
 		expect(compileTarget("G@notes:**", ctx).test(at(33_312))).toBe(true);
-		expect(() => compileTarget("G@notes:**", ctx).test(at(33_313))).toThrow(/on 'n-33313' takes more than the limit of 100000 steps per host/);
+		expect(() => compileTarget("G@notes:**", ctx).test(at(33_313))).toThrow(
+			/on 'n-33313' takes more than the limit of 100000 steps per host/,
+		);
 	});
 });

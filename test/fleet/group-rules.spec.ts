@@ -16,7 +16,15 @@ describe("compileRule", () => {
 	});
 
 	it("matches grain paths with ':' and globs, lists by any element, every condition together", () => {
-		const grains = { os: "ALT", osrelease: "10.1", num_cpus: 8, virtual: "kvm", roles: ["web", "cache"], ip_interfaces: { eth0: ["10.0.0.5"] }, ctl: { ok: true } };
+		const grains = {
+			os: "ALT",
+			osrelease: "10.1",
+			num_cpus: 8,
+			virtual: "kvm",
+			roles: ["web", "cache"],
+			ip_interfaces: { eth0: ["10.0.0.5"] },
+			ctl: { ok: true },
+		};
 		expect(compileRule({ grain: { os: "ALT" } })!(host("a", grains))).toBe(true);
 		expect(compileRule({ grain: { os: "alt" } })!(host("a", grains))).toBe(false);
 		expect(compileRule({ grain: { osrelease: "10.*" } })!(host("a", grains))).toBe(true);
@@ -35,11 +43,31 @@ describe("compileRule", () => {
 	});
 
 	it("reads grains as Python's str() does (True, False, None, numbers) and never matches a dict or a list inside a list", () => {
-		const grains = { ctl: { ok: true, failed: false, none: null }, num_cpus: 8, ip_interfaces: { eth0: ["10.0.0.5"] }, nested: [["a"]] };
+		const grains = {
+			ctl: { ok: true, failed: false, none: null },
+			num_cpus: 8,
+			ip_interfaces: { eth0: ["10.0.0.5"] },
+			nested: [["a"]],
+		};
 		const selects = (grain: Record<string, string>) => compileRule({ grain })!(host("a", grains));
-		expect([selects({ "ctl:ok": "True" }), selects({ "ctl:ok": "true" }), selects({ "ctl:failed": "False" }), selects({ "ctl:failed": "True" })]).toEqual([true, false, true, false]);
-		expect([selects({ "ctl:none": "None" }), selects({ "ctl:none": "*" }), selects({ num_cpus: "8" }), selects({ num_cpus: "8.0" })]).toEqual([true, true, true, false]);
-		expect([selects({ ip_interfaces: "*" }), selects({ nested: "*" }), selects({ "nested:0": "a" }), selects({ "no:such": "*" })]).toEqual([false, false, true, false]);
+		expect([
+			selects({ "ctl:ok": "True" }),
+			selects({ "ctl:ok": "true" }),
+			selects({ "ctl:failed": "False" }),
+			selects({ "ctl:failed": "True" }),
+		]).toEqual([true, false, true, false]);
+		expect([
+			selects({ "ctl:none": "None" }),
+			selects({ "ctl:none": "*" }),
+			selects({ num_cpus: "8" }),
+			selects({ num_cpus: "8.0" }),
+		]).toEqual([true, true, true, false]);
+		expect([
+			selects({ ip_interfaces: "*" }),
+			selects({ nested: "*" }),
+			selects({ "nested:0": "a" }),
+			selects({ "no:such": "*" }),
+		]).toEqual([false, false, true, false]);
 	});
 
 	it("gives no matcher for a rule without conditions (such a group selects nothing)", () => {
@@ -57,7 +85,9 @@ describe("compileRule", () => {
 
 describe("a rule's target beyond the work a host may take", () => {
 	it("does not select that host (and selects the others), where a preview answers why", () => {
-		const rule = compileRule({ target: Array.from({ length: 20 }, (_, i) => `G@flags:nope${i}`).join(" or ") + " or web-*" })!;
+		const rule = compileRule({
+			target: Array.from({ length: 20 }, (_, i) => `G@flags:nope${i}`).join(" or ") + " or web-*",
+		})!;
 		const flags = Array.from({ length: 2000 }, (_, i) => `flag${i}`);
 		expect(rule(host("web-big", { flags }))).toBe(false);
 		expect(rule(host("web-01", { flags: ["a"] }))).toBe(true);
@@ -74,7 +104,10 @@ describe("ruleProblems", () => {
 		expect(ruleProblems({ regex: "[" })?.regex).toMatch(/missing closing \]/);
 		expect(ruleProblems({ grain: { os: "[z-a]" } })).toEqual({ "grain.os": "invalid glob: [z-a]" });
 		expect(ruleProblems({ grain: { "a::b": "x" } })).toEqual({ "grain.a::b": "a grain path has an empty part" });
-		expect(ruleProblems({ grain: { ":a": "x", "b:": "x", "a:b": "x" } })).toEqual({ "grain.:a": "a grain path has an empty part", "grain.b:": "a grain path has an empty part" });
+		expect(ruleProblems({ grain: { ":a": "x", "b:": "x", "a:b": "x" } })).toEqual({
+			"grain.:a": "a grain path has an empty part",
+			"grain.b:": "a grain path has an empty part",
+		});
 	});
 
 	it("says what is wrong as the API answers it, field by field, and nothing for no rule", () => {
@@ -83,8 +116,12 @@ describe("ruleProblems", () => {
 			"grain.os": "invalid glob: [z-a]",
 			target: "'db-*' follows a term without 'and' or 'or'",
 		});
-		expect(ruleProblems({ target: "F@other" })).toEqual({ target: "'F@other': a group's rule cannot name groups; make that group a subgroup instead" });
-		expect(ruleProblems({ target: "N@web" }, true)).toEqual({ target: "a nodegroup's rule cannot name nodegroups (N@)" });
+		expect(ruleProblems({ target: "F@other" })).toEqual({
+			target: "'F@other': a group's rule cannot name groups; make that group a subgroup instead",
+		});
+		expect(ruleProblems({ target: "N@web" }, true)).toEqual({
+			target: "a nodegroup's rule cannot name nodegroups (N@)",
+		});
 		expect(ruleProblems({ target: "web-*" }, true)).toBeNull();
 		expect(ruleProblems(undefined)).toBeNull();
 		expect(ruleProblems({})).toBeNull();
@@ -102,9 +139,20 @@ describe("grainAt", () => {
 		const grains = { roles: ["web", "cache"], os: "Debian", none: null, "01": "zero-one", disks: [{ name: "vda" }] };
 		expect(grainAt(grains, "roles:1")).toBe("cache");
 		expect(grainAt({ list: Array.from({ length: 12 }, (_, i) => `v${i}`) }, "list:10")).toBe("v10");
-		expect([grainAt(grains, "roles:1.0"), grainAt(grains, "roles: 1"), grainAt(grains, "roles:x1"), grainAt(grains, "roles:2")]).toEqual([undefined, undefined, undefined, undefined]);
+		expect([
+			grainAt(grains, "roles:1.0"),
+			grainAt(grains, "roles: 1"),
+			grainAt(grains, "roles:x1"),
+			grainAt(grains, "roles:2"),
+		]).toEqual([undefined, undefined, undefined, undefined]);
 		// A string is not indexed, null has no keys, a dict's key "01" is not the index 1, a dict in a list is not looked into.
-		expect([grainAt(grains, "os:1"), grainAt(grains, "none:a"), grainAt(grains, "01"), grainAt(grains, "disks:name"), grainAt(grains, "disks:0:name")]).toEqual([undefined, undefined, "zero-one", undefined, "vda"]);
+		expect([
+			grainAt(grains, "os:1"),
+			grainAt(grains, "none:a"),
+			grainAt(grains, "01"),
+			grainAt(grains, "disks:name"),
+			grainAt(grains, "disks:0:name"),
+		]).toEqual([undefined, undefined, "zero-one", undefined, "vda"]);
 		expect(grainAt(grains, "roles")).toEqual(["web", "cache"]);
 	});
 });
@@ -137,8 +185,12 @@ describe("GroupIndex", () => {
 
 	it("reads grains when a group's rule or a nodegroup's rule needs them", () => {
 		expect(new GroupIndex([{ _id: "g", info: { grain: { os: "ALT" } } }]).usesGrains).toBe(true);
-		expect(new GroupIndex([{ _id: "g", info: { regex: "^a" } }], [{ name: "n", info: { target: "G@os:ALT" } }]).usesGrains).toBe(true);
-		expect(new GroupIndex([{ _id: "g", info: { regex: "^a" } }], [{ name: "n", info: { regex: "^b" } }]).usesGrains).toBe(false);
+		expect(
+			new GroupIndex([{ _id: "g", info: { regex: "^a" } }], [{ name: "n", info: { target: "G@os:ALT" } }]).usesGrains,
+		).toBe(true);
+		expect(
+			new GroupIndex([{ _id: "g", info: { regex: "^a" } }], [{ name: "n", info: { regex: "^b" } }]).usesGrains,
+		).toBe(false);
 	});
 
 	it("follows subgroups that loop back to a group once", () => {
@@ -171,11 +223,17 @@ describe("compound targets in rules (docs/targeting.md)", () => {
 	});
 
 	it("refuses groups inside a rule, nodegroups inside a nodegroup's rule, and what cannot be evaluated, on `target`", () => {
-		expect(ruleProblems({ target: "F@other and web-*" })).toEqual({ target: expect.stringMatching(/cannot name groups; make that group a subgroup/) });
+		expect(ruleProblems({ target: "F@other and web-*" })).toEqual({
+			target: expect.stringMatching(/cannot name groups; make that group a subgroup/),
+		});
 		expect(ruleProblems({ target: "N@web" })).toBeNull();
-		expect(ruleProblems({ target: "N@web" }, true)).toEqual({ target: expect.stringMatching(/nodegroup's rule cannot name nodegroups/) });
+		expect(ruleProblems({ target: "N@web" }, true)).toEqual({
+			target: expect.stringMatching(/nodegroup's rule cannot name nodegroups/),
+		});
 		expect(ruleProblems({ target: "web-* db-*" })).toEqual({ target: expect.stringMatching(/without 'and' or 'or'/) });
-		expect(ruleProblems({ target: "E@(a)\\1" })).toEqual({ target: expect.stringMatching(/invalid regular expression/) });
+		expect(ruleProblems({ target: "E@(a)\\1" })).toEqual({
+			target: expect.stringMatching(/invalid regular expression/),
+		});
 	});
 
 	it("reads grains only for an expression that needs them, and puts hosts in groups whose rule reads their nodegroups", () => {
@@ -186,7 +244,10 @@ describe("compound targets in rules (docs/targeting.md)", () => {
 		expect(needsGrains([{ regex: "^web", target: "G@os:Debian" }])).toBe(true);
 		// A rule that does not compile selects nothing: no grains needed for it.
 		expect(needsGrains([{ target: "F@other and G@os:Debian" }])).toBe(false);
-		const index = new GroupIndex([{ _id: "g-web-debian", type: 1, info: { target: "N@web and G@os:Debian" } }], [{ name: "web", info: { regex: "web-" } }]);
+		const index = new GroupIndex(
+			[{ _id: "g-web-debian", type: 1, info: { target: "N@web and G@os:Debian" } }],
+			[{ name: "web", info: { regex: "web-" } }],
+		);
 		const host = { _id: "web-01", grain: { os: "Debian" } };
 		const nodegroups = index.nodegroupsOf(host);
 		expect(nodegroups).toEqual(["web"]);

@@ -1,5 +1,13 @@
 /** A state return read (lib/fleet/state-results.ts): its states, a dry run read whole, and which hosts count as failures. */
-import { PREDICTED_MAX, STATE_FUNCTIONS, changesOrFails, readDryRun, readStates, returnValue, type DryRunReturn } from "../../lib/fleet/state-results";
+import {
+	PREDICTED_MAX,
+	STATE_FUNCTIONS,
+	changesOrFails,
+	readDryRun,
+	readStates,
+	returnValue,
+	type DryRunReturn,
+} from "../../lib/fleet/state-results";
 
 /** A `state.apply test=True` return as the job history keeps it: one state that would change, or none. */
 const ret = (host: string, changes: boolean, extra: Partial<DryRunReturn> = {}): DryRunReturn => ({
@@ -8,7 +16,15 @@ const ret = (host: string, changes: boolean, extra: Partial<DryRunReturn> = {}):
 	retcode: 0,
 	success: true,
 	return: JSON.stringify({
-		"file_|-motd_|-/etc/motd_|-managed": { __id__: "motd", __sls__: "common", __run_num__: 0, name: "/etc/motd", result: changes ? null : true, comment: "", changes: changes ? { diff: "New file" } : {} },
+		"file_|-motd_|-/etc/motd_|-managed": {
+			__id__: "motd",
+			__sls__: "common",
+			__run_num__: 0,
+			name: "/etc/motd",
+			result: changes ? null : true,
+			comment: "",
+			changes: changes ? { diff: "New file" } : {},
+		},
 	}),
 	...extra,
 });
@@ -22,7 +38,15 @@ describe("readDryRun", () => {
 	});
 
 	it("counts unfinished, failed and would-fail hosts, and keeps every host's predicted change", () => {
-		const reading = readDryRun([ret("web-01", true), ret("web-02", false, { state: "running" }), ret("web-03", false, { retcode: 1, success: false }), ret("web-04", true)], 4);
+		const reading = readDryRun(
+			[
+				ret("web-01", true),
+				ret("web-02", false, { state: "running" }),
+				ret("web-03", false, { retcode: 1, success: false }),
+				ret("web-04", true),
+			],
+			4,
+		);
 		expect(reading.failures).toBe(2);
 		expect(reading.predicted.map(c => [c.host, c.state_id, c.function])).toEqual([
 			["web-01", "motd", "file.managed"],
@@ -57,8 +81,25 @@ describe("readDryRun, host by host", () => {
 	});
 
 	it("reads a return that is no state dict as a failure with the reason, and more returns than hosts as no missing one", () => {
-		const reading = readDryRun([{ host: "db-01", state: "finished", retcode: 0, return: JSON.stringify(["Rendering SLS 'base:x' failed"]) }], 0);
-		expect(reading).toEqual({ predicted: [{ host: "db-01", state_id: "render", sls: "", function: "", name: "", result: false, changes: { comment: "Rendering SLS 'base:x' failed" } }], total: 1, failures: 1 });
+		const reading = readDryRun(
+			[{ host: "db-01", state: "finished", retcode: 0, return: JSON.stringify(["Rendering SLS 'base:x' failed"]) }],
+			0,
+		);
+		expect(reading).toEqual({
+			predicted: [
+				{
+					host: "db-01",
+					state_id: "render",
+					sls: "",
+					function: "",
+					name: "",
+					result: false,
+					changes: { comment: "Rendering SLS 'base:x' failed" },
+				},
+			],
+			total: 1,
+			failures: 1,
+		});
 	});
 
 	it(`keeps at most ${PREDICTED_MAX} predicted changes and counts them all`, () => {
@@ -80,21 +121,49 @@ describe("readStates", () => {
 		expect(readStates([])).toEqual({ error: "an empty return" });
 		expect(readStates(7)).toEqual({ error: "7" });
 		expect(readStates("x".repeat(2500))).toEqual({ error: "x".repeat(2000) });
-		expect(readStates({ [`k${"y".repeat(300)}`]: [1] })).toEqual({ error: `state 'k${"y".repeat(199)}' is not a state result` });
-		expect(readStates({ "pkg_|-a_|-a_|-installed": null })).toEqual({ error: "state 'pkg_|-a_|-a_|-installed' is not a state result" });
+		expect(readStates({ [`k${"y".repeat(300)}`]: [1] })).toEqual({
+			error: `state 'k${"y".repeat(199)}' is not a state result`,
+		});
+		expect(readStates({ "pkg_|-a_|-a_|-installed": null })).toEqual({
+			error: "state 'pkg_|-a_|-a_|-installed' is not a state result",
+		});
 	});
 
 	it("reads each state from its fields, else from its key, in the order Salt ran them", () => {
 		const reading = readStates({
 			"file_|-conf_|-/etc/x_|-managed": { result: true, changes: { diff: "+a" }, comment: "updated", __run_num__: 2 },
-			"cmd_|-run it_|-echo hi_|-run": { __id__: "run it!", __sls__: "web", name: "echo hi there", result: null, changes: [], comment: 5, __run_num__: 0 },
+			"cmd_|-run it_|-echo hi_|-run": {
+				__id__: "run it!",
+				__sls__: "web",
+				name: "echo hi there",
+				result: null,
+				changes: [],
+				comment: 5,
+				__run_num__: 0,
+			},
 			weird: { result: "yes", changes: "none", __run_num__: 1 },
 		});
 		expect(reading).toEqual({
 			states: [
-				{ state_id: "run it!", sls: "web", fun: "cmd.run", name: "echo hi there", result: null, changes: {}, comment: "" },
+				{
+					state_id: "run it!",
+					sls: "web",
+					fun: "cmd.run",
+					name: "echo hi there",
+					result: null,
+					changes: {},
+					comment: "",
+				},
 				{ state_id: "weird", sls: "", fun: "", name: "", result: null, changes: {}, comment: "" },
-				{ state_id: "conf", sls: "", fun: "file.managed", name: "/etc/x", result: true, changes: { diff: "+a" }, comment: "updated" },
+				{
+					state_id: "conf",
+					sls: "",
+					fun: "file.managed",
+					name: "/etc/x",
+					result: true,
+					changes: { diff: "+a" },
+					comment: "updated",
+				},
 			],
 		});
 		expect(readStates({})).toEqual({ states: [] });
@@ -117,8 +186,21 @@ describe("readStates", () => {
 
 describe("changesOrFails and returnValue", () => {
 	it("says a state would change or fail unless it is right and changes nothing", () => {
-		const s = (result: boolean | null, changes: Record<string, unknown>) => ({ state_id: "a", sls: "", fun: "", name: "", result, changes, comment: "" });
-		expect([s(true, {}), s(true, { diff: "+" }), s(null, {}), s(false, {})].map(changesOrFails)).toEqual([false, true, true, true]);
+		const s = (result: boolean | null, changes: Record<string, unknown>) => ({
+			state_id: "a",
+			sls: "",
+			fun: "",
+			name: "",
+			result,
+			changes,
+			comment: "",
+		});
+		expect([s(true, {}), s(true, { diff: "+" }), s(null, {}), s(false, {})].map(changesOrFails)).toEqual([
+			false,
+			true,
+			true,
+			true,
+		]);
 	});
 
 	it("reads a return kept as text: its JSON value, else the text", () => {

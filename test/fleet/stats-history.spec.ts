@@ -15,7 +15,15 @@ describe("BucketLasts", () => {
 		const lasts = new BucketLasts(range, 3600);
 		// Bucket 0: indexes 4, 2 and 1 in that order (4 taken at an earlier minute than 2, and offered before 1: neither time nor order decides).
 		// Bucket 2: index 7. Bucket 1 holds none. Past the end and before the start: not shown.
-		for (const [index, minute, up] of [[4, 5, 40], [2, 50, 20], [7, 150, 70], [1, 10, 10], [9, 181, 90], [0, -1, 0]]) lasts.offer(index, at(minute), up, 100 - up);
+		for (const [index, minute, up] of [
+			[4, 5, 40],
+			[2, 50, 20],
+			[7, 150, 70],
+			[1, 10, 10],
+			[9, 181, 90],
+			[0, -1, 0],
+		])
+			lasts.offer(index, at(minute), up, 100 - up);
 		expect(lasts.size).toBe(2);
 		expect(lasts.indexes()).toEqual([4, 7]);
 		expect(lasts.points()).toEqual([
@@ -36,6 +44,8 @@ describe("BucketLasts", () => {
 		const dropped = make();
 		expect(dropped.recount(i => (i === 8 ? { up: 3, down: 4 } : undefined), "drop")).toBe(true);
 		expect(dropped.size).toBe(1);
-		expect(dropped.points()).toEqual([{ timestamp: "Sat, 28 Nov 2026 01:00:00 GMT", _id: null, hostnames: { up: 3, down: 4 } }]);
+		expect(dropped.points()).toEqual([
+			{ timestamp: "Sat, 28 Nov 2026 01:00:00 GMT", _id: null, hostnames: { up: 3, down: 4 } },
+		]);
 	});
 });

@@ -21,7 +21,7 @@ function fnmatch(value: string, pattern: string): boolean {
 		globCache.set(pattern, re);
 	}
 	const re = globCache.get(pattern)!;
-	return re !== null && re.matches(value);
+	return re?.matches(value);
 }
 
 // ---------------------------------------------------------------- the reference: Salt's algorithm as written
@@ -87,7 +87,8 @@ function reference(data: unknown, expr: string, delimiter = ":"): boolean {
 		if (isObj(match)) {
 			if (dictMatch(match, matchstr)) return true;
 		} else if (Array.isArray(match)) {
-			for (const member of match) if ((isObj(member) && dictMatch(member, matchstr)) || matchOne(member, matchstr)) return true;
+			for (const member of match)
+				if ((isObj(member) && dictMatch(member, matchstr)) || matchOne(member, matchstr)) return true;
 		} else if (matchOne(match, matchstr)) return true;
 	}
 	return false;
@@ -118,7 +119,10 @@ const grains = fc.letrec<{ node: unknown }>(tie => ({
 		fc.dictionary(fc.constantFrom(...KEYS), tie("node"), { maxKeys: 4 }),
 	),
 }));
-const parts = fc.array(fc.constantFrom("a", "b", "*", "0", "-1", "x", "a*", "?", "[ab]", "A", "", "True", "none", "1"), { minLength: 1, maxLength: 6 });
+const parts = fc.array(
+	fc.constantFrom("a", "b", "*", "0", "-1", "x", "a*", "?", "[ab]", "A", "", "True", "none", "1"),
+	{ minLength: 1, maxLength: 6 },
+);
 
 describe("subdictMatcher agrees with Salt's subdict_match", () => {
 	it("on random grains and ':' expressions", () => {
@@ -133,10 +137,15 @@ describe("subdictMatcher agrees with Salt's subdict_match", () => {
 
 	it("on random grains and expressions with another delimiter (the inner matches split at ':')", () => {
 		fc.assert(
-			fc.property(grains.node, parts, fc.array(fc.constantFrom("|", ":"), { minLength: 6, maxLength: 6 }), (data, p, cuts) => {
-				const expr = p.map((part, i) => (i ? cuts[i] : "") + part).join("");
-				expect(matches(data, expr, "|")).toBe(reference(data, expr, "|"));
-			}),
+			fc.property(
+				grains.node,
+				parts,
+				fc.array(fc.constantFrom("|", ":"), { minLength: 6, maxLength: 6 }),
+				(data, p, cuts) => {
+					const expr = p.map((part, i) => (i ? cuts[i] : "") + part).join("");
+					expect(matches(data, expr, "|")).toBe(reference(data, expr, "|"));
+				},
+			),
 			{ numRuns: 3000 },
 		);
 	});

@@ -25,7 +25,8 @@ describe("the cost of a compound target", () => {
 		expect(res.status).toBe(201);
 		return res.body.token;
 	};
-	const preview = (target: string, token: string) => request("POST", url("targets/preview"), { body: { target }, token });
+	const preview = (target: string, token: string) =>
+		request("POST", url("targets/preview"), { body: { target }, token });
 	/** A request and how long its answer took. */
 	const timed = async (send: () => Promise<Reply>): Promise<{ res: Reply; ms: number }> => {
 		const started = performance.now();
@@ -36,9 +37,18 @@ describe("the cost of a compound target", () => {
 	beforeAll(async () => {
 		sim = new SaltApiSimulator({ minions: 3, timeout: 1, gatherJobTimeout: 0, presenceEvents: false });
 		await sim.start();
-		h = await startEmbedded({ env: { ...sim.cmApiEnv, CM_SYNC_INTERVAL_MS: "0", RATE_LIMIT_PER_MINUTE: String(RATE_LIMIT) } });
-		const hosts = Array.from({ length: HOSTS }, (_, i) => ({ _id: `tc-${String(i).padStart(2, "0")}`, status: "up", key: "accepted", grain: { os: "Debian", a: chain(CHAIN), notes: "y".repeat(5000) } }));
-		await h.call("hosts.upsertMany", { hosts: [...hosts, ...sim.upMinions().map(_id => ({ _id, status: "up", key: "accepted" }))] });
+		h = await startEmbedded({
+			env: { ...sim.cmApiEnv, CM_SYNC_INTERVAL_MS: "0", RATE_LIMIT_PER_MINUTE: String(RATE_LIMIT) },
+		});
+		const hosts = Array.from({ length: HOSTS }, (_, i) => ({
+			_id: `tc-${String(i).padStart(2, "0")}`,
+			status: "up",
+			key: "accepted",
+			grain: { os: "Debian", a: chain(CHAIN), notes: "y".repeat(5000) },
+		}));
+		await h.call("hosts.upsertMany", {
+			hosts: [...hosts, ...sim.upMinions().map(_id => ({ _id, status: "up", key: "accepted" }))],
+		});
 	});
 	afterAll(async () => {
 		await h?.stop();
@@ -48,7 +58,9 @@ describe("the cost of a compound target", () => {
 	it("refuses the preview that stalled the gateway (G@ + 'a:'×4998 + 'b') at once, naming the limit", async () => {
 		const viewer = await tokenOf("tc-viewer-1", "viewer");
 		const { res, ms } = await timed(() => preview(`G@${"a:".repeat(4998)}b`, viewer));
-		expect(expectEveError(res, 400)._error.message).toMatch(/^target: 'G@a:a:.*…': a G@ term is longer than 1000 characters \(the limit of a grain term\)$/);
+		expect(expectEveError(res, 400)._error.message).toMatch(
+			/^target: 'G@a:a:.*…': a G@ term is longer than 1000 characters \(the limit of a grain term\)$/,
+		);
 		// It took 23 s on 35 hosts before.
 		expect(ms).toBeLessThan(2000);
 	});
@@ -84,18 +96,33 @@ describe("the cost of a compound target", () => {
 		const terms = (n: number) => [minion, ...Array.from({ length: n - 1 }, (_, i) => `tc-none-${i}`)].join(" or ");
 		const cases: Array<[string, string]> = [
 			[terms(101), "target: the target has more than the limit of 100 terms (an L@ list is one term: L@a,b,c)"],
-			[`${"( ".repeat(65)}${minion}${" )".repeat(65)}`, "target: the target nests parentheses and 'not' deeper than the limit of 64 levels"],
-			[`${minion} or G@${"a:".repeat(32)}b`, `target: 'G@${"a:".repeat(29)}…': a G@ term has 33 parts separated by ':', more than the limit of 32`],
-			[`${minion} or P@os:${"x".repeat(996)}`, `target: 'P@os:${"x".repeat(55)}…': a P@ term is longer than 1000 characters (the limit of a grain term)`],
+			[
+				`${"( ".repeat(65)}${minion}${" )".repeat(65)}`,
+				"target: the target nests parentheses and 'not' deeper than the limit of 64 levels",
+			],
+			[
+				`${minion} or G@${"a:".repeat(32)}b`,
+				`target: 'G@${"a:".repeat(29)}…': a G@ term has 33 parts separated by ':', more than the limit of 32`,
+			],
+			[
+				`${minion} or P@os:${"x".repeat(996)}`,
+				`target: 'P@os:${"x".repeat(55)}…': a P@ term is longer than 1000 characters (the limit of a grain term)`,
+			],
 		];
 		sim.resetExecutions();
 		for (const [target, message] of cases) {
 			expect(expectEveError(await preview(target, viewer), 400)._error).toEqual({ code: 400, message });
-			const run = await request("POST", url("run"), { body: { target, cm_client: "local", fun: "test.ping" }, token: operator });
+			const run = await request("POST", url("run"), {
+				body: { target, cm_client: "local", fun: "test.ping" },
+				token: operator,
+			});
 			expect(expectEveError(run, 400)._error).toEqual({ code: 400, message });
 		}
 		// Within the limits the same shapes run (the simulator's log is the witness of what ran).
-		const ok = await request("POST", url("run"), { body: { target: terms(100), cm_client: "local", fun: "test.ping" }, token: operator });
+		const ok = await request("POST", url("run"), {
+			body: { target: terms(100), cm_client: "local", fun: "test.ping" },
+			token: operator,
+		});
 		expect(ok.status).toBe(200);
 		expect(sim.executionCount(minion)).toBe(1);
 	});
@@ -106,12 +133,16 @@ describe("the cost of a compound target", () => {
 		// RE2 takes time in proportion to the value times the pattern: a 5,000-character grain and a 980-character
 		// regex took the old evaluator 0.3 s per host (10 s here).
 		const target = `P@notes:${"(y|yy)*".repeat(140)}z or L@${sim.upMinions()[0]}`;
-		const message = /^target: evaluating the target on 'tc-\d\d' takes more than the limit of 100000 steps per host \(.*\): use fewer or shorter patterns, or fewer '\*' parts in grain paths$/;
+		const message =
+			/^target: evaluating the target on 'tc-\d\d' takes more than the limit of 100000 steps per host \(.*\): use fewer or shorter patterns, or fewer '\*' parts in grain paths$/;
 		const { res, ms } = await timed(() => preview(target, viewer));
 		expect(expectEveError(res, 400)._error.message).toMatch(message);
 		expect(ms).toBeLessThan(2000);
 		sim.resetExecutions();
-		const run = await request("POST", url("run"), { body: { target, cm_client: "local", fun: "test.ping" }, token: operator });
+		const run = await request("POST", url("run"), {
+			body: { target, cm_client: "local", fun: "test.ping" },
+			token: operator,
+		});
 		expect(expectEveError(run, 400)._error.message).toMatch(message);
 		expect(sim.executionCount(sim.upMinions()[0])).toBe(0);
 		// The same regex, shorter, is evaluated on every host.
@@ -124,7 +155,8 @@ describe("the cost of a compound target", () => {
 		// The limit counts in a fixed one-minute window per gateway (test/e2e/access-limits.spec.ts): a burst must
 		// fall in one, so with less than half a minute left of this one, its end is waited for.
 		const gateway = h.broker!.getLocalService("api") as unknown as { rateWindowStart: number };
-		if (gateway.rateWindowStart + 60_000 - Date.now() < 30_000) await sleep(gateway.rateWindowStart + 60_000 - Date.now() + 10);
+		if (gateway.rateWindowStart + 60_000 - Date.now() < 30_000)
+			await sleep(gateway.rateWindowStart + 60_000 - Date.now() + 10);
 		for (let i = 1; i <= RATE_LIMIT; i++) expect([i, (await preview("tc-0*", viewer)).status]).toEqual([i, 200]);
 		const limited = await preview("tc-0*", viewer);
 		expect(expectEveError(limited, 429)._error.message).toBe("Rate limit exceeded");

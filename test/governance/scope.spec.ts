@@ -6,7 +6,18 @@
  */
 import type { Context } from "moleculer";
 import Validator from "fastest-validator";
-import { FUNCTIONS_SCHEMA, ORIGINS, TARGETS_SCHEMA, governedNames, governs, hostsOf, originCovered, targetsIssues, type HostsMemo, type Origin } from "../../services/governance/scope";
+import {
+	FUNCTIONS_SCHEMA,
+	ORIGINS,
+	TARGETS_SCHEMA,
+	governedNames,
+	governs,
+	hostsOf,
+	originCovered,
+	targetsIssues,
+	type HostsMemo,
+	type Origin,
+} from "../../services/governance/scope";
 
 const G1 = "0000000000000000000000a1";
 const G2 = "0000000000000000000000a2";
@@ -36,16 +47,37 @@ describe("a policy's origins", () => {
 describe("the functions a call runs, as governance sees them", () => {
 	it.each([
 		["a plain function: itself", "cmd.run", ["id"], undefined, ["cmd.run"]],
-		["a relay naming its function by keyword: both", "test.try", [], { module: "cmd.run", cmd: "id" }, ["test.try", "cmd.run"]],
-		["a relay naming it by position: both", "saltutil.mmodule", ["base", "pkg.install", "nginx"], undefined, ["saltutil.mmodule", "pkg.install"]],
-		["a relay's override keyword: what it names", "mine.send", ["network.ip_addrs"], { mine_function: "cmd.run" }, ["mine.send", "cmd.run"]],
+		[
+			"a relay naming its function by keyword: both",
+			"test.try",
+			[],
+			{ module: "cmd.run", cmd: "id" },
+			["test.try", "cmd.run"],
+		],
+		[
+			"a relay naming it by position: both",
+			"saltutil.mmodule",
+			["base", "pkg.install", "nginx"],
+			undefined,
+			["saltutil.mmodule", "pkg.install"],
+		],
+		[
+			"a relay's override keyword: what it names",
+			"mine.send",
+			["network.ip_addrs"],
+			{ mine_function: "cmd.run" },
+			["mine.send", "cmd.run"],
+		],
 		["a relay naming nothing: anything", "test.try", [], {}, null],
 		["a relay naming no function plainly: anything", "test.try", [], { module: "cmd.run; id" }, null],
 		["a relay running another relay: anything", "test.try", [], { module: "test.cross_test" }, null],
 		["a relay naming a plain function: both", "test.try", [], { module: "test.ping" }, ["test.try", "test.ping"]],
-	] as Array<[string, string, unknown[], Record<string, unknown> | undefined, string[] | null]>)("%s", (_what, fun, arg, kwarg, want) => {
-		expect(governedNames(fun, arg, kwarg)).toEqual(want);
-	});
+	] as Array<[string, string, unknown[], Record<string, unknown> | undefined, string[] | null]>)(
+		"%s",
+		(_what, fun, arg, kwarg, want) => {
+			expect(governedNames(fun, arg, kwarg)).toEqual(want);
+		},
+	);
 
 	it("governs by any glob matching any of those functions", () => {
 		expect(governs(["pkg.*", "cmd.*"], ["cmd.run"])).toBe(true);
@@ -110,7 +142,15 @@ function fleet(groups: Record<string, string[]>, targets: Record<string, string[
 			if (action === "hosts.resolveTarget") {
 				const hosts = targets[params.target as string];
 				if (hosts instanceof Error) throw hosts;
-				if (!hosts) throw Object.assign(new Error("invalid"), { code: 422, type: "TARGET_UNEVALUABLE", data: { reason: `cannot evaluate '${params.target}'`, issues: { [String(params.field ?? "target")]: `cannot evaluate '${params.target}'` } } });
+				if (!hosts)
+					throw Object.assign(new Error("invalid"), {
+						code: 422,
+						type: "TARGET_UNEVALUABLE",
+						data: {
+							reason: `cannot evaluate '${params.target}'`,
+							issues: { [String(params.field ?? "target")]: `cannot evaluate '${params.target}'` },
+						},
+					});
 				return { hosts };
 			}
 			throw new Error(`unexpected call of ${action}`);
@@ -127,7 +167,12 @@ describe("the hosts a window or a policy governs now", () => {
 		const { ctx } = fleet(GROUPS, TARGETS);
 		expect([...(await hostsOf(ctx, { groups: [G1, G2] }))].sort()).toEqual(["db-01", "web-01", "web-02"]);
 		expect([...(await hostsOf(ctx, { target: "G@os:Debian" }))].sort()).toEqual(["db-01", "db-02"]);
-		expect([...(await hostsOf(ctx, { groups: [G1], target: "G@os:Debian" }))].sort()).toEqual(["db-01", "db-02", "web-01", "web-02"]);
+		expect([...(await hostsOf(ctx, { groups: [G1], target: "G@os:Debian" }))].sort()).toEqual([
+			"db-01",
+			"db-02",
+			"web-01",
+			"web-02",
+		]);
 		expect([...(await hostsOf(ctx, { groups: [], target: "G@role:none" }))]).toEqual([]);
 	});
 
@@ -198,8 +243,12 @@ describe("what is wrong with a window's or a policy's targets", () => {
 
 	it("wants groups, an expression, or both", async () => {
 		const { ctx } = fleet(GROUPS, { "G@os:Debian": ["db-01"] });
-		expect(await targetsIssues(ctx, {}, "targets", true)).toEqual({ targets: "give groups, a compound target, or both" });
-		expect(await targetsIssues(ctx, { groups: [] }, "scope", false)).toEqual({ scope: "give groups, a compound target, or both" });
+		expect(await targetsIssues(ctx, {}, "targets", true)).toEqual({
+			targets: "give groups, a compound target, or both",
+		});
+		expect(await targetsIssues(ctx, { groups: [] }, "scope", false)).toEqual({
+			scope: "give groups, a compound target, or both",
+		});
 		expect(await targetsIssues(ctx, { groups: [G1, G2] }, "targets", true)).toBeNull();
 		expect(await targetsIssues(ctx, { groups: [], target: "G@os:Debian" }, "targets", true)).toBeNull();
 		expect(await targetsIssues(ctx, { groups: [G1], target: "G@os:Debian" }, "targets", true)).toBeNull();
@@ -208,15 +257,21 @@ describe("what is wrong with a window's or a policy's targets", () => {
 	it("names the groups that do not exist", async () => {
 		const { ctx } = fleet(GROUPS, {});
 		const other = "0000000000000000000000fe";
-		expect(await targetsIssues(ctx, { groups: [GONE, G1, other] }, "targets", true)).toEqual({ targets: { groups: `unknown groups: ${GONE}, ${other}` } });
+		expect(await targetsIssues(ctx, { groups: [GONE, G1, other] }, "targets", true)).toEqual({
+			targets: { groups: `unknown groups: ${GONE}, ${other}` },
+		});
 	});
 
 	it("says why an expression cannot be evaluated, asking with the field it is under", async () => {
 		const { ctx, calls } = fleet(GROUPS, { "G@os:Debian": ["db-01"] });
-		expect(await targetsIssues(ctx, { target: "G@os and (" }, "targets", true)).toEqual({ targets: { target: "cannot evaluate 'G@os and ('" } });
+		expect(await targetsIssues(ctx, { target: "G@os and (" }, "targets", true)).toEqual({
+			targets: { target: "cannot evaluate 'G@os and ('" },
+		});
 		expect(calls).toEqual([["hosts.resolveTarget", { target: "G@os and (", field: "targets.target" }]]);
 		// An expression is checked even beside groups that exist; an empty one is checked too.
-		expect(await targetsIssues(ctx, { groups: [G1], target: "" }, "targets", true)).toEqual({ targets: { target: "cannot evaluate ''" } });
+		expect(await targetsIssues(ctx, { groups: [G1], target: "" }, "targets", true)).toEqual({
+			targets: { target: "cannot evaluate ''" },
+		});
 	});
 
 	it("passes on a failure that is no verdict on the expression", async () => {
@@ -227,7 +282,11 @@ describe("what is wrong with a window's or a policy's targets", () => {
 		const { ctx: bare } = fleet(GROUPS, { "web-*": noIssues });
 		await expect(targetsIssues(bare, { target: "web-*" }, "targets", true)).rejects.toBe(noIssues);
 		// Issues on an error of another type are no verdict either, whatever its code.
-		const failing = Object.assign(new Error("hosts failed"), { code: 422, type: "VALIDATION_ERROR", data: { issues: { target: "cannot evaluate" } } });
+		const failing = Object.assign(new Error("hosts failed"), {
+			code: 422,
+			type: "VALIDATION_ERROR",
+			data: { issues: { target: "cannot evaluate" } },
+		});
 		const { ctx: broken } = fleet(GROUPS, { "web-*": failing });
 		await expect(targetsIssues(broken, { target: "web-*" }, "targets", true)).rejects.toBe(failing);
 	});

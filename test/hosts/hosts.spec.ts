@@ -9,8 +9,14 @@ describe("hosts.inventoryState", () => {
 	const ids = Array.from({ length: 25 }, (_, i) => `inv-${String(i).padStart(2, "0")}.example.org`);
 	beforeAll(async () => {
 		// on MongoDB too when MONGO_URI is set (CI: the emulator)
-		h = await startEmbedded(process.env.MONGO_URI ? { mongoUri: uniqueMongoUri(process.env.MONGO_URI), env: { CTL_SECRET_KEY: "k" } } : { dataDir: ":memory:" });
-		await h.call("hosts.upsertMany", { hosts: [...ids].reverse().map(_id => ({ _id, key: "accepted", status: "up", fingerprint: `fp-${_id}` })) });
+		h = await startEmbedded(
+			process.env.MONGO_URI
+				? { mongoUri: uniqueMongoUri(process.env.MONGO_URI), env: { CTL_SECRET_KEY: "k" } }
+				: { dataDir: ":memory:" },
+		);
+		await h.call("hosts.upsertMany", {
+			hosts: [...ids].reverse().map(_id => ({ _id, key: "accepted", status: "up", fingerprint: `fp-${_id}` })),
+		});
 	});
 	afterAll(() => h?.stop());
 
@@ -27,13 +33,24 @@ describe("hosts.inventoryState", () => {
 		expect(paged.map(d => d._id)).toEqual(ids);
 		const whole: Array<Record<string, unknown>> = await h.call("hosts.inventoryState");
 		expect([...whole].sort((a, b) => String(a._id).localeCompare(String(b._id)))).toEqual(paged);
-		expect(paged[0]).toEqual({ _id: ids[0], key: "accepted", status: "up", fingerprint: `fp-${ids[0]}`, fingerprint_history: [], _soft_deleted: false });
+		expect(paged[0]).toEqual({
+			_id: ids[0],
+			key: "accepted",
+			status: "up",
+			fingerprint: `fp-${ids[0]}`,
+			fingerprint_history: [],
+			_soft_deleted: false,
+		});
 	});
 
 	it("pages within a list of ids", async () => {
 		const some = [ids[3], ids[7], ids[20], "inv-missing.example.org"];
 		const first: Array<{ _id: string }> = await h.call("hosts.inventoryState", { ids: some, limit: 2 });
-		const second: Array<{ _id: string }> = await h.call("hosts.inventoryState", { ids: some, limit: 2, after: first[1]._id });
+		const second: Array<{ _id: string }> = await h.call("hosts.inventoryState", {
+			ids: some,
+			limit: 2,
+			after: first[1]._id,
+		});
 		expect([...first, ...second].map(d => d._id)).toEqual([ids[3], ids[7], ids[20]]);
 	});
 });

@@ -43,16 +43,29 @@ function fleet(groups: GroupDef[]) {
 
 describe("host memberships", () => {
 	it("are recomputed without reading any host's grain when no rule reads grains", async () => {
-		const f = fleet([{ _id: "webs", info: { regex: "^web-" } }, { _id: "db", hosts: ["db-1"] }]);
+		const f = fleet([
+			{ _id: "webs", info: { regex: "^web-" } },
+			{ _id: "db", hosts: ["db-1"] },
+		]);
 		expect(await f.recompute()).toBe(3);
 		expect(f.reads()).toBe(0);
-		expect(f.written.map(w => w.update)).toEqual(expect.arrayContaining([expect.objectContaining({ $set: expect.objectContaining({ groups: ["webs"] }) }), expect.objectContaining({ $set: expect.objectContaining({ groups: ["db"] }) })]));
+		expect(f.written.map(w => w.update)).toEqual(
+			expect.arrayContaining([
+				expect.objectContaining({ $set: expect.objectContaining({ groups: ["webs"] }) }),
+				expect.objectContaining({ $set: expect.objectContaining({ groups: ["db"] }) }),
+			]),
+		);
 	});
 
 	it("read each host's grain when a rule does", async () => {
 		const f = fleet([{ _id: "alt", info: { grain: { os: "ALT" } } }]);
 		expect(await f.recompute()).toBe(2);
 		expect(f.reads()).toBeGreaterThanOrEqual(3);
-		expect(f.written).toEqual([{ filter: { _id: { $in: ["web-1", "web-2"] } }, update: { $set: expect.objectContaining({ groups: ["alt"], nodegroups: [] }) } }]);
+		expect(f.written).toEqual([
+			{
+				filter: { _id: { $in: ["web-1", "web-2"] } },
+				update: { $set: expect.objectContaining({ groups: ["alt"], nodegroups: [] }) },
+			},
+		]);
 	});
 });

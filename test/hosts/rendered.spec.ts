@@ -83,14 +83,25 @@ describe("hosts rendered once per stored version", () => {
 		const before = await request("GET", url(`hosts/${ids[3]}`));
 		const listed = await request("GET", url("hosts", { where: { _id: ids[3] } }));
 		expect(listed.body._items[0].identification_number).toBeUndefined();
-		const patched = await request("PATCH", url(`hosts/${ids[3]}`), { body: { identification_number: "INV-3" }, headers: { "If-Match": before.headers.get("etag") as string } });
+		const patched = await request("PATCH", url(`hosts/${ids[3]}`), {
+			body: { identification_number: "INV-3" },
+			headers: { "If-Match": before.headers.get("etag") as string },
+		});
 		expect(patched.status).toBe(200);
 		const after = await request("GET", url(`hosts/${ids[3]}`));
 		expect(after.body.identification_number).toBe("INV-3");
 		expect(after.headers.get("etag")).not.toBe(before.headers.get("etag"));
-		expect((await request("GET", url("hosts", { where: { _id: ids[3] } }))).body._items[0].identification_number).toBe("INV-3");
+		expect((await request("GET", url("hosts", { where: { _id: ids[3] } }))).body._items[0].identification_number).toBe(
+			"INV-3",
+		);
 		// Gone from lists and items once soft-deleted; shown again when asked for.
-		expect((await request("DELETE", url(`hosts/${ids[3]}`), { headers: { "If-Match": after.headers.get("etag") as string } })).status).toBe(204);
+		expect(
+			(
+				await request("DELETE", url(`hosts/${ids[3]}`), {
+					headers: { "If-Match": after.headers.get("etag") as string },
+				})
+			).status,
+		).toBe(204);
 		expect((await request("GET", url(`hosts/${ids[3]}`))).status).toBe(404);
 		expect((await request("GET", url("hosts", { where: { _id: ids[3] } }))).body._items).toEqual([]);
 		const shown = await request("GET", url(`hosts/${ids[3]}`, { show_soft_deleted: 1 }));
@@ -98,7 +109,10 @@ describe("hosts rendered once per stored version", () => {
 	});
 
 	it("keeps each role's view apart: the otp_secret in clear for admins only, whichever read came first", async () => {
-		for (const [first, second] of [[viewer, undefined], [undefined, viewer]] as const) {
+		for (const [first, second] of [
+			[viewer, undefined],
+			[undefined, viewer],
+		] as const) {
 			for (const u of [url(`hosts/${ids[0]}`), url("hosts", { where: { _id: ids[0] } })]) {
 				const a = await request("GET", u, { token: first });
 				const b = await request("GET", u, { token: second });

@@ -13,8 +13,19 @@ const IDS = Array.from({ length: 40 }, (_, i) => `w-${String(i).padStart(2, "0")
 const T0 = new Date(Math.floor(Date.now() / 1000) * 1000 - 600_000);
 const at = (s: number) => new Date(T0.getTime() + s * 1000);
 
-function inventory(heartbeat: Date, grainOf: (id: string) => Record<string, unknown> = id => ({ id, os: "ALT", osrelease: "p11" })) {
-	return IDS.map(_id => ({ _id, key: "accepted", status: "up", heartbeat, fingerprint: `fp-${_id}`, version: "3006.9", grain: grainOf(_id) }));
+function inventory(
+	heartbeat: Date,
+	grainOf: (id: string) => Record<string, unknown> = id => ({ id, os: "ALT", osrelease: "p11" }),
+) {
+	return IDS.map(_id => ({
+		_id,
+		key: "accepted",
+		status: "up",
+		heartbeat,
+		fingerprint: `fp-${_id}`,
+		version: "3006.9",
+		grain: grainOf(_id),
+	}));
 }
 
 describe("hosts written from the master's view", () => {
@@ -32,7 +43,9 @@ describe("hosts written from the master's view", () => {
 			.filter(l => l.startsWith('{"') && !l.includes('"$$index') && !l.startsWith('{"$$deferred"'))
 			.map(l => (JSON.parse(l) as { _id: string })._id);
 	const stored = async (): Promise<Map<string, { _updated: string; heartbeat: string }>> => {
-		const res = await fetch(`${h.api}/hosts?max_results=100&projection={"grain":0}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } });
+		const res = await fetch(`${h.api}/hosts?max_results=100&projection={"grain":0}`, {
+			headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+		});
 		const body = (await res.json()) as { _items: Array<{ _id: string; _updated: string; heartbeat: string }> };
 		return new Map(body._items.map(i => [i._id, i]));
 	};
@@ -60,7 +73,11 @@ describe("hosts written from the master's view", () => {
 		expect(writtenSince(before)).toEqual([IDS[3]]);
 		// five minutes or more after the stored heartbeat: every host's heartbeat moves
 		const due = bytes();
-		expect(await h.call("hosts.upsertMany", { hosts: inventory(at(400), id => ({ id, os: "ALT", osrelease: id === IDS[3] ? "p12" : "p11" })) })).toEqual({ created: 0, updated: IDS.length });
+		expect(
+			await h.call("hosts.upsertMany", {
+				hosts: inventory(at(400), id => ({ id, os: "ALT", osrelease: id === IDS[3] ? "p12" : "p11" })),
+			}),
+		).toEqual({ created: 0, updated: IDS.length });
 		expect(writtenSince(due).sort()).toEqual(IDS);
 		expect((await stored()).get(IDS[0])?.heartbeat).toBe(at(400).toUTCString());
 	});
@@ -71,7 +88,10 @@ describe("hosts written from the master's view", () => {
 		expect(bytes()).toBe(before.bytes);
 		expect(await stored()).toEqual(before.hosts);
 		// a host going down is written, and only it
-		expect(await h.call("hosts.setPresence", { up: IDS.slice(1), complete: true })).toEqual({ wentUp: [], wentDown: [IDS[0]] });
+		expect(await h.call("hosts.setPresence", { up: IDS.slice(1), complete: true })).toEqual({
+			wentUp: [],
+			wentDown: [IDS[0]],
+		});
 		expect(writtenSince(before.bytes)).toEqual([IDS[0]]);
 	});
 
@@ -83,7 +103,9 @@ describe("hosts written from the master's view", () => {
 		 */
 		const startedUp = async () => {
 			await h.call("hosts.membershipSettled");
-			const up = inventory(at(400), id => ({ id, os: "ALT", osrelease: id === IDS[3] ? "p12" : "p11" })).filter(x => x._id !== IDS[0]);
+			const up = inventory(at(400), id => ({ id, os: "ALT", osrelease: id === IDS[3] ? "p12" : "p11" })).filter(
+				x => x._id !== IDS[0],
+			);
 			expect(await h.call("hosts.upsertMany", { hosts: up })).toEqual({ created: 0, updated: 0 });
 		};
 		await h.call("hosts.membershipSettled");
@@ -105,9 +127,14 @@ describe("hosts written from the master's view", () => {
 		expect(await stored()).toEqual(before);
 		// The grains, left in the file at the load and read when needed (lib/storage/nedb-deferred.ts), are as inventoried:
 		// an item shows its host's, and a filter on a grain finds the host whose grain changed.
-		const get = async (url: string) => (await fetch(`${h.api}${url}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json() as Promise<Record<string, unknown>>;
+		const get = async (url: string) =>
+			(await fetch(`${h.api}${url}`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).json() as Promise<
+				Record<string, unknown>
+			>;
 		expect((await get(`/hosts/${IDS[3]}`)).grain).toEqual({ id: IDS[3], os: "ALT", osrelease: "p12" });
 		const where = encodeURIComponent(JSON.stringify({ "grain.osrelease": "p12" }));
-		expect(((await get(`/hosts?where=${where}&projection={"grain":0}`))._items as Array<{ _id: string }>).map(i => i._id)).toEqual([IDS[3]]);
+		expect(
+			((await get(`/hosts?where=${where}&projection={"grain":0}`))._items as Array<{ _id: string }>).map(i => i._id),
+		).toEqual([IDS[3]]);
 	});
 });

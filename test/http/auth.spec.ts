@@ -2,11 +2,30 @@
  * lib/http/auth.ts: the run rule (`runDenial`), function globs, and the audit log's masking. Expectations are
  * literal, written from docs/security.md, never computed with the code under test.
  */
-import { FUNCTION_GLOB, ROLES, bearerToken, functionAllowed, globMatches, hashToken, newToken, roleAllows, runDenial, scopeExceeds, type Role, type RunCall, type Scope } from "../../lib/http/auth";
+import {
+	FUNCTION_GLOB,
+	ROLES,
+	bearerToken,
+	functionAllowed,
+	globMatches,
+	hashToken,
+	newToken,
+	roleAllows,
+	runDenial,
+	scopeExceeds,
+	type Role,
+	type RunCall,
+	type Scope,
+} from "../../lib/http/auth";
 import { entryOf } from "../../lib/security/catalogue";
 import { maskSecrets as redact } from "../../lib/security/masking";
 
-const call = (over: Partial<RunCall> = {}): RunCall => ({ client: "local_async", fun: "test.ping", targets: ["web-1"], ...over });
+const call = (over: Partial<RunCall> = {}): RunCall => ({
+	client: "local_async",
+	fun: "test.ping",
+	targets: ["web-1"],
+	...over,
+});
 const hosts = (...names: string[]) => new Set(names);
 
 describe("roles: viewer < operator < admin (docs/security.md, Roles)", () => {
@@ -73,8 +92,21 @@ describe("tokens", () => {
 	});
 
 	it("scope function globs: letters, digits, _ . and *, 1 to 200 of them", () => {
-		for (const ok of ["test.*", "state.apply", "*", "a", "pkg_x.*_y", "a".repeat(200)]) expect(FUNCTION_GLOB.test(ok)).toBe(true);
-		for (const bad of ["", "a".repeat(201), "cmd run", "test.ping;rm", " test.*", "test.* ", "x\ny", "test.?", "a-b", "é"]) expect(FUNCTION_GLOB.test(bad)).toBe(false);
+		for (const ok of ["test.*", "state.apply", "*", "a", "pkg_x.*_y", "a".repeat(200)])
+			expect(FUNCTION_GLOB.test(ok)).toBe(true);
+		for (const bad of [
+			"",
+			"a".repeat(201),
+			"cmd run",
+			"test.ping;rm",
+			" test.*",
+			"test.* ",
+			"x\ny",
+			"test.?",
+			"a-b",
+			"é",
+		])
+			expect(FUNCTION_GLOB.test(bad)).toBe(false);
 	});
 });
 
@@ -82,15 +114,36 @@ describe("globMatches: * is the only wildcard; everything else is itself", () =>
 	// One test per glob, each glob used here before anywhere else: a glob is compiled once and cached, so the
 	// test that uses it first is the one that sees how it was compiled.
 	it.each([
-		["grains.*", ["grains.items", "grains.", "grains.a.b"], ["grainsXitems", "xgrains.items", "grains", "Grains.items"]],
+		[
+			"grains.*",
+			["grains.items", "grains.", "grains.a.b"],
+			["grainsXitems", "xgrains.items", "grains", "Grains.items"],
+		],
 		["*.ping", ["test.ping", ".ping"], ["test.pingx", "test.pin", "testXping"]],
 		["pillar.item", ["pillar.item"], ["pillar.items", "apillar.item", "pillarXitem", "pillar"]],
 		["a*b*c", ["abc", "aXXbYYc"], ["acb", "abcd", "xabc"]],
-		["sys.+(x)|[y]^$\\{1}?", ["sys.+(x)|[y]^$\\{1}?"], ["sys..(x)|[y]^$\\{1}?", "syss+(x)|[y]^$\\{1}?", "sys.+x|[y]^$\\{1}?", "sys.+(x)", "[y]^$\\{1}?", "y", "sys.+(x)|[y]^$\\{1}", "sys.+(x)|y^$\\{1}?", "sys.+(x)|[y]^$\\1?"]],
+		[
+			"sys.+(x)|[y]^$\\{1}?",
+			["sys.+(x)|[y]^$\\{1}?"],
+			[
+				"sys..(x)|[y]^$\\{1}?",
+				"syss+(x)|[y]^$\\{1}?",
+				"sys.+x|[y]^$\\{1}?",
+				"sys.+(x)",
+				"[y]^$\\{1}?",
+				"y",
+				"sys.+(x)|[y]^$\\{1}",
+				"sys.+(x)|y^$\\{1}?",
+				"sys.+(x)|[y]^$\\1?",
+			],
+		],
 		["*", ["", "cmd.run"], []],
 		["", [""], ["x"]],
 	] as Array<[string, string[], string[]]>)("%j", (glob, matching, other) => {
-		expect([...matching, ...other].map(v => globMatches(glob, v))).toEqual([...matching.map(() => true), ...other.map(() => false)]);
+		expect([...matching, ...other].map(v => globMatches(glob, v))).toEqual([
+			...matching.map(() => true),
+			...other.map(() => false),
+		]);
 	});
 });
 
@@ -102,20 +155,53 @@ describe("runDenial: may this token run this complete call on these hosts?", () 
 		["operator", undefined, call(), null, null],
 		["admin", undefined, call({ fun: "cmd.run", targets: ["any-host"] }), null, null],
 		["viewer", undefined, call(), null, "a viewer token cannot run functions"],
-		["operator", undefined, call({ client: "runner" }), null, "client 'runner' is not allowed (only local, local_async)"],
+		[
+			"operator",
+			undefined,
+			call({ client: "runner" }),
+			null,
+			"client 'runner' is not allowed (only local, local_async)",
+		],
 		["operator", undefined, call({ client: "wheel" }), null, "client 'wheel' is not allowed (only local, local_async)"],
 		["operator", undefined, call({ client: "local" }), null, null],
 		["operator", scoped, call(), hosts("web-1"), null],
 		["operator", scoped, call({ fun: "state.apply" }), hosts("web-1"), null],
-		["operator", scoped, call({ fun: "state.highstate" }), hosts("web-1"), "function 'state.highstate' is outside the token's scope (class change: not named by the scope)"],
-		["operator", scoped, call({ fun: "cmd.run" }), hosts("web-1"), "function 'cmd.run' is outside the token's scope (it runs arbitrary code: only its exact name or @arbitrary grants it, never a glob)"],
-		["operator", scoped, call({ targets: ["web-1", "db-1"] }), hosts("web-1"), "targets outside the token's scope: db-1"],
+		[
+			"operator",
+			scoped,
+			call({ fun: "state.highstate" }),
+			hosts("web-1"),
+			"function 'state.highstate' is outside the token's scope (class change: not named by the scope)",
+		],
+		[
+			"operator",
+			scoped,
+			call({ fun: "cmd.run" }),
+			hosts("web-1"),
+			"function 'cmd.run' is outside the token's scope (it runs arbitrary code: only its exact name or @arbitrary grants it, never a glob)",
+		],
+		[
+			"operator",
+			scoped,
+			call({ targets: ["web-1", "db-1"] }),
+			hosts("web-1"),
+			"targets outside the token's scope: db-1",
+		],
 		["operator", scoped, call({ targets: ["db-1"] }), hosts(), "targets outside the token's scope: db-1"],
 		["operator", { functions: ["test.*"] }, call({ targets: ["anything"] }), null, null],
-		["admin", scoped, call({ fun: "cmd.run" }), hosts("web-1"), "function 'cmd.run' is outside the token's scope (it runs arbitrary code: only its exact name or @arbitrary grants it, never a glob)"],
-	] as Array<[string, Scope | undefined, RunCall, Set<string> | null, string | null]>)("%s %j %j on %j -> %s", (role, scope, c, allowed, want) => {
-		expect(runDenial(role as "viewer" | "operator" | "admin", scope, c, allowed)).toBe(want);
-	});
+		[
+			"admin",
+			scoped,
+			call({ fun: "cmd.run" }),
+			hosts("web-1"),
+			"function 'cmd.run' is outside the token's scope (it runs arbitrary code: only its exact name or @arbitrary grants it, never a glob)",
+		],
+	] as Array<[string, Scope | undefined, RunCall, Set<string> | null, string | null]>)(
+		"%s %j %j on %j -> %s",
+		(role, scope, c, allowed, want) => {
+			expect(runDenial(role as "viewer" | "operator" | "admin", scope, c, allowed)).toBe(want);
+		},
+	);
 
 	it("names all of 20 hosts outside the scope", () => {
 		const targets = Array.from({ length: 20 }, (_, i) => `h${String(i).padStart(2, "0")}`);
@@ -126,7 +212,9 @@ describe("runDenial: may this token run this complete call on these hosts?", () 
 
 	it("names at most 20 hosts outside the scope, then an ellipsis", () => {
 		const targets = Array.from({ length: 25 }, (_, i) => `h${String(i).padStart(2, "0")}`);
-		expect(runDenial("operator", { groups: ["g"] }, call({ targets }), hosts())).toBe(`targets outside the token's scope: ${targets.slice(0, 20).join(", ")}, …`);
+		expect(runDenial("operator", { groups: ["g"] }, call({ targets }), hosts())).toBe(
+			`targets outside the token's scope: ${targets.slice(0, 20).join(", ")}, …`,
+		);
 	});
 });
 
@@ -168,16 +256,24 @@ describe("functionAllowed", () => {
 		expect(functionAllowed({ functions: [`${mod}.*`] }, fun)).toBe(false);
 		expect(functionAllowed({ functions: [`${fun}*`, `*${fun}`] }, fun)).toBe(false);
 		expect(functionAllowed({ functions: ["test.*", fun] }, fun)).toBe(true);
-		expect(runDenial("operator", { functions: ["*"] }, call({ fun }), null)).toMatch(new RegExp(`^function '${fun}' is outside the token's scope \\(`));
+		expect(runDenial("operator", { functions: ["*"] }, call({ fun }), null)).toMatch(
+			new RegExp(`^function '${fun}' is outside the token's scope \\(`),
+		);
 		// Named exactly, a relay also needs what it runs named: a call that names nothing runs only under @arbitrary.
 		const named = runDenial("operator", { functions: [fun] }, call({ fun }), null);
-		if (entryOf(fun)) expect(named).toBe(`function '${fun}' runs a function its arguments do not name plainly: only @arbitrary grants it so`);
+		if (entryOf(fun))
+			expect(named).toBe(
+				`function '${fun}' runs a function its arguments do not name plainly: only @arbitrary grants it so`,
+			);
 		else expect(named).toBeNull(); // not in Salt 3006 (saltutil.cmd_iter_no_block): unknown, granted by its exact name
 		expect(runDenial("operator", { functions: ["@arbitrary"] }, call({ fun }), null)).toBeNull();
 		// It reaches past the hosts it runs on (other minions, the master): never for a token limited to groups.
-		if (entryOf(fun)) expect(runDenial("operator", { groups: ["g"], functions: ["@arbitrary"] }, call({ fun }), new Set(["web-1"]))).toBe(
-			`function '${fun}' acts beyond the hosts it runs on (other minions through the master, or the master itself): a token limited to groups never runs it`,
-		);
+		if (entryOf(fun))
+			expect(
+				runDenial("operator", { groups: ["g"], functions: ["@arbitrary"] }, call({ fun }), new Set(["web-1"])),
+			).toBe(
+				`function '${fun}' acts beyond the hosts it runs on (other minions through the master, or the master itself): a token limited to groups never runs it`,
+			);
 	});
 
 	it("allows everything, relays included, without a functions list", () => {
@@ -188,16 +284,49 @@ describe("functionAllowed", () => {
 
 describe("maskSecrets, as the audit log masks its arguments", () => {
 	it("masks values under secret-looking keys at any depth and keeps every other key as it is, __proto__ included", () => {
-		const input = JSON.parse('{"user":"root","password":"p","nested":{"api_key":"k","keep":[{"token":"t","x":1}]},"__proto__":{"polluted":"yes"},"a.b":1,"$x":2}');
+		const input = JSON.parse(
+			'{"user":"root","password":"p","nested":{"api_key":"k","keep":[{"token":"t","x":1}]},"__proto__":{"polluted":"yes"},"a.b":1,"$x":2}',
+		);
 		const out = redact(input) as Record<string, unknown>;
-		expect(JSON.stringify(out)).toBe('{"user":"root","password":"********","nested":{"api_key":"********","keep":[{"token":"********","x":1}]},"__proto__":{"polluted":"yes"},"a.b":1,"$x":2}');
+		expect(JSON.stringify(out)).toBe(
+			'{"user":"root","password":"********","nested":{"api_key":"********","keep":[{"token":"********","x":1}]},"__proto__":{"polluted":"yes"},"a.b":1,"$x":2}',
+		);
 		expect(Object.getPrototypeOf(out)).toBe(Object.prototype);
 		expect(({} as Record<string, unknown>).polluted).toBeUndefined();
 	});
 
 	it("masks the secret-looking keys (password, secret, token, otp, key, private, credential), in any case, and only those", () => {
-		const secretKeys = ["pass", "passphrase", "Password", "db_password", "secret", "otp_secret", "auth_token", "TOKEN", "otp", "private", "private_key", "credentials", "key", "KEY", "api_key", "ssh_KEY"];
-		const plainKeys = ["name", "keyboard", "monkey", "keys", "api_key_id", "ssh_keys", "key_name", "akey", "pas", "cred", "tok"];
+		const secretKeys = [
+			"pass",
+			"passphrase",
+			"Password",
+			"db_password",
+			"secret",
+			"otp_secret",
+			"auth_token",
+			"TOKEN",
+			"otp",
+			"private",
+			"private_key",
+			"credentials",
+			"key",
+			"KEY",
+			"api_key",
+			"ssh_KEY",
+		];
+		const plainKeys = [
+			"name",
+			"keyboard",
+			"monkey",
+			"keys",
+			"api_key_id",
+			"ssh_keys",
+			"key_name",
+			"akey",
+			"pas",
+			"cred",
+			"tok",
+		];
 		const input = Object.fromEntries([...secretKeys, ...plainKeys].map(k => [k, "v"]));
 		expect(redact(input)).toEqual({
 			pass: "********",
@@ -233,8 +362,30 @@ describe("maskSecrets, as the audit log masks its arguments", () => {
 	it("masks whole values (objects and lists included) and copies dates, buffers and scalars as they are", () => {
 		const when = new Date(0);
 		const buf = Buffer.from("x");
-		const out = redact({ token: { a: 1 }, secret: [1, 2], password: 0, otp: false, when, buf, n: 1, s: "x", b: true, u: undefined }) as Record<string, unknown>;
-		expect(out).toEqual({ token: "********", secret: "********", password: "********", otp: "********", when: new Date(0), buf: Buffer.from("x"), n: 1, s: "x", b: true, u: undefined });
+		const out = redact({
+			token: { a: 1 },
+			secret: [1, 2],
+			password: 0,
+			otp: false,
+			when,
+			buf,
+			n: 1,
+			s: "x",
+			b: true,
+			u: undefined,
+		}) as Record<string, unknown>;
+		expect(out).toEqual({
+			token: "********",
+			secret: "********",
+			password: "********",
+			otp: "********",
+			when: new Date(0),
+			buf: Buffer.from("x"),
+			n: 1,
+			s: "x",
+			b: true,
+			u: undefined,
+		});
 		expect(out.when).toBe(when);
 		expect(out.buf).toBe(buf);
 		expect(redact([{ password: "p" }, "password"])).toEqual([{ password: "********" }, "password"]);
@@ -272,11 +423,17 @@ describe("scopeExceeds: a token one makes for oneself reaches no further than on
 		expect(scopeExceeds(undefined, undefined)).toBeNull();
 		const mine: Scope = { groups: ["g1", "g2"], functions: ["test.*", "state.apply"] };
 		expect(scopeExceeds(mine, { groups: ["g1"], functions: ["test.ping", "test.*", "state.apply"] })).toBeNull();
-		expect(scopeExceeds(mine, { groups: ["g1", "g3"], functions: ["test.ping"] })).toBe("groups outside your scope: g3");
-		expect(scopeExceeds(mine, { groups: ["g1"], functions: ["cmd.run", "state.*"] })).toBe("functions outside your scope: cmd.run, state.*");
+		expect(scopeExceeds(mine, { groups: ["g1", "g3"], functions: ["test.ping"] })).toBe(
+			"groups outside your scope: g3",
+		);
+		expect(scopeExceeds(mine, { groups: ["g1"], functions: ["cmd.run", "state.*"] })).toBe(
+			"functions outside your scope: cmd.run, state.*",
+		);
 		// Compared by what they grant: every glob grants only read and change functions, all within @read and @change.
 		expect(scopeExceeds({ functions: ["@read", "@change"] }, { functions: ["test.*", "state.*", "*"] })).toBeNull();
-		expect(scopeExceeds({ functions: ["*"] }, { functions: ["test.try"] })).toBe("functions outside your scope: test.try");
+		expect(scopeExceeds({ functions: ["*"] }, { functions: ["test.try"] })).toBe(
+			"functions outside your scope: test.try",
+		);
 		expect(scopeExceeds(mine, { functions: ["test.ping"] })).toMatch(/give scope.groups/);
 		expect(scopeExceeds(mine, { groups: ["g1"] })).toMatch(/give scope.functions/);
 		expect(scopeExceeds({ functions: ["test.*"] }, { functions: ["test.ping"] })).toBeNull();

@@ -16,25 +16,42 @@ import { itIf } from "../support/skip";
 const CAPTURES = referenceDir("salt-3006");
 
 describe("the master's nodegroups, expanded as Salt does", () => {
-	itIf(!!CAPTURES, "the real Salt captures are not here")("expands the captured master's nodegroups (nested N@ in parentheses, a list of ids as L@)", () => {
-		const capture = JSON.parse(fs.readFileSync(path.join(CAPTURES ?? "", "more-2026-11-29/nodegroup_matching.json"), "utf8"));
-		expect(expandNodegroups(capture.master_nodegroups)).toEqual([
-			{ name: "web", target: "web-*" },
-			{ name: "databases", target: "L@db-01" },
-			{ name: "prod", target: "G@env:prod" },
-			{ name: "webprod", target: "( web-* ) and G@env:prod" },
-			{ name: "listgroup", target: "L@web-01,db-01" },
-		]);
-	});
+	itIf(!!CAPTURES, "the real Salt captures are not here")(
+		"expands the captured master's nodegroups (nested N@ in parentheses, a list of ids as L@)",
+		() => {
+			const capture = JSON.parse(
+				fs.readFileSync(path.join(CAPTURES ?? "", "more-2026-11-29/nodegroup_matching.json"), "utf8"),
+			);
+			expect(expandNodegroups(capture.master_nodegroups)).toEqual([
+				{ name: "web", target: "web-*" },
+				{ name: "databases", target: "L@db-01" },
+				{ name: "prod", target: "G@env:prod" },
+				{ name: "webprod", target: "( web-* ) and G@env:prod" },
+				{ name: "listgroup", target: "L@web-01,db-01" },
+			]);
+		},
+	);
 
 	it("keeps words as given, makes ids with regex characters E@, and says why a definition cannot be expanded", () => {
-		const out = expandNodegroups({ a: "web-01 db-01", b: ["db-0[12]"], c: "N@d", d: "N@c", e: "N@nowhere or web-*", f: "", g: 42, h: ["G@os:Debian", "or", "N@b"] });
+		const out = expandNodegroups({
+			a: "web-01 db-01",
+			b: ["db-0[12]"],
+			c: "N@d",
+			d: "N@c",
+			e: "N@nowhere or web-*",
+			f: "",
+			g: 42,
+			h: ["G@os:Debian", "or", "N@b"],
+		});
 		expect(out.slice(0, 2)).toEqual([
 			{ name: "a", target: "L@web-01,db-01" },
 			{ name: "b", target: "E@db-0[12]" },
 		]);
 		expect(out[2]).toEqual({ name: "c", problem: expect.stringContaining("refers to itself (c -> d -> c)") });
-		expect(out[4]).toEqual({ name: "e", problem: expect.stringContaining("N@nowhere, which the master does not define") });
+		expect(out[4]).toEqual({
+			name: "e",
+			problem: expect.stringContaining("N@nowhere, which the master does not define"),
+		});
 		expect(out[5]).toEqual({ name: "f", problem: expect.stringContaining("empty") });
 		expect(out[6]).toEqual({ name: "g", problem: expect.stringContaining("not a string or a list") });
 		expect(out[7]).toEqual({ name: "h", target: "G@os:Debian or ( db-0[12] )" });
@@ -47,14 +64,19 @@ describe("N@ on a master's nodegroups (salt-api simulator)", () => {
 	const url = (p: string) => `${h.api}/${p}`;
 	const preview = (target: string) => request("POST", url("targets/preview"), { body: { target } });
 	/** Who the master publishes `salt -N <name>` to. */
-	const masterSelects = (name: string) => [...sim.cliJob(name, "test.ping", [], { tgtType: "nodegroup", user: "ops" })!.minions].sort();
+	const masterSelects = (name: string) =>
+		[...sim.cliJob(name, "test.ping", [], { tgtType: "nodegroup", user: "ops" })!.minions].sort();
 	/** fleet-ctl's preview of N@name, among the hosts whose key the master accepted (the ones it publishes to), once it equals `expected`. */
 	const selects = (name: string, expected: string[]) =>
-		eventually(async () => {
-			const res = await preview(`N@${name}`);
-			const accepted = (res.body.hosts ?? []).filter((id: string) => sim.minion(id)?.key === "accepted");
-			return res.status === 200 && JSON.stringify(accepted) === JSON.stringify(expected) ? accepted : undefined;
-		}, 8000, `N@${name} selecting ${expected.length} hosts`);
+		eventually(
+			async () => {
+				const res = await preview(`N@${name}`);
+				const accepted = (res.body.hosts ?? []).filter((id: string) => sim.minion(id)?.key === "accepted");
+				return res.status === 200 && JSON.stringify(accepted) === JSON.stringify(expected) ? accepted : undefined;
+			},
+			8000,
+			`N@${name} selecting ${expected.length} hosts`,
+		);
 
 	const MASTER = {
 		web: "G@roles:web",
@@ -86,23 +108,35 @@ describe("N@ on a master's nodegroups (salt-api simulator)", () => {
 			expect(expected.length).toBeGreaterThan(0);
 			await selects(name, expected);
 		}
-		expect((await request("GET", url("nodegroups/web-site-a"))).body).toMatchObject({ name: "web-site-a", source: "master", info: { target: "( G@roles:web ) and ( *.site-a.example )" } });
+		expect((await request("GET", url("nodegroups/web-site-a"))).body).toMatchObject({
+			name: "web-site-a",
+			source: "master",
+			info: { target: "( G@roles:web ) and ( *.site-a.example )" },
+		});
 	});
 
 	it("lets a local definition (NODEGROUPS, with `target`) override the master's, and adds local ones", async () => {
 		const web = (await request("GET", url("nodegroups/web"))).body;
 		expect(web).toMatchObject({ name: "web", source: "config", info: { target: "app-01*" } });
-		expect((await request("GET", url("nodegroups/mine"))).body).toMatchObject({ source: "config", info: { target: "L@nobody" } });
+		expect((await request("GET", url("nodegroups/mine"))).body).toMatchObject({
+			source: "config",
+			info: { target: "L@nobody" },
+		});
 		const first = (await preview("app-01*")).body.hosts.filter((id: string) => sim.minion(id)?.key === "accepted");
 		expect(first.length).toBe(1);
 		await selects("web", first);
 	});
 
 	it("refuses N@ of an unknown nodegroup and of one it cannot evaluate (400, saying why), as F@ does", async () => {
-		expect(expectEveError(await preview("N@nonexistent"), 400)._error.message).toMatch(/no nodegroup is named 'nonexistent'/);
+		expect(expectEveError(await preview("N@nonexistent"), 400)._error.message).toMatch(
+			/no nodegroup is named 'nonexistent'/,
+		);
 		expect(expectEveError(await preview("N@loop1 or web-*"), 400)._error.message).toMatch(/refers to itself/);
 		expect(expectEveError(await preview("N@pillar"), 400)._error.message).toMatch(/cannot be evaluated by fleet-ctl/);
-		expect((await request("GET", url("nodegroups/pillar"))).body).toMatchObject({ source: "master", problem: expect.stringContaining("I@") });
+		expect((await request("GET", url("nodegroups/pillar"))).body).toMatchObject({
+			source: "master",
+			problem: expect.stringContaining("I@"),
+		});
 	});
 
 	it("follows the master's changes at the next reconciliation", async () => {

@@ -13,7 +13,10 @@ const ROOT = path.resolve(__dirname, "../..");
 
 /** Every TypeScript file of the program (not its tests, benchmarks or scripts), relative to the checkout. */
 function programFiles(): string[] {
-	const under = (dir: string) => (fs.readdirSync(path.join(ROOT, dir), { recursive: true }) as string[]).filter(f => f.endsWith(".ts")).map(f => path.join(dir, f));
+	const under = (dir: string) =>
+		(fs.readdirSync(path.join(ROOT, dir), { recursive: true }) as string[])
+			.filter(f => f.endsWith(".ts"))
+			.map(f => path.join(dir, f));
 	return ["moleculer.config.ts", ...under("services"), ...under("mixins"), ...under("lib")];
 }
 
@@ -28,7 +31,9 @@ function code(file: string): string {
 describe("where the configuration is read", () => {
 	it("only lib/config.ts reads the environment", () => {
 		const files = programFiles();
-		expect(files).toEqual(expect.arrayContaining(["services/api/api.service.ts", "mixins/storage.mixin.ts", "lib/config.ts"]));
+		expect(files).toEqual(
+			expect.arrayContaining(["services/api/api.service.ts", "mixins/storage.mixin.ts", "lib/config.ts"]),
+		);
 		expect(files.filter(f => f !== "lib/config.ts" && /\bprocess\.env\b/.test(code(f)))).toEqual([]);
 	});
 

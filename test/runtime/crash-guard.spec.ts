@@ -35,7 +35,10 @@ function start(guarded: boolean): Promise<{ child: ChildProcess; port: number; s
 	});
 }
 
-const exited = (child: ChildProcess) => new Promise<number | null>(resolve => (child.exitCode !== null ? resolve(child.exitCode) : child.once("exit", resolve)));
+const exited = (child: ChildProcess) =>
+	new Promise<number | null>(resolve =>
+		child.exitCode !== null ? resolve(child.exitCode) : child.once("exit", resolve),
+	);
 
 describe("the crash guard", () => {
 	it("answers 500 in Eve's shape for the request an error escaped from, and the process goes on", async () => {

@@ -23,12 +23,23 @@ it("answers no request 503 while a service of its process is still starting", as
 	} as unknown as Middleware;
 	const port = await freePort();
 	let h: Harness | undefined;
-	const starting = startEmbedded({ env: { PORT: String(port) }, broker: { middlewares: [holdTokens] } }).then(started => (h = started));
+	const starting = startEmbedded({ env: { PORT: String(port) }, broker: { middlewares: [holdTokens] } }).then(
+		started => (h = started),
+	);
 	const statuses: number[] = [];
-	const ask = () => fetch(`http://127.0.0.1:${port}/api/`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }).then(r => r.status, () => 0);
+	const ask = () =>
+		fetch(`http://127.0.0.1:${port}/api/`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } }).then(
+			r => r.status,
+			() => 0,
+		);
 	try {
 		// Every service but tokens (and the gateway, which may wait for it) has started: the old gateway listened by then.
-		for (let i = 0; i < 3000 && !(broker && unstartedServices(broker).every(name => name === "tokens" || name === "api")); i++) await new Promise(r => setTimeout(r, 10));
+		for (
+			let i = 0;
+			i < 3000 && !(broker && unstartedServices(broker).every(name => name === "tokens" || name === "api"));
+			i++
+		)
+			await new Promise(r => setTimeout(r, 10));
 		expect(broker && unstartedServices(broker).includes("tokens")).toBe(true);
 		statuses.push(await ask());
 		release();

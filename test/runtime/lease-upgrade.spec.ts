@@ -37,7 +37,9 @@ describe("leases stored before the lease module, after the upgrade", () => {
 			{ _id: "held", status: "running", lease: { owner: "old", until: T(60) } },
 			{ _id: "lapsed", status: "running", lease: { owner: "old", until: T(10) } },
 		]);
-		const claimed = await Promise.all(["held", "lapsed", "free"].map(_id => claim(store, { _id }, holder("new", T(20)))));
+		const claimed = await Promise.all(
+			["held", "lapsed", "free"].map(_id => claim(store, { _id }, holder("new", T(20)))),
+		);
 		expect(claimed.map(d => d?._id ?? null)).toEqual([null, "lapsed", "free"]);
 	});
 
@@ -53,7 +55,9 @@ describe("leases stored before the lease module, after the upgrade", () => {
 			["load_updates", null, false],
 			["request_ips", { owner: "r2", until: T(10) }, false],
 		]);
-		const claimed = await Promise.all(["build_graph", "request_ips", "load_updates"].map(_id => claim(store, { _id }, holder("r9", T(20)))));
+		const claimed = await Promise.all(
+			["build_graph", "request_ips", "load_updates"].map(_id => claim(store, { _id }, holder("r9", T(20)))),
+		);
 		expect(claimed.map(d => d?._id ?? null)).toEqual([null, "request_ips", "load_updates"]);
 	});
 
@@ -85,6 +89,8 @@ describe("leases stored before the lease module, after the upgrade", () => {
 		]);
 		expect(await migrateLeases(store, checks(30_000))).toBe(0);
 		expect((await findLapsed(store, {}, T(40))).map(d => d._id)).toEqual(["c1"]);
-		expect(await takeOver(store, { _id: "c1", "last_pass.rollout": "p1" }, holder("new", T(40)))).toMatchObject({ lease: { owner: "new", until: T(70) } });
+		expect(await takeOver(store, { _id: "c1", "last_pass.rollout": "p1" }, holder("new", T(40)))).toMatchObject({
+			lease: { owner: "new", until: T(70) },
+		});
 	});
 });

@@ -7,7 +7,21 @@
 import Datastore from "@seald-io/nedb";
 import type { Doc, Store } from "../../lib/storage/store";
 import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
-import { PassLoop, both, claim, claimable, findLapsed, heldBy, lapsed, leaseFor, leaseLapsed, migrateLeases, release, renew, takeOver } from "../../lib/runtime/lease";
+import {
+	PassLoop,
+	both,
+	claim,
+	claimable,
+	findLapsed,
+	heldBy,
+	lapsed,
+	leaseFor,
+	leaseLapsed,
+	migrateLeases,
+	release,
+	renew,
+	takeOver,
+} from "../../lib/runtime/lease";
 
 /** The clock of these tests: T(s) is s seconds after 2030-01-01 00:00:00 UTC. */
 const T = (s: number) => new Date(Date.UTC(2030, 0, 1, 0, 0, s));
@@ -34,19 +48,30 @@ describe("leases: what each write asks of the store", () => {
 		expect(heldBy("a")).toEqual({ "lease.owner": "a" });
 		// Conditions on different fields merge; on the same field they are both kept.
 		expect(both({ _id: "x" }, { status: "up" })).toEqual({ _id: "x", status: "up" });
-		expect(both({ $or: [{ a: 1 }] }, { $or: [{ b: 1 }] })).toEqual({ $and: [{ $or: [{ a: 1 }] }, { $or: [{ b: 1 }] }] });
+		expect(both({ $or: [{ a: 1 }] }, { $or: [{ b: 1 }] })).toEqual({
+			$and: [{ $or: [{ a: 1 }] }, { $or: [{ b: 1 }] }],
+		});
 		// One shared field is enough to keep both whole (a spread would drop the first `$or`).
-		expect(both({ _id: "x", $or: [{ a: 1 }] }, { $or: [{ b: 1 }] })).toEqual({ $and: [{ _id: "x", $or: [{ a: 1 }] }, { $or: [{ b: 1 }] }] });
+		expect(both({ _id: "x", $or: [{ a: 1 }] }, { $or: [{ b: 1 }] })).toEqual({
+			$and: [{ _id: "x", $or: [{ a: 1 }] }, { $or: [{ b: 1 }] }],
+		});
 	});
 });
 
 describe("leases on one store", () => {
 	it("two claimants racing on one record: one wins, the other gets nothing and changes nothing", async () => {
 		const store = await storeWith([{ _id: "r", n: 0 }]);
-		const [a, b] = await Promise.all([claim(store, { _id: "r" }, { owner: "a", ms: MS, now: T(0) }, { $inc: { n: 1 } }), claim(store, { _id: "r" }, { owner: "b", ms: MS, now: T(0) }, { $inc: { n: 1 } })]);
+		const [a, b] = await Promise.all([
+			claim(store, { _id: "r" }, { owner: "a", ms: MS, now: T(0) }, { $inc: { n: 1 } }),
+			claim(store, { _id: "r" }, { owner: "b", ms: MS, now: T(0) }, { $inc: { n: 1 } }),
+		]);
 		expect([a, b].filter(Boolean)).toHaveLength(1);
 		const winner = (a ?? b) as Doc;
-		expect(await store.findOne({ _id: "r" })).toEqual({ _id: "r", n: 1, lease: { owner: winner.lease.owner, until: T(30) } });
+		expect(await store.findOne({ _id: "r" })).toEqual({
+			_id: "r",
+			n: 1,
+			lease: { owner: winner.lease.owner, until: T(30) },
+		});
 		// While the lease holds, nobody claims it, not even its holder again.
 		expect(await claim(store, { _id: "r" }, { owner: "c", ms: MS, now: T(30) })).toBeNull();
 		expect(await claim(store, { _id: "r" }, { owner: winner.lease.owner, ms: MS, now: T(10) })).toBeNull();
@@ -67,14 +92,26 @@ describe("leases on one store", () => {
 		// Nothing to take over where no lease is held, nor where it still holds.
 		expect(await takeOver(store, { _id: "free" }, { owner: "b", ms: MS, now: T(31) })).toBeNull();
 		expect(await takeOver(store, { _id: "live" }, { owner: "b", ms: MS, now: T(31) })).toBeNull();
-		const [b, c] = await Promise.all([takeOver(store, { _id: "dead" }, { owner: "b", ms: MS, now: T(31) }, { $set: { by: "b" } }), takeOver(store, { _id: "dead" }, { owner: "c", ms: MS, now: T(31) }, { $set: { by: "c" } })]);
+		const [b, c] = await Promise.all([
+			takeOver(store, { _id: "dead" }, { owner: "b", ms: MS, now: T(31) }, { $set: { by: "b" } }),
+			takeOver(store, { _id: "dead" }, { owner: "c", ms: MS, now: T(31) }, { $set: { by: "c" } }),
+		]);
 		expect([b, c].filter(Boolean)).toHaveLength(1);
 		const taker = (b ?? c)?.by as string;
-		expect(await store.findOne({ _id: "dead" })).toEqual({ _id: "dead", by: taker, lease: { owner: taker, until: T(61) } });
+		expect(await store.findOne({ _id: "dead" })).toEqual({
+			_id: "dead",
+			by: taker,
+			lease: { owner: taker, until: T(61) },
+		});
 		expect(await findLapsed(store, {}, T(32))).toEqual([]);
 		// The same record is claimable once its lease passed (the rollouts' and jobs' way), and once let go.
-		expect(await claim(store, { _id: "live" }, { owner: "d", ms: MS, now: T(91) })).toMatchObject({ lease: { owner: "d", until: T(121) } });
-		expect(await claim(store, { _id: "free" }, { owner: "d", ms: MS, now: T(0) })).toMatchObject({ n: 1, lease: { owner: "d", until: T(30) } });
+		expect(await claim(store, { _id: "live" }, { owner: "d", ms: MS, now: T(91) })).toMatchObject({
+			lease: { owner: "d", until: T(121) },
+		});
+		expect(await claim(store, { _id: "free" }, { owner: "d", ms: MS, now: T(0) })).toMatchObject({
+			n: 1,
+			lease: { owner: "d", until: T(30) },
+		});
 	});
 
 	it("only the holder renews; a renewal by another is refused and changes nothing", async () => {
@@ -100,7 +137,9 @@ describe("leases on one store", () => {
 		expect(await store.findOne({ _id: "s" })).toEqual({ _id: "s" });
 		expect(await release(store, { _id: "s", run: "x" })).toBe(false);
 		// Let go, it is claimable at once.
-		expect(await claim(store, { _id: "r" }, { owner: "b", ms: MS, now: T(1) })).toMatchObject({ lease: { owner: "b" } });
+		expect(await claim(store, { _id: "r" }, { owner: "b", ms: MS, now: T(1) })).toMatchObject({
+			lease: { owner: "b" },
+		});
 	});
 
 	it("moves leases of an older shape once, even with two replicas starting together, then claims them as usual", async () => {
@@ -110,7 +149,11 @@ describe("leases on one store", () => {
 			{ _id: "none", claim_by: null, claim_until: null },
 			{ _id: "new", lease: { owner: "b", until: T(90) } },
 		]);
-		const old = { filter: { claim_until: { $exists: true } }, lease: (d: Doc) => (d.claim_until ? { owner: d.claim_by, until: d.claim_until } : null), unset: ["claim_by", "claim_until"] };
+		const old = {
+			filter: { claim_until: { $exists: true } },
+			lease: (d: Doc) => (d.claim_until ? { owner: d.claim_by, until: d.claim_until } : null),
+			unset: ["claim_by", "claim_until"],
+		};
 		const moved = await Promise.all([migrateLeases(store, old), migrateLeases(store, old)]);
 		expect(moved[0] + moved[1]).toBe(3);
 		expect(await store.find({}, { sort: [["_id", 1]] })).toEqual([
@@ -120,7 +163,9 @@ describe("leases on one store", () => {
 			{ _id: "passed", lease: { owner: "old", until: T(10) } },
 		]);
 		expect(await migrateLeases(store, old)).toBe(0);
-		const claimed = await Promise.all(["held", "passed", "none"].map(_id => claim(store, { _id }, { owner: "c", ms: MS, now: T(20) })));
+		const claimed = await Promise.all(
+			["held", "passed", "none"].map(_id => claim(store, { _id }, { owner: "c", ms: MS, now: T(20) })),
+		);
 		expect(claimed.map(d => d?._id ?? null)).toEqual([null, "passed", "none"]);
 	});
 });
@@ -200,10 +245,13 @@ describe("the pass loop", () => {
 		jest.useFakeTimers({ now: T(0) });
 		try {
 			const at: number[] = [];
-			const loop = new PassLoop(async () => {
-				at.push(Date.now() - T(0).getTime());
-				return at.length === 1 ? 30 : undefined;
-			}, () => undefined);
+			const loop = new PassLoop(
+				async () => {
+					at.push(Date.now() - T(0).getTime());
+					return at.length === 1 ? 30 : undefined;
+				},
+				() => undefined,
+			);
 			loop.ask(200);
 			loop.ask(20);
 			loop.ask(100);

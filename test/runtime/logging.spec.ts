@@ -14,7 +14,8 @@ describe("request ids in JSON logs", () => {
 	const spies: jest.SpyInstance[] = [];
 
 	beforeAll(async () => {
-		for (const method of ["log", "info", "warn", "error", "debug"] as const) spies.push(jest.spyOn(console, method).mockImplementation(capture));
+		for (const method of ["log", "info", "warn", "error", "debug"] as const)
+			spies.push(jest.spyOn(console, method).mockImplementation(capture));
 		broker = new ServiceBroker({
 			nodeID: "logging-test",
 			logger: { type: "Console", options: { formatter: jsonFormatter, colors: false } },
@@ -49,7 +50,11 @@ describe("request ids in JSON logs", () => {
 		await broker.call("worker.work", {}, { requestID: "req-log-1" });
 		// The event's handler logs after the call has answered: waited for, not a fixed time.
 		for (let i = 0; i < 100 && !lines.some(l => l.msg === "heard done"); i++) await new Promise(r => setTimeout(r, 10));
-		expect(lines.find(l => l.msg === "working")).toMatchObject({ requestID: "req-log-1", level: "info", svc: "worker" });
+		expect(lines.find(l => l.msg === "working")).toMatchObject({
+			requestID: "req-log-1",
+			level: "info",
+			svc: "worker",
+		});
 		expect(lines.find(l => l.msg === "heard done")).toMatchObject({ requestID: "req-log-1" });
 	});
 

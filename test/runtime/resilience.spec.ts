@@ -21,7 +21,12 @@ import { loadConfig, useConfig } from "../../lib/config";
 // Read by moleculer.config.ts when it is loaded: a bulkhead of 2 running + 2 waiting per action.
 const CONCURRENCY = 2;
 const QUEUE = 2;
-Object.assign(process.env, { BULKHEAD_CONCURRENCY: String(CONCURRENCY), BULKHEAD_QUEUE: String(QUEUE), SHUTDOWN_TIMEOUT_MS: "2000", HEALTH_PORT: "0" });
+Object.assign(process.env, {
+	BULKHEAD_CONCURRENCY: String(CONCURRENCY),
+	BULKHEAD_QUEUE: String(QUEUE),
+	SHUTDOWN_TIMEOUT_MS: "2000",
+	HEALTH_PORT: "0",
+});
 const loaded: BrokerOptions = require("../../moleculer.config").default;
 /**
  * moleculer.config.ts's options, but each broker gets the configuration of the environment as it is when the broker
@@ -42,31 +47,62 @@ const MONGO_URI = process.env.MONGO_URI;
 
 /** A node of a cluster on the Fake transporter, with the production options. */
 function node(namespace: string, nodeID: string, services: ServiceSchema[] = []): ServiceBroker {
-	const broker = new ServiceBroker({ ...config, namespace, nodeID, transporter: "Fake", logger: LOGGER as never, metrics: { enabled: false }, middlewares: MIDDLEWARES as never, replOptions: undefined });
+	const broker = new ServiceBroker({
+		...config,
+		namespace,
+		nodeID,
+		transporter: "Fake",
+		logger: LOGGER as never,
+		metrics: { enabled: false },
+		middlewares: MIDDLEWARES as never,
+		replOptions: undefined,
+	});
 	for (const s of services) broker.createService(s);
 	return broker;
 }
 
 /** The gateway and what it needs of its own (tokens, audit) on one node; every other service is elsewhere. */
 async function startGateway(namespace: string): Promise<{ broker: ServiceBroker; api: string }> {
-	Object.assign(process.env, { CTL_ADMIN_TOKEN: ADMIN_TOKEN, RATE_LIMIT_PER_MINUTE: "1000000", PORT: "0", HOST: "127.0.0.1", DATA_DIR: tempDir("resilience"), MONGO_URI: "" });
+	Object.assign(process.env, {
+		CTL_ADMIN_TOKEN: ADMIN_TOKEN,
+		RATE_LIMIT_PER_MINUTE: "1000000",
+		PORT: "0",
+		HOST: "127.0.0.1",
+		DATA_DIR: tempDir("resilience"),
+		MONGO_URI: "",
+	});
 	const broker = node(namespace, "gateway");
-	for (const s of ["api/api", "tokens/tokens", "audit/audit"]) broker.loadService(path.join(ROOT, "services", `${s}.service.ts`));
+	for (const s of ["api/api", "tokens/tokens", "audit/audit"])
+		broker.loadService(path.join(ROOT, "services", `${s}.service.ts`));
 	await broker.start();
-	const { port } = (broker.getLocalService("api") as unknown as { server: net.Server }).server.address() as net.AddressInfo;
+	const { port } = (
+		broker.getLocalService("api") as unknown as { server: net.Server }
+	).server.address() as net.AddressInfo;
 	return { broker, api: `http://127.0.0.1:${port}/api` };
 }
 
 /** Until `broker` sees `action` on every one of `nodeIDs`. */
 function discovered(broker: ServiceBroker, action: string, nodeIDs: string[]): Promise<true> {
-	const endpoints = () => (broker.registry.getActionEndpoints(action) as unknown as { endpoints?: Array<{ id: string; isAvailable: boolean }> } | undefined)?.endpoints ?? [];
-	return eventually(async () => (nodeIDs.every(id => endpoints().some(ep => ep.id === id && ep.isAvailable)) ? true : undefined), 10_000, `${action} on ${nodeIDs.join(", ")}`);
+	const endpoints = () =>
+		(
+			broker.registry.getActionEndpoints(action) as unknown as
+				| { endpoints?: Array<{ id: string; isAvailable: boolean }> }
+				| undefined
+		)?.endpoints ?? [];
+	return eventually(
+		async () => (nodeIDs.every(id => endpoints().some(ep => ep.id === id && ep.isAvailable)) ? true : undefined),
+		10_000,
+		`${action} on ${nodeIDs.join(", ")}`,
+	);
 }
 
 /** A node dies without a word (no DISCONNECT): its link is gone, and `seenBy` drops it as its heartbeat check does. */
 async function crash(victim: ServiceBroker, seenBy: ServiceBroker): Promise<void> {
 	await victim.transit!.tx.disconnect();
-	(seenBy.registry as unknown as { nodes: { disconnected(id: string, unexpected: boolean): void } }).nodes.disconnected(victim.nodeID, true);
+	(seenBy.registry as unknown as { nodes: { disconnected(id: string, unexpected: boolean): void } }).nodes.disconnected(
+		victim.nodeID,
+		true,
+	);
 }
 
 type Mode = "answer" | "hold" | "crash" | "eve";
@@ -100,7 +136,14 @@ class Callee {
 }
 
 /** The production options for one process running every service (startEmbedded). */
-const embedded = (name: string, extra: Partial<BrokerOptions> = {}): Partial<BrokerOptions> => ({ ...config, nodeID: `${name}-${process.pid}`, transporter: null, logger: LOGGER as never, replOptions: undefined, ...extra });
+const embedded = (name: string, extra: Partial<BrokerOptions> = {}): Partial<BrokerOptions> => ({
+	...config,
+	nodeID: `${name}-${process.pid}`,
+	transporter: null,
+	logger: LOGGER as never,
+	replOptions: undefined,
+	...extra,
+});
 
 const uniqueNamespace = (what: string) => `resilience-${what}-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
 const RUN = { cm_client: "local", fun: "test.ping" };
@@ -116,7 +159,11 @@ describe("retries: a call is sent again only when nothing ran, or when it is a r
 	const startCallee = async (nodeID: string, mode: Mode = "answer") => {
 		const callee = new Callee(nodeID);
 		callee.mode = mode;
-		const broker = node(ns, nodeID, [callee.service("hosts", ["get"]), callee.service("cm-gateway", ["runOnHost"]), callee.service("probe", ["write"])]);
+		const broker = node(ns, nodeID, [
+			callee.service("hosts", ["get"]),
+			callee.service("cm-gateway", ["runOnHost"]),
+			callee.service("probe", ["write"]),
+		]);
 		await broker.start();
 		started.push(broker);
 		callees.push(callee);
@@ -171,7 +218,11 @@ describe("retries: a call is sent again only when nothing ran, or when it is a r
 	it("answers a read whose node died before answering from another replica", async () => {
 		const first = await startCallee("r-read-1", "hold");
 		const pending = request("GET", url("hosts/web-01"));
-		await eventually(async () => (first.callee.count("hosts.get") === 1 ? true : undefined), 10_000, "the read to reach the first replica");
+		await eventually(
+			async () => (first.callee.count("hosts.get") === 1 ? true : undefined),
+			10_000,
+			"the read to reach the first replica",
+		);
 		const second = await startCallee("r-read-2");
 		await discovered(gw.broker, "hosts.get", ["r-read-1", "r-read-2"]);
 		await crash(first.broker, gw.broker);
@@ -185,7 +236,11 @@ describe("retries: a call is sent again only when nothing ran, or when it is a r
 	it("does not send a remote execution again when its node died before answering, though another replica is there: 503, it may have run", async () => {
 		const first = await startCallee("r-run-1", "hold");
 		const pending = request("POST", url("hosts/web-01"), { body: RUN });
-		await eventually(async () => (first.callee.count("cm-gateway.runOnHost") === 1 ? true : undefined), 10_000, "the execution to reach the first replica");
+		await eventually(
+			async () => (first.callee.count("cm-gateway.runOnHost") === 1 ? true : undefined),
+			10_000,
+			"the execution to reach the first replica",
+		);
 		const second = await startCallee("r-run-2");
 		await discovered(gw.broker, "cm-gateway.runOnHost", ["r-run-1", "r-run-2"]);
 		await crash(first.broker, gw.broker);
@@ -200,7 +255,9 @@ describe("retries: a call is sent again only when nothing ran, or when it is a r
 
 	it("does not send a call that timed out again (the work may still be running)", async () => {
 		const { callee } = await startCallee("r-timeout", "hold");
-		await expect(gw.broker.call("probe.write", {}, { timeout: 500 })).rejects.toMatchObject({ name: "RequestTimeoutError" });
+		await expect(gw.broker.call("probe.write", {}, { timeout: 500 })).rejects.toMatchObject({
+			name: "RequestTimeoutError",
+		});
 		callee.mode = "answer";
 		callee.release();
 		// A later call to the same action, answered: a resend of the timed-out one, had there been one, would have
@@ -218,7 +275,8 @@ describe("circuit breaker", () => {
 	const url = (p: string) => `${gw.api}/${p}`;
 	let seq = 0;
 	/** A read of a host not asked for before (the gateway keeps the reads it answered). */
-	const read = (action: "get" | "list") => request("GET", url(action === "get" ? `hosts/h-${++seq}` : `hosts?page=${++seq}`));
+	const read = (action: "get" | "list") =>
+		request("GET", url(action === "get" ? `hosts/h-${++seq}` : `hosts?page=${++seq}`));
 
 	beforeAll(async () => {
 		gw = await startGateway(ns);
@@ -295,10 +353,15 @@ describe("bulkheads: a slow salt-api or Pritunl holds a bounded number of reques
 			void c.done.then(r => (c.reply = r));
 			return c;
 		});
-		await eventually(async () => (calls.filter(c => c.reply).length >= 3 ? true : undefined), 20_000, "the calls beyond the bulkhead to be answered");
+		await eventually(
+			async () => (calls.filter(c => c.reply).length >= 3 ? true : undefined),
+			20_000,
+			"the calls beyond the bulkhead to be answered",
+		);
 		const refused = calls.filter(c => c.reply);
 		expect(refused).toHaveLength(3);
-		for (const c of refused) expect(expectEveError(c.reply!, 503)._error.message).toMatch(/too many requests of this kind/);
+		for (const c of refused)
+			expect(expectEveError(c.reply!, 503)._error.message).toMatch(/too many requests of this kind/);
 		// During the overload the other services answer, reads and writes.
 		expect((await request("GET", url("hosts"))).status).toBe(200);
 		expect((await request("GET", url(`hosts/${HOST}`))).status).toBe(200);
@@ -309,20 +372,54 @@ describe("bulkheads: a slow salt-api or Pritunl holds a bounded number of reques
 	};
 
 	beforeAll(async () => {
-		salt = new SaltApiSimulator({ minions: 4, timeout: 1, gatherJobTimeout: 0, latencyMs: [1, 5], presenceEvents: false });
+		salt = new SaltApiSimulator({
+			minions: 4,
+			timeout: 1,
+			gatherJobTimeout: 0,
+			latencyMs: [1, 5],
+			presenceEvents: false,
+		});
 		await salt.start();
 		pritunl = new PritunlSimulator({ username: "admin", password: "Bulkhead-pw-1" });
 		const { url: pritunlUrl } = await pritunl.start();
 		h = await startEmbedded({
-			env: { ...SUITE_ENV, ...salt.cmApiEnv, CM_SYNC_INTERVAL_MS: "0", CM_EVENTS: "false", CM_JOB_POLL_MS: "200", PRITUNL_TIMEOUT_MS: "20000", CTL_SECRET_KEY: "resilience-test-key" },
+			env: {
+				...SUITE_ENV,
+				...salt.cmApiEnv,
+				CM_SYNC_INTERVAL_MS: "0",
+				CM_EVENTS: "false",
+				CM_JOB_POLL_MS: "200",
+				PRITUNL_TIMEOUT_MS: "20000",
+				CTL_SECRET_KEY: "resilience-test-key",
+			},
 			// with the configuration's health listener
 			broker: embedded("resilience"),
 		});
 		minion = salt.upMinions()[0];
-		await h.call("hosts.upsertMany", { hosts: [{ _id: minion, status: "up", key: "accepted" }, { _id: HOST, status: "up", key: "accepted" }] });
-		const manager = await request("POST", url("vpn_managers"), { body: { name: "bulk", server_address: pritunlUrl, dashboard_address: `${pritunlUrl}/`, username: "admin", password: "Bulkhead-pw-1" } });
+		await h.call("hosts.upsertMany", {
+			hosts: [
+				{ _id: minion, status: "up", key: "accepted" },
+				{ _id: HOST, status: "up", key: "accepted" },
+			],
+		});
+		const manager = await request("POST", url("vpn_managers"), {
+			body: {
+				name: "bulk",
+				server_address: pritunlUrl,
+				dashboard_address: `${pritunlUrl}/`,
+				username: "admin",
+				password: "Bulkhead-pw-1",
+			},
+		});
 		expect(manager.status).toBe(201);
-		const org = await request("POST", url("vpn_organizations"), { body: { name: "bulk-org", vpn_representation: { name: "bulk-org", cipher_type: "rsa" }, cipher_type: "rsa", vpn_manager: manager.body._id } });
+		const org = await request("POST", url("vpn_organizations"), {
+			body: {
+				name: "bulk-org",
+				vpn_representation: { name: "bulk-org", cipher_type: "rsa" },
+				cipher_type: "rsa",
+				vpn_manager: manager.body._id,
+			},
+		});
 		expect(org.status).toBe(201);
 		pritunl.addUser(pritunl.orgList().find(o => o.name === "bulk-org")!.id, { name: HOST });
 		await h.call("vpn.sync", {});
@@ -379,7 +476,9 @@ class Relay {
 			}
 			client.pipe(upstream).pipe(client);
 		});
-		await new Promise<void>((resolve, reject) => server.once("error", reject).listen(this.port, "127.0.0.1", () => resolve()));
+		await new Promise<void>((resolve, reject) =>
+			server.once("error", reject).listen(this.port, "127.0.0.1", () => resolve()),
+		);
 		this.port = (server.address() as net.AddressInfo).port;
 		this.server = server;
 	}
@@ -391,59 +490,65 @@ class Relay {
 	}
 }
 
-(MONGO_URI ? describe : describe.skip)(`readiness while MongoDB is away (MONGO_URI; in CI the wire-protocol emulator)${MONGO_URI ? "" : " (skipped: MONGO_URI is not set)"}`, () => {
-	let h: Harness;
-	let relay: Relay;
-	let health = "";
-	const ready = async () => {
-		const res = await fetch(`${health}/ready`);
-		return { status: res.status, body: (await res.json()) as { ready: boolean; reasons: string[] } };
-	};
-	const until = <T>(what: string, check: () => Promise<T | undefined>) =>
-		eventually(async () => (await check()) ?? (await new Promise(r => setTimeout(r, 250)), undefined), 40_000, what);
+(MONGO_URI ? describe : describe.skip)(
+	`readiness while MongoDB is away (MONGO_URI; in CI the wire-protocol emulator)${MONGO_URI ? "" : " (skipped: MONGO_URI is not set)"}`,
+	() => {
+		let h: Harness;
+		let relay: Relay;
+		let health = "";
+		const ready = async () => {
+			const res = await fetch(`${health}/ready`);
+			return { status: res.status, body: (await res.json()) as { ready: boolean; reasons: string[] } };
+		};
+		const until = <T>(what: string, check: () => Promise<T | undefined>) =>
+			eventually(async () => (await check()) ?? (await new Promise(r => setTimeout(r, 250)), undefined), 60_000, what);
 
-	beforeAll(async () => {
-		const target = new URL(MONGO_URI as string);
-		relay = new Relay({ host: target.hostname, port: Number(target.port || 27017) });
-		await relay.open();
-		const port = await freePort();
-		health = `http://127.0.0.1:${port}`;
-		target.host = `127.0.0.1:${relay.port}`;
-		h = await startEmbedded({
-			mongoUri: uniqueMongoUri(target.toString()),
-			env: { ...SUITE_ENV, CTL_SECRET_KEY: "resilience-mongo-key" },
-			broker: embedded("resilience-mongo", { metrics: { enabled: false }, middlewares: [...MIDDLEWARES, HealthMiddleware({ port, host: "127.0.0.1", fixed: true })] as never }),
-		});
-	}, 60_000);
-	afterAll(async () => {
-		await relay?.open();
-		await h?.stop();
-		await relay?.cut();
-	});
-
-	it("is ready with MongoDB there, not while it is away, again once it is back; the probes print nothing on stderr", async () => {
-		// One JSON object per line: a probe must not make the driver print a plain-text DeprecationWarning.
-		const printed: string[] = [];
-		const write = process.stderr.write.bind(process.stderr) as (chunk: unknown, ...rest: unknown[]) => boolean;
-		const stderr = jest.spyOn(process.stderr, "write").mockImplementation(((chunk: unknown, ...rest: unknown[]) => {
-			printed.push(String(chunk));
-			return write(chunk, ...rest);
-		}) as never);
-		try {
-			expect(await ready()).toMatchObject({ status: 200, body: { ready: true } });
-
-			await relay.cut();
-			const away = await until("readiness to see MongoDB gone", async () => {
-				const r = await ready();
-				return r.status === 503 ? r : undefined;
-			});
-			expect(away.body.reasons.join("; ")).toMatch(/storage not connected/);
-
+		beforeAll(async () => {
+			const target = new URL(MONGO_URI as string);
+			relay = new Relay({ host: target.hostname, port: Number(target.port || 27017) });
 			await relay.open();
-			await until("readiness once MongoDB is back", async () => ((await ready()).status === 200 ? true : undefined));
-		} finally {
-			stderr.mockRestore();
-		}
-		expect(printed.filter(line => /DeprecationWarning/.test(line))).toEqual([]);
-	}, 120_000);
-});
+			const port = await freePort();
+			health = `http://127.0.0.1:${port}`;
+			target.host = `127.0.0.1:${relay.port}`;
+			h = await startEmbedded({
+				mongoUri: uniqueMongoUri(target.toString()),
+				env: { ...SUITE_ENV, CTL_SECRET_KEY: "resilience-mongo-key" },
+				broker: embedded("resilience-mongo", {
+					metrics: { enabled: false },
+					middlewares: [...MIDDLEWARES, HealthMiddleware({ port, host: "127.0.0.1", fixed: true })] as never,
+				}),
+			});
+		}, 60_000);
+		afterAll(async () => {
+			await relay?.open();
+			await h?.stop();
+			await relay?.cut();
+		});
+
+		it("is ready with MongoDB there, not while it is away, again once it is back; the probes print nothing on stderr", async () => {
+			// One JSON object per line: a probe must not make the driver print a plain-text DeprecationWarning.
+			const printed: string[] = [];
+			const write = process.stderr.write.bind(process.stderr) as (chunk: unknown, ...rest: unknown[]) => boolean;
+			const stderr = jest.spyOn(process.stderr, "write").mockImplementation(((chunk: unknown, ...rest: unknown[]) => {
+				printed.push(String(chunk));
+				return write(chunk, ...rest);
+			}) as never);
+			try {
+				expect(await ready()).toMatchObject({ status: 200, body: { ready: true } });
+
+				await relay.cut();
+				const away = await until("readiness to see MongoDB gone", async () => {
+					const r = await ready();
+					return r.status === 503 ? r : undefined;
+				});
+				expect(away.body.reasons.join("; ")).toMatch(/storage not connected/);
+
+				await relay.open();
+				await until("readiness once MongoDB is back", async () => ((await ready()).status === 200 ? true : undefined));
+			} finally {
+				stderr.mockRestore();
+			}
+			expect(printed.filter(line => /DeprecationWarning/.test(line))).toEqual([]);
+		}, 120_000);
+	},
+);

@@ -22,7 +22,9 @@ const SAMPLES: unknown[] = [
 describe("FleetJSONExt", () => {
 	it("decodes everything the stock JSONExt encodes, to the same values", () => {
 		for (const value of SAMPLES) {
-			expect(fast.deserialize(stock.serialize(value as any) as Buffer)).toEqual(stock.deserialize(stock.serialize(value as any) as Buffer));
+			expect(fast.deserialize(stock.serialize(value as any) as Buffer)).toEqual(
+				stock.deserialize(stock.serialize(value as any) as Buffer),
+			);
 			expect(fast.deserialize(stock.serialize(value as any) as Buffer)).toEqual(value);
 		}
 	});
@@ -32,8 +34,18 @@ describe("FleetJSONExt", () => {
 	});
 
 	it("carries a response body of bytes unchanged, with the rest of the packet", () => {
-		const body = Buffer.concat([Buffer.from('{"_items":[{"name":"[[x]] \u00e9\u4e2d"}]}'), Buffer.from([0, 255, 10, 13, 34])]);
-		const packet = { ver: "5", sender: "n1", id: "c1", success: true, data: body, meta: { $responseType: "application/json", when: new Date(1714564800000) } };
+		const body = Buffer.concat([
+			Buffer.from('{"_items":[{"name":"[[x]] \u00e9\u4e2d"}]}'),
+			Buffer.from([0, 255, 10, 13, 34]),
+		]);
+		const packet = {
+			ver: "5",
+			sender: "n1",
+			id: "c1",
+			success: true,
+			data: body,
+			meta: { $responseType: "application/json", when: new Date(1714564800000) },
+		};
 		const decoded = fast.deserialize(fast.serialize(packet as any) as Buffer);
 		expect(Buffer.isBuffer(decoded.data)).toBe(true);
 		expect(decoded.data.equals(body)).toBe(true);

@@ -17,10 +17,27 @@ const RUNNER = path.join(ROOT, "node_modules/moleculer/bin/moleculer-runner.js")
 /** The production command with `env` on top of this environment, minus the settings the suites set for their own processes. */
 function start(env: Record<string, string>, services: string[] = [], node: string = process.execPath): Proc {
 	const base: NodeJS.ProcessEnv = { ...process.env };
-	for (const name of ["LOGLEVEL", "LOG_FORMAT", "CTL_ADMIN_TOKEN", "TRANSPORTER", "MONGO_URI", "SERVICES", "NODE_OPTIONS"]) delete base[name];
+	for (const name of [
+		"LOGLEVEL",
+		"LOG_FORMAT",
+		"CTL_ADMIN_TOKEN",
+		"TRANSPORTER",
+		"MONGO_URI",
+		"SERVICES",
+		"NODE_OPTIONS",
+	])
+		delete base[name];
 	const child: ChildProcess = spawn(node, [RUNNER, "--config", path.join(DIST, "moleculer.config.js")], {
 		cwd: ROOT,
-		env: { ...base, SERVICEDIR: path.join(DIST, "services"), PORT: "0", HEALTH_PORT: "0", HOST: "127.0.0.1", SERVICES: services.join(","), ...env },
+		env: {
+			...base,
+			SERVICEDIR: path.join(DIST, "services"),
+			PORT: "0",
+			HEALTH_PORT: "0",
+			HOST: "127.0.0.1",
+			SERVICES: services.join(","),
+			...env,
+		},
 		stdio: ["ignore", "pipe", "pipe"],
 	});
 	const log: string[] = [];
@@ -29,19 +46,27 @@ function start(env: Record<string, string>, services: string[] = [], node: strin
 	return { child, log, services };
 }
 
-async function until<T>(what: string, proc: Proc, probe: () => T | undefined | Promise<T | undefined>, timeoutMs = 30_000): Promise<T> {
+async function until<T>(
+	what: string,
+	proc: Proc,
+	probe: () => T | undefined | Promise<T | undefined>,
+	timeoutMs = 30_000,
+): Promise<T> {
 	const deadline = Date.now() + timeoutMs;
 	while (Date.now() < deadline) {
 		const value = await probe();
 		if (value !== undefined) return value;
-		if (proc.child.exitCode !== null) throw new Error(`exited (${proc.child.exitCode}) before ${what}:\n${proc.log.join("")}`);
+		if (proc.child.exitCode !== null)
+			throw new Error(`exited (${proc.child.exitCode}) before ${what}:\n${proc.log.join("")}`);
 		await new Promise(r => setTimeout(r, 50));
 	}
 	throw new Error(`no ${what} in time:\n${proc.log.join("")}`);
 }
 
 function exited(proc: Proc): Promise<number | null> {
-	return new Promise(resolve => (proc.child.exitCode !== null ? resolve(proc.child.exitCode) : proc.child.once("exit", code => resolve(code))));
+	return new Promise(resolve =>
+		proc.child.exitCode !== null ? resolve(proc.child.exitCode) : proc.child.once("exit", code => resolve(code)),
+	);
 }
 
 /** The output once the process ended and its pipes closed. */
@@ -49,7 +74,8 @@ function closed(proc: Proc): Promise<{ code: number | null; output: string }> {
 	return new Promise(resolve => proc.child.once("close", code => resolve({ code, output: proc.log.join("") })));
 }
 
-const BLOCK = /\nfleet-ctl is running: (http:\/\/127\.0\.0\.1:(\d+))\/ \(API: \1\/api\)\nadmin token \(shown once, keep it safe\): (fct_[A-Za-z0-9_-]{43})\nnext: curl -s \1\/api\/ -H "Authorization: Bearer \3"\n/;
+const BLOCK =
+	/\nfleet-ctl is running: (http:\/\/127\.0\.0\.1:(\d+))\/ \(API: \1\/api\)\nadmin token \(shown once, keep it safe\): (fct_[A-Za-z0-9_-]{43})\nnext: curl -s \1\/api\/ -H "Authorization: Bearer \3"\n/;
 
 beforeAll(() => {
 	if (!fs.existsSync(path.join(DIST, "moleculer.config.js"))) throw new Error("no build: run `npm run build` first");
@@ -60,13 +86,19 @@ describe("a first start at the default LOGLEVEL", () => {
 		const dataDir = tempDir("startup");
 		let proc = start({ DATA_DIR: dataDir });
 		try {
-			const [, url, , token] = await until("the start-up block", proc, () => BLOCK.exec(proc.log.join("")) ?? undefined);
+			const [, url, , token] = await until(
+				"the start-up block",
+				proc,
+				() => BLOCK.exec(proc.log.join("")) ?? undefined,
+			);
 			const answered = await until("the API", proc, async () => {
 				const res = await fetch(`${url}/api/`, { headers: { authorization: `Bearer ${token}` } }).catch(() => null);
 				return res?.status === 200 ? true : undefined;
 			});
 			expect(answered).toBe(true);
-			await until("the end of the start", proc, () => (/started successfully/.test(proc.log.join("")) ? true : undefined));
+			await until("the end of the start", proc, () =>
+				/started successfully/.test(proc.log.join("")) ? true : undefined,
+			);
 			const screen = proc.log.join("");
 			const lines = screen.split("\n").filter(l => l.trim() !== "");
 			expect(lines.filter(l => /warn/i.test(l))).toEqual([]);
@@ -77,8 +109,14 @@ describe("a first start at the default LOGLEVEL", () => {
 			// A restart says where it runs, and shows no token.
 			await stopProc(proc);
 			proc = start({ DATA_DIR: dataDir });
-			await until("the address", proc, () => /\nfleet-ctl is running: http:\/\/127\.0\.0\.1:\d+\/ /.exec(proc.log.join("")) ?? undefined);
-			await until("the end of the start", proc, () => (/started successfully/.test(proc.log.join("")) ? true : undefined));
+			await until(
+				"the address",
+				proc,
+				() => /\nfleet-ctl is running: http:\/\/127\.0\.0\.1:\d+\/ /.exec(proc.log.join("")) ?? undefined,
+			);
+			await until("the end of the start", proc, () =>
+				/started successfully/.test(proc.log.join("")) ? true : undefined,
+			);
 			expect(proc.log.join("")).not.toMatch(/admin token|next:|warn/i);
 		} finally {
 			await stopProc(proc);
@@ -90,9 +128,18 @@ describe("a start, seen by clients that do not wait for it", () => {
 	it("answers no request 503, even one sent the moment the port opens, and logs no warning", async () => {
 		const [port, health] = [await freePort(), await freePort()];
 		const token = `fct_startup-early-${process.pid}-0123456789`;
-		const proc = start({ DATA_DIR: tempDir("startup-early"), PORT: String(port), HEALTH_PORT: String(health), CTL_ADMIN_TOKEN: token });
+		const proc = start({
+			DATA_DIR: tempDir("startup-early"),
+			PORT: String(port),
+			HEALTH_PORT: String(health),
+			CTL_ADMIN_TOKEN: token,
+		});
 		const headers = { authorization: `Bearer ${token}` };
-		const ask = (url: string) => fetch(url, { headers }).then(r => r.status, () => 0);
+		const ask = (url: string) =>
+			fetch(url, { headers }).then(
+				r => r.status,
+				() => 0,
+			);
 		const answers: string[] = [];
 		try {
 			// As fast as one client can, from the spawn to the end of the start: the API and the readiness probe.
@@ -109,7 +156,12 @@ describe("a start, seen by clients that do not wait for it", () => {
 			expect(await ask(`http://127.0.0.1:${port}/api/hosts`)).toBe(200);
 			expect(await ask(`http://127.0.0.1:${health}/ready`)).toBe(200);
 			await stopProc(proc);
-			expect(proc.log.join("").split("\n").filter(l => /WARN|ERROR/.test(l))).toEqual([]);
+			expect(
+				proc.log
+					.join("")
+					.split("\n")
+					.filter(l => /WARN|ERROR/.test(l)),
+			).toEqual([]);
 		} finally {
 			await stopProc(proc);
 		}
@@ -119,8 +171,14 @@ describe("a start, seen by clients that do not wait for it", () => {
 		// One stream per principal: the second opens only once the gateway has seen the first one closed.
 		const proc = start({ DATA_DIR: tempDir("startup-quiet"), CM_API_URL: "", STREAMS_PER_PRINCIPAL: "1" });
 		try {
-			const [, url, , token] = await until("the start-up block", proc, () => BLOCK.exec(proc.log.join("")) ?? undefined);
-			await until("the end of the start", proc, () => (/started successfully/.test(proc.log.join("")) ? true : undefined));
+			const [, url, , token] = await until(
+				"the start-up block",
+				proc,
+				() => BLOCK.exec(proc.log.join("")) ?? undefined,
+			);
+			await until("the end of the start", proc, () =>
+				/started successfully/.test(proc.log.join("")) ? true : undefined,
+			);
 			const mark = proc.log.join("").length;
 			const openStream = () =>
 				new Promise<{ status: number; close(): void }>((resolve, reject) => {
@@ -143,7 +201,11 @@ describe("a start, seen by clients that do not wait for it", () => {
 				expect(stream.status).toBe(429);
 				return undefined;
 			});
-			const run = await fetch(`${url}/api/hosts/web-01`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/json" }, body: JSON.stringify({ fun: "test.ping" }) });
+			const run = await fetch(`${url}/api/hosts/web-01`, {
+				method: "POST",
+				headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
+				body: JSON.stringify({ fun: "test.ping" }),
+			});
 			expect(run.status).toBe(503);
 			second.close();
 			await stopProc(proc);
@@ -152,7 +214,11 @@ describe("a start, seen by clients that do not wait for it", () => {
 				.slice(mark)
 				.split("\n")
 				.filter(l => l.trim() !== "" && !/INFO {2}(API: API Gateway stopped|BROKER: ServiceBroker is stopped)/.test(l));
-			expect(logged).toEqual([expect.stringMatching(/^\[[\d:.TZ]+\] WARN {2}API: 503 POST \/api\/hosts\/web-01: no configuration-management master is configured \(CM_API_URL\)/)]);
+			expect(logged).toEqual([
+				expect.stringMatching(
+					/^\[[\d:.TZ]+\] WARN {2}API: 503 POST \/api\/hosts\/web-01: no configuration-management master is configured \(CM_API_URL\)/,
+				),
+			]);
 		} finally {
 			await stopProc(proc);
 		}
@@ -164,7 +230,9 @@ describe("starts that are refused", () => {
 		const proc = start({ DATA_DIR: tempDir("startup-short"), CTL_ADMIN_TOKEN: "fct_short" });
 		const { code, output } = await closed(proc);
 		expect(code).toBe(1);
-		expect(output).toBe("fleet-ctl cannot start: CTL_ADMIN_TOKEN is too short (9 characters): a token needs at least 16, or every request with it is refused (401)\n");
+		expect(output).toBe(
+			"fleet-ctl cannot start: CTL_ADMIN_TOKEN is too short (9 characters): a token needs at least 16, or every request with it is refused (401)\n",
+		);
 	});
 
 	it("a CTL_ADMIN_TOKEN with characters no Authorization header carries: exit 1 with the reason", async () => {
@@ -176,24 +244,31 @@ describe("starts that are refused", () => {
 
 	const older = ["/usr/bin/node", "/usr/local/bin/node"].find(bin => {
 		try {
-			return fs.existsSync(bin) && Number(/^v(\d+)/.exec(execFileSync(bin, ["--version"], { encoding: "utf8" }))?.[1]) < 22;
+			return (
+				fs.existsSync(bin) && Number(/^v(\d+)/.exec(execFileSync(bin, ["--version"], { encoding: "utf8" }))?.[1]) < 22
+			);
 		} catch {
 			return false;
 		}
 	});
-	itIf(older !== undefined, "no Node.js older than 22 on this machine (looked at /usr/bin/node, /usr/local/bin/node)")("Node.js older than 22: exit 1 with one line, before Moleculer prints anything", async () => {
-		const proc = start({ DATA_DIR: tempDir("startup-node") }, [], older);
-		const { code, output } = await closed(proc);
-		expect(code).toBe(1);
-		expect(output).toMatch(/^fleet-ctl needs Node\.js 22 or newer \(this is v\d+\.\d+\.\d+\): [^\n]+\n$/);
-	});
+	itIf(older !== undefined, "no Node.js older than 22 on this machine (looked at /usr/bin/node, /usr/local/bin/node)")(
+		"Node.js older than 22: exit 1 with one line, before Moleculer prints anything",
+		async () => {
+			const proc = start({ DATA_DIR: tempDir("startup-node") }, [], older);
+			const { code, output } = await closed(proc);
+			expect(code).toBe(1);
+			expect(output).toMatch(/^fleet-ctl needs Node\.js 22 or newer \(this is v\d+\.\d+\.\d+\): [^\n]+\n$/);
+		},
+	);
 });
 
 describe("the membership computation of the hosts service", () => {
 	it("does not keep a process running hosts alone from starting, nor from stopping", async () => {
 		const proc = start({ DATA_DIR: tempDir("startup-hosts"), LOGLEVEL: "info" }, ["hosts"]);
 		try {
-			await until("the start", proc, () => (/ServiceBroker with \d+ service\(s\) started successfully/.test(proc.log.join("")) ? true : undefined));
+			await until("the start", proc, () =>
+				/ServiceBroker with \d+ service\(s\) started successfully/.test(proc.log.join("")) ? true : undefined,
+			);
 			// The membership loop has had its first turn (a timer due at once, set as the service started: timers run before
 			// the requests that came in meanwhile): its health listener answered a request sent after the start.
 			const { health } = await boundPorts(proc, { healthOnly: true });

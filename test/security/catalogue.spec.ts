@@ -29,9 +29,20 @@ function simulatedFunctions(): string[] {
 
 /** Functions that run another function named in their arguments: scopes and governance must see that one too. */
 const RELAYS = [
-	"test.try", "test.cross_test", "state.single", "saltutil.cmd", "saltutil.cmd_iter",
-	"saltutil.mmodule", "saltutil.runner", "saltutil.wheel", "publish.publish", "publish.full_data", "publish.runner",
-	"mine.send", "schedule.add", "schedule.modify",
+	"test.try",
+	"test.cross_test",
+	"state.single",
+	"saltutil.cmd",
+	"saltutil.cmd_iter",
+	"saltutil.mmodule",
+	"saltutil.runner",
+	"saltutil.wheel",
+	"publish.publish",
+	"publish.full_data",
+	"publish.runner",
+	"mine.send",
+	"schedule.add",
+	"schedule.modify",
 ];
 /** Functions that run what a data structure describes (low or high data, a mapping of functions): no one name to check. */
 const DATA_RUNNERS = ["state.low", "state.high", "mine.update", "saltcheck.run_test"];
@@ -44,7 +55,9 @@ describe("the function catalogue", () => {
 	});
 
 	it("names, for every entry, the line of Salt's source that justifies it", () => {
-		const bad = Object.entries(CATALOGUE).filter(([, e]) => !/^salt\/(modules|states)\/[a-z0-9_]+\.py:[1-9]\d*$/.test(e.source));
+		const bad = Object.entries(CATALOGUE).filter(
+			([, e]) => !/^salt\/(modules|states)\/[a-z0-9_]+\.py:[1-9]\d*$/.test(e.source),
+		);
 		expect(bad).toEqual([]);
 		for (const [fun, e] of Object.entries(CATALOGUE)) {
 			expect(fun).toMatch(/^[a-z0-9_]+\.[A-Za-z0-9_]+$/);
@@ -56,11 +69,28 @@ describe("the function catalogue", () => {
 		// Salt's virtual names whose file is named otherwise (`__virtualname__`): the Debian file, and the RHEL one for the
 		// functions only it has (yumpkg, rpm_lowpkg); deb_apache adds to apache on Debian.
 		const files: Record<string, string[]> = {
-			cmd: ["cmdmod"], pkg: ["aptpkg", "yumpkg"], service: ["systemd_service"], sys: ["sysmod"], user: ["useradd"],
-			group: ["groupadd"], sysctl: ["linux_sysctl"], locale: ["localemod"], virtualenv: ["virtualenv_mod"],
-			shadow: ["linux_shadow"], debconf: ["debconfmod"], lowpkg: ["dpkg_lowpkg", "rpm_lowpkg"], random: ["mod_random"], ip: ["debian_ip"],
-			acl: ["linux_acl"], lvm: ["linux_lvm"], partition: ["parted_partition"], raid: ["mdadm_raid"], ini: ["ini_manage"],
-			augeas: ["augeas_cfg"], kernelpkg: ["kernelpkg_linux_apt"], apache: ["apache", "deb_apache"],
+			cmd: ["cmdmod"],
+			pkg: ["aptpkg", "yumpkg"],
+			service: ["systemd_service"],
+			sys: ["sysmod"],
+			user: ["useradd"],
+			group: ["groupadd"],
+			sysctl: ["linux_sysctl"],
+			locale: ["localemod"],
+			virtualenv: ["virtualenv_mod"],
+			shadow: ["linux_shadow"],
+			debconf: ["debconfmod"],
+			lowpkg: ["dpkg_lowpkg", "rpm_lowpkg"],
+			random: ["mod_random"],
+			ip: ["debian_ip"],
+			acl: ["linux_acl"],
+			lvm: ["linux_lvm"],
+			partition: ["parted_partition"],
+			raid: ["mdadm_raid"],
+			ini: ["ini_manage"],
+			augeas: ["augeas_cfg"],
+			kernelpkg: ["kernelpkg_linux_apt"],
+			apache: ["apache", "deb_apache"],
 		};
 		const odd = Object.entries(CATALOGUE).filter(([fun, e]) => {
 			const mod = fun.split(".")[0];
@@ -74,18 +104,25 @@ describe("the function catalogue", () => {
 		for (const fun of RELAYS) {
 			const e = entryOf(fun);
 			expect([fun, e?.class]).toEqual([fun, "arbitrary"]);
-			expect([fun, e?.inner !== undefined && (e.inner.kwarg !== undefined || e.inner.index !== undefined)]).toEqual([fun, true]);
+			expect([fun, e?.inner !== undefined && (e.inner.kwarg !== undefined || e.inner.index !== undefined)]).toEqual([
+				fun,
+				true,
+			]);
 		}
 		expect(entryOf("mine.send")?.inner).toEqual({ kwarg: "name", index: 0, override: "mine_function" });
 		expect(entryOf("test.try")?.inner).toEqual({ kwarg: "module", index: 0 });
 		expect(entryOf("saltutil.cmd")?.inner).toEqual({ kwarg: "fun", index: 1 });
-		for (const fun of DATA_RUNNERS) expect([fun, entryOf(fun)?.class, entryOf(fun)?.inner]).toEqual([fun, "arbitrary", undefined]);
+		for (const fun of DATA_RUNNERS)
+			expect([fun, entryOf(fun)?.class, entryOf(fun)?.inner]).toEqual([fun, "arbitrary", undefined]);
 		// Only arbitrary entries relay.
 		expect(Object.entries(CATALOGUE).filter(([, e]) => e.inner && e.class !== "arbitrary")).toEqual([]);
 	});
 
 	it("takes only state.apply, state.sls and state.highstate for dry runs", () => {
-		const dry = Object.entries(CATALOGUE).filter(([, e]) => e.dryRun !== undefined).map(([f]) => f).sort();
+		const dry = Object.entries(CATALOGUE)
+			.filter(([, e]) => e.dryRun !== undefined)
+			.map(([f]) => f)
+			.sort();
 		expect(dry).toEqual(["state.apply", "state.highstate", "state.sls"]);
 		for (const f of dry) expect(entryOf(f)?.dryRun).toBe(true);
 	});

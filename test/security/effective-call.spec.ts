@@ -10,12 +10,17 @@ describe("the effective call", () => {
 
 	it("lets a later key=value or __kwarg__ dict replace an earlier one, in order", () => {
 		expect(effectiveCall("state.apply", ["test=True", "test=False"], undefined).kwargs.test).toBe(false);
-		expect(effectiveCall("state.apply", [{ __kwarg__: true, test: false }, "test=yes"], undefined).kwargs.test).toBe(true);
-		expect(effectiveCall("state.apply", ["test=True", { __kwarg__: true, test: "False" }], undefined).kwargs.test).toBe("False");
+		expect(effectiveCall("state.apply", [{ __kwarg__: true, test: false }, "test=yes"], undefined).kwargs.test).toBe(
+			true,
+		);
+		expect(effectiveCall("state.apply", ["test=True", { __kwarg__: true, test: "False" }], undefined).kwargs.test).toBe(
+			"False",
+		);
 	});
 
 	it("reads key=value values as YAML 1.1, and positional strings too", () => {
-		for (const t of ["True", "true", "TRUE", "yes", "Yes", "on", "ON", " True ", "True # a comment"]) expect(yamlify(t)).toBe(true);
+		for (const t of ["True", "true", "TRUE", "yes", "Yes", "on", "ON", " True ", "True # a comment"])
+			expect(yamlify(t)).toBe(true);
 		for (const f of ["False", "no", "off", "OFF"]) expect(yamlify(f)).toBe(false);
 		for (const s of ["y", "n", "1_000", "abc", "True#x", "#x", "08"]) expect(yamlify(s)).toBe(s);
 		expect(yamlify("None")).toBeNull();
@@ -34,7 +39,8 @@ describe("the effective call", () => {
 		expect(parseKwargString("_x=")).toEqual({ key: "_x", value: "" });
 		expect(parseKwargString("a=b\n")).toEqual({ key: "a", value: "b" });
 		expect(parseKwargString("pässword=x")).toEqual({ key: "pässword", value: "x" });
-		for (const positional of ["a==b", "1a=b", "=b", "a b=c", "a=b\nc", "a=b\n\n", "echo x=1"]) expect(parseKwargString(positional)).toBeNull();
+		for (const positional of ["a==b", "1a=b", "=b", "a b=c", "a=b\nc", "a=b\n\n", "echo x=1"])
+			expect(parseKwargString(positional)).toBeNull();
 	});
 
 	it("takes only a dict marked __kwarg__: true as keywords; other dicts stay positional", () => {

@@ -10,7 +10,6 @@ import os from "node:os";
 import path from "node:path";
 import { createDecipheriv, createHash } from "node:crypto";
 import { SecretsError, decryptSecret, encryptSecret } from "../../lib/security/secrets";
-import { EveError } from "../../lib/eve/errors";
 import { loadConfig } from "../../lib/config";
 
 /** The configuration as a process started now would have it: each test sets the environment first. */
@@ -32,13 +31,20 @@ afterEach(() => {
 });
 
 /** Known answers: AES-256-GCM, key SHA-256 of the passphrase, iv 000102…0b. */
-const VECTOR = { key: "correct horse battery staple", plain: "hunter2 ✓", stored: "enc:v1:AAECAwQFBgcICQoL:iWevgwFuRhpUElCoHQsupQ==:f7iyJwnf0MopCCs=" };
+const VECTOR = {
+	key: "correct horse battery staple",
+	plain: "hunter2 ✓",
+	stored: "enc:v1:AAECAwQFBgcICQoL:iWevgwFuRhpUElCoHQsupQ==:f7iyJwnf0MopCCs=",
+};
 const VECTOR_ABC = { key: "abc", plain: "s3cret", stored: "enc:v1:AAECAwQFBgcICQoL:jvK7mNS5Ove5EU9+pSu5LQ==:JKoXGafY" };
 
 /** Decrypts a stored secret by the documented format alone, as an independent reader would. */
 function openWith(passphrase: string, stored: string): string {
 	expect(stored.startsWith("enc:v1:")).toBe(true);
-	const [iv, tag, body] = stored.slice("enc:v1:".length).split(":").map(s => Buffer.from(s, "base64"));
+	const [iv, tag, body] = stored
+		.slice("enc:v1:".length)
+		.split(":")
+		.map(s => Buffer.from(s, "base64"));
 	const decipher = createDecipheriv("aes-256-gcm", createHash("sha256").update(passphrase).digest(), iv);
 	decipher.setAuthTag(tag);
 	return Buffer.concat([decipher.update(body), decipher.final()]).toString("utf8");
@@ -57,7 +63,10 @@ describe("with CTL_SECRET_KEY", () => {
 	it("writes enc:v1:<12-byte iv>:<16-byte tag>:<ciphertext as long as the text>, readable by the format alone", () => {
 		const stored = encryptSecret(from(), "pässword");
 		expect(stored).toMatch(/^enc:v1:[A-Za-z0-9+/]{16}:[A-Za-z0-9+/]{22}==:[A-Za-z0-9+/]{12}$/);
-		const [iv, tag, body] = stored.slice(7).split(":").map(s => Buffer.from(s, "base64"));
+		const [iv, tag, body] = stored
+			.slice(7)
+			.split(":")
+			.map(s => Buffer.from(s, "base64"));
 		expect([iv.length, tag.length, body.length]).toEqual([12, 16, 9]);
 		expect(openWith(VECTOR.key, stored)).toBe("pässword");
 		expect(decryptSecret(from(), stored)).toBe("pässword");
@@ -77,7 +86,9 @@ describe("with CTL_SECRET_KEY", () => {
 
 	it("refuses what is not an encrypted secret", () => {
 		expect(() => decryptSecret(from(), "hunter2")).toThrow("not an encrypted secret");
-		expect(() => decryptSecret(from(), "xenc:v1:AAECAwQFBgcICQoL:iWevgwFuRhpUElCoHQsupQ==:f7iyJwnf0MopCCs=")).toThrow("not an encrypted secret");
+		expect(() => decryptSecret(from(), "xenc:v1:AAECAwQFBgcICQoL:iWevgwFuRhpUElCoHQsupQ==:f7iyJwnf0MopCCs=")).toThrow(
+			"not an encrypted secret",
+		);
 	});
 
 	it("refuses a secret changed at rest (tag or ciphertext) and one made under another key", () => {
@@ -87,8 +98,12 @@ describe("with CTL_SECRET_KEY", () => {
 			b[0] ^= 1;
 			return b.toString("base64");
 		};
-		expect(() => decryptSecret(from(), `enc:v1:${iv}:${flipped(tag)}:${body}`)).toThrow("Unsupported state or unable to authenticate data");
-		expect(() => decryptSecret(from(), `enc:v1:${iv}:${tag}:${flipped(body)}`)).toThrow("Unsupported state or unable to authenticate data");
+		expect(() => decryptSecret(from(), `enc:v1:${iv}:${flipped(tag)}:${body}`)).toThrow(
+			"Unsupported state or unable to authenticate data",
+		);
+		expect(() => decryptSecret(from(), `enc:v1:${iv}:${tag}:${flipped(body)}`)).toThrow(
+			"Unsupported state or unable to authenticate data",
+		);
 		expect(() => decryptSecret(from(), VECTOR_ABC.stored)).toThrow("Unsupported state or unable to authenticate data");
 	});
 });

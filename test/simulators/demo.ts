@@ -60,14 +60,21 @@ function adminToken(): string {
 }
 
 async function main(): Promise<void> {
-	const salt = new SaltApiSimulator({ ids: [...HOSTS, DOWN], presenceIntervalMs: 15_000, timeout: 2, gatherJobTimeout: 2 });
+	const salt = new SaltApiSimulator({
+		ids: [...HOSTS, DOWN],
+		presenceIntervalMs: 15_000,
+		timeout: 2,
+		gatherJobTimeout: 2,
+	});
 	salt.setDown(DOWN);
 	salt.addMinion({ id: PENDING }); // its key waits for `salt-key -a`
 	const pritunl = new PritunlSimulator();
 	await salt.start(Number(env.DEMO_SALT_PORT || 0));
 	sims.push(salt);
 	await pritunl.start(Number(env.DEMO_PRITUNL_PORT ?? 9700)).catch((err: Error) => {
-		throw new Error(`the Pritunl simulator cannot listen (${err.message}): set DEMO_PRITUNL_PORT to a free port, with a new data dir (the VPN manager in this one names the port)`);
+		throw new Error(
+			`the Pritunl simulator cannot listen (${err.message}): set DEMO_PRITUNL_PORT to a free port, with a new data dir (the VPN manager in this one names the port)`,
+		);
 	});
 	sims.push(pritunl);
 	const token = adminToken();
@@ -100,11 +107,18 @@ async function main(): Promise<void> {
 	});
 
 	// Where it runs: the start block's first line (PORT=0 works too).
-	const url = await until("fleet-ctl's start", () => /fleet-ctl is running: (http:\/\/[^/\s]+)\//.exec(out)?.[1], 120_000);
+	const url = await until(
+		"fleet-ctl's start",
+		() => /fleet-ctl is running: (http:\/\/[^/\s]+)\//.exec(out)?.[1],
+		120_000,
+	);
 	const api = async (method: string, p: string, body?: unknown): Promise<any> => {
 		const res = await fetch(`${url}/api/${p}`, {
 			method,
-			headers: { authorization: `Bearer ${token}`, ...(body === undefined ? {} : { "content-type": "application/json" }) },
+			headers: {
+				authorization: `Bearer ${token}`,
+				...(body === undefined ? {} : { "content-type": "application/json" }),
+			},
 			body: body === undefined ? undefined : JSON.stringify(body),
 		});
 		const text = await res.text();
@@ -112,20 +126,43 @@ async function main(): Promise<void> {
 		return text ? JSON.parse(text) : null;
 	};
 	/** A record made with POST, as GET shows it (POST answers only its `_id` and `_links`). */
-	const create = async (collection: string, body: unknown) => api("GET", `${collection}/${(await api("POST", collection, body))._id}`);
-	const named = async (collection: string, name: string) => (await api("GET", `${collection}?where=${encodeURIComponent(JSON.stringify({ name }))}`))._items[0];
+	const create = async (collection: string, body: unknown) =>
+		api("GET", `${collection}/${(await api("POST", collection, body))._id}`);
+	const named = async (collection: string, name: string) =>
+		(await api("GET", `${collection}?where=${encodeURIComponent(JSON.stringify({ name }))}`))._items[0];
 	await until("the API", () => api("GET", "whoami").catch(() => undefined), 60_000);
 	await until("the hosts of the inventory sync", async () => {
-		const up = (await api("GET", `hosts?max_results=50&where=${encodeURIComponent(JSON.stringify({ status: "up" }))}`))._items.map((h: any) => h._id);
+		const up = (
+			await api("GET", `hosts?max_results=50&where=${encodeURIComponent(JSON.stringify({ status: "up" }))}`)
+		)._items.map((h: any) => h._id);
 		return HOSTS.every(h => up.includes(h)) || undefined;
 	});
 
 	// The seed, each part only when missing.
-	const group = (await named("groups", "databases")) ?? (await create("groups", { name: "databases", type: 1, info: { regex: "db-" } }));
-	if (!(await named("tasks", "ping databases"))) await api("POST", "tasks", { name: "ping databases", fun: "test.ping", tgt: [group._id], start: new Date().toUTCString(), interval: 300 });
+	const group =
+		(await named("groups", "databases")) ??
+		(await create("groups", { name: "databases", type: 1, info: { regex: "db-" } }));
+	if (!(await named("tasks", "ping databases")))
+		await api("POST", "tasks", {
+			name: "ping databases",
+			fun: "test.ping",
+			tgt: [group._id],
+			start: new Date().toUTCString(),
+			interval: 300,
+		});
 	const login = { username: pritunl.username, password: pritunl.password };
-	const manager = (await named("vpn_managers", "demo")) ?? (await create("vpn_managers", { name: "demo", server_address: pritunl.url, dashboard_address: `${pritunl.url}/`, ...login }));
-	if (manager.server_address !== pritunl.url) say(`the VPN manager "demo" of ${dataDir} is at ${manager.server_address}, not here: no VPN identities (start with a new data dir)`);
+	const manager =
+		(await named("vpn_managers", "demo")) ??
+		(await create("vpn_managers", {
+			name: "demo",
+			server_address: pritunl.url,
+			dashboard_address: `${pritunl.url}/`,
+			...login,
+		}));
+	if (manager.server_address !== pritunl.url)
+		say(
+			`the VPN manager "demo" of ${dataDir} is at ${manager.server_address}, not here: no VPN identities (start with a new data dir)`,
+		);
 	else {
 		// The simulator keeps nothing: an organization of an earlier run is gone from it, so make it again.
 		let org = await named("vpn_organizations", "fleet");
@@ -133,16 +170,26 @@ async function main(): Promise<void> {
 			await api("DELETE", `vpn_organizations/${org._id}`);
 			org = undefined;
 		}
-		org ??= await create("vpn_organizations", { name: "fleet", vpn_representation: { name: "fleet" }, cipher_type: "rsa", vpn_manager: manager._id });
+		org ??= await create("vpn_organizations", {
+			name: "fleet",
+			vpn_representation: { name: "fleet" },
+			cipher_type: "rsa",
+			vpn_manager: manager._id,
+		});
 		const pritunlOrg = org.vpn_representation.id;
 		// fleet-ctl never makes Pritunl users: the hosts' are made in the simulator, named like the hosts (docs/vpn.md).
-		for (const name of [...HOSTS, DOWN]) pritunl.addUser(pritunlOrg, { name, ...(name === "web-01" ? { yubico_id: "ccccccbcgujh" } : name === "db-01" ? { pin: "123456" } : {}) });
+		for (const name of [...HOSTS, DOWN])
+			pritunl.addUser(pritunlOrg, {
+				name,
+				...(name === "web-01" ? { yubico_id: "ccccccbcgujh" } : name === "db-01" ? { pin: "123456" } : {}),
+			});
 		await api("POST", `vpn_organizations/${org._id}/sync`);
 	}
 
 	// HEALTH_PORT=0 (or 3001 taken): the port fleet-ctl bound that answers /live as a health listener does.
 	let health: number | undefined = env.HEALTH_PORT && env.HEALTH_PORT !== "0" ? Number(env.HEALTH_PORT) : undefined;
-	for (const port of health ? [] : listeningPorts(proc.pid!)) if (!health && (await isHealthListener(port))) health = port;
+	for (const port of health ? [] : listeningPorts(proc.pid!))
+		if (!health && (await isHealthListener(port))) health = port;
 	const local = url.replace("http://", "");
 	console.log(
 		[
@@ -169,7 +216,11 @@ function shown(p: string): string {
 }
 
 /** Polls `probe` every 200 ms until it gives something; fails after `timeoutMs`. */
-async function until<T>(what: string, probe: () => T | undefined | Promise<T | undefined>, timeoutMs = 60_000): Promise<T> {
+async function until<T>(
+	what: string,
+	probe: () => T | undefined | Promise<T | undefined>,
+	timeoutMs = 60_000,
+): Promise<T> {
 	const deadline = Date.now() + timeoutMs;
 	for (;;) {
 		const value = await probe();

@@ -17,7 +17,6 @@
  */
 import { spawn, type ChildProcess } from "node:child_process";
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import http from "node:http";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { createInterface } from "node:readline";
@@ -32,7 +31,10 @@ const ROOT = join(__dirname, "..", "..");
 const FOUND = referenceDir("salt-3006");
 const REF = FOUND ?? "";
 /** Without the captures there is nothing to compare with: the suites are reported skipped, with the reason. */
-const describeWithCaptures = (name: string, fn: () => void) => (FOUND ? describe(name, fn) : describe.skip(`${name} (skipped: the salt-3006 captures are not found; set SHARED_DIR)`, fn));
+const describeWithCaptures = (name: string, fn: () => void) =>
+	FOUND
+		? describe(name, fn)
+		: describe.skip(`${name} (skipped: the salt-3006 captures are not found; set SHARED_DIR)`, fn);
 const IDS = ["web-01", "web-02", "db-01"];
 const ID_SET = new Set(IDS);
 /** Custom grains of the captured fleets (not Salt core grains): the first captures', then more-2026-11-29's. */
@@ -117,8 +119,18 @@ function expectGrainsLike(got: unknown, captured: unknown): void {
 	for (const g of have) {
 		const missing = Object.keys(ref).filter(k => !CUSTOM_GRAINS.has(k) && !(k in g));
 		expect(missing).toEqual([]);
-		const types = Object.fromEntries(Object.keys(ref).filter(k => k in g).map(k => [k, typeName(g[k])]));
-		expect(types).toEqual(Object.fromEntries(Object.keys(ref).filter(k => k in g).map(k => [k, typeName(ref[k])])));
+		const types = Object.fromEntries(
+			Object.keys(ref)
+				.filter(k => k in g)
+				.map(k => [k, typeName(g[k])]),
+		);
+		expect(types).toEqual(
+			Object.fromEntries(
+				Object.keys(ref)
+					.filter(k => k in g)
+					.map(k => [k, typeName(ref[k])]),
+			),
+		);
 	}
 }
 
@@ -151,7 +163,13 @@ const captured = (file: string) => parseEvents(readFileSync(join(REF, file), "ut
 /** The simulator's sources compiled to JavaScript (what `npm run build` makes of them), in a scratch directory. */
 function compileSimulator(dir: string): string {
 	const src = join(ROOT, "test", "simulators");
-	const files = ["salt-api.ts", "standalone.ts", ...readdirSync(join(src, "salt")).filter(f => f.endsWith(".ts")).map(f => `salt/${f}`)];
+	const files = [
+		"salt-api.ts",
+		"standalone.ts",
+		...readdirSync(join(src, "salt"))
+			.filter(f => f.endsWith(".ts"))
+			.map(f => `salt/${f}`),
+	];
 	for (const f of files) {
 		const out = ts.transpileModule(readFileSync(join(src, f), "utf8"), {
 			compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
@@ -229,7 +247,11 @@ async function call(base: string, path: string, opts: { token?: string; body?: u
 	const headers: Record<string, string> = { Accept: "application/json" };
 	if (opts.token) headers["X-Auth-Token"] = opts.token;
 	if (opts.body !== undefined) headers["Content-Type"] = "application/json";
-	const res = await fetch(base + path, { method: opts.body === undefined ? "GET" : "POST", headers, body: opts.body === undefined ? undefined : JSON.stringify(opts.body) });
+	const res = await fetch(base + path, {
+		method: opts.body === undefined ? "GET" : "POST",
+		headers,
+		body: opts.body === undefined ? undefined : JSON.stringify(opts.body),
+	});
 	const text = await res.text();
 	const type = res.headers.get("content-type") ?? "";
 	return { status: res.status, text, type, json: type.startsWith("application/json") ? JSON.parse(text) : undefined };
@@ -258,7 +280,10 @@ async function recorded(sim: SimProcess, stream: EventStream, steps: () => Promi
 }
 
 /** Start a simulator process (`setup` run on it first), log in and open its event stream. */
-async function openSim(env: Record<string, string>, setup: (sim: SimProcess) => Promise<void> = async () => undefined): Promise<{ sim: SimProcess; token: string; stream: EventStream }> {
+async function openSim(
+	env: Record<string, string>,
+	setup: (sim: SimProcess) => Promise<void> = async () => undefined,
+): Promise<{ sim: SimProcess; token: string; stream: EventStream }> {
 	const sim = await SimProcess.start(entry, env);
 	await setup(sim);
 	const token = await login(sim.url);
@@ -302,14 +327,21 @@ describeWithCaptures("salt-api simulator vs the Salt 3006 captures: answers and 
 		const r = await low({ client: "local_async", ...chunk });
 		expect(r.status).toBe(200);
 		const jid = r.json.return[0].jid as string;
-		await until(() => stream.count(e => e.tag.startsWith(`salt/job/${jid}/ret/`)) === rets || undefined, 10_000, `${rets} returns of ${jid}`);
+		await until(
+			() => stream.count(e => e.tag.startsWith(`salt/job/${jid}/ret/`)) === rets || undefined,
+			10_000,
+			`${rets} returns of ${jid}`,
+		);
 		return jid;
 	};
 
 	beforeAll(async () => {
-		({ sim, token, stream } = await openSim({ SIM_LOOP_MS: "3600000", SIM_TIMEOUT: "1", SIM_GATHER_JOB_TIMEOUT: "1", SIM_LATENCY_MS: "2,15" }, async p => {
-			for (const [path, text] of Object.entries(PATCHES)) await p.control("setFile", path, text);
-		}));
+		({ sim, token, stream } = await openSim(
+			{ SIM_LOOP_MS: "3600000", SIM_TIMEOUT: "1", SIM_GATHER_JOB_TIMEOUT: "1", SIM_LATENCY_MS: "2,15" },
+			async p => {
+				for (const [path, text] of Object.entries(PATCHES)) await p.control("setFile", path, text);
+			},
+		));
 	});
 	afterAll(() => closeSim(sim, stream));
 
@@ -319,7 +351,10 @@ describeWithCaptures("salt-api simulator vs the Salt 3006 captures: answers and 
 			["key_finger.json", { client: "wheel", fun: "key.finger", match: "*" }],
 			["manage_status.json", { client: "runner", fun: "manage.status" }],
 			["file_list.json", { client: "runner", fun: "fileserver.file_list" }],
-			["file_roots_read.json", { client: "wheel", fun: "file_roots.read", path: "patches/fix-motd.sls", saltenv: "base" }],
+			[
+				"file_roots_read.json",
+				{ client: "wheel", fun: "file_roots.read", path: "patches/fix-motd.sls", saltenv: "base" },
+			],
 			["local_async.json", { client: "local_async", tgt: "*", fun: "test.ping" }],
 		];
 		for (const [file, chunk] of cases) {
@@ -327,7 +362,9 @@ describeWithCaptures("salt-api simulator vs the Salt 3006 captures: answers and 
 			expect([file, r.status, shapeOf(r.json)]).toEqual([file, 200, shapeOf(capturedJson(file))]);
 		}
 		// The exact values that matter.
-		expect((await low({ client: "wheel", fun: "key.list_all" })).json.return[0].data.return).toEqual(capturedJson("key_list_all.json").return[0].data.return);
+		expect((await low({ client: "wheel", fun: "key.list_all" })).json.return[0].data.return).toEqual(
+			capturedJson("key_list_all.json").return[0].data.return,
+		);
 		expect((await low({ client: "runner", fun: "manage.status" })).json).toEqual(capturedJson("manage_status.json"));
 		const read = await low({ client: "wheel", fun: "file_roots.read", path: "patches/fix-motd.sls", saltenv: "base" });
 		expect(read.json.return[0].data.return).toEqual([]);
@@ -341,7 +378,13 @@ describeWithCaptures("salt-api simulator vs the Salt 3006 captures: answers and 
 		expectGrainsLike(grains.json, capturedJson("cache_grains.json"));
 
 		// GET /jobs/<jid> of a finished job (the capture's test.echo hi to web-01 and db-01).
-		const job = await low({ client: "local_async", tgt: ["web-01", "db-01"], tgt_type: "list", fun: "test.echo", arg: ["hi"] });
+		const job = await low({
+			client: "local_async",
+			tgt: ["web-01", "db-01"],
+			tgt_type: "list",
+			fun: "test.echo",
+			arg: ["hi"],
+		});
 		const jid = job.json.return[0].jid;
 		let jobReply: Reply | undefined;
 		for (const end = Date.now() + 10_000; Date.now() < end; ) {
@@ -350,13 +393,32 @@ describeWithCaptures("salt-api simulator vs the Salt 3006 captures: answers and 
 			await new Promise(r => setTimeout(r, 20));
 		}
 		expect(shapeOf(jobReply!.json)).toEqual(shapeOf(capturedJson("jobs_jid.json")));
-		expect(jobReply!.json.info[0]).toMatchObject({ Function: "test.echo", Arguments: ["hi"], Target: ["web-01", "db-01"], "Target-type": "list", User: "saltapi", Minions: ["db-01", "web-01"] });
+		expect(jobReply!.json.info[0]).toMatchObject({
+			Function: "test.echo",
+			Arguments: ["hi"],
+			Target: ["web-01", "db-01"],
+			"Target-type": "list",
+			User: "saltapi",
+			Minions: ["db-01", "web-01"],
+		});
 
 		// state.apply of the patch whose second and third steps fail, through `local` with full_return.
-		await sim.control("failPatch", "patches.broken-pkg", "*", { stepId: ["failing-step", "missing-file"], retcode: 1, stderr: "" });
-		const state = await low({ client: "local", tgt: "db-01", fun: "state.apply", kwarg: { mods: "patches.broken-pkg" }, full_return: true });
+		await sim.control("failPatch", "patches.broken-pkg", "*", {
+			stepId: ["failing-step", "missing-file"],
+			retcode: 1,
+			stderr: "",
+		});
+		const state = await low({
+			client: "local",
+			tgt: "db-01",
+			fun: "state.apply",
+			kwarg: { mods: "patches.broken-pkg" },
+			full_return: true,
+		});
 		expect(shapeOf(state.json)).toEqual(shapeOf(capturedJson("state_fail.json")));
-		expect(Object.keys(state.json.return[0]["db-01"].ret)).toEqual(Object.keys(capturedJson("state_fail.json").return[0]["db-01"].ret));
+		expect(Object.keys(state.json.return[0]["db-01"].ret)).toEqual(
+			Object.keys(capturedJson("state_fail.json").return[0]["db-01"].ret),
+		);
 		expect(Object.keys(state.json.return[0]["db-01"])).toEqual(["ret", "out", "retcode", "jid"]);
 		expect(state.json.return[0]["db-01"]).toMatchObject({ out: "highstate", retcode: 2 });
 	});
@@ -364,8 +426,16 @@ describeWithCaptures("salt-api simulator vs the Salt 3006 captures: answers and 
 	it("local: full_return gives false for a minion that did not return; no matching minion gives [{}] for local and local_async", async () => {
 		await sim.control("setDown", "web-02");
 		try {
-			const r = await low({ client: "local", tgt: ["web-01", "web-02"], tgt_type: "list", fun: "test.ping", full_return: true });
-			expect(r.json).toEqual({ return: [{ "web-01": { ret: true, retcode: 0, jid: expect.stringMatching(JID) }, "web-02": false }] });
+			const r = await low({
+				client: "local",
+				tgt: ["web-01", "web-02"],
+				tgt_type: "list",
+				fun: "test.ping",
+				full_return: true,
+			});
+			expect(r.json).toEqual({
+				return: [{ "web-01": { ret: true, retcode: 0, jid: expect.stringMatching(JID) }, "web-02": false }],
+			});
 		} finally {
 			await sim.control("setUp", "web-02");
 		}
@@ -391,11 +461,18 @@ describeWithCaptures("salt-api simulator vs the Salt 3006 captures: answers and 
 	});
 
 	it("events2: local_async runs (test.ping, cmd.run with kwargs, a failing state.apply, metadata, a missing sls) and a loop with nothing changed", async () => {
-		await sim.control("failPatch", "patches.broken-pkg", "*", { stepId: ["failing-step", "missing-file"], retcode: 1, stderr: "" });
+		await sim.control("failPatch", "patches.broken-pkg", "*", {
+			stepId: ["failing-step", "missing-file"],
+			retcode: 1,
+			stderr: "",
+		});
 		const got = await recorded(sim, stream, async () => {
 			await asyncJob({ tgt: ["web-01"], tgt_type: "list", fun: "test.ping" }, 1);
 			await asyncJob({ tgt: ["web-01"], tgt_type: "list", fun: "cmd.run", kwarg: { cmd: "echo hello" } }, 1);
-			await asyncJob({ tgt: ["db-01"], tgt_type: "list", fun: "state.apply", kwarg: { mods: "patches.broken-pkg" } }, 1);
+			await asyncJob(
+				{ tgt: ["db-01"], tgt_type: "list", fun: "state.apply", kwarg: { mods: "patches.broken-pkg" } },
+				1,
+			);
 			await asyncJob({ tgt: ["web-02"], tgt_type: "list", fun: "test.ping", metadata: { fleet_ctl_run: "run123" } }, 1);
 			await low({ client: "runner", fun: "jobs.list_jobs", kwarg: { search_metadata: { fleet_ctl_run: "run123" } } });
 			await asyncJob({ tgt: ["db-01"], tgt_type: "list", fun: "state.apply", arg: ["patches.does-not-exist"] }, 1);
@@ -407,7 +484,9 @@ describeWithCaptures("salt-api simulator vs the Salt 3006 captures: answers and 
 		// Return events carry kwargs without __kwarg__; the /new event keeps it.
 		const cmd = got.find(e => /\/ret\//.test(e.tag) && e.data.fun === "cmd.run")!;
 		expect(cmd.data.fun_args).toEqual([{ cmd: "echo hello" }]);
-		expect(got.find(e => /\/new$/.test(e.tag) && e.data.fun === "cmd.run")!.data.arg).toEqual([{ __kwarg__: true, cmd: "echo hello" }]);
+		expect(got.find(e => /\/new$/.test(e.tag) && e.data.fun === "cmd.run")!.data.arg).toEqual([
+			{ __kwarg__: true, cmd: "echo hello" },
+		]);
 		await sim.control("clearPatchFailures");
 	});
 
@@ -423,7 +502,12 @@ describeWithCaptures("salt-api simulator vs the Salt 3006 captures: answers and 
 		// The capture stops in the middle of a third run.
 		const want = captured("events3.txt").slice(0, -3);
 		expect(got.map(norm)).toEqual(want.map(norm));
-		expect(got.filter(e => /\/new$/.test(e.tag)).map(e => e.data.fun)).toEqual(["test.ping", "saltutil.find_job", "test.ping", "saltutil.find_job"]);
+		expect(got.filter(e => /\/new$/.test(e.tag)).map(e => e.data.fun)).toEqual([
+			"test.ping",
+			"saltutil.find_job",
+			"test.ping",
+			"saltutil.find_job",
+		]);
 		// Started again: announced at once by its start (auth first), the presence change only at the next loop.
 		const back = await recorded(sim, stream, async () => {
 			await sim.control("setUp", "web-02");
@@ -446,12 +530,23 @@ describeWithCaptures("salt-api simulator vs the Salt 3006 captures: answers and 
 
 	it("events5: salt-call event.send of a custom tag (its auth, the pillar refresh, __pub_* keys, its return), then the API reads", async () => {
 		const got = await recorded(sim, stream, async () => {
-			await sim.control("fireMinionEvent", "web-01", "ctl/vnc/connect", { hostname: "spoofed-name", status: "disconnected" });
+			await sim.control("fireMinionEvent", "web-01", "ctl/vnc/connect", {
+				hostname: "spoofed-name",
+				status: "disconnected",
+			});
 			await stream.wait(e => e.tag.endsWith("/ret/web-01") && e.data.fun === "event.send", "the salt-call return");
 		});
 		const want = captured("events5.txt");
 		expect(got.map(norm)).toEqual(want.filter(e => !isApiCall(e)).map(norm));
-		expect(got.find(e => e.tag === "ctl/vnc/connect")!.data).toEqual({ ...want.find(e => e.tag === "ctl/vnc/connect")!.data, data: { ...want.find(e => e.tag === "ctl/vnc/connect")!.data.data, __pub_pid: expect.any(Number), __pub_jid: expect.stringMatching(JID) }, _stamp: expect.stringMatching(STAMP) });
+		expect(got.find(e => e.tag === "ctl/vnc/connect")!.data).toEqual({
+			...want.find(e => e.tag === "ctl/vnc/connect")!.data,
+			data: {
+				...want.find(e => e.tag === "ctl/vnc/connect")!.data.data,
+				__pub_pid: expect.any(Number),
+				__pub_jid: expect.stringMatching(JID),
+			},
+			_stamp: expect.stringMatching(STAMP),
+		});
 		// The reads fleet-ctl made on the auth event.
 		const reads = await recorded(sim, stream, async () => {
 			await low({ client: "wheel", fun: "key.finger", match: "web-01" });
@@ -469,21 +564,40 @@ describeWithCaptures("salt-api simulator vs the Salt 3006 captures: answers and 
 			await low({ client: "runner", fun: "cache.grains", tgt: ["web-02"], tgt_type: "list" });
 			await sim.control("firePresence");
 			await sim.control("firePresence");
-			const jid = await asyncJob({ tgt: ["db-01", "web-01", "web-02"], tgt_type: "list", fun: "cmd.run", kwarg: { cmd: "echo task-ran-$(date +%s)" }, metadata: { fleet_ctl_run: "6b053f508af65ed7d36d174c", fleet_ctl_task: "6b053eac8af65ed7d36d1740" } }, 2);
+			const jid = await asyncJob(
+				{
+					tgt: ["db-01", "web-01", "web-02"],
+					tgt_type: "list",
+					fun: "cmd.run",
+					kwarg: { cmd: "echo task-ran-$(date +%s)" },
+					metadata: { fleet_ctl_run: "6b053f508af65ed7d36d174c", fleet_ctl_task: "6b053eac8af65ed7d36d1740" },
+				},
+				2,
+			);
 			await low({ client: "runner", fun: "jobs.list_job", jid });
 			await low({ client: "wheel", fun: "key.finger", match: "web-02" });
 			await low({ client: "runner", fun: "jobs.list_job", jid });
 		});
 		expect(got.map(norm)).toEqual(captured("events6.txt").map(norm));
 		const keys = (await low({ client: "wheel", fun: "key.list_all" })).json.return[0].data.return;
-		expect({ minions: keys.minions, denied: keys.minions_denied }).toEqual({ minions: ["db-01", "web-01", "web-02"], denied: ["web-02"] });
-		expect(got.find(e => e.tag.startsWith("salt/wheel/") && e.data.return)!.data.return.minions_denied).toEqual({ "web-02": fresh });
+		expect({ minions: keys.minions, denied: keys.minions_denied }).toEqual({
+			minions: ["db-01", "web-01", "web-02"],
+			denied: ["web-02"],
+		});
+		expect(got.find(e => e.tag.startsWith("salt/wheel/") && e.data.return)!.data.return.minions_denied).toEqual({
+			"web-02": fresh,
+		});
 		// The old key back on the minion, the denied one removed: it starts again.
 		const back = await recorded(sim, stream, async () => {
 			await sim.control("restoreOldKey", "web-02");
 			await sim.control("firePresence");
 		});
-		expect(back.map(e => e.tag)).toEqual(["salt/auth", "salt/minion/web-02/start", "salt/presence/change", "salt/presence/present"]);
+		expect(back.map(e => e.tag)).toEqual([
+			"salt/auth",
+			"salt/minion/web-02/start",
+			"salt/presence/change",
+			"salt/presence/present",
+		]);
 		expect(back[0].data).toMatchObject({ result: true, act: "accept", id: "web-02" });
 		expect((await low({ client: "wheel", fun: "key.list_all" })).json.return[0].data.return.minions_denied).toEqual([]);
 	});
@@ -491,119 +605,186 @@ describeWithCaptures("salt-api simulator vs the Salt 3006 captures: answers and 
 	it("manage.present and manage.alived publish nothing; manage.status pings every minion", async () => {
 		await sim.control("resetExecutions");
 		const got = await recorded(sim, stream, async () => {
-			expect((await low({ client: "runner", fun: "manage.present" })).json.return[0]).toEqual(["db-01", "web-01", "web-02"]);
-			expect((await low({ client: "runner", fun: "manage.alived" })).json.return[0]).toEqual(["db-01", "web-01", "web-02"]);
+			expect((await low({ client: "runner", fun: "manage.present" })).json.return[0]).toEqual([
+				"db-01",
+				"web-01",
+				"web-02",
+			]);
+			expect((await low({ client: "runner", fun: "manage.alived" })).json.return[0]).toEqual([
+				"db-01",
+				"web-01",
+				"web-02",
+			]);
 		});
 		expect(await sim.control("executions")).toEqual([]);
 		expect(got.filter(e => /^salt\/job\//.test(e.tag))).toEqual([]);
 		await low({ client: "runner", fun: "manage.status" });
-		expect((await sim.control<{ id: string; fun: string }[]>("executions")).map(e => `${e.fun} ${e.id}`).sort()).toEqual(["test.ping db-01", "test.ping web-01", "test.ping web-02"]);
+		expect(
+			(await sim.control<{ id: string; fun: string }[]>("executions")).map(e => `${e.fun} ${e.id}`).sort(),
+		).toEqual(["test.ping db-01", "test.ping web-01", "test.ping web-02"]);
 	});
 });
 
-describeWithCaptures("salt-api simulator vs the Salt 3006 captures: a master restart and a master down (events7)", () => {
-	const LOOP = 400;
-	const DELAY = 150;
-	const DOWN = 300;
-	let sim: SimProcess;
-	let token = "";
-	beforeAll(async () => {
-		sim = await SimProcess.start(entry, {
-			SIM_LOOP_MS: String(LOOP),
-			SIM_RESTART_PRESENT_DELAY_MS: String(DELAY),
-			SIM_MASTER_DOWN_MS: String(DOWN),
-			SIM_MASTER_REQ_TIMEOUT_MS: "20000",
-			SIM_TIMEOUT: "1",
-			SIM_GATHER_JOB_TIMEOUT: "1",
-			SIM_LATENCY_MS: "2,15",
+describeWithCaptures(
+	"salt-api simulator vs the Salt 3006 captures: a master restart and a master down (events7)",
+	() => {
+		const LOOP = 400;
+		const DELAY = 150;
+		const DOWN = 300;
+		let sim: SimProcess;
+		let token = "";
+		beforeAll(async () => {
+			sim = await SimProcess.start(entry, {
+				SIM_LOOP_MS: String(LOOP),
+				SIM_RESTART_PRESENT_DELAY_MS: String(DELAY),
+				SIM_MASTER_DOWN_MS: String(DOWN),
+				SIM_MASTER_REQ_TIMEOUT_MS: "20000",
+				SIM_TIMEOUT: "1",
+				SIM_GATHER_JOB_TIMEOUT: "1",
+				SIM_LATENCY_MS: "2,15",
+			});
+			token = await login(sim.url);
 		});
-		token = await login(sim.url);
-	});
-	afterAll(() => sim?.stop());
+		afterAll(() => sim?.stop());
 
-	it("keeps the stream open; the first event after the start is an empty presence list, the true list one loop later; minions authenticate again at the first publication", async () => {
-		const want = captured("events7.txt");
-		const stream = await EventStream.open(`${sim.url}/events?token=${token}`, { unwrap: true });
-		try {
-			await until(() => stream.raw.startsWith("retry: 400\n") || undefined, 5000, "the event stream");
-			// A job of before the restart: its list_job after it (Arguments keep __kwarg__, Metadata, Result).
-			const before = await call(sim.url, "/", { token, body: { client: "local_async", tgt: IDS, tgt_type: "list", fun: "cmd.run", kwarg: { cmd: "echo task-ran-$(date +%s)" }, metadata: { fleet_ctl_run: "a", fleet_ctl_task: "b" } } });
-			const oldJid = before.json.return[0].jid;
-			// Every return of it first: a return still on its way would land after the restart (a minion's
-			// req channel retries it, in real Salt as here), ahead of the presence event this test is about.
-			await until(() => stream.count(e => e.tag.startsWith(`salt/job/${oldJid}/ret/`)) === IDS.length || undefined, 5000, "the returns of the job");
-			const mark = stream.events.length;
-			const sentAt = Date.now();
-			await sim.control("restartMaster", { downMs: 100 });
-			// Nothing else first: the empty list, then (one loop later) the change and the full list.
-			const firstPresent = await stream.wait((e: Ev) => stream.events.indexOf(e) >= mark && e.tag === "salt/presence/present", "the first loop after the start");
-			// Not before the master's start (100 ms down) plus restartPresentDelayMs.
-			expect(Date.now() - sentAt).toBeGreaterThanOrEqual(100 + DELAY - 5);
-			expect(stream.events.slice(mark, stream.events.indexOf(firstPresent) + 1).map(e => e.tag)).toEqual(["salt/presence/present"]);
-			await until(() => stream.events.slice(mark).filter(isPresence).length >= 3 || undefined, 5000, "the true list");
-			const stampMs = (e: Ev) => Date.parse(`${e.data._stamp}Z`);
-			const [, change] = stream.events.slice(mark).filter(isPresence);
-			// One loop later, by the master's own clock.
-			expect(stampMs(change) - stampMs(firstPresent)).toBeGreaterThanOrEqual(LOOP - 5);
-			expect(stream.events.slice(mark).filter(isPresence).slice(0, 3).map(norm)).toEqual(want.filter(isPresence).slice(0, 3).map(norm));
-			expect(stream.events.slice(mark).filter(isPresence)[0].data.present).toEqual([]);
-			expect(stream.closed).toBe(false);
-			// list_job of the job of before the restart.
-			const listed = await call(sim.url, "/", { token, body: { client: "runner", fun: "jobs.list_job", jid: oldJid } });
-			expect(shapeOf(listed.json.return[0])).toEqual(shapeOf(want[1].data.return));
-			// The first publication after the restart: every minion authenticates again (salt/auth), then returns.
-			const from = stream.events.length;
-			const r = await call(sim.url, "/", { token, body: { client: "local_async", tgt: ["db-01", "web-01", "web-02"], tgt_type: "list", fun: "cmd.run", kwarg: { cmd: "echo task-ran-$(date +%s)" }, metadata: { fleet_ctl_run: "c", fleet_ctl_task: "b" } } });
-			const jid = r.json.return[0].jid;
-			await until(() => stream.count(e => e.tag.startsWith(`salt/job/${jid}/ret/`)) === 3 || undefined, 5000, "the returns");
-			const got = stream.events.slice(from).filter(e => !isPresence(e) && !isApiCall(e));
-			const firstJob = want.findIndex(e => JID.test(e.tag));
-			const wantRun = want.slice(firstJob).filter(e => !isApiCall(e) && !isPresence(e)).slice(0, 8);
-			expect(got.map(norm)).toEqual(wantRun.map(norm));
-			expect(got.filter(e => e.tag === "salt/auth").map(e => e.data.id).sort()).toEqual(["db-01", "web-01", "web-02"]);
-			// No minion restarted.
-			expect(stream.events.slice(mark).filter(e => /^salt\/minion\//.test(e.tag))).toEqual([]);
-		} finally {
-			stream.close();
-		}
-	});
+		it("keeps the stream open; the first event after the start is an empty presence list, the true list one loop later; minions authenticate again at the first publication", async () => {
+			const want = captured("events7.txt");
+			const stream = await EventStream.open(`${sim.url}/events?token=${token}`, { unwrap: true });
+			try {
+				await until(() => stream.raw.startsWith("retry: 400\n") || undefined, 5000, "the event stream");
+				// A job of before the restart: its list_job after it (Arguments keep __kwarg__, Metadata, Result).
+				const before = await call(sim.url, "/", {
+					token,
+					body: {
+						client: "local_async",
+						tgt: IDS,
+						tgt_type: "list",
+						fun: "cmd.run",
+						kwarg: { cmd: "echo task-ran-$(date +%s)" },
+						metadata: { fleet_ctl_run: "a", fleet_ctl_task: "b" },
+					},
+				});
+				const oldJid = before.json.return[0].jid;
+				// Every return of it first: a return still on its way would land after the restart (a minion's
+				// req channel retries it, in real Salt as here), ahead of the presence event this test is about.
+				await until(
+					() => stream.count(e => e.tag.startsWith(`salt/job/${oldJid}/ret/`)) === IDS.length || undefined,
+					5000,
+					"the returns of the job",
+				);
+				const mark = stream.events.length;
+				const sentAt = Date.now();
+				await sim.control("restartMaster", { downMs: 100 });
+				// Nothing else first: the empty list, then (one loop later) the change and the full list.
+				const firstPresent = await stream.wait(
+					(e: Ev) => stream.events.indexOf(e) >= mark && e.tag === "salt/presence/present",
+					"the first loop after the start",
+				);
+				// Not before the master's start (100 ms down) plus restartPresentDelayMs.
+				expect(Date.now() - sentAt).toBeGreaterThanOrEqual(100 + DELAY - 5);
+				expect(stream.events.slice(mark, stream.events.indexOf(firstPresent) + 1).map(e => e.tag)).toEqual([
+					"salt/presence/present",
+				]);
+				await until(() => stream.events.slice(mark).filter(isPresence).length >= 3 || undefined, 5000, "the true list");
+				const stampMs = (e: Ev) => Date.parse(`${e.data._stamp}Z`);
+				const [, change] = stream.events.slice(mark).filter(isPresence);
+				// One loop later, by the master's own clock.
+				expect(stampMs(change) - stampMs(firstPresent)).toBeGreaterThanOrEqual(LOOP - 5);
+				expect(stream.events.slice(mark).filter(isPresence).slice(0, 3).map(norm)).toEqual(
+					want.filter(isPresence).slice(0, 3).map(norm),
+				);
+				expect(stream.events.slice(mark).filter(isPresence)[0].data.present).toEqual([]);
+				expect(stream.closed).toBe(false);
+				// list_job of the job of before the restart.
+				const listed = await call(sim.url, "/", {
+					token,
+					body: { client: "runner", fun: "jobs.list_job", jid: oldJid },
+				});
+				expect(shapeOf(listed.json.return[0])).toEqual(shapeOf(want[1].data.return));
+				// The first publication after the restart: every minion authenticates again (salt/auth), then returns.
+				const from = stream.events.length;
+				const r = await call(sim.url, "/", {
+					token,
+					body: {
+						client: "local_async",
+						tgt: ["db-01", "web-01", "web-02"],
+						tgt_type: "list",
+						fun: "cmd.run",
+						kwarg: { cmd: "echo task-ran-$(date +%s)" },
+						metadata: { fleet_ctl_run: "c", fleet_ctl_task: "b" },
+					},
+				});
+				const jid = r.json.return[0].jid;
+				await until(
+					() => stream.count(e => e.tag.startsWith(`salt/job/${jid}/ret/`)) === 3 || undefined,
+					5000,
+					"the returns",
+				);
+				const got = stream.events.slice(from).filter(e => !isPresence(e) && !isApiCall(e));
+				const firstJob = want.findIndex(e => JID.test(e.tag));
+				const wantRun = want
+					.slice(firstJob)
+					.filter(e => !isApiCall(e) && !isPresence(e))
+					.slice(0, 8);
+				expect(got.map(norm)).toEqual(wantRun.map(norm));
+				expect(
+					got
+						.filter(e => e.tag === "salt/auth")
+						.map(e => e.data.id)
+						.sort(),
+				).toEqual(["db-01", "web-01", "web-02"]);
+				// No minion restarted.
+				expect(stream.events.slice(mark).filter(e => /^salt\/minion\//.test(e.tag))).toEqual([]);
+			} finally {
+				stream.close();
+			}
+		});
 
-	it("while the master is down salt-api answers local calls 500 (its generic JSON) after a while, local_async later; a login and a wheel call wait for the master", async () => {
-		await sim.control("goDown", "master-down");
-		try {
-			// A login sent now waits for the master (its token is minted by the master).
-			let loginAnsweredAt = 0;
-			const pending = call(sim.url, "/login", { body: { username: "saltapi", password: "saltapi", eauth: "pam" } }).then(r => {
-				loginAnsweredAt = Date.now();
-				return r;
-			});
-			const t0 = Date.now();
-			const r = await call(sim.url, "/", { token, body: { client: "local", tgt: "*", fun: "test.ping" } });
-			expect({ status: r.status, type: r.type, body: r.text }).toEqual({ status: 500, type: "application/json", body: '{"status": 500, "return": "An unexpected error occurred"}' });
-			expect(Date.now() - t0).toBeGreaterThanOrEqual(DOWN - 20);
-			// A wheel call is held until the master is back (master_down_timings.md: key.list_all answered 200 then).
-			let wheelAnsweredAt = 0;
-			const wheel = call(sim.url, "/", { token, body: { client: "wheel", fun: "key.list_all" } }).then(w => {
-				wheelAnsweredAt = Date.now();
-				return w;
-			});
-			// A local_async call fails too, later (15 s against 5 s on the real master: three times as long).
-			const t1 = Date.now();
-			expect((await call(sim.url, "/", { token, body: { client: "local_async", tgt: "*", fun: "test.ping" } })).status).toBe(500);
-			expect(Date.now() - t1).toBeGreaterThanOrEqual(3 * DOWN - 20);
-			// The login and the wheel call are still waiting, and are answered once the master is back.
-			expect([loginAnsweredAt, wheelAnsweredAt]).toEqual([0, 0]);
-			const backAt = Date.now();
-			await sim.control("comeBack");
-			expect((await pending).status).toBe(200);
-			const w = await wheel;
-			expect([w.status, shapeOf(w.json)]).toEqual([200, shapeOf(capturedJson("key_list_all.json"))]);
-			expect(Math.min(loginAnsweredAt, wheelAnsweredAt)).toBeGreaterThanOrEqual(backAt);
-		} finally {
-			await sim.control("comeBack");
-		}
-	});
-});
+		it("while the master is down salt-api answers local calls 500 (its generic JSON) after a while, local_async later; a login and a wheel call wait for the master", async () => {
+			await sim.control("goDown", "master-down");
+			try {
+				// A login sent now waits for the master (its token is minted by the master).
+				let loginAnsweredAt = 0;
+				const pending = call(sim.url, "/login", {
+					body: { username: "saltapi", password: "saltapi", eauth: "pam" },
+				}).then(r => {
+					loginAnsweredAt = Date.now();
+					return r;
+				});
+				const t0 = Date.now();
+				const r = await call(sim.url, "/", { token, body: { client: "local", tgt: "*", fun: "test.ping" } });
+				expect({ status: r.status, type: r.type, body: r.text }).toEqual({
+					status: 500,
+					type: "application/json",
+					body: '{"status": 500, "return": "An unexpected error occurred"}',
+				});
+				expect(Date.now() - t0).toBeGreaterThanOrEqual(DOWN - 20);
+				// A wheel call is held until the master is back (master_down_timings.md: key.list_all answered 200 then).
+				let wheelAnsweredAt = 0;
+				const wheel = call(sim.url, "/", { token, body: { client: "wheel", fun: "key.list_all" } }).then(w => {
+					wheelAnsweredAt = Date.now();
+					return w;
+				});
+				// A local_async call fails too, later (15 s against 5 s on the real master: three times as long).
+				const t1 = Date.now();
+				expect(
+					(await call(sim.url, "/", { token, body: { client: "local_async", tgt: "*", fun: "test.ping" } })).status,
+				).toBe(500);
+				expect(Date.now() - t1).toBeGreaterThanOrEqual(3 * DOWN - 20);
+				// The login and the wheel call are still waiting, and are answered once the master is back.
+				expect([loginAnsweredAt, wheelAnsweredAt]).toEqual([0, 0]);
+				const backAt = Date.now();
+				await sim.control("comeBack");
+				expect((await pending).status).toBe(200);
+				const w = await wheel;
+				expect([w.status, shapeOf(w.json)]).toEqual([200, shapeOf(capturedJson("key_list_all.json"))]);
+				expect(Math.min(loginAnsweredAt, wheelAnsweredAt)).toBeGreaterThanOrEqual(backAt);
+			} finally {
+				await sim.control("comeBack");
+			}
+		});
+	},
+);
 
 // ------------------------------------------------------------------ the second run (more-2026-11-29)
 
@@ -617,7 +798,9 @@ function statusShape(s: Record<string, any>): Shape {
 	return {
 		keys: Object.keys(s).sort(),
 		cpuinfo: shapeOf(s.cpuinfo),
-		cpustats: shapeOf(Object.fromEntries(Object.entries(s.cpustats).map(([k, v]) => [k.replace(/^cpu\d+$/, "cpuN"), v]))),
+		cpustats: shapeOf(
+			Object.fromEntries(Object.entries(s.cpustats).map(([k, v]) => [k.replace(/^cpu\d+$/, "cpuN"), v])),
+		),
 		diskstats: rows(s.diskstats),
 		diskusage: rows(s.diskusage),
 		loadavg: shapeOf(s.loadavg),
@@ -631,9 +814,11 @@ function statusShape(s: Record<string, any>): Shape {
 }
 
 /** The second run's grains of each minion (cache_grains_custom.json), to give the simulator's. */
-const capturedGrains = () => capturedJson(more("cache_grains_custom.json")).return[0] as Record<string, Record<string, unknown>>;
+const capturedGrains = () =>
+	capturedJson(more("cache_grains_custom.json")).return[0] as Record<string, Record<string, unknown>>;
 /** Their custom grains only. */
-const customGrains = (id: string) => Object.fromEntries(Object.entries(capturedGrains()[id]).filter(([k]) => CUSTOM_GRAINS.has(k)));
+const customGrains = (id: string) =>
+	Object.fromEntries(Object.entries(capturedGrains()[id]).filter(([k]) => CUSTOM_GRAINS.has(k)));
 
 describeWithCaptures("salt-api simulator vs the 2026-11-29 captures: answers and event sequences", () => {
 	let sim: SimProcess;
@@ -644,17 +829,33 @@ describeWithCaptures("salt-api simulator vs the 2026-11-29 captures: answers and
 	/** A CLI job and all its returns. */
 	const cli = async (tgt: unknown, fun: string, arg: unknown[], tgtType: string) => {
 		const pub = await sim.control<{ jid: string; minions: string[] }>("cliJob", tgt, fun, arg, { tgtType });
-		await until(() => stream.count(e => e.tag.startsWith(`salt/job/${pub.jid}/ret/`)) === pub.minions.length || undefined, 10_000, `the returns of ${fun}`);
+		await until(
+			() => stream.count(e => e.tag.startsWith(`salt/job/${pub.jid}/ret/`)) === pub.minions.length || undefined,
+			10_000,
+			`the returns of ${fun}`,
+		);
 	};
 
 	beforeAll(async () => {
-		({ sim, token, stream } = await openSim({ SIM_LOOP_MS: "3600000", SIM_TIMEOUT: "1", SIM_GATHER_JOB_TIMEOUT: "1", SIM_LATENCY_MS: "2,15" }, async p => {
-			// The captured master: its states, nodegroups and grains (core and custom, so that targets select what
-			// they selected on the real master).
-			for (const f of ["common.sls", "rollfail.sls", "rollfail1.sls", "top-level.sls", "top.sls", "patches/fail-second.sls", "patches/fix-motd.sls"]) await p.control("setFile", f, readFileSync(join(REF, MORE, "states", f), "utf8"));
-			await p.control("setNodegroups", capturedJson(more("nodegroup_matching.json")).master_nodegroups);
-			for (const [id, g] of Object.entries(capturedGrains())) await p.control("setGrains", id, g, { replace: true });
-		}));
+		({ sim, token, stream } = await openSim(
+			{ SIM_LOOP_MS: "3600000", SIM_TIMEOUT: "1", SIM_GATHER_JOB_TIMEOUT: "1", SIM_LATENCY_MS: "2,15" },
+			async p => {
+				// The captured master: its states, nodegroups and grains (core and custom, so that targets select what
+				// they selected on the real master).
+				for (const f of [
+					"common.sls",
+					"rollfail.sls",
+					"rollfail1.sls",
+					"top-level.sls",
+					"top.sls",
+					"patches/fail-second.sls",
+					"patches/fix-motd.sls",
+				])
+					await p.control("setFile", f, readFileSync(join(REF, MORE, "states", f), "utf8"));
+				await p.control("setNodegroups", capturedJson(more("nodegroup_matching.json")).master_nodegroups);
+				for (const [id, g] of Object.entries(capturedGrains())) await p.control("setGrains", id, g, { replace: true });
+			},
+		));
 	});
 	afterAll(() => closeSim(sim, stream));
 
@@ -664,22 +865,64 @@ describeWithCaptures("salt-api simulator vs the 2026-11-29 captures: answers and
 			const want = capturedJson(more(file));
 			expect([file, r.status, shapeOf(r.json)]).toEqual([file, 200, shapeOf(want)]);
 			// The same states (the Jinja rendered: the names hold the minion's id), each with the same result.
-			const states = (j: any) => Object.values(j.return[0] as Record<string, any>).map(m => [m.retcode, Object.entries(m.ret).map(([tag, st]: [string, any]) => [tag, st.result, st.__run_num__])]);
+			const states = (j: any) =>
+				Object.values(j.return[0] as Record<string, any>).map(m => [
+					m.retcode,
+					Object.entries(m.ret).map(([tag, st]: [string, any]) => [tag, st.result, st.__run_num__]),
+				]);
 			expect([file, states(r.json)]).toEqual([file, states(want)]);
 		};
-		const motdDiff = capturedJson(more("state_sls_id_fix.json")).return[0]["web-01"].ret["file_|-motd_|-/srv/fleet/managed/web-01/motd_|-managed"].changes;
-		await same("state_apply_test_conformant.json", { tgt: ["web-02"], tgt_type: "list", fun: "state.apply", kwarg: { test: true } });
+		const motdDiff = capturedJson(more("state_sls_id_fix.json")).return[0]["web-01"].ret[
+			"file_|-motd_|-/srv/fleet/managed/web-01/motd_|-managed"
+		].changes;
+		await same("state_apply_test_conformant.json", {
+			tgt: ["web-02"],
+			tgt_type: "list",
+			fun: "state.apply",
+			kwarg: { test: true },
+		});
 		await sim.control("setDrift", "web-01", "common", "motd", motdDiff);
-		await same("state_apply_test_drift.json", { tgt: ["web-01"], tgt_type: "list", fun: "state.apply", kwarg: { test: true } });
-		await same("state_sls_id_fix.json", { tgt: ["web-01"], tgt_type: "list", fun: "state.sls_id", arg: ["motd", "common"], kwarg: { queue: true } });
-		await same("state_apply_test_after_fix.json", { tgt: ["web-01"], tgt_type: "list", fun: "state.apply", kwarg: { test: true } });
+		await same("state_apply_test_drift.json", {
+			tgt: ["web-01"],
+			tgt_type: "list",
+			fun: "state.apply",
+			kwarg: { test: true },
+		});
+		await same("state_sls_id_fix.json", {
+			tgt: ["web-01"],
+			tgt_type: "list",
+			fun: "state.sls_id",
+			arg: ["motd", "common"],
+			kwarg: { queue: true },
+		});
+		await same("state_apply_test_after_fix.json", {
+			tgt: ["web-01"],
+			tgt_type: "list",
+			fun: "state.apply",
+			kwarg: { test: true },
+		});
 		// patches.fail-second with test=True: its file.exists is false (the file is missing), retcode 2.
 		await sim.control("failPatch", "patches.fail-second", ["web-01"], { stepId: "step-three" });
-		await same("state_apply_test_patch.json", { tgt: ["web-01"], tgt_type: "list", fun: "state.apply", kwarg: { mods: "patches.fail-second", test: true } });
+		await same("state_apply_test_patch.json", {
+			tgt: ["web-01"],
+			tgt_type: "list",
+			fun: "state.apply",
+			kwarg: { mods: "patches.fail-second", test: true },
+		});
 		// rollfail: `test "<id>" != "web-02"` passes on db-01 and exits 1 on web-02.
 		await sim.control("failPatch", "rollfail", ["web-02"], { retcode: 1, stderr: "", stdout: "" });
-		await same("state_apply_ok_cmd.json", { tgt: ["db-01"], tgt_type: "list", fun: "state.apply", kwarg: { mods: "rollfail" } });
-		await same("state_apply_fail_cmd_retcode2.json", { tgt: ["web-02"], tgt_type: "list", fun: "state.apply", kwarg: { mods: "rollfail" } });
+		await same("state_apply_ok_cmd.json", {
+			tgt: ["db-01"],
+			tgt_type: "list",
+			fun: "state.apply",
+			kwarg: { mods: "rollfail" },
+		});
+		await same("state_apply_fail_cmd_retcode2.json", {
+			tgt: ["web-02"],
+			tgt_type: "list",
+			fun: "state.apply",
+			kwarg: { mods: "rollfail" },
+		});
 		await sim.control("clearPatchFailures");
 	});
 
@@ -689,15 +932,46 @@ describeWithCaptures("salt-api simulator vs the 2026-11-29 captures: answers and
 			expect([file, r.status, shapeOf(r.json)]).toEqual([file, 200, shapeOf(capturedJson(more(file)))]);
 			return r.json;
 		};
-		expect((await same("local_cmd_run_exit3.json", { client: "local", tgt: ["web-01"], tgt_type: "list", fun: "cmd.run", arg: ["exit 3"], full_return: true })).return[0]["web-01"]).toMatchObject({ ret: "", retcode: 3 });
-		await same("local_full_return.json", { client: "local", tgt: ["web-01", "db-01"], tgt_type: "list", fun: "test.ping", full_return: true });
+		expect(
+			(
+				await same("local_cmd_run_exit3.json", {
+					client: "local",
+					tgt: ["web-01"],
+					tgt_type: "list",
+					fun: "cmd.run",
+					arg: ["exit 3"],
+					full_return: true,
+				})
+			).return[0]["web-01"],
+		).toMatchObject({ ret: "", retcode: 3 });
+		await same("local_full_return.json", {
+			client: "local",
+			tgt: ["web-01", "db-01"],
+			tgt_type: "list",
+			fun: "test.ping",
+			full_return: true,
+		});
 		await sim.control("setDown", "web-02");
 		try {
-			expect(await same("local_full_return_down.json", { client: "local", tgt: ["web-02"], tgt_type: "list", fun: "test.ping", full_return: true })).toEqual(capturedJson(more("local_full_return_down.json")));
+			expect(
+				await same("local_full_return_down.json", {
+					client: "local",
+					tgt: ["web-02"],
+					tgt_type: "list",
+					fun: "test.ping",
+					full_return: true,
+				}),
+			).toEqual(capturedJson(more("local_full_return_down.json")));
 		} finally {
 			await sim.control("setUp", "web-02");
 		}
-		const status = await low({ client: "local", tgt: ["web-01"], tgt_type: "list", fun: "status.all_status", full_return: true });
+		const status = await low({
+			client: "local",
+			tgt: ["web-01"],
+			tgt_type: "list",
+			fun: "status.all_status",
+			full_return: true,
+		});
 		const wantStatus = capturedJson(more("status_all_status.json")).return[0]["web-01"];
 		const gotStatus = status.json.return[0]["web-01"];
 		expect(shapeOf({ ...gotStatus, ret: null })).toEqual(shapeOf({ ...wantStatus, ret: null }));
@@ -708,7 +982,9 @@ describeWithCaptures("salt-api simulator vs the 2026-11-29 captures: answers and
 		// web-02 presents a new key: both key reads as captured.
 		await sim.control("presentNewKey", "web-02");
 		try {
-			expect((await same("key_list_all_conflict.json", { client: "wheel", fun: "key.list_all" })).return[0].data.return).toEqual(capturedJson(more("key_list_all_conflict.json")).return[0].data.return);
+			expect(
+				(await same("key_list_all_conflict.json", { client: "wheel", fun: "key.list_all" })).return[0].data.return,
+			).toEqual(capturedJson(more("key_list_all_conflict.json")).return[0].data.return);
 			await same("key_finger_conflict.json", { client: "wheel", fun: "key.finger", match: "*" });
 		} finally {
 			await sim.control("restoreOldKey", "web-02");
@@ -717,7 +993,10 @@ describeWithCaptures("salt-api simulator vs the 2026-11-29 captures: answers and
 	});
 
 	it("selects the minions the real master selected for each compound expression and nodegroup (compound_differential.json, nodegroup_matching.json)", async () => {
-		const rows = [...capturedJson(more("compound_differential.json")).results, ...capturedJson(more("nodegroup_matching.json")).results] as { expr: string; master_preview: string[]; salt_msg: string }[];
+		const rows = [
+			...capturedJson(more("compound_differential.json")).results,
+			...capturedJson(more("nodegroup_matching.json")).results,
+		] as { expr: string; master_preview: string[]; salt_msg: string }[];
 		const differ: unknown[] = [];
 		let returns = 0;
 		const from = stream.events.length;
@@ -725,11 +1004,17 @@ describeWithCaptures("salt-api simulator vs the 2026-11-29 captures: answers and
 			const r = await low({ client: "local_async", tgt: row.expr, tgt_type: "compound", fun: "test.ping" });
 			const got = r.status === 200 && r.json.return[0].minions ? [...r.json.return[0].minions].sort() : [];
 			returns += got.length;
-			if (JSON.stringify(got) !== JSON.stringify([...row.master_preview].sort())) differ.push({ expr: row.expr, sim: got, status: r.status, master: row.master_preview });
+			if (JSON.stringify(got) !== JSON.stringify([...row.master_preview].sort()))
+				differ.push({ expr: row.expr, sim: got, status: r.status, master: row.master_preview });
 		}
 		expect(differ).toEqual([]);
 		// Every return in before the next scenario records the stream.
-		await until(() => stream.events.slice(from).filter(e => /^salt\/job\/\d{20}\/ret\//.test(e.tag)).length >= returns || undefined, 10_000, "the returns");
+		await until(
+			() =>
+				stream.events.slice(from).filter(e => /^salt\/job\/\d{20}\/ret\//.test(e.tag)).length >= returns || undefined,
+			10_000,
+			"the returns",
+		);
 	});
 
 	it("replays the CLI jobs (events_cli_jobs.txt: -C, -L, a glob, -G, -N published as compound, --async) and a --static run published twice (events_cli_static_batch.txt)", async () => {
@@ -743,12 +1028,29 @@ describeWithCaptures("salt-api simulator vs the 2026-11-29 captures: answers and
 		});
 		const want = captured(more("events_cli_jobs.txt"));
 		expect(got.map(norm)).toEqual(want.map(norm));
-		const news = (evs: Ev[]) => evs.filter(e => /\/new$/.test(e.tag)).map(e => [e.data.tgt_type, e.data.tgt, e.data.fun, e.data.arg]);
+		const news = (evs: Ev[]) =>
+			evs.filter(e => /\/new$/.test(e.tag)).map(e => [e.data.tgt_type, e.data.tgt, e.data.fun, e.data.arg]);
 		expect(news(got)).toEqual(news(want));
-		expect(got.filter(e => /\/ret\//.test(e.tag) && e.data.fun === "grains.get").map(e => [e.data.id, e.data.return]).sort()).toEqual(want.filter(e => /\/ret\//.test(e.tag) && e.data.fun === "grains.get").map(e => [e.data.id, e.data.return]).sort());
+		expect(
+			got
+				.filter(e => /\/ret\//.test(e.tag) && e.data.fun === "grains.get")
+				.map(e => [e.data.id, e.data.return])
+				.sort(),
+		).toEqual(
+			want
+				.filter(e => /\/ret\//.test(e.tag) && e.data.fun === "grains.get")
+				.map(e => [e.data.id, e.data.return])
+				.sort(),
+		);
 		const batch = await recorded(sim, stream, async () => {
-			const run = await sim.control<{ jid: string }>("cliStaticJob", "web-01", "test.ping", [], { tgtType: "compound" });
-			await until(() => stream.count(e => e.tag === `salt/job/${run.jid}/ret/web-01`) === 1 || undefined, 10_000, "the run's return");
+			const run = await sim.control<{ jid: string }>("cliStaticJob", "web-01", "test.ping", [], {
+				tgtType: "compound",
+			});
+			await until(
+				() => stream.count(e => e.tag === `salt/job/${run.jid}/ret/web-01`) === 1 || undefined,
+				10_000,
+				"the run's return",
+			);
 		});
 		const wantBatch = captured(more("events_cli_static_batch.txt"));
 		expect(batch.map(norm)).toEqual(wantBatch.map(norm));
@@ -807,55 +1109,77 @@ describeWithCaptures("salt-api simulator vs the 2026-11-29 captures: answers and
 		const acceptAt = wantOnce.findIndex(e => e.tag === "salt/auth" && e.data.act === "accept");
 		wantOnce.splice(acceptAt + 1, 0, start);
 		expect(apiFree(got).map(norm)).toEqual(wantOnce.map(norm));
-		expect(apiFree(got).filter(e => e.tag === "salt/presence/change").map(e => [e.data.new, e.data.lost])).toEqual([
+		expect(
+			apiFree(got)
+				.filter(e => e.tag === "salt/presence/change")
+				.map(e => [e.data.new, e.data.lost]),
+		).toEqual([
 			[[], ["db-01"]],
 			[["db-01"], []],
 		]);
 	});
 });
 
-describeWithCaptures("salt-api simulator vs the 2026-11-29 captures: master restarts after 20 s and after 3.5 min", () => {
-	const LOOP = 4000;
-	const DELAY = 100;
-	const LONG = 600;
-	let sim: SimProcess;
-	let token = "";
-	let stream: EventStream;
-	beforeAll(async () => {
-		({ sim, token, stream } = await openSim({
-			SIM_LOOP_MS: String(LOOP),
-			SIM_RESTART_PRESENT_DELAY_MS: String(DELAY),
-			SIM_LONG_OUTAGE_MS: String(LONG),
-			SIM_MASTER_DOWN_MS: "300",
-			SIM_TIMEOUT: "1",
-			SIM_GATHER_JOB_TIMEOUT: "1",
-			SIM_LATENCY_MS: "2,15",
-		}));
-	});
-	afterAll(() => closeSim(sim, stream));
-	const local = (tgt: string[]) => call(sim.url, "/", { token, body: { client: "local", tgt, tgt_type: "list", fun: "test.ping" } });
+describeWithCaptures(
+	"salt-api simulator vs the 2026-11-29 captures: master restarts after 20 s and after 3.5 min",
+	() => {
+		const LOOP = 4000;
+		const DELAY = 100;
+		const LONG = 600;
+		let sim: SimProcess;
+		let token = "";
+		let stream: EventStream;
+		beforeAll(async () => {
+			({ sim, token, stream } = await openSim({
+				SIM_LOOP_MS: String(LOOP),
+				SIM_RESTART_PRESENT_DELAY_MS: String(DELAY),
+				SIM_LONG_OUTAGE_MS: String(LONG),
+				SIM_MASTER_DOWN_MS: "300",
+				SIM_TIMEOUT: "1",
+				SIM_GATHER_JOB_TIMEOUT: "1",
+				SIM_LATENCY_MS: "2,15",
+			}));
+		});
+		afterAll(() => closeSim(sim, stream));
+		const local = (tgt: string[]) =>
+			call(sim.url, "/", { token, body: { client: "local", tgt, tgt_type: "list", fun: "test.ping" } });
 
-	it("a short outage: present [] first, the full list one loop later (events_master_restart_20s.txt)", async () => {
-		const mark = stream.events.length;
-		await sim.control("restartMaster", { downMs: 100 });
-		await until(() => stream.events.slice(mark).filter(isPresence).length >= 3 || undefined, 3 * LOOP, "two loops");
-		expect(stream.events.slice(mark).filter(isPresence).slice(0, 3).map(norm)).toEqual(captured(more("events_master_restart_20s.txt")).slice(0, 3).map(norm));
-		expect(stream.events.slice(mark).find(isPresence)!.data.present).toEqual([]);
-	});
+		it("a short outage: present [] first, the full list one loop later (events_master_restart_20s.txt)", async () => {
+			const mark = stream.events.length;
+			await sim.control("restartMaster", { downMs: 100 });
+			await until(() => stream.events.slice(mark).filter(isPresence).length >= 3 || undefined, 3 * LOOP, "two loops");
+			expect(stream.events.slice(mark).filter(isPresence).slice(0, 3).map(norm)).toEqual(
+				captured(more("events_master_restart_20s.txt")).slice(0, 3).map(norm),
+			);
+			expect(stream.events.slice(mark).find(isPresence)!.data.present).toEqual([]);
+		});
 
-	it("a long outage: the first loop already lists the minions back, one late minion misses a run (find_job, false) and is back one loop later (events_master_restart_3min.txt)", async () => {
-		const want = captured(more("events_master_restart_3min.txt"));
-		const mark = stream.events.length;
-		await sim.control("restartMaster", { downMs: LONG + 100, late: ["web-01"] });
-		await stream.wait((e: Ev) => stream.events.indexOf(e) >= mark && e.tag === "salt/presence/present", "the first loop");
-		// A local run to the late minion: find_job, then false with no jid.
-		expect((await local(["web-01"])).json).toEqual({ return: [{ "web-01": false }] });
-		await until(() => stream.events.slice(mark).filter(isPresence).length >= 4 || undefined, 2 * LOOP, "the next loop");
-		const r = await local(["web-01"]);
-		expect(r.json).toEqual({ return: [{ "web-01": true }] });
-		const got = stream.events.slice(mark);
-		const upToRet = (evs: Ev[]) => evs.slice(0, evs.findIndex(e => /\/ret\/web-01$/.test(e.tag)) + 1);
-		expect(upToRet(got).map(norm)).toEqual(upToRet(want).map(norm));
-		expect(got.filter(isPresence).slice(0, 4).map(e => e.data.new ?? e.data.present)).toEqual([["db-01", "web-02"], ["db-01", "web-02"], ["web-01"], ["db-01", "web-01", "web-02"]]);
-	});
-});
+		it("a long outage: the first loop already lists the minions back, one late minion misses a run (find_job, false) and is back one loop later (events_master_restart_3min.txt)", async () => {
+			const want = captured(more("events_master_restart_3min.txt"));
+			const mark = stream.events.length;
+			await sim.control("restartMaster", { downMs: LONG + 100, late: ["web-01"] });
+			await stream.wait(
+				(e: Ev) => stream.events.indexOf(e) >= mark && e.tag === "salt/presence/present",
+				"the first loop",
+			);
+			// A local run to the late minion: find_job, then false with no jid.
+			expect((await local(["web-01"])).json).toEqual({ return: [{ "web-01": false }] });
+			await until(
+				() => stream.events.slice(mark).filter(isPresence).length >= 4 || undefined,
+				2 * LOOP,
+				"the next loop",
+			);
+			const r = await local(["web-01"]);
+			expect(r.json).toEqual({ return: [{ "web-01": true }] });
+			const got = stream.events.slice(mark);
+			const upToRet = (evs: Ev[]) => evs.slice(0, evs.findIndex(e => /\/ret\/web-01$/.test(e.tag)) + 1);
+			expect(upToRet(got).map(norm)).toEqual(upToRet(want).map(norm));
+			expect(
+				got
+					.filter(isPresence)
+					.slice(0, 4)
+					.map(e => e.data.new ?? e.data.present),
+			).toEqual([["db-01", "web-02"], ["db-01", "web-02"], ["web-01"], ["db-01", "web-01", "web-02"]]);
+		});
+	},
+);

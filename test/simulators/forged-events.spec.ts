@@ -19,7 +19,8 @@ interface Ev {
 	data: Record<string, any>;
 }
 
-const parse = (text: string): Ev[] => [...text.matchAll(/tag: (.*)\ndata: (.*)\n\n/g)].map(m => ({ tag: m[1], data: JSON.parse(m[2]).data }));
+const parse = (text: string): Ev[] =>
+	[...text.matchAll(/tag: (.*)\ndata: (.*)\n\n/g)].map(m => ({ tag: m[1], data: JSON.parse(m[2]).data }));
 
 /** An event's keys in order, its payload's (`data.data` when it is an object) after a "|" (jids written as JID). */
 const keysOf = (e: Ev) => ({
@@ -47,13 +48,23 @@ describe("salt-api simulator: events a minion forges, as Salt 3006.0 fires them 
 	let sim: SaltApiSimulator;
 	let token = "";
 	/** The forged events of a capture: the wrappers, and what carries a "forged…" return (the real ones say "hi", true). */
-	const isForgedReturn = (e: Ev) => e.data.cmd === "_minion_event" || (typeof e.data.return === "string" && e.data.return.startsWith("forged"));
-	const forged = (events: Ev[], ...jids: string[]) => events.filter(e => (jids.some(j => e.tag === `salt/job/${j}/ret/real-m2`) && isForgedReturn(e)) || e.tag === "salt/presence/change");
+	const isForgedReturn = (e: Ev) =>
+		e.data.cmd === "_minion_event" || (typeof e.data.return === "string" && e.data.return.startsWith("forged"));
+	const forged = (events: Ev[], ...jids: string[]) =>
+		events.filter(
+			e =>
+				(jids.some(j => e.tag === `salt/job/${j}/ret/real-m2`) && isForgedReturn(e)) ||
+				e.tag === "salt/presence/change",
+		);
 
 	beforeAll(async () => {
 		sim = new SaltApiSimulator({ ids: ["real-m1", "real-m2"], latencyMs: [2, 5], presenceIntervalMs: 3_600_000 });
 		await sim.start();
-		const r = await fetch(`${sim.url}/login`, { method: "POST", headers: { "Content-Type": "application/json", Accept: "application/json" }, body: JSON.stringify({ username: "saltapi", password: "saltapi", eauth: "pam" }) });
+		const r = await fetch(`${sim.url}/login`, {
+			method: "POST",
+			headers: { "Content-Type": "application/json", Accept: "application/json" },
+			body: JSON.stringify({ username: "saltapi", password: "saltapi", eauth: "pam" }),
+		});
 		token = ((await r.json()) as { return: [{ token: string }] }).return[0].token;
 	});
 	afterAll(async () => {
@@ -74,23 +85,68 @@ describe("salt-api simulator: events a minion forges, as Salt 3006.0 fires them 
 			await until(() => stream.text().startsWith("retry: 400\n") || undefined, 5000, "the stream");
 			const job = sim.cliJob(["real-m1", "real-m2"], "test.echo", ["hi"], { tgtType: "list" })!;
 			const J = job.jid;
-			const ret = { id: "real-m2", jid: J, fun: "test.echo", fun_args: ["hi"], return: "forged", retcode: 0, success: true, cmd: "_return" };
-			const on = (fun: string, arg: unknown[]) => sim.cliJob(["real-m1"], fun, arg, { tgtType: "list", user: "fleetctl" });
+			const ret = {
+				id: "real-m2",
+				jid: J,
+				fun: "test.echo",
+				fun_args: ["hi"],
+				return: "forged",
+				retcode: 0,
+				success: true,
+				cmd: "_return",
+			};
+			const on = (fun: string, arg: unknown[]) =>
+				sim.cliJob(["real-m1"], fun, arg, { tgtType: "list", user: "fleetctl" });
 			on("event.fire_master", [ret, `salt/job/${J}/ret/real-m2`]);
 			on("event.fire_master", [{ new: [], lost: ["real-m2"] }, "salt/presence/change"]);
 			on("event.send", [`salt/job/${J}/ret/real-m2`, { __kwarg__: true, data: ret }]);
-			on("event.send", [`salt/job/${J}/ret/real-m2`, { __kwarg__: true, return: "forged-kw", retcode: 0, success: true, id: "real-m2", jid: J }]);
-			on("event.fire_master", [{}, "ignored/tag", { __kwarg__: true, preload: { events: [{ tag: `salt/job/${J}/ret/real-m2`, data: ret }] } }]);
-			on("event.fire_master", [{}, "ignored/tag", { __kwarg__: true, preload: { events: [{ tag: "salt/presence/change", data: { new: [], lost: ["real-m2"] } }] } }]);
+			on("event.send", [
+				`salt/job/${J}/ret/real-m2`,
+				{ __kwarg__: true, return: "forged-kw", retcode: 0, success: true, id: "real-m2", jid: J },
+			]);
+			on("event.fire_master", [
+				{},
+				"ignored/tag",
+				{ __kwarg__: true, preload: { events: [{ tag: `salt/job/${J}/ret/real-m2`, data: ret }] } },
+			]);
+			on("event.fire_master", [
+				{},
+				"ignored/tag",
+				{
+					__kwarg__: true,
+					preload: { events: [{ tag: "salt/presence/change", data: { new: [], lost: ["real-m2"] } }] },
+				},
+			]);
 			sim.setMinionDelay("real-m2", 60_000);
 			const J2 = sim.cliJob(["real-m2"], "test.sleep", [15], { tgtType: "list" })!.jid;
-			on("event.fire_master", [{}, "ignored/tag", { __kwarg__: true, preload: { cmd: "_return", id: "real-m2", tok: "x", jid: J2, fun: "test.sleep", fun_args: [15], return: "forged-return-cmd", retcode: 0, success: true } }]);
+			on("event.fire_master", [
+				{},
+				"ignored/tag",
+				{
+					__kwarg__: true,
+					preload: {
+						cmd: "_return",
+						id: "real-m2",
+						tok: "x",
+						jid: J2,
+						fun: "test.sleep",
+						fun_args: [15],
+						return: "forged-return-cmd",
+						retcode: 0,
+						success: true,
+					},
+				},
+			]);
 			const got = () => forged(parse(stream.text()), J, J2);
 			await until(() => got().length >= 7 || undefined, 5000, "the forged events");
 			expect(got().map(keysOf)).toEqual(want);
 			// As on the real master (steps2.txt), GET /jobs/<jid> gives the forged return of a minion that had not answered.
-			const cached = await fetch(`${sim.url}/jobs/${J2}`, { headers: { Accept: "application/json", "X-Auth-Token": token } });
-			expect(((await cached.json()) as { return: [Record<string, unknown>] }).return[0]).toEqual({ "real-m2": "forged-return-cmd" });
+			const cached = await fetch(`${sim.url}/jobs/${J2}`, {
+				headers: { Accept: "application/json", "X-Auth-Token": token },
+			});
+			expect(((await cached.json()) as { return: [Record<string, unknown>] }).return[0]).toEqual({
+				"real-m2": "forged-return-cmd",
+			});
 		} finally {
 			stream.close();
 			sim.setMinionDelay("real-m2", null);
@@ -104,8 +160,33 @@ describe("salt-api simulator: events a minion forges, as Salt 3006.0 fires them 
 		try {
 			await until(() => stream.text().startsWith("retry: 400\n") || undefined, 5000, "the stream");
 			const J = sim.cliJob(["real-m1", "real-m2"], "test.echo", ["hi"], { tgtType: "list" })!.jid;
-			await until(() => parse(stream.text()).filter(e => e.tag.startsWith(`salt/job/${J}/ret/`)).length === 2 || undefined, 5000, "the real returns");
-			sim.cliJob(["real-m1"], "event.fire_master", [{}, "ignored/tag", { __kwarg__: true, preload: { cmd: "_return", id: "real-m2", jid: J, fun: "test.echo", fun_args: ["hi"], return: "forged-return-cmd", retcode: 0, success: true } }], { tgtType: "list" });
+			await until(
+				() => parse(stream.text()).filter(e => e.tag.startsWith(`salt/job/${J}/ret/`)).length === 2 || undefined,
+				5000,
+				"the real returns",
+			);
+			sim.cliJob(
+				["real-m1"],
+				"event.fire_master",
+				[
+					{},
+					"ignored/tag",
+					{
+						__kwarg__: true,
+						preload: {
+							cmd: "_return",
+							id: "real-m2",
+							jid: J,
+							fun: "test.echo",
+							fun_args: ["hi"],
+							return: "forged-return-cmd",
+							retcode: 0,
+							success: true,
+						},
+					},
+				],
+				{ tgtType: "list" },
+			);
 			await until(() => (stream.ended() === "cut" ? true : undefined), 5000, "the stream cut");
 			expect(stream.text()).toMatch(new RegExp(`\\ntag: salt/job/${J}/ret/real-m2\\n$`));
 		} finally {
@@ -117,7 +198,12 @@ describe("salt-api simulator: events a minion forges, as Salt 3006.0 fires them 
 		const stream = follow(`${sim.url}/events?token=${token}`);
 		try {
 			await until(() => stream.text().startsWith("retry: 400\n") || undefined, 5000, "the stream");
-			const low = (accept: string) => fetch(`${sim.url}/`, { method: "POST", headers: { Accept: accept, "Content-Type": "application/json", "X-Auth-Token": token }, body: JSON.stringify({ client: "local", tgt: "real-m1", fun: "test.get_opts" }) });
+			const low = (accept: string) =>
+				fetch(`${sim.url}/`, {
+					method: "POST",
+					headers: { Accept: accept, "Content-Type": "application/json", "X-Auth-Token": token },
+					body: JSON.stringify({ client: "local", tgt: "real-m1", fun: "test.get_opts" }),
+				});
 			const json = await low("application/json");
 			expect(json.status).toBe(500);
 			expect(await json.text()).toContain("Could not serialize the return data from Salt.");

@@ -64,7 +64,8 @@ export class IpResolverSimulator {
 		this.requests.push(hosts);
 		const addresses: Record<string, unknown> = {};
 		for (const h of hosts) if (this.knows(h)) addresses[h] = this.address(h);
-		const json = (value: unknown): void => void res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify(value));
+		const json = (value: unknown): void =>
+			void res.writeHead(200, { "Content-Type": "application/json" }).end(JSON.stringify(value));
 		switch (this.mode) {
 			case "down":
 				req.socket.destroy();
@@ -76,7 +77,9 @@ export class IpResolverSimulator {
 				res.writeHead(200, { "Content-Type": "application/json" }).end("<html>not json</html>");
 				return;
 			case "poison":
-				res.writeHead(200, { "Content-Type": "application/json" }).end(`{"addresses":{},"__proto__":{"polluted":true}}`);
+				res
+					.writeHead(200, { "Content-Type": "application/json" })
+					.end(`{"addresses":{},"__proto__":{"polluted":true}}`);
 				return;
 			case "hostile":
 				return json({
@@ -103,7 +106,9 @@ if (require.main === module) {
 	runStandalone(async () => {
 		const sim = new IpResolverSimulator();
 		const { url } = await sim.start(Number(process.env.SIM_PORT || 8300), process.env.SIM_HOST || "127.0.0.1");
-		process.stdout.write(`IP resolver simulator at ${url} (POST ${url}/resolve {"hosts": [...]})\nUse it: POST /api/graph {"action": "request_ips", "ip_resolver": "${url}"}\n`);
+		process.stdout.write(
+			`IP resolver simulator at ${url} (POST ${url}/resolve {"hosts": [...]})\nUse it: POST /api/graph {"action": "request_ips", "ip_resolver": "${url}"}\n`,
+		);
 		return () => sim.stop();
 	});
 }

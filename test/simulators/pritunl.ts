@@ -104,7 +104,13 @@ function randomFrom(alphabet: string, length: number): string {
 let idCounter = randomBytes(3).readUIntBE(0, 3);
 function objectId(): string {
 	idCounter = (idCounter + 1) % 0xffffff;
-	return Math.floor(Date.now() / 1000).toString(16).padStart(8, "0") + randomBytes(5).toString("hex") + idCounter.toString(16).padStart(6, "0");
+	return (
+		Math.floor(Date.now() / 1000)
+			.toString(16)
+			.padStart(8, "0") +
+		randomBytes(5).toString("hex") +
+		idCounter.toString(16).padStart(6, "0")
+	);
 }
 
 /** A ustar archive of the given files (what Pritunl's key handler sends). */
@@ -191,7 +197,9 @@ export class PritunlSimulator {
 		this.servers = opts.servers ?? ["vpn-1"];
 		this.host = opts.host ?? "127.0.0.1";
 		const handler = (req: http.IncomingMessage, res: http.ServerResponse) => void this.handle(req, res);
-		this.server = opts.tls ? https.createServer({ key: opts.tls.key, cert: opts.tls.cert }, handler) : http.createServer(handler);
+		this.server = opts.tls
+			? https.createServer({ key: opts.tls.key, cert: opts.tls.cert }, handler)
+			: http.createServer(handler);
 		this.server.on("connection", (s: Socket) => {
 			this.sockets.add(s);
 			s.on("close", () => this.sockets.delete(s));
@@ -310,7 +318,14 @@ export class PritunlSimulator {
 
 	orgDict(o: PritunlOrg) {
 		const userCount = [...this.users.values()].filter(u => u.organization === o.id && u.type === "client").length;
-		return { id: o.id, name: o.name, auth_api: o.auth_api, auth_token: o.auth_token, auth_secret: o.auth_secret, user_count: userCount };
+		return {
+			id: o.id,
+			name: o.name,
+			auth_api: o.auth_api,
+			auth_token: o.auth_token,
+			auth_secret: o.auth_secret,
+			user_count: userCount,
+		};
 	}
 
 	/** The profile archive the simulator serves for a user (to compare downloads with). */
@@ -371,7 +386,8 @@ export class PritunlSimulator {
 	}
 
 	async comeBack(): Promise<void> {
-		if (this.mode === "refuse") await new Promise<void>(resolve => this.server.listen(this.port, this.host, () => resolve()));
+		if (this.mode === "refuse")
+			await new Promise<void>(resolve => this.server.listen(this.port, this.host, () => resolve()));
 		else for (const s of this.sockets) s.destroy();
 		this.mode = "up";
 	}
@@ -383,7 +399,12 @@ export class PritunlSimulator {
 	// ---------------------------------------------------------------- HTTP
 
 	private take<T extends Fault>(list: T[], method: string, path: string): T | undefined {
-		const fault = list.find(f => f.count > 0 && (!f.filter?.method || f.filter.method === method) && (!f.filter?.path || f.filter.path.test(path)));
+		const fault = list.find(
+			f =>
+				f.count > 0 &&
+				(!f.filter?.method || f.filter.method === method) &&
+				(!f.filter?.path || f.filter.path.test(path)),
+		);
 		if (fault) fault.count--;
 		return fault;
 	}
@@ -416,11 +437,20 @@ export class PritunlSimulator {
 			record(fail.status);
 			return this.text(res, fail.status, `${fail.status}: ${http.STATUS_CODES[fail.status] ?? "Error"}`);
 		}
-		let answer: { status: number; json?: unknown; text?: string; bytes?: Buffer; headers?: Record<string, string | string[]> };
+		let answer: {
+			status: number;
+			json?: unknown;
+			text?: string;
+			bytes?: Buffer;
+			headers?: Record<string, string | string[]>;
+		};
 		try {
 			const who = this.authenticate(req, method, path);
 			auth = who;
-			answer = who === "none" && !(method === "POST" && path === "/auth/session") ? { status: 401, text: "401: Unauthorized" } : this.route(method, path, url.searchParams, raw, req);
+			answer =
+				who === "none" && !(method === "POST" && path === "/auth/session")
+					? { status: 401, text: "401: Unauthorized" }
+					: this.route(method, path, url.searchParams, raw, req);
 		} catch (err) {
 			if (err instanceof Answer) answer = err.answer;
 			else {
@@ -432,8 +462,9 @@ export class PritunlSimulator {
 		const malform = this.take(this.malforms, method, path);
 		if (malform) {
 			if (malform.kind === "reset") return void res.socket?.destroy();
-			if (malform.kind === "html") return this.text(res, 200, "<html><body>Pritunl is starting</body></html>", "text/html");
-			return this.text(res, 200, "{\"id\": \"5f1c", "application/json");
+			if (malform.kind === "html")
+				return this.text(res, 200, "<html><body>Pritunl is starting</body></html>", "text/html");
+			return this.text(res, 200, '{"id": "5f1c', "application/json");
 		}
 		for (const [k, v] of Object.entries(answer.headers ?? {})) res.setHeader(k, v);
 		if (answer.bytes) {
@@ -494,7 +525,13 @@ export class PritunlSimulator {
 		return "none";
 	}
 
-	private route(method: string, path: string, query: URLSearchParams, raw: Buffer, req: http.IncomingMessage): { status: number; json?: unknown; text?: string; bytes?: Buffer; headers?: Record<string, string | string[]> } {
+	private route(
+		method: string,
+		path: string,
+		query: URLSearchParams,
+		raw: Buffer,
+		req: http.IncomingMessage,
+	): { status: number; json?: unknown; text?: string; bytes?: Buffer; headers?: Record<string, string | string[]> } {
 		const parts = path.split("/").filter(Boolean);
 		const json = () => {
 			try {
@@ -505,11 +542,16 @@ export class PritunlSimulator {
 		};
 		if (path === "/auth/session" && method === "POST") {
 			const body = json() ?? {};
-			if (body.username !== this.username || body.password !== this.password) return { status: 401, json: { error: "auth_invalid", error_msg: "Authentication credentials are not valid." } };
+			if (body.username !== this.username || body.password !== this.password)
+				return { status: 401, json: { error: "auth_invalid", error_msg: "Authentication credentials are not valid." } };
 			const sid = randomBytes(24).toString("base64url");
 			this.sessions.set(sid, { csrf: randomBytes(16).toString("hex"), at: Date.now() });
 			this.logins++;
-			return { status: 200, json: { authenticated: true, default: false }, headers: { "Set-Cookie": [`session=${sid}; Secure; HttpOnly; Path=/`] } };
+			return {
+				status: 200,
+				json: { authenticated: true, default: false },
+				headers: { "Set-Cookie": [`session=${sid}; Secure; HttpOnly; Path=/`] },
+			};
 		}
 		if (path === "/auth/session" && method === "DELETE") {
 			const cookie = /(?:^|;\s*)session=([A-Za-z0-9_-]+)/.exec(String(req.headers.cookie ?? ""))?.[1];
@@ -519,7 +561,10 @@ export class PritunlSimulator {
 		if (path === "/state" && method === "GET") {
 			const cookie = /(?:^|;\s*)session=([A-Za-z0-9_-]+)/.exec(String(req.headers.cookie ?? ""))?.[1];
 			const csrf = cookie ? this.sessions.get(cookie)?.csrf : undefined;
-			return { status: 200, json: { csrf_token: csrf ?? null, super_user: true, version: 1_032_024_000, username: this.username } };
+			return {
+				status: 200,
+				json: { csrf_token: csrf ?? null, super_user: true, version: 1_032_024_000, username: this.username },
+			};
 		}
 		// URL parts named *_id longer than 10 characters are parsed as ObjectIds; an invalid one is None.
 		const oid = (s: string | undefined) => (s && OBJECT_ID.test(s) ? s : null);
@@ -527,10 +572,19 @@ export class PritunlSimulator {
 
 		if (parts[0] === "organization") {
 			if (parts.length === 1 && method === "GET") {
-				const all = [...this.orgs.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0)).map(o => this.orgDict(o));
+				const all = [...this.orgs.values()]
+					.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
+					.map(o => this.orgDict(o));
 				if (!query.has("page")) return { status: 200, json: all };
 				const page = Math.max(0, Number(query.get("page")) || 0);
-				return { status: 200, json: { page, page_total: Math.max(0, Math.ceil(all.length / 5) - 1), organizations: all.slice(page * 5, page * 5 + 5) } };
+				return {
+					status: 200,
+					json: {
+						page,
+						page_total: Math.max(0, Math.ceil(all.length / 5) - 1),
+						organizations: all.slice(page * 5, page * 5 + 5),
+					},
+				};
 			}
 			if (parts.length === 1 && method === "POST") {
 				const body = json();
@@ -566,10 +620,21 @@ export class PritunlSimulator {
 			const org = this.orgs.get(oid(parts[1]) ?? "");
 			if (parts.length === 2 && method === "GET") {
 				if (!org) return { status: 404, text: "404: Not Found" };
-				const all = this.usersOf(org.id).filter(u => u.type === "client").sort((a, b) => (a.name < b.name ? -1 : 1)).map(u => this.userView(u));
+				const all = this.usersOf(org.id)
+					.filter(u => u.type === "client")
+					.sort((a, b) => (a.name < b.name ? -1 : 1))
+					.map(u => this.userView(u));
 				if (!query.has("page")) return { status: 200, json: all };
 				const page = Math.max(0, Number(query.get("page")) || 0);
-				return { status: 200, json: { page, page_total: Math.max(0, Math.ceil(all.length / 10) - 1), server_count: this.servers.length, users: all.slice(page * 10, page * 10 + 10) } };
+				return {
+					status: 200,
+					json: {
+						page,
+						page_total: Math.max(0, Math.ceil(all.length / 10) - 1),
+						server_count: this.servers.length,
+						users: all.slice(page * 10, page * 10 + 10),
+					},
+				};
 			}
 			if (parts.length === 2 && method === "POST") {
 				if (!org) throw internal();
@@ -578,15 +643,25 @@ export class PritunlSimulator {
 				const make = (d: Record<string, any>) => {
 					if (!d || typeof d.name !== "string") throw internal();
 					if (d.pin !== undefined && d.pin !== null && d.pin !== "") {
-						if (!/^\d+$/.test(String(d.pin))) throw new Answer({ status: 400, json: { error: "pin_not_digits", error_msg: "User pin must contain only digits." } });
-						if (String(d.pin).length < 6) throw new Answer({ status: 400, json: { error: "pin_too_short", error_msg: "User pin must be at least 6 digits." } });
+						if (!/^\d+$/.test(String(d.pin)))
+							throw new Answer({
+								status: 400,
+								json: { error: "pin_not_digits", error_msg: "User pin must contain only digits." },
+							});
+						if (String(d.pin).length < 6)
+							throw new Answer({
+								status: 400,
+								json: { error: "pin_too_short", error_msg: "User pin must be at least 6 digits." },
+							});
 					}
 					return this.addUser(org.id, {
 						name: d.name,
 						email: d.email ?? null,
 						groups: Array.isArray(d.groups) ? d.groups : [],
 						pin: d.pin ? String(d.pin) : null,
-						auth_type: ["local", "duo", "yubico", "google", "saml", "radius", "plugin"].includes(d.auth_type) ? d.auth_type : "local",
+						auth_type: ["local", "duo", "yubico", "google", "saml", "radius", "plugin"].includes(d.auth_type)
+							? d.auth_type
+							: "local",
 						yubico_id: typeof d.yubico_id === "string" ? d.yubico_id.slice(0, 12) : null,
 						disabled: d.disabled === true,
 						bypass_secondary: d.bypass_secondary === true,
@@ -599,7 +674,10 @@ export class PritunlSimulator {
 				};
 				if (docs.length > 10) {
 					setImmediate(() => docs.forEach(d => make(d)));
-					return { status: 202, json: { status: "users_background", status_msg: "Users are being added in the background." } };
+					return {
+						status: 202,
+						json: { status: "users_background", status_msg: "Users are being added in the background." },
+					};
 				}
 				return { status: 200, json: docs.map(d => this.userDict(make(d))) };
 			}
@@ -612,7 +690,17 @@ export class PritunlSimulator {
 			if (parts.length === 3 && method === "PUT") {
 				if (!mine) throw internal();
 				const body = json() ?? {};
-				for (const key of ["name", "email", "groups", "auth_type", "yubico_id", "mac_addresses", "dns_servers", "dns_suffix", "port_forwarding"] as const) {
+				for (const key of [
+					"name",
+					"email",
+					"groups",
+					"auth_type",
+					"yubico_id",
+					"mac_addresses",
+					"dns_servers",
+					"dns_suffix",
+					"port_forwarding",
+				] as const) {
 					if (key in body) (mine as any)[key] = body[key];
 				}
 				// The quirk: booleans a PUT leaves out are reset to false.
@@ -641,7 +729,10 @@ export class PritunlSimulator {
 			return {
 				status: 200,
 				bytes: this.profile(org.id, user.id),
-				headers: { "Content-Type": "application/octet-stream", "Content-Disposition": `attachment; filename="${user.name}.tar"` },
+				headers: {
+					"Content-Type": "application/octet-stream",
+					"Content-Disposition": `attachment; filename="${user.name}.tar"`,
+				},
 			};
 		}
 		return { status: 404, text: "404: Not Found" };

@@ -35,9 +35,21 @@ import { type ExecutionRecord, type Job, Master, type MasterConfig, type SaltEve
 import { Netapi } from "./salt/netapi";
 import { DEFAULT_FILES, type StepFailure } from "./salt/states";
 import type { Nodegroups } from "./salt/targeting";
-import { Prng, fingerprintFrom, keyPair, randomHex } from "./salt/util";
+import { Prng, keyPair, randomHex } from "./salt/util";
 
-export type { KeyState, Grains, MinionSpec, SaltEvent, StepFailure, MalformKind, RequestFilter, RequestRecord, Nodegroups, Perm, UserSpec };
+export type {
+	KeyState,
+	Grains,
+	MinionSpec,
+	SaltEvent,
+	StepFailure,
+	MalformKind,
+	RequestFilter,
+	RequestRecord,
+	Nodegroups,
+	Perm,
+	UserSpec,
+};
 
 export interface SaltApiSimulatorOptions {
 	/** Number of generated minions (default 50). */
@@ -143,7 +155,10 @@ export class SaltApiSimulator {
 
 	constructor(opts: SaltApiSimulatorOptions = {}) {
 		const seed = opts.seed ?? "fleet-ctl";
-		const ref = opts.referenceTime instanceof Date ? opts.referenceTime.getTime() : (opts.referenceTime ?? Math.floor(Date.now() / 86_400_000) * 86_400_000);
+		const ref =
+			opts.referenceTime instanceof Date
+				? opts.referenceTime.getTime()
+				: (opts.referenceTime ?? Math.floor(Date.now() / 86_400_000) * 86_400_000);
 		const config: MasterConfig = {
 			masterId: "salt",
 			timeout: opts.timeout ?? 5,
@@ -152,7 +167,12 @@ export class SaltApiSimulator {
 			maxJobs: opts.maxJobs ?? 20_000,
 			tokenExpire: opts.tokenExpire ?? 43_200,
 			netapiEnableClients: opts.netapiEnableClients ?? ["local", "local_async", "runner", "wheel"],
-			nodegroups: opts.nodegroups ?? { web: "G@roles:web", databases: "E@^db-\\d+\\.", "site-a": "*.site-a.example", "gpu-or-build": ["G@roles:gpu", "or", "G@roles:build"] },
+			nodegroups: opts.nodegroups ?? {
+				web: "G@roles:web",
+				databases: "E@^db-\\d+\\.",
+				"site-a": "*.site-a.example",
+				"gpu-or-build": ["G@roles:gpu", "or", "G@roles:build"],
+			},
 			presenceEvents: opts.presenceEvents ?? true,
 			presenceIntervalMs: opts.presenceIntervalMs ?? 60_000,
 			restartPresentDelayMs: opts.restartPresentDelayMs ?? 3000,
@@ -167,9 +187,13 @@ export class SaltApiSimulator {
 		this.username = opts.username ?? "saltapi";
 		this.password = opts.password ?? "saltapi";
 		this.eauth = opts.eauth ?? "pam";
-		const users: UserSpec[] = [{ username: this.username, password: this.password, eauth: [this.eauth], perms: opts.perms }, ...(opts.users ?? [])];
+		const users: UserSpec[] = [
+			{ username: this.username, password: this.password, eauth: [this.eauth], perms: opts.perms },
+			...(opts.users ?? []),
+		];
 		this.auth = new Auth(users, () => this.master.config.tokenExpire);
-		for (const u of users) for (const e of u.eauth ?? ["pam"]) (config.externalAuth[e] ??= {})[u.username] = [...(u.perms ?? DEFAULT_PERMS)];
+		for (const u of users)
+			for (const e of u.eauth ?? ["pam"]) (config.externalAuth[e] ??= {})[u.username] = [...(u.perms ?? DEFAULT_PERMS)];
 		this.server = new SaltApiServer(this.master, this.auth, new Netapi(this.master, this.auth));
 		this.host = opts.host ?? "127.0.0.1";
 		if (opts.ids) {
@@ -228,7 +252,12 @@ export class SaltApiSimulator {
 
 	/** The fleet-ctl settings that point the cm-gateway at this simulator. */
 	get cmApiEnv(): Record<string, string> {
-		return { CM_API_URL: this.url, CM_API_USER: this.username, CM_API_PASSWORD: this.password, CM_API_EAUTH: this.eauth };
+		return {
+			CM_API_URL: this.url,
+			CM_API_USER: this.username,
+			CM_API_PASSWORD: this.password,
+			CM_API_EAUTH: this.eauth,
+		};
 	}
 
 	// ---------------------------------------------------------------- minions and keys
@@ -236,7 +265,10 @@ export class SaltApiSimulator {
 	minionIds(filter: { key?: KeyState; up?: boolean } = {}): string[] {
 		return this.master.fleet.ids().filter(id => {
 			const m = this.master.fleet.get(id)!;
-			return (filter.key === undefined || m.key === filter.key) && (filter.up === undefined || (m.up && m.key === "accepted") === filter.up);
+			return (
+				(filter.key === undefined || m.key === filter.key) &&
+				(filter.up === undefined || (m.up && m.key === "accepted") === filter.up)
+			);
 		});
 	}
 
@@ -253,7 +285,16 @@ export class SaltApiSimulator {
 	minion(id: string): MinionView | undefined {
 		const m = this.master.fleet.get(id);
 		if (!m) return undefined;
-		return { id: m.id, key: m.key, up: m.up, fingerprint: m.fingerprint, grains: structuredClone(m.grains), delayMs: m.delayMs, neverReturns: m.neverReturns, deniedFingerprint: m.deniedFingerprint ?? null };
+		return {
+			id: m.id,
+			key: m.key,
+			up: m.up,
+			fingerprint: m.fingerprint,
+			grains: structuredClone(m.grains),
+			delayMs: m.delayMs,
+			neverReturns: m.neverReturns,
+			deniedFingerprint: m.deniedFingerprint ?? null,
+		};
 	}
 
 	/** Add a minion (fires salt/auth, and the start events when it is accepted and up). Returns its id. */
@@ -453,7 +494,12 @@ export class SaltApiSimulator {
 	 * A job published on the master outside salt-api — the `salt` command run by `user` (default root): its
 	 * `salt/job/<jid>/new` event and its returns reach the bus like any job's. Null when no minion matched.
 	 */
-	cliJob(tgt: unknown, fun: string, arg: unknown[] = [], opts: { tgtType?: string; user?: string } = {}): { jid: string; minions: string[] } | null {
+	cliJob(
+		tgt: unknown,
+		fun: string,
+		arg: unknown[] = [],
+		opts: { tgtType?: string; user?: string } = {},
+	): { jid: string; minions: string[] } | null {
 		const pub = this.master.publish({ tgt, tgtType: opts.tgtType ?? "glob", fun, arg, user: opts.user ?? "root" });
 		return pub ? { jid: pub.jid, minions: [...pub.minions] } : null;
 	}
@@ -464,7 +510,12 @@ export class SaltApiSimulator {
 	 * `manage.status` waits, then the run itself as a `list` job to the minions that answered. Resolves once the
 	 * run is published; null when no minion answered the gather.
 	 */
-	async cliStaticJob(tgt: unknown, fun: string, arg: unknown[] = [], opts: { tgtType?: string; user?: string } = {}): Promise<{ jid: string; minions: string[] } | null> {
+	async cliStaticJob(
+		tgt: unknown,
+		fun: string,
+		arg: unknown[] = [],
+		opts: { tgtType?: string; user?: string } = {},
+	): Promise<{ jid: string; minions: string[] } | null> {
 		const user = opts.user ?? "root";
 		const { up } = await this.master.managePing(tgt, opts.tgtType ?? "glob", undefined, undefined, user);
 		return up.length ? this.cliJob(up, fun, arg, { tgtType: "list", user }) : null;
@@ -675,19 +726,25 @@ function controlChannel(sim: SaltApiSimulator): void {
 			.then(() => (sim as unknown as Record<string, (...a: unknown[]) => unknown>)[method](...args))
 			.then(
 				result => console.log(`control ${JSON.stringify({ id, result: result === undefined ? null : result })}`),
-				(err: unknown) => console.log(`control ${JSON.stringify({ id, error: err instanceof Error ? err.message : String(err) })}`),
+				(err: unknown) =>
+					console.log(`control ${JSON.stringify({ id, error: err instanceof Error ? err.message : String(err) })}`),
 			);
 	});
 }
 
-const envNum = (v: string | undefined): number | undefined => (v === undefined || v === "" || !Number.isFinite(Number(v)) ? undefined : Number(v));
+const envNum = (v: string | undefined): number | undefined =>
+	v === undefined || v === "" || !Number.isFinite(Number(v)) ? undefined : Number(v);
 
 async function main(): Promise<() => Promise<void>> {
 	const env = process.env;
 	const latency = env.SIM_LATENCY_MS ? (env.SIM_LATENCY_MS.split(",").map(Number) as [number, number]) : undefined;
 	const sim = new SaltApiSimulator({
 		minions: env.SIM_MINIONS ? Number(env.SIM_MINIONS) : 50,
-		ids: env.SIM_IDS ? env.SIM_IDS.split(",").map(s => s.trim()).filter(Boolean) : undefined,
+		ids: env.SIM_IDS
+			? env.SIM_IDS.split(",")
+					.map(s => s.trim())
+					.filter(Boolean)
+			: undefined,
 		username: env.SIM_USER || undefined,
 		password: env.SIM_PASSWORD || undefined,
 		seed: env.SIM_SEED || undefined,
@@ -710,7 +767,9 @@ async function main(): Promise<() => Promise<void>> {
 		`salt-api simulator (rest_cherrypy, Salt 3006) listening on ${url}`,
 		`  minions:     ${sim.master.fleet.size} keys: ${keys.accepted.length} accepted (${up} up, ${keys.accepted.length - up} down), ${keys.pending.length} pending, ${keys.rejected.length} rejected, ${keys.denied.length} denied`,
 		`  credentials: username=${username} password=${password} eauth=${eauth}`,
-		`  environment: ${Object.entries(sim.cmApiEnv).map(([k, v]) => `${k}=${v}`).join(" ")}`,
+		`  environment: ${Object.entries(sim.cmApiEnv)
+			.map(([k, v]) => `${k}=${v}`)
+			.join(" ")}`,
 		`  try:         curl -sS ${url}/login -H 'Accept: application/json' -d username=${username} -d password=${password} -d eauth=${eauth}`,
 	];
 	console.log(lines.join("\n"));

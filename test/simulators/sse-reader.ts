@@ -7,12 +7,15 @@ import http from "node:http";
 export interface SseEvent {
 	tag: string;
 	// The record's data as salt-api sent it: any JSON.
-	// eslint-disable-next-line @typescript-eslint/no-explicit-any
 	data: any;
 }
 
 /** Resolves the first truthy value `fn` gives, polling; rejects after `ms`. */
-export async function until<T>(fn: () => Promise<T | undefined | false> | T | undefined | false, ms = 5000, what = "condition"): Promise<T> {
+export async function until<T>(
+	fn: () => Promise<T | undefined | false> | T | undefined | false,
+	ms = 5000,
+	what = "condition",
+): Promise<T> {
 	const end = Date.now() + ms;
 	for (;;) {
 		const v = await fn();

@@ -21,13 +21,21 @@ describeReplicated("snapshots on two stats replicas", legOf => {
 			STATS_KEYFRAME_EVERY: "5",
 			TASK_SCHEDULER: "false",
 		};
-		leg.run(ALL_SERVICES().filter(s => s !== "api" && s !== "stats" && s !== "cm-gateway"), env);
-		const replicas = [leg.run(["stats"], env, `stats-a-${process.pid}`), leg.run(["stats"], env, `stats-b-${process.pid}`)];
+		leg.run(
+			ALL_SERVICES().filter(s => s !== "api" && s !== "stats" && s !== "cm-gateway"),
+			env,
+		);
+		const replicas = [
+			leg.run(["stats"], env, `stats-a-${process.pid}`),
+			leg.run(["stats"], env, `stats-b-${process.pid}`),
+		];
 		const api = await leg.run(["api"], env).api();
 		await Promise.all(replicas.map(r => r.ready()));
 
 		const ids = Array.from({ length: HOSTS }, (_, i) => `dist-${String(i).padStart(2, "0")}`);
-		await leg.call("hosts.upsertMany", { hosts: ids.map(_id => ({ _id, status: "up", key: "accepted", version: "3006.8" })) });
+		await leg.call("hosts.upsertMany", {
+			hosts: ids.map(_id => ({ _id, status: "up", key: "accepted", version: "3006.8" })),
+		});
 		// Hosts change while the replicas take snapshots; one replica dies half-way.
 		const status = new Map(ids.map(id => [id, "up"]));
 		const started = Date.now();
@@ -50,18 +58,25 @@ describeReplicated("snapshots on two stats replicas", legOf => {
 		const headers = async (): Promise<any[] | undefined> => {
 			const out: any[] = [];
 			for (let page = 1; ; page++) {
-				const res = await request("GET", withQuery(`${api}/hosts_statistic`, { sort: "index", max_results: 50, page, projection: { hosts: 0 } }));
+				const res = await request(
+					"GET",
+					withQuery(`${api}/hosts_statistic`, { sort: "index", max_results: 50, page, projection: { hosts: 0 } }),
+				);
 				if (res.status !== 200) return undefined;
 				out.push(...res.body._items);
 				if (!res.body._links.next) return out;
 			}
 		};
 		// A snapshot taken after the last change, by the surviving replica.
-		const all = await eventually(async () => {
-			const found = await headers();
-			const late = found?.filter(h => Date.parse(h.timestamp) > killedAt + 12_000) ?? [];
-			return found?.some(h => Date.parse(h.timestamp) > changesEnded + 1000) && late.length > 3 ? found : undefined;
-		}, 90_000, "snapshots by the survivor, one after the last change");
+		const all = await eventually(
+			async () => {
+				const found = await headers();
+				const late = found?.filter(h => Date.parse(h.timestamp) > killedAt + 12_000) ?? [];
+				return found?.some(h => Date.parse(h.timestamp) > changesEnded + 1000) && late.length > 3 ? found : undefined;
+			},
+			90_000,
+			"snapshots by the survivor, one after the last change",
+		);
 
 		// Never twice: one snapshot per interval (second), indexes without gaps or repeats.
 		const seconds = all.map(h => Date.parse(h.timestamp) / 1000);
@@ -71,12 +86,24 @@ describeReplicated("snapshots on two stats replicas", legOf => {
 		// Each replica took some while both ran; the survivor alone after the kill (a snapshot the killed one left
 		// half-way is undone after its lease, so snapshots resume within about ten seconds).
 		const by = (node: string) =>
-			eventually(async () => {
-				const res = await request("GET", withQuery(`${api}/hosts_statistic`, { where: { by: node, index: { $lte: all[all.length - 1].index } }, max_results: 1, projection: { hosts: 0 } }));
-				return res.status === 200 ? (res.body._meta.total as number) : undefined;
-			}, 30_000, `the count of ${node}'s snapshots`);
+			eventually(
+				async () => {
+					const res = await request(
+						"GET",
+						withQuery(`${api}/hosts_statistic`, {
+							where: { by: node, index: { $lte: all[all.length - 1].index } },
+							max_results: 1,
+							projection: { hosts: 0 },
+						}),
+					);
+					return res.status === 200 ? (res.body._meta.total as number) : undefined;
+				},
+				30_000,
+				`the count of ${node}'s snapshots`,
+			);
 		const [a, b] = [await by(`stats-a-${process.pid}`), await by(`stats-b-${process.pid}`)];
-		if (process.env.TEST_LOG) console.log(`snapshots: ${all.length}; by replica a ${a}, b ${b}; killed after ${killedAt - started} ms`);
+		if (process.env.TEST_LOG)
+			console.log(`snapshots: ${all.length}; by replica a ${a}, b ${b}; killed after ${killedAt - started} ms`);
 		expect(a + b).toBe(all.length);
 		expect(b).toBeGreaterThan(0);
 		const afterKill = all.filter(h => Date.parse(h.timestamp) > killedAt + 12_000);

@@ -15,7 +15,6 @@ const MONGO_URI = process.env.MONGO_URI;
 const suite = MONGO_URI ? describe : describe.skip;
 
 /** The driver as installed: the one the adapter runs on. */
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const driverVersion = (require("mongodb/package.json") as { version: string }).version;
 
 it("runs on a MongoDB driver that supports MongoDB 7 and 8 (6.x or later), not the 3.x moleculer-db-adapter-mongo pinned", () => {
@@ -25,7 +24,8 @@ it("runs on a MongoDB driver that supports MongoDB 7 and 8 (6.x or later), not t
 
 suite(`MongoDB adapter (MONGO_URI, ${MONGO_URI ? "emulator in CI" : "skipped: MONGO_URI is not set"})`, () => {
 	const broker = new ServiceBroker({ logger: false, transporter: null });
-	const service = (collection: string) => ({ schema: { collection }, logger: broker.getLogger("test") }) as unknown as Service;
+	const service = (collection: string) =>
+		({ schema: { collection }, logger: broker.getLogger("test") }) as unknown as Service;
 	const adapters: MongoAdapter[] = [];
 	const open = async (collection: string, uri = uniqueMongoUri(MONGO_URI as string)) => {
 		const a = new MongoAdapter(uri, { serverSelectionTimeoutMS: 3000 });
@@ -40,7 +40,9 @@ suite(`MongoDB adapter (MONGO_URI, ${MONGO_URI ? "emulator in CI" : "skipped: MO
 
 	it("refuses a service without a collection, as moleculer-db's adapters do", () => {
 		const a = new MongoAdapter(MONGO_URI as string);
-		expect(() => a.init(broker, { schema: {}, logger: broker.getLogger("t") } as unknown as Service)).toThrow(/collection/);
+		expect(() => a.init(broker, { schema: {}, logger: broker.getLogger("t") } as unknown as Service)).toThrow(
+			/collection/,
+		);
 	});
 
 	it("keeps moleculer-db's adapter contract: insert, find (query, sort, offset, limit, fields), count, update, remove, clear", async () => {
@@ -60,7 +62,11 @@ suite(`MongoDB adapter (MONGO_URI, ${MONGO_URI ? "emulator in CI" : "skipped: MO
 		expect(await a.findById("0123456789abcdef01234567")).toMatchObject({ name: "hex-string" });
 
 		expect((await a.find({ query: { name: /^web-/ }, sort: "-n" })).map(d => d._id)).toEqual(["h1", "h2"]);
-		expect((await a.find({ query: { _id: { $in: ["h1", "h2", "h3"] } }, sort: ["n"], offset: 1, limit: 2, fields: "name" })).map(d => [d._id, d.name, d.n])).toEqual([
+		expect(
+			(
+				await a.find({ query: { _id: { $in: ["h1", "h2", "h3"] } }, sort: ["n"], offset: 1, limit: 2, fields: "name" })
+			).map(d => [d._id, d.name, d.n]),
+		).toEqual([
 			["h3", "db-1", undefined],
 			["h1", "web-1", undefined],
 		]);
@@ -91,7 +97,9 @@ suite(`MongoDB adapter (MONGO_URI, ${MONGO_URI ? "emulator in CI" : "skipped: MO
 		const silent = net.createServer(socket => socket.destroy());
 		await new Promise<void>(resolve => silent.listen(0, "127.0.0.1", () => resolve()));
 		try {
-			const b = new MongoAdapter(`mongodb://127.0.0.1:${(silent.address() as AddressInfo).port}/x`, { serverSelectionTimeoutMS: 500 });
+			const b = new MongoAdapter(`mongodb://127.0.0.1:${(silent.address() as AddressInfo).port}/x`, {
+				serverSelectionTimeoutMS: 500,
+			});
 			b.init(broker, service("x"));
 			adapters.push(b);
 			await expect(b.connect()).rejects.toThrow();
@@ -128,8 +136,21 @@ suite(`MongoDB adapter (MONGO_URI, ${MONGO_URI ? "emulator in CI" : "skipped: MO
 		try {
 			await hosts.start();
 			await client.connect();
-			const keys = (await client.db().collection("hosts").listIndexes().toArray()).map(i => Object.keys(i.key).join(","));
-			for (const field of ["_updated", "_soft_deleted", "status", "key", "nodegroups", "groups", "vpn_organization", "version", "ip"]) expect(keys).toContain(field);
+			const keys = (await client.db().collection("hosts").listIndexes().toArray()).map(i =>
+				Object.keys(i.key).join(","),
+			);
+			for (const field of [
+				"_updated",
+				"_soft_deleted",
+				"status",
+				"key",
+				"nodegroups",
+				"groups",
+				"vpn_organization",
+				"version",
+				"ip",
+			])
+				expect(keys).toContain(field);
 			// A real MongoDB answers `explain` with the winning plan (IXSCAN on these); the emulator has no
 			// planner and no `explain` for find: what it answers is recorded here, not a plan to check.
 			const explained = await client

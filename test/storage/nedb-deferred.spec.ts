@@ -13,12 +13,16 @@ import { DeferredField, serializeDeferred } from "../../lib/storage/nedb-deferre
 import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
 import { tempDir } from "../support/harness";
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const Datastore = require("@seald-io/nedb");
 import * as model from "../../lib/storage/nedb-internals";
 
 type Doc = Record<string, unknown>;
-type Db = NedbFileDatastore & NedbDatastore & { loadDatabaseAsync(): Promise<void>; insertAsync(doc: unknown): Promise<unknown>; updateAsync(q: unknown, u: unknown, o?: unknown): Promise<unknown> };
+type Db = NedbFileDatastore &
+	NedbDatastore & {
+		loadDatabaseAsync(): Promise<void>;
+		insertAsync(doc: unknown): Promise<unknown>;
+		updateAsync(q: unknown, u: unknown, o?: unknown): Promise<unknown>;
+	};
 
 const lines = (file: string) => fs.readFileSync(file, "utf8").split("\n").filter(Boolean);
 const byId = (docs: Doc[]) => [...docs].sort((a, b) => String(a._id).localeCompare(String(b._id)));
@@ -37,9 +41,15 @@ const fdsOn = (file: string) => {
 };
 
 /** A datastore on `file` loaded with `grain` deferred (or by NeDB alone, `managed` false). */
-async function open(file: string, managed = true, options: Record<string, unknown> = {}): Promise<{ db: Db; m: ManagedFile; store: NedbStore }> {
+async function open(
+	file: string,
+	managed = true,
+	options: Record<string, unknown> = {},
+): Promise<{ db: Db; m: ManagedFile; store: NedbStore }> {
 	const db = new Datastore({ filename: file, ...options }) as Db;
-	const m = managed ? manageNedbFile(db, undefined, "grain") : { stop: () => undefined, checkGrowth: async () => false };
+	const m = managed
+		? manageNedbFile(db, undefined, "grain")
+		: { stop: () => undefined, checkGrowth: async () => false };
 	await db.loadDatabaseAsync();
 	return { db, m, store: new NedbStore(db) };
 }
@@ -58,7 +68,14 @@ const host = (i: number): Doc => ({
 	status: i % 3 ? "up" : "down",
 	// A key "grain" deeper in the record, before the record's own: the line is then parsed whole.
 	...(i % 5 === 0 ? { labels: { x: 1, grain: { os: "decoy" } } } : {}),
-	grain: { os: "ALT", osrelease: `p${10 + (i % 2)}`, cpu_flags: Array.from({ length: 20 }, (_, k) => `f${k}`), ctl: { at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)) }, "a.b": { "50%": i }, text: 'a,"grain":{"x":1}' },
+	grain: {
+		os: "ALT",
+		osrelease: `p${10 + (i % 2)}`,
+		cpu_flags: Array.from({ length: 20 }, (_, k) => `f${k}`),
+		ctl: { at: new Date(Date.UTC(2026, 0, 1, 0, 0, i)) },
+		"a.b": { "50%": i },
+		text: 'a,"grain":{"x":1}',
+	},
 	_updated: new Date(Date.UTC(2026, 0, 2, 0, 0, i)),
 	ip: `10.0.0.${i}`,
 });
@@ -74,7 +91,9 @@ describe("a deferred field of the embedded store", () => {
 		const written = lines(file);
 		expect(written[0]).toBe('{"$$deferred":"grain"}');
 		for (const line of written.filter(l => l.includes('"_id"'))) expect(line.endsWith("}}")).toBe(true);
-		expect(written.filter(l => l.includes('"_id"')).every(l => Object.keys(JSON.parse(l)).pop() === "grain")).toBe(true);
+		expect(written.filter(l => l.includes('"_id"')).every(l => Object.keys(JSON.parse(l)).pop() === "grain")).toBe(
+			true,
+		);
 
 		const ours = await open(file);
 		// NeDB's own loader rewrites the file: the fields still pending are read from the file as it was loaded.
@@ -90,7 +109,7 @@ describe("a deferred field of the embedded store", () => {
 		// An item: its grain, read and kept.
 		const one = await ours.store.findOne({ _id: "h-001" });
 		expect(one?.grain).toEqual({ ...(host(1).grain as Doc) });
-		expect((one?.grain as { ctl: { at: unknown } }).ctl.at).toEqual(new Date(Date.UTC(2026, 0, 1, 0, 0, 1)));
+		expect((one!.grain as { ctl: { at: unknown } }).ctl.at).toEqual(new Date(Date.UTC(2026, 0, 1, 0, 0, 1)));
 		expect(deferred.hydrated).toBe(1);
 		await ours.store.findOne({ _id: "h-001" });
 		expect(deferred.hydrated).toBe(1);
@@ -98,7 +117,7 @@ describe("a deferred field of the embedded store", () => {
 		expect(byId(ours.db.getAllData().map(d => model.deepCopy(d)))).toEqual(byId(theirs.db.getAllData()));
 		expect(deferred.hydrated).toBe(32);
 		// The updated record's grain as written.
-		expect(((await ours.store.findOne({ _id: "h-003" }))?.grain as Doc).osrelease).toBe("p12");
+		expect(((await ours.store.findOne({ _id: "h-003" }))!.grain as Doc).osrelease).toBe("p12");
 		ours.m.stop();
 	});
 
@@ -106,13 +125,16 @@ describe("a deferred field of the embedded store", () => {
 		const file = await writtenFile(30);
 		const { store, m } = await open(file);
 		expect(await store.count({ "grain.osrelease": "p11" })).toBe(15);
-		expect((await store.find({}, { sort: [["grain.ctl.at", -1]], limit: 1, only: ["grain"] }))[0]).toEqual({ _id: "h-029", grain: host(29).grain });
+		expect((await store.find({}, { sort: [["grain.ctl.at", -1]], limit: 1, only: ["grain"] }))[0]).toEqual({
+			_id: "h-029",
+			grain: host(29).grain,
+		});
 		await store.updateMany({ _id: "h-002" }, { $set: { status: "down" } });
 		await store.updateMany({ _id: "h-004" }, { $set: { "grain.os": "Debian" } });
 		m.stop();
 		const again = await open(file);
 		expect((await again.store.findOne({ _id: "h-002" }))?.grain).toEqual(host(2).grain);
-		expect(((await again.store.findOne({ _id: "h-004" }))?.grain as Doc).os).toBe("Debian");
+		expect(((await again.store.findOne({ _id: "h-004" }))!.grain as Doc).os).toBe("Debian");
 		again.m.stop();
 	});
 
@@ -194,7 +216,8 @@ describe("a deferred field of the embedded store", () => {
 		expect(m.deferred!.unread).toBe(40);
 		expect(fdsOn(file)).toBe(1);
 		// Two read before the background pass, which reads the others.
-		for (const id of ["h-001", "h-049"]) expect(((await store.findOne({ _id: id }))?.grain as Doc).osrelease).toBe("r3");
+		for (const id of ["h-001", "h-049"])
+			expect(((await store.findOne({ _id: id }))!.grain as Doc).osrelease).toBe("r3");
 		expect(m.deferred!.unread).toBe(38);
 		m.hydrateInBackground!();
 		while (m.deferred!.unread > 0) await new Promise(r => setImmediate(r));
@@ -214,7 +237,9 @@ describe("a deferred field of the embedded store", () => {
 		expect(m.deferred!.hydrated).toBe(32);
 		expect(m.deferred!.unread).toBe(32);
 		expect(fdsOn(file)).toBe(first);
-		expect(byId(db.getAllData()).map(d => (d.grain as Doc).osrelease)).toEqual(Array.from({ length: 40 }, (_, i) => (host(i).grain as Doc).osrelease));
+		expect(byId(db.getAllData()).map(d => (d.grain as Doc).osrelease)).toEqual(
+			Array.from({ length: 40 }, (_, i) => (host(i).grain as Doc).osrelease),
+		);
 		expect(m.deferred!.unreadable).toBe(0);
 		expect(fdsOn(file)).toBe(0);
 		m.stop();
@@ -263,7 +288,13 @@ describe("a deferred field of the embedded store", () => {
 		// Grains of about 3 KB: 200 hosts hold more than one read's worth of bytes.
 		const file = path.join(tempDir("deferred"), "hosts.db");
 		const writer = await open(file);
-		await writer.store.insertMany(Array.from({ length: 200 }, (_, i) => ({ ...host(i), labels: {}, grain: { ...(host(i).grain as Doc), pad: "x".repeat(3_000) } })));
+		await writer.store.insertMany(
+			Array.from({ length: 200 }, (_, i) => ({
+				...host(i),
+				labels: {},
+				grain: { ...(host(i).grain as Doc), pad: "x".repeat(3_000) },
+			})),
+		);
 		writer.m.stop();
 		const { db, m } = await open(file);
 		expect(m.deferred!.unread).toBe(200);
@@ -278,7 +309,9 @@ describe("a deferred field of the embedded store", () => {
 		expect(m.deferred!.waiting).toBe(false);
 		expect(m.deferred!.hydrated).toBe(200);
 		expect(m.deferred!.unreadable).toBe(0);
-		expect(byId(db.getAllData()).map(d => (d.grain as Doc).osrelease)).toEqual(Array.from({ length: 200 }, (_, i) => (host(i).grain as Doc).osrelease));
+		expect(byId(db.getAllData()).map(d => (d.grain as Doc).osrelease)).toEqual(
+			Array.from({ length: 200 }, (_, i) => (host(i).grain as Doc).osrelease),
+		);
 		expect(fdsOn(file)).toBe(0);
 		expect(m.deferred!.hydrateSome(Infinity)).toBe(false);
 		m.stop();
@@ -290,7 +323,9 @@ describe("a deferred field of the embedded store", () => {
 		fs.truncateSync(file, Math.floor(fs.statSync(file).size / 2));
 		// A rewrite of the file meanwhile writes what it can read, and null for the rest.
 		await db.compactDatafileAsync();
-		const rewritten = lines(file).filter(l => l.includes('"_id"')).map(l => JSON.parse(l) as Doc);
+		const rewritten = lines(file)
+			.filter(l => l.includes('"_id"'))
+			.map(l => JSON.parse(l) as Doc);
 		expect(rewritten).toHaveLength(50);
 		expect(rewritten.filter(d => d.grain === null).length).toBe(m.deferred!.unreadable);
 		expect(() => m.deferred!.hydrateSome(Infinity)).not.toThrow();
@@ -312,7 +347,11 @@ describe("a deferred field of the embedded store", () => {
 		expect({ ...b }.grain).toEqual(b.grain);
 		b.grain = { os: "other" };
 		expect(b.grain).toEqual({ os: "other" });
-		expect(Object.getOwnPropertyDescriptor(b, "grain")).toMatchObject({ value: { os: "other" }, writable: true, enumerable: true });
+		expect(Object.getOwnPropertyDescriptor(b, "grain")).toMatchObject({
+			value: { os: "other" },
+			writable: true,
+			enumerable: true,
+		});
 		delete a.grain;
 		expect("grain" in a).toBe(false);
 		expect(m.deferred!.unread).toBe(0);
@@ -322,9 +361,21 @@ describe("a deferred field of the embedded store", () => {
 	it("writes a line NeDB reads as the record, its field last, whatever the record", () => {
 		const deferred = new DeferredField("grain", v => v);
 		const key = fc.string({ maxLength: 6 }).filter(k => !k.startsWith("$") && !k.includes("."));
-		const leaf = fc.oneof(fc.integer(), fc.string(), fc.boolean(), fc.constant(null), fc.constant(undefined), fc.date({ noInvalidDate: true }));
+		const leaf = fc.oneof(
+			fc.integer(),
+			fc.string(),
+			fc.boolean(),
+			fc.constant(null),
+			fc.constant(undefined),
+			fc.date({ noInvalidDate: true }),
+		);
 		const { value } = fc.letrec(tie => ({
-			value: fc.oneof({ depthSize: "small" }, leaf, fc.array(tie("value"), { maxLength: 4 }), fc.dictionary(fc.oneof(key, fc.constant("grain")), tie("value"), { maxKeys: 4 })),
+			value: fc.oneof(
+				{ depthSize: "small" },
+				leaf,
+				fc.array(tie("value"), { maxLength: 4 }),
+				fc.dictionary(fc.oneof(key, fc.constant("grain")), tie("value"), { maxKeys: 4 }),
+			),
 		}));
 		fc.assert(
 			fc.property(fc.dictionary(fc.oneof(key, fc.constant("grain")), value, { maxKeys: 6 }), doc => {
@@ -344,7 +395,10 @@ describe("a deferred field of the embedded store", () => {
 
 	it("is off where lines pass through serialization hooks (they would no longer be JSON.stringify's)", async () => {
 		const file = path.join(tempDir("deferred"), "hosts.db");
-		const hooks = { afterSerialization: (s: string) => Buffer.from(s).toString("base64"), beforeDeserialization: (s: string) => Buffer.from(s, "base64").toString() };
+		const hooks = {
+			afterSerialization: (s: string) => Buffer.from(s).toString("base64"),
+			beforeDeserialization: (s: string) => Buffer.from(s, "base64").toString(),
+		};
 		const writer = await open(file, true, hooks);
 		expect(writer.m.deferred).toBeUndefined();
 		await writer.store.insertMany([host(1)]);

@@ -6,11 +6,15 @@
 import fs from "node:fs";
 import path from "node:path";
 import fc from "fast-check";
-import { manageNedbFile, serializeRecord, COMPACT_MIN_GROWTH, type NedbFileDatastore } from "../../lib/storage/nedb-file";
+import {
+	manageNedbFile,
+	serializeRecord,
+	COMPACT_MIN_GROWTH,
+	type NedbFileDatastore,
+} from "../../lib/storage/nedb-file";
 import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
 import { tempDir } from "../support/harness";
 
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const Datastore = require("@seald-io/nedb");
 import * as model from "../../lib/storage/nedb-internals";
 
@@ -27,10 +31,15 @@ const stat = (file: string) => {
 	return { ino: st.ino, mtimeMs: st.mtimeMs, size: st.size };
 };
 const lines = (file: string) => fs.readFileSync(file, "utf8").split("\n").filter(Boolean);
-const byId = (docs: Array<Record<string, unknown>>) => [...docs].sort((a, b) => String(a._id).localeCompare(String(b._id)));
+const byId = (docs: Array<Record<string, unknown>>) =>
+	[...docs].sort((a, b) => String(a._id).localeCompare(String(b._id)));
 
 /** A datastore on `file`, loaded by this module (`managed`) or by NeDB alone. */
-async function open(file: string, managed: boolean, onCompact?: () => void): Promise<{ db: Db; stop(): void; checkGrowth(): Promise<boolean> }> {
+async function open(
+	file: string,
+	managed: boolean,
+	onCompact?: () => void,
+): Promise<{ db: Db; stop(): void; checkGrowth(): Promise<boolean> }> {
 	const db = new Datastore({ filename: file }) as Db;
 	const m = managed ? manageNedbFile(db, onCompact) : { stop: () => undefined, checkGrowth: async () => false };
 	await db.loadDatabaseAsync();
@@ -42,7 +51,12 @@ describe("the embedded datastore's file", () => {
 		_id: `h-${String(i).padStart(3, "0")}`,
 		n: i,
 		_created: new Date(Date.UTC(2024, 0, 1, 0, 0, i)),
-		grain: { os: "ALT", nested: { deep: [{ at: new Date(Date.UTC(2024, 5, 1, 0, 0, i)) }, "x"] }, dollar: "$$date in text", empty: {} },
+		grain: {
+			os: "ALT",
+			nested: { deep: [{ at: new Date(Date.UTC(2024, 5, 1, 0, 0, i)) }, "x"] },
+			dollar: "$$date in text",
+			empty: {},
+		},
 		list: [1, { when: new Date(0) }],
 	});
 
@@ -70,7 +84,14 @@ describe("the embedded datastore's file", () => {
 		const file = path.join(tempDir("nedb-file"), "dates.db");
 		const writer = await open(file, false);
 		const batch = new Date(Date.UTC(2026, 10, 27, 12, 0, 0));
-		for (let i = 0; i < 3; i++) await writer.db.insertAsync({ _id: `d-${i}`, _created: batch, _updated: batch, applied: new Date(1000 + i), grain: { ctl: { applied: new Date(1000 + i) } } });
+		for (let i = 0; i < 3; i++)
+			await writer.db.insertAsync({
+				_id: `d-${i}`,
+				_created: batch,
+				_updated: batch,
+				applied: new Date(1000 + i),
+				grain: { ctl: { applied: new Date(1000 + i) } },
+			});
 		const ours = await open(file, true);
 		const docs = byId(ours.db.getAllData());
 		expect(docs.map(d => (d._created as Date).getTime())).toEqual([batch.getTime(), batch.getTime(), batch.getTime()]);
@@ -87,7 +108,10 @@ describe("the embedded datastore's file", () => {
 		await store.updateMany({ _id: "d-1" }, { $set: { _updated: new Date(5) } });
 		const after = byId(ours.db.getAllData());
 		expect((after[1]._updated as Date).getTime()).toBe(5);
-		expect([after[0]._updated, after[2]._updated].map(d => (d as Date).getTime())).toEqual([batch.getTime(), batch.getTime()]);
+		expect([after[0]._updated, after[2]._updated].map(d => (d as Date).getTime())).toEqual([
+			batch.getTime(),
+			batch.getTime(),
+		]);
 		expect((after[1]._created as Date).getTime()).toBe(batch.getTime());
 		ours.stop();
 	});
@@ -96,11 +120,13 @@ describe("the embedded datastore's file", () => {
 		const file = path.join(tempDir("nedb-file"), "lists.db");
 		const flags = Array.from({ length: 20 }, (_, i) => `flag_number_${i}`);
 		const writer = await open(file, false);
-		for (let i = 0; i < 3; i++) await writer.db.insertAsync({ _id: `l-${i}`, grain: { cpu_flags: [...flags], short: ["a", "b"] } });
+		for (let i = 0; i < 3; i++)
+			await writer.db.insertAsync({ _id: `l-${i}`, grain: { cpu_flags: [...flags], short: ["a", "b"] } });
 		await writer.db.insertAsync({ _id: "l-other", grain: { cpu_flags: [...flags.slice(1), "another"] } });
 		await writer.db.insertAsync({ _id: "l-mixed", grain: { cpu_flags: [...flags.slice(1), 7] } });
 		const ours = await open(file, true);
-		const flagsOf = (id: string) => (ours.db.getAllData().find(d => d._id === id)!.grain as { cpu_flags: unknown[]; short?: unknown[] });
+		const flagsOf = (id: string) =>
+			ours.db.getAllData().find(d => d._id === id)!.grain as { cpu_flags: unknown[]; short?: unknown[] };
 		expect(flagsOf("l-1").cpu_flags).toBe(flagsOf("l-0").cpu_flags);
 		expect(flagsOf("l-2").cpu_flags).toBe(flagsOf("l-0").cpu_flags);
 		expect(flagsOf("l-0").cpu_flags).toEqual(flags);
@@ -117,7 +143,8 @@ describe("the embedded datastore's file", () => {
 		expect(flagsOf("l-2").cpu_flags).toEqual(flags);
 		ours.stop();
 		const again = await open(file, true);
-		const reread = (id: string) => (again.db.getAllData().find(d => d._id === id)!.grain as { cpu_flags: unknown[] }).cpu_flags;
+		const reread = (id: string) =>
+			(again.db.getAllData().find(d => d._id === id)!.grain as { cpu_flags: unknown[] }).cpu_flags;
 		expect(reread("l-1")).toEqual([...flags, "new_flag"]);
 		expect(reread("l-2")).toBe(reread("l-0"));
 		again.stop();
@@ -125,8 +152,13 @@ describe("the embedded datastore's file", () => {
 
 	it("shows keys stored encoded as they were sent after a load, whichever read it is; records without one are read as they are", async () => {
 		const file = path.join(tempDir("nedb-file"), "keys.db");
-		const sent = { _id: "k-1", kwarg: { "$x": 1, "a.b": { "50%": [{ __proto__: 2, "\u0000": 3 }] } }, plain: "p%" };
-		Object.defineProperty(sent.kwarg["a.b"]["50%"][0], "__proto__", { value: 2, enumerable: true, configurable: true, writable: true });
+		const sent = { _id: "k-1", kwarg: { $x: 1, "a.b": { "50%": [{ __proto__: 2, "\u0000": 3 }] } }, plain: "p%" };
+		Object.defineProperty(sent.kwarg["a.b"]["50%"][0], "__proto__", {
+			value: 2,
+			enumerable: true,
+			configurable: true,
+			writable: true,
+		});
 		const writer = await open(file, true);
 		const before = new NedbStore(writer.db as unknown as NedbDatastore);
 		await before.insertMany([JSON.parse(JSON.stringify(sent)), { _id: "k-2", kwarg: { x: 1 }, plain: "%" }]);
@@ -136,7 +168,9 @@ describe("the embedded datastore's file", () => {
 		const expected = JSON.parse(JSON.stringify(sent));
 		expect(JSON.stringify(await store.findOneShared({ _id: "k-1" }))).toBe(JSON.stringify(expected));
 		expect(JSON.stringify(await store.findOne({ _id: "k-1" }))).toBe(JSON.stringify(expected));
-		expect(JSON.stringify((await store.findPageShared({}, { limit: 5 })).docs)).toBe(JSON.stringify([expected, { _id: "k-2", kwarg: { x: 1 }, plain: "%" }]));
+		expect(JSON.stringify((await store.findPageShared({}, { limit: 5 })).docs)).toBe(
+			JSON.stringify([expected, { _id: "k-2", kwarg: { x: 1 }, plain: "%" }]),
+		);
 		// A record with no encoded key is the store's own record (not walked or copied to be shown).
 		const raw = reader.db.getAllData().find(d => d._id === "k-2");
 		expect(await store.findOneShared({ _id: "k-2" })).toBe(raw);
@@ -184,7 +218,11 @@ describe("the embedded datastore's file", () => {
 	it("reads every line whatever the reads cut: records longer than a read, multi-byte characters across a cut, CRLF, no last newline", async () => {
 		const dir = tempDir("nedb-file");
 		// Records of several MiB (a read is 1 MiB) of two-, three- and four-byte characters: some cut falls inside one.
-		const wide = (i: number, ch: string) => ({ _id: `w${i}`, text: ch.repeat(700_000 + i), _created: { $$date: 1_000 * i } });
+		const wide = (i: number, ch: string) => ({
+			_id: `w${i}`,
+			text: ch.repeat(700_000 + i),
+			_created: { $$date: 1_000 * i },
+		});
 		const docs = [
 			{ _id: "a", n: 1 },
 			wide(1, "é"),
@@ -238,9 +276,22 @@ describe("the embedded datastore's file", () => {
 	it("writes records exactly as NeDB's serialize does, Dates at any depth included", () => {
 		// Keys as NeDB takes them (no leading $, no dot); values of every JSON kind, Dates, and undefined.
 		const key = fc.string({ maxLength: 6 }).filter(k => !k.startsWith("$") && !k.includes("."));
-		const leaf = fc.oneof(fc.integer(), fc.double({ noNaN: true, noDefaultInfinity: true }), fc.string(), fc.boolean(), fc.constant(null), fc.constant(undefined), fc.date({ noInvalidDate: true }));
+		const leaf = fc.oneof(
+			fc.integer(),
+			fc.double({ noNaN: true, noDefaultInfinity: true }),
+			fc.string(),
+			fc.boolean(),
+			fc.constant(null),
+			fc.constant(undefined),
+			fc.date({ noInvalidDate: true }),
+		);
 		const { value } = fc.letrec(tie => ({
-			value: fc.oneof({ depthSize: "small" }, leaf, fc.array(tie("value"), { maxLength: 4 }), fc.dictionary(key, tie("value"), { maxKeys: 4 })),
+			value: fc.oneof(
+				{ depthSize: "small" },
+				leaf,
+				fc.array(tie("value"), { maxLength: 4 }),
+				fc.dictionary(key, tie("value"), { maxKeys: 4 }),
+			),
 		}));
 		fc.assert(
 			fc.property(fc.dictionary(key, value, { maxKeys: 6 }), fc.date({ noInvalidDate: true }), (doc, at) => {
@@ -262,10 +313,16 @@ describe("the embedded datastore's file", () => {
 		const before = lines(file).length;
 		// Not awaited: an append handed to the thread pool (fs.promises) would not be in the file yet.
 		const pending = ours.db.persistence.persistNewStateAsync([doc(1), doc(2)]);
-		expect(lines(file).slice(before).map(l => JSON.parse(l)._id)).toEqual(["h-001", "h-002"]);
+		expect(
+			lines(file)
+				.slice(before)
+				.map(l => JSON.parse(l)._id),
+		).toEqual(["h-001", "h-002"]);
 		await pending;
 		await ours.db.insertAsync(doc(3));
-		expect((await open(file, false)).db.getAllData().map(d => d._id)).toEqual(expect.arrayContaining(["h-001", "h-002", "h-003"]));
+		expect((await open(file, false)).db.getAllData().map(d => d._id)).toEqual(
+			expect.arrayContaining(["h-001", "h-002", "h-003"]),
+		);
 		// The folder gone under the store: the write is refused with the system's error, the process goes on.
 		fs.rmSync(dir, { recursive: true, force: true });
 		await expect(ours.db.insertAsync(doc(4))).rejects.toThrow(/ENOENT/);
@@ -300,7 +357,9 @@ describe("the embedded datastore's file", () => {
 		expect(lines(file)).toHaveLength(19 + 1);
 		const rewritten = await open(file, false);
 		expect(byId(rewritten.db.getAllData())).toEqual(byId(ours.db.getAllData()));
-		expect((rewritten.db.getAllData().find(d => d._id === "h-003")!.grain as Record<string, unknown>).when).toEqual(new Date(6));
+		expect((rewritten.db.getAllData().find(d => d._id === "h-003")!.grain as Record<string, unknown>).when).toEqual(
+			new Date(6),
+		);
 		ours.stop();
 	});
 });

@@ -11,7 +11,9 @@ import * as nedb from "../../lib/storage/nedb-internals";
 
 describe("NeDB's internals the embedded engine relies on", () => {
 	it("are those of the release package.json pins exactly, and that release is the one installed", () => {
-		const pkg = JSON.parse(fs.readFileSync(path.join(__dirname, "../../package.json"), "utf8")) as { dependencies: Record<string, string> };
+		const pkg = JSON.parse(fs.readFileSync(path.join(__dirname, "../../package.json"), "utf8")) as {
+			dependencies: Record<string, string>;
+		};
 		expect(pkg.dependencies["@seald-io/nedb"]).toBe(nedb.NEDB_VERSION);
 		expect(nedb.installedNedbVersion()).toBe(nedb.NEDB_VERSION);
 	});
@@ -28,7 +30,12 @@ describe("NeDB's internals the embedded engine relies on", () => {
 
 	it("modify: a new record from an update, the old one unchanged; `_id` refused", () => {
 		const old = { _id: "h1", status: "up", n: 1, tags: ["a"], grain: { os: "ALT" } };
-		const next = nedb.modify(old, { $set: { status: "down", "grain.os": "Debian" }, $inc: { n: 2 }, $addToSet: { tags: "b" }, $unset: { gone: true } });
+		const next = nedb.modify(old, {
+			$set: { status: "down", "grain.os": "Debian" },
+			$inc: { n: 2 },
+			$addToSet: { tags: "b" },
+			$unset: { gone: true },
+		});
 		expect(next).toEqual({ _id: "h1", status: "down", n: 3, tags: ["a", "b"], grain: { os: "Debian" } });
 		expect(old).toEqual({ _id: "h1", status: "up", n: 1, tags: ["a"], grain: { os: "ALT" } });
 		expect(nedb.modify(old, { $push: { tags: "a" } }).tags).toEqual(["a", "a"]);
@@ -46,9 +53,29 @@ describe("NeDB's internals the embedded engine relies on", () => {
 	});
 
 	it("compareThings: undefined, null, numbers, strings, booleans, dates, lists, objects, in that order", () => {
-		const ordered = [undefined, null, -1, 0, 2, "", "B", "a", "b", false, true, new Date(0), new Date(1), [1], [1, 2], [2], {}, { a: 1 }];
+		const ordered = [
+			undefined,
+			null,
+			-1,
+			0,
+			2,
+			"",
+			"B",
+			"a",
+			"b",
+			false,
+			true,
+			new Date(0),
+			new Date(1),
+			[1],
+			[1, 2],
+			[2],
+			{},
+			{ a: 1 },
+		];
 		for (let i = 0; i < ordered.length; i++) {
-			for (let j = 0; j < ordered.length; j++) expect(Math.sign(nedb.compareThings(ordered[i], ordered[j]))).toBe(Math.sign(i - j));
+			for (let j = 0; j < ordered.length; j++)
+				expect(Math.sign(nedb.compareThings(ordered[i], ordered[j]))).toBe(Math.sign(i - j));
 		}
 		expect(nedb.compareThings(new Date(5), new Date(5))).toBe(0);
 	});
@@ -72,9 +99,21 @@ describe("NeDB's internals the embedded engine relies on", () => {
 			{ tags: { $elemMatch: { $in: ["b"] } } },
 			{ status: { $regex: /^u/ } },
 			{ "nested.k": "v" },
-			{ $where(this: { n: number }) { return this.n === 3; } },
+			{
+				$where(this: { n: number }) {
+					return this.n === 3;
+				},
+			},
 		];
-		const no = [{ status: "down" }, { tags: "c" }, { tags: ["b", "a"] }, { n: { $gt: "2" } }, { missing: null }, { empty: { $exists: true } }, { $not: { tags: "a" } }];
+		const no = [
+			{ status: "down" },
+			{ tags: "c" },
+			{ tags: ["b", "a"] },
+			{ n: { $gt: "2" } },
+			{ missing: null },
+			{ empty: { $exists: true } },
+			{ $not: { tags: "a" } },
+		];
 		for (const q of yes) expect([q, nedb.match(doc, q)]).toEqual([q, true]);
 		for (const q of no) expect([q, nedb.match(doc, q)]).toEqual([q, false]);
 		// A bound holds for null against a date (what the planner's quick checks leave to the matcher).
@@ -83,7 +122,9 @@ describe("NeDB's internals the embedded engine relies on", () => {
 	});
 
 	it("serialize and checkObject: dates as {$$date}, keys NeDB refuses", () => {
-		expect(nedb.serialize({ _id: "h", when: new Date(42), l: [new Date(7)] })).toBe('{"_id":"h","when":{"$$date":42},"l":[{"$$date":7}]}');
+		expect(nedb.serialize({ _id: "h", when: new Date(42), l: [new Date(7)] })).toBe(
+			'{"_id":"h","when":{"$$date":42},"l":[{"$$date":7}]}',
+		);
 		expect(() => nedb.checkObject({ a: { $b: 1 } })).toThrow();
 		expect(() => nedb.checkObject({ "a.b": 1 })).toThrow();
 		expect(() => nedb.checkObject({ a: { b: [1, { c: 2 }] } })).not.toThrow();
@@ -94,7 +135,10 @@ describe("NeDB's internals the embedded engine relies on", () => {
 		try {
 			const file = path.join(dir, "x.db");
 			fs.writeFileSync(file, "old\n");
-			await nedb.crashSafeWriteFileLinesAsync(file, ['{"_id":"a"}', '{"_id":"b"}'], { fileMode: 0o644, dirMode: 0o755 });
+			await nedb.crashSafeWriteFileLinesAsync(file, ['{"_id":"a"}', '{"_id":"b"}'], {
+				fileMode: 0o644,
+				dirMode: 0o755,
+			});
 			expect(fs.readFileSync(file, "utf8")).toBe('{"_id":"a"}\n{"_id":"b"}\n');
 			expect(fs.existsSync(file + "~")).toBe(false);
 		} finally {
@@ -105,13 +149,35 @@ describe("NeDB's internals the embedded engine relies on", () => {
 	it("a Datastore has the undocumented parts the store, the loader and the tree indexes use", async () => {
 		const db = new Datastore({ inMemoryOnly: true }) as unknown as Record<string, any>;
 		await db.loadDatabaseAsync();
-		await db.insertAsync([{ _id: "b", v: 1 }, { _id: "a", v: 2 }]);
+		await db.insertAsync([
+			{ _id: "b", v: 1 },
+			{ _id: "a", v: 2 },
+		]);
 		// The queue: a task runs after those pushed before it.
 		const order: number[] = [];
-		await Promise.all([db.executor.pushAsync(async () => order.push(1)), db.executor.pushAsync(async () => order.push(2))]);
+		await Promise.all([
+			db.executor.pushAsync(async () => order.push(1)),
+			db.executor.pushAsync(async () => order.push(2)),
+		]);
 		expect(order).toEqual([1, 2]);
-		for (const fn of ["_updateIndexes", "_resetIndexes", "getAllData", "compactDatafileAsync", "emit", "removeIndexAsync", "ensureIndexAsync"]) expect([fn, typeof db[fn]]).toEqual([fn, "function"]);
-		for (const fn of ["persistNewStateAsync", "treatRawStreamAsync", "persistCachedDatabaseAsync", "beforeDeserialization", "afterSerialization"]) expect([fn, typeof db.persistence[fn]]).toEqual([fn, "function"]);
+		for (const fn of [
+			"_updateIndexes",
+			"_resetIndexes",
+			"getAllData",
+			"compactDatafileAsync",
+			"emit",
+			"removeIndexAsync",
+			"ensureIndexAsync",
+		])
+			expect([fn, typeof db[fn]]).toEqual([fn, "function"]);
+		for (const fn of [
+			"persistNewStateAsync",
+			"treatRawStreamAsync",
+			"persistCachedDatabaseAsync",
+			"beforeDeserialization",
+			"afterSerialization",
+		])
+			expect([fn, typeof db.persistence[fn]]).toEqual([fn, "function"]);
 		expect(typeof db.persistence.corruptAlertThreshold).toBe("number");
 		expect(db.persistence.modes).toEqual({ fileMode: expect.any(Number), dirMode: expect.any(Number) });
 		// `_updateIndexes` changes every index with the pairs given, and puts them all back when one refuses.
@@ -120,7 +186,9 @@ describe("NeDB's internals the embedded engine relies on", () => {
 		const moved = { ...a, v: 3 };
 		db._updateIndexes([{ oldDoc: a, newDoc: moved }]);
 		expect(db.indexes.v.getMatching(3)).toEqual([moved]);
-		expect(() => db._updateIndexes([{ oldDoc: moved, newDoc: { ...moved, v: 1 } }])).toThrow(expect.objectContaining({ errorType: "uniqueViolated" }));
+		expect(() => db._updateIndexes([{ oldDoc: moved, newDoc: { ...moved, v: 1 } }])).toThrow(
+			expect.objectContaining({ errorType: "uniqueViolated" }),
+		);
 		expect(db.indexes.v.getMatching(3)).toEqual([moved]);
 		// The _id index's AVL tree: its root node, the node class's own methods, keys in order.
 		const root = db.indexes._id.tree.tree;

@@ -9,7 +9,11 @@ import { isTreeIndex, quickRemovals, resetTree, type TreeIndex, type TreeNode } 
 import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
 import { NedbIndex } from "../../lib/storage/nedb-internals";
 
-const Index = NedbIndex as unknown as new (o: { fieldName: string; unique?: boolean; sparse?: boolean }) => TreeIndex & {
+const Index = NedbIndex as unknown as new (o: {
+	fieldName: string;
+	unique?: boolean;
+	sparse?: boolean;
+}) => TreeIndex & {
 	getAll(): Array<Record<string, unknown>>;
 	getMatching(v: unknown): Array<Record<string, unknown>>;
 	getBetweenBounds(q: Record<string, unknown>): Array<Record<string, unknown>>;
@@ -18,7 +22,6 @@ const Index = NedbIndex as unknown as new (o: { fieldName: string; unique?: bool
 	update(a: unknown, b?: unknown): void;
 	tree: { tree: TreeNode; checkIsAVLT(): void };
 };
-// eslint-disable-next-line @typescript-eslint/no-require-imports
 const Datastore = require("@seald-io/nedb");
 
 /** A tree's shape: each node's key, its records' ids in order, its children (an emptied key keeps its node). */
@@ -39,7 +42,9 @@ const keyArb = fc.oneof(
 	fc.constant(undefined),
 );
 
-const docsArb = fc.array(keyArb, { maxLength: 80 }).map(keys => keys.map((k, i): Doc => (k === undefined ? { _id: `r${i}` } : { _id: `r${i}`, k })));
+const docsArb = fc
+	.array(keyArb, { maxLength: 80 })
+	.map(keys => keys.map((k, i): Doc => (k === undefined ? { _id: `r${i}` } : { _id: `r${i}`, k })));
 
 function both(opts: { unique?: boolean; sparse?: boolean }, docs: Doc[]) {
 	const theirs = new Index({ fieldName: "k", ...opts });
@@ -67,8 +72,10 @@ describe("NeDB's tree index filled in one pass", () => {
 				expect(ourError).toBeNull();
 				expect(ours.getAll()).toEqual(theirs.getAll());
 				ours.tree.checkIsAVLT();
-				for (const k of [0, 3, "a", "ab", null, true, new Date(Date.UTC(2026, 0, 2))]) expect(ours.getMatching(k)).toEqual(theirs.getMatching(k));
-				for (const q of [{ $gte: 0 }, { $lt: "b" }, { $gt: -2, $lte: 4 }, { $gte: new Date(Date.UTC(2026, 0, 2)) }]) expect(ours.getBetweenBounds(q)).toEqual(theirs.getBetweenBounds(q));
+				for (const k of [0, 3, "a", "ab", null, true, new Date(Date.UTC(2026, 0, 2))])
+					expect(ours.getMatching(k)).toEqual(theirs.getMatching(k));
+				for (const q of [{ $gte: 0 }, { $lt: "b" }, { $gt: -2, $lte: 4 }, { $gte: new Date(Date.UTC(2026, 0, 2)) }])
+					expect(ours.getBetweenBounds(q)).toEqual(theirs.getBetweenBounds(q));
 				// NeDB keeps it current from then on: a removal and an insert leave it as NeDB's.
 				if (docs.length) {
 					ours.remove(docs[0]);
@@ -121,8 +128,15 @@ describe("NeDB's tree index filled in one pass", () => {
 	it("removes a record from a key others share as NeDB does: the same tree, records in the same order, after any inserts, updates and removals", () => {
 		type Op = { kind: "insert" | "remove" | "update"; at: number; key: unknown };
 		// Few keys, so that many records share each: a removal from the middle of a key's list is common.
-		const sharedKeyArb = fc.oneof(fc.constantFrom<unknown>(1, 2, "a", null, new Date(Date.UTC(2026, 0, 1)), [1, 2, 1]), fc.constant(undefined));
-		const opArb = fc.record({ kind: fc.constantFrom<Op["kind"]>("insert", "insert", "remove", "update"), at: fc.nat(), key: sharedKeyArb });
+		const sharedKeyArb = fc.oneof(
+			fc.constantFrom<unknown>(1, 2, "a", null, new Date(Date.UTC(2026, 0, 1)), [1, 2, 1]),
+			fc.constant(undefined),
+		);
+		const opArb = fc.record({
+			kind: fc.constantFrom<Op["kind"]>("insert", "insert", "remove", "update"),
+			at: fc.nat(),
+			key: sharedKeyArb,
+		});
 		fc.assert(
 			fc.property(fc.array(opArb, { maxLength: 120 }), fc.boolean(), (ops, sparse) => {
 				const theirs = new Index({ fieldName: "k", sparse });
@@ -163,7 +177,9 @@ describe("NeDB's tree index filled in one pass", () => {
 		const store = new NedbStore(db as unknown as NedbDatastore);
 		await store.ensureIndex("next", { ordered: true });
 		await store.insertMany(Array.from({ length: 1000 }, (_, i) => ({ _id: `t${i}`, next: null, runs: 0 })));
-		const node = (db.indexes.next as TreeIndex).tree.tree as TreeNode & { checkValueEquality(a: unknown, b: unknown): boolean };
+		const node = (db.indexes.next as TreeIndex).tree.tree as TreeNode & {
+			checkValueEquality(a: unknown, b: unknown): boolean;
+		};
 		expect(node.data).toHaveLength(1000);
 		let compared = 0;
 		const same = node.checkValueEquality;

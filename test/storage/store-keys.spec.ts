@@ -5,16 +5,61 @@
  * nothing to encode is handed on as it is; no nesting overflows the stack.
  */
 import fc from "fast-check";
-import { decodeAll, decodeKey, decodeKeys, encodeFilter, encodeKey, encodeKeys, encodePath, encodePaths, encodeSort, encodeUpdate, keyNeedsEncoding, setOwn } from "../../lib/storage/store-keys";
+import {
+	decodeAll,
+	decodeKey,
+	decodeKeys,
+	encodeFilter,
+	encodeKey,
+	encodeKeys,
+	encodePath,
+	encodePaths,
+	encodeSort,
+	encodeUpdate,
+	keyNeedsEncoding,
+	setOwn,
+} from "../../lib/storage/store-keys";
 
 import * as nedbModel from "../../lib/storage/nedb-internals";
 
 type Json = null | boolean | number | string | Date | Json[] | { [key: string]: Json };
 
 /** Keys that are trouble somewhere: for the stores, for the escape itself, for JavaScript. */
-const NASTY = ["$", "$x", "$$date", "$in", ".", "a.b", "..", "%", "%%", "%25", "%2E", "%2e", "%24", "%24x", "%00", "%5F_proto__", "%5F", "__proto__", "constructor", "prototype", "toString", "hasOwnProperty", "\0", "nul\0", "", "0", "ключ.$", "🙂.%"];
+const NASTY = [
+	"$",
+	"$x",
+	"$$date",
+	"$in",
+	".",
+	"a.b",
+	"..",
+	"%",
+	"%%",
+	"%25",
+	"%2E",
+	"%2e",
+	"%24",
+	"%24x",
+	"%00",
+	"%5F_proto__",
+	"%5F",
+	"__proto__",
+	"constructor",
+	"prototype",
+	"toString",
+	"hasOwnProperty",
+	"\0",
+	"nul\0",
+	"",
+	"0",
+	"ключ.$",
+	"🙂.%",
+];
 /** Strings made of the characters the escape cares about, so that `%2E`-like sequences turn up. */
-const tricky = fc.string({ unit: fc.constantFrom("$", ".", "%", "2", "5", "E", "e", "4", "0", "F", "_", "\0", "a", "é", "🙂"), maxLength: 8 });
+const tricky = fc.string({
+	unit: fc.constantFrom("$", ".", "%", "2", "5", "E", "e", "4", "0", "F", "_", "\0", "a", "é", "🙂"),
+	maxLength: 8,
+});
 const key = fc.oneof(fc.constantFrom(...NASTY), tricky, fc.string({ unit: "binary", maxLength: 12 }));
 
 /** Objects built from entries: `Object.fromEntries` makes `__proto__` an own key, as JSON.parse does. */
@@ -28,12 +73,16 @@ const json: fc.Arbitrary<Json> = fc.letrec<{ value: Json }>(tie => ({
 		fc.string({ unit: "binary" }),
 		fc.date({ noInvalidDate: true }),
 		fc.array(tie("value"), { maxLength: 4, depthIdentifier: "json" }),
-		fc.array(fc.tuple(key, tie("value")), { maxLength: 6, depthIdentifier: "json" }).map(entries => Object.fromEntries(entries) as Json),
+		fc
+			.array(fc.tuple(key, tie("value")), { maxLength: 6, depthIdentifier: "json" })
+			.map(entries => Object.fromEntries(entries) as Json),
 	),
 })).value;
 
 /** A document: an object at the top, as stores hold. */
-const doc = fc.array(fc.tuple(key, json), { maxLength: 8 }).map(entries => Object.fromEntries(entries) as Record<string, Json>);
+const doc = fc
+	.array(fc.tuple(key, json), { maxLength: 8 })
+	.map(entries => Object.fromEntries(entries) as Record<string, Json>);
 
 /** JSON text that also tells dates apart, and keeps key order: "exactly the same" means the same text. */
 function text(value: unknown): string {
@@ -112,12 +161,24 @@ describe("one key", () => {
 	});
 
 	it("leaves a key alone when it needs no change, so existing records and indexes keep working", () => {
-		fc.assert(fc.property(key, k => k.includes("%") || !storable(k) || encodeKey(k) === k), { numRuns: 5000 });
-		for (const k of ["name", "pending", "grain", "ip_interfaces", "a$b", "ключ", "", "constructor", "_id"]) expect(encodeKey(k)).toBe(k);
+		fc.assert(
+			fc.property(key, k => k.includes("%") || !storable(k) || encodeKey(k) === k),
+			{ numRuns: 5000 },
+		);
+		for (const k of ["name", "pending", "grain", "ip_interfaces", "a$b", "ключ", "", "constructor", "_id"])
+			expect(encodeKey(k)).toBe(k);
 	});
 
 	it("writes the documented escapes", () => {
-		expect(["%", ".", "$x", "a$", "\0", "__proto__", "$.%"].map(encodeKey)).toEqual(["%25", "%2E", "%24x", "a$", "%00", "%5F_proto__", "%24%2E%25"]);
+		expect(["%", ".", "$x", "a$", "\0", "__proto__", "$.%"].map(encodeKey)).toEqual([
+			"%25",
+			"%2E",
+			"%24x",
+			"a$",
+			"%00",
+			"%5F_proto__",
+			"%24%2E%25",
+		]);
 		// only the escapes it writes are read back: other `%` sequences are text
 		expect(["%41", "%2e", "a%24", "%5F", "%"].map(decodeKey)).toEqual(["%41", "%2e", "a%24", "%5F", "%"]);
 	});
@@ -192,7 +253,7 @@ describe("field paths, filters and updates", () => {
 			"pending.run": "r1",
 			kwarg: { "a.b": 1, x$: 2, "%": 3 },
 			args: { $eq: { $x: 2 } },
-			$or: [{ "x.$y": { $in: [{ "$k": 1 }, "s"] } }, { n: { $not: { $eq: { "%": 1 } } } }],
+			$or: [{ "x.$y": { $in: [{ $k: 1 }, "s"] } }, { n: { $not: { $eq: { "%": 1 } } } }],
 			nested: { $elemMatch: { "k.$l": { $gte: 1 } } },
 			scores: { $elemMatch: { $gt: 4 } },
 			tags: { $all: [{ $elemMatch: { "a.b": 1 } }] },
@@ -212,10 +273,10 @@ describe("field paths, filters and updates", () => {
 
 	it("encode update paths by segment and the values they write throughout", () => {
 		const update = {
-			$set: { "pending.by": { "$x": 1, "a.b": [{ ["__proto__"]: 2 }] }, "kwarg.$y": 3 },
+			$set: { "pending.by": { $x: 1, "a.b": [{ ["__proto__"]: 2 }] }, "kwarg.$y": 3 },
 			$unset: { "kwarg.%": "" as const },
 			$inc: { n: 1 },
-			$push: { log: { $each: [{ "a.b": 1 }], $slice: -5 }, other: { "$x": 1 } },
+			$push: { log: { $each: [{ "a.b": 1 }], $slice: -5 }, other: { $x: 1 } },
 			$addToSet: { tags: "t" },
 			$pull: { subgroups: { $in: ["a"] }, items: { "k.$": 1 } },
 		};
@@ -236,8 +297,22 @@ describe("field paths, filters and updates", () => {
 
 describe("keys, one by one", () => {
 	it("keyNeedsEncoding: a leading $, a . % or NUL anywhere, or __proto__ itself", () => {
-		for (const k of ["$", "$x", "a.b", ".", "%", "a%", "\0", "a\0b", "__proto__"]) expect([k, keyNeedsEncoding(k)]).toEqual([k, true]);
-		for (const k of ["", "name", "a$", "a$b", "_proto_", "__proto__x", "x__proto__", "constructor", "prototype", "ключ", "🙂"]) expect([k, keyNeedsEncoding(k)]).toEqual([k, false]);
+		for (const k of ["$", "$x", "a.b", ".", "%", "a%", "\0", "a\0b", "__proto__"])
+			expect([k, keyNeedsEncoding(k)]).toEqual([k, true]);
+		for (const k of [
+			"",
+			"name",
+			"a$",
+			"a$b",
+			"_proto_",
+			"__proto__x",
+			"x__proto__",
+			"constructor",
+			"prototype",
+			"ключ",
+			"🙂",
+		])
+			expect([k, keyNeedsEncoding(k)]).toEqual([k, false]);
 	});
 
 	it("paths: each segment encoded, whatever makes it need it", () => {
@@ -257,11 +332,21 @@ describe("keys, one by one", () => {
 		setOwn(obj, "__proto__", { polluted: true });
 		setOwn(obj, "a", 1);
 		expect(Object.getPrototypeOf(obj)).toBe(Object.prototype);
-		expect(Object.getOwnPropertyDescriptor(obj, "__proto__")).toEqual({ value: { polluted: true }, writable: true, enumerable: true, configurable: true });
-		expect(Object.getOwnPropertyDescriptor(obj, "a")).toEqual({ value: 1, writable: true, enumerable: true, configurable: true });
+		expect(Object.getOwnPropertyDescriptor(obj, "__proto__")).toEqual({
+			value: { polluted: true },
+			writable: true,
+			enumerable: true,
+			configurable: true,
+		});
+		expect(Object.getOwnPropertyDescriptor(obj, "a")).toEqual({
+			value: 1,
+			writable: true,
+			enumerable: true,
+			configurable: true,
+		});
 		setOwn(obj, "__proto__", 2);
 		expect(Object.getOwnPropertyDescriptor(obj, "__proto__")?.value).toBe(2);
-		expect(delete obj["__proto__"]).toBe(true);
+		expect(delete obj.__proto__).toBe(true);
 		expect(Object.keys(obj)).toEqual(["a"]);
 	});
 });
@@ -306,10 +391,17 @@ describe("documents, case by case", () => {
 	});
 
 	it("encode every element and key that changes, however many there are in one array or object", () => {
-		const doc = { list: [{ $a: 1 }, "x", { $b: 2 }, { c: 3 }, { $d: 4 }], obj: { $e: 1, f: 2, "g.h": 3, i: { $j: 4 } } };
-		expect(JSON.stringify(encodeKeys(doc))).toBe('{"list":[{"%24a":1},"x",{"%24b":2},{"c":3},{"%24d":4}],"obj":{"%24e":1,"f":2,"g%2Eh":3,"i":{"%24j":4}}}');
+		const doc = {
+			list: [{ $a: 1 }, "x", { $b: 2 }, { c: 3 }, { $d: 4 }],
+			obj: { $e: 1, f: 2, "g.h": 3, i: { $j: 4 } },
+		};
+		expect(JSON.stringify(encodeKeys(doc))).toBe(
+			'{"list":[{"%24a":1},"x",{"%24b":2},{"c":3},{"%24d":4}],"obj":{"%24e":1,"f":2,"g%2Eh":3,"i":{"%24j":4}}}',
+		);
 		expect(decodeKeys(encodeKeys(doc))).toEqual(doc);
-		expect(JSON.stringify(doc)).toBe('{"list":[{"$a":1},"x",{"$b":2},{"c":3},{"$d":4}],"obj":{"$e":1,"f":2,"g.h":3,"i":{"$j":4}}}');
+		expect(JSON.stringify(doc)).toBe(
+			'{"list":[{"$a":1},"x",{"$b":2},{"c":3},{"$d":4}],"obj":{"$e":1,"f":2,"g.h":3,"i":{"$j":4}}}',
+		);
 	});
 
 	it("decodeAll decodes a database answer in place, replacing only the documents that change", () => {
@@ -326,7 +418,9 @@ describe("documents, case by case", () => {
 
 describe("filters, operator by operator", () => {
 	it("every logical operator holds queries; other $-keys at the top are not ours to rewrite", () => {
-		expect(encodeFilter({ $and: [{ "a.$b": 1 }], $or: [{ "c.$d": 1 }, "x"], $nor: [{ "e.$f": { "g.h": 1 } }] })).toEqual({
+		expect(
+			encodeFilter({ $and: [{ "a.$b": 1 }], $or: [{ "c.$d": 1 }, "x"], $nor: [{ "e.$f": { "g.h": 1 } }] }),
+		).toEqual({
 			$and: [{ "a.%24b": 1 }],
 			$or: [{ "c.%24d": 1 }, "x"],
 			$nor: [{ "e.%24f": { "g%2Eh": 1 } }],
@@ -338,10 +432,18 @@ describe("filters, operator by operator", () => {
 	it("literal values, also inside $all, $eq, $elemMatch's operators and $not, have their keys encoded", () => {
 		expect(encodeFilter({ tags: { $all: [{ "a.b": 1 }, "x"] } })).toEqual({ tags: { $all: [{ "a%2Eb": 1 }, "x"] } });
 		expect(encodeFilter({ tags: { $all: { "a.b": 1 } } })).toEqual({ tags: { $all: { "a%2Eb": 1 } } });
-		expect(encodeFilter({ list: { $elemMatch: { $eq: { "a.b": 1 } } } })).toEqual({ list: { $elemMatch: { $eq: { "a%2Eb": 1 } } } });
-		expect(encodeFilter({ list: { $elemMatch: { "k.$x": { $in: [{ $y: 1 }] } } } })).toEqual({ list: { $elemMatch: { "k.%24x": { $in: [{ "%24y": 1 }] } } } });
+		expect(encodeFilter({ list: { $elemMatch: { $eq: { "a.b": 1 } } } })).toEqual({
+			list: { $elemMatch: { $eq: { "a%2Eb": 1 } } },
+		});
+		expect(encodeFilter({ list: { $elemMatch: { "k.$x": { $in: [{ $y: 1 }] } } } })).toEqual({
+			list: { $elemMatch: { "k.%24x": { $in: [{ "%24y": 1 }] } } },
+		});
 		expect(encodeFilter({ list: { $elemMatch: "x" } })).toEqual({ list: { $elemMatch: "x" } });
-		expect(encodeFilter({ a: null, b: { $exists: true }, c: { $size: 2 } })).toEqual({ a: null, b: { $exists: true }, c: { $size: 2 } });
+		expect(encodeFilter({ a: null, b: { $exists: true }, c: { $size: 2 } })).toEqual({
+			a: null,
+			b: { $exists: true },
+			c: { $size: 2 },
+		});
 	});
 
 	it("are walked to 64 levels; deeper is a bug in our code, refused", () => {
@@ -364,8 +466,18 @@ describe("filters, operator by operator", () => {
 
 describe("updates, operator by operator", () => {
 	it("leaves $unset's, $inc's and $currentDate's values alone and encodes $rename's target path", () => {
-		const update = { $unset: { "a.$x": "" as const }, $inc: { "n.$y": 1 }, $currentDate: { "t.$z": { $type: "date" } }, $rename: { "old.$a": "new.$b", plain: 5 } };
-		expect(encodeUpdate(update)).toEqual({ $unset: { "a.%24x": "" }, $inc: { "n.%24y": 1 }, $currentDate: { "t.%24z": { $type: "date" } }, $rename: { "old.%24a": "new.%24b", plain: 5 } });
+		const update = {
+			$unset: { "a.$x": "" as const },
+			$inc: { "n.$y": 1 },
+			$currentDate: { "t.$z": { $type: "date" } },
+			$rename: { "old.$a": "new.$b", plain: 5 },
+		};
+		expect(encodeUpdate(update)).toEqual({
+			$unset: { "a.%24x": "" },
+			$inc: { "n.%24y": 1 },
+			$currentDate: { "t.%24z": { $type: "date" } },
+			$rename: { "old.%24a": "new.%24b", plain: 5 },
+		});
 	});
 
 	it("$push and $addToSet: $each's values are encoded, the other modifiers left as they are", () => {
@@ -378,13 +490,17 @@ describe("updates, operator by operator", () => {
 			$addToSet: { tags: { $each: [{ "%24k": 1 }] }, one: { "%24k": 2 } },
 		});
 		// not modifiers: a value to push, whose keys are encoded
-		expect(encodeUpdate({ $push: { log: { $each: "x", $slice: 1 } } })).toEqual({ $push: { log: { "%24each": "x", "%24slice": 1 } } });
+		expect(encodeUpdate({ $push: { log: { $each: "x", $slice: 1 } } })).toEqual({
+			$push: { log: { "%24each": "x", "%24slice": 1 } },
+		});
 	});
 
 	it("$pull: a condition on the elements (operators, or a query on each element)", () => {
-		expect(encodeUpdate({ $pull: { items: { $eq: { "a.b": 1 } }, docs: { "k.$x": { $gt: 1 } }, plain: "x" } })).toEqual({
-			$pull: { items: { $eq: { "a%2Eb": 1 } }, docs: { "k.%24x": { $gt: 1 } }, plain: "x" },
-		});
+		expect(encodeUpdate({ $pull: { items: { $eq: { "a.b": 1 } }, docs: { "k.$x": { $gt: 1 } }, plain: "x" } })).toEqual(
+			{
+				$pull: { items: { $eq: { "a%2Eb": 1 } }, docs: { "k.%24x": { $gt: 1 } }, plain: "x" },
+			},
+		);
 	});
 
 	it("keeps an update as it is when nothing in it changes, an operator left undefined included", () => {

@@ -15,11 +15,35 @@ import { parseWhere } from "../../lib/eve/query";
 import { tempDir, uniqueMongoUri } from "../support/harness";
 
 const DOCS = [
-	{ _id: "a", name: "alpha", n: 1, tags: ["web", "db"], info: { os: "ALT", arch: "x86_64" }, when: new Date("2024-01-01T00:00:00Z"), flag: true },
-	{ _id: "b", name: "beta", n: 2, tags: ["web"], info: { os: "Debian" }, when: new Date("2024-06-01T00:00:00Z"), flag: false },
+	{
+		_id: "a",
+		name: "alpha",
+		n: 1,
+		tags: ["web", "db"],
+		info: { os: "ALT", arch: "x86_64" },
+		when: new Date("2024-01-01T00:00:00Z"),
+		flag: true,
+	},
+	{
+		_id: "b",
+		name: "beta",
+		n: 2,
+		tags: ["web"],
+		info: { os: "Debian" },
+		when: new Date("2024-06-01T00:00:00Z"),
+		flag: false,
+	},
 	{ _id: "c", name: "gamma", n: 3, tags: [], info: { os: "ALT", arch: "aarch64" }, nullable: null },
 	{ _id: "d", name: "delta", n: 10, tags: ["db", "cache"], scores: [1, 5, 9] },
-	{ _id: "e", name: "epsilon", scores: [2, 3], nested: [{ k: "x", v: 1 }, { k: "y", v: 2 }] },
+	{
+		_id: "e",
+		name: "epsilon",
+		scores: [2, 3],
+		nested: [
+			{ k: "x", v: 1 },
+			{ k: "y", v: 2 },
+		],
+	},
 ];
 
 /** A JSON list of these strings padded to 40 entries with strings no record holds. */
@@ -65,7 +89,7 @@ const CASES: Array<[string, string[]]> = [
 	['{"when":{"$lt":"Sat, 01 Jun 2024 00:00:00 GMT"}}', ["a"]],
 	['{"info":{"os":"Debian"}}', ["b"]],
 	['name == "beta" or n >= 10', ["b", "d"]],
-	['n > 1 and n < 10', ["b", "c"]],
+	["n > 1 and n < 10", ["b", "c"]],
 	// Long lists (NeDB matches them through a Set): on a scalar field, on an array field, combined, and with a non-string.
 	[`{"name":{"$in":${LONG(["beta", "delta"])}}}`, ["b", "d"]],
 	[`{"tags":{"$in":${LONG(["cache"])}}}`, ["d"]],
@@ -97,12 +121,23 @@ async function exercise(store: Store): Promise<void> {
 	expect(await store.removeMany({ n: { $gte: 3 } })).toBe(3);
 	expect(await ids(store, "{}")).toEqual(["a", "e"]);
 	const page = await store.find({}, { sort: [["name", -1]], skip: 1, limit: 1, exclude: ["tags"] });
-	expect(page).toEqual([{ _id: "a", name: "alpha", n: 1, info: { os: "ALT", arch: "x86_64" }, when: new Date("2024-01-01T00:00:00Z"), flag: true }]);
+	expect(page).toEqual([
+		{
+			_id: "a",
+			name: "alpha",
+			n: 1,
+			info: { os: "ALT", arch: "x86_64" },
+			when: new Date("2024-01-01T00:00:00Z"),
+			flag: true,
+		},
+	]);
 	expect(await store.find({ _id: "a" }, { only: ["name"] })).toEqual([{ _id: "a", name: "alpha" }]);
 	// long id lists in writes too
 	const many = Array.from({ length: 70 }, (_, i) => `m${String(i).padStart(2, "0")}`);
 	await store.insertMany(many.map((_id, i) => ({ _id, n: i })));
-	expect(await store.updateMany({ _id: { $in: [...many.slice(0, 50), "zz"] }, n: { $lt: 40 } }, { $set: { flag: true } })).toBe(40);
+	expect(
+		await store.updateMany({ _id: { $in: [...many.slice(0, 50), "zz"] }, n: { $lt: 40 } }, { $set: { flag: true } }),
+	).toBe(40);
 	expect(await store.count({ _id: { $in: many }, flag: true })).toBe(40);
 	expect(await store.removeMany({ _id: { $in: many.slice(20) } })).toBe(50);
 	expect(await store.count({ _id: { $in: many } })).toBe(20);
@@ -112,7 +147,8 @@ async function exercise(store: Store): Promise<void> {
  * Keys NeDB and MongoDB refuse as field names, and keys the encoding must not mistake for its escapes:
  * the text is what must come back (key order included).
  */
-const ODD_TEXT = '{"$x":1,"a.b":{"$in":[{"c.d":null}]},"__proto__":{"p":1},"%41":3,"%2E":"%24","":{"nul\\u0000":true},"constructor":{"prototype":[{"$$date":5}]},"ключ.🙂":"значение"}';
+const ODD_TEXT =
+	'{"$x":1,"a.b":{"$in":[{"c.d":null}]},"__proto__":{"p":1},"%41":3,"%2E":"%24","":{"nul\\u0000":true},"constructor":{"prototype":[{"$$date":5}]},"ключ.🙂":"значение"}';
 const odd = (): Doc => JSON.parse(ODD_TEXT);
 const text = (v: unknown): string => JSON.stringify(v);
 
@@ -139,7 +175,10 @@ async function exerciseKeys(store: Store): Promise<void> {
 	expect((await store.find({ "kwarg.constructor": { prototype: [{ $$date: 5 }] } })).map(d => d._id)).toEqual(["k1"]);
 	expect(await store.count({ "kwarg.plain": 1 })).toBe(1);
 	// updates: a value with such keys under a dotted path, and a path through such a key
-	const updated = await store.findOneAndUpdate({ _id: "k2", name: "two" }, { $set: { "pending.by": odd(), "kwarg.$y": { "e.f": 2 } } });
+	const updated = await store.findOneAndUpdate(
+		{ _id: "k2", name: "two" },
+		{ $set: { "pending.by": odd(), "kwarg.$y": { "e.f": 2 } } },
+	);
 	expect(text(updated?.pending.by)).toBe(ODD_TEXT);
 	expect(text(updated?.kwarg)).toBe('{"plain":1,"$y":{"e.f":2}}');
 	expect(await store.updateMany({ "kwarg.$y.e%2Ef": 2 }, { $set: { hit: true } })).toBe(0);
@@ -156,7 +195,9 @@ async function exerciseKeys(store: Store): Promise<void> {
 	// a client's `where` may compare a dict with dotted keys (a key, not a path)
 	await store.insertMany([{ _id: "k3", kwarg: { "a.b": 2, c: { "d.e": [1] } } }]);
 	expect((await store.find(parseWhere('{"kwarg":{"a.b":2,"c":{"d.e":[1]}}}'))).map(d => d._id)).toEqual(["k3"]);
-	expect((await store.find(parseWhere('{"kwarg":{"$in":[{"a.b":2,"c":{"d.e":[1]}}]}}'))).map(d => d._id)).toEqual(["k3"]);
+	expect((await store.find(parseWhere('{"kwarg":{"$in":[{"a.b":2,"c":{"d.e":[1]}}]}}'))).map(d => d._id)).toEqual([
+		"k3",
+	]);
 	expect(({} as Doc).p).toBeUndefined();
 }
 
@@ -189,7 +230,23 @@ describe("NeDB store", () => {
 	});
 
 	// The planner (lib/storage/nedb-plan.ts) answers through whichever index a field has: the meaning must not change.
-	const EVERY_FIELD = ["_updated", "name", "n", "tags", "info", "info.os", "info.arch", "flag", "when", "scores", "nullable", "nested.k", "kwarg", "kwarg.plain", "pending.by"];
+	const EVERY_FIELD = [
+		"_updated",
+		"name",
+		"n",
+		"tags",
+		"info",
+		"info.os",
+		"info.arch",
+		"flag",
+		"when",
+		"scores",
+		"nullable",
+		"nested.k",
+		"kwarg",
+		"kwarg.plain",
+		"pending.by",
+	];
 	for (const ordered of [false, true]) {
 		it(`selects the same with ${ordered ? "NeDB's tree" : "bucket"} indexes on every field`, async () => {
 			for (const run of [exercise, exerciseKeys]) {
@@ -208,16 +265,36 @@ describe("NeDB store", () => {
 		await db.loadDatabaseAsync();
 		const store = new NedbStore(db as unknown as NedbDatastore);
 		await store.ensureIndex("serial", { unique: true });
-		await store.insertMany(Array.from({ length: 50 }, (_, i) => ({ _id: `h${i}`, serial: `s${i}`, status: "up", "odd.key%": i })));
-		const appends = jest.spyOn((db as unknown as { persistence: { persistNewStateAsync(docs: Doc[]): Promise<void> } }).persistence, "persistNewStateAsync");
-		const updates: Array<[string, { $set: Doc }]> = Array.from({ length: 50 }, (_, i) => [`h${i}`, { $set: { last_action: `j${i}h${i}`, "info.n": i } }]);
+		await store.insertMany(
+			Array.from({ length: 50 }, (_, i) => ({ _id: `h${i}`, serial: `s${i}`, status: "up", "odd.key%": i })),
+		);
+		const appends = jest.spyOn(
+			(db as unknown as { persistence: { persistNewStateAsync(docs: Doc[]): Promise<void> } }).persistence,
+			"persistNewStateAsync",
+		);
+		const updates: Array<[string, { $set: Doc }]> = Array.from({ length: 50 }, (_, i) => [
+			`h${i}`,
+			{ $set: { last_action: `j${i}h${i}`, "info.n": i } },
+		]);
 		expect(await store.updateEach([...updates, ["gone", { $set: { status: "down" } }]])).toBe(50);
 		// One append for the fifty new versions (one updateMany each: fifty).
 		expect(appends).toHaveBeenCalledTimes(1);
 		expect(appends.mock.calls[0][0]).toHaveLength(50);
-		expect(await store.findOne({ _id: "h7" })).toEqual({ _id: "h7", serial: "s7", status: "up", "odd.key%": 7, last_action: "j7h7", info: { n: 7 } });
+		expect(await store.findOne({ _id: "h7" })).toEqual({
+			_id: "h7",
+			serial: "s7",
+			status: "up",
+			"odd.key%": 7,
+			last_action: "j7h7",
+			info: { n: 7 },
+		});
 		// A duplicate key in one of them: none is applied, in memory or in the file.
-		await expect(store.updateEach([["h1", { $set: { status: "down" } }], ["h2", { $set: { serial: "s3" } }]])).rejects.toBeInstanceOf(DuplicateKeyError);
+		await expect(
+			store.updateEach([
+				["h1", { $set: { status: "down" } }],
+				["h2", { $set: { serial: "s3" } }],
+			]),
+		).rejects.toBeInstanceOf(DuplicateKeyError);
 		expect((await store.findOne({ _id: "h1" }))?.status).toBe("up");
 		expect(await store.count({ serial: "s3" })).toBe(1);
 		const again = new Datastore({ filename: file });
@@ -243,21 +320,24 @@ describe("NeDB store", () => {
 });
 
 const mongoUri = process.env.MONGO_URI;
-(mongoUri ? describe : describe.skip)(`MongoDB store (MONGO_URI)${mongoUri ? "" : " (skipped: MONGO_URI is not set)"}`, () => {
-	let client: any;
-	beforeAll(async () => {
-		client = new MongoClient(uniqueMongoUri(mongoUri as string));
-		await client.connect();
-	});
-	afterAll(() => client?.close());
+(mongoUri ? describe : describe.skip)(
+	`MongoDB store (MONGO_URI)${mongoUri ? "" : " (skipped: MONGO_URI is not set)"}`,
+	() => {
+		let client: any;
+		beforeAll(async () => {
+			client = new MongoClient(uniqueMongoUri(mongoUri as string));
+			await client.connect();
+		});
+		afterAll(() => client?.close());
 
-	it("selects the same records as the NeDB store", async () => {
-		const collection = client.db().collection(`where_${Date.now()}`);
-		await exercise(new MongoStore(collection as unknown as MongoCollection));
-	});
+		it("selects the same records as the NeDB store", async () => {
+			const collection = client.db().collection(`where_${Date.now()}`);
+			await exercise(new MongoStore(collection as unknown as MongoCollection));
+		});
 
-	it("stores any JSON key and reads it back exactly", async () => {
-		const collection = client.db().collection(`keys_${Date.now()}`);
-		await exerciseKeys(new MongoStore(collection as unknown as MongoCollection));
-	});
-});
+		it("stores any JSON key and reads it back exactly", async () => {
+			const collection = client.db().collection(`keys_${Date.now()}`);
+			await exerciseKeys(new MongoStore(collection as unknown as MongoCollection));
+		});
+	},
+);

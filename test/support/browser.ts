@@ -13,7 +13,17 @@ import path from "node:path";
 import { chromium, type BrowserContext, type Page, type Route } from "playwright-core";
 
 export const CHROMIUM = process.env.CHROMIUM_PATH ?? "/usr/bin/chromium";
-const FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage"];
+const FLAGS = [
+	"--headless",
+	"--no-sandbox",
+	"--disable-gpu",
+	"--disable-quic",
+	"--no-first-run",
+	"--disable-background-networking",
+	"--disable-component-update",
+	"--disable-sync",
+	"--disable-dev-shm-usage",
+];
 
 export const SKIP_BROWSER = process.env.SKIP_BROWSER === "1";
 /** `describe`, or `describe.skip` with SKIP_BROWSER=1. */
@@ -35,7 +45,12 @@ export async function openBrowser(viewport: { width: number; height: number }): 
 	if (!fs.existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (or SKIP_BROWSER=1)`);
 	const profile = fs.mkdtempSync(path.join(os.tmpdir(), "fleet-ctl-chromium-"));
 	const problems: string[] = [];
-	const context = await chromium.launchPersistentContext(profile, { executablePath: CHROMIUM, headless: true, args: FLAGS, viewport });
+	const context = await chromium.launchPersistentContext(profile, {
+		executablePath: CHROMIUM,
+		headless: true,
+		args: FLAGS,
+		viewport,
+	});
 	const page = context.pages()[0] ?? (await context.newPage());
 	page.on("console", msg => {
 		if (msg.type() === "error" && !/status of (401|422|503)/.test(msg.text())) problems.push(`console: ${msg.text()}`);
@@ -69,7 +84,11 @@ export interface Held {
  * Holds the requests of `page` that `match` takes until `release()`, then answers each with `answer` (default: on
  * to the server). An answer to a page that has gone meanwhile (a failed test) is dropped quietly.
  */
-export async function holdRequests(page: Page, match: string | RegExp | ((u: URL) => boolean), answer: (route: Route) => Promise<void> = route => route.continue()): Promise<Held> {
+export async function holdRequests(
+	page: Page,
+	match: string | RegExp | ((u: URL) => boolean),
+	answer: (route: Route) => Promise<void> = route => route.continue(),
+): Promise<Held> {
 	let release: () => void = () => undefined;
 	const held = new Promise<void>(r => (release = r));
 	let asked: () => void = () => undefined;
@@ -90,7 +109,14 @@ export async function holdRequests(page: Page, match: string | RegExp | ((u: URL
 }
 
 // Run in the page (the test's own types have no DOM).
-declare const axe: { run(context: unknown, options: unknown): Promise<{ violations: Array<{ id: string; impact: string | null; help: string; nodes: Array<{ target: unknown[] }> }> }> };
+declare const axe: {
+	run(
+		context: unknown,
+		options: unknown,
+	): Promise<{
+		violations: Array<{ id: string; impact: string | null; help: string; nodes: Array<{ target: unknown[] }> }>;
+	}>;
+};
 declare const document: unknown;
 let axeSource = "";
 
@@ -98,7 +124,16 @@ let axeSource = "";
 export async function violations(page: Page): Promise<string[]> {
 	axeSource ||= fs.readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 	// Through the DevTools protocol: the page's CSP (script-src 'self') does not apply to what the test evaluates.
-	if (!(await page.evaluate(() => typeof (globalThis as { axe?: unknown }).axe !== "undefined"))) await page.evaluate(axeSource);
+	if (!(await page.evaluate(() => typeof (globalThis as { axe?: unknown }).axe !== "undefined")))
+		await page.evaluate(axeSource);
 	const result = await page.evaluate(() => axe.run(document, { resultTypes: ["violations"] }));
-	return result.violations.filter(v => v.impact === "serious" || v.impact === "critical").map(v => `${v.id} (${v.impact}): ${v.help} — ${v.nodes.map(n => JSON.stringify(n.target)).slice(0, 5).join(", ")}`);
+	return result.violations
+		.filter(v => v.impact === "serious" || v.impact === "critical")
+		.map(
+			v =>
+				`${v.id} (${v.impact}): ${v.help} — ${v.nodes
+					.map(n => JSON.stringify(n.target))
+					.slice(0, 5)
+					.join(", ")}`,
+		);
 }

@@ -61,7 +61,8 @@ export async function waitReady(node: Node, timeoutMs = 30_000): Promise<void> {
 	const deadline = Date.now() + timeoutMs;
 	let last = { status: 0, body: null as unknown };
 	while (Date.now() < deadline) {
-		if (node.proc.child.exitCode !== null) throw new Error(`${node.services.join(",")} exited early:\n${node.proc.log.join("")}`);
+		if (node.proc.child.exitCode !== null)
+			throw new Error(`${node.services.join(",")} exited early:\n${node.proc.log.join("")}`);
 		last = await probe(node, "/ready");
 		if (last.status === 200) return;
 		await sleep(100);
@@ -114,7 +115,10 @@ export class Load {
 						try {
 							const res = await fetch(`${base()}${path}`, {
 								method,
-								headers: { authorization: `Bearer ${ADMIN_TOKEN}`, ...(body ? { "content-type": "application/json" } : {}) },
+								headers: {
+									authorization: `Bearer ${ADMIN_TOKEN}`,
+									...(body ? { "content-type": "application/json" } : {}),
+								},
 								body: body ? JSON.stringify(body) : undefined,
 								signal: AbortSignal.timeout(timeoutMs),
 							});
@@ -125,10 +129,25 @@ export class Load {
 							} catch {
 								parsed = text;
 							}
-							this.outcomes.push({ method, path, status: res.status, body: parsed, error: res.status >= 400 ? parsed?._error?.message ?? String(text).slice(0, 200) : undefined, started, ms: Date.now() - started });
+							this.outcomes.push({
+								method,
+								path,
+								status: res.status,
+								body: parsed,
+								error: res.status >= 400 ? (parsed?._error?.message ?? String(text).slice(0, 200)) : undefined,
+								started,
+								ms: Date.now() - started,
+							});
 						} catch (err) {
 							const e = err as Error & { cause?: { code?: string; message?: string } };
-							this.outcomes.push({ method, path, status: 0, error: `${e.name}: ${e.message} ${e.cause?.code ?? e.cause?.message ?? ""}`, started, ms: Date.now() - started });
+							this.outcomes.push({
+								method,
+								path,
+								status: 0,
+								error: `${e.name}: ${e.message} ${e.cause?.code ?? e.cause?.message ?? ""}`,
+								started,
+								ms: Date.now() - started,
+							});
 						}
 					}
 				})(),
@@ -149,7 +168,9 @@ export class Load {
 
 /** A short summary of failed outcomes for assertion messages. */
 export function failures(outcomes: Outcome[]): string[] {
-	return outcomes.filter(o => o.status === 0 || o.status >= 400).map(o => `${o.method} ${o.path} -> ${o.status} ${o.error ?? ""} (${o.ms} ms)`);
+	return outcomes
+		.filter(o => o.status === 0 || o.status >= 400)
+		.map(o => `${o.method} ${o.path} -> ${o.status} ${o.error ?? ""} (${o.ms} ms)`);
 }
 
 // ------------------------------------------------------------------ balancer

@@ -22,7 +22,8 @@ export const ROOT = path.resolve(__dirname, "../..");
  * test/support/http.ts sends by default. Rate limiting is turned way up so suites are not throttled;
  * its own test sets a low limit.
  */
-export const ADMIN_TOKEN = (process.env.FLEET_TEST_TOKEN ??= `fct_test-admin-${process.pid}-${Math.random().toString(36).slice(2)}`);
+export const ADMIN_TOKEN =
+	(process.env.FLEET_TEST_TOKEN ??= `fct_test-admin-${process.pid}-${Math.random().toString(36).slice(2)}`);
 const AUTH_ENV = { CTL_ADMIN_TOKEN: ADMIN_TOKEN, RATE_LIMIT_PER_MINUTE: "1000000" };
 /**
  * The simulators the services are pointed at through the API (Pritunl, the IP resolver) and the webhook
@@ -64,7 +65,10 @@ export function uniqueMongoUri(base: string): string {
 }
 
 /** Every service file, relative to services/: `hosts.service.ts`, and in a service's folder `cm-gateway/cm-gateway.service.ts` (as moleculer-runner finds them). */
-const SERVICE_FILES = () => (fs.readdirSync(path.join(ROOT, "services"), { recursive: true }) as string[]).filter(f => f.endsWith(".service.ts")).sort();
+const SERVICE_FILES = () =>
+	(fs.readdirSync(path.join(ROOT, "services"), { recursive: true }) as string[])
+		.filter(f => f.endsWith(".service.ts"))
+		.sort();
 
 export interface EmbeddedOptions {
 	dataDir?: string;
@@ -106,17 +110,34 @@ class CaptureLogger extends Loggers.Formatted<FormattedOptions> {
 /** All services in this process, from the TypeScript sources. */
 export async function startEmbedded(opts: EmbeddedOptions = {}): Promise<Harness> {
 	const dataDir = opts.dataDir ?? tempDir("data");
-	const env: Record<string, string> = { ...AUTH_ENV, ...OUTBOUND_ENV, PORT: "0", HOST: "127.0.0.1", DATA_DIR: dataDir, MONGO_URI: opts.mongoUri ?? "", ...opts.env };
+	const env: Record<string, string> = {
+		...AUTH_ENV,
+		...OUTBOUND_ENV,
+		PORT: "0",
+		HOST: "127.0.0.1",
+		DATA_DIR: dataDir,
+		MONGO_URI: opts.mongoUri ?? "",
+		...opts.env,
+	};
 	let broker: ServiceBroker;
 	let api = "";
 	const lines: string[] = [];
 	const logger = opts.captureLogs
-		? { logger: new CaptureLogger(lines, { formatter: "short", colors: false, moduleColors: false }), logLevel: (env.LOGLEVEL || "info") as BrokerOptions["logLevel"] }
+		? {
+				logger: new CaptureLogger(lines, { formatter: "short", colors: false, moduleColors: false }),
+				logLevel: (env.LOGLEVEL || "info") as BrokerOptions["logLevel"],
+			}
 		: { logger: (process.env.TEST_LOG ? { type: "Console" } : false) as BrokerOptions["logger"] };
 
 	const start = async () => {
 		Object.assign(process.env, env);
-		broker = new ServiceBroker({ ...logger, nodeID: `test-${process.pid}`, transporter: null, tracking: { enabled: true, shutdownTimeout: 5000 }, ...opts.broker });
+		broker = new ServiceBroker({
+			...logger,
+			nodeID: `test-${process.pid}`,
+			transporter: null,
+			tracking: { enabled: true, shutdownTimeout: 5000 },
+			...opts.broker,
+		});
 		for (const file of SERVICE_FILES()) broker.loadService(path.join(ROOT, "services", file));
 		await broker.start();
 		const gateway = broker.getLocalService("api") as unknown as { server: { address(): AddressInfo } };
@@ -170,7 +191,18 @@ export function runServices(services: string[], env: Record<string, string>): Pr
 	const runner = path.join(ROOT, "node_modules/moleculer/bin/moleculer-runner.js");
 	const child = spawn(process.execPath, [runner, "--config", path.join(DIST, "moleculer.config.js")], {
 		cwd: ROOT,
-		env: { ...process.env, ...AUTH_ENV, ...OUTBOUND_ENV, MONGO_URI: "", SERVICES: services.join(","), SERVICEDIR: path.join(DIST, "services"), LOGLEVEL: "warn", PORT: "0", HEALTH_PORT: "0", ...env },
+		env: {
+			...process.env,
+			...AUTH_ENV,
+			...OUTBOUND_ENV,
+			MONGO_URI: "",
+			SERVICES: services.join(","),
+			SERVICEDIR: path.join(DIST, "services"),
+			LOGLEVEL: "warn",
+			PORT: "0",
+			HEALTH_PORT: "0",
+			...env,
+		},
 		stdio: ["ignore", "pipe", "pipe"],
 	});
 	const log: string[] = [];
@@ -185,17 +217,26 @@ export function runServices(services: string[], env: Record<string, string>): Pr
  * each for /live. Waits for the API too unless `healthOnly` (a gateway waiting for its services listens late).
  * Fails at once if the process exits.
  */
-export async function boundPorts(proc: Proc, opts: { healthOnly?: boolean; timeoutMs?: number } = {}): Promise<{ api?: number; health: number }> {
+export async function boundPorts(
+	proc: Proc,
+	opts: { healthOnly?: boolean; timeoutMs?: number } = {},
+): Promise<{ api?: number; health: number }> {
 	const gateway = !opts.healthOnly && (proc.services.length === 0 || proc.services.includes("api"));
 	const deadline = Date.now() + (opts.timeoutMs ?? 60_000);
 	for (;;) {
-		const ports = await waitListening(proc.child, gateway ? 2 : 1, Math.max(0, deadline - Date.now()), () => proc.log.join(""));
+		const ports = await waitListening(proc.child, gateway ? 2 : 1, Math.max(0, deadline - Date.now()), () =>
+			proc.log.join(""),
+		);
 		const health: number[] = [];
 		const other: number[] = [];
 		for (const port of ports) ((await isHealthListener(port)) ? health : other).push(port);
-		if (health.length > 1 || other.length > 1) throw new Error(`cannot tell the ports ${ports.join(", ")} apart (health: ${health.join(", ") || "none"})\n${proc.log.join("")}`);
+		if (health.length > 1 || other.length > 1)
+			throw new Error(
+				`cannot tell the ports ${ports.join(", ")} apart (health: ${health.join(", ") || "none"})\n${proc.log.join("")}`,
+			);
 		if (health.length === 1 && (!gateway || other.length === 1)) return { api: other[0], health: health[0] };
-		if (Date.now() > deadline) throw new Error(`no health listener among the ports ${ports.join(", ")}\n${proc.log.join("")}`);
+		if (Date.now() > deadline)
+			throw new Error(`no health listener among the ports ${ports.join(", ")}\n${proc.log.join("")}`);
 		await new Promise(r => setTimeout(r, 50));
 	}
 }
@@ -213,7 +254,8 @@ export async function waitForApi(api: string, proc: Proc): Promise<void> {
 	while (Date.now() < deadline) {
 		if (proc.child.exitCode !== null) throw new Error(`process exited early:\n${proc.log.join("")}`);
 		try {
-			if ((await fetch(`${api}/settings/0`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).status === 200) return;
+			if ((await fetch(`${api}/settings/0`, { headers: { authorization: `Bearer ${ADMIN_TOKEN}` } })).status === 200)
+				return;
 		} catch {
 			/* not listening yet */
 		}
@@ -257,18 +299,34 @@ export interface SplitOptions {
 
 /** The gateway in one process, every data service in another, over NATS. */
 export async function startSplit(opts: SplitOptions = {}): Promise<Harness> {
-	if (!fs.existsSync(path.join(DIST, "moleculer.config.js"))) throw new Error("dist/ is missing: run `npm run build` first (npm test does)");
+	if (!fs.existsSync(path.join(DIST, "moleculer.config.js")))
+		throw new Error("dist/ is missing: run `npm run build` first (npm test does)");
 	const nats = await ensureNats();
 	const namespace = `test-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
 	const dataDir = tempDir("split");
 	// PORT 0: the gateway binds a port of the kernel's choosing, read back after every start (a restart may move it).
-	const env = { ...opts.env, TRANSPORTER: nats.url, NAMESPACE: namespace, DATA_DIR: dataDir, MONGO_URI: opts.mongoUri ?? "", PORT: "0", HOST: "127.0.0.1" };
+	const env = {
+		...opts.env,
+		TRANSPORTER: nats.url,
+		NAMESPACE: namespace,
+		DATA_DIR: dataDir,
+		MONGO_URI: opts.mongoUri ?? "",
+		PORT: "0",
+		HOST: "127.0.0.1",
+	};
 	const own = opts.own ?? [];
 	const dataServices = ALL_SERVICES().filter(s => s !== "api" && !own.includes(s));
 	let procs: Proc[] = [];
 	// Output of processes stopped by a restart, so logs() covers the harness's whole life.
 	const earlierLogs: string[] = [];
-	const client = new ServiceBroker({ logger: false, namespace, nodeID: `test-client-${process.pid}`, transporter: nats.url as BrokerOptions["transporter"], serializer: "JSONExt", requestTimeout: 30_000 });
+	const client = new ServiceBroker({
+		logger: false,
+		namespace,
+		nodeID: `test-client-${process.pid}`,
+		transporter: nats.url as BrokerOptions["transporter"],
+		serializer: "JSONExt",
+		requestTimeout: 30_000,
+	});
 	await client.start();
 	let api = "";
 
@@ -291,7 +349,9 @@ export async function startSplit(opts: SplitOptions = {}): Promise<Harness> {
 				"the gateway to reach the data services",
 			);
 		} catch (err) {
-			throw new Error(`${(err as Error).message}\n--- process output ---\n${procs.map(p => p.log.join("")).join("\n---\n")}`);
+			throw new Error(
+				`${(err as Error).message}\n--- process output ---\n${procs.map(p => p.log.join("")).join("\n---\n")}`,
+			);
 		}
 	};
 	const stopAll = async () => {

@@ -18,7 +18,8 @@ export interface RequestOptions {
 export async function request(method: string, url: string, opts: RequestOptions = {}): Promise<Reply> {
 	const headers: Record<string, string> = { ...opts.headers };
 	const token = opts.token === undefined ? process.env.FLEET_TEST_TOKEN : opts.token;
-	if (token && !Object.keys(headers).some(h => h.toLowerCase() === "authorization")) headers.authorization = `Bearer ${token}`;
+	if (token && !Object.keys(headers).some(h => h.toLowerCase() === "authorization"))
+		headers.authorization = `Bearer ${token}`;
 	let body: RequestInit["body"];
 	if (opts.raw !== undefined) body = opts.raw as RequestInit["body"];
 	else if (opts.body !== undefined) {
@@ -27,7 +28,7 @@ export async function request(method: string, url: string, opts: RequestOptions 
 	}
 	const res = await fetch(url, { method, headers, body });
 	const text = await res.text();
-	let parsed: any = undefined;
+	let parsed: any;
 	if (text && (res.headers.get("content-type") ?? "").includes("json")) {
 		try {
 			parsed = JSON.parse(text);
@@ -40,7 +41,9 @@ export async function request(method: string, url: string, opts: RequestOptions 
 
 /** Builds `path?k=v&...` with each value URL-encoded (objects as JSON). */
 export function withQuery(path: string, query: Record<string, unknown>): string {
-	const parts = Object.entries(query).map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(typeof v === "string" ? v : JSON.stringify(v))}`);
+	const parts = Object.entries(query).map(
+		([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(typeof v === "string" ? v : JSON.stringify(v))}`,
+	);
 	return parts.length ? `${path}?${parts.join("&")}` : path;
 }
 
@@ -51,7 +54,11 @@ export function withQuery(path: string, query: Record<string, unknown>): string 
  */
 export function expectEveError(reply: Reply, code: number): any {
 	if (reply.status !== code) throw new Error(`expected ${code}, got ${reply.status}: ${reply.text}`);
-	if (!reply.body || reply.body._status !== "ERR" || reply.body._error?.code !== code || typeof reply.body._error?.message !== "string") {
+	if (
+		reply.body?._status !== "ERR" ||
+		reply.body._error?.code !== code ||
+		typeof reply.body._error?.message !== "string"
+	) {
 		throw new Error(`not an Eve error body: ${reply.text}`);
 	}
 	expect(reply.body).toMatchObject({ _status: "ERR", _error: { code, message: expect.any(String) } });
@@ -59,7 +66,11 @@ export function expectEveError(reply: Reply, code: number): any {
 }
 
 /** Polls `fn` until it gives something other than undefined; fails after `timeoutMs`. */
-export async function eventually<T>(fn: () => Promise<T | undefined>, timeoutMs = 5000, what = "a condition"): Promise<T> {
+export async function eventually<T>(
+	fn: () => Promise<T | undefined>,
+	timeoutMs = 5000,
+	what = "a condition",
+): Promise<T> {
 	const deadline = Date.now() + timeoutMs;
 	for (;;) {
 		const value = await fn();

@@ -1,10 +1,12 @@
 // Validates Kubernetes objects (a JSON array on stdin) against the API's schemas with kubernetes-models
 // (ESM only, hence a process of its own); prints a JSON array of problems, empty when all are valid.
-const input = JSON.parse(await new Promise(resolve => {
-	let text = "";
-	process.stdin.on("data", d => (text += d));
-	process.stdin.on("end", () => resolve(text));
-}));
+const input = JSON.parse(
+	await new Promise(resolve => {
+		let text = "";
+		process.stdin.on("data", d => (text += d));
+		process.stdin.on("end", () => resolve(text));
+	}),
+);
 const problems = [];
 for (const obj of input) {
 	const where = `${obj.kind}/${obj.metadata?.name}`;

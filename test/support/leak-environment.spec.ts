@@ -11,12 +11,25 @@ const FIXTURES = path.join(__dirname, "leak-fixtures");
 
 function runFixture(name: string): { status: number | null; output: string } {
 	const jest = path.join(ROOT, "node_modules", "jest", "bin", "jest.js");
-	const res = spawnSync(process.execPath, [jest, "--ci", "--roots", FIXTURES, "--testMatch", "**/*.fixture.ts", "--runTestsByPath", path.join(FIXTURES, name)], {
-		cwd: ROOT,
-		encoding: "utf8",
-		timeout: 120_000,
-		env: { ...process.env, FORCE_COLOR: "0" },
-	});
+	const res = spawnSync(
+		process.execPath,
+		[
+			jest,
+			"--ci",
+			"--roots",
+			FIXTURES,
+			"--testMatch",
+			"**/*.fixture.ts",
+			"--runTestsByPath",
+			path.join(FIXTURES, name),
+		],
+		{
+			cwd: ROOT,
+			encoding: "utf8",
+			timeout: 120_000,
+			env: { ...process.env, FORCE_COLOR: "0" },
+		},
+	);
 	return { status: res.status, output: `${res.stdout}${res.stderr}` };
 }
 

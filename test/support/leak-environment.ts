@@ -35,7 +35,10 @@ export default class LeakCheckingEnvironment extends NodeEnvironment {
 
 	constructor(...args: ConstructorParameters<typeof NodeEnvironment>) {
 		super(...args);
-		const global = this.global as unknown as Record<"setTimeout" | "setInterval", (fn: unknown, ms?: number, ...rest: unknown[]) => NodeTimer>;
+		const global = this.global as unknown as Record<
+			"setTimeout" | "setInterval",
+			(fn: unknown, ms?: number, ...rest: unknown[]) => NodeTimer
+		>;
 		for (const kind of ["setTimeout", "setInterval"] as const) {
 			const original = global[kind];
 			const wrapper = (fn: unknown, ms?: number, ...rest: unknown[]): NodeTimer => {
@@ -57,14 +60,21 @@ export default class LeakCheckingEnvironment extends NodeEnvironment {
 
 	override async teardown(): Promise<void> {
 		const now = Date.now();
-		const leaks = [...this.tracked].filter(([t, s]) => !t._destroyed && t.hasRef() && (s.kind === "setInterval" || s.due - now > LEAK_GRACE_MS));
+		const leaks = [...this.tracked].filter(
+			([t, s]) => !t._destroyed && t.hasRef() && (s.kind === "setInterval" || s.due - now > LEAK_GRACE_MS),
+		);
 		this.tracked.clear();
 		// Stopped once counted, so that they reach neither the next suite of this worker nor the end of the run.
 		for (const [t] of leaks) clearTimeout(t as unknown as NodeJS.Timeout);
 		await super.teardown();
 		if (leaks.length > 0) {
-			const where = leaks.map(([, s]) => `${s.kind}, ${s.kind === "setInterval" ? "repeating" : `due in ${s.due - now} ms`}, set\n${s.stack.replace(/^Error:?[^\n]*\n/, "")}`);
-			const error = new Error(`the suite left ${leaks.length} timer(s) running after its last hook (stop what started them in an afterAll):\n${where.join("\n\n")}`);
+			const where = leaks.map(
+				([, s]) =>
+					`${s.kind}, ${s.kind === "setInterval" ? "repeating" : `due in ${s.due - now} ms`}, set\n${s.stack.replace(/^Error:?[^\n]*\n/, "")}`,
+			);
+			const error = new Error(
+				`the suite left ${leaks.length} timer(s) running after its last hook (stop what started them in an afterAll):\n${where.join("\n\n")}`,
+			);
 			// The stacks that matter are in the message: the error's own would only point here.
 			error.stack = `Error: ${error.message}`;
 			throw error;

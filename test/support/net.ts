@@ -42,7 +42,8 @@ export function listeningPorts(pid: number): number[] {
 		// sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode ...; st 0A is LISTEN
 		for (const line of text.split("\n").slice(1)) {
 			const cols = line.trim().split(/\s+/);
-			if (cols.length > 9 && cols[3] === "0A" && inodes.has(cols[9])) ports.add(parseInt(cols[1].split(":").pop()!, 16));
+			if (cols.length > 9 && cols[3] === "0A" && inodes.has(cols[9]))
+				ports.add(parseInt(cols[1].split(":").pop()!, 16));
 		}
 	}
 	return [...ports].sort((a, b) => a - b);
@@ -52,14 +53,23 @@ export function listeningPorts(pid: number): number[] {
  * Waits until `child` listens on at least `count` TCP ports (listeningPorts) and gives them; fails at once if
  * it exits, or after `timeoutMs`, with `output()` (what it printed) in the error.
  */
-export async function waitListening(child: ChildProcess, count: number, timeoutMs = 30_000, output: () => string = () => ""): Promise<number[]> {
+export async function waitListening(
+	child: ChildProcess,
+	count: number,
+	timeoutMs = 30_000,
+	output: () => string = () => "",
+): Promise<number[]> {
 	if (!fs.existsSync("/proc/self/net/tcp")) throw new Error("reading a child's ports back needs Linux /proc");
 	const deadline = Date.now() + timeoutMs;
 	for (;;) {
-		if (child.exitCode !== null || child.signalCode !== null) throw new Error(`the process exited (${child.exitCode ?? child.signalCode}) before listening:\n${output()}`);
+		if (child.exitCode !== null || child.signalCode !== null)
+			throw new Error(`the process exited (${child.exitCode ?? child.signalCode}) before listening:\n${output()}`);
 		const ports = child.pid ? listeningPorts(child.pid) : [];
 		if (ports.length >= count) return ports;
-		if (Date.now() > deadline) throw new Error(`the process did not listen on ${count} port(s) within ${timeoutMs} ms (listening: ${ports.join(", ") || "none"}):\n${output()}`);
+		if (Date.now() > deadline)
+			throw new Error(
+				`the process did not listen on ${count} port(s) within ${timeoutMs} ms (listening: ${ports.join(", ") || "none"}):\n${output()}`,
+			);
 		await new Promise(r => setTimeout(r, 50));
 	}
 }
@@ -100,7 +110,9 @@ export function canConnect(port: number, host = "127.0.0.1"): Promise<boolean> {
 
 /** The nats-server binary (PATH or Debian's /usr/sbin), or null. */
 export function natsServerBinary(): string | null {
-	const which = spawnSync("sh", ["-c", "command -v nats-server || ls /usr/sbin/nats-server 2>/dev/null"], { encoding: "utf8" });
+	const which = spawnSync("sh", ["-c", "command -v nats-server || ls /usr/sbin/nats-server 2>/dev/null"], {
+		encoding: "utf8",
+	});
 	return which.stdout.trim().split("\n")[0] || null;
 }
 
@@ -130,8 +142,14 @@ export interface OwnNats extends Nats {
  * Starts nats-server on `port`, or with `-p -1` on a port it picks itself and prints ("Listening for client
  * connections on 127.0.0.1:<port>", read back here); answers the port once it accepts connections.
  */
-export async function spawnNats(bin: string, port: number | null, extraArgs: string[] = []): Promise<{ child: ChildProcess; port: number }> {
-	const child = spawn(bin, ["-a", "127.0.0.1", "-p", port === null ? "-1" : String(port), ...extraArgs], { stdio: ["ignore", "ignore", "pipe"] });
+export async function spawnNats(
+	bin: string,
+	port: number | null,
+	extraArgs: string[] = [],
+): Promise<{ child: ChildProcess; port: number }> {
+	const child = spawn(bin, ["-a", "127.0.0.1", "-p", port === null ? "-1" : String(port), ...extraArgs], {
+		stdio: ["ignore", "ignore", "pipe"],
+	});
 	let out = "";
 	child.stderr!.on("data", d => (out += String(d)));
 	const deadline = Date.now() + 10_000;
@@ -186,10 +204,13 @@ export async function startOwnNats(port?: number): Promise<OwnNats> {
 
 export async function ensureNats(): Promise<Nats> {
 	const url = new URL(process.env.NATS_URL || "nats://127.0.0.1:4222");
-	if (await canConnect(Number(url.port || 4222), url.hostname)) return { url: url.toString(), external: true, stop: async () => {} };
+	if (await canConnect(Number(url.port || 4222), url.hostname))
+		return { url: url.toString(), external: true, stop: async () => {} };
 	const bin = natsServerBinary();
 	if (!bin) {
-		throw new Error(`No NATS server answers at ${url} and no nats-server binary was found on PATH. Start one (or apt-get install nats-server) or set NATS_URL.`);
+		throw new Error(
+			`No NATS server answers at ${url} and no nats-server binary was found on PATH. Start one (or apt-get install nats-server) or set NATS_URL.`,
+		);
 	}
 	const { child, port } = await spawnNats(bin, null);
 	const exited = new Promise<void>(resolve => child.once("exit", () => resolve()));

@@ -20,7 +20,11 @@ let cached: OwnName | undefined;
 export function ownName(): OwnName {
 	if (cached) return cached;
 	const name = os.hostname();
-	const res = spawnSync(process.execPath, ["-e", "require('dns').lookup(process.argv[1], (err, a) => process.stdout.write(err ? '' : a))", name], { encoding: "utf8", timeout: 10_000 });
+	const res = spawnSync(
+		process.execPath,
+		["-e", "require('dns').lookup(process.argv[1], (err, a) => process.stdout.write(err ? '' : a))", name],
+		{ encoding: "utf8", timeout: 10_000 },
+	);
 	const address = res.status === 0 && res.stdout ? res.stdout.trim() : null;
 	const ip = address ? parseIp(address) : null;
 	cached = { name, address, classes: ip ? classify(ip).map(f => f.cls) : [] };
@@ -31,5 +35,7 @@ export function ownName(): OwnName {
 export function ownNameUnlike(classes: string[]): string {
 	const own = ownName();
 	if (!own.address) return `this machine's name ${own.name} does not resolve`;
-	return own.classes.some(c => classes.includes(c)) ? "" : `this machine's name ${own.name} resolves to ${own.address} (${own.classes.join(", ")}), not ${classes.join(" or ")}`;
+	return own.classes.some(c => classes.includes(c))
+		? ""
+		: `this machine's name ${own.name} resolves to ${own.address} (${own.classes.join(", ")}), not ${classes.join(" or ")}`;
 }

@@ -20,5 +20,7 @@ export function parsePrometheus(text: string): Sample[] {
 
 /** The sum of a metric's samples whose labels include `labels`. */
 export function total(samples: Sample[], name: string, labels: Record<string, string> = {}): number {
-	return samples.filter(s => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v)).reduce((n, s) => n + s.value, 0);
+	return samples
+		.filter(s => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+		.reduce((n, s) => n + s.value, 0);
 }

@@ -13,7 +13,19 @@ import type { AddressInfo } from "node:net";
 import { Errors, ServiceBroker, type BrokerOptions } from "moleculer";
 import { request, eventually } from "./http";
 import { FleetJSONExt } from "../../lib/runtime/serializer";
-import { ADMIN_TOKEN, ALL_SERVICES, ROOT, boundPorts, ensureNats, hasExited, runServices, stopProc, tempDir, uniqueMongoUri, type Proc } from "./harness";
+import {
+	ADMIN_TOKEN,
+	ALL_SERVICES,
+	ROOT,
+	boundPorts,
+	ensureNats,
+	hasExited,
+	runServices,
+	stopProc,
+	tempDir,
+	uniqueMongoUri,
+	type Proc,
+} from "./harness";
 
 export interface Replica {
 	/** The services it runs. */
@@ -46,13 +58,16 @@ export interface ReplicaLeg {
 
 /** Every service file, relative to services/ (as harness.ts finds them). */
 const serviceFile = (name: string) => {
-	const files = (fs.readdirSync(path.join(ROOT, "services"), { recursive: true }) as string[]).filter(f => path.basename(f) === `${name}.service.ts`);
+	const files = (fs.readdirSync(path.join(ROOT, "services"), { recursive: true }) as string[]).filter(
+		f => path.basename(f) === `${name}.service.ts`,
+	);
 	if (files.length !== 1) throw new Error(`no single service file for ${name}`);
 	return path.join(ROOT, "services", files[0]);
 };
 
 /** The replicas of `service` that `client` sees serving. */
-const servingOn = (client: ServiceBroker, service: string) => client.registry.getServiceList({ onlyAvailable: true }).filter(s => s.name === service).length;
+const servingOn = (client: ServiceBroker, service: string) =>
+	client.registry.getServiceList({ onlyAvailable: true }).filter(s => s.name === service).length;
 
 /**
  * Stops an in-process replica. Calls it still waits for (work its services do not wait for when stopping, a task's
@@ -61,7 +76,9 @@ const servingOn = (client: ServiceBroker, service: string) => client.registry.ge
  */
 async function stopBroker(b: ServiceBroker): Promise<void> {
 	await b.stop();
-	const transit = b.transit as unknown as { pendingRequests: Map<string, { action: { name: string }; reject(e: Error): void }> };
+	const transit = b.transit as unknown as {
+		pendingRequests: Map<string, { action: { name: string }; reject(e: Error): void }>;
+	};
 	for (const [id, req] of transit.pendingRequests) {
 		transit.pendingRequests.delete(id);
 		req.reject(new Errors.RequestRejectedError({ action: req.action.name, nodeID: b.nodeID }));
@@ -101,12 +118,24 @@ function embeddedLeg(): ReplicaLeg {
 		track: thing => others.push(thing),
 		async env(name) {
 			namespace = `${name}-${process.pid}-${Date.now().toString(36)}`;
-			return { NAMESPACE: namespace, DATA_DIR: tempDir(name), MONGO_URI: "", CTL_SECRET_KEY: `${name}-secret`, PORT: "0", HOST: "127.0.0.1" };
+			return {
+				NAMESPACE: namespace,
+				DATA_DIR: tempDir(name),
+				MONGO_URI: "",
+				CTL_SECRET_KEY: `${name}-secret`,
+				PORT: "0",
+				HOST: "127.0.0.1",
+			};
 		},
 		run(services, env, nodeID) {
 			// The services read their settings from the environment when they are created (the same for every replica);
 			// what it was is put back when the leg stops.
-			for (const [key, value] of Object.entries({ CTL_ADMIN_TOKEN: ADMIN_TOKEN, RATE_LIMIT_PER_MINUTE: "1000000", OUTBOUND_ALLOW: "127.0.0.1/32", ...env })) {
+			for (const [key, value] of Object.entries({
+				CTL_ADMIN_TOKEN: ADMIN_TOKEN,
+				RATE_LIMIT_PER_MINUTE: "1000000",
+				OUTBOUND_ALLOW: "127.0.0.1/32",
+				...env,
+			})) {
 				if (!saved.has(key)) saved.set(key, process.env[key]);
 				process.env[key] = value;
 			}
@@ -154,7 +183,14 @@ function mongoLeg(mongoUri: string): ReplicaLeg {
 	let namespace = "";
 	const clientOf = async () => {
 		if (!client) {
-			client = new ServiceBroker({ logger: false, namespace, nodeID: `${namespace}-client`, transporter: transporter as BrokerOptions["transporter"], serializer: new FleetJSONExt(), requestTimeout: 30_000 });
+			client = new ServiceBroker({
+				logger: false,
+				namespace,
+				nodeID: `${namespace}-client`,
+				transporter: transporter as BrokerOptions["transporter"],
+				serializer: new FleetJSONExt(),
+				requestTimeout: 30_000,
+			});
 			await client.start();
 		}
 		return client;
@@ -167,7 +203,14 @@ function mongoLeg(mongoUri: string): ReplicaLeg {
 			others.push(nats);
 			transporter = nats.url;
 			namespace = `${name}-${process.pid}-${Date.now().toString(36)}`;
-			return { TRANSPORTER: nats.url, NAMESPACE: namespace, MONGO_URI: uniqueMongoUri(mongoUri), CTL_SECRET_KEY: `${name}-secret`, PORT: "0", HOST: "127.0.0.1" };
+			return {
+				TRANSPORTER: nats.url,
+				NAMESPACE: namespace,
+				MONGO_URI: uniqueMongoUri(mongoUri),
+				CTL_SECRET_KEY: `${name}-secret`,
+				PORT: "0",
+				HOST: "127.0.0.1",
+			};
 		},
 		run(services, env, nodeID) {
 			const proc = runServices(services, { ...env, ...(nodeID ? { NODEID: nodeID } : {}) });
@@ -179,12 +222,15 @@ function mongoLeg(mongoUri: string): ReplicaLeg {
 					const { health } = await boundPorts(proc, { healthOnly: true });
 					const deadline = Date.now() + 30_000;
 					while ((await fetch(`http://127.0.0.1:${health}/ready`).catch(() => null))?.status !== 200) {
-						if (Date.now() > deadline || hasExited(proc.child)) throw new Error(`${services.join(",")} not ready\n${proc.log.join("")}`);
+						if (Date.now() > deadline || hasExited(proc.child))
+							throw new Error(`${services.join(",")} not ready\n${proc.log.join("")}`);
 						await new Promise(r => setTimeout(r, 100));
 					}
 				},
 				async kill() {
-					const exited = new Promise(resolve => (hasExited(proc.child) ? resolve(null) : proc.child.once("exit", resolve)));
+					const exited = new Promise(resolve =>
+						hasExited(proc.child) ? resolve(null) : proc.child.once("exit", resolve),
+					);
 					proc.child.kill("SIGKILL");
 					await exited;
 				},
@@ -213,7 +259,10 @@ export function describeReplicated(title: string, body: (leg: () => ReplicaLeg) 
 	const uri = process.env.MONGO_URI;
 	const legs: Array<[string, (() => ReplicaLeg) | null]> = [
 		["embedded: brokers in one process on one NeDB directory", embeddedLeg],
-		[`mongo: processes over NATS on one MongoDB database (MONGO_URI)${uri ? "" : " (skipped: MONGO_URI is not set)"}`, uri ? () => mongoLeg(uri) : null],
+		[
+			`mongo: processes over NATS on one MongoDB database (MONGO_URI)${uri ? "" : " (skipped: MONGO_URI is not set)"}`,
+			uri ? () => mongoLeg(uri) : null,
+		],
 	];
 	for (const [name, make] of legs) {
 		(make ? describe : describe.skip)(`${title}, ${name}`, () => {
@@ -229,12 +278,31 @@ export function describeReplicated(title: string, body: (leg: () => ReplicaLeg) 
  * its replicas share: one namespace, one store, the simulator, a rollout driver that looks often and takes over soon
  * (a dead replica's claims lapse in 1.5 s).
  */
-export async function slowFleet(leg: ReplicaLeg, name: string, minions: number, latencyMs: [number, number] = [400, 900]): Promise<{ sim: import("../simulators/salt-api").SaltApiSimulator; env: Record<string, string> }> {
+export async function slowFleet(
+	leg: ReplicaLeg,
+	name: string,
+	minions: number,
+	latencyMs: [number, number] = [400, 900],
+): Promise<{ sim: import("../simulators/salt-api").SaltApiSimulator; env: Record<string, string> }> {
 	const { SaltApiSimulator } = await import("../simulators/salt-api");
-	const sim = new SaltApiSimulator({ minions, timeout: 1, gatherJobTimeout: 0, latencyMs, presenceIntervalMs: 3_600_000, downFraction: 0 });
+	const sim = new SaltApiSimulator({
+		minions,
+		timeout: 1,
+		gatherJobTimeout: 0,
+		latencyMs,
+		presenceIntervalMs: 3_600_000,
+		downFraction: 0,
+	});
 	leg.track(sim);
 	await sim.start();
-	const env = { ...(await leg.env(name)), ...sim.cmApiEnv, CM_SYNC_INTERVAL_MS: "3600000", CM_JOB_POLL_MS: "200", ROLLOUT_TICK_MS: "200", ROLLOUT_LEASE_MS: "1500" };
+	const env = {
+		...(await leg.env(name)),
+		...sim.cmApiEnv,
+		CM_SYNC_INTERVAL_MS: "3600000",
+		CM_JOB_POLL_MS: "200",
+		ROLLOUT_TICK_MS: "200",
+		ROLLOUT_LEASE_MS: "1500",
+	};
 	return { sim, env };
 }
 
@@ -243,12 +311,32 @@ export async function slowFleet(leg: ReplicaLeg, name: string, minions: number, 
  * the gateway, on a fleet of 24 quick minions; answers once the API lists the inventory, with the simulator's
  * executions cleared and the first 20 reachable hosts (sorted), two for each of ten pieces of work.
  */
-export async function twoLiveReplicas(leg: ReplicaLeg, name: string): Promise<{ sim: import("../simulators/salt-api").SaltApiSimulator; api: string; pairs: string[][] }> {
+export async function twoLiveReplicas(
+	leg: ReplicaLeg,
+	name: string,
+): Promise<{ sim: import("../simulators/salt-api").SaltApiSimulator; api: string; pairs: string[][] }> {
 	const { sim, env } = await slowFleet(leg, name, 24, [2, 30]);
-	const replicas = [leg.run(ALL_SERVICES().filter(s => s !== "api"), env), leg.run(ALL_SERVICES().filter(s => s !== "api"), env)];
+	const replicas = [
+		leg.run(
+			ALL_SERVICES().filter(s => s !== "api"),
+			env,
+		),
+		leg.run(
+			ALL_SERVICES().filter(s => s !== "api"),
+			env,
+		),
+	];
 	const api = await leg.run(["api"], env).api();
 	await Promise.all(replicas.map(r => r.ready()));
-	await eventually(async () => ((await request("GET", `${api}/hosts?max_results=1`).catch(() => null))?.body?._meta?.total === sim.minionIds().length ? true : undefined), 60_000, "the API and the inventory");
+	await eventually(
+		async () =>
+			(await request("GET", `${api}/hosts?max_results=1`).catch(() => null))?.body?._meta?.total ===
+			sim.minionIds().length
+				? true
+				: undefined,
+		60_000,
+		"the API and the inventory",
+	);
 	sim.resetExecutions();
 	const hosts = sim.upMinions().sort();
 	if (hosts.length < 20) throw new Error(`only ${hosts.length} reachable minions`);

@@ -8,5 +8,7 @@ type TestFn = (name: string, fn: jest.ProvidesCallback, timeout?: number) => voi
 
 /** `it` when `canCheck`, else `it.skip` named "<name> (skipped: <reason>)". */
 export function itIf(canCheck: boolean, reason: string): TestFn {
-	return canCheck ? (name, fn, timeout) => it(name, fn, timeout) : (name, fn, timeout) => it.skip(`${name} (skipped: ${reason})`, fn, timeout);
+	return canCheck
+		? (name, fn, timeout) => it(name, fn, timeout)
+		: (name, fn, timeout) => it.skip(`${name} (skipped: ${reason})`, fn, timeout);
 }

@@ -20,7 +20,23 @@ export function selfSignedCert(prefix: string): SelfSigned {
 	const dir = tempDir(prefix);
 	const keyFile = path.join(dir, "key.pem");
 	const certFile = path.join(dir, "cert.pem");
-	const made = spawnSync("openssl", ["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", keyFile, "-out", certFile, "-days", "1", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"]);
+	const made = spawnSync("openssl", [
+		"req",
+		"-x509",
+		"-newkey",
+		"rsa:2048",
+		"-nodes",
+		"-keyout",
+		keyFile,
+		"-out",
+		certFile,
+		"-days",
+		"1",
+		"-subj",
+		"/CN=127.0.0.1",
+		"-addext",
+		"subjectAltName=IP:127.0.0.1",
+	]);
 	if (made.status !== 0) throw new Error(`openssl could not make a certificate: ${made.stderr}`);
 	return { key: fs.readFileSync(keyFile), cert: fs.readFileSync(certFile), certFile };
 }

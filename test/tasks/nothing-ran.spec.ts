@@ -9,7 +9,8 @@ import { SaltApiError } from "../../services/cm-gateway/salt-client";
 import { nothingRan } from "../../services/tasks/scheduler";
 
 /** An error as Moleculer restores it on the calling node: a plain Error with name, type, code and data. */
-const remote = (err: Errors.MoleculerError | DomainError) => Object.assign(new Error(err.message), { name: err.name, type: err.type, code: err.code, data: err.data });
+const remote = (err: Errors.MoleculerError | DomainError) =>
+	Object.assign(new Error(err.message), { name: err.name, type: err.type, code: err.code, data: err.data });
 
 describe("nothingRan", () => {
 	it("retries what was refused before anything ran", () => {

@@ -3,7 +3,18 @@
  * names, macros, the day-of-month/day-of-week rule), time zones and both DST changes, wall times in a zone.
  */
 import fc from "fast-check";
-import { CronError, firstDue, neverDueReason, nextDue, parseCron, parseWallTime, planRun, preview, resumedNext, validTimeZone } from "../../lib/fleet/schedule";
+import {
+	CronError,
+	firstDue,
+	neverDueReason,
+	nextDue,
+	parseCron,
+	parseWallTime,
+	planRun,
+	preview,
+	resumedNext,
+	validTimeZone,
+} from "../../lib/fleet/schedule";
 
 const at = (iso: string) => new Date(iso);
 const iso = (d: Date | null) => (d ? d.toISOString().replace(".000Z", "Z") : null);
@@ -32,7 +43,11 @@ describe("interval and one-shot schedules", () => {
 	});
 
 	it("previews the next due times", () => {
-		expect(preview({ start, interval: 1800 }, at("2026-01-01T10:10:00Z"), 3).map(iso)).toEqual(["2026-01-01T10:30:00Z", "2026-01-01T11:00:00Z", "2026-01-01T11:30:00Z"]);
+		expect(preview({ start, interval: 1800 }, at("2026-01-01T10:10:00Z"), 3).map(iso)).toEqual([
+			"2026-01-01T10:30:00Z",
+			"2026-01-01T11:00:00Z",
+			"2026-01-01T11:30:00Z",
+		]);
 		expect(preview({ start }, at("2026-01-01T00:00:00Z"), 5).map(iso)).toEqual(["2026-01-01T10:00:00Z"]);
 	});
 });
@@ -50,7 +65,17 @@ describe("cron expressions", () => {
 		expect([...c.weekdays]).toEqual([1, 2, 3, 4, 5]);
 		expect([...parseCron("0 0 * * 7").weekdays]).toEqual([0]);
 		expect(parseCron("@hourly")).toEqual(parseCron("0 * * * *"));
-		for (const bad of ["* * * *", "60 * * * *", "* 24 * * *", "* * 0 * *", "* * * 13 *", "5-1 * * * *", "*/0 * * * *", "* * * * funday", "a * * * *"]) {
+		for (const bad of [
+			"* * * *",
+			"60 * * * *",
+			"* 24 * * *",
+			"* * 0 * *",
+			"* * * 13 *",
+			"5-1 * * * *",
+			"*/0 * * * *",
+			"* * * * funday",
+			"a * * * *",
+		]) {
 			expect(() => parseCron(bad)).toThrow(CronError);
 		}
 	});
@@ -68,7 +93,9 @@ describe("cron expressions", () => {
 
 	it("is due in the task's time zone, and never before start", () => {
 		expect(iso(nextDue(cron("0 9 * * *", "Europe/Moscow"), at("2026-06-01T00:00:00Z")))).toBe("2026-06-01T06:00:00Z");
-		expect(iso(nextDue({ ...cron("0 9 * * *"), start: at("2026-06-10T12:00:00Z") }, at("2026-06-01T00:00:00Z")))).toBe("2026-06-11T09:00:00Z");
+		expect(iso(nextDue({ ...cron("0 9 * * *"), start: at("2026-06-10T12:00:00Z") }, at("2026-06-01T00:00:00Z")))).toBe(
+			"2026-06-11T09:00:00Z",
+		);
 	});
 
 	it("shifts a wall time the clocks skip by the jump (spring forward), and runs the next day as usual", () => {
@@ -79,13 +106,23 @@ describe("cron expressions", () => {
 		expect(iso(nextDue(s, first!))).toBe("2026-03-30T00:30:00Z"); // 02:30 CEST
 		// A job at 03:30 too runs once that night, not twice.
 		const both = cron("30 2,3 * * *", "Europe/Berlin");
-		expect(preview(both, at("2026-03-28T23:00:00Z"), 2).map(iso)).toEqual(["2026-03-29T01:30:00Z", "2026-03-30T00:30:00Z"]);
+		expect(preview(both, at("2026-03-28T23:00:00Z"), 2).map(iso)).toEqual([
+			"2026-03-29T01:30:00Z",
+			"2026-03-30T00:30:00Z",
+		]);
 	});
 
 	it("runs a wall time the clocks repeat (fall back) once, the first time", () => {
 		// Berlin, 2026-10-25: 03:00 CEST goes back to 02:00 CET, so 02:30 happens twice.
-		expect(preview(cron("30 2 * * *", "Europe/Berlin"), at("2026-10-24T12:00:00Z"), 2).map(iso)).toEqual(["2026-10-25T00:30:00Z", "2026-10-26T01:30:00Z"]);
-		expect(preview(cron("30 * * * *", "Europe/Berlin"), at("2026-10-24T23:45:00Z"), 3).map(iso)).toEqual(["2026-10-25T00:30:00Z", "2026-10-25T02:30:00Z", "2026-10-25T03:30:00Z"]);
+		expect(preview(cron("30 2 * * *", "Europe/Berlin"), at("2026-10-24T12:00:00Z"), 2).map(iso)).toEqual([
+			"2026-10-25T00:30:00Z",
+			"2026-10-26T01:30:00Z",
+		]);
+		expect(preview(cron("30 * * * *", "Europe/Berlin"), at("2026-10-24T23:45:00Z"), 3).map(iso)).toEqual([
+			"2026-10-25T00:30:00Z",
+			"2026-10-25T02:30:00Z",
+			"2026-10-25T03:30:00Z",
+		]);
 	});
 });
 
@@ -96,17 +133,33 @@ describe("expressions that can never fire", () => {
 		expect(never("0 0 30 2 *")).toBe("never due: no date matches day 30 of feb");
 		expect(never("0 0 31 4,6,9,11 *")).toBe("never due: no date matches day 31 of apr, jun, sep, nov");
 		expect(never("0 0 30,31 feb *")).toBe("never due: no date matches day 30, 31 of feb");
-		for (const fine of ["0 0 29 2 *", "0 0 31 * *", "0 0 30 2 mon", "0 0 * 2 mon", "0 0 1-31 2 *", "@yearly", "* * * * *"]) expect(never(fine)).toBeNull();
+		for (const fine of [
+			"0 0 29 2 *",
+			"0 0 31 * *",
+			"0 0 30 2 mon",
+			"0 0 * 2 mon",
+			"0 0 1-31 2 *",
+			"@yearly",
+			"* * * * *",
+		])
+			expect(never(fine)).toBeNull();
 	});
 
 	it("finds a due time from any start within the search horizon exactly when some date matches (property)", () => {
-		const subset = (max: number, from = 1) => fc.uniqueArray(fc.integer({ min: from, max }), { minLength: 1, maxLength: 4 });
+		const subset = (max: number, from = 1) =>
+			fc.uniqueArray(fc.integer({ min: from, max }), { minLength: 1, maxLength: 4 });
 		// Biased towards the month ends and the short months, where the expressions that never fire are.
 		const days = fc.oneof(subset(31), subset(31, 28), fc.constant(null));
-		const months = fc.oneof(subset(12), fc.uniqueArray(fc.constantFrom(2, 4, 6, 9, 11), { minLength: 1, maxLength: 3 }));
-		const expr = fc.record({ days, months, weekdays: fc.oneof(subset(6, 0), fc.constant(null)) }).map(
-			({ days, months, weekdays }) => `0 0 ${days ? days.join(",") : "*"} ${months.join(",")} ${weekdays ? weekdays.join(",") : "*"}`,
+		const months = fc.oneof(
+			subset(12),
+			fc.uniqueArray(fc.constantFrom(2, 4, 6, 9, 11), { minLength: 1, maxLength: 3 }),
 		);
+		const expr = fc
+			.record({ days, months, weekdays: fc.oneof(subset(6, 0), fc.constant(null)) })
+			.map(
+				({ days, months, weekdays }) =>
+					`0 0 ${days ? days.join(",") : "*"} ${months.join(",")} ${weekdays ? weekdays.join(",") : "*"}`,
+			);
 		const start = fc.integer({ min: Date.UTC(1970, 0, 1), max: Date.UTC(9990, 0, 1) }).map(ms => new Date(ms));
 		fc.assert(
 			fc.property(expr, start, (e, from) => {
@@ -133,7 +186,12 @@ describe("expressions that can never fire", () => {
 
 	it("gives up on an expression no date matches after a bounded search", () => {
 		const t0 = performance.now();
-		expect(nextDue({ start: at("2030-01-01T00:00:00Z"), cron: "* * 31 2 *", timezone: "Europe/Berlin" }, at("2030-01-01T00:00:00Z"))).toBeNull();
+		expect(
+			nextDue(
+				{ start: at("2030-01-01T00:00:00Z"), cron: "* * 31 2 *", timezone: "Europe/Berlin" },
+				at("2030-01-01T00:00:00Z"),
+			),
+		).toBeNull();
 		// 2,929 day checks, no hour or minute tried: well under a second even on a loaded machine.
 		expect(performance.now() - t0).toBeLessThan(1000);
 	});
@@ -150,7 +208,8 @@ describe("wall times in a zone", () => {
 	});
 
 	it("reads only the years 1970 to 9999: never year 0000 as 1900, nor 0070 as 1970", () => {
-		for (const bad of ["0000-01-01 00:00", "0070-06-01 12:00", "1969-12-31 23:59"]) expect(parseWallTime(bad, "UTC")).toBeNull();
+		for (const bad of ["0000-01-01 00:00", "0070-06-01 12:00", "1969-12-31 23:59"])
+			expect(parseWallTime(bad, "UTC")).toBeNull();
 		expect(iso(parseWallTime("1970-01-01 00:00", "UTC"))).toBe("1970-01-01T00:00:00Z");
 		expect(iso(parseWallTime("9999-12-31 23:59", "Pacific/Kiritimati"))).toBe("9999-12-31T09:59:00Z");
 	});
@@ -167,7 +226,10 @@ describe("what happens to a due run", () => {
 	const GRACE = 60_000;
 
 	it("runs a run found on time, and moves next to the following due time", () => {
-		expect(planRun(hourly, at("2026-01-01T12:00:00Z"), at("2026-01-01T12:00:00.300Z"), GRACE, false)).toEqual({ skip: null, next: at("2026-01-01T13:00:00Z") });
+		expect(planRun(hourly, at("2026-01-01T12:00:00Z"), at("2026-01-01T12:00:00.300Z"), GRACE, false)).toEqual({
+			skip: null,
+			next: at("2026-01-01T13:00:00Z"),
+		});
 	});
 
 	it("after an outage runs once (run_once) or not at all (skip), and never makes up the other missed runs", () => {
@@ -189,7 +251,15 @@ describe("what happens to a due run", () => {
 
 	it("finishes a one-shot task with its run, and a task at its end", () => {
 		expect(planRun({ start }, start, start, GRACE, false)).toEqual({ skip: null, next: null });
-		expect(planRun({ ...hourly, end: at("2026-01-01T12:00:00Z") }, at("2026-01-01T12:00:00Z"), at("2026-01-01T12:00:00Z"), GRACE, false).next).toBeNull();
+		expect(
+			planRun(
+				{ ...hourly, end: at("2026-01-01T12:00:00Z") },
+				at("2026-01-01T12:00:00Z"),
+				at("2026-01-01T12:00:00Z"),
+				GRACE,
+				false,
+			).next,
+		).toBeNull();
 	});
 
 	it("resumes a paused task at the next due time from now, not at the runs missed while paused", () => {

@@ -14,7 +14,7 @@
 import Datastore from "@seald-io/nedb";
 import { MongoClient } from "mongodb";
 import path from "node:path";
-import { type Doc, type Store } from "../../lib/storage/store";
+import type { Doc, Store } from "../../lib/storage/store";
 import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
 import { MongoStore, type MongoCollection } from "../../lib/storage/mongo-store";
 import {
@@ -46,16 +46,36 @@ const INTERVAL_S = 60;
 
 describe("claims and leases: what each write asks of the store", () => {
 	it("looks for scheduled tasks due now with no run pending", () => {
-		expect(dueFilter(new Date("2030-01-01T00:00:00.000Z"))).toEqual({ status: "scheduled", next: { $lte: new Date("2030-01-01T00:00:00.000Z") }, pending: { $exists: false } });
-		expect(soonFilter(new Date("2030-01-01T00:00:00.000Z"), 1000)).toEqual({ status: "scheduled", next: { $gt: new Date("2030-01-01T00:00:00.000Z"), $lte: new Date("2030-01-01T00:00:01.000Z") } });
+		expect(dueFilter(new Date("2030-01-01T00:00:00.000Z"))).toEqual({
+			status: "scheduled",
+			next: { $lte: new Date("2030-01-01T00:00:00.000Z") },
+			pending: { $exists: false },
+		});
+		expect(soonFilter(new Date("2030-01-01T00:00:00.000Z"), 1000)).toEqual({
+			status: "scheduled",
+			next: { $gt: new Date("2030-01-01T00:00:00.000Z"), $lte: new Date("2030-01-01T00:00:01.000Z") },
+		});
 	});
 
 	it("claims only the due time it read, only while scheduled, and only with no run pending", () => {
-		expect(claimFilter({ _id: "t1" }, new Date("2030-01-01T00:00:00.000Z"))).toEqual({ _id: "t1", status: "scheduled", next: new Date("2030-01-01T00:00:00.000Z"), pending: { $exists: false } });
+		expect(claimFilter({ _id: "t1" }, new Date("2030-01-01T00:00:00.000Z"))).toEqual({
+			_id: "t1",
+			status: "scheduled",
+			next: new Date("2030-01-01T00:00:00.000Z"),
+			pending: { $exists: false },
+		});
 	});
 
 	it("moves next on, counts the run and holds it pending (the lease is taken with it)", () => {
-		const update = claimUpdate({ due: T(0), next: T(60), skipped: null, run: "r1", by: "node-a", now: T(2), leaseMs: 30_000 });
+		const update = claimUpdate({
+			due: T(0),
+			next: T(60),
+			skipped: null,
+			run: "r1",
+			by: "node-a",
+			now: T(2),
+			leaseMs: 30_000,
+		});
 		expect(update).toEqual({
 			$set: {
 				next: new Date("2030-01-01T00:01:00.000Z"),
@@ -73,27 +93,61 @@ describe("claims and leases: what each write asks of the store", () => {
 		const result = { due: T(0), at: T(1), status: "waiting", message: "outside the maintenance window" };
 		// The window opens before the next due time: due then; a finished one-shot task is scheduled again for it.
 		expect(deferUpdate({ _id: "t1", next: null, status: "finished" }, result, T(600), T(1))).toEqual({
-			$set: { last_run: result, next: T(600), status: "scheduled", window_wait: { due: T(0), until: T(600) }, _updated: T(1) },
+			$set: {
+				last_run: result,
+				next: T(600),
+				status: "scheduled",
+				window_wait: { due: T(0), until: T(600) },
+				_updated: T(1),
+			},
 			$unset: { pending: true },
 		});
 		// The next due time comes first: due then (and refused again if the window is still shut), first due kept.
-		expect(deferUpdate({ _id: "t1", next: T(60), status: "scheduled", window_wait: { due: T(-60) } }, result, T(600), T(1)).$set).toMatchObject({ next: T(60), window_wait: { due: T(-60), until: T(600) } });
+		expect(
+			deferUpdate({ _id: "t1", next: T(60), status: "scheduled", window_wait: { due: T(-60) } }, result, T(600), T(1))
+				.$set,
+		).toMatchObject({ next: T(60), window_wait: { due: T(-60), until: T(600) } });
 		// The window opens before the next due time: due when it opens; a task paused meanwhile stays paused.
-		expect(deferUpdate({ _id: "t1", next: T(900), status: "paused" }, result, T(600), T(1)).$set).toMatchObject({ next: T(600), status: "paused" });
+		expect(deferUpdate({ _id: "t1", next: T(900), status: "paused" }, result, T(600), T(1)).$set).toMatchObject({
+			next: T(600),
+			status: "paused",
+		});
 	});
 
 	it("finishes a task with no due time left, and records a skipped run without counting it or holding it", () => {
-		expect(claimUpdate({ due: T(0), next: null, skipped: null, run: "r1", by: "node-a", now: T(0), leaseMs: 1000 })).toEqual({
-			$set: { next: null, status: "finished", _updated: new Date("2030-01-01T00:00:00.000Z"), pending: { run: "r1", due: new Date("2030-01-01T00:00:00.000Z") } },
+		expect(
+			claimUpdate({ due: T(0), next: null, skipped: null, run: "r1", by: "node-a", now: T(0), leaseMs: 1000 }),
+		).toEqual({
+			$set: {
+				next: null,
+				status: "finished",
+				_updated: new Date("2030-01-01T00:00:00.000Z"),
+				pending: { run: "r1", due: new Date("2030-01-01T00:00:00.000Z") },
+			},
 			$unset: { window_wait: true },
 			$inc: { count_of_execution: 1 },
 		});
-		expect(claimUpdate({ due: T(0), next: T(60), skipped: "missed (misfire policy skip)", run: "r1", by: "node-a", now: T(90), leaseMs: 1000 })).toEqual({
+		expect(
+			claimUpdate({
+				due: T(0),
+				next: T(60),
+				skipped: "missed (misfire policy skip)",
+				run: "r1",
+				by: "node-a",
+				now: T(90),
+				leaseMs: 1000,
+			}),
+		).toEqual({
 			$set: {
 				next: new Date("2030-01-01T00:01:00.000Z"),
 				status: "scheduled",
 				_updated: new Date("2030-01-01T00:01:30.000Z"),
-				last_run: { due: new Date("2030-01-01T00:00:00.000Z"), at: new Date("2030-01-01T00:01:30.000Z"), status: "skipped", message: "missed (misfire policy skip)" },
+				last_run: {
+					due: new Date("2030-01-01T00:00:00.000Z"),
+					at: new Date("2030-01-01T00:01:30.000Z"),
+					status: "skipped",
+					message: "missed (misfire policy skip)",
+				},
 			},
 			$unset: { window_wait: true },
 		});
@@ -103,7 +157,15 @@ describe("claims and leases: what each write asks of the store", () => {
 		expect(runFilter("t1", "r1")).toEqual({ _id: "t1", "pending.run": "r1" });
 		const result: LastRun = { due: T(0), at: T(3), status: "started", jid: "20300101000003000000" };
 		expect(recordUpdate(result, new Date("2030-01-01T00:00:03.000Z"))).toEqual({
-			$set: { last_run: { due: new Date("2030-01-01T00:00:00.000Z"), at: new Date("2030-01-01T00:00:03.000Z"), status: "started", jid: "20300101000003000000" }, _updated: new Date("2030-01-01T00:00:03.000Z") },
+			$set: {
+				last_run: {
+					due: new Date("2030-01-01T00:00:00.000Z"),
+					at: new Date("2030-01-01T00:00:03.000Z"),
+					status: "started",
+					jid: "20300101000003000000",
+				},
+				_updated: new Date("2030-01-01T00:00:03.000Z"),
+			},
 			$unset: { pending: true },
 		});
 	});
@@ -142,7 +204,11 @@ class Replica {
 	async claim(t: Doc, now: Date): Promise<Doc | null> {
 		const due = new Date(t.next);
 		const next = new Date(due.getTime() + INTERVAL_S * 1000);
-		const claimed = await claimRun(this.store, { _id: t._id }, { due, next, skipped: null, run: `${this.name}-${++this.runs}`, by: this.name, now, leaseMs: LEASE_MS });
+		const claimed = await claimRun(
+			this.store,
+			{ _id: t._id },
+			{ due, next, skipped: null, run: `${this.name}-${++this.runs}`, by: this.name, now, leaseMs: LEASE_MS },
+		);
 		if (claimed) this.claimed.push(won(claimed));
 		return claimed;
 	}
@@ -151,7 +217,16 @@ class Replica {
 	async recordAll(now: Date): Promise<number> {
 		let recorded = 0;
 		for (const w of [...this.claimed, ...this.takenOver]) {
-			if (await recordRun(this.store, w.task, w.run, { due: new Date(w.due), at: now, status: "started", jid: `jid-${w.run}` }, now)) recorded++;
+			if (
+				await recordRun(
+					this.store,
+					w.task,
+					w.run,
+					{ due: new Date(w.due), at: now, status: "started", jid: `jid-${w.run}` },
+					now,
+				)
+			)
+				recorded++;
 		}
 		return recorded;
 	}
@@ -163,7 +238,14 @@ function won(t: Doc): Won {
 
 /** `count` tasks t00, t01, … due at `next`, every minute. */
 function tasks(count: number, next: Date): Doc[] {
-	return Array.from({ length: count }, (_, i) => ({ _id: `t${String(i).padStart(2, "0")}`, name: `task ${i}`, status: "scheduled", next, interval: INTERVAL_S, count_of_execution: 0 }));
+	return Array.from({ length: count }, (_, i) => ({
+		_id: `t${String(i).padStart(2, "0")}`,
+		name: `task ${i}`,
+		status: "scheduled",
+		next,
+		interval: INTERVAL_S,
+		count_of_execution: 0,
+	}));
 }
 
 const ids = (count: number) => Array.from({ length: count }, (_, i) => `t${String(i).padStart(2, "0")}`);
@@ -232,14 +314,17 @@ const KINDS: Array<[string, () => LegKind]> = [
 ];
 
 // Without MONGO_URI the MongoDB leg is reported as skipped, with the reason, not left out silently.
-if (!mongoUri) describe.skip(`claims and leases on one shared store, ${MONGO_LEG} (skipped: MONGO_URI is not set)`, () => it("replicas race on one store", () => undefined));
+if (!mongoUri)
+	describe.skip(`claims and leases on one shared store, ${MONGO_LEG} (skipped: MONGO_URI is not set)`, () =>
+		it("replicas race on one store", () => undefined));
 
 describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKind) => {
 	const kind = makeKind();
 	afterAll(() => kind.close());
 
 	/** `n` replicas a, b, c, … on the leg's store, and the store itself. */
-	const replicas = async (leg: Leg, names: string[]): Promise<Replica[]> => Promise.all(names.map(async n => new Replica(n, await leg.replicaStore())));
+	const replicas = async (leg: Leg, names: string[]): Promise<Replica[]> =>
+		Promise.all(names.map(async n => new Replica(n, await leg.replicaStore())));
 
 	it("five replicas racing on 40 due runs claim each exactly once, and none while it is pending", async () => {
 		const leg = await kind.fresh();
@@ -253,11 +338,18 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 		expect(new Set(first.map(w => w.run)).size).toBe(40);
 		for (const t of await all(store)) {
 			const winner = first.find(w => w.task === t._id);
-			expect(t).toMatchObject({ status: "scheduled", next: new Date("2030-01-01T00:01:00.000Z"), count_of_execution: 1, pending: { run: winner?.run, due: new Date("2030-01-01T00:00:00.000Z") }, lease: { owner: winner?.by, until: new Date("2030-01-01T00:00:31.000Z") } });
+			expect(t).toMatchObject({
+				status: "scheduled",
+				next: new Date("2030-01-01T00:01:00.000Z"),
+				count_of_execution: 1,
+				pending: { run: winner?.run, due: new Date("2030-01-01T00:00:00.000Z") },
+				lease: { owner: winner?.by, until: new Date("2030-01-01T00:00:31.000Z") },
+			});
 		}
 
 		// The next due time passes while every run is still pending (renewed, so not dead): nothing is claimed.
-		for (const r of reps) for (const w of r.claimed) expect(await renewLease(r.store, w.task, w.run, r.name, T(50), LEASE_MS)).toBe(true);
+		for (const r of reps)
+			for (const w of r.claimed) expect(await renewLease(r.store, w.task, w.run, r.name, T(50), LEASE_MS)).toBe(true);
 		await Promise.all(reps.map(r => r.pass(T(61))));
 		expect(reps.flatMap(r => r.claimed)).toHaveLength(40);
 		expect(reps.flatMap(r => r.takenOver)).toEqual([]);
@@ -269,7 +361,9 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 		const second = reps.flatMap(r => r.claimed);
 		expect(sortedTasks(second)).toEqual(ids(40));
 		expect(second.every(w => w.due === "2030-01-01T00:01:00.000Z")).toBe(true);
-		expect((await all(store)).map(t => [t._id, t.count_of_execution, t.last_run.status, t.last_run.due])).toEqual(ids(40).map(id => [id, 2, "started", new Date("2030-01-01T00:00:00.000Z")]));
+		expect((await all(store)).map(t => [t._id, t.count_of_execution, t.last_run.status, t.last_run.due])).toEqual(
+			ids(40).map(id => [id, 2, "started", new Date("2030-01-01T00:00:00.000Z")]),
+		);
 	});
 
 	it("refuses a claim against a task whose run is still pending, keeps that run, and claims the next due time once it is recorded", async () => {
@@ -303,7 +397,12 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 		expect(await b.store.findOne({ _id: "t00" })).toMatchObject({
 			next: new Date("2030-01-01T00:02:00.000Z"),
 			count_of_execution: 2,
-			last_run: { due: new Date("2030-01-01T00:00:00.000Z"), at: new Date("2030-01-01T00:01:06.000Z"), status: "started", jid: "jid-a-1" },
+			last_run: {
+				due: new Date("2030-01-01T00:00:00.000Z"),
+				at: new Date("2030-01-01T00:01:06.000Z"),
+				status: "started",
+				jid: "jid-a-1",
+			},
 		});
 	});
 
@@ -312,7 +411,21 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 		const [a, b] = await replicas(leg, ["a", "b"]);
 		await a.store.insertMany(tasks(1, T(0)));
 		const t = (await findDue(a.store, T(90)))[0];
-		expect(await claimRun(a.store, { _id: t._id }, { due: T(0), next: T(120), skipped: "missed (misfire policy skip)", run: "a-x", by: "a", now: T(90), leaseMs: LEASE_MS })).toMatchObject({ next: T(120), last_run: { status: "skipped" } });
+		expect(
+			await claimRun(
+				a.store,
+				{ _id: t._id },
+				{
+					due: T(0),
+					next: T(120),
+					skipped: "missed (misfire policy skip)",
+					run: "a-x",
+					by: "a",
+					now: T(90),
+					leaseMs: LEASE_MS,
+				},
+			),
+		).toMatchObject({ next: T(120), last_run: { status: "skipped" } });
 		const after = await a.store.findOne({ _id: "t00" });
 		expect(["pending" in (after as Doc), "lease" in (after as Doc)]).toEqual([false, false]);
 		await b.pass(T(120));
@@ -367,8 +480,12 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 		// Each is recorded once; the dead replica's late record of the same run changes nothing.
 		expect((await Promise.all(alive.map(r => r.recordAll(T(45))))).reduce((x, y) => x + y, 0)).toBe(20);
 		expect(await dead.recordAll(T(46))).toBe(0);
-		expect(await renewLease(dead.store, "t00", dead.claimed.find(w => w.task === "t00")?.run ?? "", "dead", T(46), LEASE_MS)).toBe(false);
-		expect((await all(dead.store)).map(t => [t._id, t.count_of_execution, t.last_run.at, "pending" in t, "lease" in t])).toEqual(ids(20).map(id => [id, 1, new Date("2030-01-01T00:00:45.000Z"), false, false]));
+		expect(
+			await renewLease(dead.store, "t00", dead.claimed.find(w => w.task === "t00")?.run ?? "", "dead", T(46), LEASE_MS),
+		).toBe(false);
+		expect(
+			(await all(dead.store)).map(t => [t._id, t.count_of_execution, t.last_run.at, "pending" in t, "lease" in t]),
+		).toEqual(ids(20).map(id => [id, 1, new Date("2030-01-01T00:00:45.000Z"), false, false]));
 	});
 
 	it("a restart (a new replica opening the same store) loses no run", async () => {
@@ -378,7 +495,16 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 		await before.pass(T(0));
 		// It records five of its twenty runs (t00 to t04), then its process ends.
 		const runOf = new Map(before.claimed.map(w => [w.task, w.run]));
-		for (const w of before.claimed.filter(x => x.task < "t05")) expect(await recordRun(before.store, w.task, w.run, { due: T(0), at: T(2), status: "started", jid: `jid-${w.run}` }, T(2))).toBe(true);
+		for (const w of before.claimed.filter(x => x.task < "t05"))
+			expect(
+				await recordRun(
+					before.store,
+					w.task,
+					w.run,
+					{ due: T(0), at: T(2), status: "started", jid: `jid-${w.run}` },
+					T(2),
+				),
+			).toBe(true);
 
 		const after = new Replica("after", await leg.reopen());
 		expect((await findExpired(after.store, T(31))).map(t => t._id).sort()).toEqual(ids(20).slice(5));
@@ -388,8 +514,16 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 		expect(await after.recordAll(T(32))).toBe(15);
 		// Every run of 00:00:00 recorded once, under the id it was claimed with.
 		expect(after.takenOver.every(w => w.run === runOf.get(w.task))).toBe(true);
-		expect((await all(after.store)).map(t => [t._id, t.count_of_execution, t.last_run.due, t.last_run.jid, t.last_run.at])).toEqual(
-			ids(20).map(id => [id, 1, new Date("2030-01-01T00:00:00.000Z"), `jid-${runOf.get(id)}`, id < "t05" ? new Date("2030-01-01T00:00:02.000Z") : new Date("2030-01-01T00:00:32.000Z")]),
+		expect(
+			(await all(after.store)).map(t => [t._id, t.count_of_execution, t.last_run.due, t.last_run.jid, t.last_run.at]),
+		).toEqual(
+			ids(20).map(id => [
+				id,
+				1,
+				new Date("2030-01-01T00:00:00.000Z"),
+				`jid-${runOf.get(id)}`,
+				id < "t05" ? new Date("2030-01-01T00:00:02.000Z") : new Date("2030-01-01T00:00:32.000Z"),
+			]),
 		);
 		// And the next due time is claimed by the new replica as usual.
 		await after.pass(T(60));
@@ -400,8 +534,16 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 		const leg = await kind.fresh();
 		const [b, c] = await replicas(leg, ["b", "c"]);
 		await b.store.insertMany([
-			{ ...tasks(1, T(60))[0], count_of_execution: 1, pending: { run: "old-1", due: T(0), by: "old", lease_until: T(30) } },
-			{ ...tasks(2, T(60))[1], count_of_execution: 1, pending: { run: "old-2", due: T(0), by: "old", lease_until: T(90) } },
+			{
+				...tasks(1, T(60))[0],
+				count_of_execution: 1,
+				pending: { run: "old-1", due: T(0), by: "old", lease_until: T(30) },
+			},
+			{
+				...tasks(2, T(60))[1],
+				count_of_execution: 1,
+				pending: { run: "old-2", due: T(0), by: "old", lease_until: T(90) },
+			},
 		]);
 		// Both replicas start at once: each record moves once.
 		expect((await Promise.all([b, c].map(r => migrateLeases(r.store, OLD_LEASES)))).reduce((x, y) => x + y, 0)).toBe(2);
@@ -419,15 +561,24 @@ describe.each(KINDS)("claims and leases on one shared store, %s", (_name, makeKi
 	it("looks at the earliest 500 due tasks and 100 dead runs per pass, and at the one falling due first", async () => {
 		const leg = await kind.fresh();
 		const store = await leg.replicaStore();
-		const many = Array.from({ length: 501 }, (_, i) => ({ _id: `m${String(i).padStart(3, "0")}`, status: "scheduled", next: T(500 - i), count_of_execution: 0 }));
+		const many = Array.from({ length: 501 }, (_, i) => ({
+			_id: `m${String(i).padStart(3, "0")}`,
+			status: "scheduled",
+			next: T(500 - i),
+			count_of_execution: 0,
+		}));
 		await store.insertMany(many);
 		const due = await findDue(store, T(600));
 		expect(due).toHaveLength(500);
 		expect(due[0]._id).toBe("m500");
 		expect(due[499]._id).toBe("m001");
-		expect(await findSoonest(store, T(9), 1000)).toMatchObject([{ _id: "m490", next: new Date("2030-01-01T00:00:10.000Z") }]);
+		expect(await findSoonest(store, T(9), 1000)).toMatchObject([
+			{ _id: "m490", next: new Date("2030-01-01T00:00:10.000Z") },
+		]);
 		// Five fall due within 5 s (m486 to m490, stored in that order): the earliest is the one.
-		expect(await findSoonest(store, T(9), 5000)).toMatchObject([{ _id: "m490", next: new Date("2030-01-01T00:00:10.000Z") }]);
+		expect(await findSoonest(store, T(9), 5000)).toMatchObject([
+			{ _id: "m490", next: new Date("2030-01-01T00:00:10.000Z") },
+		]);
 		expect(await findSoonest(store, T(500), 1000)).toEqual([]);
 		await store.updateMany({}, { $set: { pending: { run: "x", due: T(0) }, lease: { owner: "dead", until: T(1) } } });
 		expect(await findExpired(store, T(2))).toHaveLength(100);

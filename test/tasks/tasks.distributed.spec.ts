@@ -17,7 +17,13 @@ const TASKS = 300;
 describeReplicated("the scheduler on three replicas", legOf => {
 	it(`runs ${TASKS} tasks due within seconds exactly once each, though a replica ends mid-way`, async () => {
 		const leg = legOf();
-		const sim = new SaltApiSimulator({ minions: 20, timeout: 1, gatherJobTimeout: 0, latencyMs: [2, 10], presenceIntervalMs: 3_600_000 });
+		const sim = new SaltApiSimulator({
+			minions: 20,
+			timeout: 1,
+			gatherJobTimeout: 0,
+			latencyMs: [2, 10],
+			presenceIntervalMs: 3_600_000,
+		});
 		leg.track(sim);
 		await sim.start();
 		const env = {
@@ -26,14 +32,31 @@ describeReplicated("the scheduler on three replicas", legOf => {
 			CM_SYNC_INTERVAL_MS: "3600000",
 			TASK_LEASE_MS: "2000",
 		};
-		leg.run(ALL_SERVICES().filter(s => s !== "api" && s !== "tasks"), env);
+		leg.run(
+			ALL_SERVICES().filter(s => s !== "api" && s !== "tasks"),
+			env,
+		);
 		const replicas = [leg.run(["tasks"], env), leg.run(["tasks"], env), leg.run(["tasks"], env)];
 		const api = await leg.run(["api"], env).api();
-		await eventually(async () => ((await request("GET", `${api}/hosts?max_results=1`).catch(() => null))?.body?._meta?.total === sim.minionIds().length ? true : undefined), 60_000, "the API and the inventory");
+		await eventually(
+			async () =>
+				(await request("GET", `${api}/hosts?max_results=1`).catch(() => null))?.body?._meta?.total ===
+				sim.minionIds().length
+					? true
+					: undefined,
+			60_000,
+			"the API and the inventory",
+		);
 
 		const minions = sim.upMinions();
 		const base = Math.ceil(Date.now() / 1000) * 1000 + 5000;
-		const tasks = Array.from({ length: TASKS }, (_, i) => ({ name: `d-${i}`, fun: "test.kwarg", kwarg: { n: i }, tgt: [minions[i % minions.length]], start: formatHttpDate(new Date(base + (i % 3) * 1000)) }));
+		const tasks = Array.from({ length: TASKS }, (_, i) => ({
+			name: `d-${i}`,
+			fun: "test.kwarg",
+			kwarg: { n: i },
+			tgt: [minions[i % minions.length]],
+			start: formatHttpDate(new Date(base + (i % 3) * 1000)),
+		}));
 		sim.resetExecutions();
 		const created = await request("POST", `${api}/tasks`, { body: tasks });
 		expect(created.status).toBe(201);
@@ -43,20 +66,47 @@ describeReplicated("the scheduler on three replicas", legOf => {
 		await replicas[0].kill();
 
 		// Until the cluster notices the killed node (heartbeats), a read balanced to it times out: such polls just count as "not yet".
-		const finished = async () => (await request("GET", `${api}/tasks?where=${encodeURIComponent('{"status":"finished"}')}&max_results=1`)).body?._meta?.total as number | undefined;
-		await eventually(async () => ((await finished()) === TASKS ? true : undefined), 60_000, `all ${TASKS} tasks to finish`);
+		const finished = async () =>
+			(await request("GET", `${api}/tasks?where=${encodeURIComponent('{"status":"finished"}')}&max_results=1`)).body
+				?._meta?.total as number | undefined;
+		await eventually(
+			async () => ((await finished()) === TASKS ? true : undefined),
+			60_000,
+			`all ${TASKS} tasks to finish`,
+		);
 		// A one-shot task is finished once its run is claimed; the run is done once its result is recorded (none pending).
-		const total = async (where: object) => (await request("GET", `${api}/tasks?where=${encodeURIComponent(JSON.stringify(where))}&max_results=1`)).body?._meta?.total as number | undefined;
-		await eventually(async () => ((await total({ pending: { $exists: true } })) === 0 ? true : undefined), 60_000, "every run recorded (none pending)");
+		const total = async (where: object) =>
+			(await request("GET", `${api}/tasks?where=${encodeURIComponent(JSON.stringify(where))}&max_results=1`)).body
+				?._meta?.total as number | undefined;
+		await eventually(
+			async () => ((await total({ pending: { $exists: true } })) === 0 ? true : undefined),
+			60_000,
+			"every run recorded (none pending)",
+		);
 		// Each run started: none failed because the cm-gateway was busy (its bulkhead refuses beyond 32 + 256 calls).
 		const outcomes: Record<string, number> = {};
 		for (const status of ["started", "no_minions", "failed", "skipped", "waiting", "awaiting_approval"]) {
 			const n = (await total({ "last_run.status": status })) ?? 0;
 			if (n) outcomes[status] = n;
 		}
-		if (process.env.TEST_LOG) console.log("failed:", JSON.stringify((await request("GET", `${api}/tasks?where=${encodeURIComponent('{"last_run.status":"failed"}')}&max_results=3`)).body?._items?.map((t: { last_run: unknown }) => t.last_run)));
+		if (process.env.TEST_LOG)
+			console.log(
+				"failed:",
+				JSON.stringify(
+					(
+						await request(
+							"GET",
+							`${api}/tasks?where=${encodeURIComponent('{"last_run.status":"failed"}')}&max_results=3`,
+						)
+					).body?._items?.map((t: { last_run: unknown }) => t.last_run),
+				),
+			);
 		expect(outcomes).toEqual({ started: TASKS });
-		await eventually(async () => (sim.executions().length >= TASKS ? true : undefined), 10_000, "every execution at the simulator");
+		await eventually(
+			async () => (sim.executions().length >= TASKS ? true : undefined),
+			10_000,
+			"every execution at the simulator",
+		);
 
 		const runs = new Map<number, number>();
 		for (const e of sim.executions().filter(e => e.fun === "test.kwarg")) {
@@ -66,7 +116,11 @@ describeReplicated("the scheduler on three replicas", legOf => {
 		const missed = tasks.map((_, i) => i).filter(i => !runs.has(i));
 		const twice = [...runs].filter(([, count]) => count > 1).map(([i]) => i);
 		expect({ missed, twice }).toEqual({ missed: [], twice: [] });
-		if (process.env.TEST_LOG) console.log("takeovers:", replicas.slice(1).map(r => r.log().split("taking over run").length - 1));
+		if (process.env.TEST_LOG)
+			console.log(
+				"takeovers:",
+				replicas.slice(1).map(r => r.log().split("taking over run").length - 1),
+			);
 		expect(runs.size).toBe(TASKS);
 	}, 150_000);
 });

@@ -32,13 +32,33 @@ describe("the task scheduler with a busy cm-gateway", () => {
 	const url = (path: string) => `${h.api}/${path}`;
 
 	beforeAll(async () => {
-		sim = new SaltApiSimulator({ minions: 6, timeout: 1, gatherJobTimeout: 0, latencyMs: [20, 40], presenceIntervalMs: 3_600_000 });
+		sim = new SaltApiSimulator({
+			minions: 6,
+			timeout: 1,
+			gatherJobTimeout: 0,
+			latencyMs: [20, 40],
+			presenceIntervalMs: 3_600_000,
+		});
 		await sim.start();
 		h = await startEmbedded({
-			env: { ...sim.cmApiEnv, CM_SYNC_INTERVAL_MS: "3600000", CM_JOB_POLL_MS: "500", TASK_LEASE_MS: "30000", TASK_MISFIRE_GRACE_MS: "60000", TASK_HANDOVERS: "2" },
+			env: {
+				...sim.cmApiEnv,
+				CM_SYNC_INTERVAL_MS: "3600000",
+				CM_JOB_POLL_MS: "500",
+				TASK_LEASE_MS: "30000",
+				TASK_MISFIRE_GRACE_MS: "60000",
+				TASK_HANDOVERS: "2",
+			},
 			broker: { middlewares: [SlowBackendBulkheads({ concurrency: 1, maxQueueSize: 1 }), countRefusals] },
 		});
-		await eventually(async () => ((await request("GET", url("hosts?max_results=1"))).body._meta.total === sim.minionIds().length ? true : undefined), 10_000, "the inventory");
+		await eventually(
+			async () =>
+				(await request("GET", url("hosts?max_results=1"))).body._meta.total === sim.minionIds().length
+					? true
+					: undefined,
+			10_000,
+			"the inventory",
+		);
 		hosts = sim.upMinions();
 	});
 	afterAll(async () => {
@@ -51,24 +71,47 @@ describe("the task scheduler with a busy cm-gateway", () => {
 	const burst = async (label: string, count: number) => {
 		sim.resetExecutions();
 		const start = formatHttpDate(new Date(Math.ceil(Date.now() / 1000) * 1000 + 2000));
-		const body = Array.from({ length: count }, (_, i) => ({ name: `${label}-${i}`, cm_client: "local_async", fun: "test.echo", kwarg: { text: `${label}-${i}` }, tgt: [hosts[i % hosts.length]], start }));
+		const body = Array.from({ length: count }, (_, i) => ({
+			name: `${label}-${i}`,
+			cm_client: "local_async",
+			fun: "test.echo",
+			kwarg: { text: `${label}-${i}` },
+			tgt: [hosts[i % hosts.length]],
+			start,
+		}));
 		const created = await request("POST", url("tasks"), { body });
 		expect(created.status).toBe(201);
 		const ids = (created.body._items as Array<{ _id: string }>).map(t => t._id);
-		return eventually(async () => {
-			const res = (await request("GET", url(withQuery("tasks", { where: { _id: { $in: ids } }, max_results: count })))).body;
-			return res._items.length === count && res._items.every((t: { last_run?: unknown; pending?: unknown }) => t.last_run && !t.pending) ? (res._items as Array<{ name: string; last_run: { status: string; message?: string } }>) : undefined;
-		}, 45_000, `every run of the ${label} burst recorded`);
+		return eventually(
+			async () => {
+				const res = (
+					await request("GET", url(withQuery("tasks", { where: { _id: { $in: ids } }, max_results: count })))
+				).body;
+				return res._items.length === count &&
+					res._items.every((t: { last_run?: unknown; pending?: unknown }) => t.last_run && !t.pending)
+					? (res._items as Array<{ name: string; last_run: { status: string; message?: string } }>)
+					: undefined;
+			},
+			45_000,
+			`every run of the ${label} burst recorded`,
+		);
 	};
 	const ranOnce = (label: string, count: number) => {
-		const texts = sim.jobs().filter(j => j.fun === "test.echo").map(j => JSON.stringify(j.arg));
+		const texts = sim
+			.jobs()
+			.filter(j => j.fun === "test.echo")
+			.map(j => JSON.stringify(j.arg));
 		return Array.from({ length: count }, (_, i) => texts.filter(t => t.includes(`"${label}-${i}"`)).length);
 	};
 
 	it("hands over no more runs at once than TASK_HANDOVERS: a burst larger than the cm-gateway can take runs whole, none refused", async () => {
 		refused = 0;
 		const tasks = await burst("room", 16);
-		expect(tasks.filter(t => t.last_run.status !== "started").map(t => `${t.name}: ${t.last_run.status} ${t.last_run.message ?? ""}`)).toEqual([]);
+		expect(
+			tasks
+				.filter(t => t.last_run.status !== "started")
+				.map(t => `${t.name}: ${t.last_run.status} ${t.last_run.message ?? ""}`),
+		).toEqual([]);
 		expect(ranOnce("room", 16)).toEqual(Array(16).fill(1));
 		expect(refused).toBe(0);
 	}, 60_000);
@@ -80,7 +123,11 @@ describe("the task scheduler with a busy cm-gateway", () => {
 		refused = 0;
 		const tasks = await burst("refused", 8);
 		expect(refused).toBeGreaterThan(0);
-		expect(tasks.filter(t => t.last_run.status !== "started").map(t => `${t.name}: ${t.last_run.status} ${t.last_run.message ?? ""}`)).toEqual([]);
+		expect(
+			tasks
+				.filter(t => t.last_run.status !== "started")
+				.map(t => `${t.name}: ${t.last_run.status} ${t.last_run.message ?? ""}`),
+		).toEqual([]);
 		expect(ranOnce("refused", 8)).toEqual(Array(8).fill(1));
 		const alerts = (await request("GET", url(withQuery("alerts", { where: { type: "task.failed" } })))).body._items;
 		expect(alerts).toEqual([]);

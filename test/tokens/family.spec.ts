@@ -7,7 +7,13 @@
 import Datastore from "@seald-io/nedb";
 import type { Doc, Store } from "../../lib/storage/store";
 import { NedbStore, type NedbDatastore } from "../../lib/storage/nedb-store";
-import { familyOf, migratePrincipals, resolvePrincipal, revokeFamily, servicePrincipal } from "../../services/tokens/family";
+import {
+	familyOf,
+	migratePrincipals,
+	resolvePrincipal,
+	revokeFamily,
+	servicePrincipal,
+} from "../../services/tokens/family";
 
 /** Ids as the store keeps them (24 hex digits): id("a1") is "a1" padded with zeros. */
 const id = (short: string) => short.padEnd(24, "0");
@@ -21,10 +27,18 @@ async function storeWith(records: Doc[]): Promise<Store> {
 }
 
 /** A token record: `fields` over a live operator token made long ago. */
-const token = (short: string, fields: Doc = {}): Doc => ({ _id: id(short), name: short, role: "operator", revoked: false, _updated: new Date("2020-01-01T00:00:00Z"), ...fields });
+const token = (short: string, fields: Doc = {}): Doc => ({
+	_id: id(short),
+	name: short,
+	role: "operator",
+	revoked: false,
+	_updated: new Date("2020-01-01T00:00:00Z"),
+	...fields,
+});
 
 /** The ids of the revoked records, sorted. */
-const revokedIds = async (store: Store) => (await store.find({ revoked: true }, { only: ["_id"] })).map(d => String(d._id)).sort();
+const revokedIds = async (store: Store) =>
+	(await store.find({ revoked: true }, { only: ["_id"] })).map(d => String(d._id)).sort();
 
 describe("the principal of a service account", () => {
 	it("is token:<its id>", () => {
@@ -35,7 +49,9 @@ describe("the principal of a service account", () => {
 describe("resolvePrincipal: who a record acts for", () => {
 	it("is its own principal, else its subject, before anything up its chain", async () => {
 		const store = await storeWith([token("b1", { principal: "token:elsewhere" })]);
-		expect(await resolvePrincipal(store, token("a1", { principal: "oidc:ann", subject: "oidc:other", owner: id("b1") }))).toBe("oidc:ann");
+		expect(
+			await resolvePrincipal(store, token("a1", { principal: "oidc:ann", subject: "oidc:other", owner: id("b1") })),
+		).toBe("oidc:ann");
 		expect(await resolvePrincipal(store, token("a2", { subject: "oidc:bob", owner: id("b1") }))).toBe("oidc:bob");
 	});
 
@@ -44,7 +60,13 @@ describe("resolvePrincipal: who a record acts for", () => {
 	});
 
 	it("is found up the chain of makers: the first with a principal or a subject", async () => {
-		const store = await storeWith([token("c1", { principal: "token:root" }), token("c2", { owner: id("c1") }), token("c3", { owner: id("c2") }), token("s1", { subject: "oidc:sue" }), token("s2", { owner: id("s1") })]);
+		const store = await storeWith([
+			token("c1", { principal: "token:root" }),
+			token("c2", { owner: id("c1") }),
+			token("c3", { owner: id("c2") }),
+			token("s1", { subject: "oidc:sue" }),
+			token("s2", { owner: id("s1") }),
+		]);
 		expect(await resolvePrincipal(store, token("c4", { owner: id("c3") }))).toBe("token:root");
 		expect(await resolvePrincipal(store, token("s3", { owner: id("s2") }))).toBe("oidc:sue");
 	});
@@ -68,7 +90,9 @@ describe("resolvePrincipal: who a record acts for", () => {
 
 	it("ends on a cycle of makers (which no write makes), naming a token of the cycle", async () => {
 		const store = await storeWith([token("g1", { owner: id("g2") }), token("g2", { owner: id("g1") })]);
-		expect([`token:${id("g1")}`, `token:${id("g2")}`]).toContain(await resolvePrincipal(store, token("g3", { owner: id("g1") })));
+		expect([`token:${id("g1")}`, `token:${id("g2")}`]).toContain(
+			await resolvePrincipal(store, token("g3", { owner: id("g1") })),
+		);
 		expect(await resolvePrincipal(store, token("g4", { owner: id("g4") }))).toBe(`token:${id("g4")}`);
 	});
 });
@@ -95,11 +119,19 @@ describe("revokeFamily: a token with everything minted from it", () => {
 		const a5 = (await store.findOne({ _id: id("a5") }))!;
 		expect((a5._updated as Date).getTime()).toBeGreaterThanOrEqual(Math.floor(before / 1000) * 1000);
 		expect((a5._updated as Date).getTime()).toBeLessThanOrEqual(Date.now());
-		expect((await store.findOne({ _id: id("c1") }))!).toMatchObject({ revoked: false, _updated: new Date("2020-01-01T00:00:00Z") });
+		expect((await store.findOne({ _id: id("c1") }))!).toMatchObject({
+			revoked: false,
+			_updated: new Date("2020-01-01T00:00:00Z"),
+		});
 	});
 
 	it("walks below tokens revoked before, answering only those it revokes, and leaves the earlier ones as they were", async () => {
-		const store = await storeWith([token("a1", { revoked: true }), token("a2", { owner: id("a1"), revoked: true }), token("a3", { owner: id("a2") }), token("a4", { owner: id("a1") })]);
+		const store = await storeWith([
+			token("a1", { revoked: true }),
+			token("a2", { owner: id("a1"), revoked: true }),
+			token("a3", { owner: id("a2") }),
+			token("a4", { owner: id("a1") }),
+		]);
 		expect((await revokeFamily(store, [id("a1")])).sort()).toEqual([id("a3"), id("a4")]);
 		expect(await revokedIds(store)).toEqual([id("a1"), id("a2"), id("a3"), id("a4")]);
 		expect((await store.findOne({ _id: id("a2") }))!._updated).toEqual(new Date("2020-01-01T00:00:00Z"));
@@ -108,7 +140,12 @@ describe("revokeFamily: a token with everything minted from it", () => {
 	});
 
 	it("visits each token once, whatever the records say (a cycle of makers ends)", async () => {
-		const store = await storeWith([token("a1", { owner: id("a3") }), token("a2", { owner: id("a1") }), token("a3", { owner: id("a2") }), token("a4", { owner: id("a2") })]);
+		const store = await storeWith([
+			token("a1", { owner: id("a3") }),
+			token("a2", { owner: id("a1") }),
+			token("a3", { owner: id("a2") }),
+			token("a4", { owner: id("a2") }),
+		]);
 		const revoked = await revokeFamily(store, [id("a1")]);
 		expect(revoked.slice(0, 2)).toEqual([id("a1"), id("a2")]);
 		expect(revoked.slice(2).sort()).toEqual([id("a3"), id("a4")]);
@@ -139,7 +176,12 @@ describe("familyOf: a token and what was minted from it", () => {
 		expect(family.slice(3)).toEqual([id("a3"), id("a4"), id("a5")]);
 		expect(await familyOf(store, id("a4"))).toEqual([id("a4"), id("a5")]);
 		// A cycle of makers is walked once, through the token asked for or below it.
-		const cyclic = await storeWith([token("c1", { owner: id("c2") }), token("c2", { owner: id("c1") }), token("c3", { owner: id("c2") }), token("c4", { owner: id("c3") })]);
+		const cyclic = await storeWith([
+			token("c1", { owner: id("c2") }),
+			token("c2", { owner: id("c1") }),
+			token("c3", { owner: id("c2") }),
+			token("c4", { owner: id("c3") }),
+		]);
 		expect(await familyOf(cyclic, id("c1"))).toEqual([id("c1"), id("c2"), id("c3"), id("c4")]);
 		expect(await familyOf(cyclic, id("c4"))).toEqual([id("c4")]);
 		// Records changed during the walk (by hand: no write changes an owner) into a cycle below the token asked for.
@@ -174,7 +216,9 @@ describe("migratePrincipals: records from before principals, at the start", () =
 		const result = await migratePrincipals(store);
 		expect(result.assigned).toBe(11);
 		expect(result.revoked.sort()).toEqual([id("l2"), id("l3")]);
-		const principals = Object.fromEntries((await store.find({}, { only: ["_id", "principal"] })).map(d => [String(d._id).replace(/0+$/, ""), d.principal]));
+		const principals = Object.fromEntries(
+			(await store.find({}, { only: ["_id", "principal"] })).map(d => [String(d._id).replace(/0+$/, ""), d.principal]),
+		);
 		expect(principals).toEqual({
 			r1: `token:${id("r1")}`,
 			r2: `token:${id("r1")}`,
@@ -193,7 +237,10 @@ describe("migratePrincipals: records from before principals, at the start", () =
 	});
 
 	it("does nothing once every record has its principal, not even revoke below a revoked token", async () => {
-		const store = await storeWith([token("l1", { principal: "token:l1", revoked: true }), token("l2", { principal: "token:l1", owner: id("l1") })]);
+		const store = await storeWith([
+			token("l1", { principal: "token:l1", revoked: true }),
+			token("l2", { principal: "token:l1", owner: id("l1") }),
+		]);
 		expect(await migratePrincipals(store)).toEqual({ assigned: 0, revoked: [] });
 		expect(await revokedIds(store)).toEqual([id("l1")]);
 	});

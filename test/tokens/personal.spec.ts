@@ -33,12 +33,19 @@ let told: Array<[string, string[]]> = [];
 const store = (): Store => (broker.getLocalService("tokens") as unknown as { store: Store }).store;
 const stored = (id: string) => store().findOne({ _id: id });
 /** What the gateway makes of a secret: the caller, or null (a request with it is a 401). */
-const verify = (secret: string) => broker.call<Doc | null, { hash: string }>("tokens.verify", { hash: hashToken(secret) });
+const verify = (secret: string) =>
+	broker.call<Doc | null, { hash: string }>("tokens.verify", { hash: hashToken(secret) });
 const live = async (...secrets: string[]) => Promise.all(secrets.map(async s => (await verify(s)) !== null));
 
 /** What sessions.ts asks at a sign-in. */
 const signIn = (subject: string, role: string, scope?: Doc, ttlS = 3600) =>
-	broker.call<Session, Doc>("tokens.openSession", { subject, name: subject.replace(/^oidc:/, ""), role, ...(scope ? { scope } : {}), ttlS });
+	broker.call<Session, Doc>("tokens.openSession", {
+		subject,
+		name: subject.replace(/^oidc:/, ""),
+		role,
+		...(scope ? { scope } : {}),
+		ttlS,
+	});
 
 /** An action called as the gateway calls it for a request made with `secret` (no caller when null). */
 async function as(secret: string | null, action: string, params: Doc = {}): Promise<Answer> {
@@ -101,9 +108,23 @@ describe("a sign-in's session", () => {
 		expect(s.revoked).toBe(0);
 		expect(s.expires.getTime()).toBeGreaterThanOrEqual(before + 600_000);
 		expect(s.expires.getTime()).toBeLessThanOrEqual(Date.now() + 600_000);
-		expect(await verify(s.secret)).toEqual({ id: s.id, name: "ann (session)", role: "operator", scope: { functions: ["test.*"] }, expires: s.expires, principal: "oidc:ann", subject: "oidc:ann", session: true });
+		expect(await verify(s.secret)).toEqual({
+			id: s.id,
+			name: "ann (session)",
+			role: "operator",
+			scope: { functions: ["test.*"] },
+			expires: s.expires,
+			principal: "oidc:ann",
+			subject: "oidc:ann",
+			session: true,
+		});
 		const record = (await stored(s.id))!;
-		expect(record).toMatchObject({ hash: hashToken(s.secret), prefix: s.secret.slice(0, 8), revoked: false, session: true });
+		expect(record).toMatchObject({
+			hash: hashToken(s.secret),
+			prefix: s.secret.slice(0, 8),
+			revoked: false,
+			session: true,
+		});
 		expect(JSON.stringify(record)).not.toContain(s.secret);
 		expect(told).toEqual([["created", [s.id]]]);
 		// Without a scope, none.
@@ -120,13 +141,18 @@ describe("a sign-in's session", () => {
 		await store().updateMany({ _id: recent.id }, { $set: { expires: new Date(Date.now() - 7 * DAY + 60_000) } });
 		await store().updateMany({ _id: script.id }, { $set: { expires: new Date(Date.now() - 8 * DAY) } });
 		await signIn("oidc:someone-else", "viewer");
-		expect([await stored(old.id), await stored(recent.id), await stored(script.id)].map(d => d?._id ?? null)).toEqual([null, recent.id, script.id]);
+		expect([await stored(old.id), await stored(recent.id), await stored(script.id)].map(d => d?._id ?? null)).toEqual([
+			null,
+			recent.id,
+			script.id,
+		]);
 	});
 });
 
 describe("the internal actions the sign-in calls", () => {
 	it("refuse what the sign-in never sends (a validation error, nothing written)", async () => {
-		const refused = (action: string, params: Doc) => expect(broker.call(`tokens.${action}`, params)).rejects.toMatchObject({ name: "ValidationError", code: 422 });
+		const refused = (action: string, params: Doc) =>
+			expect(broker.call(`tokens.${action}`, params)).rejects.toMatchObject({ name: "ValidationError", code: 422 });
 		const session = { subject: "oidc:val", name: "Val", role: "viewer", ttlS: 60 };
 		await refused("openSession", { ...session, ttlS: 1.5 });
 		await refused("openSession", { ...session, ttlS: 0 });
@@ -153,12 +179,27 @@ describe("a sign-in that gives less than before", () => {
 		const second = await signIn("oidc:bo", "operator");
 		// The session and the admin script reached further; fromAdmin went with its maker.
 		expect(second.revoked).toBe(2);
-		expect(await live(first.secret, adminScript.secret, fromAdmin.secret, operatorScript.secret, viewerScript.secret, someoneElse.secret, second.secret)).toEqual([false, false, false, true, true, true, true]);
+		expect(
+			await live(
+				first.secret,
+				adminScript.secret,
+				fromAdmin.secret,
+				operatorScript.secret,
+				viewerScript.secret,
+				someoneElse.secret,
+				second.secret,
+			),
+		).toEqual([false, false, false, true, true, true, true]);
 		expect(told).toEqual([["created", [second.id]]]);
 		// Signed in again the same: nothing more goes.
 		const third = await signIn("oidc:bo", "operator");
 		expect(third.revoked).toBe(0);
-		expect(await live(operatorScript.secret, viewerScript.secret, second.secret, third.secret)).toEqual([true, true, true, true]);
+		expect(await live(operatorScript.secret, viewerScript.secret, second.secret, third.secret)).toEqual([
+			true,
+			true,
+			true,
+			true,
+		]);
 	});
 
 	it("revokes, at the same role and a narrower scope, the tokens beyond it and what was made from them; a session ends alone", async () => {
@@ -170,7 +211,9 @@ describe("a sign-in that gives less than before", () => {
 		const all = await mint(first.secret, { name: "di-test", scope: { functions: ["test.*"] }, role: "viewer" });
 		const second = await signIn("oidc:di", "operator", { functions: ["test.*"] });
 		expect(second.revoked).toBe(3);
-		expect(await live(first.secret, grains.secret, both.secret, fromBoth.secret, ping.secret, all.secret, second.secret)).toEqual([false, false, false, false, true, true, true]);
+		expect(
+			await live(first.secret, grains.secret, both.secret, fromBoth.secret, ping.secret, all.secret, second.secret),
+		).toEqual([false, false, false, false, true, true, true]);
 		// A person given a scope keeps no unscoped token; one whose scope goes keeps every token.
 		const unscoped = await signIn("oidc:ed", "operator");
 		const wide = await mint(unscoped.secret, { name: "ed-wide" });
@@ -224,7 +267,12 @@ describe("a sign-out", () => {
 		expect(told.map(([op]) => op)).toEqual(["updated"]);
 		expect(await live(s.secret, script.secret)).toEqual([false, true]);
 		// The record stays, revoked, so the audit log still names whose session it was.
-		expect(await stored(s.id)).toMatchObject({ name: "ida (session)", subject: "oidc:ida", session: true, revoked: true });
+		expect(await stored(s.id)).toMatchObject({
+			name: "ida (session)",
+			subject: "oidc:ida",
+			session: true,
+			revoked: true,
+		});
 	});
 });
 
@@ -234,11 +282,23 @@ describe("a token a caller makes for itself (POST /api/tokens/mine)", () => {
 		const s = await signIn("oidc:jo", "operator");
 		for (const body of [undefined, null, "x", ["x"], [{ name: "x" }]]) {
 			const res = await as(s.secret, "createMine", { body });
-			expect(res.error).toMatchObject({ code: 422, data: { issues: { body: 'a token: {"name": "…", "role"?, "scope"?, "expires"?}' } } });
+			expect(res.error).toMatchObject({
+				code: 422,
+				data: { issues: { body: 'a token: {"name": "…", "role"?, "scope"?, "expires"?}' } },
+			});
 		}
-		expect((await as(s.secret, "createMine", { body: {} })).error).toMatchObject({ code: 422, data: { issues: { name: expect.any(String) } } });
-		expect((await as(s.secret, "createMine", { body: { name: "x", role: "root" } })).error).toMatchObject({ code: 422, data: { issues: { role: expect.any(String) } } });
-		expect((await as(s.secret, "createMine", { body: { name: "x", expires: "soon" } })).error).toMatchObject({ code: 422, data: { issues: { expires: "must be of datetime type (an HTTP-date or ISO 8601)" } } });
+		expect((await as(s.secret, "createMine", { body: {} })).error).toMatchObject({
+			code: 422,
+			data: { issues: { name: expect.any(String) } },
+		});
+		expect((await as(s.secret, "createMine", { body: { name: "x", role: "root" } })).error).toMatchObject({
+			code: 422,
+			data: { issues: { role: expect.any(String) } },
+		});
+		expect((await as(s.secret, "createMine", { body: { name: "x", expires: "soon" } })).error).toMatchObject({
+			code: 422,
+			data: { issues: { expires: "must be of datetime type (an HTTP-date or ISO 8601)" } },
+		});
 		expect(await store().count({ principal: "oidc:jo", session: { $ne: true } })).toBe(0);
 	});
 
@@ -268,12 +328,24 @@ describe("a token a caller makes for itself (POST /api/tokens/mine)", () => {
 		expect((made.expires as Date).getTime()).toBeGreaterThanOrEqual(before + 90 * DAY);
 		expect((made.expires as Date).getTime()).toBeLessThanOrEqual(Date.now() + 90 * DAY);
 		expect(told).toEqual([["created", [made._id]]]);
-		expect(await verify(String(made.token))).toMatchObject({ id: made._id, name: "kim-ci", role: "operator", principal: "oidc:kim", subject: "oidc:kim" });
+		expect(await verify(String(made.token))).toMatchObject({
+			id: made._id,
+			name: "kim-ci",
+			role: "operator",
+			principal: "oidc:kim",
+			subject: "oidc:kim",
+		});
 		expect((await stored(String(made._id)))!.hash).toBe(hashToken(String(made.token)));
 		// A service account's token makes one of the same service account, without a subject, saying where it can run anything.
 		const svc = await serviceToken("kim-svc", "admin");
 		const child = (await as(svc.secret, "createMine", { body: { name: "svc-child" } })).body!;
-		expect(child).toMatchObject({ role: "admin", principal: `token:${svc.id}`, owner: svc.id, arbitrary_code: true, warning: expect.any(String) });
+		expect(child).toMatchObject({
+			role: "admin",
+			principal: `token:${svc.id}`,
+			owner: svc.id,
+			arbitrary_code: true,
+			warning: expect.any(String),
+		});
 		expect("scope" in child).toBe(false);
 		expect("subject" in (await stored(String(child._id)))!).toBe(false);
 		expect(await verify(String(child.token))).not.toHaveProperty("subject");
@@ -281,13 +353,34 @@ describe("a token a caller makes for itself (POST /api/tokens/mine)", () => {
 
 	it("never reaches further than the caller: a role above theirs, a scope beyond theirs (403 saying why)", async () => {
 		const s = await signIn("oidc:lu", "operator", { functions: ["test.*"] });
-		const above = await as(s.secret, "createMine", { body: { name: "lu-admin", role: "admin", scope: { functions: ["test.ping"] } } });
-		expect(above.error).toEqual(expect.objectContaining({ code: 403, message: "a token you make may not have a role above yours (operator)" }));
+		const above = await as(s.secret, "createMine", {
+			body: { name: "lu-admin", role: "admin", scope: { functions: ["test.ping"] } },
+		});
+		expect(above.error).toEqual(
+			expect.objectContaining({ code: 403, message: "a token you make may not have a role above yours (operator)" }),
+		);
 		const beyond = await as(s.secret, "createMine", { body: { name: "lu-cmd", scope: { functions: ["cmd.run"] } } });
-		expect(beyond.error).toEqual(expect.objectContaining({ code: 403, message: "a token you make may not reach further than you: functions outside your scope: cmd.run" }));
+		expect(beyond.error).toEqual(
+			expect.objectContaining({
+				code: 403,
+				message: "a token you make may not reach further than you: functions outside your scope: cmd.run",
+			}),
+		);
 		const unscoped = await as(s.secret, "createMine", { body: { name: "lu-all" } });
-		expect(unscoped.error).toEqual(expect.objectContaining({ code: 403, message: "a token you make may not reach further than you: your scope limits the functions: give scope.functions, among yours" }));
-		expect((await as(s.secret, "createMine", { body: { name: "lu-viewer", role: "viewer", scope: { functions: ["test.*"] } } })).status).toBe(201);
+		expect(unscoped.error).toEqual(
+			expect.objectContaining({
+				code: 403,
+				message:
+					"a token you make may not reach further than you: your scope limits the functions: give scope.functions, among yours",
+			}),
+		);
+		expect(
+			(
+				await as(s.secret, "createMine", {
+					body: { name: "lu-viewer", role: "viewer", scope: { functions: ["test.*"] } },
+				})
+			).status,
+		).toBe(201);
 		expect((await as(s.secret, "listMine")).body!._items).toEqual([expect.objectContaining({ name: "lu-viewer" })]);
 	});
 
@@ -295,22 +388,52 @@ describe("a token a caller makes for itself (POST /api/tokens/mine)", () => {
 		const s = await signIn("oidc:mo", "operator", undefined, 60);
 		const yearAndDay = new Date(Date.now() + 366 * DAY);
 		const tooLong = await as(s.secret, "createMine", { body: { name: "mo-long", expires: yearAndDay.toISOString() } });
-		expect(tooLong.error).toMatchObject({ code: 422, data: { issues: { expires: expect.stringMatching(/^must be at most \d{4}-.*Z \(a year, and no later than the token you use\)$/) } } });
-		const limit = Date.parse(String((tooLong.error!.data!.issues as Doc).expires).replace(/^must be at most (\S+) .*$/, "$1"));
+		expect(tooLong.error).toMatchObject({
+			code: 422,
+			data: {
+				issues: {
+					expires: expect.stringMatching(/^must be at most \d{4}-.*Z \(a year, and no later than the token you use\)$/),
+				},
+			},
+		});
+		const limit = Date.parse(
+			String((tooLong.error!.data!.issues as Doc).expires).replace(/^must be at most (\S+) .*$/, "$1"),
+		);
 		expect(limit).toBeGreaterThan(Date.now() + 364 * DAY);
 		expect(limit).toBeLessThanOrEqual(Date.now() + 365 * DAY);
-		const year = await as(s.secret, "createMine", { body: { name: "mo-year", expires: new Date(Date.now() + 364 * DAY).toISOString() } });
+		const year = await as(s.secret, "createMine", {
+			body: { name: "mo-year", expires: new Date(Date.now() + 364 * DAY).toISOString() },
+		});
 		expect(year.status).toBe(201);
-		const past = await as(s.secret, "createMine", { body: { name: "mo-past", expires: new Date(Date.now() - 60_000).toISOString() } });
+		const past = await as(s.secret, "createMine", {
+			body: { name: "mo-past", expires: new Date(Date.now() - 60_000).toISOString() },
+		});
 		expect(past.error).toMatchObject({ code: 422, data: { issues: { expires: "must be in the future" } } });
 		// A token that expires in 10 days makes tokens for 10 days at most, and for 10 by default.
-		const short = await serviceToken("mo-short", "operator", { expires: new Date(Date.now() + 10 * DAY).toISOString() });
+		const short = await serviceToken("mo-short", "operator", {
+			expires: new Date(Date.now() + 10 * DAY).toISOString(),
+		});
 		const shortExpiry = ((await stored(short.id))!.expires as Date).getTime();
 		const byDefault = (await as(short.secret, "createMine", { body: { name: "mo-default" } })).body!;
 		expect((byDefault.expires as Date).getTime()).toBe(shortExpiry);
-		const over = await as(short.secret, "createMine", { body: { name: "mo-over", expires: new Date(shortExpiry + 1000).toISOString() } });
-		expect(over.error).toMatchObject({ code: 422, data: { issues: { expires: `must be at most ${new Date(shortExpiry).toISOString()} (a year, and no later than the token you use)` } } });
-		expect((await as(short.secret, "createMine", { body: { name: "mo-exact", expires: new Date(shortExpiry).toISOString() } })).status).toBe(201);
+		const over = await as(short.secret, "createMine", {
+			body: { name: "mo-over", expires: new Date(shortExpiry + 1000).toISOString() },
+		});
+		expect(over.error).toMatchObject({
+			code: 422,
+			data: {
+				issues: {
+					expires: `must be at most ${new Date(shortExpiry).toISOString()} (a year, and no later than the token you use)`,
+				},
+			},
+		});
+		expect(
+			(
+				await as(short.secret, "createMine", {
+					body: { name: "mo-exact", expires: new Date(shortExpiry).toISOString() },
+				})
+			).status,
+		).toBe(201);
 		// A token without expiry makes 90-day tokens by default, like a session.
 		const lasting = await serviceToken("mo-lasting", "operator");
 		const fromLasting = (await as(lasting.secret, "createMine", { body: { name: "mo-90" } })).body!;
@@ -322,11 +445,33 @@ describe("a token a caller makes for itself (POST /api/tokens/mine)", () => {
 		const caller = (await verify(s.secret))!;
 		const at = new Date(Date.now() + 60_000);
 		// Only the clock's Date is fixed: timers run as ever.
-		jest.useFakeTimers({ now: at, doNotFake: ["nextTick", "setImmediate", "clearImmediate", "setInterval", "clearInterval", "setTimeout", "clearTimeout", "queueMicrotask", "hrtime", "performance"] });
+		jest.useFakeTimers({
+			now: at,
+			doNotFake: [
+				"nextTick",
+				"setImmediate",
+				"clearImmediate",
+				"setInterval",
+				"clearInterval",
+				"setTimeout",
+				"clearTimeout",
+				"queueMicrotask",
+				"hrtime",
+				"performance",
+			],
+		});
 		try {
 			const meta = { user: caller };
-			await expect(broker.call("tokens.createMine", { body: { name: "now", expires: at.toISOString() } }, { meta })).rejects.toMatchObject({ code: 422, data: { issues: { expires: "must be in the future" } } });
-			expect(await broker.call("tokens.createMine", { body: { name: "now-plus", expires: new Date(at.getTime() + 1).toISOString() } }, { meta })).toMatchObject({ name: "now-plus" });
+			await expect(
+				broker.call("tokens.createMine", { body: { name: "now", expires: at.toISOString() } }, { meta }),
+			).rejects.toMatchObject({ code: 422, data: { issues: { expires: "must be in the future" } } });
+			expect(
+				await broker.call(
+					"tokens.createMine",
+					{ body: { name: "now-plus", expires: new Date(at.getTime() + 1).toISOString() } },
+					{ meta },
+				),
+			).toMatchObject({ name: "now-plus" });
 		} finally {
 			jest.useRealTimers();
 		}
@@ -337,7 +482,10 @@ describe("a token a caller makes for itself (POST /api/tokens/mine)", () => {
 		const caller = (await verify(svc.secret))!;
 		await store().updateMany({ _id: svc.id }, { $set: { revoked: true } });
 		const meta: Doc = { user: caller };
-		await expect(broker.call("tokens.createMine", { body: { name: "nu-late" } }, { meta })).rejects.toMatchObject({ code: 401, message: "the API token is invalid, expired or revoked" });
+		await expect(broker.call("tokens.createMine", { body: { name: "nu-late" } }, { meta })).rejects.toMatchObject({
+			code: 401,
+			message: "the API token is invalid, expired or revoked",
+		});
 		expect(await store().count({ owner: svc.id })).toBe(0);
 	});
 
@@ -353,7 +501,9 @@ describe("a token a caller makes for itself (POST /api/tokens/mine)", () => {
 		};
 		told = [];
 		try {
-			await expect(broker.call("tokens.createMine", { body: { name: "ol-raced" } }, { meta: { user: caller } })).rejects.toMatchObject({ code: 401, message: "the API token is invalid, expired or revoked" });
+			await expect(
+				broker.call("tokens.createMine", { body: { name: "ol-raced" } }, { meta: { user: caller } }),
+			).rejects.toMatchObject({ code: 401, message: "the API token is invalid, expired or revoked" });
 		} finally {
 			tokens.insertMany = insertMany;
 		}
@@ -372,16 +522,31 @@ describe("one's own tokens (GET and DELETE /api/tokens/mine)", () => {
 		const c = await mint(otherSession.secret, { name: "pia-c" });
 		const listed = (await as(s.secret, "listMine")).body!._items as Doc[];
 		expect(listed.map(t => t.name)).toEqual(["pia-c", "pia-b", "pia-a"]);
-		expect(listed[1]).toEqual({ _id: b.id, name: "pia-b", role: "viewer", arbitrary_code: false, expires: expect.any(Date), prefix: b.secret.slice(0, 8), revoked: false, principal: "oidc:pia", owner: a.id, _created: expect.any(Date) });
+		expect(listed[1]).toEqual({
+			_id: b.id,
+			name: "pia-b",
+			role: "viewer",
+			arbitrary_code: false,
+			expires: expect.any(Date),
+			prefix: b.secret.slice(0, 8),
+			revoked: false,
+			principal: "oidc:pia",
+			owner: a.id,
+			_created: expect.any(Date),
+		});
 		expect((await as(c.secret, "listMine")).body!._items).toEqual(listed);
 
 		const svc = await serviceToken("pia-svc", "operator");
 		const child = await mint(svc.secret, { name: "svc-child" });
 		const grandchild = await mint(child.secret, { name: "svc-grandchild" });
 		const sibling = await mint(svc.secret, { name: "svc-sibling" });
-		expect(((await as(svc.secret, "listMine")).body!._items as Doc[]).map(t => t.name)).toEqual(["svc-sibling", "svc-grandchild", "svc-child"]);
+		expect(((await as(svc.secret, "listMine")).body!._items as Doc[]).map(t => t.name)).toEqual([
+			"svc-sibling",
+			"svc-grandchild",
+			"svc-child",
+		]);
 		expect(((await as(child.secret, "listMine")).body!._items as Doc[]).map(t => t._id)).toEqual([grandchild.id]);
-		expect(((await as(sibling.secret, "listMine")).body!._items as Doc[])).toEqual([]);
+		expect((await as(sibling.secret, "listMine")).body!._items as Doc[]).toEqual([]);
 		expect((await as(null, "listMine")).error).toMatchObject({ code: 401 });
 	});
 
@@ -391,10 +556,14 @@ describe("one's own tokens (GET and DELETE /api/tokens/mine)", () => {
 		const grandchild = await mint(child.secret, { name: "qi-grandchild" });
 		const other = await serviceToken("qi-other", "operator");
 		for (const id of [svc.id, other.id, "not-an-id", "ffffffffffffffffffffffff"]) {
-			expect((await as(child.secret, "revokeMine", { id })).error).toEqual(expect.objectContaining({ code: 404, message: `no token '${id}' of yours` }));
+			expect((await as(child.secret, "revokeMine", { id })).error).toEqual(
+				expect.objectContaining({ code: 404, message: `no token '${id}' of yours` }),
+			);
 		}
 		// What the caller sent is echoed 24 characters at most.
-		expect((await as(child.secret, "revokeMine", { id: `${child.id}-and-more` })).error).toEqual(expect.objectContaining({ code: 404, message: `no token '${child.id}' of yours` }));
+		expect((await as(child.secret, "revokeMine", { id: `${child.id}-and-more` })).error).toEqual(
+			expect.objectContaining({ code: 404, message: `no token '${child.id}' of yours` }),
+		);
 		expect((await as(null, "revokeMine", { id: child.id })).error).toMatchObject({ code: 401 });
 		expect(await live(svc.secret, child.secret, grandchild.secret, other.secret)).toEqual([true, true, true, true]);
 		told = [];

@@ -26,9 +26,15 @@ describe("limits per principal", () => {
 		return res.body.token;
 	};
 	/** Opens a stream (kept open until the test aborts it): its status, and the body when refused. */
-	const stream = async (token: string, path = "alerts/stream"): Promise<{ status: number; retryAfter: string | null; body?: any; abort: AbortController }> => {
+	const stream = async (
+		token: string,
+		path = "alerts/stream",
+	): Promise<{ status: number; retryAfter: string | null; body?: any; abort: AbortController }> => {
 		const abort = new AbortController();
-		const res = await fetch(`${h.api}/${path}?timeout=60`, { headers: { authorization: `Bearer ${token}` }, signal: abort.signal });
+		const res = await fetch(`${h.api}/${path}?timeout=60`, {
+			headers: { authorization: `Bearer ${token}` },
+			signal: abort.signal,
+		});
 		if (res.status === 200) {
 			open.push(abort);
 			return { status: 200, retryAfter: null, abort };
@@ -53,10 +59,18 @@ describe("limits per principal", () => {
 		expect((await stream(viewer, "actions/stream")).status).toBe(200);
 		expect((await stream(second)).status).toBe(200);
 		// Every kind of stream counts, from every token of the principal.
-		for (const [token, path] of [[second, "alerts/stream"], [viewer, "actions/stream"]]) {
+		for (const [token, path] of [
+			[second, "alerts/stream"],
+			[viewer, "actions/stream"],
+		]) {
 			const refused = await stream(token, path);
-			expect([refused.status, refused.body]).toEqual([429, { _status: "ERR", _error: { code: 429, message: expect.any(String) } }]);
-			expect(refused.body._error.message).toMatch(/too many open streams: token:[0-9a-f]{24} holds 3 .*STREAMS_PER_PRINCIPAL=3/);
+			expect([refused.status, refused.body]).toEqual([
+				429,
+				{ _status: "ERR", _error: { code: 429, message: expect.any(String) } },
+			]);
+			expect(refused.body._error.message).toMatch(
+				/too many open streams: token:[0-9a-f]{24} holds 3 .*STREAMS_PER_PRINCIPAL=3/,
+			);
 			expect(refused.retryAfter).toMatch(/^\d+$/);
 		}
 		// Another principal, and the admin, still get theirs.
@@ -79,11 +93,16 @@ describe("limits per principal", () => {
 		// The limit counts in a fixed one-minute window per gateway (as test/e2e/access-limits.spec.ts): the burst
 		// must fall in one window, so with less than half a minute of it left, its end is waited for.
 		const gateway = h.broker!.getLocalService("api") as unknown as { rateWindowStart: number };
-		if (gateway.rateWindowStart + 60_000 - Date.now() < 30_000) await sleep(gateway.rateWindowStart + 60_000 - Date.now() + 10);
+		if (gateway.rateWindowStart + 60_000 - Date.now() < 30_000)
+			await sleep(gateway.rateWindowStart + 60_000 - Date.now() + 10);
 		const minted = await mint(limited, "busy-2");
 		const window = gateway.rateWindowStart;
 		// The mint was the first request of the principal: LIMIT - 1 more are answered, from either token.
-		for (let i = 2; i <= LIMIT; i++) expect([i, (await request("GET", `${h.api}/whoami`, { token: i % 2 ? limited : minted })).status]).toEqual([i, 200]);
+		for (let i = 2; i <= LIMIT; i++)
+			expect([i, (await request("GET", `${h.api}/whoami`, { token: i % 2 ? limited : minted })).status]).toEqual([
+				i,
+				200,
+			]);
 		expectEveError(await request("GET", `${h.api}/whoami`, { token: minted }), 429);
 		expectEveError(await request("GET", `${h.api}/whoami`, { token: limited }), 429);
 		expect((await request("GET", `${h.api}/whoami`, { token: other })).status).toBe(200);

@@ -17,7 +17,8 @@ describe("Pritunl client against the simulator", () => {
 		clients.push(c);
 		return c;
 	};
-	const token = (opts: Partial<ConstructorParameters<typeof PritunlClient>[0]> = {}) => session({ username: undefined, password: undefined, apiToken: sim.apiToken, apiSecret: sim.apiSecret, ...opts });
+	const token = (opts: Partial<ConstructorParameters<typeof PritunlClient>[0]> = {}) =>
+		session({ username: undefined, password: undefined, apiToken: sim.apiToken, apiSecret: sim.apiSecret, ...opts });
 	const failure = async (p: Promise<unknown>): Promise<PritunlError> => {
 		try {
 			await p;
@@ -46,7 +47,9 @@ describe("Pritunl client against the simulator", () => {
 	});
 
 	it("signs as Pritunl computes it: base64 HMAC-SHA256 of token&timestamp&nonce&METHOD&path", () => {
-		const expected = createHmac("sha256", "secret").update("tok&1700000000&abcdef0123456789&GET&/user/5f1c").digest("base64");
+		const expected = createHmac("sha256", "secret")
+			.update("tok&1700000000&abcdef0123456789&GET&/user/5f1c")
+			.digest("base64");
 		expect(pritunlSignature("secret", "tok", "1700000000", "abcdef0123456789", "get", "/user/5f1c")).toBe(expected);
 	});
 
@@ -54,15 +57,31 @@ describe("Pritunl client against the simulator", () => {
 		const c = session();
 		const before = sim.logins;
 		const created = await c.json<any>("POST", "/organization", { name: "c-org-1", auth_api: false });
-		expect(created.body).toEqual({ id: expect.stringMatching(/^[a-f0-9]{24}$/), name: "c-org-1", auth_api: false, auth_token: null, auth_secret: null, user_count: 0 });
+		expect(created.body).toEqual({
+			id: expect.stringMatching(/^[a-f0-9]{24}$/),
+			name: "c-org-1",
+			auth_api: false,
+			auth_token: null,
+			auth_secret: null,
+			user_count: 0,
+		});
 		const list = await c.json<any[]>("GET", "/organization");
 		expect(list.body.map(o => o.name)).toContain("c-org-1");
 		expect(sim.logins - before).toBe(1);
-		expect(sim.requests().slice(-2).map(r => r.auth)).toEqual(["session", "session"]);
+		expect(
+			sim
+				.requests()
+				.slice(-2)
+				.map(r => r.auth),
+		).toEqual(["session", "session"]);
 	});
 
 	it("refuses a call without the CSRF token even with a live session (plain-text 401)", async () => {
-		const login = await fetch(`${url}/auth/session`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ username: "admin", password: "S3cret-pritunl-pw" }) });
+		const login = await fetch(`${url}/auth/session`, {
+			method: "POST",
+			headers: { "content-type": "application/json" },
+			body: JSON.stringify({ username: "admin", password: "S3cret-pritunl-pw" }),
+		});
 		const cookie = (login.headers.get("set-cookie") ?? "").split(";")[0];
 		const noCsrf = await fetch(`${url}/organization`, { headers: { cookie } });
 		expect(noCsrf.status).toBe(401);
@@ -73,7 +92,9 @@ describe("Pritunl client against the simulator", () => {
 	it("says why a login was refused, without the password", async () => {
 		const err = await failure(session({ password: "wrong-password-123" }).check());
 		expect(err).toMatchObject({ code: 502, kind: "auth", status: 401 });
-		expect(err.message).toMatch(/Pritunl refused the login of 'admin': auth_invalid: Authentication credentials are not valid/);
+		expect(err.message).toMatch(
+			/Pritunl refused the login of 'admin': auth_invalid: Authentication credentials are not valid/,
+		);
 		expect(err.message).not.toContain("wrong-password-123");
 	});
 
@@ -82,9 +103,13 @@ describe("Pritunl client against the simulator", () => {
 		const org = (await c.json<any>("POST", "/organization", { name: "c-org-expiry" })).body;
 		sim.expireSessionsAfter(1);
 		const before = sim.logins;
-		for (let i = 0; i < 4; i++) expect((await c.json<any>("GET", `/organization/${org.id}`)).body.name).toBe("c-org-expiry");
+		for (let i = 0; i < 4; i++)
+			expect((await c.json<any>("GET", `/organization/${org.id}`)).body.name).toBe("c-org-expiry");
 		expect(sim.logins - before).toBe(1);
-		const statuses = sim.requests().slice(-7).map(r => `${r.method} ${r.path} ${r.status}`);
+		const statuses = sim
+			.requests()
+			.slice(-7)
+			.map(r => `${r.method} ${r.path} ${r.status}`);
 		expect(statuses).toContain(`GET /organization/${org.id} 401`);
 	});
 
@@ -96,24 +121,55 @@ describe("Pritunl client against the simulator", () => {
 		const users = await c.json<any[]>("POST", `/user/${org.id}`, { name: "web-01", yubico_id: "ccccccbcgujhXXXX" });
 		expect(users.body).toHaveLength(1);
 		expect(users.body[0].yubico_id).toBe("ccccccbcgujh");
-		expect((await c.json<any[]>("GET", `/user/${org.id}?page=0`)).body).toMatchObject({ page: 0, users: [{ name: "web-01" }] });
+		expect((await c.json<any[]>("GET", `/user/${org.id}?page=0`)).body).toMatchObject({
+			page: 0,
+			users: [{ name: "web-01" }],
+		});
 		expect(sim.signaturesChecked - checked).toBe(3);
 		expect(sim.logins).toBeGreaterThan(0);
-		expect(sim.requests().slice(-3).map(r => r.auth)).toEqual(["token", "token", "token"]);
+		expect(
+			sim
+				.requests()
+				.slice(-3)
+				.map(r => r.auth),
+		).toEqual(["token", "token", "token"]);
 
 		// The same headers twice: the nonce is refused the second time.
 		const ts = String(Math.floor(Date.now() / 1000));
-		const headers = { "Auth-Token": sim.apiToken, "Auth-Timestamp": ts, "Auth-Nonce": "0123456789abcdef0123456789abcdef", "Auth-Signature": pritunlSignature(sim.apiSecret, sim.apiToken, ts, "0123456789abcdef0123456789abcdef", "GET", "/organization") };
+		const headers = {
+			"Auth-Token": sim.apiToken,
+			"Auth-Timestamp": ts,
+			"Auth-Nonce": "0123456789abcdef0123456789abcdef",
+			"Auth-Signature": pritunlSignature(
+				sim.apiSecret,
+				sim.apiToken,
+				ts,
+				"0123456789abcdef0123456789abcdef",
+				"GET",
+				"/organization",
+			),
+		};
 		expect((await fetch(`${url}/organization`, { headers })).status).toBe(200);
 		const again = await fetch(`${url}/organization`, { headers });
 		expect(again.status).toBe(401);
 		expect(await again.text()).toBe("401: Unauthorized");
 		// Signed for another path, or with the query string, or too old: refused.
-		const sign = (p: string, t = ts, nonce = `n${Math.random().toString(16).slice(2)}xxxxxxxx`) => ({ "Auth-Token": sim.apiToken, "Auth-Timestamp": t, "Auth-Nonce": nonce, "Auth-Signature": pritunlSignature(sim.apiSecret, sim.apiToken, t, nonce, "GET", p) });
+		const sign = (p: string, t = ts, nonce = `n${Math.random().toString(16).slice(2)}xxxxxxxx`) => ({
+			"Auth-Token": sim.apiToken,
+			"Auth-Timestamp": t,
+			"Auth-Nonce": nonce,
+			"Auth-Signature": pritunlSignature(sim.apiSecret, sim.apiToken, t, nonce, "GET", p),
+		});
 		expect((await fetch(`${url}/organization`, { headers: sign("/user") })).status).toBe(401);
 		expect((await fetch(`${url}/organization?page=0`, { headers: sign("/organization?page=0") })).status).toBe(401);
 		expect((await fetch(`${url}/organization?page=0`, { headers: sign("/organization") })).status).toBe(200);
-		expect((await fetch(`${url}/organization`, { headers: sign("/organization", String(Math.floor(Date.now() / 1000) - 43_300)) })).status).toBe(401);
+		expect(
+			(
+				await fetch(`${url}/organization`, {
+					headers: sign("/organization", String(Math.floor(Date.now() / 1000) - 43_300)),
+				})
+			).status,
+		).toBe(401);
 		expect((await fetch(`${url}/organization`, { headers: sign("/organization", ts, "short") })).status).toBe(401);
 	});
 
@@ -133,9 +189,18 @@ describe("Pritunl client against the simulator", () => {
 		expect(err.message).toContain("500: Internal Server Error");
 		expect((await c.json("GET", `/user/${unknown}`, undefined, { accept: [404] })).status).toBe(404);
 		const org = (await c.json<any>("POST", "/organization", { name: "c-org-quirks" })).body;
-		const [user] = (await c.json<any[]>("POST", `/user/${org.id}`, { name: "db-01", disabled: true, client_to_client: true, pin: "123456" })).body;
+		const [user] = (
+			await c.json<any[]>("POST", `/user/${org.id}`, {
+				name: "db-01",
+				disabled: true,
+				client_to_client: true,
+				pin: "123456",
+			})
+		).body;
 		expect(user).toMatchObject({ disabled: true, client_to_client: true, pin: true });
-		const put = (await c.json<any>("PUT", `/user/${org.id}/${user.id}`, { name: "db-01", email: "ops@example.org", pin: true })).body;
+		const put = (
+			await c.json<any>("PUT", `/user/${org.id}/${user.id}`, { name: "db-01", email: "ops@example.org", pin: true })
+		).body;
 		expect(put).toMatchObject({ disabled: false, client_to_client: false, email: "ops@example.org", pin: true });
 		expect(Object.keys(put)).toHaveLength(18);
 		const pinErr = await failure(c.json("POST", `/user/${org.id}`, { name: "x", pin: "12ab" }));
@@ -161,7 +226,10 @@ describe("Pritunl client against the simulator", () => {
 		expect(sim.orgList().filter(o => o.name === "c-org-once")).toHaveLength(1);
 		expect(sim.requests().filter(r => r.method === "POST" && r.path === "/organization").length).toBeGreaterThan(0);
 		sim.malformNext(1, "garbage", { method: "POST" });
-		expect(await failure(c.json("POST", "/organization", { name: "c-org-once-2" }))).toMatchObject({ code: 502, kind: "malformed" });
+		expect(await failure(c.json("POST", "/organization", { name: "c-org-once-2" }))).toMatchObject({
+			code: 502,
+			kind: "malformed",
+		});
 		sim.delayNext(1, 1500, { method: "GET" });
 		expect((await c.json<any[]>("GET", "/organization")).body.length).toBeGreaterThan(0);
 	});
@@ -191,23 +259,29 @@ describe("Pritunl client against the simulator", () => {
 		for (let i = 0; i < 40; i++) sim.addOrg(`c-org-big-${i}`);
 		expect(await failure(c.json("GET", "/organization"))).toMatchObject({ code: 502, kind: "malformed" });
 		expect((await token().json<any[]>("GET", "/organization")).body.length).toBeGreaterThan(40);
-		const badCa = session({ url: "https://127.0.0.1:1", ca: "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n" });
+		const badCa = session({
+			url: "https://127.0.0.1:1",
+			ca: "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydA==\n-----END CERTIFICATE-----\n",
+		});
 		expect(await failure(badCa.check())).toMatchObject({ code: 502, kind: "unreachable" });
 	});
 
-	(opensslAvailable ? it : it.skip)(`verifies TLS by default and trusts a manager's own CA${opensslAvailable ? "" : " (skipped: no openssl to make a certificate)"}`, async () => {
-		const { key, cert } = selfSignedCert("pritunl-tls");
-		const tls = new PritunlSimulator({ username: "admin", password: "pw-tls-123", tls: { key, cert } });
-		const { url: tlsUrl } = await tls.start();
-		try {
-			expect(tlsUrl).toMatch(/^https:/);
-			const refused = await failure(session({ url: tlsUrl, password: "pw-tls-123" }).check());
-			expect(refused).toMatchObject({ code: 502, kind: "unreachable" });
-			expect(refused.message).toMatch(/TLS certificate/);
-			await session({ url: tlsUrl, password: "pw-tls-123", ca: cert.toString("utf8") }).check();
-			expect(tls.logins).toBe(1);
-		} finally {
-			await tls.stop();
-		}
-	});
+	(opensslAvailable ? it : it.skip)(
+		`verifies TLS by default and trusts a manager's own CA${opensslAvailable ? "" : " (skipped: no openssl to make a certificate)"}`,
+		async () => {
+			const { key, cert } = selfSignedCert("pritunl-tls");
+			const tls = new PritunlSimulator({ username: "admin", password: "pw-tls-123", tls: { key, cert } });
+			const { url: tlsUrl } = await tls.start();
+			try {
+				expect(tlsUrl).toMatch(/^https:/);
+				const refused = await failure(session({ url: tlsUrl, password: "pw-tls-123" }).check());
+				expect(refused).toMatchObject({ code: 502, kind: "unreachable" });
+				expect(refused.message).toMatch(/TLS certificate/);
+				await session({ url: tlsUrl, password: "pw-tls-123", ca: cert.toString("utf8") }).check();
+				expect(tls.logins).toBe(1);
+			} finally {
+				await tls.stop();
+			}
+		},
+	);
 });

@@ -19,17 +19,33 @@ describe("vpn service: the periodic sync", () => {
 	let userId = "";
 	const HOST = "per-web-01.site-a.example";
 	const url = (p: string) => `${h.api}/${p}`;
-	const identity = async () => (await request("GET", url(`hosts/${HOST}`))).body.vpn_representation as Record<string, unknown> | null;
+	const identity = async () =>
+		(await request("GET", url(`hosts/${HOST}`))).body.vpn_representation as Record<string, unknown> | null;
 
 	beforeAll(async () => {
 		sim = new PritunlSimulator({ username: "admin", password: "Periodic-pw-1" });
 		const { url: simUrl } = await sim.start();
 		h = await startEmbedded({ env: { ...SUITE_ENV, VPN_SYNC_INTERVAL_MS: "300", PRITUNL_TIMEOUT_MS: "800" } });
 		await h.call("hosts.upsertMany", { hosts: [{ _id: HOST, status: "up", key: "accepted" }] });
-		const manager = await request("POST", url("vpn_managers"), { body: { name: "per", server_address: simUrl, dashboard_address: `${simUrl}/`, username: "admin", password: "Periodic-pw-1" } });
+		const manager = await request("POST", url("vpn_managers"), {
+			body: {
+				name: "per",
+				server_address: simUrl,
+				dashboard_address: `${simUrl}/`,
+				username: "admin",
+				password: "Periodic-pw-1",
+			},
+		});
 		expect(manager.status).toBe(201);
 		managerId = manager.body._id;
-		const org = await request("POST", url("vpn_organizations"), { body: { name: "per-org", vpn_representation: { name: "per-org", cipher_type: "rsa" }, cipher_type: "rsa", vpn_manager: manager.body._id } });
+		const org = await request("POST", url("vpn_organizations"), {
+			body: {
+				name: "per-org",
+				vpn_representation: { name: "per-org", cipher_type: "rsa" },
+				cipher_type: "rsa",
+				vpn_manager: manager.body._id,
+			},
+		});
 		expect(org.status).toBe(201);
 		orgRecord = org.body._id;
 		orgPid = sim.orgList().find(o => o.name === "per-org")!.id;
@@ -42,30 +58,54 @@ describe("vpn service: the periodic sync", () => {
 	});
 
 	it("undoes a create whose vpn process died between Pritunl's create and the record, and leaves one that got its record", async () => {
-		const creates = (h.broker!.getLocalService("vpn-organizations") as unknown as { stores: Record<string, { insertMany(d: object[]): Promise<void> }> }).stores.vpn_organization_creates;
+		const creates = (
+			h.broker!.getLocalService("vpn-organizations") as unknown as {
+				stores: Record<string, { insertMany(d: object[]): Promise<void> }>;
+			}
+		).stores.vpn_organization_creates;
 		const before = sim.orgList().map(o => o.id);
 		const long = new Date(Date.now() - 60_000);
 		// As a process killed half-way leaves it: Pritunl made the organization, fleet-ctl has no record of it,
 		// and the create's entry was never ended.
 		sim.addOrg("crashed-org");
 		// And a create killed just after its record was stored: the organization is fleet-ctl's, it stays.
-		const survivor = await request("POST", url("vpn_organizations"), { body: { name: "survivor-org", vpn_representation: { name: "survivor-org" }, cipher_type: "rsa", vpn_manager: managerId } });
+		const survivor = await request("POST", url("vpn_organizations"), {
+			body: {
+				name: "survivor-org",
+				vpn_representation: { name: "survivor-org" },
+				cipher_type: "rsa",
+				vpn_manager: managerId,
+			},
+		});
 		expect(survivor.status).toBe(201);
 		await creates.insertMany([
 			{ _id: "0123456789abcdef0123a001", manager: managerId, name: "crashed-org", before, at: long },
 			{ _id: "0123456789abcdef0123a002", manager: managerId, name: "survivor-org", before, at: long },
 		]);
-		await eventually(async () => (sim.orgList().some(o => o.name === "crashed-org") ? undefined : true), 10_000, "the half-made organization to be removed");
+		await eventually(
+			async () => (sim.orgList().some(o => o.name === "crashed-org") ? undefined : true),
+			10_000,
+			"the half-made organization to be removed",
+		);
 		expect(sim.orgList().filter(o => o.name === "survivor-org")).toHaveLength(1);
 		expect((await request("GET", url(`vpn_organizations/${survivor.body._id}`))).status).toBe(200);
-		await eventually(async () => ((await h.call("vpn-organizations.unfinishedCreates", { olderThanMs: 0 })).length === 0 ? true : undefined), 10_000, "both entries to be ended");
+		await eventually(
+			async () =>
+				(await h.call("vpn-organizations.unfinishedCreates", { olderThanMs: 0 })).length === 0 ? true : undefined,
+			10_000,
+			"both entries to be ended",
+		);
 	});
 
 	it("gives a host its VPN identity by itself", async () => {
-		const rep = await eventually(async () => {
-			const r = await identity();
-			return r?.hwtoken_id === "ccccccperio1" ? r : undefined;
-		}, 5000, "the periodic sync");
+		const rep = await eventually(
+			async () => {
+				const r = await identity();
+				return r?.hwtoken_id === "ccccccperio1" ? r : undefined;
+			},
+			5000,
+			"the periodic sync",
+		);
 		expect(rep).toMatchObject({ id: userId, organization: orgPid, organization_name: "per-org", name: HOST });
 		expect((await request("GET", url(`hosts/${HOST}`))).body.vpn_organization).toBe(orgRecord);
 	});
@@ -86,7 +126,11 @@ describe("vpn service: the periodic sync", () => {
 		} finally {
 			await sim.comeBack();
 		}
-		await eventually(async () => ((await identity())?.hwtoken_id === "ccccccperio2" ? true : undefined), 5000, "the sync after Pritunl came back");
+		await eventually(
+			async () => ((await identity())?.hwtoken_id === "ccccccperio2" ? true : undefined),
+			5000,
+			"the sync after Pritunl came back",
+		);
 		expect((await request("GET", url(`hosts/${HOST}/vpn_profile`))).status).toBe(200);
 	}, 20_000);
 
@@ -101,30 +145,65 @@ describe("vpn service: the periodic sync", () => {
 		} finally {
 			await sim.comeBack();
 		}
-		await eventually(async () => ((await identity())?.hwtoken_id === "ccccccperio3" ? true : undefined), 8000, "the sync after Pritunl answered again");
+		await eventually(
+			async () => ((await identity())?.hwtoken_id === "ccccccperio3" ? true : undefined),
+			8000,
+			"the sync after Pritunl answered again",
+		);
 	}, 20_000);
 
 	it("takes the identity from hosts whose organization record is gone (a delete that raced a sync)", async () => {
 		const ghostOrg = "0123456789abcdef01234567";
 		const orphanHost = "per-orphan-01.site-a.example";
 		await h.call("hosts.upsertMany", { hosts: [{ _id: orphanHost, status: "up", key: "accepted" }] });
-		await h.call("hosts.setVpn", { orgs: [], assignments: [{ _id: orphanHost, vpn_organization: ghostOrg, vpn_representation: { id: "0123456789abcdef0123aaaa", name: orphanHost } }] });
+		await h.call("hosts.setVpn", {
+			orgs: [],
+			assignments: [
+				{
+					_id: orphanHost,
+					vpn_organization: ghostOrg,
+					vpn_representation: { id: "0123456789abcdef0123aaaa", name: orphanHost },
+				},
+			],
+		});
 		expect((await request("GET", url(`hosts/${orphanHost}`))).body.vpn_organization).toBe(ghostOrg);
-		await eventually(async () => {
-			const host = (await request("GET", url(`hosts/${orphanHost}`))).body;
-			return host.vpn_organization === undefined && host.vpn_representation === undefined ? true : undefined;
-		}, 5000, "the periodic sync to clear the stale identity");
+		await eventually(
+			async () => {
+				const host = (await request("GET", url(`hosts/${orphanHost}`))).body;
+				return host.vpn_organization === undefined && host.vpn_representation === undefined ? true : undefined;
+			},
+			5000,
+			"the periodic sync to clear the stale identity",
+		);
 		// The hosts of the organization that exists keep theirs.
 		expect((await request("GET", url(`hosts/${HOST}`))).body.vpn_organization).toBe(orgRecord);
 	});
 
 	it("removes an organization Pritunl made after the create gave up waiting, without anyone asking", async () => {
 		sim.delayNext(1, 1200, { method: "POST", path: /^\/organization$/ });
-		const res = await request("POST", url("vpn_organizations"), { body: { name: "per-late", vpn_representation: { name: "per-late" }, cipher_type: "rsa", vpn_manager: (await request("GET", url("vpn_managers"))).body._items[0]._id } });
+		const res = await request("POST", url("vpn_organizations"), {
+			body: {
+				name: "per-late",
+				vpn_representation: { name: "per-late" },
+				cipher_type: "rsa",
+				vpn_manager: (await request("GET", url("vpn_managers"))).body._items[0]._id,
+			},
+		});
 		expectEveError(res, 504);
-		await eventually(async () => (sim.orgList().some(o => o.name === "per-late") ? true : undefined), 3000, "Pritunl to finish the create");
-		await eventually(async () => (sim.orgList().some(o => o.name === "per-late") ? undefined : true), 8000, "a sync to remove it");
-		expect((await request("GET", url(`vpn_organizations?where=${encodeURIComponent('{"name":"per-late"}')}`))).body._meta.total).toBe(0);
+		await eventually(
+			async () => (sim.orgList().some(o => o.name === "per-late") ? true : undefined),
+			3000,
+			"Pritunl to finish the create",
+		);
+		await eventually(
+			async () => (sim.orgList().some(o => o.name === "per-late") ? undefined : true),
+			8000,
+			"a sync to remove it",
+		);
+		expect(
+			(await request("GET", url(`vpn_organizations?where=${encodeURIComponent('{"name":"per-late"}')}`))).body._meta
+				.total,
+		).toBe(0);
 		// The organization that has a record stays.
 		expect(sim.org(orgPid)).toBeDefined();
 	}, 20_000);
@@ -147,14 +226,31 @@ describe("vpn: a manager deleted while an organization of it is created", () => 
 		let reached = () => {};
 		const arrived = new Promise<void>(r => (reached = r));
 		hold = { action, skip, reached, gate: new Promise<void>(r => (release = r)) };
-		return { arrived, release: () => { hold = null; release(); } };
+		return {
+			arrived,
+			release: () => {
+				hold = null;
+				release();
+			},
+		};
 	};
 	const newManager = async (name: string) => {
-		const res = await request("POST", url("vpn_managers"), { body: { name, server_address: sim.url, dashboard_address: `${sim.url}/`, username: "admin", password: "Race-pw-1" } });
+		const res = await request("POST", url("vpn_managers"), {
+			body: {
+				name,
+				server_address: sim.url,
+				dashboard_address: `${sim.url}/`,
+				username: "admin",
+				password: "Race-pw-1",
+			},
+		});
 		expect(res.status).toBe(201);
 		return res.body._id as string;
 	};
-	const createOrg = (name: string, manager: string) => request("POST", url("vpn_organizations"), { body: { name, vpn_representation: { name }, cipher_type: "rsa", vpn_manager: manager } });
+	const createOrg = (name: string, manager: string) =>
+		request("POST", url("vpn_organizations"), {
+			body: { name, vpn_representation: { name }, cipher_type: "rsa", vpn_manager: manager },
+		});
 
 	beforeAll(async () => {
 		sim = new PritunlSimulator({ username: "admin", password: "Race-pw-1" });
@@ -176,7 +272,10 @@ describe("vpn: a manager deleted while an organization of it is created", () => 
 				};
 			},
 		};
-		h = await startEmbedded({ env: { ...SUITE_ENV, VPN_SYNC_INTERVAL_MS: "0" }, broker: { middlewares: [holdMiddleware as unknown as Middleware] } });
+		h = await startEmbedded({
+			env: { ...SUITE_ENV, VPN_SYNC_INTERVAL_MS: "0" },
+			broker: { middlewares: [holdMiddleware as unknown as Middleware] },
+		});
 	}, 30_000);
 	afterAll(async () => {
 		await h?.stop();
@@ -208,7 +307,14 @@ describe("vpn: a manager deleted while an organization of it is created", () => 
 		held.release();
 		const res = expectEveError(await creating, 422);
 		expect(res._issues).toEqual({ vpn_manager: expect.stringContaining("must exist") });
-		expect((await request("GET", url(`vpn_organizations?where=${encodeURIComponent(JSON.stringify({ name: "race-org-b" }))}`))).body._meta.total).toBe(0);
+		expect(
+			(
+				await request(
+					"GET",
+					url(`vpn_organizations?where=${encodeURIComponent(JSON.stringify({ name: "race-org-b" }))}`),
+				)
+			).body._meta.total,
+		).toBe(0);
 		expect(sim.orgList().filter(o => o.name === "race-org-b")).toEqual([]);
 	});
 });

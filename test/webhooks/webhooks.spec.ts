@@ -9,7 +9,7 @@ import dns from "node:dns";
 import os from "node:os";
 import type { AddressInfo } from "node:net";
 import { startEmbedded, uniqueMongoUri, type Harness } from "../support/harness";
-import { request, expectEveError, eventually, withQuery } from "../support/http";
+import { request, expectEveError, eventually, withQuery, type Reply } from "../support/http";
 import { ownNameUnlike } from "../support/own-name";
 import { itIf } from "../support/skip";
 import { verifySignature } from "../../services/webhooks/webhook-delivery";
@@ -58,10 +58,14 @@ class Receiver {
 
 /** The newest delivery logged for a webhook, once it has `status`. */
 function newestDelivery(api: string, hook: string, status: string, what: string): Promise<any> {
-	return eventually(async () => {
-		const [d] = (await request("GET", `${api}/webhooks/${hook}/deliveries`)).body._items;
-		return d?.status === status ? d : undefined;
-	}, 5000, what);
+	return eventually(
+		async () => {
+			const [d] = (await request("GET", `${api}/webhooks/${hook}/deliveries`)).body._items;
+			return d?.status === status ? d : undefined;
+		},
+		5000,
+		what,
+	);
 }
 
 describe("webhooks", () => {
@@ -75,7 +79,17 @@ describe("webhooks", () => {
 		await Promise.all([flaky.start(), slow.start(), fast.start()]);
 		// With MONGO_URI (CI's Mongo leg, against the emulator) the webhooks and their log live there.
 		const mongoUri = process.env.MONGO_URI ? uniqueMongoUri(process.env.MONGO_URI) : undefined;
-		h = await startEmbedded({ mongoUri, env: { CTL_SECRET_KEY: "webhooks-test-key", WEBHOOK_ALLOW_PRIVATE: "true", WEBHOOK_RETRY_BASE_MS: "100", WEBHOOK_TIMEOUT_MS: "1500", WEBHOOK_MAX_ATTEMPTS: "3", WEBHOOK_CONCURRENCY: "4" } });
+		h = await startEmbedded({
+			mongoUri,
+			env: {
+				CTL_SECRET_KEY: "webhooks-test-key",
+				WEBHOOK_ALLOW_PRIVATE: "true",
+				WEBHOOK_RETRY_BASE_MS: "100",
+				WEBHOOK_TIMEOUT_MS: "1500",
+				WEBHOOK_MAX_ATTEMPTS: "3",
+				WEBHOOK_CONCURRENCY: "4",
+			},
+		});
 	});
 	afterAll(async () => {
 		await h?.stop();
@@ -89,7 +103,8 @@ describe("webhooks", () => {
 		receiver.secret = res.body.secret;
 		return res.body._id as string;
 	};
-	const deliveries = async (hook: string) => (await request("GET", url(`webhooks/${hook}/deliveries`))).body._items as any[];
+	const deliveries = async (hook: string) =>
+		(await request("GET", url(`webhooks/${hook}/deliveries`))).body._items as any[];
 
 	it("shows the secret once, masks it on every read, and refuses bad subscriptions with 422", async () => {
 		const id = await subscribe(fast, { types: ["never.*"], description: "masked" });
@@ -99,7 +114,15 @@ describe("webhooks", () => {
 		const list = await request("GET", url("webhooks"));
 		expect(list.body._items.every((w: any) => w.secret === "********")).toBe(true);
 		expectEveError(await request("GET", url("webhooks", { where: { secret: "x" } })), 400);
-		for (const body of [{ url: "ftp://x/y" }, { url: "not a url" }, { url: "http://u:p@example.com/" }, { url: fast.url, levels: ["loud"] }, { url: fast.url, types: [] }, { url: fast.url, secret: "mine" }, { url: fast.url, bogus: 1 }]) {
+		for (const body of [
+			{ url: "ftp://x/y" },
+			{ url: "not a url" },
+			{ url: "http://u:p@example.com/" },
+			{ url: fast.url, levels: ["loud"] },
+			{ url: fast.url, types: [] },
+			{ url: fast.url, secret: "mine" },
+			{ url: fast.url, bogus: 1 },
+		]) {
 			expectEveError(await request("POST", url("webhooks"), { body }), 422);
 		}
 		expect((await request("DELETE", url(`webhooks/${id}`))).status).toBe(204);
@@ -111,16 +134,24 @@ describe("webhooks", () => {
 		await h.call("alerts.raise", { type: "patch.failed", level: "error", payload: { hostname: "web-1" } });
 		await h.call("alerts.raise", { type: "patch.failed", level: "info", payload: {} });
 		await h.call("alerts.raise", { type: "host.down", level: "error", payload: {} });
-		const done = await eventually(async () => {
-			const [d] = await deliveries(hook);
-			return d?.status === "delivered" ? d : undefined;
-		}, 10_000, "the delivery to succeed");
+		const done = await eventually(
+			async () => {
+				const [d] = await deliveries(hook);
+				return d?.status === "delivered" ? d : undefined;
+			},
+			10_000,
+			"the delivery to succeed",
+		);
 		expect(done).toMatchObject({ webhook: hook, type: "patch.failed", level: "error", attempts: 3, last_status: 204 });
 		expect(await deliveries(hook)).toHaveLength(1);
 		expect(flaky.received).toHaveLength(3);
 		expect(flaky.received.every(r => r.valid)).toBe(true);
 		const body = JSON.parse(flaky.received[2].body);
-		expect(body).toMatchObject({ event: "alert", webhook: hook, alert: { type: "patch.failed", level: "error", payload: { hostname: "web-1" } } });
+		expect(body).toMatchObject({
+			event: "alert",
+			webhook: hook,
+			alert: { type: "patch.failed", level: "error", payload: { hostname: "web-1" } },
+		});
 		expect(flaky.received[2].headers["x-fleet-event"]).toBe("patch.failed");
 		// Backoff: the second retry waited about twice as long as the first.
 		const [a, b, c] = flaky.received.map(r => r.at);
@@ -133,10 +164,14 @@ describe("webhooks", () => {
 		const hook = await subscribe(flaky, { types: ["give.up"] });
 		flaky.failFirst = 100;
 		await h.call("alerts.raise", { type: "give.up", level: "warning", payload: {} });
-		const failed = await eventually(async () => {
-			const [d] = await deliveries(hook);
-			return d?.status === "failed" ? d : undefined;
-		}, 10_000, "the delivery to fail");
+		const failed = await eventually(
+			async () => {
+				const [d] = await deliveries(hook);
+				return d?.status === "failed" ? d : undefined;
+			},
+			10_000,
+			"the delivery to fail",
+		);
 		expect(failed).toMatchObject({ attempts: 3, last_status: 500, last_error: "HTTP 500" });
 		flaky.failFirst = 0;
 		const last = flaky.received[flaky.received.length - 1];
@@ -150,32 +185,54 @@ describe("webhooks", () => {
 		const fastHook = await subscribe(fast, { types: ["iso.*"] });
 		const started = Date.now();
 		for (let i = 0; i < 5; i++) await h.call("alerts.raise", { type: `iso.${i}`, level: "info", payload: { i } });
-		await eventually(async () => ((await deliveries(fastHook)).filter(d => d.status === "delivered").length === 5 ? true : undefined), 5000, "the fast receiver to get all five");
+		await eventually(
+			async () => ((await deliveries(fastHook)).filter(d => d.status === "delivered").length === 5 ? true : undefined),
+			5000,
+			"the fast receiver to get all five",
+		);
 		// All five reached the healthy receiver before the slow one's first attempt timed out.
 		expect(Date.now() - started).toBeLessThan(1500);
 		expect(fast.received.filter(r => r.valid)).toHaveLength(5);
 		// The slow receiver had one delivery in flight at a time, never five.
 		expect(slow.received.length).toBeLessThanOrEqual(1);
-		const first = await eventually(async () => (await deliveries(slowHook)).find(d => d.attempts >= 1 && d.last_error), 5000, "the slow attempt to time out");
+		const first = await eventually(
+			async () => (await deliveries(slowHook)).find(d => d.attempts >= 1 && d.last_error),
+			5000,
+			"the slow attempt to time out",
+		);
 		expect(first.last_error).toMatch(/no answer within 1500 ms/);
 		slow.delayMs = 0;
 		expect((await request("DELETE", url(`webhooks/${slowHook}`))).status).toBe(204);
 		// Deleting a webhook cancels what it still had queued.
-		await eventually(async () => ((await request("GET", url("webhook_deliveries", { where: { webhook: slowHook, status: "cancelled" } }))).body._items.length > 0 ? true : undefined), 15_000, "queued deliveries to be cancelled");
+		await eventually(
+			async () =>
+				(await request("GET", url("webhook_deliveries", { where: { webhook: slowHook, status: "cancelled" } }))).body
+					._items.length > 0
+					? true
+					: undefined,
+			15_000,
+			"queued deliveries to be cancelled",
+		);
 	}, 30_000);
 
 	it("delivers to a receiver given by name (resolved by the guarded lookup)", async () => {
 		const byName = new Receiver();
 		await byName.start();
 		try {
-			const res = await request("POST", url("webhooks"), { body: { url: byName.url.replace("127.0.0.1", "localhost"), types: ["named.*"] } });
+			const res = await request("POST", url("webhooks"), {
+				body: { url: byName.url.replace("127.0.0.1", "localhost"), types: ["named.*"] },
+			});
 			expect(res.status).toBe(201);
 			byName.secret = res.body.secret;
 			await h.call("alerts.raise", { type: "named.alert", level: "info", payload: {} });
-			const [d] = await eventually(async () => {
-				const items = await deliveries(res.body._id);
-				return items[0]?.status === "delivered" ? items : undefined;
-			}, 5000, "the delivery by name");
+			const [d] = await eventually(
+				async () => {
+					const items = await deliveries(res.body._id);
+					return items[0]?.status === "delivered" ? items : undefined;
+				},
+				5000,
+				"the delivery by name",
+			);
 			expect(d.last_status).toBe(204);
 			expect(byName.received.map(r => r.valid)).toEqual([true]);
 		} finally {
@@ -201,7 +258,15 @@ describe("webhook queue bounds", () => {
 	const healthy = new Receiver();
 	beforeAll(async () => {
 		await Promise.all([dead.start(), healthy.start()]);
-		h = await startEmbedded({ env: { CTL_SECRET_KEY: "webhooks-test-key", WEBHOOK_ALLOW_PRIVATE: "true", WEBHOOK_TIMEOUT_MS: "3000", WEBHOOK_QUEUE_MAX: "3", WEBHOOK_CONCURRENCY: "4" } });
+		h = await startEmbedded({
+			env: {
+				CTL_SECRET_KEY: "webhooks-test-key",
+				WEBHOOK_ALLOW_PRIVATE: "true",
+				WEBHOOK_TIMEOUT_MS: "3000",
+				WEBHOOK_QUEUE_MAX: "3",
+				WEBHOOK_CONCURRENCY: "4",
+			},
+		});
 	});
 	afterAll(async () => {
 		await h?.stop();
@@ -211,17 +276,25 @@ describe("webhook queue bounds", () => {
 	it("drops what a hanging receiver cannot take, and never what a healthy one can", async () => {
 		dead.delayMs = 10_000;
 		const hook = async (r: Receiver) => {
-			const res = await request("POST", withQuery(`${h.api}/webhooks`, {}), { body: { url: r.url, types: ["burst.*"] } });
+			const res = await request("POST", withQuery(`${h.api}/webhooks`, {}), {
+				body: { url: r.url, types: ["burst.*"] },
+			});
 			r.secret = res.body.secret;
 			return res.body._id as string;
 		};
 		const deadHook = await hook(dead);
 		const healthyHook = await hook(healthy);
-		const log = async (id: string) => (await request("GET", withQuery(`${h.api}/webhooks/${id}/deliveries`, { max_results: 50 }))).body._items as any[];
+		const log = async (id: string) =>
+			(await request("GET", withQuery(`${h.api}/webhooks/${id}/deliveries`, { max_results: 50 }))).body._items as any[];
 		// Alerts at the pace the healthy receiver keeps up with; the dead one's backlog grows meanwhile.
 		for (let i = 0; i < 8; i++) {
 			await h.call("alerts.raise", { type: `burst.${i}`, level: "info", payload: { i } });
-			await eventually(async () => ((await log(healthyHook)).filter(d => d.status === "delivered").length === i + 1 ? true : undefined), 5000, `the healthy receiver to get alert ${i}`);
+			await eventually(
+				async () =>
+					(await log(healthyHook)).filter(d => d.status === "delivered").length === i + 1 ? true : undefined,
+				5000,
+				`the healthy receiver to get alert ${i}`,
+			);
 		}
 		const deadLog = await log(deadHook);
 		// One in flight and three waiting; the other four were refused at once.
@@ -239,7 +312,14 @@ describe("webhook isolation from more hanging receivers than WEBHOOK_CONCURRENCY
 	beforeAll(async () => {
 		await Promise.all([...hanging, healthy].map(r => r.start()));
 		// A timeout long enough that a healthy delivery which waits for a hanging attempt is plain to see.
-		h = await startEmbedded({ env: { CTL_SECRET_KEY: "webhooks-test-key", WEBHOOK_ALLOW_PRIVATE: "true", WEBHOOK_TIMEOUT_MS: "10000", WEBHOOK_CONCURRENCY: String(CONCURRENCY) } });
+		h = await startEmbedded({
+			env: {
+				CTL_SECRET_KEY: "webhooks-test-key",
+				WEBHOOK_ALLOW_PRIVATE: "true",
+				WEBHOOK_TIMEOUT_MS: "10000",
+				WEBHOOK_CONCURRENCY: String(CONCURRENCY),
+			},
+		});
 	});
 	afterAll(async () => {
 		await h?.stop();
@@ -261,26 +341,53 @@ describe("webhook isolation from more hanging receivers than WEBHOOK_CONCURRENCY
 		const healthyHook = await hook(healthy, ["ok.*"]);
 		// The hanging receivers first, so that they take every shared slot.
 		await h.call("alerts.raise", { type: "stall.now", level: "error", payload: {} });
-		await eventually(async () => (hanging.filter(r => r.received.length > 0).length >= CONCURRENCY ? true : undefined), 10_000, "the hanging receivers to be called");
+		await eventually(
+			async () => (hanging.filter(r => r.received.length > 0).length >= CONCURRENCY ? true : undefined),
+			10_000,
+			"the hanging receivers to be called",
+		);
 		await h.call("alerts.raise", { type: "ok.now", level: "info", payload: {} });
-		await eventually(async () => (healthy.received.length > 0 ? true : undefined), 30_000, "the healthy receiver to be called");
+		await eventually(
+			async () => (healthy.received.length > 0 ? true : undefined),
+			30_000,
+			"the healthy receiver to be called",
+		);
 		const log = async (id: string) => (await request("GET", `${h.api}/webhooks/${id}/deliveries`)).body._items as any[];
 		const hangingLog = (await Promise.all(hangingHooks.map(log))).flat();
 		// No hanging attempt had timed out (10 s) when the healthy receiver got its alert.
 		expect(hangingLog.filter(d => d.last_error)).toEqual([]);
 		expect(healthy.received.map(r => r.valid)).toEqual([true]);
-		expect(await newestDelivery(h.api, healthyHook, "delivered", "the healthy delivery to be logged")).toMatchObject({ attempts: 1, last_status: 204 });
+		expect(await newestDelivery(h.api, healthyHook, "delivered", "the healthy delivery to be logged")).toMatchObject({
+			attempts: 1,
+			last_status: 204,
+		});
 		// Every hanging receiver has its attempt in flight (one each), none waits for a shared slot.
-		await eventually(async () => (hanging.every(r => r.received.length === 1) ? true : undefined), 5000, "every hanging receiver to be called once");
+		await eventually(
+			async () => (hanging.every(r => r.received.length === 1) ? true : undefined),
+			5000,
+			"every hanging receiver to be called once",
+		);
 	}, 60_000);
 });
 
 describe("webhook SSRF guard", () => {
-	const policy = (allowPrivate: boolean, allow: string[] = []) => outboundPolicy("webhook", { outboundAllow: allow, webhookAllowPrivate: allowPrivate });
+	const policy = (allowPrivate: boolean, allow: string[] = []) =>
+		outboundPolicy("webhook", { outboundAllow: allow, webhookAllowPrivate: allowPrivate });
 
 	it("refuses loopback, private and CGNAT receivers unless WEBHOOK_ALLOW_PRIVATE is set", () => {
-		for (const u of ["http://127.0.0.1/x", "http://localhost:8080/", "http://10.1.2.3/", "http://192.168.1.1/", "http://100.64.0.1/", "http://[::1]/", "http://[fd00::1]/", "http://[::ffff:127.0.0.1]/"]) {
-			expect(outboundUrlProblem(u, policy(false))).toMatch(/^the webhook receiver's address \S+ is not allowed: (loopback|private|cgnat)/);
+		for (const u of [
+			"http://127.0.0.1/x",
+			"http://localhost:8080/",
+			"http://10.1.2.3/",
+			"http://192.168.1.1/",
+			"http://100.64.0.1/",
+			"http://[::1]/",
+			"http://[fd00::1]/",
+			"http://[::ffff:127.0.0.1]/",
+		]) {
+			expect(outboundUrlProblem(u, policy(false))).toMatch(
+				/^the webhook receiver's address \S+ is not allowed: (loopback|private|cgnat)/,
+			);
 			expect(outboundUrlProblem(u, policy(true))).toBeNull();
 		}
 		expect(outboundUrlProblem("https://hooks.example.com/fleet", policy(false))).toBeNull();
@@ -289,14 +396,30 @@ describe("webhook SSRF guard", () => {
 
 	it("refuses link-local (cloud metadata) and unspecified receivers even with WEBHOOK_ALLOW_PRIVATE, unless OUTBOUND_ALLOW names them", () => {
 		const named = ["169.254.169.254/32", "fe80::/10", "0.0.0.0/32", "::/128", "2002::/16"];
-		for (const u of ["http://169.254.169.254/latest/meta-data", "http://[fe80::1]/", "http://0.0.0.0/", "http://[::]/", "http://[::ffff:169.254.169.254]/", "http://[2002:a9fe:a9fe::]/"]) {
-			expect(outboundUrlProblem(u, policy(true))).toMatch(/is not allowed: (link-local|unspecified).*only OUTBOUND_ALLOW can allow it$/);
+		for (const u of [
+			"http://169.254.169.254/latest/meta-data",
+			"http://[fe80::1]/",
+			"http://0.0.0.0/",
+			"http://[::]/",
+			"http://[::ffff:169.254.169.254]/",
+			"http://[2002:a9fe:a9fe::]/",
+		]) {
+			expect(outboundUrlProblem(u, policy(true))).toMatch(
+				/is not allowed: (link-local|unspecified).*only OUTBOUND_ALLOW can allow it$/,
+			);
 			expect(outboundUrlProblem(u, policy(true, named))).toBeNull();
 		}
 	});
 
 	it("refuses the IPv6 forms that embed a loopback or link-local IPv4 address", () => {
-		for (const u of ["http://[::127.0.0.1]/", "http://[::ffff:0:127.0.0.1]/", "http://[2002:7f00:1::]/", "http://[2002:a9fe:a9fe::]/", "http://[::ffff:7f00:1]/", "http://[64:ff9b::a9fe:a9fe]/"]) {
+		for (const u of [
+			"http://[::127.0.0.1]/",
+			"http://[::ffff:0:127.0.0.1]/",
+			"http://[2002:7f00:1::]/",
+			"http://[2002:a9fe:a9fe::]/",
+			"http://[::ffff:7f00:1]/",
+			"http://[64:ff9b::a9fe:a9fe]/",
+		]) {
 			expect(outboundUrlProblem(u, policy(false))).toMatch(/it embeds (127\.0\.0\.1|169\.254\.169\.254)/);
 		}
 	});
@@ -308,7 +431,14 @@ describe("webhook SSRF guard in the service (WEBHOOK_ALLOW_PRIVATE unset)", () =
 	beforeAll(async () => {
 		await receiver.start();
 		// The production default: nothing allowed beyond each integration's nature (the suites' harness allows 127.0.0.1).
-		h = await startEmbedded({ env: { WEBHOOK_ALLOW_PRIVATE: "false", OUTBOUND_ALLOW: "", WEBHOOK_RETRY_BASE_MS: "50", WEBHOOK_MAX_ATTEMPTS: "1" } });
+		h = await startEmbedded({
+			env: {
+				WEBHOOK_ALLOW_PRIVATE: "false",
+				OUTBOUND_ALLOW: "",
+				WEBHOOK_RETRY_BASE_MS: "50",
+				WEBHOOK_MAX_ATTEMPTS: "1",
+			},
+		});
 	});
 	afterAll(async () => {
 		await h?.stop();
@@ -316,20 +446,32 @@ describe("webhook SSRF guard in the service (WEBHOOK_ALLOW_PRIVATE unset)", () =
 	});
 
 	it("refuses private receivers on create and patch (422)", async () => {
-		for (const url of [receiver.url, "http://localhost./x", "http://[::1]:80/", "http://169.254.169.254/latest/meta-data/", "http://[::127.0.0.1]/", "http://[::ffff:0:127.0.0.1]/", "http://[2002:7f00:1::]/", "http://[2002:a9fe:a9fe::]/"]) {
+		for (const url of [
+			receiver.url,
+			"http://localhost./x",
+			"http://[::1]:80/",
+			"http://169.254.169.254/latest/meta-data/",
+			"http://[::127.0.0.1]/",
+			"http://[::ffff:0:127.0.0.1]/",
+			"http://[2002:7f00:1::]/",
+			"http://[2002:a9fe:a9fe::]/",
+		]) {
 			const err = expectEveError(await request("POST", `${h.api}/webhooks`, { body: { url } }), 422);
 			expect(err._issues.url).toMatch(/^the webhook receiver's address \S+ is not allowed: (loopback|link-local)/);
 		}
-		const ok = await request("POST", `${h.api}/webhooks`, { body: { url: "https://hooks.example.com/fleet", active: false } });
+		const ok = await request("POST", `${h.api}/webhooks`, {
+			body: { url: "https://hooks.example.com/fleet", active: false },
+		});
 		expect(ok.status).toBe(201);
 		expectEveError(await request("PATCH", `${h.api}/webhooks/${ok.body._id}`, { body: { url: receiver.url } }), 422);
 	});
 
 	it("refuses a private address literal at delivery time when it was allowed at create and no longer is", async () => {
 		// WEBHOOK_ALLOW_PRIVATE was on when the webhook was made, off when its alert is delivered.
-		const config = (h.broker!.getLocalService("webhooks") as unknown as { config: { webhookAllowPrivate: boolean } }).config;
+		const config = (h.broker!.getLocalService("webhooks") as unknown as { config: { webhookAllowPrivate: boolean } })
+			.config;
 		config.webhookAllowPrivate = true;
-		let res;
+		let res: Reply;
 		try {
 			res = await request("POST", `${h.api}/webhooks`, { body: { url: receiver.url, types: ["literal.*"] } });
 		} finally {
@@ -338,7 +480,12 @@ describe("webhook SSRF guard in the service (WEBHOOK_ALLOW_PRIVATE unset)", () =
 		expect(res.status).toBe(201);
 		await h.call("alerts.raise", { type: "literal.probe", level: "info", payload: {} });
 		const d = await newestDelivery(h.api, res.body._id, "failed", "the delivery to be refused");
-		expect(d).toMatchObject({ attempts: 1, last_status: null, last_error: "the webhook receiver's address 127.0.0.1 is not allowed: loopback; WEBHOOK_ALLOW_PRIVATE=true or OUTBOUND_ALLOW allows it" });
+		expect(d).toMatchObject({
+			attempts: 1,
+			last_status: null,
+			last_error:
+				"the webhook receiver's address 127.0.0.1 is not allowed: loopback; WEBHOOK_ALLOW_PRIVATE=true or OUTBOUND_ALLOW allows it",
+		});
 		expect(receiver.received).toHaveLength(0);
 	});
 
@@ -353,7 +500,11 @@ describe("webhook SSRF guard in the service (WEBHOOK_ALLOW_PRIVATE unset)", () =
 		expect(res.status).toBe(201);
 		await h.call("alerts.raise", { type: "ssrf.probe", level: "info", payload: {} });
 		const d = await newestDelivery(h.api, res.body._id, "failed", "the delivery to be refused");
-		expect(d.last_error).toMatch(new RegExp(`^the webhook receiver's address ${address.replace(/\./g, "\\.")} \\(${name}\\) is not allowed: (loopback|private)`));
+		expect(d.last_error).toMatch(
+			new RegExp(
+				`^the webhook receiver's address ${address.replace(/\./g, "\\.")} \\(${name}\\) is not allowed: (loopback|private)`,
+			),
+		);
 		expect(receiver.received).toHaveLength(0);
 	});
 });

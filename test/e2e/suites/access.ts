@@ -174,7 +174,11 @@ const LEAST_ROLE: Record<string, Role> = {
 };
 
 /** The roles that may do what `least` may, from docs/security.md: an operator may do what a viewer may, an admin everything. */
-const ROLES_FROM: Record<Role, Role[]> = { viewer: ["viewer", "operator", "admin"], operator: ["operator", "admin"], admin: ["admin"] };
+const ROLES_FROM: Record<Role, Role[]> = {
+	viewer: ["viewer", "operator", "admin"],
+	operator: ["operator", "admin"],
+	admin: ["admin"],
+};
 
 /** A harmless request on one route and the status an allowed caller gets. */
 interface Probe {
@@ -206,19 +210,39 @@ export default function access(h: () => Harness): void {
 	beforeAll(async () => {
 		// An expiring token first: it must outlive its first use and be past its expiry by the matrix.
 		const expiresAt = Date.now() + 2500;
-		tokens.expired = await newToken({ name: "acc-expiring", role: "viewer", expires: new Date(expiresAt).toISOString() });
+		tokens.expired = await newToken({
+			name: "acc-expiring",
+			role: "viewer",
+			expires: new Date(expiresAt).toISOString(),
+		});
 		expect((await send("GET", url("settings/0"), as(tokens.expired.secret))).status).toBe(200);
 
-		await h().call("hosts.upsertMany", { hosts: [IN, IN_SUB, OUT].map(_id => ({ _id, status: "up", key: "accepted" })) });
+		await h().call("hosts.upsertMany", {
+			hosts: [IN, IN_SUB, OUT].map(_id => ({ _id, status: "up", key: "accepted" })),
+		});
 		fx.sub = await created(await send("POST", url("groups"), { body: { name: "acc-scope-sub", hosts: [IN_SUB] } }));
-		fx.scope = await created(await send("POST", url("groups"), { body: { name: "acc-scope", hosts: [IN], subgroups: [fx.sub] } }));
+		fx.scope = await created(
+			await send("POST", url("groups"), { body: { name: "acc-scope", hosts: [IN], subgroups: [fx.sub] } }),
+		);
 		fx.elsewhere = await created(await send("POST", url("groups"), { body: { name: "acc-elsewhere", hosts: [OUT] } }));
 		fx.mixed = await created(await send("POST", url("groups"), { body: { name: "acc-mixed", hosts: [IN, OUT] } }));
-		fx.task = await created(await send("POST", url("tasks"), { body: { name: "acc-task", fun: "test.ping", tgt: [IN], start: "2030-01-01 00:00" } }));
+		fx.task = await created(
+			await send("POST", url("tasks"), {
+				body: { name: "acc-task", fun: "test.ping", tgt: [IN], start: "2030-01-01 00:00" },
+			}),
+		);
 
 		tokens.viewer = await newToken({ name: "acc-viewer", role: "viewer" });
-		tokens.opIn = await newToken({ name: "acc-op-in", role: "operator", scope: { groups: [fx.scope], functions: ["test.*", "status.all_status"] } });
-		tokens.opOut = await newToken({ name: "acc-op-out", role: "operator", scope: { groups: [fx.elsewhere], functions: ["state.*"] } });
+		tokens.opIn = await newToken({
+			name: "acc-op-in",
+			role: "operator",
+			scope: { groups: [fx.scope], functions: ["test.*", "status.all_status"] },
+		});
+		tokens.opOut = await newToken({
+			name: "acc-op-out",
+			role: "operator",
+			scope: { groups: [fx.elsewhere], functions: ["state.*"] },
+		});
 
 		// Revoked after it was used once, so the gateway had it cached.
 		tokens.revoked = await newToken({ name: "acc-revoked", role: "admin" });
@@ -266,7 +290,10 @@ export default function access(h: () => Harness): void {
 		"GET hosts/statistics/online": { path: `hosts/statistics/online?${STAT_RANGE}&interval=3600`, status: 200 },
 		"GET hosts/statistics/unique_online": { path: `hosts/statistics/unique_online?${STAT_RANGE}`, status: 200 },
 		"GET hosts/statistics/unique_updated": { path: `hosts/statistics/unique_updated?${STAT_RANGE}`, status: 200 },
-		"GET hosts/statistics/unique_dist_upgraded": { path: `hosts/statistics/unique_dist_upgraded?${STAT_RANGE}`, status: 200 },
+		"GET hosts/statistics/unique_dist_upgraded": {
+			path: `hosts/statistics/unique_dist_upgraded?${STAT_RANGE}`,
+			status: 200,
+		},
 		"GET hosts/statistics/new_hosts": { path: `hosts/statistics/new_hosts?${STAT_RANGE}`, status: 200 },
 		"GET hosts": { path: "hosts", status: 200 },
 		"POST hosts/:id/all_status": { path: `hosts/${IN}/all_status`, body: {}, status: 503 },
@@ -280,7 +307,11 @@ export default function access(h: () => Harness): void {
 		"GET hosts_statistic/:id": { path: `hosts_statistic/${UNKNOWN_ID}`, status: 404 },
 		"GET tasks": { path: "tasks", status: 200 },
 		// In scope for the operator in scope (test.ping on acc-in-1), then refused by the task schema.
-		"POST tasks": { path: "tasks", body: { name: "", fun: "test.ping", tgt: [IN], start: "2030-01-01 00:00" }, status: 422 },
+		"POST tasks": {
+			path: "tasks",
+			body: { name: "", fun: "test.ping", tgt: [IN], start: "2030-01-01 00:00" },
+			status: 422,
+		},
 		"PUT tasks": { path: "tasks", body: { _id: fx.task, fun: "test.ping", name: "" }, status: 422 },
 		"GET tasks/:id/preview": { path: `tasks/${fx.task}/preview`, status: 200 },
 		"POST tasks/preview": { path: "tasks/preview", body: { start: "2030-01-01 00:00", interval: 3600 }, status: 200 },
@@ -389,7 +420,14 @@ export default function access(h: () => Harness): void {
 		{ method: "DELETE", probe: { path: `audit/${UNKNOWN_ID}`, status: 405 } },
 	];
 
-	const routeMethods = () => ROUTES.flatMap(r => (Object.entries(r.methods) as Array<[string, RouteMethod]>).map(([method, def]) => ({ method, path: r.path, def })));
+	const routeMethods = () =>
+		ROUTES.flatMap(r =>
+			(Object.entries(r.methods) as Array<[string, RouteMethod]>).map(([method, def]) => ({
+				method,
+				path: r.path,
+				def,
+			})),
+		);
 
 	/** What `caller` gets for `probe` on a route whose least role is `least` (LEAST_ROLE): 401 without a valid token, 403 below it. */
 	const expectedFor = (caller: Caller, least: Role, probe: Probe): number => {
@@ -403,13 +441,21 @@ export default function access(h: () => Harness): void {
 	/** Sends one probe as the caller; a description of what was wrong, or null. */
 	const check = async (caller: Caller, method: string, probe: Probe, want: number): Promise<string | null> => {
 		const header = caller.header();
-		const res = await send(method, url(probe.path), { token: null, headers: header ? { authorization: header } : {}, body: probe.body });
+		const res = await send(method, url(probe.path), {
+			token: null,
+			headers: header ? { authorization: header } : {},
+			body: probe.body,
+		});
 		const what = `${caller.name}: ${method} /${probe.path}`;
 		if (res.status !== want) return `${what} -> ${res.status}, expected ${want}: ${res.text.slice(0, 200)}`;
-		if (want >= 400 && (res.body?._status !== "ERR" || res.body?._error?.code !== want || typeof res.body?._error?.message !== "string")) {
+		if (
+			want >= 400 &&
+			(res.body?._status !== "ERR" || res.body?._error?.code !== want || typeof res.body?._error?.message !== "string")
+		) {
 			return `${what} -> not an Eve error body: ${res.text.slice(0, 200)}`;
 		}
-		if (want === 401 && res.headers.get("www-authenticate") !== 'Bearer realm="fleet-ctl"') return `${what} -> 401 without WWW-Authenticate`;
+		if (want === 401 && res.headers.get("www-authenticate") !== 'Bearer realm="fleet-ctl"')
+			return `${what} -> 401 without WWW-Authenticate`;
 		return null;
 	};
 
@@ -465,7 +511,9 @@ export default function access(h: () => Harness): void {
 				...("kwarg" in d ? { kwarg: withholdKwarg(d.kwarg) } : {}),
 			});
 			const body = JSON.parse(text);
-			return JSON.stringify(Array.isArray(body._items) ? { ...body, _items: body._items.map(withheld) } : withheld(body));
+			return JSON.stringify(
+				Array.isArray(body._items) ? { ...body, _items: body._items.map(withheld) } : withheld(body),
+			);
 		};
 
 		it("lets a viewer read every route an admin reads, except tokens, audit, webhooks and VPN profiles (403), hosts' otp_secret and runs' arguments", async () => {
@@ -478,7 +526,12 @@ export default function access(h: () => Harness): void {
 				const want = ROLES_FROM[LEAST_ROLE[`${method} ${path}`]].includes("viewer") ? admin.status : 403;
 				if (viewer.status !== want) wrong.push(`GET /${probe.path}: viewer ${viewer.status}, admin ${admin.status}`);
 				// Admins alone see hosts' otp_secret in clear, operators and admins runs' arguments; whoami answers who asks.
-				if (want === 200 && path !== "whoami" && viewer.text !== (admin.status === 200 ? asViewer(probe.path, admin.text) : admin.text)) wrong.push(`GET /${probe.path}: the viewer sees something else`);
+				if (
+					want === 200 &&
+					path !== "whoami" &&
+					viewer.text !== (admin.status === 200 ? asViewer(probe.path, admin.text) : admin.text)
+				)
+					wrong.push(`GET /${probe.path}: the viewer sees something else`);
 			}
 			expect(wrong).toEqual([]);
 		});
@@ -505,14 +558,27 @@ export default function access(h: () => Harness): void {
 				expectEveError(res, 401);
 			}
 			// Nothing of the request is looked at before the token: not its body, its content type or its size.
-			for (const opts of [{ raw: "{not json", headers: { "content-type": "application/json" } }, { raw: "name=x", headers: { "content-type": "text/plain" } }, { raw: `{"name":"${"a".repeat(1_200_000)}"}`, headers: { "content-type": "application/json" } }]) {
+			for (const opts of [
+				{ raw: "{not json", headers: { "content-type": "application/json" } },
+				{ raw: "name=x", headers: { "content-type": "text/plain" } },
+				{ raw: `{"name":"${"a".repeat(1_200_000)}"}`, headers: { "content-type": "application/json" } },
+			]) {
 				expectEveError(await send("POST", url("groups"), { ...opts, token: null }), 401);
 				expectEveError(await send("POST", url("groups"), { ...opts, token: tokens.viewer.secret }), 403);
-				expectEveError(await send("POST", url(`hosts/${OUT}`), { ...opts, token: tokens.opOut.secret }), opts.raw.length > 1e6 ? 413 : 400);
+				expectEveError(
+					await send("POST", url(`hosts/${OUT}`), { ...opts, token: tokens.opOut.secret }),
+					opts.raw.length > 1e6 ? 413 : 400,
+				);
 			}
 			// Eve's TokenAuth scheme and any case of the scheme name are accepted.
-			expect((await send("GET", url("settings/0"), { token: null, headers: { authorization: `token ${ADMIN_TOKEN}` } })).status).toBe(200);
-			expect((await send("GET", url("settings/0"), { token: null, headers: { authorization: `bearer ${ADMIN_TOKEN}` } })).status).toBe(200);
+			expect(
+				(await send("GET", url("settings/0"), { token: null, headers: { authorization: `token ${ADMIN_TOKEN}` } }))
+					.status,
+			).toBe(200);
+			expect(
+				(await send("GET", url("settings/0"), { token: null, headers: { authorization: `bearer ${ADMIN_TOKEN}` } }))
+					.status,
+			).toBe(200);
 		});
 	});
 
@@ -524,14 +590,25 @@ export default function access(h: () => Harness): void {
 			expect((await send("GET", url("hosts"), as(res.body.token))).status).toBe(200);
 			const item = await send("GET", url(`tokens/${res.body._id}`));
 			expect(item.status).toBe(200);
-			expect(item.body).toMatchObject({ name: "acc-fresh", role: "viewer", revoked: false, prefix: res.body.token.slice(0, 8) });
+			expect(item.body).toMatchObject({
+				name: "acc-fresh",
+				role: "viewer",
+				revoked: false,
+				prefix: res.body.token.slice(0, 8),
+			});
 			expect(item.body.token).toBeUndefined();
 			expect(item.text).not.toContain(res.body.token);
 		});
 
 		it("never lists a hash or a secret, whatever the query asks for", async () => {
 			const secrets = Object.values(tokens).map(t => t.secret);
-			for (const query of [{}, { projection: { hash: 1, token: 1 } }, { projection: { hash: 1 } }, { max_results: 50 }, { embedded: { hash: 1 } }]) {
+			for (const query of [
+				{},
+				{ projection: { hash: 1, token: 1 } },
+				{ projection: { hash: 1 } },
+				{ max_results: 50 },
+				{ embedded: { hash: 1 } },
+			]) {
 				const list = await send("GET", url("tokens", query));
 				expect(list.status).toBe(200);
 				expect(list.body._items.length).toBeGreaterThan(0);
@@ -567,11 +644,19 @@ export default function access(h: () => Harness): void {
 		});
 
 		it("refuses an expiry in the past and unknown scope groups with 422", async () => {
-			const past = await send("POST", url("tokens"), { body: { name: "acc-past", role: "viewer", expires: "2001-01-01T00:00:00Z" } });
+			const past = await send("POST", url("tokens"), {
+				body: { name: "acc-past", role: "viewer", expires: "2001-01-01T00:00:00Z" },
+			});
 			expect(expectEveError(past, 422)._issues.expires).toBeDefined();
-			const scope = await send("POST", url("tokens"), { body: { name: "acc-bad-scope", role: "operator", scope: { groups: [UNKNOWN_ID] } } });
+			const scope = await send("POST", url("tokens"), {
+				body: { name: "acc-bad-scope", role: "operator", scope: { groups: [UNKNOWN_ID] } },
+			});
 			expect(expectEveError(scope, 422)._issues.scope).toBeDefined();
-			for (const body of [{ name: "x", role: "root" }, { name: "x", role: "viewer", hash: "0".repeat(64) }, { name: "x", role: "viewer", revoked: false }]) {
+			for (const body of [
+				{ name: "x", role: "root" },
+				{ name: "x", role: "viewer", hash: "0".repeat(64) },
+				{ name: "x", role: "viewer", revoked: false },
+			]) {
 				expectEveError(await send("POST", url("tokens"), { body }), 422);
 			}
 		});
@@ -579,7 +664,11 @@ export default function access(h: () => Harness): void {
 		it("has the bootstrap admin from CTL_ADMIN_TOKEN: listed by prefix, and working", async () => {
 			const list = await send("GET", url("tokens", { where: { bootstrap: true, revoked: false } }));
 			expect(list.body._items).toHaveLength(1);
-			expect(list.body._items[0]).toMatchObject({ name: "bootstrap-admin", role: "admin", prefix: ADMIN_TOKEN.slice(0, 8) });
+			expect(list.body._items[0]).toMatchObject({
+				name: "bootstrap-admin",
+				role: "admin",
+				prefix: ADMIN_TOKEN.slice(0, 8),
+			});
 			expect((await send("GET", url("audit", { max_results: 1 }), as(ADMIN_TOKEN))).status).toBe(200);
 		});
 	});
@@ -588,7 +677,11 @@ export default function access(h: () => Harness): void {
 		// The operator of issue 3's example: group G (acc-scope, with a subgroup) and test.* only.
 		let op: { id: string; secret: string };
 		beforeAll(async () => {
-			op = await newToken({ name: "acc-scoped-op", role: "operator", scope: { groups: [fx.scope], functions: ["test.*"] } });
+			op = await newToken({
+				name: "acc-scoped-op",
+				role: "operator",
+				scope: { groups: [fx.scope], functions: ["test.*"] },
+			});
 		});
 		const run = (path: string, body: unknown, token = op.secret) => send("POST", url(path), as(token, { body }));
 
@@ -605,58 +698,113 @@ export default function access(h: () => Harness): void {
 			expect(ok.status).toBe(201);
 			expect((await send("GET", url(`tasks/${ok.body._id}`))).body.owner).toBe(op.id);
 
-			expect(expectEveError(await run("tasks", { ...base, name: "acc-refused", fun: "test.ping", tgt: [IN, OUT] }), 403)._error.message).toContain(OUT);
-			expect(expectEveError(await run("tasks", { ...base, name: "acc-refused", fun: "cmd.run", tgt: [IN] }), 403)._error.message).toContain("cmd.run");
+			expect(
+				expectEveError(await run("tasks", { ...base, name: "acc-refused", fun: "test.ping", tgt: [IN, OUT] }), 403)
+					._error.message,
+			).toContain(OUT);
+			expect(
+				expectEveError(await run("tasks", { ...base, name: "acc-refused", fun: "cmd.run", tgt: [IN] }), 403)._error
+					.message,
+			).toContain("cmd.run");
 			// A bulk create is checked document by document.
-			expectEveError(await run("tasks", [{ ...base, name: "acc-refused", fun: "test.ping", tgt: [IN] }, { ...base, name: "acc-refused", fun: "cmd.run", tgt: [OUT] }]), 403);
+			expectEveError(
+				await run("tasks", [
+					{ ...base, name: "acc-refused", fun: "test.ping", tgt: [IN] },
+					{ ...base, name: "acc-refused", fun: "cmd.run", tgt: [OUT] },
+				]),
+				403,
+			);
 			expect((await send("GET", url("tasks", { where: { name: "acc-refused" } }))).body._meta.total).toBe(0);
 		});
 
 		it("refuses PUT /tasks that moves a task's targets or function outside its scope, and allows it inside", async () => {
-			const id = await created(await run("tasks", { name: "acc-put", fun: "test.ping", tgt: [IN], start: "2030-01-01 00:00" }));
-			const put = (body: Record<string, unknown>) => send("PUT", url("tasks"), as(op.secret, { body: { _id: id, ...body } }));
+			const id = await created(
+				await run("tasks", { name: "acc-put", fun: "test.ping", tgt: [IN], start: "2030-01-01 00:00" }),
+			);
+			const put = (body: Record<string, unknown>) =>
+				send("PUT", url("tasks"), as(op.secret, { body: { _id: id, ...body } }));
 			expect(expectEveError(await put({ tgt: [OUT] }), 403)._error.message).toContain(OUT);
 			expectEveError(await put({ fun: "cmd.run" }), 403);
 			expect((await send("GET", url(`tasks/${id}`))).body).toMatchObject({ tgt: [IN], fun: "test.ping" });
 			expect((await put({ tgt: [IN_SUB], fun: "test.echo" })).status).toBe(200);
 			expect((await send("GET", url(`tasks/${id}`))).body).toMatchObject({ tgt: [IN_SUB], fun: "test.echo" });
 			// A task someone else made that targets hosts outside the scope cannot be moved into it either.
-			const foreign = await created(await send("POST", url("tasks"), { body: { name: "acc-foreign", fun: "cmd.run", tgt: [OUT], start: "2030-01-01 00:00" } }));
+			const foreign = await created(
+				await send("POST", url("tasks"), {
+					body: { name: "acc-foreign", fun: "cmd.run", tgt: [OUT], start: "2030-01-01 00:00" },
+				}),
+			);
 			expectEveError(await send("PUT", url("tasks"), as(op.secret, { body: { _id: foreign, tgt: [IN] } })), 403);
 		});
 
 		it("checks a task's owner as it is now: tokens.authorizeRun refuses once the owner is revoked", async () => {
-			const owner = await newToken({ name: "acc-owner", role: "operator", scope: { groups: [fx.scope], functions: ["test.*"] } });
-			const id = await created(await run("tasks", { name: "acc-owned", fun: "test.ping", tgt: [IN], start: "2030-01-01 00:00" }, owner.secret));
+			const owner = await newToken({
+				name: "acc-owner",
+				role: "operator",
+				scope: { groups: [fx.scope], functions: ["test.*"] },
+			});
+			const id = await created(
+				await run("tasks", { name: "acc-owned", fun: "test.ping", tgt: [IN], start: "2030-01-01 00:00" }, owner.secret),
+			);
 			const task = (await send("GET", url(`tasks/${id}`))).body;
 			expect(task.owner).toBe(owner.id);
 			const spec = { token: task.owner, client: "local_async", fun: task.fun, targets: task.tgt };
-			await expect(h().call("tokens.authorizeRun", spec)).resolves.toMatchObject({ id: owner.id, name: "acc-owner", role: "operator" });
+			await expect(h().call("tokens.authorizeRun", spec)).resolves.toMatchObject({
+				id: owner.id,
+				name: "acc-owner",
+				role: "operator",
+			});
 			await expect(h().call("tokens.authorizeRun", { ...spec, client: "runner" })).rejects.toMatchObject({ code: 403 });
 			await expect(h().call("tokens.authorizeRun", { ...spec, targets: [OUT] })).rejects.toMatchObject({ code: 403 });
 			await expect(h().call("tokens.authorizeRun", { ...spec, fun: "cmd.run" })).rejects.toMatchObject({ code: 403 });
 			expect((await send("DELETE", url(`tokens/${owner.id}`))).status).toBe(204);
 			await expect(h().call("tokens.authorizeRun", spec)).rejects.toMatchObject({ code: 403 });
 			// A viewer token never runs anything, and an unknown token neither.
-			await expect(h().call("tokens.authorizeRun", { ...spec, token: tokens.viewer.id })).rejects.toMatchObject({ code: 403 });
-			await expect(h().call("tokens.authorizeRun", { ...spec, token: UNKNOWN_ID })).rejects.toMatchObject({ code: 403 });
+			await expect(h().call("tokens.authorizeRun", { ...spec, token: tokens.viewer.id })).rejects.toMatchObject({
+				code: 403,
+			});
+			await expect(h().call("tokens.authorizeRun", { ...spec, token: UNKNOWN_ID })).rejects.toMatchObject({
+				code: 403,
+			});
 		});
 
 		it("allows no host once the token's scope group is deleted", async () => {
-			const group = await created(await send("POST", url("groups"), { body: { name: "acc-doomed-scope", hosts: [IN] } }));
+			const group = await created(
+				await send("POST", url("groups"), { body: { name: "acc-doomed-scope", hosts: [IN] } }),
+			);
 			const t = await newToken({ name: "acc-doomed-op", role: "operator", scope: { groups: [group] } });
-			await expect(h().call("tokens.authorizeRun", { token: t.id, client: "local", fun: "cmd.run", targets: [IN] })).resolves.toMatchObject({ id: t.id });
+			await expect(
+				h().call("tokens.authorizeRun", { token: t.id, client: "local", fun: "cmd.run", targets: [IN] }),
+			).resolves.toMatchObject({ id: t.id });
 			expect((await send("DELETE", url(`groups/${group}`))).status).toBe(204);
-			expect(expectEveError(await run("tasks", { name: "acc-refused", fun: "test.ping", tgt: [IN], start: "2030-01-01 00:00" }, t.secret), 403)._error.message).toContain(IN);
-			await expect(h().call("tokens.authorizeRun", { token: t.id, client: "local", fun: "test.ping", targets: [IN] })).rejects.toMatchObject({ code: 403 });
+			expect(
+				expectEveError(
+					await run("tasks", { name: "acc-refused", fun: "test.ping", tgt: [IN], start: "2030-01-01 00:00" }, t.secret),
+					403,
+				)._error.message,
+			).toContain(IN);
+			await expect(
+				h().call("tokens.authorizeRun", { token: t.id, client: "local", fun: "test.ping", targets: [IN] }),
+			).rejects.toMatchObject({ code: 403 });
 		});
 
 		it("lets an unscoped operator run anything anywhere, and a viewer nothing (403)", async () => {
 			const any = await newToken({ name: "acc-op-any", role: "operator" });
-			await expect(h().call("tokens.authorizeRun", { token: any.id, client: "local", fun: "cmd.run", targets: [OUT] })).resolves.toMatchObject({ id: any.id });
+			await expect(
+				h().call("tokens.authorizeRun", { token: any.id, client: "local", fun: "cmd.run", targets: [OUT] }),
+			).resolves.toMatchObject({ id: any.id });
 			expectEveError(await run(`hosts/${IN}`, { fun: "test.ping" }, tokens.viewer.secret), 403);
-			await expect(h().call("tokens.authorizeRun", { token: tokens.viewer.id, client: "local", fun: "test.ping", targets: [IN] })).rejects.toMatchObject({ code: 403 });
-			expectEveError(await run("tasks", { name: "acc-refused", fun: "test.ping", tgt: [IN], start: "2030-01-01 00:00" }, tokens.viewer.secret), 403);
+			await expect(
+				h().call("tokens.authorizeRun", { token: tokens.viewer.id, client: "local", fun: "test.ping", targets: [IN] }),
+			).rejects.toMatchObject({ code: 403 });
+			expectEveError(
+				await run(
+					"tasks",
+					{ name: "acc-refused", fun: "test.ping", tgt: [IN], start: "2030-01-01 00:00" },
+					tokens.viewer.secret,
+				),
+				403,
+			);
 		});
 	});
 
@@ -671,34 +819,137 @@ export default function access(h: () => Harness): void {
 
 		beforeAll(async () => {
 			admin = await newToken({ name: "acc-audit-admin", role: "admin" });
-			op = await newToken({ name: "acc-audit-op", role: "operator", scope: { groups: [fx.scope], functions: ["test.*"] } });
+			op = await newToken({
+				name: "acc-audit-op",
+				role: "operator",
+				scope: { groups: [fx.scope], functions: ["test.*"] },
+			});
 			// The session: reads are not audited, every write and every execution is.
 			expect((await send("GET", url("groups"), as(admin.secret))).status).toBe(200);
-			group = await created(await send("POST", url("groups"), as(admin.secret, { body: { name: "acc-audit-group", hosts: [IN] } })));
-			expect((await send("PATCH", url(`groups/${group}`), as(admin.secret, { body: { hosts: [IN, IN_SUB] } }))).status).toBe(200);
-			expectEveError(await send("POST", url("tasks"), as(op.secret, { body: { name: "acc-audit-refused", fun: "test.ping", tgt: [OUT], start: "2030-01-01 00:00" } })), 403);
-			expectEveError(await send("POST", url(`hosts/${IN}`), as(op.secret, { body: { cm_client: "local", fun: "test.ping", arg: ["x"], kwarg: { password: PLANTED, user: "root" } } })), 503);
-			task = await created(await send("POST", url("tasks"), as(op.secret, { body: { name: "acc-audit-task", fun: "test.ping", tgt: [IN], start: "2030-01-01 00:00", kwarg: { db_password: PLANTED } } })));
-			const res = await send("POST", url("tokens"), as(admin.secret, { body: { name: "acc-audit-made", role: "viewer" } }));
+			group = await created(
+				await send("POST", url("groups"), as(admin.secret, { body: { name: "acc-audit-group", hosts: [IN] } })),
+			);
+			expect(
+				(await send("PATCH", url(`groups/${group}`), as(admin.secret, { body: { hosts: [IN, IN_SUB] } }))).status,
+			).toBe(200);
+			expectEveError(
+				await send(
+					"POST",
+					url("tasks"),
+					as(op.secret, {
+						body: { name: "acc-audit-refused", fun: "test.ping", tgt: [OUT], start: "2030-01-01 00:00" },
+					}),
+				),
+				403,
+			);
+			expectEveError(
+				await send(
+					"POST",
+					url(`hosts/${IN}`),
+					as(op.secret, {
+						body: { cm_client: "local", fun: "test.ping", arg: ["x"], kwarg: { password: PLANTED, user: "root" } },
+					}),
+				),
+				503,
+			);
+			task = await created(
+				await send(
+					"POST",
+					url("tasks"),
+					as(op.secret, {
+						body: {
+							name: "acc-audit-task",
+							fun: "test.ping",
+							tgt: [IN],
+							start: "2030-01-01 00:00",
+							kwarg: { db_password: PLANTED },
+						},
+					}),
+				),
+			);
+			const res = await send(
+				"POST",
+				url("tokens"),
+				as(admin.secret, { body: { name: "acc-audit-made", role: "viewer" } }),
+			);
 			made = { id: await created(res), secret: res.body.token };
 			expect((await send("GET", url("tasks"), as(op.secret))).status).toBe(200);
 			// Without a token: recorded with no one's name.
 			probePath = `/api/groups?acc-audit=${rand()}`;
-			expectEveError(await send("POST", `${h().api.replace(/\/api$/, "")}${probePath}`, { token: null, body: { name: "x" } }), 401);
+			expectEveError(
+				await send("POST", `${h().api.replace(/\/api$/, "")}${probePath}`, { token: null, body: { name: "x" } }),
+				401,
+			);
 		});
 
 		it("has one record per mutating request, in order, with who, from where, what, and the outcome", async () => {
-			const res = await send("GET", url("audit", { where: { token: { $in: [admin.id, op.id] } }, sort: "_id", max_results: 50 }));
+			const res = await send(
+				"GET",
+				url("audit", { where: { token: { $in: [admin.id, op.id] } }, sort: "_id", max_results: 50 }),
+			);
 			expect(res.status).toBe(200);
-			const who = (t: { id: string }, name: string, role: string) => ({ token: t.id, name, role, source: expect.stringMatching(/127\.0\.0\.1$/) });
+			const who = (t: { id: string }, name: string, role: string) => ({
+				token: t.id,
+				name,
+				role,
+				source: expect.stringMatching(/127\.0\.0\.1$/),
+			});
 			expect(res.body._items).toEqual([
-				expect.objectContaining({ ...who(admin, "acc-audit-admin", "admin"), method: "POST", path: "/api/groups", status: 201, outcome: "ok", fun: null, args: { name: "acc-audit-group", hosts: [IN] } }),
-				expect.objectContaining({ ...who(admin, "acc-audit-admin", "admin"), method: "PATCH", path: `/api/groups/${group}`, status: 200, outcome: "ok", args: { hosts: [IN, IN_SUB] } }),
-				expect.objectContaining({ ...who(op, "acc-audit-op", "operator"), method: "POST", path: "/api/tasks", status: 403, outcome: "denied", targets: [OUT], fun: "test.ping", message: expect.stringContaining(OUT) }),
+				expect.objectContaining({
+					...who(admin, "acc-audit-admin", "admin"),
+					method: "POST",
+					path: "/api/groups",
+					status: 201,
+					outcome: "ok",
+					fun: null,
+					args: { name: "acc-audit-group", hosts: [IN] },
+				}),
+				expect.objectContaining({
+					...who(admin, "acc-audit-admin", "admin"),
+					method: "PATCH",
+					path: `/api/groups/${group}`,
+					status: 200,
+					outcome: "ok",
+					args: { hosts: [IN, IN_SUB] },
+				}),
+				expect.objectContaining({
+					...who(op, "acc-audit-op", "operator"),
+					method: "POST",
+					path: "/api/tasks",
+					status: 403,
+					outcome: "denied",
+					targets: [OUT],
+					fun: "test.ping",
+					message: expect.stringContaining(OUT),
+				}),
 				// No master here: nothing ran (runs are audited by the cm-gateway: test/run-authorization.spec.ts).
-				expect.objectContaining({ ...who(op, "acc-audit-op", "operator"), method: "POST", path: `/api/hosts/${IN}`, status: 503, outcome: "failed", fun: null, args: expect.objectContaining({ arg: ["x"], kwarg: { password: MASK, user: "root" } }) }),
-				expect.objectContaining({ ...who(op, "acc-audit-op", "operator"), method: "POST", path: "/api/tasks", status: 201, outcome: "ok", targets: [IN], fun: "test.ping", args: expect.objectContaining({ kwarg: { db_password: MASK } }) }),
-				expect.objectContaining({ ...who(admin, "acc-audit-admin", "admin"), method: "POST", path: "/api/tokens", status: 201, outcome: "ok", args: { name: "acc-audit-made", role: "viewer" } }),
+				expect.objectContaining({
+					...who(op, "acc-audit-op", "operator"),
+					method: "POST",
+					path: `/api/hosts/${IN}`,
+					status: 503,
+					outcome: "failed",
+					fun: null,
+					args: expect.objectContaining({ arg: ["x"], kwarg: { password: MASK, user: "root" } }),
+				}),
+				expect.objectContaining({
+					...who(op, "acc-audit-op", "operator"),
+					method: "POST",
+					path: "/api/tasks",
+					status: 201,
+					outcome: "ok",
+					targets: [IN],
+					fun: "test.ping",
+					args: expect.objectContaining({ kwarg: { db_password: MASK } }),
+				}),
+				expect.objectContaining({
+					...who(admin, "acc-audit-admin", "admin"),
+					method: "POST",
+					path: "/api/tokens",
+					status: 201,
+					outcome: "ok",
+					args: { name: "acc-audit-made", role: "viewer" },
+				}),
 			]);
 			for (const item of res.body._items) {
 				expect(item._created).toMatch(/GMT$/);
@@ -713,12 +964,24 @@ export default function access(h: () => Harness): void {
 
 		it("records requests without a valid token too, with no one's name", async () => {
 			const res = await send("GET", url("audit", { where: { path: probePath } }));
-			expect(res.body._items).toEqual([expect.objectContaining({ token: null, name: null, role: null, method: "POST", status: 401, outcome: "denied" })]);
+			expect(res.body._items).toEqual([
+				expect.objectContaining({
+					token: null,
+					name: null,
+					role: null,
+					method: "POST",
+					status: 401,
+					outcome: "denied",
+				}),
+			]);
 		});
 
 		it("answers the full Eve list query: where, sort, projection, paging", async () => {
 			const where = { token: { $in: [admin.id, op.id] } };
-			const desc = await send("GET", url("audit", { where, sort: "-_id", max_results: 2, projection: { method: 1, path: 1 } }));
+			const desc = await send(
+				"GET",
+				url("audit", { where, sort: "-_id", max_results: 2, projection: { method: 1, path: 1 } }),
+			);
 			expect(desc.status).toBe(200);
 			expect(desc.body._meta).toEqual({ page: 1, max_results: 2, total: 6 });
 			expect(desc.body._items.map((i: any) => i.path)).toEqual(["/api/tokens", "/api/tasks"]);
@@ -731,9 +994,21 @@ export default function access(h: () => Harness): void {
 		});
 
 		it("is append-only: no route writes it (405), and reading it is for admins only (403)", async () => {
-			const first = (await send("GET", url("audit", { where: { token: admin.id }, sort: "_id", max_results: 1 }))).body._items[0];
-			for (const [method, path] of [["POST", "audit"], ["PUT", "audit"], ["PATCH", "audit"], ["DELETE", "audit"], ["PATCH", `audit/${first._id}`], ["PUT", `audit/${first._id}`], ["DELETE", `audit/${first._id}`]]) {
-				expectEveError(await send(method, url(path), { body: method === "DELETE" ? undefined : { outcome: "ok" } }), 405);
+			const first = (await send("GET", url("audit", { where: { token: admin.id }, sort: "_id", max_results: 1 }))).body
+				._items[0];
+			for (const [method, path] of [
+				["POST", "audit"],
+				["PUT", "audit"],
+				["PATCH", "audit"],
+				["DELETE", "audit"],
+				["PATCH", `audit/${first._id}`],
+				["PUT", `audit/${first._id}`],
+				["DELETE", `audit/${first._id}`],
+			]) {
+				expectEveError(
+					await send(method, url(path), { body: method === "DELETE" ? undefined : { outcome: "ok" } }),
+					405,
+				);
 			}
 			const again = await send("GET", url(`audit/${first._id}`));
 			expect(again.body).toEqual({ ...first, _links: expect.anything() });
@@ -761,7 +1036,11 @@ export default function access(h: () => Harness): void {
 		const replies: Array<{ what: string; text: string; admin: boolean }> = [];
 		const request = async (method: string, target: string, opts?: RequestOptions): Promise<Reply> => {
 			const res = await send(method, target, opts);
-			replies.push({ what: `${method} ${target.slice(h().api.length)}`, text: res.text, admin: opts?.token === undefined });
+			replies.push({
+				what: `${method} ${target.slice(h().api.length)}`,
+				text: res.text,
+				admin: opts?.token === undefined,
+			});
 			return res;
 		};
 		const sim = new PritunlSimulator({ username: "acc", password: planted.vpnPassword });
@@ -769,23 +1048,94 @@ export default function access(h: () => Harness): void {
 
 		beforeAll(async () => {
 			const { url: simUrl } = await sim.start();
-			manager = await created(await request("POST", url("vpn_managers"), { body: { name: "acc-vpn", server_address: simUrl, dashboard_address: `${simUrl}/`, username: "acc", password: planted.vpnPassword } }));
+			manager = await created(
+				await request("POST", url("vpn_managers"), {
+					body: {
+						name: "acc-vpn",
+						server_address: simUrl,
+						dashboard_address: `${simUrl}/`,
+						username: "acc",
+						password: planted.vpnPassword,
+					},
+				}),
+			);
 			// Refused by Pritunl: its 422 must not repeat the password.
-			expectEveError(await request("POST", url("vpn_managers"), { body: { name: "acc-vpn-no", server_address: simUrl, dashboard_address: `${simUrl}/`, username: "acc-wrong", password: planted.vpnPassword } }), 422);
+			expectEveError(
+				await request("POST", url("vpn_managers"), {
+					body: {
+						name: "acc-vpn-no",
+						server_address: simUrl,
+						dashboard_address: `${simUrl}/`,
+						username: "acc-wrong",
+						password: planted.vpnPassword,
+					},
+				}),
+				422,
+			);
 			// Invalid: refused, and its 422 must not repeat the password either.
-			expectEveError(await request("POST", url("vpn_managers"), { body: { name: "acc-vpn-bad", password: planted.vpnPassword, extra: 1 } }), 422);
+			expectEveError(
+				await request("POST", url("vpn_managers"), {
+					body: { name: "acc-vpn-bad", password: planted.vpnPassword, extra: 1 },
+				}),
+				422,
+			);
 			org = (
 				await h().call("vpn-organizations.insertRecord", {
-					record: { name: "acc-org", vpn_manager: manager, vpn_representation: { auth_api: true, name: "acc-org", auth_token: planted.authToken, auth_secret: planted.authSecret, user_count: 1, id: "5f00000000000000000acc01" }, cipher_type: "rsa", type: 6 },
+					record: {
+						name: "acc-org",
+						vpn_manager: manager,
+						vpn_representation: {
+							auth_api: true,
+							name: "acc-org",
+							auth_token: planted.authToken,
+							auth_secret: planted.authSecret,
+							user_count: 1,
+							id: "5f00000000000000000acc01",
+						},
+						cipher_type: "rsa",
+						type: 6,
+					},
 				})
 			)._id;
-			await h().call("hosts.upsertMany", { hosts: [{ _id: HOST, status: "up", key: "accepted", vpn_organization: org, vpn_representation: { name: HOST, otp_secret: planted.otp, id: "acc-user-1" } }] });
+			await h().call("hosts.upsertMany", {
+				hosts: [
+					{
+						_id: HOST,
+						status: "up",
+						key: "accepted",
+						vpn_organization: org,
+						vpn_representation: { name: HOST, otp_secret: planted.otp, id: "acc-user-1" },
+					},
+				],
+			});
 			const res = await request("POST", url("tokens"), { body: { name: "acc-secret-token", role: "operator" } });
 			expect(res.status).toBe(201);
 			tokenSecret = res.body.token;
 			expect((await request("GET", url(`hosts/${HOST}`), as(tokenSecret))).status).toBe(200);
-			expectEveError(await request("POST", url(`hosts/${HOST}`), as(tokenSecret, { body: { fun: "test.ping", kwarg: { password: planted.kwargPassword } } })), 503);
-			expectEveError(await request("POST", url("tasks"), as(tokenSecret, { body: { name: "", fun: "test.ping", tgt: [HOST], start: "2030-01-01 00:00", kwarg: { password: planted.kwargPassword } } })), 422);
+			expectEveError(
+				await request(
+					"POST",
+					url(`hosts/${HOST}`),
+					as(tokenSecret, { body: { fun: "test.ping", kwarg: { password: planted.kwargPassword } } }),
+				),
+				503,
+			);
+			expectEveError(
+				await request(
+					"POST",
+					url("tasks"),
+					as(tokenSecret, {
+						body: {
+							name: "",
+							fun: "test.ping",
+							tgt: [HOST],
+							start: "2030-01-01 00:00",
+							kwarg: { password: planted.kwargPassword },
+						},
+					}),
+				),
+				422,
+			);
 		});
 
 		it("never shows a planted secret in any response, wherever it is read from", async () => {
@@ -806,7 +1156,8 @@ export default function access(h: () => Harness): void {
 				url("audit", { sort: "-_id", max_results: 50, page: 2 }),
 			];
 			for (const target of reads) expect((await request("GET", target)).status).toBe(200);
-			for (const target of reads.filter(r => !/\/(tokens|audit)\b/.test(r))) expect((await request("GET", target, as(tokenSecret))).status).toBe(200);
+			for (const target of reads.filter(r => !/\/(tokens|audit)\b/.test(r)))
+				expect((await request("GET", target, as(tokenSecret))).status).toBe(200);
 			const host = await request("GET", url(`hosts/${HOST}`), as(tokenSecret));
 			expect(host.body.vpn_representation.otp_secret).toBe(MASK);
 			expect((await request("GET", url(`hosts/${HOST}`))).body.vpn_representation.otp_secret).toBe(planted.otp);
@@ -815,7 +1166,8 @@ export default function access(h: () => Harness): void {
 
 			const leaks: string[] = [];
 			for (const [name, secret] of Object.entries(planted)) {
-				for (const r of replies) if (r.text.includes(secret) && !(name === "otp" && r.admin)) leaks.push(`${name} in ${r.what}`);
+				for (const r of replies)
+					if (r.text.includes(secret) && !(name === "otp" && r.admin)) leaks.push(`${name} in ${r.what}`);
 			}
 			// The token's secret: only in the one response that created it.
 			const withToken = replies.filter(r => r.text.includes(tokenSecret)).map(r => r.what);
@@ -825,15 +1177,25 @@ export default function access(h: () => Harness): void {
 
 		it("does not let a secret be found by filtering or sorting on it", async () => {
 			const viewer = tokens.viewer.secret;
-			for (const where of [{ "vpn_representation.otp_secret": planted.otp }, { "vpn_representation.otp_secret": { $gte: "A" } }, { vpn_representation: { $gt: {} } }]) {
+			for (const where of [
+				{ "vpn_representation.otp_secret": planted.otp },
+				{ "vpn_representation.otp_secret": { $gte: "A" } },
+				{ vpn_representation: { $gt: {} } },
+			]) {
 				expectEveError(await request("GET", url("hosts", { where }), as(viewer)), 400);
 			}
 			expectEveError(await request("GET", url("hosts", { sort: "vpn_representation.otp_secret" }), as(viewer)), 400);
-			for (const where of [{ "vpn_representation.auth_token": planted.authToken }, { "vpn_representation.auth_secret": { $lt: "z" } }]) {
+			for (const where of [
+				{ "vpn_representation.auth_token": planted.authToken },
+				{ "vpn_representation.auth_secret": { $lt: "z" } },
+			]) {
 				expectEveError(await request("GET", url("vpn_organizations", { where }), as(viewer)), 400);
 			}
 			// Other fields of the same objects can still be queried.
-			expect((await request("GET", url("hosts", { where: { "vpn_representation.name": HOST } }), as(viewer))).body._meta.total).toBe(1);
+			expect(
+				(await request("GET", url("hosts", { where: { "vpn_representation.name": HOST } }), as(viewer))).body._meta
+					.total,
+			).toBe(1);
 		});
 
 		it("never prints a planted secret (nor the admin token) in the logs of the service processes", () => {
@@ -841,7 +1203,11 @@ export default function access(h: () => Harness): void {
 			const logs = h().logs?.() ?? "";
 			expect(logs.length).toBeGreaterThan(0);
 			const secrets = { ...planted, tokenSecret, adminToken: ADMIN_TOKEN, ...VPN_SECRETS };
-			expect(Object.entries(secrets).filter(([, secret]) => logs.includes(secret)).map(([name]) => name)).toEqual([]);
+			expect(
+				Object.entries(secrets)
+					.filter(([, secret]) => logs.includes(secret))
+					.map(([name]) => name),
+			).toEqual([]);
 		});
 	});
 }

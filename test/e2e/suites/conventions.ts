@@ -5,7 +5,8 @@
 import type { Harness } from "../../support/harness";
 import { request, withQuery, expectEveError } from "../../support/http";
 
-const HTTP_DATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+const HTTP_DATE =
+	/^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
 const OBJECT_ID = /^[a-f0-9]{24}$/;
 
 export default function conventions(h: () => Harness): void {
@@ -17,8 +18,32 @@ export default function conventions(h: () => Harness): void {
 				const res = await request("GET", `${h().api}${path}`);
 				expect(res.status).toBe(200);
 				expect(res.body._links.child.map((c: any) => c.href)).toEqual([
-					"groups", "nodegroups", "hosts", "hosts_statistic", "tasks", "actions", "failed_patches",
-					"updates", "alerts", "settings", "files", "vpn_managers", "vpn_organizations", "tokens", "audit", "graph_jobs", "jobs", "salt_jobs", "rollouts", "conformity_checks", "conformity_rules", "webhooks", "webhook_deliveries", "maintenance_windows", "approval_policies", "approvals",
+					"groups",
+					"nodegroups",
+					"hosts",
+					"hosts_statistic",
+					"tasks",
+					"actions",
+					"failed_patches",
+					"updates",
+					"alerts",
+					"settings",
+					"files",
+					"vpn_managers",
+					"vpn_organizations",
+					"tokens",
+					"audit",
+					"graph_jobs",
+					"jobs",
+					"salt_jobs",
+					"rollouts",
+					"conformity_checks",
+					"conformity_rules",
+					"webhooks",
+					"webhook_deliveries",
+					"maintenance_windows",
+					"approval_policies",
+					"approvals",
 				]);
 				expect(res.body._links.child[0]).toEqual({ href: "groups", title: "groups" });
 			}
@@ -106,7 +131,14 @@ export default function conventions(h: () => Harness): void {
 			expect(big.body._meta.max_results).toBe(50);
 			expect(big.body._items).toHaveLength(50);
 			expect(big.body._links.next.href).toBe(`groups?max_results=50&where=${where}&page=2`);
-			for (const [page, expected] of [["abc", 1], ["0", 1], ["-2", 2], ["1.5", 1], ["", 1], ["99999999999999999999", undefined]] as const) {
+			for (const [page, expected] of [
+				["abc", 1],
+				["0", 1],
+				["-2", 2],
+				["1.5", 1],
+				["", 1],
+				["99999999999999999999", undefined],
+			] as const) {
 				const res = await request("GET", url("groups", { where, page }));
 				expect(res.status).toBe(200);
 				if (expected) expect(res.body._meta.page).toBe(expected);
@@ -138,26 +170,56 @@ export default function conventions(h: () => Harness): void {
 		let child: any;
 		let parent: any;
 		beforeAll(async () => {
-			child = (await request("POST", url("groups"), { body: { name: "q-child", type: 1, info: { regex: "^web-", grain: { os: "ALT" } } } })).body;
-			parent = (await request("POST", url("groups"), { body: { name: "q-parent", type: 0, subgroups: [child._id], hosts: ["web-1", "db-1"] } })).body;
+			child = (
+				await request("POST", url("groups"), {
+					body: { name: "q-child", type: 1, info: { regex: "^web-", grain: { os: "ALT" } } },
+				})
+			).body;
+			parent = (
+				await request("POST", url("groups"), {
+					body: { name: "q-parent", type: 0, subgroups: [child._id], hosts: ["web-1", "db-1"] },
+				})
+			).body;
 		});
 
 		it("filters with JSON and with Eve's Python-like syntax", async () => {
-			const json = await request("GET", url("groups", { where: { name: { $in: ["q-child", "q-parent"] } }, sort: "name" }));
+			const json = await request(
+				"GET",
+				url("groups", { where: { name: { $in: ["q-child", "q-parent"] } }, sort: "name" }),
+			);
 			expect(json.body._items.map((g: any) => g.name)).toEqual(["q-child", "q-parent"]);
 			const py = await request("GET", url("groups", { where: 'name == "q-parent"' }));
 			expect(py.body._items.map((g: any) => g.name)).toEqual(["q-parent"]);
-			const both = await request("GET", url("groups", { where: 'name == "q-parent" or (name == "q-child" and type >= 1)', sort: "-name" }));
+			const both = await request(
+				"GET",
+				url("groups", { where: 'name == "q-parent" or (name == "q-child" and type >= 1)', sort: "-name" }),
+			);
 			expect(both.body._items.map((g: any) => g.name)).toEqual(["q-parent", "q-child"]);
 			const nested = await request("GET", url("groups", { where: { "info.grain.os": "ALT" } }));
 			expect(nested.body._items.map((g: any) => g.name)).toEqual(["q-child"]);
-			const ops = await request("GET", url("groups", { where: { $and: [{ name: { $ne: "q-child" } }, { hosts: { $all: ["web-1", "db-1"] } }, { subgroups: { $size: 1 } }] } }));
+			const ops = await request(
+				"GET",
+				url("groups", {
+					where: {
+						$and: [{ name: { $ne: "q-child" } }, { hosts: { $all: ["web-1", "db-1"] } }, { subgroups: { $size: 1 } }],
+					},
+				}),
+			);
 			expect(ops.body._items.map((g: any) => g.name)).toEqual(["q-parent"]);
-			const notIn = await request("GET", url("groups", { where: { hosts: { $nin: ["web-1"] }, name: { $in: ["q-child", "q-parent"] } } }));
+			const notIn = await request(
+				"GET",
+				url("groups", { where: { hosts: { $nin: ["web-1"] }, name: { $in: ["q-child", "q-parent"] } } }),
+			);
 			expect(notIn.body._items.map((g: any) => g.name)).toEqual(["q-child"]);
-			const missing = await request("GET", url("groups", { where: { info: { $exists: false }, name: { $in: ["q-child", "q-parent"] } } }));
+			const missing = await request(
+				"GET",
+				url("groups", { where: { info: { $exists: false }, name: { $in: ["q-child", "q-parent"] } } }),
+			);
 			expect(missing.body._items.map((g: any) => g.name)).toEqual(["q-parent"]);
-			const date = await request("GET", url("groups", { where: { _created: { $gte: "Mon, 01 Jan 2024 00:00:00 GMT" }, name: "q-child" } }));
+			const date = await request(
+				"GET",
+				url("groups", { where: { _created: { $gte: "Mon, 01 Jan 2024 00:00:00 GMT" }, name: "q-child" } }),
+			);
 			expect(date.body._meta.total).toBe(1);
 		});
 
@@ -179,7 +241,17 @@ export default function conventions(h: () => Harness): void {
 				{ name: { $eq: { $ne: 1 } } },
 			];
 			for (const where of bad) expectEveError(await request("GET", url("groups", { where })), 400);
-			for (const raw of ["[1,2]", "1", "null", '"x"', "{", "name = 'x'", "name ==", "{'a': 1}", '{"__proto__": {"x": 1}}']) {
+			for (const raw of [
+				"[1,2]",
+				"1",
+				"null",
+				'"x"',
+				"{",
+				"name = 'x'",
+				"name ==",
+				"{'a': 1}",
+				'{"__proto__": {"x": 1}}',
+			]) {
 				expectEveError(await request("GET", `${h().api}/groups?where=${encodeURIComponent(raw)}`), 400);
 			}
 			const deep = JSON.stringify(Array.from({ length: 40 }).reduce<any>(acc => ({ $and: [acc] }), { name: "x" }));
@@ -187,9 +259,15 @@ export default function conventions(h: () => Harness): void {
 		});
 
 		it("sorts ascending and descending, and rejects a malformed sort", async () => {
-			const asc = await request("GET", url("groups", { where: { name: { $in: ["q-child", "q-parent"] } }, sort: "name" }));
+			const asc = await request(
+				"GET",
+				url("groups", { where: { name: { $in: ["q-child", "q-parent"] } }, sort: "name" }),
+			);
 			expect(asc.body._items.map((g: any) => g.name)).toEqual(["q-child", "q-parent"]);
-			const py = await request("GET", url("groups", { where: { name: { $in: ["q-child", "q-parent"] } }, sort: '[("name", -1)]' }));
+			const py = await request(
+				"GET",
+				url("groups", { where: { name: { $in: ["q-child", "q-parent"] } }, sort: '[("name", -1)]' }),
+			);
 			expect(py.body._items.map((g: any) => g.name)).toEqual(["q-parent", "q-child"]);
 			for (const sort of ["-", ",", "name,,type", "$where", "__proto__", '[("name", 2)]']) {
 				expectEveError(await request("GET", url("groups", { sort })), 400);
@@ -221,7 +299,10 @@ export default function conventions(h: () => Harness): void {
 			expect(item.body.subgroups[0]).toMatchObject({ _id: child._id, name: "q-child", type: 1 });
 			expect(item.body.subgroups[0]._links).toBeUndefined();
 			expect(item.body._links.related.subgroups).toEqual([{ title: "Group", href: `groups/${child._id}` }]);
-			const list = await request("GET", url("groups", { where: { name: "q-parent" }, embedded: { subgroups: 1, hosts: 1, nosuch: 1 } }));
+			const list = await request(
+				"GET",
+				url("groups", { where: { name: "q-parent" }, embedded: { subgroups: 1, hosts: 1, nosuch: 1 } }),
+			);
 			expect(list.body._items[0].subgroups[0].name).toBe("q-child");
 			expect(list.body._items[0].hosts).toEqual(["web-1", "db-1"]);
 			expectEveError(await request("GET", `${h().api}/groups?embedded=${encodeURIComponent("[1]")}`), 400);
@@ -242,7 +323,14 @@ export default function conventions(h: () => Harness): void {
 
 			const item = await request("GET", res.headers.get("location") as string);
 			expect(item.status).toBe(200);
-			expect(item.body).toMatchObject({ name: "w-one", type: 0, hosts: ["h1"], _id: res.body._id, _created: res.body._created, _updated: res.body._updated });
+			expect(item.body).toMatchObject({
+				name: "w-one",
+				type: 0,
+				hosts: ["h1"],
+				_id: res.body._id,
+				_created: res.body._created,
+				_updated: res.body._updated,
+			});
 			expect(item.body._links).toEqual({
 				self: { title: "Group", href: `groups/${res.body._id}` },
 				parent: { title: "home", href: "/" },
@@ -262,14 +350,19 @@ export default function conventions(h: () => Harness): void {
 
 			const bad = await request("POST", url("groups"), { body: [{ name: "b-3" }, { name: 5, bogus: true }] });
 			const err = expectEveError(bad, 422);
-			expect(err._items).toEqual([{ _status: "OK" }, { _status: "ERR", _issues: { name: "must be of string type", bogus: "unknown field" } }]);
+			expect(err._items).toEqual([
+				{ _status: "OK" },
+				{ _status: "ERR", _issues: { name: "must be of string type", bogus: "unknown field" } },
+			]);
 			const after = await request("GET", url("groups", { where: { name: "b-3" } }));
 			expect(after.body._meta.total).toBe(0);
 			expectEveError(await request("POST", url("groups"), { body: [] }), 400);
 		});
 
 		it("reports every bad field of a document in _issues", async () => {
-			const res = await request("POST", url("groups"), { body: { bogus: 1, type: "x", subgroups: "nope", info: { regex: 5, other: 1 } } });
+			const res = await request("POST", url("groups"), {
+				body: { bogus: 1, type: "x", subgroups: "nope", info: { regex: 5, other: 1 } },
+			});
 			const err = expectEveError(res, 422);
 			expect(err._issues).toEqual({
 				name: "required field",
@@ -278,18 +371,28 @@ export default function conventions(h: () => Harness): void {
 				info: { regex: "must be of string type", other: "unknown field" },
 				bogus: "unknown field",
 			});
-			const auto = expectEveError(await request("POST", url("groups"), { body: { name: "x", _created: "now", _updated: "now" } }), 422);
+			const auto = expectEveError(
+				await request("POST", url("groups"), { body: { name: "x", _created: "now", _updated: "now" } }),
+				422,
+			);
 			expect(auto._issues).toEqual({ _created: "unknown field", _updated: "unknown field" });
-			const regex = expectEveError(await request("POST", url("groups"), { body: { name: "x", type: 1, info: { regex: "([a-z" } } }), 422);
+			const regex = expectEveError(
+				await request("POST", url("groups"), { body: { name: "x", type: 1, info: { regex: "([a-z" } } }),
+				422,
+			);
 			expect(regex._issues.info.regex).toMatch(/invalid regular expression/);
 		});
 
 		it("accepts only the group types the spec documents (0 to 4): any other is a 422 naming type", async () => {
 			for (const type of [99, 5, -1, 1.5]) {
 				const err = expectEveError(await request("POST", url("groups"), { body: { name: "bad-type", type } }), 422);
-				expect(err._issues).toEqual({ type: type === 1.5 ? "must be of integer type" : type < 0 ? "min value is 0" : "max value is 4" });
+				expect(err._issues).toEqual({
+					type: type === 1.5 ? "must be of integer type" : type < 0 ? "min value is 0" : "max value is 4",
+				});
 			}
-			const ok = await request("POST", url("groups"), { body: [0, 1, 2, 3, 4].map(type => ({ name: `ok-type-${type}`, type })) });
+			const ok = await request("POST", url("groups"), {
+				body: [0, 1, 2, 3, 4].map(type => ({ name: `ok-type-${type}`, type })),
+			});
 			expect(ok.status).toBe(201);
 			const id = ok.body._items[0]._id;
 			const patch = expectEveError(await request("PATCH", url(`groups/${id}`), { body: { type: 99 } }), 422);
@@ -302,32 +405,68 @@ export default function conventions(h: () => Harness): void {
 		it("refuses a string that is not well-formed Unicode (a lone surrogate) with a 422 naming the field, at any depth", async () => {
 			const NOT_WELL_FORMED = "must be well-formed Unicode (a lone UTF-16 surrogate is not)";
 			const json = { "content-type": "application/json" };
-			const lone = expectEveError(await request("POST", url("groups"), { raw: '{"name": "web\\ud800"}', headers: json }), 422);
+			const lone = expectEveError(
+				await request("POST", url("groups"), { raw: '{"name": "web\\ud800"}', headers: json }),
+				422,
+			);
 			expect(lone._issues).toEqual({ name: NOT_WELL_FORMED });
-			const low = expectEveError(await request("POST", url("groups"), { raw: '{"name": "\\udc00x", "type": 1, "info": {"grain": {"os": "ALT\\ud83d"}}}', headers: json }), 422);
+			const low = expectEveError(
+				await request("POST", url("groups"), {
+					raw: '{"name": "\\udc00x", "type": 1, "info": {"grain": {"os": "ALT\\ud83d"}}}',
+					headers: json,
+				}),
+				422,
+			);
 			expect(low._issues).toEqual({ name: NOT_WELL_FORMED, info: { grain: { os: NOT_WELL_FORMED } } });
-			const key = expectEveError(await request("POST", url("groups"), { raw: '{"name": "k", "type": 1, "info": {"grain": {"\\ud800": "x"}}}', headers: json }), 422);
-			expect(key._issues).toEqual({ info: { grain: "keys must be well-formed Unicode (a lone UTF-16 surrogate is not)" } });
+			const key = expectEveError(
+				await request("POST", url("groups"), {
+					raw: '{"name": "k", "type": 1, "info": {"grain": {"\\ud800": "x"}}}',
+					headers: json,
+				}),
+				422,
+			);
+			expect(key._issues).toEqual({
+				info: { grain: "keys must be well-formed Unicode (a lone UTF-16 surrogate is not)" },
+			});
 			// Reported with the schema's own issues.
-			const both = expectEveError(await request("POST", url("groups"), { raw: '{"name": "\\ud800", "type": 99}', headers: json }), 422);
+			const both = expectEveError(
+				await request("POST", url("groups"), { raw: '{"name": "\\ud800", "type": 99}', headers: json }),
+				422,
+			);
 			expect(both._issues).toEqual({ name: NOT_WELL_FORMED, type: "max value is 4" });
 			// A surrogate pair is one well-formed character.
 			const pair = await request("POST", url("groups"), { raw: '{"name": "uni-\\ud83d\\ude80"}', headers: json });
 			expect(pair.status).toBe(201);
 			expect((await request("GET", url(`groups/${pair.body._id}`))).body.name).toBe("uni-\u{1F680}");
-			const patch = expectEveError(await request("PATCH", url(`groups/${pair.body._id}`), { raw: '{"name": "\\ud800"}', headers: json }), 422);
+			const patch = expectEveError(
+				await request("PATCH", url(`groups/${pair.body._id}`), { raw: '{"name": "\\ud800"}', headers: json }),
+				422,
+			);
 			expect(patch._issues).toEqual({ name: NOT_WELL_FORMED });
 			expect((await request("GET", url(`groups/${pair.body._id}`))).body.name).toBe("uni-\u{1F680}");
 			// The same rule in every collection's schema: tasks, tokens.
-			const task = expectEveError(await request("POST", url("tasks"), { body: { name: "\ud800", fun: "test.ping", tgt: ["x"], start: "2030-01-01 00:00", kwarg: { cmd: "a\udfff" } } }), 422);
+			const task = expectEveError(
+				await request("POST", url("tasks"), {
+					body: { name: "\ud800", fun: "test.ping", tgt: ["x"], start: "2030-01-01 00:00", kwarg: { cmd: "a\udfff" } },
+				}),
+				422,
+			);
 			expect(task._issues).toEqual({ name: NOT_WELL_FORMED, kwarg: { cmd: NOT_WELL_FORMED } });
-			const token = expectEveError(await request("POST", url("tokens"), { body: { name: "t\ud800", role: "viewer" } }), 422);
+			const token = expectEveError(
+				await request("POST", url("tokens"), { body: { name: "t\ud800", role: "viewer" } }),
+				422,
+			);
 			expect(token._issues).toEqual({ name: NOT_WELL_FORMED });
 		});
 
 		it("rejects dangling references and cycles with 422", async () => {
-			const dangling = expectEveError(await request("POST", url("groups"), { body: { name: "d", subgroups: ["0123456789abcdef01234567"] } }), 422);
-			expect(dangling._issues).toEqual({ subgroups: { "0": "value '0123456789abcdef01234567' must exist in resource 'groups', field '_id'." } });
+			const dangling = expectEveError(
+				await request("POST", url("groups"), { body: { name: "d", subgroups: ["0123456789abcdef01234567"] } }),
+				422,
+			);
+			expect(dangling._issues).toEqual({
+				subgroups: { "0": "value '0123456789abcdef01234567' must exist in resource 'groups', field '_id'." },
+			});
 
 			const a = (await request("POST", url("groups"), { body: { name: "cyc-a" } })).body._id;
 			const b = (await request("POST", url("groups"), { body: { name: "cyc-b", subgroups: [a] } })).body._id;
@@ -344,28 +483,66 @@ export default function conventions(h: () => Harness): void {
 			const id = "aaaaaaaaaaaaaaaaaaaaaaa1";
 			expect((await request("POST", url("groups"), { body: { _id: id, name: "first" } })).status).toBe(201);
 			expectEveError(await request("POST", url("groups"), { body: { _id: id, name: "second" } }), 409);
-			expectEveError(await request("POST", url("groups"), { body: [{ _id: "aaaaaaaaaaaaaaaaaaaaaaa2", name: "x" }, { _id: "aaaaaaaaaaaaaaaaaaaaaaa2", name: "y" }] }), 409);
+			expectEveError(
+				await request("POST", url("groups"), {
+					body: [
+						{ _id: "aaaaaaaaaaaaaaaaaaaaaaa2", name: "x" },
+						{ _id: "aaaaaaaaaaaaaaaaaaaaaaa2", name: "y" },
+					],
+				}),
+				409,
+			);
 			expect((await request("GET", url(`groups/${id}`))).body.name).toBe("first");
-			const badId = expectEveError(await request("POST", url("groups"), { body: { _id: "not-an-id", name: "x" } }), 422);
+			const badId = expectEveError(
+				await request("POST", url("groups"), { body: { _id: "not-an-id", name: "x" } }),
+				422,
+			);
 			expect(badId._issues._id).toBe("must be of objectid type");
 		});
 
 		it("rejects malformed bodies with clear 4xx errors", async () => {
-			expect(expectEveError(await request("POST", url("groups"), { raw: '{"name": ', headers: { "content-type": "application/json" } }), 400)._error.message).toMatch(/malformed JSON/);
-			expectEveError(await request("POST", url("groups"), { raw: "name=x", headers: { "content-type": "text/plain" } }), 400);
-			expectEveError(await request("POST", url("groups"), { raw: '"just a string"', headers: { "content-type": "application/json" } }), 400);
-			expectEveError(await request("POST", url("groups"), { raw: "null", headers: { "content-type": "application/json" } }), 400);
+			expect(
+				expectEveError(
+					await request("POST", url("groups"), { raw: '{"name": ', headers: { "content-type": "application/json" } }),
+					400,
+				)._error.message,
+			).toMatch(/malformed JSON/);
+			expectEveError(
+				await request("POST", url("groups"), { raw: "name=x", headers: { "content-type": "text/plain" } }),
+				400,
+			);
+			expectEveError(
+				await request("POST", url("groups"), {
+					raw: '"just a string"',
+					headers: { "content-type": "application/json" },
+				}),
+				400,
+			);
+			expectEveError(
+				await request("POST", url("groups"), { raw: "null", headers: { "content-type": "application/json" } }),
+				400,
+			);
 			expectEveError(await request("POST", url("groups")), 400);
 			const huge = JSON.stringify({ name: "x".repeat(2 * 1024 * 1024) });
-			expectEveError(await request("POST", url("groups"), { raw: huge, headers: { "content-type": "application/json" } }), 413);
-			const proto = await request("POST", url("groups"), { raw: '{"name":"p","__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}}}', headers: { "content-type": "application/json" } });
+			expectEveError(
+				await request("POST", url("groups"), { raw: huge, headers: { "content-type": "application/json" } }),
+				413,
+			);
+			const proto = await request("POST", url("groups"), {
+				raw: '{"name":"p","__proto__":{"polluted":true},"constructor":{"prototype":{"polluted":true}}}',
+				headers: { "content-type": "application/json" },
+			});
 			expect(proto.status).toBe(422);
 			expect(({} as any).polluted).toBeUndefined();
 			expectEveError(await request("PATCH", url("groups/0123456789abcdef01234567"), { body: { name: "x" } }), 404);
 		});
 
 		it("patches with Eve's write shape, merging nested objects", async () => {
-			const id = (await request("POST", url("groups"), { body: { name: "p-1", type: 1, info: { regex: "^a", grain: { os: "ALT" } } } })).body._id;
+			const id = (
+				await request("POST", url("groups"), {
+					body: { name: "p-1", type: 1, info: { regex: "^a", grain: { os: "ALT" } } },
+				})
+			).body._id;
 			const res = await request("PATCH", url(`groups/${id}`), { body: { info: { regex: "^b" }, hosts: ["x"] } });
 			expect(res.status).toBe(200);
 			expect(Object.keys(res.body)).toEqual(["_updated", "_created", "_id", "_links", "_status"]);
@@ -377,16 +554,29 @@ export default function conventions(h: () => Harness): void {
 			// An array is a document of the wrong type, as in Eve: 422 (a body that is not JSON data at all is a 400).
 			expectEveError(await request("PATCH", url(`groups/${id}`), { body: [1] }), 422);
 			// null is no value for a field that does not say it may be null (Eve: "null value not allowed"), nested too.
-			const nulls = expectEveError(await request("PATCH", url(`groups/${id}`), { body: { name: null, subgroups: null, type: null, info: { regex: null } } }), 422);
-			expect(nulls._issues).toEqual({ name: "null value not allowed", subgroups: "null value not allowed", type: "null value not allowed", info: { regex: "null value not allowed" } });
-			expect(expectEveError(await request("POST", url("groups"), { body: { name: "n", hosts: null } }), 422)._issues).toEqual({ hosts: "null value not allowed" });
+			const nulls = expectEveError(
+				await request("PATCH", url(`groups/${id}`), {
+					body: { name: null, subgroups: null, type: null, info: { regex: null } },
+				}),
+				422,
+			);
+			expect(nulls._issues).toEqual({
+				name: "null value not allowed",
+				subgroups: "null value not allowed",
+				type: "null value not allowed",
+				info: { regex: "null value not allowed" },
+			});
+			expect(
+				expectEveError(await request("POST", url("groups"), { body: { name: "n", hosts: null } }), 422)._issues,
+			).toEqual({ hosts: "null value not allowed" });
 			const after = (await request("GET", url(`groups/${id}`))).body;
 			expect([after.name, after.type, after.info]).toEqual(["p-1", 1, { regex: "^b", grain: { os: "ALT" } }]);
 		});
 
 		it("deletes items with 204 and unlinks them from their parents; a DELETE of an absent or malformed id is a 404, as GET", async () => {
 			const child = (await request("POST", url("groups"), { body: { name: "del-child" } })).body._id;
-			const parent = (await request("POST", url("groups"), { body: { name: "del-parent", subgroups: [child] } })).body._id;
+			const parent = (await request("POST", url("groups"), { body: { name: "del-parent", subgroups: [child] } })).body
+				._id;
 			const del = await request("DELETE", url(`groups/${child}`));
 			expect(del.status).toBe(204);
 			expect(del.text).toBe("");
@@ -402,7 +592,12 @@ export default function conventions(h: () => Harness): void {
 		});
 
 		it("deletes by type with DELETE /groups?where=, and refuses a delete without a type", async () => {
-			await request("POST", url("groups"), { body: [{ name: "t3", type: 3 }, { name: "t4", type: 4 }] });
+			await request("POST", url("groups"), {
+				body: [
+					{ name: "t3", type: 3 },
+					{ name: "t4", type: 4 },
+				],
+			});
 			const keeper = (await request("POST", url("groups"), { body: { name: "keeper", type: 1 } })).body._id;
 			expect((await request("DELETE", url("groups", { where: { type: 3 } }))).status).toBe(204);
 			expect((await request("GET", url("groups", { where: { type: 3 } }))).body._meta.total).toBe(0);

@@ -21,7 +21,10 @@ const FUTURE = "Fri, 01 Jan 2100 00:00:00 GMT";
  * to any request with a conditional header unless one is given, and some servers (moleculer-web's own check)
  * then never answer 304: that would hide what these tests are about.
  */
-const conditional = (headers: Record<string, string>): Record<string, string> => ({ "Cache-Control": "max-age=0", ...headers });
+const conditional = (headers: Record<string, string>): Record<string, string> => ({
+	"Cache-Control": "max-age=0",
+	...headers,
+});
 
 type StoreHook = (this: unknown, ...args: unknown[]) => Promise<unknown>;
 
@@ -85,7 +88,11 @@ export default function eveConformance(h: () => Harness, leg: Leg): void {
 
 	describe("conditional reads of lists (finding 1)", () => {
 		it("answers a list GET with If-Modified-Since 200 with the current list, also after a member was deleted", async () => {
-			const ids = [await createGroup({ name: "cf-ims-1" }), await createGroup({ name: "cf-ims-2" }), await createGroup({ name: "cf-ims-3" })];
+			const ids = [
+				await createGroup({ name: "cf-ims-1" }),
+				await createGroup({ name: "cf-ims-2" }),
+				await createGroup({ name: "cf-ims-3" }),
+			];
 			const where = { name: { $in: ["cf-ims-1", "cf-ims-2", "cf-ims-3"] } };
 			const first = await request("GET", url("groups", { where }));
 			expect(first.body._meta.total).toBe(3);
@@ -95,11 +102,15 @@ export default function eveConformance(h: () => Harness, leg: Leg): void {
 
 			expect((await request("DELETE", url(`groups/${ids[1]}`))).status).toBe(204);
 			for (const since of [lastModified, FUTURE]) {
-				const again = await request("GET", url("groups", { where }), { headers: conditional({ "If-Modified-Since": since }) });
+				const again = await request("GET", url("groups", { where }), {
+					headers: conditional({ "If-Modified-Since": since }),
+				});
 				expect(again.status).toBe(200);
 				expect(again.body._meta.total).toBe(2);
 				expect(again.body._items.map((g: { _id: string }) => g._id).sort()).toEqual([ids[0], ids[2]].sort());
-				const head = await request("HEAD", url("groups", { where }), { headers: conditional({ "If-Modified-Since": since }) });
+				const head = await request("HEAD", url("groups", { where }), {
+					headers: conditional({ "If-Modified-Since": since }),
+				});
 				expect(head.status).toBe(200);
 				expect(head.headers.get("x-total-count")).toBe("2");
 			}
@@ -112,10 +123,16 @@ export default function eveConformance(h: () => Harness, leg: Leg): void {
 				expect(res.status).toBe(200);
 				expect(res.text).not.toBe("");
 			}
-			const created = await request("POST", url("groups"), { body: { name: "cf-star-2" }, headers: conditional({ "If-None-Match": "*" }) });
+			const created = await request("POST", url("groups"), {
+				body: { name: "cf-star-2" },
+				headers: conditional({ "If-None-Match": "*" }),
+			});
 			expect(created.status).toBe(201);
 			expect(created.body._status).toBe("OK");
-			const patched = await request("PATCH", url(`groups/${id}`), { body: { hosts: ["a"] }, headers: conditional({ "If-None-Match": "*", "If-Modified-Since": FUTURE }) });
+			const patched = await request("PATCH", url(`groups/${id}`), {
+				body: { hosts: ["a"] },
+				headers: conditional({ "If-None-Match": "*", "If-Modified-Since": FUTURE }),
+			});
 			expect(patched.status).toBe(200);
 			expect(patched.body._status).toBe("OK");
 		});
@@ -139,10 +156,18 @@ export default function eveConformance(h: () => Harness, leg: Leg): void {
 				expect(again.status).toBe(304);
 				expect(again.text).toBe("");
 			}
-			const older = await request("GET", media, { headers: conditional({ "If-Modified-Since": "Mon, 01 Jan 2001 00:00:00 GMT" }) });
+			const older = await request("GET", media, {
+				headers: conditional({ "If-Modified-Since": "Mon, 01 Jan 2001 00:00:00 GMT" }),
+			});
 			expect(older.status).toBe(200);
 			expect(older.text).toBe("hello");
-			expect((await request("GET", url("files", { where: { name: "cf-media.txt" } }), { headers: conditional({ "If-Modified-Since": FUTURE }) })).status).toBe(200);
+			expect(
+				(
+					await request("GET", url("files", { where: { name: "cf-media.txt" } }), {
+						headers: conditional({ "If-Modified-Since": FUTURE }),
+					})
+				).status,
+			).toBe(200);
 		});
 	});
 
@@ -163,13 +188,25 @@ export default function eveConformance(h: () => Harness, leg: Leg): void {
 				expect(hit.text).toBe("");
 				expect(hit.headers.get("etag")).toBe(etag);
 			}
-			expect((await request("HEAD", url(`groups/${id}`), { headers: conditional({ "If-None-Match": etag }) })).status).toBe(304);
-			const miss = await request("GET", url(`groups/${id}`), { headers: conditional({ "If-None-Match": `"${"0".repeat(40)}"` }) });
+			expect(
+				(await request("HEAD", url(`groups/${id}`), { headers: conditional({ "If-None-Match": etag }) })).status,
+			).toBe(304);
+			const miss = await request("GET", url(`groups/${id}`), {
+				headers: conditional({ "If-None-Match": `"${"0".repeat(40)}"` }),
+			});
 			expect(miss.status).toBe(200);
 			expect(miss.body.name).toBe("cf-etag");
 			// With If-None-Match, If-Modified-Since is not looked at; alone it never gives a 304 on items.
-			expect((await request("GET", url(`groups/${id}`), { headers: conditional({ "If-None-Match": '"other"', "If-Modified-Since": FUTURE }) })).status).toBe(200);
-			expect((await request("GET", url(`groups/${id}`), { headers: conditional({ "If-Modified-Since": FUTURE }) })).status).toBe(200);
+			expect(
+				(
+					await request("GET", url(`groups/${id}`), {
+						headers: conditional({ "If-None-Match": '"other"', "If-Modified-Since": FUTURE }),
+					})
+				).status,
+			).toBe(200);
+			expect(
+				(await request("GET", url(`groups/${id}`), { headers: conditional({ "If-Modified-Since": FUTURE }) })).status,
+			).toBe(200);
 			expect(bare).toMatch(/^[0-9a-f]{40}$/);
 		});
 
@@ -194,11 +231,15 @@ export default function eveConformance(h: () => Harness, leg: Leg): void {
 			const lastModified = first.headers.get("last-modified") as string;
 			// Deleting the child takes it out of the parent's subgroups without moving the parent's _updated.
 			expect((await request("DELETE", url(`groups/${child}`))).status).toBe(204);
-			const again = await request("GET", url(`groups/${parent}`), { headers: conditional({ "If-Modified-Since": lastModified }) });
+			const again = await request("GET", url(`groups/${parent}`), {
+				headers: conditional({ "If-Modified-Since": lastModified }),
+			});
 			expect(again.status).toBe(200);
 			expect(again.body.subgroups).toEqual([]);
 			expect(again.headers.get("etag")).not.toBe(first.headers.get("etag"));
-			const byEtag = await request("GET", url(`groups/${parent}`), { headers: conditional({ "If-None-Match": first.headers.get("etag") as string }) });
+			const byEtag = await request("GET", url(`groups/${parent}`), {
+				headers: conditional({ "If-None-Match": first.headers.get("etag") as string }),
+			});
 			expect(byEtag.status).toBe(200);
 			expect(byEtag.body.subgroups).toEqual([]);
 		});
@@ -222,7 +263,12 @@ export default function eveConformance(h: () => Harness, leg: Leg): void {
 			const id = await createGroup({ name: "cf-412" });
 			const current = await etagOf(`groups/${id}`);
 			const stale = `"${"a".repeat(40)}"`;
-			expect412(await request("PATCH", url(`groups/${id}`), { body: { name: "cf-412-changed" }, headers: { "If-Match": stale } }));
+			expect412(
+				await request("PATCH", url(`groups/${id}`), {
+					body: { name: "cf-412-changed" },
+					headers: { "If-Match": stale },
+				}),
+			);
 			// 412 whatever the body holds: the version is compared first, as Eve's get_document does.
 			expect412(await request("PATCH", url(`groups/${id}`), { body: { type: "x" }, headers: { "If-Match": stale } }));
 			expect412(await request("DELETE", url(`groups/${id}`), { headers: { "If-Match": `W/${stale}` } }));
@@ -231,29 +277,57 @@ export default function eveConformance(h: () => Harness, leg: Leg): void {
 			expect(unchanged.body.name).toBe("cf-412");
 			expect(unchanged.headers.get("etag")).toBe(current);
 
-			const task = await request("POST", url("tasks"), { body: { name: "cf-task", fun: "test.ping", start: "2030-01-02 03:04", tgt: ["cf-web-1"] } });
+			const task = await request("POST", url("tasks"), {
+				body: { name: "cf-task", fun: "test.ping", start: "2030-01-02 03:04", tgt: ["cf-web-1"] },
+			});
 			expect(task.status).toBe(201);
 			const taskId = task.body._id;
 			const taskEtag = await etagOf(`tasks/${taskId}`);
-			expect412(await request("PUT", url("tasks"), { body: { _id: taskId, tgt: ["cf-web-2"] }, headers: { "If-Match": stale } }));
+			expect412(
+				await request("PUT", url("tasks"), {
+					body: { _id: taskId, tgt: ["cf-web-2"] },
+					headers: { "If-Match": stale },
+				}),
+			);
 			expect412(await request("PATCH", url(`tasks/${taskId}/paused`), { headers: { "If-Match": stale } }));
 			expect412(await request("DELETE", url(`tasks/${taskId}`), { headers: { "If-Match": stale } }));
 			const sameTask = await request("GET", url(`tasks/${taskId}`));
 			expect(sameTask.body).toMatchObject({ tgt: ["cf-web-1"], status: "scheduled" });
 			expect(sameTask.headers.get("etag")).toBe(taskEtag);
-			const put = await request("PUT", url("tasks"), { body: { _id: taskId, tgt: ["cf-web-2"] }, headers: { "If-Match": taskEtag } });
+			const put = await request("PUT", url("tasks"), {
+				body: { _id: taskId, tgt: ["cf-web-2"] },
+				headers: { "If-Match": taskEtag },
+			});
 			expect(put.status).toBe(200);
 			expect412(await request("PATCH", url(`tasks/${taskId}/paused`), { headers: { "If-Match": taskEtag } }));
-			expect((await request("PATCH", url(`tasks/${taskId}/paused`), { headers: { "If-Match": put.headers.get("etag") as string } })).status).toBe(200);
-			expect((await request("DELETE", url(`tasks/${taskId}`), { headers: { "If-Match": await etagOf(`tasks/${taskId}`) } })).status).toBe(204);
+			expect(
+				(
+					await request("PATCH", url(`tasks/${taskId}/paused`), {
+						headers: { "If-Match": put.headers.get("etag") as string },
+					})
+				).status,
+			).toBe(200);
+			expect(
+				(await request("DELETE", url(`tasks/${taskId}`), { headers: { "If-Match": await etagOf(`tasks/${taskId}`) } }))
+					.status,
+			).toBe(204);
 		});
 
 		it("applies writes whose If-Match is the current version: quoted, weak, bare, in a list, or *", async () => {
 			const id = await createGroup({ name: "cf-match-0" });
 			let etag = await etagOf(`groups/${id}`);
-			const forms = [(e: string) => e, (e: string) => `W/${e}`, (e: string) => e.slice(1, -1), (e: string) => `"nope", ${e}`, () => "*"];
+			const forms = [
+				(e: string) => e,
+				(e: string) => `W/${e}`,
+				(e: string) => e.slice(1, -1),
+				(e: string) => `"nope", ${e}`,
+				() => "*",
+			];
 			for (const [i, form] of forms.entries()) {
-				const res = await request("PATCH", url(`groups/${id}`), { body: { name: `cf-match-${i + 1}` }, headers: { "If-Match": form(etag) } });
+				const res = await request("PATCH", url(`groups/${id}`), {
+					body: { name: `cf-match-${i + 1}` },
+					headers: { "If-Match": form(etag) },
+				});
 				expect(res.status).toBe(200);
 				expect(res.body._status).toBe("OK");
 				etag = res.headers.get("etag") as string;
@@ -268,7 +342,10 @@ export default function eveConformance(h: () => Harness, leg: Leg): void {
 			const id = await createGroup({ name: "cf-race" });
 			const etag = await etagOf(`groups/${id}`);
 			const names = Array.from({ length: 6 }, (_, i) => `cf-race-${i}`);
-			const patches = () => Promise.all(names.map(name => request("PATCH", url(`groups/${id}`), { body: { name }, headers: { "If-Match": etag } })));
+			const patches = () =>
+				Promise.all(
+					names.map(name => request("PATCH", url(`groups/${id}`), { body: { name }, headers: { "If-Match": etag } })),
+				);
 			let replies: Reply[];
 			if (held) {
 				const hold = holdGroupWrites(h());
@@ -288,7 +365,8 @@ export default function eveConformance(h: () => Harness, leg: Leg): void {
 			expect((await request("GET", url(`groups/${id}`))).body.name).toBe(won[0][1]);
 		};
 
-		it("lets exactly one of several writes sent at once from the same ETag succeed; the others get 412", () => race(false));
+		it("lets exactly one of several writes sent at once from the same ETag succeed; the others get 412", () =>
+			race(false));
 
 		itIf(!leg.processes, "the services run in other processes, where the test cannot hold their writes")(
 			"lets exactly one succeed even when every write compared the same version before any of them wrote (compare-and-write)",
@@ -300,10 +378,20 @@ export default function eveConformance(h: () => Harness, leg: Leg): void {
 				const etag = await etagOf(`groups/${id}`);
 				const hold = holdGroupWrites(h());
 				try {
-					const held = request("PATCH", url(`groups/${id}`), { body: { name: "cf-race-held" }, headers: { "If-Match": etag } });
+					const held = request("PATCH", url(`groups/${id}`), {
+						body: { name: "cf-race-held" },
+						headers: { "If-Match": etag },
+					});
 					await hold.arrived(1);
 					hold.restore();
-					expect((await request("PATCH", url(`groups/${id}`), { body: { name: "cf-race-first" }, headers: { "If-Match": etag } })).status).toBe(200);
+					expect(
+						(
+							await request("PATCH", url(`groups/${id}`), {
+								body: { name: "cf-race-first" },
+								headers: { "If-Match": etag },
+							})
+						).status,
+					).toBe(200);
 					expect412(await request("DELETE", url(`groups/${id}`), { headers: { "If-Match": etag } }));
 					hold.release();
 					expect412(await held);
@@ -318,7 +406,10 @@ export default function eveConformance(h: () => Harness, leg: Leg): void {
 				const etag2 = await etagOf(`groups/${id2}`);
 				const hold2 = holdGroupWrites(h());
 				try {
-					const held = request("PATCH", url(`groups/${id2}`), { body: { name: "cf-race-late" }, headers: { "If-Match": etag2 } });
+					const held = request("PATCH", url(`groups/${id2}`), {
+						body: { name: "cf-race-late" },
+						headers: { "If-Match": etag2 },
+					});
 					await hold2.arrived(1);
 					expect((await request("DELETE", url(`groups/${id2}`), { headers: { "If-Match": etag2 } })).status).toBe(204);
 					hold2.release();
@@ -335,22 +426,36 @@ export default function eveConformance(h: () => Harness, leg: Leg): void {
 			const created = await request("POST", url("groups"), { body: { name: "cf-plain" } });
 			expect(created.status).toBe(201);
 			expect(Object.keys(created.body)).toEqual(["_updated", "_created", "_id", "_links", "_status"]);
-			expect((await request("PATCH", url(`groups/${created.body._id}`), { body: { name: "cf-plain-2" } })).status).toBe(200);
+			expect((await request("PATCH", url(`groups/${created.body._id}`), { body: { name: "cf-plain-2" } })).status).toBe(
+				200,
+			);
 			const missing = "0123456789abcdef0123cf00";
-			expectEveError(await request("PATCH", url(`groups/${missing}`), { body: { name: "x" }, headers: { "If-Match": '"x"' } }), 404);
+			expectEveError(
+				await request("PATCH", url(`groups/${missing}`), { body: { name: "x" }, headers: { "If-Match": '"x"' } }),
+				404,
+			);
 			expectEveError(await request("DELETE", url(`groups/${missing}`), { headers: { "If-Match": "*" } }), 404);
 			expect((await request("DELETE", url(`groups/${created.body._id}`))).status).toBe(204);
 		});
 	});
 
 	describe("dotted PATCH keys (finding 3)", () => {
-		it("applies {\"info.regex\": …} as a change of that sub-field and keeps the dict's other fields", async () => {
-			const id = await createGroup({ name: "cf-dot", type: 1, info: { regex: "^a", grain: { os: "ALT", role: "web" } } });
+		it('applies {"info.regex": …} as a change of that sub-field and keeps the dict\'s other fields', async () => {
+			const id = await createGroup({
+				name: "cf-dot",
+				type: 1,
+				info: { regex: "^a", grain: { os: "ALT", role: "web" } },
+			});
 			const res = await request("PATCH", url(`groups/${id}`), { body: { "info.regex": "^w-" } });
 			expect(res.status).toBe(200);
 			expect(Object.keys(res.body)).toEqual(["_updated", "_created", "_id", "_links", "_status"]);
-			expect((await request("GET", url(`groups/${id}`))).body.info).toEqual({ regex: "^w-", grain: { os: "ALT", role: "web" } });
-			expect((await request("PATCH", url(`groups/${id}`), { body: { "info.grain.os": "Debian", name: "cf-dot-2" } })).status).toBe(200);
+			expect((await request("GET", url(`groups/${id}`))).body.info).toEqual({
+				regex: "^w-",
+				grain: { os: "ALT", role: "web" },
+			});
+			expect(
+				(await request("PATCH", url(`groups/${id}`), { body: { "info.grain.os": "Debian", name: "cf-dot-2" } })).status,
+			).toBe(200);
 			const item = await request("GET", url(`groups/${id}`));
 			expect(item.body.info).toEqual({ regex: "^w-", grain: { os: "Debian", role: "web" } });
 			expect(item.body.name).toBe("cf-dot-2");
@@ -365,14 +470,27 @@ export default function eveConformance(h: () => Harness, leg: Leg): void {
 		it("checks the nested field against its schema (and the group rules), and changes nothing when it fails", async () => {
 			const id = await createGroup({ name: "cf-dot-bad", type: 1, info: { regex: "^a" } });
 			const patch = (body: Record<string, unknown>) => request("PATCH", url(`groups/${id}`), { body });
-			expect(expectEveError(await patch({ "info.regex": 5 }), 422)._issues).toEqual({ info: { regex: "must be of string type" } });
-			expect(expectEveError(await patch({ "info.bogus": 1 }), 422)._issues).toEqual({ info: { bogus: "unknown field" } });
-			expect(expectEveError(await patch({ "info.grain.os": 5 }), 422)._issues).toEqual({ info: { grain: { os: "must be of string type" } } });
-			expect(expectEveError(await patch({ "info.regex": "([a-z" }), 422)._issues.info.regex).toMatch(/invalid regular expression/);
-			expect(expectEveError(await patch({ "name.first": "x" }), 422)._issues).toEqual({ "name.first": "'name' is not a dict: a field inside it cannot be set" });
+			expect(expectEveError(await patch({ "info.regex": 5 }), 422)._issues).toEqual({
+				info: { regex: "must be of string type" },
+			});
+			expect(expectEveError(await patch({ "info.bogus": 1 }), 422)._issues).toEqual({
+				info: { bogus: "unknown field" },
+			});
+			expect(expectEveError(await patch({ "info.grain.os": 5 }), 422)._issues).toEqual({
+				info: { grain: { os: "must be of string type" } },
+			});
+			expect(expectEveError(await patch({ "info.regex": "([a-z" }), 422)._issues.info.regex).toMatch(
+				/invalid regular expression/,
+			);
+			expect(expectEveError(await patch({ "name.first": "x" }), 422)._issues).toEqual({
+				"name.first": "'name' is not a dict: a field inside it cannot be set",
+			});
 			expect(expectEveError(await patch({ "info..regex": "x" }), 422)._issues).toHaveProperty(["info..regex"]);
 			expect(expectEveError(await patch({ "bogus.x": 1 }), 422)._issues).toEqual({ bogus: "unknown field" });
-			expect((await request("GET", url(`groups/${id}`))).body).toMatchObject({ name: "cf-dot-bad", info: { regex: "^a" } });
+			expect((await request("GET", url(`groups/${id}`))).body).toMatchObject({
+				name: "cf-dot-bad",
+				info: { regex: "^a" },
+			});
 		});
 	});
 
@@ -381,7 +499,8 @@ export default function eveConformance(h: () => Harness, leg: Leg): void {
 			const child = await createGroup({ name: "cf-rel-child" });
 			const parent = await createGroup({ name: "cf-rel-parent", subgroups: [child] });
 			const related = { subgroups: [{ title: "Group", href: `groups/${child}` }] };
-			const item = (projection?: Record<string, number>) => request("GET", url(`groups/${parent}`, projection ? { projection } : {}));
+			const item = (projection?: Record<string, number>) =>
+				request("GET", url(`groups/${parent}`, projection ? { projection } : {}));
 			expect((await item()).body._links.related).toEqual(related);
 			expect((await item({ subgroups: 1 })).body._links.related).toEqual(related);
 			for (const projection of [{ name: 1 }, { subgroups: 0 }] as Array<Record<string, number>>) {
@@ -426,18 +545,38 @@ export default function eveConformance(h: () => Harness, leg: Leg): void {
 				expect(err._issues).toEqual({ _root: "must be of dict type" });
 			}
 			expect((await request("GET", url(`groups/${id}`))).body.name).toBe("cf-bodies");
-			for (const junk of ["not-an-id", "0123", "0123456789ABCDEF01234567"]) expectEveError(await request("DELETE", url(`groups/${junk}`)), 404);
+			for (const junk of ["not-an-id", "0123", "0123456789ABCDEF01234567"])
+				expectEveError(await request("DELETE", url(`groups/${junk}`)), 404);
 		});
 	});
 
 	describe("PATCH of a soft-deleted host (finding 7, decided: 404)", () => {
 		it("answers 404, as GET and DELETE do, and leaves the host deleted and as it was", async () => {
 			const host = "cf-gone-07";
-			await h().call("hosts.upsertMany", { hosts: [{ _id: host, version: "3006.8", ip: "10.0.7.7", status: "down", key: "accepted", grain: { osfullname: "Debian" } }] });
-			expect((await request("PATCH", url(`hosts/${host}`), { body: { identification_number: "before" } })).status).toBe(200);
+			await h().call("hosts.upsertMany", {
+				hosts: [
+					{
+						_id: host,
+						version: "3006.8",
+						ip: "10.0.7.7",
+						status: "down",
+						key: "accepted",
+						grain: { osfullname: "Debian" },
+					},
+				],
+			});
+			expect((await request("PATCH", url(`hosts/${host}`), { body: { identification_number: "before" } })).status).toBe(
+				200,
+			);
 			expect((await request("DELETE", url(`hosts/${host}`))).status).toBe(204);
 			expectEveError(await request("PATCH", url(`hosts/${host}`), { body: { identification_number: "after" } }), 404);
-			expectEveError(await request("PATCH", url(`hosts/${host}`), { body: { identification_number: "after" }, headers: { "If-Match": "*" } }), 404);
+			expectEveError(
+				await request("PATCH", url(`hosts/${host}`), {
+					body: { identification_number: "after" },
+					headers: { "If-Match": "*" },
+				}),
+				404,
+			);
 			const shown = await request("GET", url(`hosts/${host}`, { show_soft_deleted: 1 }));
 			expect(shown.status).toBe(200);
 			expect(shown.body).toMatchObject({ _id: host, _soft_deleted: true, identification_number: "before" });
@@ -446,15 +585,29 @@ export default function eveConformance(h: () => Harness, leg: Leg): void {
 
 	describe("Eve's type names in validation messages (finding 8)", () => {
 		it("says integer for integer fields and objectid for ObjectId fields", async () => {
-			const err = expectEveError(await request("POST", url("groups"), { body: { name: "cf-types", type: "one", subgroups: ["nope", 5, "0123456789abcdef01234567"] } }), 422);
+			const err = expectEveError(
+				await request("POST", url("groups"), {
+					body: { name: "cf-types", type: "one", subgroups: ["nope", 5, "0123456789abcdef01234567"] },
+				}),
+				422,
+			);
 			expect(err._issues).toEqual({
 				type: "must be of integer type",
 				subgroups: { "0": "must be of objectid type", "1": "must be of objectid type" },
 			});
 			const id = await createGroup({ name: "cf-types-ok" });
-			expect(expectEveError(await request("PATCH", url(`groups/${id}`), { body: { type: "x" } }), 422)._issues).toEqual({ type: "must be of integer type" });
-			expect(expectEveError(await request("PATCH", url(`groups/${id}`), { body: { type: 1.5 } }), 422)._issues).toEqual({ type: "must be of integer type" });
-			const task = expectEveError(await request("POST", url("tasks"), { body: { name: "cf-int", fun: "test.ping", start: "2030-01-02 03:04", tgt: ["x"], interval: "often" } }), 422);
+			expect(expectEveError(await request("PATCH", url(`groups/${id}`), { body: { type: "x" } }), 422)._issues).toEqual(
+				{ type: "must be of integer type" },
+			);
+			expect(expectEveError(await request("PATCH", url(`groups/${id}`), { body: { type: 1.5 } }), 422)._issues).toEqual(
+				{ type: "must be of integer type" },
+			);
+			const task = expectEveError(
+				await request("POST", url("tasks"), {
+					body: { name: "cf-int", fun: "test.ping", start: "2030-01-02 03:04", tgt: ["x"], interval: "often" },
+				}),
+				422,
+			);
 			expect(task._issues).toEqual({ interval: "must be of integer type" });
 		});
 	});

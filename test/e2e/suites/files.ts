@@ -7,7 +7,8 @@ import type { Harness } from "../../support/harness";
 import { request, withQuery, expectEveError, type Reply } from "../../support/http";
 import { MAX_UPLOAD_BYTES } from "../../support/suite-env";
 
-const HTTP_DATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+const HTTP_DATE =
+	/^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
 const OBJECT_ID = /^[a-f0-9]{24}$/;
 const MEDIA = /^\/api\/media\/[a-f0-9]{24}$/;
 
@@ -24,11 +25,14 @@ export default function files(h: () => Harness): void {
 	const upload = (fields: Record<string, string>, parts: Part[] = []): Promise<Reply> => {
 		const form = new FormData();
 		for (const [k, v] of Object.entries(fields)) form.append(k, v);
-		for (const p of parts) form.append(p.field ?? "data", new Blob([p.bytes], { type: p.type }), p.filename ?? "upload.bin");
+		for (const p of parts)
+			form.append(p.field ?? "data", new Blob([p.bytes], { type: p.type }), p.filename ?? "upload.bin");
 		return request("POST", url("files"), { raw: form });
 	};
 	const media = async (path: string) => {
-		const res = await fetch(`${origin()}${path}`, { headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}` } });
+		const res = await fetch(`${origin()}${path}`, {
+			headers: { authorization: `Bearer ${process.env.FLEET_TEST_TOKEN}` },
+		});
 		return { status: res.status, headers: res.headers, bytes: Buffer.from(await res.arrayBuffer()) };
 	};
 	const countNamed = async (name: string) => (await request("GET", url("files", { where: { name } }))).body._meta.total;
@@ -40,7 +44,9 @@ export default function files(h: () => Harness): void {
 		let textId: string;
 
 		beforeAll(async () => {
-			const bin = await upload({ name: "fl-firmware.img" }, [{ bytes: binary, type: "application/x-fl-image", filename: "firmware.img" }]);
+			const bin = await upload({ name: "fl-firmware.img" }, [
+				{ bytes: binary, type: "application/x-fl-image", filename: "firmware.img" },
+			]);
 			expect(bin.status).toBe(201);
 			binId = bin.body._id;
 			const txt = await upload({ name: "fl-hello.txt" }, [{ bytes: text, type: "text/plain", filename: "hello.txt" }]);
@@ -76,7 +82,10 @@ export default function files(h: () => Harness): void {
 					collection: { title: "files", href: "files" },
 				},
 			});
-			const list = await request("GET", url("files", { where: { name: { $in: ["fl-firmware.img", "fl-hello.txt"] } }, sort: "name" }));
+			const list = await request(
+				"GET",
+				url("files", { where: { name: { $in: ["fl-firmware.img", "fl-hello.txt"] } }, sort: "name" }),
+			);
 			expect(list.body._items.map((f: any) => [f._id, f.name])).toEqual([
 				[binId, "fl-firmware.img"],
 				[textId, "fl-hello.txt"],
@@ -125,18 +134,31 @@ export default function files(h: () => Harness): void {
 
 	describe("refused uploads", () => {
 		it("answers 413 for a file over MAX_UPLOAD_BYTES and keeps no record", async () => {
-			const res = await upload({ name: "fl-too-big.bin" }, [{ bytes: randomBytes(MAX_UPLOAD_BYTES + 1), type: "application/octet-stream" }]);
+			const res = await upload({ name: "fl-too-big.bin" }, [
+				{ bytes: randomBytes(MAX_UPLOAD_BYTES + 1), type: "application/octet-stream" },
+			]);
 			expectEveError(res, 413);
 			expect(await countNamed("fl-too-big.bin")).toBe(0);
-			const bigger = await upload({ name: "fl-too-big.bin" }, [{ bytes: randomBytes(3 * MAX_UPLOAD_BYTES), type: "application/octet-stream" }]);
+			const bigger = await upload({ name: "fl-too-big.bin" }, [
+				{ bytes: randomBytes(3 * MAX_UPLOAD_BYTES), type: "application/octet-stream" },
+			]);
 			expectEveError(bigger, 413);
 			expect(await countNamed("fl-too-big.bin")).toBe(0);
 		});
 
 		it("answers 400 for a body that is not multipart/form-data", async () => {
 			expectEveError(await request("POST", url("files"), { body: { name: "fl-json", data: "aGVsbG8=" } }), 400);
-			expectEveError(await request("POST", url("files"), { raw: "hello", headers: { "content-type": "application/octet-stream" } }), 400);
-			expectEveError(await request("POST", url("files"), { raw: "--x\r\nbroken", headers: { "content-type": "multipart/form-data" } }), 400);
+			expectEveError(
+				await request("POST", url("files"), { raw: "hello", headers: { "content-type": "application/octet-stream" } }),
+				400,
+			);
+			expectEveError(
+				await request("POST", url("files"), {
+					raw: "--x\r\nbroken",
+					headers: { "content-type": "multipart/form-data" },
+				}),
+				400,
+			);
 			expect(await countNamed("fl-json")).toBe(0);
 		});
 

@@ -49,21 +49,36 @@ export default function graph(h: () => Harness): void {
 				node(ids.shared, "gp-shared", false),
 				node(ids.auto, "gp-auto", true, { regex: "^gp-auto-", grain: { os: "ALT" } }),
 			]);
-			for (const n of res.body.nodes) expect(Object.keys(n)).toEqual(["category", "type", "id", "name", "info", "value", "itemStyle", "symbolSize"]);
+			for (const n of res.body.nodes)
+				expect(Object.keys(n)).toEqual(["category", "type", "id", "name", "info", "value", "itemStyle", "symbolSize"]);
 		});
 
 		it("gives one groupLink edge per parent -> child link, a shared child once per parent", async () => {
 			const res = await request("GET", url(`graph/${ids.root}`));
-			expect(res.body.edges).toEqual([link(ids.root, ids.web), link(ids.root, ids.db), link(ids.web, ids.shared), link(ids.web, ids.auto), link(ids.db, ids.shared)]);
+			expect(res.body.edges).toEqual([
+				link(ids.root, ids.web),
+				link(ids.root, ids.db),
+				link(ids.web, ids.shared),
+				link(ids.web, ids.auto),
+				link(ids.db, ids.shared),
+			]);
 			const sub = await request("GET", url(`graph/${ids.db}`));
-			expect(sub.body).toEqual({ nodes: [node(ids.db, "gp-db", false), node(ids.shared, "gp-shared", false)], edges: [link(ids.db, ids.shared)] });
+			expect(sub.body).toEqual({
+				nodes: [node(ids.db, "gp-db", false), node(ids.shared, "gp-shared", false)],
+				edges: [link(ids.db, ids.shared)],
+			});
 			const leaf = await request("GET", url(`graph/${ids.auto}`));
-			expect(leaf.body).toEqual({ nodes: [node(ids.auto, "gp-auto", true, { regex: "^gp-auto-", grain: { os: "ALT" } })], edges: [] });
+			expect(leaf.body).toEqual({
+				nodes: [node(ids.auto, "gp-auto", true, { regex: "^gp-auto-", grain: { os: "ALT" } })],
+				edges: [],
+			});
 		});
 
 		it("follows changes of the groups at once", async () => {
 			const extra = await create({ name: "gp-extra" });
-			expect((await request("PATCH", url(`groups/${ids.db}`), { body: { subgroups: [ids.shared, extra] } })).status).toBe(200);
+			expect(
+				(await request("PATCH", url(`groups/${ids.db}`), { body: { subgroups: [ids.shared, extra] } })).status,
+			).toBe(200);
 			const res = await request("GET", url(`graph/${ids.db}`));
 			expect(res.body.edges).toEqual([link(ids.db, ids.shared), link(ids.db, extra)]);
 			expect((await request("DELETE", url(`groups/${extra}`))).status).toBe(204);
@@ -82,11 +97,15 @@ export default function graph(h: () => Harness): void {
 		it("filters the nodes by type", async () => {
 			const auto = await request("GET", url(`graph/${ids.root}/nodes`, { where: { type: 1 } }));
 			expect(auto.status).toBe(200);
-			expect(auto.body).toEqual({ nodes: [node(ids.auto, "gp-auto", true, { regex: "^gp-auto-", grain: { os: "ALT" } })] });
+			expect(auto.body).toEqual({
+				nodes: [node(ids.auto, "gp-auto", true, { regex: "^gp-auto-", grain: { os: "ALT" } })],
+			});
 			const statics = await request("GET", url(`graph/${ids.root}/nodes`, { where: { type: { $in: [0] } } }));
 			expect(statics.body.nodes.map((n: any) => n.id)).toEqual([ids.root, ids.web, ids.db, ids.shared]);
 			expect((await request("GET", url(`graph/${ids.root}/nodes`))).body.nodes).toHaveLength(5);
-			expect((await request("GET", url(`graph/${ids.root}/nodes`, { where: { type: 7 } }))).body).toEqual({ nodes: [] });
+			expect((await request("GET", url(`graph/${ids.root}/nodes`, { where: { type: 7 } }))).body).toEqual({
+				nodes: [],
+			});
 		});
 
 		it("answers 400 for a filter on anything but an integer type", async () => {
@@ -146,7 +165,12 @@ export function graphJobs(h: () => Harness): void {
 	const run = async (body: Record<string, unknown>) => {
 		const res = await request("POST", url("graph"), { body });
 		expect(res.status).toBe(202);
-		expect(res.body).toMatchObject({ _status: "OK", _id: body.action, status: "running", _links: { self: { title: "Graph job", href: `graph_jobs/${body.action}` } } });
+		expect(res.body).toMatchObject({
+			_status: "OK",
+			_id: body.action,
+			status: "running",
+			_links: { self: { title: "Graph job", href: `graph_jobs/${body.action}` } },
+		});
 		expect(res.headers.get("location")).toMatch(new RegExp(`graph_jobs/${body.action}$`));
 		for (let i = 0; i < 200; i++) {
 			const job = (await request("GET", url(`graph_jobs/${body.action}`))).body;
@@ -157,11 +181,21 @@ export function graphJobs(h: () => Harness): void {
 	};
 
 	it("refuses a POST without a valid action or with the other action's parameter, in Eve's shape", async () => {
-		for (const body of [{}, { action: "bogus" }, { action: "build_graph", ip_resolver: "http://x" }, { action: "request_ips", master: "m" }, { action: "build_graph", master: "" }, { action: "build_graph", extra: 1 }]) {
+		for (const body of [
+			{},
+			{ action: "bogus" },
+			{ action: "build_graph", ip_resolver: "http://x" },
+			{ action: "request_ips", master: "m" },
+			{ action: "build_graph", master: "" },
+			{ action: "build_graph", extra: 1 },
+		]) {
 			expectEveError(await request("POST", url("graph"), { body }), 422);
 		}
 		for (const ip_resolver of ["ftp://resolver.example", "not a url", "http://user:secret@resolver.example"]) {
-			const res = expectEveError(await request("POST", url("graph"), { body: { action: "request_ips", ip_resolver } }), 422);
+			const res = expectEveError(
+				await request("POST", url("graph"), { body: { action: "request_ips", ip_resolver } }),
+				422,
+			);
 			expect(res._issues.ip_resolver).toBeDefined();
 		}
 		// Neither given nor in the settings.
@@ -170,21 +204,51 @@ export function graphJobs(h: () => Harness): void {
 	});
 
 	it("refuses an ip_resolver at a loopback, link-local or unspecified address, in every IPv6 form (the suites allow 127.0.0.1 only)", async () => {
-		const forms = ["http://[::ffff:169.254.169.254]/", "http://169.254.169.254/latest/meta-data/", "http://[::1]:8080/", "http://localhost:8080/", "http://0.0.0.0:80/", "http://[::127.0.0.1]/", "http://[::ffff:0:127.0.0.1]/", "http://[2002:a9fe:a9fe::]/", "http://[fe80::1]/"];
+		const forms = [
+			"http://[::ffff:169.254.169.254]/",
+			"http://169.254.169.254/latest/meta-data/",
+			"http://[::1]:8080/",
+			"http://localhost:8080/",
+			"http://0.0.0.0:80/",
+			"http://[::127.0.0.1]/",
+			"http://[::ffff:0:127.0.0.1]/",
+			"http://[2002:a9fe:a9fe::]/",
+			"http://[fe80::1]/",
+		];
 		for (const ip_resolver of forms) {
-			const res = expectEveError(await request("POST", url("graph"), { body: { action: "request_ips", ip_resolver } }), 422);
-			expect(res._issues).toEqual({ ip_resolver: expect.stringMatching(/^the IP resolver's address \S+ is not allowed: (loopback|link-local|unspecified)/) });
+			const res = expectEveError(
+				await request("POST", url("graph"), { body: { action: "request_ips", ip_resolver } }),
+				422,
+			);
+			expect(res._issues).toEqual({
+				ip_resolver: expect.stringMatching(
+					/^the IP resolver's address \S+ is not allowed: (loopback|link-local|unspecified)/,
+				),
+			});
 		}
 	});
 
 	describe("build_graph", () => {
 		it("builds one root group for the master and an automatic group per nodegroup, resolving like the nodegroup", async () => {
 			const job = await run({ action: "build_graph", master: "salt-e2e" });
-			expect(job).toMatchObject({ _id: "build_graph", action: "build_graph", status: "finished", params: { master: "salt-e2e" }, error: null });
+			expect(job).toMatchObject({
+				_id: "build_graph",
+				action: "build_graph",
+				status: "finished",
+				params: { master: "salt-e2e" },
+				error: null,
+			});
 			expect(job.result).toMatchObject({ master: "salt-e2e", groups: 4, created: 4, updated: 0, removed: 0 });
 			expect(job.progress).toEqual({ done: 4, total: 4 });
 			const graph = (await request("GET", url(`graph/${job.result.root}`))).body;
-			expect(graph.nodes[0]).toMatchObject({ id: job.result.root, name: "salt-e2e", type: 2, value: 0, itemStyle: { color: "#AED581" }, symbolSize: 0 });
+			expect(graph.nodes[0]).toMatchObject({
+				id: job.result.root,
+				name: "salt-e2e",
+				type: 2,
+				value: 0,
+				itemStyle: { color: "#AED581" },
+				symbolSize: 0,
+			});
 			// Nodegroups in name order.
 			expect(graph.nodes.slice(1).map((n: any) => [n.name, n.type, n.info])).toEqual([
 				["e2e-alt", 1, { grain: { osfullname: "ALT" } }],
@@ -194,7 +258,11 @@ export function graphJobs(h: () => Harness): void {
 			expect(graph.edges).toHaveLength(3);
 			const web = graph.nodes.find((n: any) => n.name === "e2e-web").id;
 			await h().call("hosts.membershipSettled");
-			const members = (await request("GET", url("hosts", { where: { nodegroups: "e2e-web" }, max_results: 50 }))).body._items.map((x: any) => x._id).sort();
+			const members = (
+				await request("GET", url("hosts", { where: { nodegroups: "e2e-web" }, max_results: 50 }))
+			).body._items
+				.map((x: any) => x._id)
+				.sort();
 			expect((await request("GET", url(`groups/${web}/hostnames`))).body).toEqual(members);
 			expect((await request("GET", url(`groups/${web}`))).body.generated_by).toBe("build_graph:salt-e2e");
 		});
@@ -202,19 +270,30 @@ export function graphJobs(h: () => Harness): void {
 		it("rebuilds in place: the same groups, and a group linked under the root by hand stays", async () => {
 			const first = (await request("GET", url("graph_jobs/build_graph"))).body.result;
 			const mine = await request("POST", url("groups"), { body: { name: "gj-handmade", hosts: ["gj-h-1"] } });
-			expect((await request("PATCH", url(`groups/${first.root}`), { body: { subgroups: [...(await request("GET", url(`groups/${first.root}`))).body.subgroups, mine.body._id] } })).status).toBe(200);
+			expect(
+				(
+					await request("PATCH", url(`groups/${first.root}`), {
+						body: { subgroups: [...(await request("GET", url(`groups/${first.root}`))).body.subgroups, mine.body._id] },
+					})
+				).status,
+			).toBe(200);
 			// A PATCH leaves the fields it does not name as they are (no default `type` 0).
 			expect((await request("GET", url(`groups/${first.root}`))).body.type).toBe(2);
 			const again = await run({ action: "build_graph", master: "salt-e2e" });
 			expect(again.result).toMatchObject({ root: first.root, created: 0, updated: 0, removed: 0 });
 			const root = (await request("GET", url(`groups/${first.root}`))).body;
 			expect(root.subgroups).toContain(mine.body._id);
-			expect((await request("GET", url(`groups/${mine.body._id}`))).body).toMatchObject({ name: "gj-handmade", hosts: ["gj-h-1"] });
+			expect((await request("GET", url(`groups/${mine.body._id}`))).body).toMatchObject({
+				name: "gj-handmade",
+				hosts: ["gj-h-1"],
+			});
 			expect((await request("GET", url(`groups/${mine.body._id}`))).body.generated_by).toBeUndefined();
 		});
 
 		it("takes the master from the settings when the body names none", async () => {
-			expect((await request("PATCH", url("settings/0"), { body: { master_address: "salt-from-settings" } })).status).toBe(200);
+			expect(
+				(await request("PATCH", url("settings/0"), { body: { master_address: "salt-from-settings" } })).status,
+			).toBe(200);
 			const job = await run({ action: "build_graph" });
 			expect(job.result.master).toBe("salt-from-settings");
 			expect((await request("PATCH", url("settings/0"), { body: { master_address: "" } })).status).toBe(200);
@@ -237,7 +316,9 @@ export function graphJobs(h: () => Harness): void {
 		});
 
 		it("uses the settings' resolver_address by default", async () => {
-			expect((await request("PATCH", url("settings/0"), { body: { resolver_address: resolver.url } })).status).toBe(200);
+			expect((await request("PATCH", url("settings/0"), { body: { resolver_address: resolver.url } })).status).toBe(
+				200,
+			);
 			const before = resolver.requests.length;
 			expect((await run({ action: "request_ips" })).status).toBe("finished");
 			expect(resolver.requests.length).toBeGreaterThan(before);
@@ -249,9 +330,13 @@ export function graphJobs(h: () => Harness): void {
 			resolver.slowMs = 600;
 			const first = await request("POST", url("graph"), { body: { action: "request_ips", ip_resolver: resolver.url } });
 			expect(first.status).toBe(202);
-			const second = expectEveError(await request("POST", url("graph"), { body: { action: "request_ips", ip_resolver: resolver.url } }), 409);
+			const second = expectEveError(
+				await request("POST", url("graph"), { body: { action: "request_ips", ip_resolver: resolver.url } }),
+				409,
+			);
 			expect(second._error.message).toMatch(/already running.*jobs\/request_ips/);
-			for (let i = 0; i < 200 && (await request("GET", url("graph_jobs/request_ips"))).body.status === "running"; i++) await new Promise(r => setTimeout(r, 25));
+			for (let i = 0; i < 200 && (await request("GET", url("graph_jobs/request_ips"))).body.status === "running"; i++)
+				await new Promise(r => setTimeout(r, 25));
 			resolver.mode = "ok";
 			expect((await run({ action: "request_ips", ip_resolver: resolver.url })).status).toBe("finished");
 		});
@@ -262,7 +347,9 @@ export function graphJobs(h: () => Harness): void {
 			expect(job.status).toBe("finished");
 			expect(job.result.rejected).toBeGreaterThanOrEqual(3);
 			expect((await request("GET", url("hosts", { where: { "resolved.ip": "999.1.1.1" } }))).body._meta.total).toBe(0);
-			expect((await request("GET", url("hosts", { where: { "resolved.gateway": "<script>" } }))).body._meta.total).toBe(0);
+			expect((await request("GET", url("hosts", { where: { "resolved.gateway": "<script>" } }))).body._meta.total).toBe(
+				0,
+			);
 			expectEveError(await request("GET", url("hosts/not-asked.example")), 404);
 		});
 
@@ -273,16 +360,19 @@ export function graphJobs(h: () => Harness): void {
 			["poison", /not JSON.*__proto__|invalid key/],
 			["huge", /larger than/],
 			["slow", /did not answer within/],
-		] as const)("fails the run with a clear error when the resolver is %s, and harms nothing", async (mode, message) => {
-			resolver.mode = mode;
-			resolver.slowMs = 3000;
-			const before = (await request("GET", url("hosts/rip-known-1"))).body.resolved;
-			const job = await run({ action: "request_ips", ip_resolver: resolver.url });
-			expect(job.status).toBe("failed");
-			expect(job.error).toMatch(message);
-			expect(({} as Record<string, unknown>).polluted).toBeUndefined();
-			expect((await request("GET", url("hosts/rip-known-1"))).body.resolved).toEqual(before);
-		});
+		] as const)(
+			"fails the run with a clear error when the resolver is %s, and harms nothing",
+			async (mode, message) => {
+				resolver.mode = mode;
+				resolver.slowMs = 3000;
+				const before = (await request("GET", url("hosts/rip-known-1"))).body.resolved;
+				const job = await run({ action: "request_ips", ip_resolver: resolver.url });
+				expect(job.status).toBe("failed");
+				expect(job.error).toMatch(message);
+				expect(({} as Record<string, unknown>).polluted).toBeUndefined();
+				expect((await request("GET", url("hosts/rip-known-1"))).body.resolved).toEqual(before);
+			},
+		);
 	});
 
 	it("lists the jobs, and answers 404 for an action that does not exist", async () => {

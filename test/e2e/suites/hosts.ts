@@ -6,7 +6,8 @@
 import type { Harness } from "../../support/harness";
 import { request, withQuery, expectEveError } from "../../support/http";
 
-const HTTP_DATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+const HTTP_DATE =
+	/^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
 const OTP_SECRET = "JBSWY3DPEHPK3PXP";
 
 export default function hosts(h: () => Harness): void {
@@ -57,7 +58,9 @@ export default function hosts(h: () => Harness): void {
 		expect(group.status).toBe(201);
 		groupId = group.body._id;
 		await h().call("actions.record", {
-			returns: [{ jid: JID, action: "test.ping", host: A, state: "finished", args: [{ __kwarg__: true }], return: "True" }],
+			returns: [
+				{ jid: JID, action: "test.ping", host: A, state: "finished", args: [{ __kwarg__: true }], return: "True" },
+			],
 		});
 		await h().call("hosts.upsertMany", {
 			hosts: [
@@ -77,8 +80,23 @@ export default function hosts(h: () => Harness): void {
 					vpn_representation: vpn,
 					grain,
 				},
-				{ _id: B, version: "3006.8", ip: "10.0.0.12", status: "up", key: "accepted", nodegroups: [], grain: { osfullname: "Debian" } },
-				{ _id: GONE, version: "3005.1", ip: "10.0.0.13", status: "down", key: "accepted", grain: { osfullname: "ALT" } },
+				{
+					_id: B,
+					version: "3006.8",
+					ip: "10.0.0.12",
+					status: "up",
+					key: "accepted",
+					nodegroups: [],
+					grain: { osfullname: "Debian" },
+				},
+				{
+					_id: GONE,
+					version: "3005.1",
+					ip: "10.0.0.13",
+					status: "down",
+					key: "accepted",
+					grain: { osfullname: "ALT" },
+				},
 			],
 		});
 	});
@@ -146,7 +164,14 @@ export default function hosts(h: () => Harness): void {
 			expect(hidden.body.ip).toBe("10.0.0.11");
 
 			const only = await request("GET", url(`hosts/${A}`, { projection: { grain: 1 } }));
-			expect(Object.keys(only.body).sort()).toEqual(["_created", "_id", "_links", "_soft_deleted", "_updated", "grain"]);
+			expect(Object.keys(only.body).sort()).toEqual([
+				"_created",
+				"_id",
+				"_links",
+				"_soft_deleted",
+				"_updated",
+				"grain",
+			]);
 		});
 
 		it("follows the related links: nodegroup by name, group and last action by id", async () => {
@@ -165,18 +190,25 @@ export default function hosts(h: () => Harness): void {
 
 		it("masks otp_secret in the list and on the item for everyone but admins", async () => {
 			const viewer = (await request("POST", url("tokens"), { body: { name: "hs-viewer", role: "viewer" } })).body.token;
-			const operator = (await request("POST", url("tokens"), { body: { name: "hs-operator", role: "operator" } })).body.token;
+			const operator = (await request("POST", url("tokens"), { body: { name: "hs-operator", role: "operator" } })).body
+				.token;
 			for (const token of [viewer, operator]) {
 				const list = await request("GET", url("hosts", { where: { _id: A } }), { token });
 				expect(list.body._items[0].vpn_representation).toEqual({ ...vpn, otp_secret: "********" });
 				const item = await request("GET", url(`hosts/${A}`), { token });
 				expect(item.body.vpn_representation).toEqual({ ...vpn, otp_secret: "********" });
-				const projected = await request("GET", url(`hosts/${A}`, { projection: { "vpn_representation.otp_secret": 1 } }), { token });
+				const projected = await request(
+					"GET",
+					url(`hosts/${A}`, { projection: { "vpn_representation.otp_secret": 1 } }),
+					{ token },
+				);
 				for (const res of [list, item, projected]) expect(res.text).not.toContain(OTP_SECRET);
 			}
 			// Admins see it in clear (the default token of these suites is an admin's).
 			expect((await request("GET", url(`hosts/${A}`))).body.vpn_representation).toEqual(vpn);
-			expect((await request("GET", url("hosts", { where: { _id: A } }))).body._items[0].vpn_representation).toEqual(vpn);
+			expect((await request("GET", url("hosts", { where: { _id: A } }))).body._items[0].vpn_representation).toEqual(
+				vpn,
+			);
 		});
 
 		it("answers 404 for an unknown host and for hostnames with characters a hostname cannot have", async () => {
@@ -184,7 +216,10 @@ export default function hosts(h: () => Harness): void {
 			for (const bad of ["bad%20host", "-leading-dash", "a*b", "%C3%A4rger", "a%2Fb"]) {
 				expectEveError(await request("GET", `${h().api}/hosts/${bad}`), 404);
 			}
-			expectEveError(await request("PATCH", url("hosts/hs-no-such-host"), { body: { identification_number: "x" } }), 404);
+			expectEveError(
+				await request("PATCH", url("hosts/hs-no-such-host"), { body: { identification_number: "x" } }),
+				404,
+			);
 		});
 	});
 
@@ -211,13 +246,25 @@ export default function hosts(h: () => Harness): void {
 		});
 
 		it("refuses every other field with 422 unknown field, and keeps the record as it was", async () => {
-			for (const [field, value] of [["ip", "1.2.3.4"], ["status", "down"], ["grain", {}], ["_soft_deleted", true], ["nodegroups", []]] as const) {
+			for (const [field, value] of [
+				["ip", "1.2.3.4"],
+				["status", "down"],
+				["grain", {}],
+				["_soft_deleted", true],
+				["nodegroups", []],
+			] as const) {
 				const err = expectEveError(await request("PATCH", url(`hosts/${B}`), { body: { [field]: value } }), 422);
 				expect(err._issues).toEqual({ [field]: "unknown field" });
 			}
-			const mixed = expectEveError(await request("PATCH", url(`hosts/${B}`), { body: { identification_number: "INV-9", version: "x" } }), 422);
+			const mixed = expectEveError(
+				await request("PATCH", url(`hosts/${B}`), { body: { identification_number: "INV-9", version: "x" } }),
+				422,
+			);
 			expect(mixed._issues).toEqual({ version: "unknown field" });
-			const wrongType = expectEveError(await request("PATCH", url(`hosts/${B}`), { body: { identification_number: 42 } }), 422);
+			const wrongType = expectEveError(
+				await request("PATCH", url(`hosts/${B}`), { body: { identification_number: 42 } }),
+				422,
+			);
 			expect(wrongType._issues).toEqual({ identification_number: "must be of string type" });
 			const item = await request("GET", url(`hosts/${B}`));
 			expect(item.body).toMatchObject({ ip: "10.0.0.12", status: "up", identification_number: "INV-0042" });
@@ -260,7 +307,12 @@ export default function hosts(h: () => Harness): void {
 			expect(list.body._links.self.href).toBe(`hosts?where=${JSON.stringify(mine)}&sort=_id&show_soft_deleted=1`);
 			const item = await request("GET", url(`hosts/${GONE}`, { show_soft_deleted: 1 }));
 			expect(item.status).toBe(200);
-			expect(item.body).toMatchObject({ _id: GONE, _soft_deleted: true, ip: "10.0.0.13", grain: { osfullname: "ALT" } });
+			expect(item.body).toMatchObject({
+				_id: GONE,
+				_soft_deleted: true,
+				ip: "10.0.0.13",
+				grain: { osfullname: "ALT" },
+			});
 			expect(item.body._links.collection).toEqual({ title: "hosts", href: "hosts?show_soft_deleted=1" });
 		});
 
@@ -283,8 +335,13 @@ export default function hosts(h: () => Harness): void {
 
 	describe("routes served by services that are not there yet", () => {
 		it("answers 503 for remote execution on a host and for all_status", async () => {
-			const exec = expectEveError(await request("POST", url(`hosts/${A}`), { body: { cm_client: "local", fun: "test.ping", kwarg: {} } }), 503);
-			expect(exec._error.message).toBe("no configuration-management master is configured (CM_API_URL), or the cm-gateway is not running");
+			const exec = expectEveError(
+				await request("POST", url(`hosts/${A}`), { body: { cm_client: "local", fun: "test.ping", kwarg: {} } }),
+				503,
+			);
+			expect(exec._error.message).toBe(
+				"no configuration-management master is configured (CM_API_URL), or the cm-gateway is not running",
+			);
 			expectEveError(await request("POST", url(`hosts/${A}/all_status`), { body: { action: "start" } }), 503);
 		});
 	});

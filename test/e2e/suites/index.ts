@@ -33,4 +33,18 @@ export const LEGS: Record<Leg["name"], Leg> = {
 
 export type Suite = (h: () => Harness, leg: Leg) => void;
 
-export const SUITES: Record<string, Suite> = { conventions, hosts, "groups-resolution": groupsResolution, graph, "graph-jobs": graphJobs, tasks, records, files, vpn, stats, targets, access, "eve-conformance": eveConformance };
+export const SUITES: Record<string, Suite> = {
+	conventions,
+	hosts,
+	"groups-resolution": groupsResolution,
+	graph,
+	"graph-jobs": graphJobs,
+	tasks,
+	records,
+	files,
+	vpn,
+	stats,
+	targets,
+	access,
+	"eve-conformance": eveConformance,
+};

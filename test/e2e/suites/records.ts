@@ -7,7 +7,8 @@ import type { Harness } from "../../support/harness";
 import { request, withQuery, expectEveError } from "../../support/http";
 import { NODEGROUPS } from "../../support/suite-env";
 
-const HTTP_DATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+const HTTP_DATE =
+	/^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
 const OBJECT_ID = /^[a-f0-9]{24}$/;
 const itemLinks = (resource: string, title: string, id: string, extra: Record<string, unknown> = {}) => ({
 	self: { title, href: `${resource}/${id}` },
@@ -24,7 +25,9 @@ export default function records(h: () => Harness): void {
 	const GHOST = "rc-ghost-1";
 	beforeAll(async () => {
 		await h().call("hosts.upsertMany", {
-			hosts: [{ _id: HOST, version: "3006.8", ip: "10.1.0.1", status: "up", key: "accepted", grain: { osfullname: "ALT" } }],
+			hosts: [
+				{ _id: HOST, version: "3006.8", ip: "10.1.0.1", status: "up", key: "accepted", grain: { osfullname: "ALT" } },
+			],
 		});
 	});
 
@@ -43,7 +46,16 @@ export default function records(h: () => Harness): void {
 			// _created has second precision: the next record is one second newer (time passing, not an oracle).
 			await new Promise(r => setTimeout(r, 1100));
 			await h().call("actions.record", {
-				returns: [{ jid: J2, action: "state.apply", host: HOST, state: "finished", args: ["patch-1", { __kwarg__: true, test: true }], return: "Summary: 3 succeeded" }],
+				returns: [
+					{
+						jid: J2,
+						action: "state.apply",
+						host: HOST,
+						state: "finished",
+						args: ["patch-1", { __kwarg__: true, test: true }],
+						return: "Summary: 3 succeeded",
+					},
+				],
 			});
 		});
 
@@ -59,7 +71,10 @@ export default function records(h: () => Harness): void {
 			expect(pings.body._items.map((a: any) => a._id)).toEqual([`${J1}${HOST}`, `${J3}${GHOST}`]);
 			expect(pings.body._items[0]._links).toEqual({
 				self: { title: "Action", href: `actions/${J1}${HOST}` },
-				related: { host: { title: "Host", href: `hosts/${HOST}` }, jid: { title: "Salt_job", href: `salt_jobs/${J1}` } },
+				related: {
+					host: { title: "Host", href: `hosts/${HOST}` },
+					jid: { title: "Salt_job", href: `salt_jobs/${J1}` },
+				},
 			});
 		});
 
@@ -76,7 +91,12 @@ export default function records(h: () => Harness): void {
 				return: "Summary: 3 succeeded",
 				...stamps,
 				_id: id,
-				_links: itemLinks("actions", "Action", id, { related: { host: { title: "Host", href: `hosts/${HOST}` }, jid: { title: "Salt_job", href: `salt_jobs/${J2}` } } }),
+				_links: itemLinks("actions", "Action", id, {
+					related: {
+						host: { title: "Host", href: `hosts/${HOST}` },
+						jid: { title: "Salt_job", href: `salt_jobs/${J2}` },
+					},
+				}),
 			});
 			const host = await request("GET", url(res.body._links.related.host.href));
 			expect(host.status).toBe(200);
@@ -86,12 +106,21 @@ export default function records(h: () => Harness): void {
 		it("embeds the host record without _links, and null for a host that does not exist", async () => {
 			const item = await request("GET", url(`actions/${J1}${HOST}`, { embedded: { host: 1 } }));
 			expect(item.status).toBe(200);
-			expect(item.body.host).toMatchObject({ _id: HOST, version: "3006.8", ip: "10.1.0.1", status: "up", nodegroups: ["e2e-alt"] });
+			expect(item.body.host).toMatchObject({
+				_id: HOST,
+				version: "3006.8",
+				ip: "10.1.0.1",
+				status: "up",
+				nodegroups: ["e2e-alt"],
+			});
 			expect(item.body.host._links).toBeUndefined();
 			expect(item.body.host._created).toMatch(HTTP_DATE);
 			expect(item.body._links.related.host).toEqual({ title: "Host", href: `hosts/${HOST}` });
 
-			const list = await request("GET", url("actions", { where: { action: "test.ping", ...hosts }, sort: "_id", embedded: { host: 1 } }));
+			const list = await request(
+				"GET",
+				url("actions", { where: { action: "test.ping", ...hosts }, sort: "_id", embedded: { host: 1 } }),
+			);
 			expect(list.body._items[0].host._id).toBe(HOST);
 			expect(list.body._items[1].host).toBeNull();
 			expect(list.body._items[1]._links.related.host).toEqual({ title: "Host", href: `hosts/${GHOST}` });
@@ -99,7 +128,9 @@ export default function records(h: () => Harness): void {
 
 		it("keeps a host's record when one write repeats its return: the later return wins, none is lost", async () => {
 			const jid = "20240101000000999999";
-			await h().call("actions.record", { returns: [{ jid, action: "test.ping", host: HOST, state: "running", args: [], return: "" }] });
+			await h().call("actions.record", {
+				returns: [{ jid, action: "test.ping", host: HOST, state: "running", args: [], return: "" }],
+			});
 			// The same host's return twice in one batch (the event stream and the job poll both brought it).
 			await h().call("actions.record", {
 				returns: [
@@ -108,7 +139,9 @@ export default function records(h: () => Harness): void {
 				],
 			});
 			const res = await request("GET", url("actions", { where: { jid } }));
-			expect(res.body._items.map((a: { host: string; state: string; return: string }) => [a.host, a.state, a.return])).toEqual([[HOST, "finished", "true"]]);
+			expect(
+				res.body._items.map((a: { host: string; state: string; return: string }) => [a.host, a.state, a.return]),
+			).toEqual([[HOST, "finished", "true"]]);
 		});
 
 		it("answers 404 for unknown ids and 405 for writes", async () => {
@@ -123,7 +156,7 @@ export default function records(h: () => Harness): void {
 		const JID = "20240502080000000042";
 		const steps = [
 			{
-				comment: "Command \"apt-get -y dist-upgrade\" run",
+				comment: 'Command "apt-get -y dist-upgrade" run',
 				name: "apt-get -y dist-upgrade",
 				start_time: "08:00:01.123456",
 				result: false,
@@ -149,7 +182,9 @@ export default function records(h: () => Harness): void {
 		];
 		beforeAll(async () => {
 			await h().call("failed-patches.record", {
-				returns: [{ jid: JID, action: "state.apply", host: HOST, state: "finished", patch: "rc-patch-7", return: steps }],
+				returns: [
+					{ jid: JID, action: "state.apply", host: HOST, state: "finished", patch: "rc-patch-7", return: steps },
+				],
 			});
 		});
 
@@ -157,10 +192,19 @@ export default function records(h: () => Harness): void {
 			const res = await request("GET", url("failed_patches", { where: { patch: "rc-patch-7" } }));
 			expect(res.status).toBe(200);
 			expect(res.body._meta.total).toBe(1);
-			expect(res.body._items[0]).toMatchObject({ _id: `${JID}${HOST}`, jid: JID, host: HOST, patch: "rc-patch-7", return: steps });
+			expect(res.body._items[0]).toMatchObject({
+				_id: `${JID}${HOST}`,
+				jid: JID,
+				host: HOST,
+				patch: "rc-patch-7",
+				return: steps,
+			});
 			expect(res.body._items[0]._links).toEqual({
 				self: { title: "Failed_patche", href: `failed_patches/${JID}${HOST}` },
-				related: { host: { title: "Host", href: `hosts/${HOST}` }, jid: { title: "Salt_job", href: `salt_jobs/${JID}` } },
+				related: {
+					host: { title: "Host", href: `hosts/${HOST}` },
+					jid: { title: "Salt_job", href: `salt_jobs/${JID}` },
+				},
 			});
 		});
 
@@ -177,7 +221,12 @@ export default function records(h: () => Harness): void {
 				return: steps,
 				...stamps,
 				_id: id,
-				_links: itemLinks("failed_patches", "Failed_patche", id, { related: { host: { title: "Host", href: `hosts/${HOST}` }, jid: { title: "Salt_job", href: `salt_jobs/${JID}` } } }),
+				_links: itemLinks("failed_patches", "Failed_patche", id, {
+					related: {
+						host: { title: "Host", href: `hosts/${HOST}` },
+						jid: { title: "Salt_job", href: `salt_jobs/${JID}` },
+					},
+				}),
 			});
 			const embedded = await request("GET", url(`failed_patches/${id}`, { embedded: { host: 1 } }));
 			expect(embedded.body.host).toMatchObject({ _id: HOST, ip: "10.1.0.1" });
@@ -213,27 +262,58 @@ export default function records(h: () => Harness): void {
 			]);
 			expect(a).toMatch(OBJECT_ID);
 			const item = await request("GET", url(`updates/${a}`));
-			expect(item.body).toEqual({ name: "rc-patch-a", text: "openssl:\n  pkg.latest: []\n", description: "", ...stamps, _id: a, _links: itemLinks("updates", "Update", a) });
+			expect(item.body).toEqual({
+				name: "rc-patch-a",
+				text: "openssl:\n  pkg.latest: []\n",
+				description: "",
+				...stamps,
+				_id: a,
+				_links: itemLinks("updates", "Update", a),
+			});
 		});
 
 		it("PATCHes the description only", async () => {
 			const res = await request("PATCH", url(`updates/${a}`), { body: { description: "Fixes CVE-2024-0001" } });
 			expect(res.status).toBe(200);
-			expect(res.body).toEqual({ ...stamps, _id: a, _links: { self: { title: "Update", href: `updates/${a}` } }, _status: "OK" });
+			expect(res.body).toEqual({
+				...stamps,
+				_id: a,
+				_links: { self: { title: "Update", href: `updates/${a}` } },
+				_status: "OK",
+			});
 			expect((await request("GET", url(`updates/${a}`))).body.description).toBe("Fixes CVE-2024-0001");
 
-			expect(expectEveError(await request("PATCH", url(`updates/${a}`), { body: { name: "renamed" } }), 422)._issues).toEqual({ name: "unknown field" });
-			expect(expectEveError(await request("PATCH", url(`updates/${a}`), { body: { text: "x" } }), 422)._issues).toEqual({ text: "unknown field" });
-			expect(expectEveError(await request("PATCH", url(`updates/${a}`), { body: { description: 5 } }), 422)._issues).toEqual({ description: "must be of string type" });
-			expectEveError(await request("PATCH", url("updates/0123456789abcdef0123ffff"), { body: { description: "x" } }), 404);
+			expect(
+				expectEveError(await request("PATCH", url(`updates/${a}`), { body: { name: "renamed" } }), 422)._issues,
+			).toEqual({ name: "unknown field" });
+			expect(expectEveError(await request("PATCH", url(`updates/${a}`), { body: { text: "x" } }), 422)._issues).toEqual(
+				{ text: "unknown field" },
+			);
+			expect(
+				expectEveError(await request("PATCH", url(`updates/${a}`), { body: { description: 5 } }), 422)._issues,
+			).toEqual({ description: "must be of string type" });
+			expectEveError(
+				await request("PATCH", url("updates/0123456789abcdef0123ffff"), { body: { description: "x" } }),
+				404,
+			);
 			const item = await request("GET", url(`updates/${a}`));
-			expect(item.body).toMatchObject({ name: "rc-patch-a", text: "openssl:\n  pkg.latest: []\n", description: "Fixes CVE-2024-0001" });
+			expect(item.body).toMatchObject({
+				name: "rc-patch-a",
+				text: "openssl:\n  pkg.latest: []\n",
+				description: "Fixes CVE-2024-0001",
+			});
 		});
 
 		it("keeps the description when the patches are loaded again", async () => {
-			await h().call("updates.upsertMany", { patches: [{ name: "rc-patch-a", text: "openssl:\n  pkg.latest:\n    - refresh: true\n" }] });
+			await h().call("updates.upsertMany", {
+				patches: [{ name: "rc-patch-a", text: "openssl:\n  pkg.latest:\n    - refresh: true\n" }],
+			});
 			const item = await request("GET", url(`updates/${a}`));
-			expect(item.body).toMatchObject({ name: "rc-patch-a", text: "openssl:\n  pkg.latest:\n    - refresh: true\n", description: "Fixes CVE-2024-0001" });
+			expect(item.body).toMatchObject({
+				name: "rc-patch-a",
+				text: "openssl:\n  pkg.latest:\n    - refresh: true\n",
+				description: "Fixes CVE-2024-0001",
+			});
 			expect((await request("GET", url("updates", { where: { name: "rc-patch-a" } }))).body._meta.total).toBe(1);
 		});
 
@@ -249,7 +329,13 @@ export default function records(h: () => Harness): void {
 		const ids: Record<string, string> = {};
 		beforeAll(async () => {
 			for (const status of ["a-connected", "b-connected", "c-disconnected", "d-connected"]) {
-				ids[status[0]] = (await h().call("alerts.raise", { type: "vnc.connect", level: "info", payload: { hostname: "rc-vnc-host", status } }))._id;
+				ids[status[0]] = (
+					await h().call("alerts.raise", {
+						type: "vnc.connect",
+						level: "info",
+						payload: { hostname: "rc-vnc-host", status },
+					})
+				)._id;
 			}
 		});
 		const readFlags = async () => {
@@ -276,13 +362,18 @@ export default function records(h: () => Harness): void {
 		});
 
 		it("marks the returned alerts read with mark_as_read=1 on the list, in that response and afterwards", async () => {
-			const res = await request("GET", url("alerts", { where, sort: "payload.status", max_results: 2, mark_as_read: 1 }));
+			const res = await request(
+				"GET",
+				url("alerts", { where, sort: "payload.status", max_results: 2, mark_as_read: 1 }),
+			);
 			expect(res.status).toBe(200);
 			expect(res.body._items.map((x: any) => [x._id, x.read])).toEqual([
 				[ids.a, true],
 				[ids.b, true],
 			]);
-			expect(res.body._links.self.href).toBe(`alerts?max_results=2&where=${JSON.stringify(where)}&sort=payload.status&mark_as_read=1`);
+			expect(res.body._links.self.href).toBe(
+				`alerts?max_results=2&where=${JSON.stringify(where)}&sort=payload.status&mark_as_read=1`,
+			);
 			expect(await readFlags()).toEqual([true, true, false, false]);
 		});
 
@@ -295,7 +386,9 @@ export default function records(h: () => Harness): void {
 			expect(marked.body._links.collection).toEqual({ title: "alerts", href: "alerts?mark_as_read=1" });
 			expect((await request("GET", url(`alerts/${ids.c}`))).body.read).toBe(true);
 			expect(await readFlags()).toEqual([true, true, true, false]);
-			expect((await request("GET", url("alerts", { where: { ...where, read: false } }))).body._items.map((x: any) => x._id)).toEqual([ids.d]);
+			expect(
+				(await request("GET", url("alerts", { where: { ...where, read: false } }))).body._items.map((x: any) => x._id),
+			).toEqual([ids.d]);
 		});
 
 		it("is read-only over the API", async () => {
@@ -314,20 +407,45 @@ export default function records(h: () => Harness): void {
 			expect(res.status).toBe(200);
 			expect(res.body._meta).toEqual({ page: 1, max_results: 25, total: 1 });
 			expect(res.body._items).toEqual([
-				{ addresses: { resolver_address: "", master_address: "", file: "" }, ...stamps, _id: "0", _links: { self: { title: "Setting", href: "settings/0" } } },
+				{
+					addresses: { resolver_address: "", master_address: "", file: "" },
+					...stamps,
+					_id: "0",
+					_links: { self: { title: "Setting", href: "settings/0" } },
+				},
 			]);
 			const item = await request("GET", url("settings/0"));
-			expect(item.body).toEqual({ addresses: { resolver_address: "", master_address: "", file: "" }, ...stamps, _id: "0", _links: itemLinks("settings", "Setting", "0") });
+			expect(item.body).toEqual({
+				addresses: { resolver_address: "", master_address: "", file: "" },
+				...stamps,
+				_id: "0",
+				_links: itemLinks("settings", "Setting", "0"),
+			});
 		});
 
 		it("PATCHes resolver_address and keeps the other addresses", async () => {
 			const res = await request("PATCH", url("settings/0"), { body: { resolver_address: "http://resolver:8080" } });
 			expect(res.status).toBe(200);
-			expect(res.body).toEqual({ ...stamps, _id: "0", _links: { self: { title: "Setting", href: "settings/0" } }, _status: "OK" });
-			expect((await request("GET", url("settings/0"))).body.addresses).toEqual({ resolver_address: "http://resolver:8080", master_address: "", file: "" });
+			expect(res.body).toEqual({
+				...stamps,
+				_id: "0",
+				_links: { self: { title: "Setting", href: "settings/0" } },
+				_status: "OK",
+			});
+			expect((await request("GET", url("settings/0"))).body.addresses).toEqual({
+				resolver_address: "http://resolver:8080",
+				master_address: "",
+				file: "",
+			});
 
-			expect((await request("PATCH", url("settings/0"), { body: { addresses: { master_address: "salt-master" } } })).status).toBe(200);
-			expect((await request("GET", url("settings/0"))).body.addresses).toEqual({ resolver_address: "http://resolver:8080", master_address: "salt-master", file: "" });
+			expect(
+				(await request("PATCH", url("settings/0"), { body: { addresses: { master_address: "salt-master" } } })).status,
+			).toBe(200);
+			expect((await request("GET", url("settings/0"))).body.addresses).toEqual({
+				resolver_address: "http://resolver:8080",
+				master_address: "salt-master",
+				file: "",
+			});
 		});
 
 		it("refuses a resolver_address that is not a URL, and unknown fields", async () => {
@@ -336,15 +454,33 @@ export default function records(h: () => Harness): void {
 				expect(Object.keys(err._issues)).toEqual(["addresses"]);
 				expect(Object.keys(err._issues.addresses)).toEqual(["resolver_address"]);
 			}
-			expect(expectEveError(await request("PATCH", url("settings/0"), { body: { bogus: 1 } }), 422)._issues).toEqual({ bogus: "unknown field" });
-			expect(expectEveError(await request("PATCH", url("settings/0"), { body: { addresses: { other: "x" } } }), 422)._issues).toEqual({ addresses: { other: "unknown field" } });
+			expect(expectEveError(await request("PATCH", url("settings/0"), { body: { bogus: 1 } }), 422)._issues).toEqual({
+				bogus: "unknown field",
+			});
+			expect(
+				expectEveError(await request("PATCH", url("settings/0"), { body: { addresses: { other: "x" } } }), 422)._issues,
+			).toEqual({ addresses: { other: "unknown field" } });
 			expect((await request("GET", url("settings/0"))).body.addresses.resolver_address).toBe("http://resolver:8080");
 		});
 
 		it("refuses a resolver_address at a loopback, link-local or unspecified address, in every IPv6 form", async () => {
-			for (const bad of ["http://[::ffff:169.254.169.254]/", "http://169.254.169.254/", "http://[::1]/", "http://localhost./", "http://0.0.0.0/", "http://[2002:7f00:1::]/", "http://[::ffff:0:127.0.0.1]/"]) {
+			for (const bad of [
+				"http://[::ffff:169.254.169.254]/",
+				"http://169.254.169.254/",
+				"http://[::1]/",
+				"http://localhost./",
+				"http://0.0.0.0/",
+				"http://[2002:7f00:1::]/",
+				"http://[::ffff:0:127.0.0.1]/",
+			]) {
 				const err = expectEveError(await request("PATCH", url("settings/0"), { body: { resolver_address: bad } }), 422);
-				expect(err._issues).toEqual({ addresses: { resolver_address: expect.stringMatching(/^the IP resolver's address \S+ is not allowed: (loopback|link-local|unspecified)/) } });
+				expect(err._issues).toEqual({
+					addresses: {
+						resolver_address: expect.stringMatching(
+							/^the IP resolver's address \S+ is not allowed: (loopback|link-local|unspecified)/,
+						),
+					},
+				});
 			}
 			expect((await request("GET", url("settings/0"))).body.addresses.resolver_address).toBe("http://resolver:8080");
 		});
@@ -352,7 +488,9 @@ export default function records(h: () => Harness): void {
 		it("takes addresses.file only when it names a stored file", async () => {
 			const missing = "0123456789abcdef0123ffff";
 			const err = expectEveError(await request("PATCH", url("settings/0"), { body: { file: missing } }), 422);
-			expect(err._issues).toEqual({ addresses: { file: `value '${missing}' must exist in resource 'files', field '_id'.` } });
+			expect(err._issues).toEqual({
+				addresses: { file: `value '${missing}' must exist in resource 'files', field '_id'.` },
+			});
 
 			const form = new FormData();
 			form.append("name", "rc-addresses.csv");
@@ -361,7 +499,11 @@ export default function records(h: () => Harness): void {
 			expect(upload.status).toBe(201);
 			const ok = await request("PATCH", url("settings/0"), { body: { addresses: { file: upload.body._id } } });
 			expect(ok.status).toBe(200);
-			expect((await request("GET", url("settings/0"))).body.addresses).toEqual({ resolver_address: "http://resolver:8080", master_address: "salt-master", file: upload.body._id });
+			expect((await request("GET", url("settings/0"))).body.addresses).toEqual({
+				resolver_address: "http://resolver:8080",
+				master_address: "salt-master",
+				file: upload.body._id,
+			});
 		});
 
 		it("has no other record and no create or delete", async () => {
@@ -380,7 +522,9 @@ export default function records(h: () => Harness): void {
 			const res = await request("GET", url("nodegroups", { sort: "name" }));
 			expect(res.status).toBe(200);
 			expect(res.body._meta.total).toBe(names.length);
-			expect(res.body._items.map((n: any) => [n.name, n.type, n.info])).toEqual(names.map(name => [name, 1, NODEGROUPS[name]]));
+			expect(res.body._items.map((n: any) => [n.name, n.type, n.info])).toEqual(
+				names.map(name => [name, 1, NODEGROUPS[name]]),
+			);
 			for (const item of res.body._items) {
 				expect(item._id).toMatch(OBJECT_ID);
 				expect(item._links).toEqual({ self: { title: "Nodegroup", href: `nodegroups/${item._id}` } });
@@ -392,7 +536,15 @@ export default function records(h: () => Harness): void {
 			const id = list.body._items[0]._id;
 			const byName = await request("GET", url("nodegroups/e2e.db_1"));
 			expect(byName.status).toBe(200);
-			expect(byName.body).toEqual({ name: "e2e.db_1", type: 1, source: "config", info: { regex: "^db-", grain: { virtual: "kvm" } }, ...stamps, _id: id, _links: itemLinks("nodegroups", "Nodegroup", id) });
+			expect(byName.body).toEqual({
+				name: "e2e.db_1",
+				type: 1,
+				source: "config",
+				info: { regex: "^db-", grain: { virtual: "kvm" } },
+				...stamps,
+				_id: id,
+				_links: itemLinks("nodegroups", "Nodegroup", id),
+			});
 			const byId = await request("GET", url(`nodegroups/${id}`));
 			expect(byId.status).toBe(200);
 			expect(byId.body).toEqual(byName.body);

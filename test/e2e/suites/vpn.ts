@@ -11,10 +11,18 @@ import path from "node:path";
 import type { Harness } from "../../support/harness";
 import type { Leg } from "./index";
 import { opensslAvailable, selfSignedCert } from "../../support/tls";
-import { request as send, withQuery, expectEveError, eventually, type RequestOptions, type Reply } from "../../support/http";
+import {
+	request as send,
+	withQuery,
+	expectEveError,
+	eventually,
+	type RequestOptions,
+	type Reply,
+} from "../../support/http";
 import { PritunlSimulator, untar } from "../../simulators/pritunl";
 
-const HTTP_DATE = /^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
+const HTTP_DATE =
+	/^(Mon|Tue|Wed|Thu|Fri|Sat|Sun), \d{2} (Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) \d{4} \d{2}:\d{2}:\d{2} GMT$/;
 const OBJECT_ID = /^[a-f0-9]{24}$/;
 const MASK = "********";
 const PASSWORD = "Pw-vpn-e2e-7f3a9c!";
@@ -23,7 +31,13 @@ const API_SECRET = "SecVpnE2e9e1c7a2b33cc44dd55ee66ff";
 const WRONG_PASSWORD = "Wrong-password-0000";
 const WRONG_SECRET = "Wrong-secret-00000000";
 /** What this suite plants (refused credentials too: a mistyped password is still a password), for the scan of process logs in the access suite. */
-export const VPN_SECRETS = { vpnSuitePassword: PASSWORD, vpnSuiteApiToken: API_TOKEN, vpnSuiteApiSecret: API_SECRET, vpnSuiteWrongPassword: WRONG_PASSWORD, vpnSuiteWrongSecret: WRONG_SECRET };
+export const VPN_SECRETS = {
+	vpnSuitePassword: PASSWORD,
+	vpnSuiteApiToken: API_TOKEN,
+	vpnSuiteApiSecret: API_SECRET,
+	vpnSuiteWrongPassword: WRONG_PASSWORD,
+	vpnSuiteWrongSecret: WRONG_SECRET,
+};
 
 export default function vpn(h: () => Harness, leg: Leg): void {
 	const url = (p: string, query: Record<string, unknown> = {}) => withQuery(`${h().api}/${p}`, query);
@@ -31,7 +45,11 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 	const bodies: Array<{ what: string; text: string; admin: boolean }> = [];
 	const request = async (method: string, target: string, opts?: RequestOptions): Promise<Reply> => {
 		const res = await send(method, target, opts);
-		bodies.push({ what: `${method} ${target.slice(h().api.length)}`, text: res.text, admin: opts?.token === undefined });
+		bodies.push({
+			what: `${method} ${target.slice(h().api.length)}`,
+			text: res.text,
+			admin: opts?.token === undefined,
+		});
 		return res;
 	};
 	const as = (token: string, opts: RequestOptions = {}): RequestOptions => ({ ...opts, token });
@@ -54,7 +72,9 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 		const res = await request("POST", url("vpn_managers"), { body: { ...manager, password: PASSWORD } });
 		expect(res.status).toBe(201);
 		managerId = res.body._id;
-		const tok = await request("POST", url("vpn_managers"), { body: { ...tokenManager, password: "unused-with-a-token", api_token: API_TOKEN, api_secret: API_SECRET } });
+		const tok = await request("POST", url("vpn_managers"), {
+			body: { ...tokenManager, password: "unused-with-a-token", api_token: API_TOKEN, api_secret: API_SECRET },
+		});
 		expect(tok.status).toBe(201);
 		tokenManagerId = tok.body._id;
 		viewer = (await send("POST", url("tokens"), { body: { name: "vpn-viewer", role: "viewer" } })).body.token;
@@ -64,16 +84,25 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 	afterAll(() => sim?.stop());
 
 	const createOrg = async (name: string, opts: { manager?: string; authApi?: boolean } = {}) => {
-		const body = { name, vpn_representation: { name, cipher_type: "rsa", ...(opts.authApi ? { auth_api: true } : {}) }, cipher_type: "rsa", vpn_manager: opts.manager ?? managerId, type: 6 };
+		const body = {
+			name,
+			vpn_representation: { name, cipher_type: "rsa", ...(opts.authApi ? { auth_api: true } : {}) },
+			cipher_type: "rsa",
+			vpn_manager: opts.manager ?? managerId,
+			type: 6,
+		};
 		return request("POST", url("vpn_organizations"), { body });
 	};
 	const pritunlOrgs = (name: string) => sim.orgList().filter(o => o.name === name);
-	const records = async (name: string) => (await request("GET", url("vpn_organizations", { where: { name } }))).body._meta.total;
+	const records = async (name: string) =>
+		(await request("GET", url("vpn_organizations", { where: { name } }))).body._meta.total;
 
 	describe("vpn_managers", () => {
 		it("creates a manager that logs in, with 201 and Eve's write shape", async () => {
 			const logins = sim.logins;
-			const res = await request("POST", url("vpn_managers"), { body: { ...manager, name: "vpn-shape", password: PASSWORD } });
+			const res = await request("POST", url("vpn_managers"), {
+				body: { ...manager, name: "vpn-shape", password: PASSWORD },
+			});
 			expect(res.status).toBe(201);
 			expect(res.body).toEqual({
 				_updated: expect.stringMatching(HTTP_DATE),
@@ -86,15 +115,50 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 		});
 
 		it("refuses with 422 and the reason a manager whose credentials Pritunl refuses, or that cannot be reached", async () => {
-			const bad = expectEveError(await request("POST", url("vpn_managers"), { body: { ...manager, name: "vpn-bad-pw", password: WRONG_PASSWORD } }), 422);
-			expect(bad._issues).toEqual({ password: expect.stringContaining("auth_invalid: Authentication credentials are not valid") });
-			const badSecret = expectEveError(await request("POST", url("vpn_managers"), { body: { ...tokenManager, name: "vpn-bad-secret", password: "x", api_token: API_TOKEN, api_secret: WRONG_SECRET } }), 422);
+			const bad = expectEveError(
+				await request("POST", url("vpn_managers"), {
+					body: { ...manager, name: "vpn-bad-pw", password: WRONG_PASSWORD },
+				}),
+				422,
+			);
+			expect(bad._issues).toEqual({
+				password: expect.stringContaining("auth_invalid: Authentication credentials are not valid"),
+			});
+			const badSecret = expectEveError(
+				await request("POST", url("vpn_managers"), {
+					body: {
+						...tokenManager,
+						name: "vpn-bad-secret",
+						password: "x",
+						api_token: API_TOKEN,
+						api_secret: WRONG_SECRET,
+					},
+				}),
+				422,
+			);
 			expect(badSecret._issues).toEqual({ api_secret: expect.stringContaining("refused the API token") });
-			const half = expectEveError(await request("POST", url("vpn_managers"), { body: { ...tokenManager, name: "vpn-half", password: "x", api_token: API_TOKEN } }), 422);
+			const half = expectEveError(
+				await request("POST", url("vpn_managers"), {
+					body: { ...tokenManager, name: "vpn-half", password: "x", api_token: API_TOKEN },
+				}),
+				422,
+			);
 			expect(half._issues).toEqual({ api_secret: "api_token and api_secret go together" });
-			const nowhere = expectEveError(await request("POST", url("vpn_managers"), { body: { ...manager, name: "vpn-nowhere", server_address: "http://127.0.0.1:1", password: PASSWORD } }), 422);
-			expect(nowhere._issues).toEqual({ server_address: expect.stringMatching(/cannot log in to Pritunl: Pritunl at 127.0.0.1:1 is unreachable/) });
-			const notUrl = expectEveError(await request("POST", url("vpn_managers"), { body: { ...manager, name: "vpn-not-url", server_address: "ftp://x", password: PASSWORD } }), 422);
+			const nowhere = expectEveError(
+				await request("POST", url("vpn_managers"), {
+					body: { ...manager, name: "vpn-nowhere", server_address: "http://127.0.0.1:1", password: PASSWORD },
+				}),
+				422,
+			);
+			expect(nowhere._issues).toEqual({
+				server_address: expect.stringMatching(/cannot log in to Pritunl: Pritunl at 127.0.0.1:1 is unreachable/),
+			});
+			const notUrl = expectEveError(
+				await request("POST", url("vpn_managers"), {
+					body: { ...manager, name: "vpn-not-url", server_address: "ftp://x", password: PASSWORD },
+				}),
+				422,
+			);
 			expect(Object.keys(notUrl._issues)).toEqual(["server_address"]);
 			for (const name of ["vpn-bad-pw", "vpn-bad-secret", "vpn-half", "vpn-nowhere", "vpn-not-url"]) {
 				expect((await request("GET", url("vpn_managers", { where: { name } }))).body._meta.total).toBe(0);
@@ -103,9 +167,25 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 
 		it("refuses with 422 a server_address at a link-local, loopback or unspecified address, before trying to log in", async () => {
 			const logins = sim.logins;
-			for (const server_address of ["https://169.254.169.254", "169.254.169.254:443", "[::ffff:169.254.169.254]", "https://[2002:a9fe:a9fe::]", "https://[::1]:9700", "0.0.0.0:443"]) {
-				const err = expectEveError(await request("POST", url("vpn_managers"), { body: { ...manager, name: "vpn-metadata", server_address, password: PASSWORD } }), 422);
-				expect(err._issues).toEqual({ server_address: expect.stringMatching(/^the Pritunl server's address \S+ is not allowed: (link-local|loopback|unspecified)/) });
+			for (const server_address of [
+				"https://169.254.169.254",
+				"169.254.169.254:443",
+				"[::ffff:169.254.169.254]",
+				"https://[2002:a9fe:a9fe::]",
+				"https://[::1]:9700",
+				"0.0.0.0:443",
+			]) {
+				const err = expectEveError(
+					await request("POST", url("vpn_managers"), {
+						body: { ...manager, name: "vpn-metadata", server_address, password: PASSWORD },
+					}),
+					422,
+				);
+				expect(err._issues).toEqual({
+					server_address: expect.stringMatching(
+						/^the Pritunl server's address \S+ is not allowed: (link-local|loopback|unspecified)/,
+					),
+				});
 			}
 			expect((await request("GET", url("vpn_managers", { where: { name: "vpn-metadata" } }))).body._meta.total).toBe(0);
 			expect(sim.logins).toBe(logins);
@@ -115,10 +195,23 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 			const list = await request("GET", url("vpn_managers", { where: { name: "vpn-main" } }));
 			expect(list.status).toBe(200);
 			expect(list.body._items).toEqual([
-				{ ...manager, password: MASK, _updated: expect.stringMatching(HTTP_DATE), _created: expect.stringMatching(HTTP_DATE), _id: managerId, _links: { self: { title: "Vpn_manager", href: `vpn_managers/${managerId}` } } },
+				{
+					...manager,
+					password: MASK,
+					_updated: expect.stringMatching(HTTP_DATE),
+					_created: expect.stringMatching(HTTP_DATE),
+					_id: managerId,
+					_links: { self: { title: "Vpn_manager", href: `vpn_managers/${managerId}` } },
+				},
 			]);
 			const item = await request("GET", url(`vpn_managers/${tokenManagerId}`));
-			expect(item.body).toMatchObject({ ...tokenManager, password: MASK, api_token: MASK, api_secret: MASK, _id: tokenManagerId });
+			expect(item.body).toMatchObject({
+				...tokenManager,
+				password: MASK,
+				api_token: MASK,
+				api_secret: MASK,
+				_id: tokenManagerId,
+			});
 			const projected = await request("GET", url(`vpn_managers/${managerId}`, { projection: { password: 1 } }));
 			expect(projected.body.password).toBe(MASK);
 			// Filtering on the password finds nothing: what is stored is not the password.
@@ -127,11 +220,14 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 		});
 
 		// MongoDB storage: there is no file here to read (reported skipped on that leg).
-		(leg.storage === "nedb" ? it : it.skip)(`does not keep the password or the API secret in clear in the NeDB file${leg.storage === "nedb" ? "" : " (skipped: MongoDB storage, no NeDB file)"}`, () => {
-			const stored = fs.readFileSync(path.join(h().dataDir as string, "vpn_managers.db"), "utf8");
-			expect(stored).toContain(managerId);
-			for (const secret of [PASSWORD, API_TOKEN, API_SECRET]) expect(stored).not.toContain(secret);
-		});
+		(leg.storage === "nedb" ? it : it.skip)(
+			`does not keep the password or the API secret in clear in the NeDB file${leg.storage === "nedb" ? "" : " (skipped: MongoDB storage, no NeDB file)"}`,
+			() => {
+				const stored = fs.readFileSync(path.join(h().dataDir as string, "vpn_managers.db"), "utf8");
+				expect(stored).toContain(managerId);
+				for (const secret of [PASSWORD, API_TOKEN, API_SECRET]) expect(stored).not.toContain(secret);
+			},
+		);
 
 		it("requires every field of the spec, and a URL as dashboard_address", async () => {
 			const err = expectEveError(await request("POST", url("vpn_managers"), { body: {} }), 422);
@@ -142,38 +238,78 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 				username: "required field",
 				password: "required field",
 			});
-			const url422 = expectEveError(await request("POST", url("vpn_managers"), { body: { ...manager, name: "vpn-bad", dashboard_address: "vpn.example.org", password: PASSWORD } }), 422);
+			const url422 = expectEveError(
+				await request("POST", url("vpn_managers"), {
+					body: { ...manager, name: "vpn-bad", dashboard_address: "vpn.example.org", password: PASSWORD },
+				}),
+				422,
+			);
 			expect(Object.keys(url422._issues)).toEqual(["dashboard_address"]);
-			expect(expectEveError(await request("POST", url("vpn_managers"), { body: { ...manager, name: "vpn-bad", password: PASSWORD, extra: 1 } }), 422)._issues).toEqual({ extra: "unknown field" });
-			expect(expectEveError(await request("POST", url("vpn_managers"), { body: { ...manager, name: "vpn-bad", password: PASSWORD, ca_certificate: "not a PEM" } }), 422)._issues).toEqual({ ca_certificate: expect.any(String) });
+			expect(
+				expectEveError(
+					await request("POST", url("vpn_managers"), {
+						body: { ...manager, name: "vpn-bad", password: PASSWORD, extra: 1 },
+					}),
+					422,
+				)._issues,
+			).toEqual({ extra: "unknown field" });
+			expect(
+				expectEveError(
+					await request("POST", url("vpn_managers"), {
+						body: { ...manager, name: "vpn-bad", password: PASSWORD, ca_certificate: "not a PEM" },
+					}),
+					422,
+				)._issues,
+			).toEqual({ ca_certificate: expect.any(String) });
 			const garbled = "-----BEGIN CERTIFICATE-----\nbm90IGEgY2VydGlmaWNhdGU=\n-----END CERTIFICATE-----\n";
-			expect(expectEveError(await request("POST", url("vpn_managers"), { body: { ...manager, name: "vpn-bad", password: PASSWORD, ca_certificate: garbled } }), 422)._issues).toEqual({ ca_certificate: "must be one or more PEM certificates" });
+			expect(
+				expectEveError(
+					await request("POST", url("vpn_managers"), {
+						body: { ...manager, name: "vpn-bad", password: PASSWORD, ca_certificate: garbled },
+					}),
+					422,
+				)._issues,
+			).toEqual({ ca_certificate: "must be one or more PEM certificates" });
 		});
 
-		(opensslAvailable ? it : it.skip)(`verifies Pritunl's certificate, and trusts the manager's ca_certificate${opensslAvailable ? "" : " (skipped: no openssl to make a certificate)"}`, async () => {
-			const { key, cert } = selfSignedCert("vpn-tls");
-			const tls = new PritunlSimulator({ username: "fleet", password: PASSWORD, tls: { key, cert } });
-			const { url: tlsUrl } = await tls.start();
-			try {
-				const body = { ...manager, name: "vpn-tls", server_address: tlsUrl.replace(/^https:\/\//, ""), password: PASSWORD };
-				const refused = expectEveError(await request("POST", url("vpn_managers"), { body }), 422);
-				expect(refused._issues).toEqual({ server_address: expect.stringContaining("TLS certificate") });
-				const ok = await request("POST", url("vpn_managers"), { body: { ...body, ca_certificate: cert.toString("utf8") } });
-				expect(ok.status).toBe(201);
-				const org = await createOrg("vpn-org-tls", { manager: ok.body._id });
-				expect(org.status).toBe(201);
-				expect(tls.orgList().map(o => o.name)).toEqual(["vpn-org-tls"]);
-				expect((await request("GET", url(`vpn_managers/${ok.body._id}`))).body.ca_certificate).toBe(cert.toString("utf8"));
-				expect((await request("DELETE", url(`vpn_organizations/${org.body._id}`))).status).toBe(204);
-				expect(tls.orgList()).toEqual([]);
-				expect((await request("DELETE", url(`vpn_managers/${ok.body._id}`))).status).toBe(204);
-			} finally {
-				await tls.stop();
-			}
-		});
+		(opensslAvailable ? it : it.skip)(
+			`verifies Pritunl's certificate, and trusts the manager's ca_certificate${opensslAvailable ? "" : " (skipped: no openssl to make a certificate)"}`,
+			async () => {
+				const { key, cert } = selfSignedCert("vpn-tls");
+				const tls = new PritunlSimulator({ username: "fleet", password: PASSWORD, tls: { key, cert } });
+				const { url: tlsUrl } = await tls.start();
+				try {
+					const body = {
+						...manager,
+						name: "vpn-tls",
+						server_address: tlsUrl.replace(/^https:\/\//, ""),
+						password: PASSWORD,
+					};
+					const refused = expectEveError(await request("POST", url("vpn_managers"), { body }), 422);
+					expect(refused._issues).toEqual({ server_address: expect.stringContaining("TLS certificate") });
+					const ok = await request("POST", url("vpn_managers"), {
+						body: { ...body, ca_certificate: cert.toString("utf8") },
+					});
+					expect(ok.status).toBe(201);
+					const org = await createOrg("vpn-org-tls", { manager: ok.body._id });
+					expect(org.status).toBe(201);
+					expect(tls.orgList().map(o => o.name)).toEqual(["vpn-org-tls"]);
+					expect((await request("GET", url(`vpn_managers/${ok.body._id}`))).body.ca_certificate).toBe(
+						cert.toString("utf8"),
+					);
+					expect((await request("DELETE", url(`vpn_organizations/${org.body._id}`))).status).toBe(204);
+					expect(tls.orgList()).toEqual([]);
+					expect((await request("DELETE", url(`vpn_managers/${ok.body._id}`))).status).toBe(204);
+				} finally {
+					await tls.stop();
+				}
+			},
+		);
 
 		it("deletes a manager without organizations with 204", async () => {
-			const id = (await request("POST", url("vpn_managers"), { body: { ...manager, name: "vpn-lonely", password: PASSWORD } })).body._id;
+			const id = (
+				await request("POST", url("vpn_managers"), { body: { ...manager, name: "vpn-lonely", password: PASSWORD } })
+			).body._id;
 			const del = await request("DELETE", url(`vpn_managers/${id}`));
 			expect(del.status).toBe(204);
 			expectEveError(await request("GET", url(`vpn_managers/${id}`)), 404);
@@ -195,7 +331,10 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 				_updated: expect.stringMatching(HTTP_DATE),
 				_created: expect.stringMatching(HTTP_DATE),
 				_id: expect.stringMatching(OBJECT_ID),
-				_links: { self: { title: "Vpn_organization", href: `vpn_organizations/${res.body._id}` }, related: { vpn_manager: { title: "Vpn_manager", href: `vpn_managers/${managerId}` } } },
+				_links: {
+					self: { title: "Vpn_organization", href: `vpn_organizations/${res.body._id}` },
+					related: { vpn_manager: { title: "Vpn_manager", href: `vpn_managers/${managerId}` } },
+				},
 				_status: "OK",
 			});
 			orgId = res.body._id;
@@ -215,26 +354,42 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 			const id = made.body._id;
 			const etag = (await request("GET", url(`vpn_organizations/${id}`))).headers.get("etag") as string;
 			expect(etag).toMatch(/^"[0-9a-f]{40}"$/);
-			const stale = expectEveError(await request("DELETE", url(`vpn_organizations/${id}`), { headers: { "If-Match": '"0000000000000000000000000000000000000000"' } }), 412);
+			const stale = expectEveError(
+				await request("DELETE", url(`vpn_organizations/${id}`), {
+					headers: { "If-Match": '"0000000000000000000000000000000000000000"' },
+				}),
+				412,
+			);
 			expect(stale._error.message).toBe("Client and server etags don't match");
 			expect(pritunlOrgs("vpn-org-ifmatch")).toHaveLength(1);
 			expect((await request("GET", url(`vpn_organizations/${id}`))).status).toBe(200);
-			expect((await request("DELETE", url(`vpn_organizations/${id}`), { headers: { "If-Match": etag } })).status).toBe(204);
+			expect((await request("DELETE", url(`vpn_organizations/${id}`), { headers: { "If-Match": etag } })).status).toBe(
+				204,
+			);
 			expect(pritunlOrgs("vpn-org-ifmatch")).toEqual([]);
 		});
 
 		it("refuses an invalid organization with 422 before anything is made in Pritunl", async () => {
 			const before = sim.orgList().length;
-			expect(expectEveError(await request("POST", url("vpn_organizations"), { body: {} }), 422)._issues).toMatchObject({ name: "required field", vpn_manager: "required field" });
+			expect(expectEveError(await request("POST", url("vpn_organizations"), { body: {} }), 422)._issues).toMatchObject({
+				name: "required field",
+				vpn_manager: "required field",
+			});
 			const unknown = expectEveError(await createOrg("vpn-org-x", { manager: "0123456789abcdef0123ffff" }), 422);
-			expect(unknown._issues).toEqual({ vpn_manager: "value '0123456789abcdef0123ffff' must exist in resource 'vpn_managers', field '_id'." });
+			expect(unknown._issues).toEqual({
+				vpn_manager: "value '0123456789abcdef0123ffff' must exist in resource 'vpn_managers', field '_id'.",
+			});
 			expectEveError(await request("POST", url("vpn_organizations"), { body: [{ name: "a" }] }), 400);
 			// A name Pritunl already has (the undo of an unanswered create finds organizations by name).
-			expect(expectEveError(await createOrg("vpn-org-1"), 409)._error.message).toMatch(/already has an organization named 'vpn-org-1'/);
+			expect(expectEveError(await createOrg("vpn-org-1"), 409)._error.message).toMatch(
+				/already has an organization named 'vpn-org-1'/,
+			);
 			expect(sim.orgList().length).toBe(before);
 		});
 
-		const deletes = () => sim.requests().filter(r => r.method === "DELETE" && r.path.startsWith("/organization/") && r.status === 200).length;
+		const deletes = () =>
+			sim.requests().filter(r => r.method === "DELETE" && r.path.startsWith("/organization/") && r.status === 200)
+				.length;
 
 		it("leaves nothing half-made when Pritunl made the organization but its answer was lost (502)", async () => {
 			sim.malformNext(1, "reset", { method: "POST", path: /^\/organization$/ });
@@ -253,7 +408,11 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 			sim.delayNext(1, 2600, { method: "POST", path: /^\/organization$/ });
 			expectEveError(await createOrg("vpn-org-late"), 504);
 			// Pritunl finishes the create on its own, after fleet-ctl stopped waiting.
-			await eventually(async () => (pritunlOrgs("vpn-org-late").length === 1 ? true : undefined), 5000, "Pritunl to finish the create");
+			await eventually(
+				async () => (pritunlOrgs("vpn-org-late").length === 1 ? true : undefined),
+				5000,
+				"Pritunl to finish the create",
+			);
 			expect(await records("vpn-org-late")).toBe(0);
 			// Syncs look for it again once twice PRITUNL_TIMEOUT_MS have passed, and remove it.
 			await eventually(
@@ -277,12 +436,18 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 			expect(pritunlOrgs("vpn-org-later").length).toBeLessThanOrEqual(1);
 			// Pritunl finishes it; the service's own look (periodic syncs are off in these suites) removes it.
 			await eventually(async () => (sim.waiting === 0 ? true : undefined), 10_000, "Pritunl to finish the create");
-			await eventually(async () => (pritunlOrgs("vpn-org-later").length === 0 ? true : undefined), 10_000, "the organization to be removed");
+			await eventually(
+				async () => (pritunlOrgs("vpn-org-later").length === 0 ? true : undefined),
+				10_000,
+				"the organization to be removed",
+			);
 			expect(await records("vpn-org-later")).toBe(0);
 		}, 30_000);
 
 		it("removes the organization from Pritunl again when its record cannot be stored (manager deleted meanwhile)", async () => {
-			const doomed = (await request("POST", url("vpn_managers"), { body: { ...manager, name: "vpn-doomed", password: PASSWORD } })).body._id;
+			const doomed = (
+				await request("POST", url("vpn_managers"), { body: { ...manager, name: "vpn-doomed", password: PASSWORD } })
+			).body._id;
 			sim.delayNext(1, 1000, { method: "POST", path: /^\/organization$/ });
 			const pending = createOrg("vpn-org-orphan", { manager: doomed });
 			// The create is in Pritunl's hands: the manager goes before its record can be stored.
@@ -329,7 +494,9 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 				const err = expectEveError(await request("DELETE", url(`vpn_organizations/${made.body._id}`)), 502);
 				expect(err._error.message).toMatch(/unreachable/);
 				// The rest of the API works.
-				expect((await request("GET", url("vpn_organizations", { where: { name: "vpn-org-kept" } }))).body._meta.total).toBe(1);
+				expect(
+					(await request("GET", url("vpn_organizations", { where: { name: "vpn-org-kept" } }))).body._meta.total,
+				).toBe(1);
 				expect((await request("GET", url("hosts"))).status).toBe(200);
 			} finally {
 				await sim.comeBack();
@@ -366,10 +533,30 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 			expect([a.status, b.status]).toEqual([201, 201]);
 			orgA = { id: a.body._id, pid: pritunlOrgs("vpn-site-a")[0].id };
 			orgB = { id: b.body._id, pid: pritunlOrgs("vpn-site-b")[0].id };
-			generated.add(pritunlOrgs("vpn-site-b")[0].auth_token as string).add(pritunlOrgs("vpn-site-b")[0].auth_secret as string);
-			users[H[0]] = sim.addUser(orgA.pid, { name: H[0], yubico_id: "cccccchwtok1", email: "ops@example.org", groups: ["web"], pin: "123456", port_forwarding: [{ protocol: "tcp", port: "8080", dport: "80" }] }).id;
-			users[H[1]] = sim.addUser(orgA.pid, { name: H[1], client_to_client: true, dns_servers: ["10.0.0.53"], dns_suffix: "site-a.example" }).id;
-			users[H[2]] = sim.addUser(orgB.pid, { name: H[2], yubico_id: "cccccchwtok3", auth_type: "yubico", disabled: true, mac_addresses: ["52:54:00:12:34:56"] }).id;
+			generated
+				.add(pritunlOrgs("vpn-site-b")[0].auth_token as string)
+				.add(pritunlOrgs("vpn-site-b")[0].auth_secret as string);
+			users[H[0]] = sim.addUser(orgA.pid, {
+				name: H[0],
+				yubico_id: "cccccchwtok1",
+				email: "ops@example.org",
+				groups: ["web"],
+				pin: "123456",
+				port_forwarding: [{ protocol: "tcp", port: "8080", dport: "80" }],
+			}).id;
+			users[H[1]] = sim.addUser(orgA.pid, {
+				name: H[1],
+				client_to_client: true,
+				dns_servers: ["10.0.0.53"],
+				dns_suffix: "site-a.example",
+			}).id;
+			users[H[2]] = sim.addUser(orgB.pid, {
+				name: H[2],
+				yubico_id: "cccccchwtok3",
+				auth_type: "yubico",
+				disabled: true,
+				mac_addresses: ["52:54:00:12:34:56"],
+			}).id;
 			sim.addUser(orgB.pid, { name: "laptop of someone" }); // a Pritunl user that is no host
 			for (const u of sim.usersOf(orgA.pid).concat(sim.usersOf(orgB.pid))) generated.add(u.otp_secret);
 		});
@@ -385,7 +572,10 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 			const u1 = sim.user(users[H[0]])!;
 			const one = await get(H[0]);
 			expect(one.body.vpn_organization).toBe(orgA.id);
-			expect(one.body._links.related.vpn_organization).toEqual({ title: "Vpn_organization", href: `vpn_organizations/${orgA.id}` });
+			expect(one.body._links.related.vpn_organization).toEqual({
+				title: "Vpn_organization",
+				href: `vpn_organizations/${orgA.id}`,
+			});
 			expect(one.body.vpn_representation).toEqual({
 				auth_type: "local",
 				hwtoken_id: "cccccchwtok1",
@@ -406,11 +596,43 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 				type: "client",
 				id: users[H[0]],
 			});
-			expect(Object.keys(one.body.vpn_representation)).toEqual(["auth_type", "hwtoken_id", "client_to_client", "otp_secret", "name", "pin", "dns_suffix", "disabled", "mac_addresses", "email", "organization_name", "bypass_secondary", "groups", "organization", "port_forwarding", "dns_servers", "type", "id"]);
-			expect((await get(H[1])).body.vpn_representation).toMatchObject({ hwtoken_id: null, client_to_client: true, pin: false, dns_servers: ["10.0.0.53"], dns_suffix: "site-a.example", organization: orgA.pid });
+			expect(Object.keys(one.body.vpn_representation)).toEqual([
+				"auth_type",
+				"hwtoken_id",
+				"client_to_client",
+				"otp_secret",
+				"name",
+				"pin",
+				"dns_suffix",
+				"disabled",
+				"mac_addresses",
+				"email",
+				"organization_name",
+				"bypass_secondary",
+				"groups",
+				"organization",
+				"port_forwarding",
+				"dns_servers",
+				"type",
+				"id",
+			]);
+			expect((await get(H[1])).body.vpn_representation).toMatchObject({
+				hwtoken_id: null,
+				client_to_client: true,
+				pin: false,
+				dns_servers: ["10.0.0.53"],
+				dns_suffix: "site-a.example",
+				organization: orgA.pid,
+			});
 			const three = await get(H[2]);
 			expect(three.body.vpn_organization).toBe(orgB.id);
-			expect(three.body.vpn_representation).toMatchObject({ hwtoken_id: "cccccchwtok3", auth_type: "yubico", disabled: true, mac_addresses: ["52:54:00:12:34:56"], organization_name: "vpn-site-b" });
+			expect(three.body.vpn_representation).toMatchObject({
+				hwtoken_id: "cccccchwtok3",
+				auth_type: "yubico",
+				disabled: true,
+				mac_addresses: ["52:54:00:12:34:56"],
+				organization_name: "vpn-site-b",
+			});
 			const four = await get(H[3]);
 			expect(four.body).not.toHaveProperty("vpn_organization");
 			expect(four.body).not.toHaveProperty("vpn_representation");
@@ -448,7 +670,10 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 			// What a PUT that omits the booleans does in Pritunl: they are false afterwards.
 			const put = await fetch(`${sim.url}/user/${orgB.pid}/${users[H[2]]}`, {
 				method: "PUT",
-				headers: { "content-type": "application/json", ...(await tokenHeaders("PUT", `/user/${orgB.pid}/${users[H[2]]}`)) },
+				headers: {
+					"content-type": "application/json",
+					...(await tokenHeaders("PUT", `/user/${orgB.pid}/${users[H[2]]}`)),
+				},
 				body: JSON.stringify({ name: H[2], yubico_id: "cccccchwtok7" }),
 			});
 			expect(put.status).toBe(200);
@@ -510,19 +735,32 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 			expect(res.headers.get("content-type")).toBe("application/x-tar");
 			expect(res.headers.get("content-disposition")).toBe(`attachment; filename="${H[0]}.tar"`);
 			expect(res.headers.get("cache-control")).toBe("no-store");
-			const bytes = Buffer.from(await (await fetch(url(`hosts/${H[0]}/vpn_profile`), { headers: { authorization: `Bearer ${operator}` } })).arrayBuffer());
+			const bytes = Buffer.from(
+				await (
+					await fetch(url(`hosts/${H[0]}/vpn_profile`), { headers: { authorization: `Bearer ${operator}` } })
+				).arrayBuffer(),
+			);
 			expect(untar(bytes)).toEqual(untar(sim.profile(orgA.pid, users[H[0]]))); // the tar headers carry the time of download
 			expect(untar(bytes).map(f => f.name)).toEqual([`vpn-site-a_${H[0]}_vpn-1.ovpn`]);
 			expect((await send("GET", url(`hosts/${H[2]}/vpn_profile`))).status).toBe(200); // admins too, through the token manager
 			expectEveError(await send("GET", url(`hosts/${H[0]}/vpn_profile`), as(viewer)), 403);
 			// Handing out a VPN key is audited like a write: who, and whether it was allowed.
 			const audit = await send("GET", url("audit", { where: { path: `/api/hosts/${H[0]}/vpn_profile` }, sort: "_id" }));
-			expect(audit.body._items.map((a: { method: string; name: string; status: number; outcome: string }) => [a.method, a.name, a.status, a.outcome])).toEqual([
+			expect(
+				audit.body._items.map((a: { method: string; name: string; status: number; outcome: string }) => [
+					a.method,
+					a.name,
+					a.status,
+					a.outcome,
+				]),
+			).toEqual([
 				["GET", "vpn-operator", 200, "ok"],
 				["GET", "vpn-operator", 200, "ok"],
 				["GET", "vpn-viewer", 403, "denied"],
 			]);
-			expect(expectEveError(await send("GET", url(`hosts/${H[3]}/vpn_profile`), as(operator)), 404)._error.message).toBe(`host '${H[3]}' has no VPN identity`);
+			expect(
+				expectEveError(await send("GET", url(`hosts/${H[3]}/vpn_profile`), as(operator)), 404)._error.message,
+			).toBe(`host '${H[3]}' has no VPN identity`);
 			expectEveError(await send("GET", url("hosts/vpn-no-such-host/vpn_profile"), as(operator)), 404);
 			sim.removeUser(users[H[0]]);
 			expectEveError(await send("GET", url(`hosts/${H[0]}/vpn_profile`), as(operator)), 404);
@@ -548,7 +786,12 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 		const { pritunlSignature } = await import("../../../services/vpn/pritunl-client");
 		const ts = String(Math.floor(Date.now() / 1000));
 		const nonce = Math.random().toString(16).slice(2).padEnd(16, "0");
-		return { "Auth-Token": API_TOKEN, "Auth-Timestamp": ts, "Auth-Nonce": nonce, "Auth-Signature": pritunlSignature(API_SECRET, API_TOKEN, ts, nonce, method, p) };
+		return {
+			"Auth-Token": API_TOKEN,
+			"Auth-Timestamp": ts,
+			"Auth-Nonce": nonce,
+			"Auth-Signature": pritunlSignature(API_SECRET, API_TOKEN, ts, nonce, method, p),
+		};
 	}
 
 	// Runs last: every response of the suite has been collected.
@@ -556,10 +799,12 @@ export default function vpn(h: () => Harness, leg: Leg): void {
 		expect(bodies.length).toBeGreaterThan(60);
 		const leaks: string[] = [];
 		for (const b of bodies) {
-			for (const secret of Object.values(VPN_SECRETS)) if (b.text.includes(secret)) leaks.push(`manager secret in ${b.what}`);
+			for (const secret of Object.values(VPN_SECRETS))
+				if (b.text.includes(secret)) leaks.push(`manager secret in ${b.what}`);
 			for (const secret of generated) {
 				const otp = /^[A-Z2-7]{16}$/.test(secret);
-				if (b.text.includes(secret) && !(otp && b.admin)) leaks.push(`${otp ? "otp_secret" : "organization secret"} in ${b.what}`);
+				if (b.text.includes(secret) && !(otp && b.admin))
+					leaks.push(`${otp ? "otp_secret" : "organization secret"} in ${b.what}`);
 			}
 		}
 		expect(leaks).toEqual([]);

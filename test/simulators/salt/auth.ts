@@ -192,7 +192,13 @@ function funCheck(valid: unknown, fun: string, args?: unknown[], kwargs?: Record
  * for runners the positional and keyword arguments of the call, for wheel the `arg`/`kwarg` members of the
  * chunk's `kwarg` (so argument conditions on wheel functions rarely match, as in Salt).
  */
-export function specCheck(perms: Perm[], fun: string, args: unknown[] | undefined, kwargs: Record<string, unknown> | undefined, form: "runner" | "wheel"): boolean | "syntax" {
+export function specCheck(
+	perms: Perm[],
+	fun: string,
+	args: unknown[] | undefined,
+	kwargs: Record<string, unknown> | undefined,
+	form: "runner" | "wheel",
+): boolean | "syntax" {
 	if (!perms.length) return false;
 	const comps = fun.split(".");
 	if (comps.length !== 2) return "syntax";

@@ -108,8 +108,23 @@ const OSES = [
 ];
 const OS_CYCLE = OSES.flatMap(o => Array.from({ length: o.weight }, () => o));
 const SALT_VERSIONS = ["3006.9", "3006.9", "3006.9", "3006.8", "3007.1"];
-const BIOS = { physical: ["2.14.1", "2.19.0", "U46 v2.72"], kvm: ["1.16.2-debian-1.16.2-1"], VMware: ["VMW71.00V.21100432.B64.2301110304"] };
-const UPGRADABLE = ["openssl", "libssl3", "curl", "libcurl4", "linux-image-amd64", "tzdata", "openssh-server", "systemd", "sudo", "bash"];
+const BIOS = {
+	physical: ["2.14.1", "2.19.0", "U46 v2.72"],
+	kvm: ["1.16.2-debian-1.16.2-1"],
+	VMware: ["VMW71.00V.21100432.B64.2301110304"],
+};
+const UPGRADABLE = [
+	"openssl",
+	"libssl3",
+	"curl",
+	"libcurl4",
+	"linux-image-amd64",
+	"tzdata",
+	"openssh-server",
+	"systemd",
+	"sudo",
+	"bash",
+];
 
 /** Site names: site-a … site-z, then site-aa, site-ab, … */
 export function siteName(i: number): string {
@@ -166,7 +181,10 @@ export function makeGrains(id: string, prng: Prng, referenceMs: number): Grains 
 	const day = 86_400_000;
 	const lastDist = referenceMs - prng.int(1, 120) * day - prng.int(0, day / 1000) * 1000;
 	const lastApply = referenceMs - prng.int(0, 30) * day - prng.int(0, day / 1000) * 1000;
-	const serial = virtual === "physical" ? `CZ${prng.int(1, 9)}${prng.hex(3).toUpperCase()}${prng.pick(["XY", "K8", "QP", "7Z"])}` : "";
+	const serial =
+		virtual === "physical"
+			? `CZ${prng.int(1, 9)}${prng.hex(3).toUpperCase()}${prng.pick(["XY", "K8", "QP", "7Z"])}`
+			: "";
 	const memTotal = role.name === "db" || role.gpu ? prng.pick(MEM_MB.slice(3)) : prng.pick(MEM_MB.slice(0, 5));
 	const kernelRelease = prng.pick(os.kernels);
 	const [major, minor] = saltVersion.split(".").map(Number);
@@ -174,7 +192,45 @@ export function makeGrains(id: string, prng: Prng, referenceMs: number): Grains 
 	// from their own generator so that the values above stay what they were for a given seed.
 	const core = new Prng(`core/${id}`);
 	const osMajor = Number(os.release.split(".")[0]);
-	const cpuFlags = ["fpu", "vme", "de", "pse", "tsc", "msr", "pae", "mce", "cx8", "apic", "sep", "mtrr", "pge", "mca", "cmov", "pat", "pse36", "clflush", "mmx", "fxsr", "sse", "sse2", "ht", "syscall", "nx", "lm", "constant_tsc", "pni", "ssse3", "cx16", "sse4_1", "sse4_2", "popcnt", "aes", "xsave", "avx", "hypervisor"];
+	const cpuFlags = [
+		"fpu",
+		"vme",
+		"de",
+		"pse",
+		"tsc",
+		"msr",
+		"pae",
+		"mce",
+		"cx8",
+		"apic",
+		"sep",
+		"mtrr",
+		"pge",
+		"mca",
+		"cmov",
+		"pat",
+		"pse36",
+		"clflush",
+		"mmx",
+		"fxsr",
+		"sse",
+		"sse2",
+		"ht",
+		"syscall",
+		"nx",
+		"lm",
+		"constant_tsc",
+		"pni",
+		"ssse3",
+		"cx16",
+		"sse4_1",
+		"sse4_2",
+		"popcnt",
+		"aes",
+		"xsave",
+		"avx",
+		"hypervisor",
+	];
 	const gw = `10.${(siteIdx % 200) + 10}.0.1`;
 	const systemPath = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"];
 	const coreGrains: Grains = {
@@ -193,13 +249,24 @@ export function makeGrains(id: string, prng: Prng, referenceMs: number): Grains 
 			["quiet", null],
 		],
 		cpu_flags: cpuFlags,
-		systemd: { version: os.codename === "bookworm" ? "252" : os.codename === "bullseye" ? "247" : "249", features: "+PAM +AUDIT +SELINUX +APPARMOR +IMA +SMACK +SECCOMP +GCRYPT -GNUTLS +OPENSSL +ACL +BLKID +CURL +ELFUTILS +FIDO2 +IDN2 -IDN +IPTC +KMOD +LIBCRYPTSETUP +LIBFDISK +PCRE2 -PWQUALITY +P11KIT +QRENCODE +TPM2 +BZIP2 +LZ4 +XZ +ZLIB +ZSTD -BPF_FRAMEWORK -XKBCOMMON +UTMP +SYSVINIT default-hierarchy=unified" },
+		systemd: {
+			version: os.codename === "bookworm" ? "252" : os.codename === "bullseye" ? "247" : "249",
+			features:
+				"+PAM +AUDIT +SELINUX +APPARMOR +IMA +SMACK +SECCOMP +GCRYPT -GNUTLS +OPENSSL +ACL +BLKID +CURL +ELFUTILS +FIDO2 +IDN2 -IDN +IPTC +KMOD +LIBCRYPTSETUP +LIBFDISK +PCRE2 -PWQUALITY +P11KIT +QRENCODE +TPM2 +BZIP2 +LZ4 +XZ +ZLIB +ZSTD -BPF_FRAMEWORK -XKBCOMMON +UTMP +SYSVINIT default-hierarchy=unified",
+		},
 		osrelease_info: os.release.split(".").map(Number),
 		osmajorrelease: osMajor,
 		osfinger: `${os.id}-${os.id === "Ubuntu" ? os.release : osMajor}`,
 		systempath: systemPath,
 		pythonexecutable: "/opt/saltstack/salt/bin/python3.10",
-		pythonpath: ["/opt/saltstack/salt/bin", "/opt/saltstack/salt/extras-3.10", "/opt/saltstack/salt/lib/python310.zip", "/opt/saltstack/salt/lib/python3.10", "/opt/saltstack/salt/lib/python3.10/lib-dynload", "/opt/saltstack/salt/lib/python3.10/site-packages"],
+		pythonpath: [
+			"/opt/saltstack/salt/bin",
+			"/opt/saltstack/salt/extras-3.10",
+			"/opt/saltstack/salt/lib/python310.zip",
+			"/opt/saltstack/salt/lib/python3.10",
+			"/opt/saltstack/salt/lib/python3.10/lib-dynload",
+			"/opt/saltstack/salt/lib/python3.10/site-packages",
+		],
 		zmqversion: "4.3.4",
 		disks: virtual === "physical" ? ["sda", "sdb"] : ["vda"],
 		ssds: virtual === "physical" ? ["sda"] : [],
@@ -244,7 +311,10 @@ export function makeGrains(id: string, prng: Prng, referenceMs: number): Grains 
 		gpus: Array.from({ length: numGpus }, () => ({ ...gpuModel })),
 		virtual,
 		manufacturer: virtual === "physical" ? prng.pick(["HPE", "Dell Inc.", "Supermicro"]) : "QEMU",
-		productname: virtual === "physical" ? prng.pick(["ProLiant DL360 Gen10", "PowerEdge R650", "SYS-1029P-WTR"]) : "Standard PC (Q35 + ICH9, 2009)",
+		productname:
+			virtual === "physical"
+				? prng.pick(["ProLiant DL360 Gen10", "PowerEdge R650", "SYS-1029P-WTR"])
+				: "Standard PC (Q35 + ICH9, 2009)",
 		serialnumber: serial,
 		biosversion: prng.pick(BIOS[virtual]),
 		biosreleasedate: `${String(prng.int(1, 12)).padStart(2, "0")}/${String(prng.int(1, 28)).padStart(2, "0")}/20${prng.int(19, 24)}`,
@@ -272,7 +342,15 @@ export function makeGrains(id: string, prng: Prng, referenceMs: number): Grains 
 		master: "salt",
 		roles: [role.name],
 		...coreGrains,
-		dns: { nameservers: [`10.${(siteIdx % 200) + 10}.0.53`], ip4_nameservers: [`10.${(siteIdx % 200) + 10}.0.53`], ip6_nameservers: [], sortlist: [], domain, search: domain ? [domain] : [], options: [] },
+		dns: {
+			nameservers: [`10.${(siteIdx % 200) + 10}.0.53`],
+			ip4_nameservers: [`10.${(siteIdx % 200) + 10}.0.53`],
+			ip6_nameservers: [],
+			sortlist: [],
+			domain,
+			search: domain ? [domain] : [],
+			options: [],
+		},
 	};
 }
 

@@ -29,14 +29,25 @@ const STATUS: Record<number, [string, string]> = {
 	405: ["Method Not Allowed", "Specified method is invalid for this resource"],
 	406: ["Not Acceptable", "URI not available in preferred format"],
 	413: ["Request Entity Too Large", "Entity is too large"],
-	500: ["Internal Server Error", "The server encountered an unexpected condition which prevented it from fulfilling the request."],
+	500: [
+		"Internal Server Error",
+		"The server encountered an unexpected condition which prevented it from fulfilling the request.",
+	],
 	502: ["Bad Gateway", "Invalid responses from another server/proxy"],
-	503: ["Service Unavailable", "The server is currently unable to handle the request due to a temporary overloading or maintenance of the server."],
+	503: [
+		"Service Unavailable",
+		"The server is currently unable to handle the request due to a temporary overloading or maintenance of the server.",
+	],
 	504: ["Gateway Timeout", "The gateway server did not receive a timely response"],
 };
 
 function escapeHtml(s: string): string {
-	return s.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;").replace(/'/g, "&#x27;");
+	return s
+		.replace(/&/g, "&amp;")
+		.replace(/</g, "&lt;")
+		.replace(/>/g, "&gt;")
+		.replace(/"/g, "&quot;")
+		.replace(/'/g, "&#x27;");
 }
 
 /** CherryPy's default error page (`cherrypy._cperror.get_error_page`), as salt-api sends for HTTPError. */
@@ -161,7 +172,10 @@ function negotiate(accept: string | undefined, offers: string[]): string {
 			if (hit) return hit;
 		} else if (offers.includes(r.type)) return r.type;
 	}
-	throw new HttpError(406, `Your client sent this Accept header: ${accept}. But this resource only emits these media types: ${offers.join(", ")}.`);
+	throw new HttpError(
+		406,
+		`Your client sent this Accept header: ${accept}. But this resource only emits these media types: ${offers.join(", ")}.`,
+	);
 }
 
 export class SaltApiServer {
@@ -299,7 +313,15 @@ export class SaltApiServer {
 		} catch {
 			// Keep the raw path; it will not match a route (404).
 		}
-		const ctx: Ctx = { req, res, method, path, query: new URLSearchParams(q < 0 ? "" : target.slice(q + 1)), headers: this.baseHeaders(req), status: 200 };
+		const ctx: Ctx = {
+			req,
+			res,
+			method,
+			path,
+			query: new URLSearchParams(q < 0 ? "" : target.slice(q + 1)),
+			headers: this.baseHeaders(req),
+			status: 200,
+		};
 		res.on("finish", () => {
 			const session = ctx.headers["X-Auth-Token"] ?? ctx.sid;
 			this.log.push({ method, path, status: res.statusCode, atMs: Date.now(), ...(session ? { session } : {}) });
@@ -314,8 +336,17 @@ export class SaltApiServer {
 			const fail = this.takeRule(this.failRules, method, path);
 			if (fail) {
 				req.resume();
-				if (fail.status === 500) return this.send(ctx, 500, "application/json", pyJson({ status: 500, return: "An unexpected error occurred" }));
-				throw new HttpError(fail.status, fail.message ?? (fail.status === 503 ? "Salt Master is not available." : undefined));
+				if (fail.status === 500)
+					return this.send(
+						ctx,
+						500,
+						"application/json",
+						pyJson({ status: 500, return: "An unexpected error occurred" }),
+					);
+				throw new HttpError(
+					fail.status,
+					fail.message ?? (fail.status === 503 ? "Salt Master is not available." : undefined),
+				);
 			}
 			const x = req.headers["x-auth-token"];
 			ctx.sid = (Array.isArray(x) ? x[0] : x) || parseCookies(req.headers.cookie).session_id || undefined;
@@ -354,10 +385,14 @@ export class SaltApiServer {
 		const parts = path.split("/").filter(Boolean);
 		const [head, arg, ...rest] = parts;
 		const allow = (methods: string[]) => {
-			if (!methods.includes(method)) throw new HttpError(405, undefined, { Allow: [...methods, ...(methods.includes("GET") ? ["HEAD"] : [])].sort().join(", ") });
+			if (!methods.includes(method))
+				throw new HttpError(405, undefined, {
+					Allow: [...methods, ...(methods.includes("GET") ? ["HEAD"] : [])].sort().join(", "),
+				});
 		};
 		const withArg = ["minions", "jobs", "keys"];
-		if (head !== "hook" && (rest.length || (arg !== undefined && !withArg.includes(head)))) throw new HttpError(404, `The path '${path}' was not found.`);
+		if (head !== "hook" && (rest.length || (arg !== undefined && !withArg.includes(head))))
+			throw new HttpError(404, `The path '${path}' was not found.`);
 		switch (head) {
 			case undefined:
 				allow(["GET", "POST"]);
@@ -437,7 +472,10 @@ export class SaltApiServer {
 		// rest_cherrypy skips the body when Content-Length is absent or "0" (so chunked bodies are ignored).
 		const clen = ctx.req.headers["content-length"];
 		if (clen === undefined || clen === "0") return null;
-		const ct = (ctx.req.headers["content-type"] ?? "application/x-www-form-urlencoded").split(";")[0].trim().toLowerCase();
+		const ct = (ctx.req.headers["content-type"] ?? "application/x-www-form-urlencoded")
+			.split(";")[0]
+			.trim()
+			.toLowerCase();
 		const text = raw.toString("utf8");
 		switch (ct) {
 			case "application/json":
@@ -466,7 +504,10 @@ export class SaltApiServer {
 					else data[k] = v;
 				}
 				if ("kwarg" in data) data.kwarg = typeof data.kwarg === "string" ? yamlify(data.kwarg) : data.kwarg;
-				if ("arg" in data) data.arg = (Array.isArray(data.arg) ? data.arg : [data.arg]).map(a => (typeof a === "string" ? yamlify(a) : a));
+				if ("arg" in data)
+					data.arg = (Array.isArray(data.arg) ? data.arg : [data.arg]).map(a =>
+						typeof a === "string" ? yamlify(a) : a,
+					);
 				return data;
 			}
 			default:
@@ -492,7 +533,8 @@ export class SaltApiServer {
 			const chunk: Record<string, unknown> = isPlainObject(item) ? item : {};
 			if (!isPlainObject(item)) throw new ServerError(`'${typeof item}' object has no attribute 'get'`);
 			if (opts.token) chunk.token = opts.token;
-			if ("token" in chunk && !(typeof chunk.token === "string" && /^[0-9a-fA-F]+$/.test(chunk.token))) throw new HttpError(401, "Invalid token");
+			if ("token" in chunk && !(typeof chunk.token === "string" && /^[0-9a-fA-F]+$/.test(chunk.token)))
+				throw new HttpError(401, "Invalid token");
 			if (opts.client) chunk.client = opts.client;
 			if ("arg" in chunk && !Array.isArray(chunk.arg)) chunk.arg = [chunk.arg];
 			out.push(...(await this.netapi.run(chunk)));
@@ -522,7 +564,8 @@ export class SaltApiServer {
 	 */
 	private async masterRequest(): Promise<void> {
 		if (this.master.running) return;
-		if (!(await this.master.whenRunning(this.master.config.masterReqTimeoutMs))) throw new SaltMasterDown("Message timed out");
+		if (!(await this.master.whenRunning(this.master.config.masterReqTimeoutMs)))
+			throw new SaltMasterDown("Message timed out");
 	}
 
 	private async login(ctx: Ctx): Promise<void> {
@@ -536,7 +579,16 @@ export class SaltApiServer {
 		ctx.headers["X-Auth-Token"] = sid;
 		this.sessionCookie(ctx, sid);
 		return this.reply(ctx, {
-			return: [{ token: sid, expire: tok.expire, start: tok.start, user: tok.name, eauth: tok.eauth, perms: sortedPermissions(tok.perms) }],
+			return: [
+				{
+					token: sid,
+					expire: tok.expire,
+					start: tok.start,
+					user: tok.name,
+					eauth: tok.eauth,
+					perms: sortedPermissions(tok.perms),
+				},
+			],
 		});
 	}
 
@@ -585,7 +637,11 @@ export class SaltApiServer {
 		ctx.status = 202;
 		return this.reply(ctx, {
 			return: jobs,
-			_links: { jobs: jobs.filter(j => isPlainObject(j) && Object.keys(j).length).map(j => ({ href: `/jobs/${(j as { jid: string }).jid}` })) },
+			_links: {
+				jobs: jobs
+					.filter(j => isPlainObject(j) && Object.keys(j).length)
+					.map(j => ({ href: `/jobs/${(j as { jid: string }).jid}` })),
+			},
 		});
 	}
 
@@ -616,7 +672,8 @@ export class SaltApiServer {
 	private async keysPost(ctx: Ctx): Promise<void> {
 		const low = await this.lowstateOf(ctx);
 		const chunk = Array.isArray(low) && isPlainObject(low[0]) ? low[0] : {};
-		if (!this.master.running && !(await this.master.whenRunning(this.master.config.masterDownAnswerMs))) throw new MasterUnanswering("The master is not responding.");
+		if (!this.master.running && !(await this.master.whenRunning(this.master.config.masterDownAnswerMs)))
+			throw new MasterUnanswering("The master is not responding.");
 		if (!this.auth.check(chunk)) throw new HttpError(401, 'Authentication failure of type "eauth" occurred.');
 		const id = String(chunk.mid ?? chunk.id_ ?? "");
 		if (!id) throw new ServerError("gen_accept() missing 1 required positional argument: 'id_'");
@@ -639,8 +696,13 @@ export class SaltApiServer {
 		const data = await this.unserialize(ctx);
 		const raw = ctx.body?.toString("utf8") ?? "";
 		const headers: Record<string, unknown> = {};
-		for (const [k, v] of Object.entries(ctx.req.headers)) headers[k.replace(/(^|-)([a-z])/g, (_m, d: string, c: string) => d + c.toUpperCase())] = v;
-		this.master.events.fire(["salt", "netapi", "hook", ...tagParts].join("/"), { body: raw, post: data ?? {}, headers });
+		for (const [k, v] of Object.entries(ctx.req.headers))
+			headers[k.replace(/(^|-)([a-z])/g, (_m, d: string, c: string) => d + c.toUpperCase())] = v;
+		this.master.events.fire(["salt", "netapi", "hook", ...tagParts].join("/"), {
+			body: raw,
+			post: data ?? {},
+			headers,
+		});
 		return this.reply(ctx, { success: true });
 	}
 
@@ -659,7 +721,8 @@ export class SaltApiServer {
 		if (!authToken || !/^[0-9a-fA-F]+$/.test(authToken)) throw new HttpError(401);
 		// The token is checked by the master (Resolver.get_token over its request channel): while it is down the
 		// request waits for it; past the channel's retries the exception is CherryPy's own 500 page.
-		if (!this.master.running && !(await this.master.whenRunning(this.master.config.masterReqTimeoutMs))) throw new HttpError(500);
+		if (!this.master.running && !(await this.master.whenRunning(this.master.config.masterReqTimeoutMs)))
+			throw new HttpError(500);
 		if (!this.eventToken(authToken)) throw new HttpError(401);
 		const res = ctx.res;
 		if (res.destroyed) return;
@@ -712,7 +775,8 @@ export class SaltApiServer {
 			body = type === "application/json" ? pyJson(value) : dumpYaml(value);
 		} catch (err) {
 			// hypermedia_out: a return json.dumps refuses (test.get_opts' datetimes) is CherryPy's 500 page.
-			if (err instanceof NotJsonSerializable) throw new HttpError(500, "Could not serialize the return data from Salt.");
+			if (err instanceof NotJsonSerializable)
+				throw new HttpError(500, "Could not serialize the return data from Salt.");
 			throw err;
 		}
 		const malform = this.takeRule(this.malformRules, ctx.method, ctx.path);
@@ -734,7 +798,12 @@ export class SaltApiServer {
 			case "wrong-shape":
 				return this.send(ctx, ctx.status, type, pyJson({ status: "ok", data: [null] }));
 			case "html":
-				return this.send(ctx, 200, "text/html;charset=utf-8", "<html><body><h1>Gateway</h1><p>Please log in to the proxy.</p></body></html>\n");
+				return this.send(
+					ctx,
+					200,
+					"text/html;charset=utf-8",
+					"<html><body><h1>Gateway</h1><p>Please log in to the proxy.</p></body></html>\n",
+				);
 		}
 	}
 
@@ -742,7 +811,11 @@ export class SaltApiServer {
 		const res = ctx.res;
 		if (res.headersSent || res.destroyed) return;
 		const buf = typeof body === "string" ? Buffer.from(body, "utf8") : body;
-		const headers: Record<string, string | number> = { ...ctx.headers, "Content-Type": type, "Content-Length": buf.length };
+		const headers: Record<string, string | number> = {
+			...ctx.headers,
+			"Content-Type": type,
+			"Content-Length": buf.length,
+		};
 		if (ctx.cookie) headers["Set-Cookie"] = ctx.cookie;
 		res.writeHead(status, STATUS[status]?.[0] ?? "", headers);
 		res.end(ctx.method === "HEAD" ? undefined : buf);
@@ -755,10 +828,14 @@ export class SaltApiServer {
 			Object.assign(ctx.headers, e.headers);
 			return this.send(ctx, e.status, "text/html;charset=utf-8", cherrypyErrorPage(e.status, e.message || undefined));
 		}
-		if (e instanceof SaltAuthError) return this.send(ctx, 401, "text/html;charset=utf-8", cherrypyErrorPage(401, e.message));
-		if (e instanceof SaltInvocationError || e instanceof TargetInvocationError) return this.send(ctx, 400, "text/html;charset=utf-8", cherrypyErrorPage(400, e.message));
-		if (e instanceof SaltMasterDown) return this.send(ctx, 503, "text/html;charset=utf-8", cherrypyErrorPage(503, e.message));
-		if (e instanceof MasterUnanswering) return this.send(ctx, 500, "application/json", pyJson({ status: 500, return: "An unexpected error occurred" }));
+		if (e instanceof SaltAuthError)
+			return this.send(ctx, 401, "text/html;charset=utf-8", cherrypyErrorPage(401, e.message));
+		if (e instanceof SaltInvocationError || e instanceof TargetInvocationError)
+			return this.send(ctx, 400, "text/html;charset=utf-8", cherrypyErrorPage(400, e.message));
+		if (e instanceof SaltMasterDown)
+			return this.send(ctx, 503, "text/html;charset=utf-8", cherrypyErrorPage(503, e.message));
+		if (e instanceof MasterUnanswering)
+			return this.send(ctx, 500, "application/json", pyJson({ status: 500, return: "An unexpected error occurred" }));
 		// Anything else (an unknown runner, a client call missing its arguments, a bug): the generic 500
 		// that hypermedia_handler serialises as data. Unexpected ones are kept for debugging the simulator.
 		if (!(e instanceof UnknownFunctionError || e instanceof ClientCallError || e instanceof ServerError)) {
@@ -783,7 +860,12 @@ function makeTar(files: [string, string][]): Buffer {
 		h.write("0000000\0", 108);
 		h.write("0000000\0", 116);
 		h.write(data.length.toString(8).padStart(11, "0") + "\0", 124);
-		h.write(Math.floor(Date.now() / 1000).toString(8).padStart(11, "0") + "\0", 136);
+		h.write(
+			Math.floor(Date.now() / 1000)
+				.toString(8)
+				.padStart(11, "0") + "\0",
+			136,
+		);
 		h.write("        ", 148);
 		h.write("0", 156);
 		h.write("ustar\0" + "00", 257);

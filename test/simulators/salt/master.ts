@@ -6,7 +6,19 @@ import { type ExecResult, execute } from "./modules";
 import { type Grains, type KeyState, type Minion, type MinionSpec, Fleet, baseLatency, makeMinion } from "./fleet";
 import { FileServer, type Drift, type DriftBook, type StepFailure, slsName } from "./states";
 import { type Nodegroups, Targeting } from "./targeting";
-import { JidClock, fingerprintFrom, fnmatch, publicKeyOf, hashString, isJid, isPlainObject, isoStamp, jidToTime, Prng, pyJson } from "./util";
+import {
+	JidClock,
+	fingerprintFrom,
+	fnmatch,
+	publicKeyOf,
+	hashString,
+	isJid,
+	isPlainObject,
+	isoStamp,
+	jidToTime,
+	Prng,
+	pyJson,
+} from "./util";
 
 // ------------------------------------------------------------------ Salt exceptions → HTTP status
 
@@ -292,11 +304,14 @@ export class Master {
 		if (this.loopTimer) clearTimeout(this.loopTimer);
 		this.loopTimer = null;
 		if (this.stopped || this.config.presenceIntervalMs <= 0) return;
-		this.loopTimer = setTimeout(() => {
-			this.loopTimer = null;
-			this.handlePresence();
-			this.scheduleLoop(this.config.presenceIntervalMs);
-		}, Math.max(0, firstMs));
+		this.loopTimer = setTimeout(
+			() => {
+				this.loopTimer = null;
+				this.handlePresence();
+				this.scheduleLoop(this.config.presenceIntervalMs);
+			},
+			Math.max(0, firstMs),
+		);
 		this.loopTimer.unref();
 	}
 
@@ -349,13 +364,16 @@ export class Master {
 		this.clearLoop();
 		for (const fn of [...this.runWaiters]) fn(true);
 		if (long) this.flushHeld();
-		this.reconnectTimer = setTimeout(() => {
-			this.reconnectTimer = null;
-			this.handlePresence();
-			this.reconnected = true;
-			this.flushHeld();
-			this.scheduleLoop(this.config.presenceIntervalMs);
-		}, Math.max(0, this.config.restartPresentDelayMs));
+		this.reconnectTimer = setTimeout(
+			() => {
+				this.reconnectTimer = null;
+				this.handlePresence();
+				this.reconnected = true;
+				this.flushHeld();
+				this.scheduleLoop(this.config.presenceIntervalMs);
+			},
+			Math.max(0, this.config.restartPresentDelayMs),
+		);
 		this.reconnectTimer.unref();
 	}
 
@@ -395,7 +413,10 @@ export class Master {
 		m.latencyMs = baseLatency(m.id, this.config.latencyMs[0], this.config.latencyMs[1]);
 		this.fleet.add(m);
 		if (opts.fireEvents) {
-			this.fireAuth(m, m.key === "accepted" ? "accept" : m.key === "pending" ? "pend" : m.key === "rejected" ? "reject" : "denied");
+			this.fireAuth(
+				m,
+				m.key === "accepted" ? "accept" : m.key === "pending" ? "pend" : m.key === "rejected" ? "reject" : "denied",
+			);
 			if (m.key === "accepted" && m.up) this.fireStart(m);
 		}
 		return m;
@@ -422,7 +443,13 @@ export class Master {
 	/** `salt/minion/<id>/start` (Salt 3006 no longer fires the legacy `minion_start` by default). */
 	fireStart(m: Minion): void {
 		const text = `Minion ${m.id} started at ${asctime(Date.now())}`;
-		this.events.fire(`salt/minion/${m.id}/start`, { id: m.id, cmd: "_minion_event", pretag: null, data: text, tag: `salt/minion/${m.id}/start` });
+		this.events.fire(`salt/minion/${m.id}/start`, {
+			id: m.id,
+			cmd: "_minion_event",
+			pretag: null,
+			data: text,
+			tag: `salt/minion/${m.id}/start`,
+		});
 	}
 
 	/** An event a running minion sends to the master (`_fire_master`: the load without its `tok`). */
@@ -452,10 +479,16 @@ export class Master {
 			} else if (typeof rest.tag === "string" && "data" in rest) this.events.fire(rest.tag, rest);
 			return;
 		}
-		if (load.cmd !== "_return" || typeof load.id !== "string" || typeof load.jid !== "string" || !("return" in load)) return;
+		if (load.cmd !== "_return" || typeof load.id !== "string" || typeof load.jid !== "string" || !("return" in load))
+			return;
 		this.events.fire(`salt/job/${load.jid}/ret/${load.id}`, { ...load });
 		const job = this.jobs.get(load.jid);
-		if (job && !job.returns.has(load.id)) job.returns.set(load.id, { return: load.return, retcode: Number.isInteger(load.retcode) ? (load.retcode as number) : 0, success: load.success !== false });
+		if (job && !job.returns.has(load.id))
+			job.returns.set(load.id, {
+				return: load.return,
+				retcode: Number.isInteger(load.retcode) ? (load.retcode as number) : 0,
+				success: load.success !== false,
+			});
 	}
 
 	/**
@@ -475,12 +508,28 @@ export class Master {
 		}
 		this.events.fire(`minion/refresh/${id}`, { "Minion data cache refresh": id });
 		const pubJid = this.newJid();
-		const payload: Record<string, unknown> = { __pub_fun: "event.send", __pub_pid: 1000 + (hashString(`${id}/${pubJid}`) % 60000), __pub_jid: pubJid, __pub_tgt: "salt-call" };
+		const payload: Record<string, unknown> = {
+			__pub_fun: "event.send",
+			__pub_pid: 1000 + (hashString(`${id}/${pubJid}`) % 60000),
+			__pub_jid: pubJid,
+			__pub_tgt: "salt-call",
+		};
 		if (isPlainObject(data)) Object.assign(payload, data);
 		this.events.fire(tag, { id, tag, data: payload, cmd: "_minion_event" });
 		const cliArgs = [tag, typeof data === "string" ? data : pyJson(data ?? {})];
 		const jid = this.newJid();
-		this.events.fire(`salt/job/${jid}/ret/${id}`, { cmd: "_return", id, jid, return: true, retcode: 0, fun: "event.send", fun_args: cliArgs, arg: [...cliArgs], tgt_type: "glob", tgt: id });
+		this.events.fire(`salt/job/${jid}/ret/${id}`, {
+			cmd: "_return",
+			id,
+			jid,
+			return: true,
+			retcode: 0,
+			fun: "event.send",
+			fun_args: cliArgs,
+			arg: [...cliArgs],
+			tgt_type: "glob",
+			tgt: id,
+		});
 	}
 
 	/** Change a key's state; fires `salt/key` (accept/reject/pend/delete) or `salt/auth` (denied). */
@@ -499,7 +548,12 @@ export class Master {
 		m.key = state;
 		this.fleet.invalidate();
 		if (state === "denied") this.fireAuth(m, "denied");
-		else this.events.fire("salt/key", { result: true, act: state === "accepted" ? "accept" : state === "rejected" ? "reject" : "pend", id });
+		else
+			this.events.fire("salt/key", {
+				result: true,
+				act: state === "accepted" ? "accept" : state === "rejected" ? "reject" : "pend",
+				id,
+			});
 		// A minion waiting for acceptance retries its auth: once accepted it authenticates and starts.
 		if (state === "accepted" && was === "pending" && m.up && this.running && this.keyMatches(m)) {
 			this.fireAuth(m, "accept");
@@ -714,7 +768,8 @@ export class Master {
 		const { minions, missing } = this.targeting.check(load.tgt, load.tgtType);
 		if (minions.length === 0) return null;
 		// LocalClient._prep_pub: a nodegroup goes out as the compound expression it stands for.
-		if (load.tgtType === "nodegroup") load = { ...load, tgt: this.targeting.nodegroupComp(String(load.tgt)), tgtType: "compound" };
+		if (load.tgtType === "nodegroup")
+			load = { ...load, tgt: this.targeting.nodegroupComp(String(load.tgt)), tgtType: "compound" };
 		const jid = this.newJid();
 		const nowMs = Date.now();
 		const job: Job = {
@@ -736,7 +791,16 @@ export class Master {
 		};
 		this.storeJob(job);
 		this.events.fire(jid, { minions: [...minions] });
-		this.events.fire(`salt/job/${jid}/new`, { jid, tgt_type: load.tgtType, tgt: load.tgt, user: load.user, fun: load.fun, arg: load.arg, minions, missing });
+		this.events.fire(`salt/job/${jid}/new`, {
+			jid,
+			tgt_type: load.tgtType,
+			tgt: load.tgt,
+			user: load.user,
+			fun: load.fun,
+			arg: load.arg,
+			minions,
+			missing,
+		});
 		// Minions that have not reconnected since a master start miss the publication.
 		if (!this.running || !this.reconnected) return { jid, minions, missing };
 		// Every connected minion receives every publication: after a master restart each one fails to decrypt it
@@ -744,7 +808,7 @@ export class Master {
 		if (this.reauth.size) {
 			for (const id of [...this.reauth]) {
 				const m = this.fleet.get(id);
-				if (!m || m.key !== "accepted") {
+				if (m?.key !== "accepted") {
 					this.reauth.delete(id);
 					continue;
 				}
@@ -753,7 +817,15 @@ export class Master {
 				this.fireAuth(m, "accept");
 			}
 		}
-		const pub = { fun: load.fun, arg: funArgsOf(load.arg), tgt: load.tgt, jid, ret: "", tgt_type: load.tgtType, user: load.user };
+		const pub = {
+			fun: load.fun,
+			arg: funArgsOf(load.arg),
+			tgt: load.tgt,
+			jid,
+			ret: "",
+			tgt_type: load.tgtType,
+			user: load.user,
+		};
 		const pubKeys: Record<string, unknown> = {};
 		for (const [k, v] of Object.entries(pub)) pubKeys[`__pub_${k}`] = v;
 		const deliveries: Delivery[] = [];
@@ -773,7 +845,15 @@ export class Master {
 							patchFailure: this.patchFailureFor(id),
 							drifts: this.driftBook(id),
 							recordInner: (fun, arg, via, scheduled) => {
-								this.executionLog.push({ jid, id, fun, arg, atMs: Date.now(), via, ...(scheduled ? { scheduled } : {}) });
+								this.executionLog.push({
+									jid,
+									id,
+									fun,
+									arg,
+									atMs: Date.now(),
+									via,
+									...(scheduled ? { scheduled } : {}),
+								});
 							},
 							fireMinionEvent: (tag, data) => this.fireMinionEvent(id, tag, data),
 							sendLoad: l => this.minionLoad(id, l),
@@ -799,8 +879,17 @@ export class Master {
 	/** `saltutil.find_job` on a minion: the job's data while the minion still runs it, else {}. */
 	private findJob(id: string, jid: string): Record<string, unknown> {
 		const job = this.jobs.get(jid);
-		if (!job || !job.pending.has(id)) return {};
-		return { fun: job.fun, arg: job.arg, tgt: job.tgt, jid: job.jid, ret: "", tgt_type: job.tgtType, user: job.user, pid: 1000 + (hashString(`${jid}/${id}`) % 60000) };
+		if (!job?.pending.has(id)) return {};
+		return {
+			fun: job.fun,
+			arg: job.arg,
+			tgt: job.tgt,
+			jid: job.jid,
+			ret: "",
+			tgt_type: job.tgtType,
+			user: job.user,
+			pid: 1000 + (hashString(`${jid}/${id}`) % 60000),
+		};
 	}
 
 	private scheduleReturns(job: Job, items: Delivery[]): void {
@@ -837,12 +926,16 @@ export class Master {
 		job.pending.delete(item.id);
 		const m = this.fleet.get(item.id);
 		// A minion that went down (or lost its key) before answering never returns.
-		if (!m || !m.up || m.key !== "accepted") {
+		if (!m?.up || m.key !== "accepted") {
 			this.notify(job);
 			return;
 		}
 		if (this.reauth.delete(item.id)) this.fireAuth(m, "accept");
-		const ret: JobReturn = { return: item.result.ret, retcode: item.result.retcode, success: item.result.retcode === 0 };
+		const ret: JobReturn = {
+			return: item.result.ret,
+			retcode: item.result.retcode,
+			success: item.result.retcode === 0,
+		};
 		if (item.result.out) ret.out = item.result.out;
 		// The job cache keeps a minion's first return (a forged one may have come first: minionLoad).
 		if (!job.returns.has(item.id)) job.returns.set(item.id, ret);
@@ -900,8 +993,14 @@ export class Master {
 			if (now >= giveUpAt) return;
 			if (now >= checkAt) {
 				const missing = job.minions.filter(id => !job.returns.has(id));
-				if (this.running) this.publish({ tgt: missing, tgtType: "list", fun: "saltutil.find_job", arg: [job.jid], user: job.user }, { internal: true });
-				const busy = missing.some(id => job.pending.has(id) && this.running && this.reconnected && !this.late.has(id) && this.fleet.get(id)?.up);
+				if (this.running)
+					this.publish(
+						{ tgt: missing, tgtType: "list", fun: "saltutil.find_job", arg: [job.jid], user: job.user },
+						{ internal: true },
+					);
+				const busy = missing.some(
+					id => job.pending.has(id) && this.running && this.reconnected && !this.late.has(id) && this.fleet.get(id)?.up,
+				);
 				if (busy) checkAt = now + (gjtMs > 0 ? gjtMs : Math.max(timeoutMs, 1000));
 				else {
 					checkAt = Infinity;
@@ -917,7 +1016,10 @@ export class Master {
 	 * `LocalClient.cmd`: publish, then wait (see `gather`). Minions that did not return are `false`; with
 	 * `full_return` each value is `{ret, [out], retcode, jid}`.
 	 */
-	async localCmd(load: PublishLoad, opts: { timeout?: number; gatherJobTimeout?: number; fullReturn?: boolean }): Promise<Record<string, unknown>> {
+	async localCmd(
+		load: PublishLoad,
+		opts: { timeout?: number; gatherJobTimeout?: number; fullReturn?: boolean },
+	): Promise<Record<string, unknown>> {
 		const pub = this.publish(load);
 		if (!pub) return {};
 		const job = this.jobs.get(pub.jid)!;
@@ -935,7 +1037,8 @@ export class Master {
 		const noResponse =
 			"Minion did not return. [No response]\nThe minions may not have all finished running and any remaining minions will return upon completion. " +
 			`To look up the return data for this job later, run the following command:\n\nsalt-run jobs.lookup_jid ${job.jid}`;
-		for (const id of job.missing) out[id] = opts.fullReturn ? { out: "no_return", ret: noResponse, retcode: 1 } : noResponse;
+		for (const id of job.missing)
+			out[id] = opts.fullReturn ? { out: "no_return", ret: noResponse, retcode: 1 } : noResponse;
 		for (const id of job.minions) if (!(id in out)) out[id] = false;
 		return out;
 	}
@@ -945,7 +1048,13 @@ export class Master {
 	 * user, root, by default) to the target and wait like
 	 * `get_cli_event_returns`: 0.1 s when all answer, `timeout + gather_job_timeout` with one down.
 	 */
-	async managePing(tgt: unknown, tgtType: string, timeoutS?: number, gjtS?: number, user = "root"): Promise<{ up: string[]; down: string[] }> {
+	async managePing(
+		tgt: unknown,
+		tgtType: string,
+		timeoutS?: number,
+		gjtS?: number,
+		user = "root",
+	): Promise<{ up: string[]; down: string[] }> {
 		const pub = this.publish({ tgt, tgtType, fun: "test.ping", arg: [], user });
 		if (!pub) return { up: [], down: [] };
 		const job = this.jobs.get(pub.jid)!;
@@ -1010,7 +1119,9 @@ export class Master {
 	}
 
 	/** `jobs.list_jobs` with the usual filters. */
-	listJobs(filters: { searchFunction?: string[]; searchTarget?: string[]; searchMetadata?: Record<string, unknown> } = {}): Record<string, unknown> {
+	listJobs(
+		filters: { searchFunction?: string[]; searchTarget?: string[]; searchMetadata?: Record<string, unknown> } = {},
+	): Record<string, unknown> {
 		const out: Record<string, unknown> = {};
 		const cutoff = Date.now() - this.config.keepJobsSeconds * 1000;
 		for (const job of this.jobs.values()) {
@@ -1019,7 +1130,8 @@ export class Master {
 			delete inst.Minions;
 			if (filters.searchFunction && !filters.searchFunction.some(p => globMatch(job.fun, p))) continue;
 			// Salt's search_metadata: every key given must be in the job's metadata with that value.
-			if (filters.searchMetadata && !Object.entries(filters.searchMetadata).every(([k, v]) => job.metadata?.[k] === v)) continue;
+			if (filters.searchMetadata && !Object.entries(filters.searchMetadata).every(([k, v]) => job.metadata?.[k] === v))
+				continue;
 			if (filters.searchTarget) {
 				const targets = Array.isArray(job.tgt) ? job.tgt.map(String) : [String(job.tgt)];
 				if (!targets.some(t => filters.searchTarget!.some(p => globMatch(t, p)))) continue;

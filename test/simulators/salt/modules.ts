@@ -4,7 +4,18 @@
  */
 import type { Minion } from "./fleet";
 import { subdictMatch } from "./targeting";
-import { EX_GENERIC, EX_OK, type DriftBook, type FileServer, type StepFailure, compileSls, noStatesReturn, runSteps, topMatches, withRequisites } from "./states";
+import {
+	EX_GENERIC,
+	EX_OK,
+	type DriftBook,
+	type FileServer,
+	type StepFailure,
+	compileSls,
+	noStatesReturn,
+	runSteps,
+	topMatches,
+	withRequisites,
+} from "./states";
 import { grainDate, hashString, isPlainObject, traverse } from "./util";
 import { parseFlowScalar } from "./yaml";
 
@@ -80,7 +91,16 @@ export function yamlify(s: string): unknown {
 const truthy = (v: unknown) => v === true || v === "True" || v === "true" || v === 1;
 
 /** Python's truth of a value (a non-empty string is true, "False" included). */
-const pyTrue = (v: unknown) => !(v === undefined || v === null || v === false || v === 0 || v === "" || (Array.isArray(v) && v.length === 0) || (isPlainObject(v) && Object.keys(v).length === 0));
+const pyTrue = (v: unknown) =>
+	!(
+		v === undefined ||
+		v === null ||
+		v === false ||
+		v === 0 ||
+		v === "" ||
+		(Array.isArray(v) && v.length === 0) ||
+		(isPlainObject(v) && Object.keys(v).length === 0)
+	);
 
 /**
  * `state._get_test_value` (salt/modules/state.py:479): the `test` argument when given, whatever its type (Python's
@@ -88,7 +108,10 @@ const pyTrue = (v: unknown) => !(v === undefined || v === null || v === false ||
  */
 function stateTest(test: unknown, kwargs: Record<string, unknown>): boolean {
 	if (test !== undefined && test !== null) return pyTrue(test);
-	return Object.entries(kwargs).some(([k, v]) => k.toLowerCase() === "test" && (v === true || (typeof v === "string" && /^(true|yes|on|1)$/i.test(v)) || v === 1));
+	return Object.entries(kwargs).some(
+		([k, v]) =>
+			k.toLowerCase() === "test" && (v === true || (typeof v === "string" && /^(true|yes|on|1)$/i.test(v)) || v === 1),
+	);
 }
 
 function simulateCommand(ctx: ExecContext, cmd: string): { stdout: string; stderr: string; retcode: number } {
@@ -104,18 +127,37 @@ function simulateCommand(ctx: ExecContext, cmd: string): { stdout: string; stder
 	if (c === "hostname") return { stdout: String(g.host), stderr: "", retcode: 0 };
 	if (c === "hostname -f") return { stdout: String(g.fqdn), stderr: "", retcode: 0 };
 	if (c === "uname -r") return { stdout: String(g.kernelrelease), stderr: "", retcode: 0 };
-	if (c === "uname -a") return { stdout: `Linux ${g.host} ${g.kernelrelease} ${g.kernelversion} x86_64 GNU/Linux`, stderr: "", retcode: 0 };
+	if (c === "uname -a")
+		return { stdout: `Linux ${g.host} ${g.kernelrelease} ${g.kernelversion} x86_64 GNU/Linux`, stderr: "", retcode: 0 };
 	if (c === "true" || c === ":") return { stdout: "", stderr: "", retcode: 0 };
 	if (c === "false") return { stdout: "", stderr: "", retcode: 1 };
 	if ((m = /^exit\s+(\d+)$/.exec(c))) return { stdout: "", stderr: "", retcode: Number(m[1]) };
-	if (c === "uptime") return { stdout: ` 12:00:00 up ${hashString(ctx.minion.id) % 300} days,  1 user,  load average: 0.08, 0.03, 0.01`, stderr: "", retcode: 0 };
+	if (c === "uptime")
+		return {
+			stdout: ` 12:00:00 up ${hashString(ctx.minion.id) % 300} days,  1 user,  load average: 0.08, 0.03, 0.01`,
+			stderr: "",
+			retcode: 0,
+		};
 	return { stdout: "", stderr: "", retcode: 0 };
 }
 
-function stateApply(ctx: ExecContext, mods: unknown, kwargs: Record<string, unknown>, testArg: unknown = kwargs.test): ExecResult {
+function stateApply(
+	ctx: ExecContext,
+	mods: unknown,
+	kwargs: Record<string, unknown>,
+	testArg: unknown = kwargs.test,
+): ExecResult {
 	const saltenv = typeof kwargs.saltenv === "string" ? kwargs.saltenv : "base";
 	const test = stateTest(testArg, kwargs);
-	const names = mods === undefined || mods === null || mods === "" ? null : Array.isArray(mods) ? mods.map(String) : String(mods).split(",").map(s => s.trim()).filter(Boolean);
+	const names =
+		mods === undefined || mods === null || mods === ""
+			? null
+			: Array.isArray(mods)
+				? mods.map(String)
+				: String(mods)
+						.split(",")
+						.map(s => s.trim())
+						.filter(Boolean);
 	let slsNames: string[];
 	if (names === null) {
 		const matched = topMatches(ctx.files, ctx.minion.id, expr => subdictMatch(ctx.minion.grains, expr));
@@ -142,19 +184,82 @@ function stateApply(ctx: ExecContext, mods: unknown, kwargs: Record<string, unkn
  */
 function stateSlsId(ctx: ExecContext, id: unknown, mods: unknown, kwargs: Record<string, unknown>): ExecResult {
 	const saltenv = typeof kwargs.saltenv === "string" ? kwargs.saltenv : "base";
-	const names = Array.isArray(mods) ? mods.map(String) : String(mods ?? "").split(",").map(s => s.trim()).filter(Boolean);
+	const names = Array.isArray(mods)
+		? mods.map(String)
+		: String(mods ?? "")
+				.split(",")
+				.map(s => s.trim())
+				.filter(Boolean);
 	const compiled = compileSls(ctx.files, names, saltenv, ctx.minion.grains);
 	if ("errors" in compiled) return { ret: compiled.errors, retcode: EX_GENERIC, out: "highstate" };
 	const steps = withRequisites(compiled.steps, String(id));
-	if (!steps.length) return { ret: [`No matches for ID '${String(id)}' found in SLS '${names.join(",")}' within saltenv '${saltenv}'`], retcode: EX_GENERIC, out: "highstate" };
+	if (!steps.length)
+		return {
+			ret: [`No matches for ID '${String(id)}' found in SLS '${names.join(",")}' within saltenv '${saltenv}'`],
+			retcode: EX_GENERIC,
+			out: "highstate",
+		};
 	const run = runSteps(ctx.minion.id, steps, ctx.patchFailure, stateTest(kwargs.test, kwargs), ctx.drifts);
 	return { ...run, out: "highstate" };
 }
 
 /** `/proc/meminfo` lines status.meminfo reports (kB values), after MemTotal/MemFree/MemAvailable. */
-const MEMINFO_KEYS = ["Buffers", "Cached", "SwapCached", "Active", "Inactive", "Unevictable", "Mlocked", "SwapTotal", "SwapFree", "Dirty", "Writeback", "AnonPages", "Mapped", "Shmem", "Slab", "SReclaimable", "SUnreclaim", "KernelStack", "PageTables", "CommitLimit", "Committed_AS", "VmallocTotal", "VmallocUsed"];
-const DISKSTAT_FIELDS = ["reads_issued", "reads_merged", "sectors_read", "ms_spent_reading", "writes_completed", "writes_merged", "sectors_written", "ms_spent_writing", "io_in_progress", "ms_spent_in_io", "weighted_ms_spent_in_io"];
-const NETDEV_FIELDS = ["rx_bytes", "rx_compressed", "rx_drop", "rx_errs", "rx_fifo", "rx_frame", "rx_multicast", "rx_packets", "tx_bytes", "tx_carrier", "tx_colls", "tx_compressed", "tx_drop", "tx_errs", "tx_fifo", "tx_packets"];
+const MEMINFO_KEYS = [
+	"Buffers",
+	"Cached",
+	"SwapCached",
+	"Active",
+	"Inactive",
+	"Unevictable",
+	"Mlocked",
+	"SwapTotal",
+	"SwapFree",
+	"Dirty",
+	"Writeback",
+	"AnonPages",
+	"Mapped",
+	"Shmem",
+	"Slab",
+	"SReclaimable",
+	"SUnreclaim",
+	"KernelStack",
+	"PageTables",
+	"CommitLimit",
+	"Committed_AS",
+	"VmallocTotal",
+	"VmallocUsed",
+];
+const DISKSTAT_FIELDS = [
+	"reads_issued",
+	"reads_merged",
+	"sectors_read",
+	"ms_spent_reading",
+	"writes_completed",
+	"writes_merged",
+	"sectors_written",
+	"ms_spent_writing",
+	"io_in_progress",
+	"ms_spent_in_io",
+	"weighted_ms_spent_in_io",
+];
+const NETDEV_FIELDS = [
+	"rx_bytes",
+	"rx_compressed",
+	"rx_drop",
+	"rx_errs",
+	"rx_fifo",
+	"rx_frame",
+	"rx_multicast",
+	"rx_packets",
+	"tx_bytes",
+	"tx_carrier",
+	"tx_colls",
+	"tx_compressed",
+	"tx_drop",
+	"tx_errs",
+	"tx_fifo",
+	"tx_packets",
+];
 
 /**
  * `status.all_status` as a 3006 minion answers it (status_all_status.json of the 2026-11-29 captures): `cpuinfo` of
@@ -175,41 +280,158 @@ function allStatus(ctx: ExecContext): Record<string, unknown> {
 	const ifaces = ["lo", ...Object.keys((g.ip_interfaces as Record<string, unknown>) ?? {}).filter(i => i !== "lo")];
 	const uptimeS = 86400 * (hashString(ctx.minion.id) % 300) + (t % 86400);
 	const since = t - uptimeS;
-	const flags = Array.isArray(g.cpu_flags) ? g.cpu_flags.map(String) : ["fpu", "vme", "de", "pse", "tsc", "msr", "pae", "mce", "cx8", "apic", "sep"];
-	const perCpu = Object.fromEntries(Array.from({ length: cpus }, (_v, i) => [`cpu${i}`, 100_000 + ((h >>> i) % 50_000)]));
+	const flags = Array.isArray(g.cpu_flags)
+		? g.cpu_flags.map(String)
+		: ["fpu", "vme", "de", "pse", "tsc", "msr", "pae", "mce", "cx8", "apic", "sep"];
+	const perCpu = Object.fromEntries(
+		Array.from({ length: cpus }, (_v, i) => [`cpu${i}`, 100_000 + ((h >>> i) % 50_000)]),
+	);
 	return {
 		cpuinfo: {
-			processor: String(cpus - 1), vendor_id: "GenuineIntel", "cpu family": "6", model: "85", "model name": g.cpu_model, stepping: "7", microcode: "0x1", "cpu MHz": "2593.906",
-			"cache size": "16384 KB", "physical id": "0", siblings: String(cpus), "core id": String(cpus - 1), "cpu cores": String(cpus), apicid: String(cpus - 1), "initial apicid": String(cpus - 1),
-			fpu: "yes", fpu_exception: "yes", "cpuid level": "13", wp: "yes", flags, bugs: "spectre_v1 spectre_v2 spec_store_bypass", bogomips: "5187.81",
-			"TLB size": "3584 4K pages", "clflush size": "64", cache_alignment: "64", "address sizes": "46 bits physical, 48 bits virtual", "power management": "",
+			processor: String(cpus - 1),
+			vendor_id: "GenuineIntel",
+			"cpu family": "6",
+			model: "85",
+			"model name": g.cpu_model,
+			stepping: "7",
+			microcode: "0x1",
+			"cpu MHz": "2593.906",
+			"cache size": "16384 KB",
+			"physical id": "0",
+			siblings: String(cpus),
+			"core id": String(cpus - 1),
+			"cpu cores": String(cpus),
+			apicid: String(cpus - 1),
+			"initial apicid": String(cpus - 1),
+			fpu: "yes",
+			fpu_exception: "yes",
+			"cpuid level": "13",
+			wp: "yes",
+			flags,
+			bugs: "spectre_v1 spectre_v2 spec_store_bypass",
+			bogomips: "5187.81",
+			"TLB size": "3584 4K pages",
+			"clflush size": "64",
+			cache_alignment: "64",
+			"address sizes": "46 bits physical, 48 bits virtual",
+			"power management": "",
 		},
 		cpustats: {
-			cpu: { idle: 10_000_000 + (h % 5_000_000), iowait: h % 3000, irq: 0, nice: 12, softirq: 17, steal: 0, system: 500 + (h % 20000), user: 1000 + (h % 100000) },
+			cpu: {
+				idle: 10_000_000 + (h % 5_000_000),
+				iowait: h % 3000,
+				irq: 0,
+				nice: 12,
+				softirq: 17,
+				steal: 0,
+				system: 500 + (h % 20000),
+				user: 1000 + (h % 100000),
+			},
 			...perCpu,
 			intr: { total: 4_000_000 + (h % 1_000_000), irqs: [0, 9, 0, 0, 0, 0, 0, 0, 0, 0] },
-			ctxt: 90_000_000 + (h % 1_000_000), btime: since, processes: 200_000 + (h % 50_000), procs_running: 1 + (h % 4), procs_blocked: 0,
-			softirq: { total: 8_000_000 + (h % 1_000_000), softirqs: [0, 277_732, 6, 6_474_281, 240_101, 0, 2, 446_793, 5862, 634_098] },
+			ctxt: 90_000_000 + (h % 1_000_000),
+			btime: since,
+			processes: 200_000 + (h % 50_000),
+			procs_running: 1 + (h % 4),
+			procs_blocked: 0,
+			softirq: {
+				total: 8_000_000 + (h % 1_000_000),
+				softirqs: [0, 277_732, 6, 6_474_281, 240_101, 0, 2, 446_793, 5862, 634_098],
+			},
 		},
-		diskstats: Object.fromEntries(["sda", "sda1"].map((device, i) => [device, { major: 8, minor: i, device, ...Object.fromEntries(DISKSTAT_FIELDS.map((f, j) => [f, f === "io_in_progress" ? 0 : (h >>> j) % 100_000])) }])),
-		diskusage: { "/": { available: 30_000_000_000 + (h % 10_000_000_000), total: 52_576_092_160 }, "/boot": { available: 350_000_000, total: 498_900_992 }, "/dev/shm": { available: memTotalKb * 512, total: memTotalKb * 512 } },
+		diskstats: Object.fromEntries(
+			["sda", "sda1"].map((device, i) => [
+				device,
+				{
+					major: 8,
+					minor: i,
+					device,
+					...Object.fromEntries(DISKSTAT_FIELDS.map((f, j) => [f, f === "io_in_progress" ? 0 : (h >>> j) % 100_000])),
+				},
+			]),
+		),
+		diskusage: {
+			"/": { available: 30_000_000_000 + (h % 10_000_000_000), total: 52_576_092_160 },
+			"/boot": { available: 350_000_000, total: 498_900_992 },
+			"/dev/shm": { available: memTotalKb * 512, total: memTotalKb * 512 },
+		},
 		loadavg: { "1-min": load(0), "5-min": load(3), "15-min": load(6) },
 		meminfo: {
-			MemTotal: kb(memTotalKb), MemFree: kb(memFreeKb), MemAvailable: kb(memFreeKb + 100_000),
-			...Object.fromEntries(MEMINFO_KEYS.map((k, i) => [k, kb(k.startsWith("Swap") && k !== "SwapCached" ? (Number(g.swap_total) || 0) * 1024 : (h >>> i) % 200_000)])),
+			MemTotal: kb(memTotalKb),
+			MemFree: kb(memFreeKb),
+			MemAvailable: kb(memFreeKb + 100_000),
+			...Object.fromEntries(
+				MEMINFO_KEYS.map((k, i) => [
+					k,
+					kb(k.startsWith("Swap") && k !== "SwapCached" ? (Number(g.swap_total) || 0) * 1024 : (h >>> i) % 200_000),
+				]),
+			),
 			// Counts, not sizes: no unit.
 			HugePages_Total: { value: "0" },
 			HugePages_Free: { value: "0" },
 		},
-		netdev: Object.fromEntries(ifaces.map((iface, i) => [iface, { iface, ...Object.fromEntries(NETDEV_FIELDS.map((f, j) => [f, f.endsWith("bytes") ? 1_000_000 * (i + 1) + ((h >>> j) % 1_000_000) : f.endsWith("packets") ? 60_000 + ((h >>> j) % 10_000) : 0])) }])),
+		netdev: Object.fromEntries(
+			ifaces.map((iface, i) => [
+				iface,
+				{
+					iface,
+					...Object.fromEntries(
+						NETDEV_FIELDS.map((f, j) => [
+							f,
+							f.endsWith("bytes")
+								? 1_000_000 * (i + 1) + ((h >>> j) % 1_000_000)
+								: f.endsWith("packets")
+									? 60_000 + ((h >>> j) % 10_000)
+									: 0,
+						]),
+					),
+				},
+			]),
+		),
 		netstats: {
-			TcpExt: { SyncookiesSent: 0, SyncookiesRecv: 0, SyncookiesFailed: 0, EmbryonicRsts: 0, PruneCalled: 0, TW: 100 + (h % 900), DelayedACKs: 1000 + (h % 9000), TCPTimeouts: h % 50 },
-			IpExt: { InNoRoutes: 0, InTruncatedPkts: 0, InMcastPkts: 0, OutMcastPkts: 0, InOctets: 9_000_000_000 + (h % 1_000_000_000), OutOctets: 4_000_000_000 + (h % 900_000_000) },
+			TcpExt: {
+				SyncookiesSent: 0,
+				SyncookiesRecv: 0,
+				SyncookiesFailed: 0,
+				EmbryonicRsts: 0,
+				PruneCalled: 0,
+				TW: 100 + (h % 900),
+				DelayedACKs: 1000 + (h % 9000),
+				TCPTimeouts: h % 50,
+			},
+			IpExt: {
+				InNoRoutes: 0,
+				InTruncatedPkts: 0,
+				InMcastPkts: 0,
+				OutMcastPkts: 0,
+				InOctets: 9_000_000_000 + (h % 1_000_000_000),
+				OutOctets: 4_000_000_000 + (h % 900_000_000),
+			},
 			MPTcpExt: { MPCapableSYNRX: 0, MPCapableSYNTX: 0, MPCapableSYNACKRX: 0, MPCapableACKRX: 0 },
 		},
-		uptime: { seconds: uptimeS, since_iso: new Date(since * 1000).toISOString().replace("Z", "").replace(/\.(\d{3})$/, ".$1000"), since_t: since, days: Math.floor(uptimeS / 86400), time: `${Math.floor((uptimeS % 86400) / 3600)}:${String(Math.floor((uptimeS % 3600) / 60)).padStart(2, "0")}`, users: h % 3 },
-		vmstats: { nr_free_pages: Math.floor(memFreeKb / 4), nr_zone_inactive_anon: 5000 + (h % 1000), nr_zone_active_anon: 90_000 + (h % 10_000), pgpgin: 50_000_000, pgpgout: 90_000_000, pswpin: 0, pswpout: 0 },
-		w: [{ user: "root", tty: "pts/0", login: "09:12", idle: "2:13m", jcpu: "0.03s", pcpu: "0.00s", what: "-bash" }].slice(0, h % 2),
+		uptime: {
+			seconds: uptimeS,
+			since_iso: new Date(since * 1000)
+				.toISOString()
+				.replace("Z", "")
+				.replace(/\.(\d{3})$/, ".$1000"),
+			since_t: since,
+			days: Math.floor(uptimeS / 86400),
+			time: `${Math.floor((uptimeS % 86400) / 3600)}:${String(Math.floor((uptimeS % 3600) / 60)).padStart(2, "0")}`,
+			users: h % 3,
+		},
+		vmstats: {
+			nr_free_pages: Math.floor(memFreeKb / 4),
+			nr_zone_inactive_anon: 5000 + (h % 1000),
+			nr_zone_active_anon: 90_000 + (h % 10_000),
+			pgpgin: 50_000_000,
+			pgpgout: 90_000_000,
+			pswpin: 0,
+			pswpout: 0,
+		},
+		w: [
+			{ user: "root", tty: "pts/0", login: "09:12", idle: "2:13m", jcpu: "0.03s", pcpu: "0.00s", what: "-bash" },
+		].slice(0, h % 2),
 	};
 }
 
@@ -227,7 +449,11 @@ const FUNCTIONS: Record<string, Fn> = {
 	"grains.get": (c, args, kwargs) => {
 		const key = String(args[0] ?? kwargs.key ?? "");
 		const dflt = args.length > 1 ? args[1] : (kwargs.default ?? "");
-		return ok(structuredClone(traverse(c.minion.grains, key, dflt, typeof kwargs.delimiter === "string" ? kwargs.delimiter : ":")));
+		return ok(
+			structuredClone(
+				traverse(c.minion.grains, key, dflt, typeof kwargs.delimiter === "string" ? kwargs.delimiter : ":"),
+			),
+		);
 	},
 	"grains.item": (c, args) => {
 		const out: Record<string, unknown> = {};
@@ -247,7 +473,15 @@ const FUNCTIONS: Record<string, Fn> = {
 	},
 	"cmd.run_all": (c, args, kwargs) => {
 		const r = simulateCommand(c, String(args[0] ?? kwargs.cmd ?? ""));
-		return { ret: { pid: 1000 + (hashString(`${c.jid}/${c.minion.id}`) % 60000), retcode: r.retcode, stdout: r.stdout, stderr: r.stderr }, retcode: r.retcode };
+		return {
+			ret: {
+				pid: 1000 + (hashString(`${c.jid}/${c.minion.id}`) % 60000),
+				retcode: r.retcode,
+				stdout: r.stdout,
+				stderr: r.stderr,
+			},
+			retcode: r.retcode,
+		};
 	},
 	"cmd.retcode": (c, args, kwargs) => {
 		const r = simulateCommand(c, String(args[0] ?? kwargs.cmd ?? ""));
@@ -268,7 +502,11 @@ const FUNCTIONS: Record<string, Fn> = {
 		return ok(changes);
 	},
 	"pkg.list_upgrades": c => ok(Object.fromEntries(Object.entries(c.minion.upgrades).map(([p, v]) => [p, v.new]))),
-	"pkg.refresh_db": () => ok({ "http://deb.debian.org/debian bookworm InRelease": null, "http://security.debian.org/debian-security bookworm-security InRelease": true }),
+	"pkg.refresh_db": () =>
+		ok({
+			"http://deb.debian.org/debian bookworm InRelease": null,
+			"http://security.debian.org/debian-security bookworm-security InRelease": true,
+		}),
 	"status.all_status": c => ok(allStatus(c)),
 	"status.loadavg": c => ok((allStatus(c) as { loadavg: unknown }).loadavg),
 	"status.uptime": c => ok((allStatus(c) as { uptime: unknown }).uptime),
@@ -280,10 +518,25 @@ const FUNCTIONS: Record<string, Fn> = {
 	"saltutil.refresh_grains": () => ok(true),
 	"saltutil.running": () => ok([]),
 	"saltutil.find_job": () => ok({}),
-	"event.fire_master": (c, args, kwargs) => fireMaster(c, args.length > 0 ? args[0] : kwargs.data, String(args[1] ?? kwargs.tag ?? ""), args[2] ?? kwargs.preload),
+	"event.fire_master": (c, args, kwargs) =>
+		fireMaster(
+			c,
+			args.length > 0 ? args[0] : kwargs.data,
+			String(args[1] ?? kwargs.tag ?? ""),
+			args[2] ?? kwargs.preload,
+		),
 	"event.send": (c, args, kwargs) => {
 		// salt/modules/event.py `send`: its loose keywords (the job's __pub_* keys among them), then `data`'s keys.
-		const { tag: kwTag, data: kwData, preload, with_env: _e, with_grains: _g, with_pillar: _p, with_env_opts: _o, ...loose } = kwargs;
+		const {
+			tag: kwTag,
+			data: kwData,
+			preload,
+			with_env: _e,
+			with_grains: _g,
+			with_pillar: _p,
+			with_env_opts: _o,
+			...loose
+		} = kwargs;
 		const tag = String(args[0] ?? kwTag ?? "");
 		const data = args.length > 1 ? args[1] : kwData;
 		const payload = { ...loose, ...c.pub, ...(isPlainObject(data) ? data : {}) };
@@ -312,7 +565,13 @@ function storeOf(m: Minion): MinionStore {
 class ModuleError extends Error {}
 
 /** `__salt__[fun](*args, **kwargs)` on this minion, recorded as run via `via`; a function it does not have raises KeyError. */
-function callInner(ctx: ExecContext, fun: string, args: unknown[], kwargs: Record<string, unknown>, via: string): ExecResult {
+function callInner(
+	ctx: ExecContext,
+	fun: string,
+	args: unknown[],
+	kwargs: Record<string, unknown>,
+	via: string,
+): ExecResult {
 	const fn = FUNCTIONS[fun];
 	if (!fn) throw new ModuleError(`KeyError: '${fun}'`);
 	ctx.recordInner?.(fun, [...args, ...(Object.keys(kwargs).length ? [{ __kwarg__: true, ...kwargs }] : [])], via);
@@ -338,8 +597,28 @@ function without(kwargs: Record<string, unknown>, ...keys: string[]): Record<str
 }
 
 /** One state's return, keyed as Salt keys it: `<state>_|-<id>_|-<name>_|-<fun>`. */
-function stateReturn(state: string, fn: string, id: string, name: string, result: boolean | null, comment: string, changes: Record<string, unknown> = {}): Record<string, unknown> {
-	return { [`${state}_|-${id}_|-${name}_|-${fn}`]: { name, changes, result, comment, __id__: id, __run_num__: 0, start_time: "00:00:00.000000", duration: 1.0, __sls__: null } };
+function stateReturn(
+	state: string,
+	fn: string,
+	id: string,
+	name: string,
+	result: boolean | null,
+	comment: string,
+	changes: Record<string, unknown> = {},
+): Record<string, unknown> {
+	return {
+		[`${state}_|-${id}_|-${name}_|-${fn}`]: {
+			name,
+			changes,
+			result,
+			comment,
+			__id__: id,
+			__run_num__: 0,
+			start_time: "00:00:00.000000",
+			duration: 1.0,
+			__sls__: null,
+		},
+	};
 }
 
 /**
@@ -348,7 +627,12 @@ function stateReturn(state: string, fn: string, id: string, name: string, result
  * when every key but `name` names a function, else legacy: `name` is the function), `test.*` states change nothing.
  * With test, nothing runs (`result: None`).
  */
-function callState(ctx: ExecContext, low: Record<string, unknown>, test: boolean, via: string): Record<string, unknown> {
+function callState(
+	ctx: ExecContext,
+	low: Record<string, unknown>,
+	test: boolean,
+	via: string,
+): Record<string, unknown> {
 	const state = String(low.state ?? "");
 	const fn = String(low.fun ?? "");
 	const name = String(low.name ?? low.__id__ ?? "");
@@ -356,8 +640,18 @@ function callState(ctx: ExecContext, low: Record<string, unknown>, test: boolean
 	const params = without(low, "state", "fun", "__id__", "name", "test", "queue", "__env__", "__sls__", "order");
 	if (state === "cmd" && (fn === "run" || fn === "script" || fn === "wait")) {
 		if (test) return stateReturn(state, fn, id, name, null, `Command "${name}" would have been executed`);
-		const r = callInner(ctx, "cmd.run_all", [name], without(params, "onlyif", "unless", "creates"), via).ret as { retcode: number; stdout: string; stderr: string; pid: number };
-		return stateReturn(state, fn, id, name, r.retcode === 0, `Command "${name}" run`, { pid: r.pid, retcode: r.retcode, stdout: r.stdout, stderr: r.stderr });
+		const r = callInner(ctx, "cmd.run_all", [name], without(params, "onlyif", "unless", "creates"), via).ret as {
+			retcode: number;
+			stdout: string;
+			stderr: string;
+			pid: number;
+		};
+		return stateReturn(state, fn, id, name, r.retcode === 0, `Command "${name}" run`, {
+			pid: r.pid,
+			retcode: r.retcode,
+			stdout: r.stdout,
+			stderr: r.stderr,
+		});
 	}
 	if (state === "module" && fn === "run") {
 		const keys = Object.keys(params);
@@ -368,20 +662,39 @@ function callState(ctx: ExecContext, low: Record<string, unknown>, test: boolean
 					const list = Array.isArray(spec) ? spec : spec === undefined || spec === null ? [] : [spec];
 					const kw: Record<string, unknown> = {};
 					const pos: unknown[] = [];
-					for (const a of list) if (isPlainObject(a)) Object.assign(kw, a);
-					else pos.push(a);
+					for (const a of list)
+						if (isPlainObject(a)) Object.assign(kw, a);
+						else pos.push(a);
 					return [k.split(":")[0], pos, kw];
 				})
 			: [[name, [], Object.fromEntries(Object.entries(params).map(([k, v]) => [k.replace(/^m_/, ""), v]))]];
-		if (test) return stateReturn(state, fn, id, name, null, `Function${calls.length > 1 ? "s" : ""} ${calls.map(c => c[0]).join(", ")} to be executed.`);
+		if (test)
+			return stateReturn(
+				state,
+				fn,
+				id,
+				name,
+				null,
+				`Function${calls.length > 1 ? "s" : ""} ${calls.map(c => c[0]).join(", ")} to be executed.`,
+			);
 		const out: Record<string, unknown> = {};
 		for (const [f, a, kw] of calls) {
 			if (!FUNCTIONS[f]) return stateReturn(state, fn, id, name, false, `Unavailable function: ${f}.`);
 			out[f] = callInner(ctx, f, a, kw, via).ret;
 		}
-		return stateReturn(state, fn, id, name, true, Object.keys(out).map(f => `${f}: Success`).join(", "), { ret: newStyle ? out : out[name] });
+		return stateReturn(
+			state,
+			fn,
+			id,
+			name,
+			true,
+			Object.keys(out)
+				.map(f => `${f}: Success`)
+				.join(", "),
+			{ ret: newStyle ? out : out[name] },
+		);
 	}
-	if (state === "test") return stateReturn(state, fn, id, name, fn === "fail_without_changes" ? false : true, "Success!");
+	if (state === "test") return stateReturn(state, fn, id, name, fn !== "fail_without_changes", "Success!");
 	return stateReturn(state, fn, id, name, false, `State '${state}.${fn}' was not found in SLS '${id}'`);
 }
 
@@ -390,7 +703,9 @@ const JINJA_SALT_CALL = /salt\[\s*['"]([\w.]+)['"]\s*\]\s*\(([^)]*)\)/g;
 function jinjaCalls(tem: string): [string, unknown[]][] {
 	const out: [string, unknown[]][] = [];
 	for (const m of tem.matchAll(JINJA_SALT_CALL)) {
-		const args = [...m[2].matchAll(/'([^']*)'|"([^"]*)"|(-?\d+(?:\.\d+)?)/g)].map(a => (a[3] !== undefined ? Number(a[3]) : (a[1] ?? a[2])));
+		const args = [...m[2].matchAll(/'([^']*)'|"([^"]*)"|(-?\d+(?:\.\d+)?)/g)].map(a =>
+			a[3] !== undefined ? Number(a[3]) : (a[1] ?? a[2]),
+		);
 		out.push([m[1], args]);
 		if (out.length >= 100) break;
 	}
@@ -420,7 +735,11 @@ const RELAYS: Record<string, Fn> = {
 		const comps = fun.split(".");
 		if (comps.length < 2) return { ret: "Invalid function passed", retcode: 5, out: "highstate" };
 		const low = { ...without(kwargs, "fun"), state: comps[0], fun: comps[1], __id__: name, name };
-		return { ret: callState(c, low, stateTest(args[2] ?? kwargs.test, kwargs), "state.single"), retcode: EX_OK, out: "highstate" };
+		return {
+			ret: callState(c, low, stateTest(args[2] ?? kwargs.test, kwargs), "state.single"),
+			retcode: EX_OK,
+			out: "highstate",
+		};
 	},
 	// salt/modules/state.py:447 low(data, queue=None, **kwargs): one low chunk, its state's return alone. It runs with the
 	// minion's own test option: a `test` keyword changes nothing (seen on a real 3006.0 minion); a chunk without
@@ -473,7 +792,11 @@ const RELAYS: Record<string, Fn> = {
 		if (!req) return ok({});
 		const kw = without({ ...req.kwargs, ...without(kwargs, "name") }, "test");
 		delete store.requests[name];
-		c.recordInner?.("state.apply", [...(req.mods !== undefined ? [req.mods] : []), { __kwarg__: true, ...kw }], "state.run_request");
+		c.recordInner?.(
+			"state.apply",
+			[...(req.mods !== undefined ? [req.mods] : []), { __kwarg__: true, ...kw }],
+			"state.run_request",
+		);
 		return stateApply(c, req.mods, kw, undefined);
 	},
 	"state.check_request": (c, args, kwargs) => {
@@ -491,7 +814,13 @@ const RELAYS: Record<string, Fn> = {
 		const name = String(args[0] ?? kwargs.name ?? "");
 		const fun = typeof kwargs.mine_function === "string" ? kwargs.mine_function : name;
 		try {
-			storeOf(c.minion).mine[name] = callInner(c, fun, args.slice(1), without(kwargs, "name", "mine_function", "allow_tgt", "allow_tgt_type"), "mine.send").ret;
+			storeOf(c.minion).mine[name] = callInner(
+				c,
+				fun,
+				args.slice(1),
+				without(kwargs, "name", "mine_function", "allow_tgt", "allow_tgt_type"),
+				"mine.send",
+			).ret;
 			return ok(true);
 		} catch {
 			return ok(false);
@@ -502,11 +831,20 @@ const RELAYS: Record<string, Fn> = {
 		const name = String(args[0] ?? kwargs.name ?? "");
 		const schedule = storeOf(c.minion).schedule;
 		if (name in schedule) return ok({ comment: `Job ${name} already exists in schedule.`, result: false, changes: {} });
-		if (pyTrue(kwargs.test)) return ok({ comment: `Job: ${name} would be added to schedule.`, result: true, changes: {} });
+		if (pyTrue(kwargs.test))
+			return ok({ comment: `Job: ${name} would be added to schedule.`, result: true, changes: {} });
 		const fun = String(kwargs.function ?? "");
 		const jobArgs = dataOf(kwargs.job_args ?? []);
 		schedule[name] = { ...without(kwargs, "name", "test"), name };
-		c.recordInner?.(fun, [...(Array.isArray(jobArgs) ? jobArgs : [jobArgs]), ...(isPlainObject(kwargs.job_kwargs) ? [{ __kwarg__: true, ...kwargs.job_kwargs }] : [])], "schedule.add", true);
+		c.recordInner?.(
+			fun,
+			[
+				...(Array.isArray(jobArgs) ? jobArgs : [jobArgs]),
+				...(isPlainObject(kwargs.job_kwargs) ? [{ __kwarg__: true, ...kwargs.job_kwargs }] : []),
+			],
+			"schedule.add",
+			true,
+		);
 		return ok({ comment: `Added job: ${name} to schedule.`, result: true, changes: { [name]: "added" } });
 	},
 	"schedule.list": c => ok({ schedule: storeOf(c.minion).schedule }),
@@ -532,7 +870,24 @@ function minionOpts(c: ExecContext): Record<string, unknown> {
 		"mysql.pass": `sim-secret-${c.minion.id}`,
 		pillar: { api_key: `sim-pillar-secret-${c.minion.id}` },
 		schedule: {
-			__mine_interval: { _last_run: last, _next_fire_time: next, _next_scheduled_fire_time: next, _run_on_start: false, _seconds: 3600, _splay: null, enabled: true, function: "mine.update", jid_include: true, maxrunning: 2, minutes: 60, name: "__mine_interval", return_job: false, run: true, run_on_start: true, splay: null },
+			__mine_interval: {
+				_last_run: last,
+				_next_fire_time: next,
+				_next_scheduled_fire_time: next,
+				_run_on_start: false,
+				_seconds: 3600,
+				_splay: null,
+				enabled: true,
+				function: "mine.update",
+				jid_include: true,
+				maxrunning: 2,
+				minutes: 60,
+				name: "__mine_interval",
+				return_job: false,
+				run: true,
+				run_on_start: true,
+				splay: null,
+			},
 		},
 	};
 }
@@ -546,7 +901,15 @@ const MINION_TOKEN = Buffer.from("salt-token-bytes");
  * `cmd`, `id`, `tok`: what the master then does is its business, master.ts `minionLoad`).
  */
 function fireMaster(c: ExecContext, data: unknown, tag: string, preload: unknown): ExecResult {
-	if (preload) c.sendLoad({ id: c.minion.id, tag, data, tok: MINION_TOKEN, cmd: "_minion_event", ...(isPlainObject(preload) ? preload : {}) });
+	if (preload)
+		c.sendLoad({
+			id: c.minion.id,
+			tag,
+			data,
+			tok: MINION_TOKEN,
+			cmd: "_minion_event",
+			...(isPlainObject(preload) ? preload : {}),
+		});
 	else c.fireMinionEvent(tag, data);
 	return ok(true);
 }
@@ -559,7 +922,12 @@ export function execute(ctx: ExecContext): ExecResult {
 	try {
 		return fn(ctx, args, kwargs);
 	} catch (e) {
-		if (e instanceof ModuleError) return { ret: `The minion function caused an exception: ${e.message}`, retcode: EX_GENERIC, out: "nested" };
-		return { ret: `The minion function caused an exception: ${e instanceof Error ? e.stack : String(e)}`, retcode: EX_GENERIC, out: "nested" };
+		if (e instanceof ModuleError)
+			return { ret: `The minion function caused an exception: ${e.message}`, retcode: EX_GENERIC, out: "nested" };
+		return {
+			ret: `The minion function caused an exception: ${e instanceof Error ? e.stack : String(e)}`,
+			retcode: EX_GENERIC,
+			out: "nested",
+		};
 	}
 }

@@ -3,12 +3,29 @@
  * checks in Salt's order (master running, valid client, enabled client, credentials, ACL).
  */
 import { type Auth, authCheck, type Perm, specCheck } from "./auth";
-import { type Master, MasterUnanswering, SaltAuthError, SaltInvocationError, SaltMasterDown, conditionInput } from "./master";
+import {
+	type Master,
+	MasterUnanswering,
+	SaltAuthError,
+	SaltInvocationError,
+	SaltMasterDown,
+	conditionInput,
+} from "./master";
 import { prepareCall, runRunner, runWheel } from "./runners";
 import { isPlainObject, pyRepr } from "./util";
 
 /** `salt.netapi.CLIENTS`: every client salt-api knows, in Salt's (alphabetical) order. */
-export const CLIENTS = ["local", "local_async", "local_batch", "local_subset", "runner", "runner_async", "ssh", "wheel", "wheel_async"];
+export const CLIENTS = [
+	"local",
+	"local_async",
+	"local_batch",
+	"local_subset",
+	"runner",
+	"runner_async",
+	"ssh",
+	"wheel",
+	"wheel_async",
+];
 
 interface Identity {
 	name: string;
@@ -35,9 +52,14 @@ export class Netapi {
 	/** Run one chunk. Returns the values it yields: one, except for `local_batch` (one per minion). */
 	async run(chunk: Record<string, unknown>): Promise<unknown[]> {
 		const client = chunk.client;
-		if (typeof client !== "string" || !CLIENTS.includes(client)) throw new SaltInvocationError(`Invalid client specified: ${client === undefined || client === null ? "'None'" : pyRepr(client)}`);
+		if (typeof client !== "string" || !CLIENTS.includes(client))
+			throw new SaltInvocationError(
+				`Invalid client specified: ${client === undefined || client === null ? "'None'" : pyRepr(client)}`,
+			);
 		if (!this.master.config.netapiEnableClients.includes(client)) {
-			throw new SaltInvocationError(`Client disabled: '${client}'. Add to 'netapi_enable_clients' master config option to enable.`);
+			throw new SaltInvocationError(
+				`Client disabled: '${client}'. Add to 'netapi_enable_clients' master config option to enable.`,
+			);
 		}
 		if (!("token" in chunk || "eauth" in chunk)) throw new SaltAuthError("No authentication credentials given");
 		// Everything below goes through the master. While it is down (its socket files still there, as after a
@@ -47,7 +69,11 @@ export class Netapi {
 		// time is simply answered.
 		const cfg = this.master.config;
 		const held = client === "runner" || client === "wheel";
-		const waitMs = held ? cfg.masterReqTimeoutMs : client === "local_async" ? 3 * cfg.masterDownAnswerMs : cfg.masterDownAnswerMs;
+		const waitMs = held
+			? cfg.masterReqTimeoutMs
+			: client === "local_async"
+				? 3 * cfg.masterDownAnswerMs
+				: cfg.masterDownAnswerMs;
 		if (!this.master.running && !(await this.master.whenRunning(waitMs))) {
 			if (held) throw new SaltMasterDown("Message timed out");
 			throw new MasterUnanswering("Salt request timed out. The master is not responding.");
@@ -89,7 +115,9 @@ export class Netapi {
 
 	private publishLoad(chunk: Record<string, unknown>, who: Identity) {
 		if (chunk.tgt === undefined || chunk.fun === undefined) {
-			throw new ClientCallError(`cmd() missing 1 required positional argument: '${chunk.tgt === undefined ? "tgt" : "fun"}'`);
+			throw new ClientCallError(
+				`cmd() missing 1 required positional argument: '${chunk.tgt === undefined ? "tgt" : "fun"}'`,
+			);
 		}
 		const tgtType = typeof chunk.tgt_type === "string" && chunk.tgt_type ? chunk.tgt_type : "glob";
 		const fun = String(chunk.fun);
@@ -106,7 +134,10 @@ export class Netapi {
 			return minions.every(id => allowed.has(id));
 		};
 		if (!authCheck(who.perms, fun, arg, inTarget)) throw new SaltAuthError("Authorization error occurred.");
-		const metadata = chunk.metadata && typeof chunk.metadata === "object" && !Array.isArray(chunk.metadata) ? (chunk.metadata as Record<string, unknown>) : undefined;
+		const metadata =
+			chunk.metadata && typeof chunk.metadata === "object" && !Array.isArray(chunk.metadata)
+				? (chunk.metadata as Record<string, unknown>)
+				: undefined;
 		return { tgt: chunk.tgt, tgtType, fun, arg, user: who.name, ...(metadata ? { metadata } : {}) };
 	}
 
@@ -138,7 +169,8 @@ export class Netapi {
 	}
 
 	private masterFun(chunk: Record<string, unknown>, kind: "runner" | "wheel"): string {
-		if (chunk.fun === undefined || chunk.fun === null || chunk.fun === "") throw new SaltInvocationError(`${kind} takes at least 1 argument (0 given)`);
+		if (chunk.fun === undefined || chunk.fun === null || chunk.fun === "")
+			throw new SaltInvocationError(`${kind} takes at least 1 argument (0 given)`);
 		return String(chunk.fun);
 	}
 
@@ -146,7 +178,12 @@ export class Netapi {
 	 * The master's `runner_check` / `wheel_check` (CkMinions.spec_check): a refusal is the master's
 	 * Token/EauthAuthenticationError, which salt-api answers 401.
 	 */
-	private checkSpec(who: Identity, kind: "runner" | "wheel", fun: string, acl: { args: unknown[] | undefined; kwargs: Record<string, unknown> | undefined }): void {
+	private checkSpec(
+		who: Identity,
+		kind: "runner" | "wheel",
+		fun: string,
+		acl: { args: unknown[] | undefined; kwargs: Record<string, unknown> | undefined },
+	): void {
 		const ok = specCheck(who.perms, fun, acl.args, acl.kwargs, kind);
 		if (ok === "syntax") throw new SaltInvocationError("A command invocation error occurred: Check syntax.");
 		if (!ok) throw new SaltAuthError(`Authentication failure of type "${who.authType}" occurred for user ${who.name}.`);

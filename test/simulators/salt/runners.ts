@@ -25,7 +25,14 @@ interface MasterFn {
 
 const truthy = (v: unknown) => v === true || v === "True" || v === "true" || v === 1 || v === "1";
 const splitList = (v: unknown): string[] | undefined =>
-	v === undefined || v === null || v === "" ? undefined : Array.isArray(v) ? v.map(String) : String(v).split(",").map(s => s.trim()).filter(Boolean);
+	v === undefined || v === null || v === ""
+		? undefined
+		: Array.isArray(v)
+			? v.map(String)
+			: String(v)
+					.split(",")
+					.map(s => s.trim())
+					.filter(Boolean);
 
 const seconds = (v: unknown): number | undefined => {
 	const n = Number(v);
@@ -98,16 +105,36 @@ const RUNNERS: Record<string, MasterFn> = {
 	"jobs.lookup_jid": {
 		params: ["jid", "ext_source", "returned", "missing", "display_progress"],
 		required: ["jid"],
-		fn: (m, a) => m.lookupJid(String(a.jid), { missing: truthy(a.missing), returned: a.returned === undefined ? true : truthy(a.returned) }),
+		fn: (m, a) =>
+			m.lookupJid(String(a.jid), {
+				missing: truthy(a.missing),
+				returned: a.returned === undefined ? true : truthy(a.returned),
+			}),
 	},
-	"jobs.list_job": { params: ["jid", "ext_source", "display_progress"], required: ["jid"], fn: (m, a) => m.listJob(String(a.jid)) },
+	"jobs.list_job": {
+		params: ["jid", "ext_source", "display_progress"],
+		required: ["jid"],
+		fn: (m, a) => m.listJob(String(a.jid)),
+	},
 	"jobs.list_jobs": {
-		params: ["ext_source", "outputter", "search_metadata", "search_function", "search_target", "start_time", "end_time", "display_progress"],
+		params: [
+			"ext_source",
+			"outputter",
+			"search_metadata",
+			"search_function",
+			"search_target",
+			"start_time",
+			"end_time",
+			"display_progress",
+		],
 		fn: (m, a) =>
 			m.listJobs({
 				searchFunction: splitList(a.search_function),
 				searchTarget: splitList(a.search_target),
-				searchMetadata: a.search_metadata && typeof a.search_metadata === "object" && !Array.isArray(a.search_metadata) ? (a.search_metadata as Record<string, unknown>) : undefined,
+				searchMetadata:
+					a.search_metadata && typeof a.search_metadata === "object" && !Array.isArray(a.search_metadata)
+						? (a.search_metadata as Record<string, unknown>)
+						: undefined,
 			}),
 	},
 	"jobs.active": { params: ["display_progress"], fn: m => m.activeJobs() },
@@ -121,7 +148,10 @@ const RUNNERS: Record<string, MasterFn> = {
 		},
 	},
 	"manage.status": { params: ["output", "tgt", "tgt_type", "timeout", "gather_job_timeout"], fn: manageStatus },
-	"manage.up": { params: ["tgt", "tgt_type", "timeout", "gather_job_timeout"], fn: async (m, a) => (await manageStatus(m, a)).up },
+	"manage.up": {
+		params: ["tgt", "tgt_type", "timeout", "gather_job_timeout"],
+		fn: async (m, a) => (await manageStatus(m, a)).up,
+	},
 	"manage.down": {
 		params: ["removekeys", "tgt", "tgt_type", "timeout", "gather_job_timeout"],
 		fn: async (m, a) => {
@@ -145,18 +175,27 @@ const RUNNERS: Record<string, MasterFn> = {
 		varkw: true,
 		fn: (m, a, rest) => {
 			const fun = String(a.fun);
-			const kwargs = Object.fromEntries(Object.entries(rest.kwargs).filter(([k]) => !k.startsWith("__") && k !== "with_pillar"));
-			const impl = Object.prototype.hasOwnProperty.call(SALT_CMD, fun) ? SALT_CMD[fun] : undefined;
+			const kwargs = Object.fromEntries(
+				Object.entries(rest.kwargs).filter(([k]) => !k.startsWith("__") && k !== "with_pillar"),
+			);
+			const impl = Object.hasOwn(SALT_CMD, fun) ? SALT_CMD[fun] : undefined;
 			return impl ? impl(m, rest.args, kwargs) : `'${fun}' is not available.`;
 		},
 	},
 	"config.get": {
 		params: ["key", "default", "delimiter"],
 		required: ["key"],
-		fn: (m, a) => traverse(m.opts(), String(a.key), a.default ?? "", typeof a.delimiter === "string" ? a.delimiter : ":"),
+		fn: (m, a) =>
+			traverse(m.opts(), String(a.key), a.default ?? "", typeof a.delimiter === "string" ? a.delimiter : ":"),
 	},
-	"fileserver.file_list": { params: ["saltenv", "backend"], fn: (m, a) => ((a.saltenv ?? "base") === "base" ? m.files.list() : []) },
-	"fileserver.dir_list": { params: ["saltenv", "backend"], fn: (m, a) => ((a.saltenv ?? "base") === "base" ? m.files.dirs() : []) },
+	"fileserver.file_list": {
+		params: ["saltenv", "backend"],
+		fn: (m, a) => ((a.saltenv ?? "base") === "base" ? m.files.list() : []),
+	},
+	"fileserver.dir_list": {
+		params: ["saltenv", "backend"],
+		fn: (m, a) => ((a.saltenv ?? "base") === "base" ? m.files.dirs() : []),
+	},
 	"fileserver.envs": { params: ["backend", "sources"], fn: () => ["base"] },
 	"fileserver.update": { params: ["backend"], fn: () => true },
 	"cache.grains": {
@@ -179,7 +218,9 @@ const MASTER_KEYS = ["master.pem", "master.pub"];
 
 function keyMatchers(match: unknown): string[] {
 	if (Array.isArray(match)) return match.map(String);
-	return String(match ?? "").split(",").filter(Boolean);
+	return String(match ?? "")
+		.split(",")
+		.filter(Boolean);
 }
 
 /** `salt.key.Key.name_match`: matching keys grouped by key dir; `full` includes the master's keys. */
@@ -204,7 +245,9 @@ function nameMatch(m: Master, match: unknown, full = false): Record<string, stri
 function keyFingerprint(m: Master, dir: string, id: string): string {
 	if (dir === "local") return id === "master.pem" ? m.masterPemFingerprint : m.masterFingerprint;
 	const minion = m.fleet.get(id)!;
-	return dir === "minions_denied" && minion.key !== "denied" && minion.deniedFingerprint !== undefined ? minion.deniedFingerprint : minion.fingerprint;
+	return dir === "minions_denied" && minion.key !== "denied" && minion.deniedFingerprint !== undefined
+		? minion.deniedFingerprint
+		: minion.fingerprint;
 }
 
 function moveKeys(m: Master, match: unknown, from: KeyState[], to: KeyState): Record<string, string[]> {
@@ -228,7 +271,13 @@ const WHEELS: Record<string, MasterFn> = {
 		params: [],
 		fn: m => {
 			const by = m.fleet.byKeyState();
-			return { minions: by.accepted, minions_pre: by.pending, minions_rejected: by.rejected, minions_denied: by.denied, local: [...MASTER_KEYS] };
+			return {
+				minions: by.accepted,
+				minions_pre: by.pending,
+				minions_rejected: by.rejected,
+				minions_denied: by.denied,
+				local: [...MASTER_KEYS],
+			};
 		},
 	},
 	"key.list": {
@@ -237,8 +286,28 @@ const WHEELS: Record<string, MasterFn> = {
 		fn: (m, a) => {
 			const by = m.fleet.byKeyState();
 			const sel = String(a.match);
-			const map: Record<string, KeyState> = { acc: "accepted", accepted: "accepted", minions: "accepted", pre: "pending", un: "pending", unaccepted: "pending", minions_pre: "pending", rej: "rejected", rejected: "rejected", minions_rejected: "rejected", den: "denied", denied: "denied", minions_denied: "denied" };
-			if (sel === "all") return { minions: by.accepted, minions_pre: by.pending, minions_rejected: by.rejected, minions_denied: by.denied };
+			const map: Record<string, KeyState> = {
+				acc: "accepted",
+				accepted: "accepted",
+				minions: "accepted",
+				pre: "pending",
+				un: "pending",
+				unaccepted: "pending",
+				minions_pre: "pending",
+				rej: "rejected",
+				rejected: "rejected",
+				minions_rejected: "rejected",
+				den: "denied",
+				denied: "denied",
+				minions_denied: "denied",
+			};
+			if (sel === "all")
+				return {
+					minions: by.accepted,
+					minions_pre: by.pending,
+					minions_rejected: by.rejected,
+					minions_denied: by.denied,
+				};
 			if (sel === "local") return { local: [...MASTER_KEYS] };
 			const st = map[sel];
 			return st ? { [KEY_DIRS[st]]: by[st] } : {};
@@ -258,7 +327,11 @@ const WHEELS: Record<string, MasterFn> = {
 			return out;
 		},
 	},
-	"key.finger_master": { params: ["hash_type"], defaults: { hash_type: null }, fn: m => ({ local: { "master.pub": m.masterFingerprint } }) },
+	"key.finger_master": {
+		params: ["hash_type"],
+		defaults: { hash_type: null },
+		fn: m => ({ local: { "master.pub": m.masterFingerprint } }),
+	},
 	"key.print": {
 		params: ["match"],
 		required: ["match"],
@@ -275,13 +348,33 @@ const WHEELS: Record<string, MasterFn> = {
 		params: ["match", "include_rejected", "include_denied"],
 		required: ["match"],
 		defaults: { include_rejected: false, include_denied: false },
-		fn: (m, a) => moveKeys(m, a.match, ["pending", ...(truthy(a.include_rejected) ? (["rejected"] as KeyState[]) : []), ...(truthy(a.include_denied) ? (["denied"] as KeyState[]) : [])], "accepted"),
+		fn: (m, a) =>
+			moveKeys(
+				m,
+				a.match,
+				[
+					"pending",
+					...(truthy(a.include_rejected) ? (["rejected"] as KeyState[]) : []),
+					...(truthy(a.include_denied) ? (["denied"] as KeyState[]) : []),
+				],
+				"accepted",
+			),
 	},
 	"key.reject": {
 		params: ["match", "include_accepted", "include_denied"],
 		required: ["match"],
 		defaults: { include_accepted: false, include_denied: false },
-		fn: (m, a) => moveKeys(m, a.match, ["pending", ...(truthy(a.include_accepted) ? (["accepted"] as KeyState[]) : []), ...(truthy(a.include_denied) ? (["denied"] as KeyState[]) : [])], "rejected"),
+		fn: (m, a) =>
+			moveKeys(
+				m,
+				a.match,
+				[
+					"pending",
+					...(truthy(a.include_accepted) ? (["accepted"] as KeyState[]) : []),
+					...(truthy(a.include_denied) ? (["denied"] as KeyState[]) : []),
+				],
+				"rejected",
+			),
 	},
 	"key.delete": {
 		params: ["match"],
@@ -291,7 +384,12 @@ const WHEELS: Record<string, MasterFn> = {
 			return nameMatch(m, a.match);
 		},
 	},
-	"file_roots.find": { params: ["path", "saltenv"], required: ["path"], defaults: { saltenv: "base" }, fn: fileRootsFind },
+	"file_roots.find": {
+		params: ["path", "saltenv"],
+		required: ["path"],
+		defaults: { saltenv: "base" },
+		fn: fileRootsFind,
+	},
 	"file_roots.read": {
 		params: ["path", "saltenv"],
 		required: ["path"],
@@ -333,14 +431,34 @@ const WHEELS: Record<string, MasterFn> = {
 	"file_roots.list_env": {
 		params: ["saltenv"],
 		defaults: { saltenv: "base" },
-		fn: (m, a) => ((a.saltenv ?? "base") === "base" ? ((WHEELS["file_roots.list_roots"].fn(m, {}, { args: [], kwargs: {} }) as { base: unknown[] }).base[0] as Record<string, unknown>) : {}),
+		fn: (m, a) =>
+			(a.saltenv ?? "base") === "base"
+				? ((WHEELS["file_roots.list_roots"].fn(m, {}, { args: [], kwargs: {} }) as { base: unknown[] })
+						.base[0] as Record<string, unknown>)
+				: {},
 	},
 	"config.values": { params: [], fn: m => m.opts() },
 };
 
 // ------------------------------------------------------------------ argument handling
 
-const CONTROL_KEYS = new Set(["client", "fun", "username", "password", "eauth", "token", "user", "key", "arg", "kwarg", "timeout", "full_return", "__current_eauth_user", "__current_eauth_groups", "print_event"]);
+const CONTROL_KEYS = new Set([
+	"client",
+	"fun",
+	"username",
+	"password",
+	"eauth",
+	"token",
+	"user",
+	"key",
+	"arg",
+	"kwarg",
+	"timeout",
+	"full_return",
+	"__current_eauth_user",
+	"__current_eauth_groups",
+	"print_event",
+]);
 
 /** A runner or wheel call, its arguments resolved as the master does, ready for the ACL check and to run. */
 export interface PreparedCall {
@@ -361,7 +479,11 @@ export interface PreparedCall {
  * `RunnerClient._reformat_low`: positional `arg` (with `k=v` strings), `kwarg`, and any other top-level key are
  * merged into keyword arguments; unknown keywords are dropped unless the function takes `**kwargs`.
  */
-function reformatLow(def: MasterFn, low: Record<string, unknown>, isWheel: boolean): { args: unknown[]; kwargs: Record<string, unknown> } {
+function reformatLow(
+	def: MasterFn,
+	low: Record<string, unknown>,
+	isWheel: boolean,
+): { args: unknown[]; kwargs: Record<string, unknown> } {
 	const rawArgs = low.arg === undefined || low.arg === null ? [] : Array.isArray(low.arg) ? low.arg : [low.arg];
 	const split = splitArgs(rawArgs);
 	const kwargs: Record<string, unknown> = { ...split.kwargs };
@@ -373,13 +495,16 @@ function reformatLow(def: MasterFn, low: Record<string, unknown>, isWheel: boole
 	}
 	const all = split.args.map(v => (typeof v === "string" && !isWheel ? yamlify(v) : v));
 	const args = def.varargs ? all : all.slice(0, def.params.length);
-	return { args, kwargs: def.varkw ? kwargs : Object.fromEntries(Object.entries(kwargs).filter(([k]) => def.params.includes(k))) };
+	return {
+		args,
+		kwargs: def.varkw ? kwargs : Object.fromEntries(Object.entries(kwargs).filter(([k]) => def.params.includes(k))),
+	};
 }
 
 /** Resolve a runner or wheel call (throws UnknownFunctionError for a function the master does not have). */
 export function prepareCall(kind: "runner" | "wheel", fun: string, low: Record<string, unknown>): PreparedCall {
 	const table = kind === "runner" ? RUNNERS : WHEELS;
-	const def = Object.prototype.hasOwnProperty.call(table, fun) ? table[fun] : undefined;
+	const def = Object.hasOwn(table, fun) ? table[fun] : undefined;
 	if (!def) throw new UnknownFunctionError(`'${fun}' is not available.`);
 	const { args, kwargs } = reformatLow(def, low, kind === "wheel");
 	let funArgs: unknown[];
@@ -415,7 +540,9 @@ async function invoke(m: Master, call: PreparedCall): Promise<unknown> {
 		const plural = missing.length > 1 ? "s" : "";
 		return `\nPassed invalid arguments: ${name}() missing ${missing.length} required positional argument${plural}: ${missing.map(p => `'${p}'`).join(" and ")}\n\nUsage:\n${fun}`;
 	}
-	const restKwargs = def.varkw ? Object.fromEntries(Object.entries(kwargs).filter(([k]) => !def.params.includes(k))) : {};
+	const restKwargs = def.varkw
+		? Object.fromEntries(Object.entries(kwargs).filter(([k]) => !def.params.includes(k)))
+		: {};
 	return def.fn(m, named, { args: def.varargs ? args.slice(def.params.length) : [], kwargs: restKwargs });
 }
 
@@ -423,7 +550,12 @@ async function invoke(m: Master, call: PreparedCall): Promise<unknown> {
  * Run a runner function: fires salt/run/<jid>/new, waits for the function (manage.status publishes and
  * waits), fires /ret and stores the job. Returns the full event data (`return` holds the runner's value).
  */
-export async function runRunner(m: Master, call: PreparedCall, user: string, jid = m.newJid()): Promise<Record<string, unknown>> {
+export async function runRunner(
+	m: Master,
+	call: PreparedCall,
+	user: string,
+	jid = m.newJid(),
+): Promise<Record<string, unknown>> {
 	const data: Record<string, unknown> = { fun: `runner.${call.fun}`, jid, user, fun_args: call.funArgs };
 	m.events.fire(`salt/run/${jid}/new`, data);
 	data.return = await invoke(m, call);
@@ -438,14 +570,26 @@ export async function runRunner(m: Master, call: PreparedCall, user: string, jid
  * then the wheel client's own job inside (`salt/wheel/<jid2>/new|ret` with user "UNKNOWN" and `fun_args`), then
  * `salt/wheel/<jid>/ret`. Returns the full event `{tag, data}`.
  */
-export async function runWheel(m: Master, fun: string, low: Record<string, unknown>, user: string, jid = m.newJid(), prepared?: PreparedCall): Promise<{ tag: string; data: Record<string, unknown> }> {
+export async function runWheel(
+	m: Master,
+	fun: string,
+	low: Record<string, unknown>,
+	user: string,
+	jid = m.newJid(),
+	prepared?: PreparedCall,
+): Promise<{ tag: string; data: Record<string, unknown> }> {
 	const tag = `salt/wheel/${jid}`;
 	const data: Record<string, unknown> = { fun: `wheel.${fun}`, jid, tag, user };
 	m.events.fire(`${tag}/new`, data);
 	try {
 		const call = prepared ?? prepareCall("wheel", fun, low);
 		const inner = m.newJid();
-		const innerData: Record<string, unknown> = { fun: `wheel.${fun}`, jid: inner, user: "UNKNOWN", fun_args: call.funArgs };
+		const innerData: Record<string, unknown> = {
+			fun: `wheel.${fun}`,
+			jid: inner,
+			user: "UNKNOWN",
+			fun_args: call.funArgs,
+		};
 		m.events.fire(`salt/wheel/${inner}/new`, innerData);
 		innerData.return = await invoke(m, call);
 		innerData.success = true;

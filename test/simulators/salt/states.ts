@@ -117,7 +117,7 @@ function jinjaValue(expr: string, grains: Record<string, unknown>): { value: unk
 	let m = /^grains(?:\[\s*(['"])(.+?)\1\s*\]|\.([A-Za-z_]\w*))$/.exec(expr);
 	if (m) {
 		const key = m[2] ?? m[3];
-		if (!Object.prototype.hasOwnProperty.call(grains, key)) throw new JinjaError(`Jinja variable 'dict object' has no attribute '${key}'`);
+		if (!Object.hasOwn(grains, key)) throw new JinjaError(`Jinja variable 'dict object' has no attribute '${key}'`);
 		return { value: grains[key] };
 	}
 	m = /^(grains\.get|salt\[\s*(['"])grains\.get\2\s*\])\((.*)\)$/s.exec(expr);
@@ -125,7 +125,8 @@ function jinjaValue(expr: string, grains: Record<string, unknown>): { value: unk
 	const args = m[3].trim() === "" ? [] : m[3].split(",").map(jinjaLiteral);
 	if (!args.length || args.some(a => a === undefined) || typeof args[0]!.value !== "string") return undefined;
 	const key = args[0]!.value as string;
-	if (m[1] === "grains.get") return { value: Object.prototype.hasOwnProperty.call(grains, key) ? grains[key] : args.length > 1 ? args[1]!.value : null };
+	if (m[1] === "grains.get")
+		return { value: Object.hasOwn(grains, key) ? grains[key] : args.length > 1 ? args[1]!.value : null };
 	return { value: traverse(grains, key, args.length > 1 ? args[1]!.value : "", ":") };
 }
 
@@ -138,7 +139,12 @@ export function renderJinja(text: string, grains: Record<string, unknown>): stri
 }
 
 /** Compile the given SLS names (with their includes) into ordered steps, or render errors. */
-export function compileSls(files: FileServer, names: string[], saltenv = "base", grains: Record<string, unknown> = {}): Compiled {
+export function compileSls(
+	files: FileServer,
+	names: string[],
+	saltenv = "base",
+	grains: Record<string, unknown> = {},
+): Compiled {
 	const steps: StateStep[] = [];
 	const errors: string[] = [];
 	const done = new Set<string>();
@@ -166,7 +172,8 @@ export function compileSls(files: FileServer, names: string[], saltenv = "base",
 		for (const [id, body] of Object.entries(data)) {
 			if (id === "include") {
 				for (const inc of Array.isArray(body) ? body : [body]) {
-					const incName = typeof inc === "string" && inc.startsWith(".") ? sls.split(".").slice(0, -1).join(".") + inc : String(inc);
+					const incName =
+						typeof inc === "string" && inc.startsWith(".") ? sls.split(".").slice(0, -1).join(".") + inc : String(inc);
 					visit(incName);
 				}
 				continue;
@@ -195,7 +202,9 @@ export function compileSls(files: FileServer, names: string[], saltenv = "base",
 					errors.push(`Missing function in state declaration '${decl}' for ID '${id}' in SLS '${sls}'`);
 					continue;
 				}
-				const names = Array.isArray(args.names) ? args.names.map(String) : [typeof args.name === "string" ? args.name : id];
+				const names = Array.isArray(args.names)
+					? args.names.map(String)
+					: [typeof args.name === "string" ? args.name : id];
 				for (const name of names) steps.push({ state, fun, id, name, sls, args });
 			}
 		}
@@ -205,7 +214,11 @@ export function compileSls(files: FileServer, names: string[], saltenv = "base",
 }
 
 /** Parse `top.sls` (base env): the SLS names that apply to a minion. */
-export function topMatches(files: FileServer, minionId: string, matchGrain: (expr: string) => boolean): string[] | null {
+export function topMatches(
+	files: FileServer,
+	minionId: string,
+	matchGrain: (expr: string) => boolean,
+): string[] | null {
 	const text = files.read("top.sls");
 	if (text === undefined) return null;
 	let top: unknown;
@@ -221,7 +234,12 @@ export function topMatches(files: FileServer, minionId: string, matchGrain: (exp
 		const list = Array.isArray(entries) ? entries : [];
 		const matchType = list.find(e => isPlainObject(e) && "match" in e) as Record<string, unknown> | undefined;
 		const type = matchType ? String(matchType.match) : "glob";
-		const hit = type === "grain" ? matchGrain(target) : type === "list" ? target.split(",").includes(minionId) : fnmatch(minionId, target);
+		const hit =
+			type === "grain"
+				? matchGrain(target)
+				: type === "list"
+					? target.split(",").includes(minionId)
+					: fnmatch(minionId, target);
 		if (hit) for (const e of list) if (typeof e === "string" && !out.includes(e)) out.push(e);
 	}
 	return out;
@@ -233,7 +251,11 @@ const REQUISITES = ["require", "watch", "onchanges", "prereq"];
 function requisiteNames(req: unknown, step: StateStep): boolean {
 	if (typeof req === "string") return step.id === req || step.name === req;
 	if (!isPlainObject(req)) return false;
-	return Object.entries(req).some(([state, target]) => (state === "sls" ? step.sls === String(target) : (state === step.state || state === "id") && (step.id === String(target) || step.name === String(target))));
+	return Object.entries(req).some(([state, target]) =>
+		state === "sls"
+			? step.sls === String(target)
+			: (state === step.state || state === "id") && (step.id === String(target) || step.name === String(target)),
+	);
 }
 
 /**
@@ -248,7 +270,8 @@ export function withRequisites(steps: StateStep[], id: string): StateStep[] {
 		visiting.add(step);
 		for (const kind of REQUISITES) {
 			const reqs = step.args[kind];
-			for (const req of Array.isArray(reqs) ? reqs : reqs === undefined ? [] : [reqs]) for (const dep of steps) if (dep !== step && requisiteNames(req, dep)) visit(dep);
+			for (const req of Array.isArray(reqs) ? reqs : reqs === undefined ? [] : [reqs])
+				for (const dep of steps) if (dep !== step && requisiteNames(req, dep)) visit(dep);
 		}
 		out.push(step);
 	};
@@ -264,7 +287,13 @@ export interface StateRun {
 const NO_STATES_TAG = "no_|-states_|-states_|-None";
 
 /** Run compiled steps for one minion and build the state return dict. */
-export function runSteps(minionId: string, steps: StateStep[], failures: (sls: string) => StepFailure | undefined, test: boolean, drifts?: DriftBook): StateRun {
+export function runSteps(
+	minionId: string,
+	steps: StateStep[],
+	failures: (sls: string) => StepFailure | undefined,
+	test: boolean,
+	drifts?: DriftBook,
+): StateRun {
 	const ret: Record<string, unknown> = {};
 	let failed = false;
 	let clock = nowMicros();
@@ -303,7 +332,12 @@ export function runSteps(minionId: string, steps: StateStep[], failures: (sls: s
 	return { ret, retcode: failed ? EX_STATE_FAILURE : EX_OK };
 }
 
-function stepOutcome(step: StateStep, h: number, failure: StepFailure | undefined, test: boolean): { result: boolean | null; comment: string; changes: Record<string, unknown> } {
+function stepOutcome(
+	step: StateStep,
+	h: number,
+	failure: StepFailure | undefined,
+	test: boolean,
+): { result: boolean | null; comment: string; changes: Record<string, unknown> } {
 	const name = step.name;
 	if (step.state === "cmd") {
 		// Salt's cmd.run with test=True: result None, the comment, and no changes (states/cmd.py leaves them empty).
@@ -314,10 +348,19 @@ function stepOutcome(step: StateStep, h: number, failure: StepFailure | undefine
 			return {
 				result: false,
 				comment: `Command "${name}" run`,
-				changes: { pid: 1000 + (h % 60000), retcode: failure.retcode ?? 1, stdout, stderr: failure.stderr ?? `${name.split(/\s+/)[0]}: patch step failed` },
+				changes: {
+					pid: 1000 + (h % 60000),
+					retcode: failure.retcode ?? 1,
+					stdout,
+					stderr: failure.stderr ?? `${name.split(/\s+/)[0]}: patch step failed`,
+				},
 			};
 		}
-		return { result: true, comment: `Command "${name}" run`, changes: { pid: 1000 + (h % 60000), retcode: 0, stdout, stderr: "" } };
+		return {
+			result: true,
+			comment: `Command "${name}" run`,
+			changes: { pid: 1000 + (h % 60000), retcode: 0, stdout, stderr: "" },
+		};
 	}
 	if (failure) {
 		const msg = failure.stderr ?? "failed";
@@ -326,7 +369,8 @@ function stepOutcome(step: StateStep, h: number, failure: StepFailure | undefine
 			file: `Unable to manage file: ${msg}`,
 			service: `Service ${name} failed to start`,
 		};
-		if (step.state === "file" && step.fun === "exists") return { result: false, comment: `Specified path ${name} does not exist`, changes: {} };
+		if (step.state === "file" && step.fun === "exists")
+			return { result: false, comment: `Specified path ${name} does not exist`, changes: {} };
 		return { result: false, comment: comments[step.state] ?? `${step.state}.${step.fun} failed: ${msg}`, changes: {} };
 	}
 	// Every state but `cmd` is already in its desired state here (its real run changes nothing), so with test=True
@@ -336,11 +380,19 @@ function stepOutcome(step: StateStep, h: number, failure: StepFailure | undefine
 		file: `File ${name} is in the correct state`,
 		service: `The service ${name} is already running`,
 	};
-	return { result: true, comment: comments[step.state] ?? `State '${step.state}.${step.fun}' was executed`, changes: {} };
+	return {
+		result: true,
+		comment: comments[step.state] ?? `State '${step.state}.${step.fun}' was executed`,
+		changes: {},
+	};
 }
 
 /** A drifted state's outcome: predicted with test=True, made by a real run (the comments Salt's state modules write). */
-function driftOutcome(step: StateStep, drift: Drift, test: boolean): { result: boolean | null; comment: string; changes: Record<string, unknown> } {
+function driftOutcome(
+	step: StateStep,
+	drift: Drift,
+	test: boolean,
+): { result: boolean | null; comment: string; changes: Record<string, unknown> } {
 	const name = step.name;
 	const predicted: Record<string, string> = {
 		pkg: `The following packages would be installed/updated: ${name}`,
@@ -352,8 +404,17 @@ function driftOutcome(step: StateStep, drift: Drift, test: boolean): { result: b
 		file: `File ${name} updated`,
 		service: `Service ${name} has been enabled, and is running`,
 	};
-	if (test) return { result: null, comment: drift.comment ?? predicted[step.state] ?? `${step.state}.${step.fun} would change ${name}`, changes: drift.changes };
-	return { result: true, comment: made[step.state] ?? `${step.state}.${step.fun} changed ${name}`, changes: drift.changes };
+	if (test)
+		return {
+			result: null,
+			comment: drift.comment ?? predicted[step.state] ?? `${step.state}.${step.fun} would change ${name}`,
+			changes: drift.changes,
+		};
+	return {
+		result: true,
+		comment: made[step.state] ?? `${step.state}.${step.fun} changed ${name}`,
+		changes: drift.changes,
+	};
 }
 
 function unquote(s: string): string {
@@ -364,7 +425,10 @@ function unquote(s: string): string {
 
 /** The return of a highstate that matched nothing in the top file. */
 export function noStatesReturn(comment: string): StateRun {
-	return { ret: { [NO_STATES_TAG]: { result: false, comment, name: "No States", changes: {}, __run_num__: 0 } }, retcode: EX_STATE_FAILURE };
+	return {
+		ret: { [NO_STATES_TAG]: { result: false, comment, name: "No States", changes: {}, __run_num__: 0 } },
+		retcode: EX_STATE_FAILURE,
+	};
 }
 
 /** Default file server contents: a top file, a common state and two patches. */
@@ -373,6 +437,7 @@ export const DEFAULT_FILES: Record<string, string> = {
 	"common.sls": "base_packages:\n  pkg.installed:\n    - pkgs:\n      - vim\n      - curl\n",
 	"patches/openssl-cve-2024-5535.sls":
 		"# Upgrade OpenSSL and restart what links it\nupgrade_openssl:\n  cmd.run:\n    - name: apt-get install -y --only-upgrade openssl libssl3\n\nrestart_sshd:\n  cmd.run:\n    - name: systemctl restart ssh\n",
-	"patches/fix-ntp.sls": "ntp_config:\n  file.managed:\n    - name: /etc/systemd/timesyncd.conf\n    - source: salt://patches/files/timesyncd.conf\n\nrestart_timesyncd:\n  cmd.run:\n    - name: systemctl restart systemd-timesyncd\n",
+	"patches/fix-ntp.sls":
+		"ntp_config:\n  file.managed:\n    - name: /etc/systemd/timesyncd.conf\n    - source: salt://patches/files/timesyncd.conf\n\nrestart_timesyncd:\n  cmd.run:\n    - name: systemctl restart systemd-timesyncd\n",
 	"patches/files/timesyncd.conf": "[Time]\nNTP=ntp.example\n",
 };

@@ -19,7 +19,20 @@ export interface TargetResult {
 
 export type Nodegroups = Record<string, string | string[]>;
 
-export const TGT_TYPES = ["glob", "pcre", "list", "grain", "grain_pcre", "pillar", "pillar_pcre", "pillar_exact", "nodegroup", "range", "compound", "ipcidr"];
+export const TGT_TYPES = [
+	"glob",
+	"pcre",
+	"list",
+	"grain",
+	"grain_pcre",
+	"pillar",
+	"pillar_pcre",
+	"pillar_exact",
+	"nodegroup",
+	"range",
+	"compound",
+	"ipcidr",
+];
 
 export class Targeting {
 	constructor(
@@ -71,7 +84,12 @@ export class Targeting {
 			case "grain":
 			case "grain_pcre":
 				if (typeof tgt !== "string") return none;
-				return { minions: accepted.filter(id => subdictMatch(this.fleet.get(id)!.grains, tgt, this.delimiter, type === "grain_pcre")), missing: [] };
+				return {
+					minions: accepted.filter(id =>
+						subdictMatch(this.fleet.get(id)!.grains, tgt, this.delimiter, type === "grain_pcre"),
+					),
+					missing: [],
+				};
 			case "ipcidr":
 				if (typeof tgt !== "string") return none;
 				return { minions: accepted.filter(id => ipcidrMatch(this.fleet.get(id)!.grains, tgt)), missing: [] };
@@ -85,10 +103,14 @@ export class Targeting {
 
 	resolveNodegroup(name: string): string {
 		const groups = this.nodegroups();
-		if (!Object.prototype.hasOwnProperty.call(groups, name)) throw new TargetInvocationError(`Node group ${name} unavailable in /etc/salt/master`);
+		if (!Object.hasOwn(groups, name))
+			throw new TargetInvocationError(`Node group ${name} unavailable in /etc/salt/master`);
 		const def = groups[name];
 		// A list of minion ids (no compound words) is the list of them (nodegroup_matching.json: N@listgroup).
-		if (Array.isArray(def)) return def.some(w => ["and", "or", "not", "(", ")"].includes(String(w)) || /^[A-Z]@/.test(String(w))) ? def.join(" ") : `L@${def.join(",")}`;
+		if (Array.isArray(def))
+			return def.some(w => ["and", "or", "not", "(", ")"].includes(String(w)) || /^[A-Z]@/.test(String(w)))
+				? def.join(" ")
+				: `L@${def.join(",")}`;
 		return String(def);
 	}
 
@@ -184,7 +206,11 @@ export class Targeting {
 		switch (engine) {
 			case "G":
 			case "P":
-				return new Set(this.fleet.acceptedIds().filter(id => subdictMatch(this.fleet.get(id)!.grains, expr, delim ?? this.delimiter, engine === "P")));
+				return new Set(
+					this.fleet
+						.acceptedIds()
+						.filter(id => subdictMatch(this.fleet.get(id)!.grains, expr, delim ?? this.delimiter, engine === "P")),
+				);
 			case "E":
 				return new Set(this.checkInner(expr, "pcre").minions);
 			case "L":
@@ -227,7 +253,7 @@ function dictMatch(target: Record<string, unknown>, pattern: string, regex: bool
 	const wildcard = pattern.startsWith("*:");
 	if (wildcard) pattern = pattern.slice(2);
 	if (pattern === "*") return true;
-	if (Object.prototype.hasOwnProperty.call(target, pattern)) return true;
+	if (Object.hasOwn(target, pattern)) return true;
 	if (subdictMatch(target, pattern, delimiter, regex)) return true;
 	if (wildcard) {
 		for (const v of Object.values(target)) {
@@ -315,11 +341,11 @@ function parseIpTarget(tgt: string): { v: 4 | 6; net: bigint; mask: bigint } | n
 	else if (/^\d+$/.test(pfx)) bits = Number(pfx);
 	else {
 		const m = ip.v === 4 ? parseIp(pfx) : null;
-		if (!m || m.v !== 4) return null;
+		if (m?.v !== 4) return null;
 		// A netmask (ones then zeros) or a hostmask (zeros then ones).
 		const asMask = (x: bigint) => {
 			const str = x.toString(2).padStart(32, "0");
-			return /^1*0*$/.test(str) ? str.indexOf("0") === -1 ? 32 : str.indexOf("0") : null;
+			return /^1*0*$/.test(str) ? (str.indexOf("0") === -1 ? 32 : str.indexOf("0")) : null;
 		};
 		const nm = asMask(m.n);
 		const hm = asMask(~m.n & full);

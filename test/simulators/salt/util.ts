@@ -67,7 +67,11 @@ const PUBLIC_KEYS = new Map<string, string>();
 export function keyPair(seedHex: string): { pub: string; fingerprint: string } {
 	const pub = keyPairPem(seedHex);
 	const lines = pub.split("\n").slice(1, -1);
-	const fingerprint = fingerprintFrom(createHash("sha256").update(lines.map(l => `${l}\n`).join("")).digest("hex"));
+	const fingerprint = fingerprintFrom(
+		createHash("sha256")
+			.update(lines.map(l => `${l}\n`).join(""))
+			.digest("hex"),
+	);
 	PUBLIC_KEYS.set(fingerprint, pub);
 	return { pub, fingerprint };
 }
@@ -242,7 +246,8 @@ export class NotJsonSerializable extends TypeError {
  */
 export function pyJson(v: unknown): string {
 	if (v === null || v === undefined) return "null";
-	if (v instanceof Uint8Array || v instanceof Date) throw new NotJsonSerializable(v instanceof Date ? "datetime" : "bytes");
+	if (v instanceof Uint8Array || v instanceof Date)
+		throw new NotJsonSerializable(v instanceof Date ? "datetime" : "bytes");
 	switch (typeof v) {
 		case "string":
 			return JSON.stringify(v);
@@ -310,7 +315,7 @@ export function traverse(data: unknown, key: string, dflt: unknown, delimiter = 
 				if (!hit) return dflt;
 				cur = (hit as Record<string, unknown>)[part];
 			}
-		} else if (isPlainObject(cur) && Object.prototype.hasOwnProperty.call(cur, part)) cur = cur[part];
+		} else if (isPlainObject(cur) && Object.hasOwn(cur, part)) cur = cur[part];
 		else return dflt;
 	}
 	return cur;
@@ -319,4 +324,3 @@ export function traverse(data: unknown, key: string, dflt: unknown, delimiter = 
 export function httpDate(ms: number): string {
 	return new Date(ms).toUTCString();
 }
-

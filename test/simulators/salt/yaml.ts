@@ -63,7 +63,8 @@ class Parser {
 	peek(): Line | null {
 		while (this.pos < this.raw.length) {
 			const rawLine = this.raw[this.pos];
-			if (/\t/.test(rawLine.match(/^\s*/)![0])) throw new YamlError(`found character '\\t' that cannot start any token (line ${this.pos + 1})`);
+			if (/\t/.test(rawLine.match(/^\s*/)![0]))
+				throw new YamlError(`found character '\\t' that cannot start any token (line ${this.pos + 1})`);
 			const text = stripComment(rawLine.trim() === "---" || rawLine.trim() === "..." ? "" : rawLine);
 			if (text.trim() === "") {
 				this.pos++;
@@ -123,7 +124,8 @@ class Parser {
 		for (;;) {
 			const line = this.peek();
 			if (!line || line.indent !== indent) {
-				if (line && line.indent > indent) throw new YamlError(`mapping values are not allowed here (line ${line.no + 1})`);
+				if (line && line.indent > indent)
+					throw new YamlError(`mapping values are not allowed here (line ${line.no + 1})`);
 				break;
 			}
 			const kv = splitKey(line.text);
@@ -133,7 +135,8 @@ class Parser {
 			if (rest === "") {
 				const next = this.peek();
 				if (next && next.indent > indent) out[key] = this.parseBlock(next.indent);
-				else if (next && next.indent === indent && (next.text === "-" || next.text.startsWith("- "))) out[key] = this.parseSeq(indent);
+				else if (next && next.indent === indent && (next.text === "-" || next.text.startsWith("- ")))
+					out[key] = this.parseSeq(indent);
 				else out[key] = null;
 			} else out[key] = this.parseInlineValue(rest, indent);
 		}
@@ -344,7 +347,6 @@ function dumpScalar(v: unknown): string {
 		return String(v);
 	}
 	const s = String(v);
-	// eslint-disable-next-line no-control-regex
 	if (/[\n\r\t\u0000-\u001f\u007f]/.test(s)) return JSON.stringify(s);
 	if (needsQuotes(s)) return `'${s.replace(/'/g, "''")}'`;
 	return s;
